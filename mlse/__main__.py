@@ -1,0 +1,5 @@
+import sys
+
+from mlse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""Command line: ``python -m mlse models|eval ...``.
+
+User mistakes (unknown model, missing data, malformed file) print one line starting with ``error:`` and exit 2; only
+bugs produce a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from typing import Sequence
+
+from mlse.errors import MlseError
+
+log = logging.getLogger("mlse")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mlse", description="Multilingual semantic textual similarity.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and the result table")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("models", help="list the models that load here and those that need the hub")
+
+    ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
+    ev.add_argument("--model", default="minilm-en", help="registry name, local folder, run, or hub id")
+    ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
+    ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
+    ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
+    ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
+    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh")
+    ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
+    ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
+    ev.add_argument("--seed", type=int, default=0, help="mining: seed of the task construction")
+    ev.add_argument("--data-dir", default=None, help="datasets folder (else $MLSE_DATA, else ../shared/data)")
+    ev.add_argument("--json-out", default=None, help="write the result JSON here")
+    ev.add_argument("--errors-out", default=None, help="tatoeba: write the retrieval errors (JSON) here")
+    ev.add_argument("--batch-size", type=int, default=64)
+    ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    ev.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    return parser
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from mlse.encoders import available_models
+    from mlse.results import format_table
+
+    rows = [vars(m) | {"name": m.name} for m in available_models()]
+    print(format_table(rows, ["name", "source", "status", "location"]))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from mlse.data import resolve_data_dir
+    from mlse.encoders import load_encoder
+    from mlse.results import result_table
+    from mlse import tasks
+
+    started = time.perf_counter()
+    data_dir = resolve_data_dir(args.data_dir) if (args.task != "sts" or args.pairs) else args.data_dir
+    encoder = load_encoder(args.model, device=args.device, cache=not args.no_cache)
+    if args.task == "sts":
+        result = tasks.run_sts(
+            encoder, pairs=args.pairs, pairs_files=args.pairs_file, split=args.split, data_dir=data_dir,
+            batch_size=args.batch_size,
+        )  # fmt: skip
+    elif args.task == "tatoeba":
+        if not args.langs:
+            raise MlseError("--task tatoeba needs --langs, e.g. --langs deu,fra,rus")
+        result = tasks.run_tatoeba(encoder, langs=args.langs, data_dir=data_dir, batch_size=args.batch_size)
+    else:
+        result = tasks.run_mining(
+            encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed,
+            batch_size=args.batch_size,
+        )  # fmt: skip
+    elapsed = time.perf_counter() - started
+    print(f"{result.task} | model {result.model} ({result.model_identity}) | split {result.split}")
+    print(result_table(result))
+    stats = result.encode_stats
+    if stats:
+        print(f"encoded {stats.get('encoded', 0)} texts, served {stats.get('served', 0)} from cache; {elapsed:.1f}s")
+    if args.json_out:
+        path = result.write_json(args.json_out)
+        print(f"wrote {path}")
+    if args.errors_out and result.task == "tatoeba":
+        import json
+
+        from mlse.atomic import atomic_write_text
+
+        atomic_write_text(args.errors_out, json.dumps(result.extras["errors"], ensure_ascii=False, indent=1))
+        print(f"wrote {args.errors_out}")
+    return 0
+
+
+COMMANDS = {"models": cmd_models, "eval": cmd_eval}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # Library chatter (model loading, HTTP) is noise at INFO; keep mlse's own messages.
+    for noisy in ("sentence_transformers", "transformers", "httpx", "huggingface_hub", "urllib3", "faiss"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    try:
+        return COMMANDS[args.command](args)
+    except MlseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,80 @@
+"""FLORES-200 devtest: the same 1,012 sentences in every language (multi-way parallel)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mlse.data.io import read_lines
+from mlse.data.paths import require_subdir, resolve_data_dir
+from mlse.errors import DataError
+
+FLORES_DIR = "flores200_devtest"
+SUFFIX = ".devtest"
+
+# ISO 639-1 (and a couple of macrolanguage codes) -> FLORES code. Arabic in FLORES is Modern
+# Standard Arabic, "arb"; Chinese defaults to Simplified script.
+FLORES_ALIASES: dict[str, str] = {
+    "en": "eng_Latn",
+    "ar": "arb_Arab",
+    "ara": "arb_Arab",
+    "cs": "ces_Latn",
+    "de": "deu_Latn",
+    "es": "spa_Latn",
+    "fr": "fra_Latn",
+    "it": "ita_Latn",
+    "nl": "nld_Latn",
+    "pl": "pol_Latn",
+    "pt": "por_Latn",
+    "ru": "rus_Cyrl",
+    "tr": "tur_Latn",
+    "uk": "ukr_Cyrl",
+    "zh": "zho_Hans",
+    "cmn": "zho_Hans",
+}
+# When a bare ISO 639-3 code matches several scripts, this one wins.
+_PREFERRED = {"zho": "zho_Hans"}
+
+
+def flores_languages(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Sorted full codes (``eng_Latn``, ``zho_Hans``, ...) that have a ``.devtest`` file."""
+    return _codes_in(require_subdir(resolve_data_dir(data_dir), FLORES_DIR))
+
+
+def load_flores(langs: list[str] | None = None, data_dir: str | os.PathLike[str] | None = None) -> dict[str, list[str]]:
+    """Load devtest sentences keyed by full code; every list has the same length (1,012).
+
+    ``langs`` accepts full codes, ISO 639-3 (``"deu"``; ``"zho"`` means ``zho_Hans``) and ISO 639-1
+    (``"de"``, ``"zh"``); None loads every language found, in sorted order.
+    """
+    folder = require_subdir(resolve_data_dir(data_dir), FLORES_DIR)
+    available = _codes_in(folder)
+    codes = available if langs is None else list(dict.fromkeys(_resolve(x, available) for x in langs))
+    if not codes:
+        raise DataError(f"{folder}: no FLORES languages selected or found (*{SUFFIX} files)")
+    out = {code: read_lines(folder / f"{code}{SUFFIX}") for code in codes}
+    lengths = {code: len(lines) for code, lines in out.items()}
+    if len(set(lengths.values())) > 1:
+        detail = ", ".join(f"{c}: {n}" for c, n in lengths.items())
+        raise DataError(f"{folder}: FLORES files are not line-aligned ({detail})")
+    return out
+
+
+def _codes_in(folder: Path) -> list[str]:
+    return sorted(p.name[: -len(SUFFIX)] for p in folder.glob(f"*{SUFFIX}") if p.is_file())
+
+
+def _resolve(lang: str, available: list[str]) -> str:
+    key = lang.strip()
+    by_lower = {c.lower(): c for c in available}
+    low = key.lower()
+    if low in by_lower:
+        return by_lower[low]
+    if low in FLORES_ALIASES and FLORES_ALIASES[low] in available:
+        return FLORES_ALIASES[low]
+    matches = [c for c in available if c.split("_")[0].lower() == low]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1 and _PREFERRED.get(low) in matches:
+        return _PREFERRED[low]
+    raise DataError(f"unknown FLORES language {lang!r}; available: {', '.join(available)}")

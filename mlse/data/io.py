@@ -1,0 +1,79 @@
+"""Reading line-aligned text files safely.
+
+``str.splitlines()`` also breaks on U+0085, U+2028, form feeds and more; several real files (e.g.
+Tatoeba-Challenge ``eng-pol/*.pol``) contain such characters inside a sentence, which would silently
+misalign a parallel corpus. Everything here therefore splits on ``"\\n"`` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from mlse.errors import DataError
+
+# (resolved path, mtime_ns, size) -> hex digest; a changed file gets a new key, so no stale hashes.
+_SHA256_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def read_lines(path: str | os.PathLike[str]) -> list[str]:
+    """Return the lines of a UTF-8 file, split on ``"\\n"`` only.
+
+    A trailing ``"\\r"`` is removed from each line (files edited on Windows); only the final empty
+    element produced by a trailing newline is dropped, so an empty line in the middle is kept and the
+    line count matches ``wc -l`` for files that end in a newline.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{p}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{p}: is a directory, expected a text file") from None
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{p}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_aligned(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+    """Read two line-aligned files; refuse them if their line counts differ (never truncate)."""
+    a = read_lines(path_a)
+    b = read_lines(path_b)
+    if len(a) != len(b):
+        raise DataError(
+            f"line-aligned files differ in length: {path_a} has {len(a)} lines, {path_b} has {len(b)} lines"
+        )
+    return a, b
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file, read in chunks; memoised per (path, mtime, size) for repeated reports."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise DataError(f"{p}: file not found") from None
+    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    cached = _SHA256_CACHE.get(key)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    try:
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    _SHA256_CACHE[key] = digest.hexdigest()
+    return _SHA256_CACHE[key]

@@ -1,0 +1,153 @@
+"""Tatoeba-Challenge (v2021-08-07) bitext, used as *training* data.
+
+Each folder (``deu-eng``, ``eng-zho``, ...) has two line-aligned text files and a ``.labels`` file per
+side giving each line's exact language/script. Labels found in the staged data:
+
+* most sides carry just the folder's code (``deu``, ``eng``, ``fra``, ...); ``eng-rus`` has one
+  ``rus_Latn`` line;
+* ``ara``: ``ara`` (MSA, ~94 %), plus dialects ``arq``, ``arz``, ``afb``, ``ary``, ``apc``, ``acm`` and
+  romanised ``arq_Latn``, ``ara_Latn``, ``apc_Latn``;
+* ``zho``: ``cmn_Hant``, ``cmn_Hans`` (the bulk), ``yue_Hans``, ``yue_Hant`` (Cantonese), ``wuu``
+  (Wu), ``lzh_*`` (Classical Chinese), ``cmn_Latn``/``cmn_Bopo`` (romanised/Bopomofo) and a few others.
+
+:func:`default_labels` picks the standard written language (Mandarin in Han script; MSA; the
+folder code otherwise), e.g. ``load_parallel("en-zh", tgt_labels=default_labels("zh"))``.
+
+These files overlap with the LASER Tatoeba *test* set: filter them with
+:mod:`mlse.data.contamination` before training a model you will evaluate there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from mlse.data.io import read_aligned
+from mlse.data.paths import require_subdir, resolve_data_dir
+from mlse.data.types import ParallelCorpus
+from mlse.errors import DataError
+
+PARALLEL_DIR = "parallel/tatoeba_challenge_v2021-08-07"
+FILE_PREFIX = "tatoeba-test-v2021-08-07"
+
+# ISO 639-1 -> the ISO 639-3 codes used in the folder names.
+PARALLEL_ALIASES: dict[str, str] = {
+    "ar": "ara",
+    "de": "deu",
+    "en": "eng",
+    "es": "spa",
+    "fr": "fra",
+    "it": "ita",
+    "nl": "nld",
+    "pl": "pol",
+    "pt": "por",
+    "ru": "rus",
+    "tr": "tur",
+    "uk": "ukr",
+    "zh": "zho",
+}
+
+# Label sets for the "standard" written form where a side mixes varieties.
+_DEFAULT_LABELS: dict[str, frozenset[str]] = {
+    "zho": frozenset({"cmn_Hans", "cmn_Hant"}),
+    "ara": frozenset({"ara"}),
+}
+
+
+def default_labels(lang: str) -> set[str]:
+    """Labels of the standard written language for a Tatoeba-Challenge side.
+
+    ``zho`` -> ``{"cmn_Hans", "cmn_Hant"}`` (Mandarin in Han script: drops Cantonese, Wu, Classical
+    Chinese and romanisations), ``ara`` -> ``{"ara"}`` (Modern Standard Arabic, drops dialects),
+    anything else -> ``{code}`` (drops e.g. the single ``rus_Latn`` line). Accepts ISO 639-1 codes.
+    """
+    code = _code(lang)
+    return set(_DEFAULT_LABELS.get(code, frozenset({code})))
+
+
+def parallel_pairs(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Sorted folder names such as ``"deu-eng"`` (the language order is the folder's, not a direction)."""
+    return _pairs_in(require_subdir(resolve_data_dir(data_dir), PARALLEL_DIR))
+
+
+def load_parallel(
+    pair: str,
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    src_labels: set[str] | None = None,
+    tgt_labels: set[str] | None = None,
+    max_pairs: int | None = None,
+    seed: int = 0,
+) -> ParallelCorpus:
+    """Load a Tatoeba-Challenge pair; the *first* language of ``pair`` is returned as src.
+
+    ``pair`` may be a folder name in either order (``"deu-eng"``, ``"eng-deu"``) or ISO 639-1
+    (``"de-en"``). ``src_labels``/``tgt_labels`` refer to the returned src/tgt sides: a line is kept
+    only if each side's label is in its set (None keeps all; see :func:`default_labels`). Pairs with
+    an empty side (after strip) are dropped. ``max_pairs`` keeps a seeded random subset
+    (``numpy.random.default_rng(seed)``) in file order. Raises DataError if nothing is left.
+    """
+    root = require_subdir(resolve_data_dir(data_dir), PARALLEL_DIR)
+    src_code, tgt_code, folder = _find_folder(pair, root, _pairs_in(root))
+    src_path = folder / f"{FILE_PREFIX}.{src_code}"
+    tgt_path = folder / f"{FILE_PREFIX}.{tgt_code}"
+    src_lab_path = folder / f"{FILE_PREFIX}.{src_code}.labels"
+    tgt_lab_path = folder / f"{FILE_PREFIX}.{tgt_code}.labels"
+    src, tgt = read_aligned(src_path, tgt_path)
+    src_lab, tgt_lab = read_aligned(src_lab_path, tgt_lab_path)
+    if len(src_lab) != len(src):
+        raise DataError(
+            f"labels do not match text: {src_lab_path} has {len(src_lab)} lines, {src_path} has {len(src)} lines"
+        )
+
+    keep = [
+        i
+        for i in range(len(src))
+        if (src_labels is None or src_lab[i].strip() in src_labels)
+        and (tgt_labels is None or tgt_lab[i].strip() in tgt_labels)
+        and src[i].strip()
+        and tgt[i].strip()
+    ]
+    if not keep:
+        raise DataError(
+            f"{folder}: no pairs left after filtering; labels present: "
+            f"{src_code}: {', '.join(sorted(set(src_lab)))}; {tgt_code}: {', '.join(sorted(set(tgt_lab)))}"
+        )
+    if max_pairs is not None:
+        if max_pairs < 1:
+            raise DataError(f"max_pairs must be a positive number, got {max_pairs}")
+        if max_pairs < len(keep):
+            chosen = np.random.default_rng(seed).choice(len(keep), size=max_pairs, replace=False)
+            keep = [keep[j] for j in np.sort(chosen)]  # sorted: preserve file order
+
+    return ParallelCorpus(
+        src=[src[i] for i in keep],
+        tgt=[tgt[i] for i in keep],
+        src_lang=src_code,
+        tgt_lang=tgt_code,
+        name=f"tatoeba_challenge_v2021-08-07/{src_code}-{tgt_code}",
+        sources=[src_path, tgt_path, src_lab_path, tgt_lab_path],
+    )
+
+
+def _pairs_in(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and len(p.name.split("-")) == 2)
+
+
+def _code(lang: str) -> str:
+    code = lang.strip().lower()
+    return PARALLEL_ALIASES.get(code, code)
+
+
+def _find_folder(pair: str, root: Path, available: list[str]) -> tuple[str, str, Path]:
+    parts = pair.strip().split("-")
+    if len(parts) == 2:
+        a, b = _code(parts[0]), _code(parts[1])
+        for name in (f"{a}-{b}", f"{b}-{a}"):
+            if name in available:
+                return a, b, root / name
+    raise DataError(
+        f"unknown Tatoeba-Challenge pair {pair!r}; available (either order, ISO 639-1 accepted): {', '.join(available)}"
+    )

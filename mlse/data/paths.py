@@ -1,0 +1,57 @@
+"""Finding the data directory: the datasets live outside the repository and are never copied into it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mlse.errors import DataError
+
+ENV_VAR = "MLSE_DATA"
+
+
+def _repo_root() -> Path:
+    # mlse/data/paths.py -> mlse/data -> mlse -> repository root
+    return Path(__file__).resolve().parent.parent.parent
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Return the data directory as an absolute path.
+
+    Order: the ``data_dir`` argument, then the ``MLSE_DATA`` environment variable, then
+    ``../shared/data`` relative to the current directory, then ``../shared/data`` relative to the
+    repository root. A place the user named explicitly (argument or variable) must exist: silently
+    falling back to another copy of the data would make results depend on where one happens to run.
+    """
+    if data_dir is not None and str(data_dir) != "":
+        p = Path(data_dir).expanduser()
+        if not p.is_dir():
+            raise DataError(f"data directory {p} does not exist (given as data_dir / --data-dir)")
+        return p.resolve()
+    env = os.environ.get(ENV_VAR, "")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_dir():
+            raise DataError(f"data directory {p} does not exist (from the {ENV_VAR} environment variable)")
+        return p.resolve()
+    tried: list[Path] = []
+    for candidate in (Path.cwd() / ".." / "shared" / "data", _repo_root().parent / "shared" / "data"):
+        candidate = candidate.resolve()
+        if candidate in tried:
+            continue
+        tried.append(candidate)
+        if candidate.is_dir():
+            return candidate
+    places = ", ".join(str(t) for t in tried)
+    raise DataError(
+        f"no data directory found (tried: no data_dir argument, {ENV_VAR} not set, {places}); "
+        f"pass --data-dir or set {ENV_VAR}"
+    )
+
+
+def require_subdir(data_dir: Path, name: str) -> Path:
+    """``data_dir / name``, or a DataError that says which dataset folder is missing."""
+    sub = data_dir / name
+    if not sub.is_dir():
+        raise DataError(f"{sub}: dataset folder not found in data directory {data_dir}")
+    return sub

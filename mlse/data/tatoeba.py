@@ -1,0 +1,97 @@
+"""LASER's Tatoeba similarity-search test set (112 languages, each paired with English).
+
+Evaluation only. The English side differs per language, so scores are not comparable across
+languages; see the dataset's README.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mlse.data.io import read_aligned
+from mlse.data.paths import require_subdir, resolve_data_dir
+from mlse.data.types import ParallelCorpus
+from mlse.errors import DataError
+
+TATOEBA_DIR = "tatoeba_laser_v1"
+
+# ISO 639-1 shortcuts for the languages people ask for most; Chinese is Mandarin ("cmn") here.
+TATOEBA_ALIASES: dict[str, str] = {
+    "ar": "ara",
+    "de": "deu",
+    "es": "spa",
+    "fr": "fra",
+    "it": "ita",
+    "ja": "jpn",
+    "ko": "kor",
+    "nl": "nld",
+    "pl": "pol",
+    "pt": "por",
+    "ru": "rus",
+    "th": "tha",
+    "tr": "tur",
+    "zh": "cmn",
+}
+
+# The 14 languages of the Ham & Kim comparison, as Tatoeba codes.
+HAM_KIM_14: tuple[str, ...] = (
+    "ara", "deu", "spa", "fra", "ita", "jpn", "kor", "nld", "pol", "por", "rus", "tha", "tur", "cmn",
+)  # fmt: skip
+
+_FILE_RE = re.compile(r"^tatoeba\.([a-z]{3})-eng\.([a-z]{3})$")
+
+
+def tatoeba_languages(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Sorted ISO 639-3 codes that have both a ``.xxx`` and a ``.eng`` file (112 in LASER v1)."""
+    folder = require_subdir(resolve_data_dir(data_dir), TATOEBA_DIR)
+    return _languages_in(folder)
+
+
+def resolve_tatoeba_lang(lang: str, data_dir: str | os.PathLike[str] | None = None) -> str:
+    """Map ``"de"``/``"deu"``/``"DEU"`` to the code used in the file names, or raise DataError."""
+    folder = require_subdir(resolve_data_dir(data_dir), TATOEBA_DIR)
+    return _resolve(lang, _languages_in(folder))
+
+
+def load_tatoeba(lang: str, data_dir: str | os.PathLike[str] | None = None) -> ParallelCorpus:
+    """Load one language's test pairs: src = that language, tgt = English (``tgt_lang="eng"``)."""
+    folder = require_subdir(resolve_data_dir(data_dir), TATOEBA_DIR)
+    code = _resolve(lang, _languages_in(folder))
+    src_path = folder / f"tatoeba.{code}-eng.{code}"
+    tgt_path = folder / f"tatoeba.{code}-eng.eng"
+    src, tgt = read_aligned(src_path, tgt_path)
+    return ParallelCorpus(
+        src=src,
+        tgt=tgt,
+        src_lang=code,
+        tgt_lang="eng",
+        name=f"{TATOEBA_DIR}/{code}-eng",
+        sources=[src_path, tgt_path],
+    )
+
+
+def _languages_in(folder: Path) -> list[str]:
+    names = {p.name for p in folder.iterdir()}
+    langs = set()
+    for name in names:
+        m = _FILE_RE.match(name)
+        if m and m.group(1) == m.group(2) and f"tatoeba.{m.group(1)}-eng.eng" in names:
+            langs.add(m.group(1))
+    return sorted(langs)
+
+
+def _resolve(lang: str, available: list[str]) -> str:
+    code = lang.strip().lower()
+    # "zho" is how the Tatoeba-Challenge bitext names Chinese; LASER's test set calls it "cmn".
+    code = "cmn" if code == "zho" else TATOEBA_ALIASES.get(code, code)
+    if code in ("en", "eng"):
+        raise DataError(
+            "English is the pivot side of every Tatoeba test pair, not a test language; "
+            f"choose one of: {', '.join(available)}"
+        )
+    if code not in available:
+        aliases = ", ".join(f"{k}={v}" for k, v in TATOEBA_ALIASES.items())
+        raise DataError(f"unknown Tatoeba language {lang!r}; available: {', '.join(available)} (aliases: {aliases})")
+    return code

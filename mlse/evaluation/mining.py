@@ -1,0 +1,272 @@
+"""BUCC-like bitext mining built from parallel data, scored the way LASER and Reimers & Gurevych (2020) do.
+
+Task (`build_mining_task`): two monolingual pools in which a known set of translation pairs (gold) is hidden among
+sentences that have no translation in the other pool. The procedure (`mine_candidates`) is LASER's
+`mine_bitexts.py --mode mine --retrieval max`: ratio-margin best candidate forward and backward, union, greedy 1:1.
+The threshold on the margin score is tuned for F1 on the train split and applied to the test split, as for BUCC
+(Reimers & Gurevych 2020, Sec. 4.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlse.errors import MlseError
+from mlse.index import as_float32_matrix, margin_retrieve
+
+
+@dataclass
+class MiningSplit:
+    """One side of the task: the two pools and the gold pairs as (index into src, index into tgt)."""
+
+    src: list[str]
+    tgt: list[str]
+    gold: set[tuple[int, int]] = field(default_factory=set)
+
+
+def _translation_maps(parallel: Sequence[tuple[str, str]]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """All translations of each (stripped) sentence in the parallel data, both ways."""
+    s2t: dict[str, set[str]] = {}
+    t2s: dict[str, set[str]] = {}
+    for s, t in parallel:
+        s, t = s.strip(), t.strip()
+        s2t.setdefault(s, set()).add(t)
+        t2s.setdefault(t, set()).add(s)
+    return s2t, t2s
+
+
+def _n_train(n: int, train_fraction: float, *, at_least_one_each: bool) -> int:
+    """How many of n items go to train; with at_least_one_each both splits keep one (needs n >= 2)."""
+    n_train = round(n * train_fraction)
+    if at_least_one_each:
+        n_train = min(max(n_train, 1), n - 1)
+    return n_train
+
+
+def _make_split(
+    gold: list[tuple[str, str]], src_extra: list[str], tgt_extra: list[str], rng: np.random.Generator
+) -> MiningSplit:
+    """Shuffle gold and distractor sentences together per side so that positions say nothing about gold."""
+    src = [s for s, _ in gold] + src_extra
+    tgt = [t for _, t in gold] + tgt_extra
+    src_perm = rng.permutation(len(src))  # new position -> old position
+    tgt_perm = rng.permutation(len(tgt))
+    src_pos = np.empty(len(src), dtype=np.int64)
+    src_pos[src_perm] = np.arange(len(src))  # old position -> new position
+    tgt_pos = np.empty(len(tgt), dtype=np.int64)
+    tgt_pos[tgt_perm] = np.arange(len(tgt))
+    pairs = {(int(src_pos[g]), int(tgt_pos[g])) for g in range(len(gold))}
+    return MiningSplit(src=[src[p] for p in src_perm], tgt=[tgt[p] for p in tgt_perm], gold=pairs)
+
+
+def build_mining_task(
+    parallel: list[tuple[str, str]],
+    *,
+    n_gold: int,
+    seed: int = 0,
+    train_fraction: float = 0.5,
+    distractors_src: Sequence[str] = (),
+    distractors_tgt: Sequence[str] = (),
+) -> tuple[MiningSplit, MiningSplit]:
+    """Build (train, test) mining splits from parallel sentence pairs.
+
+    Construction (all randomness from `numpy.random.default_rng(seed)`):
+
+    1. Sentences are stripped; pairs with an empty side are ignored. The parallel pairs are shuffled.
+    2. Gold: walking the shuffled pairs, a pair (s, t) with s != t becomes gold when neither sentence is already in
+       the pools and no other translation of either sentence (anywhere in `parallel`) is in the opposite pool; up to
+       `n_gold` pairs (MlseError if the data has fewer such pairs).
+    3. Distractors from the remaining pairs: the first half (in shuffled order) gives its source sides, the second
+       half its target sides, so no distractor's own translation is in the pools. Then the given
+       `distractors_src` / `distractors_tgt` (shuffled). Every candidate distractor goes through the same checks as
+       gold: an exact duplicate (after stripping) of a sentence already in its pool -- gold or distractor -- is
+       dropped, and so is a sentence one of whose translations in `parallel` (or an identical string) is already in
+       the opposite pool. Hence the only translation pairs across the pools are the gold ones.
+    4. Gold pairs, source distractors and target distractors are each split by `train_fraction` (both splits get at
+       least one gold pair), and each split's source and target lists are shuffled independently; `gold` holds the
+       resulting (src index, tgt index) pairs.
+    """
+    if isinstance(n_gold, bool) or not isinstance(n_gold, (int, np.integer)) or n_gold < 2:
+        raise ValueError(f"n_gold must be an integer >= 2 (one gold pair per split at least), got {n_gold!r}")
+    if not 0.0 < float(train_fraction) < 1.0:
+        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+    rng = np.random.default_rng(seed)
+    clean = [(s.strip(), t.strip()) for s, t in parallel]
+    clean = [(s, t) for s, t in clean if s and t]
+    s2t, t2s = _translation_maps(clean)
+    pool_src: set[str] = set()
+    pool_tgt: set[str] = set()
+
+    # A sentence identical to one in the opposite pool counts as its translation (names, numbers, "OK").
+    def src_ok(s: str) -> bool:
+        return bool(s) and s not in pool_src and s not in pool_tgt and not (s2t.get(s, set()) & pool_tgt)
+
+    def tgt_ok(t: str) -> bool:
+        return bool(t) and t not in pool_tgt and t not in pool_src and not (t2s.get(t, set()) & pool_src)
+
+    order = rng.permutation(len(clean))
+    gold: list[tuple[str, str]] = []
+    used: set[int] = set()
+    for p in order:
+        if len(gold) == n_gold:
+            break
+        s, t = clean[p]
+        if s == t or not src_ok(s) or not tgt_ok(t):
+            continue
+        pool_src.add(s)
+        pool_tgt.add(t)
+        gold.append((s, t))
+        used.add(int(p))
+    if len(gold) < n_gold:
+        raise MlseError(
+            f"only {len(gold)} usable distinct parallel pairs for mining, but n_gold={n_gold} was requested"
+        )
+
+    rest = [int(p) for p in order if int(p) not in used]
+    half = (len(rest) + 1) // 2
+    cand_src = [clean[p][0] for p in rest[:half]]
+    cand_tgt = [clean[p][1] for p in rest[half:]]
+    extra_src = [s.strip() for s in distractors_src]
+    extra_tgt = [t.strip() for t in distractors_tgt]
+    cand_src += [extra_src[i] for i in rng.permutation(len(extra_src))]
+    cand_tgt += [extra_tgt[i] for i in rng.permutation(len(extra_tgt))]
+    dis_src: list[str] = []
+    for s in cand_src:
+        if src_ok(s):
+            pool_src.add(s)
+            dis_src.append(s)
+    dis_tgt: list[str] = []
+    for t in cand_tgt:
+        if tgt_ok(t):
+            pool_tgt.add(t)
+            dis_tgt.append(t)
+
+    g_train = _n_train(len(gold), train_fraction, at_least_one_each=True)
+    s_train = _n_train(len(dis_src), train_fraction, at_least_one_each=False)
+    t_train = _n_train(len(dis_tgt), train_fraction, at_least_one_each=False)
+    train = _make_split(gold[:g_train], dis_src[:s_train], dis_tgt[:t_train], rng)
+    test = _make_split(gold[g_train:], dis_src[s_train:], dis_tgt[t_train:], rng)
+    return train, test
+
+
+def mine_candidates(
+    src_emb: np.ndarray, tgt_emb: np.ndarray, *, k: int = 4, candidates: int = 16
+) -> list[tuple[int, int, float]]:
+    """Mined pairs (src index, tgt index, ratio-margin score), sorted by score, decreasing.
+
+    LASER `--mode mine --retrieval max`: each source proposes its best target and each target its best source (ratio
+    margin among `candidates` cosine neighbours, neighbourhood size k); the union is sorted by score and accepted
+    greedily so every src and tgt index is used at most once. Ties are broken by (src, tgt) index for determinism.
+    """
+    s = as_float32_matrix(src_emb, "src_emb")  # [n, d]
+    t = as_float32_matrix(tgt_emb, "tgt_emb")  # [m, d]
+    if s.shape[1] != t.shape[1]:
+        raise ValueError(f"dimension mismatch: src_emb d={s.shape[1]}, tgt_emb d={t.shape[1]}")
+    if s.shape[0] == 0 or t.shape[0] == 0:
+        return []
+    fwd_ids, fwd_scores = margin_retrieve(s, t, k=k, candidates=candidates)  # [n], [n]
+    bwd_ids, bwd_scores = margin_retrieve(t, s, k=k, candidates=candidates)  # [m], [m]
+    best: dict[tuple[int, int], float] = {}
+    for i, (j, sc) in enumerate(zip(fwd_ids.tolist(), fwd_scores.tolist())):
+        best[(i, j)] = max(sc, best.get((i, j), -np.inf))
+    for j, (i, sc) in enumerate(zip(bwd_ids.tolist(), bwd_scores.tolist())):
+        best[(i, j)] = max(sc, best.get((i, j), -np.inf))
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
+    used_src: set[int] = set()
+    used_tgt: set[int] = set()
+    out: list[tuple[int, int, float]] = []
+    for (i, j), sc in ranked:
+        if i in used_src or j in used_tgt:
+            continue
+        used_src.add(i)
+        used_tgt.add(j)
+        out.append((i, j, float(sc)))
+    return out
+
+
+def _prf(tp: int, n_kept: int, n_gold: int) -> dict:
+    precision = 100.0 * tp / n_kept if n_kept else 0.0
+    recall = 100.0 * tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def mining_prf(candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]], threshold: float) -> dict:
+    """Precision, recall, F1 (percent) of the candidates with score >= threshold against the gold pairs.
+
+    Nothing kept -> precision 0; no gold -> recall 0; F1 is 0 when precision + recall is 0.
+    """
+    kept = [(i, j) for i, j, sc in candidates if sc >= threshold]
+    tp = sum(1 for pair in kept if pair in gold)
+    return _prf(tp, len(kept), len(gold))
+
+
+def best_threshold(candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]]) -> float:
+    """The threshold that, used in `mining_prf`, gives the highest F1 on these candidates.
+
+    Candidates are sorted once by decreasing score; cumulative true positives give F1 at every cut. Only cuts after
+    the last of a run of equal scores are valid (a threshold keeps all equal scores). Among equal F1 the highest cut
+    wins. As in LASER's BUCC tool (tasks/bucc/bucc.py), the threshold returned is the midpoint between the lowest
+    kept score and the next lower one (the lowest score itself when everything is kept): it keeps exactly the same
+    candidates here and leaves a margin on both sides when applied to another split. Returns +inf (keep nothing)
+    when there are no candidates or no candidate is gold.
+    """
+    if not candidates:
+        return float("inf")
+    scores = np.array([sc for _, _, sc in candidates], dtype=np.float64)  # [c]
+    hits = np.array([(i, j) in gold for i, j, _ in candidates], dtype=np.float64)  # [c]
+    order = np.argsort(-scores, kind="stable")
+    scores, hits = scores[order], hits[order]
+    tp = np.cumsum(hits)  # [c] true positives when keeping the top p+1
+    kept = np.arange(1, len(scores) + 1)  # [c]
+    f1 = 2 * tp / (kept + len(gold))  # [c] = 2PR/(P+R) written with counts
+    valid = np.append(scores[1:] < scores[:-1], True)  # last index of each run of equal scores
+    f1 = np.where(valid, f1, -1.0)
+    p = int(np.argmax(f1))
+    if f1[p] <= 0:
+        return float("inf")
+    if p + 1 == len(scores):
+        return float(scores[p])
+    return float((scores[p] + scores[p + 1]) / 2)
+
+
+def _mine_split(split: tuple[MiningSplit, np.ndarray, np.ndarray], name: str, k: int, candidates: int) -> list:
+    data, src_emb, tgt_emb = split
+    if len(data.src) != np.shape(src_emb)[0] or len(data.tgt) != np.shape(tgt_emb)[0]:
+        raise ValueError(
+            f"{name}: {len(data.src)} / {len(data.tgt)} sentences but {np.shape(src_emb)[0]} / "
+            f"{np.shape(tgt_emb)[0]} embedding rows"
+        )
+    return mine_candidates(src_emb, tgt_emb, k=k, candidates=candidates)
+
+
+def evaluate_mining(
+    train: tuple[MiningSplit, np.ndarray, np.ndarray],
+    test: tuple[MiningSplit, np.ndarray, np.ndarray],
+    *,
+    k: int = 4,
+    candidates: int = 16,
+) -> dict:
+    """BUCC protocol: tune the margin threshold for F1 on train, report P / R / F1 (percent) on test.
+
+    Each argument is (split, src embeddings [n_src, d], tgt embeddings [n_tgt, d]). Returns {"precision", "recall",
+    "f1", "threshold", "n_gold", "n_src", "n_tgt", "train_f1"}; the counts describe the test split.
+    """
+    train_cands = _mine_split(train, "train", k, candidates)
+    threshold = best_threshold(train_cands, train[0].gold)
+    train_f1 = mining_prf(train_cands, train[0].gold, threshold)["f1"]
+    test_cands = _mine_split(test, "test", k, candidates)
+    result = mining_prf(test_cands, test[0].gold, threshold)
+    result.update(
+        {
+            "threshold": threshold,
+            "n_gold": len(test[0].gold),
+            "n_src": len(test[0].src),
+            "n_tgt": len(test[0].tgt),
+            "train_f1": train_f1,
+        }
+    )
+    return result

@@ -1,0 +1,139 @@
+"""Tatoeba-style retrieval on aligned sentence lists (row i of the source translates row i of the target).
+
+Accuracy (as in Artetxe & Schwenk 2019, Reimers & Gurevych 2020, Park et al.): the percentage of queries whose
+retrieved target is the gold one, either by cosine nearest neighbour or by ratio margin (see `mlse.index`).
+
+xSIM (Heffernan et al. 2022, used for FLORES-200 by Park et al.; we follow LASER's `source/xsim.py`, margin="ratio"):
+for each source sentence x_i take its k (=4) cosine nearest neighbours among the targets, re-rank those k by ratio
+margin (neighbourhood size k) and keep the best; the error rate is 100 x (#i whose best is not target i) / n.
+Errors are counted on indices (LASER's default without `eval_text`), with the xx side as source and English as
+target. The only difference from `acc_to_en_margin` is the shortlist: k candidates in xSIM vs 16 there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlse.index import as_float32_matrix, knn, margin_retrieve, neighbourhood_means, ratio_margin_scores
+
+# Cosine shortlist that margin retrieval re-ranks (LASER mining default order of magnitude).
+MARGIN_CANDIDATES = 16
+
+
+def _aligned(src_emb: np.ndarray, tgt_emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = as_float32_matrix(src_emb, "src_emb")  # [n, d]
+    t = as_float32_matrix(tgt_emb, "tgt_emb")  # [n, d]
+    if s.shape != t.shape:
+        raise ValueError(f"src_emb and tgt_emb must be aligned (same shape), got {s.shape} and {t.shape}")
+    if s.shape[0] == 0:
+        raise ValueError("empty embeddings: nothing to retrieve")
+    return s, t
+
+
+def _retrieve(queries: np.ndarray, base: np.ndarray, *, margin: bool, k: int) -> np.ndarray:
+    """Best base id for each query: cosine nearest or ratio-margin best among the cosine shortlist -> [n]."""
+    if margin:
+        ids, _ = margin_retrieve(queries, base, k=k, candidates=MARGIN_CANDIDATES)
+        return ids
+    _, ids = knn(queries, base, 1)  # [n, 1]
+    return ids[:, 0]
+
+
+def retrieval_accuracy(src_emb: np.ndarray, tgt_emb: np.ndarray, *, margin: bool = False, k: int = 4) -> float:
+    """Percent of i whose retrieved target (src i queries all targets) is target i.
+
+    margin=False: cosine nearest neighbour. margin=True: highest ratio margin (neighbourhood size k) among the
+    `MARGIN_CANDIDATES` cosine nearest targets.
+    """
+    s, t = _aligned(src_emb, tgt_emb)
+    ids = _retrieve(s, t, margin=margin, k=k)  # [n]
+    return float(100.0 * np.mean(ids == np.arange(s.shape[0])))
+
+
+def xsim_error(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> float:
+    """xSIM error rate in percent (LASER xsim.py, ratio margin): see the module docstring for the definition."""
+    s, t = _aligned(src_emb, tgt_emb)
+    ids, _ = margin_retrieve(s, t, k=k, candidates=k)  # [n]
+    return float(100.0 * np.mean(ids != np.arange(s.shape[0])))
+
+
+def tatoeba_metrics(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> dict:
+    """All Tatoeba numbers (percent) for aligned xx (src) and English (tgt) embeddings.
+
+    acc_to_en: xx queries English; acc_from_en: English queries xx; acc_mean: their mean (the figure Park et al.
+    report). The `_margin` variants retrieve by ratio margin. xsim_error: LASER's xSIM with xx as source.
+    """
+    s, t = _aligned(src_emb, tgt_emb)
+    to_en = retrieval_accuracy(s, t, k=k)
+    from_en = retrieval_accuracy(t, s, k=k)
+    to_en_m = retrieval_accuracy(s, t, margin=True, k=k)
+    from_en_m = retrieval_accuracy(t, s, margin=True, k=k)
+    return {
+        "acc_to_en": to_en,
+        "acc_from_en": from_en,
+        "acc_mean": (to_en + from_en) / 2,
+        "acc_to_en_margin": to_en_m,
+        "acc_from_en_margin": from_en_m,
+        "acc_mean_margin": (to_en_m + from_en_m) / 2,
+        "xsim_error": xsim_error(s, t, k=k),
+    }
+
+
+def retrieval_errors(
+    src_texts: list[str],
+    tgt_texts: list[str],
+    src_emb: np.ndarray,
+    tgt_emb: np.ndarray,
+    *,
+    direction: str = "to_en",
+    k: int = 4,
+    margin: bool = False,
+) -> list[dict]:
+    """One dict per wrongly retrieved query, for the app's error browser.
+
+    direction="to_en": src (xx) sentences query the tgt (English) side; "from_en": the reverse. A query is wrong
+    when its retrieved sentence (cosine nearest, or ratio-margin best if margin=True, as in `retrieval_accuracy`) is
+    not its own translation. Each dict: index, query, retrieved, gold (texts), sim_retrieved / sim_gold (cosine),
+    margin_retrieved / margin_gold (ratio margin, neighbourhood k), rank_of_gold (1-based rank of the gold sentence
+    among all candidates under the criterion used; ties count in the gold's favour).
+    """
+    s, t = _aligned(src_emb, tgt_emb)
+    if len(src_texts) != s.shape[0] or len(tgt_texts) != t.shape[0]:
+        raise ValueError(
+            f"texts and embeddings differ in length: {len(src_texts)} / {len(tgt_texts)} texts, {s.shape[0]} rows"
+        )
+    if direction == "to_en":
+        q, b, q_texts, b_texts = s, t, src_texts, tgt_texts
+    elif direction == "from_en":
+        q, b, q_texts, b_texts = t, s, tgt_texts, src_texts
+    else:
+        raise ValueError(f"direction must be 'to_en' or 'from_en', got {direction!r}")
+    n = q.shape[0]
+    ids = _retrieve(q, b, margin=margin, k=k)  # [n]
+    wrong = np.flatnonzero(ids != np.arange(n))  # [w]
+    if wrong.size == 0:
+        return []
+    means = neighbourhood_means(q, b, k)  # ([n], [n])
+    sims = q[wrong] @ b.T  # [w, n] cosines of the wrong queries to every candidate
+    margins = ratio_margin_scores(q[wrong], b, k, means=(means[0][wrong], means[1]))  # [w, n]
+    crit = margins if margin else sims  # [w, n]
+    rows = np.arange(wrong.size)
+    gold_crit = crit[rows, wrong]  # [w]
+    ranks = 1 + np.sum(crit > gold_crit[:, None], axis=1)  # [w]
+    out = []
+    for r, i in enumerate(wrong):
+        j = int(ids[i])
+        out.append(
+            {
+                "index": int(i),
+                "query": q_texts[i],
+                "retrieved": b_texts[j],
+                "gold": b_texts[i],
+                "sim_retrieved": float(sims[r, j]),
+                "sim_gold": float(sims[r, i]),
+                "margin_retrieved": float(margins[r, j]),
+                "margin_gold": float(margins[r, i]),
+                "rank_of_gold": int(ranks[r]),
+            }
+        )
+    return out

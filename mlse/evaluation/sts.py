@@ -1,0 +1,133 @@
+"""STS evaluation: predictions (cosine) kept apart from metrics (Pearson / Spearman x 100, bootstrap CI).
+
+Keeping them apart lets the app and the CLI score any prediction vector (cosine, a trained head, a baseline) with
+the same metric code, as in the STS17 tables of Reimers & Gurevych (2020) and Park et al.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+# Bootstrap resamples are ranked block-wise so that n_boot x n stays within this many elements (~64 MB float64).
+_BOOT_BLOCK_ELEMENTS = 8_000_000
+
+
+def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
+    """Row-wise cosine between two [n, d] embedding matrices -> [n] float64.
+
+    Rows need not be normalised. A row pair where either vector is all-zero gets cosine 0 (no direction, no
+    similarity) rather than NaN, so a single degenerate sentence cannot turn the whole metric into NaN.
+    """
+    a = np.asarray(emb1, dtype=np.float64)
+    b = np.asarray(emb2, dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape != b.shape:
+        raise ValueError(f"emb1 and emb2 must be 2-D arrays of equal shape, got {a.shape} and {b.shape}")
+    dots = np.einsum("nd,nd->n", a, b)  # [n]
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # [n]
+    out = np.zeros(a.shape[0], dtype=np.float64)
+    ok = norms > 0
+    out[ok] = dots[ok] / norms[ok]
+    return out
+
+
+def _check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(pred, dtype=np.float64)
+    g = np.asarray(gold, dtype=np.float64)
+    if p.ndim != 1 or g.ndim != 1 or p.shape != g.shape:
+        raise ValueError(f"pred and gold must be 1-D arrays of equal length, got {p.shape} and {g.shape}")
+    if p.shape[0] < 2:
+        raise ValueError(f"need at least 2 pairs to correlate, got {p.shape[0]}")
+    if not (np.isfinite(p).all() and np.isfinite(g).all()):
+        raise ValueError("pred and gold must be finite (no NaN / inf)")
+    return p, g
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row of a with the same row of b ([B, n] -> [B]); NaN for constant rows."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    num = np.einsum("bn,bn->b", a, b)  # [B]
+    den = np.sqrt(np.einsum("bn,bn->b", a, a) * np.einsum("bn,bn->b", b, b))  # [B]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = num / den
+    r[den == 0] = np.nan
+    return r
+
+
+def bootstrap_spearman(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """Spearman rho (x 100) on `n_boot` resamples of the pairs drawn with replacement -> [n_boot].
+
+    Each resample is ranked with average ranks for ties (what scipy.stats.spearmanr does), vectorised per block.
+    Resamples where one side is constant give NaN.
+    """
+    from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
+
+    p, g = _check_vectors(pred, gold)
+    n = p.shape[0]
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_boot, dtype=np.float64)
+    block = max(1, _BOOT_BLOCK_ELEMENTS // n)
+    for start in range(0, n_boot, block):
+        rows = min(block, n_boot - start)
+        idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
+        rp = stats.rankdata(p[idx], axis=1)  # [rows, n]
+        rg = stats.rankdata(g[idx], axis=1)  # [rows, n]
+        out[start:start + rows] = 100.0 * _rowwise_pearson(rp, rg)
+    return out
+
+
+def _safe_corr(fn, p: np.ndarray, g: np.ndarray) -> float:
+    """scipy correlation x 100; NaN (not a warning, not a crash) when an input is constant."""
+    if np.all(p == p[0]) or np.all(g == g[0]):
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(fn(p, g)[0]) * 100.0
+
+
+def sts_metrics(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Pearson and Spearman (x 100) of predictions vs gold, plus a 95% percentile-bootstrap CI for Spearman.
+
+    Returns {"pearson", "spearman", "spearman_ci95": [lo, hi], "n"}. The CI resamples pairs with replacement
+    (`n_boot` times, seeded: identical inputs and seed give identical output) and takes the 2.5 / 97.5 percentiles of
+    the resampled Spearman values, ignoring degenerate (constant) resamples. n_boot=0 skips it ([nan, nan]).
+    Constant predictions give NaN correlations and a [nan, nan] CI.
+    """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
+        raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
+    from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
+
+    p, g = _check_vectors(pred, gold)
+    pearson = _safe_corr(stats.pearsonr, p, g)
+    spearman = _safe_corr(stats.spearmanr, p, g)
+    ci = [math.nan, math.nan]
+    if n_boot > 0 and not math.isnan(spearman):
+        boots = bootstrap_spearman(p, g, n_boot=n_boot, seed=seed)  # [n_boot]
+        if np.isfinite(boots).any():
+            lo, hi = np.nanpercentile(boots, [2.5, 97.5])
+            ci = [float(lo), float(hi)]
+    return {"pearson": pearson, "spearman": spearman, "spearman_ci95": ci, "n": int(p.shape[0])}
+
+
+def average_scores(per_pair: dict[str, dict], groups: dict[str, list[str]]) -> dict[str, dict]:
+    """Mean Pearson / Spearman over named groups of language pairs (e.g. "cross-lingual": ["en-de", "en-tr", ...]).
+
+    per_pair maps a pair name to a dict with at least "pearson" and "spearman" (as returned by `sts_metrics`).
+    Returns {group: {"pearson", "spearman", "n_pairs", "missing"}}. A group with a member absent from per_pair is
+    not averaged (a mean over a subset would not be comparable with the papers' averages): its pearson and spearman
+    are NaN, n_pairs counts the members present, and "missing" lists the absent ones (empty for complete groups).
+    """
+    out: dict[str, dict] = {}
+    for name, members in groups.items():
+        missing = [m for m in members if m not in per_pair]
+        present = [m for m in members if m in per_pair]
+        if missing or not present:
+            out[name] = {"pearson": math.nan, "spearman": math.nan, "n_pairs": len(present), "missing": missing}
+            continue
+        pearson = float(np.mean([float(per_pair[m]["pearson"]) for m in present]))
+        spearman = float(np.mean([float(per_pair[m]["spearman"]) for m in present]))
+        out[name] = {"pearson": pearson, "spearman": spearman, "n_pairs": len(present), "missing": []}
+    return out

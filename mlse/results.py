@@ -1,0 +1,124 @@
+"""The result file every evaluation writes, and its plain-text table.
+
+Schema (one JSON object)::
+
+    {"model", "model_identity", "task", "split", "config", "data": {path: sha256}, "versions", "created",
+     "scores": {key: {...}}, "averages": {group: {...}}, "encode_stats": {"encoded", "served"}}
+
+``data`` hashes every input file so a reviewer can tell two results were computed on the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from mlse.atomic import atomic_write_text
+
+_VERSIONED = ("mlse", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "faiss-cpu")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions, read from package metadata (nothing is imported)."""
+    out = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            if name == "mlse":
+                from mlse import __version__
+
+                out[name] = __version__
+    return out
+
+
+@dataclass
+class EvalResult:
+    model: str
+    task: str
+    split: str
+    scores: dict[str, dict[str, Any]]
+    config: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, str] = field(default_factory=dict)
+    averages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_identity: str = ""
+    encode_stats: dict[str, int] = field(default_factory=dict)
+    # Kept in memory for callers such as the app (e.g. Tatoeba error lists); not written to the result JSON.
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "model_identity": self.model_identity,
+            "task": self.task,
+            "split": self.split,
+            "config": self.config,
+            "data": self.data,
+            "versions": library_versions(),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "scores": self.scores,
+            "averages": self.averages,
+            "encode_stats": self.encode_stats,
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write atomically; NaN becomes null so the file is strict JSON."""
+        text = json.dumps(_nan_to_none(self.to_dict()), indent=2, ensure_ascii=False)
+        return atomic_write_text(path, text + "\n")
+
+
+def _nan_to_none(obj: Any) -> Any:
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nan_to_none(v) for v in obj]
+    return obj
+
+
+def format_table(rows: Iterable[dict[str, Any]], columns: list[str], *, digits: int = 1) -> str:
+    """A fixed-width text table; floats rounded, lists shown as [lo, hi]."""
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:.{digits}f}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(cell(x) for x in v) + "]"
+        return str(v)
+
+    rows = list(rows)
+    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(b[i]) for b in body]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    sep = "  ".join("-" * w for w in widths)
+    numeric = [all(_is_number(r.get(c)) or r.get(c) is None for r in rows) for c in columns]
+    out = [line, sep]
+    for b in body:
+        out.append("  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(b, widths, numeric)))
+    return "\n".join(out)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or (
+        isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v)
+    )
+
+
+def result_table(result: EvalResult) -> str:
+    """The table the CLI prints for a result."""
+    if not result.scores:
+        return "(no scores)"
+    first = next(iter(result.scores.values()))
+    columns = [k for k in first if not isinstance(first[k], (dict,))]
+    rows = [{"key": key, **vals} for key, vals in result.scores.items()]
+    rows += [{"key": f"avg:{g}", **vals} for g, vals in result.averages.items()]
+    return format_table(rows, ["key", *columns])

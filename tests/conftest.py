@@ -1,0 +1,51 @@
+"""Session fixtures: real data directory, tiny local models, an isolated embedding cache and HF cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest_data import data_dir  # noqa: F401  (re-exported fixture)
+from tests.tiny_models import build_tiny_bert, build_tiny_xlmr, install_in_hf_cache
+
+MINILM = "minilm-en"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory, monkeypatch):
+    """Every test gets a private embedding cache and runs dir, and no hub access."""
+    monkeypatch.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("mlse-cache")))
+    monkeypatch.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("runs")))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("MLSE_DEVICE", "cpu")
+
+
+@pytest.fixture(scope="session")
+def models_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tiny-models")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(models_root, data_dir) -> Path:  # noqa: F811
+    return build_tiny_bert(data_dir, models_root / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_xlmr(models_root, data_dir) -> Path:  # noqa: F811
+    return build_tiny_xlmr(data_dir, models_root / "tiny-xlmr")
+
+
+@pytest.fixture(scope="session")
+def tiny_labse(models_root, data_dir) -> Path:  # noqa: F811
+    return build_tiny_bert(data_dir, models_root / "tiny-labse", labse_like=True)
+
+
+@pytest.fixture()
+def fake_hub(tmp_path, monkeypatch, tiny_labse, tiny_xlmr) -> Path:
+    """A local HF cache holding tiny stand-ins for LaBSE and XLM-R under their real hub ids."""
+    cache = tmp_path / "hf-cache"
+    install_in_hf_cache(tiny_labse, cache, "sentence-transformers/LaBSE")
+    install_in_hf_cache(tiny_xlmr, cache, "sentence-transformers/paraphrase-xlm-r-multilingual-v1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return cache

@@ -1,0 +1,79 @@
+"""mlse.evaluation.sts: cosine predictions, correlations vs scipy, bootstrap CI, group averages."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mlse.evaluation.sts import average_scores, bootstrap_spearman, cosine_predictions, sts_metrics
+
+
+def _synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    gold = rng.uniform(0, 5, n)
+    pred = gold / 5 + rng.normal(0, 0.3, n)
+    return pred, gold
+
+
+def test_cosine_predictions_unnormalised_rows():
+    a = np.array([[3, 0], [1, 1], [0, 0], [1, 0]], dtype=np.float32)
+    b = np.array([[10, 0], [-2, -2], [1, 0], [0, 5]], dtype=np.float32)
+    np.testing.assert_allclose(cosine_predictions(a, b), [1.0, -1.0, 0.0, 0.0], atol=1e-7)
+    with pytest.raises(ValueError):
+        cosine_predictions(a, b[:3])
+
+
+def test_sts_metrics_match_scipy():
+    pred, gold = _synthetic(300)
+    m = sts_metrics(pred, gold, n_boot=200)
+    assert m["n"] == 300
+    assert m["pearson"] == pytest.approx(100 * stats.pearsonr(pred, gold)[0])
+    assert m["spearman"] == pytest.approx(100 * stats.spearmanr(pred, gold)[0])
+
+
+def test_bootstrap_spearman_matches_scipy_per_resample():
+    pred, gold = _synthetic(40)
+    pred = np.round(pred, 1)  # ties, to check average ranks
+    boots = bootstrap_spearman(pred, gold, n_boot=5, seed=7)
+    rng = np.random.default_rng(7)
+    idx = rng.integers(0, 40, size=(5, 40))
+    expected = [100 * stats.spearmanr(pred[i], gold[i])[0] for i in idx]
+    np.testing.assert_allclose(boots, expected, rtol=1e-10)
+
+
+def test_ci_contains_estimate_shrinks_and_is_deterministic():
+    small = sts_metrics(*_synthetic(40), n_boot=500, seed=1)
+    large = sts_metrics(*_synthetic(2000), n_boot=500, seed=1)
+    for m in (small, large):
+        lo, hi = m["spearman_ci95"]
+        assert lo <= m["spearman"] <= hi
+    assert (large["spearman_ci95"][1] - large["spearman_ci95"][0]) < (small["spearman_ci95"][1] - small["spearman_ci95"][0])
+    assert sts_metrics(*_synthetic(40), n_boot=500, seed=1) == small
+    assert sts_metrics(*_synthetic(40), n_boot=500, seed=2)["spearman_ci95"] != small["spearman_ci95"]
+
+
+def test_constant_predictions_give_nan_without_warnings():
+    gold = np.arange(10, dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = sts_metrics(np.ones(10), gold)
+    assert math.isnan(m["pearson"]) and math.isnan(m["spearman"])
+    assert all(math.isnan(v) for v in m["spearman_ci95"])
+
+
+def test_sts_metrics_validation():
+    with pytest.raises(ValueError):
+        sts_metrics(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError):
+        sts_metrics(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    assert all(math.isnan(v) for v in sts_metrics(*_synthetic(10), n_boot=0)["spearman_ci95"])
+
+
+def test_average_scores_groups_and_missing():
+    per_pair = {"en-en": {"pearson": 80.0, "spearman": 82.0}, "en-de": {"pearson": 70.0, "spearman": 72.0}}
+    out = average_scores(per_pair, {"all": ["en-en", "en-de"], "xl": ["en-de", "en-tr"]})
+    assert out["all"] == {"pearson": 75.0, "spearman": 77.0, "n_pairs": 2, "missing": []}
+    assert out["xl"]["missing"] == ["en-tr"] and out["xl"]["n_pairs"] == 1
+    assert math.isnan(out["xl"]["spearman"])
