@@ -15,8 +15,8 @@ import os
 import sqlite3
 import time
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -44,6 +44,12 @@ def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
+def _raise_if_busy(exc: sqlite3.DatabaseError) -> None:
+    """A lock held past the busy timeout is contention, not damage: never move a healthy file aside for it."""
+    if isinstance(exc, sqlite3.OperationalError) and any(w in str(exc) for w in ("locked", "busy")):
+        raise exc
+
+
 class EmbeddingStore:
     """Vectors of one model identity and normalisation, stored in one SQLite file."""
 
@@ -63,6 +69,7 @@ class EmbeddingStore:
         try:
             self._conn = self._open()
         except sqlite3.DatabaseError as exc:
+            _raise_if_busy(exc)
             self._quarantine(exc)
             self._conn = self._open()
         return self._conn
@@ -114,6 +121,7 @@ class EmbeddingStore:
         try:
             return self._get_many(keys)
         except sqlite3.DatabaseError as exc:
+            _raise_if_busy(exc)
             self._quarantine(exc)
             return {}
 
@@ -141,6 +149,7 @@ class EmbeddingStore:
         try:
             self._put_rows(rows)
         except sqlite3.DatabaseError as exc:
+            _raise_if_busy(exc)
             self._quarantine(exc)
             self._put_rows(rows)
 

@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from mlse.errors import MlseError
 
@@ -28,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("models", help="list the models that load here and those that need the hub")
+
+    data = sub.add_parser("data", help="show the data directory in use, or fetch a dataset from the hub")
+    data.add_argument("action", choices=["info", "fetch"])
+    data.add_argument("--dataset", choices=["stsb_multi_mt", "flores200", "tatoeba"], help="for fetch")
+    data.add_argument("--to", default=None, help="fetch: target folder (then pass it as --data-dir)")
+    data.add_argument("--data-dir", default=None)
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
     ev.add_argument("--model", default="minilm-en", help="registry name, local folder, run, or hub id")
@@ -57,13 +63,34 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    from mlse import data
+
+    if args.action == "fetch":
+        if not args.dataset or not args.to:
+            raise MlseError("data fetch needs --dataset and --to")
+        path = data.download_from_hub(args.dataset, args.to)
+        print(f"wrote {args.dataset} to {path}; use --data-dir {path}")
+        return 0
+    root = data.resolve_data_dir(args.data_dir)
+    print(f"data directory: {root}")
+    print(f"STS Multi MT languages: {', '.join(data.STS_LANGS)}")
+    print(f"Tatoeba (LASER) languages: {len(data.tatoeba_languages(root))}")
+    print(f"Tatoeba-Challenge parallel pairs: {', '.join(data.parallel_pairs(root))}")
+    print(f"FLORES-200 devtest: {', '.join(data.flores_languages(root))}")
+    print("WMT news tests: " + ", ".join(f"{y} {p}" for y, p in data.wmt_sets(root)))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    from mlse import tasks
     from mlse.data import resolve_data_dir
     from mlse.encoders import load_encoder
     from mlse.results import result_table
-    from mlse import tasks
 
     started = time.perf_counter()
+    if args.batch_size < 1:
+        raise MlseError(f"--batch-size must be a positive integer, got {args.batch_size}")
     data_dir = resolve_data_dir(args.data_dir) if (args.task != "sts" or args.pairs) else args.data_dir
     encoder = load_encoder(args.model, device=args.device, cache=not args.no_cache)
     if args.task == "sts":
@@ -99,7 +126,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"models": cmd_models, "eval": cmd_eval}
+COMMANDS = {"models": cmd_models, "data": cmd_data, "eval": cmd_eval}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

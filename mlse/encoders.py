@@ -1,10 +1,10 @@
 """Sentence encoders: one protocol, a registry of names, and lazy loading.
 
-Every model the tool uses satisfies :class:`Encoder` (``encode(texts) -> float32 [n, d]``). Names resolve, in order, to
-a registry entry (``minilm-en``, ``labse``, ``xlmr``), a local sentence-transformers folder, a trained run under the runs
-directory, or a Hugging Face hub id. Hub models go through one path: the hub snapshot is materialised as a local folder
-(from the local HF cache when offline) and then loaded exactly like a local folder, so tests exercise the hub path with
-tiny models placed in a temporary HF cache.
+Every model the tool uses satisfies :class:`Encoder` (``encode(texts) -> float32 [n, d]``). Names resolve, in order,
+to a registry entry (``minilm-en``, ``labse``, ``xlmr``), a local sentence-transformers folder, a trained run under the
+runs directory, or a Hugging Face hub id. Hub models go through one path: the hub snapshot is materialised as a local
+folder (from the local HF cache when offline) and then loaded exactly like a local folder, so tests exercise the hub
+path with tiny models placed in a temporary HF cache.
 
 Loading is lazy: an encoder knows its *identity* (name + hash of its weights) without importing torch, so a run whose
 embeddings are all cached never loads the model at all.
@@ -16,9 +16,10 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,7 +29,13 @@ log = logging.getLogger(__name__)
 
 # Files whose bytes define a sentence-transformers model's behaviour (weights first).
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
-_CONFIG_NAMES = ("modules.json", "config.json", "sentence_bert_config.json", "tokenizer.json", "config_sentence_transformers.json")
+_CONFIG_NAMES = (
+    "modules.json",
+    "config.json",
+    "sentence_bert_config.json",
+    "tokenizer.json",
+    "config_sentence_transformers.json",
+)
 
 
 @runtime_checkable
@@ -124,7 +131,9 @@ def resolve_model(name: str) -> ModelSpec:
     looks_like_hub_id = name.count("/") == 1 and not path.exists() and not name.startswith((".", "/", "~", "runs/"))
     if looks_like_hub_id:
         return ModelSpec(name, "hub", name, "Hugging Face hub id")
-    raise ModelNotFoundError(f"unknown model {name!r}: not a registry name, local model folder or run; {_available_line()}")
+    raise ModelNotFoundError(
+        f"unknown model {name!r}: not a registry name, local model folder or run; {_available_line()}"
+    )
 
 
 def _available_line() -> str:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import math
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from mlse.atomic import atomic_write_text
 
@@ -68,13 +69,13 @@ class EvalResult:
         }
 
     def write_json(self, path: str | Path) -> Path:
-        """Write atomically; NaN becomes null so the file is strict JSON."""
+        """Write atomically; NaN and +-inf become null so the file is strict JSON."""
         text = json.dumps(_nan_to_none(self.to_dict()), indent=2, ensure_ascii=False)
         return atomic_write_text(path, text + "\n")
 
 
 def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, float) and math.isnan(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):  # json.dumps would write NaN / Infinity
         return None
     if isinstance(obj, dict):
         return {k: _nan_to_none(v) for k, v in obj.items()}

@@ -7,8 +7,8 @@ then metrics: the metric functions in :mod:`mlse.evaluation` never see an encode
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -24,7 +24,9 @@ from mlse.data import (
     resolve_data_dir,
     wmt_sets,
 )
-from mlse.errors import DataError
+from mlse.data.flores import FLORES_DIR
+from mlse.data.flores import SUFFIX as FLORES_SUFFIX
+from mlse.errors import DataError, MlseError
 from mlse.results import EvalResult
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,10 @@ SEED_STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl",
 CROSS_12 = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es", "pt-pl"]
 
 
-def _encoder_stats(encoder) -> dict[str, int]:
-    return dict(getattr(encoder, "stats", {}))
+def _encoder_stats(encoder, before: dict[str, int] | None = None) -> dict[str, int]:
+    """The encoder's counters, minus those read at ``before`` (stats are cumulative over the encoder's life)."""
+    now = dict(getattr(encoder, "stats", {}))
+    return {k: v - (before or {}).get(k, 0) for k, v in now.items()}
 
 
 def _encode_all(encoder, texts: Sequence[str], batch_size: int) -> dict[str, np.ndarray]:
@@ -56,14 +60,15 @@ def sts_groups(pairs: Sequence[str]) -> dict[str, list[str]]:
         a, _, b = p.partition("-")
         return a == b
 
-    return {
+    groups = {
         "all": list(pairs),
         "monolingual": [p for p in pairs if mono(p)],
         "cross-lingual": [p for p in pairs if not mono(p)],
-        "stage2-train": [p for p in STAGE2_TRAIN_PAIRS if p in pairs],
-        "held-out": [p for p in HELD_OUT_PAIRS if p in pairs],
-        "cross-12": [p for p in CROSS_12 if p in pairs],
     }
+    # The papers' named groups are reported only when complete: a partial average under their name would mislead.
+    named = {"stage2-train": STAGE2_TRAIN_PAIRS, "held-out": HELD_OUT_PAIRS, "cross-12": CROSS_12}
+    groups.update({name: members for name, members in named.items() if set(members) <= set(pairs)})
+    return groups
 
 
 def predict_sts(encoder, datasets: dict[str, ScoredPairs], *, batch_size: int = 64) -> dict[str, np.ndarray]:
@@ -93,16 +98,22 @@ def run_sts(
     """STS Multi MT pairs (``"en-de"``) and/or user TSV files, Pearson/Spearman x 100 with a bootstrap CI."""
     from mlse.evaluation import average_scores, sts_metrics
 
+    stats_before = _encoder_stats(encoder)
     datasets: dict[str, ScoredPairs] = {}
     for pair in pairs:
         datasets[_pair_key(pair)] = load_sts(pair, split, data_dir)
+    sts_keys = list(datasets)
     for f in pairs_files:
-        datasets[Path(f).stem] = load_scored_tsv(f)
+        key = Path(f).stem
+        if key in datasets:
+            raise DataError(f"{f}: its name {key!r} is already used by another STS dataset; rename the file")
+        datasets[key] = load_scored_tsv(f)
     if not datasets:
         raise DataError("no STS data selected: give --pairs (e.g. en-de) or --pairs-file")
     preds = predict_sts(encoder, datasets, batch_size=batch_size)
     scores = {k: sts_metrics(preds[k], datasets[k].scores, n_boot=n_boot) for k in datasets}
-    averages = average_scores(scores, {g: m for g, m in sts_groups(list(scores)).items() if m})
+    # Groups are over STS Multi MT pairs only: a user file is not a language pair.
+    averages = average_scores(scores, {g: m for g, m in sts_groups(sts_keys).items() if m})
     return EvalResult(
         model=encoder.name,
         model_identity=encoder.identity,
@@ -113,7 +124,7 @@ def run_sts(
         config={"pairs": list(pairs), "pairs_files": [str(f) for f in pairs_files], "n_boot": n_boot,
                 "similarity": "cosine"},  # fmt: skip
         data=_hash_sources(ds.sources for ds in datasets.values()),
-        encode_stats=_encoder_stats(encoder),
+        encode_stats=_encoder_stats(encoder, stats_before),
         extras={"predictions": preds, "datasets": datasets},
     )
 
@@ -139,6 +150,7 @@ def run_tatoeba(
     """LASER Tatoeba: accuracy both ways (cosine and ratio margin), xSIM error; error lists kept in ``extras``."""
     from mlse.evaluation import retrieval_errors, tatoeba_metrics
 
+    stats_before = _encoder_stats(encoder)
     corpora = {c.src_lang: c for c in (load_tatoeba(lang, data_dir) for lang in langs)}
     lookup = _encode_all(encoder, [t for c in corpora.values() for t in (*c.src, *c.tgt)], batch_size)
     scores, errors = {}, {}
@@ -167,7 +179,7 @@ def run_tatoeba(
         averages=averages,
         config={"langs": list(corpora), "k": k, "similarity": "cosine", "margin": "ratio"},
         data=_hash_sources(c.sources for c in corpora.values()),
-        encode_stats=_encoder_stats(encoder),
+        encode_stats=_encoder_stats(encoder, stats_before),
         extras={"errors": errors, "corpora": corpora},
     )
 
@@ -198,7 +210,8 @@ def mining_sources(pair: str, data_dir: str | Path | None = None) -> tuple[Paral
     halves = []
     try:
         flores = load_flores([src_lang, tgt_lang], data_dir)
-        halves.append((*flores.values(), []))
+        flores_files = [resolve_data_dir(data_dir) / FLORES_DIR / f"{code}{FLORES_SUFFIX}" for code in flores]
+        halves.append((*flores.values(), flores_files))
     except DataError as exc:  # a WMT language FLORES does not hold: mine without those distractors
         log.info("mining %s: no FLORES distractors (%s)", pair, exc)
     if gold_year != 2013 and (2013, frozenset((src_lang, tgt_lang))) in available:
@@ -226,9 +239,14 @@ def run_mining(
     """Margin-based bitext mining on the BUCC-like task: threshold chosen on train, P/R/F1 on test."""
     from mlse.evaluation import build_mining_task, evaluate_mining
 
+    if isinstance(n_gold, bool) or not isinstance(n_gold, (int, np.integer)) or n_gold < 2:
+        raise MlseError(f"--n-gold must be an integer >= 2 (one gold pair per split at least), got {n_gold!r}")
+    stats_before = _encoder_stats(encoder)
     gold, extra_src, extra_tgt, sources = mining_sources(pair, data_dir)
     if n_gold > len(gold) // 2:
-        raise DataError(f"--n-gold {n_gold} is too large for {gold.name} ({len(gold)} pairs); use at most {len(gold) // 2}")
+        raise DataError(
+            f"--n-gold {n_gold} is too large for {gold.name} ({len(gold)} pairs); use at most {len(gold) // 2}"
+        )
     train, test = build_mining_task(
         list(zip(gold.src, gold.tgt)),
         n_gold=n_gold,
@@ -253,7 +271,7 @@ def run_mining(
         config={"pair": key, "n_gold": n_gold, "seed": seed, "k": k, "margin": "ratio", "retrieval": "max-score 1:1",
                 "gold_source": gold.name, "distractors": [flores_note, "WMT 2013 halves (if not gold)"]},  # fmt: skip
         data=_hash_sources([sources]),
-        encode_stats=_encoder_stats(encoder),
+        encode_stats=_encoder_stats(encoder, stats_before),
         extras={"train": train, "test": test},
     )
 

@@ -44,7 +44,8 @@ def build_tiny_bert(data_dir: Path, out: Path, *, labse_like: bool = False) -> P
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(training_sentences(data_dir), trainers.WordPieceTrainer(vocab_size=2000, special_tokens=specials))
+    trainer = trainers.WordPieceTrainer(vocab_size=2000, special_tokens=specials)
+    tok.train_from_iterator(training_sentences(data_dir), trainer)
     fast = BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                              sep_token="[SEP]", mask_token="[MASK]")  # fmt: skip
     torch.manual_seed(0)

@@ -1,0 +1,19 @@
+# The mlse app, as on Hugging Face Spaces: runs as uid 1000 on port 7860.
+FROM python:3.11-slim
+
+RUN useradd -m -u 1000 user
+WORKDIR /home/user/app
+
+# torch==2.13.0 is pinned in requirements.txt: build where that CPU wheel is reachable (or pre-install it).
+COPY --chown=user requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+
+COPY --chown=user . .
+USER user
+ENV HOME=/home/user \
+    GRADIO_SERVER_NAME=0.0.0.0 \
+    GRADIO_SERVER_PORT=7860 \
+    MLSE_CACHE=/home/user/.cache/mlse \
+    MLSE_DATA=/data
+EXPOSE 7860
+CMD ["python", "app.py"]
