@@ -7,10 +7,12 @@ bugs produce a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from mlse.errors import MlseError
 
@@ -34,6 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--dataset", choices=["stsb_multi_mt", "flores200", "tatoeba"], help="for fetch")
     data.add_argument("--to", default=None, help="fetch: target folder (then pass it as --data-dir)")
     data.add_argument("--data-dir", default=None)
+
+    tr = sub.add_parser("train", help="train a Stage 1 or Stage 2 head on a frozen backbone")
+    tr_sub = tr.add_subparsers(dest="stage", required=True)
+    s1 = tr_sub.add_parser("stage1", help="meaning/language split (Tiyajamorn et al. 2021) on parallel data")
+    s1.add_argument("--backbone", default="minilm-en", help="any model name the registry accepts")
+    s1.add_argument("--prelayer", action="store_true", help="a fully connected layer before Stage 1")
+    s1.add_argument("--pairs", type=_csv, default=None, help="parallel pairs (default: the seed's 15)")
+    s1.add_argument("--max-pairs", type=int, default=5000, help="cap per language pair (0: all)")
+    s1.add_argument("--lr", type=float, default=None)
+    s1.add_argument("--max-epochs", type=int, default=None)
+    s1.add_argument("--no-probe", action="store_true", help="skip the language-ID probe")
+    s2 = tr_sub.add_parser("stage2", help="STS head on Stage-1 meaning embeddings")
+    s2.add_argument("--stage1", required=True, help="a Stage-1 scorer (run name or folder)")
+    s2.add_argument("--conv", action="store_true", help="1-D convolutional prelayer")
+    s2.add_argument("--nonlinearity", default="identity", choices=["identity", "sigmoid", "tanh"])
+    s2.add_argument("--max-epochs", type=int, default=None)
+    for p in (s1, s2):
+        p.add_argument("--out", default=None, help="run folder (default: under $MLSE_RUNS, named after the heads)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--data-dir", default=None)
+
+    ex = sub.add_parser("experiment", help="reproducible experiment recipes")
+    ex.add_argument("recipe", choices=["seed-grid"])
+    ex.add_argument("--backbone", default="minilm-en")
+    ex.add_argument("--max-pairs", type=int, default=2000, help="Stage-1 pairs per language pair (0: all)")
+    ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
+    ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument("--data-dir", default=None)
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
     ev.add_argument("--model", default="minilm-en", help="registry name, local folder, run, or hub id")
@@ -82,6 +112,44 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from mlse.encoders import runs_dir
+    from mlse.experiments.seed_grid import safe_name
+    from mlse.training import SEED_PARALLEL_PAIRS, train_stage1, train_stage2
+
+    def epoch_line(record: dict) -> None:
+        shown = {k: round(v, 4) for k, v in record.items() if isinstance(v, float)}
+        print(f"epoch {record['epoch']}: " + ", ".join(f"{k} {v}" for k, v in shown.items()), flush=True)
+
+    extra = {k: v for k, v in (("lr", getattr(args, "lr", None)), ("max_epochs", args.max_epochs)) if v is not None}
+    if args.stage == "stage1":
+        name = safe_name(args.backbone) + ("+s1-prelayer" if args.prelayer else "+s1")
+        out = args.out or runs_dir() / name
+        scorer = train_stage1(args.backbone, out=out, prelayer=args.prelayer, pairs=args.pairs or SEED_PARALLEL_PAIRS,
+                              max_pairs=args.max_pairs or None, data_dir=args.data_dir, seed=args.seed,
+                              probe=not args.no_probe, progress=epoch_line, **extra)  # fmt: skip
+    else:
+        suffix = "+s2" + ("+conv" if args.conv else "")
+        suffix += "" if args.nonlinearity == "identity" else f"+{args.nonlinearity}"
+        out = args.out or runs_dir() / (safe_name(str(args.stage1)).removeprefix("runs_") + suffix)
+        scorer = train_stage2(args.stage1, out=out, conv=args.conv, nonlinearity=args.nonlinearity,
+                              data_dir=args.data_dir, seed=args.seed, progress=epoch_line, **extra)  # fmt: skip
+    print(json.dumps(scorer.metadata.get("metrics", {}), indent=1))
+    print(f"saved {out}; use it as --model {out}")
+    return 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from mlse.experiments.seed_grid import markdown_table, run_seed_grid, safe_name
+
+    out = args.out or Path("results") / "seed-grid" / safe_name(args.backbone)
+    results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
+                            seed=args.seed, progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    print(markdown_table(results))
+    print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from mlse import tasks
     from mlse.data import resolve_data_dir
@@ -126,7 +194,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"models": cmd_models, "data": cmd_data, "eval": cmd_eval}
+COMMANDS = {
+    "models": cmd_models,
+    "data": cmd_data,
+    "train": cmd_train,
+    "experiment": cmd_experiment,
+    "eval": cmd_eval,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

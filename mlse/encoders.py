@@ -59,7 +59,9 @@ class ModelSpec:
     """A registry entry: a short name for a model and where it comes from."""
 
     name: str
-    source: str  # "package" (shipped in a pip package), "hub" (Hugging Face id), "local" (folder), "run" (trained here)
+    # "package" (shipped in a pip package), "hub" (Hugging Face id), "local" (folder), "run" (a model trained here),
+    # "scorer" (a backbone plus trained heads, see mlse.scorer)
+    source: str
     location: str  # hub id or folder path
     description: str = ""
 
@@ -102,14 +104,18 @@ def is_model_folder(path: Path) -> bool:
 
 
 def list_runs() -> list[ModelSpec]:
-    """Trained runs found under :func:`runs_dir` (folders holding a model)."""
+    """Trained runs found under :func:`runs_dir`: fine-tuned model folders and scorers (backbone + heads)."""
+    from mlse.scorer import is_scorer_folder
+
     root = runs_dir()
     if not root.is_dir():
         return []
     specs = []
-    for sub in sorted(root.iterdir()):
+    for sub in sorted(p for p in root.iterdir() if not p.name.startswith(".")):
         model = sub / "model" if is_model_folder(sub / "model") else sub
-        if is_model_folder(model):
+        if is_scorer_folder(sub):
+            specs.append(ModelSpec(f"runs/{sub.name}", "scorer", str(sub), "backbone + trained heads"))
+        elif is_model_folder(model):
             specs.append(ModelSpec(f"runs/{sub.name}", "run", str(model), "trained run"))
     return specs
 
@@ -121,6 +127,10 @@ def resolve_model(name: str) -> ModelSpec:
     if name in reg:
         return reg[name]
     path = Path(name).expanduser()
+    from mlse.scorer import is_scorer_folder
+
+    if is_scorer_folder(path):
+        return ModelSpec(name, "scorer", str(path.resolve()), "backbone + trained heads")
     if is_model_folder(path):
         return ModelSpec(name, "local", str(path.resolve()), "local folder")
     if is_model_folder(path / "model"):  # a run directory given by path
@@ -207,6 +217,8 @@ def available_models() -> list[ModelStatus]:
                 status = "available (local HF cache)"
             else:
                 status = "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
+        elif spec.source == "scorer":
+            status = "available offline"
         else:
             status = "available offline" if is_model_folder(Path(spec.location)) else "missing"
         out.append(ModelStatus(spec.name, spec.source, spec.location, status, spec.description))
@@ -347,6 +359,10 @@ def load_encoder(name: str = DEFAULT_MODEL, *, device: str | None = None, cache:
     Resolution errors surface here (not at first encode), so the CLI can refuse an unknown model at once.
     """
     spec = resolve_model(name)
+    if spec.source == "scorer":
+        from mlse.scorer import Scorer
+
+        return Scorer.load(spec.location, name=spec.name.removeprefix("runs/"))
     encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
     _ = encoder.path  # materialise now: missing models fail early with a clear message
     if not cache:

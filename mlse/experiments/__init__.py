@@ -1,0 +1,1 @@
+"""Reproducible experiment recipes."""

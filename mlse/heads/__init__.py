@@ -1,0 +1,1 @@
+"""Trainable heads on frozen embeddings (scikit-learn conventions)."""

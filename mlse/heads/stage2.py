@@ -1,0 +1,213 @@
+"""Stage 2 (the seed's own model): refine Stage-1 meaning embeddings with human STS scores.
+
+A two-layer network g is applied to each sentence's meaning embedding; the loss compares f(cos(g(m1), g(m2))) with
+gold / 5 by MSE, where f is the identity, or a sigmoid / tanh of a learned scale and shift of the cosine. Variant: a
+1-D convolution over the embedding dimensions before g ("conv prelayer").
+
+Choices the seed leaves open, made here (and saved with the head):
+- g(m) = m + W2 relu(W1 m + b1) + b2 with W2, b2 initialised to zero, so training starts exactly at the Stage-1
+  similarity and early stopping can only keep an improvement on dev (``residual=False`` gives the plain two-layer net).
+- Conv prelayer: Conv1d(1 -> 1 channel, kernel 5, same padding) over the d embedding values, with a skip connection.
+- Adam, lr 1e-3, batch 128, up to 30 epochs, early stopping on dev Pearson of the cosine (patience 3), best epoch kept.
+- The calibrated 0-5 score is an isotonic regression of gold on the cosine, fitted on dev (monotone, so correlations
+  with gold are unchanged up to ties).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+NONLINEARITIES = ("identity", "sigmoid", "tanh")
+
+
+class Stage2Net(nn.Module):
+    def __init__(self, dim: int, hidden: int, conv: bool, nonlinearity: str, residual: bool):
+        super().__init__()
+        self.conv = nn.Conv1d(1, 1, kernel_size=5, padding=2) if conv else None
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+        self.residual = residual
+        if residual:
+            nn.init.zeros_(self.fc2.weight)
+            nn.init.zeros_(self.fc2.bias)
+        self.nonlinearity = nonlinearity
+        self.scale = nn.Parameter(torch.tensor(1.0))
+        self.shift = nn.Parameter(torch.tensor(0.0))
+
+    def embed(self, m: torch.Tensor) -> torch.Tensor:
+        h = m  # [B, d]
+        if self.conv is not None:
+            h = h + self.conv(h.unsqueeze(1)).squeeze(1)  # [B, 1, d] -> [B, d]
+        out = self.fc2(F.relu(self.fc1(h)))  # [B, d]
+        return h + out if self.residual else out
+
+    def similarity(self, m1: torch.Tensor, m2: torch.Tensor) -> torch.Tensor:
+        """f(cos) on the gold/5 scale: [B]."""
+        cos = F.cosine_similarity(self.embed(m1), self.embed(m2), dim=-1)
+        if self.nonlinearity == "sigmoid":
+            return torch.sigmoid(self.scale * cos + self.shift)
+        if self.nonlinearity == "tanh":
+            return torch.tanh(self.scale * cos + self.shift)
+        return cos
+
+
+@dataclass
+class Stage2Config:
+    conv: bool = False
+    nonlinearity: str = "identity"
+    residual: bool = True
+    hidden: int = 0  # 0: same as the embedding dimension
+    lr: float = 1e-3
+    batch_size: int = 128
+    max_epochs: int = 30
+    patience: int = 3
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.nonlinearity not in NONLINEARITIES:
+            raise ValueError(f"nonlinearity must be one of {NONLINEARITIES}, got {self.nonlinearity!r}")
+
+
+def _t(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    if np.std(a) == 0 or np.std(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+class Stage2Head:
+    """scikit-learn style: ``fit(M1, M2, gold, dev=...) -> self``; ``transform`` gives refined embeddings."""
+
+    def __init__(self, config: Stage2Config | None = None, **overrides):
+        self.config = config or Stage2Config()
+        for k, v in overrides.items():
+            setattr(self.config, k, v)
+        self.config.__post_init__()
+
+    def fit(
+        self,
+        M1: np.ndarray,
+        M2: np.ndarray,
+        gold: np.ndarray,
+        *,
+        dev: tuple[np.ndarray, np.ndarray, np.ndarray],
+        progress: Callable[[dict], None] | None = None,
+    ) -> Stage2Head:
+        """``M1``, ``M2``: [n, d] meaning embeddings of the two sides; ``gold``: [n] scores on the 0-5 scale."""
+        cfg = self.config
+        M1, M2, gold = np.asarray(M1, np.float32), np.asarray(M2, np.float32), np.asarray(gold, np.float32)
+        if M1.shape != M2.shape or M1.ndim != 2 or len(gold) != len(M1):
+            raise ValueError(f"M1 {M1.shape}, M2 {M2.shape} and gold {gold.shape} must align")
+        self.dim_ = M1.shape[1]
+        torch.manual_seed(cfg.seed)
+        rng = np.random.default_rng(cfg.seed)
+        self.net_ = Stage2Net(self.dim_, cfg.hidden or self.dim_, cfg.conv, cfg.nonlinearity, cfg.residual)
+        optimiser = torch.optim.Adam(self.net_.parameters(), lr=cfg.lr)
+        a, b, y = _t(M1), _t(M2), _t(gold / 5.0)
+        dev_m1, dev_m2, dev_gold = (np.asarray(x, np.float32) for x in dev)
+
+        best_state = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+        best = self._dev_pearson(dev_m1, dev_m2, dev_gold)
+        self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": best}]
+        self.best_epoch_, bad = 0, 0
+        for epoch in range(1, cfg.max_epochs + 1):
+            self.net_.train()
+            perm = rng.permutation(len(y))
+            total, steps = 0.0, 0
+            for start in range(0, len(perm), cfg.batch_size):
+                idx = torch.from_numpy(perm[start : start + cfg.batch_size])
+                loss = F.mse_loss(self.net_.similarity(a[idx], b[idx]), y[idx])
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                total, steps = total + float(loss.detach()), steps + 1
+            score = self._dev_pearson(dev_m1, dev_m2, dev_gold)
+            record = {"epoch": epoch, "train_loss": total / steps, "dev_pearson": score}
+            self.history_.append(record)
+            if progress:
+                progress(record)
+            if score > best + 1e-5:
+                best, bad, self.best_epoch_ = score, 0, epoch
+                best_state = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+            else:
+                bad += 1
+                if bad >= cfg.patience:
+                    break
+        self.net_.load_state_dict(best_state)
+        self.net_.eval()
+        self.dev_pearson_ = best
+        self._fit_calibration(dev_m1, dev_m2, dev_gold)
+        log.info("stage 2: best dev Pearson %.4f at epoch %d", best, self.best_epoch_)
+        return self
+
+    @torch.no_grad()
+    def _dev_pearson(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> float:
+        self.net_.eval()
+        cos = F.cosine_similarity(self.net_.embed(_t(m1)), self.net_.embed(_t(m2)), dim=-1).numpy()
+        return _pearson(cos, gold)
+
+    def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
+        """Isotonic map cosine -> 0-5 on dev, stored as sorted knots for np.interp."""
+        from scipy.optimize import isotonic_regression
+
+        cos = self.cosine(m1, m2)
+        order = np.argsort(cos, kind="stable")
+        fitted = isotonic_regression(gold[order]).x
+        self.calibration_x_ = cos[order].astype(np.float64).tolist()
+        self.calibration_y_ = np.clip(fitted, 0.0, 5.0).astype(np.float64).tolist()
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "net_"):
+            raise RuntimeError("Stage2Head is not fitted: call fit() or load() first")
+
+    @torch.no_grad()
+    def transform(self, M: np.ndarray) -> np.ndarray:
+        """Refined embeddings [n, d] (their cosine is the Stage-2 similarity)."""
+        self._check_fitted()
+        return self.net_.embed(_t(M)).numpy()
+
+    def cosine(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
+        a, b = self.transform(M1), self.transform(M2)
+        a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+        b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+        return (a * b).sum(1)  # [n]
+
+    def calibrate(self, cos: np.ndarray) -> np.ndarray:
+        """Cosine -> score on the human 0-5 scale (isotonic, fitted on dev)."""
+        self._check_fitted()
+        return np.interp(np.asarray(cos, np.float64), self.calibration_x_, self.calibration_y_)
+
+    def predict_score(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
+        return self.calibrate(self.cosine(M1, M2))
+
+    # -- persistence ------------------------------------------------------------------------------------------------
+    def state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        self._check_fitted()
+        meta = {"kind": "stage2", "config": asdict(self.config), "dim": self.dim_, "best_epoch": self.best_epoch_,
+                "dev_pearson": self.dev_pearson_, "history": self.history_,
+                "calibration": {"x": self.calibration_x_, "y": self.calibration_y_}}  # fmt: skip
+        return dict(self.net_.state_dict()), meta
+
+    @classmethod
+    def from_state(cls, tensors: dict[str, torch.Tensor], meta: dict) -> Stage2Head:
+        head = cls(Stage2Config(**meta["config"]))
+        cfg = head.config
+        head.dim_, head.best_epoch_, head.dev_pearson_ = int(meta["dim"]), meta["best_epoch"], meta["dev_pearson"]
+        head.history_ = meta["history"]
+        head.calibration_x_, head.calibration_y_ = meta["calibration"]["x"], meta["calibration"]["y"]
+        head.net_ = Stage2Net(head.dim_, cfg.hidden or head.dim_, cfg.conv, cfg.nonlinearity, cfg.residual)
+        head.net_.load_state_dict(tensors)
+        head.net_.eval()
+        return head

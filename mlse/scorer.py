@@ -1,0 +1,174 @@
+"""A *scorer*: a frozen backbone encoder plus trained heads (Stage 1, Stage 2), usable anywhere an encoder is.
+
+On disk a scorer is a run folder::
+
+    runs/minilm-en+s1+s2/
+        scorer.json          backbone name + identity, the heads in order, training data hashes, metrics
+        stage1.safetensors   head weights (stage1.json beside: its config, languages, training history)
+        stage2.safetensors
+
+Folders are written to a temporary sibling and renamed into place, so a reader never sees half a run. Loading checks
+that the backbone's identity (name + weight hash) is the one the heads were trained on, and refuses otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlse.errors import MlseError, ModelNotFoundError
+
+SCORER_FILE = "scorer.json"
+
+
+class BackboneMismatchError(MlseError):
+    """The heads were trained on another backbone (or other weights) than the one supplied."""
+
+
+class Scorer:
+    """backbone -> [Stage 1 meaning] -> [Stage 2 refinement]; satisfies the Encoder protocol."""
+
+    def __init__(self, backbone, *, stage1=None, stage2=None, name: str | None = None, metadata: dict | None = None):
+        if stage2 is not None and stage1 is None:
+            raise ValueError("a Stage 2 head needs the Stage 1 head it was trained on")
+        self.backbone = backbone
+        self.stage1 = stage1
+        self.stage2 = stage2
+        self.metadata = metadata or {}
+        suffix = "".join(s for s, h in (("+s1", stage1), ("+s2", stage2)) if h is not None)
+        self.name = name or f"{backbone.name}{suffix}"
+
+    @property
+    def heads(self) -> list[tuple[str, Any]]:
+        return [(k, h) for k, h in (("stage1", self.stage1), ("stage2", self.stage2)) if h is not None]
+
+    @property
+    def identity(self) -> str:
+        digest = hashlib.sha256()
+        for kind, head in self.heads:
+            tensors, _ = head.state()
+            digest.update(kind.encode())
+            for key in sorted(tensors):
+                digest.update(key.encode() + tensors[key].detach().cpu().numpy().tobytes())
+        return f"{self.backbone.identity}|heads:{digest.hexdigest()[:16]}"
+
+    def encode_parts(self, texts: Sequence[str], *, batch_size: int = 64) -> dict[str, np.ndarray]:
+        """Every representation of the texts: backbone, meaning and language (Stage 1), refined (Stage 2)."""
+        raw = self.backbone.encode(texts, batch_size=batch_size)  # [n, d]
+        parts = {"backbone": raw}
+        if self.stage1 is not None:
+            parts["meaning"] = self.stage1.transform(raw)
+            parts["language"] = self.stage1.language_embedding(raw)
+        if self.stage2 is not None:
+            parts["refined"] = self.stage2.transform(parts["meaning"])
+        return parts
+
+    def encode(
+        self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
+    ) -> np.ndarray:
+        texts = list(texts)
+        emb = self.backbone.encode(texts, batch_size=batch_size, show_progress=show_progress)  # [n, d]
+        if self.stage1 is not None:
+            emb = self.stage1.transform(emb)
+        if self.stage2 is not None:
+            emb = self.stage2.transform(emb)
+        emb = np.ascontiguousarray(emb, dtype=np.float32)
+        if normalize:
+            emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        return emb
+
+    def calibrated_score(self, cos: np.ndarray) -> np.ndarray | None:
+        """Cosine -> 0-5 when a Stage 2 head (with its dev calibration) is present, else None."""
+        return self.stage2.calibrate(cos) if self.stage2 is not None else None
+
+    # -- persistence ------------------------------------------------------------------------------------------------
+    def save(self, folder: str | Path, *, extra: dict | None = None) -> Path:
+        """Write the run folder atomically (temporary sibling, then rename)."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            heads = []
+            for kind, head in self.heads:
+                tensors, meta = head.state()
+                save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / f"{kind}.safetensors"))
+                (tmp / f"{kind}.json").write_text(json.dumps(meta, indent=1))
+                heads.append(kind)
+            manifest = {
+                "format": "mlse-scorer/1",
+                "name": folder.name,
+                "backbone": self.backbone.name,
+                "backbone_identity": self.backbone.identity,
+                "heads": heads,
+                **self.metadata,
+                **(extra or {}),
+            }
+            (tmp / SCORER_FILE).write_text(json.dumps(manifest, indent=2, default=str))
+            _replace_dir(tmp, folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path, *, backbone=None, name: str | None = None) -> Scorer:
+        """Load a run folder; the backbone is loaded by its recorded name unless given, and must match."""
+        from safetensors.torch import load_file
+
+        from mlse.heads.stage1 import Stage1Head
+        from mlse.heads.stage2 import Stage2Head
+
+        folder = Path(folder)
+        manifest = read_manifest(folder)
+        if backbone is None:
+            from mlse.encoders import load_encoder
+
+            backbone = load_encoder(manifest["backbone"])
+        if backbone.identity != manifest["backbone_identity"]:
+            raise BackboneMismatchError(
+                f"scorer {folder} was trained on backbone {manifest['backbone_identity']}, "
+                f"but {backbone.name!r} is {backbone.identity}: retrain the heads on this backbone"
+            )
+        loaders = {"stage1": Stage1Head, "stage2": Stage2Head}
+        heads = {}
+        for kind in manifest["heads"]:
+            meta = json.loads((folder / f"{kind}.json").read_text())
+            heads[kind] = loaders[kind].from_state(load_file(str(folder / f"{kind}.safetensors")), meta)
+        return cls(backbone, stage1=heads.get("stage1"), stage2=heads.get("stage2"), name=name or folder.name,
+                   metadata=manifest)  # fmt: skip
+
+
+def read_manifest(folder: Path) -> dict:
+    try:
+        manifest = json.loads((folder / SCORER_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelNotFoundError(f"{folder}: not a readable scorer run ({exc})") from None
+    for key in ("backbone", "backbone_identity", "heads"):
+        if key not in manifest:
+            raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
+    return manifest
+
+
+def is_scorer_folder(path: Path) -> bool:
+    return (path / SCORER_FILE).is_file()
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move ``src`` to ``dst``; an existing ``dst`` is renamed aside first and removed only after the swap."""
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)

@@ -1,0 +1,204 @@
+"""Train the Stage 1 and Stage 2 heads on cached embeddings of a frozen backbone, and save them as scorers.
+
+Data flow: parallel / STS data -> backbone embeddings (through the embedding cache) -> head.fit -> Scorer.save.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlse.data import (
+    default_labels,
+    evaluation_sentences,
+    file_sha256,
+    filter_contaminated,
+    load_flores,
+    load_parallel,
+    load_sts,
+)
+from mlse.errors import DataError, MlseError
+
+log = logging.getLogger(__name__)
+
+# The seed's Stage-1 training pairs (Tatoeba), as folder names of parallel/tatoeba_challenge_v2021-08-07.
+SEED_PARALLEL_PAIRS = ["eng-ara", "eng-deu", "eng-spa", "eng-fra", "eng-ita", "eng-nld", "eng-pol", "eng-rus",
+                       "eng-tur", "spa-zho", "fra-spa", "rus-deu", "tur-pol", "ukr-spa", "zho-rus"]  # fmt: skip
+# The seed's Stage-2 training pairs (STS Multi MT train; dev split for early stopping and calibration).
+STAGE2_PAIRS = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "fr-de"]
+# FLORES-200 languages that match the Stage-1 training languages (for the language-ID probe).
+PROBE_LANGS = ["eng", "arb", "deu", "spa", "fra", "ita", "nld", "pol", "rus", "tur", "ukr", "zho"]
+
+
+@dataclass
+class ParallelEmbeddings:
+    X_a: np.ndarray  # [n, d]
+    X_b: np.ndarray  # [n, d]
+    lang_a: list[str]
+    lang_b: list[str]
+    info: dict = field(default_factory=dict)
+
+
+def _encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64) -> dict[str, np.ndarray]:
+    unique = list(dict.fromkeys(texts))
+    emb = encoder.encode(unique, batch_size=batch_size)  # [n_unique, d]
+    return {t: emb[i] for i, t in enumerate(unique)}
+
+
+def stage1_data(
+    encoder,
+    *,
+    pairs: Sequence[str] = SEED_PARALLEL_PAIRS,
+    max_pairs: int | None = 5000,
+    data_dir=None,
+    seed: int = 0,
+) -> ParallelEmbeddings:
+    """Contamination-filtered translation pairs of every requested pair, embedded by the backbone.
+
+    Each language pair is capped at ``max_pairs`` (a seeded subset) *after* filtering, so every pair keeps its share.
+    """
+    if not pairs:
+        raise DataError("no parallel pairs given for Stage 1")
+    banned = evaluation_sentences(data_dir)
+    texts_a, texts_b, lang_a, lang_b = [], [], [], []
+    info: dict = {"pairs": {}, "data": {}}
+    for pair in pairs:
+        a, _, b = pair.partition("-")
+        corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
+        clean, dropped = filter_contaminated(corpus, banned)
+        if max_pairs and len(clean) > max_pairs:
+            keep = np.sort(np.random.default_rng(seed).choice(len(clean), max_pairs, replace=False))
+            clean_src, clean_tgt = [clean.src[i] for i in keep], [clean.tgt[i] for i in keep]
+        else:
+            clean_src, clean_tgt = clean.src, clean.tgt
+        texts_a += clean_src
+        texts_b += clean_tgt
+        lang_a += [a] * len(clean_src)
+        lang_b += [b] * len(clean_tgt)
+        info["pairs"][pair] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(clean_src)}
+        info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
+        log.info("stage 1 data %s: %d pairs, %d dropped as contaminated, %d used", pair, len(corpus), dropped,
+                 len(clean_src))  # fmt: skip
+    lookup = _encode_lookup(encoder, texts_a + texts_b)
+    X_a = np.stack([lookup[t] for t in texts_a])
+    X_b = np.stack([lookup[t] for t in texts_b])
+    info["n_pairs"] = len(texts_a)
+    return ParallelEmbeddings(X_a, X_b, lang_a, lang_b, info)
+
+
+def sts_embeddings(
+    encoder, pairs: Sequence[str], split: str, data_dir=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """(E1 [n, d], E2 [n, d], gold [n], data hashes) over the concatenation of the STS pairs."""
+    datasets = [load_sts(p, split, data_dir) for p in pairs]
+    lookup = _encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)])
+    e1 = np.stack([lookup[t] for ds in datasets for t in ds.s1])
+    e2 = np.stack([lookup[t] for ds in datasets for t in ds.s2])
+    gold = np.concatenate([ds.scores for ds in datasets]).astype(np.float32)
+    hashes = {str(p): file_sha256(p) for ds in datasets for p in ds.sources}
+    return e1, e2, gold, hashes
+
+
+def language_probe(scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None, seed: int = 0) -> dict[str, float]:
+    """Accuracy (%) of a linear language-ID probe on backbone, meaning and language embeddings.
+
+    FLORES-200 devtest is multi-way parallel: the probe trains on the first half of the sentence ids and is tested on
+    the other half, so no test sentence's meaning was seen in training. Chance is 100 / len(langs).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    flores = load_flores(list(langs), data_dir)
+    n = len(next(iter(flores.values())))
+    half = n // 2
+    texts = [t for sents in flores.values() for t in sents]
+    labels = np.repeat(np.arange(len(flores)), n)
+    is_train = np.tile(np.arange(n) < half, len(flores))
+    parts = scorer.encode_parts(texts)
+    out = {"chance": 100.0 / len(flores), "n_langs": len(flores)}
+    for kind in ("backbone", "meaning", "language"):
+        if kind not in parts:
+            continue
+        probe = LogisticRegression(max_iter=2000, random_state=seed)
+        probe.fit(parts[kind][is_train], labels[is_train])
+        out[kind] = 100.0 * float(probe.score(parts[kind][~is_train], labels[~is_train]))
+    return out
+
+
+def train_stage1(
+    backbone: str,
+    *,
+    out: str | Path,
+    prelayer: bool = False,
+    pairs: Sequence[str] = SEED_PARALLEL_PAIRS,
+    max_pairs: int | None = 5000,
+    data_dir=None,
+    seed: int = 0,
+    probe: bool = True,
+    progress: Callable[[dict], None] | None = None,
+    **config,
+):
+    """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``."""
+    from mlse.encoders import load_encoder
+    from mlse.heads.stage1 import Stage1Head
+    from mlse.scorer import Scorer
+
+    encoder = load_encoder(backbone) if isinstance(backbone, (str, Path)) else backbone
+    if hasattr(encoder, "stage1"):
+        raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
+    data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed)
+    head = Stage1Head(prelayer=prelayer, seed=seed, **config).fit(
+        data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress
+    )
+    scorer = Scorer(encoder, stage1=head)
+    metrics = {"stage1_dev_loss": head.dev_loss_, "stage1_best_epoch": head.best_epoch_}
+    if probe:
+        metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed)
+    scorer.metadata = {"training": {"stage1": {"pairs": data.info["pairs"], "n_pairs": data.info["n_pairs"],
+                                               "max_pairs": max_pairs, "seed": seed}},
+                       "data": data.info["data"], "metrics": metrics}  # fmt: skip
+    scorer.save(out)
+    scorer.name = Path(out).name
+    return scorer
+
+
+def train_stage2(
+    stage1: str | Path,
+    *,
+    out: str | Path,
+    conv: bool = False,
+    nonlinearity: str = "identity",
+    pairs: Sequence[str] = STAGE2_PAIRS,
+    data_dir=None,
+    seed: int = 0,
+    progress: Callable[[dict], None] | None = None,
+    **config,
+):
+    """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``."""
+    from mlse.encoders import load_encoder
+    from mlse.heads.stage2 import Stage2Head
+    from mlse.scorer import Scorer
+
+    base = load_encoder(str(stage1)) if isinstance(stage1, (str, Path)) else stage1
+    if getattr(base, "stage1", None) is None:
+        raise MlseError(f"{getattr(base, 'name', stage1)} has no Stage 1 head: train stage1 first")
+    e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir)
+    d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir)
+    s1 = base.stage1
+    head = Stage2Head(conv=conv, nonlinearity=nonlinearity, seed=seed, **config).fit(
+        s1.transform(e1), s1.transform(e2), gold, dev=(s1.transform(d1), s1.transform(d2), dgold), progress=progress
+    )
+    scorer = Scorer(base.backbone, stage1=s1, stage2=head)
+    training = dict(base.metadata.get("training", {}))
+    training["stage2"] = {"pairs": list(pairs), "n_train": len(gold), "n_dev": len(dgold), "seed": seed,
+                          "conv": conv, "nonlinearity": nonlinearity}  # fmt: skip
+    metrics = dict(base.metadata.get("metrics", {}))
+    metrics.update({"stage2_dev_pearson": 100 * head.dev_pearson_, "stage2_best_epoch": head.best_epoch_})
+    scorer.metadata = {"training": training, "data": {**base.metadata.get("data", {}), **hashes, **dev_hashes},
+                       "metrics": metrics, "stage1_run": str(stage1)}  # fmt: skip
+    scorer.save(out)
+    scorer.name = Path(out).name
+    return scorer
