@@ -84,10 +84,13 @@ def _nan_to_none(obj: Any) -> Any:
     return obj
 
 
+_PRECISE_COLUMNS = {"threshold": 3}  # margin thresholds sit near 1.0: one decimal would hide them
+
+
 def format_table(rows: Iterable[dict[str, Any]], columns: list[str], *, digits: int = 1) -> str:
     """A fixed-width text table; floats rounded, lists shown as [lo, hi]."""
 
-    def cell(v: Any) -> str:
+    def cell(v: Any, digits: int = digits) -> str:
         if v is None:
             return "-"
         if isinstance(v, float):
@@ -97,7 +100,7 @@ def format_table(rows: Iterable[dict[str, Any]], columns: list[str], *, digits: 
         return str(v)
 
     rows = list(rows)
-    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    body = [[cell(r.get(c), _PRECISE_COLUMNS.get(c, digits)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(b[i]) for b in body]) for i, c in enumerate(columns)]
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
     sep = "  ".join("-" * w for w in widths)

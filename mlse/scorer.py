@@ -98,6 +98,7 @@ class Scorer:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
+            tmp.chmod(folder.parent.stat().st_mode & 0o755)  # mkdtemp makes 0700: readable like its parent, at most 755
             heads = []
             for kind, head in self.heads:
                 tensors, meta = head.state()

@@ -197,8 +197,10 @@ def train_stage2(
                           "conv": conv, "nonlinearity": nonlinearity}  # fmt: skip
     metrics = dict(base.metadata.get("metrics", {}))
     metrics.update({"stage2_dev_pearson": 100 * head.dev_pearson_, "stage2_best_epoch": head.best_epoch_})
+    # an in-memory Stage-1 scorer (the seed grid passes one) is recorded by its run name, not its repr
+    stage1_run = str(stage1) if isinstance(stage1, (str, Path)) else base.name
     scorer.metadata = {"training": training, "data": {**base.metadata.get("data", {}), **hashes, **dev_hashes},
-                       "metrics": metrics, "stage1_run": str(stage1)}  # fmt: skip
+                       "metrics": metrics, "stage1_run": stage1_run}  # fmt: skip
     scorer.save(out)
     scorer.name = Path(out).name
     return scorer

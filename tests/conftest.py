@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,28 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("runs")))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MLSE_DEVICE", "cpu")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spinning makes them about
+    10x slower; tests marked ``multithread`` (the real MiniLM) get every core back."""
+    import torch
+
+    torch.set_num_threads(1)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _all_threads_when_marked(request):
+    if request.node.get_closest_marker("multithread") is None:
+        yield
+        return
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    yield
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -14,16 +14,6 @@ from mlse.cli import main
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spinning makes them 10x
-    slower; restored afterwards so other modules keep their setting."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

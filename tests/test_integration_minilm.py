@@ -6,6 +6,8 @@ import pytest
 from mlse.encoders import load_encoder
 from mlse.tasks import run_sts
 
+pytestmark = pytest.mark.multithread
+
 REFERENCE = {"en-en": 82.0, "en-de": 29.0, "en-fr": 32.6, "en-ru": 4.0, "en-zh": 16.1, "de-fr": 23.5}
 
 

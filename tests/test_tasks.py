@@ -19,16 +19,6 @@ STS_TEST_N = 1379  # rows of stsb_multi_mt test
 SCHEMA_KEYS = {"model", "task", "split", "config", "data", "versions", "created", "scores"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spinning makes them 10x
-    slower; restored afterwards so other modules keep their setting."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 USER_TSV = (

@@ -49,9 +49,13 @@ def run_seed_grid(
     pairs: list[str] = SEED_STS_PAIRS,
     stage1_config: dict | None = None,
     stage2_config: dict | None = None,
+    probe: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """Train and evaluate every variant; write the outputs under ``out``; return the results dict."""
+    """Train and evaluate every variant; write the outputs under ``out``; return the results dict.
+
+    ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences).
+    """
     from mlse.encoders import load_encoder, runs_dir
     from mlse.training import train_stage1, train_stage2
 
@@ -70,7 +74,7 @@ def run_seed_grid(
         t0 = time.perf_counter()
         say(f"{variant}: training Stage 1")
         scorers[variant] = train_stage1(encoder, out=runs / variant, max_pairs=max_pairs, data_dir=data_dir, seed=seed,
-                                        **cfg, **(stage1_config or {}))  # fmt: skip
+                                        probe=probe, **cfg, **(stage1_config or {}))  # fmt: skip
         scores[variant] = _evaluate(scorers[variant], pairs, data_dir)
         timings[variant] = time.perf_counter() - t0
     for variant, cfg in STAGE2_VARIANTS.items():
@@ -154,7 +158,19 @@ def markdown_table(results: dict) -> str:
                      + f" | {d_train:+.1f} | {d_held:+.1f} |")  # fmt: skip
     note = ("Columns " + ", ".join(STAGE2_TRAIN_PAIRS) + " are the pairs Stage 2 trains on; the rest are held out. "
             "Rows after the first: Pearson x 100 minus the baseline's.")  # fmt: skip
-    return "\n".join(lines) + "\n\n" + note
+    return "\n".join(lines) + "\n\n" + note + probe_table(results)
+
+
+def probe_table(results: dict) -> str:
+    """Disentanglement: accuracy of a linear language-ID probe on each representation (FLORES, held-out sentences)."""
+    rows = [(v, m["language_probe"]) for v, m in results.get("metrics", {}).items() if "language_probe" in m]
+    if not rows:
+        return ""
+    lines = ["", "", "| Stage 1 variant | probe on backbone | probe on meaning | probe on language | chance |",
+             "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for v, p in rows:
+        lines.append(f"| {v} | {p['backbone']:.1f} | {p['meaning']:.1f} | {p['language']:.1f} | {p['chance']:.1f} |")
+    return "\n".join(lines)
 
 
 def figure(results: dict):

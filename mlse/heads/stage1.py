@@ -24,12 +24,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
 from torch import nn
 
+from mlse.errors import MlseError
 from mlse.losses.stage1 import Stage1Weights, stage1_loss_terms
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,8 @@ class Stage1Head:
     """scikit-learn style: ``fit(...) -> self``; learned attributes end in ``_``; ``transform`` gives meaning."""
 
     def __init__(self, config: Stage1Config | None = None, **overrides):
-        self.config = config or Stage1Config()
-        for k, v in overrides.items():
-            setattr(self.config, k, v)
+        # a copy (the caller's config is not mutated); an unknown override is a TypeError, not silently ignored
+        self.config = replace(config or Stage1Config(), **overrides)
 
     # -- training ---------------------------------------------------------------------------------------------------
     def fit(
@@ -166,6 +166,8 @@ class Stage1Head:
                 bad_epochs += 1
                 if bad_epochs >= cfg.patience:
                     break
+        if best_state is None:  # every dev loss was NaN: nothing worth keeping
+            raise MlseError("Stage 1 diverged (dev loss is NaN from the first epoch): lower --lr or check the inputs")
         self.net_.load_state_dict(best_state)
         self.net_.eval()
         self.dev_loss_ = best

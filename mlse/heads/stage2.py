@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -91,10 +91,8 @@ class Stage2Head:
     """scikit-learn style: ``fit(M1, M2, gold, dev=...) -> self``; ``transform`` gives refined embeddings."""
 
     def __init__(self, config: Stage2Config | None = None, **overrides):
-        self.config = config or Stage2Config()
-        for k, v in overrides.items():
-            setattr(self.config, k, v)
-        self.config.__post_init__()
+        # a copy (the caller's config is not mutated), validated; an unknown override is a TypeError
+        self.config = replace(config or Stage2Config(), **overrides)
 
     def fit(
         self,

@@ -1,0 +1,123 @@
+"""The seed-grid experiment: its pure summaries on hand-made scores, and one small end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mlse.experiments.seed_grid import (
+    STAGE1_VARIANTS,
+    STAGE2_VARIANTS,
+    VARIANTS,
+    group_means,
+    markdown_table,
+    relative_pearson,
+    run_seed_grid,
+)
+
+
+def _s(pearson: float, spearman: float = 0.0) -> dict:
+    return {"pearson": pearson, "spearman": spearman}
+
+
+# en-de, fr-de: pairs Stage 2 trains on; en-en, ru-de: held out.
+SCORES = {
+    "baseline": {"en-de": _s(70.0), "fr-de": _s(60.0), "en-en": _s(80.0), "ru-de": _s(50.0)},
+    "s1": {"en-de": _s(72.5), "fr-de": _s(59.0), "en-en": _s(80.0), "ru-de": _s(56.0)},
+    "s1+s2": {"en-de": _s(75.0), "fr-de": _s(65.0), "en-en": _s(78.0), "ru-de": _s(49.0)},
+}
+
+
+def test_relative_pearson_is_difference_to_baseline():
+    rel = relative_pearson(SCORES)
+    assert rel == {
+        "s1": {"en-de": 2.5, "fr-de": -1.0, "en-en": 0.0, "ru-de": 6.0},
+        "s1+s2": {"en-de": 5.0, "fr-de": 5.0, "en-en": -2.0, "ru-de": -1.0},
+    }
+
+
+def test_group_means_split_trained_and_held_out_pairs():
+    groups = group_means(SCORES)
+    assert groups == {
+        "baseline": {"stage2-train": 65.0, "held-out": 65.0},
+        "s1": {"stage2-train": 65.75, "held-out": 68.0},
+        "s1+s2": {"stage2-train": 70.0, "held-out": 63.5},
+    }
+    only_trained = group_means({"baseline": {"en-de": _s(10.0), "en-it": _s(20.0)}})["baseline"]
+    assert only_trained["stage2-train"] == 15.0 and math.isnan(only_trained["held-out"])
+
+
+def test_markdown_table_exact():
+    results = {"scores": SCORES, "relative_pearson": relative_pearson(SCORES), "groups": group_means(SCORES)}
+    md = markdown_table(results)
+    table, note = md.split("\n\n")[:2]
+    assert table.splitlines() == [
+        "| variant | en-de | fr-de | en-en | ru-de | avg trained | avg held-out |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        "| baseline (Pearson) | 70.0 | 60.0 | 80.0 | 50.0 | 65.0 | 65.0 |",
+        "| s1 (Δ) | +2.5 | -1.0 | +0.0 | +6.0 | +0.8 | +3.0 |",
+        "| s1+s2 (Δ) | +5.0 | +5.0 | -2.0 | -1.0 | +5.0 | -1.5 |",
+    ]
+    assert note.startswith("Columns en-de, en-es, en-fr, en-it, en-nl, fr-de are the pairs Stage 2 trains on")
+
+
+def test_run_seed_grid_end_to_end(tiny_bert, data_dir, tmp_path):
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    messages: list[str] = []
+    results = run_seed_grid(
+        str(tiny_bert), out=out, runs=runs, max_pairs=20, data_dir=data_dir, pairs=["en-en", "en-de"],
+        stage1_config={"max_epochs": 2}, stage2_config={"max_epochs": 1, "pairs": ["en-de"]}, probe=False,
+        progress=messages.append,
+    )  # fmt: skip
+    assert len(VARIANTS) == 7
+    trained = [*STAGE1_VARIANTS, *STAGE2_VARIANTS]
+
+    # JSON: every variant scored on both pairs; relative Pearson consistent with the scores
+    saved = json.loads((out / "seed-grid.json").read_text())
+    assert saved["scores"] == results["scores"]
+    assert list(saved["scores"]) == VARIANTS
+    for v in VARIANTS:
+        assert set(saved["scores"][v]) == {"en-en", "en-de"}
+        assert all(math.isfinite(saved["scores"][v][p]["pearson"]) for p in ("en-en", "en-de"))
+    assert list(saved["relative_pearson"]) == trained and list(saved["groups"]) == VARIANTS
+    base = saved["scores"]["baseline"]
+    for v in trained:
+        for p in ("en-en", "en-de"):
+            expected = saved["scores"][v][p]["pearson"] - base[p]["pearson"]
+            assert saved["relative_pearson"][v][p] == pytest.approx(expected, abs=1e-9)
+    assert saved["config"]["stage1"] == {"max_epochs": 2} and saved["config"]["max_pairs"] == 20
+    assert set(saved["timings_s"]) == {*VARIANTS, "total"}
+    # probe=False reached train_stage1: no FLORES language probe in the Stage-1 metrics
+    for v in STAGE1_VARIANTS:
+        assert "stage1_dev_loss" in saved["metrics"][v] and "language_probe" not in saved["metrics"][v]
+    for v in STAGE2_VARIANTS:
+        assert "stage2_dev_pearson" in saved["metrics"][v]
+
+    # markdown and html name every variant
+    md = (out / "seed-grid.md").read_text()
+    assert "| baseline (Pearson) |" in md
+    for v in trained:
+        assert f"| {v} (Δ) |" in md
+    html = (out / "seed-grid.html").read_text()
+    for v in trained:
+        assert f'"{v}"' in html
+
+    # one run folder per trained variant, with the right heads and configuration
+    assert saved["runs"] == {v: str(runs / v) for v in trained}
+    assert sorted(p.name for p in runs.iterdir()) == sorted(trained)
+    for v in STAGE1_VARIANTS:
+        manifest = json.loads((runs / v / "scorer.json").read_text())
+        assert manifest["heads"] == ["stage1"]
+        assert manifest["training"]["stage1"]["max_pairs"] == 20
+        config = json.loads((runs / v / "stage1.json").read_text())["config"]
+        assert config["prelayer"] is STAGE1_VARIANTS[v]["prelayer"] and config["max_epochs"] == 2
+    for v, cfg in STAGE2_VARIANTS.items():
+        manifest = json.loads((runs / v / "scorer.json").read_text())
+        assert manifest["heads"] == ["stage1", "stage2"]
+        assert manifest["training"]["stage2"]["pairs"] == ["en-de"]
+        assert manifest["stage1_run"] == "s1"  # the in-memory Stage-1 scorer, by its run name (not its repr)
+        config = json.loads((runs / v / "stage2.json").read_text())["config"]
+        assert (config["conv"], config["nonlinearity"], config["max_epochs"]) == (cfg["conv"], cfg["nonlinearity"], 1)
+    assert any("done" in m for m in messages) and len(messages) >= 7
