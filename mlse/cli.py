@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     s1.add_argument("--backbone", default="minilm-en", help="any model name the registry accepts")
     s1.add_argument("--prelayer", action="store_true", help="a fully connected layer before Stage 1")
     s1.add_argument("--pairs", type=_csv, default=None, help="parallel pairs (default: the seed's 15)")
-    s1.add_argument("--max-pairs", type=int, default=5000, help="cap per language pair (0: all)")
+    s1.add_argument("--max-pairs", type=int, default=2000, help="cap per language pair (0: all)")
     s1.add_argument("--lr", type=float, default=None)
     s1.add_argument("--max-epochs", type=int, default=None)
     s1.add_argument("--no-probe", action="store_true", help="skip the language-ID probe")
@@ -64,6 +64,29 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
     ex.add_argument("--seed", type=int, default=0)
     ex.add_argument("--data-dir", default=None)
+
+    ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
+    ft.add_argument("--method", required=True, choices=["mse", "ema", "soft", "hard"])
+    ft.add_argument("--teacher", default=None, help="mse/soft: frozen teacher (default minilm-en); ema: the student")
+    ft.add_argument("--student", default="minilm-en", help="a sentence-transformers model name, folder or run")
+    ft.add_argument("--pairs", type=_csv, default=None, help="English-X parallel pairs (default: all 12 en-xx)")
+    ft.add_argument("--max-pairs", type=int, default=5000, help="cap per language pair after filtering")
+    ft.add_argument("--budget-minutes", type=float, default=15.0, help="training + dev evaluation time")
+    ft.add_argument("--out", default=None, help="run folder (default: $MLSE_RUNS/<student>+<method>)")
+    ft.add_argument("--batch-size", type=int, default=64)
+    ft.add_argument("--lr", type=float, default=1e-4)
+    ft.add_argument("--eval-every", type=int, default=100, help="steps between STS dev evaluations")
+    ft.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    ft.add_argument("--dev-pairs", type=_csv, default=None, help="STS dev pairs (default en-de,en-fr,en-ru,en-zh)")
+    ft.add_argument("--dev-max-pairs", type=int, default=None, help="seeded subset of rows per dev pair")
+    ft.add_argument("--tau-base", type=float, default=0.999, help="ema: tau_base (1.0 = frozen teacher)")
+    ft.add_argument("--label", default="priority", choices=["priority", "average"], help="soft: teacher labels")
+    ft.add_argument("--temperature", type=float, default=0.1, help="soft/hard: softmax temperature")
+    ft.add_argument("--tcm-alpha", type=float, default=0.0, help="soft: weight of the mono-lingual TCM term")
+    ft.add_argument("--no-src-term", action="store_true", help="mse: only MSE(student(tgt), teacher(src))")
+    ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--data-dir", default=None)
+    ft.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
     ev.add_argument("--model", default="minilm-en", help="registry name, local folder, run, or hub id")
@@ -194,12 +217,42 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from mlse.encoders import runs_dir
+    from mlse.experiments.seed_grid import safe_name
+    from mlse.finetune import DEV_PAIRS, ENGLISH_PAIRS, FinetuneConfig, finetune
+
+    def line(record: dict) -> None:
+        dev, best = record["dev_spearman"], record["best_dev_spearman"]
+        loss = "-" if record["loss"] is None else f"{record['loss']:.5f}"
+        print(f"step {record['step']} | epoch {record['epoch']:.3f} | loss {loss} | {record['elapsed_s']:.0f}s | "
+              f"dev {dev if dev is None else round(dev, 2)} (best {best if best is None else round(best, 2)})"
+              + (" saved" if record.get("saved") else ""), flush=True)  # fmt: skip
+
+    teacher = args.teacher or ("minilm-en" if args.method in ("mse", "soft") else None)
+    out = args.out or str(runs_dir() / f"{safe_name(args.student)}+{args.method}")
+    config = FinetuneConfig(
+        method=args.method, teacher=teacher, student=args.student, pairs=args.pairs or list(ENGLISH_PAIRS),
+        max_pairs=args.max_pairs, budget_minutes=args.budget_minutes, batch_size=args.batch_size, lr=args.lr,
+        eval_every_steps=args.eval_every, max_steps=args.max_steps, dev_pairs=args.dev_pairs or list(DEV_PAIRS),
+        dev_max_pairs=args.dev_max_pairs, tau_base=args.tau_base, label=args.label, temperature=args.temperature,
+        tcm_alpha=args.tcm_alpha, include_src=False if args.no_src_term else None, seed=args.seed, out=out,
+        data_dir=args.data_dir, device=args.device,
+    )  # fmt: skip
+    metrics = finetune(config, progress=line)
+    print(json.dumps({k: metrics[k] for k in ("stop_reason", "steps", "best_dev_spearman", "best_step",
+                                               "final_dev_spearman", "sentences_per_s", "elapsed_s")}))  # fmt: skip
+    print(f"saved {out}; use it as --model {out}")
+    return 0
+
+
 COMMANDS = {
     "models": cmd_models,
     "data": cmd_data,
     "train": cmd_train,
     "experiment": cmd_experiment,
     "eval": cmd_eval,
+    "finetune": cmd_finetune,
 }
 
 

@@ -53,7 +53,7 @@ def stage1_data(
     encoder,
     *,
     pairs: Sequence[str] = SEED_PARALLEL_PAIRS,
-    max_pairs: int | None = 5000,
+    max_pairs: int | None = 2000,
     data_dir=None,
     seed: int = 0,
 ) -> ParallelEmbeddings:
@@ -134,7 +134,7 @@ def train_stage1(
     out: str | Path,
     prelayer: bool = False,
     pairs: Sequence[str] = SEED_PARALLEL_PAIRS,
-    max_pairs: int | None = 5000,
+    max_pairs: int | None = 2000,
     data_dir=None,
     seed: int = 0,
     probe: bool = True,

@@ -43,7 +43,7 @@ def run_seed_grid(
     *,
     out: str | Path,
     runs: str | Path | None = None,
-    max_pairs: int | None = 5000,
+    max_pairs: int | None = 2000,
     data_dir=None,
     seed: int = 0,
     pairs: list[str] = SEED_STS_PAIRS,
@@ -163,7 +163,8 @@ def markdown_table(results: dict) -> str:
 
 def probe_table(results: dict) -> str:
     """Disentanglement: accuracy of a linear language-ID probe on each representation (FLORES, held-out sentences)."""
-    rows = [(v, m["language_probe"]) for v, m in results.get("metrics", {}).items() if "language_probe" in m]
+    metrics = results.get("metrics", {})
+    rows = [(v, metrics[v]["language_probe"]) for v in STAGE1_VARIANTS if "language_probe" in metrics.get(v, {})]
     if not rows:
         return ""
     lines = ["", "", "| Stage 1 variant | probe on backbone | probe on meaning | probe on language | chance |",

@@ -1,0 +1,594 @@
+"""Budgeted fine-tuning of a sentence-transformers student: MSE distillation, EMA teacher, soft / hard contrastive.
+
+The three method families of issue 4, trained under a wall-clock budget on contamination-filtered Tatoeba-Challenge
+bitext (English -> X; English is always the src / anchor side) and evaluated on STS Multi MT **dev** while training:
+
+* ``mse``  -- Reimers & Gurevych 2020: ``MSE(s(src), t(src)) + MSE(s(tgt), t(src))`` with a frozen teacher
+  (``include_src=False`` keeps only the second term).
+* ``ema``  -- Ham & Kim 2021: the teacher is a copy of the student at step 0, run under ``no_grad`` in eval mode, and
+  after every optimiser step ``xi <- tau xi + (1 - tau) theta`` with ``tau = ema_tau(k, K, tau_base)``. The loss is
+  Ham & Kim's Eq. 1, ``MSE(s(tgt), t(src))`` (``include_src`` defaults to False here; True adds the src term).
+  ``tau_base = 1`` is the frozen-teacher ablation. The ``teacher`` option must be empty or the student itself.
+* ``soft`` -- Park et al. 2024: bidirectional contrastive loss with the frozen teacher's softmaxed similarities as
+  labels (``label="priority"``: English side; ``"average"``: both sides, a multilingual teacher), plus TCM with weight
+  ``tcm_alpha``. Teacher and student dimensions may differ.
+* ``hard`` -- in-batch-negatives InfoNCE (the contrastive baseline); no teacher.
+
+Frozen-teacher embeddings (``mse``, ``soft``) are computed once through :func:`mlse.encoders.load_encoder`, i.e. the
+on-disk embedding cache, so a second run with the same teacher and data encodes nothing.
+
+**Budget.** ``budget_minutes`` covers the training loop *and* the dev evaluations inside it; data loading, model
+loading and teacher pre-encoding happen before the clock starts (reported as ``prepare_s``). The total number of
+steps ``K`` (for the 5 % linear learning-rate warm-up and the EMA schedule) is not known in advance: after every step
+it is re-estimated as ``steps done + remaining budget / measured seconds per training step`` (evaluation time is
+spent from the budget but not counted in seconds/step, so ``K`` overestimates slightly while evaluations remain),
+capped by ``max_steps``. Before the first step is timed the estimate is ``max_steps`` or 10,000 (so the very first
+step runs at a tiny learning rate). After the warm-up the learning rate stays constant: a budgeted run can stop at
+any moment, so there is no decay to a known end.
+
+**Output** (``out``, e.g. ``runs/NAME``; ``load_encoder("runs/NAME")`` and ``python -m mlse eval --model runs/NAME``
+accept it)::
+
+    out/model/                 the student at its best dev score (a sentence-transformers folder)
+    out/finetune_config.json   the configuration (not ``config.json``: a ``config.json`` at the top of a folder makes
+                               the registry take the folder itself for a plain transformers model)
+    out/log.jsonl              one progress record per evaluation
+    out/metrics.json           final and best dev scores, steps, speed, data counts
+
+``out/model`` is written to a temporary sibling and renamed into place, so it is always either the previous good
+checkpoint or the new one. A run stops at the budget, at ``max_steps``, when the ``stop`` event is set (the app's
+stop button) or on KeyboardInterrupt (metrics are written, then the interrupt propagates).
+
+**GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override).
+Multi-GPU data parallelism is not implemented: ``accelerate launch`` would need the loop wrapped by an
+``Accelerator`` (prepare model/optimiser, ``accelerator.backward``); see the report of this module's issue.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import math
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlse.data import default_labels, evaluation_sentences, file_sha256, filter_contaminated, load_parallel, load_sts
+from mlse.errors import MlseError
+
+log = logging.getLogger(__name__)
+
+METHODS = ("mse", "ema", "soft", "hard")
+LABELS = ("priority", "average")
+# Every Tatoeba-Challenge folder that pairs English with another language (src = English).
+ENGLISH_PAIRS = ["en-ar", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-tr", "en-uk",
+                 "en-zh"]  # fmt: skip
+DEV_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]
+CONFIG_FILE = "finetune_config.json"
+_ENGLISH = ("en", "eng")
+_PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
+
+
+@dataclass
+class FinetuneConfig:
+    """Everything that defines a fine-tuning run (written to ``out/finetune_config.json``)."""
+
+    method: str = "mse"
+    teacher: str | None = "minilm-en"  # mse / soft: frozen teacher; ema: None or the student; hard: unused
+    student: str = "minilm-en"
+    pairs: list[str] = field(default_factory=lambda: list(ENGLISH_PAIRS))
+    max_pairs: int | None = 5000  # per language pair, after the contamination filter (None: all)
+    budget_minutes: float = 15.0
+    batch_size: int = 64
+    lr: float = 1e-4
+    max_seq_length: int = 128
+    eval_every_steps: int = 100
+    dev_pairs: list[str] = field(default_factory=lambda: list(DEV_PAIRS))
+    dev_max_pairs: int | None = None  # seeded subset of each dev pair (None: all ~1,500 rows)
+    tau_base: float = 0.999  # ema; 1.0 = frozen teacher
+    label: str = "priority"  # soft: "priority" | "average"
+    temperature: float = 0.1  # soft / hard (Park et al.'s released default)
+    tcm_alpha: float = 0.0  # soft: weight of the mono-lingual TCM term
+    include_src: bool | None = None  # mse / ema: also MSE(s(src), t(src)); None: mse True, ema False
+    seed: int = 0
+    out: str = "runs/finetune"
+    max_steps: int | None = None  # stop after this many steps even if budget is left
+    eval_at_start: bool = True  # evaluate (and save) the untouched student first: the curve starts at the baseline
+    warmup_fraction: float = 0.05
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    data_dir: str | None = None
+    device: str | None = None  # default: cuda when available, else cpu
+
+    def src_term(self) -> bool:
+        """Whether the MSE losses include the src term (the method's default unless set)."""
+        return self.include_src if self.include_src is not None else self.method == "mse"
+
+
+@dataclass
+class TrainingData:
+    """Shuffled translation pairs; ``src`` is English."""
+
+    src: list[str]
+    tgt: list[str]
+    info: dict
+
+
+# ------------------------------------------------------------------------------------------------------- validation
+def validate(cfg: FinetuneConfig) -> None:
+    """Refuse a configuration that cannot run, with a message naming the option (before anything is loaded)."""
+    if cfg.method not in METHODS:
+        raise MlseError(f"unknown fine-tuning method {cfg.method!r}; expected one of {', '.join(METHODS)}")
+    if cfg.label not in LABELS:
+        raise MlseError(f"unknown soft label {cfg.label!r}; expected one of {', '.join(LABELS)}")
+    checks = [
+        (cfg.batch_size >= 1, f"batch_size must be >= 1, got {cfg.batch_size}"),
+        (cfg.lr > 0, f"lr must be > 0, got {cfg.lr}"),
+        (cfg.budget_minutes > 0, f"budget_minutes must be > 0, got {cfg.budget_minutes}"),
+        (cfg.eval_every_steps >= 1, f"eval_every_steps must be >= 1, got {cfg.eval_every_steps}"),
+        (cfg.max_seq_length >= 8, f"max_seq_length must be >= 8, got {cfg.max_seq_length}"),
+        (cfg.max_pairs is None or cfg.max_pairs >= 0, f"max_pairs must be >= 0, got {cfg.max_pairs}"),
+        (cfg.max_steps is None or cfg.max_steps >= 1, f"max_steps must be >= 1, got {cfg.max_steps}"),
+        (0.0 <= cfg.tau_base <= 1.0, f"tau_base must be in [0, 1], got {cfg.tau_base}"),
+        (cfg.temperature > 0, f"temperature must be > 0, got {cfg.temperature}"),
+        (cfg.tcm_alpha >= 0, f"tcm_alpha must be >= 0, got {cfg.tcm_alpha}"),
+        (bool(cfg.pairs), "no training pairs given"),
+        (bool(cfg.dev_pairs), "no dev pairs given"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise MlseError(message)
+    if cfg.method in ("mse", "soft") and not cfg.teacher:
+        raise MlseError(f"method {cfg.method!r} needs a teacher model")
+    if cfg.method == "ema" and cfg.teacher and cfg.teacher != cfg.student:
+        raise MlseError(
+            f"method 'ema': the teacher is an EMA copy of the student ({cfg.student!r}); "
+            f"leave the teacher out or set it to the student, not {cfg.teacher!r}"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------- data
+def english_first(pair: str) -> tuple[str, str]:
+    """``"de-en"`` -> ``("en", "de")``: English is the anchor (src) side whenever it is in the pair."""
+    a, sep, b = pair.strip().partition("-")
+    if not sep or not a or not b:
+        raise MlseError(f"bad language pair {pair!r}; expected e.g. en-de")
+    if b.lower() in _ENGLISH and a.lower() not in _ENGLISH:
+        a, b = b, a
+    return a, b
+
+
+def prepare_data(cfg: FinetuneConfig) -> TrainingData:
+    """Contamination-filtered English-X pairs, each pair capped at ``max_pairs`` (seeded), all shuffled together."""
+    banned = evaluation_sentences(cfg.data_dir)
+    src: list[str] = []
+    tgt: list[str] = []
+    info: dict = {"pairs": {}, "data": {}}
+    for i, pair in enumerate(cfg.pairs):
+        a, b = english_first(pair)
+        corpus = load_parallel(f"{a}-{b}", cfg.data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
+        clean, dropped = filter_contaminated(corpus, banned)
+        keep = np.arange(len(clean))
+        if cfg.max_pairs is not None and len(clean) > cfg.max_pairs:
+            keep = np.sort(np.random.default_rng([cfg.seed, i]).choice(len(clean), cfg.max_pairs, replace=False))
+        src += [clean.src[j] for j in keep]
+        tgt += [clean.tgt[j] for j in keep]
+        info["pairs"][f"{a}-{b}"] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(keep)}
+        info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
+        log.info("finetune data %s-%s: %d pairs, %d dropped as contaminated, %d used", a, b, len(corpus), dropped,
+                 len(keep))  # fmt: skip
+    if not src:
+        raise MlseError(
+            f"no training pairs left after the contamination filter and max_pairs={cfg.max_pairs} "
+            f"(pairs: {', '.join(cfg.pairs)})"
+        )
+    order = np.random.default_rng(cfg.seed).permutation(len(src))
+    info["n_pairs"] = len(src)
+    return TrainingData([src[j] for j in order], [tgt[j] for j in order], info)
+
+
+@dataclass
+class DevSet:
+    """STS Multi MT dev pairs flattened: unique texts once, and per pair the rows of s1 / s2 in ``texts``."""
+
+    texts: list[str]
+    pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # pair -> (s1 rows [n], s2 rows [n], gold [n])
+
+
+def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, seed: int) -> DevSet:
+    """Dev pairs for the in-training score; the texts are deduplicated (en-xx pairs share their English side)."""
+    index: dict[str, int] = {}
+    out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for pair in pairs:
+        ds = load_sts(pair, "dev", data_dir)
+        rows = np.arange(len(ds.scores))
+        if max_rows and len(rows) > max_rows:
+            rows = np.sort(np.random.default_rng(seed).choice(len(rows), max_rows, replace=False))
+        s1 = np.array([index.setdefault(ds.s1[r], len(index)) for r in rows])
+        s2 = np.array([index.setdefault(ds.s2[r], len(index)) for r in rows])
+        out[pair] = (s1, s2, ds.scores[rows].astype(np.float64))
+    return DevSet(list(index), out)
+
+
+# ----------------------------------------------------------------------------------------------------------- models
+def load_student(name: str, device: str, max_seq_length: int):
+    """The student as a trainable ``SentenceTransformer`` (a plain model folder; scorers have frozen backbones)."""
+    from mlse.encoders import load_sentence_transformer, materialise, resolve_model
+
+    spec = resolve_model(name)
+    if spec.source == "scorer":
+        raise MlseError(f"student {name!r} is a scorer (backbone + heads); give a plain sentence-transformers model")
+    model = load_sentence_transformer(materialise(spec), device=device)
+    model.max_seq_length = max_seq_length
+    model.train()
+    return model
+
+
+def student_dim(student) -> int:
+    """Output dimension; encodes one text when the model cannot tell (e.g. a custom last module)."""
+    dim = student.get_embedding_dimension()
+    if dim:
+        return int(dim)
+    return int(student.encode(["x"], convert_to_numpy=True).shape[1])
+
+
+def teacher_targets(cfg: FinetuneConfig, data: TrainingData, dim: int, device: str) -> tuple:
+    """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``.
+
+    Encoded once through the embedding cache (unnormalised: MSE targets are the teacher's raw outputs, and the soft
+    labels are cosines, which ignore the norm). The dimension check runs on one text before the bulk encoding.
+    """
+    from mlse.encoders import load_encoder
+
+    if cfg.method not in ("mse", "soft"):
+        return None, None, {}
+    teacher = load_encoder(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
+    probe = teacher.encode(data.src[:1], normalize=False)  # [1, d_t]
+    if cfg.method == "mse" and probe.shape[1] != dim:
+        raise MlseError(
+            f"method 'mse' needs equal teacher and student dimensions: teacher {cfg.teacher!r} is {probe.shape[1]}-d, "
+            f"student {cfg.student!r} is {dim}-d (use 'soft' or 'hard', or a student of the teacher's dimension)"
+        )
+    t0 = time.perf_counter()
+    t_src = teacher.encode(data.src, normalize=False, batch_size=cfg.batch_size)  # [N, d_t]
+    t_tgt = None
+    if cfg.method == "soft" and cfg.label == "average":
+        t_tgt = teacher.encode(data.tgt, normalize=False, batch_size=cfg.batch_size)  # [N, d_t]
+    info = {
+        "teacher_identity": teacher.identity,
+        "teacher_dim": int(probe.shape[1]),
+        "teacher_encode_s": round(time.perf_counter() - t0, 2),
+        "teacher_cache": dict(getattr(teacher, "stats", {})),
+    }
+    return t_src, t_tgt, info
+
+
+def build_loss(cfg: FinetuneConfig, student):
+    """The loss module of ``cfg.method`` (all take ``(src_features, tgt_features, teacher_src, teacher_tgt)``)."""
+    from mlse.losses.distill import HardContrastiveLoss, MSEDistillLoss, SoftContrastiveLoss
+
+    if cfg.method in ("mse", "ema"):
+        return MSEDistillLoss(student, include_src=cfg.src_term())
+    if cfg.method == "soft":
+        return SoftContrastiveLoss(student, label=cfg.label, temperature=cfg.temperature, tcm_alpha=cfg.tcm_alpha)
+    return HardContrastiveLoss(student, temperature=cfg.temperature)
+
+
+def parameter_checksum(module) -> str:
+    """sha256 (16 hex digits) over a module's parameter names and bytes: equal iff every weight is bit-identical."""
+    digest = hashlib.sha256()
+    for name, param in sorted(module.named_parameters(), key=lambda kv: kv[0]):
+        digest.update(name.encode() + b"\0")
+        digest.update(param.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def tokenize(student, texts: list[str], device: str) -> dict:
+    """Model inputs of ``texts`` on ``device``: ``preprocess`` in sentence-transformers >= 6, else ``tokenize``."""
+    prepare = getattr(student, "preprocess", None) or student.tokenize
+    return to_device(prepare(texts), device)
+
+
+def to_device(features: dict, device: str) -> dict:
+    """Move the tensors of a tokenizer output to ``device`` (other entries pass through)."""
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+
+
+def dev_scores(student, dev: DevSet, batch_size: int) -> dict[str, float]:
+    """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode."""
+    import torch
+
+    from mlse.evaluation.sts import cosine_predictions, sts_metrics
+
+    student.eval()
+    try:
+        with torch.no_grad():
+            emb = student.encode(dev.texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False,
+                                 normalize_embeddings=True)  # [n_texts, d]  # fmt: skip
+    finally:
+        student.train()
+    return {
+        pair: sts_metrics(cosine_predictions(emb[s1], emb[s2]), gold, n_boot=0)["spearman"]
+        for pair, (s1, s2, gold) in dev.pairs.items()
+    }
+
+
+def save_model_atomically(student, folder: Path) -> None:
+    """Save into a temporary sibling, then rename over ``folder``: a reader never sees a half-written model."""
+    from mlse.scorer import _replace_dir
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        student.save(str(tmp), create_model_card=False)
+        _replace_dir(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    from mlse.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n")
+
+
+def _finite(x: float | None) -> float | None:
+    """NaN / inf -> None, so that JSON files stay standard."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+# ---------------------------------------------------------------------------------------------------------- trainer
+class _Run:
+    """One training run's state: the loop, the budget clock, evaluation, checkpointing and logging."""
+
+    def __init__(self, cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, dev: DevSet, device: str,
+                 progress: Callable[[dict], None] | None, stop: threading.Event | None):  # fmt: skip
+        import torch
+
+        self.cfg, self.student, self.data, self.dev, self.device = cfg, student, data, dev, device
+        self.t_src, self.t_tgt = targets
+        self.progress, self.stop = progress, stop
+        self.out = Path(cfg.out)
+        self.loss_fn = build_loss(cfg, student)
+        self.optimizer = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.ema_teacher = None
+        if cfg.method == "ema":
+            self.ema_teacher = copy.deepcopy(student).eval().requires_grad_(False)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.queue: list[np.ndarray] = []
+        self.step = 0
+        self.pairs_seen = 0
+        self.sentences = 0  # sentences run through the student in training
+        self.train_s = 0.0
+        self.eval_s = 0.0
+        self.losses: list[float] = []
+        self.best = -math.inf
+        self.best_step: int | None = None
+        self.last_dev: dict[str, float] = {}
+        self.last_eval_step: int | None = None
+        self.total_steps = cfg.max_steps or _PROVISIONAL_STEPS
+        self.tau = 1.0
+        self.started = 0.0
+
+    # -- batches and schedules ---------------------------------------------------------------------------------------
+    def next_batch(self) -> np.ndarray:
+        """Indices of the next batch; a fresh seeded permutation every epoch (a short last batch is kept)."""
+        if not self.queue:
+            order = self.rng.permutation(len(self.data.src))
+            self.queue = [order[i : i + self.cfg.batch_size] for i in range(0, len(order), self.cfg.batch_size)][::-1]
+        return self.queue.pop()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def estimate_total_steps(self) -> int:
+        """K = steps done + remaining budget / seconds per training step (capped at max_steps)."""
+        if self.step == 0 or self.train_s <= 0:
+            return self.total_steps
+        remaining = max(0.0, self.cfg.budget_minutes * 60 - self.elapsed())
+        k = self.step + int(remaining / (self.train_s / self.step))
+        return max(self.step, min(k, self.cfg.max_steps or k))
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up over the first ``warmup_fraction`` of the estimated steps, then constant."""
+        warmup = max(1, math.ceil(self.cfg.warmup_fraction * self.total_steps))
+        return self.cfg.lr * min(1.0, (step + 1) / warmup)
+
+    # -- one step ----------------------------------------------------------------------------------------------------
+    def teacher_batch(self, idx: np.ndarray, src_features: dict):
+        """Teacher embeddings of the batch: precomputed rows, or the EMA teacher's forward under no_grad."""
+        import torch
+
+        if self.ema_teacher is not None:
+            with torch.no_grad():
+                return self.ema_teacher(src_features)["sentence_embedding"], None  # [B, d]
+        if self.t_src is None:
+            return None, None
+        t_src = torch.from_numpy(np.ascontiguousarray(self.t_src[idx])).to(self.device)  # [B, d_t]
+        t_tgt = None if self.t_tgt is None else torch.from_numpy(np.ascontiguousarray(self.t_tgt[idx])).to(self.device)
+        return t_src, t_tgt
+
+    def train_step(self) -> None:
+        import torch
+
+        t0 = time.perf_counter()
+        idx = self.next_batch()
+        src_features = tokenize(self.student, [self.data.src[i] for i in idx], self.device)
+        tgt_features = tokenize(self.student, [self.data.tgt[i] for i in idx], self.device)
+        teacher_src, teacher_tgt = self.teacher_batch(idx, src_features)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.step)
+        loss = self.loss_fn(src_features, tgt_features, teacher_src, teacher_tgt)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.student.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        if self.ema_teacher is not None:
+            from mlse.losses.distill import ema_tau, ema_update
+
+            self.tau = ema_tau(self.step, self.total_steps, self.cfg.tau_base)
+            ema_update(self.ema_teacher, self.student, self.tau)
+        self.step += 1
+        self.pairs_seen += len(idx)
+        embeds_src = self.cfg.method in ("soft", "hard") or self.cfg.src_term()
+        self.sentences += len(idx) * (2 if embeds_src else 1)
+        self.losses.append(float(loss.detach()))
+        self.train_s += time.perf_counter() - t0
+        self.total_steps = self.estimate_total_steps()
+
+    # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
+    def evaluate(self) -> dict:
+        """Score on dev, save the student when the score improves, log and report one progress record."""
+        t0 = time.perf_counter()
+        self.last_dev = dev_scores(self.student, self.dev, self.cfg.batch_size)
+        mean = float(np.mean(list(self.last_dev.values())))
+        saved = math.isfinite(mean) and mean > self.best
+        if saved:
+            self.best, self.best_step = mean, self.step
+            save_model_atomically(self.student, self.out / "model")
+        self.eval_s += time.perf_counter() - t0
+        self.last_eval_step = self.step
+        record = {
+            "step": self.step,
+            "epoch": round(self.pairs_seen / len(self.data.src), 4),
+            "loss": _finite(float(np.mean(self.losses))) if self.losses else None,
+            "elapsed_s": round(self.elapsed(), 2),
+            "dev_spearman": _finite(mean),
+            "best_dev_spearman": _finite(self.best),
+            "dev": {k: _finite(v) for k, v in self.last_dev.items()},
+            "lr": self.lr_at(max(self.step - 1, 0)),
+            "estimated_total_steps": self.total_steps,
+            "sentences_per_s": round(self.sentences / self.train_s, 2) if self.train_s else None,
+            "saved": saved,
+        }
+        if self.ema_teacher is not None:
+            record["tau"] = self.tau
+        self.losses = []
+        with open(self.out / "log.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self.progress is not None:
+            self.progress(record)
+        return record
+
+    def stop_reason(self) -> str | None:
+        if self.stop is not None and self.stop.is_set():
+            return "stopped"
+        if self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
+            return "max_steps"
+        if self.elapsed() >= self.cfg.budget_minutes * 60:
+            return "budget"
+        return None
+
+    def loop(self) -> str:
+        """Train until a stop reason; evaluate every ``eval_every_steps`` (and at step 0 when asked)."""
+        self.started = time.perf_counter()
+        if self.cfg.eval_at_start:
+            self.evaluate()
+        while (reason := self.stop_reason()) is None:
+            self.train_step()
+            if self.step % self.cfg.eval_every_steps == 0:
+                self.evaluate()
+        return reason
+
+    def metrics(self, reason: str) -> dict:
+        mean = float(np.mean(list(self.last_dev.values()))) if self.last_dev else math.nan
+        out = {
+            "method": self.cfg.method,
+            "stop_reason": reason,
+            "final_dev_spearman": _finite(mean),
+            "final_dev": {k: _finite(v) for k, v in self.last_dev.items()},
+            "final_dev_step": self.last_eval_step,
+            "best_dev_spearman": _finite(self.best),
+            "best_step": self.best_step,
+            "steps": self.step,
+            "epochs": round(self.pairs_seen / len(self.data.src), 4),
+            "pairs_seen": self.pairs_seen,
+            "sentences_per_s": round(self.sentences / self.train_s, 2) if self.train_s else None,
+            "pairs_per_s": round(self.pairs_seen / self.train_s, 2) if self.train_s else None,
+            "train_s": round(self.train_s, 2),
+            "eval_s": round(self.eval_s, 2),
+            "elapsed_s": round(self.elapsed(), 2),
+            "estimated_total_steps": self.total_steps,
+            "device": self.device,
+            "n_pairs": len(self.data.src),
+            "data": self.data.info["pairs"],
+            "dropped": {p: v["contaminated_dropped"] for p, v in self.data.info["pairs"].items()},
+        }
+        if self.ema_teacher is not None:
+            out["tau_final"] = self.tau
+            out["teacher_checksum_end"] = parameter_checksum(self.ema_teacher)
+        return out
+
+
+# -------------------------------------------------------------------------------------------------------- public API
+def finetune(
+    config: FinetuneConfig,
+    *,
+    progress: Callable[[dict], None] | None = None,
+    stop: threading.Event | None = None,
+) -> dict:
+    """Train ``config.student`` by ``config.method`` within the budget and write the run to ``config.out``.
+
+    ``progress`` receives one record per evaluation (``step, epoch, loss, elapsed_s, dev_spearman,
+    best_dev_spearman``, plus per-pair ``dev``, ``lr``, ``sentences_per_s``, ``saved`` and for EMA ``tau``); setting
+    ``stop`` ends the run after the current step. Returns the final metrics (also in ``out/metrics.json``).
+    """
+    import torch
+
+    from mlse.encoders import default_device
+
+    validate(config)
+    prepare_started = time.perf_counter()
+    device = config.device or default_device()
+    torch.manual_seed(config.seed)
+    student = load_student(config.student, device, config.max_seq_length)
+    data = prepare_data(config)
+    t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device)
+    dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "log.jsonl").write_text("")  # a new run starts a new log
+    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop)
+    start_checksum = parameter_checksum(run.ema_teacher) if run.ema_teacher is not None else None
+    record = {**asdict(config), "include_src_effective": config.src_term(), "device": device, **teacher_info}
+    _write_json(out / CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
+    prepare_s = time.perf_counter() - prepare_started
+    try:
+        reason = run.loop()
+    except KeyboardInterrupt:
+        _finish(run, "interrupted", prepare_s, start_checksum, final_eval=False)
+        raise
+    return _finish(run, reason, prepare_s, start_checksum, final_eval=True)
+
+
+def _finish(run: _Run, reason: str, prepare_s: float, start_checksum: str | None, *, final_eval: bool) -> dict:
+    """Last evaluation (unless the last step was just evaluated), a model on disk in any case, metrics.json."""
+    if final_eval and run.last_eval_step != run.step:
+        run.evaluate()
+    if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
+        save_model_atomically(run.student, run.out / "model")
+    metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2)}
+    if start_checksum is not None:
+        metrics["teacher_checksum_start"] = start_checksum
+    _write_json(run.out / "metrics.json", metrics)
+    log.info("finetune %s: %s after %d steps, best dev %.2f at step %s", run.cfg.method, reason, run.step,
+             run.best, run.best_step)  # fmt: skip
+    return metrics
+
+
+def _versions() -> dict[str, str]:
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__}  # fmt: skip
