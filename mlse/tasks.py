@@ -275,7 +275,3 @@ def run_mining(
         extras={"train": train, "test": test},
     )
 
-
-def default_data_dir(data_dir: str | Path | None) -> Path:
-    """Resolve once so that error messages name the directory actually used."""
-    return resolve_data_dir(data_dir)
