@@ -177,7 +177,7 @@ class Stage1Head:
 
     def _terms(self, ex, ey, ex_rand, ey_rand, lx, ly) -> dict[str, torch.Tensor]:
         net = self.net_
-        # One pass over the four groups of B rows: on a CPU one [4B, d] matmul is cheaper than four [B, d] ones.
+        # x, y and their random partners go through the same maps in one pass.
         meaning, language = net(torch.cat([ex, ey, ex_rand, ey_rand]))  # [4B, d] each
         mx, my, mxr, myr = meaning.chunk(4)  # [B, d] each
         lx_emb, ly_emb, lxr, lyr = language.chunk(4)
