@@ -46,7 +46,7 @@ def _encoder_stats(encoder, before: dict[str, int] | None = None) -> dict[str, i
     return {k: v - (before or {}).get(k, 0) for k, v in now.items()}
 
 
-def _encode_all(encoder, texts: Sequence[str], batch_size: int) -> dict[str, np.ndarray]:
+def encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64) -> dict[str, np.ndarray]:
     """Encode the unique texts once; return a text -> row lookup."""
     unique = list(dict.fromkeys(texts))
     emb = encoder.encode(unique, batch_size=batch_size)  # [n_unique, d]
@@ -76,7 +76,7 @@ def predict_sts(encoder, datasets: dict[str, ScoredPairs], *, batch_size: int = 
     from mlse.evaluation import cosine_predictions
 
     texts = [t for ds in datasets.values() for t in (*ds.s1, *ds.s2)]
-    lookup = _encode_all(encoder, texts, batch_size)
+    lookup = encode_lookup(encoder, texts, batch_size)
     out = {}
     for key, ds in datasets.items():
         e1 = np.stack([lookup[t] for t in ds.s1]) if len(ds) else np.zeros((0, 1), np.float32)  # [n, d]
@@ -152,7 +152,7 @@ def run_tatoeba(
 
     stats_before = _encoder_stats(encoder)
     corpora = {c.src_lang: c for c in (load_tatoeba(lang, data_dir) for lang in langs)}
-    lookup = _encode_all(encoder, [t for c in corpora.values() for t in (*c.src, *c.tgt)], batch_size)
+    lookup = encode_lookup(encoder, [t for c in corpora.values() for t in (*c.src, *c.tgt)], batch_size)
     scores, errors = {}, {}
     for lang, corpus in corpora.items():
         src = np.stack([lookup[t] for t in corpus.src])  # [n, d]
@@ -254,7 +254,7 @@ def run_mining(
         distractors_src=extra_src,
         distractors_tgt=extra_tgt,
     )
-    lookup = _encode_all(encoder, [*train.src, *train.tgt, *test.src, *test.tgt], batch_size)
+    lookup = encode_lookup(encoder, [*train.src, *train.tgt, *test.src, *test.tgt], batch_size)
 
     def emb(texts: list[str]) -> np.ndarray:
         return np.stack([lookup[t] for t in texts])  # [n, d]

@@ -22,6 +22,7 @@ from mlse.data import (
     load_sts,
 )
 from mlse.errors import DataError, MlseError
+from mlse.tasks import encode_lookup
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,6 @@ class ParallelEmbeddings:
     lang_a: list[str]
     lang_b: list[str]
     info: dict = field(default_factory=dict)
-
-
-def _encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64) -> dict[str, np.ndarray]:
-    unique = list(dict.fromkeys(texts))
-    emb = encoder.encode(unique, batch_size=batch_size)  # [n_unique, d]
-    return {t: emb[i] for i, t in enumerate(unique)}
 
 
 def stage1_data(
@@ -83,7 +78,7 @@ def stage1_data(
         info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
         log.info("stage 1 data %s: %d pairs, %d dropped as contaminated, %d used", pair, len(corpus), dropped,
                  len(clean_src))  # fmt: skip
-    lookup = _encode_lookup(encoder, texts_a + texts_b)
+    lookup = encode_lookup(encoder, texts_a + texts_b)
     X_a = np.stack([lookup[t] for t in texts_a])
     X_b = np.stack([lookup[t] for t in texts_b])
     info["n_pairs"] = len(texts_a)
@@ -95,7 +90,7 @@ def sts_embeddings(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """(E1 [n, d], E2 [n, d], gold [n], data hashes) over the concatenation of the STS pairs."""
     datasets = [load_sts(p, split, data_dir) for p in pairs]
-    lookup = _encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)])
+    lookup = encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)])
     e1 = np.stack([lookup[t] for ds in datasets for t in ds.s1])
     e2 = np.stack([lookup[t] for ds in datasets for t in ds.s2])
     gold = np.concatenate([ds.scores for ds in datasets]).astype(np.float32)
