@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--backbone", default="minilm-en")
     ex.add_argument("--max-pairs", type=int, default=2000, help="Stage-1 pairs per language pair (0: all)")
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
+    ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
     ex.add_argument("--seed", type=int, default=0)
     ex.add_argument("--data-dir", default=None)
 
@@ -166,8 +167,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from mlse.experiments.seed_grid import markdown_table, run_seed_grid, safe_name
 
     out = args.out or Path("results") / "seed-grid" / safe_name(args.backbone)
+    stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
     results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
-                            seed=args.seed, progress=lambda msg: print(msg, flush=True))  # fmt: skip
+                            seed=args.seed, stage1_config=stage1_config,
+                            progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(markdown_table(results))
     print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
     return 0
