@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from mlse.errors import MlseError
+from mlse.heads._torch import as_tensor, snapshot
 from mlse.losses.stage1 import Stage1Weights, stage1_loss_terms
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,6 @@ class Stage1Config:
         d["weights"] = Stage1Weights(**d.get("weights", {}))
         return cls(**d)
 
-
-def _as_tensor(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
 
 
 class Stage1Head:
@@ -114,7 +112,7 @@ class Stage1Head:
         dev, train = order[:n_dev], order[n_dev:]
 
         # Pool of training sentences per language, for the random same-language partners.
-        pool_emb = _as_tensor(np.concatenate([X_a[train], X_b[train]]))  # [2n_train, d]
+        pool_emb = as_tensor(np.concatenate([X_a[train], X_b[train]]))  # [2n_train, d]
         pool_lang = np.concatenate([ya[train], yb[train]])
         by_lang = {k: np.flatnonzero(pool_lang == k) for k in range(len(self.languages_))}
 
@@ -128,7 +126,7 @@ class Stage1Head:
 
         self.net_ = Stage1Net(self.dim_, len(self.languages_), cfg.prelayer)
         optimiser = torch.optim.Adam(self.net_.parameters(), lr=cfg.lr)
-        ea, eb = _as_tensor(X_a), _as_tensor(X_b)
+        ea, eb = as_tensor(X_a), as_tensor(X_b)
         ta, tb = torch.from_numpy(ya), torch.from_numpy(yb)
         dev_gen = np.random.default_rng(cfg.seed + 1)
         dev_partners = (partners(ya[dev], dev_gen), partners(yb[dev], dev_gen))
@@ -160,7 +158,7 @@ class Stage1Head:
                 progress(record)
             if dev_loss < best - 1e-6:
                 best, bad_epochs = dev_loss, 0
-                best_state = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+                best_state = snapshot(self.net_)
                 self.best_epoch_ = epoch
             else:
                 bad_epochs += 1
@@ -195,18 +193,18 @@ class Stage1Head:
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Meaning embeddings [n, d]."""
         self._check_fitted()
-        return self.net_(_as_tensor(X))[0].numpy()
+        return self.net_(as_tensor(X))[0].numpy()
 
     @torch.no_grad()
     def language_embedding(self, X: np.ndarray) -> np.ndarray:
         """Language embeddings [n, d]."""
         self._check_fitted()
-        return self.net_(_as_tensor(X))[1].numpy()
+        return self.net_(as_tensor(X))[1].numpy()
 
     @torch.no_grad()
     def predict_language(self, X: np.ndarray) -> list[str]:
         self._check_fitted()
-        logits = self.net_.language_id(self.net_(_as_tensor(X))[1])  # [n, n_langs]
+        logits = self.net_.language_id(self.net_(as_tensor(X))[1])  # [n, n_langs]
         return [self.languages_[i] for i in logits.argmax(1).tolist()]
 
     # -- persistence ------------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mlse.heads._torch import as_tensor, snapshot
+
 log = logging.getLogger(__name__)
 
 NONLINEARITIES = ("identity", "sigmoid", "tanh")
@@ -77,9 +79,6 @@ class Stage2Config:
             raise ValueError(f"nonlinearity must be one of {NONLINEARITIES}, got {self.nonlinearity!r}")
 
 
-def _t(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> float:
     if np.std(a) == 0 or np.std(b) == 0:
@@ -113,10 +112,10 @@ class Stage2Head:
         rng = np.random.default_rng(cfg.seed)
         self.net_ = Stage2Net(self.dim_, cfg.hidden or self.dim_, cfg.conv, cfg.nonlinearity, cfg.residual)
         optimiser = torch.optim.Adam(self.net_.parameters(), lr=cfg.lr)
-        a, b, y = _t(M1), _t(M2), _t(gold / 5.0)
+        a, b, y = as_tensor(M1), as_tensor(M2), as_tensor(gold / 5.0)
         dev_m1, dev_m2, dev_gold = (np.asarray(x, np.float32) for x in dev)
 
-        best_state = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+        best_state = snapshot(self.net_)
         best = self._dev_pearson(dev_m1, dev_m2, dev_gold)
         self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": best}]
         self.best_epoch_, bad = 0, 0
@@ -138,7 +137,7 @@ class Stage2Head:
                 progress(record)
             if score > best + 1e-5:
                 best, bad, self.best_epoch_ = score, 0, epoch
-                best_state = {k: v.detach().clone() for k, v in self.net_.state_dict().items()}
+                best_state = snapshot(self.net_)
             else:
                 bad += 1
                 if bad >= cfg.patience:
@@ -153,7 +152,7 @@ class Stage2Head:
     @torch.no_grad()
     def _dev_pearson(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> float:
         self.net_.eval()
-        cos = F.cosine_similarity(self.net_.embed(_t(m1)), self.net_.embed(_t(m2)), dim=-1).numpy()
+        cos = F.cosine_similarity(self.net_.embed(as_tensor(m1)), self.net_.embed(as_tensor(m2)), dim=-1).numpy()
         return _pearson(cos, gold)
 
     def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
@@ -174,7 +173,7 @@ class Stage2Head:
     def transform(self, M: np.ndarray) -> np.ndarray:
         """Refined embeddings [n, d] (their cosine is the Stage-2 similarity)."""
         self._check_fitted()
-        return self.net_.embed(_t(M)).numpy()
+        return self.net_.embed(as_tensor(M)).numpy()
 
     def cosine(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
         a, b = self.transform(M1), self.transform(M2)
