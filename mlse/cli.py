@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--teacher", default=None, help="mse/soft: frozen teacher (default minilm-en); ema: the student")
     ft.add_argument("--student", default="minilm-en", help="a sentence-transformers model name, folder or run")
     ft.add_argument("--pairs", type=_csv, default=None, help="English-X parallel pairs (default: all 12 en-xx)")
-    ft.add_argument("--max-pairs", type=int, default=5000, help="cap per language pair after filtering")
+    ft.add_argument("--max-pairs", type=int, default=5000, help="cap per language pair after filtering (0: all)")
     ft.add_argument("--budget-minutes", type=float, default=15.0, help="training + dev evaluation time")
     ft.add_argument("--out", default=None, help="run folder (default: $MLSE_RUNS/<student>+<method>)")
     ft.add_argument("--batch-size", type=int, default=64)
@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--temperature", type=float, default=0.1, help="soft/hard: softmax temperature")
     ft.add_argument("--tcm-alpha", type=float, default=0.0, help="soft: weight of the mono-lingual TCM term")
     ft.add_argument("--no-src-term", action="store_true", help="mse: only MSE(student(tgt), teacher(src))")
+    ft.add_argument("--extend-vocab", type=int, default=0,
+                    help="learn a WordPiece vocabulary of this size on the non-English side and add it (0: off)")
+    ft.add_argument("--vocab-init", default="aligned", choices=["aligned", "subword"],
+                    help="embeddings of added pieces: from parallel-data alignment, or from their old sub-words")
+    ft.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                    help="bf16 autocast of the transformer (auto: where the CPU/GPU supports it)")
+    ft.add_argument("--no-bucket", action="store_true", help="do not group batches by sentence length")
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--data-dir", default=None)
     ft.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
@@ -236,16 +243,19 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     out = args.out or str(runs_dir() / f"{safe_name(args.student)}+{args.method}")
     config = FinetuneConfig(
         method=args.method, teacher=teacher, student=args.student, pairs=args.pairs or list(ENGLISH_PAIRS),
-        max_pairs=args.max_pairs, budget_minutes=args.budget_minutes, batch_size=args.batch_size, lr=args.lr,
+        max_pairs=args.max_pairs or None, budget_minutes=args.budget_minutes, batch_size=args.batch_size, lr=args.lr,
         eval_every_steps=args.eval_every, max_steps=args.max_steps, dev_pairs=args.dev_pairs or list(DEV_PAIRS),
         dev_max_pairs=args.dev_max_pairs, tau_base=args.tau_base, label=args.label, temperature=args.temperature,
         tcm_alpha=args.tcm_alpha, include_src=False if args.no_src_term else None, seed=args.seed, out=out,
-        data_dir=args.data_dir, device=args.device,
+        data_dir=args.data_dir, device=args.device, extend_vocab=args.extend_vocab, vocab_init=args.vocab_init,
+        precision=args.precision, bucket_by_length=not args.no_bucket,
     )  # fmt: skip
     metrics = finetune(config, progress=line)
-    print(json.dumps({k: metrics[k] for k in ("stop_reason", "steps", "best_dev_spearman", "best_step",
-                                               "final_dev_spearman", "sentences_per_s", "elapsed_s")}))  # fmt: skip
-    print(f"saved {out}; use it as --model {out}")
+    keys = ("stop_reason", "steps", "best_dev_spearman", "best_step", "final_dev_spearman", "sentences_per_s",
+            "elapsed_s", "world_size", "rank", "parameter_checksum")  # fmt: skip
+    print(json.dumps({k: metrics[k] for k in keys if k in metrics}))
+    if metrics.get("rank", 0) == 0:
+        print(f"saved {out}; use it as --model {out}")
     return 0
 
 

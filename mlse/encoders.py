@@ -104,20 +104,44 @@ def is_model_folder(path: Path) -> bool:
 
 
 def list_runs() -> list[ModelSpec]:
-    """Trained runs found under :func:`runs_dir`: fine-tuned model folders and scorers (backbone + heads)."""
-    from mlse.scorer import is_scorer_folder
+    """Trained runs found under :func:`runs_dir`: fine-tuned model folders and scorers (backbone + heads).
 
+    Runs may sit one level down in a group folder (``runs/seed-grid-minilm-en/s1+s2``, as experiments write them);
+    they are named by their path under the runs directory. Hidden folders (temporary, half-written) are skipped.
+    """
     root = runs_dir()
     if not root.is_dir():
         return []
     specs = []
-    for sub in sorted(p for p in root.iterdir() if not p.name.startswith(".")):
-        model = sub / "model" if is_model_folder(sub / "model") else sub
-        if is_scorer_folder(sub):
-            specs.append(ModelSpec(f"runs/{sub.name}", "scorer", str(sub), "backbone + trained heads"))
-        elif is_model_folder(model):
-            specs.append(ModelSpec(f"runs/{sub.name}", "run", str(model), "trained run"))
+    for sub in _visible_dirs(root):
+        spec = _run_spec(sub, f"runs/{sub.name}")
+        if spec is not None:
+            specs.append(spec)
+            continue
+        for child in _visible_dirs(sub):  # a group of runs
+            spec = _run_spec(child, f"runs/{sub.name}/{child.name}")
+            if spec is not None:
+                specs.append(spec)
     return specs
+
+
+def _visible_dirs(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError:  # unreadable or vanished while listing: nothing to offer there
+        return []
+
+
+def _run_spec(folder: Path, name: str) -> ModelSpec | None:
+    """The spec of a scorer or fine-tuned run folder, else None."""
+    from mlse.scorer import is_scorer_folder
+
+    if is_scorer_folder(folder):
+        return ModelSpec(name, "scorer", str(folder), "backbone + trained heads")
+    model = folder / "model" if is_model_folder(folder / "model") else folder
+    if is_model_folder(model):
+        return ModelSpec(name, "run", str(model), "trained run")
+    return None
 
 
 def resolve_model(name: str) -> ModelSpec:

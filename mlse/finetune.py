@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 
 METHODS = ("mse", "ema", "soft", "hard")
 LABELS = ("priority", "average")
+PRECISIONS = ("auto", "fp32", "bf16")
+VOCAB_INITS = ("aligned", "subword")
+_BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
 # Every Tatoeba-Challenge folder that pairs English with another language (src = English).
 ENGLISH_PAIRS = ["en-ar", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-tr", "en-uk",
                  "en-zh"]  # fmt: skip
@@ -107,6 +110,10 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0
     data_dir: str | None = None
     device: str | None = None  # default: cuda when available, else cpu
+    extend_vocab: int = 0  # > 0: learn a WordPiece vocabulary of this size on the tgt side and add it (mlse.vocab)
+    vocab_init: str = "aligned"  # new-piece embeddings: "aligned" (parallel-data Dice) or "subword"
+    precision: str = "auto"  # "fp32" | "bf16" (autocast of the transformer) | "auto": bf16 where the device has it
+    bucket_by_length: bool = True  # batches of similar length (less padding); batch order stays random
 
     def src_term(self) -> bool:
         """Whether the MSE losses include the src term (the method's default unless set)."""
@@ -129,7 +136,12 @@ def validate(cfg: FinetuneConfig) -> None:
         raise MlseError(f"unknown fine-tuning method {cfg.method!r}; expected one of {', '.join(METHODS)}")
     if cfg.label not in LABELS:
         raise MlseError(f"unknown soft label {cfg.label!r}; expected one of {', '.join(LABELS)}")
+    if cfg.precision not in PRECISIONS:
+        raise MlseError(f"unknown precision {cfg.precision!r}; expected one of {', '.join(PRECISIONS)}")
+    if cfg.vocab_init not in VOCAB_INITS:
+        raise MlseError(f"unknown vocab_init {cfg.vocab_init!r}; expected one of {', '.join(VOCAB_INITS)}")
     checks = [
+        (cfg.extend_vocab == 0 or cfg.extend_vocab > 100, f"extend_vocab must be 0 or > 100, got {cfg.extend_vocab}"),
         (cfg.batch_size >= 1, f"batch_size must be >= 1, got {cfg.batch_size}"),
         (cfg.lr > 0, f"lr must be > 0, got {cfg.lr}"),
         (cfg.budget_minutes > 0, f"budget_minutes must be > 0, got {cfg.budget_minutes}"),
@@ -272,7 +284,10 @@ def teacher_targets(cfg: FinetuneConfig, data: TrainingData, dim: int, device: s
 
 
 def build_loss(cfg: FinetuneConfig, student):
-    """The loss module of ``cfg.method`` (all take ``(src_features, tgt_features, teacher_src, teacher_tgt)``)."""
+    """The loss module of ``cfg.method`` (all take ``(src_features, tgt_features, teacher_src, teacher_tgt)``).
+
+    ``student``: the model, or any callable ``features -> {"sentence_embedding": [B, d]}`` (e.g. AutocastForward).
+    """
     from mlse.losses.distill import HardContrastiveLoss, MSEDistillLoss, SoftContrastiveLoss
 
     if cfg.method in ("mse", "ema"):
@@ -300,6 +315,47 @@ def tokenize(student, texts: list[str], device: str) -> dict:
 def to_device(features: dict, device: str) -> dict:
     """Move the tensors of a tokenizer output to ``device`` (other entries pass through)."""
     return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """``"auto"`` -> ``"bf16"`` where the device computes bfloat16 natively (AVX-512-BF16 / AMX CPUs, Ampere+ GPUs)."""
+    import torch
+
+    if precision != "auto":
+        return precision
+    if device.startswith("cuda"):
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
+    if device == "cpu":
+        try:
+            return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+        except (AttributeError, RuntimeError):
+            return "fp32"
+    return "fp32"
+
+
+class AutocastForward:
+    """Call a sentence-transformers model with its first module (the transformer) under bf16 autocast.
+
+    The pooling / normalisation modules and everything after run in float32 on float32 token embeddings, so the
+    losses see float32 sentence embeddings; the weights and optimiser state stay float32 (mixed precision). With
+    ``dtype=None`` it is the plain model call.
+    """
+
+    def __init__(self, model, device: str, dtype=None):
+        self.model, self.device_type, self.dtype = model, device.split(":")[0], dtype
+
+    def __call__(self, features: dict) -> dict:
+        import torch
+
+        if self.dtype is None:
+            return self.model(features)
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            out = self.model[0](features)
+        out = dict(out)
+        out["token_embeddings"] = out["token_embeddings"].float()  # [B, L, d]
+        for module in list(self.model)[1:]:
+            out = module(out)
+        return out
 
 
 def dev_scores(student, dev: DevSet, batch_size: int) -> dict[str, float]:
@@ -347,24 +403,50 @@ def _finite(x: float | None) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------------------- trainer
+def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: np.ndarray | None = None,
+                  chunk_batches: int = _BUCKET_BATCHES) -> list[np.ndarray]:  # fmt: skip
+    """One epoch of batches over ``range(n)``: every index exactly once, a short last batch kept.
+
+    Without ``lengths``: consecutive slices of a seeded permutation. With ``lengths`` (length bucketing): the
+    permutation is cut into chunks of ``chunk_batches`` batches, each chunk is sorted by length before it is cut into
+    batches, and the batch order is shuffled, so a batch pads to a similar length (less wasted compute) while which
+    sentences meet in a batch, and when, stays random.
+    """
+    order = rng.permutation(n)
+    if lengths is not None:
+        chunks = np.array_split(order, max(1, math.ceil(n / (batch_size * chunk_batches))))
+        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks])
+    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    if lengths is not None:
+        batches = [batches[j] for j in rng.permutation(len(batches))]
+    return batches
+
+
 class _Run:
     """One training run's state: the loop, the budget clock, evaluation, checkpointing and logging."""
 
     def __init__(self, cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, dev: DevSet, device: str,
-                 progress: Callable[[dict], None] | None, stop: threading.Event | None):  # fmt: skip
+                 progress: Callable[[dict], None] | None, stop: threading.Event | None, ctx=None):  # fmt: skip
         import torch
 
+        from mlse.distributed import DistContext
+
         self.cfg, self.student, self.data, self.dev, self.device = cfg, student, data, dev, device
+        self.ctx = ctx or DistContext()
         self.t_src, self.t_tgt = targets
         self.progress, self.stop = progress, stop
         self.out = Path(cfg.out)
-        self.loss_fn = build_loss(cfg, student)
+        self.precision = resolve_precision(cfg.precision, device)
+        dtype = torch.bfloat16 if self.precision == "bf16" else None
+        self.loss_fn = build_loss(cfg, AutocastForward(student, device, dtype))
         self.optimizer = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.ema_teacher = None
         if cfg.method == "ema":
             self.ema_teacher = copy.deepcopy(student).eval().requires_grad_(False)
-        self.rng = np.random.default_rng(cfg.seed)
+        self.teacher_forward = AutocastForward(self.ema_teacher, device, dtype) if self.ema_teacher else None
+        self.rng = np.random.default_rng([cfg.seed, self.ctx.rank] if self.ctx.active else cfg.seed)
         self.queue: list[np.ndarray] = []
+        self._lengths: np.ndarray | None = None
         self.step = 0
         self.pairs_seen = 0
         self.sentences = 0  # sentences run through the student in training
@@ -381,10 +463,13 @@ class _Run:
 
     # -- batches and schedules ---------------------------------------------------------------------------------------
     def next_batch(self) -> np.ndarray:
-        """Indices of the next batch; a fresh seeded permutation every epoch (a short last batch is kept)."""
+        """Indices of the next batch; a fresh seeded epoch of batches (:func:`epoch_batches`) when the last is used."""
         if not self.queue:
-            order = self.rng.permutation(len(self.data.src))
-            self.queue = [order[i : i + self.cfg.batch_size] for i in range(0, len(order), self.cfg.batch_size)][::-1]
+            if self.cfg.bucket_by_length and self._lengths is None:
+                # characters of the longer side: a cheap proxy of the padded token length
+                self._lengths = np.array([max(len(a), len(b)) for a, b in zip(self.data.src, self.data.tgt)])
+            lengths = self._lengths if self.cfg.bucket_by_length else None
+            self.queue = epoch_batches(len(self.data.src), self.cfg.batch_size, self.rng, lengths)[::-1]
         return self.queue.pop()
 
     def elapsed(self) -> float:
@@ -410,7 +495,7 @@ class _Run:
 
         if self.ema_teacher is not None:
             with torch.no_grad():
-                return self.ema_teacher(src_features)["sentence_embedding"], None  # [B, d]
+                return self.teacher_forward(src_features)["sentence_embedding"], None  # [B, d]
         if self.t_src is None:
             return None, None
         t_src = torch.from_numpy(np.ascontiguousarray(self.t_src[idx])).to(self.device)  # [B, d_t]
@@ -430,6 +515,9 @@ class _Run:
         loss = self.loss_fn(src_features, tgt_features, teacher_src, teacher_tgt)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        from mlse.distributed import average_gradients
+
+        average_gradients(self.student, self.ctx)  # no-op in a single process
         torch.nn.utils.clip_grad_norm_(self.student.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         if self.ema_teacher is not None:
@@ -438,16 +526,22 @@ class _Run:
             self.tau = ema_tau(self.step, self.total_steps, self.cfg.tau_base)
             ema_update(self.ema_teacher, self.student, self.tau)
         self.step += 1
-        self.pairs_seen += len(idx)
+        self.pairs_seen += len(idx) * self.ctx.world  # every rank trains on its own batch
         embeds_src = self.cfg.method in ("soft", "hard") or self.cfg.src_term()
-        self.sentences += len(idx) * (2 if embeds_src else 1)
+        self.sentences += len(idx) * (2 if embeds_src else 1) * self.ctx.world
         self.losses.append(float(loss.detach()))
         self.train_s += time.perf_counter() - t0
         self.total_steps = self.estimate_total_steps()
 
     # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
     def evaluate(self) -> dict:
-        """Score on dev, save the student when the score improves, log and report one progress record."""
+        """Score on dev, save the student when the score improves, log and report one progress record.
+
+        Only rank 0 evaluates and writes; the other ranks wait for it at the next gradient all-reduce.
+        """
+        if not self.ctx.is_main:
+            self.last_eval_step = self.step
+            return {}
         t0 = time.perf_counter()
         self.last_dev = dev_scores(self.student, self.dev, self.cfg.batch_size)
         mean = float(np.mean(list(self.last_dev.values())))
@@ -480,13 +574,20 @@ class _Run:
         return record
 
     def stop_reason(self) -> str | None:
+        """Why to stop now (None: go on); with several processes rank 0 decides for all (it owns the clock)."""
+        reason = None
         if self.stop is not None and self.stop.is_set():
-            return "stopped"
-        if self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
-            return "max_steps"
-        if self.elapsed() >= self.cfg.budget_minutes * 60:
-            return "budget"
-        return None
+            reason = "stopped"
+        elif self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
+            reason = "max_steps"
+        elif self.elapsed() >= self.cfg.budget_minutes * 60:
+            reason = "budget"
+        if self.ctx.active:
+            from mlse.distributed import agree
+
+            reasons = [None, "stopped", "max_steps", "budget"]
+            reason = reasons[agree(self.ctx, reasons.index(reason), self.device)]
+        return reason
 
     def loop(self) -> str:
         """Train until a stop reason; evaluate every ``eval_every_steps`` (and at step 0 when asked)."""
@@ -519,6 +620,7 @@ class _Run:
             "elapsed_s": round(self.elapsed(), 2),
             "estimated_total_steps": self.total_steps,
             "device": self.device,
+            "precision": self.precision,
             "n_pairs": len(self.data.src),
             "data": self.data.info["pairs"],
             "dropped": {p: v["contaminated_dropped"] for p, v in self.data.info["pairs"].items()},
@@ -541,26 +643,68 @@ def finetune(
     ``progress`` receives one record per evaluation (``step, epoch, loss, elapsed_s, dev_spearman,
     best_dev_spearman``, plus per-pair ``dev``, ``lr``, ``sentences_per_s``, ``saved`` and for EMA ``tau``); setting
     ``stop`` ends the run after the current step. Returns the final metrics (also in ``out/metrics.json``).
-    """
-    import torch
 
-    from mlse.encoders import default_device
+    Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches
+    with averaged gradients (:mod:`mlse.distributed`); rank 0 evaluates, saves and writes the run folder.
+    """
+    from mlse.distributed import init_from_env, shutdown
 
     validate(config)
+    ctx = init_from_env(config.device or _default_device())
+    try:
+        return _finetune(config, ctx, progress, stop)
+    finally:
+        shutdown(ctx)
+
+
+def _default_device() -> str:
+    from mlse.encoders import default_device
+
+    return default_device()
+
+
+def _finetune(config: FinetuneConfig, ctx, progress, stop) -> dict:
+    import torch
+
+    from mlse.distributed import barrier, broadcast_parameters, rank_device
+
     prepare_started = time.perf_counter()
-    device = config.device or default_device()
+    device = rank_device(ctx, config.device or _default_device())
     torch.manual_seed(config.seed)
-    student = load_student(config.student, device, config.max_seq_length)
-    data = prepare_data(config)
-    t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device)
-    dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "log.jsonl").write_text("")  # a new run starts a new log
-    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop)
+    data = prepare_data(config)
+    vocab_info = {}
+    if config.extend_vocab and ctx.active:
+        # rank 0 extends and saves; the others load that folder, so every rank has the same tokenizer
+        initial = out / ".initial-model"
+        if ctx.is_main:
+            student = load_student(config.student, device, config.max_seq_length)
+            vocab_info = _extend(config, student, data)
+            save_model_atomically(student, initial)
+        barrier(ctx)
+        if not ctx.is_main:
+            student = load_student(str(initial), device, config.max_seq_length)
+    else:
+        student = load_student(config.student, device, config.max_seq_length)
+        if config.extend_vocab:
+            vocab_info = _extend(config, student, data)
+    broadcast_parameters(student, ctx)
+    if not ctx.is_main:
+        barrier(ctx)  # rank 0 fills the embedding cache with the teacher's targets first; the others then read it
+    t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device)
+    if ctx.is_main:
+        barrier(ctx)
+    dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
+    if ctx.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "log.jsonl").write_text("")  # a new run starts a new log
+    barrier(ctx)
+    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop, ctx)
     start_checksum = parameter_checksum(run.ema_teacher) if run.ema_teacher is not None else None
-    record = {**asdict(config), "include_src_effective": config.src_term(), "device": device, **teacher_info}
-    _write_json(out / CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
+    record = {**asdict(config), "include_src_effective": config.src_term(), "device": device,
+              "precision_effective": run.precision, "world_size": ctx.world, **teacher_info, **vocab_info}  # fmt: skip
+    if ctx.is_main:
+        _write_json(out / CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
     prepare_s = time.perf_counter() - prepare_started
     try:
         reason = run.loop()
@@ -570,13 +714,30 @@ def finetune(
     return _finish(run, reason, prepare_s, start_checksum, final_eval=True)
 
 
+def _extend(config: FinetuneConfig, student, data: TrainingData) -> dict:
+    from mlse.vocab import extend_model_vocabulary
+
+    report = extend_model_vocabulary(student, data.tgt, vocab_size=config.extend_vocab, parallel=(data.src, data.tgt),
+                                     init=config.vocab_init)  # fmt: skip
+    return {"vocab_extension": vars(report)}
+
+
 def _finish(run: _Run, reason: str, prepare_s: float, start_checksum: str | None, *, final_eval: bool) -> dict:
-    """Last evaluation (unless the last step was just evaluated), a model on disk in any case, metrics.json."""
+    """Last evaluation (unless the last step was just evaluated), a model on disk in any case, metrics.json.
+
+    Ranks other than 0 write nothing and return their own metrics (``rank`` set).
+    """
+    if not run.ctx.is_main:
+        return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world,
+                                      "parameter_checksum": parameter_checksum(run.student)}  # fmt: skip
+    shutil.rmtree(run.out / ".initial-model", ignore_errors=True)
     if final_eval and run.last_eval_step != run.step:
         run.evaluate()
     if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
         save_model_atomically(run.student, run.out / "model")
-    metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2)}
+    metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
+    if run.ctx.active:
+        metrics["parameter_checksum"] = parameter_checksum(run.student)
     if start_checksum is not None:
         metrics["teacher_checksum_start"] = start_checksum
     _write_json(run.out / "metrics.json", metrics)

@@ -1,31 +1,264 @@
-import sys
+"""Tab 1 "Score a pair": handlers called directly, on the tiny BERT, scorers with heads fitted on random data, and a
+fake fine-tuned student, all in a private runs directory."""
 
-from mlse.ui.score_tab import MAX_CHARS, clean_text, load_examples, score_pair
-from mlse.ui.state import AppState
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlse.encoders import list_runs, load_encoder, resolve_model
+from mlse.heads.stage1 import Stage1Head
+from mlse.heads.stage2 import Stage2Head
+from mlse.langdetect import detect_language
+from mlse.scorer import Scorer
+from mlse.ui import state as state_module
+from mlse.ui.score_tab import (
+    COLUMNS,
+    MAX_CHARS,
+    clean_text,
+    detect_api,
+    detect_handler,
+    escape_markdown,
+    load_examples,
+    model_choices,
+    score_pair,
+)
+from mlse.ui.state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
+
+EN, DE = "A man is playing a flute.", "Ein Mann spielt eine Bambusflöte."
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_bert):
+    """runs/grid/{s1, s1+s2} (scorers, nested one level as experiments write them) and runs/student (a run)."""
+    root = tmp_path_factory.mktemp("score-tab")
+    runs = root / "runs"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLSE_CACHE", str(root / "cache"))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("MLSE_DEVICE", "cpu")
+        backbone = load_encoder(str(tiny_bert))
+        rng = np.random.default_rng(0)
+        X_a, X_b = rng.normal(size=(2, 40, 32)).astype(np.float32)  # [40, 32] each
+        stage1 = Stage1Head(max_epochs=2).fit(X_a, X_b, ["en"] * 40, ["de"] * 40)
+        M1, M2 = stage1.transform(X_a), stage1.transform(X_b)  # [40, 32]
+        gold = rng.uniform(0, 5, size=40).astype(np.float32)
+        stage2 = Stage2Head(max_epochs=1).fit(M1[:30], M2[:30], gold[:30], dev=(M1[30:], M2[30:], gold[30:]))
+        Scorer(backbone, stage1=stage1).save(runs / "grid" / "s1")
+        Scorer(backbone, stage1=stage1, stage2=stage2).save(runs / "grid" / "s1+s2")
+    shutil.copytree(tiny_bert, runs / "student" / "model")
+    (runs / "student" / "finetune_config.json").write_text("{}")
+    return SimpleNamespace(root=runs, backbone=str(tiny_bert))
+
+
+@pytest.fixture()
+def state(runs, monkeypatch):
+    monkeypatch.setenv("MLSE_RUNS", str(runs.root))
+    return AppState()
+
+
+S1, S12, STU = "runs/grid/s1", "runs/grid/s1+s2", "runs/student"
 
 
 def test_import_mlse_does_not_load_gradio():
     import subprocess
 
-    code = "import sys, mlse, mlse.encoders, mlse.data, mlse.evaluation, mlse.tasks; print('gradio' in sys.modules)"
+    code = ("import sys, mlse, mlse.encoders, mlse.data, mlse.langdetect, mlse.ui.state, mlse.ui.score_tab; "
+            "print('gradio' in sys.modules)")  # fmt: skip
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
-def test_clean_text_strips_control_chars_and_truncates():
+# -- model discovery ------------------------------------------------------------------------------------------------
+def test_nested_runs_are_listed_and_resolve(runs, monkeypatch):
+    monkeypatch.setenv("MLSE_RUNS", str(runs.root))
+    assert {s.name: s.source for s in list_runs()} == {S1: "scorer", S12: "scorer", STU: "run"}
+    assert resolve_model(S12).location == str(runs.root / "grid" / "s1+s2")
+    assert resolve_model("grid/s1").name == S1  # without the runs/ prefix too
+    assert isinstance(load_encoder(S12), Scorer)
+
+
+def test_state_lists_models_with_their_kind(state, runs):
+    kinds = {m.name: m.kind for m in state.models()}
+    assert kinds[S1] == STAGE1 and kinds[S12] == STAGE12 and kinds[STU] == STUDENT
+    assert kinds.get("minilm-en") == BACKBONE
+    order = [m.kind for m in state.models()]
+    assert order == sorted(order, key=state_module.KIND_ORDER.index)  # backbones, +S1, +S1+2, students
+    assert state.model_kind(runs.backbone) == BACKBONE  # a folder path that is not listed
+    assert next(m for m in state.models() if m.name == S12).backbone == runs.backbone
+
+
+def test_default_selection_takes_every_kind_before_capping(state):
+    chosen, note = state.default_selection(limit=3)
+    assert [state.model_kind(n) for n in chosen] == [BACKBONE, STAGE1, STAGE12] and "tick more" in note
+    everything, note = state.default_selection(limit=50)
+    assert sorted(everything) == sorted(state.model_names()) and note == ""
+
+
+def test_refresh_finds_new_runs_without_restart(state, runs, tiny_bert):
+    before = state.model_names()
+    new = runs.root / "late-student"
+    shutil.copytree(tiny_bert, new / "model")
+    try:
+        assert "runs/late-student" not in state.model_names()  # cached list ...
+        assert "runs/late-student" in [m.name for m in state.refresh()]  # ... rescanned on demand
+        assert "runs/late-student" in state.model_names()
+        assert len(state.model_names()) == len(before) + 1
+    finally:
+        shutil.rmtree(new)
+
+
+def test_unloadable_scorer_is_skipped_with_a_reason(state, runs):
+    broken = runs.root / "grid" / "broken"
+    shutil.copytree(runs.root / "grid" / "s1", broken)
+    manifest = json.loads((broken / "scorer.json").read_text())
+    (broken / "scorer.json").write_text(json.dumps({**manifest, "backbone": "/no/such/backbone"}))
+    try:
+        state.refresh()
+        assert "runs/grid/broken" not in state.model_names()
+        assert any(name == "runs/grid/broken" and "not available offline" in why for name, why in state.skipped)
+        choices, _, note = model_choices(state)
+        assert "runs/grid/broken" in note and all(value != "runs/grid/broken" for _, value in choices)
+    finally:
+        shutil.rmtree(broken)
+
+
+def test_encoders_are_loaded_once_and_scorers_share_the_backbone(state, runs):
+    scorer = state.encoder(S12)
+    assert state.encoder(S12) is scorer
+    assert state.encoder(S1).backbone is scorer.backbone is state.encoder(runs.backbone)
+
+
+# -- scoring ----------------------------------------------------------------------------------------------------------
+def test_score_pair_one_row_per_model(state, runs):
+    table, status = score_pair(state, EN, DE, [runs.backbone, S1, S12, STU])
+    assert isinstance(table, pd.DataFrame) and list(table.columns) == COLUMNS
+    assert list(table["model"]) == [runs.backbone, S1, S12, STU]
+    assert list(table["kind"]) == [BACKBONE, STAGE1, STAGE12, STUDENT]
+    assert all(-1.0 <= c <= 1.0 for c in table["cosine"])
+    calibrated = dict(zip(table["model"], table["calibrated 0–5"], strict=True))
+    assert 0.0 <= calibrated[S12] <= 5.0  # only the Stage-2 scorer has a calibration
+    assert calibrated[runs.backbone] == calibrated[S1] == calibrated[STU] == ""
+    # the student is a copy of the backbone; the heads change the similarity
+    cos = dict(zip(table["model"], table["cosine"], strict=True))
+    assert cos[STU] == cos[runs.backbone] and cos[S1] != cos[runs.backbone]
+    assert "English (`en`, detected" in status and "German (`de`, detected" in status
+    assert "Not scored" not in status
+
+
+def test_calibrated_score_matches_the_scorer(state):
+    table, _ = score_pair(state, EN, DE, [S12])
+    scorer = state.encoder(S12)
+    emb = scorer.encode([EN, DE])
+    expected = float(scorer.calibrated_score(np.array([emb[0] @ emb[1]]))[0])
+    assert table["calibrated 0–5"][0] == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize(("s1", "s2"), [("", DE), ("   ", DE), (EN, None), ("\x00\x07", DE)])
+def test_empty_sentences_give_a_message(state, runs, s1, s2):
+    table, status = score_pair(state, s1, s2, [runs.backbone])
+    assert table.empty and list(table.columns) == COLUMNS and status.startswith("Enter two non-empty sentences.")
+
+
+@pytest.mark.parametrize("models", [[], None, ["  "]])
+def test_no_model_gives_a_message(state, models):
+    table, status = score_pair(state, EN, DE, models)
+    assert table.empty and status == "Choose at least one model."
+
+
+def test_unknown_and_broken_models_are_reported_not_raised(state, runs, tmp_path):
+    bad = tmp_path / "bad-scorer"
+    bad.mkdir()
+    (bad / "scorer.json").write_text("{not json")
+    table, status = score_pair(state, EN, DE, ["no-such-model", str(bad), runs.backbone, "<b>x</b>"])
+    assert list(table["model"]) == [runs.backbone]
+    assert "Not scored" in status and "unknown model" in status and "not a readable scorer" in status
+    assert "<b>" not in status and "&lt;b&gt;" in status and "Traceback" not in status
+
+
+def test_long_input_is_truncated_with_a_notice(state, runs):
+    table, status = score_pair(state, "word " * 20_000, DE, [runs.backbone])  # 100,000 characters
+    assert len(table) == 1 and "Sentence 1: truncated from" in status and f"{MAX_CHARS:,}" in status
+
+
+def test_control_characters_and_html_are_neutralised(state, runs):
+    text = "<script>alert(1)</script> **bold** \x00\x1b[31m A man\u200b plays."
+    cleaned, notice = clean_text(text)
+    assert "\x00" not in cleaned and "\x1b" not in cleaned and "\u200b" not in cleaned and "control" in notice
+    table, status = score_pair(state, text, DE, [runs.backbone])
+    assert len(table) == 1 and "removed 3 control character(s)" in status
+    assert "<script>" not in status and "&lt;script&gt;" in status and "\\*\\*bold\\*\\*" in status
+
+
+def test_clean_text_truncates():
     text, notice = clean_text("a\x00b\x07c" + "x" * (MAX_CHARS + 10))
     assert text.startswith("abc") and len(text) == MAX_CHARS and "truncated" in notice
 
 
-def test_score_pair_handler(tiny_bert):
-    state = AppState()
-    rows, msg = score_pair(state, "A man plays a flute.", "Ein Mann spielt Flöte.", [str(tiny_bert)])
-    assert len(rows) == 1 and -1.0 <= rows[0][1] <= 1.0 and msg == ""
-    assert score_pair(state, "   ", "x", [str(tiny_bert)]) == ([], "Enter two non-empty sentences.")
-    rows, msg = score_pair(state, "a", "b", ["no-such-model"])
-    assert rows == [] and "unknown model" in msg
+def test_language_override_is_shown_and_unknown_override_ignored(state, runs):
+    _, status = score_pair(state, EN, DE, [runs.backbone], lang1="auto", lang2="nl")
+    assert "Dutch (`nl`, set by you; detector said de)" in status
+    _, status = score_pair(state, EN, DE, [runs.backbone], lang1="<i>xx</i>", lang2="de")
+    assert "English (`en`, detected" in status and "unknown language" in status and "<i>" not in status
+    assert "German (`de`, set by you)" in status
 
 
-def test_examples_ship_with_the_seed_pair():
+def test_gold_is_shown_only_when_given(state, runs):
+    assert "Reference score for this example: **3.8**" in score_pair(state, EN, DE, [runs.backbone], gold=3.8)[1]
+    for gold in (None, "", float("nan"), "abc"):
+        assert "Reference score" not in score_pair(state, EN, DE, [runs.backbone], gold=gold)[1]
+
+
+def test_progress_is_reported_per_model(state, runs):
+    seen = []
+    score_pair(state, EN, DE, [runs.backbone, S12], progress=lambda f, d: seen.append((f, d)))
+    assert [f for f, _ in seen] == [0.0, 0.5] and S12 in seen[1][1]
+
+
+def test_duplicate_models_are_scored_once(state, runs):
+    table, _ = score_pair(state, EN, DE, [runs.backbone, runs.backbone, f" {runs.backbone} "])
+    assert len(table) == 1
+
+
+# -- language labels and examples -------------------------------------------------------------------------------------
+def test_detect_handler_and_api():
+    assert detect_handler("") == "" and detect_handler(None) == ""
+    assert "**German** (`de`" in detect_handler(DE)
+    assert detect_handler("1234") == "Detected language: undetermined"
+    assert detect_api("Кошка спит на диване.")[0] == "ru"
+
+
+def test_escape_markdown():
+    assert escape_markdown("<a href='x'>[link](y)</a>\n#h") == "&lt;a href='x'&gt;\\[link\\]\\(y\\)&lt;/a&gt; \\#h"
+
+
+def test_examples_cover_many_languages_and_keep_the_seed_pair():
     examples = load_examples()
-    assert len(examples) >= 6
-    assert any("flute" in a and "bambou" in b for a, b in examples)
+    assert len(examples) >= 20
+    languages = {e["lang1"] for e in examples} | {e["lang2"] for e in examples}
+    assert {"en", "de", "fr", "es", "ru", "zh", "pl", "pt", "it", "nl"} <= languages
+    seed = [e for e in examples if "flute" in e["sentence1"] and "bambou" in e["sentence2"]]
+    assert seed and seed[0]["gold"] == 3.8
+    assert all(e["gold"] is None or 0.0 <= e["gold"] <= 5.0 for e in examples)
+    for e in examples:  # the declared languages are what the detector finds (the examples double as a check)
+        assert detect_language(e["sentence1"])[0] == e["lang1"], e
+        assert detect_language(e["sentence2"])[0] == e["lang2"], e
+
+
+def test_missing_examples_file_gives_no_examples(tmp_path):
+    assert load_examples(tmp_path / "nope.tsv") == []
+
+
+def test_build_tab_wires_the_events(state):
+    gr = pytest.importorskip("gradio")
+    from mlse.ui import score_tab
+
+    with gr.Blocks() as demo:
+        score_tab.build_tab(state)
+    names = {d.api_name for d in demo.fns.values()}
+    assert {"score_pair", "score_refresh_models", "detect_language"} <= names

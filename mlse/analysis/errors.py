@@ -1,0 +1,183 @@
+"""Error analysis helpers for the app's Tatoeba and predicted-vs-gold views (pure numpy; no gradio, no encoder).
+
+Retrieval: the k nearest neighbours of one query with their ratio margins, and the difference between two
+scorers' error lists (which queries one scorer fixes and the other breaks). Both start from the dicts of
+:func:`mlse.evaluation.retrieval.retrieval_errors`, so the error definition lives in one place.
+
+STS: a bootstrap CI for Pearson (the STS metric code only bootstraps Spearman), a binned calibration curve, an
+isotonic fit, and the pairs where a model's ranking disagrees most with the gold ranking.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlse.evaluation.sts import _BOOT_BLOCK_ELEMENTS, _check_vectors, _rowwise_pearson
+from mlse.index import as_float32_matrix, knn, neighbourhood_means, ratio_margin_scores
+
+# Gold scores are stored as float32 (3.8 -> 3.7999999523); a range typed by a user must still include them.
+RANGE_TOLERANCE = 1e-5
+
+
+# -- retrieval --------------------------------------------------------------------------------------------------
+
+
+def query_neighbours(queries: np.ndarray, base: np.ndarray, index: int, *, k: int = 10, margin_k: int = 4) -> dict:
+    """The k cosine nearest neighbours of ``queries[index]`` among ``base``, with ratio margins, and the gold's place.
+
+    queries [n, d] and base [n, d] are aligned (row i of one translates row i of the other) and L2-normalised.
+    The margin uses neighbourhood size ``margin_k`` as in ``retrieval_errors``. Returns {"ids" [k], "cosine" [k],
+    "margin" [k], "gold_cosine", "gold_margin", "gold_rank_cosine", "gold_rank_margin"} (ranks are 1-based, ties
+    in the gold's favour, over all of base).
+    """
+    q = as_float32_matrix(queries, "queries")  # [n, d]
+    b = as_float32_matrix(base, "base")  # [n, d]
+    if q.shape != b.shape:
+        raise ValueError(f"queries and base must be aligned (same shape), got {q.shape} and {b.shape}")
+    if not 0 <= index < q.shape[0]:
+        raise ValueError(f"query index {index} is out of range 0..{q.shape[0] - 1}")
+    means = neighbourhood_means(q, b, margin_k)  # ([n], [n])
+    sims, ids = knn(q[index:index + 1], b, k)  # [1, k], [1, k]
+    cos_all = b @ q[index]  # [n]
+    marg_all = ratio_margin_scores(q[index:index + 1], b, margin_k, means=(means[0][index:index + 1], means[1]))[0]
+    return {
+        "ids": ids[0],
+        "cosine": sims[0],
+        "margin": marg_all[ids[0]],
+        "gold_cosine": float(cos_all[index]),
+        "gold_margin": float(marg_all[index]),
+        "gold_rank_cosine": int(1 + np.sum(cos_all > cos_all[index])),
+        "gold_rank_margin": int(1 + np.sum(marg_all > marg_all[index])),
+    }
+
+
+def compare_errors(errors_a: dict[str, list[dict]], errors_b: dict[str, list[dict]]) -> tuple[list[dict], dict]:
+    """Queries that scorer B gets right and A wrong ("fixed by B"), and the reverse ("broken by B").
+
+    errors_a / errors_b map a direction ("to_en", "from_en") to the error dicts of ``retrieval_errors`` for the same
+    corpus. A query is identified by (direction, index). Returns (rows, counts): one row per changed query with
+    change, direction, index, query, gold, retrieved_a, retrieved_b (the sentence each scorer returned); counts has
+    fixed, broken and both_wrong (wrong under both scorers, possibly with different answers).
+    """
+    rows: list[dict] = []
+    counts = {"fixed": 0, "broken": 0, "both_wrong": 0}
+    for direction in sorted(set(errors_a) | set(errors_b)):
+        a = {e["index"]: e for e in errors_a.get(direction, [])}
+        b = {e["index"]: e for e in errors_b.get(direction, [])}
+        counts["both_wrong"] += len(a.keys() & b.keys())
+        for change, wrong, other in (("fixed by B", a, b), ("broken by B", b, a)):
+            for i in sorted(wrong.keys() - other.keys()):
+                e = wrong[i]
+                retrieved_a, retrieved_b = (e["retrieved"], e["gold"]) if wrong is a else (e["gold"], e["retrieved"])
+                rows.append({"change": change, "direction": direction, "index": i, "query": e["query"],
+                             "gold": e["gold"], "retrieved_a": retrieved_a, "retrieved_b": retrieved_b})  # fmt: skip
+                counts["fixed" if wrong is a else "broken"] += 1
+    return rows, counts
+
+
+# -- predicted vs gold ------------------------------------------------------------------------------------------
+
+
+def bootstrap_pearson_ci(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> list[float]:
+    """95% percentile-bootstrap CI of Pearson r x 100, resampling pairs like ``sts_metrics`` does for Spearman.
+
+    Seeded, so the same inputs give the same interval; degenerate (constant) resamples are ignored; [nan, nan] when
+    n_boot is 0 or every resample is degenerate.
+    """
+    p, g = _check_vectors(pred, gold)  # [n], [n]
+    n = p.shape[0]
+    if n_boot <= 0:
+        return [math.nan, math.nan]
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_boot, dtype=np.float64)
+    block = max(1, _BOOT_BLOCK_ELEMENTS // n)
+    for start in range(0, n_boot, block):
+        rows = min(block, n_boot - start)
+        idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
+        out[start:start + rows] = 100.0 * _rowwise_pearson(p[idx], g[idx])
+    if not np.isfinite(out).any():
+        return [math.nan, math.nan]
+    lo, hi = np.nanpercentile(out, [2.5, 97.5])
+    return [float(lo), float(hi)]
+
+
+def calibration_bins(pred: np.ndarray, gold: np.ndarray, n_bins: int = 10) -> dict[str, np.ndarray]:
+    """Mean gold score per equal-count bin of the predicted score: the empirical calibration curve.
+
+    Equal-count bins (not equal-width) so every point rests on about n / n_bins pairs even when cosines crowd into
+    a narrow band, as they do for most encoders. Returns arrays [b]: pred_lo, pred_hi, mean_pred, mean_gold,
+    sem_gold (standard error of the mean gold), count.
+    """
+    p, g = _check_vectors(pred, gold)  # [n], [n]
+    order = np.argsort(p, kind="stable")  # [n]
+    chunks = [c for c in np.array_split(order, max(1, min(n_bins, p.shape[0]))) if c.size]
+    sem = [float(np.std(g[c], ddof=1) / math.sqrt(c.size)) if c.size > 1 else math.nan for c in chunks]
+    return {
+        "pred_lo": np.array([p[c].min() for c in chunks]),
+        "pred_hi": np.array([p[c].max() for c in chunks]),
+        "mean_pred": np.array([p[c].mean() for c in chunks]),
+        "mean_gold": np.array([g[c].mean() for c in chunks]),
+        "sem_gold": np.array(sem),
+        "count": np.array([c.size for c in chunks]),
+    }
+
+
+def isotonic_fit(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best non-decreasing map from predicted to gold score (least squares): (sorted pred [n], fitted gold [n]).
+
+    It is the calibration a monotone post-hoc mapping could reach; Spearman is unchanged by any such map.
+    """
+    from sklearn.isotonic import IsotonicRegression  # lazy: sklearn is slow to import
+
+    p, g = _check_vectors(pred, gold)
+    order = np.argsort(p, kind="stable")
+    fitted = IsotonicRegression(out_of_bounds="clip").fit(p, g).predict(p[order])  # [n]
+    return p[order], np.asarray(fitted, dtype=np.float64)
+
+
+def percentile_ranks(x: np.ndarray) -> np.ndarray:
+    """Mid-rank of each value as a fraction in (0, 1): (average rank - 0.5) / n; ties share one value."""
+    from scipy.stats import rankdata
+
+    x = np.asarray(x, dtype=np.float64)
+    return (rankdata(x) - 0.5) / x.shape[0]
+
+
+def rank_disagreements(
+    pred: np.ndarray, gold: np.ndarray, *, low: float, high: float, k: int = 20
+) -> dict[str, np.ndarray]:
+    """The k pairs, among those whose **gold** score lies in [low, high], where model and gold disagree most.
+
+    Disagreement is measured on ranks, so that a model whose cosines live in [0.6, 1] is not "wrong" everywhere:
+    each prediction is mapped to the gold score found at the same percentile of the gold distribution
+    (``pred_as_gold``: the gold scores' own percentile curve, interpolated, over *all* pairs, not just the selected
+    range; a pair the model ranks exactly where gold ranks it gets diff 0), and pairs are sorted by
+    |pred_as_gold - gold|. ``rank_gap`` is the percentile of the prediction minus that of the gold, in points.
+    The range is inclusive, with a small tolerance for float32 gold scores. Returns arrays [<=k]: index, gold,
+    pred, pred_as_gold, diff (pred_as_gold - gold), rank_gap; and "n_in_range".
+    """
+    p, g = _check_vectors(pred, gold)  # [n], [n]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if low > high:
+        raise ValueError(f"empty score range: low {low:g} > high {high:g}")
+    rank_p, rank_g = percentile_ranks(p), percentile_ranks(g)  # [n], [n]
+    by_gold = np.argsort(g, kind="stable")  # [n]
+    # Gold as a function of its own percentile, read at each prediction's percentile: equal ranks give diff 0.
+    as_gold = np.interp(rank_p, rank_g[by_gold], g[by_gold])  # [n]
+    diff = as_gold - g  # [n]
+    chosen = np.flatnonzero((g >= low - RANGE_TOLERANCE) & (g <= high + RANGE_TOLERANCE))  # [m]
+    # Largest |diff| first; ties broken by the larger rank gap, then by index (stable, reproducible).
+    order = np.lexsort((chosen, -np.abs(rank_p - rank_g)[chosen], -np.abs(diff[chosen])))[:k]
+    idx = chosen[order]
+    return {
+        "index": idx,
+        "gold": g[idx],
+        "pred": p[idx],
+        "pred_as_gold": as_gold[idx],
+        "diff": diff[idx],
+        "rank_gap": 100.0 * (rank_p - rank_g)[idx],
+        "n_in_range": np.int64(chosen.size),
+    }

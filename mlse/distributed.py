@@ -1,0 +1,112 @@
+"""Data-parallel fine-tuning over several processes (GPUs, or CPU processes for testing) with torch.distributed.
+
+``accelerate launch`` and ``torchrun`` both start one process per device and describe the group through the
+environment (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``); :func:`init_from_env`
+reads exactly that, so the same ``python -m mlse finetune ...`` command runs single-process, under
+``torchrun --nproc_per_node 4 -m mlse finetune ...`` or under ``accelerate launch --multi_gpu --num_processes 4
+-m mlse finetune ...``.
+
+Gradients are averaged explicitly after ``backward`` (:func:`average_gradients`) instead of wrapping the student in
+``DistributedDataParallel``: the MSE and contrastive losses run the student twice per step (source and target side),
+which DDP's once-per-backward bookkeeping does not allow without static-graph tricks. One all-reduce per parameter
+tensor is slower than DDP's overlapped buckets but has no such constraint; the encoder is small (tens of MB).
+Every rank draws its own batches (seeded by rank), so the effective batch is ``world_size x batch_size``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DistContext:
+    """Where this process sits in the group (``world == 1``: no group, every helper is a no-op)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    owns_group: bool = False  # True when this module initialised the process group (and must destroy it)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world > 1
+
+
+def init_from_env(device: str) -> DistContext:
+    """Join the process group described by the environment, if any (``nccl`` on CUDA, ``gloo`` otherwise)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistContext()
+    import torch.distributed as dist
+
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
+    owns = False
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+        owns = True
+    log.info("distributed fine-tuning: rank %d of %d (local rank %d)", rank, world, local_rank)
+    return DistContext(rank=rank, world=world, local_rank=local_rank, owns_group=owns)
+
+
+def rank_device(ctx: DistContext, device: str) -> str:
+    """One GPU per process: ``cuda`` -> ``cuda:<local rank>``; other devices unchanged."""
+    if ctx.active and device == "cuda":
+        return f"cuda:{ctx.local_rank}"
+    return device
+
+
+def barrier(ctx: DistContext) -> None:
+    if ctx.active:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def broadcast_parameters(module, ctx: DistContext) -> None:
+    """Copy rank 0's parameters and buffers to every rank (start from identical weights)."""
+    if not ctx.active:
+        return
+    import torch.distributed as dist
+
+    for tensor in [*module.parameters(), *module.buffers()]:
+        dist.broadcast(tensor.data, src=0)
+
+
+def average_gradients(module, ctx: DistContext) -> None:
+    """All-reduce and average every gradient, so that each rank takes the same optimiser step."""
+    if not ctx.active:
+        return
+    import torch.distributed as dist
+
+    for param in module.parameters():
+        if param.grad is not None:
+            dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+            param.grad /= ctx.world
+
+
+def agree(ctx: DistContext, value: int, device: str) -> int:
+    """Rank 0's ``value`` on every rank (e.g. whether to stop: only rank 0 owns the budget clock)."""
+    if not ctx.active:
+        return value
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.broadcast(tensor, src=0)
+    return int(tensor.item())
+
+
+def shutdown(ctx: DistContext) -> None:
+    if ctx.owns_group:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()

@@ -1,0 +1,295 @@
+"""Every result file under ``results/`` and ``runs/`` as one flat table (one row per number), for the app's
+Results tab and for quick pandas analysis.
+
+Columns: ``model, task, split, key, metric, value, kind, experiment, source, date``. ``key`` is the STS pair, the
+Tatoeba language, the mining pair, ``avg:<group>`` for an average, or empty for a run-level number; ``kind`` names the
+file's schema; ``experiment`` is the folder the file sits in (it tells two seed grids of one backbone apart).
+
+Schemas read (each recognised by its keys, so a file's name or place does not matter):
+
+* ``eval``            -- :class:`mlse.results.EvalResult` (``python -m mlse eval --json-out``): ``scores`` per key and
+  ``averages`` per group; list-valued entries (confidence intervals) and counts are left out.
+* ``seed-grid``       -- ``results/seed-grid/*/seed-grid.json``: test Pearson / Spearman per variant and pair,
+  ``relative_pearson`` (variant minus baseline), group means, and each variant's training metrics.
+* ``finetune-compare`` -- ``results/finetune/*.json`` from ``benchmarks/finetune_compare.py``: test Spearman per
+  method and pair, and each method's run metrics.
+* ``finetune-run``    -- ``runs/**/metrics.json`` of :func:`mlse.finetune.finetune`: dev scores and speed.
+* ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
+
+Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be
+parsed, or that has a known schema but a broken shape, is skipped with a warning. Folders named ``model`` (model
+weights and configs) and dot-folders are not searched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "source", "date"]
+# count-like fields: useful in a file, noise in a table of scores
+_SKIP_METRICS = {"n", "n_gold", "n_src", "n_tgt", "n_pairs", "n_langs", "missing", "chance"}
+_SKIP_FOLDERS = {"model", "__pycache__"}
+_memo: dict[tuple[str, int, int], tuple[list[dict], list[str]]] = {}
+
+
+def default_roots() -> list[Path]:
+    """``$MLSE_RESULTS`` (default ``./results``) and the runs directory."""
+    from mlse.encoders import runs_dir
+
+    return [Path(os.environ.get("MLSE_RESULTS", "results")), runs_dir()]
+
+
+def result_files(roots: Iterable[str | Path]) -> list[Path]:
+    """Every ``*.json`` under the roots, outside model folders and dot-folders, sorted."""
+    found: set[Path] = set()
+    for root in map(Path, roots):
+        if root.is_file() and root.suffix == ".json":
+            found.add(root)
+            continue
+        if not root.is_dir():
+            continue
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in _SKIP_FOLDERS and not d.startswith(".")]
+            found.update(Path(folder) / f for f in files if f.endswith(".json") and not f.startswith("."))
+    return sorted(found)
+
+
+def build_index(roots: Iterable[str | Path] | None = None):
+    """The flat table (a pandas DataFrame with :data:`COLUMNS`) and the list of warnings for skipped files."""
+    import pandas as pd
+
+    roots = [Path(r) for r in (roots if roots is not None else default_roots())]
+    rows: list[dict] = []
+    warnings: list[str] = []
+    for path in result_files(roots):
+        file_rows, file_warnings = _rows_of_file(path, _display_path(path, roots))
+        rows += file_rows
+        warnings += file_warnings
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+    return frame.sort_values(["kind", "model", "task", "key", "metric"], kind="stable").reset_index(drop=True), warnings
+
+
+def _display_path(path: Path, roots: list[Path]) -> str:
+    """The file relative to its root's parent (``results/baseline/sts.json``), else as given."""
+    for root in roots:
+        try:
+            return str(path.relative_to(root.parent if root.is_dir() else root.parent))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
+    """Parse one file (memoised on path, size and mtime: the Results tab re-reads on every refresh)."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        return [], [f"{path}: {exc}"]
+    memo_key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if memo_key in _memo:
+        return _memo[memo_key]
+    warnings: list[str] = []
+    rows: list[dict] = []
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        warnings.append(f"skipped {source}: not readable JSON ({exc})")
+    else:
+        kind = schema_of(obj)
+        if kind is not None:
+            date = _date(obj.get("created"), stat.st_mtime)
+            base = {"kind": kind, "experiment": str(Path(source).parent), "source": source, "date": date}
+            try:
+                rows = [base | row for row in READERS[kind](obj, path)]
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                rows, warnings = [], [f"skipped {source}: looks like a {kind} file but {type(exc).__name__}: {exc}"]
+    for warning in warnings:
+        log.warning("%s", warning)
+    _memo[memo_key] = (rows, warnings)
+    return rows, warnings
+
+
+def schema_of(obj: Any) -> str | None:
+    """Which result schema a parsed JSON value follows, or None for a file that is not a result."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("experiment") == "seed-grid":
+        return "seed-grid"
+    if "scores" in obj and "curves" in obj:
+        return "finetune-compare"
+    if "scores" in obj and "task" in obj and "model" in obj:
+        return "eval"
+    if "stop_reason" in obj and "method" in obj:
+        return "finetune-run"
+    if str(obj.get("format", "")).startswith("mlse-scorer"):
+        return "scorer-run"
+    return None
+
+
+def _date(created: Any, mtime: float) -> str:
+    """``created`` of the file (ISO, any offset) as UTC ``YYYY-MM-DD HH:MM``, else the file's modification time."""
+    if isinstance(created, str):
+        for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"):
+            try:
+                return datetime.strptime(created, fmt).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+            except ValueError:
+                continue
+        try:
+            parsed = datetime.fromisoformat(created)
+            if parsed.tzinfo is not None:
+                parsed = parsed.astimezone(timezone.utc)
+            return parsed.strftime("%Y-%m-%d %H:%M")
+        except ValueError:
+            pass
+    return datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for anything else (bools, strings, lists, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _metric_rows(values: dict, **fields) -> Iterator[dict]:
+    """One row per numeric entry of ``values`` (nested dicts flattened as ``outer.inner``)."""
+    for metric, value in values.items():
+        if str(metric).rsplit(".", 1)[-1] in _SKIP_METRICS:
+            continue
+        if isinstance(value, dict):
+            yield from _metric_rows({f"{metric}.{k}": v for k, v in value.items()}, **fields)
+            continue
+        number = _number(value)
+        if number is not None:
+            yield {**fields, "metric": metric, "value": number}
+
+
+def _read_eval(obj: dict, path: Path) -> Iterator[dict]:
+    common = {"model": str(obj["model"]), "task": str(obj["task"]), "split": str(obj.get("split") or "")}
+    for key, values in obj["scores"].items():
+        yield from _metric_rows(values, **common, key=str(key))
+    for group, values in (obj.get("averages") or {}).items():
+        yield from _metric_rows(values, **common, key=f"avg:{group}")
+
+
+def _read_seed_grid(obj: dict, path: Path) -> Iterator[dict]:
+    backbone = str(obj["backbone"])
+
+    def model(variant: str) -> str:
+        return backbone if variant == "baseline" else f"{backbone}+{variant}"
+
+    for variant, pairs in obj["scores"].items():
+        for pair, values in pairs.items():
+            yield from _metric_rows(values, model=model(variant), task="sts", split="test", key=pair)
+    for variant, pairs in (obj.get("relative_pearson") or {}).items():
+        for pair, value in pairs.items():
+            yield from _metric_rows({"relative_pearson": value}, model=model(variant), task="sts", split="test",
+                                    key=pair)  # fmt: skip
+    for variant, groups in (obj.get("groups") or {}).items():
+        for group, value in groups.items():
+            yield from _metric_rows({"pearson": value}, model=model(variant), task="sts", split="test",
+                                    key=f"avg:{group}")  # fmt: skip
+    for variant, metrics in (obj.get("metrics") or {}).items():
+        yield from _metric_rows(metrics, model=model(variant), task="training", split="", key="")
+
+
+def _read_finetune_compare(obj: dict, path: Path) -> Iterator[dict]:
+    for model, pairs in obj["scores"].items():
+        for pair, value in pairs.items():
+            yield from _metric_rows({"spearman": value}, model=str(model), task="sts", split="test", key=pair)
+    for model, metrics in (obj.get("metrics") or {}).items():
+        yield from _finetune_metrics(metrics, str(model))
+
+
+def _finetune_metrics(metrics: dict, model: str) -> Iterator[dict]:
+    """Run-level numbers of a fine-tuning run, plus its final dev score per pair."""
+    level = {k: v for k, v in metrics.items() if k not in ("final_dev", "data", "dropped")}
+    yield from _metric_rows(level, model=model, task="finetune", split="dev", key="")
+    for pair, value in (metrics.get("final_dev") or {}).items():
+        yield from _metric_rows({"spearman": value}, model=model, task="finetune", split="dev", key=pair)
+
+
+def _run_name(path: Path) -> str:
+    """``.../runs/compare/mse/metrics.json`` -> ``runs/compare/mse`` (the part from the last ``runs`` folder on)."""
+    parts = path.parent.parts
+    if "runs" in parts:
+        start = len(parts) - 1 - parts[::-1].index("runs")
+        return "/".join(parts[start:])
+    return path.parent.name
+
+
+def _read_finetune_run(obj: dict, path: Path) -> Iterator[dict]:
+    yield from _finetune_metrics(obj, _run_name(path))
+
+
+def _read_scorer(obj: dict, path: Path) -> Iterator[dict]:
+    yield from _metric_rows(obj.get("metrics") or {}, model=_run_name(path), task="training", split="", key="")
+
+
+READERS = {
+    "eval": _read_eval,
+    "seed-grid": _read_seed_grid,
+    "finetune-compare": _read_finetune_compare,
+    "finetune-run": _read_finetune_run,
+    "scorer-run": _read_scorer,
+}
+
+
+# ----------------------------------------------------------------------------------------------- training curves
+def finetune_curves(roots: Iterable[str | Path] | None = None):
+    """Dev-score curves of every fine-tuning run: a DataFrame ``run, step, minutes, dev_spearman, loss, source``.
+
+    Read from each run's ``log.jsonl`` (one record per evaluation) and from the ``curves`` of finetune-compare files
+    (``[minutes, dev]`` pairs, no steps). A malformed line is skipped with a warning.
+    """
+    import pandas as pd
+
+    roots = [Path(r) for r in (roots if roots is not None else default_roots())]
+    rows: list[dict] = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for log_file in sorted(root.rglob("log.jsonl")):
+            if any(part.startswith(".") for part in log_file.relative_to(root).parts):
+                continue
+            rows += _log_rows(log_file, _run_name(log_file))
+    for path in result_files(roots):
+        obj, _ = _load_quietly(path)
+        if schema_of(obj) == "finetune-compare" and isinstance(obj.get("curves"), dict):
+            for method, points in obj["curves"].items():
+                for point in points if isinstance(points, list) else []:
+                    if isinstance(point, list) and len(point) == 2:
+                        rows.append({"run": f"{method} ({path.stem})", "step": None, "minutes": _number(point[0]),
+                                     "dev_spearman": _number(point[1]), "loss": None, "source": str(path)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["run", "step", "minutes", "dev_spearman", "loss", "source"])
+
+
+def _log_rows(log_file: Path, run: str) -> list[dict]:
+    rows = []
+    for i, line in enumerate(log_file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        try:
+            record = json.loads(line)
+            rows.append({"run": run, "step": record["step"], "minutes": _number(record["elapsed_s"]) / 60,
+                         "dev_spearman": _number(record.get("dev_spearman")), "loss": _number(record.get("loss")),
+                         "source": str(log_file)})  # fmt: skip
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            log.warning("skipped line %d of %s: %s", i, log_file, exc)
+    return rows
+
+
+def _load_quietly(path: Path) -> tuple[Any, str | None]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, str(exc)

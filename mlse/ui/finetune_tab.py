@@ -1,0 +1,297 @@
+"""Tab 5: fine-tune. Pick a method, models, language pairs, data size and a time budget; watch the run; stop it.
+
+The run itself happens in :mod:`mlse.jobs` (one background run for the whole app, a short queue); this module only
+turns the form into a :class:`mlse.jobs.TrainRequest` and renders the job's progress records, which a ``gr.Timer``
+polls. Handlers are plain functions ``handler(state, ...)`` returning plain values, so tests call them directly.
+A finished run lives in ``runs/NAME``, which every model list of the app reads on its next refresh.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+
+from mlse.errors import MlseError
+from mlse.jobs import HEAD_METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
+
+QUEUE_SIZE = 2  # runs that may wait behind the running one
+POLL_SECONDS = 2.0
+METHOD_LABELS = {
+    "stage1": "Stage 1 head (meaning / language split)",
+    "stage2": "Stage 2 head (STS regression on Stage-1 meaning)",
+    "mse": "MSE distillation (Reimers & Gurevych)",
+    "ema": "EMA teacher (Ham & Kim)",
+    "soft": "Soft contrastive (Park et al.)",
+    "hard": "Hard contrastive (in-batch negatives)",
+}
+METHOD_NOTES = {
+    "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
+              "The budget and Stop end the run at an epoch boundary *without saving* (heads keep no mid-run "
+              "checkpoint).",
+    "stage2": "Needs a Stage-1 scorer (a `runs/...` model with heads) as the model; trains on STS Multi MT train, "
+              "early-stops on dev. Max pairs does not apply. Budget and Stop abort without saving.",
+    "mse": "The student learns to reproduce the frozen teacher's embedding of the English side for both sides. "
+           "Teacher and student must have the same dimension.",
+    "ema": "The teacher is an exponential moving average of the student itself (no separate teacher).",
+    "soft": "Contrastive loss with the frozen teacher's similarities as soft labels; dimensions may differ.",
+    "hard": "Contrastive loss with in-batch negatives; no teacher.",
+}  # fmt: skip
+TEACHER_METHODS = ("mse", "soft")
+
+
+# ----------------------------------------------------------------------------------------------------- the runner
+def runner(state) -> JobRunner:
+    """The app-wide job runner, kept on the shared state (``state.jobs`` when the state provides one)."""
+    jobs = getattr(state, "jobs", None)
+    if jobs is None:
+        jobs = JobRunner(max_queued=QUEUE_SIZE)
+        state.jobs = jobs
+    return jobs
+
+
+# ----------------------------------------------------------------------------------------------- form contents
+def model_choices(state, method: str) -> list[str]:
+    """Stage 2 trains on a Stage-1 scorer; every other method on a plain encoder (scorers have frozen backbones)."""
+    from mlse.encoders import available_models
+
+    sources = {m.name: m.source for m in available_models()}
+    names = state.model_names()
+    want_scorer = method == "stage2"
+    return [n for n in names if (sources.get(n) == "scorer") == want_scorer]
+
+
+def pair_choices(method: str) -> tuple[list[str], list[str]]:
+    """(all offered pairs, the default selection) for a method."""
+    from mlse.data import STS_LANGS
+    from mlse.finetune import ENGLISH_PAIRS
+    from mlse.training import SEED_PARALLEL_PAIRS, STAGE2_PAIRS
+
+    if method == "stage1":
+        return list(SEED_PARALLEL_PAIRS), list(SEED_PARALLEL_PAIRS)
+    if method == "stage2":
+        offered = list(dict.fromkeys([*STAGE2_PAIRS, *(f"en-{x}" for x in STS_LANGS if x != "en")]))
+        return offered, list(STAGE2_PAIRS)
+    return list(ENGLISH_PAIRS), ["en-de", "en-fr", "en-ru", "en-zh"]
+
+
+def method_settings(state, method: str) -> dict:
+    """What the form shows for ``method``: model list, whether a teacher applies, pair lists, an explanation."""
+    models = model_choices(state, method)
+    offered, default = pair_choices(method)
+    default_model = state.default_model if state.default_model in models else (models[0] if models else None)
+    return {
+        "models": models,
+        "model": default_model,
+        "teacher_visible": method in TEACHER_METHODS,
+        "teachers": [n for n in model_choices(state, "mse")],
+        "teacher": state.default_model if method in TEACHER_METHODS else None,
+        "pairs": offered,
+        "pairs_value": default,
+        "max_pairs_visible": method != "stage2",
+        "note": METHOD_NOTES.get(method, ""),
+        "name": default_run_name(default_model, method) if default_model else "",
+    }
+
+
+# ------------------------------------------------------------------------------------------------ start and stop
+def start_run(state, method: str, model: str, teacher: str | None, pairs: list[str] | None, max_pairs: float | None,
+              budget_minutes: float, name: str, overwrite: bool = False, *, batch_size: int = 32,
+              lr: float | None = None, eval_every: int = 20, max_steps: int | None = None,
+              max_epochs: int | None = None, dev_max_pairs: int | None = 200, extend_vocab: int = 0,
+              precision: str = "auto", probe: bool = False, device: str | None = None) -> str:  # fmt: skip
+    """Validate the form and queue the run; returns the status message (never raises on bad input)."""
+    jobs = runner(state)
+    name = (name or "").strip() or (default_run_name(model, method) if model else "")
+    req = TrainRequest(
+        method=method, model=(model or "").strip(), name=name, teacher=(teacher or "").strip() or None,
+        pairs=list(pairs or []), max_pairs=int(max_pairs) if max_pairs else None, budget_minutes=float(budget_minutes),
+        overwrite=bool(overwrite), batch_size=int(batch_size), lr=float(lr) if lr else None,
+        eval_every_steps=int(eval_every), max_steps=int(max_steps) if max_steps else None,
+        max_epochs=int(max_epochs) if max_epochs else None, dev_max_pairs=int(dev_max_pairs) if dev_max_pairs else None,
+        extend_vocab=int(extend_vocab or 0), precision=precision or "auto", probe=bool(probe), device=device,
+    )  # fmt: skip
+    if method not in HEAD_METHODS and not req.pairs:
+        return "Choose at least one language pair."
+    try:
+        fn = training_job(req)
+        description = f"{method} on {req.model}, {req.budget_minutes:g} min"
+        job = jobs.submit(name, fn, description, meta={"request": req})
+    except MlseError as exc:
+        return html.escape(str(exc))
+    ahead = [j.name for j in [jobs.running(), *jobs.queued()] if j is not None and j is not job and not j.done]
+    if ahead:
+        queued_behind = html.escape(", ".join(ahead))
+        return f"Queued **{html.escape(name)}** behind {queued_behind}. {html.escape(jobs.status_text())}"
+    return f"Started **{html.escape(name)}** ({html.escape(description)}); outputs go to `runs/{html.escape(name)}`."
+
+
+def stop_run(state) -> str:
+    """Ask the running job to stop (fine-tuning keeps its best checkpoint)."""
+    return html.escape(runner(state).stop())
+
+
+# ---------------------------------------------------------------------------------------------------- rendering
+def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tuple[float, str]:
+    """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count."""
+    if job.done:
+        return 1.0, job.state
+    if job.state == "queued":
+        return 0.0, "queued"
+    req: TrainRequest | None = job.meta.get("request")
+    evals = [r for r in records if r.get("event") == "eval"]
+    if req is None or not evals:
+        return 0.02, "preparing"
+    now = now or time.time()
+    last = evals[-1]
+    live_minutes = (last.get("minutes") or 0.0) + max(0.0, now - (job.started or now) - last["t"]) / 60
+    fraction = live_minutes / req.budget_minutes
+    cap = req.max_epochs if req.method in HEAD_METHODS else req.max_steps
+    if cap:
+        fraction = max(fraction, last["x"] / cap)
+    return min(fraction, 0.99), f"{live_minutes:.1f} of {req.budget_minutes:g} min"
+
+
+def progress_html(fraction: float, label: str) -> str:
+    """A plain HTML progress bar (gr.Progress only lives inside a running event; this one is polled)."""
+    pct = max(0.0, min(1.0, fraction)) * 100
+    return (f'<div style="border:1px solid #999;border-radius:4px;height:18px;width:100%;position:relative">'
+            f'<div style="background:#4f7be0;height:100%;width:{pct:.1f}%;border-radius:3px"></div>'
+            f'<span style="position:absolute;left:8px;top:0;font-size:12px;line-height:18px">{pct:.0f}% — '
+            f'{html.escape(label)}</span></div>')  # fmt: skip
+
+
+def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tuple:
+    """(loss figure, dev-score figure) of the job's evaluation records, against step (epoch) or minutes."""
+    import plotly.graph_objects as go
+
+    evals = [r for r in records if r.get("event") == "eval"]
+    heads = method in HEAD_METHODS
+    use_minutes = x_axis == "minutes"
+    xs = [r["minutes"] if use_minutes else r["x"] for r in evals]
+    x_title = "minutes" if use_minutes else ("epoch" if heads else "step")
+    loss = go.Figure(go.Scatter(x=xs, y=[r.get("loss") for r in evals], mode="lines+markers", name="train loss"))
+    loss.update_layout(title="Training loss", xaxis_title=x_title, yaxis_title="loss", height=320,
+                       margin=dict(l=40, r=10, t=40, b=40))  # fmt: skip
+    if any(r.get("dev") is not None for r in evals):
+        ys, y_title = [r.get("dev") for r in evals], "dev Pearson x100" if method == "stage2" else "dev Spearman x100"
+    else:
+        ys, y_title = [r.get("dev_loss") for r in evals], "dev loss"
+    dev = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name=y_title))
+    saved = [(x, y) for x, y, r in zip(xs, ys, evals) if r.get("saved")]
+    if saved:
+        dev.add_trace(go.Scatter(x=[p[0] for p in saved], y=[p[1] for p in saved], mode="markers", name="checkpoint",
+                                 marker=dict(symbol="star", size=11)))  # fmt: skip
+    dev.update_layout(title=f"Dev score ({y_title})", xaxis_title=x_title, yaxis_title=y_title, height=320,
+                      margin=dict(l=40, r=10, t=40, b=40))  # fmt: skip
+    return loss, dev
+
+
+def job_markdown(jobs: JobRunner, job: Job | None) -> str:
+    """Status for every session: what runs (or ran last), its state and message, where its model went."""
+    lines = [html.escape(jobs.status_text())]
+    if job is not None:
+        lines.append(f"**{html.escape(job.name)}** — {html.escape(job.description)} — *{job.state}*, "
+                     f"{job.elapsed() / 60:.1f} min: {html.escape(job.message)}")  # fmt: skip
+        result = job.result if isinstance(job.result, dict) else None
+        if result and job.state in ("finished", "stopped"):
+            lines.append(f"Model saved as `{html.escape(result['run'])}`: it is in the other tabs' model lists "
+                         "(refresh them).")  # fmt: skip
+    return "\n\n".join(lines)
+
+
+def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
+    """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
+
+    ``version`` changes only when the curves can have changed (new job, new record, new state); the tab skips
+    re-sending the figures while it stays the same.
+    """
+    jobs = runner(state)
+    job = jobs.latest()
+    if job is None:
+        loss, dev = curves([], None, x_axis)
+        return job_markdown(jobs, None), progress_html(0.0, "no run yet"), loss, dev, (None, 0, "", x_axis)
+    records = jobs.records(job)
+    req = job.meta.get("request")
+    loss, dev = curves(records, req.method if req else None, x_axis)
+    fraction, label = job_fraction(job, records)
+    version = (job.id, len(records), job.state, x_axis)
+    return job_markdown(jobs, job), progress_html(fraction, label), loss, dev, version
+
+
+# --------------------------------------------------------------------------------------------------------- layout
+def build_tab(state) -> None:
+    import gradio as gr
+
+    first = method_settings(state, "mse")
+    with gr.Tab("Fine-tune"):
+        gr.Markdown("Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
+                    "One run at a time for the whole app; a few more may wait in a queue. Uses the GPU when there "
+                    "is one.")  # fmt: skip
+        with gr.Row():
+            method = gr.Radio([(label, key) for key, label in METHOD_LABELS.items()], value="mse", label="Method")
+        note = gr.Markdown(first["note"])
+        with gr.Row():
+            model = gr.Dropdown(first["models"], value=first["model"], label="Student / backbone / Stage-1 scorer",
+                                allow_custom_value=True)  # fmt: skip
+            teacher = gr.Dropdown(first["teachers"], value=first["teacher"], label="Teacher", allow_custom_value=True,
+                                  visible=first["teacher_visible"])  # fmt: skip
+        pairs = gr.CheckboxGroup(first["pairs"], value=first["pairs_value"], label="Language pairs")
+        with gr.Row():
+            max_pairs = gr.Slider(100, 20000, value=2000, step=100, label="Max pairs per language pair")
+            budget = gr.Slider(0.5, 60, value=3, step=0.5, label="Time budget (minutes)")
+        with gr.Row():
+            name = gr.Textbox(first["name"], label="Run name (folder under runs/)", max_lines=1)
+            overwrite = gr.Checkbox(False, label="Overwrite an existing run of that name")
+        with gr.Accordion("Advanced", open=False):
+            with gr.Row():
+                batch_size = gr.Slider(4, 256, value=32, step=4, label="Batch size")
+                lr = gr.Number(None, label="Learning rate (empty: the method's default)")
+                eval_every = gr.Slider(1, 500, value=20, step=1, label="Evaluate on dev every N steps")
+            with gr.Row():
+                max_steps = gr.Number(None, label="Max steps (fine-tuning; empty: budget only)", precision=0)
+                max_epochs = gr.Number(None, label="Max epochs (Stage 1/2; empty: default)", precision=0)
+                dev_max_pairs = gr.Number(200, label="Dev rows per dev pair (empty: all)", precision=0)
+            with gr.Row():
+                extend_vocab = gr.Number(0, label="Extend vocabulary by N pieces (0: off)", precision=0)
+                precision = gr.Radio(["auto", "fp32", "bf16"], value="auto", label="Precision")
+                probe = gr.Checkbox(False, label="Stage 1: language-ID probe after training")
+        with gr.Row():
+            start = gr.Button("Start", variant="primary")
+            stop = gr.Button("Stop", variant="stop")
+        status = gr.Markdown(runner(state).status_text())
+        progress = gr.HTML(progress_html(0.0, "no run yet"))
+        x_axis = gr.Radio(["step", "minutes"], value="step", label="x axis")
+        with gr.Row():
+            loss_plot = gr.Plot(label="Loss")
+            dev_plot = gr.Plot(label="Dev score")
+        seen = gr.State(None)
+        timer = gr.Timer(POLL_SECONDS)
+
+        def on_method(m):
+            s = method_settings(state, m)
+            return (gr.update(choices=s["models"], value=s["model"]),
+                    gr.update(choices=s["teachers"], value=s["teacher"], visible=s["teacher_visible"]),
+                    gr.update(choices=s["pairs"], value=s["pairs_value"]), gr.update(visible=s["max_pairs_visible"]),
+                    s["note"], s["name"])  # fmt: skip
+
+        def on_start(m, mo, te, pa, mp, bu, na, ow, bs, lr_, ev, ms, me, dm, xv, prec, pr):
+            return start_run(state, m, mo, te, pa, mp, bu, na, ow, batch_size=bs, lr=lr_, eval_every=ev, max_steps=ms,
+                             max_epochs=me, dev_max_pairs=dm, extend_vocab=xv, precision=prec, probe=pr)  # fmt: skip
+
+        def on_tick(axis, last):
+            text, bar, loss, dev, version = poll(state, axis)
+            if version == last:
+                return text, bar, gr.skip(), gr.skip(), last
+            return text, bar, loss, dev, version
+
+        method.change(on_method, method, [model, teacher, pairs, max_pairs, note, name], concurrency_limit=4,
+                      api_visibility="private")  # fmt: skip
+        start.click(on_start, [method, model, teacher, pairs, max_pairs, budget, name, overwrite, batch_size, lr,
+                               eval_every, max_steps, max_epochs, dev_max_pairs, extend_vocab, precision, probe],
+                    status, api_name="finetune_start", concurrency_limit=4)  # fmt: skip
+        stop.click(lambda: stop_run(state), None, status, api_name="finetune_stop", concurrency_limit=4)
+        outputs = [status, progress, loss_plot, dev_plot, seen]
+        timer.tick(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
+                   api_visibility="private")  # fmt: skip
+        x_axis.change(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
+                      api_visibility="private")  # fmt: skip

@@ -1,0 +1,196 @@
+"""Tab 6: results. Every evaluation and experiment run so far (seed grid and fine-tuning included) as one sortable
+table with filters, and plots: a metric per model, the seed grid's per-pair gains, and the fine-tuning curves.
+
+The table comes from :mod:`mlse.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the handlers
+are plain functions returning DataFrames, figures and markdown.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+ALL = "(all)"
+TABLE_COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "date", "source"]
+DEFAULT_METRICS = {"sts": "spearman", "tatoeba": "acc_mean", "mining": "f1", "finetune": "best_dev_spearman",
+                   "training": "stage2_dev_pearson"}  # fmt: skip
+
+
+def load_index(state=None, roots: list[str | Path] | None = None):
+    """(the full table, a markdown line saying how many rows / files and which files were skipped)."""
+    from mlse.results_index import build_index
+
+    frame, warnings = build_index(roots)
+    note = f"{len(frame)} numbers from {frame['source'].nunique()} result files."
+    if warnings:
+        shown = "; ".join(html.escape(w) for w in warnings[:5])
+        note += f" Skipped {len(warnings)} file(s): {shown}" + (" ..." if len(warnings) > 5 else "")
+    return frame, note
+
+
+def choices(frame) -> dict[str, list[str]]:
+    """Filter choices present in the table: tasks, models, keys, metrics (each led by ALL where it filters)."""
+
+    def values(column: str) -> list[str]:
+        return sorted({str(v) for v in frame[column].dropna() if str(v)})
+
+    return {"tasks": [ALL, *values("task")], "models": [ALL, *values("model")], "keys": values("key"),
+            "metrics": values("metric")}  # fmt: skip
+
+
+def filter_table(frame, task: str | None = ALL, model: str | None = ALL, metric: str | None = ALL,
+                 text: str | None = ""):  # fmt: skip
+    """Rows of one task / model / metric (ALL or empty: no filter) whose key or source contains ``text``."""
+    out = frame
+    for column, value in (("task", task), ("model", model), ("metric", metric)):
+        if value and value != ALL:
+            out = out[out[column] == value]
+    text = (text or "").strip().lower()
+    if text:
+        hay = (out["key"].astype(str) + " " + out["source"].astype(str)).str.lower()
+        out = out[hay.str.contains(text, regex=False)]
+    return out[TABLE_COLUMNS].reset_index(drop=True)
+
+
+def refresh(state, task: str = ALL, model: str = ALL, metric: str = ALL, text: str = "", roots=None):
+    """Re-scan the files: (filtered table, choices, note, full table)."""
+    frame, note = load_index(state, roots)
+    return filter_table(frame, task, model, metric, text), choices(frame), note, frame
+
+
+def plot_options(frame, task: str | None) -> dict:
+    """Keys and metrics that exist for ``task``, with sensible defaults (``avg:all``, the task's usual metric)."""
+    rows = frame[frame["task"] == task]
+    keys = sorted({str(k) for k in rows["key"]})
+    metrics = sorted(set(rows["metric"]))
+    key = "avg:all" if "avg:all" in keys else (keys[0] if keys else "")
+    metric = DEFAULT_METRICS.get(task or "")
+    return {"keys": keys, "key": key, "metrics": metrics, "metric": metric if metric in metrics else
+            (metrics[0] if metrics else None)}  # fmt: skip
+
+
+def _labels(rows) -> list[str]:
+    """Model names, with the experiment folder added where one model occurs in several files."""
+    dup = rows["model"].duplicated(keep=False)
+    return [f"{m} ({Path(e).name})" if d else m for m, e, d in zip(rows["model"], rows["experiment"], dup)]
+
+
+def metric_plot(frame, task: str, key: str | None, metric: str | None):
+    """Bar chart of ``metric`` for every model on ``task`` / ``key`` (e.g. sts / avg:all / spearman)."""
+    import plotly.graph_objects as go
+
+    metric = metric or DEFAULT_METRICS.get(task, "")
+    rows = frame[(frame["task"] == task) & (frame["metric"] == metric)]
+    if key:
+        rows = rows[rows["key"] == key]
+    fig = go.Figure()
+    if rows.empty:
+        fig.update_layout(title=f"No {metric or 'metric'} for {task} {key or ''} yet", height=380)
+        return fig
+    rows = rows.sort_values("value", ascending=False)
+    fig.add_trace(go.Bar(x=_labels(rows), y=rows["value"], text=[f"{v:.1f}" for v in rows["value"]],
+                         hovertext=rows["source"], textposition="outside"))  # fmt: skip
+    fig.update_layout(title=f"{task} {key or ''}: {metric} per model", yaxis_title=metric, height=420,
+                      margin=dict(l=40, r=10, t=50, b=120), xaxis_tickangle=-30)  # fmt: skip
+    return fig
+
+
+def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative_pearson"):
+    """Grouped bars: each seed-grid variant's ``metric`` per STS pair (default: Pearson gain over the baseline)."""
+    import plotly.graph_objects as go
+
+    rows = frame[(frame["kind"] == "seed-grid") & (frame["metric"] == metric) & (frame["task"] == "sts")]
+    rows = rows[~rows["key"].str.startswith("avg:")]
+    experiments = sorted(rows["experiment"].unique())
+    fig = go.Figure()
+    if not experiments:
+        fig.update_layout(title="No seed-grid results yet (python -m mlse experiment seed-grid)", height=380)
+        return fig
+    experiment = experiment if experiment in experiments else experiments[0]
+    rows = rows[rows["experiment"] == experiment]
+    for model, group in rows.groupby("model", sort=False):
+        fig.add_trace(go.Bar(name=model, x=group["key"], y=group["value"]))
+    fig.update_layout(barmode="group", title=f"Seed grid ({Path(experiment).name}): {metric} per pair",
+                      yaxis_title=metric, height=420, margin=dict(l=40, r=10, t=50, b=60))  # fmt: skip
+    return fig
+
+
+def curves_plot(roots=None):
+    """Dev Spearman vs minutes of every fine-tuning run (run logs and comparison files)."""
+    import plotly.graph_objects as go
+
+    from mlse.results_index import finetune_curves
+
+    curves = finetune_curves(roots)
+    fig = go.Figure()
+    for run, group in curves.groupby("run", sort=True):
+        fig.add_trace(go.Scatter(x=group["minutes"], y=group["dev_spearman"], mode="lines+markers", name=run))
+    title = "Fine-tuning: dev Spearman vs minutes" if len(curves) else "No fine-tuning runs yet"
+    fig.update_layout(title=title, xaxis_title="minutes", yaxis_title="dev Spearman x100", height=420,
+                      margin=dict(l=40, r=10, t=50, b=40))  # fmt: skip
+    return fig
+
+
+def build_tab(state) -> None:
+    import gradio as gr
+
+    frame, note = load_index(state)
+    found = choices(frame)
+    tasks = found["tasks"][1:]
+    first_task = "sts" if "sts" in tasks else (tasks[0] if tasks else None)
+    with gr.Tab("Results"):
+        gr.Markdown("Every result file under `results/` and every trained run under `runs/`, one number per row. "
+                    "Click a column header to sort.")  # fmt: skip
+        with gr.Row():
+            task = gr.Dropdown(found["tasks"], value=ALL, label="Task")
+            model = gr.Dropdown(found["models"], value=ALL, label="Model")
+            metric = gr.Dropdown([ALL, *found["metrics"]], value=ALL, label="Metric")
+            text = gr.Textbox(label="Key / file contains", max_lines=1)
+            refresh_button = gr.Button("Refresh")
+        status = gr.Markdown(note)
+        table = gr.Dataframe(filter_table(frame), label="Results", interactive=False, show_search="search",
+                             max_height=420)  # fmt: skip
+        options = plot_options(frame, first_task)
+        with gr.Row():
+            plot_task = gr.Dropdown(tasks, value=first_task, label="Plot: task")
+            plot_key = gr.Dropdown(options["keys"], value=options["key"], label="Plot: pair / language / average",
+                                   allow_custom_value=True)  # fmt: skip
+            plot_metric = gr.Dropdown(options["metrics"], value=options["metric"], label="Plot: metric",
+                                      allow_custom_value=True)  # fmt: skip
+        bar = gr.Plot(metric_plot(frame, first_task, options["key"], options["metric"]) if first_task else None)
+        with gr.Row():
+            grid = gr.Plot(seed_grid_plot(frame))
+            curve = gr.Plot(curves_plot())
+
+        def on_filter(t, m, me, tx):
+            full, _ = load_index(state)
+            return filter_table(full, t, m, me, tx)
+
+        def on_refresh(t, m, me, tx, pt, pk, pm):
+            table_rows, found_now, note_now, full = refresh(state, t, m, me, tx)
+            return (table_rows, note_now, gr.update(choices=found_now["tasks"]),
+                    gr.update(choices=found_now["models"]), gr.update(choices=[ALL, *found_now["metrics"]]),
+                    metric_plot(full, pt, pk, pm), seed_grid_plot(full), curves_plot())  # fmt: skip
+
+        def on_plot(pt, pk, pm):
+            full, _ = load_index(state)
+            return metric_plot(full, pt, pk, pm)
+
+        def on_plot_task(pt):
+            full, _ = load_index(state)
+            o = plot_options(full, pt)
+            return (gr.update(choices=o["keys"], value=o["key"]), gr.update(choices=o["metrics"], value=o["metric"]),
+                    metric_plot(full, pt, o["key"], o["metric"]))  # fmt: skip
+
+        filters = [task, model, metric, text]
+        for control in (task, model, metric):
+            control.change(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
+        text.submit(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
+        refresh_button.click(on_refresh, [*filters, plot_task, plot_key, plot_metric],
+                             [table, status, task, model, metric, bar, grid, curve], api_name="results_refresh",
+                             concurrency_limit=2)  # fmt: skip
+        plot_task.input(on_plot_task, plot_task, [plot_key, plot_metric, bar], concurrency_limit=4,
+                        api_visibility="private")  # fmt: skip
+        for control in (plot_key, plot_metric):
+            control.input(on_plot, [plot_task, plot_key, plot_metric], bar, concurrency_limit=4,
+                           api_visibility="private")  # fmt: skip

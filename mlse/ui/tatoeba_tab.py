@@ -1,0 +1,269 @@
+"""Tab 3: Tatoeba retrieval errors of one scorer, the neighbourhood of one query, and two scorers compared.
+
+The handlers are plain functions of (state, ...) returning markdown and DataFrames, so tests call them without a
+browser. Embeddings come from the encoder (through the embedding cache) and each (model, language) view is kept in
+a small in-process memo, so a second look at the same language costs nothing.
+
+No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
+handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
+"""
+
+import html
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mlse.errors import MlseError
+
+DEFAULT_LANG = "deu"
+CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
+DIRECTIONS = ("to_en", "from_en")
+MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
+N_NEIGHBOURS = 10
+_MEMO_SIZE = 8
+
+ERROR_COLUMNS = ["direction", "index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold",
+                 "margin_retrieved", "margin_gold", "rank_of_gold"]  # fmt: skip
+ERROR_TYPES = ["str", "number", "str", "str", "str", "number", "number", "number", "number", "number"]
+NEIGHBOUR_COLUMNS = ["rank", "sentence", "cosine", "margin", "note"]
+NEIGHBOUR_TYPES = ["number", "str", "number", "number", "str"]
+COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
+COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
+
+# Characters that make markup anywhere in a line (line-start markers cannot occur: newlines become spaces).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+
+
+def md_escape(text: str) -> str:
+    """Show ``text`` literally inside gr.Markdown: markdown punctuation backslash-escaped, HTML as entities."""
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", str(text)), quote=False).replace("\n", " ")
+
+
+@dataclass
+class TatoebaView:
+    """One model on one Tatoeba language: corpus, embeddings, metrics, and error lists computed on demand."""
+
+    lang: str
+    src: list[str]  # [n] the xx side
+    tgt: list[str]  # [n] English
+    src_emb: np.ndarray  # [n, d] L2-normalised
+    tgt_emb: np.ndarray  # [n, d] L2-normalised
+    metrics: dict
+    _errors: dict = field(default_factory=dict)
+
+    def errors(self, criterion: str = "cosine") -> dict[str, list[dict]]:
+        """direction -> retrieval_errors dicts, under the cosine or the ratio-margin criterion (memoised)."""
+        from mlse.evaluation import retrieval_errors
+
+        if criterion not in CRITERIA:
+            raise MlseError(f"unknown retrieval criterion {criterion!r}; choose one of: {', '.join(CRITERIA)}")
+        if criterion not in self._errors:
+            self._errors[criterion] = {
+                d: retrieval_errors(self.src, self.tgt, self.src_emb, self.tgt_emb, direction=d, k=MARGIN_K,
+                                    margin=criterion == "margin")  # fmt: skip
+                for d in DIRECTIONS
+            }
+        return self._errors[criterion]
+
+
+_memo: OrderedDict = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _data_dir(state):
+    return getattr(state, "data_dir", None)  # AppState may grow a data_dir; None = MLSE_DATA / ../shared/data
+
+
+def languages(state) -> list[str]:
+    """The LASER Tatoeba languages found in the data directory ([] when it is missing)."""
+    from mlse.data import tatoeba_languages
+
+    try:
+        return tatoeba_languages(_data_dir(state))
+    except MlseError:
+        return []
+
+
+def tatoeba_view(state, lang: str, model: str) -> TatoebaView:
+    """Load, encode (through the cache) and score one language with one model; memoised per model identity."""
+    from mlse.data import load_tatoeba
+    from mlse.evaluation import tatoeba_metrics
+    from mlse.tasks import encode_lookup
+
+    if not (lang or "").strip():
+        raise MlseError("Choose a Tatoeba language.")
+    if not (model or "").strip():
+        raise MlseError("Choose a model.")
+    corpus = load_tatoeba(lang, _data_dir(state))  # DataError for an unknown language or a missing data dir
+    encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
+    key = (encoder.identity, corpus.src_lang, str(corpus.sources[0]))
+    with _memo_lock:
+        if key in _memo:
+            _memo.move_to_end(key)
+            return _memo[key]
+    lookup = encode_lookup(encoder, [*corpus.src, *corpus.tgt])
+    src_emb = np.stack([lookup[t] for t in corpus.src])  # [n, d]
+    tgt_emb = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
+    view = TatoebaView(corpus.src_lang, corpus.src, corpus.tgt, src_emb, tgt_emb,
+                       tatoeba_metrics(src_emb, tgt_emb, k=MARGIN_K))  # fmt: skip
+    with _memo_lock:
+        _memo[key] = view
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return view
+
+
+def _summary(view: TatoebaView, model: str, criterion: str, n_errors: dict[str, int]) -> str:
+    m, lang = view.metrics, view.lang
+    return "\n".join([
+        f"**{md_escape(model)}** on Tatoeba **{lang}** ({len(view.src)} pairs); errors listed under the "
+        f"**{criterion}** criterion.",
+        "",
+        "| direction | accuracy (cosine) | accuracy (margin) | errors listed |",
+        "|---|---|---|---|",
+        f"| to_en: {lang} queries English | {m['acc_to_en']:.1f} | {m['acc_to_en_margin']:.1f} | {n_errors['to_en']} |",
+        f"| from_en: English queries {lang} | {m['acc_from_en']:.1f} | {m['acc_from_en_margin']:.1f} "
+        f"| {n_errors['from_en']} |",
+        f"| mean | {m['acc_mean']:.1f} | {m['acc_mean_margin']:.1f} | |",
+        "",
+        f"xSIM error ({lang} as source, ratio margin): {m['xsim_error']:.1f}%. Select a row for its neighbours.",
+    ])  # fmt: skip
+
+
+def retrieval(state, lang: str, model: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
+    """Accuracy both ways and every wrongly retrieved query -> (summary markdown, errors table)."""
+    empty = pd.DataFrame(columns=ERROR_COLUMNS)
+    try:
+        view = tatoeba_view(state, lang, model)
+        errors = view.errors(criterion)
+    except MlseError as exc:
+        return md_escape(str(exc)), empty
+    rows = [{"direction": d, **e} for d in DIRECTIONS for e in errors[d]]
+    table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(4) if rows else empty
+    return _summary(view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS}), table
+
+
+def _parse_row(row) -> tuple[str, int]:
+    """(direction, index) from an errors-table row: a dict, a list in ERROR_COLUMNS order, or a pandas Series."""
+    if row is None:
+        raise MlseError("Select a row of the errors table.")
+    if isinstance(row, pd.Series):
+        row = row.to_dict()
+    if isinstance(row, dict):
+        direction, index = row.get("direction"), row.get("index")
+    else:
+        row = list(row)
+        if len(row) < 2:
+            raise MlseError("Select a row of the errors table.")
+        direction, index = row[0], row[1]
+    if direction not in DIRECTIONS:
+        raise MlseError(f"not an errors-table row: direction {direction!r}")
+    try:
+        return direction, int(index)
+    except (TypeError, ValueError):
+        raise MlseError(f"not an errors-table row: index {index!r}") from None
+
+
+def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str, pd.DataFrame]:
+    """One query's gold and its k nearest neighbours (cosine and ratio margin) -> (markdown, neighbours table)."""
+    from mlse.analysis.errors import query_neighbours
+
+    empty = pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
+    try:
+        direction, index = _parse_row(row)
+        view = tatoeba_view(state, lang, model)
+        if not 0 <= index < len(view.src):
+            raise MlseError(f"query index {index} is out of range for {view.lang} ({len(view.src)} pairs)")
+    except MlseError as exc:
+        return md_escape(str(exc)), empty
+    q_emb, b_emb, q_texts, b_texts = (
+        (view.src_emb, view.tgt_emb, view.src, view.tgt) if direction == "to_en"
+        else (view.tgt_emb, view.src_emb, view.tgt, view.src)
+    )  # fmt: skip
+    nn = query_neighbours(q_emb, b_emb, index, k=int(k), margin_k=MARGIN_K)
+    rows = []
+    for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
+        rows.append([rank, b_texts[j], round(float(cos), 4), round(float(marg), 4),
+                     "gold" if j == index else ""])  # fmt: skip
+    text = "\n".join([
+        f"**Query** ({direction}, #{index}): {md_escape(q_texts[index])}",
+        "",
+        f"**Gold translation**: {md_escape(b_texts[index])}",
+        "",
+        f"Gold: cosine {nn['gold_cosine']:.4f} (rank {nn['gold_rank_cosine']}), ratio margin {nn['gold_margin']:.4f} "
+        f"(rank {nn['gold_rank_margin']}) among {len(b_texts)} candidates.",
+    ])  # fmt: skip
+    return text, pd.DataFrame(rows, columns=NEIGHBOUR_COLUMNS)
+
+
+def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
+    """Queries model B retrieves correctly and A not (fixed by B), and the reverse (broken by B)."""
+    from mlse.analysis.errors import compare_errors
+
+    empty = pd.DataFrame(columns=COMPARE_COLUMNS)
+    try:
+        view_a = tatoeba_view(state, lang, model_a)
+        view_b = tatoeba_view(state, lang, model_b)
+        rows, counts = compare_errors(view_a.errors(criterion), view_b.errors(criterion))
+    except MlseError as exc:
+        return md_escape(str(exc)), empty
+    ma, mb = view_a.metrics, view_b.metrics
+    key = "acc_mean" if criterion == "cosine" else "acc_mean_margin"
+    text = (
+        f"Tatoeba **{view_a.lang}**, {criterion} criterion. A = **{md_escape(model_a)}** (mean accuracy "
+        f"{ma[key]:.1f}), B = **{md_escape(model_b)}** ({mb[key]:.1f}). Fixed by B: **{counts['fixed']}**, "
+        f"broken by B: **{counts['broken']}**, wrong under both: {counts['both_wrong']} (queries, both directions)."
+    )
+    return text, pd.DataFrame(rows, columns=COMPARE_COLUMNS) if rows else empty
+
+
+def build_tab(state) -> None:
+    import gradio as gr
+
+    langs = languages(state)
+    names = state.model_names()
+    with gr.Tab("Tatoeba errors"):
+        if not langs:
+            gr.Markdown("No Tatoeba data found: set MLSE_DATA to the data directory (it needs tatoeba_laser_v1/).")
+        with gr.Row():
+            lang = gr.Dropdown(langs, value=DEFAULT_LANG if DEFAULT_LANG in langs else (langs or [None])[0],
+                               label="Language (paired with English)")  # fmt: skip
+            model = gr.Dropdown(names, value=names[0] if names else None, label="Scorer")
+            criterion = gr.Radio(list(CRITERIA), value="cosine", label="Retrieval criterion")
+            run = gr.Button("Show errors", variant="primary")
+        summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
+        table = gr.Dataframe(headers=ERROR_COLUMNS, datatype=ERROR_TYPES, label="Errors (select a row)",
+                             interactive=False, wrap=True)  # fmt: skip
+        shown = gr.State(None)  # (lang, model) the table was computed for, so a later dropdown change is harmless
+        detail_md = gr.Markdown(latex_delimiters=[])
+        neighbours = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours",
+                                  interactive=False, wrap=True)  # fmt: skip
+        with gr.Accordion("Compare two scorers", open=False):
+            with gr.Row():
+                model_a = gr.Dropdown(names, value=names[0] if names else None, label="Scorer A")
+                model_b = gr.Dropdown(names, value=names[-1] if names else None, label="Scorer B")
+                cmp_button = gr.Button("Compare")
+            cmp_md = gr.Markdown(latex_delimiters=[])
+            cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True)
+
+        def on_run(lang_, model_, criterion_, progress=gr.Progress(track_tqdm=True)):
+            text, df = retrieval(state, lang_, model_, criterion_)
+            return text, df, (lang_, model_)
+
+        def on_select(shown_, evt: gr.SelectData):
+            if not shown_:
+                return "Show the errors first.", pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
+            return details(state, shown_[0], shown_[1], evt.row_value)
+
+        def on_compare(lang_, a, b, criterion_, progress=gr.Progress(track_tqdm=True)):
+            return compare(state, lang_, a, b, criterion_)
+
+        run.click(on_run, [lang, model, criterion], [summary, table, shown], api_name="tatoeba_errors",
+                  concurrency_limit=1)  # fmt: skip
+        table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2)
+        cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
+                         api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip

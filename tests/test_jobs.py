@@ -1,0 +1,155 @@
+"""The single-slot job runner (mlse.jobs): refusal, queue, stop, progress records, failures; training requests."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mlse.encoders import runs_dir
+from mlse.errors import MlseError
+from mlse.jobs import JobBusyError, JobRunner, JobStopped, TrainRequest, check_request, training_job, validate_run_name
+
+
+def blocking_job(release: threading.Event, started: threading.Event | None = None):
+    """A job that reports once, then waits for ``release`` (or its stop event)."""
+
+    def fn(report, stop):
+        report({"event": "eval", "x": 1, "message": "working"})
+        if started is not None:
+            started.set()
+        while not (release.is_set() or stop.is_set()):
+            stop.wait(0.01)
+        return {"done": True}
+
+    return fn
+
+
+def test_second_start_is_refused_with_the_running_jobs_name():
+    runner, release, started = JobRunner(max_queued=0), threading.Event(), threading.Event()
+    first = runner.submit("first-run", blocking_job(release, started), "mse on x")
+    assert started.wait(5)
+    with pytest.raises(JobBusyError, match="first-run"):
+        runner.submit("second-run", blocking_job(release))
+    assert "first-run" in runner.status_text() and "mse on x" in runner.status_text()
+    release.set()
+    assert runner.wait(5)
+    assert first.state == "finished" and first.result == {"done": True}
+    assert runner.status_text() == "No training run in progress."
+    again = runner.submit("second-run", lambda report, stop: 42)  # free again once the first ended
+    assert runner.wait(5) and again.state == "finished" and again.result == 42
+
+
+def test_bounded_queue_runs_in_order_and_refuses_beyond_it():
+    runner, release, order = JobRunner(max_queued=1), threading.Event(), []
+
+    def record(name):
+        def fn(report, stop):
+            order.append(name)
+            release.wait(5)
+
+        return fn
+
+    runner.submit("a", record("a"))
+    b = runner.submit("b", record("b"))
+    assert b.state == "queued"
+    with pytest.raises(JobBusyError, match="queue is full"):
+        runner.submit("c", record("c"))
+    release.set()
+    assert runner.wait(5)
+    assert order == ["a", "b"] and [j.name for j in runner.history()] == ["a", "b"]
+
+
+def test_a_name_cannot_run_twice_at_once():
+    runner, release = JobRunner(max_queued=3), threading.Event()
+    runner.submit("same", blocking_job(release))
+    with pytest.raises(JobBusyError, match="already running or queued"):
+        runner.submit("same", blocking_job(release))
+    release.set()
+    assert runner.wait(5)
+
+
+def test_stop_event_is_honoured_and_records_are_collected():
+    runner, never, started = JobRunner(), threading.Event(), threading.Event()
+    job = runner.submit("long", blocking_job(never, started))
+    assert started.wait(5)
+    assert "Stop requested" in runner.stop()
+    assert runner.wait(5)
+    assert job.state == "stopped" and job.result == {"done": True}  # the job returned what it had
+    records = runner.records(job)
+    assert len(records) == 1 and records[0]["x"] == 1 and records[0]["t"] >= 0
+    assert runner.stop() == "No job is running."
+
+
+def test_a_queued_job_can_be_cancelled():
+    runner, release, started = JobRunner(max_queued=1), threading.Event(), threading.Event()
+    runner.submit("a", blocking_job(release, started))
+    assert started.wait(5)
+    queued = runner.submit("b", blocking_job(release))
+    assert "Cancelled" in runner.stop("b")
+    release.set()
+    assert runner.wait(5)
+    assert queued.state == "cancelled" and queued.started is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "state", "text"),
+    [
+        (RuntimeError("boom"), "failed", "RuntimeError: boom"),
+        (MlseError("unknown model 'x'"), "failed", "unknown model 'x'"),
+        (JobStopped("budget ran out"), "stopped", "budget ran out"),
+    ],
+)
+def test_an_exception_in_a_job_becomes_its_status_not_a_crash(exc, state, text):
+    runner = JobRunner()
+
+    def fn(report, stop):
+        report({"event": "phase", "message": "about to fail"})
+        raise exc
+
+    job = runner.submit("bad", fn)
+    assert runner.wait(5)
+    assert job.state == state and text in job.message and job.done
+    assert runner.latest() is job
+    ok = runner.submit("good", lambda report, stop: "fine")  # the runner survives
+    assert runner.wait(5) and ok.state == "finished"
+
+
+@pytest.mark.parametrize("name", ["", "  ", "../evil", "a/b", ".hidden", "x" * 81, "a b", "a..b"])
+def test_unsafe_run_names_are_refused(name):
+    with pytest.raises(MlseError):
+        validate_run_name(name)
+
+
+def test_check_request_refuses_overwriting_and_self_input(tiny_bert):
+    (runs_dir() / "taken").mkdir(parents=True)
+    base = dict(method="hard", model=str(tiny_bert), budget_minutes=1)
+    with pytest.raises(MlseError, match="already exists"):
+        check_request(TrainRequest(name="taken", **base))
+    assert check_request(TrainRequest(name="taken", overwrite=True, **base)) == runs_dir() / "taken"
+    with pytest.raises(MlseError, match="input of this run"):
+        check_request(TrainRequest(name="taken", overwrite=True, **{**base, "model": "runs/taken"}))
+    with pytest.raises(MlseError, match="needs a teacher"):
+        check_request(TrainRequest(name="new", **{**base, "method": "mse"}))
+    with pytest.raises(MlseError, match="unknown method"):
+        check_request(TrainRequest(name="new", **{**base, "method": "sgd"}))
+
+
+def test_stopping_a_head_run_saves_nothing_and_restores_the_replaced_run(tiny_bert):
+    """Stage 1 has no stop hook: a stop aborts at the first epoch boundary and the old run folder comes back."""
+    old = runs_dir() / "s1-run"
+    old.mkdir(parents=True)
+    (old / "marker.txt").write_text("previous run")
+    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-run", overwrite=True, pairs=["eng-deu"],
+                       max_pairs=40, max_epochs=50, budget_minutes=5)  # fmt: skip
+    runner = JobRunner()
+    stop_now = threading.Event()
+    job_fn = training_job(req)
+    job = runner.submit("s1-run", lambda report, stop: job_fn(report, stop_now))
+    stop_now.set()  # the first epoch's progress callback sees it
+    assert runner.wait(600)
+    assert job.state == "stopped" and "nothing was saved" in job.message
+    assert (old / "marker.txt").read_text() == "previous run"
+    assert not [p for p in runs_dir().iterdir() if p.name.startswith(".")]  # no folder left aside
+    evals = [r for r in runner.records(job) if r.get("event") == "eval"]
+    assert len(evals) == 1 and evals[0]["x"] == 1 and evals[0]["dev_loss"] is not None

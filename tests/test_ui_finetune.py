@@ -1,0 +1,129 @@
+"""Fine-tune tab: form contents, validation messages, a real tiny run driven through the handlers, and the layout."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from mlse.encoders import runs_dir
+from mlse.jobs import JobRunner
+from mlse.ui import finetune_tab as ft
+from mlse.ui.state import AppState
+
+
+def tiny_form(tiny_bert, run_name: str, **overrides) -> dict:
+    """A hard-contrastive run on 32 en-de pairs, batch 8, dev every 2 steps on 64 rows per dev pair."""
+    form = dict(method="hard", model=str(tiny_bert), teacher=None, pairs=["en-de"], max_pairs=32, budget_minutes=2.0,
+                name=run_name, overwrite=False, batch_size=8, eval_every=2, dev_max_pairs=64, lr=1e-3)  # fmt: skip
+    form.update(overrides)
+    return form
+
+
+def wait_for(predicate, timeout: float = 600.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_method_settings_follow_the_method():
+    state = AppState()
+    mse, hard, stage1, stage2 = (ft.method_settings(state, m) for m in ("mse", "hard", "stage1", "stage2"))
+    assert mse["teacher_visible"] and not hard["teacher_visible"] and not stage1["teacher_visible"]
+    assert "en-de" in mse["pairs"] and "eng-deu" in stage1["pairs"] and "en-de" in stage2["pairs_value"]
+    assert not stage2["max_pairs_visible"] and mse["max_pairs_visible"]
+    assert "minilm-en" in mse["models"] and "minilm-en" not in stage2["models"]  # stage 2 needs a Stage-1 scorer
+    assert mse["name"] == "minilm-en+mse" and "without saving" in stage1["note"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"name": "../escape"}, "not a safe folder name"),
+        ({"name": "<b>x</b>"}, "&lt;b&gt;"),  # echoed escaped, never as HTML
+        ({"pairs": []}, "at least one language pair"),
+        ({"method": "mse", "teacher": None}, "needs a teacher"),
+        ({"budget_minutes": 0}, "budget must be &gt; 0"),
+        ({"model": ""}, "choose a model"),
+    ],
+)
+def test_bad_input_gives_a_message_not_an_exception(tiny_bert, overrides, expected):
+    state = AppState()
+    message = ft.start_run(state, **tiny_form(tiny_bert, "ok-name", **overrides))
+    assert expected in message
+    assert ft.runner(state).latest() is None  # nothing was queued
+
+
+def test_an_existing_run_is_not_overwritten_without_the_checkbox(tiny_bert):
+    state = AppState()
+    (runs_dir() / "exists").mkdir(parents=True)
+    assert "already exists" in ft.start_run(state, **tiny_form(tiny_bert, "exists"))
+
+
+def test_start_while_a_run_is_in_progress_names_it(tiny_bert):
+    state = AppState()
+    state.jobs = JobRunner(max_queued=0)
+    release = threading.Event()
+    state.jobs.submit("someone-elses-run", lambda report, stop: release.wait(10), "mse on minilm-en, 5 min")
+    try:
+        message = ft.start_run(state, **tiny_form(tiny_bert, "mine"))
+        assert "someone-elses-run" in message and "in progress" in message
+        text, *_ = ft.poll(state)
+        assert "someone-elses-run" in text  # every session sees it
+    finally:
+        release.set()
+        assert state.jobs.wait(10)
+
+
+def test_a_tiny_run_shows_progress_stops_and_joins_the_model_lists(tiny_bert):
+    state = AppState()
+    message = ft.start_run(state, **tiny_form(tiny_bert, "tiny-ui"))
+    assert "Started" in message and "runs/tiny-ui" in message
+    jobs = ft.runner(state)
+    job = jobs.latest()
+    evals = lambda: [r for r in jobs.records(job) if r.get("event") == "eval"]  # noqa: E731
+    assert wait_for(lambda: len(evals()) >= 2 or job.done), job.message
+    assert "Stop requested" in ft.stop_run(state)
+    assert jobs.wait(600)
+    assert job.state == "stopped", job.message
+    text, bar, loss, dev, version = ft.poll(state)
+    assert "stopped" in text and "runs/tiny-ui" in text and "100%" in bar
+    n = len(evals())
+    assert n >= 2 and len(loss.data[0].x) == n and len(dev.data[0].y) == n
+    assert all(y is not None for y in dev.data[0].y)  # dev Spearman at every evaluation
+    assert (runs_dir() / "tiny-ui" / "model" / "modules.json").is_file()  # the last good checkpoint
+    assert "runs/tiny-ui" in state.model_names()  # without a restart
+    _, _, loss_m, _, version_m = ft.poll(state, "minutes")
+    assert version_m != version and max(loss_m.data[0].x) < 2.0  # minutes, within the budget
+    assert ft.stop_run(state) == "No job is running."
+
+
+def test_progress_fraction_uses_the_budget_clock():
+    req = ft.TrainRequest(method="hard", model="m", name="x", budget_minutes=10, max_steps=100)
+    job = ft.Job(1, "x", lambda r, s: None, meta={"request": req})
+    job.state, job.started = "running", 1000.0
+    assert ft.job_fraction(job, [], now=1001.0) == (0.02, "preparing")
+    records = [{"event": "eval", "x": 10, "minutes": 2.0, "t": 60.0}]
+    fraction, label = ft.job_fraction(job, records, now=1000.0 + 60.0 + 60.0)  # one more minute since the record
+    assert fraction == pytest.approx(0.3) and label == "3.0 of 10 min"
+    records = [{"event": "eval", "x": 80, "minutes": 1.0, "t": 60.0}]
+    assert ft.job_fraction(job, records, now=1060.0)[0] == pytest.approx(0.8)  # step cap is further along
+    job.state = "finished"
+    assert ft.job_fraction(job, records) == (1.0, "finished")
+
+
+def test_tabs_build_inside_blocks():
+    import gradio as gr
+
+    from mlse.ui import results_tab
+
+    state = AppState()
+    with gr.Blocks() as demo:
+        ft.build_tab(state)
+        results_tab.build_tab(state)
+    names = {d.api_name for d in demo.fns.values()}
+    assert {"finetune_start", "finetune_stop", "results_refresh"} <= names

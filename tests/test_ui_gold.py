@@ -1,0 +1,130 @@
+"""Tab 4 (predicted vs gold): handlers on STS Multi MT with a tiny model, and the pure helpers on hand-made data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlse.analysis.errors import bootstrap_pearson_ci, calibration_bins, percentile_ranks, rank_disagreements
+from mlse.data import load_sts
+from mlse.evaluation import sts_metrics
+from mlse.ui.gold_tab import (
+    DISAGREE_COLUMNS,
+    DISAGREE_TYPES,
+    METRIC_COLUMNS,
+    disagreements,
+    predicted_vs_gold,
+    predictions,
+    sts_pairs,
+)
+from mlse.ui.state import AppState
+
+PAIR, SPLIT = "en-de", "dev"
+
+
+def test_pair_list_starts_with_the_seed_pairs():
+    pairs = sts_pairs()
+    assert pairs[:2] == ["en-en", "en-de"] and "de-fr" in pairs and len(pairs) == len(set(pairs)) == 121
+
+
+def test_predicted_vs_gold_handler(tiny_bert, data_dir):
+    state, model = AppState(), str(tiny_bert)
+    hist, scatter, calib, table, msg = predicted_vs_gold(state, PAIR, [model], SPLIT, n_boot=200)
+    gold = load_sts(PAIR, SPLIT).scores
+    assert list(table.columns) == METRIC_COLUMNS and len(table) == 1 and table.n.iloc[0] == len(gold)
+    _, pred = predictions(state, PAIR, model, SPLIT)
+    ref = sts_metrics(pred, gold, n_boot=200)  # the library's numbers, not a re-implementation
+    row = table.iloc[0]
+    assert row.spearman == pytest.approx(round(ref["spearman"], 2)) and row.pearson == pytest.approx(
+        round(ref["pearson"], 2)
+    )
+    assert row.pearson_lo <= row.pearson <= row.pearson_hi and row.spearman_lo <= row.spearman <= row.spearman_hi
+    assert len(hist.data) == 2 and len(scatter.data) == 1 and len(calib.data) == 2  # model + gold; bins + isotonic
+    assert len(scatter.data[0].x) == len(gold) and str(len(gold)) in msg
+
+
+def test_predicted_vs_gold_bad_input(tiny_bert, monkeypatch, tmp_path):
+    state, model = AppState(), str(tiny_bert)
+    *figs, table, msg = predicted_vs_gold(state, "en-xx", [model], SPLIT)
+    assert "unknown STS Multi MT language" in msg and table.empty and all(len(f.data) == 0 for f in figs)
+    assert predicted_vs_gold(state, PAIR, [], SPLIT)[-1] == "Choose at least one model."
+    assert "unknown STS split" in predicted_vs_gold(state, PAIR, [model], "validation")[-1]
+    # One bad model among good ones: the good one is still shown, the bad one is named.
+    *_, table, msg = predicted_vs_gold(state, PAIR, [model, "no-such-model"], SPLIT, n_boot=0)
+    assert len(table) == 1 and "unknown model" in msg
+    monkeypatch.setenv("MLSE_DATA", str(tmp_path / "missing"))
+    assert "does not exist" in predicted_vs_gold(state, PAIR, [model], SPLIT)[-1]
+
+
+def test_disagreements_range_filter(tiny_bert, data_dir):
+    state, model = AppState(), str(tiny_bert)
+    gold = load_sts(PAIR, SPLIT).scores  # float32: 3.8 is stored as 3.7999999523
+    value = 3.8
+    n_exact = int(np.isclose(gold, value, atol=1e-6).sum())
+    assert n_exact > 0
+    table, msg = disagreements(state, PAIR, model, SPLIT, value, value, k=500)
+    assert len(table) == n_exact and np.allclose(table.gold, value)  # an inclusive range hits float32 values
+    table, msg = disagreements(state, PAIR, model, SPLIT, 2.0, 3.0, k=15)
+    assert list(table.columns) == DISAGREE_COLUMNS and len(table) == 15
+    assert ((table.gold >= 2.0) & (table.gold <= 3.0)).all()
+    assert (np.diff(table["diff"].abs().to_numpy()) <= 1e-9).all()  # largest disagreement first
+    ds = load_sts(PAIR, SPLIT)
+    i = int(table["index"].iloc[0])
+    assert table.sentence1.iloc[0] == ds.s1[i] and table.sentence2.iloc[0] == ds.s2[i]
+    assert DISAGREE_TYPES[DISAGREE_COLUMNS.index("sentence1")] == "str"  # rendered as text, never as HTML
+
+
+def test_disagreements_bad_input(tiny_bert):
+    state, model = AppState(), str(tiny_bert)
+    table, msg = disagreements(state, PAIR, model, SPLIT, 4.0, 1.0)
+    assert table.empty and "Empty score range" in msg
+    table, msg = disagreements(state, PAIR, model, SPLIT, 5.5, 9.0)
+    assert table.empty and "No pair" in msg
+    assert "Give a score range" in disagreements(state, PAIR, model, SPLIT, None, 3.0)[1]
+    assert "unknown model" in disagreements(state, PAIR, "no-such-model", SPLIT, 0, 5)[1]
+    assert "at least one" in disagreements(state, PAIR, model, SPLIT, 0, 5, 0)[1]
+
+
+def test_rank_disagreements_hand_made():
+    gold = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    pred = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])  # same order as gold: no disagreement
+    same = rank_disagreements(pred, gold, low=0, high=5, k=6)
+    assert np.allclose(same["diff"], 0.0) and np.allclose(same["rank_gap"], 0.0)
+    swapped = pred.copy()
+    swapped[[0, 5]] = swapped[[5, 0]]  # the model ranks the least similar pair first and vice versa
+    out = rank_disagreements(swapped, gold, low=0, high=5, k=2)
+    assert set(out["index"]) == {0, 5} and np.allclose(np.abs(out["diff"]), 5.0)
+    only_low = rank_disagreements(swapped, gold, low=0, high=0.5, k=5)
+    assert list(only_low["index"]) == [0] and int(only_low["n_in_range"]) == 1
+    with pytest.raises(ValueError):
+        rank_disagreements(pred, gold, low=3, high=2)
+
+
+def test_percentile_ranks_and_calibration():
+    assert np.allclose(percentile_ranks([3.0, 1.0, 2.0, 2.0]), [0.875, 0.125, 0.5, 0.5])
+    rng = np.random.default_rng(0)
+    pred = rng.uniform(0, 1, 1000)
+    gold = 5 * pred  # perfectly calibrated after scaling
+    bins = calibration_bins(pred, gold, 10)
+    assert bins["count"].sum() == 1000 and len(bins["count"]) == 10
+    assert np.allclose(bins["mean_gold"], 5 * bins["mean_pred"]) and (np.diff(bins["mean_pred"]) > 0).all()
+
+
+def test_bootstrap_pearson_ci():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=300)
+    y = x + rng.normal(size=300)
+    ci = bootstrap_pearson_ci(x, y, n_boot=300, seed=3)
+    r = 100 * np.corrcoef(x, y)[0, 1]
+    assert ci[0] < r < ci[1] and ci[1] - ci[0] < 20
+    assert ci == bootstrap_pearson_ci(x, y, n_boot=300, seed=3)  # seeded: reproducible
+
+
+def test_tab_builds(tiny_bert):
+    import gradio as gr
+
+    from mlse.ui import gold_tab
+
+    with gr.Blocks() as demo:
+        gold_tab.build_tab(AppState())
+    assert "predicted_vs_gold" in str(demo.config) and "disagreements" in str(demo.config)

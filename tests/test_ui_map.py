@@ -1,0 +1,125 @@
+"""Tab 2 (language vs meaning map): handlers called directly, no browser. PCA keeps them fast; the UI uses UMAP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from mlse.analysis.projection import SPACES
+from mlse.errors import ModelNotFoundError
+from mlse.ui.map_tab import highlight, hover_text, md_escape, project_map
+from mlse.ui.state import AppState
+from tests.fake_encoder import FakeEncoder
+
+LANGS = ["eng_Latn", "deu_Latn", "fra_Latn"]
+
+
+@dataclass
+class StubState:
+    """Serves fixed models by name, like AppState.encoder."""
+
+    models: dict
+    data_dir: object = None
+
+    def encoder(self, name):
+        if name not in self.models:
+            raise ModelNotFoundError(f"unknown model {name!r}")
+        return self.models[name]
+
+
+@pytest.fixture(scope="module")
+def fake_scorer():
+    """A Scorer over the fake encoder with a (briefly) trained Stage-1 head: three spaces, no real model."""
+    from mlse.heads.stage1 import Stage1Head
+    from mlse.scorer import Scorer
+
+    rng = np.random.default_rng(0)
+    X_a, X_b = rng.normal(size=(2, 40, 8)).astype(np.float32)  # [40, 8] each
+    head = Stage1Head(max_epochs=2).fit(X_a, X_b, ["eng"] * 40, ["deu"] * 40)
+    return Scorer(FakeEncoder(), stage1=head, name="fake+s1")
+
+
+def test_plain_encoder_gives_the_raw_panel_and_a_stage1_hint(tiny_bert, data_dir):
+    out = project_map(AppState(), str(tiny_bert), LANGS, 6, method="pca")
+    raw, meaning, language = out.figures
+    assert meaning is None and language is None and out.metrics[1:] == ["", ""]
+    assert [t.name for t in raw.data] == LANGS  # one trace per language
+    assert all(len(t.x) == 6 for t in raw.data)
+    assert "Language-ID probe" in out.metrics[0] and "retrieval@1" in out.metrics[0]
+    assert "python -m mlse train stage1 --backbone" in out.note
+    assert len(out.sentences) == 6 and out.result is not None
+
+
+def test_scorer_gives_three_panels_and_highlighting(fake_scorer, data_dir):
+    state = StubState({"fake+s1": fake_scorer}, data_dir)
+    out = project_map(state, "fake+s1", LANGS, 5, method="pca")
+    assert all(f is not None for f in out.figures) and len(out.figures) == len(SPACES)
+    for fig in out.figures:
+        assert [t.name for t in fig.data] == LANGS
+    assert all("chance 33.3 %" in m for m in out.metrics)
+    assert "train stage1" not in out.note and "0 of 3 panels from cache" in out.note
+
+    sid = int(out.sentences["id"].iloc[2])
+    figures, details = highlight(out.result, sid)
+    for fig in figures:
+        for trace in fig.data:
+            big = [k for k, size in enumerate(trace.marker.size) if size > 10]
+            assert len(big) == 1 and trace.customdata[big[0]] == sid  # exactly this sentence, in every language
+            assert sorted(set(trace.marker.opacity)) == [0.12, 1.0]
+    assert all(lang in details for lang in ("eng\\_Latn", "deu\\_Latn", "fra\\_Latn"))
+    assert md_escape(out.result.sample.text("fra_Latn", sid)) in details
+
+    plain, _ = highlight(out.result, 999999)  # not in the sample: nothing emphasised, no error
+    assert isinstance(plain[0].data[0].marker.size, (int, float))
+    assert highlight(None, sid) == ([None] * len(SPACES), "Project a sample first.")
+
+    again = project_map(state, "fake+s1", LANGS, 5, method="pca")
+    assert "3 of 3 panels from cache" in again.note
+    np.testing.assert_array_equal(again.figures[1].data[0].x, out.figures[1].data[0].x)
+
+
+def test_hover_shows_the_sentence_escaped(data_dir):
+    state = StubState({"fake": FakeEncoder()}, data_dir)
+    out = project_map(state, "fake", ["eng_Latn", "deu_Latn"], 4, method="pca")
+    trace = out.figures[0].data[0]
+    first = out.result.sample.texts[0]
+    assert trace.text[0].replace("<br>", " ").startswith(hover_text(first).split("<br>")[0])
+    assert hover_text("<script>alert(1)</script> & co") == "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"
+    assert "<br>" in hover_text("word " * 40)
+    assert "<b>" not in md_escape("<b>bold</b> *x*") and "\\*x\\*" in md_escape("*x*")
+
+
+def test_bad_inputs_give_messages_not_tracebacks(tmp_path, monkeypatch, data_dir):
+    state = StubState({"fake": FakeEncoder()}, data_dir)
+    out = project_map(state, "fake", [], 10, method="pca")
+    assert out.figures == [None, None, None] and "at least one language" in out.note and out.result is None
+    assert "unknown model" in project_map(state, "nope", LANGS, 10, method="pca").note
+    assert "Choose a model" in project_map(state, "", LANGS, 10, method="pca").note
+    assert "whole number" in project_map(state, "fake", LANGS, "many", method="pca").note
+    assert "unknown FLORES language" in project_map(state, "fake", ["xx_<b>"], 10, method="pca").note
+    clamped = project_map(state, "fake", ["eng_Latn"], 0, method="pca")  # n=0 becomes 1; one language: metrics n/a
+    assert clamped.result.sample.n == 1 and "n/a" in clamped.metrics[0]
+    monkeypatch.setenv("MLSE_DATA", str(tmp_path / "missing"))
+    missing = project_map(StubState({"fake": FakeEncoder()}), "fake", LANGS, 10, method="pca")
+    assert "does not exist" in missing.note and missing.figures == [None, None, None]
+
+
+def test_build_tab_registers_its_events(data_dir):
+    import gradio as gr
+
+    from mlse.ui import map_tab
+
+    with gr.Blocks() as demo:
+        map_tab.build_tab(AppState())
+    names = {fn.api_name: fn for fn in demo.fns.values()}
+    assert {"language_map", "map_highlight"} <= set(names)
+    # the select handler must receive gr.SelectData (gradio detects it by the resolved type hint)
+    from gradio.helpers import special_args
+
+    select_fn = names["map_highlight"].fn
+    event = gr.SelectData(None, {"index": [0, 0], "value": 5, "row_value": [5, "x"]})
+    args, *_ = special_args(select_fn, [None], None, event)
+    assert len(args) == 2 and isinstance(args[1], gr.SelectData) and args[1].row_value == [5, "x"]
+    assert select_fn(*args)[-1] == "Project a sample first."

@@ -1,0 +1,169 @@
+"""Tab 3 (Tatoeba retrieval errors): handlers on the real LASER data with tiny models, and on a hand-made corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlse.analysis.errors import compare_errors, query_neighbours
+from mlse.ui.state import AppState
+from mlse.ui.tatoeba_tab import (
+    COMPARE_COLUMNS,
+    ERROR_COLUMNS,
+    ERROR_TYPES,
+    compare,
+    details,
+    languages,
+    md_escape,
+    retrieval,
+    tatoeba_view,
+)
+
+SMALL = "tzl"  # the smallest LASER Tatoeba language (~100 pairs): keeps encoding fast
+
+
+def _err(i, query="q", retrieved="r", gold="g"):
+    return {"index": i, "query": f"{query}{i}", "retrieved": f"{retrieved}{i}", "gold": f"{gold}{i}"}
+
+
+@pytest.fixture()
+def html_corpus(tmp_path, monkeypatch):
+    """A 4-pair Tatoeba-like language 'zzz' whose sentences hold HTML and markdown."""
+    folder = tmp_path / "tatoeba_laser_v1"
+    folder.mkdir()
+    src = ["<b>bold</b> cat", "*star* dog", "[link](http://x) bird", "plain fish"]
+    tgt = ["a <i>cat</i>", "a dog", "a bird", "a fish"]
+    (folder / "tatoeba.zzz-eng.zzz").write_text("\n".join(src) + "\n", encoding="utf-8")
+    (folder / "tatoeba.zzz-eng.eng").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    monkeypatch.setenv("MLSE_DATA", str(tmp_path))
+    return src, tgt
+
+
+def test_languages_list_the_laser_set(data_dir):
+    langs = languages(AppState())
+    assert len(langs) == 112 and "deu" in langs and SMALL in langs and "eng" not in langs
+
+
+def test_retrieval_errors_match_the_accuracies(tiny_bert):
+    state, model = AppState(), str(tiny_bert)
+    text, df = retrieval(state, SMALL, model)
+    view = tatoeba_view(state, SMALL, model)
+    n = len(view.src)
+    assert list(df.columns) == ERROR_COLUMNS and "to_en" in text and "from_en" in text
+    for direction, key in (("to_en", "acc_to_en"), ("from_en", "acc_from_en")):
+        rows = df[df.direction == direction]
+        assert len(rows) == round(n * (100 - view.metrics[key]) / 100)
+        assert f"{view.metrics[key]:.1f}" in text
+    # Cosine criterion: what was retrieved is at least as close as the gold, and the gold is really the gold.
+    assert (df.sim_retrieved >= df.sim_gold - 1e-4).all() and (df.rank_of_gold >= 2).all()
+    first = df[df.direction == "to_en"].iloc[0]
+    assert first.query == view.src[first["index"]] and first.gold == view.tgt[first["index"]]
+    # The margin criterion lists as many errors as its own accuracy says.
+    _, df_m = retrieval(state, SMALL, model, "margin")
+    assert len(df_m[df_m.direction == "to_en"]) == round(n * (100 - view.metrics["acc_to_en_margin"]) / 100)
+
+
+def test_view_is_memoised(tiny_bert):
+    state = AppState()
+    assert tatoeba_view(state, SMALL, str(tiny_bert)) is tatoeba_view(state, SMALL.upper(), str(tiny_bert))
+
+
+def test_details_of_a_selected_row(tiny_bert):
+    state, model = AppState(), str(tiny_bert)
+    _, df = retrieval(state, SMALL, model)
+    row = df[df.direction == "from_en"].iloc[0].tolist()  # what gr.SelectData.row_value carries
+    text, nn = details(state, SMALL, model, row, k=5)
+    assert len(nn) == 5 and list(nn["rank"]) == [1, 2, 3, 4, 5]
+    assert nn.sentence.iloc[0] == row[3] and nn.cosine.iloc[0] == pytest.approx(row[5], abs=1e-3)
+    assert (np.diff(nn.cosine.to_numpy()) <= 1e-6).all()
+    assert f"(rank {int(row[9])}), ratio margin" in text  # the gold's cosine rank agrees with the errors table
+    assert "Select a row" in details(state, SMALL, model, None)[0]
+    msg, empty = details(state, SMALL, model, ["sideways", 3])
+    assert "not an errors-table row" in msg and empty.empty
+
+
+def test_bad_input_gives_messages_not_tracebacks(tiny_bert, monkeypatch, tmp_path):
+    state, model = AppState(), str(tiny_bert)
+    text, df = retrieval(state, "klingon", model)
+    assert "unknown Tatoeba language" in text and df.empty
+    text, df = retrieval(state, SMALL, "no-such-model")
+    assert "unknown model" in text and df.empty
+    assert "Choose a Tatoeba language" in retrieval(state, "", model)[0]
+    monkeypatch.setenv("MLSE_DATA", str(tmp_path / "missing"))
+    text, df = retrieval(state, SMALL, model)
+    assert "does not exist" in text and df.empty
+    assert languages(state) == []
+
+
+def test_html_in_sentences_stays_text(tiny_bert, html_corpus):
+    src, tgt = html_corpus
+    state, model = AppState(), str(tiny_bert)
+    _, df = retrieval(state, "zzz", model)
+    nn_text, _ = details(state, "zzz", model, ["to_en", 0])
+    assert "<b>" not in nn_text and "<i>" not in nn_text
+    assert "&lt;b&gt;bold&lt;/b&gt;" in nn_text and "a &lt;i&gt;cat&lt;/i&gt;" in nn_text
+    # Table cells keep the raw text; their datatype "str" makes gradio render them as text, not HTML/markdown.
+    assert all(ERROR_TYPES[ERROR_COLUMNS.index(c)] == "str" for c in ("query", "retrieved", "gold"))
+    assert set(df["query"]) <= set(src) | set(tgt)
+
+
+def test_md_escape():
+    out = md_escape("<script>x</script> **b** [a](u) # h")
+    assert "<" not in out and "**" not in out and "\\*\\*b\\*\\*" in out and "\\[a\\](u)" in out
+
+
+def test_compare_a_model_with_itself_changes_nothing(tiny_bert):
+    state, model = AppState(), str(tiny_bert)
+    text, df = compare(state, SMALL, model, model)
+    assert df.empty and list(df.columns) == COMPARE_COLUMNS
+    assert "Fixed by B: **0**" in text and "broken by B: **0**" in text
+
+
+def test_compare_two_models_counts_add_up(tiny_bert, tiny_labse):
+    state, a, b = AppState(), str(tiny_bert), str(tiny_labse)
+    text, df = compare(state, SMALL, a, b)
+    err_a = sum(len(v) for v in tatoeba_view(state, SMALL, a).errors().values())
+    err_b = sum(len(v) for v in tatoeba_view(state, SMALL, b).errors().values())
+    fixed, broken = int((df.change == "fixed by B").sum()), int((df.change == "broken by B").sum())
+    assert fixed - broken == err_a - err_b
+    assert f"Fixed by B: **{fixed}**" in text and f"broken by B: **{broken}**" in text
+    fixed_rows = df[df.change == "fixed by B"]
+    assert (fixed_rows.retrieved_b == fixed_rows.gold).all() and (fixed_rows.retrieved_a != fixed_rows.gold).all()
+
+
+def test_compare_errors_hand_made():
+    a = {"to_en": [_err(1), _err(2), _err(3)], "from_en": [_err(7)]}
+    b = {"to_en": [_err(2, retrieved="x"), _err(4)], "from_en": []}
+    rows, counts = compare_errors(a, b)
+    assert counts == {"fixed": 3, "broken": 1, "both_wrong": 1}
+    got = {(r["change"], r["direction"], r["index"]) for r in rows}
+    assert got == {("fixed by B", "to_en", 1), ("fixed by B", "to_en", 3), ("fixed by B", "from_en", 7),
+                   ("broken by B", "to_en", 4)}  # fmt: skip
+    broken = next(r for r in rows if r["change"] == "broken by B")
+    assert broken["retrieved_a"] == "g4" and broken["retrieved_b"] == "r4"
+    fixed = next(r for r in rows if r["index"] == 1)
+    assert fixed["retrieved_a"] == "r1" and fixed["retrieved_b"] == "g1"
+
+
+def test_query_neighbours_hand_made():
+    # Query 0 is closest to base 1 (cos 0.9), then its gold base 0 (cos 0.8).
+    q = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=np.float32)
+    b = np.array([[0.8, 0.6, 0.0], [0.9, 0.0, np.sqrt(0.19)], [0.0, 0.0, 1.0]], dtype=np.float32)
+    nn = query_neighbours(q, b, 0, k=2, margin_k=1)
+    assert list(nn["ids"]) == [1, 0] and nn["cosine"][0] == pytest.approx(0.9)
+    assert nn["gold_rank_cosine"] == 2 and nn["gold_cosine"] == pytest.approx(0.8)
+    with pytest.raises(ValueError):
+        query_neighbours(q, b, 3)
+
+
+def test_tab_builds(tiny_bert):
+    import gradio as gr
+    from gradio.utils import get_type_hints
+
+    from mlse.ui import tatoeba_tab
+
+    with gr.Blocks() as demo:
+        tatoeba_tab.build_tab(AppState())
+    assert "tatoeba_errors" in str(demo.config)
+    on_select = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "on_select")
+    assert get_type_hints(on_select).get("evt") is gr.SelectData  # else gradio would not pass the selected row
