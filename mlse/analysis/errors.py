@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from mlse.evaluation.sts import _BOOT_BLOCK_ELEMENTS, _check_vectors, _rowwise_pearson
+from mlse.evaluation.sts import bootstrap_pearson, check_vectors, percentile_ci95
 from mlse.index import as_float32_matrix, knn, neighbourhood_means, ratio_margin_scores
 
 # Gold scores are stored as float32 (3.8 -> 3.7999999523); a range typed by a user must still include them.
@@ -86,21 +86,9 @@ def bootstrap_pearson_ci(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 10
     Seeded, so the same inputs give the same interval; degenerate (constant) resamples are ignored; [nan, nan] when
     n_boot is 0 or every resample is degenerate.
     """
-    p, g = _check_vectors(pred, gold)  # [n], [n]
-    n = p.shape[0]
     if n_boot <= 0:
         return [math.nan, math.nan]
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_boot, dtype=np.float64)
-    block = max(1, _BOOT_BLOCK_ELEMENTS // n)
-    for start in range(0, n_boot, block):
-        rows = min(block, n_boot - start)
-        idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
-        out[start:start + rows] = 100.0 * _rowwise_pearson(p[idx], g[idx])
-    if not np.isfinite(out).any():
-        return [math.nan, math.nan]
-    lo, hi = np.nanpercentile(out, [2.5, 97.5])
-    return [float(lo), float(hi)]
+    return percentile_ci95(bootstrap_pearson(pred, gold, n_boot=n_boot, seed=seed))
 
 
 def calibration_bins(pred: np.ndarray, gold: np.ndarray, n_bins: int = 10) -> dict[str, np.ndarray]:
@@ -110,7 +98,7 @@ def calibration_bins(pred: np.ndarray, gold: np.ndarray, n_bins: int = 10) -> di
     a narrow band, as they do for most encoders. Returns arrays [b]: pred_lo, pred_hi, mean_pred, mean_gold,
     sem_gold (standard error of the mean gold), count.
     """
-    p, g = _check_vectors(pred, gold)  # [n], [n]
+    p, g = check_vectors(pred, gold)  # [n], [n]
     order = np.argsort(p, kind="stable")  # [n]
     chunks = [c for c in np.array_split(order, max(1, min(n_bins, p.shape[0]))) if c.size]
     sem = [float(np.std(g[c], ddof=1) / math.sqrt(c.size)) if c.size > 1 else math.nan for c in chunks]
@@ -131,7 +119,7 @@ def isotonic_fit(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.nda
     """
     from sklearn.isotonic import IsotonicRegression  # lazy: sklearn is slow to import
 
-    p, g = _check_vectors(pred, gold)
+    p, g = check_vectors(pred, gold)
     order = np.argsort(p, kind="stable")
     fitted = IsotonicRegression(out_of_bounds="clip").fit(p, g).predict(p[order])  # [n]
     return p[order], np.asarray(fitted, dtype=np.float64)
@@ -158,7 +146,7 @@ def rank_disagreements(
     The range is inclusive, with a small tolerance for float32 gold scores. Returns arrays [<=k]: index, gold,
     pred, pred_as_gold, diff (pred_as_gold - gold), rank_gap; and "n_in_range".
     """
-    p, g = _check_vectors(pred, gold)  # [n], [n]
+    p, g = check_vectors(pred, gold)  # [n], [n]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     if low > high:

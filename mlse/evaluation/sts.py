@@ -33,7 +33,7 @@ def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
+def check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(pred, dtype=np.float64)
     g = np.asarray(gold, dtype=np.float64)
     if p.ndim != 1 or g.ndim != 1 or p.shape != g.shape:
@@ -57,26 +57,47 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return r
 
 
+def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: bool) -> np.ndarray:
+    """Pearson (x 100) of ``n_boot`` resamples of the pairs, drawn with replacement, of the values or their ranks."""
+    n = p.shape[0]
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_boot, dtype=np.float64)
+    block = max(1, _BOOT_BLOCK_ELEMENTS // n)
+    if ranked:
+        from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
+    for start in range(0, n_boot, block):
+        rows = min(block, n_boot - start)
+        idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
+        a, b = p[idx], g[idx]  # [rows, n]
+        if ranked:
+            a, b = stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
+        out[start:start + rows] = 100.0 * _rowwise_pearson(a, b)
+    return out
+
+
 def bootstrap_spearman(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
     """Spearman rho (x 100) on `n_boot` resamples of the pairs drawn with replacement -> [n_boot].
 
     Each resample is ranked with average ranks for ties (what scipy.stats.spearmanr does), vectorised per block.
     Resamples where one side is constant give NaN.
     """
-    from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
+    p, g = check_vectors(pred, gold)
+    return _bootstrap(p, g, n_boot, seed, ranked=True)
 
-    p, g = _check_vectors(pred, gold)
-    n = p.shape[0]
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_boot, dtype=np.float64)
-    block = max(1, _BOOT_BLOCK_ELEMENTS // n)
-    for start in range(0, n_boot, block):
-        rows = min(block, n_boot - start)
-        idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
-        rp = stats.rankdata(p[idx], axis=1)  # [rows, n]
-        rg = stats.rankdata(g[idx], axis=1)  # [rows, n]
-        out[start:start + rows] = 100.0 * _rowwise_pearson(rp, rg)
-    return out
+
+def bootstrap_pearson(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """Pearson r (x 100) on `n_boot` resamples of the pairs drawn with replacement -> [n_boot] (NaN if constant)."""
+    p, g = check_vectors(pred, gold)
+    return _bootstrap(p, g, n_boot, seed, ranked=False)
+
+
+def percentile_ci95(boots: np.ndarray) -> list[float]:
+    """2.5 / 97.5 percentiles of bootstrap values, ignoring NaN resamples; [nan, nan] when none is finite."""
+    boots = np.asarray(boots, dtype=np.float64)
+    if not np.isfinite(boots).any():
+        return [math.nan, math.nan]
+    lo, hi = np.nanpercentile(boots, [2.5, 97.5])
+    return [float(lo), float(hi)]
 
 
 def _safe_corr(fn, p: np.ndarray, g: np.ndarray) -> float:
@@ -100,15 +121,12 @@ def sts_metrics(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed:
         raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
     from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
 
-    p, g = _check_vectors(pred, gold)
+    p, g = check_vectors(pred, gold)
     pearson = _safe_corr(stats.pearsonr, p, g)
     spearman = _safe_corr(stats.spearmanr, p, g)
     ci = [math.nan, math.nan]
     if n_boot > 0 and not math.isnan(spearman):
-        boots = bootstrap_spearman(p, g, n_boot=n_boot, seed=seed)  # [n_boot]
-        if np.isfinite(boots).any():
-            lo, hi = np.nanpercentile(boots, [2.5, 97.5])
-            ci = [float(lo), float(hi)]
+        ci = percentile_ci95(_bootstrap(p, g, n_boot, seed, ranked=True))  # from [n_boot] resampled rhos
     return {"pearson": pearson, "spearman": spearman, "spearman_ci95": ci, "n": int(p.shape[0])}
 
 
