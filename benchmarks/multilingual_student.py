@@ -16,42 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from finetune_compare import spearman_table, test_scores  # noqa: E402  (same folder)
+
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.encoders import load_encoder  # noqa: E402
 from mlse.finetune import FinetuneConfig, finetune, load_student, prepare_data  # noqa: E402
-from mlse.tasks import CROSS_12, run_sts  # noqa: E402
 
-TEST_PAIRS = ["en-en", *CROSS_12]
 DEV_PAIRS = ["en-en", "en-de", "en-fr", "en-ru", "en-zh"]
-
-
-class _InMemoryEncoder:
-    """Encoder protocol over an in-memory sentence-transformers model (the extended, untrained student)."""
-
-    def __init__(self, model, identity: str):
-        self.model, self.identity, self.name = model, identity, identity
-
-    def encode(self, texts, *, batch_size: int = 64, normalize: bool = True, **_):
-        return self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=normalize,
-                                 convert_to_numpy=True, show_progress_bar=False).astype("float32")  # fmt: skip
-
-
-def test_scores(model) -> dict[str, float]:
-    result = run_sts(model, pairs=TEST_PAIRS, n_boot=0)
-    return {p: round(s["spearman"], 2) for p, s in result.scores.items()}
-
-
-def table(rows: dict[str, dict[str, float]]) -> str:
-    lines = ["| model | " + " | ".join(TEST_PAIRS) + " | avg cross-12 |", "|---|" + "---:|" * (len(TEST_PAIRS) + 1)]
-    for name, row in rows.items():
-        avg = sum(row[p] for p in CROSS_12) / len(CROSS_12)
-        lines.append(f"| {name} | " + " | ".join(f"{row[p]:.1f}" for p in TEST_PAIRS) + f" | {avg:.1f} |")
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -88,7 +65,9 @@ def main() -> None:
         student = load_student("minilm-en", "cpu", cfg.max_seq_length).eval()
         extend_model_vocabulary(student, data.tgt, vocab_size=args.extend_vocab, parallel=(data.src, data.tgt),
                                 init=cfg.vocab_init)  # fmt: skip
-        rows["+ vocabulary extension, untrained"] = test_scores(_InMemoryEncoder(student, "extended-untrained"))
+        with tempfile.TemporaryDirectory() as tmp:  # through the registry's own loader, like any model folder
+            student.save(tmp, create_model_card=False)
+            rows["+ vocabulary extension, untrained"] = test_scores(load_encoder(tmp, cache=False))
     rows[f"{run.name} ({args.method}, {args.budget_minutes:g} min)"] = test_scores(
         load_encoder(str(run / "model"), cache=False)
     )
@@ -108,7 +87,7 @@ def main() -> None:
         + " | ".join(f"{c.get('dev_' + p, float('nan')):.1f}" for p in DEV_PAIRS) + " |"
         for c in curve
     )
-    text = (f"{table(rows)}\n\nDev curve (STS Multi MT dev, 500 rows per pair, Spearman x 100):\n\n"
+    text = (f"{spearman_table(rows)}\n\nDev curve (STS Multi MT dev, 500 rows per pair, Spearman x 100):\n\n"
             f"| minutes | step | mean | " + " | ".join(DEV_PAIRS) + " |\n|---:|---:|---:|" + "---:|" * len(DEV_PAIRS)
             + f"\n{curve_md}\n")  # fmt: skip
     atomic_write_text(out / f"{stem}.md", text)
