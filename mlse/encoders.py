@@ -232,21 +232,21 @@ class ModelStatus:
     description: str
 
 
+def spec_status(spec: ModelSpec) -> str:
+    """Whether a model loads here, in words; starts with "available" when it does (no network access is attempted)."""
+    if spec.source == "hub":
+        if hub_cached(spec.location) is not None:
+            return "available (local HF cache)"
+        return "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
+    if spec.source == "scorer":
+        return "available offline"
+    return "available offline" if is_model_folder(Path(spec.location)) else "missing"
+
+
 def available_models() -> list[ModelStatus]:
     """Every registry entry and run, with whether it loads here (no network access is attempted)."""
-    out = []
-    for spec in [*registry().values(), *list_runs()]:
-        if spec.source == "hub":
-            if hub_cached(spec.location) is not None:
-                status = "available (local HF cache)"
-            else:
-                status = "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
-        elif spec.source == "scorer":
-            status = "available offline"
-        else:
-            status = "available offline" if is_model_folder(Path(spec.location)) else "missing"
-        out.append(ModelStatus(spec.name, spec.source, spec.location, status, spec.description))
-    return out
+    return [ModelStatus(spec.name, spec.source, spec.location, spec_status(spec), spec.description)
+            for spec in [*registry().values(), *list_runs()]]  # fmt: skip
 
 
 def folder_fingerprint(path: Path) -> str:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.encoders import DEFAULT_MODEL, ModelSpec, available_models, hub_cached, is_model_folder, resolve_model
+from mlse.encoders import DEFAULT_MODEL, ModelSpec, list_runs, registry, resolve_model, spec_status
 from mlse.errors import MlseError
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
@@ -53,14 +53,13 @@ class AppState:
     def refresh(self) -> list[ModelInfo]:
         """Rescan the registry and the runs directory now; returns the models that load here without the hub."""
         found, skipped = [], []
-        for status in available_models():
-            if not status.status.startswith("available"):
+        for spec in [*registry().values(), *list_runs()]:
+            if not spec_status(spec).startswith("available"):
                 continue  # hub models not in the local cache: the app never blocks on a download
-            spec = ModelSpec(status.name, status.source, status.location, status.description)
             try:
                 found.append(describe(spec))
             except MlseError as exc:
-                skipped.append((status.name, str(exc)))
+                skipped.append((spec.name, str(exc)))
         found.sort(key=lambda m: (KIND_ORDER.index(m.kind), m.name))
         with self._lock:
             self._models, self.skipped, self._scanned_at = found, skipped, time.monotonic()
@@ -147,15 +146,12 @@ def _is_finetuned(path: Path) -> bool:
 
 
 def _loads_offline(name: str) -> bool:
+    """A plain model (not a scorer: heads on heads are not a thing mlse trains) that loads without the hub."""
     try:
         spec = resolve_model(name)
     except MlseError:
         return False
-    if spec.source == "hub":
-        return hub_cached(spec.location) is not None
-    if spec.source == "scorer":
-        return False  # heads on heads are not a thing mlse trains
-    return is_model_folder(Path(spec.location))
+    return spec.source != "scorer" and spec_status(spec).startswith("available")
 
 
 def _stamp(spec: ModelSpec) -> tuple[str, int]:
