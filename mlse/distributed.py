@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,17 @@ def barrier(ctx: DistContext) -> None:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+@contextmanager
+def main_first(ctx: DistContext):
+    """Run the block on rank 0 first and on the other ranks after it (e.g. rank 0 writes a cache or a folder that
+    the others then read). One process: just the block."""
+    if not ctx.is_main:
+        barrier(ctx)
+    yield
+    if ctx.is_main:
+        barrier(ctx)
 
 
 def broadcast_parameters(module, ctx: DistContext) -> None:

@@ -666,34 +666,27 @@ def _default_device() -> str:
 def _finetune(config: FinetuneConfig, ctx, progress, stop) -> dict:
     import torch
 
-    from mlse.distributed import barrier, broadcast_parameters, rank_device
+    from mlse.distributed import barrier, broadcast_parameters, main_first, rank_device
 
     prepare_started = time.perf_counter()
     device = rank_device(ctx, config.device or _default_device())
     torch.manual_seed(config.seed)
     out = Path(config.out)
     data = prepare_data(config)
-    vocab_info = {}
-    if config.extend_vocab and ctx.active:
-        # rank 0 extends and saves; the others load that folder, so every rank has the same tokenizer
-        initial = out / ".initial-model"
+    initial = out / ".initial-model"  # several processes: rank 0's extended student, loaded by the others
+    with main_first(ctx):
         if ctx.is_main:
             student = load_student(config.student, device, config.max_seq_length)
-            vocab_info = _extend(config, student, data)
-            save_model_atomically(student, initial)
-        barrier(ctx)
-        if not ctx.is_main:
-            student = load_student(str(initial), device, config.max_seq_length)
-    else:
-        student = load_student(config.student, device, config.max_seq_length)
-        if config.extend_vocab:
-            vocab_info = _extend(config, student, data)
+            vocab_info = _extend(config, student, data) if config.extend_vocab else {}
+            if config.extend_vocab and ctx.active:
+                save_model_atomically(student, initial)
+        else:  # the same tokenizer and weights as rank 0 (a re-learned vocabulary could differ)
+            student = load_student(str(initial) if config.extend_vocab else config.student, device,
+                                   config.max_seq_length)  # fmt: skip
+            vocab_info = {}
     broadcast_parameters(student, ctx)
-    if not ctx.is_main:
-        barrier(ctx)  # rank 0 fills the embedding cache with the teacher's targets first; the others then read it
-    t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device)
-    if ctx.is_main:
-        barrier(ctx)
+    with main_first(ctx):  # rank 0 fills the embedding cache with the teacher's targets; the others then read it
+        t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device)
     dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
