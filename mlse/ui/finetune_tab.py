@@ -41,12 +41,10 @@ TEACHER_METHODS = ("mse", "soft")
 
 # ----------------------------------------------------------------------------------------------------- the runner
 def runner(state) -> JobRunner:
-    """The app-wide job runner, kept on the shared state (``state.jobs`` when the state provides one)."""
-    jobs = getattr(state, "jobs", None)
-    if jobs is None:
-        jobs = JobRunner(max_queued=QUEUE_SIZE)
-        state.jobs = jobs
-    return jobs
+    """The app-wide job runner, kept on the shared state (created on first use)."""
+    if state.jobs is None:
+        state.jobs = JobRunner(max_queued=QUEUE_SIZE)
+    return state.jobs
 
 
 # ----------------------------------------------------------------------------------------------- form contents

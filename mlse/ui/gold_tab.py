@@ -44,10 +44,6 @@ def sts_pairs() -> list[str]:
     return list(dict.fromkeys([*SEED_STS_PAIRS, *CROSS_12, *rest]))
 
 
-def _data_dir(state):
-    return getattr(state, "data_dir", None)  # AppState may grow a data_dir; None = MLSE_DATA / ../shared/data
-
-
 def _load_pairs(state, pair: str, split: str):
     from mlse.data import load_sts
 
@@ -55,7 +51,7 @@ def _load_pairs(state, pair: str, split: str):
         raise MlseError("Choose a language pair (e.g. en-de).")
     if not (split or "").strip():
         raise MlseError("Choose a split.")
-    return load_sts(pair, split, _data_dir(state))  # DataError: unknown pair / split, missing data directory
+    return load_sts(pair, split, state.data_dir)  # DataError: unknown pair / split, missing data directory
 
 
 def predictions(state, pair: str, model: str, split: str = "test"):

@@ -142,7 +142,7 @@ def project_map(
         return _empty(f"Sentences per language must be a whole number from 1 to {MAX_SENTENCES}.")
     try:
         model = state.encoder(model_name)
-        result = language_map(model, langs, n, data_dir=getattr(state, "data_dir", None), method=method,
+        result = language_map(model, langs, n, data_dir=state.data_dir, method=method,
                               progress=progress)  # fmt: skip
     except MlseError as exc:
         return _empty(f"⚠️ {md_escape(str(exc))}")
@@ -197,7 +197,7 @@ def language_choices(state) -> tuple[list[str], list[str], str]:
     from mlse.data import flores_languages
 
     try:
-        found = flores_languages(getattr(state, "data_dir", None))
+        found = flores_languages(state.data_dir)
     except MlseError as exc:
         return list(DEFAULT_MAP_LANGS), list(DEFAULT_MAP_LANGS), f"⚠️ {md_escape(str(exc))}"
     return found, [lang for lang in DEFAULT_MAP_LANGS if lang in found] or found[:8], ""

@@ -43,6 +43,7 @@ class AppState:
     default_model: str = DEFAULT_MODEL
     data_dir: str | None = None  # None: MLSE_DATA, else ../shared/data (mlse.data's default resolution)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
+    jobs: object = None  # the fine-tune tab's mlse.jobs.JobRunner, created on first use (one per app)
     _models: list[ModelInfo] | None = None
     _scanned_at: float = 0.0
     _encoders: dict = field(default_factory=dict)  # (source, location) -> (stamp, encoder)

@@ -74,16 +74,12 @@ _memo: OrderedDict = OrderedDict()
 _memo_lock = threading.Lock()
 
 
-def _data_dir(state):
-    return getattr(state, "data_dir", None)  # AppState may grow a data_dir; None = MLSE_DATA / ../shared/data
-
-
 def languages(state) -> list[str]:
     """The LASER Tatoeba languages found in the data directory ([] when it is missing)."""
     from mlse.data import tatoeba_languages
 
     try:
-        return tatoeba_languages(_data_dir(state))
+        return tatoeba_languages(state.data_dir)
     except MlseError:
         return []
 
@@ -98,7 +94,7 @@ def tatoeba_view(state, lang: str, model: str) -> TatoebaView:
         raise MlseError("Choose a Tatoeba language.")
     if not (model or "").strip():
         raise MlseError("Choose a model.")
-    corpus = load_tatoeba(lang, _data_dir(state))  # DataError for an unknown language or a missing data dir
+    corpus = load_tatoeba(lang, state.data_dir)  # DataError for an unknown language or a missing data dir
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
     key = (encoder.identity, corpus.src_lang, str(corpus.sources[0]))
     with _memo_lock:
