@@ -50,12 +50,8 @@ def runner(state) -> JobRunner:
 # ----------------------------------------------------------------------------------------------- form contents
 def model_choices(state, method: str) -> list[str]:
     """Stage 2 trains on a Stage-1 scorer; every other method on a plain encoder (scorers have frozen backbones)."""
-    from mlse.encoders import available_models
-
-    sources = {m.name: m.source for m in available_models()}
-    names = state.model_names()
     want_scorer = method == "stage2"
-    return [n for n in names if (sources.get(n) == "scorer") == want_scorer]
+    return [m.name for m in state.models() if (m.source == "scorer") == want_scorer]  # the state's scan, not a new one
 
 
 def pair_choices(method: str) -> tuple[list[str], list[str]]:
