@@ -134,9 +134,13 @@ def train_stage1(
     seed: int = 0,
     probe: bool = True,
     progress: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **config,
 ):
-    """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``."""
+    """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
+
+    ``should_stop`` (asked after every epoch) ends training early; the best epoch so far is what gets saved.
+    """
     from mlse.encoders import load_encoder
     from mlse.heads.stage1 import Stage1Head
     from mlse.scorer import Scorer
@@ -146,10 +150,11 @@ def train_stage1(
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
     data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed)
     head = Stage1Head(prelayer=prelayer, seed=seed, **config).fit(
-        data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress
+        data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, should_stop=should_stop
     )
     scorer = Scorer(encoder, stage1=head)
-    metrics = {"stage1_dev_loss": head.dev_loss_, "stage1_best_epoch": head.best_epoch_}
+    metrics = {"stage1_dev_loss": head.dev_loss_, "stage1_best_epoch": head.best_epoch_,
+               "stage1_epochs": len(head.history_), "stage1_stopped": head.stopped_}  # fmt: skip
     if probe:
         metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed)
     scorer.metadata = {"training": {"stage1": {"pairs": data.info["pairs"], "n_pairs": data.info["n_pairs"],
@@ -170,9 +175,13 @@ def train_stage2(
     data_dir=None,
     seed: int = 0,
     progress: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **config,
 ):
-    """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``."""
+    """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
+
+    ``should_stop`` (asked after every epoch) ends training early; the best epoch so far is what gets saved.
+    """
     from mlse.encoders import load_encoder
     from mlse.heads.stage2 import Stage2Head
     from mlse.scorer import Scorer
@@ -184,14 +193,16 @@ def train_stage2(
     d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir)
     s1 = base.stage1
     head = Stage2Head(conv=conv, nonlinearity=nonlinearity, seed=seed, **config).fit(
-        s1.transform(e1), s1.transform(e2), gold, dev=(s1.transform(d1), s1.transform(d2), dgold), progress=progress
+        s1.transform(e1), s1.transform(e2), gold, dev=(s1.transform(d1), s1.transform(d2), dgold), progress=progress,
+        should_stop=should_stop,
     )
     scorer = Scorer(base.backbone, stage1=s1, stage2=head)
     training = dict(base.metadata.get("training", {}))
     training["stage2"] = {"pairs": list(pairs), "n_train": len(gold), "n_dev": len(dgold), "seed": seed,
                           "conv": conv, "nonlinearity": nonlinearity}  # fmt: skip
     metrics = dict(base.metadata.get("metrics", {}))
-    metrics.update({"stage2_dev_pearson": 100 * head.dev_pearson_, "stage2_best_epoch": head.best_epoch_})
+    metrics.update({"stage2_dev_pearson": 100 * head.dev_pearson_, "stage2_best_epoch": head.best_epoch_,
+                    "stage2_epochs": len(head.history_) - 1, "stage2_stopped": head.stopped_})  # fmt: skip
     # an in-memory Stage-1 scorer (the seed grid passes one) is recorded by its run name, not its repr
     stage1_run = str(stage1) if isinstance(stage1, (str, Path)) else base.name
     scorer.metadata = {"training": training, "data": {**base.metadata.get("data", {}), **hashes, **dev_hashes},

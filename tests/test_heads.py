@@ -158,6 +158,20 @@ def test_stage1_same_seed_same_head():
     np.testing.assert_array_equal(a.transform(data[0]), b.transform(data[0]))
 
 
+def test_stage1_should_stop_ends_after_that_epoch_and_keeps_the_best():
+    asked = []
+
+    def stop_after_three() -> bool:
+        asked.append(1)
+        return len(asked) >= 3
+
+    head = Stage1Head(seed=0, **S1_FAST).fit(*parallel(200, seed=3), should_stop=stop_after_three)
+    assert head.stopped_ and len(head.history_) == 3 == len(asked)
+    assert head.dev_loss_ == min(r["dev_loss"] for r in head.history_)  # the best of the epochs it ran
+    assert head.transform(parallel(5, seed=4)[0]).shape == (5, DIM)
+    assert not Stage1Head(seed=0, max_epochs=2).fit(*parallel(60, seed=1), should_stop=lambda: False).stopped_
+
+
 # -- Stage 2 ----------------------------------------------------------------------------------------------------------
 
 # Gold is a monotone function of the cosine after a fixed linear map A that weights the first half of the dimensions
@@ -206,6 +220,13 @@ def test_stage2_keeps_best_epoch(stage2_data):
     assert h.dev_pearson_ >= h.history_[0]["dev_pearson"]
     cos = h.cosine(*dev[:2])
     assert np.corrcoef(cos, dev[2])[0, 1] == pytest.approx(h.dev_pearson_, abs=1e-4)
+
+
+def test_stage2_should_stop_ends_early_and_keeps_the_best(stage2_data):
+    (m1, m2, gold), dev = stage2_data
+    h = Stage2Head(seed=0, max_epochs=20, lr=3e-3, patience=20).fit(m1, m2, gold, dev=dev, should_stop=lambda: True)
+    assert h.stopped_ and len(h.history_) == 2  # epoch 0 (the cosine) and the one epoch it ran
+    assert h.dev_pearson_ == max(r["dev_pearson"] for r in h.history_)
 
 
 def test_stage2_residual_untrained_net_is_identity(stage2_data):

@@ -9,6 +9,7 @@ import pytest
 from mlse.encoders import runs_dir
 from mlse.errors import MlseError
 from mlse.jobs import JobBusyError, JobRunner, JobStopped, TrainRequest, check_request, training_job, validate_run_name
+from mlse.scorer import Scorer, is_scorer_folder
 
 
 def blocking_job(release: threading.Event, started: threading.Event | None = None):
@@ -135,21 +136,52 @@ def test_check_request_refuses_overwriting_and_self_input(tiny_bert):
         check_request(TrainRequest(name="new", **{**base, "method": "sgd"}))
 
 
-def test_stopping_a_head_run_saves_nothing_and_restores_the_replaced_run(tiny_bert):
-    """Stage 1 has no stop hook: a stop aborts at the first epoch boundary and the old run folder comes back."""
+def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
+    """A stop ends Stage 1 after the current epoch; that epoch is saved as the run, replacing the old folder."""
     old = runs_dir() / "s1-run"
     old.mkdir(parents=True)
     (old / "marker.txt").write_text("previous run")
     req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-run", overwrite=True, pairs=["eng-deu"],
-                       max_pairs=40, max_epochs=50, budget_minutes=5)  # fmt: skip
+                       max_pairs=40, max_epochs=50, budget_minutes=5, probe=False)  # fmt: skip
     runner = JobRunner()
-    stop_now = threading.Event()
     job_fn = training_job(req)
-    job = runner.submit("s1-run", lambda report, stop: job_fn(report, stop_now))
-    stop_now.set()  # the first epoch's progress callback sees it
+
+    def pressed_at_once(report, stop):  # the stop button, pressed as the job starts: asked after the first epoch
+        stop.set()
+        return job_fn(report, stop)
+
+    job = runner.submit("s1-run", pressed_at_once)
     assert runner.wait(600)
-    assert job.state == "stopped" and "nothing was saved" in job.message
-    assert (old / "marker.txt").read_text() == "previous run"
+    assert job.state == "stopped" and "checkpoint is kept" in job.message, job.message
+    assert not (old / "marker.txt").exists() and is_scorer_folder(old)  # the stopped run replaced the old one
+    metrics = Scorer.load(old).metadata["metrics"]
+    assert metrics["stage1_stopped"] is True and metrics["stage1_epochs"] == 1 and metrics["stage1_best_epoch"] == 1
     assert not [p for p in runs_dir().iterdir() if p.name.startswith(".")]  # no folder left aside
     evals = [r for r in runner.records(job) if r.get("event") == "eval"]
     assert len(evals) == 1 and evals[0]["x"] == 1 and evals[0]["dev_loss"] is not None
+
+
+def test_a_head_run_out_of_budget_saves_the_best_epoch(tiny_bert):
+    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-budget", pairs=["eng-deu"], max_pairs=40,
+                       max_epochs=50, budget_minutes=1e-6, probe=False)  # fmt: skip
+    runner = JobRunner()
+    job = runner.submit("s1-budget", training_job(req))
+    assert runner.wait(600)
+    assert job.state == "finished", job.message
+    assert any("budget ran out" in r.get("message", "") for r in runner.records(job))
+    metrics = Scorer.load(runs_dir() / "s1-budget").metadata["metrics"]
+    assert metrics["stage1_stopped"] is True and metrics["stage1_epochs"] == 1
+
+
+def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):
+    old = runs_dir() / "s1-fail"
+    old.mkdir(parents=True)
+    (old / "marker.txt").write_text("previous run")
+    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-fail", overwrite=True, pairs=["eng-zzz"],
+                       max_pairs=40, max_epochs=2, budget_minutes=5, probe=False)  # fmt: skip
+    runner = JobRunner()
+    job = runner.submit("s1-fail", training_job(req))
+    assert runner.wait(600)
+    assert job.state == "failed" and "zzz" in job.message, job.message
+    assert (old / "marker.txt").read_text() == "previous run"
+    assert not [p for p in runs_dir().iterdir() if p.name.startswith(".")]  # no folder left aside

@@ -88,10 +88,13 @@ class Stage1Head:
         lang_b: Sequence[str],
         *,
         progress: Callable[[dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Stage1Head:
         """Train on translation pairs: row i of ``X_a`` [n, d] translates row i of ``X_b`` [n, d].
 
         ``lang_a[i]`` / ``lang_b[i]`` name each side's language. ``progress`` gets one dict per epoch.
+        ``should_stop`` is asked after every epoch (a stop button, a time budget): when it says yes, training ends
+        there and the best epoch so far is kept, as after early stopping (``stopped_`` is then True).
         """
         cfg = self.config
         X_a, X_b = np.asarray(X_a, np.float32), np.asarray(X_b, np.float32)
@@ -132,7 +135,7 @@ class Stage1Head:
         dev_partners = (partners(ya[dev], dev_gen), partners(yb[dev], dev_gen))
 
         best, best_state, bad_epochs = float("inf"), None, 0
-        self.history_ = []
+        self.history_, self.stopped_ = [], False
         started = time.perf_counter()
         for epoch in range(1, cfg.max_epochs + 1):
             self.net_.train()
@@ -164,6 +167,9 @@ class Stage1Head:
                 bad_epochs += 1
                 if bad_epochs >= cfg.patience:
                     break
+            if should_stop is not None and best_state is not None and should_stop():
+                self.stopped_ = True
+                break
         if best_state is None:  # every dev loss was NaN: nothing worth keeping
             raise MlseError("Stage 1 diverged (dev loss is NaN from the first epoch): lower --lr or check the inputs")
         self.net_.load_state_dict(best_state)

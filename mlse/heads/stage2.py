@@ -101,8 +101,13 @@ class Stage2Head:
         *,
         dev: tuple[np.ndarray, np.ndarray, np.ndarray],
         progress: Callable[[dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Stage2Head:
-        """``M1``, ``M2``: [n, d] meaning embeddings of the two sides; ``gold``: [n] scores on the 0-5 scale."""
+        """``M1``, ``M2``: [n, d] meaning embeddings of the two sides; ``gold``: [n] scores on the 0-5 scale.
+
+        ``should_stop`` is asked after every epoch; when it says yes, training ends there and the best epoch so far
+        is kept (``stopped_`` is then True).
+        """
         cfg = self.config
         M1, M2, gold = np.asarray(M1, np.float32), np.asarray(M2, np.float32), np.asarray(gold, np.float32)
         if M1.shape != M2.shape or M1.ndim != 2 or len(gold) != len(M1):
@@ -118,7 +123,7 @@ class Stage2Head:
         best_state = snapshot(self.net_)
         best = self._dev_pearson(dev_m1, dev_m2, dev_gold)
         self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": best}]
-        self.best_epoch_, bad = 0, 0
+        self.best_epoch_, bad, self.stopped_ = 0, 0, False
         for epoch in range(1, cfg.max_epochs + 1):
             self.net_.train()
             perm = rng.permutation(len(y))
@@ -142,6 +147,9 @@ class Stage2Head:
                 bad += 1
                 if bad >= cfg.patience:
                     break
+            if should_stop is not None and should_stop():
+                self.stopped_ = True
+                break
         self.net_.load_state_dict(best_state)
         self.net_.eval()
         self.dev_pearson_ = best
