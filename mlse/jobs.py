@@ -13,9 +13,9 @@ and the fine-tuning methods of :mod:`mlse.finetune` (``mse``, ``ema``, ``soft``,
 ``runs_dir()/NAME``, where the model registry finds them, so a finished run appears in every model list.
 
 Stopping: fine-tuning checks the stop event after every step and keeps its best checkpoint. The Stage-1 / Stage-2
-head trainers take a per-epoch ``progress`` callback but no stop event, so a stop (or the time budget) aborts them
-from that callback at the end of the current epoch; nothing is saved (their run folder is written in one piece at the
-very end), and a run folder that was being replaced is put back.
+head trainers ask ``should_stop`` after every epoch (seconds each); a stop (or the time budget) ends them there and the
+best epoch so far is saved as the run (written in one piece at the very end). A run that fails or is cancelled
+puts back the run folder it was replacing.
 
 ZeroGPU (Hugging Face Spaces): when the ``spaces`` package is importable the training call is wrapped in
 ``spaces.GPU(duration=budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware and does nothing
@@ -89,10 +89,13 @@ class JobRunner:
 
     ``max_queued``: how many jobs may wait behind the running one (0: a second submit is refused).
     ``keep``: how many finished jobs are remembered (for ``latest()`` and ``history()``).
+    ``on_finish``: called with each job once it has ended (the app rescans its model list there, so a new run joins
+    every model picker at once); its errors are logged, never raised into the runner.
     """
 
-    def __init__(self, max_queued: int = 0, keep: int = 20):
+    def __init__(self, max_queued: int = 0, keep: int = 20, on_finish: Callable[[Job], None] | None = None):
         self.max_queued = max_queued
+        self.on_finish = on_finish
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._queue: collections.deque[Job] = collections.deque()
@@ -216,10 +219,19 @@ class JobRunner:
             try:
                 self._run_one(job)
             finally:  # even a BaseException leaves the runner usable
+                self._finished(job)
                 with self._lock:
                     self._history.append(job)
                     self._running = None
                     self._idle.notify_all()
+
+    def _finished(self, job: Job) -> None:
+        if self.on_finish is None:
+            return
+        try:
+            self.on_finish(job)
+        except Exception:  # a failing hook must not wedge the runner or hide the job's own outcome
+            log.exception("on_finish hook failed for job %r", job.name)
 
     def _run_one(self, job: Job) -> None:
         """Run one job; its outcome (never an exception) lands in ``job.state`` / ``message`` / ``error``."""
@@ -370,7 +382,7 @@ def _run_finetune(req: TrainRequest, out: Path, report: Report, stop: threading.
 
 
 def _run_heads(req: TrainRequest, out: Path, report: Report, stop: threading.Event) -> dict:
-    """Stage 1 / Stage 2 heads; the budget and the stop button end them at an epoch boundary, saving nothing."""
+    """Stage 1 / Stage 2 heads; the budget and the stop button end them after the current epoch, keeping the best."""
     from mlse.training import SEED_PARALLEL_PAIRS, STAGE2_PAIRS, train_stage1, train_stage2
 
     started = time.perf_counter()
@@ -381,20 +393,24 @@ def _run_heads(req: TrainRequest, out: Path, report: Report, stop: threading.Eve
         report({"event": "eval", "x": record["epoch"], "minutes": (time.perf_counter() - started) / 60,
                 "loss": record.get("train_loss"), "dev": None if dev is None else 100 * dev,
                 "dev_loss": record.get("dev_loss"), "message": f"training: epoch {record['epoch']}"})  # fmt: skip
-        if stop.is_set():
-            raise JobStopped("stopped during head training; nothing was saved (the heads have no mid-run checkpoint)")
-        if time.perf_counter() - started > budget_s:
-            raise JobStopped(f"the {req.budget_minutes:g}-minute budget ran out before the heads converged; nothing "
-                             "was saved (raise the budget or lower max epochs)")  # fmt: skip
+
+    def out_of_time() -> bool:
+        return time.perf_counter() - started > budget_s
+
+    def should_stop() -> bool:  # asked by the head after every epoch (a few seconds each)
+        return stop.is_set() or out_of_time()
 
     extra = {k: v for k, v in (("lr", req.lr), ("max_epochs", req.max_epochs)) if v}
     if req.method == "stage1":
         scorer = train_stage1(req.model, out=out, pairs=list(req.pairs or SEED_PARALLEL_PAIRS),
                               max_pairs=req.max_pairs or None, data_dir=req.data_dir, seed=int(req.seed),
-                              probe=req.probe, progress=on_epoch, **extra)  # fmt: skip
+                              probe=req.probe, progress=on_epoch, should_stop=should_stop, **extra)  # fmt: skip
     else:
         scorer = train_stage2(req.model, out=out, pairs=list(req.pairs or STAGE2_PAIRS), data_dir=req.data_dir,
-                              seed=int(req.seed), progress=on_epoch, **extra)  # fmt: skip
+                              seed=int(req.seed), progress=on_epoch, should_stop=should_stop, **extra)  # fmt: skip
+    if not stop.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
+        report({"event": "phase", "message": f"the {req.budget_minutes:g}-minute budget ran out; the best epoch so "
+                                             "far is saved"})  # fmt: skip
     metrics = scorer.metadata.get("metrics", {})
     report({"event": "phase", "message": "done: " + ", ".join(f"{k} {_fmt(v)}" for k, v in metrics.items()
                                                              if isinstance(v, (int, float)))})  # fmt: skip

@@ -26,10 +26,10 @@ METHOD_LABELS = {
 }
 METHOD_NOTES = {
     "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
-              "The budget and Stop end the run at an epoch boundary *without saving* (heads keep no mid-run "
-              "checkpoint).",
+              "The budget and Stop end the run after the current epoch (seconds) and save the best epoch so far.",
     "stage2": "Needs a Stage-1 scorer (a `runs/...` model with heads) as the model; trains on STS Multi MT train, "
-              "early-stops on dev. Max pairs does not apply. Budget and Stop abort without saving.",
+              "early-stops on dev. Max pairs does not apply. Budget and Stop end it after the current epoch and save "
+              "the best epoch so far.",
     "mse": "The student learns to reproduce the frozen teacher's embedding of the English side for both sides. "
            "Teacher and student must have the same dimension.",
     "ema": "The teacher is an exponential moving average of the student itself (no separate teacher).",
@@ -43,7 +43,8 @@ TEACHER_METHODS = ("mse", "soft")
 def runner(state) -> JobRunner:
     """The app-wide job runner, kept on the shared state (created on first use)."""
     if state.jobs is None:
-        state.jobs = JobRunner(max_queued=QUEUE_SIZE)
+        # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll.
+        state.jobs = JobRunner(max_queued=QUEUE_SIZE, on_finish=lambda job: state.refresh())
     return state.jobs
 
 
@@ -213,7 +214,7 @@ def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
 
 
 # --------------------------------------------------------------------------------------------------------- layout
-def build_tab(state) -> None:
+def build_tab(state) -> list:
     import gradio as gr
 
     first = method_settings(state, "mse")
@@ -289,3 +290,4 @@ def build_tab(state) -> None:
                    api_visibility="private")  # fmt: skip
         x_axis.change(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
                       api_visibility="private")  # fmt: skip
+    return []  # no model picker the app refreshes (the method change refreshes this tab's own)
