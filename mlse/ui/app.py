@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, tatoeba_tab
+from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
 from mlse.ui.state import AppState
 
 # The order users meet them: demo first, then the analyses, then training and the record of every run.
@@ -17,7 +17,9 @@ def build_app(state: AppState | None = None):
     state = state or AppState()
     with gr.Blocks(title="mlse: multilingual semantic similarity") as demo:
         gr.Markdown("# mlse: multilingual semantic textual similarity")
+        pickers = []
         for tab in TABS:
-            tab.build_tab(state)
+            pickers += tab.build_tab(state) or []  # the model pickers it built
+        model_pickers.wire(state, pickers)  # a run trained while the page is open joins every picker
     demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY, max_size=QUEUE_MAX_SIZE)
     return demo

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mlse.errors import MlseError
+from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.tatoeba_tab import md_escape
 
 DEFAULT_PAIR = "en-de"
@@ -205,7 +206,7 @@ def disagreements(state, pair: str, model: str, split: str = "test", low: float 
     return table, message
 
 
-def build_tab(state) -> None:
+def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
     names = state.model_names()
@@ -245,3 +246,4 @@ def build_tab(state) -> None:
                   api_name="predicted_vs_gold", concurrency_limit=1)  # fmt: skip
         find.click(on_find, [pair, model, split, low, high, k], [dis_table, dis_msg], api_name="disagreements",
                    concurrency_limit=1)  # fmt: skip
+    return [ModelPicker(models, multi=True), ModelPicker(model)]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from mlse.analysis.projection import DEFAULT_MAP_LANGS, SPACE_TITLES, SPACES, LanguageMap, language_map
 from mlse.errors import MlseError
+from mlse.ui.model_pickers import ModelPicker
 
 MAX_SENTENCES = 1012  # FLORES devtest size
 DEFAULT_SENTENCES = 100
@@ -204,7 +205,7 @@ def language_choices(state) -> tuple[list[str], list[str], str]:
 
 
 # -- layout ---------------------------------------------------------------------------------------------------------
-def build_tab(state) -> None:
+def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
     def figure_updates(figures):
@@ -255,3 +256,4 @@ def build_tab(state) -> None:
                      api_name="language_map", concurrency_limit=1)  # fmt: skip
         table.select(on_select, [result], [*plots, details], api_name="map_highlight", concurrency_limit=4)
         clear.click(on_clear, [result], [*plots, details], api_name=False, concurrency_limit=4)
+    return [ModelPicker(model)]

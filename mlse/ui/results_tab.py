@@ -131,7 +131,7 @@ def curves_plot(roots=None):
     return fig
 
 
-def build_tab(state) -> None:
+def build_tab(state) -> list:
     import gradio as gr
 
     frame, note = load_index(state)
@@ -194,3 +194,4 @@ def build_tab(state) -> None:
         for control in (plot_key, plot_metric):
             control.input(on_plot, [plot_task, plot_key, plot_metric], bar, concurrency_limit=4,
                            api_visibility="private")  # fmt: skip
+    return []  # no model picker

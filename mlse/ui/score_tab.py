@@ -19,6 +19,7 @@ import pandas as pd
 
 from mlse.errors import MlseError
 from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
+from mlse.ui.model_pickers import ModelPicker
 
 MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
 MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
@@ -227,7 +228,7 @@ def example_label(example: dict) -> str:
 
 
 # -- layout ---------------------------------------------------------------------------------------------------------
-def build_tab(state) -> None:
+def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
     choices, selected, note = model_choices(state)
@@ -274,3 +275,4 @@ def build_tab(state) -> None:
         s2.submit(run, inputs, [table, status], concurrency_limit=2)
         refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
+    return [ModelPicker(models, multi=True, labelled=True)]

@@ -1,7 +1,10 @@
 """State shared by the app's tabs: which models load here, what kind each is, and the loaded encoders.
 
 The model list is scanned from the registry and the runs directory and kept for :data:`RESCAN_SECONDS` (so a run
-trained while the app is up appears without a restart; ``refresh()`` rescans at once). Encoders are loaded once, on
+trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
+``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
+Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.hub`); they are never
+ticked by default, since their first use downloads them. Encoders are loaded once, on
 first use, through the embedding cache; a scorer reuses the already loaded backbone instead of loading its own copy,
 and a run folder that was replaced on disk (retrained under the same name) is reloaded.
 """
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from mlse.encoders import DEFAULT_MODEL, ModelSpec, list_runs, registry, resolve_model, spec_status
 from mlse.errors import MlseError
+from mlse.hub import hub_reachable
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
@@ -32,10 +36,11 @@ class ModelInfo:
     source: str
     location: str
     backbone: str | None = None
+    needs_download: bool = False  # a hub model not in the local cache: its first use downloads it
 
     @property
     def label(self) -> str:
-        return f"{self.name} · {self.kind}"
+        return f"{self.name} · {self.kind}" + (" (downloads on first use)" if self.needs_download else "")
 
 
 @dataclass
@@ -44,25 +49,34 @@ class AppState:
     data_dir: str | None = None  # None: MLSE_DATA, else ../shared/data (mlse.data's default resolution)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
     jobs: object = None  # the fine-tune tab's mlse.jobs.JobRunner, created on first use (one per app)
+    version: int = 0  # bumped whenever a rescan finds a different model list
     _models: list[ModelInfo] | None = None
     _scanned_at: float = 0.0
     _encoders: dict = field(default_factory=dict)  # (source, location) -> (stamp, encoder)
     _load_locks: dict = field(default_factory=dict)  # (source, location) -> Lock
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        hub_reachable()  # start the first connectivity probe now, in the background, so the first rescan may use it
+
     # -- the model list ---------------------------------------------------------------------------------------------
     def refresh(self) -> list[ModelInfo]:
-        """Rescan the registry and the runs directory now; returns the models that load here without the hub."""
+        """Rescan the registry and the runs directory now: models that load here, plus hub models while it answers."""
         found, skipped = [], []
+        hub_answers = hub_reachable()  # None (not known yet) counts as unreachable: never block on the network
         for spec in [*registry().values(), *list_runs()]:
             if not spec_status(spec).startswith("available"):
-                continue  # hub models not in the local cache: the app never blocks on a download
+                if spec.source == "hub" and hub_answers:
+                    found.append(ModelInfo(spec.name, BACKBONE, spec.source, spec.location, needs_download=True))
+                continue
             try:
                 found.append(describe(spec))
             except MlseError as exc:
                 skipped.append((spec.name, str(exc)))
-        found.sort(key=lambda m: (KIND_ORDER.index(m.kind), m.name))
+        found.sort(key=lambda m: (KIND_ORDER.index(m.kind), m.needs_download, m.name))
         with self._lock:
+            if self._models is not None and found != self._models:
+                self.version += 1
             self._models, self.skipped, self._scanned_at = found, skipped, time.monotonic()
         return list(found)
 
@@ -85,7 +99,7 @@ class AppState:
 
     def default_selection(self, limit: int = MAX_DEFAULT_MODELS) -> tuple[list[str], str]:
         """Models ticked by default: all of them, or at most ``limit`` taken in turn from each kind; + a note."""
-        models = self.models()
+        models = [m for m in self.models() if not m.needs_download]
         by_kind = [[m.name for m in models if m.kind == kind] for kind in KIND_ORDER]
         chosen: list[str] = []
         while len(chosen) < min(limit, len(models)):

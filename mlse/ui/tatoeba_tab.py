@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from mlse.errors import MlseError
+from mlse.ui.model_pickers import ModelPicker
 
 DEFAULT_LANG = "deu"
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
@@ -217,7 +218,7 @@ def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosi
     return text, pd.DataFrame(rows, columns=COMPARE_COLUMNS) if rows else empty
 
 
-def build_tab(state) -> None:
+def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
     langs = languages(state)
@@ -263,3 +264,4 @@ def build_tab(state) -> None:
         table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2)
         cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
                          api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip
+    return [ModelPicker(model), ModelPicker(model_a), ModelPicker(model_b)]
