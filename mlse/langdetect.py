@@ -171,8 +171,12 @@ class _LangidModel:
 
     def posterior(self, text: str) -> np.ndarray:
         """Probabilities over :attr:`classes` [n_classes]."""
-        fv = self._identifier.instance2fv(text)  # [n_features] n-gram counts
-        log_p = self._identifier.nb_classprobs(fv) + self._log_prior  # [n_classes] unnormalised log posterior
+        fv = self._identifier.instance2fv(text)  # [n_features] n-gram counts, almost all zero
+        # langid's own nb_classprobs multiplies the whole uint32 vector into [n_features, n_classes] float64 (~7 ms
+        # through numpy's mixed-dtype path); the same sum over the few hundred active features takes ~0.1 ms.
+        active = np.flatnonzero(fv)  # [n_active]
+        log_likelihood = fv[active].astype(np.float64) @ self._identifier.nb_ptc[active]  # [n_classes]
+        log_p = log_likelihood + self._identifier.nb_pc + self._log_prior  # [n_classes] unnormalised log posterior
         p = np.exp(log_p - log_p.max())
         return p / p.sum()
 
