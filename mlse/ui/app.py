@@ -16,7 +16,8 @@ def build_app(state: AppState | None = None):
 
     state = state or AppState()
     with gr.Blocks(title="mlse: multilingual semantic similarity") as demo:
-        gr.Markdown("# mlse: multilingual semantic textual similarity")
+        backend = "" if state.backend == "torch" else f" · models run on {state.backend}"
+        gr.Markdown(f"# mlse: multilingual semantic textual similarity{backend}")
         pickers = []
         for tab in TABS:
             pickers += tab.build_tab(state) or []  # the model pickers it built

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.encoders import DEFAULT_MODEL, ModelSpec, list_runs, registry, resolve_model, spec_status
+from mlse.encoders import DEFAULT_MODEL, ModelSpec, check_backend, list_runs, registry, resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.hub import hub_reachable
 
@@ -47,6 +47,8 @@ class ModelInfo:
 class AppState:
     default_model: str = DEFAULT_MODEL
     data_dir: str | None = None  # None: MLSE_DATA, else ../shared/data (mlse.data's default resolution)
+    # How every model computes: torch, onnx or onnx-int8 (mlse.encoders.BACKENDS); MLSE_BACKEND sets the default.
+    backend: str = field(default_factory=lambda: os.environ.get("MLSE_BACKEND", "torch"))
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
     jobs: object = None  # the fine-tune tab's mlse.jobs.JobRunner, created on first use (one per app)
     version: int = 0  # bumped whenever a rescan finds a different model list
@@ -57,6 +59,7 @@ class AppState:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        check_backend(self.backend)  # a typo in MLSE_BACKEND stops the app at start, with the choices named
         hub_reachable()  # start the first connectivity probe now, in the background, so the first rescan may use it
 
     # -- the model list ---------------------------------------------------------------------------------------------
@@ -130,7 +133,7 @@ class AppState:
         from mlse.encoders import load_encoder
 
         if spec.source != "scorer":
-            return load_encoder(name)
+            return load_encoder(name, backend=self.backend)
         from mlse.scorer import Scorer, read_manifest
 
         backbone = self.encoder(read_manifest(Path(spec.location))["backbone"])  # shared with every other user
