@@ -209,7 +209,8 @@ def test_language_override_is_shown_and_unknown_override_ignored(state, runs):
 
 
 def test_gold_is_shown_only_when_given(state, runs):
-    assert "Reference score for this example: **3.8**" in score_pair(state, EN, DE, [runs.backbone], gold=3.8)[1]
+    status = score_pair(state, EN, DE, [runs.backbone], gold=3.8)[1]
+    assert "Reference score for this example: **3.8**" in status and "own rating" in status
     for gold in (None, "", float("nan"), "abc"):
         assert "Reference score" not in score_pair(state, EN, DE, [runs.backbone], gold=gold)[1]
 

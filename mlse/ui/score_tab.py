@@ -27,6 +27,9 @@ ECHO_CHARS = 120  # how much of each sentence the status repeats back
 AUTO = "auto"
 COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
+# Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
+# this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
+REFERENCE_SOURCE = "the flute pairs' 3.8 is the seed paper's gold; other examples carry this project's own rating"
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<])")
 
 
@@ -188,7 +191,7 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int) -> str:
         lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {how}): “{_echo(text)}”")
     gold_value = _as_float(gold)
     if gold_value is not None:
-        lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5.")
+        lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
     lines.extend(notices)
     if problems:
         lines.append("**Not scored:** " + "; ".join(problems))
