@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Sequence
@@ -45,8 +46,11 @@ def text_key(text: str) -> bytes:
 
 
 def _raise_if_busy(exc: sqlite3.DatabaseError) -> None:
-    """A lock held past the busy timeout is contention, not damage: never move a healthy file aside for it."""
+    """Contention or misuse is not damage: never move a healthy file aside for a lock held past the busy timeout, or
+    for a programming error (a closed connection, the wrong thread)."""
     if isinstance(exc, sqlite3.OperationalError) and any(w in str(exc) for w in ("locked", "busy")):
+        raise exc
+    if isinstance(exc, sqlite3.ProgrammingError):
         raise exc
 
 
@@ -60,6 +64,9 @@ class EmbeddingStore:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in identity.split(":")[0])[:40]
         self.path = (root or cache_root()) / "embeddings" / f"{safe}-{tag}.sqlite"
         self._conn: sqlite3.Connection | None = None
+        # One connection serves every thread (the app's encoders are shared by Gradio's worker threads); the lock
+        # keeps one thread's transaction from interleaving with another's on it.
+        self._lock = threading.RLock()
 
     # -- connection -------------------------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -75,7 +82,7 @@ class EmbeddingStore:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+        conn = sqlite3.connect(self.path, timeout=120, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 120000")
             conn.execute("PRAGMA journal_mode = WAL")
@@ -111,19 +118,21 @@ class EmbeddingStore:
                     p.unlink(missing_ok=True)
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     # -- reads and writes -------------------------------------------------------------------------------------------
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Vectors found for ``keys``; damaged rows are deleted and left out (they will be re-encoded)."""
-        try:
-            return self._get_many(keys)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_busy(exc)
-            self._quarantine(exc)
-            return {}
+        with self._lock:
+            try:
+                return self._get_many(keys)
+            except sqlite3.DatabaseError as exc:
+                _raise_if_busy(exc)
+                self._quarantine(exc)
+                return {}
 
     def _get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         conn = self._connect()
@@ -146,12 +155,13 @@ class EmbeddingStore:
         """Store rows in one transaction: all of them land, or none."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         rows = [(k, v.tobytes(), zlib.crc32(v.tobytes())) for k, v in zip(keys, vectors)]
-        try:
-            self._put_rows(rows)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_busy(exc)
-            self._quarantine(exc)
-            self._put_rows(rows)
+        with self._lock:
+            try:
+                self._put_rows(rows)
+            except sqlite3.DatabaseError as exc:
+                _raise_if_busy(exc)
+                self._quarantine(exc)
+                self._put_rows(rows)
 
     def _put_rows(self, rows: list[tuple[bytes, bytes, int]]) -> None:
         conn = self._connect()
@@ -164,7 +174,8 @@ class EmbeddingStore:
             raise
 
     def __len__(self) -> int:
-        return int(self._connect().execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+        with self._lock:
+            return int(self._connect().execute("SELECT COUNT(*) FROM emb").fetchone()[0])
 
 
 class CachedEncoder:

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -408,3 +409,29 @@ def test_concurrent_processes_share_one_cache(tmp_path):
     enc = CachedEncoder(fake, root=cache)
     np.testing.assert_array_equal(enc.encode(sorted(union)), expected(sorted(union)))
     assert fake.calls == 0
+
+
+class _ConstantEncoder:
+    name = identity = "fake-threads"
+
+    def encode(self, texts, normalize=True, batch_size=64, show_progress=None):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_one_cached_encoder_serves_several_threads(tmp_path):
+    """The app shares one loaded model between Gradio's worker threads: the SQLite store must too."""
+    enc = CachedEncoder(_ConstantEncoder(), root=tmp_path)
+    enc.encode(["a", "b"])  # opens the SQLite connection in this thread
+    errors = []
+
+    def other_thread():
+        try:
+            enc.encode(["a", "b", "c"])
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert not errors, errors
+    assert enc.stats["served"] >= 2 and len(list((tmp_path / "embeddings").glob("*.corrupt-*"))) == 0
