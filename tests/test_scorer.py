@@ -91,7 +91,10 @@ def test_manifest_records_backbone_heads_data_and_metrics(trained, tiny_bert, da
     sts_files = [p for p in m2["data"] if "stsb" in p]
     assert any(p.endswith("-train.csv") for p in sts_files) and any(p.endswith("-dev.csv") for p in sts_files)
 
-    assert set(m1["metrics"]) == {"stage1_dev_loss", "stage1_best_epoch"}  # probe=False: no language probe
+    # probe=False: no language probe
+    assert set(m1["metrics"]) == {"stage1_dev_loss", "stage1_best_epoch", "stage1_epochs", "stage1_stopped"}
+    metrics = m1["metrics"]
+    assert metrics["stage1_stopped"] is False and metrics["stage1_epochs"] >= metrics["stage1_best_epoch"]
     assert np.isfinite(m1["metrics"]["stage1_dev_loss"]) and 1 <= m1["metrics"]["stage1_best_epoch"] <= 3
     assert m2["metrics"]["stage1_dev_loss"] == m1["metrics"]["stage1_dev_loss"]
     assert -100 <= m2["metrics"]["stage2_dev_pearson"] <= 100 and 0 <= m2["metrics"]["stage2_best_epoch"] <= 2
