@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from mlse.ui.app import build_app
-from mlse.ui.state import AppState
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.app_server import served_app
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def client():
     from gradio_client import Client
 
-    demo = build_app(AppState())
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False)
-    finally:
-        demo.close()
+    with served_app() as url:
+        yield Client(url, verbose=False)
 
 
 def test_score_pair_through_the_api(client):

@@ -1,0 +1,106 @@
+"""The app in a real headless Chromium: the page loads, a pair is scored by clicking, and each of the six tabs opens.
+
+This is what gradio_client (tests/test_app_client.py) cannot see: the JavaScript front end rendering the Python
+layout. Each tab's screenshot goes to a temporary folder and is checked to be a real picture; docs/make_screenshots.py
+writes the ones shown in the README.
+
+Without Chromium, chromedriver or selenium the tests skip on a workstation but fail under CI (CI=true), where .ci/run
+installs them: a CI run that skipped the browser would report green without ever having opened the page.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mlse.ui.state import AppState
+from tests.app_server import served_app
+from tests.browser import (
+    TABS,
+    button,
+    click,
+    fill_textbox,
+    missing_browser,
+    open_app,
+    open_tab,
+    png_problem,
+    screenshot,
+    screenshot_name,
+    shown_buttons,
+    start_chromium,
+    table_row,
+)
+
+ENGLISH = "A man is playing a flute."
+FRENCH = "Un homme joue de la flûte."
+SCORE_TIMEOUT = 90  # seconds; the first click loads the embedded model
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Chromium with the app's page open; the app sees only the embedded model (empty runs dir, no hub)."""
+    reason = missing_browser()
+    if reason:
+        pytest.fail(reason) if _in_ci() else pytest.skip(reason)
+    with pytest.MonkeyPatch.context() as env:  # module-wide: conftest's per-test environment comes too late
+        env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("browser-runs")))
+        env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("browser-cache")))
+        env.setenv("HF_HUB_OFFLINE", "1")
+        env.setenv("MLSE_DEVICE", "cpu")
+        with served_app(AppState()) as url:
+            driver = start_chromium()
+            try:
+                open_app(driver, url)
+                yield driver
+            finally:
+                driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def test_score_a_pair_by_clicking(browser):
+    open_tab(browser, TABS[0].name)
+    fill_textbox(browser, "Sentence 1", ENGLISH)
+    fill_textbox(browser, "Sentence 2", FRENCH)
+    click(browser, "Score")
+    _model, kind, cosine, *_ = table_row(browser, "minilm-en", SCORE_TIMEOUT)
+    assert kind == "backbone"
+    assert -1.0 <= float(cosine) <= 1.0
+    page = browser.find_element("tag name", "body").text
+    assert "French" in page and "English" in page  # the detected languages, shown with the score
+
+
+@pytest.mark.parametrize("index", range(len(TABS)), ids=[tab.slug for tab in TABS])
+def test_each_tab_opens(browser, shots, index):
+    tab = TABS[index]
+    open_tab(browser, tab.name)
+    assert button(browser, tab.marker).is_displayed()
+    # The other tabs' buttons must be hidden: the click switched the content, not only the highlighted header.
+    shown_elsewhere = shown_buttons(browser, [other.marker for other in TABS if other != tab])
+    assert not shown_elsewhere, f"{tab.name!r} open, yet buttons of other tabs are visible: {shown_elsewhere}"
+    problem = png_problem(screenshot(browser, shots / screenshot_name(index, tab)))
+    assert problem is None, problem
+
+
+def test_screenshot_check_rejects_blank_pages(tmp_path):
+    """The check the tab tests rely on: a (nearly) blank page is not accepted as a screenshot of a tab."""
+    import numpy as np
+    from PIL import Image
+
+    page = np.full((1000, 1400, 3), 255, dtype=np.uint8)
+    page[:60, :100] = np.random.default_rng(0).integers(0, 256, (60, 100, 3))  # 0.4 % noise: big file, still blank
+    Image.fromarray(page).save(tmp_path / "blank.png")
+    assert "one colour" in png_problem(tmp_path / "blank.png")
+    page[:400] = np.random.default_rng(1).integers(0, 256, (400, 1400, 3))
+    Image.fromarray(page).save(tmp_path / "busy.png")
+    assert png_problem(tmp_path / "busy.png") is None
+    (tmp_path / "text.png").write_text("not an image")
+    assert "not a PNG" in png_problem(tmp_path / "text.png")
