@@ -1,16 +1,26 @@
-"""mlse.index: faiss k-NN vs the numpy oracle, and the ratio margin vs a direct double loop."""
+"""mlse.index: faiss k-NN (exact, IVF, HNSW) vs the numpy oracle, and the ratio margin vs a direct double loop."""
 
 import numpy as np
 import pytest
 
+from mlse.evaluation.mining import mine_candidates
 from mlse.index import (
+    build_hnsw,
+    build_ivf,
+    default_nlist,
     full_margin_matrix,
     knn,
+    knn_hnsw,
+    knn_ivf,
     knn_numpy,
     l2_normalize,
+    make_search,
     margin_retrieve,
+    margin_retrieve_both,
     neighbourhood_means,
     ratio_margin_scores,
+    recall_at_k,
+    search_index,
 )
 
 
@@ -120,3 +130,145 @@ def test_ratio_margin_rejects_bad_pairs():
         ratio_margin_scores(x, x, 1, np.array([[0, 3]]))
     with pytest.raises(ValueError, match=r"\[p, 2\]"):
         ratio_margin_scores(x, x, 1, np.array([0, 1, 2]))
+
+
+# -- approximate indexes --------------------------------------------------------------------------------------------
+
+
+def _clustered(rng: np.random.Generator, n: int, d: int, n_clusters: int, spread: float = 0.35) -> np.ndarray:
+    """Unit vectors around random cluster centres: the shape real sentence embeddings have (topics)."""
+    centres = rng.standard_normal((n_clusters, d))
+    members = centres[rng.integers(0, n_clusters, n)] + spread * rng.standard_normal((n, d))
+    return l2_normalize(members.astype(np.float32))
+
+
+def test_ivf_visiting_every_list_is_exact():
+    rng = np.random.default_rng(10)
+    q, b = _unit(rng, 60, 16), _unit(rng, 400, 16)
+    sims, ids = knn_ivf(q, b, 7, nlist=12, nprobe=12)
+    sims_np, ids_np = knn_numpy(q, b, 7)
+    assert sims.shape == ids.shape == (60, 7) and sims.dtype == np.float32 and ids.dtype == np.int64
+    assert recall_at_k(ids, ids_np) == 1.0
+    _check_same_neighbours(sims, ids, sims_np, ids_np, b, q)
+    # nprobe beyond nlist is clipped, not an error
+    assert recall_at_k(knn_ivf(q, b, 7, nlist=12, nprobe=500)[1], ids_np) == 1.0
+
+
+def test_ivf_and_hnsw_recall_on_clustered_data():
+    rng = np.random.default_rng(11)
+    base = _clustered(rng, 3000, 32, 40)
+    queries = l2_normalize(base[:300] + 0.1 * rng.standard_normal((300, 32)).astype(np.float32))
+    _, exact = knn(queries, base, 10)
+    _, ivf_ids = knn_ivf(queries, base, 10, nlist=default_nlist(3000), nprobe=16)
+    _, hnsw_ids = knn_hnsw(queries, base, 10, m=16, ef_search=64)
+    assert recall_at_k(ivf_ids, exact) >= 0.9
+    assert recall_at_k(hnsw_ids, exact) >= 0.95
+
+
+def test_one_built_index_serves_a_sweep():
+    rng = np.random.default_rng(12)
+    base = _clustered(rng, 2000, 16, 30)
+    queries = base[::10]
+    _, exact = knn(queries, base, 8)
+    ivf = build_ivf(base, 64, seed=0)
+    recalls = [recall_at_k(search_index(ivf, queries, 8, nprobe=p)[1], exact) for p in (1, 4, 16, 64)]
+    assert recalls == sorted(recalls) and recalls[-1] == 1.0  # more lists visited: a superset of candidates
+    hnsw = build_hnsw(base, m=8, ef_construction=40)
+    hnsw_recalls = [recall_at_k(search_index(hnsw, queries, 8, ef_search=ef)[1], exact) for ef in (8, 256)]
+    assert hnsw_recalls[1] >= hnsw_recalls[0] and hnsw_recalls[1] >= 0.98
+    # Same seed, same k-means, same answers.
+    again = build_ivf(base, 64, seed=0)
+    np.testing.assert_array_equal(search_index(again, queries, 8, nprobe=4)[1], search_index(ivf, queries, 8,
+                                                                                             nprobe=4)[1])
+
+
+def test_ivf_empty_slots_are_marked_and_skipped_by_the_margin():
+    rng = np.random.default_rng(13)
+    x, y = _clustered(rng, 120, 8, 6), _clustered(rng, 150, 8, 6)
+    sims, ids = knn_ivf(x, y, 60, nlist=30, nprobe=1)  # one list of ~5 vectors cannot fill 60 slots
+    assert (ids == -1).any()
+    assert np.all(np.isneginf(sims[ids == -1])) and np.all(np.isfinite(sims[ids >= 0]))
+    search = make_search("ivf", nlist=30, nprobe=1)
+    best_ids, best_scores = margin_retrieve(x, y, k=4, candidates=60, search=search)
+    assert best_ids.shape == (120,) and np.all(best_ids < 150)
+    assert np.all(np.isfinite(best_scores[best_ids >= 0]))
+    mx, my = neighbourhood_means(x, y, 60, search=search)
+    assert np.all(np.isfinite(mx)) and np.all(np.isfinite(my))
+    cands = mine_candidates(x, y, k=4, candidates=16, search=search)
+    assert cands and all(0 <= i < 120 and 0 <= j < 150 for i, j, _ in cands)
+
+
+def test_margin_with_full_probe_ivf_matches_exact():
+    rng = np.random.default_rng(14)
+    x, y = _clustered(rng, 200, 16, 10), _clustered(rng, 180, 16, 10)
+    exact = mine_candidates(x, y, k=4, candidates=8)
+    full_probe = make_search("ivf", nlist=12, nprobe=12)
+    approx = mine_candidates(x, y, k=4, candidates=8, search=full_probe)
+    assert [(i, j) for i, j, _ in approx] == [(i, j) for i, j, _ in exact]
+    np.testing.assert_allclose([sc for *_, sc in approx], [sc for *_, sc in exact], rtol=1e-5)
+    for approx_means, exact_means in zip(neighbourhood_means(x, y, 4, search=full_probe), neighbourhood_means(x, y, 4)):
+        np.testing.assert_allclose(approx_means, exact_means, rtol=1e-6)
+    np.testing.assert_allclose(ratio_margin_scores(x, y, 4, search=knn_numpy), full_margin_matrix(x, y, 4), rtol=1e-5)
+
+
+def test_margin_retrieve_both_equals_two_single_calls():
+    rng = np.random.default_rng(15)
+    x, y = _unit(rng, 40, 8), _unit(rng, 25, 8)
+    fwd_ids, fwd_sc, bwd_ids, bwd_sc = margin_retrieve_both(x, y, k=3, candidates=6)
+    ids_a, sc_a = margin_retrieve(x, y, k=3, candidates=6)
+    ids_b, sc_b = margin_retrieve(y, x, k=3, candidates=6)
+    np.testing.assert_array_equal(fwd_ids, ids_a)
+    np.testing.assert_array_equal(bwd_ids, ids_b)
+    np.testing.assert_array_equal(fwd_sc, sc_a)  # same searches, same sums: bit-identical
+    np.testing.assert_array_equal(bwd_sc, sc_b)
+
+
+def test_recall_at_k_counts():
+    exact = np.array([[0, 1, 2], [3, 4, 5]])
+    assert recall_at_k(exact, exact) == 1.0
+    assert recall_at_k(np.array([[2, 1, 0], [5, 9, -1]]), exact) == pytest.approx(4 / 6)  # order is irrelevant
+    assert recall_at_k(np.array([[0, 1, 2, 7], [3, 4, 5, 8]]), exact) == 1.0  # extra columns are cut to k
+    assert recall_at_k(np.array([[-1, -1, -1], [-1, -1, -1]]), exact) == 0.0
+    assert recall_at_k(np.zeros((0, 3), dtype=np.int64), np.zeros((0, 3), dtype=np.int64)) == 1.0
+    with pytest.raises(ValueError, match="equal n"):
+        recall_at_k(exact[:1], exact)
+    with pytest.raises(ValueError, match="fewer"):
+        recall_at_k(exact[:, :2], exact)
+
+
+def test_approximate_search_validation():
+    rng = np.random.default_rng(16)
+    q, b = _unit(rng, 5, 8), _unit(rng, 50, 8)
+    with pytest.raises(ValueError, match="nlist"):
+        knn_ivf(q, b, 3, nlist=51, nprobe=1)  # more lists than points
+    with pytest.raises(ValueError, match="nlist"):
+        knn_ivf(q, b, 3, nlist=0, nprobe=1)
+    with pytest.raises(ValueError, match="nprobe"):
+        knn_ivf(q, b, 3, nlist=5, nprobe=0)
+    with pytest.raises(ValueError, match="k must"):
+        knn_ivf(q, b, 0, nlist=5, nprobe=1)
+    with pytest.raises(ValueError, match="dimension"):
+        knn_ivf(q, _unit(rng, 50, 4), 3, nlist=5, nprobe=1)
+    with pytest.raises(ValueError, match="empty"):
+        knn_hnsw(q, b[:0], 3)
+    with pytest.raises(ValueError, match="m must"):
+        knn_hnsw(q, b, 3, m=0)
+    with pytest.raises(ValueError, match="ef_search"):
+        knn_hnsw(q, b, 3, ef_search=0)
+    with pytest.raises(ValueError, match="NaN"):
+        knn_hnsw(np.full((1, 8), np.nan), b, 3)
+    ivf = build_ivf(b, 5)
+    with pytest.raises(ValueError, match="HNSW"):
+        search_index(ivf, q, 3, ef_search=8)
+    with pytest.raises(ValueError, match="IVF"):
+        search_index(build_hnsw(b), q, 3, nprobe=2)
+    with pytest.raises(ValueError, match="dimension"):
+        search_index(ivf, _unit(rng, 2, 4), 3)
+    with pytest.raises(ValueError, match="unknown search method"):
+        make_search("annoy")
+    with pytest.raises(ValueError, match="no parameter"):
+        make_search("exact", nprobe=3)
+    sims, ids = knn_hnsw(q[:0], b, 3)
+    assert sims.shape == ids.shape == (0, 3)
+    assert knn_ivf(q, b, 500, nlist=5, nprobe=5)[1].shape == (5, 50)  # k clipped to the base size
+    assert default_nlist(1) == 1 and default_nlist(10_000) == 400 and default_nlist(5) == 5

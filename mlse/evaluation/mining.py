@@ -9,13 +9,14 @@ The threshold on the margin score is tuned for F1 on the train split and applied
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mlse.errors import MlseError
-from mlse.index import as_float32_matrix, margin_retrieve
+from mlse.index import SearchFn, as_float32_matrix, knn, margin_retrieve_both
 
 
 @dataclass
@@ -36,6 +37,13 @@ def _translation_maps(parallel: Sequence[tuple[str, str]]) -> tuple[dict[str, se
         s2t.setdefault(s, set()).add(t)
         t2s.setdefault(t, set()).add(s)
     return s2t, t2s
+
+
+def _shuffled_clean(pairs: Sequence[tuple[str, str]], rng: np.random.Generator) -> list[tuple[str, str]]:
+    """Stripped pairs without an empty side, in a seeded random order."""
+    clean = [(s.strip(), t.strip()) for s, t in pairs]
+    clean = [(s, t) for s, t in clean if s and t]
+    return [clean[p] for p in rng.permutation(len(clean))]
 
 
 def _n_train(n: int, train_fraction: float, *, at_least_one_each: bool) -> int:
@@ -70,6 +78,8 @@ def build_mining_task(
     train_fraction: float = 0.5,
     distractors_src: Sequence[str] = (),
     distractors_tgt: Sequence[str] = (),
+    gold_candidates: Sequence[tuple[str, str]] | None = None,
+    src_share: float = 0.5,
 ) -> tuple[MiningSplit, MiningSplit]:
     """Build (train, test) mining splits from parallel sentence pairs.
 
@@ -78,9 +88,12 @@ def build_mining_task(
     1. Sentences are stripped; pairs with an empty side are ignored. The parallel pairs are shuffled.
     2. Gold: walking the shuffled pairs, a pair (s, t) with s != t becomes gold when neither sentence is already in
        the pools and no other translation of either sentence (anywhere in `parallel`) is in the opposite pool; up to
-       `n_gold` pairs (MlseError if the data has fewer such pairs).
-    3. Distractors from the remaining pairs: the first half (in shuffled order) gives its source sides, the second
-       half its target sides, so no distractor's own translation is in the pools. Then the given
+       `n_gold` pairs (MlseError if the data has fewer such pairs). With `gold_candidates`, gold is drawn (same
+       rules) from those pairs only -- e.g. the language pairs under study -- while `parallel` still lists every
+       known translation (used for the checks and for distractors).
+    3. Distractors from the remaining pairs: the first `src_share` of them (in shuffled order; one half by
+       default) gives its source sides, the rest their target sides, so no distractor's own translation is in the
+       pools. Then the given
        `distractors_src` / `distractors_tgt` (shuffled). Every candidate distractor goes through the same checks as
        gold: an exact duplicate (after stripping) of a sentence already in its pool -- gold or distractor -- is
        dropped, and so is a sentence one of whose translations in `parallel` (or an identical string) is already in
@@ -93,10 +106,13 @@ def build_mining_task(
         raise ValueError(f"n_gold must be an integer >= 2 (one gold pair per split at least), got {n_gold!r}")
     if not 0.0 < float(train_fraction) < 1.0:
         raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+    if not 0.0 <= float(src_share) <= 1.0:
+        raise ValueError(f"src_share must be in [0, 1], got {src_share!r}")
     rng = np.random.default_rng(seed)
     clean = [(s.strip(), t.strip()) for s, t in parallel]
     clean = [(s, t) for s, t in clean if s and t]
-    s2t, t2s = _translation_maps(clean)
+    # Gold candidates count as known translations too, in case the caller did not also list them in `parallel`.
+    s2t, t2s = _translation_maps(clean + list(gold_candidates or ()))
     pool_src: set[str] = set()
     pool_tgt: set[str] = set()
 
@@ -110,23 +126,29 @@ def build_mining_task(
     order = rng.permutation(len(clean))
     gold: list[tuple[str, str]] = []
     used: set[int] = set()
-    for p in order:
+    # (index into clean, pair) in the order gold is drawn; gold candidates given apart have no index there
+    offers = [(int(p), clean[p]) for p in order] if gold_candidates is None else [
+        (None, pair) for pair in _shuffled_clean(gold_candidates, rng)]
+    for p, (s, t) in offers:
         if len(gold) == n_gold:
             break
-        s, t = clean[p]
         if s == t or not src_ok(s) or not tgt_ok(t):
             continue
         pool_src.add(s)
         pool_tgt.add(t)
         gold.append((s, t))
-        used.add(int(p))
+        if p is not None:
+            used.add(p)
+    if gold_candidates is not None:  # set aside every copy of a gold pair in `parallel`, so src_share counts the rest
+        chosen = set(gold)
+        used = {int(p) for p in order if clean[p] in chosen}
     if len(gold) < n_gold:
         raise MlseError(
             f"only {len(gold)} usable distinct parallel pairs for mining, but n_gold={n_gold} was requested"
         )
 
     rest = [int(p) for p in order if int(p) not in used]
-    half = (len(rest) + 1) // 2
+    half = (len(rest) + 1) // 2 if float(src_share) == 0.5 else math.ceil(len(rest) * float(src_share))
     cand_src = [clean[p][0] for p in rest[:half]]
     cand_tgt = [clean[p][1] for p in rest[half:]]
     extra_src = [s.strip() for s in distractors_src]
@@ -153,13 +175,14 @@ def build_mining_task(
 
 
 def mine_candidates(
-    src_emb: np.ndarray, tgt_emb: np.ndarray, *, k: int = 4, candidates: int = 16
+    src_emb: np.ndarray, tgt_emb: np.ndarray, *, k: int = 4, candidates: int = 16, search: SearchFn = knn
 ) -> list[tuple[int, int, float]]:
     """Mined pairs (src index, tgt index, ratio-margin score), sorted by score, decreasing.
 
     LASER `--mode mine --retrieval max`: each source proposes its best target and each target its best source (ratio
     margin among `candidates` cosine neighbours, neighbourhood size k); the union is sorted by score and accepted
     greedily so every src and tgt index is used at most once. Ties are broken by (src, tgt) index for determinism.
+    `search` picks the nearest-neighbour index (exact by default; see `mlse.index.make_search` for IVF / HNSW).
     """
     s = as_float32_matrix(src_emb, "src_emb")  # [n, d]
     t = as_float32_matrix(tgt_emb, "tgt_emb")  # [m, d]
@@ -167,13 +190,23 @@ def mine_candidates(
         raise ValueError(f"dimension mismatch: src_emb d={s.shape[1]}, tgt_emb d={t.shape[1]}")
     if s.shape[0] == 0 or t.shape[0] == 0:
         return []
-    fwd_ids, fwd_scores = margin_retrieve(s, t, k=k, candidates=candidates)  # [n], [n]
-    bwd_ids, bwd_scores = margin_retrieve(t, s, k=k, candidates=candidates)  # [m], [m]
+    fwd_ids, fwd_scores, bwd_ids, bwd_scores = margin_retrieve_both(s, t, k, candidates, search=search)
+    return select_one_to_one(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
+
+
+def select_one_to_one(
+    fwd_ids: np.ndarray, fwd_scores: np.ndarray, bwd_ids: np.ndarray, bwd_scores: np.ndarray
+) -> list[tuple[int, int, float]]:
+    """The union of forward proposals (src i -> tgt fwd_ids[i], [n]) and backward ones (tgt j -> src bwd_ids[j],
+    [m]), sorted by score and accepted greedily 1:1; a proposal with id -1 (empty approximate shortlist) is skipped.
+    Returns (src index, tgt index, score) sorted by score, decreasing."""
     best: dict[tuple[int, int], float] = {}
     for i, (j, sc) in enumerate(zip(fwd_ids.tolist(), fwd_scores.tolist())):
-        best[(i, j)] = max(sc, best.get((i, j), -np.inf))
+        if j >= 0:
+            best[(i, j)] = max(sc, best.get((i, j), -np.inf))
     for j, (i, sc) in enumerate(zip(bwd_ids.tolist(), bwd_scores.tolist())):
-        best[(i, j)] = max(sc, best.get((i, j), -np.inf))
+        if i >= 0:
+            best[(i, j)] = max(sc, best.get((i, j), -np.inf))
     ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
     used_src: set[int] = set()
     used_tgt: set[int] = set()
@@ -231,6 +264,30 @@ def best_threshold(candidates: list[tuple[int, int, float]], gold: set[tuple[int
     if p + 1 == len(scores):
         return float(scores[p])
     return float((scores[p] + scores[p + 1]) / 2)
+
+
+def split_half_prf(
+    candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]], n_src: int, *, seed: int = 0
+) -> dict:
+    """P / R / F1 (percent) at a threshold chosen on held-out sentences of the same mined pool.
+
+    The source sentences are split at random into two halves (seeded); the threshold is tuned (`best_threshold`) on
+    the candidates and gold pairs whose source lies in the first half and applied to those of the second. This is the
+    train / test protocol of `evaluate_mining` for a single pool: both halves were mined together, so the margin
+    scores -- which depend on the pool size -- have one distribution, and no sentence is mined twice. Returns
+    {"precision", "recall", "f1", "threshold", "tune_f1", "n_gold"} (n_gold of the evaluated half).
+    """
+    half_a = np.random.default_rng(seed).permutation(n_src)[: n_src // 2]
+    in_a = np.zeros(n_src, dtype=bool)
+    in_a[half_a] = True
+    tune_c = [c for c in candidates if in_a[c[0]]]
+    eval_c = [c for c in candidates if not in_a[c[0]]]
+    tune_g = {g for g in gold if in_a[g[0]]}
+    eval_g = {g for g in gold if not in_a[g[0]]}
+    threshold = best_threshold(tune_c, tune_g)
+    out = mining_prf(eval_c, eval_g, threshold)
+    out.update({"threshold": threshold, "tune_f1": mining_prf(tune_c, tune_g, threshold)["f1"], "n_gold": len(eval_g)})
+    return out
 
 
 def _mine_split(split: tuple[MiningSplit, np.ndarray, np.ndarray], name: str, k: int, candidates: int) -> list:
