@@ -23,6 +23,14 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _add_backend(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
+    from mlse.encoders import BACKENDS, DEFAULT_BACKEND
+
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
+                             "cached; MLSE_THREADS sets the CPU threads, default 2)")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mlse", description="Multilingual semantic textual similarity.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -53,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     s2.add_argument("--nonlinearity", default="identity", choices=["identity", "sigmoid", "tanh"])
     s2.add_argument("--max-epochs", type=int, default=None)
     for p in (s1, s2):
+        _add_backend(p, "the backbone")
         p.add_argument("--out", default=None, help="run folder (default: under $MLSE_RUNS, named after the heads)")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--data-dir", default=None)
@@ -60,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("experiment", help="reproducible experiment recipes")
     ex.add_argument("recipe", choices=["seed-grid"])
     ex.add_argument("--backbone", default="minilm-en")
+    _add_backend(ex, "the backbone")
     ex.add_argument("--max-pairs", type=int, default=2000, help="Stage-1 pairs per language pair (0: all)")
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
     ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
@@ -95,9 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--data-dir", default=None)
     ft.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    _add_backend(ft, "training (only torch: evaluate the saved run with eval --backend instead)")
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
     ev.add_argument("--model", default="minilm-en", help="registry name, local folder, run, or hub id")
+    _add_backend(ev, "the model (a scorer's backbone)")
     ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
     ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
     ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
@@ -158,13 +170,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         out = args.out or runs_dir() / name
         scorer = train_stage1(args.backbone, out=out, prelayer=args.prelayer, pairs=args.pairs or SEED_PARALLEL_PAIRS,
                               max_pairs=args.max_pairs or None, data_dir=args.data_dir, seed=args.seed,
-                              probe=not args.no_probe, progress=epoch_line, **extra)  # fmt: skip
+                              probe=not args.no_probe, progress=epoch_line, backend=args.backend, **extra)  # fmt: skip
     else:
         suffix = "+s2" + ("+conv" if args.conv else "")
         suffix += "" if args.nonlinearity == "identity" else f"+{args.nonlinearity}"
         out = args.out or runs_dir() / (safe_name(str(args.stage1)).removeprefix("runs_") + suffix)
         scorer = train_stage2(args.stage1, out=out, conv=args.conv, nonlinearity=args.nonlinearity,
-                              data_dir=args.data_dir, seed=args.seed, progress=epoch_line, **extra)  # fmt: skip
+                              data_dir=args.data_dir, seed=args.seed, progress=epoch_line, backend=args.backend,
+                              **extra)  # fmt: skip
     print(json.dumps(scorer.metadata.get("metrics", {}), indent=1))
     print(f"saved {out}; use it as --model {out}")
     return 0
@@ -173,10 +186,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from mlse.experiments.seed_grid import markdown_table, run_seed_grid, safe_name
 
-    out = args.out or Path("results") / "seed-grid" / safe_name(args.backbone)
+    tag = "" if args.backend == "torch" else f"-{args.backend}"
+    out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
     results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
-                            seed=args.seed, stage1_config=stage1_config,
+                            seed=args.seed, stage1_config=stage1_config, backend=args.backend,
                             progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(markdown_table(results))
     print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
@@ -193,7 +207,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise MlseError(f"--batch-size must be a positive integer, got {args.batch_size}")
     data_dir = resolve_data_dir(args.data_dir) if (args.task != "sts" or args.pairs) else args.data_dir
-    encoder = load_encoder(args.model, device=args.device, cache=not args.no_cache)
+    encoder = load_encoder(args.model, backend=args.backend, device=args.device, cache=not args.no_cache)
     if args.task == "sts":
         result = tasks.run_sts(
             encoder, pairs=args.pairs, pairs_files=args.pairs_file, split=args.split, data_dir=data_dir,
@@ -239,6 +253,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
               f"dev {dev if dev is None else round(dev, 2)} (best {best if best is None else round(best, 2)})"
               + (" saved" if record.get("saved") else ""), flush=True)  # fmt: skip
 
+    if args.backend != "torch":
+        raise MlseError(
+            f"finetune trains and evaluates a torch model, so --backend {args.backend} does not apply; evaluate the "
+            f"saved run on it instead: python -m mlse eval --model RUN --backend {args.backend} --task sts ..."
+        )
     teacher = args.teacher or ("minilm-en" if args.method in ("mse", "soft") else None)
     out = args.out or str(runs_dir() / f"{safe_name(args.student)}+{args.method}")
     config = FinetuneConfig(

@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from mlse.errors import ModelNotFoundError
+from mlse.errors import MlseError, ModelNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -377,17 +377,63 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_encoder(name: str = DEFAULT_MODEL, *, device: str | None = None, cache: bool = True, **kwargs) -> Encoder:
+# How an encoder computes: "torch" (sentence-transformers), "onnx" (onnxruntime, fp32), "onnx-int8" (dynamic int8).
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "torch"
+# Non-torch encoders append this and the backend to the weights' identity, so the embedding cache keeps their vectors
+# apart from torch's, while a scorer can still check that its heads were trained on the same weights.
+_BACKEND_TAG = "|backend="
+
+
+def with_backend(weights_identity: str, backend: str) -> str:
+    return f"{weights_identity}{_BACKEND_TAG}{backend}"
+
+
+def weights_identity(identity: str) -> str:
+    """The identity of the weights alone: ``identity`` without its backend tag (torch identities have none)."""
+    return identity.split(_BACKEND_TAG, 1)[0]
+
+
+def backend_of(identity: str) -> str:
+    """The backend an identity names: ``onnx-int8`` for ``...|backend=onnx-int8-v2.9ccc127a``; ``torch`` if untagged."""
+    if _BACKEND_TAG not in identity:
+        return "torch"
+    tag = identity.split(_BACKEND_TAG, 1)[1].split("|", 1)[0]  # "onnx-int8-v2.9ccc127a" (backend-recipe)
+    return tag.rsplit("-v", 1)[0]
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise MlseError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def load_encoder(
+    name: str = DEFAULT_MODEL,
+    *,
+    backend: str = DEFAULT_BACKEND,
+    device: str | None = None,
+    cache: bool = True,
+    **kwargs,
+) -> Encoder:
     """Resolve ``name`` and return an encoder, wrapped in the on-disk embedding cache unless ``cache=False``.
 
-    Resolution errors surface here (not at first encode), so the CLI can refuse an unknown model at once.
+    ``backend`` picks the runtime: ``torch``, ``onnx`` (fp32) or ``onnx-int8`` (see :mod:`mlse.onnx_backend`; extra
+    keyword arguments such as ``threads`` go to it). A scorer passes the backend on to its backbone. Resolution errors
+    (unknown model or backend, onnxruntime missing) surface here, not at first encode, so the CLI can refuse at once.
     """
+    check_backend(backend)
     spec = resolve_model(name)
     if spec.source == "scorer":
         from mlse.scorer import Scorer
 
-        return Scorer.load(spec.location, name=spec.name.removeprefix("runs/"))
-    encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
+        return Scorer.load(spec.location, name=spec.name.removeprefix("runs/"), backend=backend)
+    if backend == "torch":
+        encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
+    else:
+        from mlse.onnx_backend import make_onnx_encoder
+
+        encoder = make_onnx_encoder(spec, quantized=backend == "onnx-int8", device=device, **kwargs)
     _ = encoder.path  # materialise now: missing models fail early with a clear message
     if not cache:
         return encoder

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mlse.encoders import backend_of, weights_identity
 from mlse.errors import MlseError, ModelNotFoundError
 
 SCORER_FILE = "scorer.json"
@@ -109,7 +110,9 @@ class Scorer:
                 "format": "mlse-scorer/1",
                 "name": folder.name,
                 "backbone": self.backbone.name,
-                "backbone_identity": self.backbone.identity,
+                # the weights' identity: the heads fit any backend of these weights (torch, onnx, onnx-int8)
+                "backbone_identity": weights_identity(self.backbone.identity),
+                "backbone_backend": backend_of(self.backbone.identity),
                 "heads": heads,
                 **self.metadata,
                 **(extra or {}),
@@ -122,8 +125,12 @@ class Scorer:
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path, *, backbone=None, name: str | None = None) -> Scorer:
-        """Load a run folder; the backbone is loaded by its recorded name unless given, and must match."""
+    def load(cls, folder: str | Path, *, backbone=None, name: str | None = None, backend: str = "torch") -> Scorer:
+        """Load a run folder; the backbone is loaded by its recorded name unless given, and must match.
+
+        ``backend`` is the backbone's runtime (torch, onnx, onnx-int8). The match is on the weights, not the backend:
+        heads trained on torch embeddings run on the ONNX backbone of the same weights (int8 shifts them slightly).
+        """
         from safetensors.torch import load_file
 
         from mlse.heads.stage1 import Stage1Head
@@ -134,8 +141,8 @@ class Scorer:
         if backbone is None:
             from mlse.encoders import load_encoder
 
-            backbone = load_encoder(manifest["backbone"])
-        if backbone.identity != manifest["backbone_identity"]:
+            backbone = load_encoder(manifest["backbone"], backend=backend)
+        if weights_identity(backbone.identity) != weights_identity(manifest["backbone_identity"]):
             raise BackboneMismatchError(
                 f"scorer {folder} was trained on backbone {manifest['backbone_identity']}, "
                 f"but {backbone.name!r} is {backbone.identity}: retrain the heads on this backbone"

@@ -135,17 +135,19 @@ def train_stage1(
     probe: bool = True,
     progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    backend: str = "torch",
     **config,
 ):
     """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
 
     ``should_stop`` (asked after every epoch) ends training early; the best epoch so far is what gets saved.
+    ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
     """
     from mlse.encoders import load_encoder
     from mlse.heads.stage1 import Stage1Head
     from mlse.scorer import Scorer
 
-    encoder = load_encoder(backbone) if isinstance(backbone, (str, Path)) else backbone
+    encoder = load_encoder(backbone, backend=backend) if isinstance(backbone, (str, Path)) else backbone
     if hasattr(encoder, "stage1"):
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
     data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed)
@@ -176,17 +178,19 @@ def train_stage2(
     seed: int = 0,
     progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    backend: str = "torch",
     **config,
 ):
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
 
     ``should_stop`` (asked after every epoch) ends training early; the best epoch so far is what gets saved.
+    ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is a name or folder.
     """
     from mlse.encoders import load_encoder
     from mlse.heads.stage2 import Stage2Head
     from mlse.scorer import Scorer
 
-    base = load_encoder(str(stage1)) if isinstance(stage1, (str, Path)) else stage1
+    base = load_encoder(str(stage1), backend=backend) if isinstance(stage1, (str, Path)) else stage1
     if getattr(base, "stage1", None) is None:
         raise MlseError(f"{getattr(base, 'name', stage1)} has no Stage 1 head: train stage1 first")
     e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir)

@@ -52,10 +52,12 @@ def run_seed_grid(
     stage2_config: dict | None = None,
     probe: bool = True,
     progress: Callable[[str], None] | None = None,
+    backend: str = "torch",
 ) -> dict:
     """Train and evaluate every variant; write the outputs under ``out``; return the results dict.
 
-    ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences).
+    ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences). ``backend`` runs the
+    backbone on torch, onnx or onnx-int8; a non-torch grid keeps its runs apart (``seed-grid-<backbone>-<backend>``).
     """
     from mlse.encoders import load_encoder, runs_dir
     from mlse.training import train_stage1, train_stage2
@@ -64,10 +66,11 @@ def run_seed_grid(
     # 50 Stage-1 epochs by default: measured on minilm-en, both faster and better than 100 (README).
     stage1_config = {"max_epochs": DEFAULT_S1_EPOCHS, **(stage1_config or {})}
     out = Path(out)
-    runs = Path(runs) if runs else runs_dir() / f"seed-grid-{safe_name(backbone)}"
+    tag = "" if backend == "torch" else f"-{backend}"
+    runs = Path(runs) if runs else runs_dir() / f"seed-grid-{safe_name(backbone)}{tag}"
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    encoder = load_encoder(backbone)
+    encoder = load_encoder(backbone, backend=backend)
     scorers: dict[str, object] = {}
 
     say("baseline: evaluating the backbone")
@@ -92,6 +95,7 @@ def run_seed_grid(
         "experiment": "seed-grid",
         "backbone": backbone,
         "backbone_identity": encoder.identity,
+        "backend": backend,
         "config": {"max_pairs": max_pairs, "seed": seed, "pairs": list(pairs), "stage1": stage1_config or {},
                    "stage2": stage2_config or {}},  # fmt: skip
         "versions": library_versions(),

@@ -1,0 +1,277 @@
+"""Export a sentence-transformers model to ONNX once, quantise it to int8, and keep both on disk.
+
+The exported graph is the whole sentence-transformers pipeline (transformer, pooling, and any Dense/Normalize modules
+the model has) with dynamic batch and sequence axes: ``(input_ids, attention_mask[, token_type_ids]) [B, T] ->
+sentence_embedding [B, d]``. Pooling inside the graph keeps the token embeddings [B, T, H] out of Python; normalising
+for ``encode(normalize=True)`` is left to numpy so one graph serves both settings.
+
+Cache layout, keyed by the model folder's weight fingerprint and the export recipe (a changed recipe gets a new
+folder, never a stale graph)::
+
+    <cache root>/onnx/<model>-<fingerprint[:16]>-v<EXPORT_VERSION>/
+        fp32/                 model.onnx  tokenizer.json  export.json
+        int8-<recipe hash>/   model.onnx  tokenizer.json  export.json
+
+Each variant folder is built in a hidden temporary sibling and renamed into place, so a reader never sees a half-written
+export; a file lock keeps two processes from exporting the same model at the same time. Importing this module is cheap;
+torch, onnx and onnxruntime.quantization are imported only when an export actually runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from mlse.errors import MlseError
+
+log = logging.getLogger(__name__)
+
+# Bump when the export or quantisation *code* changes (tracing, smoothing, calibration text): old folders are then
+# ignored, and so are their embeddings, whose encoder identity carries this version. Changes to INT8_RECIPE need no
+# bump: its hash is part of the int8 folder name and identity (variant_tag).
+EXPORT_VERSION = 2
+OPSET = 17  # the first opset with LayerNormalization as one op
+VARIANTS = ("fp32", "int8")
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "export.json"
+# Tokeniser outputs a BERT/XLM-R style graph may take, in the order the wrapper's forward() receives them.
+_INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# Dynamic int8 recipe (measured on minilm-en, see benchmarks/encode_speed.py and the README): per-channel weight scales
+# keep the mean cosine to torch at 0.993 where per-tensor scales give 0.960, SmoothQuant rescaling (mlse.onnx_quantize)
+# lifts it to 0.996; only MatMuls with a constant weight are quantised (the attention-score MatMuls between
+# activations stay fp32), and the word-embedding Gather stays fp32.
+INT8_RECIPE = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": False, "weight_type": "QInt8",
+               "smooth_alpha": 0.5}  # fmt: skip
+
+
+def export_root() -> Path:
+    from mlse.cache import cache_root
+
+    return cache_root() / "onnx"
+
+
+def variant_tag(variant: str) -> str:
+    """Names the exact recipe of a variant: in its folder name and in the encoder identity (hence the embedding cache).
+
+    ``v2`` for fp32; ``v2.<hash of INT8_RECIPE>`` for int8, so that changing the quantisation settings can never serve
+    a graph or embeddings made with the old ones.
+    """
+    if variant == "fp32":
+        return f"v{EXPORT_VERSION}"
+    recipe = hashlib.sha256(json.dumps(INT8_RECIPE, sort_keys=True).encode()).hexdigest()[:8]
+    return f"v{EXPORT_VERSION}.{recipe}"
+
+
+def variant_dirname(variant: str) -> str:
+    return "fp32" if variant == "fp32" else f"int8-{variant_tag(variant).split('.', 1)[1]}"
+
+
+def export_folder(model_name: str, fingerprint: str) -> Path:
+    """Where the exports of one model (by weight fingerprint) live; the variants are subfolders."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)[:40]
+    return export_root() / f"{safe}-{fingerprint[:16]}-v{EXPORT_VERSION}"
+
+
+def is_complete(variant_dir: Path) -> bool:
+    return all((variant_dir / f).is_file() for f in (MODEL_FILE, TOKENIZER_FILE, META_FILE))
+
+
+def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: str) -> Path:
+    """The folder holding ``variant`` ("fp32" or "int8") of the model at ``model_dir``, exporting it if missing."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown ONNX variant {variant!r}; expected one of {VARIANTS}")
+    root = export_folder(model_name, fingerprint)
+    target = root / variant_dirname(variant)
+    if is_complete(target):
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    with FileLock(str(root / f".{target.name}.lock"), timeout=1800):
+        if is_complete(target):  # another process finished it while we waited
+            return target
+        if variant == "fp32":
+            _build(target, lambda tmp: export_fp32(model_dir, tmp))
+        else:
+            fp32 = ensure_export(model_dir, model_name, fingerprint, "fp32")
+            _build(target, lambda tmp: quantize_int8(fp32, tmp))
+    return target
+
+
+def _build(target: Path, fill) -> None:
+    """Run ``fill(tmp_dir)`` in a hidden sibling folder, then rename it to ``target`` (all or nothing)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes 0700; a shared cache is meant to be readable
+        fill(tmp)
+        if target.exists():  # an incomplete leftover (a crash predating atomic renames); never trusted
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# -- fp32: torch.onnx export -----------------------------------------------------------------------------------------
+
+
+def export_fp32(model_dir: Path, out: Path) -> None:
+    """Trace the sentence-transformers model at ``model_dir`` into ``out/model.onnx``, plus tokenizer and metadata."""
+    try:
+        import torch
+    except ImportError:
+        raise MlseError("exporting a model to ONNX needs torch (pip install torch)") from None
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export writes through it)
+    except ImportError:
+        raise MlseError("exporting a model to ONNX needs the onnx package (pip install onnx)") from None
+    from sentence_transformers import SentenceTransformer
+
+    started = time.perf_counter()
+    # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimiser fuses and its quantiser handles;
+    # the SDPA path adds NaN guards (IsNaN/Where) that it does not.
+    try:
+        st = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True,
+                                 model_kwargs={"attn_implementation": "eager"})  # fmt: skip
+    except (OSError, ValueError) as exc:
+        raise MlseError(f"could not load {model_dir} for ONNX export: {exc}") from None
+    st.eval()
+    tokenizer = st.tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise MlseError(f"{model_dir}: the ONNX backends need a fast (Rust) tokenizer; this model has none")
+    sample = tokenizer(["a short one", "a somewhat longer sentence for tracing"], padding=True, return_tensors="pt")
+    names = [n for n in _INPUT_NAMES if n in sample]
+    wrapper = _pipeline_class()(st, names).eval()
+    dynamic = {n: {0: "batch", 1: "tokens"} for n in names} | {"sentence_embedding": {0: "batch"}}
+    with torch.no_grad(), warnings.catch_warnings():
+        # The TorchScript exporter warns about itself (deprecated) and about shape checks it freezes; the frozen checks
+        # compare the mask's length with the sequence length, which are equal for every input we feed.
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(wrapper, tuple(sample[n] for n in names), str(out / MODEL_FILE), input_names=names,
+                              output_names=["sentence_embedding"], dynamic_axes=dynamic, opset_version=OPSET,
+                              do_constant_folding=True, dynamo=False)  # fmt: skip
+        except Exception as exc:  # an architecture the tracer cannot handle: say which model, keep the cause
+            raise MlseError(f"could not export {model_dir} to ONNX ({type(exc).__name__}: {exc}); "
+                            "use --backend torch for this model") from exc  # fmt: skip
+    _save_tokenizer(backend, out / TOKENIZER_FILE)
+    meta = {
+        "format": "mlse-onnx/1",
+        "export_version": EXPORT_VERSION,
+        "variant": "fp32",
+        "source": str(model_dir),
+        "inputs": names,
+        "dim": int(st.get_embedding_dimension()),
+        "max_seq_length": _max_seq_length(st),
+        "pad_token_id": int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+        "normalized_in_graph": any(type(m).__name__ == "Normalize" for m in st),
+        "modules": [type(m).__name__ for m in st],
+        "opset": OPSET,
+        "torch": torch.__version__,
+        "export_s": round(time.perf_counter() - started, 2),
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=1))
+    log.info("exported %s to ONNX in %.1fs", model_dir, meta["export_s"])
+
+
+def _pipeline_class():
+    """The wrapper module, defined on first export so that importing this file needs no torch."""
+    import torch
+
+    class Pipeline(torch.nn.Module):
+        """Positional tensors -> the sentence-transformers feature dict -> ``sentence_embedding`` [B, d]."""
+
+        def __init__(self, st, names: list[str]):
+            super().__init__()
+            self.st = st
+            self.names = names
+
+        def forward(self, *tensors):  # each [B, T] int64
+            features = dict(zip(self.names, tensors))
+            return self.st(features)["sentence_embedding"]  # [B, d]
+
+    return Pipeline
+
+
+def _save_tokenizer(backend, path: Path) -> None:
+    """Store the Rust tokenizer with truncation and padding switched off: the encoder sets both per call."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(backend.to_str())
+    tok.no_truncation()
+    tok.no_padding()
+    path.write_text(tok.to_str())
+
+
+def _max_seq_length(st) -> int:
+    """The model's own limit as sentence-transformers applies it, else what its position embeddings allow."""
+    if st.max_seq_length:
+        return int(st.max_seq_length)
+    limit = getattr(st.tokenizer, "model_max_length", None)
+    if limit and limit < 100_000:
+        return int(limit)
+    return 512
+
+
+@contextlib.contextmanager
+def _root_logging_quiet():
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+# -- int8: dynamic quantisation --------------------------------------------------------------------------------------
+
+
+def quantize_int8(fp32_dir: Path, out: Path) -> None:
+    """Int8 graph from the fp32 export: SmoothQuant rescaling of LayerNorm-fed MatMuls, then dynamic quantisation
+    (weights int8 per output channel, activations uint8 with one scale per batch); see :mod:`mlse.onnx_quantize`."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError:
+        raise MlseError("the onnx-int8 backend needs onnxruntime (pip install onnxruntime)") from None
+    import onnx
+
+    from mlse.onnx_quantize import channel_absmax, smooth_layernorm_matmuls
+
+    started = time.perf_counter()
+    meta = json.loads((fp32_dir / META_FILE).read_text())
+    model = onnx.load(str(fp32_dir / MODEL_FILE))
+    groups = smooth_layernorm_matmuls(
+        model,
+        lambda names: channel_absmax(
+            fp32_dir / MODEL_FILE, fp32_dir / TOKENIZER_FILE, meta["inputs"], meta["pad_token_id"], names
+        ),  # fmt: skip
+        alpha=INT8_RECIPE["smooth_alpha"],
+    )
+    big = model.ByteSize() > 1_500_000_000  # protobuf's 2 GB limit: weights go beside the graph
+    smoothed = out / "smoothed-fp32.onnx"  # intermediate, removed below (the folder is renamed only when complete)
+    onnx.save(model, str(smoothed), save_as_external_data=big)
+    del model
+    recipe = {k: v for k, v in INT8_RECIPE.items() if k != "smooth_alpha"}
+    weight_type = getattr(QuantType, recipe.pop("weight_type"))
+    # The quantiser logs a generic "consider pre-processing" warning through the root logger; it does not apply here.
+    with warnings.catch_warnings(), _root_logging_quiet():
+        warnings.simplefilter("ignore")
+        quantize_dynamic(smoothed, out / MODEL_FILE, weight_type=weight_type, use_external_data_format=big,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **recipe)  # fmt: skip
+    for leftover in out.glob("smoothed-fp32.onnx*"):
+        leftover.unlink()
+    shutil.copyfile(fp32_dir / TOKENIZER_FILE, out / TOKENIZER_FILE)
+    meta.update(variant="int8", quantization=INT8_RECIPE, smoothed_groups=groups,
+                quantize_s=round(time.perf_counter() - started, 2))  # fmt: skip
+    (out / META_FILE).write_text(json.dumps(meta, indent=1))
