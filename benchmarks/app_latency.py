@@ -1,0 +1,276 @@
+"""Latency and memory of the running app, as a user meets them, plus a warm full evaluation.
+
+    python benchmarks/app_latency.py [--runs-dir runs] [--requests 60] [--backend torch]
+                                     [--out results/app/app-latency.json]
+
+1. Starts ``python app.py`` (the real entry point) on a free loopback port, with a fresh embedding cache so no
+   pair is ever served from disk (for an onnx backend, the models are exported beforehand in a separate process,
+   as they are after their first use, and the export time is reported), and records the time until the page is
+   served, until a ``gradio_client`` has read its API, and until the first pair is scored with every offline model
+   (all models loaded then).
+2. Scores ``--requests`` different STS Multi MT test pairs (en-de, en-fr, en-es, de-en in turn, language
+   auto-detected) with every offline model through the app's HTTP API, one request at a time: p50 / p95 / mean of
+   the client-side wall time. Requests go through Gradio's queue exactly as the page's do (POST, then the event
+   stream read as it arrives on one keep-alive connection); ``gradio_client`` is not used for timing because it
+   polls its message queue every 50 ms, which adds up to 100 ms per call that a browser never sees. The round trip
+   of ``detect_language`` (about 0.1 ms of work) is measured the same way: the HTTP + queue overhead of any request.
+3. Reads the app process's peak resident memory (``VmHWM``) once every model is loaded and the requests are done.
+4. Stops the app, then times a full evaluation in this process through the library the app uses: every STS pair of
+   the seed (``SEED_STS_PAIRS``, test split, bootstrap CIs) plus Tatoeba on Ham & Kim's 14 languages, with
+   ``minilm-en`` (the first pass fills the embedding cache if needed; the second pass is the warm one reported).
+
+"Every offline model" is what the app lists here: ``minilm-en`` plus every run under ``--runs-dir`` whose backbone
+loads offline. Times depend on the machine and on what else runs: the JSON records the CPU count and load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mlse.atomic import atomic_write_text  # noqa: E402
+
+PAIRS = ("en-de", "en-fr", "en-es", "de-en")
+PAGE_TIMEOUT_S = 300
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def offline_models(runs_dir: Path) -> list[str]:
+    """The models the app offers here without the hub (what a user ticks when comparing everything)."""
+    os.environ["MLSE_RUNS"] = str(runs_dir)
+    from mlse.hub import remember
+    from mlse.ui.state import AppState
+
+    remember(False)  # hub models download on first use: never part of "every offline model"
+    return [m.name for m in AppState().models() if not m.needs_download]
+
+
+def test_pairs(n: int, data_dir: str | None) -> list[tuple[str, str]]:
+    """n distinct (s1, s2) pairs from STS Multi MT test, taken from the pairs in turn."""
+    from mlse.data.stsb import load_sts
+
+    sets = [load_sts(p, "test", data_dir) for p in PAIRS]
+    pairs, seen, i = [], set(), 0
+    while len(pairs) < n and i < len(sets[0].s1):
+        for s in sets:
+            pair = (s.s1[i], s.s2[i])
+            if pair not in seen and len(pairs) < n:
+                seen.add(pair)
+                pairs.append(pair)
+        i += 1
+    return pairs
+
+
+def wait_for_page(url: str, proc: subprocess.Popen, started: float) -> float:
+    """Seconds from ``started`` until ``url`` answers 200 (the app process must stay alive)."""
+    while time.perf_counter() - started < PAGE_TIMEOUT_S:
+        if proc.poll() is not None:
+            raise SystemExit(f"app.py exited with code {proc.returncode} before serving the page")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return time.perf_counter() - started
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"the page was not served within {PAGE_TIMEOUT_S} s")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """Current and peak resident memory of a process, from /proc (Linux)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024  # kB -> MiB
+    return {"rss_mb": round(fields["VmRSS"], 1), "peak_rss_mb": round(fields["VmHWM"], 1)}
+
+
+def summary_ms(seconds: list[float]) -> dict[str, float]:
+    ms = 1000 * np.asarray(seconds)
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
+            "mean_ms": round(float(ms.mean()), 1), "n": len(ms)}  # fmt: skip
+
+
+class ApiCaller:
+    """Calls a queued Gradio endpoint over one keep-alive HTTP connection: POST the inputs, read the event stream."""
+
+    def __init__(self, port: int):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+
+    def __call__(self, api_name: str, *data):
+        body = json.dumps({"data": list(data)})
+        self.conn.request("POST", f"/gradio_api/call/{api_name}", body, {"Content-Type": "application/json"})
+        event_id = json.loads(self.conn.getresponse().read())["event_id"]
+        self.conn.request("GET", f"/gradio_api/call/{api_name}/{event_id}")
+        response, event = self.conn.getresponse(), None
+        while True:
+            line = response.readline().decode()
+            if not line:
+                raise SystemExit(f"{api_name}: the event stream ended without a result")
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                response.read()  # drain, so the connection can be reused
+                if event == "error":
+                    raise SystemExit(f"{api_name} failed: {line[5:].strip()}")
+                return json.loads(line[5:])
+
+
+def prepare_exports(models: list[str], env: dict) -> float:
+    """Export every model for the backend once, in its own process, then empty the embedding cache again.
+
+    ONNX exports are made on a model's first use and cached; the app is measured as it starts every later time
+    (exporting needs torch and costs memory that a started app does not pay again). The export time is reported.
+    """
+    code = ("import sys; from mlse.encoders import load_encoder\n"
+            "for name in sys.argv[1:]:\n    load_encoder(name, backend=sys.argv[0]).encode(['warm up'])")  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code.replace("sys.argv[0]", repr(env["MLSE_BACKEND"])), *models], cwd=ROOT,
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    seconds = time.perf_counter() - started
+    shutil.rmtree(Path(env["MLSE_CACHE"]) / "embeddings", ignore_errors=True)  # no pair may come from the cache
+    print(f"exported {len(models)} models for {env['MLSE_BACKEND']} in {seconds:.1f} s")
+    return round(seconds, 1)
+
+
+def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
+    from gradio_client import Client
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    cache = tempfile.mkdtemp(prefix="mlse-latency-cache-")
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "MLSE_CACHE": cache,
+           "MLSE_RUNS": str(args.runs_dir), "MLSE_BACKEND": args.backend, "HF_HUB_OFFLINE": "1",
+           "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
+    export_s = prepare_exports(models, env) if args.backend != "torch" else None
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        page_s = wait_for_page(url, proc, started)
+        client = Client(url, verbose=False)
+        api_s = time.perf_counter() - started
+        print(f"page served after {page_s:.1f} s, API read after {api_s:.1f} s; loading {len(models)} models ...")
+        t = time.perf_counter()
+        table, status = client.predict(*pairs[0], models, "auto", "auto", None, api_name="/score_pair")
+        first_score_s = time.perf_counter() - t
+        scored = len(table["data"]) if isinstance(table, dict) else None
+        if scored != len(models):
+            raise SystemExit(f"the first request scored {scored} models, expected {len(models)}: {status}")
+        print(f"first pair scored with all models {time.perf_counter() - started:.1f} s after start")
+
+        call = ApiCaller(port)
+        score_s = []
+        for i, (s1, s2) in enumerate(pairs[1:], 1):
+            t = time.perf_counter()
+            table, _ = call("score_pair", s1, s2, models, "auto", "auto", None)
+            score_s.append(time.perf_counter() - t)
+            if len(table["data"]) != len(models):
+                raise SystemExit(f"request {i} scored {len(table['data'])} models, expected {len(models)}")
+            if i % 20 == 0:
+                print(f"  {i} requests, p50 so far {1000 * np.median(score_s):.0f} ms")
+        overhead_s = []
+        for s1, _ in pairs[: min(len(pairs), 30)]:
+            t = time.perf_counter()
+            call("detect_language", s1)
+            overhead_s.append(time.perf_counter() - t)
+        memory = memory_mb(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {"onnx_export_s": export_s, "page_served_s": round(page_s, 2), "api_ready_s": round(api_s, 2),
+            "first_score_with_all_models_s": round(first_score_s, 2),
+            "start_to_first_score_s": round(api_s + first_score_s, 2),
+            "score_pair_warm": summary_ms(score_s), "http_round_trip_detect_language": summary_ms(overhead_s),
+            "app_memory": memory}  # fmt: skip
+
+
+def measure_full_eval(args) -> dict:
+    """Seed STS pairs + Tatoeba-14 with minilm-en through the library, twice; the second pass is warm."""
+    from mlse.data.tatoeba import HAM_KIM_14
+    from mlse.encoders import load_encoder
+    from mlse.tasks import SEED_STS_PAIRS, run_sts, run_tatoeba
+
+    passes = []
+    for _ in range(2):
+        t = time.perf_counter()
+        encoder = load_encoder(args.eval_model, backend=args.backend)
+        sts = run_sts(encoder, pairs=SEED_STS_PAIRS, data_dir=args.data_dir)
+        tatoeba = run_tatoeba(encoder, langs=list(HAM_KIM_14), data_dir=args.data_dir)
+        passes.append({"seconds": round(time.perf_counter() - t, 2), "stats": dict(getattr(encoder, "stats", {}))})
+    warm = passes[-1]
+    return {"model": args.eval_model, "sts_pairs": len(SEED_STS_PAIRS), "tatoeba_languages": len(HAM_KIM_14),
+            "first_pass_s": passes[0]["seconds"], "warm_s": warm["seconds"], "warm_encoder_stats": warm["stats"],
+            "sts_avg_spearman": sts.averages["all"]["spearman"],
+            "tatoeba_avg_accuracy": tatoeba.averages["all"]["acc_mean"]}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("MLSE_RUNS", "runs")))
+    parser.add_argument("--requests", type=int, default=60, help="warm scoring requests (distinct pairs)")
+    parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "torch"))
+    parser.add_argument("--eval-model", default="minilm-en")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--skip-eval", action="store_true", help="only the app measurements")
+    parser.add_argument("--out", type=Path, default=Path("results/app/app-latency.json"))
+    args = parser.parse_args()
+    args.runs_dir = args.runs_dir.resolve()
+
+    models = offline_models(args.runs_dir)
+    pairs = test_pairs(args.requests + 1, args.data_dir)
+    result = {"backend": args.backend, "runs_dir": str(args.runs_dir), "models": models, "n_models": len(models),
+              "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0],
+              "app": measure_app(models, pairs, args)}  # fmt: skip
+    if not args.skip_eval:
+        result["full_eval"] = measure_full_eval(args)
+    result["load_average_at_end"] = os.getloadavg()[0]
+    atomic_write_text(args.out, json.dumps(result, indent=1))
+    print(report(result))
+    print(f"\nwritten: {args.out}")
+
+
+def report(result: dict) -> str:
+    app = result["app"]
+    warm, rt = app["score_pair_warm"], app["http_round_trip_detect_language"]
+    lines = [f"{result['n_models']} offline models, backend {result['backend']}, {result['cpus']} CPUs",
+             "| measure | value |", "|---|---:|",
+             f"| `python app.py` -> page served | {app['page_served_s']:.1f} s |",
+             f"| `python app.py` -> first pair scored by all {result['n_models']} models | "
+             f"{app['start_to_first_score_s']:.1f} s |",
+             f"| warm pair scoring, all models: p50 / p95 | {warm['p50_ms']:.0f} / {warm['p95_ms']:.0f} ms |",
+             f"| HTTP + queue round trip (detect_language): p50 | {rt['p50_ms']:.0f} ms |",
+             f"| app peak memory (VmHWM) | {app['app_memory']['peak_rss_mb']:.0f} MiB |"]  # fmt: skip
+    if "full_eval" in result:
+        ev = result["full_eval"]
+        lines.append(f"| warm full evaluation ({ev['sts_pairs']} STS pairs + Tatoeba-{ev['tatoeba_languages']}, "
+                     f"{ev['model']}) | {ev['warm_s']:.1f} s |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
