@@ -57,20 +57,37 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return r
 
 
+def resample_ranks(levels: np.ndarray, n_levels: int) -> np.ndarray:
+    """Average ranks per row (1-based, ties averaged: ``scipy.stats.rankdata``'s default) of resampled values.
+
+    ``levels`` [rows, n] holds each resampled value's index among the sorted distinct values of the data
+    (``np.unique(x, return_inverse=True)``), so ranking needs no sort: one count per level and row, a cumulative sum,
+    and a tie group of ``c`` values above ``below`` smaller ones gets ranks below+1 .. below+c, average below+(c+1)/2.
+    O(rows * (n + n_levels)) instead of a sort per row.
+    """
+    rows = levels.shape[0]
+    offsets = (np.arange(rows) * n_levels)[:, None]  # [rows, 1]: each row counts in its own slice
+    counts = np.bincount((levels + offsets).ravel(), minlength=rows * n_levels).reshape(rows, n_levels)
+    below = np.cumsum(counts, axis=1) - counts  # [rows, n_levels] resampled values strictly smaller
+    average = below + (counts + 1) / 2.0  # [rows, n_levels]
+    return np.take_along_axis(average, levels, axis=1)  # [rows, n]
+
+
 def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: bool) -> np.ndarray:
     """Pearson (x 100) of ``n_boot`` resamples of the pairs, drawn with replacement, of the values or their ranks."""
     n = p.shape[0]
     rng = np.random.default_rng(seed)
     out = np.empty(n_boot, dtype=np.float64)
     block = max(1, _BOOT_BLOCK_ELEMENTS // n)
-    if ranked:
-        from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
+    if ranked:  # rank by counting over the distinct values (see resample_ranks): the same ranks, no sort per row
+        (p_values, p_levels), (g_values, g_levels) = (np.unique(x, return_inverse=True) for x in (p, g))
     for start in range(0, n_boot, block):
         rows = min(block, n_boot - start)
         idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
-        a, b = p[idx], g[idx]  # [rows, n]
         if ranked:
-            a, b = stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
+            a, b = resample_ranks(p_levels[idx], len(p_values)), resample_ranks(g_levels[idx], len(g_values))
+        else:
+            a, b = p[idx], g[idx]  # [rows, n]
         out[start:start + rows] = 100.0 * _rowwise_pearson(a, b)
     return out
 
