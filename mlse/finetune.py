@@ -647,12 +647,16 @@ def finetune(
     Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches
     with averaged gradients (:mod:`mlse.distributed`); rank 0 evaluates, saves and writes the run folder.
     """
-    from mlse.distributed import init_from_env, shutdown
+    from mlse.distributed import barrier, init_from_env, shutdown
 
     validate(config)
     ctx = init_from_env(config.device or _default_device())
     try:
-        return _finetune(config, ctx, progress, stop)
+        metrics = _finetune(config, ctx, progress, stop)
+        # Leave together: a rank that tears the process group down while rank 0 still writes the run folder can
+        # abort in gloo's teardown ("terminate called without an active exception", seen once in CI).
+        barrier(ctx)
+        return metrics
     finally:
         shutdown(ctx)
 
