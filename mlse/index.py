@@ -59,14 +59,19 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return arr / norms
 
 
+def _check_positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 def _check_pair(queries: object, base: object, k: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Validate a (queries, base, k) triple; return float32 matrices and k clipped to the base size."""
     q = as_float32_matrix(queries, "queries")  # [n, d]
     b = as_float32_matrix(base, "base")  # [m, d]
     if q.shape[1] != b.shape[1]:
         raise ValueError(f"dimension mismatch: queries have d={q.shape[1]}, base has d={b.shape[1]}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    _check_positive_int(k, "k")
     if b.shape[0] == 0:
         raise ValueError("base is empty: nothing to search")
     return q, b, int(min(k, b.shape[0]))
@@ -114,12 +119,6 @@ def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray
 
 
 # -- approximate indexes --------------------------------------------------------------------------------------------
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _clean_results(sims: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,7 +268,7 @@ def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
 # -- ratio margin ---------------------------------------------------------------------------------------------------
 
 
-def _row_means(sims: np.ndarray, k: int) -> np.ndarray:
+def row_means(sims: np.ndarray, k: int) -> np.ndarray:
     """Mean of the first k found similarities per row [n] -> the ratio-margin neighbourhood term.
 
     Slots an approximate index left empty (-inf) are skipped; a row with none found takes the mean of the other rows
@@ -296,7 +295,7 @@ def neighbourhood_means(
     """
     x_sims, _ = search(x, y, k)  # [n, kx]
     y_sims, _ = search(y, x, k)  # [m, ky]
-    return _row_means(x_sims, k), _row_means(y_sims, k)
+    return row_means(x_sims, k), row_means(y_sims, k)
 
 
 def _as_pairs(pairs: object, n: int, m: int) -> np.ndarray:
@@ -371,10 +370,8 @@ def margin_best(
 
 
 def _check_margin_args(k: object, candidates: object) -> None:
-    if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
-        raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    _check_positive_int(candidates, "candidates")
+    _check_positive_int(k, "k")
 
 
 def margin_retrieve(
@@ -391,9 +388,9 @@ def margin_retrieve(
     _check_margin_args(k, candidates)
     # One search serves both the candidate list and the x-side neighbourhood mean.
     sims, ids = search(xf, yf, max(k, candidates))  # [n, c'] sorted decreasing
-    mean_x = _row_means(sims, k)  # [n]
+    mean_x = row_means(sims, k)  # [n]
     y_sims, _ = search(yf, xf, k)  # [m, ky]
-    mean_y = _row_means(y_sims, k)  # [m]
+    mean_y = row_means(y_sims, k)  # [m]
     return margin_best(sims, ids, mean_x, mean_y, candidates)
 
 
@@ -408,8 +405,8 @@ def margin_both_ways(
     Returns (x->y best ids [n], scores [n], y->x best ids [m], scores [m]).
     """
     _check_margin_args(k, candidates)
-    mean_x = _row_means(fwd[0], k)  # [n]
-    mean_y = _row_means(bwd[0], k)  # [m]
+    mean_x = row_means(fwd[0], k)  # [n]
+    mean_y = row_means(bwd[0], k)  # [m]
     fwd_ids, fwd_scores = margin_best(fwd[0], fwd[1], mean_x, mean_y, candidates)
     bwd_ids, bwd_scores = margin_best(bwd[0], bwd[1], mean_y, mean_x, candidates)
     return fwd_ids, fwd_scores, bwd_ids, bwd_scores

@@ -149,6 +149,7 @@ def run_tatoeba(
 ) -> EvalResult:
     """LASER Tatoeba: accuracy both ways (cosine and ratio margin), xSIM error; error lists kept in ``extras``."""
     from mlse.evaluation import retrieval_errors, tatoeba_metrics
+    from mlse.evaluation.retrieval import neighbour_lists
 
     stats_before = _encoder_stats(encoder)
     corpora = {c.src_lang: c for c in (load_tatoeba(lang, data_dir) for lang in langs)}
@@ -157,12 +158,12 @@ def run_tatoeba(
     for lang, corpus in corpora.items():
         src = np.stack([lookup[t] for t in corpus.src])  # [n, d]
         tgt = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
-        scores[lang] = tatoeba_metrics(src, tgt, k=k)
+        neighbours = neighbour_lists(src, tgt, k)  # searched once; every number and error list reads them
+        scores[lang] = tatoeba_metrics(src, tgt, k=k, neighbours=neighbours)
         if keep_errors:
             errors[lang] = {
-                direction: retrieval_errors(
-                    corpus.src, corpus.tgt, src, tgt, direction=direction, k=k
-                )
+                direction: retrieval_errors(corpus.src, corpus.tgt, src, tgt, direction=direction, k=k,
+                                            neighbours=neighbours)  # fmt: skip
                 for direction in ("to_en", "from_en")
             }
     averages = {}

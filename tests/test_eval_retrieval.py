@@ -82,3 +82,28 @@ def test_validation():
         retrieval_errors(["a"] * 3, ["b"] * 3, src, tgt, direction="sideways")
     with pytest.raises(ValueError, match="texts"):
         retrieval_errors(["a"] * 2, ["b"] * 3, src, tgt)
+
+
+def test_metrics_from_shared_neighbour_lists_equal_the_one_number_functions():
+    """tatoeba_metrics and retrieval_errors read one set of searches; each number must equal its own function's,
+    ties included (duplicated rows: identical embeddings, as all-[UNK] sentences give)."""
+    from mlse.evaluation.retrieval import neighbour_lists
+
+    rng = np.random.default_rng(5)
+    src, tgt = rng.normal(size=(2, 60, 8)).astype(np.float32)
+    tgt = tgt + src * 0.5
+    src[10:15] = src[10]  # five identical queries
+    tgt[20:23] = tgt[20]  # three identical candidates
+    src /= np.linalg.norm(src, axis=1, keepdims=True)
+    tgt /= np.linalg.norm(tgt, axis=1, keepdims=True)
+    m = tatoeba_metrics(src, tgt, k=4)
+    assert m["acc_to_en"] == retrieval_accuracy(src, tgt) and m["acc_from_en"] == retrieval_accuracy(tgt, src)
+    assert m["acc_to_en_margin"] == retrieval_accuracy(src, tgt, margin=True)
+    assert m["acc_from_en_margin"] == retrieval_accuracy(tgt, src, margin=True)
+    assert m["xsim_error"] == xsim_error(src, tgt, k=4)
+    texts_s, texts_t = [f"s{i}" for i in range(60)], [f"t{i}" for i in range(60)]
+    nb = neighbour_lists(src, tgt, 4)
+    for direction, (q, b) in (("to_en", (src, tgt)), ("from_en", (tgt, src))):
+        for margin in (False, True):
+            errors = retrieval_errors(texts_s, texts_t, src, tgt, direction=direction, margin=margin, neighbours=nb)
+            assert len(errors) == round(60 * (1 - retrieval_accuracy(q, b, margin=margin) / 100)) > 0

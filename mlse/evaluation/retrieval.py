@@ -12,9 +12,11 @@ target. The only difference from `acc_to_en_margin` is the shortlist: k candidat
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from mlse.index import as_float32_matrix, knn, margin_retrieve, neighbourhood_means, ratio_margin_scores
+from mlse.index import as_float32_matrix, knn, margin_both_ways, margin_retrieve, ratio_margin_scores, row_means
 
 # Cosine shortlist that margin retrieval re-ranks (LASER mining default order of magnitude).
 MARGIN_CANDIDATES = 16
@@ -57,17 +59,49 @@ def xsim_error(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> float:
     return float(100.0 * np.mean(ids != np.arange(s.shape[0])))
 
 
-def tatoeba_metrics(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> dict:
+class Neighbours(NamedTuple):
+    """Cosine neighbour lists of aligned src / tgt embeddings, searched once for every Tatoeba number and error list.
+
+    ``fwd`` (src->tgt) and ``bwd`` (tgt->src) are (sims [n, c], ids [n, c]) with c = max(k, MARGIN_CANDIDATES): the
+    first k give the ratio-margin neighbourhood means, the first MARGIN_CANDIDATES the margin shortlist, the first k
+    xSIM's. ``nearest_fwd`` / ``nearest_bwd`` [n] are the cosine nearest ids from a k=1 search: faiss breaks exact
+    ties (identical embeddings, e.g. all-[UNK] sentences) differently at k=1 than at k=16, and cosine retrieval has
+    always used k=1.
+    """
+
+    fwd: tuple[np.ndarray, np.ndarray]
+    bwd: tuple[np.ndarray, np.ndarray]
+    nearest_fwd: np.ndarray
+    nearest_bwd: np.ndarray
+
+
+def neighbour_lists(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> Neighbours:
+    """Four searches per language pair instead of one or two per number (see :class:`Neighbours`)."""
+    s, t = _aligned(src_emb, tgt_emb)
+    depth = max(k, MARGIN_CANDIDATES)
+    return Neighbours(knn(s, t, depth), knn(t, s, depth), knn(s, t, 1)[1][:, 0], knn(t, s, 1)[1][:, 0])
+
+
+def tatoeba_metrics(
+    src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4, *, neighbours: Neighbours | None = None
+) -> dict:
     """All Tatoeba numbers (percent) for aligned xx (src) and English (tgt) embeddings.
 
     acc_to_en: xx queries English; acc_from_en: English queries xx; acc_mean: their mean (the figure Park et al.
     report). The `_margin` variants retrieve by ratio margin. xsim_error: LASER's xSIM with xx as source.
+    ``neighbours``: :func:`neighbour_lists` of the same embeddings, when the caller has them already.
     """
-    s, t = _aligned(src_emb, tgt_emb)
-    to_en = retrieval_accuracy(s, t, k=k)
-    from_en = retrieval_accuracy(t, s, k=k)
-    to_en_m = retrieval_accuracy(s, t, margin=True, k=k)
-    from_en_m = retrieval_accuracy(t, s, margin=True, k=k)
+    s, _ = _aligned(src_emb, tgt_emb)
+    nb = neighbours if neighbours is not None else neighbour_lists(src_emb, tgt_emb, k)
+    gold = np.arange(s.shape[0])
+
+    def percent(ids: np.ndarray) -> float:
+        return float(100.0 * np.mean(ids == gold))
+
+    to_en, from_en = percent(nb.nearest_fwd), percent(nb.nearest_bwd)
+    to_en_ids, _, from_en_ids, _ = margin_both_ways(nb.fwd, nb.bwd, k, MARGIN_CANDIDATES)
+    xsim_ids = margin_both_ways(nb.fwd, nb.bwd, k, k)[0]  # the shortlist is the k nearest: LASER's xSIM
+    to_en_m, from_en_m = percent(to_en_ids), percent(from_en_ids)
     return {
         "acc_to_en": to_en,
         "acc_from_en": from_en,
@@ -75,7 +109,7 @@ def tatoeba_metrics(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> dic
         "acc_to_en_margin": to_en_m,
         "acc_from_en_margin": from_en_m,
         "acc_mean_margin": (to_en_m + from_en_m) / 2,
-        "xsim_error": xsim_error(s, t, k=k),
+        "xsim_error": float(100.0 * np.mean(xsim_ids != gold)),
     }
 
 
@@ -88,6 +122,7 @@ def retrieval_errors(
     direction: str = "to_en",
     k: int = 4,
     margin: bool = False,
+    neighbours: Neighbours | None = None,
 ) -> list[dict]:
     """One dict per wrongly retrieved query, for the app's error browser.
 
@@ -95,25 +130,27 @@ def retrieval_errors(
     when its retrieved sentence (cosine nearest, or ratio-margin best if margin=True, as in `retrieval_accuracy`) is
     not its own translation. Each dict: index, query, retrieved, gold (texts), sim_retrieved / sim_gold (cosine),
     margin_retrieved / margin_gold (ratio margin, neighbourhood k), rank_of_gold (1-based rank of the gold sentence
-    among all candidates under the criterion used; ties count in the gold's favour).
+    among all candidates under the criterion used; ties count in the gold's favour). ``neighbours``:
+    :func:`neighbour_lists` of the same embeddings (src->tgt, tgt->src), when the caller has them already.
     """
     s, t = _aligned(src_emb, tgt_emb)
     if len(src_texts) != s.shape[0] or len(tgt_texts) != t.shape[0]:
         raise ValueError(
             f"texts and embeddings differ in length: {len(src_texts)} / {len(tgt_texts)} texts, {s.shape[0]} rows"
         )
-    if direction == "to_en":
-        q, b, q_texts, b_texts = s, t, src_texts, tgt_texts
-    elif direction == "from_en":
-        q, b, q_texts, b_texts = t, s, tgt_texts, src_texts
-    else:
+    if direction not in ("to_en", "from_en"):
         raise ValueError(f"direction must be 'to_en' or 'from_en', got {direction!r}")
+    nb = neighbours if neighbours is not None else neighbour_lists(s, t, k)
+    if direction == "to_en":
+        q, b, q_texts, b_texts, q_nn, b_nn, nearest = s, t, src_texts, tgt_texts, nb.fwd, nb.bwd, nb.nearest_fwd
+    else:
+        q, b, q_texts, b_texts, q_nn, b_nn, nearest = t, s, tgt_texts, src_texts, nb.bwd, nb.fwd, nb.nearest_bwd
     n = q.shape[0]
-    ids = _retrieve(q, b, margin=margin, k=k)  # [n]
+    ids = margin_both_ways(q_nn, b_nn, k, MARGIN_CANDIDATES)[0] if margin else nearest  # [n]
     wrong = np.flatnonzero(ids != np.arange(n))  # [w]
     if wrong.size == 0:
         return []
-    means = neighbourhood_means(q, b, k)  # ([n], [n])
+    means = row_means(q_nn[0], k), row_means(b_nn[0], k)  # ([n], [n]) ratio-margin neighbourhood terms
     sims = q[wrong] @ b.T  # [w, n] cosines of the wrong queries to every candidate
     margins = ratio_margin_scores(q[wrong], b, k, means=(means[0][wrong], means[1]))  # [w, n]
     crit = margins if margin else sims  # [w, n]
