@@ -39,10 +39,15 @@ def _translation_maps(parallel: Sequence[tuple[str, str]]) -> tuple[dict[str, se
     return s2t, t2s
 
 
+def _clean_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Stripped pairs without an empty side, in their given order."""
+    stripped = [(s.strip(), t.strip()) for s, t in pairs]
+    return [(s, t) for s, t in stripped if s and t]
+
+
 def _shuffled_clean(pairs: Sequence[tuple[str, str]], rng: np.random.Generator) -> list[tuple[str, str]]:
     """Stripped pairs without an empty side, in a seeded random order."""
-    clean = [(s.strip(), t.strip()) for s, t in pairs]
-    clean = [(s, t) for s, t in clean if s and t]
+    clean = _clean_pairs(pairs)
     return [clean[p] for p in rng.permutation(len(clean))]
 
 
@@ -109,8 +114,7 @@ def build_mining_task(
     if not 0.0 <= float(src_share) <= 1.0:
         raise ValueError(f"src_share must be in [0, 1], got {src_share!r}")
     rng = np.random.default_rng(seed)
-    clean = [(s.strip(), t.strip()) for s, t in parallel]
-    clean = [(s, t) for s, t in clean if s and t]
+    clean = _clean_pairs(parallel)
     # Gold candidates count as known translations too, in case the caller did not also list them in `parallel`.
     s2t, t2s = _translation_maps(clean + list(gold_candidates or ()))
     pool_src: set[str] = set()
@@ -148,7 +152,7 @@ def build_mining_task(
         )
 
     rest = [int(p) for p in order if int(p) not in used]
-    half = (len(rest) + 1) // 2 if float(src_share) == 0.5 else math.ceil(len(rest) * float(src_share))
+    half = math.ceil(len(rest) * float(src_share))  # src_share 0.5: (len + 1) // 2, the first half rounded up
     cand_src = [clean[p][0] for p in rest[:half]]
     cand_tgt = [clean[p][1] for p in rest[half:]]
     extra_src = [s.strip() for s in distractors_src]
