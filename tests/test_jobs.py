@@ -136,13 +136,25 @@ def test_check_request_refuses_overwriting_and_self_input(tiny_bert):
         check_request(TrainRequest(name="new", **{**base, "method": "sgd"}))
 
 
-def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
-    """A stop ends Stage 1 after the current epoch; that epoch is saved as the run, replacing the old folder."""
-    old = runs_dir() / "s1-run"
+def previous_run(name: str):
+    """A run folder that a new run with ``overwrite=True`` replaces (its marker says whether it is still there)."""
+    old = runs_dir() / name
     old.mkdir(parents=True)
     (old / "marker.txt").write_text("previous run")
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-run", overwrite=True, pairs=["eng-deu"],
-                       max_pairs=40, max_epochs=50, budget_minutes=5, probe=False)  # fmt: skip
+    return old
+
+
+def stage1_request(tiny_bert, name: str, **overrides) -> TrainRequest:
+    """Stage 1 on the tiny BERT, 40 eng-deu pairs, no language probe (the heads train in about a second)."""
+    fields = dict(method="stage1", model=str(tiny_bert), name=name, pairs=["eng-deu"], max_pairs=40, max_epochs=50,
+                  budget_minutes=5, probe=False)  # fmt: skip
+    return TrainRequest(**{**fields, **overrides})
+
+
+def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
+    """A stop ends Stage 1 after the current epoch; that epoch is saved as the run, replacing the old folder."""
+    old = previous_run("s1-run")
+    req = stage1_request(tiny_bert, "s1-run", overwrite=True)
     runner = JobRunner()
     job_fn = training_job(req)
 
@@ -162,8 +174,7 @@ def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
 
 
 def test_a_head_run_out_of_budget_saves_the_best_epoch(tiny_bert):
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-budget", pairs=["eng-deu"], max_pairs=40,
-                       max_epochs=50, budget_minutes=1e-6, probe=False)  # fmt: skip
+    req = stage1_request(tiny_bert, "s1-budget", budget_minutes=1e-6)
     runner = JobRunner()
     job = runner.submit("s1-budget", training_job(req))
     assert runner.wait(600)
@@ -174,11 +185,8 @@ def test_a_head_run_out_of_budget_saves_the_best_epoch(tiny_bert):
 
 
 def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):
-    old = runs_dir() / "s1-fail"
-    old.mkdir(parents=True)
-    (old / "marker.txt").write_text("previous run")
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-fail", overwrite=True, pairs=["eng-zzz"],
-                       max_pairs=40, max_epochs=2, budget_minutes=5, probe=False)  # fmt: skip
+    old = previous_run("s1-fail")
+    req = stage1_request(tiny_bert, "s1-fail", overwrite=True, pairs=["eng-zzz"], max_epochs=2)
     runner = JobRunner()
     job = runner.submit("s1-fail", training_job(req))
     assert runner.wait(600)

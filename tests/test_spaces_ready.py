@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from tests.app_server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,8 +77,3 @@ def test_python_app_py_serves_the_page_on_the_port_it_is_given(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
