@@ -1,12 +1,15 @@
-"""Atomic file writes: write to a temporary file in the same directory, fsync, then rename over the target.
+"""Atomic writes: write to a temporary file (or folder) in the same directory, then rename over the target.
 
-A reader sees either the old file or the new one, never half of one, even if the writer is killed.
+A reader sees either the old file or folder or the new one, never half of one, even if the writer is killed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -29,3 +32,34 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def atomic_dir(target: str | Path) -> Iterator[Path]:
+    """Fill a folder all or nothing: yields a hidden temporary sibling of ``target`` (hidden, so model scans skip
+    it); when the block ends without an error it replaces ``target``, otherwise it is removed.
+
+        with atomic_dir(run / "model") as tmp:
+            model.save(tmp)
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        tmp.chmod(target.parent.stat().st_mode & 0o755)  # mkdtemp makes 0700: readable like its parent, at most 755
+        yield tmp
+        replace_dir(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Move ``src`` to ``dst``; an existing ``dst`` is renamed aside first and removed only after the swap."""
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)

@@ -52,7 +52,6 @@ import json
 import logging
 import math
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -61,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.atomic import atomic_dir
 from mlse.data import default_labels, evaluation_sentences, file_sha256, filter_contaminated, load_parallel, load_sts
 from mlse.errors import MlseError
 
@@ -379,16 +379,8 @@ def dev_scores(student, dev: DevSet, batch_size: int) -> dict[str, float]:
 
 def save_model_atomically(student, folder: Path) -> None:
     """Save into a temporary sibling, then rename over ``folder``: a reader never sees a half-written model."""
-    from mlse.scorer import _replace_dir
-
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-    try:
+    with atomic_dir(folder) as tmp:
         student.save(str(tmp), create_model_card=False)
-        _replace_dir(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _write_json(path: Path, obj: dict) -> None:

@@ -23,13 +23,12 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
+from mlse.atomic import atomic_dir
 from mlse.errors import MlseError
 
 log = logging.getLogger(__name__)
@@ -108,17 +107,10 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
 
 
 def _build(target: Path, fill) -> None:
-    """Run ``fill(tmp_dir)`` in a hidden sibling folder, then rename it to ``target`` (all or nothing)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        tmp.chmod(0o755)  # mkdtemp makes 0700; a shared cache is meant to be readable
+    """Run ``fill(tmp_dir)`` in a hidden sibling folder, then rename it to ``target`` (all or nothing); an
+    incomplete ``target`` left by an older version is replaced, never trusted."""
+    with atomic_dir(target) as tmp:
         fill(tmp)
-        if target.exists():  # an incomplete leftover (a crash predating atomic renames); never trusted
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 # -- fp32: torch.onnx export -----------------------------------------------------------------------------------------

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mlse.atomic import atomic_dir
 from mlse.encoders import backend_of, weights_identity
 from mlse.errors import MlseError, ModelNotFoundError
 
@@ -96,10 +94,7 @@ class Scorer:
         from safetensors.torch import save_file
 
         folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        try:
-            tmp.chmod(folder.parent.stat().st_mode & 0o755)  # mkdtemp makes 0700: readable like its parent, at most 755
+        with atomic_dir(folder) as tmp:
             heads = []
             for kind, head in self.heads:
                 tensors, meta = head.state()
@@ -118,10 +113,6 @@ class Scorer:
                 **(extra or {}),
             }
             (tmp / SCORER_FILE).write_text(json.dumps(manifest, indent=2, default=str))
-            _replace_dir(tmp, folder)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return folder
 
     @classmethod
@@ -169,14 +160,3 @@ def read_manifest(folder: Path) -> dict:
 
 def is_scorer_folder(path: Path) -> bool:
     return (path / SCORER_FILE).is_file()
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move ``src`` to ``dst``; an existing ``dst`` is renamed aside first and removed only after the swap."""
-    if dst.exists():
-        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
-        os.replace(dst, old)
-        os.replace(src, dst)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(src, dst)
