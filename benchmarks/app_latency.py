@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mlse.atomic import atomic_write_text  # noqa: E402
+from mlse.procmem import memory_mb  # noqa: E402
 
 PAIRS = ("en-de", "en-fr", "en-es", "de-en")
 PAGE_TIMEOUT_S = 300
@@ -94,16 +95,6 @@ def wait_for_page(url: str, proc: subprocess.Popen, started: float) -> float:
             pass
         time.sleep(0.05)
     raise SystemExit(f"the page was not served within {PAGE_TIMEOUT_S} s")
-
-
-def memory_mb(pid: int) -> dict[str, float]:
-    """Current and peak resident memory of a process, from /proc (Linux)."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) / 1024  # kB -> MiB
-    return {"rss_mb": round(fields["VmRSS"], 1), "peak_rss_mb": round(fields["VmHWM"], 1)}
 
 
 def summary_ms(seconds: list[float]) -> dict[str, float]:

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import numpy as np  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.encoders import BACKENDS, load_encoder  # noqa: E402
+from mlse.procmem import peak_rss_mb  # noqa: E402
 from mlse.results import library_versions  # noqa: E402
 
 STS_PAIRS = ["en-en", "en-de", "en-ru", "en-zh"]
@@ -79,23 +79,11 @@ def make_encoder(model: str, backend: str, threads: int, **kwargs):
 def child_memory(args) -> None:
     """(subprocess) load one backend, encode the sentences once, print peak RSS as JSON."""
     texts = sentences(args.langs)
-    start_kb = peak_rss_kb()
+    start_mb = peak_rss_mb()
     enc = make_encoder(args.model, args.child, args.threads)
     enc.encode(texts, batch_size=args.batch_size, show_progress=False)
-    print(json.dumps({"peak_rss_mb": round(peak_rss_kb() / 1024, 1), "before_load_rss_mb": round(start_kb / 1024, 1),
+    print(json.dumps({"peak_rss_mb": peak_rss_mb(), "before_load_rss_mb": start_mb,
                       "torch_imported": "torch" in sys.modules}))  # fmt: skip
-
-
-def peak_rss_kb() -> int:
-    """This process's peak resident memory. VmHWM belongs to the process image, whereas ru_maxrss survives exec and
-    would report the parent's peak (the parent may have run a torch export)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
 
 
 def measure_memory(args, backend: str) -> dict:

@@ -28,7 +28,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -61,6 +60,7 @@ from mlse.index import (  # noqa: E402
     recall_at_k,
     search_index,
 )
+from mlse.procmem import peak_rss_mb  # noqa: E402
 from mlse.results import EvalResult, format_table  # noqa: E402
 
 STUDENT_RUN = ROOT / "runs" / "minilm-multi-mse60"
@@ -271,24 +271,6 @@ def encode_task(encoder, task: MiningSplit, chunk: int = 8192) -> tuple[np.ndarr
 
 
 # -- one worker: one index kind, a fresh process ---------------------------------------------------------------------
-
-
-def peak_rss_mb() -> float:
-    """High-water mark of this process's resident memory, MiB.
-
-    VmHWM from /proc/self/status where there is one: Linux carries ru_maxrss across fork + exec, so a fresh worker's
-    ru_maxrss would start at its parent's size (the parent holds the encoder: ~0.9 GB), while VmHWM belongs to the
-    worker's own address space. Elsewhere, ru_maxrss (KiB on Linux, bytes on macOS).
-    """
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # "VmHWM:   13724 kB"
-    except OSError:
-        pass
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
 
 
 def _searches(method: str, src: np.ndarray, tgt: np.ndarray, depth: int, args):

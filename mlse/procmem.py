@@ -1,0 +1,36 @@
+"""Resident memory of a process, as the benchmarks report it (Linux /proc, with a portable fallback for self).
+
+Peak memory is ``VmHWM``: it belongs to the process image, whereas ``ru_maxrss`` survives fork + exec, so a fresh
+worker started by a large parent would report the parent's peak. tracemalloc is no substitute: it misses native
+allocations (torch, onnxruntime, faiss).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+
+
+def memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """{"rss_mb": current, "peak_rss_mb": high-water mark} in MiB for ``pid`` (default: this process).
+
+    Without /proc (macOS), only this process can be measured, and only its peak (``ru_maxrss``) is known.
+    """
+    try:
+        fields = {}
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024  # "VmHWM:   13724 kB"
+        return {"rss_mb": round(fields["VmRSS"], 1), "peak_rss_mb": round(fields["VmHWM"], 1)}
+    except (OSError, KeyError):
+        if pid != "self":
+            raise
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    peak = maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
+    return {"rss_mb": float("nan"), "peak_rss_mb": round(peak, 1)}
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    return memory_mb(pid)["peak_rss_mb"]
