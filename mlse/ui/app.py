@@ -20,7 +20,7 @@ def build_app(state: AppState | None = None):
         gr.Markdown(f"# mlse: multilingual semantic textual similarity{backend}")
         pickers = []
         for tab in TABS:
-            pickers += tab.build_tab(state) or []  # the model pickers it built
+            pickers += tab.build_tab(state)  # the model pickers it built (a list, maybe empty)
         model_pickers.wire(state, pickers)  # a run trained while the page is open joins every picker
     demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY, max_size=QUEUE_MAX_SIZE)
     return demo
