@@ -148,7 +148,7 @@ def test_the_repositorys_real_results_are_indexed():
     frame, warnings = build_index(roots)
     assert warnings == []
     assert {"eval", "seed-grid"} <= set(frame["kind"])
-    sts = frame[(frame["source"] == "results/baseline/sts.json") & (frame["key"] == "en-de")]
+    sts = frame[(frame["source"] == "results/baseline/minilm-en/sts.json") & (frame["key"] == "en-de")]
     assert set(sts["metric"]) >= {"pearson", "spearman"} and (sts["model"] == "minilm-en").all()
     grid = frame[frame["kind"] == "seed-grid"]
     assert {"minilm-en", "minilm-en+s1", "minilm-en+s1+s2"} <= set(grid["model"])
