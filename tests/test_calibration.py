@@ -112,7 +112,10 @@ def test_shipped_minilm_calibration_is_well_formed():
     path = bc.calibration_file("minilm-en", bc.SHIPPED_DIR)
     calibration = bc.read_calibration(path)
     manifest = json.loads(path.with_name("minilm-en" + bc.MANIFEST_SUFFIX).read_text())
-    assert manifest["weights_identity"] == calibration.weights_identity and manifest["max_rows"] is None
+    assert manifest["weights_identity"] == calibration.weights_identity
+    rows = manifest["max_rows"]  # the committed sample may use the first rows of each pair (said in its command)
+    assert manifest["dev"]["n"] == 13 * rows if rows else manifest["dev"]["n"] > 13 * 1000
+    assert (f"--max-rows {rows}" in manifest["command"]) == (rows is not None)
     assert manifest["pairs"] == list(bc.CALIBRATION_PAIRS)
     assert manifest["command"].startswith("python -m mlse calibrate --model minilm-en")
     assert np.all(np.diff(calibration.mapping.y) >= 0) and calibration(1.0) > calibration(0.0)
