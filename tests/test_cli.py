@@ -138,7 +138,8 @@ def test_eval_sts_malformed_pairs_file_names_file_and_line(capsys, tmp_path, tin
     ],  # fmt: skip
 )
 def test_eval_user_mistakes_exit_2_with_one_line(capsys, argv, fragments):
-    code, out, err = _run(capsys, "eval", *argv)
+    named = [] if "--model" in argv else ["--model", "minilm-en"]  # never the default: it would convert e5 here
+    code, out, err = _run(capsys, "eval", *named, *argv)
     _assert_one_line_error(code, err, *fragments)
     assert "Traceback" not in out
 
@@ -189,3 +190,11 @@ def test_eval_tatoeba_writes_error_lists(capsys, tmp_path, tiny_bert):
         first = lang["to_en"][0]
         assert {"index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold", "rank_of_gold"} <= set(first)
         assert first["retrieved"] != first["gold"]
+
+
+def test_eval_defaults_to_the_first_offline_default():
+    from mlse.cli import build_parser
+    from mlse.encoders import DEFAULT_MODEL, DEFAULT_MODELS
+
+    assert DEFAULT_MODEL == DEFAULT_MODELS[0] == "me5-small"
+    assert build_parser().parse_args(["eval", "--task", "sts"]).model == DEFAULT_MODEL

@@ -128,3 +128,22 @@ def test_tab_builds(tiny_bert):
     with gr.Blocks() as demo:
         gold_tab.build_tab(AppState())
     assert "predicted_vs_gold" in str(demo.config) and "disagreements" in str(demo.config)
+
+
+def test_predicted_vs_gold_uses_a_backbones_calibration(tiny_bert, data_dir):
+    from mlse import backbone_calibration as bc
+    from mlse.calibration import IsotonicMap
+    from mlse.encoders import load_encoder, weights_identity
+
+    model = str(tiny_bert)
+    identity = weights_identity(load_encoder(model).identity)
+    mapping = IsotonicMap((-1.0, 1.0), (0.0, 5.0))  # a straight line: calibrated = 2.5 * (cosine + 1)
+    bc.save_calibration(bc.BackboneCalibration(model, identity, mapping), {}, bc.local_dir(), command="test")
+    state = AppState()
+    _, _, calib, table, msg = predicted_vs_gold(state, PAIR, [model], SPLIT, n_boot=0)
+    _, pred = predictions(state, PAIR, model, SPLIT)
+    gold = load_sts(PAIR, SPLIT).scores
+    row = table.iloc[0]
+    assert row.pearson_calibrated == pytest.approx(row.pearson, abs=0.01)  # a linear map keeps Pearson
+    assert row.mae_calibrated == pytest.approx(np.mean(np.abs(2.5 * (pred + 1) - gold)), abs=0.01)
+    assert len(calib.data) == 3 and "its calibration" in calib.data[2].name and "pearson_calibrated" in msg

@@ -93,11 +93,32 @@ def test_state_lists_models_with_their_kind(state, runs):
     assert next(m for m in state.models() if m.name == S12).backbone == runs.backbone
 
 
-def test_default_selection_takes_every_kind_before_capping(state):
+def test_default_selection_takes_every_kind_before_capping(runs, monkeypatch):
+    monkeypatch.setenv("MLSE_RUNS", str(runs.root))
+    state = AppState(default_models=("minilm-en",))  # the one default that loads in every test environment
     chosen, note = state.default_selection(limit=3)
+    assert chosen[0] == "minilm-en"  # the defaults first, then one run of each kind in turn
     assert [state.model_kind(n) for n in chosen] == [BACKBONE, STAGE1, STAGE12] and "tick more" in note
-    everything, note = state.default_selection(limit=50)
-    assert sorted(everything) == sorted(state.model_names()) and note == ""
+    everything, _ = state.default_selection(limit=50)
+    runs_listed = [n for n in state.model_names() if n.startswith("runs/")]
+    assert sorted(everything) == sorted(["minilm-en", *runs_listed])  # other registry models are offered, not ticked
+
+
+def test_defaults_come_first_and_the_app_opens_on_the_first_that_loads(state):
+    assert state.default_models == ("me5-small", "muse", "minilm-en")
+    loaded = state.loaded_defaults()
+    assert "minilm-en" in loaded and state.preferred_model() == loaded[0]
+    backbones = [m.name for m in state.models() if m.kind == BACKBONE]
+    assert backbones[: len(loaded)] == loaded  # in the defaults' order, before any other backbone
+    assert state.default_selection()[0][: len(loaded)] == loaded
+    label = next(m.label for m in state.models() if m.name == "minilm-en")
+    assert "English-only reference" in label
+
+
+def test_preferred_model_falls_back_to_the_first_listed(runs, monkeypatch):
+    monkeypatch.setenv("MLSE_RUNS", str(runs.root))
+    state = AppState(default_models=("no-such-model",))
+    assert state.loaded_defaults() == [] and state.preferred_model() == state.model_names()[0]
 
 
 def test_refresh_finds_new_runs_without_restart(state, runs, tiny_bert):

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mlse.calibration import IsotonicMap
 from mlse.heads._torch import as_tensor, snapshot
 
 log = logging.getLogger(__name__)
@@ -164,14 +165,8 @@ class Stage2Head:
         return _pearson(cos, gold)
 
     def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
-        """Isotonic map cosine -> 0-5 on dev, stored as sorted knots for np.interp."""
-        from scipy.optimize import isotonic_regression
-
-        cos = self.cosine(m1, m2)
-        order = np.argsort(cos, kind="stable")
-        fitted = isotonic_regression(gold[order]).x
-        self.calibration_x_ = cos[order].astype(np.float64).tolist()
-        self.calibration_y_ = np.clip(fitted, 0.0, 5.0).astype(np.float64).tolist()
+        """Isotonic map cosine -> 0-5 on dev (mlse.calibration, the same map backbones get)."""
+        self.calibration_ = IsotonicMap.fit(self.cosine(m1, m2), gold)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "net_"):
@@ -192,7 +187,7 @@ class Stage2Head:
     def calibrate(self, cos: np.ndarray) -> np.ndarray:
         """Cosine -> score on the human 0-5 scale (isotonic, fitted on dev)."""
         self._check_fitted()
-        return np.interp(np.asarray(cos, np.float64), self.calibration_x_, self.calibration_y_)
+        return self.calibration_(cos)
 
     def predict_score(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
         return self.calibrate(self.cosine(M1, M2))
@@ -202,7 +197,7 @@ class Stage2Head:
         self._check_fitted()
         meta = {"kind": "stage2", "config": asdict(self.config), "dim": self.dim_, "best_epoch": self.best_epoch_,
                 "dev_pearson": self.dev_pearson_, "history": self.history_,
-                "calibration": {"x": self.calibration_x_, "y": self.calibration_y_}}  # fmt: skip
+                "calibration": self.calibration_.to_dict()}  # fmt: skip
         return dict(self.net_.state_dict()), meta
 
     @classmethod
@@ -211,7 +206,7 @@ class Stage2Head:
         cfg = head.config
         head.dim_, head.best_epoch_, head.dev_pearson_ = int(meta["dim"]), meta["best_epoch"], meta["dev_pearson"]
         head.history_ = meta["history"]
-        head.calibration_x_, head.calibration_y_ = meta["calibration"]["x"], meta["calibration"]["y"]
+        head.calibration_ = IsotonicMap.from_dict(meta["calibration"])
         head.net_ = Stage2Net(head.dim_, cfg.hidden or head.dim_, cfg.conv, cfg.nonlinearity, cfg.residual)
         head.net_.load_state_dict(tensors)
         head.net_.eval()

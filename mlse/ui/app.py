@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlse.credits import CREDITS_MARKDOWN
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
 from mlse.ui.state import AppState
 
@@ -22,5 +23,6 @@ def build_app(state: AppState | None = None):
         for tab in TABS:
             pickers += tab.build_tab(state)  # the model pickers it built (a list, maybe empty)
         model_pickers.wire(state, pickers)  # a run trained while the page is open joins every picker
+        gr.Markdown(CREDITS_MARKDOWN, elem_id="credits")
     demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY, max_size=QUEUE_MAX_SIZE)
     return demo

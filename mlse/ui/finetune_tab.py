@@ -73,13 +73,14 @@ def method_settings(state, method: str) -> dict:
     """What the form shows for ``method``: model list, whether a teacher applies, pair lists, an explanation."""
     models = model_choices(state, method)
     offered, default = pair_choices(method)
-    default_model = state.default_model if state.default_model in models else (models[0] if models else None)
+    preferred = state.preferred_model()
+    default_model = preferred if preferred in models else (models[0] if models else None)
     return {
         "models": models,
         "model": default_model,
         "teacher_visible": method in TEACHER_METHODS,
         "teachers": [n for n in model_choices(state, "mse")],
-        "teacher": state.default_model if method in TEACHER_METHODS else None,
+        "teacher": preferred if method in TEACHER_METHODS else None,
         "pairs": offered,
         "pairs_value": default,
         "max_pairs_visible": method != "stage2",

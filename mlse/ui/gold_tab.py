@@ -25,7 +25,8 @@ N_BOOT = 1000
 N_BINS = 10
 _MEMO_SIZE = 16
 
-METRIC_COLUMNS = ["model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo", "spearman_hi"]
+METRIC_COLUMNS = ["model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo", "spearman_hi",
+                  "pearson_calibrated", "mae_calibrated"]  # fmt: skip
 DISAGREE_COLUMNS = ["index", "sentence1", "sentence2", "gold", "cosine", "pred_as_gold", "diff", "rank_gap"]
 DISAGREE_TYPES = ["number", "str", "str", "number", "number", "number", "number", "number"]
 
@@ -76,19 +77,36 @@ def predictions(state, pair: str, model: str, split: str = "test"):
     return ds, pred
 
 
-def _metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int) -> dict:
+def _metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, calibrated: np.ndarray | None) -> dict:
+    """Correlations of the cosine; with a calibrated 0-5 score, also its Pearson and mean absolute error (gold points)
+    — the numbers that show whether the score means the same on every model."""
     from mlse.analysis.errors import bootstrap_pearson_ci
     from mlse.evaluation import sts_metrics
 
     m = sts_metrics(pred, gold, n_boot=n_boot)
     p_lo, p_hi = bootstrap_pearson_ci(pred, gold, n_boot=n_boot) if not math.isnan(m["pearson"]) else [math.nan] * 2
     s_lo, s_hi = m["spearman_ci95"]
+    cal_pearson = cal_mae = math.nan
+    if calibrated is not None:
+        cal_pearson = sts_metrics(calibrated, gold, n_boot=0)["pearson"]
+        cal_mae = float(np.mean(np.abs(calibrated - gold)))
     return {"model": model, "n": m["n"], "pearson": m["pearson"], "pearson_lo": p_lo, "pearson_hi": p_hi,
-            "spearman": m["spearman"], "spearman_lo": s_lo, "spearman_hi": s_hi}  # fmt: skip
+            "spearman": m["spearman"], "spearman_lo": s_lo, "spearman_hi": s_hi, "pearson_calibrated": cal_pearson,
+            "mae_calibrated": cal_mae}  # fmt: skip
 
 
-def _figures(pair: str, split: str, gold: np.ndarray, preds: dict[str, np.ndarray]):
-    """(histograms, scatter, calibration) plotly figures; legend names are HTML-escaped (plotly renders tags)."""
+def calibrated_scores(state, model: str, pred: np.ndarray) -> np.ndarray | None:
+    """The model's calibrated 0-5 scores for the cosines ``pred`` [n], or None when it has no calibration."""
+    calibrate = getattr(state.encoder(model), "calibrated_score", None)
+    scores = calibrate(pred) if calibrate is not None else None
+    return None if scores is None else np.asarray(scores, dtype=np.float64)
+
+
+def _figures(pair: str, split: str, gold: np.ndarray, preds: dict[str, np.ndarray],
+             maps: dict[str, tuple[np.ndarray, np.ndarray]] | None = None):  # fmt: skip
+    """(histograms, scatter, calibration) plotly figures; legend names are HTML-escaped (plotly renders tags).
+
+    ``maps``: each calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over this split's bins."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -113,6 +131,11 @@ def _figures(pair: str, split: str, gold: np.ndarray, preds: dict[str, np.ndarra
         x_iso, y_iso = isotonic_fit(pred, gold)
         calib.add_trace(go.Scatter(x=x_iso, y=y_iso, mode="lines", name=f"{label} (isotonic)", legendgroup=label,
                                    line={"color": color, "dash": "dot", "width": 1}, hoverinfo="skip"))  # fmt: skip
+        if maps and name in maps:
+            x_map, y_map = maps[name]
+            calib.add_trace(go.Scatter(x=x_map, y=y_map, mode="lines", name=f"{label} (its calibration)",
+                                       legendgroup=label, line={"color": color, "width": 2},
+                                       hoverinfo="skip"))  # fmt: skip
     hist.add_trace(go.Histogram(x=gold, name="gold", nbinsx=26, histnorm="probability density",
                                 marker_color="#444", showlegend=False), row=1, col=2)  # fmt: skip
     hist.update_layout(title=f"Score distributions, {title}", barmode="overlay")
@@ -161,10 +184,23 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
             problems.append(md_escape(str(exc)))
     if not preds:
         return *_empty_figures(), empty, " ".join(problems)
-    table = pd.DataFrame([_metrics_row(n, p, gold, n_boot) for n, p in preds.items()], columns=METRIC_COLUMNS)
-    message = " ".join([f"{len(gold)} pairs of {md_escape(ds.name)}; correlations x 100, 95% bootstrap CIs.",
-                        *problems])  # fmt: skip
-    return *_figures(pair, split, gold, preds), table.round(2), message
+    calibrated = {name: calibrated_scores(state, name, p) for name, p in preds.items()}
+    table = pd.DataFrame([_metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()],
+                         columns=METRIC_COLUMNS)  # fmt: skip
+    maps = {n: _curve(p, c) for n, p in preds.items() if (c := calibrated[n]) is not None}
+    notes = [f"{len(gold)} pairs of {md_escape(ds.name)}; correlations x 100, 95% bootstrap CIs."]
+    if maps:
+        notes.append("pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
+                     "against gold; blank for models without one." + (" Dev pairs were used to fit it."
+                                                                       if split == "dev" else ""))  # fmt: skip
+    message = " ".join([*notes, *problems])
+    return *_figures(pair, split, gold, preds, maps), table.round(2), message
+
+
+def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The calibration curve over the range of this split's cosines: (sorted cosines, their calibrated scores)."""
+    order = np.argsort(pred, kind="stable")
+    return pred[order], calibrated[order]
 
 
 def disagreements(state, pair: str, model: str, split: str = "test", low: float = 0.0, high: float = 5.0,
@@ -210,12 +246,13 @@ def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
     names = state.model_names()
+    preferred = state.preferred_model()  # me5-small on a full install
     pairs = sts_pairs()
     with gr.Tab("Predicted vs gold"):
         with gr.Row():
             pair = gr.Dropdown(pairs, value=DEFAULT_PAIR, label="STS Multi MT pair (sentence1 lang - sentence2 lang)")
             split = gr.Radio(list(SPLITS), value="test", label="Split")
-        models = gr.CheckboxGroup(names, value=names[:1], label="Scorers")
+        models = gr.CheckboxGroup(names, value=[preferred] if preferred else [], label="Scorers")
         run = gr.Button("Compare with gold", variant="primary")
         message = gr.Markdown(latex_delimiters=[])
         metrics = gr.Dataframe(headers=METRIC_COLUMNS, label="Pearson / Spearman x 100 (95% bootstrap CI)",
@@ -227,7 +264,7 @@ def build_tab(state) -> list[ModelPicker]:
         gr.Markdown("### Largest disagreements\nPairs whose **gold** score lies in the range, ranked by how far the "
                     "model's rank puts them from their gold rank.")  # fmt: skip
         with gr.Row():
-            model = gr.Dropdown(names, value=names[0] if names else None, label="Scorer")
+            model = gr.Dropdown(names, value=preferred, label="Scorer")
             low = gr.Number(value=0.0, minimum=0.0, maximum=5.0, step=0.2, label="gold from")
             high = gr.Number(value=5.0, minimum=0.0, maximum=5.0, step=0.2, label="gold to")
             k = gr.Number(value=20, minimum=1, maximum=500, precision=0, label="pairs")

@@ -181,16 +181,8 @@ def highlight(result: LanguageMap | None, sentence_id) -> tuple[list, str]:
 
 
 def default_model(state) -> str | None:
-    """A scorer (three panels) when one is trained, else the app's default model, else the first that loads."""
-    from mlse.encoders import available_models
-
-    names = state.model_names()
-    scorers = [m.name for m in available_models() if m.source == "scorer" and m.name in names]
-    if scorers:
-        return scorers[0]
-    if state.default_model in names:
-        return state.default_model
-    return names[0] if names else None
+    """The app's preferred model (the first default that loads here, me5-small on a full install), else the first."""
+    return state.preferred_model()
 
 
 def language_choices(state) -> tuple[list[str], list[str], str]:

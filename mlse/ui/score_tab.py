@@ -30,6 +30,12 @@ EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
 # this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
 REFERENCE_SOURCE = "the flute pairs' 3.8 is the seed paper's gold; other examples carry this project's own rating"
+CALIBRATION_NOTE = (
+    "Cosine is in [-1, 1] and its level differs from model to model (multilingual-e5's sit around 0.7–1.0), so "
+    "compare models on the calibrated 0–5 score: an isotonic map of the cosine onto human STS scores, fitted on STS "
+    "Multi MT dev (a backbone: en-en and 12 cross-lingual pairs; a Stage-2 head: its own dev pairs). Blank: no "
+    "calibration fitted on that model's weights (python -m mlse calibrate --model NAME makes one)."
+)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<])")
 
 
@@ -114,7 +120,8 @@ def _kind(state, name: str) -> str:
 
 
 def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
-    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has a Stage-2 head."""
+    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one (a backbone with a
+    calibration fitted on its weights, or a Stage-2 head)."""
     encoder = state.encoder(name)
     emb = encoder.encode([s1, s2])  # [2, d], L2-normalised rows
     cos = float(np.clip(np.dot(emb[0], emb[1]), -1.0, 1.0))
@@ -180,10 +187,12 @@ def score_pair(
             continue
         rows.append([name, _kind(state, name), round(cos, 4), round(calibrated, 2) if calibrated is not None else ""])
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows))
+    calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
+    return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows),
+                          calibration_notes=calibration_notes)  # fmt: skip
 
 
-def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int) -> str:
+def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibration_notes=()) -> str:
     """The markdown under the table: the sentences with their languages, the reference score, notices, errors."""
     lines = []
     for i, (text, override) in enumerate(((s1, lang1), (s2, lang2)), start=1):
@@ -193,11 +202,11 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int) -> str:
     if gold_value is not None:
         lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
     lines.extend(notices)
+    lines.extend(f"Calibration: {escape_markdown(note)}" for note in calibration_notes)
     if problems:
         lines.append("**Not scored:** " + "; ".join(problems))
     if scored:
-        lines.append("Cosine is in [-1, 1]. The calibrated 0–5 score needs a Stage-2 head (an isotonic map fitted on "
-                     f"STS dev); other models leave it blank. Language detection: {detector_name()}.")  # fmt: skip
+        lines.append(CALIBRATION_NOTE + f" Language detection: {detector_name()}.")
     return "\n\n".join(lines)
 
 

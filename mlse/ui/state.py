@@ -4,9 +4,15 @@ The model list is scanned from the registry and the runs directory and kept for 
 trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
 ``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
 Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.hub`); they are never
-ticked by default, since their first use downloads them. Encoders are loaded once, on
-first use, through the embedding cache; a scorer reuses the already loaded backbone instead of loading its own copy,
-and a run folder that was replaced on disk (retrained under the same name) is reloaded.
+ticked by default, since their first use downloads them. The offline defaults (``mlse.encoders.DEFAULT_MODELS``) come
+first among the backbones and are ticked whenever they load here.
+
+Encoders are loaded on first use, through the embedding cache, and kept in an :class:`mlse.memory_budget.EncoderPool`:
+when the estimated size of the loaded encoders would pass ``max_memory`` (``--max-memory`` / ``MLSE_MAX_MEMORY``,
+default 1.5 GB), the least recently used are evicted and reloaded when next asked for. A scorer reuses the loaded
+backbone instead of loading its own copy (counted once); a run folder that was replaced on disk (retrained under the
+same name) is reloaded. A backbone with a calibration fitted on its weights (:mod:`mlse.backbone_calibration`) gets a
+calibrated 0-5 score; a calibration of other weights is noted in ``calibration_notes`` and not used.
 """
 
 from __future__ import annotations
@@ -17,14 +23,23 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.encoders import DEFAULT_MODEL, ModelSpec, check_backend, list_runs, registry, resolve_model, spec_status
+from mlse.encoders import DEFAULT_MODELS, ModelSpec, check_backend, list_runs, registry, resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.hub import hub_reachable
+from mlse.memory_budget import (
+    DEFAULT_MAX_MEMORY,
+    EncoderPool,
+    estimate_resident_bytes,
+    estimate_spec_bytes,
+    parse_memory_size,
+)
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
 RESCAN_SECONDS = 30.0
 MAX_DEFAULT_MODELS = 8  # scoring is quick, but loading a dozen models on the first click is not
+# Shown after a model's name in the pickers: what it is there for when that is not obvious from its kind.
+MODEL_NOTES = {"minilm-en": "English-only reference"}
 
 
 @dataclass(frozen=True)
@@ -40,26 +55,32 @@ class ModelInfo:
 
     @property
     def label(self) -> str:
-        return f"{self.name} · {self.kind}" + (" (downloads on first use)" if self.needs_download else "")
+        notes = [n for n in (MODEL_NOTES.get(self.name), "downloads on first use" if self.needs_download else "") if n]
+        return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes)
 
 
 @dataclass
 class AppState:
-    default_model: str = DEFAULT_MODEL
+    # The offline defaults in order; the app ticks those that load here and opens on the first (preferred_model).
+    default_models: tuple[str, ...] = DEFAULT_MODELS
     data_dir: str | None = None  # None: MLSE_DATA, else ../shared/data (mlse.data's default resolution)
     # How every model computes: torch, onnx or onnx-int8 (mlse.encoders.BACKENDS); MLSE_BACKEND sets the default.
     backend: str = field(default_factory=lambda: os.environ.get("MLSE_BACKEND", "torch"))
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
     jobs: object = None  # the fine-tune tab's mlse.jobs.JobRunner, created on first use (one per app)
+    # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.memory_budget.parse_memory_size).
+    max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
+    calibration_notes: dict = field(default_factory=dict)  # model name -> why its calibration file is not used
     version: int = 0  # bumped whenever a rescan finds a different model list
     _models: list[ModelInfo] | None = None
     _scanned_at: float = 0.0
-    _encoders: dict = field(default_factory=dict)  # (source, location) -> (stamp, encoder)
+    _pool: EncoderPool | None = None  # (source, location) -> encoder, least recently used evicted first
     _load_locks: dict = field(default_factory=dict)  # (source, location) -> Lock
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         check_backend(self.backend)  # a typo in MLSE_BACKEND stops the app at start, with the choices named
+        self._pool = EncoderPool(parse_memory_size(self.max_memory, what="--max-memory (MLSE_MAX_MEMORY)"))
         hub_reachable()  # start the first connectivity probe now, in the background, so the first rescan may use it
 
     # -- the model list ---------------------------------------------------------------------------------------------
@@ -76,7 +97,7 @@ class AppState:
                 found.append(describe(spec))
             except MlseError as exc:
                 skipped.append((spec.name, str(exc)))
-        found.sort(key=lambda m: (KIND_ORDER.index(m.kind), m.needs_download, m.name))
+        found.sort(key=self._order)
         with self._lock:
             if self._models is not None and found != self._models:
                 self.version += 1
@@ -100,44 +121,104 @@ class AppState:
                 return m.kind
         return describe(resolve_model(name)).kind
 
+    def _order(self, model: ModelInfo) -> tuple:
+        """Kinds in KIND_ORDER; within a kind the defaults first (in their order), then offline before hub, by name."""
+        rank = self.default_models.index(model.name) if model.name in self.default_models else len(self.default_models)
+        return KIND_ORDER.index(model.kind), rank, model.needs_download, model.name
+
+    def loaded_defaults(self) -> list[str]:
+        """The default models that load here, in order (no download: hub models not cached are not defaults)."""
+        offline = {m.name for m in self.models() if not m.needs_download}
+        return [name for name in self.default_models if name in offline]
+
+    def preferred_model(self) -> str | None:
+        """The model single-model views open on: the first default that loads here, else the first model listed."""
+        defaults = self.loaded_defaults()
+        if defaults:
+            return defaults[0]
+        names = self.model_names()
+        return names[0] if names else None
+
     def default_selection(self, limit: int = MAX_DEFAULT_MODELS) -> tuple[list[str], str]:
-        """Models ticked by default: all of them, or at most ``limit`` taken in turn from each kind; + a note."""
-        models = [m for m in self.models() if not m.needs_download]
-        by_kind = [[m.name for m in models if m.kind == kind] for kind in KIND_ORDER]
-        chosen: list[str] = []
-        while len(chosen) < min(limit, len(models)):
-            for names in by_kind:  # round robin: every kind is represented before any kind gets a second model
+        """Models ticked by default + a note: the defaults that load here, then runs taken in turn from each kind.
+
+        Other registry models (a cached hub model, say) are offered but not ticked. ``limit`` caps the total; the
+        defaults always come first.
+        """
+        chosen = self.loaded_defaults()[:limit]
+        registry_names = set(registry())
+        runs = [m for m in self.models() if not m.needs_download and m.name not in registry_names]
+        by_kind = [[m.name for m in runs if m.kind == kind] for kind in KIND_ORDER]
+        while len(chosen) < limit and any(by_kind):
+            for names in by_kind:  # round robin: every kind is represented before any kind gets a second run
                 if names and len(chosen) < limit:
                     chosen.append(names.pop(0))
+        offered = len([m for m in self.models() if not m.needs_download])
         note = ""
-        if len(models) > len(chosen):
-            note = f"{len(models)} models load here; {len(chosen)} are selected (each kind first): tick more to add."
+        if offered > len(chosen):
+            note = f"{offered} models load here; {len(chosen)} are selected (the defaults, then each kind of run): " \
+                   "tick more to add."
         return chosen, note
 
     # -- loading ----------------------------------------------------------------------------------------------------
     def encoder(self, name: str):
-        """The encoder (or scorer) called ``name``, loaded once; ModelNotFoundError for an unknown name."""
+        """The encoder (or scorer) called ``name``, loaded on first use; ModelNotFoundError for an unknown name.
+
+        Loading may evict the least recently used encoders to stay within ``max_memory``. A request still using an
+        evicted encoder keeps it alive until it ends; the pool just stops holding it.
+        """
         spec = resolve_model(name)
         key, stamp = (spec.source, spec.location), _stamp(spec)
         with self._lock:
             lock = self._load_locks.setdefault(key, threading.Lock())
         with lock:  # two requests for a new model must not load it twice; other models load meanwhile
-            cached = self._encoders.get(key)
-            if cached is not None and cached[0] == stamp:
-                return cached[1]
-            encoder = self._load(spec, name)
-            self._encoders[key] = (stamp, encoder)
+            cached = self._pool.get(key, stamp)
+            if cached is not None:
+                return cached
+            backbone_key = None
+            if spec.source == "scorer":
+                backbone = self.encoder(self._backbone_name(spec))  # shared with every other user (its own entry)
+                backbone_key = self._key_of(self._backbone_name(spec))
+            self._pool.make_room(estimate_spec_bytes(spec, backend=self.backend), keep={backbone_key})
+            encoder = self._load(spec, name, backbone if spec.source == "scorer" else None)
+            self._pool.put(key, encoder, estimate_resident_bytes(encoder, backend=self.backend), stamp=stamp,
+                           depends_on=backbone_key)  # fmt: skip
             return encoder
 
-    def _load(self, spec: ModelSpec, name: str):
+    def loaded(self) -> list[tuple[str, str]]:
+        """(source, location) of the loaded encoders, least recently used first (for tests and diagnostics)."""
+        return self._pool.keys()
+
+    @property
+    def loaded_bytes(self) -> int:
+        return self._pool.total_bytes
+
+    @staticmethod
+    def _backbone_name(spec: ModelSpec) -> str:
+        from mlse.scorer import read_manifest
+
+        return str(read_manifest(Path(spec.location))["backbone"])
+
+    @staticmethod
+    def _key_of(name: str) -> tuple[str, str]:
+        spec = resolve_model(name)
+        return spec.source, spec.location
+
+    def _load(self, spec: ModelSpec, name: str, backbone=None):
+        """A plain encoder (with its calibration when one fits its weights), or a scorer on ``backbone``."""
+        if spec.source == "scorer":
+            from mlse.scorer import Scorer
+
+            return Scorer.load(spec.location, backbone=backbone, name=spec.name.removeprefix("runs/"))
+        from mlse.backbone_calibration import with_calibration
         from mlse.encoders import load_encoder
 
-        if spec.source != "scorer":
-            return load_encoder(name, backend=self.backend)
-        from mlse.scorer import Scorer, read_manifest
-
-        backbone = self.encoder(read_manifest(Path(spec.location))["backbone"])  # shared with every other user
-        return Scorer.load(spec.location, backbone=backbone, name=spec.name.removeprefix("runs/"))
+        encoder, note = with_calibration(load_encoder(name, backend=self.backend))
+        if note:
+            self.calibration_notes[name] = note
+        else:
+            self.calibration_notes.pop(name, None)
+        return encoder
 
 
 def describe(spec: ModelSpec) -> ModelInfo:

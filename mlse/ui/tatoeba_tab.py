@@ -223,13 +223,14 @@ def build_tab(state) -> list[ModelPicker]:
 
     langs = languages(state)
     names = state.model_names()
+    preferred = state.preferred_model()  # me5-small on a full install
     with gr.Tab("Tatoeba errors"):
         if not langs:
             gr.Markdown("No Tatoeba data found: set MLSE_DATA to the data directory (it needs tatoeba_laser_v1/).")
         with gr.Row():
             lang = gr.Dropdown(langs, value=DEFAULT_LANG if DEFAULT_LANG in langs else (langs or [None])[0],
                                label="Language (paired with English)")  # fmt: skip
-            model = gr.Dropdown(names, value=names[0] if names else None, label="Scorer")
+            model = gr.Dropdown(names, value=preferred, label="Scorer")
             criterion = gr.Radio(list(CRITERIA), value="cosine", label="Retrieval criterion")
             run = gr.Button("Show errors", variant="primary")
         summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
@@ -241,7 +242,7 @@ def build_tab(state) -> list[ModelPicker]:
                                   interactive=False, wrap=True)  # fmt: skip
         with gr.Accordion("Compare two scorers", open=False):
             with gr.Row():
-                model_a = gr.Dropdown(names, value=names[0] if names else None, label="Scorer A")
+                model_a = gr.Dropdown(names, value=preferred, label="Scorer A")
                 model_b = gr.Dropdown(names, value=names[-1] if names else None, label="Scorer B")
                 cmp_button = gr.Button("Compare")
             cmp_md = gr.Markdown(latex_delimiters=[])

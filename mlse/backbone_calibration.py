@@ -1,0 +1,257 @@
+"""A calibrated 0-5 score for a backbone: an isotonic map of its cosine onto STS Multi MT dev gold scores.
+
+Raw cosines are not comparable across models (multilingual-e5's sit between about 0.7 and 1.0, MiniLM's spread over
+the whole range), so the app shows each backbone's cosine next to a score on the human 0-5 scale.
+
+Which pairs: en-en plus the 12 cross-lingual pairs (``CROSS_12``), pooled into one fit. The app is mostly used
+across languages, and a backbone's cosines for the same gold score sit lower across languages than within one (less
+so the better aligned it is); a map fitted on en-en alone would therefore under-score every cross-lingual pair,
+while the pooled map is right on average for the mix users type. Same-language pairs other than en-en are machine
+translations of the same sentences and would add little but weight.
+
+Files: ``<name>.json`` (the knots and the weights identity they belong to) and ``<name>.manifest.json`` (how it was
+made: command, data files with sha256, dev/test Spearman). Calibrations are looked up in the runs directory
+(``$MLSE_RUNS/calibration``, written by ``python -m mlse calibrate``) and then among the shipped ones
+(``assets/models/calibration``). One is used only when it was fitted on the same weights (the backend may differ,
+as for scorers); a calibration of other weights is reported and left unused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlse.calibration import IsotonicMap
+from mlse.errors import MlseError
+from mlse.tasks import CROSS_12
+
+log = logging.getLogger(__name__)
+
+FORMAT = "mlse-calibration/1"
+CALIBRATION_PAIRS = ("en-en", *CROSS_12)
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "assets" / "models" / "calibration"
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+@dataclass(frozen=True)
+class BackboneCalibration:
+    """The cosine -> 0-5 map of one backbone, tied to the weights it was fitted on."""
+
+    model: str
+    weights_identity: str
+    mapping: IsotonicMap
+    source: str = ""  # the file it was read from ("" when fitted in this process)
+
+    def __call__(self, cosine) -> np.ndarray:
+        return self.mapping(cosine)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "model": self.model, "weights_identity": self.weights_identity,
+                **self.mapping.to_dict()}  # fmt: skip
+
+
+def local_dir() -> Path:
+    """Where ``calibrate`` writes by default: ``$MLSE_RUNS/calibration`` (looked up before the shipped ones)."""
+    from mlse.encoders import runs_dir
+
+    return runs_dir() / "calibration"
+
+
+def calibration_file(model: str, folder: str | Path) -> Path:
+    from mlse.experiments.seed_grid import safe_name
+
+    return Path(folder) / f"{safe_name(model)}.json"
+
+
+def read_calibration(path: str | Path) -> BackboneCalibration:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MlseError(f"{path}: not a readable calibration ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise MlseError(f"{path}: not a calibration file (expected format {FORMAT!r})")
+    try:
+        return BackboneCalibration(str(data["model"]), str(data["weights_identity"]), IsotonicMap.from_dict(data),
+                                   source=str(path))  # fmt: skip
+    except KeyError as exc:
+        raise MlseError(f"{path}: calibration without {exc}") from None
+
+
+# -- fitting --------------------------------------------------------------------------------------------------------
+def fit_calibration(encoder, *, data_dir=None, pairs: Sequence[str] = CALIBRATION_PAIRS, max_rows: int | None = None,
+                    batch_size: int = 64, progress: Callable[[str], None] | None = None,
+                    ) -> tuple[BackboneCalibration, dict]:  # fmt: skip
+    """Fit on the dev split of ``pairs`` (pooled), evaluate on dev and test -> (calibration, report).
+
+    ``max_rows`` keeps the first rows of each pair (quick checks and tests; shipped calibrations use every row).
+    Encoding goes through whatever ``encoder`` is, so a cached encoder makes a second run nearly free. The report
+    holds Spearman x 100 of the cosine and of the calibrated score, pooled over the pairs and averaged per pair,
+    the mean absolute error of the calibrated score in gold points, and the data files with their sha256.
+    """
+    from mlse.encoders import weights_identity
+
+    say = progress or (lambda _msg: None)
+    dev = _load_split(pairs, "dev", data_dir, max_rows)
+    test = _load_split(pairs, "test", data_dir, max_rows)
+    started = time.perf_counter()
+    say(f"encoding {sum(len(d) for d in dev.values())} dev and {sum(len(d) for d in test.values())} test pairs")
+    dev_cos, test_cos = _cosines(encoder, dev, batch_size), _cosines(encoder, test, batch_size)
+    mapping = IsotonicMap.fit(np.concatenate(list(dev_cos.values())),
+                              np.concatenate([d.scores for d in dev.values()]))  # fmt: skip
+    calibration = BackboneCalibration(encoder.name, weights_identity(encoder.identity), mapping)
+    report = {
+        "pairs": list(pairs),
+        "max_rows": max_rows,
+        "knots": len(mapping.x),
+        "dev": _split_metrics(dev, dev_cos, mapping),
+        "test": _split_metrics(test, test_cos, mapping),
+        "data": _data_hashes([*dev.values(), *test.values()], data_dir),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    return calibration, report
+
+
+def _load_split(pairs, split, data_dir, max_rows):
+    from mlse.data import ScoredPairs, load_sts
+
+    if not pairs:
+        raise MlseError("a calibration needs at least one STS pair, e.g. en-en")
+    out = {}
+    for pair in pairs:
+        ds = load_sts(pair, split, data_dir)  # DataError names the missing file
+        if max_rows is not None:
+            ds = ScoredPairs(ds.s1[:max_rows], ds.s2[:max_rows], ds.scores[:max_rows], ds.name, ds.sources)
+        out[pair] = ds
+    return out
+
+
+def _cosines(encoder, datasets, batch_size) -> dict[str, np.ndarray]:
+    from mlse.tasks import predict_sts
+
+    return predict_sts(encoder, datasets, batch_size=batch_size)  # {pair: [n]}
+
+
+def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
+    from scipy.stats import spearmanr
+
+    def spearman(pred, gold) -> float:
+        value = spearmanr(pred, gold).statistic
+        return round(float(value) * 100, 2) if np.isfinite(value) else float("nan")
+
+    gold_all = np.concatenate([d.scores for d in datasets.values()])
+    cos_all = np.concatenate(list(cosines.values()))
+    calibrated = mapping(cos_all)
+    per_pair = {p: (spearman(cosines[p], d.scores), spearman(mapping(cosines[p]), d.scores))
+                for p, d in datasets.items()}  # fmt: skip
+    return {
+        "n": int(len(gold_all)),
+        "spearman_cosine_pooled": spearman(cos_all, gold_all),
+        "spearman_calibrated_pooled": spearman(calibrated, gold_all),
+        "spearman_cosine_mean": round(float(np.mean([c for c, _ in per_pair.values()])), 2),
+        "spearman_calibrated_mean": round(float(np.mean([k for _, k in per_pair.values()])), 2),
+        "mae_calibrated": round(float(np.mean(np.abs(calibrated - gold_all))), 3),
+        "per_pair_spearman_calibrated": {p: k for p, (_, k) in per_pair.items()},
+    }
+
+
+def _data_hashes(datasets, data_dir) -> dict[str, str]:
+    """{file path relative to the data directory: sha256} of every file the pairs came from."""
+    from mlse.data import file_sha256, resolve_data_dir
+
+    root = resolve_data_dir(data_dir)
+    out = {}
+    for ds in datasets:
+        for path in ds.sources:
+            try:
+                key = str(Path(path).resolve().relative_to(root))
+            except ValueError:  # a file outside the data directory: keep its full path
+                key = str(path)
+            out[key] = file_sha256(path)
+    return dict(sorted(out.items()))
+
+
+def save_calibration(calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str
+                     ) -> tuple[Path, Path]:  # fmt: skip
+    """Write ``<name>.json`` and ``<name>.manifest.json`` into ``folder`` (each atomically) -> their paths."""
+    from mlse import __version__
+    from mlse.atomic import atomic_write_text
+
+    path = calibration_file(calibration.model, folder)
+    manifest = {"model": calibration.model, "weights_identity": calibration.weights_identity, "command": command,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mlse_version": __version__, **report}  # fmt: skip
+    manifest_path = path.with_name(path.name.removesuffix(".json") + MANIFEST_SUFFIX)
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(calibration.to_dict(), indent=1) + "\n")
+    return path, manifest_path
+
+
+# -- finding one for a loaded encoder -------------------------------------------------------------------------------
+def search_dirs() -> list[Path]:
+    """Run-local calibrations first (a fresh ``calibrate`` wins), then the shipped ones."""
+    return [local_dir(), SHIPPED_DIR]
+
+
+def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
+    """(the calibration fitted on this encoder's weights, "") or (None, why none is used; "" when none exists).
+
+    A calibration file for the name that was fitted on other weights is named in the message, never applied.
+    """
+    from mlse.encoders import weights_identity
+
+    mine = weights_identity(encoder.identity)
+    mismatched = []
+    for folder in search_dirs():
+        path = calibration_file(encoder.name, folder)
+        if not path.is_file():
+            continue
+        try:
+            found = read_calibration(path)
+        except MlseError as exc:
+            mismatched.append(str(exc))
+            continue
+        if found.weights_identity == mine:
+            return found, ""
+        mismatched.append(f"{path} was fitted on {found.weights_identity}")
+    if not mismatched:
+        return None, ""
+    note = (f"{encoder.name}: no calibration for its weights ({mine}); " + "; ".join(mismatched)
+            + f" — not used. Fit one: python -m mlse calibrate --model {encoder.name}")  # fmt: skip
+    log.warning("%s", note)
+    return None, note
+
+
+class CalibratedEncoder:
+    """An encoder plus ``calibrated_score(cos) -> 0..5``; everything else is the wrapped encoder's."""
+
+    def __init__(self, inner, calibration: BackboneCalibration):
+        self.inner = inner
+        self.name = inner.name
+        self.calibration = calibration
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
+        return self.inner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show_progress)
+
+    def calibrated_score(self, cosine) -> np.ndarray:
+        return self.calibration(cosine)
+
+    def __getattr__(self, attr):  # stats, path, dim, ...: whatever the wrapped encoder offers
+        if attr == "inner":  # not set yet (unpickling): do not recurse
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+
+def with_calibration(encoder) -> tuple[object, str]:
+    """(``encoder`` wrapped with its calibration, "") when one matches its weights, else (``encoder``, note)."""
+    calibration, note = find_calibration(encoder)
+    return (CalibratedEncoder(encoder, calibration), "") if calibration is not None else (encoder, note)

@@ -1,0 +1,76 @@
+"""An isotonic map from cosine to the human 0-5 STS scale: fitted once on dev pairs, applied with ``np.interp``.
+
+Stage-2 heads and backbones share this one implementation (numpy and scipy only, so it loads without torch). The fit
+is least squares under a non-decreasing constraint, so it keeps the cosine's ranking (Spearman changes only through
+the ties a flat step creates) while putting every model on the same scale. Identical cosines are pooled first (their
+mean gold, weighted by count) so the knots are strictly increasing, and each flat step is stored by its two ends:
+``np.interp`` over those ends gives exactly the function the full fit gives, in a few dozen numbers instead of one per
+dev pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlse.errors import MlseError
+
+SCORE_MIN, SCORE_MAX = 0.0, 5.0
+
+
+@dataclass(frozen=True)
+class IsotonicMap:
+    """Knots of a non-decreasing piecewise-linear map; values outside the knots take the nearest end's score."""
+
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+    def __post_init__(self):
+        if len(self.x) != len(self.y) or not self.x:
+            raise MlseError(f"a calibration needs as many x as y knots and at least one, got {len(self.x)} and "
+                            f"{len(self.y)}")  # fmt: skip
+
+    @classmethod
+    def fit(cls, cosine: np.ndarray, gold: np.ndarray) -> IsotonicMap:
+        """Least-squares non-decreasing fit of ``gold`` [n] on ``cosine`` [n], clipped to 0-5."""
+        from scipy.optimize import isotonic_regression
+
+        cosine = np.asarray(cosine, dtype=np.float64).ravel()
+        gold = np.asarray(gold, dtype=np.float64).ravel()
+        keep = np.isfinite(cosine) & np.isfinite(gold)
+        if cosine.shape != gold.shape or not keep.any():
+            raise MlseError(f"cannot fit a calibration on {int(keep.sum())} usable (cosine, gold) pairs")
+        cosine, gold = cosine[keep], gold[keep]
+        levels, inverse, counts = np.unique(cosine, return_inverse=True, return_counts=True)  # sorted, ties pooled
+        mean_gold = np.bincount(inverse, weights=gold) / counts  # [m]
+        fitted = isotonic_regression(mean_gold, weights=counts.astype(np.float64)).x  # [m], non-decreasing
+        fitted = np.clip(fitted, SCORE_MIN, SCORE_MAX)
+        return cls(*_step_ends(levels, fitted))
+
+    def __call__(self, cosine) -> np.ndarray:
+        """Scores on the 0-5 scale for ``cosine`` (any shape)."""
+        return np.interp(np.asarray(cosine, dtype=np.float64), self.x, self.y)
+
+    def to_dict(self) -> dict:
+        return {"x": [float(v) for v in self.x], "y": [float(v) for v in self.y]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> IsotonicMap:
+        """The map saved by :meth:`to_dict` (or the older one-knot-per-pair lists Stage-2 heads stored)."""
+        try:
+            x = tuple(float(v) for v in data["x"])
+            y = tuple(float(v) for v in data["y"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MlseError(f"malformed calibration knots ({type(exc).__name__}: {exc})") from None
+        return cls(x, y)
+
+
+def _step_ends(x: np.ndarray, y: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Drop the interior knots of each flat step: the first and last knot of a run of equal y are enough."""
+    if len(x) <= 2:
+        return tuple(x.tolist()), tuple(y.tolist())
+    same_as_prev = np.r_[False, y[1:] == y[:-1]]
+    same_as_next = np.r_[y[:-1] == y[1:], False]
+    keep = ~(same_as_prev & same_as_next)  # interior of a flat run: redundant for interpolation
+    return tuple(x[keep].tolist()), tuple(y[keep].tolist())

@@ -1,0 +1,220 @@
+"""Keep the loaded encoders within a memory budget: estimate each one's size, evict the least recently used.
+
+The estimate is the size of the model's weights as they sit in memory, read from its files before or after loading
+(no torch needed):
+
+- an encoder may say itself: a ``resident_bytes()`` method (or attribute) wins over everything below;
+- a model folder (sentence-transformers, a run): the bytes of its weight files (``.safetensors``, ``.bin``, ``.pt``,
+  ``.onnx``; fp32 weights load at their file size), a quarter of that on ``onnx-int8`` (int8 weights);
+- ``.npz`` weights (the USE package): the arrays' uncompressed sizes, read from the archive's directory;
+- a scorer: its heads only; its backbone is an entry of its own, shared with every other user, never counted twice;
+- anything else: :data:`UNKNOWN_BYTES`, so an encoder of unknown size still counts against the budget.
+
+The budget covers model weights, not the interpreter and libraries (torch alone is a few hundred MB, paid once) nor
+activations while encoding. Evicting drops the pool's reference and runs the garbage collector (and empties the CUDA
+cache on a GPU). A request that is still using an evicted encoder keeps its own reference, so nothing is freed under
+it: Python frees the model when that request ends. Evicting a backbone also evicts the scorers built on it, since
+they hold it; otherwise its memory would stay in use and a reload would count (and hold) it twice.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import re
+import sys
+import threading
+import zipfile
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlse.errors import MlseError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MEMORY = "1.5GB"
+UNKNOWN_BYTES = 256 * 2**20
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx", ".npz", ".npy")
+INT8_FRACTION = 0.25
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_memory_size(value: str | int | float, *, what: str = "--max-memory") -> int:
+    """Bytes from "1.5GB", "800MB", "512MiB" or a plain number of bytes (GB = 10^9, GiB = 2^30)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number, unit = float(value), ""
+    else:
+        match = _SIZE.match(str(value))
+        if match is None or match.group(2).lower() not in _UNITS:
+            raise MlseError(f"{what} {value!r} is not a memory size: use e.g. 1.5GB, 800MB, 512MiB or a number of "
+                            "bytes")  # fmt: skip
+        number, unit = float(match.group(1)), match.group(2).lower()
+    size = int(number * _UNITS[unit])
+    if size <= 0:
+        raise MlseError(f"{what} {value!r} must be more than 0 bytes")
+    return size
+
+
+# -- estimates ------------------------------------------------------------------------------------------------------
+def weight_file_bytes(path: str | Path) -> int:
+    """Bytes the weight files under ``path`` (a folder or one file) take in memory; 0 when there are none."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
+    return sum(_file_bytes(p) for p in files if p.suffix in WEIGHT_SUFFIXES)
+
+
+def _file_bytes(path: Path) -> int:
+    if path.suffix != ".npz":
+        return path.stat().st_size
+    try:  # compressed archive: what np.load materialises is the members' uncompressed size
+        with zipfile.ZipFile(path) as archive:
+            return sum(info.file_size for info in archive.infolist())
+    except (OSError, zipfile.BadZipFile):
+        return path.stat().st_size
+
+
+def estimate_resident_bytes(encoder, *, backend: str = "torch") -> int:
+    """The encoder's own weights in bytes (see the module docstring); a scorer's backbone is not included."""
+    own = getattr(encoder, "resident_bytes", None)
+    if own is not None:
+        return int(own() if callable(own) else own)
+    inner = getattr(encoder, "inner", None)  # the embedding cache or the calibration wrapper
+    if inner is not None:
+        return estimate_resident_bytes(inner, backend=backend)
+    if hasattr(encoder, "backbone") and hasattr(encoder, "heads"):  # a scorer
+        return sum(_tensor_bytes(head) for _, head in encoder.heads)
+    quantized = getattr(encoder, "quantized", backend == "onnx-int8")
+    spec = getattr(encoder, "spec", None)
+    return estimate_files_bytes(_path_of(encoder) or getattr(spec, "location", None), quantized=quantized)
+
+
+def estimate_spec_bytes(spec, *, backend: str = "torch") -> int:
+    """The estimate before loading, from a registry/run spec: a scorer's head files, else its weight files."""
+    if spec.source == "scorer":
+        return weight_file_bytes(spec.location)  # heads only: the backbone is its own entry
+    return estimate_files_bytes(spec.location, quantized=backend == "onnx-int8")
+
+
+def estimate_files_bytes(where, *, quantized: bool = False) -> int:
+    """Weight bytes under ``where`` (int8: a quarter), or UNKNOWN_BYTES when there is no such file or folder."""
+    size = weight_file_bytes(where) if where and Path(where).exists() else 0
+    if not size:
+        return UNKNOWN_BYTES
+    return int(size * INT8_FRACTION) if quantized else size
+
+
+def _path_of(encoder) -> Path | None:
+    try:
+        path = getattr(encoder, "path", None)  # a property that may resolve (materialise) the folder
+    except Exception:  # noqa: BLE001 - an encoder that cannot say where it lives is estimated another way
+        return None
+    return Path(path) if isinstance(path, str | Path) else None
+
+
+def _tensor_bytes(head) -> int:
+    tensors, _ = head.state()
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def free_memory() -> None:
+    """Collect what evictions let go of; on a GPU, hand the cached blocks back too."""
+    gc.collect()
+    torch = sys.modules.get("torch")  # never import torch just to free memory
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# -- the pool -------------------------------------------------------------------------------------------------------
+@dataclass
+class _Entry:
+    stamp: object
+    encoder: object
+    size: int
+    depends_on: Hashable | None = None
+
+
+@dataclass
+class EncoderPool:
+    """Loaded encoders by key, least recently used first, evicted when their sizes would pass ``max_bytes``.
+
+    ``depends_on`` ties a scorer to its backbone's key: using the scorer uses the backbone too, and evicting the
+    backbone evicts the scorer. The entry just added is never evicted to make room for itself: a single model
+    larger than the budget still loads (and everything else is evicted).
+    """
+
+    max_bytes: int
+    evictions: int = 0
+    _entries: OrderedDict = field(default_factory=OrderedDict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def get(self, key: Hashable, stamp: object = None):
+        """The encoder under ``key`` if loaded with this ``stamp`` (marked as just used), else None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.stamp != stamp:
+                return None
+            self._touch(key)
+            return entry.encoder
+
+    def put(self, key: Hashable, encoder, size: int, *, stamp: object = None, depends_on: Hashable | None = None
+            ) -> list[Hashable]:  # fmt: skip
+        """Add (or replace) an entry as the most recently used, then evict to fit -> the evicted keys."""
+        with self._lock:
+            evicted = self._remove(key) if key in self._entries else []
+            self._entries[key] = _Entry(stamp, encoder, int(size), depends_on)
+            self._touch(key)
+            evicted += self._evict_until(self.max_bytes, keep={key, depends_on})
+        if evicted:
+            free_memory()
+        return evicted
+
+    def make_room(self, size: int, *, keep: set | frozenset = frozenset()) -> list[Hashable]:
+        """Evict before a load of ``size`` bytes, so the load itself stays within the budget -> the evicted keys."""
+        with self._lock:
+            evicted = self._evict_until(self.max_bytes - int(size), keep=set(keep))
+        if evicted:
+            free_memory()
+        return evicted
+
+    @property
+    def total_bytes(self) -> int:
+        with self._lock:
+            return sum(e.size for e in self._entries.values())
+
+    def keys(self) -> list[Hashable]:
+        """Loaded keys, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def _touch(self, key: Hashable) -> None:
+        entry = self._entries[key]
+        if entry.depends_on in self._entries:  # using a scorer uses its backbone: the backbone is at least as recent
+            self._entries.move_to_end(entry.depends_on)
+        self._entries.move_to_end(key)
+
+    def _evict_until(self, limit: int, keep: set) -> list[Hashable]:
+        evicted: list[Hashable] = []
+        while sum(e.size for e in self._entries.values()) > limit:
+            victim = next((k for k in self._entries if k not in keep), None)
+            if victim is None:
+                break
+            evicted += self._remove(victim)
+        if evicted:
+            self.evictions += len(evicted)
+            log.info("memory budget %.0f MB: evicted %s", self.max_bytes / 1e6, ", ".join(map(str, evicted)))
+        return evicted
+
+    def _remove(self, key: Hashable) -> list[Hashable]:
+        """Drop ``key`` and every entry built on it -> the keys dropped."""
+        removed = [key] if self._entries.pop(key, None) is not None else []
+        for other in [k for k, e in self._entries.items() if e.depends_on == key]:
+            removed += self._remove(other)
+        return removed
