@@ -18,6 +18,7 @@ import pandas as pd
 
 from mlse.analysis.projection import DEFAULT_MAP_LANGS, SPACE_TITLES, SPACES, LanguageMap, language_map
 from mlse.errors import MlseError
+from mlse.textclean import strip_controls
 from mlse.ui.model_pickers import ModelPicker
 
 MAX_SENTENCES = 1012  # FLORES devtest size
@@ -46,8 +47,12 @@ class MapOutput(NamedTuple):
 
 # -- text helpers ---------------------------------------------------------------------------------------------------
 def md_escape(text: str) -> str:
-    """Text shown inside markdown: HTML escaped and markdown punctuation backslashed, so it displays literally."""
-    text = html.escape("".join(ch for ch in text if ch.isprintable() or ch == " "))
+    """Text shown inside markdown: HTML escaped and markdown punctuation backslashed, so it displays literally.
+
+    Quotes stay as they are (``quote=False``): an entity such as ``&#x27;`` would have its ``#`` backslashed below and
+    show up literally. Line breaks become spaces (one table cell); controls go by :mod:`mlse.textclean`'s rule.
+    """
+    text = html.escape(" ".join(strip_controls(str(text))[0].split("\n")), quote=False)
     return "".join("\\" + ch if ch in "\\`*_[]{}()#+-!|~>" else ch for ch in text)
 
 

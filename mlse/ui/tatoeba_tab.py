@@ -25,15 +25,19 @@ CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio ma
 DIRECTIONS = ("to_en", "from_en")
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
+DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
 _MEMO_SIZE = 8
 
 ERROR_COLUMNS = ["direction", "index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold",
                  "margin_retrieved", "margin_gold", "rank_of_gold"]  # fmt: skip
 ERROR_TYPES = ["str", "number", "str", "str", "str", "number", "number", "number", "number", "number"]
+ERROR_WIDTHS = ["7%", "6%", "22%", "22%", "22%", "4%", "4%", "4%", "4%", "5%"]  # the sentences get the room
 NEIGHBOUR_COLUMNS = ["rank", "sentence", "cosine", "margin", "note"]
 NEIGHBOUR_TYPES = ["number", "str", "number", "number", "str"]
+NEIGHBOUR_WIDTHS = ["7%", "63%", "10%", "10%", "10%"]
 COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
+COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
 
 # Characters that make markup anywhere in a line (line-start markers cannot occur: newlines become spaces).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
@@ -140,7 +144,7 @@ def retrieval(state, lang: str, model: str, criterion: str = "cosine") -> tuple[
     except MlseError as exc:
         return md_escape(str(exc)), empty
     rows = [{"direction": d, **e} for d in DIRECTIONS for e in errors[d]]
-    table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(4) if rows else empty
+    table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(DECIMALS) if rows else empty
     return _summary(view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS}), table
 
 
@@ -184,7 +188,7 @@ def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[s
     nn = query_neighbours(q_emb, b_emb, index, k=int(k), margin_k=MARGIN_K)
     rows = []
     for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
-        rows.append([rank, b_texts[j], round(float(cos), 4), round(float(marg), 4),
+        rows.append([rank, b_texts[j], round(float(cos), DECIMALS), round(float(marg), DECIMALS),
                      "gold" if j == index else ""])  # fmt: skip
     text = "\n".join([
         f"**Query** ({direction}, #{index}): {md_escape(q_texts[index])}",
@@ -234,18 +238,19 @@ def build_tab(state) -> list[ModelPicker]:
             run = gr.Button("Show errors", variant="primary")
         summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
         table = gr.Dataframe(headers=ERROR_COLUMNS, datatype=ERROR_TYPES, label="Errors (select a row)",
-                             interactive=False, wrap=True)  # fmt: skip
+                             interactive=False, wrap=True, column_widths=ERROR_WIDTHS)  # fmt: skip
         shown = gr.State(None)  # (lang, model) the table was computed for, so a later dropdown change is harmless
         detail_md = gr.Markdown(latex_delimiters=[])
         neighbours = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours",
-                                  interactive=False, wrap=True)  # fmt: skip
+                                  interactive=False, wrap=True, column_widths=NEIGHBOUR_WIDTHS)  # fmt: skip
         with gr.Accordion("Compare two scorers", open=False):
             with gr.Row():
                 model_a = gr.Dropdown(names, value=names[0] if names else None, label="Scorer A")
                 model_b = gr.Dropdown(names, value=names[-1] if names else None, label="Scorer B")
                 cmp_button = gr.Button("Compare")
             cmp_md = gr.Markdown(latex_delimiters=[])
-            cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True)
+            cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True,
+                                     column_widths=COMPARE_WIDTHS)  # fmt: skip
 
         def on_run(lang_, model_, criterion_, progress=gr.Progress(track_tqdm=True)):
             text, df = retrieval(state, lang_, model_, criterion_)
