@@ -69,6 +69,13 @@ def pair_choices(method: str) -> tuple[list[str], list[str]]:
     return list(ENGLISH_PAIRS), ["en-de", "en-fr", "en-ru", "en-zh"]
 
 
+def all_pair_choices() -> list[str]:
+    """Every language pair some method offers (what the API may send, whichever method the page shows)."""
+    from mlse.jobs import METHODS
+
+    return list(dict.fromkeys(p for m in METHODS for p in pair_choices(m)[0]))
+
+
 def method_settings(state, method: str) -> dict:
     """What the form shows for ``method``: model list, whether a teacher applies, pair lists, an explanation."""
     models = model_choices(state, method)
@@ -217,6 +224,8 @@ def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
 def build_tab(state) -> list:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     first = method_settings(state, "mse")
     with gr.Tab("Fine-tune"):
         gr.Markdown("Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
@@ -290,4 +299,7 @@ def build_tab(state) -> list:
                    api_visibility="private")  # fmt: skip
         x_axis.change(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
                       api_visibility="private")  # fmt: skip
+        check_inputs(method, max_pairs, budget, batch_size, lr, eval_every, max_steps, max_epochs, dev_max_pairs,
+                     extend_vocab, precision)  # fmt: skip
+        check_inputs(pairs, allowed=all_pair_choices)  # the page shows one method's pairs; the API may ask another's
     return []  # no model picker the app refreshes (the method change refreshes this tab's own)

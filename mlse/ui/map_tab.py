@@ -213,6 +213,8 @@ def language_choices(state) -> tuple[list[str], list[str], str]:
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     def figure_updates(figures):
         return [gr.update(value=f, visible=f is not None) for f in figures]
 
@@ -261,4 +263,6 @@ def build_tab(state) -> list[ModelPicker]:
                      api_name="language_map", concurrency_limit=1)  # fmt: skip
         table.select(on_select, [result], [*plots, details], api_name="map_highlight", concurrency_limit=4)
         clear.click(on_clear, [result], [*plots, details], api_name=False, concurrency_limit=4)
+        check_inputs(n, langs)
+        check_inputs(model, allowed=state.model_names)
     return [ModelPicker(model)]

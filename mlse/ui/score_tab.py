@@ -239,6 +239,8 @@ def example_label(example: dict) -> str:
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     choices, selected, note = model_choices(state)
     languages = language_options()
     examples = load_examples()
@@ -283,4 +285,6 @@ def build_tab(state) -> list[ModelPicker]:
         s2.submit(run, inputs, [table, status], concurrency_limit=2)
         refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
+        check_inputs(lang1, lang2, gold)
+        check_inputs(models, allowed=state.model_names)
     return [ModelPicker(models, multi=True, labelled=True)]

@@ -225,6 +225,8 @@ def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosi
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     langs = languages(state)
     names = state.model_names()
     with gr.Tab("Tatoeba errors"):
@@ -269,4 +271,6 @@ def build_tab(state) -> list[ModelPicker]:
         table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2)
         cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
                          api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip
+        check_inputs(lang, criterion)
+        check_inputs(model, model_a, model_b, allowed=state.model_names)
     return [ModelPicker(model), ModelPicker(model_a), ModelPicker(model_b)]
