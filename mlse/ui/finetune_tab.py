@@ -12,6 +12,7 @@ import html
 import time
 
 from mlse.errors import MlseError
+from mlse.finetune import PRECISIONS
 from mlse.jobs import HEAD_METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
 
 QUEUE_SIZE = 2  # runs that may wait behind the running one
@@ -103,15 +104,28 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
               precision: str = "auto", probe: bool = False, device: str | None = None) -> str:  # fmt: skip
     """Validate the form and queue the run; returns the status message (never raises on bad input)."""
     jobs = runner(state)
-    name = (name or "").strip() or (default_run_name(model, method) if model else "")
-    req = TrainRequest(
-        method=method, model=(model or "").strip(), name=name, teacher=(teacher or "").strip() or None,
-        pairs=list(pairs or []), max_pairs=int(max_pairs) if max_pairs else None, budget_minutes=float(budget_minutes),
-        overwrite=bool(overwrite), batch_size=int(batch_size), lr=float(lr) if lr else None,
-        eval_every_steps=int(eval_every), max_steps=int(max_steps) if max_steps else None,
-        max_epochs=int(max_epochs) if max_epochs else None, dev_max_pairs=int(dev_max_pairs) if dev_max_pairs else None,
-        extend_vocab=int(extend_vocab or 0), precision=precision or "auto", probe=bool(probe), device=device,
-    )  # fmt: skip
+    method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
+    try:
+        name = name or (default_run_name(model, method) if model else "")
+        req = TrainRequest(
+            method=method, model=model, name=name, teacher=teacher or None,
+            pairs=[p for p in (pairs if isinstance(pairs, list) else [pairs]) if isinstance(p, str) and p.strip()],
+            max_pairs=_form_number("Max pairs per language pair", max_pairs, minimum=1, whole=True),
+            budget_minutes=_form_number("Time budget (minutes)", budget_minutes, minimum=0, required=True),
+            overwrite=bool(overwrite), batch_size=_form_number("Batch size", batch_size, minimum=1, whole=True,
+                                                               required=True),
+            lr=_form_number("Learning rate", lr, minimum=0),
+            eval_every_steps=_form_number("Evaluate every N steps", eval_every, minimum=1, whole=True, required=True),
+            max_steps=_form_number("Max steps", max_steps, minimum=1, whole=True),
+            max_epochs=_form_number("Max epochs", max_epochs, minimum=1, whole=True),
+            dev_max_pairs=_form_number("Dev rows per dev pair", dev_max_pairs, minimum=1, whole=True),
+            extend_vocab=_form_number("Extend vocabulary", extend_vocab, minimum=0, whole=True) or 0,
+            precision=_text(precision) or "auto", probe=bool(probe), device=device,
+        )  # fmt: skip
+        if req.precision not in PRECISIONS:
+            raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
+    except MlseError as exc:
+        return html.escape(str(exc))
     if method not in HEAD_METHODS and not req.pairs:
         return "Choose at least one language pair."
     try:
@@ -125,6 +139,27 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
         queued_behind = html.escape(", ".join(ahead))
         return f"Queued **{html.escape(name)}** behind {queued_behind}. {html.escape(jobs.status_text())}"
     return f"Started **{html.escape(name)}** ({html.escape(description)}); outputs go to `runs/{html.escape(name)}`."
+
+
+def _text(value) -> str:
+    """A form's text field as a stripped string (an API caller may send a number, a list or nothing)."""
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _form_number(field: str, value, *, minimum: float, whole: bool = False, required: bool = False):
+    """A form number, or None when left empty (0 counts as empty where ``minimum`` > 0 and it is optional).
+
+    Refused with a message naming the field, the value and what is allowed.
+    """
+    from mlse.ui.inputs import number_problem
+
+    empty = value is None or (isinstance(value, str) and not value.strip()) or (value == 0 and minimum > 0)
+    if empty and not required and not isinstance(value, bool):
+        return None
+    problem = number_problem(field, value, minimum, None, whole)
+    if problem:
+        raise MlseError(problem)
+    return int(float(value)) if whole else float(value)
 
 
 def stop_run(state) -> str:

@@ -138,8 +138,10 @@ def project_map(
     state, model_name: str, langs: list[str] | None, n, *, method: str = "umap", progress=None
 ) -> MapOutput:
     """Project the FLORES sample in every space of the chosen model (cached) -> figures, metrics, note, table."""
-    if not model_name:
+    if not model_name or not isinstance(model_name, str):
         return _empty("Choose a model.")
+    langs = [lang for lang in (langs if isinstance(langs, (list, tuple)) else [langs])
+             if isinstance(lang, str) and lang.strip()]  # an API caller may send anything  # fmt: skip
     if not langs:
         return _empty("Choose at least one language (two or more for retrieval and the language probe).")
     try:

@@ -156,11 +156,13 @@ def _parse_row(row) -> tuple[str, int]:
         row = row.to_dict()
     if isinstance(row, dict):
         direction, index = row.get("direction"), row.get("index")
-    else:
+    elif isinstance(row, (list, tuple)):
         row = list(row)
         if len(row) < 2:
             raise MlseError("Select a row of the errors table.")
         direction, index = row[0], row[1]
+    else:  # a single value (an API caller's guess at the format)
+        raise MlseError(f"not an errors-table row: {str(row)[:80]!r}; expected [direction, index, ...]")
     if direction not in DIRECTIONS:
         raise MlseError(f"not an errors-table row: direction {direction!r}")
     try:
