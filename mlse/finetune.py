@@ -755,9 +755,13 @@ def _finish(run: _Run, reason: str, prepare_s: float, start_checksum: str | None
 
     Ranks other than 0 write nothing and return their own metrics (``rank`` set).
     """
+    from mlse.distributed import gather
+
     if not run.ctx.is_main:
+        checksum = parameter_checksum(run.student)
+        gather(run.ctx, checksum)  # rank 0 records every rank's checksum (collective: every rank takes part)
         return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world,
-                                      "parameter_checksum": parameter_checksum(run.student)}  # fmt: skip
+                                      "parameter_checksum": checksum}  # fmt: skip
     shutil.rmtree(run.out / ".initial-model", ignore_errors=True)
     if final_eval and run.last_eval_step != run.step:
         run.evaluate()
@@ -766,8 +770,9 @@ def _finish(run: _Run, reason: str, prepare_s: float, start_checksum: str | None
     metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
     if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
         metrics["partial"] = {"reason": reason, "steps": run.step, "best_step": run.best_step}
-    if run.ctx.active:
+    if run.ctx.active:  # equal checksums on every rank: the ranks trained one model together
         metrics["parameter_checksum"] = parameter_checksum(run.student)
+        metrics["rank_checksums"] = gather(run.ctx, metrics["parameter_checksum"])
     if start_checksum is not None:
         metrics["teacher_checksum_start"] = start_checksum
     _write_json(run.out / "metrics.json", metrics)
