@@ -62,7 +62,7 @@ def partial_reason(location: str | Path) -> str | None:
         return None  # not a run mlse wrote: nothing to judge
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
-        return "interrupted: the last checkpoint saved before it ended"
+        return "interrupted; its last checkpoint is kept"
     partial = _read_json(metrics_file).get("partial")
     return _describe(partial) if partial else None
 
