@@ -338,12 +338,20 @@ def check_request(req: TrainRequest) -> Path:
     return out
 
 
-def training_job(req: TrainRequest) -> JobFn:
-    """A job function for :meth:`JobRunner.submit` (call :func:`check_request` first for early errors)."""
+def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
+    """A job function for :meth:`JobRunner.submit` (call :func:`check_request` first for early errors).
+
+    ``child_process``: train in a spawned child (:mod:`mlse.child_jobs`), so that the job's memory returns to the
+    system when it ends (the app does this); progress and Stop work as in-process. Not under ZeroGPU (``spaces``),
+    whose GPU is attached to the calling process. ``started``: when the budget's clock started (a child continues
+    its parent's clock); default: when the job starts.
+    """
     out = check_request(req)
+    if child_process and importlib.util.find_spec("spaces") is None:
+        return _child_training_job(req, out)
 
     def job(report: Report, stop: threading.Event):
-        signal = StopSignal(stop, float(req.budget_minutes) * 60)  # the clock of the whole job starts here
+        signal = StopSignal(stop, float(req.budget_minutes) * 60, started)  # the clock of the whole job
         aside = _move_aside(out) if out.exists() else None
         try:
             report({"event": "phase", "message": "preparing: loading data and models"})
@@ -362,6 +370,25 @@ def training_job(req: TrainRequest) -> JobFn:
         return result
 
     return job
+
+
+def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
+    def job(report: Report, stop: threading.Event):
+        from mlse.child_jobs import run_in_child
+        from mlse.run_health import recover_runs
+
+        started = time.monotonic()  # StopSignal's clock: system-wide, so the child keeps counting from here
+        try:
+            return run_in_child("mlse.jobs:train_in_this_process", req, started, report=report, stop=stop)
+        finally:  # a child that died mid-replacement left the old run aside: put it back now, not at next start
+            recover_runs(out.parent)
+
+    return job
+
+
+def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop) -> dict:
+    """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry)."""
+    return training_job(req, started=started)(report, stop)
 
 
 def _run_finetune(req: TrainRequest, out: Path, report: Report, signal: StopSignal) -> dict:

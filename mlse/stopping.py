@@ -38,10 +38,13 @@ class Stopped(Exception):
 class StopSignal:
     """The Stop button (a :class:`threading.Event`) plus the job's whole-time budget, asked as one."""
 
-    def __init__(self, event: threading.Event | None = None, budget_s: float | None = None):
+    def __init__(self, event: threading.Event | None = None, budget_s: float | None = None,
+                 started: float | None = None):  # fmt: skip
+        """``started``: when the budget's clock started (a monotonic time; default now). The clock is the system's
+        monotonic clock, so a job continued in a child process can keep the clock its parent started."""
         self.event = event or threading.Event()
         self.budget_s = budget_s
-        self.started = _now()
+        self.started = _now() if started is None else started
 
     def elapsed(self) -> float:
         return _now() - self.started

@@ -129,7 +129,7 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
     if method not in HEAD_METHODS and not req.pairs:
         return "Choose at least one language pair."
     try:
-        fn = training_job(req)
+        fn = training_job(req, child_process=True)  # its memory goes back to the system when it ends
         description = f"{method} on {req.model}, {req.budget_minutes:g} min"
         job = jobs.submit(name, fn, description, meta={"request": req})
     except MlseError as exc:
