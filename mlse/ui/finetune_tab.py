@@ -27,10 +27,12 @@ METHOD_LABELS = {
 }
 METHOD_NOTES = {
     "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
-              "The budget and Stop end the run after the current epoch (seconds) and save the best epoch so far.",
+              "The budget counts the whole run; Stop ends it within seconds in any phase. Stopped while encoding, it "
+              "saves nothing (the encoded sentences are cached for the next try); in training, it saves the best "
+              "epoch so far, marked partial.",
     "stage2": "Needs a Stage-1 scorer (a `runs/...` model with heads) as the model; trains on STS Multi MT train, "
-              "early-stops on dev. Max pairs does not apply. Budget and Stop end it after the current epoch and save "
-              "the best epoch so far.",
+              "early-stops on dev. Max pairs does not apply. Budget and Stop end it within seconds; once training has "
+              "begun the best epoch so far is saved, marked partial.",
     "mse": "The student learns to reproduce the frozen teacher's embedding of the English side for both sides. "
            "Teacher and student must have the same dimension.",
     "ema": "The teacher is an exponential moving average of the student itself (no separate teacher).",
