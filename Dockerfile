@@ -5,8 +5,8 @@ RUN useradd -m -u 1000 user
 WORKDIR /home/user/app
 
 # torch==2.13.0 is pinned in requirements.txt: build where that CPU wheel is reachable (or pre-install it).
-COPY --chown=user requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+COPY --chown=user requirements.txt constraints.txt ./
+RUN pip install --no-cache-dir -r requirements.txt -c constraints.txt
 
 COPY --chown=user . .
 USER user

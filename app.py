@@ -1,8 +1,10 @@
-"""Start the mlse app: ``python app.py [--backend torch|onnx|onnx-int8] [--max-memory 1.5GB]``.
+"""Start the mlse app: ``python app.py [--host H] [--port N] [--backend torch|onnx|onnx-int8] [--max-memory 1.5GB]``.
 
-Host and port come from GRADIO_SERVER_NAME (default 127.0.0.1) and GRADIO_SERVER_PORT (default 7860), as on Spaces;
-the backend from ``--backend`` or MLSE_BACKEND (default torch); the memory budget of the loaded models from
-``--max-memory`` or MLSE_MAX_MEMORY (default 1.5GB): past it, the least recently used models are unloaded.
+Host and port come from ``--host`` / ``--port``, else GRADIO_SERVER_NAME (default 127.0.0.1) and GRADIO_SERVER_PORT,
+as on Spaces. A port given either way must be free (the app says so and exits when it is not); without one the app
+uses 7860, or the next free port when 7860 is taken, and prints which. The backend comes from ``--backend`` or
+MLSE_BACKEND (default torch); the memory budget of the loaded models from ``--max-memory`` or MLSE_MAX_MEMORY
+(default 1.5GB): past it, the least recently used models are unloaded.
 """
 
 import argparse
@@ -12,22 +14,50 @@ import sys
 from mlse.encoders import BACKENDS
 from mlse.errors import MlseError
 from mlse.memory_budget import DEFAULT_MAX_MEMORY
-from mlse.ui import build_app
-from mlse.ui.state import AppState
+from mlse.ports import choose_port, parse_port
 
-if __name__ == "__main__":
+
+def main() -> int:
     parser = argparse.ArgumentParser(description="the mlse app")
     parser.add_argument("--backend", choices=BACKENDS, default=os.environ.get("MLSE_BACKEND", "torch"),
                         help="how every model computes (default: MLSE_BACKEND, else torch)")  # fmt: skip
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to listen on (default: GRADIO_SERVER_NAME, else 127.0.0.1)")  # fmt: skip
+    parser.add_argument("--port", default=None,
+                        help="port to listen on (default: GRADIO_SERVER_PORT, else 7860 or the next free one)")
     parser.add_argument("--max-memory", default=os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY),
                         help="memory for loaded models' weights, e.g. 1.5GB, 800MB or bytes; least recently used "
                              "models are unloaded past it (default: MLSE_MAX_MEMORY, else 1.5GB)")  # fmt: skip
     args = parser.parse_args()
     try:
+        if args.port is not None:
+            requested, source = parse_port(args.port, "--port"), "--port"
+        else:
+            requested, source = parse_port(os.environ.get("GRADIO_SERVER_PORT"), "GRADIO_SERVER_PORT"), \
+                "GRADIO_SERVER_PORT"  # fmt: skip
+        port, notice = choose_port(args.host, requested, source)
+    except MlseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if notice:
+        print(notice, file=sys.stderr)
+
+    from mlse.ui import build_app
+    from mlse.ui.state import AppState
+
+    try:
         state = AppState(backend=args.backend, max_memory=args.max_memory)
     except MlseError as exc:  # a bad --max-memory: one line naming the flag, no traceback
-        sys.exit(f"error: {exc}")
-    build_app(state).launch(
-        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-    )
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        build_app(state).launch(server_name=args.host, server_port=port)
+    except OSError as exc:  # taken between the check and the launch, or refused by the system
+        print(f"error: cannot serve on {args.host}:{port} ({exc}); choose another port with --port N or "
+              "GRADIO_SERVER_PORT=N", file=sys.stderr)  # fmt: skip
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -312,11 +312,12 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         precision=args.precision, bucket_by_length=not args.no_bucket,
     )  # fmt: skip
     metrics = finetune(config, progress=line)
+    if metrics.get("rank", 0) != 0:  # one summary per run: ranks printing at once would interleave their lines
+        return 0
     keys = ("stop_reason", "steps", "best_dev_spearman", "best_step", "final_dev_spearman", "sentences_per_s",
-            "elapsed_s", "world_size", "rank", "parameter_checksum")  # fmt: skip
-    print(json.dumps({k: metrics[k] for k in keys if k in metrics}))
-    if metrics.get("rank", 0) == 0:
-        print(f"saved {out}; use it as --model {out}")
+            "elapsed_s", "world_size", "parameter_checksum", "rank_checksums")  # fmt: skip
+    print(json.dumps({k: metrics[k] for k in keys if k in metrics}), flush=True)
+    print(f"saved {out}; use it as --model {out}")
     return 0
 
 

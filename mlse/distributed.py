@@ -117,6 +117,17 @@ def agree(ctx: DistContext, value: int, device: str) -> int:
     return int(tensor.item())
 
 
+def gather(ctx: DistContext, value) -> list:
+    """Every rank's ``value`` (any picklable object), in rank order, on every rank; ``[value]`` in one process."""
+    if not ctx.active:
+        return [value]
+    import torch.distributed as dist
+
+    values: list = [None] * ctx.world
+    dist.all_gather_object(values, value)
+    return values
+
+
 def shutdown(ctx: DistContext) -> None:
     if ctx.owns_group:
         import torch.distributed as dist

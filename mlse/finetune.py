@@ -18,7 +18,10 @@ Frozen-teacher embeddings (``mse``, ``soft``) are computed once through :func:`m
 on-disk embedding cache, so a second run with the same teacher and data encodes nothing.
 
 **Budget.** ``budget_minutes`` covers the training loop *and* the dev evaluations inside it; data loading, model
-loading and teacher pre-encoding happen before the clock starts (reported as ``prepare_s``). The total number of
+loading and teacher pre-encoding happen before the clock starts (reported as ``prepare_s``). A caller that needs a
+budget over the whole run (the app's jobs) passes a :class:`mlse.stopping.StopSignal` (stop button + budget); it, or
+the plain ``stop`` event, is asked in every phase: between data files, between chunks of teacher encoding and of dev
+evaluation, and after every step. The total number of
 steps ``K`` (for the 5 % linear learning-rate warm-up and the EMA schedule) is not known in advance: after every step
 it is re-estimated as ``steps done + remaining budget / measured seconds per training step`` (evaluation time is
 spent from the budget but not counted in seconds/step, so ``K`` overestimates slightly while evaluations remain),
@@ -37,7 +40,9 @@ accept it)::
 
 ``out/model`` is written to a temporary sibling and renamed into place, so it is always either the previous good
 checkpoint or the new one. A run stops at the budget, at ``max_steps``, when the ``stop`` event is set (the app's
-stop button) or on KeyboardInterrupt (metrics are written, then the interrupt propagates).
+stop button) or on KeyboardInterrupt (metrics are written, then the interrupt propagates). A run stopped before its
+first training step raises :class:`mlse.stopping.Stopped` and leaves no model; one stopped later keeps its best
+checkpoint and says ``"partial"`` in ``metrics.json``.
 
 **GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override).
 Multi-GPU data parallelism is not implemented: ``accelerate launch`` would need the loop wrapped by an
@@ -63,6 +68,7 @@ import numpy as np
 from mlse.atomic import atomic_dir
 from mlse.data import default_labels, evaluation_sentences, file_sha256, filter_contaminated, load_parallel, load_sts
 from mlse.errors import MlseError
+from mlse.stopping import ShouldStop, Stopped, StopSignal, check, encode_in_chunks
 
 log = logging.getLogger(__name__)
 
@@ -179,14 +185,16 @@ def english_first(pair: str) -> tuple[str, str]:
     return a, b
 
 
-def prepare_data(cfg: FinetuneConfig) -> TrainingData:
+def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> TrainingData:
     """Contamination-filtered English-X pairs, each pair capped at ``max_pairs`` (seeded), all shuffled together."""
+    check(should_stop, "loading the evaluation sentences (contamination filter)")
     banned = evaluation_sentences(cfg.data_dir)
     src: list[str] = []
     tgt: list[str] = []
     info: dict = {"pairs": {}, "data": {}}
     for i, pair in enumerate(cfg.pairs):
         a, b = english_first(pair)
+        check(should_stop, f"loading parallel data ({a}-{b})")
         corpus = load_parallel(f"{a}-{b}", cfg.data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
         clean, dropped = filter_contaminated(corpus, banned)
         keep = np.arange(len(clean))
@@ -274,7 +282,9 @@ def student_dim(student) -> int:
     return int(student.encode(["x"], convert_to_numpy=True).shape[1])
 
 
-def teacher_targets(cfg: FinetuneConfig, data: TrainingData, dim: int, device: str) -> tuple:
+def teacher_targets(
+    cfg: FinetuneConfig, data: TrainingData, dim: int, device: str, should_stop: ShouldStop | None = None
+) -> tuple:
     """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``.
 
     Encoded once through the embedding cache (unnormalised: MSE targets are the teacher's raw outputs, and the soft
@@ -292,10 +302,13 @@ def teacher_targets(cfg: FinetuneConfig, data: TrainingData, dim: int, device: s
             f"student {cfg.student!r} is {dim}-d (use 'soft' or 'hard', or a student of the teacher's dimension)"
         )
     t0 = time.perf_counter()
-    t_src = teacher.encode(data.src, normalize=False, batch_size=cfg.batch_size)  # [N, d_t]
+    def targets(texts: list[str]) -> np.ndarray:  # stoppable between chunks; finished chunks stay cached
+        return encode_in_chunks(teacher, texts, should_stop=should_stop, batch_size=cfg.batch_size, normalize=False)
+
+    t_src = targets(data.src)  # [N, d_t]
     t_tgt = None
     if cfg.method == "soft" and cfg.label == "average":
-        t_tgt = teacher.encode(data.tgt, normalize=False, batch_size=cfg.batch_size)  # [N, d_t]
+        t_tgt = targets(data.tgt)  # [N, d_t]
     info = {
         "teacher_identity": teacher.identity,
         "teacher_dim": int(probe.shape[1]),
@@ -380,8 +393,11 @@ class AutocastForward:
         return out
 
 
-def dev_scores(student, dev: DevSet, batch_size: int) -> dict[str, float]:
-    """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode."""
+def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | None = None) -> dict[str, float]:
+    """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode.
+
+    ``should_stop`` is asked between chunks of the dev texts (:class:`~mlse.stopping.Stopped` abandons the evaluation).
+    """
     import torch
 
     from mlse.evaluation.sts import cosine_predictions, sts_metrics
@@ -389,8 +405,9 @@ def dev_scores(student, dev: DevSet, batch_size: int) -> dict[str, float]:
     student.eval()
     try:
         with torch.no_grad():
-            emb = student.encode(dev.texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False,
-                                 normalize_embeddings=True)  # [n_texts, d]  # fmt: skip
+            emb = encode_in_chunks(student, dev.texts, should_stop=should_stop, batch_size=batch_size,
+                                   convert_to_numpy=True, show_progress_bar=False,
+                                   normalize_embeddings=True)  # [n_texts, d]  # fmt: skip
     finally:
         student.train()
     return {
@@ -440,7 +457,8 @@ class _Run:
     """One training run's state: the loop, the budget clock, evaluation, checkpointing and logging."""
 
     def __init__(self, cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, dev: DevSet, device: str,
-                 progress: Callable[[dict], None] | None, stop: threading.Event | None, ctx=None):  # fmt: skip
+                 progress: Callable[[dict], None] | None, stop: threading.Event | None, ctx=None,
+                 signal: StopSignal | None = None):  # fmt: skip
         import torch
 
         from mlse.distributed import DistContext
@@ -448,7 +466,8 @@ class _Run:
         self.cfg, self.student, self.data, self.dev, self.device = cfg, student, data, dev, device
         self.ctx = ctx or DistContext()
         self.t_src, self.t_tgt = targets
-        self.progress, self.stop = progress, stop
+        self.progress, self.stop, self.signal = progress, stop, signal
+        self.should_stop = signal.should_stop if signal is not None else None
         self.out = Path(cfg.out)
         self.precision = resolve_precision(cfg.precision, device)
         dtype = torch.bfloat16 if self.precision == "bf16" else None
@@ -557,7 +576,11 @@ class _Run:
             self.last_eval_step = self.step
             return {}
         t0 = time.perf_counter()
-        self.last_dev = dev_scores(self.student, self.dev, self.cfg.batch_size)
+        try:
+            self.last_dev = dev_scores(self.student, self.dev, self.cfg.batch_size, self.should_stop)
+        except Stopped:  # abandoned half-way: the checkpoint on disk stays the best so far
+            self.eval_s += time.perf_counter() - t0
+            return {}
         mean = float(np.mean(list(self.last_dev.values())))
         saved = math.isfinite(mean) and mean > self.best
         if saved:
@@ -592,6 +615,8 @@ class _Run:
         reason = None
         if self.stop is not None and self.stop.is_set():
             reason = "stopped"
+        elif self.signal is not None and self.signal.reason():  # the stop button, or the whole job's budget
+            reason = self.signal.reason()
         elif self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
             reason = "max_steps"
         elif self.elapsed() >= self.cfg.budget_minutes * 60:
@@ -651,12 +676,15 @@ def finetune(
     *,
     progress: Callable[[dict], None] | None = None,
     stop: threading.Event | None = None,
+    signal: StopSignal | None = None,
 ) -> dict:
     """Train ``config.student`` by ``config.method`` within the budget and write the run to ``config.out``.
 
     ``progress`` receives one record per evaluation (``step, epoch, loss, elapsed_s, dev_spearman,
     best_dev_spearman``, plus per-pair ``dev``, ``lr``, ``sentences_per_s``, ``saved`` and for EMA ``tau``); setting
-    ``stop`` ends the run after the current step. Returns the final metrics (also in ``out/metrics.json``).
+    ``stop`` ends the run after the current step. ``signal`` (a stop event plus a budget over the whole call) is asked
+    in every phase, from data loading on (see the module docstring). Returns the final metrics (also in
+    ``out/metrics.json``).
 
     Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches
     with averaged gradients (:mod:`mlse.distributed`); rank 0 evaluates, saves and writes the run folder.
@@ -666,7 +694,7 @@ def finetune(
     validate(config)
     ctx = init_from_env(config.device or _default_device())
     try:
-        metrics = _finetune(config, ctx, progress, stop)
+        metrics = _finetune(config, ctx, progress, stop, signal)
         # Leave together: a rank that tears the process group down while rank 0 still writes the run folder can
         # abort in gloo's teardown ("terminate called without an active exception", seen once in CI).
         barrier(ctx)
@@ -681,7 +709,7 @@ def _default_device() -> str:
     return default_device()
 
 
-def _finetune(config: FinetuneConfig, ctx, progress, stop) -> dict:
+def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | None = None) -> dict:
     import torch
 
     from mlse.distributed import barrier, broadcast_parameters, main_first, rank_device
@@ -690,7 +718,11 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop) -> dict:
     device = rank_device(ctx, config.device or _default_device())
     torch.manual_seed(config.seed)
     out = Path(config.out)
-    data = prepare_data(config)
+    if signal is None and stop is not None:  # the stop event alone also ends the preparation phases
+        signal = StopSignal(stop)
+    halt = signal.should_stop if signal is not None else None
+    data = prepare_data(config, halt)
+    check(halt, "loading the student model")
     initial = out / ".initial-model"  # several processes: rank 0's extended student, loaded by the others
     with main_first(ctx):
         if ctx.is_main:
@@ -703,14 +735,16 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop) -> dict:
                                    config.max_seq_length)  # fmt: skip
             vocab_info = {}
     broadcast_parameters(student, ctx)
+    check(halt, "preparing the student")
     with main_first(ctx):  # rank 0 fills the embedding cache with the teacher's targets; the others then read it
-        t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device)
+        t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device, halt)
+    check(halt, "loading the dev data")
     dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
         (out / "log.jsonl").write_text("")  # a new run starts a new log
     barrier(ctx)
-    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop, ctx)
+    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop, ctx, signal)
     start_checksum = parameter_checksum(run.ema_teacher) if run.ema_teacher is not None else None
     record = {**asdict(config), "include_src_effective": config.src_term(), "device": device,
               "precision_effective": run.precision, "world_size": ctx.world, **teacher_info, **vocab_info}  # fmt: skip
@@ -722,7 +756,12 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop) -> dict:
     except KeyboardInterrupt:
         _finish(run, "interrupted", prepare_s, start_checksum, final_eval=False)
         raise
-    return _finish(run, reason, prepare_s, start_checksum, final_eval=True)
+    if run.step == 0 and halt is not None and halt():  # stopped before any training: nothing worth keeping
+        if ctx.is_main:
+            shutil.rmtree(out, ignore_errors=True)
+        raise Stopped("stopped before the first training step")
+    # a stop, or the caller's budget, ends the run now: no extra evaluation after it
+    return _finish(run, reason, prepare_s, start_checksum, final_eval=halt is None or not halt())
 
 
 def _extend(config: FinetuneConfig, student, data: TrainingData) -> dict:
@@ -738,17 +777,24 @@ def _finish(run: _Run, reason: str, prepare_s: float, start_checksum: str | None
 
     Ranks other than 0 write nothing and return their own metrics (``rank`` set).
     """
+    from mlse.distributed import gather
+
     if not run.ctx.is_main:
+        checksum = parameter_checksum(run.student)
+        gather(run.ctx, checksum)  # rank 0 records every rank's checksum (collective: every rank takes part)
         return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world,
-                                      "parameter_checksum": parameter_checksum(run.student)}  # fmt: skip
+                                      "parameter_checksum": checksum}  # fmt: skip
     shutil.rmtree(run.out / ".initial-model", ignore_errors=True)
     if final_eval and run.last_eval_step != run.step:
         run.evaluate()
     if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
         save_model_atomically(run.student, run.out / "model")
     metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
-    if run.ctx.active:
+    if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
+        metrics["partial"] = {"reason": reason, "steps": run.step, "best_step": run.best_step}
+    if run.ctx.active:  # equal checksums on every rank: the ranks trained one model together
         metrics["parameter_checksum"] = parameter_checksum(run.student)
+        metrics["rank_checksums"] = gather(run.ctx, metrics["parameter_checksum"])
     if start_checksum is not None:
         metrics["teacher_checksum_start"] = start_checksum
     _write_json(run.out / "metrics.json", metrics)

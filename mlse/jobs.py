@@ -12,10 +12,13 @@ The second half builds training jobs from a :class:`TrainRequest`: Stage-1 / Sta
 and the fine-tuning methods of :mod:`mlse.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to
 ``runs_dir()/NAME``, where the model registry finds them, so a finished run appears in every model list.
 
-Stopping: fine-tuning checks the stop event after every step and keeps its best checkpoint. The Stage-1 / Stage-2
-head trainers ask ``should_stop`` after every epoch (seconds each); a stop (or the time budget) ends them there and the
-best epoch so far is saved as the run (written in one piece at the very end). A run that fails or is cancelled
-puts back the run folder it was replacing.
+Stopping: every training job gets one :class:`mlse.stopping.StopSignal` (the stop button plus the time budget, whose
+clock starts with the job, so the budget counts loading, encoding, training, evaluation and saving alike). Every phase
+asks it: data loading between files, encoding and teacher targets between chunks of a few batches (finished chunks
+stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch (heads), dev
+evaluations between chunks. A stop before training has anything to show ends the job with nothing saved; a stop
+later saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's
+``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it was replacing.
 
 ZeroGPU (Hugging Face Spaces): when the ``spaces`` package is importable the training call is wrapped in
 ``spaces.GPU(duration=budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware and does nothing
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from mlse.errors import MlseError
+from mlse.stopping import Stopped, StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,8 @@ class JobBusyError(MlseError):
     """A job was submitted while the runner (and its queue) is full."""
 
 
-class JobStopped(Exception):
-    """Raised inside a job (e.g. from a progress callback) to end it early; the job ends as ``"stopped"``."""
+# Raised inside a job (by a stop check or a progress callback) to end it early; the job ends as ``"stopped"``.
+JobStopped = Stopped
 
 
 @dataclass
@@ -334,16 +338,31 @@ def check_request(req: TrainRequest) -> Path:
     return out
 
 
-def training_job(req: TrainRequest) -> JobFn:
-    """A job function for :meth:`JobRunner.submit` (call :func:`check_request` first for early errors)."""
+def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
+    """A job function for :meth:`JobRunner.submit` (call :func:`check_request` first for early errors).
+
+    ``child_process``: train in a spawned child (:mod:`mlse.child_jobs`), so that the job's memory returns to the
+    system when it ends (the app does this); progress and Stop work as in-process. Not under ZeroGPU (``spaces``),
+    whose GPU is attached to the calling process. ``started``: when the budget's clock started (a child continues
+    its parent's clock); default: when the job starts.
+    """
     out = check_request(req)
+    if child_process and importlib.util.find_spec("spaces") is None:
+        return _child_training_job(req, out)
 
     def job(report: Report, stop: threading.Event):
+        signal = StopSignal(stop, float(req.budget_minutes) * 60, started)  # the clock of the whole job
         aside = _move_aside(out) if out.exists() else None
         try:
             report({"event": "phase", "message": "preparing: loading data and models"})
             train = _run_heads if req.method in HEAD_METHODS else _run_finetune
-            result = _maybe_on_gpu(train, req.budget_minutes)(req, out, report, stop)
+            result = _maybe_on_gpu(train, req.budget_minutes)(req, out, report, signal)
+        except Stopped as exc:  # stopped before anything worth keeping: leave no half-made run behind
+            if out.exists() and not _has_model(out):
+                shutil.rmtree(out, ignore_errors=True)
+            _restore(aside, out)
+            hint = "; encoded texts are cached, so a rerun continues from there" if "encoding" in str(exc) else ""
+            raise Stopped(f"{exc}: nothing was saved{hint}") from None
         except BaseException:
             _restore(aside, out)
             raise
@@ -353,8 +372,27 @@ def training_job(req: TrainRequest) -> JobFn:
     return job
 
 
-def _run_finetune(req: TrainRequest, out: Path, report: Report, stop: threading.Event) -> dict:
-    """mse / ema / soft / hard through :func:`mlse.finetune.finetune` (stop keeps the best checkpoint)."""
+def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
+    def job(report: Report, stop: threading.Event):
+        from mlse.child_jobs import run_in_child
+        from mlse.run_health import recover_runs
+
+        started = time.monotonic()  # StopSignal's clock: system-wide, so the child keeps counting from here
+        try:
+            return run_in_child("mlse.jobs:train_in_this_process", req, started, report=report, stop=stop)
+        finally:  # a child that died mid-replacement left the old run aside: put it back now, not at next start
+            recover_runs(out.parent)
+
+    return job
+
+
+def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop) -> dict:
+    """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry)."""
+    return training_job(req, started=started)(report, stop)
+
+
+def _run_finetune(req: TrainRequest, out: Path, report: Report, signal: StopSignal) -> dict:
+    """mse / ema / soft / hard through :func:`mlse.finetune.finetune` (a stop in training keeps the best checkpoint)."""
     from mlse.encoders import default_device
     from mlse.finetune import DEV_PAIRS, ENGLISH_PAIRS, FinetuneConfig, finetune
 
@@ -374,32 +412,25 @@ def _run_finetune(req: TrainRequest, out: Path, report: Report, stop: threading.
                 "message": f"training: step {record['step']}, dev Spearman "
                            f"{_fmt(record['dev_spearman'])} (best {_fmt(record['best_dev_spearman'])})"})  # fmt: skip
 
-    metrics = finetune(config, progress=on_eval, stop=stop)
+    metrics = finetune(config, progress=on_eval, stop=signal.event, signal=signal)
     report({"event": "phase", "message": f"done: {metrics['stop_reason']} after {metrics['steps']} steps, best dev "
                                          f"Spearman {_fmt(metrics['best_dev_spearman'])} at step "
                                          f"{metrics['best_step']}"})  # fmt: skip
     return {"run": f"runs/{out.name}", "metrics": metrics}
 
 
-def _run_heads(req: TrainRequest, out: Path, report: Report, stop: threading.Event) -> dict:
-    """Stage 1 / Stage 2 heads; the budget and the stop button end them after the current epoch, keeping the best."""
+def _run_heads(req: TrainRequest, out: Path, report: Report, signal: StopSignal) -> dict:
+    """Stage 1 / Stage 2 heads; the budget and the stop button end them in any phase (see the module docstring)."""
     from mlse.training import SEED_PARALLEL_PAIRS, STAGE2_PAIRS, train_stage1, train_stage2
-
-    started = time.perf_counter()
-    budget_s = float(req.budget_minutes) * 60
 
     def on_epoch(record: dict) -> None:
         dev = record.get("dev_pearson")
-        report({"event": "eval", "x": record["epoch"], "minutes": (time.perf_counter() - started) / 60,
+        report({"event": "eval", "x": record["epoch"], "minutes": signal.elapsed() / 60,
                 "loss": record.get("train_loss"), "dev": None if dev is None else 100 * dev,
                 "dev_loss": record.get("dev_loss"), "message": f"training: epoch {record['epoch']}"})  # fmt: skip
 
-    def out_of_time() -> bool:
-        return time.perf_counter() - started > budget_s
-
-    def should_stop() -> bool:  # asked by the head after every epoch (a few seconds each)
-        return stop.is_set() or out_of_time()
-
+    should_stop = signal.should_stop
+    stop = signal.event
     extra = {k: v for k, v in (("lr", req.lr), ("max_epochs", req.max_epochs)) if v}
     if req.method == "stage1":
         scorer = train_stage1(req.model, out=out, pairs=list(req.pairs or SEED_PARALLEL_PAIRS),

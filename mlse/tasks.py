@@ -46,10 +46,18 @@ def _encoder_stats(encoder, before: dict[str, int] | None = None) -> dict[str, i
     return {k: v - (before or {}).get(k, 0) for k, v in now.items()}
 
 
-def encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64) -> dict[str, np.ndarray]:
-    """Encode the unique texts once; return a text -> row lookup."""
+def encode_lookup(
+    encoder, texts: Sequence[str], batch_size: int = 64, should_stop=None
+) -> dict[str, np.ndarray]:
+    """Encode the unique texts once; return a text -> row lookup.
+
+    With ``should_stop`` the texts are encoded a few batches at a time and a stop raises
+    :class:`mlse.stopping.Stopped` between chunks (finished chunks stay in the embedding cache).
+    """
+    from mlse.stopping import encode_in_chunks
+
     unique = list(dict.fromkeys(texts))
-    emb = encoder.encode(unique, batch_size=batch_size)  # [n_unique, d]
+    emb = encode_in_chunks(encoder, unique, should_stop=should_stop, batch_size=batch_size)  # [n_unique, d]
     return {t: emb[i] for i, t in enumerate(unique)}
 
 

@@ -22,6 +22,7 @@ from mlse.data import (
     load_sts,
 )
 from mlse.errors import DataError, MlseError
+from mlse.stopping import ShouldStop, Stopped, check
 from mlse.tasks import encode_lookup
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,12 @@ def stage1_data(
     max_pairs: int | None = 2000,
     data_dir=None,
     seed: int = 0,
+    should_stop: ShouldStop | None = None,
 ) -> ParallelEmbeddings:
     """Contamination-filtered translation pairs of every requested pair, embedded by the backbone.
 
     Each language pair is capped at ``max_pairs`` (a seeded subset) *after* filtering, so every pair keeps its share.
+    ``should_stop`` is asked between language pairs and between encoding chunks (:class:`Stopped` ends it).
     """
     if not pairs:
         raise DataError("no parallel pairs given for Stage 1")
@@ -62,6 +65,7 @@ def stage1_data(
     texts_a, texts_b, lang_a, lang_b = [], [], [], []
     info: dict = {"pairs": {}, "data": {}}
     for pair in pairs:
+        check(should_stop, f"loading parallel data ({pair})")
         a, _, b = pair.partition("-")
         corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
         clean, dropped = filter_contaminated(corpus, banned)
@@ -78,7 +82,7 @@ def stage1_data(
         info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
         log.info("stage 1 data %s: %d pairs, %d dropped as contaminated, %d used", pair, len(corpus), dropped,
                  len(clean_src))  # fmt: skip
-    lookup = encode_lookup(encoder, texts_a + texts_b)
+    lookup = encode_lookup(encoder, texts_a + texts_b, should_stop=should_stop)
     X_a = np.stack([lookup[t] for t in texts_a])
     X_b = np.stack([lookup[t] for t in texts_b])
     info["n_pairs"] = len(texts_a)
@@ -86,11 +90,12 @@ def stage1_data(
 
 
 def sts_embeddings(
-    encoder, pairs: Sequence[str], split: str, data_dir=None
+    encoder, pairs: Sequence[str], split: str, data_dir=None, should_stop: ShouldStop | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """(E1 [n, d], E2 [n, d], gold [n], data hashes) over the concatenation of the STS pairs."""
+    check(should_stop, f"loading STS {split} data")
     datasets = [load_sts(p, split, data_dir) for p in pairs]
-    lookup = encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)])
+    lookup = encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)], should_stop=should_stop)
     e1 = np.stack([lookup[t] for ds in datasets for t in ds.s1])
     e2 = np.stack([lookup[t] for ds in datasets for t in ds.s2])
     gold = np.concatenate([ds.scores for ds in datasets]).astype(np.float32)
@@ -98,11 +103,14 @@ def sts_embeddings(
     return e1, e2, gold, hashes
 
 
-def language_probe(scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None, seed: int = 0) -> dict[str, float]:
+def language_probe(
+    scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None, seed: int = 0, should_stop: ShouldStop | None = None
+) -> dict[str, float]:
     """Accuracy (%) of a linear language-ID probe on backbone, meaning and language embeddings.
 
     FLORES-200 devtest is multi-way parallel: the probe trains on the first half of the sentence ids and is tested on
     the other half, so no test sentence's meaning was seen in training. Chance is 100 / len(langs).
+    ``should_stop``: the FLORES texts are first encoded in stoppable chunks (then served from the cache).
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -112,6 +120,7 @@ def language_probe(scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None,
     texts = [t for sents in flores.values() for t in sents]
     labels = np.repeat(np.arange(len(flores)), n)
     is_train = np.tile(np.arange(n) < half, len(flores))
+    encode_lookup(scorer.backbone, texts, should_stop=should_stop)  # stoppable; fills the cache encode_parts reads
     parts = scorer.encode_parts(texts)
     out = {"chance": 100.0 / len(flores), "n_langs": len(flores)}
     for kind in ("backbone", "meaning", "language"):
@@ -140,7 +149,10 @@ def train_stage1(
 ):
     """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
 
-    ``should_stop`` (asked after every epoch) ends training early; the best epoch so far is what gets saved.
+    ``should_stop`` is asked in every phase. While loading or encoding data it ends the call with
+    :class:`~mlse.stopping.Stopped` (nothing saved; encoded chunks stay cached); during training (asked after every
+    epoch) the best epoch so far is saved, marked partial in its metadata; during the language probe the probe is
+    skipped and the run saved, marked partial.
     ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
     """
     from mlse.encoders import load_encoder
@@ -150,18 +162,25 @@ def train_stage1(
     encoder = load_encoder(backbone, backend=backend) if isinstance(backbone, (str, Path)) else backbone
     if hasattr(encoder, "stage1"):
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
-    data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed)
+    check(should_stop, "loading the backbone")
+    data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed, should_stop=should_stop)
     head = Stage1Head(prelayer=prelayer, seed=seed, **config).fit(
         data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, should_stop=should_stop
     )
     scorer = Scorer(encoder, stage1=head)
     metrics = {"stage1_dev_loss": head.dev_loss_, "stage1_best_epoch": head.best_epoch_,
                "stage1_epochs": len(head.history_), "stage1_stopped": head.stopped_}  # fmt: skip
-    if probe:
-        metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed)
+    partial = {"phase": "training", "epochs": len(head.history_)} if head.stopped_ else None
+    if probe and not head.stopped_:
+        try:
+            metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, should_stop=should_stop)
+        except Stopped:
+            partial = {"phase": "language probe (skipped)", "epochs": len(head.history_)}
     scorer.metadata = {"training": {"stage1": {"pairs": data.info["pairs"], "n_pairs": data.info["n_pairs"],
                                                "max_pairs": max_pairs, "seed": seed}},
                        "data": data.info["data"], "metrics": metrics}  # fmt: skip
+    if partial:
+        scorer.metadata["partial"] = partial
     scorer.save(out)
     scorer.name = Path(out).name
     return scorer
@@ -183,7 +202,8 @@ def train_stage2(
 ):
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
 
-    ``should_stop`` (asked after every epoch) ends training early; the best epoch so far is what gets saved.
+    ``should_stop``: as for :func:`train_stage1` (encoding ends the call with nothing saved; a stop in training saves
+    the best epoch so far, marked partial).
     ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is a name or folder.
     """
     from mlse.encoders import load_encoder
@@ -193,8 +213,8 @@ def train_stage2(
     base = load_encoder(str(stage1), backend=backend) if isinstance(stage1, (str, Path)) else stage1
     if getattr(base, "stage1", None) is None:
         raise MlseError(f"{getattr(base, 'name', stage1)} has no Stage 1 head: train stage1 first")
-    e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir)
-    d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir)
+    e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir, should_stop)
+    d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir, should_stop)
     s1 = base.stage1
     head = Stage2Head(conv=conv, nonlinearity=nonlinearity, seed=seed, **config).fit(
         s1.transform(e1), s1.transform(e2), gold, dev=(s1.transform(d1), s1.transform(d2), dgold), progress=progress,
@@ -211,6 +231,8 @@ def train_stage2(
     stage1_run = str(stage1) if isinstance(stage1, (str, Path)) else base.name
     scorer.metadata = {"training": training, "data": {**base.metadata.get("data", {}), **hashes, **dev_hashes},
                        "metrics": metrics, "stage1_run": stage1_run}  # fmt: skip
+    if head.stopped_:
+        scorer.metadata["partial"] = {"phase": "training", "epochs": len(head.history_) - 1}
     scorer.save(out)
     scorer.name = Path(out).name
     return scorer

@@ -53,6 +53,26 @@ class FakeEncoder:
         return np.stack([fake_vector(t, identity=self._identity, normalize=normalize) for t in texts])  # [n, DIM]
 
 
+class SlowFakeEncoder(FakeEncoder):
+    """The fake encoder at the speed of a big model on a small CPU: ``seconds_per_text`` of sleep per text encoded.
+
+    Lets a test see whether a job notices Stop or its budget *during* encoding without a real model's cost.
+    """
+
+    def __init__(self, seconds_per_text: float = 0.005, identity: str = "fake:slow", name: str = "slow-fake"):
+        super().__init__(identity=identity, name=name)
+        self.seconds_per_text = seconds_per_text
+
+    def encode(
+        self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
+    ) -> np.ndarray:
+        import time
+
+        texts = list(texts)
+        time.sleep(self.seconds_per_text * len(texts))
+        return super().encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show_progress)
+
+
 def worker_texts(worker: int, n_workers: int, per_worker: int = 300, overlap: int = 150) -> list[str]:
     """Overlapping text sets: worker w gets texts [w*(per-overlap), w*(per-overlap)+per)."""
     start = worker * (per_worker - overlap)

@@ -35,3 +35,22 @@ def test_tatoeba_query_through_the_api(client):
     assert "%" in summary or "accuracy" in summary.lower()
     rows = errors["data"] if isinstance(errors, dict) else errors
     assert isinstance(rows, list) and len(rows) > 0  # an English model misses many Talossan queries
+
+
+def api_error(client, *args, api_name: str) -> str:
+    """The message an API caller gets for a refused call (gradio_client raises it as an exception)."""
+    with pytest.raises(Exception) as caught:  # gradio_client's AppError; its text is what the caller reads
+        client.predict(*args, api_name=api_name)
+    return str(caught.value)
+
+
+def test_an_unknown_model_names_the_field_the_value_and_the_choices(client):
+    message = api_error(client, "a", "b", ["no-such-model"], "auto", "auto", None, api_name="/score_pair")
+    assert "Models: 'no-such-model' is not offered; choose from" in message and "'minilm-en'" in message
+
+
+def test_a_malformed_number_names_the_field_the_value_and_the_range(client):
+    message = api_error(client, "en-de", "minilm-en", "test", 0, 5, "ten", api_name="/disagreements")
+    assert "pairs: 'ten' is not a number; expected a whole number from 1 to 500" in message
+    message = api_error(client, "minilm-en", ["eng_Latn"], 1e9, api_name="/language_map")
+    assert "Sentences per language: 1e+09 is out of range; expected a whole number from 2 to 1012" in message

@@ -107,6 +107,21 @@ def test_eval_sts_malformed_pairs_file_names_file_and_line(capsys, tmp_path, tin
     _assert_one_line_error(code, err, f"{tsv}:3", "3 tab-separated fields")
 
 
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        ("a\tb\thigh\n", [":1:", "'high'", "read as a header"]),  # the only line's score is not a number
+        ("s1\ts2\tscore\na\tb\t3,5\n", [":2:", "'3,5'", "with a dot"]),  # a decimal comma
+        ("a\tb\t1\nc\td\tn/a\n", [":2:", "'n/a'"]),
+    ],
+)
+def test_eval_non_numeric_score_column_names_file_line_and_value(capsys, tmp_path, tiny_bert, content, fragments):
+    tsv = tmp_path / "my_pairs.tsv"
+    tsv.write_text(content, encoding="utf-8")
+    code, _, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(tsv), "--model", str(tiny_bert))
+    _assert_one_line_error(code, err, str(tsv), *fragments)
+
+
 # -- eval: user mistakes -------------------------------------------------------------------------------------------
 
 
@@ -198,3 +213,11 @@ def test_eval_defaults_to_the_first_offline_default():
 
     assert DEFAULT_MODEL == DEFAULT_MODELS[0] == "me5-small"
     assert build_parser().parse_args(["eval", "--task", "sts"]).model == DEFAULT_MODEL
+
+
+def test_the_readme_example_pairs_file_evaluates(capsys, tiny_bert):
+    """assets/examples/my_pairs.tsv is the README's ``--pairs-file`` example: it must exist and evaluate."""
+    pairs = REPO / "assets" / "examples" / "my_pairs.tsv"
+    code, out, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(pairs), "--model", str(tiny_bert))
+    assert code == 0, err
+    assert "my_pairs" in out

@@ -70,7 +70,7 @@ def test_scored_tsv_header_only_allowed_on_first_line(tmp_path):
 def test_tsv_empty_files(tmp_path):
     for text in ("", "\n\n", "s1\ts2\tscore\n"):
         p = _write(tmp_path, "empty.tsv", text)
-        with pytest.raises(DataError, match=r"empty\.tsv: no scored pairs"):
+        with pytest.raises(DataError, match=r"empty\.tsv(:1)?: no scored pairs"):
             load_scored_tsv(p)
     with pytest.raises(DataError, match=r"empty\.tsv: no sentence pairs"):
         load_parallel_tsv(_write(tmp_path, "empty.tsv", ""))

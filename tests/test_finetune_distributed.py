@@ -20,11 +20,13 @@ def test_torchrun_two_processes_average_gradients_and_rank0_writes_the_run(tiny_
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    # one summary line, from rank 0 (two ranks printing at once used to land on one line now and then)
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert sorted(r.get("rank", 0) for r in reports) == [0, 1]
-    assert all(r["world_size"] == 2 and r["steps"] == 3 for r in reports)
+    assert len(reports) == 1, done.stdout
+    report = reports[0]
+    assert report["world_size"] == 2 and report["steps"] == 3
     # rank 1 loads rank 0's extended student, gradients are averaged: both ranks end bit-identical
-    assert len({r["parameter_checksum"] for r in reports}) == 1
+    assert len(report["rank_checksums"]) == 2 and set(report["rank_checksums"]) == {report["parameter_checksum"]}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["pairs_seen"] == 2 * 3 * 8
     assert not (out / ".initial-model").exists()

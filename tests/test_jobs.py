@@ -152,17 +152,21 @@ def stage1_request(tiny_bert, name: str, **overrides) -> TrainRequest:
 
 
 def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
-    """A stop ends Stage 1 after the current epoch; that epoch is saved as the run, replacing the old folder."""
+    """A stop after the first epoch: that epoch is saved as the run, replacing the old folder."""
     old = previous_run("s1-run")
     req = stage1_request(tiny_bert, "s1-run", overwrite=True)
     runner = JobRunner()
     job_fn = training_job(req)
 
-    def pressed_at_once(report, stop):  # the stop button, pressed as the job starts: asked after the first epoch
-        stop.set()
-        return job_fn(report, stop)
+    def pressed_after_first_epoch(report, stop):
+        def on_record(record):
+            report(record)
+            if record.get("event") == "eval":
+                stop.set()
 
-    job = runner.submit("s1-run", pressed_at_once)
+        return job_fn(on_record, stop)
+
+    job = runner.submit("s1-run", pressed_after_first_epoch)
     assert runner.wait(600)
     assert job.state == "stopped" and "checkpoint is kept" in job.message, job.message
     assert not (old / "marker.txt").exists() and is_scorer_folder(old)  # the stopped run replaced the old one
@@ -173,15 +177,30 @@ def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
     assert len(evals) == 1 and evals[0]["x"] == 1 and evals[0]["dev_loss"] is not None
 
 
-def test_a_head_run_out_of_budget_saves_the_best_epoch(tiny_bert):
+def test_a_stop_before_training_saves_nothing_and_keeps_the_old_run(tiny_bert):
+    old = previous_run("s1-early")
+    req = stage1_request(tiny_bert, "s1-early", overwrite=True)
+    runner = JobRunner()
+    job_fn = training_job(req)
+
+    def pressed_at_once(report, stop):
+        stop.set()
+        return job_fn(report, stop)
+
+    job = runner.submit("s1-early", pressed_at_once)
+    assert runner.wait(600)
+    assert job.state == "stopped" and "nothing was saved" in job.message, job.message
+    assert (old / "marker.txt").read_text() == "previous run"
+    assert not [p for p in runs_dir().iterdir() if p.name.startswith(".")]
+
+
+def test_a_head_run_whose_budget_is_gone_before_training_saves_nothing(tiny_bert):
     req = stage1_request(tiny_bert, "s1-budget", budget_minutes=1e-6)
     runner = JobRunner()
     job = runner.submit("s1-budget", training_job(req))
     assert runner.wait(600)
-    assert job.state == "finished", job.message
-    assert any("budget ran out" in r.get("message", "") for r in runner.records(job))
-    metrics = Scorer.load(runs_dir() / "s1-budget").metadata["metrics"]
-    assert metrics["stage1_stopped"] is True and metrics["stage1_epochs"] == 1
+    assert job.state == "stopped" and "budget ran out" in job.message, job.message
+    assert not (runs_dir() / "s1-budget").exists()
 
 
 def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):

@@ -208,9 +208,9 @@ def test_long_input_is_truncated_with_a_notice(state, runs):
 
 
 def test_control_characters_and_html_are_neutralised(state, runs):
-    text = "<script>alert(1)</script> **bold** \x00\x1b[31m A man\u200b plays."
+    text = "<script>alert(1)</script> **bold** \x00\x1b[31m A man\u202e plays."
     cleaned, notice = clean_text(text)
-    assert "\x00" not in cleaned and "\x1b" not in cleaned and "\u200b" not in cleaned and "control" in notice
+    assert "\x00" not in cleaned and "\x1b" not in cleaned and "\u202e" not in cleaned and "control" in notice
     table, status = score_pair(state, text, DE, [runs.backbone])
     assert len(table) == 1 and "removed 3 control character(s)" in status
     assert "<script>" not in status and "&lt;script&gt;" in status and "\\*\\*bold\\*\\*" in status

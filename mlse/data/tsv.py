@@ -25,6 +25,7 @@ def load_scored_tsv(path: str | os.PathLike[str], name: str | None = None) -> Sc
     s1: list[str] = []
     s2: list[str] = []
     scores: list[float] = []
+    header: str | None = None  # the 3rd field of a first line read as a header
     for lineno, line in enumerate(_lines(p), start=1):
         if not line.strip():
             continue
@@ -36,14 +37,20 @@ def load_scored_tsv(path: str | os.PathLike[str], name: str | None = None) -> Sc
         score = _parse_float(fields[2])
         if score is None:
             if lineno == 1 and not _looks_numeric(fields[2]):
+                header = fields[2]
                 continue  # header line
-            raise DataError(f"{p}:{lineno}: expected a finite numeric score in the 3rd field, got {fields[2]!r}")
+            raise DataError(f"{p}:{lineno}: expected a finite numeric score in the 3rd field, got {fields[2]!r}"
+                            + _decimal_comma_hint(fields[2]))
         if not fields[0].strip() or not fields[1].strip():
             raise DataError(f"{p}:{lineno}: expected two non-empty sentences")
         s1.append(fields[0])
         s2.append(fields[1])
         scores.append(score)
     if not s1:
+        if header is not None:  # the only line(s) had a non-numeric score: say so rather than "empty"
+            raise DataError(f"{p}:1: no scored pairs found: line 1 was read as a header because its score {header!r} "
+                            "is not a number (expected lines of sentence1<TAB>sentence2<TAB>score)"
+                            + _decimal_comma_hint(header))  # fmt: skip
         raise DataError(f"{p}: no scored pairs found (expected lines of sentence1<TAB>sentence2<TAB>score)")
     return ScoredPairs(s1=s1, s2=s2, scores=scores, name=name or p.stem, sources=[p])
 
@@ -81,6 +88,11 @@ def _parse_float(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _decimal_comma_hint(text: str) -> str:
+    """A hint when the score is a number written with a decimal comma (spreadsheets in many locales)."""
+    return "; write decimals with a dot (3.5, not 3,5)" if _parse_float(text.replace(",", ".")) is not None else ""
 
 
 def _looks_numeric(text: str) -> bool:

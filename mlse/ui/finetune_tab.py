@@ -12,6 +12,7 @@ import html
 import time
 
 from mlse.errors import MlseError
+from mlse.finetune import PRECISIONS
 from mlse.jobs import HEAD_METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
 
 QUEUE_SIZE = 2  # runs that may wait behind the running one
@@ -26,10 +27,12 @@ METHOD_LABELS = {
 }
 METHOD_NOTES = {
     "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
-              "The budget and Stop end the run after the current epoch (seconds) and save the best epoch so far.",
+              "The budget counts the whole run; Stop ends it within seconds in any phase. Stopped while encoding, it "
+              "saves nothing (the encoded sentences are cached for the next try); in training, it saves the best "
+              "epoch so far, marked partial.",
     "stage2": "Needs a Stage-1 scorer (a `runs/...` model with heads) as the model; trains on STS Multi MT train, "
-              "early-stops on dev. Max pairs does not apply. Budget and Stop end it after the current epoch and save "
-              "the best epoch so far.",
+              "early-stops on dev. Max pairs does not apply. Budget and Stop end it within seconds; once training has "
+              "begun the best epoch so far is saved, marked partial.",
     "mse": "The student learns to reproduce the frozen teacher's embedding of the English side for both sides. "
            "Teacher and student must have the same dimension.",
     "ema": "The teacher is an exponential moving average of the student itself (no separate teacher).",
@@ -69,6 +72,13 @@ def pair_choices(method: str) -> tuple[list[str], list[str]]:
     return list(ENGLISH_PAIRS), ["en-de", "en-fr", "en-ru", "en-zh"]
 
 
+def all_pair_choices() -> list[str]:
+    """Every language pair some method offers (what the API may send, whichever method the page shows)."""
+    from mlse.jobs import METHODS
+
+    return list(dict.fromkeys(p for m in METHODS for p in pair_choices(m)[0]))
+
+
 def method_settings(state, method: str) -> dict:
     """What the form shows for ``method``: model list, whether a teacher applies, pair lists, an explanation."""
     models = model_choices(state, method)
@@ -97,19 +107,32 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
               precision: str = "auto", probe: bool = False, device: str | None = None) -> str:  # fmt: skip
     """Validate the form and queue the run; returns the status message (never raises on bad input)."""
     jobs = runner(state)
-    name = (name or "").strip() or (default_run_name(model, method) if model else "")
-    req = TrainRequest(
-        method=method, model=(model or "").strip(), name=name, teacher=(teacher or "").strip() or None,
-        pairs=list(pairs or []), max_pairs=int(max_pairs) if max_pairs else None, budget_minutes=float(budget_minutes),
-        overwrite=bool(overwrite), batch_size=int(batch_size), lr=float(lr) if lr else None,
-        eval_every_steps=int(eval_every), max_steps=int(max_steps) if max_steps else None,
-        max_epochs=int(max_epochs) if max_epochs else None, dev_max_pairs=int(dev_max_pairs) if dev_max_pairs else None,
-        extend_vocab=int(extend_vocab or 0), precision=precision or "auto", probe=bool(probe), device=device,
-    )  # fmt: skip
+    method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
+    try:
+        name = name or (default_run_name(model, method) if model else "")
+        req = TrainRequest(
+            method=method, model=model, name=name, teacher=teacher or None,
+            pairs=[p for p in (pairs if isinstance(pairs, list) else [pairs]) if isinstance(p, str) and p.strip()],
+            max_pairs=_form_number("Max pairs per language pair", max_pairs, minimum=1, whole=True),
+            budget_minutes=_form_number("Time budget (minutes)", budget_minutes, minimum=0, required=True),
+            overwrite=bool(overwrite), batch_size=_form_number("Batch size", batch_size, minimum=1, whole=True,
+                                                               required=True),
+            lr=_form_number("Learning rate", lr, minimum=0),
+            eval_every_steps=_form_number("Evaluate every N steps", eval_every, minimum=1, whole=True, required=True),
+            max_steps=_form_number("Max steps", max_steps, minimum=1, whole=True),
+            max_epochs=_form_number("Max epochs", max_epochs, minimum=1, whole=True),
+            dev_max_pairs=_form_number("Dev rows per dev pair", dev_max_pairs, minimum=1, whole=True),
+            extend_vocab=_form_number("Extend vocabulary", extend_vocab, minimum=0, whole=True) or 0,
+            precision=_text(precision) or "auto", probe=bool(probe), device=device,
+        )  # fmt: skip
+        if req.precision not in PRECISIONS:
+            raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
+    except MlseError as exc:
+        return html.escape(str(exc))
     if method not in HEAD_METHODS and not req.pairs:
         return "Choose at least one language pair."
     try:
-        fn = training_job(req)
+        fn = training_job(req, child_process=True)  # its memory goes back to the system when it ends
         description = f"{method} on {req.model}, {req.budget_minutes:g} min"
         job = jobs.submit(name, fn, description, meta={"request": req})
     except MlseError as exc:
@@ -119,6 +142,27 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
         queued_behind = html.escape(", ".join(ahead))
         return f"Queued **{html.escape(name)}** behind {queued_behind}. {html.escape(jobs.status_text())}"
     return f"Started **{html.escape(name)}** ({html.escape(description)}); outputs go to `runs/{html.escape(name)}`."
+
+
+def _text(value) -> str:
+    """A form's text field as a stripped string (an API caller may send a number, a list or nothing)."""
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _form_number(field: str, value, *, minimum: float, whole: bool = False, required: bool = False):
+    """A form number, or None when left empty (0 counts as empty where ``minimum`` > 0 and it is optional).
+
+    Refused with a message naming the field, the value and what is allowed.
+    """
+    from mlse.ui.inputs import number_problem
+
+    empty = value is None or (isinstance(value, str) and not value.strip()) or (value == 0 and minimum > 0)
+    if empty and not required and not isinstance(value, bool):
+        return None
+    problem = number_problem(field, value, minimum, None, whole)
+    if problem:
+        raise MlseError(problem)
+    return int(float(value)) if whole else float(value)
 
 
 def stop_run(state) -> str:
@@ -218,6 +262,8 @@ def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
 def build_tab(state) -> list:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     first = method_settings(state, "mse")
     with gr.Tab("Fine-tune"):
         gr.Markdown("Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
@@ -291,4 +337,7 @@ def build_tab(state) -> list:
                    api_visibility="private")  # fmt: skip
         x_axis.change(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
                       api_visibility="private")  # fmt: skip
+        check_inputs(method, max_pairs, budget, batch_size, lr, eval_every, max_steps, max_epochs, dev_max_pairs,
+                     extend_vocab, precision)  # fmt: skip
+        check_inputs(pairs, allowed=all_pair_choices)  # the page shows one method's pairs; the API may ask another's
     return []  # no model picker the app refreshes (the method change refreshes this tab's own)

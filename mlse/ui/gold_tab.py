@@ -245,6 +245,8 @@ def disagreements(state, pair: str, model: str, split: str = "test", low: float 
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     names = state.model_names()
     preferred = state.preferred_model()  # me5-small on a full install
     pairs = sts_pairs()
@@ -283,4 +285,6 @@ def build_tab(state) -> list[ModelPicker]:
                   api_name="predicted_vs_gold", concurrency_limit=1)  # fmt: skip
         find.click(on_find, [pair, model, split, low, high, k], [dis_table, dis_msg], api_name="disagreements",
                    concurrency_limit=1)  # fmt: skip
+        check_inputs(pair, split, low, high, k)
+        check_inputs(models, model, allowed=state.model_names)
     return [ModelPicker(models, multi=True), ModelPicker(model)]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from mlse.analysis.projection import DEFAULT_MAP_LANGS, SPACE_TITLES, SPACES, LanguageMap, language_map
 from mlse.errors import MlseError
+from mlse.textclean import strip_controls
 from mlse.ui.model_pickers import ModelPicker
 
 MAX_SENTENCES = 1012  # FLORES devtest size
@@ -46,8 +47,12 @@ class MapOutput(NamedTuple):
 
 # -- text helpers ---------------------------------------------------------------------------------------------------
 def md_escape(text: str) -> str:
-    """Text shown inside markdown: HTML escaped and markdown punctuation backslashed, so it displays literally."""
-    text = html.escape("".join(ch for ch in text if ch.isprintable() or ch == " "))
+    """Text shown inside markdown: HTML escaped and markdown punctuation backslashed, so it displays literally.
+
+    Quotes stay as they are (``quote=False``): an entity such as ``&#x27;`` would have its ``#`` backslashed below and
+    show up literally. Line breaks become spaces (one table cell); controls go by :mod:`mlse.textclean`'s rule.
+    """
+    text = html.escape(" ".join(strip_controls(str(text))[0].split("\n")), quote=False)
     return "".join("\\" + ch if ch in "\\`*_[]{}()#+-!|~>" else ch for ch in text)
 
 
@@ -133,8 +138,10 @@ def project_map(
     state, model_name: str, langs: list[str] | None, n, *, method: str = "umap", progress=None
 ) -> MapOutput:
     """Project the FLORES sample in every space of the chosen model (cached) -> figures, metrics, note, table."""
-    if not model_name:
+    if not model_name or not isinstance(model_name, str):
         return _empty("Choose a model.")
+    langs = [lang for lang in (langs if isinstance(langs, (list, tuple)) else [langs])
+             if isinstance(lang, str) and lang.strip()]  # an API caller may send anything  # fmt: skip
     if not langs:
         return _empty("Choose at least one language (two or more for retrieval and the language probe).")
     try:
@@ -200,6 +207,8 @@ def language_choices(state) -> tuple[list[str], list[str], str]:
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     def figure_updates(figures):
         return [gr.update(value=f, visible=f is not None) for f in figures]
 
@@ -248,4 +257,6 @@ def build_tab(state) -> list[ModelPicker]:
                      api_name="language_map", concurrency_limit=1)  # fmt: skip
         table.select(on_select, [result], [*plots, details], api_name="map_highlight", concurrency_limit=4)
         clear.click(on_clear, [result], [*plots, details], api_name=False, concurrency_limit=4)
+        check_inputs(n, langs)
+        check_inputs(model, allowed=state.model_names)
     return [ModelPicker(model)]

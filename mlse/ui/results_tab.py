@@ -12,6 +12,8 @@ from pathlib import Path
 
 ALL = "(all)"
 TABLE_COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "date", "source"]
+# Share of the table's width per column: names and paths get room, short codes and numbers little.
+COLUMN_WIDTHS = ["15%", "6%", "5%", "10%", "11%", "7%", "8%", "14%", "8%", "16%"]
 DEFAULT_METRICS = {"sts": "spearman", "tatoeba": "acc_mean", "mining": "f1", "finetune": "best_dev_spearman",
                    "training": "stage2_dev_pearson"}  # fmt: skip
 
@@ -49,8 +51,22 @@ def filter_table(frame, task: str | None = ALL, model: str | None = ALL, metric:
     if text:
         hay = (out["key"].astype(str) + " " + out["source"].astype(str)).str.lower()
         out = out[hay.str.contains(text, regex=False)]
-    return out[TABLE_COLUMNS].reset_index(drop=True)
+    out = out[TABLE_COLUMNS].reset_index(drop=True)
+    return out.assign(value=out["value"].map(display_number))
 
+
+def display_number(value):
+    """A number as the table shows it: 2 decimals (52.09125 -> 52.09); a small non-zero value keeps 2 significant
+    digits (0.00123 -> 0.0012) instead of showing as 0. Non-numbers pass through."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return value
+    if number != number or number in (float("inf"), float("-inf")):
+        return number
+    if number == 0 or abs(number) >= 0.01:
+        return round(number, 2)
+    return float(f"{number:.2g}")
 
 def refresh(state, task: str = ALL, model: str = ALL, metric: str = ALL, text: str = "", roots=None):
     """Re-scan the files: (filtered table, choices, note, full table)."""
@@ -149,7 +165,7 @@ def build_tab(state) -> list:
             refresh_button = gr.Button("Refresh")
         status = gr.Markdown(note)
         table = gr.Dataframe(filter_table(frame), label="Results", interactive=False, show_search="search",
-                             max_height=420)  # fmt: skip
+                             max_height=420, column_widths=COLUMN_WIDTHS, wrap=True)  # fmt: skip
         options = plot_options(frame, first_task)
         with gr.Row():
             plot_task = gr.Dropdown(tasks, value=first_task, label="Plot: task")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from mlse.errors import MlseError
 from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
+from mlse.textclean import strip_controls
 from mlse.ui.model_pickers import ModelPicker
 
 MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
@@ -41,12 +42,16 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<])")
 
 # -- input hygiene --------------------------------------------------------------------------------------------------
 def clean_text(text: str | None) -> tuple[str, str]:
-    """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "")."""
+    """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "").
+
+    Which characters go is :mod:`mlse.textclean`'s rule: real controls and bidi overrides; joiners (U+200C, U+200D),
+    variation selectors and other meaningful format characters stay, since removing them changes the text scored.
+    """
     raw = text if isinstance(text, str) else ""
-    kept = "".join(ch for ch in raw if ch in "\t\n" or ch.isprintable())
+    kept, removed = strip_controls(raw)
     notices = []
-    if len(kept) != len(raw):
-        notices.append(f"removed {len(raw) - len(kept)} control character(s)")
+    if removed:
+        notices.append(f"removed {removed} control character(s)")
     kept = kept.strip()
     if len(kept) > MAX_CHARS:
         notices.append(f"truncated from {len(kept):,} to {MAX_CHARS:,} characters")
@@ -243,6 +248,8 @@ def example_label(example: dict) -> str:
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     choices, selected, note = model_choices(state)
     languages = language_options()
     examples = load_examples()
@@ -287,4 +294,6 @@ def build_tab(state) -> list[ModelPicker]:
         s2.submit(run, inputs, [table, status], concurrency_limit=2)
         refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
+        check_inputs(lang1, lang2, gold)
+        check_inputs(models, allowed=state.model_names)
     return [ModelPicker(models, multi=True, labelled=True)]

@@ -33,6 +33,7 @@ from mlse.memory_budget import (
     estimate_spec_bytes,
     parse_memory_size,
 )
+from mlse.run_health import partial_reason
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
@@ -52,10 +53,12 @@ class ModelInfo:
     location: str
     backbone: str | None = None
     needs_download: bool = False  # a hub model not in the local cache: its first use downloads it
+    partial: str | None = None  # a run that ended early (stopped, or killed after a checkpoint): how far it got
 
     @property
     def label(self) -> str:
-        notes = [n for n in (MODEL_NOTES.get(self.name), "downloads on first use" if self.needs_download else "") if n]
+        notes = [n for n in (MODEL_NOTES.get(self.name), "downloads on first use" if self.needs_download else "",
+                             f"partial: {self.partial}" if self.partial else "") if n]  # fmt: skip
         return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes)
 
 
@@ -81,6 +84,10 @@ class AppState:
     def __post_init__(self) -> None:
         check_backend(self.backend)  # a typo in MLSE_BACKEND stops the app at start, with the choices named
         self._pool = EncoderPool(parse_memory_size(self.max_memory, what="--max-memory (MLSE_MAX_MEMORY)"))
+        from mlse.encoders import runs_dir
+        from mlse.run_health import recover_runs
+
+        recover_runs(runs_dir())  # runs a killed job left aside come back before the first scan
         hub_reachable()  # start the first connectivity probe now, in the background, so the first rescan may use it
 
     # -- the model list ---------------------------------------------------------------------------------------------
@@ -231,9 +238,9 @@ def describe(spec: ModelSpec) -> ModelInfo:
         if not _loads_offline(backbone):
             raise MlseError(f"its backbone {backbone!r} is not available offline here")
         kind = STAGE12 if "stage2" in manifest["heads"] else STAGE1
-        return ModelInfo(spec.name, kind, spec.source, spec.location, backbone)
+        return ModelInfo(spec.name, kind, spec.source, spec.location, backbone, partial=partial_reason(spec.location))
     if spec.source == "run" or _is_finetuned(Path(spec.location)):
-        return ModelInfo(spec.name, STUDENT, spec.source, spec.location)
+        return ModelInfo(spec.name, STUDENT, spec.source, spec.location, partial=partial_reason(spec.location))
     return ModelInfo(spec.name, BACKBONE, spec.source, spec.location)
 
 

@@ -25,15 +25,19 @@ CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio ma
 DIRECTIONS = ("to_en", "from_en")
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
+DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
 _MEMO_SIZE = 8
 
 ERROR_COLUMNS = ["direction", "index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold",
                  "margin_retrieved", "margin_gold", "rank_of_gold"]  # fmt: skip
 ERROR_TYPES = ["str", "number", "str", "str", "str", "number", "number", "number", "number", "number"]
+ERROR_WIDTHS = ["7%", "6%", "22%", "22%", "22%", "4%", "4%", "4%", "4%", "5%"]  # the sentences get the room
 NEIGHBOUR_COLUMNS = ["rank", "sentence", "cosine", "margin", "note"]
 NEIGHBOUR_TYPES = ["number", "str", "number", "number", "str"]
+NEIGHBOUR_WIDTHS = ["7%", "63%", "10%", "10%", "10%"]
 COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
+COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
 
 # Characters that make markup anywhere in a line (line-start markers cannot occur: newlines become spaces).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
@@ -140,7 +144,7 @@ def retrieval(state, lang: str, model: str, criterion: str = "cosine") -> tuple[
     except MlseError as exc:
         return md_escape(str(exc)), empty
     rows = [{"direction": d, **e} for d in DIRECTIONS for e in errors[d]]
-    table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(4) if rows else empty
+    table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(DECIMALS) if rows else empty
     return _summary(view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS}), table
 
 
@@ -152,11 +156,13 @@ def _parse_row(row) -> tuple[str, int]:
         row = row.to_dict()
     if isinstance(row, dict):
         direction, index = row.get("direction"), row.get("index")
-    else:
+    elif isinstance(row, (list, tuple)):
         row = list(row)
         if len(row) < 2:
             raise MlseError("Select a row of the errors table.")
         direction, index = row[0], row[1]
+    else:  # a single value (an API caller's guess at the format)
+        raise MlseError(f"not an errors-table row: {str(row)[:80]!r}; expected [direction, index, ...]")
     if direction not in DIRECTIONS:
         raise MlseError(f"not an errors-table row: direction {direction!r}")
     try:
@@ -184,7 +190,7 @@ def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[s
     nn = query_neighbours(q_emb, b_emb, index, k=int(k), margin_k=MARGIN_K)
     rows = []
     for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
-        rows.append([rank, b_texts[j], round(float(cos), 4), round(float(marg), 4),
+        rows.append([rank, b_texts[j], round(float(cos), DECIMALS), round(float(marg), DECIMALS),
                      "gold" if j == index else ""])  # fmt: skip
     text = "\n".join([
         f"**Query** ({direction}, #{index}): {md_escape(q_texts[index])}",
@@ -221,6 +227,8 @@ def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosi
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr
 
+    from mlse.ui.inputs import check_inputs
+
     langs = languages(state)
     names = state.model_names()
     preferred = state.preferred_model()  # me5-small on a full install
@@ -235,18 +243,19 @@ def build_tab(state) -> list[ModelPicker]:
             run = gr.Button("Show errors", variant="primary")
         summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
         table = gr.Dataframe(headers=ERROR_COLUMNS, datatype=ERROR_TYPES, label="Errors (select a row)",
-                             interactive=False, wrap=True)  # fmt: skip
+                             interactive=False, wrap=True, column_widths=ERROR_WIDTHS)  # fmt: skip
         shown = gr.State(None)  # (lang, model) the table was computed for, so a later dropdown change is harmless
         detail_md = gr.Markdown(latex_delimiters=[])
         neighbours = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours",
-                                  interactive=False, wrap=True)  # fmt: skip
+                                  interactive=False, wrap=True, column_widths=NEIGHBOUR_WIDTHS)  # fmt: skip
         with gr.Accordion("Compare two scorers", open=False):
             with gr.Row():
                 model_a = gr.Dropdown(names, value=preferred, label="Scorer A")
                 model_b = gr.Dropdown(names, value=names[-1] if names else None, label="Scorer B")
                 cmp_button = gr.Button("Compare")
             cmp_md = gr.Markdown(latex_delimiters=[])
-            cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True)
+            cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True,
+                                     column_widths=COMPARE_WIDTHS)  # fmt: skip
 
         def on_run(lang_, model_, criterion_, progress=gr.Progress(track_tqdm=True)):
             text, df = retrieval(state, lang_, model_, criterion_)
@@ -265,4 +274,6 @@ def build_tab(state) -> list[ModelPicker]:
         table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2)
         cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
                          api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip
+        check_inputs(lang, criterion)
+        check_inputs(model, model_a, model_b, allowed=state.model_names)
     return [ModelPicker(model), ModelPicker(model_a), ModelPicker(model_b)]

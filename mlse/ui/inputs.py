@@ -1,0 +1,119 @@
+"""Input checks whose refusals name the field, the value and what is allowed.
+
+Gradio checks an input before the handler runs (the component's ``preprocess``): a malformed number reaches an API
+caller as a bare "Error" (the real message stays in the server log) and an unknown choice as "Value: x is not in the
+list of choices: [...]" without saying which field. :func:`check_inputs` puts a check in front of each component's
+``preprocess`` that refuses with one line such as ``Sentences per language: 'ten' is not a number; expected a whole
+number from 2 to 1012``, raised as ``gr.Error`` so that the caller sees it.
+
+Why on the instance and not as subclasses: Gradio writes a ``.pyi`` stub beside the source of every component
+subclass when it is defined, and rebuilds components from their ``__init__`` arguments; wrapping the instance's
+``preprocess`` changes neither. (A component Gradio rebuilds for one browser session after an update falls back to its
+own check; browsers only send values the page offers.)
+
+Model pickers take ``allowed``, the app's *current* model list, instead of the choices the page was built with, so a
+run trained while the app is up is accepted through the API at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+SHOWN_CHOICES = 12  # a refusal lists at most this many allowed values
+
+
+def _bounds(minimum, maximum, whole: bool) -> str:
+    kind = "a whole number" if whole else "a number"
+    if minimum is not None and maximum is not None:
+        return f"{kind} from {minimum:g} to {maximum:g}"
+    if minimum is not None:
+        return f"{kind} >= {minimum:g}"
+    if maximum is not None:
+        return f"{kind} <= {maximum:g}"
+    return kind
+
+
+def number_problem(field: str, payload, minimum=None, maximum=None, whole: bool = False) -> str | None:
+    """Why ``payload`` is not acceptable for a numeric field (None: it is)."""
+    expected = _bounds(minimum, maximum, whole)
+    if isinstance(payload, bool):
+        return f"{field}: {payload!r} is not a number; expected {expected}"
+    try:
+        number = float(payload)
+    except (TypeError, ValueError, OverflowError):
+        return f"{field}: {str(payload)[:80]!r} is not a number; expected {expected}"
+    if not math.isfinite(number):
+        return f"{field}: {payload!r} is not a finite number; expected {expected}"
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        return f"{field}: {number:g} is out of range; expected {expected}"
+    if whole and number != int(number):
+        return f"{field}: {number:g} is not a whole number; expected {expected}"
+    return None
+
+
+def choice_problem(field: str, payload, allowed: list) -> str | None:
+    """Why ``payload`` (one value or a list) is not among ``allowed`` (None: every value is)."""
+    for value in payload if isinstance(payload, list) else [payload]:
+        if value not in allowed:
+            shown = ", ".join(repr(v) for v in allowed[:SHOWN_CHOICES]) or "(none available)"
+            more = f" and {len(allowed) - SHOWN_CHOICES} more" if len(allowed) > SHOWN_CHOICES else ""
+            return f"{field}: {str(value)[:120]!r} is not offered; choose from {shown}{more}"
+    return None
+
+
+def _number_check(component) -> Callable:
+    import gradio as gr
+
+    original = component.preprocess
+    whole = component.precision == 0 if isinstance(component, gr.Number) else (
+        float(component.step or 0).is_integer() and float(component.minimum or 0).is_integer())  # fmt: skip
+    optional = isinstance(component, gr.Number)  # an empty Number means "not given"; a slider always has a value
+
+    def preprocess(payload):
+        if optional and (payload is None or (isinstance(payload, str) and not payload.strip())):
+            return None
+        problem = number_problem(component.label or "number", payload, component.minimum, component.maximum, whole)
+        if problem:
+            raise gr.Error(problem)
+        return original(float(payload))
+
+    return preprocess
+
+
+def _choice_check(component, allowed: Callable[[], list] | None) -> Callable:
+    import gradio as gr
+
+    original = component.preprocess
+    multi = isinstance(component, gr.CheckboxGroup) or getattr(component, "multiselect", False)
+
+    def preprocess(payload):
+        if payload is None:
+            return [] if multi else None
+        if multi and not isinstance(payload, list):
+            payload = [payload]
+        if not getattr(component, "allow_custom_value", False):
+            accepted = list(dict.fromkeys([*(v for _, v in component.choices), *(allowed() if allowed else [])]))
+            problem = choice_problem(component.label or "choice", payload, accepted)
+            if problem:
+                raise gr.Error(problem)
+        if allowed:  # a live name the page's choices do not have yet: Gradio's own check would refuse it
+            return payload
+        return original(payload)
+
+    return preprocess
+
+
+def check_inputs(*components, allowed: Callable[[], list] | None = None) -> None:
+    """Give each Number, Slider, Dropdown, CheckboxGroup or Radio a refusal that names field, value and choices.
+
+    ``allowed``: for choice fields, values accepted besides the page's choices, asked at each call (the live model
+    list). Other components are left as they are.
+    """
+    import gradio as gr
+
+    for component in components:
+        if isinstance(component, (gr.Number, gr.Slider)):
+            component.preprocess = _number_check(component)
+        elif isinstance(component, (gr.Dropdown, gr.CheckboxGroup, gr.Radio)):
+            component.preprocess = _choice_check(component, allowed)

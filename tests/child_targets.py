@@ -1,0 +1,32 @@
+"""Jobs for tests/test_child_jobs.py, importable by a spawned child (``"tests.child_targets:NAME"``)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mlse.errors import MlseError
+from mlse.procmem import memory_mb
+
+
+def allocate(mb: int, *, report, stop) -> float:
+    """Hold ``mb`` MiB in many small objects (the kind of memory an allocator keeps after it is freed); return RSS."""
+    chunks = [bytes(4096) for _ in range(mb * 256)]  # 4 KiB each
+    rss = memory_mb()["rss_mb"]
+    report({"event": "phase", "message": f"holding {len(chunks) * 4 // 1024} MiB"})
+    return rss
+
+
+def wait_for_stop(*, report, stop) -> str:
+    report({"event": "phase", "message": "waiting"})
+    while not stop.is_set():
+        time.sleep(0.05)
+    return "saw stop"
+
+
+def refuse(*, report, stop):
+    raise MlseError("run name 'x' is taken")
+
+
+def die(*, report, stop):
+    os._exit(9)

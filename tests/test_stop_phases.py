@@ -1,0 +1,158 @@
+"""Stop and the time budget reach every phase of a training job, encoding included (mlse.stopping, mlse.jobs).
+
+A deliberately slow fake encoder (tests/fake_encoder.py) stands in for a big backbone / teacher: encoding the
+requested data would take ~20 s, so a job that only looked at Stop between epochs would overrun the 5 s limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import mlse.encoders
+import mlse.stopping
+from mlse.cache import CachedEncoder
+from mlse.encoders import runs_dir
+from mlse.jobs import JobRunner, TrainRequest, training_job
+from mlse.scorer import Scorer
+from mlse.stopping import Stopped, StopSignal, encode_in_chunks
+from tests.fake_encoder import FakeEncoder, SlowFakeEncoder, fake_vector
+
+STOP_WITHIN_S = 5.0
+
+
+@pytest.fixture()
+def slow_encoder(monkeypatch) -> SlowFakeEncoder:
+    """Every model name loads the slow fake (through the real embedding cache): 4,000 texts take ~20 s."""
+    slow = SlowFakeEncoder(seconds_per_text=0.005)
+    monkeypatch.setattr(mlse.encoders, "load_encoder", lambda *a, **k: CachedEncoder(slow))
+    return slow
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def stage1_request(name: str, **overrides) -> TrainRequest:
+    fields = dict(method="stage1", model="slow-backbone", name=name, pairs=["eng-deu"], max_pairs=2000,
+                  budget_minutes=5, probe=False, max_epochs=3)  # fmt: skip
+    return TrainRequest(**{**fields, **overrides})
+
+
+def test_stop_during_encoding_ends_a_head_job_within_5_s_and_keeps_the_encoded_chunks(slow_encoder):
+    runner = JobRunner()
+    job = runner.submit("s1-slow", training_job(stage1_request("s1-slow")))
+    wait_until(lambda: slow_encoder.texts_encoded > 0)  # encoding has begun
+    pressed = time.time()  # Job.finished is wall-clock time
+    runner.stop()
+    assert runner.wait(STOP_WITHIN_S + 5)
+    assert job.finished - pressed < STOP_WITHIN_S, f"stop took {job.finished - pressed:.1f} s"
+    assert job.state == "stopped" and "while encoding" in job.message and "nothing was saved" in job.message
+    assert not (runs_dir() / "s1-slow").exists()  # nothing half-made is offered as a model
+    assert slow_encoder.texts_encoded < 4000  # it really stopped part-way
+    # every finished chunk is in the embedding cache: a rerun starts from there
+    stored = CachedEncoder(FakeEncoder(identity=slow_encoder.identity)).store(True)
+    assert len(stored) == slow_encoder.texts_encoded
+
+
+def test_a_budget_shorter_than_the_encoding_ends_the_job(slow_encoder):
+    runner = JobRunner()
+    started = time.monotonic()
+    job = runner.submit("s1-budget", training_job(stage1_request("s1-budget", budget_minutes=3 / 60)))
+    assert runner.wait(60)
+    assert time.monotonic() - started < 3 + STOP_WITHIN_S
+    assert job.state == "stopped" and "budget ran out while" in job.message, job.message
+    assert not (runs_dir() / "s1-budget").exists()
+
+
+def test_stop_during_teacher_targets_ends_a_fine_tune_within_5_s(slow_encoder, tiny_bert):
+    req = TrainRequest(method="soft", model=str(tiny_bert), teacher="slow-teacher", name="ft-slow", pairs=["en-de"],
+                       max_pairs=4000, budget_minutes=5, batch_size=16, dev_pairs=["en-de"], dev_max_pairs=32,
+                       device="cpu")  # fmt: skip
+    runner = JobRunner()
+    job = runner.submit("ft-slow", training_job(req))
+    wait_until(lambda: slow_encoder.texts_encoded > 1, timeout=120)  # past the one-text dimension probe
+    pressed = time.time()  # Job.finished is wall-clock time
+    runner.stop()
+    assert runner.wait(60)
+    assert job.finished - pressed < STOP_WITHIN_S, f"stop took {job.finished - pressed:.1f} s"
+    assert job.state == "stopped" and "encoding" in job.message, job.message
+    assert not (runs_dir() / "ft-slow").exists()
+
+
+def test_a_head_stopped_in_training_is_saved_marked_partial(tiny_bert, monkeypatch):
+    """Stop pressed after the first epoch: that epoch is the run, and its metadata says how far it got."""
+    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-partial", pairs=["eng-deu"], max_pairs=40,
+                       max_epochs=50, budget_minutes=5, probe=False)  # fmt: skip
+    job_fn = training_job(req)
+
+    def stop_after_first_epoch(report, stop):
+        def on_record(record):
+            report(record)
+            if record.get("event") == "eval":
+                stop.set()
+
+        return job_fn(on_record, stop)
+
+    runner = JobRunner()
+    job = runner.submit("s1-partial", stop_after_first_epoch)
+    assert runner.wait(300)
+    assert job.state == "stopped", job.message
+    meta = Scorer.load(runs_dir() / "s1-partial").metadata
+    assert meta["partial"] == {"phase": "training", "epochs": 1}
+
+
+def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):
+    """Time spent before training (moved on by a fake clock at the first epoch) leaves no budget for a second epoch."""
+    offset = [0.0]
+    real_now = mlse.stopping._now
+    monkeypatch.setattr(mlse.stopping, "_now", lambda: real_now() + offset[0])
+    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-clock", pairs=["eng-deu"], max_pairs=40,
+                       max_epochs=50, budget_minutes=1, probe=False)  # fmt: skip
+    job_fn = training_job(req)
+
+    def a_minute_passes_in_the_first_epoch(report, stop):
+        def on_record(record):
+            report(record)
+            if record.get("event") == "eval":
+                offset[0] = 61.0
+
+        return job_fn(on_record, stop)
+
+    runner = JobRunner()
+    job = runner.submit("s1-clock", a_minute_passes_in_the_first_epoch)
+    assert runner.wait(300)
+    assert job.state == "finished" and any("budget ran out" in r.get("message", "") for r in runner.records(job))
+    meta = Scorer.load(runs_dir() / "s1-clock").metadata
+    assert meta["metrics"]["stage1_epochs"] == 1 and meta["partial"]["epochs"] == 1
+
+
+def test_encode_in_chunks_returns_every_row_in_order_and_stops_between_chunks():
+    texts = [f"text {i}" for i in range(300)]
+    rows = encode_in_chunks(FakeEncoder(), texts, should_stop=lambda: False, batch_size=16)
+    assert np.array_equal(rows, np.stack([fake_vector(t) for t in texts]))
+    encoder, calls = FakeEncoder(), []
+    signal = StopSignal(threading.Event())
+
+    def count(done, total):
+        calls.append(done)
+        if len(calls) == 2:
+            signal.event.set()
+
+    with pytest.raises(Stopped, match=r"stopped while encoding \(\d+ of 300"):
+        encode_in_chunks(encoder, texts, should_stop=signal.should_stop, batch_size=16, progress=count)
+    assert len(calls) == 2 and encoder.texts_encoded == calls[-1] < 300
+
+
+def test_a_budget_signal_names_the_budget_and_the_phase(monkeypatch):
+    signal = StopSignal(budget_s=60)
+    signal.check("loading")  # within budget: nothing happens
+    monkeypatch.setattr(mlse.stopping, "_now", lambda: signal.started + 61)
+    with pytest.raises(Stopped, match="1-minute budget ran out while loading"):
+        signal.check("loading")

@@ -1,0 +1,46 @@
+"""What user text keeps (joiners, variation selectors) and how tables show text and numbers (issue 16, bad input)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from mlse.textclean import strip_controls
+from mlse.ui import results_tab
+from mlse.ui.map_tab import md_escape
+from mlse.ui.score_tab import clean_text
+
+MEANINGFUL = {
+    "family emoji (ZWJ sequence)": "👨\u200d👩\u200d👧",
+    "Persian with ZWNJ": "می\u200cخواهم",
+    "Hindi conjunct with ZWJ": "क्\u200dष",
+    "emoji presentation selector": "❤\ufe0f",
+    "ideographic variation selector": "葛\U000e0100",
+    "right-to-left mark": "שלום\u200f!",
+}
+
+
+@pytest.mark.parametrize("text", MEANINGFUL.values(), ids=MEANINGFUL.keys())
+def test_meaningful_format_characters_are_kept(text):
+    cleaned, notice = clean_text(text)
+    assert cleaned == text and notice == ""
+
+
+def test_controls_surrogates_and_bidi_overrides_are_removed_and_counted():
+    kept, removed = strip_controls("a\x00b\x1bc\x7fd\u202ee\u2066f\ud800g\th\ni")
+    assert kept == "abcdefg\th\ni" and removed == 6
+
+
+def test_apostrophes_show_as_apostrophes_in_the_map_highlight_table():
+    shown = md_escape("l'homme qu'il a vu & <b>")
+    assert "&#x27;" not in shown and "l'homme" in shown and "&lt;b&gt;" in shown and "&amp;" in shown
+
+
+def test_results_table_rounds_values_for_display():
+    frame = pd.DataFrame([{"model": "m", "task": "sts", "split": "test", "key": "avg:all", "metric": "spearman",
+                           "value": 52.09125475285172, "kind": "eval", "experiment": "", "date": "", "source": "x"},
+                          {"model": "m", "task": "sts", "split": "test", "key": "avg:all", "metric": "p",
+                           "value": 0.0012345, "kind": "eval", "experiment": "", "date": "", "source": "x"}])
+    shown = results_tab.filter_table(frame)
+    assert shown["value"].tolist() == [52.09, 0.0012]
+    assert len(results_tab.COLUMN_WIDTHS) == len(results_tab.TABLE_COLUMNS)
