@@ -273,17 +273,21 @@ def available_models() -> list[ModelStatus]:
             for spec in [*registry().values(), *list_runs()]]  # fmt: skip
 
 
-def text_prefix(model_dir: Path) -> str:
-    """The text a model folder puts before every input: its sentence-transformers default prompt ("" if none).
+def text_prefix(model) -> str:
+    """The text a model puts before every input: its sentence-transformers default prompt ("" when it has none).
 
-    ``SentenceTransformer.encode`` applies it by itself; every path that tokenises on its own (the ONNX backends, the
-    fine-tuning loop) prepends this, so all of them feed the model the same text (e5 wants ``"query: "``). The prompt
-    lives in config_sentence_transformers.json, which :func:`folder_fingerprint` covers: it is part of the identity.
+    ``model``: a model folder, or a loaded ``SentenceTransformer`` (which read its prompts from its folder).
+    ``SentenceTransformer.encode`` applies the prompt by itself; every path that tokenises on its own (the ONNX
+    backends, the fine-tuning loop) prepends this, so all of them feed the model the same text (e5 wants
+    ``"query: "``). The prompt lives in config_sentence_transformers.json, which :func:`folder_fingerprint` covers,
+    so it is part of the encoder's identity; a fine-tuned student saves it again with its weights.
     """
-    config = _read_json(Path(model_dir) / "config_sentence_transformers.json")
-    name = config.get("default_prompt_name")
-    prompts = config.get("prompts") or {}
-    return str(prompts.get(name) or "") if name else ""
+    if isinstance(model, (str, os.PathLike)):
+        config = _read_json(Path(model) / "config_sentence_transformers.json")
+        prompts, name = config.get("prompts"), config.get("default_prompt_name")
+    else:
+        prompts, name = getattr(model, "prompts", None), getattr(model, "default_prompt_name", None)
+    return str((prompts or {}).get(name) or "") if name else ""
 
 
 def folder_fingerprint(path: Path) -> str:

@@ -249,11 +249,13 @@ def compiled_charsmap(normalization: dict[str, str]) -> bytes:
     import sentencepiece as spm
     from sentencepiece import sentencepiece_model_pb2
 
-    if not hasattr(spm, "SentencePieceNormalizer"):
-        raise MlseError("converting me5-small needs sentencepiece >= 0.2.1 (pip install -U sentencepiece)")
     spm.set_min_log_level(2)  # its builder logs the rule count at INFO level on stderr
-    rules = sorted(normalization.items())
-    normalizer = spm.SentencePieceNormalizer(norm_map=rules)
+    rules = sorted((src, out) for src, out in normalization.items() if src != out)  # identity rules are refused
+    try:
+        normalizer = spm.SentencePieceNormalizer(norm_map=rules)
+    except (AttributeError, TypeError):  # older releases have no normaliser built from a map
+        raise MlseError(f"converting {NAME} needs sentencepiece >= 0.2.3, found {spm.__version__} "
+                        "(pip install -U sentencepiece)") from None  # fmt: skip
     spec = sentencepiece_model_pb2.NormalizerSpec()
     spec.ParseFromString(normalizer.serialized_normalizer_spec())
     return spec.precompiled_charsmap
