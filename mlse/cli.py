@@ -146,7 +146,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     from mlse.results import format_table
 
     rows = [vars(m) | {"name": m.name} for m in available_models()]
-    print(format_table(rows, ["name", "source", "status", "location"]))
+    print(format_table(rows, ["name", "source", "status", "description", "location"]))
     return 0
 
 

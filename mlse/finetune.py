@@ -342,7 +342,16 @@ def parameter_checksum(module) -> str:
 
 
 def tokenize(student, texts: list[str], device: str) -> dict:
-    """Model inputs of ``texts`` on ``device``: ``preprocess`` in sentence-transformers >= 6, else ``tokenize``."""
+    """Model inputs of ``texts`` on ``device``: ``preprocess`` in sentence-transformers >= 6, else ``tokenize``.
+
+    The student's own prefix (e5's ``"query: "``) goes first, as ``encode`` adds it at evaluation time: training
+    and evaluation must see the same text.
+    """
+    from mlse.encoders import text_prefix
+
+    prefix = text_prefix(student)
+    if prefix:
+        texts = [prefix + t for t in texts]
     prepare = getattr(student, "preprocess", None) or student.tokenize
     return to_device(prepare(texts), device)
 

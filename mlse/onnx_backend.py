@@ -124,6 +124,7 @@ class OnnxEncoder:
         self._weights = SentenceTransformerEncoder(spec, max_seq_length=max_seq_length)
         self._session = None
         self._tokenizer = None
+        self._prefix = ""
         self.meta: dict = {}
         self._lock = threading.Lock()
 
@@ -154,6 +155,11 @@ class OnnxEncoder:
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
+            from mlse.encoders import text_prefix
+
+            # sentence-transformers adds a model's prompt inside encode(); the raw tokenizer here does not, so the
+            # prefix is added before tokenising (the export folder is keyed by the fingerprint, which covers it).
+            self._prefix = text_prefix(self.path)
             folder = self.export_dir
             self.meta = json.loads((folder / META_FILE).read_text())
             tok = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
@@ -180,7 +186,7 @@ class OnnxEncoder:
             show_progress = len(texts) >= 1000
         bar = _progress(len(texts), show_progress, self.name)
         for start in range(0, len(texts), _CHUNK):
-            chunk = texts[start : start + _CHUNK]
+            chunk = [self._prefix + t for t in texts[start : start + _CHUNK]]
             encodings = self._tokenizer.encode_batch(chunk)
             lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))  # [m]
             workers = self.threads if self.parallel == "batches" else 1

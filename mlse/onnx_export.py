@@ -128,6 +128,8 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         raise MlseError("exporting a model to ONNX needs the onnx package (pip install onnx)") from None
     from sentence_transformers import SentenceTransformer
 
+    from mlse.encoders import text_prefix
+
     started = time.perf_counter()
     # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimiser fuses and its quantiser handles;
     # the SDPA path adds NaN guards (IsNaN/Where) that it does not.
@@ -166,6 +168,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         "dim": int(st.get_embedding_dimension()),
         "max_seq_length": _max_seq_length(st),
         "pad_token_id": int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+        "text_prefix": text_prefix(model_dir),  # what the encoder puts before every text (int8 calibration too)
         "normalized_in_graph": any(type(m).__name__ == "Normalize" for m in st),
         "modules": [type(m).__name__ for m in st],
         "opset": OPSET,
@@ -238,15 +241,17 @@ def quantize_int8(fp32_dir: Path, out: Path) -> None:
         raise MlseError("the onnx-int8 backend needs onnxruntime (pip install onnxruntime)") from None
     import onnx
 
-    from mlse.onnx_quantize import channel_absmax, smooth_layernorm_matmuls
+    from mlse.onnx_quantize import CALIBRATION_TEXTS, channel_absmax, smooth_layernorm_matmuls
 
     started = time.perf_counter()
     meta = json.loads((fp32_dir / META_FILE).read_text())
     model = onnx.load(str(fp32_dir / MODEL_FILE))
+    # Calibrate on the texts the model will see: with its prefix ("" for most models).
+    texts = [meta.get("text_prefix", "") + t for t in CALIBRATION_TEXTS]
     groups = smooth_layernorm_matmuls(
         model,
         lambda names: channel_absmax(
-            fp32_dir / MODEL_FILE, fp32_dir / TOKENIZER_FILE, meta["inputs"], meta["pad_token_id"], names
+            fp32_dir / MODEL_FILE, fp32_dir / TOKENIZER_FILE, meta["inputs"], meta["pad_token_id"], names, texts
         ),  # fmt: skip
         alpha=INT8_RECIPE["smooth_alpha"],
     )

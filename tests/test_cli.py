@@ -46,9 +46,10 @@ def test_models_lists_offline_and_hub_models(capsys, monkeypatch, tmp_path):
     code, out, _ = _run(capsys, "models")
     assert code == 0
     header = out.splitlines()[0].split()
-    assert header == ["name", "source", "status", "location"]
+    assert header == ["name", "source", "status", "description", "location"]
     rows = _model_rows(out)
     assert "available offline" in rows["minilm-en"]
+    assert "available offline (converted on first use)" in rows["me5-small"] and "'query: '" in rows["me5-small"]
     for name in ("labse", "xlmr"):
         assert "needs the hub" in rows[name] and "available" not in rows[name]
 

@@ -1,0 +1,37 @@
+"""Write a safetensors file one tensor at a time.
+
+``safetensors.numpy.save_file`` needs every array in memory at once and then copies them all into one bytes object:
+for me5-small that is 2 x 470 MB on top of whatever process converts it (the app, on its first request). The format
+is simple enough to stream instead: an 8-byte little-endian header length, a JSON header giving each tensor's dtype,
+shape and byte range, then the raw little-endian data. Only the largest single tensor is ever held.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]],
+                      metadata: dict[str, str] | None = None) -> None:  # fmt: skip
+    """Write ``{name: (shape, make_array)}`` to ``path``; each float32 array is made, written and dropped in turn."""
+    header: dict = {"__metadata__": dict(metadata or {})}
+    offset = 0
+    for name, (shape, _) in tensors.items():
+        nbytes = 4 * int(np.prod(shape, dtype=np.int64))
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned, as the reference writer does
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        for name, (shape, make) in tensors.items():
+            array = np.ascontiguousarray(make(), dtype="<f4")
+            if array.shape != tuple(shape):
+                raise ValueError(f"tensor {name}: made shape {array.shape}, declared {tuple(shape)}")
+            fh.write(memoryview(array).cast("B"))

