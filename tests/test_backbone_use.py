@@ -116,7 +116,7 @@ def test_finetune_refuses_muse_as_student_before_loading_anything():
         validate(FinetuneConfig(method="soft", student="muse", teacher="minilm-en"))
     message = str(err.value)
     assert message.startswith("muse is frozen (numpy weights, no gradients): use it as a teacher or as a Stage-1/2")
-    assert "fine-tunable: minilm-en" in message
+    assert "fine-tunable: me5-small, minilm-en" in message
     validate(FinetuneConfig(method="soft", student="minilm-en", teacher="muse"))  # as a teacher it is accepted
 
 

@@ -50,7 +50,7 @@ def test_hub_names_resolve_through_local_hf_cache(fake_hub):
 
 def test_missing_hub_model_offline_is_one_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
-    offline = "available here: me5-small, minilm-en"
+    offline = "available here: me5-small, muse, minilm-en"
     with pytest.raises(ModelNotFoundError, match=rf"labse.*not in the local HF cache.*{offline}"):
         load_encoder("labse")
 
