@@ -10,6 +10,7 @@ from mlse.encoders import runs_dir
 from mlse.errors import MlseError
 from mlse.jobs import JobBusyError, JobRunner, JobStopped, TrainRequest, check_request, training_job, validate_run_name
 from mlse.scorer import Scorer, is_scorer_folder
+from tests.job_helpers import on_first_eval
 
 
 def blocking_job(release: threading.Event, started: threading.Event | None = None):
@@ -158,13 +159,7 @@ def test_stopping_a_head_run_keeps_the_best_epoch_so_far(tiny_bert):
     runner = JobRunner()
     job_fn = training_job(req)
 
-    def pressed_after_first_epoch(report, stop):
-        def on_record(record):
-            report(record)
-            if record.get("event") == "eval":
-                stop.set()
-
-        return job_fn(on_record, stop)
+    pressed_after_first_epoch = on_first_eval(job_fn, lambda stop: stop.set())
 
     job = runner.submit("s1-run", pressed_after_first_epoch)
     assert runner.wait(600)

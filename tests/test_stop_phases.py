@@ -20,6 +20,7 @@ from mlse.jobs import JobRunner, TrainRequest, training_job
 from mlse.scorer import Scorer
 from mlse.stopping import Stopped, StopSignal, encode_in_chunks
 from tests.fake_encoder import FakeEncoder, SlowFakeEncoder, fake_vector
+from tests.job_helpers import on_first_eval
 
 STOP_WITHIN_S = 5.0
 
@@ -92,13 +93,7 @@ def test_a_head_stopped_in_training_is_saved_marked_partial(tiny_bert, monkeypat
                        max_epochs=50, budget_minutes=5, probe=False)  # fmt: skip
     job_fn = training_job(req)
 
-    def stop_after_first_epoch(report, stop):
-        def on_record(record):
-            report(record)
-            if record.get("event") == "eval":
-                stop.set()
-
-        return job_fn(on_record, stop)
+    stop_after_first_epoch = on_first_eval(job_fn, lambda stop: stop.set())
 
     runner = JobRunner()
     job = runner.submit("s1-partial", stop_after_first_epoch)
@@ -117,13 +112,7 @@ def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):
                        max_epochs=50, budget_minutes=1, probe=False)  # fmt: skip
     job_fn = training_job(req)
 
-    def a_minute_passes_in_the_first_epoch(report, stop):
-        def on_record(record):
-            report(record)
-            if record.get("event") == "eval":
-                offset[0] = 61.0
-
-        return job_fn(on_record, stop)
+    a_minute_passes_in_the_first_epoch = on_first_eval(job_fn, lambda stop: offset.__setitem__(0, 61.0))
 
     runner = JobRunner()
     job = runner.submit("s1-clock", a_minute_passes_in_the_first_epoch)
