@@ -137,7 +137,7 @@ def form(**overrides) -> dict:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"budget_minutes": 30}, "Time budget (minutes): 30 is over this public deployment's limit; expected at most 10"),
+        ({"budget_minutes": 30}, "Time budget (minutes): 30 is over this public deployment's limit; expected at most 10"),  # noqa: E501
         ({"max_pairs": 20000}, "Max pairs per language pair: 20000 is over"),
         ({"max_pairs": None}, "empty means all pairs"),
         ({"batch_size": 256}, "Batch size: 256 is over"),
