@@ -10,10 +10,14 @@ RUN pip install --no-cache-dir -r requirements.txt -c constraints.txt
 
 COPY --chown=user . .
 USER user
+# The datasets are not in the image: app.py fetches the missing ones from the hub at first start, in the background
+# (FLORES+ is gated: give the Space a secret HF_TOKEN of an account that accepted its terms). With persistent storage
+# on a Space, set MLSE_DATA=/data/mlse so that they are fetched once, not at every restart.
+RUN mkdir -p /home/user/data
 ENV HOME=/home/user \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
     MLSE_CACHE=/home/user/.cache/mlse \
-    MLSE_DATA=/data
+    MLSE_DATA=/home/user/data
 EXPOSE 7860
 CMD ["python", "app.py"]

@@ -1,10 +1,16 @@
-"""Start the mlse app: ``python app.py [--host H] [--port N] [--backend torch|onnx|onnx-int8] [--max-memory 1.5GB]``.
+"""Start the mlse app: ``python app.py [--host H] [--port N] [--backend torch|onnx|onnx-int8] [--max-memory 1.5GB]
+[--public] [--allow-hub-model ID ...] [--no-fetch]``.
 
 Host and port come from ``--host`` / ``--port``, else GRADIO_SERVER_NAME (default 127.0.0.1) and GRADIO_SERVER_PORT,
 as on Spaces. A port given either way must be free (the app says so and exits when it is not); without one the app
 uses 7860, or the next free port when 7860 is taken, and prints which. The backend comes from ``--backend`` or
 MLSE_BACKEND (default torch); the memory budget of the loaded models from ``--max-memory`` or MLSE_MAX_MEMORY
 (default 1.5GB): past it, the least recently used models are unloaded.
+
+``--public`` (implied on a Hugging Face Space, where SPACE_ID is set) serves anonymous visitors: hub downloads only
+for allow-listed ids (``--allow-hub-model`` adds one), capped fine-tunes, capped uploads (see mlse.public). At start
+the datasets the tabs need and the data directory lacks are fetched from the hub in the background, one progress line
+each (``--no-fetch`` or MLSE_FETCH=0 skips it; see mlse.data.fetch).
 """
 
 import argparse
@@ -28,7 +34,22 @@ def main() -> int:
     parser.add_argument("--max-memory", default=os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY),
                         help="memory for loaded models' weights, e.g. 1.5GB, 800MB or bytes; least recently used "
                              "models are unloaded past it (default: MLSE_MAX_MEMORY, else 1.5GB)")  # fmt: skip
+    parser.add_argument("--public", action="store_true", default=False,
+                        help="serve anonymous visitors (on by itself when SPACE_ID is set): allow-listed hub downloads "
+                             "only, capped fine-tunes and uploads")  # fmt: skip
+    parser.add_argument("--allow-hub-model", action="append", default=[], metavar="ID",
+                        help="public mode: a hub model id visitors may download besides the registry's (repeatable; "
+                             "also MLSE_HUB_ALLOW)")  # fmt: skip
+    parser.add_argument("--no-fetch", action="store_true", default=os.environ.get("MLSE_FETCH", "1") == "0",
+                        help="do not fetch missing datasets from the hub at start (also MLSE_FETCH=0)")
     args = parser.parse_args()
+    from mlse.public import allow_hub_models, enable_public_mode, public_mode
+
+    if args.public:
+        enable_public_mode()  # in the environment: training jobs' child processes obey it too
+    allow_hub_models(args.allow_hub_model)
+    if public_mode():
+        print("public mode: hub downloads only for allow-listed models, capped fine-tunes and uploads", file=sys.stderr)
     try:
         if args.port is not None:
             requested, source = parse_port(args.port, "--port"), "--port"
@@ -42,7 +63,16 @@ def main() -> int:
     if notice:
         print(notice, file=sys.stderr)
 
+    if not args.no_fetch:
+        from mlse.data.fetch import app_data_dir, start_fetch
+
+        try:
+            start_fetch(app_data_dir())  # in the background: the app serves while the data arrives
+        except MlseError as exc:  # an unwritable MLSE_DATA: the tabs say what is missing; the app still serves
+            print(f"warning: {exc}", file=sys.stderr)
+
     from mlse.ui import build_app
+    from mlse.ui.app import launch_options
     from mlse.ui.state import AppState
 
     try:
@@ -51,7 +81,7 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        build_app(state).launch(server_name=args.host, server_port=port)
+        build_app(state).launch(server_name=args.host, server_port=port, **launch_options())
     except OSError as exc:  # taken between the check and the launch, or refused by the system
         print(f"error: cannot serve on {args.host}:{port} ({exc}); choose another port with --port N or "
               "GRADIO_SERVER_PORT=N", file=sys.stderr)  # fmt: skip

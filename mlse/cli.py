@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -41,10 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", help="list the models that load here and those that need the hub")
 
-    data = sub.add_parser("data", help="show the data directory in use, or fetch a dataset from the hub")
+    data = sub.add_parser("data", help="show the data directory in use, or fetch datasets from the hub")
     data.add_argument("action", choices=["info", "fetch"])
-    data.add_argument("--dataset", choices=["stsb_multi_mt", "flores200", "tatoeba"], help="for fetch")
-    data.add_argument("--to", default=None, help="fetch: target folder (then pass it as --data-dir)")
+    data.add_argument("--dataset", choices=["all", "stsb_multi_mt", "flores200", "tatoeba"], default="all",
+                      help="fetch: one dataset (downloaded again if present), or all (default: those missing)")
+    data.add_argument("--to", default=os.environ.get("MLSE_DATA") or None,
+                      help="fetch: target folder (default: MLSE_DATA; then pass it as --data-dir)")
     data.add_argument("--data-dir", default=None)
 
     tr = sub.add_parser("train", help="train a Stage 1 or Stage 2 head on a frozen backbone")
@@ -154,10 +157,18 @@ def cmd_data(args: argparse.Namespace) -> int:
     from mlse import data
 
     if args.action == "fetch":
-        if not args.dataset or not args.to:
-            raise MlseError("data fetch needs --dataset and --to")
-        path = data.download_from_hub(args.dataset, args.to)
-        print(f"wrote {args.dataset} to {path}; use --data-dir {path}")
+        if not args.to:
+            raise MlseError("data fetch needs --to FOLDER (or MLSE_DATA set)")
+        if args.dataset != "all":
+            path = data.download_from_hub(args.dataset, args.to)
+            print(f"wrote {args.dataset} to {path}; use --data-dir {path}")
+            return 0
+        from mlse.data.fetch import fetch_missing
+
+        failed = {key: why for key, why in fetch_missing(args.to).items() if why}
+        if failed:
+            raise MlseError("not fetched: " + "; ".join(f"{key} ({why})" for key, why in failed.items()))
+        print(f"the app's datasets are in {args.to}; use --data-dir {args.to}")
         return 0
     root = data.resolve_data_dir(args.data_dir)
     print(f"data directory: {root}")

@@ -217,7 +217,8 @@ def hub_offline() -> bool:
 def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
     """Return a local folder holding the model of ``spec``.
 
-    Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable.
+    Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable
+    (in public mode only ids on the allow-list, see :mod:`mlse.public`).
     Everything downstream of this function is the same for hub, package, local and run models.
     """
     if spec.source == "native":
@@ -243,6 +244,9 @@ def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
             f"model {spec.name!r} ({spec.location}) is not in the local HF cache and HF_HUB_OFFLINE is set; "
             f"{_available_line()}"
         )
+    from mlse.public import check_hub_download
+
+    check_hub_download(spec.name, spec.location)  # a public deployment downloads only allow-listed ids
     from huggingface_hub import snapshot_download
 
     try:
@@ -457,7 +461,8 @@ def load_sentence_transformer(path: Path, *, device: str | None = None):
     if device is None:
         device = default_device()
     try:
-        return SentenceTransformer(str(path), device=device, local_files_only=True)
+        # Never run code shipped inside a model folder: a hub model (or a folder a user points at) could carry any.
+        return SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError) as exc:
         raise ModelNotFoundError(f"could not load the model folder {path}: {exc}") from None
 

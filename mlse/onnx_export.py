@@ -134,7 +134,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
     # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimiser fuses and its quantiser handles;
     # the SDPA path adds NaN guards (IsNaN/Where) that it does not.
     try:
-        st = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True,
+        st = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True, trust_remote_code=False,
                                  model_kwargs={"attn_implementation": "eager"})  # fmt: skip
     except (OSError, ValueError) as exc:
         raise MlseError(f"could not load {model_dir} for ONNX export: {exc}") from None

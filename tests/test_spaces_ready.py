@@ -48,6 +48,16 @@ def test_dockerfile_runs_the_app_as_uid_1000_on_port_7860():
     assert lines.index(next(line for line in lines if line.startswith("USER "))) > lines.index(user_line)
 
 
+def test_dockerfile_data_dir_is_one_the_app_user_can_fill():
+    """The app fetches missing datasets at first start into MLSE_DATA: uid 1000 must be able to create it."""
+    lines = dockerfile_lines()
+    env = " ".join(line for line in lines if line.startswith("ENV "))
+    data_dir = re.search(r"MLSE_DATA=(\S+)", env).group(1)
+    assert data_dir.startswith("/home/user/"), f"MLSE_DATA={data_dir} is not under the app user's home"
+    user_at = lines.index(next(line for line in lines if line.startswith("USER ")))
+    assert any(f"mkdir -p {data_dir}" in line for line in lines[user_at:])  # made by the user, not by root
+
+
 def test_docker_build_context_leaves_out_runs_and_history():
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", "runs/"} <= set(ignored)

@@ -1,34 +1,33 @@
 """Fetching the datasets from the Hugging Face hub into the local layout the loaders read.
 
-UNTESTED OFFLINE: the machines this project was built on cannot reach the hub, so the conversions
-below follow the repositories' documented file layouts but have never run end to end. After a
-successful call, ``load_sts``/``load_flores``/``load_tatoeba`` work unchanged with
-``data_dir=target_dir``. Reading parquet needs ``pyarrow``.
+After a successful :func:`download_from_hub`, ``load_sts`` / ``load_flores`` / ``load_tatoeba`` work unchanged with
+``data_dir=target_dir``. Each dataset's folder is filled all or nothing (:func:`mlse.atomic.atomic_dir`), so a fetch
+that is killed or fails leaves no half dataset that the app would take for a complete one. Reading parquet needs
+``pyarrow``. Tested offline against a local stand-in laid out like the repositories (tests/test_data_fetch.py); the
+layouts below are the repositories' as published, and the conversions accept the variants each has had.
 
 Repositories (dataset repos):
 
-* ``stsb_multi_mt`` -> ``PhilipMay/stsb_multi_mt``: ``{lang}/{split}-*.parquet`` with columns
-  ``sentence1, sentence2, similarity_score``.
-* ``flores200`` -> ``openlanguagedata/flores_plus`` (gated: accept its terms and log in first):
-  ``devtest/*.parquet`` with ``iso_639_3, iso_15924, text``; Chinese is ``cmn_*`` there and is
-  written as ``zho_*`` like the original FLORES-200 files. Only the 15 languages of the local copy.
-* ``tatoeba`` -> ``mteb/tatoeba-bitext-mining``: one table per ``{xxx}-eng`` config with
-  ``sentence1`` (the xxx side) and ``sentence2`` (English).
+* ``stsb_multi_mt`` -> ``PhilipMay/stsb_multi_mt``: ``{lang}/{split}-NNNNN-of-NNNNN.parquet`` with columns
+  ``sentence1, sentence2, similarity_score``; shards of one split are concatenated in name order.
+* ``flores200`` -> ``openlanguagedata/flores_plus``: ``devtest/...{lang}_{script}...parquet`` with ``iso_639_3,
+  iso_15924, text`` (and ``id``, by which rows are ordered). **Gated**: the account whose token is used must have
+  accepted the dataset's terms on its page; the token comes from ``HF_TOKEN`` (on a Space: a secret of that name).
+  Chinese is ``cmn_*`` there and is written as ``zho_*`` like the original FLORES-200 files. Only the 15 languages
+  of the local copy are downloaded.
+* ``tatoeba`` -> ``mteb/tatoeba-bitext-mining``: one table per ``{xxx}-eng`` pair, as ``test/{xxx}-eng.jsonl.gz``
+  (today) or ``{xxx}-eng/...parquet`` (earlier), with ``sentence1`` (the xxx side) and ``sentence2`` (English).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlse.errors import DataError
 
-HUB_REPOS: dict[str, str] = {
-    "stsb_multi_mt": "PhilipMay/stsb_multi_mt",
-    "flores200": "openlanguagedata/flores_plus",
-    "tatoeba": "mteb/tatoeba-bitext-mining",
-}
-_ALLOW = {"stsb_multi_mt": ["*.parquet"], "flores200": ["devtest/*"], "tatoeba": None}
 FLORES_CODES = (
     "arb_Arab", "ces_Latn", "deu_Latn", "eng_Latn", "fra_Latn", "ita_Latn", "nld_Latn", "pol_Latn",
     "por_Latn", "rus_Cyrl", "spa_Latn", "tur_Latn", "ukr_Cyrl", "zho_Hans", "zho_Hant",
@@ -36,25 +35,81 @@ FLORES_CODES = (
 _TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
 
-def download_from_hub(dataset: str, target_dir: str | os.PathLike[str]) -> Path:
-    """Download ``dataset`` (a key of HUB_REPOS) and write it under ``target_dir``; return target_dir."""
-    if dataset not in HUB_REPOS:
-        raise DataError(f"unknown hub dataset {dataset!r}; available: {', '.join(HUB_REPOS)}")
-    repo = HUB_REPOS[dataset]
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise DataError(f"cannot download {repo}: HF_HUB_OFFLINE is set, the hub is not reachable; pass --data-dir")
-    try:
-        from huggingface_hub import snapshot_download
+@dataclass(frozen=True)
+class HubDataset:
+    """One dataset mlse can fetch: where it lives on the hub and which local folder it becomes."""
 
-        local = Path(snapshot_download(repo_id=repo, repo_type="dataset", allow_patterns=_ALLOW[dataset]))
-    except Exception as exc:  # noqa: BLE001 - any hub, network or auth failure means the same to the user
+    key: str  # what `mlse data fetch --dataset` takes
+    label: str  # its name in messages
+    repo: str
+    folder: str  # the folder under the data directory that the loaders read
+    patterns: tuple[str, ...] | None  # allow_patterns of the snapshot (None: the whole repository)
+    gated: bool = False
+
+
+def _flores_patterns() -> tuple[str, ...]:
+    # FLORES+ names Chinese cmn_*; both spellings are asked for so that either naming of the files matches.
+    codes = dict.fromkeys([*FLORES_CODES, *(c.replace("zho_", "cmn_") for c in FLORES_CODES)])
+    return tuple(f"devtest/*{code}*" for code in codes)
+
+
+HUB_DATASETS: dict[str, HubDataset] = {
+    "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", "stsb_multi_mt",
+                                ("*.parquet",)),  # fmt: skip
+    "flores200": HubDataset("flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", "flores200_devtest",
+                            _flores_patterns(), gated=True),  # fmt: skip
+    "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", "tatoeba_laser_v1",
+                          None),  # fmt: skip
+}
+HUB_REPOS: dict[str, str] = {key: dataset.repo for key, dataset in HUB_DATASETS.items()}
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def download_from_hub(dataset: str, target_dir: str | os.PathLike[str], *, token: str | None = None) -> Path:
+    """Download ``dataset`` (a key of HUB_DATASETS) and write it under ``target_dir``; return target_dir.
+
+    ``token``: a Hugging Face token; None uses ``HF_TOKEN`` or the stored login (what a gated repository needs).
+    """
+    if dataset not in HUB_DATASETS:
+        raise DataError(f"unknown hub dataset {dataset!r}; available: {', '.join(HUB_DATASETS)}")
+    spec = HUB_DATASETS[dataset]
+    if hub_offline():
+        raise DataError(f"cannot download {spec.repo}: HF_HUB_OFFLINE is set, the hub is not reachable; "
+                        "pass --data-dir")
+    local = _snapshot(spec, token)
+    target = Path(target_dir)
+    from mlse.atomic import atomic_dir
+
+    convert = {"stsb_multi_mt": _write_sts, "flores200": _write_flores, "tatoeba": _write_tatoeba}[dataset]
+    with atomic_dir(target / spec.folder) as folder:
+        if not convert(local, folder):  # raised inside: the empty folder is discarded, an old one stays
+            raise DataError(f"{spec.repo}: no tables in the expected layout were downloaded (see mlse/data/hub.py)")
+    return target
+
+
+def _snapshot(spec: HubDataset, token: str | None) -> Path:
+    """The repository's files (those matching its patterns) in the local HF cache; DataError naming the cause."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        patterns = list(spec.patterns) if spec.patterns else None
+        return Path(snapshot_download(repo_id=spec.repo, repo_type="dataset", allow_patterns=patterns, token=token))
+    except GatedRepoError:
         raise DataError(
-            f"cannot download {repo}: the hub is not reachable ({type(exc).__name__}); "
+            f"cannot download {spec.repo}: it is gated; accept its terms at https://huggingface.co/datasets/"
+            f"{spec.repo} and give a token of that account as HF_TOKEN (on a Space: a secret named HF_TOKEN)"
+        ) from None
+    except RepositoryNotFoundError:
+        raise DataError(f"cannot download {spec.repo}: the hub does not show it to this token (HF_TOKEN)") from None
+    except Exception as exc:  # noqa: BLE001 - any network failure means the same to the user
+        raise DataError(
+            f"cannot download {spec.repo}: the hub is not reachable ({type(exc).__name__}); "
             "pass --data-dir with a local copy of the data"
         ) from None
-    target = Path(target_dir)
-    {"stsb_multi_mt": _write_sts, "flores200": _write_flores, "tatoeba": _write_tatoeba}[dataset](local, target)
-    return target
 
 
 def _read_table(path: Path):  # -> pandas.DataFrame
@@ -74,34 +129,35 @@ def _tables(local: Path) -> list[Path]:
     return sorted(p for p in local.rglob("*") if p.is_file() and p.name.endswith(_TABLE_SUFFIXES))
 
 
-def _write_lines(path: Path, lines: list[str]) -> None:
+def _write_lines(path: Path, lines: list) -> None:
     # A newline inside a sentence would break line alignment; the loaders split on "\n" only.
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(str(x).replace("\r", " ").replace("\n", " ") + "\n" for x in lines), encoding="utf-8")
 
 
-def _write_sts(local: Path, target: Path) -> None:
-    from mlse.data.stsb import STS_DIR, STS_LANGS, STS_SPLITS
+def _write_sts(local: Path, folder: Path) -> int:
+    """``stsb-{lang}-{split}.csv`` (no header: sentence1, sentence2, score) per language and split; returns how many."""
+    import pandas as pd
 
-    written = 0
+    from mlse.data.stsb import STS_LANGS, STS_SPLITS
+
+    shards: dict[tuple[str, str], list[Path]] = {}
     for table in _tables(local):
-        lang = table.parent.name
-        split = next((s for s in STS_SPLITS if s in table.name), None)
-        if lang not in STS_LANGS or split is None:
-            continue
-        df = _read_table(table)[["sentence1", "sentence2", "similarity_score"]]
-        out = target / STS_DIR / f"stsb-{lang}-{split}.csv"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out, header=False, index=False, lineterminator="\n", encoding="utf-8")
-        written += 1
-    if not written:
-        raise DataError(f"{local}: no STS Multi MT tables in the expected layout ({{lang}}/{{split}}-*.parquet)")
+        lang = next((part for part in table.relative_to(local).parts[:-1] if part in STS_LANGS), None)
+        split = re.search(r"(?<![a-z])(" + "|".join(STS_SPLITS) + r")(?![a-z])", table.name)
+        if lang is not None and split is not None:
+            shards.setdefault((lang, split.group(1)), []).append(table)
+    for (lang, split), tables in sorted(shards.items()):
+        df = pd.concat([_read_table(t)[["sentence1", "sentence2", "similarity_score"]] for t in tables])
+        df.to_csv(folder / f"stsb-{lang}-{split}.csv", header=False, index=False, lineterminator="\n",
+                  encoding="utf-8")  # fmt: skip
+    return len(shards)
 
 
-def _write_flores(local: Path, target: Path) -> None:
-    from mlse.data.flores import FLORES_DIR, SUFFIX
+def _write_flores(local: Path, folder: Path) -> int:
+    """``{code}.devtest`` (one sentence a line, in the dataset's id order) per language; returns the count."""
+    from mlse.data.flores import SUFFIX
 
-    written = 0
+    written: set[str] = set()
     for table in _tables(local):
         df = _read_table(table)
         if {"iso_639_3", "iso_15924"} <= set(df.columns):
@@ -109,28 +165,28 @@ def _write_flores(local: Path, target: Path) -> None:
         else:
             code = table.name.split(".")[0]
         code = code.replace("cmn_", "zho_")  # FLORES+ renamed Chinese to cmn_*
-        if code in FLORES_CODES and "text" in df.columns:
-            _write_lines(target / FLORES_DIR / f"{code}{SUFFIX}", df["text"].tolist())
-            written += 1
-    if not written:
-        raise DataError(f"{local}: no FLORES+ devtest tables in the expected layout (devtest/*.parquet)")
+        if code in FLORES_CODES and code not in written and "text" in df.columns:
+            if "id" in df.columns:  # line i must be sentence i in every language
+                df = df.sort_values("id", kind="stable")
+            _write_lines(folder / f"{code}{SUFFIX}", df["text"].tolist())
+            written.add(code)
+    return len(written)
 
 
-def _write_tatoeba(local: Path, target: Path) -> None:
-    from mlse.data.tatoeba import TATOEBA_DIR
+_TATOEBA_PAIR = re.compile(r"(?<![a-z])([a-z]{3})-eng(?![a-z])")
 
-    written = 0
+
+def _write_tatoeba(local: Path, folder: Path) -> int:
+    """``tatoeba.{xxx}-eng.{xxx}`` and ``tatoeba.{xxx}-eng.eng`` per language; returns the number of languages."""
+    written: set[str] = set()
     for table in _tables(local):
-        config = next((part for part in table.relative_to(local).parts if part.endswith("-eng")), None)
-        if config is None:
-            config = next((part for part in table.name.split(".") if part.endswith("-eng")), None)
-        if config is None or len(config) != 7:
+        match = _TATOEBA_PAIR.search(str(table.relative_to(local)))
+        if match is None or match.group(1) in written:
             continue
-        code = config[:3]
+        code = match.group(1)
         df = _read_table(table)
         if {"sentence1", "sentence2"} <= set(df.columns):
-            _write_lines(target / TATOEBA_DIR / f"tatoeba.{code}-eng.{code}", df["sentence1"].tolist())
-            _write_lines(target / TATOEBA_DIR / f"tatoeba.{code}-eng.eng", df["sentence2"].tolist())
-            written += 1
-    if not written:
-        raise DataError(f"{local}: no Tatoeba tables in the expected layout ({{xxx}}-eng with sentence1/sentence2)")
+            _write_lines(folder / f"tatoeba.{code}-eng.{code}", df["sentence1"].tolist())
+            _write_lines(folder / f"tatoeba.{code}-eng.eng", df["sentence2"].tolist())
+            written.add(code)
+    return len(written)

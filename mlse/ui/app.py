@@ -26,3 +26,14 @@ def build_app(state: AppState | None = None):
         gr.Markdown(CREDITS_MARKDOWN, elem_id="credits")
     demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY, max_size=QUEUE_MAX_SIZE)
     return demo
+
+
+def launch_options() -> dict:
+    """Extra ``launch()`` arguments: a public deployment caps what Gradio's upload route accepts.
+
+    No tab takes a file, but Gradio serves an upload endpoint to anyone regardless; without a cap a visitor could fill
+    the disk through it.
+    """
+    from mlse.public import MAX_UPLOAD_BYTES, public_mode
+
+    return {"max_file_size": MAX_UPLOAD_BYTES} if public_mode() else {}

@@ -14,6 +14,7 @@ import time
 from mlse.errors import MlseError
 from mlse.finetune import PRECISIONS
 from mlse.jobs import HEAD_METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
+from mlse.public import FINETUNE_LIMITS, check_finetune_request, public_mode
 
 QUEUE_SIZE = 2  # runs that may wait behind the running one
 POLL_SECONDS = 2.0
@@ -46,8 +47,12 @@ TEACHER_METHODS = ("mse", "soft")
 def runner(state) -> JobRunner:
     """The app-wide job runner, kept on the shared state (created on first use)."""
     if state.jobs is None:
-        # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll.
-        state.jobs = JobRunner(max_queued=QUEUE_SIZE, on_finish=lambda job: state.refresh())
+        from mlse.public import public_mode
+
+        # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll. A public
+        # deployment keeps no queue: one visitor's run at a time, a second is refused with the running one named.
+        queue = 0 if public_mode() else QUEUE_SIZE
+        state.jobs = JobRunner(max_queued=queue, on_finish=lambda job: state.refresh())
     return state.jobs
 
 
@@ -127,6 +132,8 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
         )  # fmt: skip
         if req.precision not in PRECISIONS:
             raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
+        if public_mode():
+            check_finetune_request(req, state.model_names())
     except MlseError as exc:
         return html.escape(str(exc))
     if method not in HEAD_METHODS and not req.pairs:
@@ -142,6 +149,17 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
         queued_behind = html.escape(", ".join(ahead))
         return f"Queued **{html.escape(name)}** behind {queued_behind}. {html.escape(jobs.status_text())}"
     return f"Started **{html.escape(name)}** ({html.escape(description)}); outputs go to `runs/{html.escape(name)}`."
+
+
+def public_note() -> str:
+    """The public deployment's limits in words (shown above the form)."""
+    limits = ", ".join(f"{label.lower()} at most {limit:g}" for label, (_, limit) in FINETUNE_LIMITS.items())
+    return f"on this public deployment no run waits in a queue, none replaces an existing run, and {limits}. "
+
+
+def slider_max(default: float, label: str, public: bool) -> float:
+    """A slider's maximum: the public deployment's limit for that field when lower than the usual maximum."""
+    return min(default, FINETUNE_LIMITS[label][1]) if public and label in FINETUNE_LIMITS else default
 
 
 def _text(value) -> str:
@@ -265,10 +283,11 @@ def build_tab(state) -> list:
     from mlse.ui.inputs import check_inputs
 
     first = method_settings(state, "mse")
+    public = public_mode()
     with gr.Tab("Fine-tune"):
         gr.Markdown("Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
-                    "One run at a time for the whole app; a few more may wait in a queue. Uses the GPU when there "
-                    "is one.")  # fmt: skip
+                    "One run at a time for the whole app; " + (public_note() if public else
+                    "a few more may wait in a queue. ") + "Uses the GPU when there is one.")  # fmt: skip
         with gr.Row():
             method = gr.Radio([(label, key) for key, label in METHOD_LABELS.items()], value="mse", label="Method")
         note = gr.Markdown(first["note"])
@@ -279,14 +298,17 @@ def build_tab(state) -> list:
                                   visible=first["teacher_visible"])  # fmt: skip
         pairs = gr.CheckboxGroup(first["pairs"], value=first["pairs_value"], label="Language pairs")
         with gr.Row():
-            max_pairs = gr.Slider(100, 20000, value=2000, step=100, label="Max pairs per language pair")
-            budget = gr.Slider(0.5, 60, value=3, step=0.5, label="Time budget (minutes)")
+            max_pairs = gr.Slider(100, slider_max(20000, "Max pairs per language pair", public), value=2000, step=100,
+                                  label="Max pairs per language pair")  # fmt: skip
+            budget = gr.Slider(0.5, slider_max(60, "Time budget (minutes)", public), value=3, step=0.5,
+                               label="Time budget (minutes)")  # fmt: skip
         with gr.Row():
             name = gr.Textbox(first["name"], label="Run name (folder under runs/)", max_lines=1)
             overwrite = gr.Checkbox(False, label="Overwrite an existing run of that name")
         with gr.Accordion("Advanced", open=False):
             with gr.Row():
-                batch_size = gr.Slider(4, 256, value=32, step=4, label="Batch size")
+                batch_size = gr.Slider(4, slider_max(256, "Batch size", public), value=32, step=4,
+                                       label="Batch size")  # fmt: skip
                 lr = gr.Number(None, label="Learning rate (empty: the method's default)")
                 eval_every = gr.Slider(1, 500, value=20, step=1, label="Evaluate on dev every N steps")
             with gr.Row():

@@ -1,0 +1,105 @@
+"""Public deployment mode: what an app open to anonymous visitors (a Hugging Face Space) allows and refuses.
+
+The mode is on when ``MLSE_PUBLIC`` is set (``python app.py --public`` sets it) or when ``SPACE_ID`` is set (Spaces
+sets it in every Space). It lives in the environment rather than in an object so that the app's child processes
+(training jobs run in a spawned child) obey it too.
+
+In public mode:
+
+* a model is downloaded from the hub only when its id is on the allow-list: the registry's hub models plus the ids the
+  operator adds with ``--allow-hub-model ID`` or ``MLSE_HUB_ALLOW`` (comma- or space-separated). Models already in
+  the local HF cache load as before: the operator put them there.
+* a fine-tune runs only within :data:`FINETUNE_LIMITS` (time budget, pairs, batch size, dev rows), one at a time with
+  no queue, never overwrites an existing run, and trains only models the app lists.
+* Gradio's upload route takes files of at most :data:`MAX_UPLOAD_BYTES` (the app itself has no file input).
+
+Why not the CLI: whoever runs the CLI already runs code on the machine; the allow-list protects a machine from its
+visitors, not from its operator. The guard is keyed on the environment, so a CLI run inside a Space obeys it too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from mlse.errors import MlseError, ModelNotFoundError
+
+PUBLIC_ENV = "MLSE_PUBLIC"
+HUB_ALLOW_ENV = "MLSE_HUB_ALLOW"
+SPACE_ENV = "SPACE_ID"  # set by Hugging Face Spaces in every Space's environment
+MAX_UPLOAD_BYTES = 1_000_000
+# field label -> (TrainRequest attribute, the largest value a visitor may ask for)
+FINETUNE_LIMITS: dict[str, tuple[str, float]] = {
+    "Time budget (minutes)": ("budget_minutes", 10),
+    "Max pairs per language pair": ("max_pairs", 2000),
+    "Batch size": ("batch_size", 64),
+    "Dev rows per dev pair": ("dev_max_pairs", 500),
+    "Max steps": ("max_steps", 2000),
+    "Max epochs": ("max_epochs", 50),
+    "Extend vocabulary": ("extend_vocab", 2000),
+}
+_TRUE = ("1", "true", "yes", "on")
+
+
+def public_mode() -> bool:
+    """True when the app serves anonymous visitors: ``MLSE_PUBLIC`` is true, or ``SPACE_ID`` is set."""
+    return os.environ.get(PUBLIC_ENV, "").strip().lower() in _TRUE or bool(os.environ.get(SPACE_ENV, "").strip())
+
+
+def enable_public_mode() -> None:
+    """Turn public mode on for this process and the processes it starts."""
+    os.environ[PUBLIC_ENV] = "1"
+
+
+def allow_hub_models(hub_ids: list[str]) -> None:
+    """Add ``hub_ids`` to the allow-list of this process and the processes it starts."""
+    ids = [*_env_hub_ids(), *(i.strip() for i in hub_ids if i.strip())]
+    if ids:
+        os.environ[HUB_ALLOW_ENV] = ",".join(dict.fromkeys(ids))
+
+
+def _env_hub_ids() -> list[str]:
+    return [part for part in re.split(r"[,\s]+", os.environ.get(HUB_ALLOW_ENV, "")) if part]
+
+
+def hub_allow_list() -> list[str]:
+    """Hub ids a public deployment may download: the registry's hub models, then the operator's additions."""
+    from mlse.encoders import registry
+
+    registered = [spec.location for spec in registry().values() if spec.source == "hub"]
+    return list(dict.fromkeys([*registered, *_env_hub_ids()]))
+
+
+def check_hub_download(name: str, repo_id: str) -> None:
+    """Refuse to download ``repo_id`` in public mode unless it is on the allow-list (no-op otherwise)."""
+    if not public_mode():
+        return
+    allowed = hub_allow_list()
+    if repo_id not in allowed:
+        raise ModelNotFoundError(
+            f"model {name!r}: downloading {repo_id!r} from the hub is not allowed on this public deployment; "
+            f"allowed hub ids: {', '.join(allowed)} (the operator adds more with --allow-hub-model ID or "
+            f"{HUB_ALLOW_ENV})"
+        )
+
+
+def check_finetune_request(req, listed_models: list[str]) -> None:
+    """Refuse a fine-tune request a public deployment does not run: over a limit, overwriting, or an unlisted model.
+
+    ``req``: a :class:`mlse.jobs.TrainRequest`; ``listed_models``: the names the app offers (so a visitor cannot
+    point a run at an arbitrary folder or hub id).
+    """
+    for label, (attribute, limit) in FINETUNE_LIMITS.items():
+        value = getattr(req, attribute)
+        if value is not None and value > limit:
+            raise MlseError(f"{label}: {value:g} is over this public deployment's limit; expected at most {limit:g}")
+    if req.max_pairs is None and req.method not in ("stage2",):
+        limit = FINETUNE_LIMITS["Max pairs per language pair"][1]
+        raise MlseError(f"Max pairs per language pair: empty means all pairs, which this public deployment does not "
+                        f"allow; expected at most {limit:g}")  # fmt: skip
+    if req.overwrite:
+        raise MlseError("Overwrite: this public deployment never replaces an existing run; choose a new run name")
+    for role, model in (("model", req.model), ("teacher", req.teacher)):
+        if model and model not in listed_models:
+            shown = ", ".join(listed_models[:12]) or "(none)"
+            raise MlseError(f"{role} {model!r} is not one of the models this public deployment offers: {shown}")
