@@ -103,6 +103,14 @@ def summary_ms(seconds: list[float]) -> dict[str, float]:
             "mean_ms": round(float(ms.mean()), 1), "n": len(ms)}  # fmt: skip
 
 
+class ApiError(Exception):
+    """A call that did not return a result; ``busy`` when the app refused it because its queue was full (HTTP 503)."""
+
+    def __init__(self, message: str, *, busy: bool = False):
+        super().__init__(message)
+        self.busy = busy
+
+
 class ApiCaller:
     """Calls a queued Gradio endpoint over one keep-alive HTTP connection: POST the inputs, read the event stream."""
 
@@ -110,22 +118,49 @@ class ApiCaller:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
     def __call__(self, api_name: str, *data):
+        """The endpoint's outputs; :class:`ApiError` when it was refused (``busy`` for a full queue) or failed."""
         body = json.dumps({"data": list(data)})
         self.conn.request("POST", f"/gradio_api/call/{api_name}", body, {"Content-Type": "application/json"})
-        event_id = json.loads(self.conn.getresponse().read())["event_id"]
+        posted = self.conn.getresponse()
+        answer = posted.read()
+        if posted.status != 200:
+            raise ApiError(f"{api_name}: HTTP {posted.status} {answer[:200]!r}", busy=posted.status == 503)
+        event_id = json.loads(answer)["event_id"]
         self.conn.request("GET", f"/gradio_api/call/{api_name}/{event_id}")
         response, event = self.conn.getresponse(), None
         while True:
             line = response.readline().decode()
             if not line:
-                raise SystemExit(f"{api_name}: the event stream ended without a result")
+                raise ApiError(f"{api_name}: the event stream ended without a result")
             if line.startswith("event:"):
                 event = line.split(":", 1)[1].strip()
             elif line.startswith("data:") and event in ("complete", "error"):
                 response.read()  # drain, so the connection can be reused
                 if event == "error":
-                    raise SystemExit(f"{api_name} failed: {line[5:].strip()}")
+                    raise ApiError(f"{api_name} failed: {line[5:].strip()}")
                 return json.loads(line[5:])
+
+
+def app_env(port: int, runs_dir: Path, backend: str, cache: str | None = None) -> dict:
+    """The environment ``python app.py`` runs in for a benchmark: loopback, offline, its own (fresh) cache."""
+    cache = cache or tempfile.mkdtemp(prefix="mlse-bench-cache-")
+    return {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "MLSE_CACHE": cache,
+            "MLSE_RUNS": str(runs_dir), "MLSE_BACKEND": backend, "HF_HUB_OFFLINE": "1",
+            "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
+
+
+def start_app(env: dict) -> subprocess.Popen:
+    """``python app.py`` (the real entry point) in ``env``, its output discarded."""
+    return subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def stop_app(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def prepare_exports(models: list[str], env: dict) -> float:
@@ -150,14 +185,10 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    cache = tempfile.mkdtemp(prefix="mlse-latency-cache-")
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "MLSE_CACHE": cache,
-           "MLSE_RUNS": str(args.runs_dir), "MLSE_BACKEND": args.backend, "HF_HUB_OFFLINE": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
+    env = app_env(port, args.runs_dir, args.backend)
     export_s = prepare_exports(models, env) if args.backend != "torch" else None
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = start_app(env)
     try:
         page_s = wait_for_page(url, proc, started)
         client = Client(url, verbose=False)
@@ -188,11 +219,7 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
             overhead_s.append(time.perf_counter() - t)
         memory = memory_mb(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_app(proc)
     return {"onnx_export_s": export_s, "page_served_s": round(page_s, 2), "api_ready_s": round(api_s, 2),
             "first_score_with_all_models_s": round(first_score_s, 2),
             "start_to_first_score_s": round(api_s + first_score_s, 2),

@@ -32,13 +32,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mlse.memo import MB, BytesMemo
+
 log = logging.getLogger(__name__)
 
 COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "source", "date"]
 # count-like fields: useful in a file, noise in a table of scores
 _SKIP_METRICS = {"n", "n_gold", "n_src", "n_tgt", "n_pairs", "n_langs", "missing", "chance"}
 _SKIP_FOLDERS = {"model", "__pycache__"}
-_memo: dict[tuple[str, int, int], tuple[list[dict], list[str]]] = {}
+# (path, size, mtime) -> (rows, warnings): a results folder of thousands of files must not grow the app without end
+_memo = BytesMemo("results_index.files", 32 * MB)
 
 
 def default_roots() -> list[Path]:
@@ -96,8 +99,9 @@ def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
     except OSError as exc:
         return [], [f"{path}: {exc}"]
     memo_key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if memo_key in _memo:
-        return _memo[memo_key]
+    memoised = _memo.get(memo_key)
+    if memoised is not None:
+        return memoised
     warnings: list[str] = []
     rows: list[dict] = []
     try:
@@ -115,7 +119,7 @@ def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
                 rows, warnings = [], [f"skipped {source}: looks like a {kind} file but {type(exc).__name__}: {exc}"]
     for warning in warnings:
         log.warning("%s", warning)
-    _memo[memo_key] = (rows, warnings)
+    _memo.put(memo_key, (rows, warnings))
     return rows, warnings
 
 

@@ -12,12 +12,12 @@ import logging
 import os
 import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
 
 from mlse.data.paths import resolve_data_dir
 from mlse.data.stsb import STS_LANGS, read_sts_file, sts_file
 from mlse.data.tatoeba import load_tatoeba, resolve_tatoeba_lang, tatoeba_languages
 from mlse.data.types import ParallelCorpus
+from mlse.memo import MB, bytes_memoized
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def evaluation_sentences(
     return set(_evaluation_sentences(str(root), langs, tuple(sorted(set(sts_splits)))))
 
 
-@lru_cache(maxsize=8)
+@bytes_memoized("contamination.evaluation_sentences", 128 * MB)
 def _evaluation_sentences(root: str, tatoeba_langs: tuple[str, ...], sts_splits: tuple[str, ...]) -> frozenset[str]:
     out: set[str] = set()
     for lang in tatoeba_langs:

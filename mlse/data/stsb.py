@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import os
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ScoredPairs
 from mlse.errors import DataError
+from mlse.memo import MB, bytes_memoized
 
 STS_DIR = "stsb_multi_mt"
 STS_LANGS: tuple[str, ...] = ("en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
@@ -99,7 +99,7 @@ def _read_sts(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]
 
 # One language file serves up to 21 pairs (en-de, de-en, de-fr, ...): parse it once per process.
 # The key includes mtime and size, so an edited file is parsed again.
-@lru_cache(maxsize=64)
+@bytes_memoized("stsb.files", 64 * MB)
 def _parse_sts_cached(path_str: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
     import pandas as pd  # deferred: keeps `import mlse.data` light
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import html
 import math
-import threading
-from collections import OrderedDict
 
 import numpy as np
 import pandas as pd
 
 from mlse.errors import MlseError
+from mlse.memo import MB, BytesMemo
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.tatoeba_tab import md_escape
 
@@ -23,7 +22,6 @@ DEFAULT_PAIR = "en-de"
 SPLITS = ("test", "dev", "train")
 N_BOOT = 1000
 N_BINS = 10
-_MEMO_SIZE = 16
 
 METRIC_COLUMNS = ["model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo", "spearman_hi",
                   "pearson_calibrated", "mae_calibrated"]  # fmt: skip
@@ -33,8 +31,8 @@ DISAGREE_TYPES = ["number", "str", "str", "number", "number", "number", "number"
 _HOVER_PAIR = "pair #%{customdata}<br>gold %{x:.2f}<br>cosine %{y:.3f}"
 _HOVER_BIN = "mean cosine %{x:.3f}<br>mean gold %{y:.2f}<br>%{customdata} pairs"
 
-_memo: OrderedDict = OrderedDict()
-_memo_lock = threading.Lock()
+# (model identity, pair, files) -> cosine predictions [n]: bounded by bytes (mlse.memo)
+_memo = BytesMemo("gold_tab.predictions", 16 * MB)
 
 
 def sts_pairs() -> list[str]:
@@ -65,15 +63,11 @@ def predictions(state, pair: str, model: str, split: str = "test"):
     ds = _load_pairs(state, pair, split)
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
     key = (encoder.identity, ds.name, tuple(str(p) for p in ds.sources))
-    with _memo_lock:
-        if key in _memo:
-            _memo.move_to_end(key)
-            return ds, _memo[key]
+    memoised = _memo.get(key)
+    if memoised is not None:
+        return ds, memoised
     pred = predict_sts(encoder, {ds.name: ds})[ds.name]  # [n]
-    with _memo_lock:
-        _memo[key] = pred
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+    _memo.put(key, pred)
     return ds, pred
 
 

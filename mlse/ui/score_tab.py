@@ -24,6 +24,9 @@ from mlse.ui.model_pickers import ModelPicker
 
 MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
 MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
+# Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
+# each model's encoder call, while the work per request outside it (detection, a small table) stays light.
+SCORE_CONCURRENCY = 20
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 AUTO = "auto"
 COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
@@ -128,7 +131,8 @@ def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]
     """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one (a backbone with a
     calibration fitted on its weights, or a Stage-2 head)."""
     encoder = state.encoder(name)
-    emb = encoder.encode([s1, s2])  # [2, d], L2-normalised rows
+    batcher = getattr(state, "batcher", None)  # the app's: concurrent requests share one encoder call
+    emb = batcher.encode(encoder, [s1, s2]) if batcher is not None else encoder.encode([s1, s2])  # [2, d], L2-normed
     cos = float(np.clip(np.dot(emb[0], emb[1]), -1.0, 1.0))
     calibrate = getattr(encoder, "calibrated_score", None)
     calibrated = calibrate(np.array([cos])) if calibrate is not None else None  # [1] or None
@@ -290,8 +294,10 @@ def build_tab(state) -> list[ModelPicker]:
             # typed text is no longer the example: its reference score no longer applies
             box.input(lambda: None, None, gold, show_progress="hidden", concurrency_limit=4, api_visibility="private")
         inputs = [s1, s2, models, lang1, lang2, gold]
-        button.click(run, inputs, [table, status], api_name="score_pair", concurrency_limit=2)
-        s2.submit(run, inputs, [table, status], concurrency_limit=2)
+        # The button and Enter share one limit; requests inside it meet in the state's micro-batcher (mlse.batching)
+        score_events = {"concurrency_limit": SCORE_CONCURRENCY, "concurrency_id": "score_pair"}
+        button.click(run, inputs, [table, status], api_name="score_pair", **score_events)
+        s2.submit(run, inputs, [table, status], **score_events)
         refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
         check_inputs(lang1, lang2, gold)

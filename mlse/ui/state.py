@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlse.batching import MicroBatcher
 from mlse.encoders import DEFAULT_MODELS, ModelSpec, check_backend, list_runs, registry, resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.hub import hub_reachable
@@ -75,6 +76,8 @@ class AppState:
     max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
     calibration_notes: dict = field(default_factory=dict)  # model name -> why its calibration file is not used
     version: int = 0  # bumped whenever a rescan finds a different model list
+    # Concurrent requests for one model share one encoder call (mlse.batching): 20 users cost a few calls, not 20.
+    batcher: MicroBatcher = field(default_factory=MicroBatcher)
     _models: list[ModelInfo] | None = None
     _scanned_at: float = 0.0
     _pool: EncoderPool | None = None  # (source, location) -> encoder, least recently used evicted first

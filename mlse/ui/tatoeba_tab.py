@@ -10,14 +10,13 @@ handler (a string annotation naming a local import cannot be resolved, and the e
 
 import html
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from mlse.errors import MlseError
+from mlse.memo import MB, BytesMemo
 from mlse.ui.model_pickers import ModelPicker
 
 DEFAULT_LANG = "deu"
@@ -26,7 +25,6 @@ DIRECTIONS = ("to_en", "from_en")
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
 DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
-_MEMO_SIZE = 8
 
 ERROR_COLUMNS = ["direction", "index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold",
                  "margin_retrieved", "margin_gold", "rank_of_gold"]  # fmt: skip
@@ -75,8 +73,8 @@ class TatoebaView:
         return self._errors[criterion]
 
 
-_memo: OrderedDict = OrderedDict()
-_memo_lock = threading.Lock()
+# (model identity, language, file) -> TatoebaView: two embedding matrices each, so bounded by bytes (mlse.memo)
+_memo = BytesMemo("tatoeba_tab.views", 128 * MB)
 
 
 def languages(state) -> list[str]:
@@ -102,19 +100,15 @@ def tatoeba_view(state, lang: str, model: str) -> TatoebaView:
     corpus = load_tatoeba(lang, state.data_dir)  # DataError for an unknown language or a missing data dir
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
     key = (encoder.identity, corpus.src_lang, str(corpus.sources[0]))
-    with _memo_lock:
-        if key in _memo:
-            _memo.move_to_end(key)
-            return _memo[key]
+    memoised = _memo.get(key)
+    if memoised is not None:
+        return memoised
     lookup = encode_lookup(encoder, [*corpus.src, *corpus.tgt])
     src_emb = np.stack([lookup[t] for t in corpus.src])  # [n, d]
     tgt_emb = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
     view = TatoebaView(corpus.src_lang, corpus.src, corpus.tgt, src_emb, tgt_emb,
                        tatoeba_metrics(src_emb, tgt_emb, k=MARGIN_K))  # fmt: skip
-    with _memo_lock:
-        _memo[key] = view
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+    _memo.put(key, view)
     return view
 
 

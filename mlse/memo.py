@@ -1,0 +1,139 @@
+"""In-process memos bounded by bytes, not by entry count: a long-running app must not grow without end.
+
+Why bytes: the app memoises things of very different sizes (a parsed results file is a few KB, a Tatoeba view holds
+two embedding matrices, the contamination set holds every evaluation sentence), so "keep 64 entries" either wastes
+memory or evicts too eagerly. Each memo here has a byte budget; the size of an entry is estimated by
+:func:`approx_bytes` (numpy buffers, strings, containers and objects' attributes, walked once when the entry is stored);
+the least recently used entries go first. An entry bigger than the whole budget is returned but not kept.
+
+Every memo registers itself, so :func:`memo_report` can say what each holds (the soak benchmark and tests read it).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+MB = 2**20
+_registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_MAX_DEPTH = 6  # deeper structures are counted by their shell only: estimates, not an audit
+
+
+def approx_bytes(value, _depth: int = 0, _seen: set[int] | None = None) -> int:
+    """Roughly how many bytes ``value`` keeps alive: array buffers, string data, containers and their items."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    nbytes = getattr(value, "nbytes", None)  # numpy arrays (and torch-like tensors exposing it)
+    if isinstance(nbytes, int) and not isinstance(value, type):
+        return nbytes + 128
+    memory_usage = getattr(value, "memory_usage", None)  # pandas frames and series
+    if callable(memory_usage) and hasattr(value, "index"):
+        try:
+            used = memory_usage(deep=True)
+            return int(used.sum() if hasattr(used, "sum") else used)
+        except (TypeError, ValueError):
+            pass
+    size = sys.getsizeof(value, 64)
+    if _depth >= _MAX_DEPTH or isinstance(value, str | bytes | bytearray | int | float | bool | type(None)):
+        return size
+    if isinstance(value, dict):
+        return size + sum(approx_bytes(k, _depth + 1, seen) + approx_bytes(v, _depth + 1, seen)
+                          for k, v in value.items())  # fmt: skip
+    if isinstance(value, list | tuple | set | frozenset):
+        return size + sum(approx_bytes(item, _depth + 1, seen) for item in value)
+    attributes = getattr(value, "__dict__", None)
+    if isinstance(attributes, dict):
+        return size + approx_bytes(attributes, _depth + 1, seen)
+    slots = getattr(type(value), "__slots__", ())
+    return size + sum(approx_bytes(getattr(value, s, None), _depth + 1, seen) for s in slots)
+
+
+class BytesMemo:
+    """A thread-safe LRU mapping whose entries' estimated sizes stay within ``max_bytes``."""
+
+    def __init__(self, name: str, max_bytes: int, sizeof: Callable[[object], int] = approx_bytes):
+        self.name = name
+        self.max_bytes = int(max_bytes)
+        self._sizeof = sizeof
+        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        _registry[name] = self
+
+    def get(self, key: Hashable, default=None):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return default
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def put(self, key: Hashable, value) -> None:
+        """Keep ``value`` (evicting the least recently used to make room); one larger than the budget is not kept."""
+        size = self._sizeof(value)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if size > self.max_bytes:
+                return
+            self._entries[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._bytes -= evicted
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], object]):
+        """The memoised value, or ``compute()`` stored. Two threads may compute one key at once; both get a value."""
+        sentinel = object()
+        value = self.get(key, sentinel)
+        if value is sentinel:
+            value = compute()
+            self.put(key, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def bytes_memoized(name: str, max_bytes: int):
+    """Decorator: ``functools.lru_cache`` for hashable arguments, bounded by bytes (``fn.memo`` is the BytesMemo)."""
+
+    def wrap(fn):
+        memo = BytesMemo(name, max_bytes)
+
+        @functools.wraps(fn)
+        def memoized(*args, **kwargs):
+            key = (args, tuple(sorted(kwargs.items())))
+            return memo.get_or_compute(key, lambda: fn(*args, **kwargs))
+
+        memoized.memo = memo
+        memoized.cache_clear = memo.clear
+        return memoized
+
+    return wrap
+
+
+def memo_report() -> dict[str, dict]:
+    """{memo name: {"entries", "bytes", "max_bytes"}} for every live memo."""
+    return {name: {"entries": len(m), "bytes": m.total_bytes, "max_bytes": m.max_bytes}
+            for name, m in sorted(_registry.items())}  # fmt: skip
