@@ -18,6 +18,7 @@ from mlse.ui.results_tab import (
     metric_plot,
     refresh,
     seed_grid_plot,
+    tatoeba_languages_plot,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,3 +154,22 @@ def test_the_repositorys_real_results_are_indexed():
     grid = frame[frame["kind"] == "seed-grid"]
     assert {"minilm-en", "minilm-en+s1", "minilm-en+s1+s2"} <= set(grid["model"])
     assert frame["value"].notna().all()
+
+
+def test_tatoeba_over_many_languages_gets_one_plot(tmp_path):
+    """Files with >= 30 Tatoeba languages are drawn per language, one trace each; a 14-language file is not."""
+    from mlse.results import EvalResult
+
+    langs = [f"l{i:02d}" for i in range(40)]
+    for model, shift in (("good", 50.0), ("bad", 0.0)):
+        scores = {lang: {"acc_mean": shift + i, "acc_to_en": 1.0} for i, lang in enumerate(langs)}
+        EvalResult(model=model, task="tatoeba", split="test", scores=scores).write_json(
+            tmp_path / "results" / "tatoeba-all" / f"{model}.json")
+    few = {lang: {"acc_mean": 99.0} for lang in langs[:14]}
+    EvalResult(model="few", task="tatoeba", split="test", scores=few).write_json(tmp_path / "results" / "few.json")
+    frame, _ = load_index(None, [tmp_path / "results"])
+    fig = tatoeba_languages_plot(frame)
+    assert sorted(t.name.split(" ")[0] for t in fig.data) == ["bad", "good"]
+    assert list(fig.data[0].x) == langs[::-1]  # sorted by the mean over files: l39 first
+    assert "40 languages" in fig.layout.title.text
+    assert not tatoeba_languages_plot(frame[frame["model"] == "few"]).data  # too few languages: a message instead

@@ -131,6 +131,34 @@ def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative
     return fig
 
 
+MIN_LANGS_FOR_LANGUAGE_PLOT = 30  # a Tatoeba result over this many languages is a "many languages" run (all 112)
+
+
+def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
+    """Tatoeba ``metric`` per language for every result file over many languages (``baseline.py --tatoeba-all``):
+    one trace per file, languages sorted by their mean over the files, so where models part ways stands out."""
+    import plotly.graph_objects as go
+
+    rows = frame[(frame["task"] == "tatoeba") & (frame["metric"] == metric) & (frame["kind"] == "eval")]
+    rows = rows[~rows["key"].str.startswith("avg:")]
+    sizes = rows.groupby("source")["key"].nunique()
+    rows = rows[rows["source"].isin(sizes[sizes >= MIN_LANGS_FOR_LANGUAGE_PLOT].index)]
+    fig = go.Figure()
+    if rows.empty:
+        fig.update_layout(title="No Tatoeba result over many languages yet (python benchmarks/baseline.py "
+                                "--tatoeba-all)", height=380)  # fmt: skip
+        return fig
+    order = rows.groupby("key")["value"].mean().sort_values(ascending=False).index.tolist()
+    for source, group in rows.groupby("source", sort=True):
+        values = group.set_index("key")["value"].reindex(order)
+        label = f"{group['model'].iloc[0]} ({Path(source).stem})"
+        fig.add_trace(go.Scatter(x=order, y=values, mode="markers+lines", name=label))
+    fig.update_layout(title=f"Tatoeba over {len(order)} languages: {metric} (sorted by the mean over models)",
+                      yaxis_title=metric, height=440, margin=dict(l=40, r=10, t=50, b=80), xaxis_tickangle=-90,
+                      xaxis_tickfont_size=8)  # fmt: skip
+    return fig
+
+
 def curves_plot(roots=None):
     """Dev Spearman vs minutes of every fine-tuning run (run logs and comparison files)."""
     import plotly.graph_objects as go
@@ -177,6 +205,7 @@ def build_tab(state) -> list:
         with gr.Row():
             grid = gr.Plot(seed_grid_plot(frame))
             curve = gr.Plot(curves_plot())
+        languages = gr.Plot(tatoeba_languages_plot(frame))
 
         def on_filter(t, m, me, tx):
             full, _ = load_index(state)
@@ -186,7 +215,8 @@ def build_tab(state) -> list:
             table_rows, found_now, note_now, full = refresh(state, t, m, me, tx)
             return (table_rows, note_now, gr.update(choices=found_now["tasks"]),
                     gr.update(choices=found_now["models"]), gr.update(choices=[ALL, *found_now["metrics"]]),
-                    metric_plot(full, pt, pk, pm), seed_grid_plot(full), curves_plot())  # fmt: skip
+                    metric_plot(full, pt, pk, pm), seed_grid_plot(full), curves_plot(),
+                    tatoeba_languages_plot(full))  # fmt: skip
 
         def on_plot(pt, pk, pm):
             full, _ = load_index(state)
@@ -203,7 +233,7 @@ def build_tab(state) -> list:
             control.change(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
         text.submit(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
         refresh_button.click(on_refresh, [*filters, plot_task, plot_key, plot_metric],
-                             [table, status, task, model, metric, bar, grid, curve], api_name="results_refresh",
+                             [table, status, task, model, metric, bar, grid, curve, languages], api_name="results_refresh",
                              concurrency_limit=2)  # fmt: skip
         plot_task.input(on_plot_task, plot_task, [plot_key, plot_metric, bar], concurrency_limit=4,
                         api_visibility="private")  # fmt: skip
