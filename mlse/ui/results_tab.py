@@ -233,8 +233,8 @@ def build_tab(state) -> list:
             control.change(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
         text.submit(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
         refresh_button.click(on_refresh, [*filters, plot_task, plot_key, plot_metric],
-                             [table, status, task, model, metric, bar, grid, curve, languages], api_name="results_refresh",
-                             concurrency_limit=2)  # fmt: skip
+                             [table, status, task, model, metric, bar, grid, curve, languages],
+                             api_name="results_refresh", concurrency_limit=2)  # fmt: skip
         plot_task.input(on_plot_task, plot_task, [plot_key, plot_metric, bar], concurrency_limit=4,
                         api_visibility="private")  # fmt: skip
         for control in (plot_key, plot_metric):
