@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
     ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
-    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh")
+    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all (every language in the data)")
     ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
     ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
     ev.add_argument("--seed", type=int, default=0, help="mining: seed of the task construction")
@@ -241,7 +241,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     elif args.task == "tatoeba":
         if not args.langs:
             raise MlseError("--task tatoeba needs --langs, e.g. --langs deu,fra,rus")
-        result = tasks.run_tatoeba(encoder, langs=args.langs, data_dir=data_dir, batch_size=args.batch_size)
+        langs = args.langs
+        if langs == ["all"]:
+            from mlse.data.tatoeba import tatoeba_languages
+
+            langs = tatoeba_languages(data_dir)
+        result = tasks.run_tatoeba(encoder, langs=langs, data_dir=data_dir, batch_size=args.batch_size)
     else:
         result = tasks.run_mining(
             encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed,

@@ -222,3 +222,21 @@ def test_the_readme_example_pairs_file_evaluates(capsys, tiny_bert):
     code, out, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(pairs), "--model", str(tiny_bert))
     assert code == 0, err
     assert "my_pairs" in out
+
+
+def test_eval_tatoeba_all_means_every_language_in_the_data(capsys, tmp_path, tiny_bert, data_dir):  # noqa: F811
+    from mlse.data.tatoeba import TATOEBA_DIR
+
+    folder = tmp_path / "data" / TATOEBA_DIR
+    folder.mkdir(parents=True)
+    for code in ("fra", "afr"):
+        for side in (code, "eng"):
+            name = f"tatoeba.{code}-eng.{side}"
+            (folder / name).symlink_to(data_dir / TATOEBA_DIR / name)
+    out_json = tmp_path / "all.json"
+    code, out, err = _run(
+        capsys, "eval", "--task", "tatoeba", "--langs", "all", "--model", str(tiny_bert),
+        "--data-dir", str(tmp_path / "data"), "--json-out", str(out_json),
+    )  # fmt: skip
+    assert code == 0, err
+    assert sorted(json.loads(out_json.read_text(encoding="utf-8"))["scores"]) == ["afr", "fra"]
