@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 
 from mlse.errors import MlseError, ModelNotFoundError
 
@@ -62,19 +63,17 @@ def _env_hub_ids() -> list[str]:
     return [part for part in re.split(r"[,\s]+", os.environ.get(HUB_ALLOW_ENV, "")) if part]
 
 
-def hub_allow_list() -> list[str]:
-    """Hub ids a public deployment may download: the registry's hub models, then the operator's additions."""
-    from mlse.encoders import registry
-
-    registered = [spec.location for spec in registry().values() if spec.source == "hub"]
+def hub_allow_list(registered: Sequence[str] = ()) -> list[str]:
+    """Hub ids a public deployment may download: the registry's hub models (``registered``, passed in by
+    :func:`mlse.encoders.registry.materialise` so that this module knows no registry), then the operator's additions."""
     return list(dict.fromkeys([*registered, *_env_hub_ids()]))
 
 
-def check_hub_download(name: str, repo_id: str) -> None:
+def check_hub_download(name: str, repo_id: str, *, registered: Sequence[str] = ()) -> None:
     """Refuse to download ``repo_id`` in public mode unless it is on the allow-list (no-op otherwise)."""
     if not public_mode():
         return
-    allowed = hub_allow_list()
+    allowed = hub_allow_list(registered)
     if repo_id not in allowed:
         raise ModelNotFoundError(
             f"model {name!r}: downloading {repo_id!r} from the hub is not allowed on this public deployment; "

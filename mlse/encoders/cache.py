@@ -1,5 +1,7 @@
 """On-disk embedding cache, keyed by model identity, normalisation and the sha256 of each text.
 
+Files live under ``<cache root>/embeddings`` (:func:`mlse.dirs.cache_root`).
+
 Storage is one SQLite file per (model identity, normalisation). SQLite gives what the cache needs without extra code:
 writes are transactions (atomic), several processes can read and write one file (WAL journal, busy timeout), and a
 damaged file is reported as an error rather than silently read. On top of that each vector carries a CRC32, so a row
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.dirs import cache_root
+
 log = logging.getLogger(__name__)
 
 _CHUNK = 900  # keys per "IN (...)" query, below SQLite's bound-parameter limit on old builds
@@ -28,16 +32,6 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, crc INTEGER NOT NULL);
 """
-
-
-def cache_root() -> Path:
-    """``MLSE_CACHE`` or the user's cache dir (e.g. ``~/.cache/mlse``)."""
-    env = os.environ.get("MLSE_CACHE")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("mlse"))
 
 
 def text_key(text: str) -> bytes:
@@ -179,7 +173,8 @@ class EmbeddingStore:
 
 
 class CachedEncoder:
-    """Wraps any :class:`~mlse.encoders.Encoder`: texts already embedded are served from disk, the rest encoded once.
+    """Wraps any :class:`~mlse.encoders.protocol.Encoder`: texts already embedded are served from disk, the rest
+    encoded once.
 
     ``stats`` counts texts encoded vs served since creation, so a caller (or a test) can check that a repeated
     evaluation encoded nothing.

@@ -28,7 +28,12 @@ import time
 import warnings
 from pathlib import Path
 
+from filelock import FileLock
+
 from mlse.atomic import atomic_dir
+from mlse.dirs import cache_root
+from mlse.encoders.identity import text_prefix
+from mlse.encoders.onnx.quantize import CALIBRATION_TEXTS, channel_absmax, smooth_layernorm_matmuls
 from mlse.errors import MlseError
 
 log = logging.getLogger(__name__)
@@ -44,17 +49,15 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "export.json"
 # Tokeniser outputs a BERT/XLM-R style graph may take, in the order the wrapper's forward() receives them.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-# Dynamic int8 recipe (measured on minilm-en, see benchmarks/encode_speed.py and the README): per-channel weight scales
-# keep the mean cosine to torch at 0.993 where per-tensor scales give 0.960, SmoothQuant rescaling (mlse.onnx_quantize)
-# lifts it to 0.996; only MatMuls with a constant weight are quantised (the attention-score MatMuls between
-# activations stay fp32), and the word-embedding Gather stays fp32.
+# Dynamic int8 recipe (measured on minilm-en, see benchmarks/encode_speed.py and the README): per-channel weight
+# scales keep the mean cosine to torch at 0.993 where per-tensor scales give 0.960, SmoothQuant rescaling
+# (mlse.encoders.onnx.quantize) lifts it to 0.996; only MatMuls with a constant weight are quantised (the attention-
+# score MatMuls between activations stay fp32), and the word-embedding Gather stays fp32.
 INT8_RECIPE = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": False, "weight_type": "QInt8",
                "smooth_alpha": 0.5}  # fmt: skip
 
 
 def export_root() -> Path:
-    from mlse.cache import cache_root
-
     return cache_root() / "onnx"
 
 
@@ -93,8 +96,6 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
     if is_complete(target):
         return target
     root.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock
-
     with FileLock(str(root / f".{target.name}.lock"), timeout=1800):
         if is_complete(target):  # another process finished it while we waited
             return target
@@ -119,16 +120,14 @@ def _build(target: Path, fill) -> None:
 def export_fp32(model_dir: Path, out: Path) -> None:
     """Trace the sentence-transformers model at ``model_dir`` into ``out/model.onnx``, plus tokenizer and metadata."""
     try:
-        import torch
+        import torch  # lazy: torch costs seconds to import; only computing needs it
     except ImportError:
         raise MlseError("exporting a model to ONNX needs torch (pip install torch)") from None
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes through it)
     except ImportError:
         raise MlseError("exporting a model to ONNX needs the onnx package (pip install onnx)") from None
-    from sentence_transformers import SentenceTransformer
-
-    from mlse.encoders import text_prefix
+    from sentence_transformers import SentenceTransformer  # lazy, like torch above: only an export needs it
 
     started = time.perf_counter()
     # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimiser fuses and its quantiser handles;
@@ -181,7 +180,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
 
 def _pipeline_class():
     """The wrapper module, defined on first export so that importing this file needs no torch."""
-    import torch
+    import torch  # lazy: torch costs seconds to import; only computing needs it
 
     class Pipeline(torch.nn.Module):
         """Positional tensors -> the sentence-transformers feature dict -> ``sentence_embedding`` [B, d]."""
@@ -200,7 +199,7 @@ def _pipeline_class():
 
 def _save_tokenizer(backend, path: Path) -> None:
     """Store the Rust tokenizer with truncation and padding switched off: the encoder sets both per call."""
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # lazy: only tokenising needs it
 
     tok = Tokenizer.from_str(backend.to_str())
     tok.no_truncation()
@@ -234,14 +233,13 @@ def _root_logging_quiet():
 
 def quantize_int8(fp32_dir: Path, out: Path) -> None:
     """Int8 graph from the fp32 export: SmoothQuant rescaling of LayerNorm-fed MatMuls, then dynamic quantisation
-    (weights int8 per output channel, activations uint8 with one scale per batch); see :mod:`mlse.onnx_quantize`."""
+    (weights int8 per output channel, activations uint8 with one scale per batch); see
+    :mod:`mlse.encoders.onnx.quantize`."""
     try:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy: heavy, first use only
     except ImportError:
         raise MlseError("the onnx-int8 backend needs onnxruntime (pip install onnxruntime)") from None
-    import onnx
-
-    from mlse.onnx_quantize import CALIBRATION_TEXTS, channel_absmax, smooth_layernorm_matmuls
+    import onnx  # lazy, like onnxruntime above: only an export needs it
 
     started = time.perf_counter()
     meta = json.loads((fp32_dir / META_FILE).read_text())

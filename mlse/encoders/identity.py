@@ -1,0 +1,159 @@
+"""What an encoder *is*, without loading it: weight fingerprints, the text prefix, and backend tags.
+
+An encoder's identity is its name plus a hash of the files that define its outputs (weights, configs, tokenizer,
+prompts); it keys the embedding cache and ties trained heads and calibrations to the weights they were fitted on.
+Hashing ~90 MB of weights costs a fraction of a second; the result is memoised on disk under the cache root
+(``fingerprints.json``, keyed by each file's path, size and mtime), so a fully cached evaluation never re-reads them.
+
+Non-torch runtimes append a backend tag (``|backend=onnx-int8-v2.9ccc127a``) to the weights' identity, so the cache
+keeps their vectors apart from torch's, while :func:`weights_identity` still recovers the weights alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mlse.atomic import atomic_write_text
+from mlse.dirs import cache_root
+from mlse.errors import MlseError
+
+log = logging.getLogger(__name__)
+
+# Files whose bytes define a sentence-transformers model's behaviour (weights first).
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
+_CONFIG_NAMES = (
+    "modules.json",
+    "config.json",
+    "sentence_bert_config.json",
+    "tokenizer.json",
+    "config_sentence_transformers.json",
+)
+
+# How an encoder computes: "torch" (sentence-transformers), "onnx" (onnxruntime, fp32), "onnx-int8" (dynamic int8).
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "torch"
+# Non-torch encoders append this and the backend to the weights' identity, so the embedding cache keeps their vectors
+# apart from torch's, while a scorer can still check that its heads were trained on the same weights.
+_BACKEND_TAG = "|backend="
+
+
+# -- backend tags ---------------------------------------------------------------------------------------------------
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise MlseError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def with_backend(weights_identity: str, backend: str) -> str:
+    return f"{weights_identity}{_BACKEND_TAG}{backend}"
+
+
+def weights_identity(identity: str) -> str:
+    """The identity of the weights alone: ``identity`` without its backend tag (torch identities have none)."""
+    return identity.split(_BACKEND_TAG, 1)[0]
+
+
+def backend_of(identity: str) -> str:
+    """The backend an identity names: ``onnx-int8`` for ``...|backend=onnx-int8-v2.9ccc127a``; ``torch`` if untagged."""
+    if _BACKEND_TAG not in identity:
+        return "torch"
+    tag = identity.split(_BACKEND_TAG, 1)[1].split("|", 1)[0]  # "onnx-int8-v2.9ccc127a" (backend-recipe)
+    return tag.rsplit("-v", 1)[0]
+
+
+# -- the text a model puts before every input -----------------------------------------------------------------------
+def text_prefix(model) -> str:
+    """The text a model puts before every input: its sentence-transformers default prompt ("" when it has none).
+
+    ``model``: a model folder, or a loaded ``SentenceTransformer`` (which read its prompts from its folder).
+    ``SentenceTransformer.encode`` applies the prompt by itself; every path that tokenises on its own (the ONNX
+    backends, the fine-tuning loop) prepends this, so all of them feed the model the same text (e5 wants
+    ``"query: "``). The prompt lives in config_sentence_transformers.json, which :func:`folder_fingerprint` covers,
+    so it is part of the encoder's identity; a fine-tuned student saves it again with its weights.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        config = _read_json(Path(model) / "config_sentence_transformers.json")
+        prompts, name = config.get("prompts"), config.get("default_prompt_name")
+    else:
+        prompts, name = getattr(model, "prompts", None), getattr(model, "default_prompt_name", None)
+    return str((prompts or {}).get(name) or "") if name else ""
+
+
+# -- fingerprints ---------------------------------------------------------------------------------------------------
+def folder_fingerprint(path: Path) -> str:
+    """sha256 over the model folder's weight and config files (name, size, content).
+
+    Hashing ~90 MB of weights costs a fraction of a second; the result is memoised (see :func:`files_fingerprint`)
+    so that a fully cached evaluation never re-reads the weights.
+    """
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name in _CONFIG_NAMES or p.name == "config.json")
+    )
+    return files_fingerprint(path, files)
+
+
+def files_fingerprint(root: Path, files: Sequence[Path]) -> str:
+    """sha256 over ``files`` (their paths relative to ``root``, then their bytes), in the order given; memoised."""
+
+    def digest() -> str:
+        h = hashlib.sha256()
+        for p in files:
+            h.update(str(p.relative_to(root)).encode() + b"\0")
+            _hash_file(p, h)
+        return h.hexdigest()
+
+    return _memoised(list(files), "", digest)
+
+
+def file_sha256_memo(path: Path) -> str:
+    """sha256 of one file's bytes, memoised on disk like :func:`folder_fingerprint` (by path, size and mtime)."""
+    return _memoised([path], "file-sha256", lambda: _hash_file(path, hashlib.sha256()).hexdigest())
+
+
+def _hash_file(path: Path, digest):
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
+    """``compute()``, remembered in the cache root under the files' (path, size, mtime) stamp and ``kind``.
+
+    A changed file gets a new stamp and is hashed again.
+    """
+    stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
+    memo_path = fingerprint_memo_path()
+    memo = _read_json(memo_path)
+    key = hashlib.sha256((kind + stamp).encode()).hexdigest()
+    if key in memo:
+        return memo[key]
+    value = compute()
+    memo[key] = value
+    _write_json_atomic(memo_path, memo)
+    return value
+
+
+def fingerprint_memo_path() -> Path:
+    return cache_root() / "fingerprints.json"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    try:
+        atomic_write_text(path, json.dumps(obj))
+    except OSError:  # the memo is an optimisation; a read-only cache dir must not break encoding
+        log.debug("could not write %s", path)

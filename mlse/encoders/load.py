@@ -1,0 +1,54 @@
+"""The backbone factory: a model name -> an :class:`~mlse.encoders.protocol.Encoder` on the asked runtime, cached.
+
+``load_encoder`` builds *plain* encoders only (registry models, folders, fine-tuned runs, hub ids); a scorer run
+(backbone + trained heads) is loaded by :func:`mlse.models.load_model`, which calls this for the backbone and then
+adds the heads. Encoders never depend on heads.
+"""
+
+from __future__ import annotations
+
+from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
+from mlse.encoders.onnx.runtime import make_onnx_encoder
+from mlse.encoders.protocol import Encoder
+from mlse.encoders.registry import DEFAULT_MODEL, ModelSpec, materialise, resolve_model
+from mlse.encoders.torch import SentenceTransformerEncoder
+from mlse.encoders.use import UseEncoder
+from mlse.errors import MlseError
+
+
+def load_encoder(
+    name: str = DEFAULT_MODEL,
+    *,
+    backend: str = DEFAULT_BACKEND,
+    device: str | None = None,
+    cache: bool = True,
+    **kwargs,
+) -> Encoder:
+    """Resolve ``name`` and return its encoder, wrapped in the on-disk embedding cache unless ``cache=False``.
+
+    ``backend`` picks the runtime: ``torch``, ``onnx`` (fp32) or ``onnx-int8`` (see :mod:`mlse.encoders.onnx.runtime`;
+    extra keyword arguments such as ``threads`` go to it). A ``native`` model (``muse``) runs mlse's own port of its
+    network whatever the backend name (see :mod:`mlse.encoders.use`) and on the CPU whatever the device: it is small
+    enough that the CPU is where it runs fastest per call. Resolution errors (unknown model or backend, onnxruntime
+    missing) surface here, not at first encode, so the CLI can refuse at once. A scorer name is refused: load it with
+    :func:`mlse.models.load_model`.
+    """
+    check_backend(backend)
+    return encoder_from_spec(resolve_model(name), backend=backend, device=device, cache=cache, **kwargs)
+
+
+def encoder_from_spec(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, device: str | None = None,
+                      cache: bool = True, **kwargs) -> Encoder:  # fmt: skip
+    """:func:`load_encoder` for a spec already resolved."""
+    if spec.source == "scorer":
+        raise MlseError(f"{spec.name!r} is a scorer (a backbone plus trained heads): load it with "
+                        "mlse.models.load_model")  # fmt: skip
+    if spec.source == "native":
+        encoder = UseEncoder(materialise(spec), name=spec.name, backend=backend, **kwargs)
+    elif backend == "torch":
+        encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
+    else:
+        encoder = make_onnx_encoder(spec, quantized=backend == "onnx-int8", device=device, **kwargs)
+    _ = encoder.path  # materialise now: missing models fail early with a clear message
+    return CachedEncoder(encoder) if cache else encoder

@@ -1,0 +1,87 @@
+"""Run folders: what a folder under the runs directory is, how runs are found, and how a new run is named.
+
+A *run* is a folder mlse wrote under :func:`mlse.dirs.runs_dir`:
+
+* a **scorer** (backbone + trained heads, :mod:`mlse.heads.scorer`): ``scorer.json`` beside the head files;
+* a **fine-tuned student** (:mod:`mlse.finetune`): ``model/`` (a sentence-transformers folder) beside
+  ``finetune_config.json``, ``metrics.json`` and ``log.jsonl``;
+* any other sentence-transformers (``modules.json``) or transformers (``config.json``) folder.
+
+Runs may sit one level down in a group folder (``runs/seed-grid-minilm-en/s1+s2``, as experiments write them); they
+are named by their path under the runs directory. Hidden folders (temporary, half-written, set aside) are skipped.
+The command line and the app name new runs with the same function, :func:`run_name`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+SCORER_FILE = "scorer.json"
+# not ``config.json``: a ``config.json`` at the top of a folder would make it look like a plain transformers model
+FINETUNE_CONFIG_FILE = "finetune_config.json"
+
+
+def safe_name(model: str) -> str:
+    """A folder-friendly name for a model given as a registry name, hub id or path."""
+    name = Path(model.rstrip("/")).name if ("/" in model and Path(model).exists()) else model
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
+
+
+def run_name(model: str, *tags: str) -> str:
+    """The default name of a run trained from ``model``: ``runs/x`` + ``("s2", "conv")`` -> ``x+s2+conv``."""
+    return "+".join([safe_name(model).removeprefix("runs_"), *tags])
+
+
+def is_model_folder(path: Path) -> bool:
+    """A sentence-transformers folder (modules.json) or a plain transformers folder (config.json)."""
+    return path.is_dir() and ((path / "modules.json").is_file() or (path / "config.json").is_file())
+
+
+def is_scorer_folder(path: Path) -> bool:
+    return (path / SCORER_FILE).is_file()
+
+
+def is_finetuned_model(path: Path) -> bool:
+    """A model folder written by fine-tuning (``out/model`` beside ``out/finetune_config.json``), or its run folder."""
+    return (path.parent / FINETUNE_CONFIG_FILE).is_file() or (path / FINETUNE_CONFIG_FILE).is_file()
+
+
+class RunFolder(NamedTuple):
+    name: str  # "runs/x" or "runs/group/x"
+    kind: str  # "scorer" or "run"
+    location: Path  # the scorer folder, or the model folder of a run (``x/model`` when present)
+
+
+def run_folder(folder: Path, name: str) -> RunFolder | None:
+    """What ``folder`` holds as a run, or None when it is not one."""
+    if is_scorer_folder(folder):
+        return RunFolder(name, "scorer", folder)
+    model = folder / "model" if is_model_folder(folder / "model") else folder
+    if is_model_folder(model):
+        return RunFolder(name, "run", model)
+    return None
+
+
+def find_runs(root: Path) -> list[RunFolder]:
+    """Every run under ``root`` and one level down in group folders, sorted by name within each level."""
+    if not root.is_dir():
+        return []
+    found = []
+    for sub in visible_dirs(root):
+        run = run_folder(sub, f"runs/{sub.name}")
+        if run is not None:
+            found.append(run)
+            continue
+        for child in visible_dirs(sub):  # a group of runs
+            run = run_folder(child, f"runs/{sub.name}/{child.name}")
+            if run is not None:
+                found.append(run)
+    return found
+
+
+def visible_dirs(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError:  # unreadable or vanished while listing: nothing to offer there
+        return []
