@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from mlse.atomic import atomic_dir
-from mlse.encoders import backend_of, weights_identity
+from mlse.encoders.identity import backend_of, weights_identity
+from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError, ModelNotFoundError
-
-SCORER_FILE = "scorer.json"
+from mlse.runs import SCORER_FILE
 
 
 class BackboneMismatchError(MlseError):
@@ -91,7 +91,7 @@ class Scorer:
     # -- persistence ------------------------------------------------------------------------------------------------
     def save(self, folder: str | Path, *, extra: dict | None = None) -> Path:
         """Write the run folder atomically (temporary sibling, then rename)."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save_file  # lazy: imports torch; a scorer's heads are torch modules
 
         folder = Path(folder)
         with atomic_dir(folder) as tmp:
@@ -121,8 +121,10 @@ class Scorer:
 
         ``backend`` is the backbone's runtime (torch, onnx, onnx-int8). The match is on the weights, not the backend:
         heads trained on torch embeddings run on the ONNX backbone of the same weights (int8 shifts them slightly).
+        :func:`mlse.models.load_model` is the usual way in: it resolves a run name to its folder and calls this.
         """
-        from safetensors.torch import load_file
+        # lazy: the heads are torch modules, and importing torch costs seconds; reading a manifest must not pay it
+        from safetensors.torch import load_file  # lazy: torch costs seconds to import; only computing needs it
 
         from mlse.heads.stage1 import Stage1Head
         from mlse.heads.stage2 import Stage2Head
@@ -130,8 +132,6 @@ class Scorer:
         folder = Path(folder)
         manifest = read_manifest(folder)
         if backbone is None:
-            from mlse.encoders import load_encoder
-
             backbone = load_encoder(manifest["backbone"], backend=backend)
         if weights_identity(backbone.identity) != weights_identity(manifest["backbone_identity"]):
             raise BackboneMismatchError(
@@ -156,7 +156,3 @@ def read_manifest(folder: Path) -> dict:
         if key not in manifest:
             raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
     return manifest
-
-
-def is_scorer_folder(path: Path) -> bool:
-    return (path / SCORER_FILE).is_file()
