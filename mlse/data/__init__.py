@@ -5,12 +5,13 @@ Importing this package is light (numpy only; pandas and huggingface_hub load on 
 
 from mlse.data.contamination import evaluation_sentences, filter_contaminated, normalize_sentence
 from mlse.data.flores import FLORES_ALIASES, flores_languages, load_flores
-from mlse.data.hub import HUB_REPOS, download_from_hub
+from mlse.data.hub_download import HUB_REPOS, download_from_hub
 from mlse.data.io import file_sha256, read_aligned, read_lines
+from mlse.data.pairs import HAM_KIM_14
 from mlse.data.parallel import PARALLEL_ALIASES, default_labels, load_parallel, parallel_pairs
 from mlse.data.paths import resolve_data_dir
 from mlse.data.stsb import STS_LANGS, STS_SPLITS, load_sts, read_sts_file
-from mlse.data.tatoeba import HAM_KIM_14, TATOEBA_ALIASES, load_tatoeba, resolve_tatoeba_lang, tatoeba_languages
+from mlse.data.tatoeba import TATOEBA_ALIASES, load_tatoeba, resolve_tatoeba_lang, tatoeba_languages
 from mlse.data.tsv import load_parallel_tsv, load_scored_tsv
 from mlse.data.types import ParallelCorpus, ScoredPairs
 from mlse.data.wmt import load_wmt, wmt_sets

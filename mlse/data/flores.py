@@ -6,11 +6,9 @@ import os
 from pathlib import Path
 
 from mlse.data.io import read_lines
+from mlse.data.layout import FLORES_DIR, FLORES_SUFFIX
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.errors import DataError
-
-FLORES_DIR = "flores200_devtest"
-SUFFIX = ".devtest"
 
 # ISO 639-1 (and a couple of macrolanguage codes) -> FLORES code. Arabic in FLORES is Modern
 # Standard Arabic, "arb"; Chinese defaults to Simplified script.
@@ -51,8 +49,8 @@ def load_flores(langs: list[str] | None = None, data_dir: str | os.PathLike[str]
     available = _codes_in(folder)
     codes = available if langs is None else list(dict.fromkeys(_resolve(x, available) for x in langs))
     if not codes:
-        raise DataError(f"{folder}: no FLORES languages selected or found (*{SUFFIX} files)")
-    out = {code: read_lines(folder / f"{code}{SUFFIX}") for code in codes}
+        raise DataError(f"{folder}: no FLORES languages selected or found (*{FLORES_SUFFIX} files)")
+    out = {code: read_lines(folder / f"{code}{FLORES_SUFFIX}") for code in codes}
     lengths = {code: len(lines) for code, lines in out.items()}
     if len(set(lengths.values())) > 1:
         detail = ", ".join(f"{c}: {n}" for c, n in lengths.items())
@@ -61,7 +59,7 @@ def load_flores(langs: list[str] | None = None, data_dir: str | os.PathLike[str]
 
 
 def _codes_in(folder: Path) -> list[str]:
-    return sorted(p.name[: -len(SUFFIX)] for p in folder.glob(f"*{SUFFIX}") if p.is_file())
+    return sorted(p.name[: -len(FLORES_SUFFIX)] for p in folder.glob(f"*{FLORES_SUFFIX}") if p.is_file())
 
 
 def _resolve(lang: str, available: list[str]) -> str:

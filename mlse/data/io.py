@@ -12,9 +12,11 @@ import os
 from pathlib import Path
 
 from mlse.errors import DataError
+from mlse.memo import MB, BytesMemo
 
-# (resolved path, mtime_ns, size) -> hex digest; a changed file gets a new key, so no stale hashes.
-_SHA256_CACHE: dict[tuple[str, int, int], str] = {}
+# (resolved path, mtime_ns, size) -> hex digest; a changed file gets a new key, so no stale hashes. Bounded like every
+# other memo of a long-running app (a few hundred bytes an entry).
+_sha256_memo = BytesMemo("data.file_sha256", 1 * MB)
 
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
@@ -65,7 +67,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     except FileNotFoundError:
         raise DataError(f"{p}: file not found") from None
     key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
-    cached = _SHA256_CACHE.get(key)
+    cached = _sha256_memo.get(key)
     if cached is not None:
         return cached
     digest = hashlib.sha256()
@@ -75,5 +77,5 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
                 digest.update(chunk)
     except OSError as exc:
         raise DataError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    _SHA256_CACHE[key] = digest.hexdigest()
-    return _SHA256_CACHE[key]
+    _sha256_memo.put(key, digest.hexdigest())
+    return digest.hexdigest()

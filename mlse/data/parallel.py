@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.io import read_aligned
+from mlse.data.layout import PARALLEL_DIR
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ParallelCorpus
 from mlse.errors import DataError
 
-PARALLEL_DIR = "parallel/tatoeba_challenge_v2021-08-07"
 FILE_PREFIX = "tatoeba-test-v2021-08-07"
 
 # ISO 639-1 -> the ISO 639-3 codes used in the folder names.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mlse.data.fetch_status import missing_note
 from mlse.errors import DataError
 
 ENV_VAR = "MLSE_DATA"
@@ -53,7 +54,5 @@ def require_subdir(data_dir: Path, name: str) -> Path:
     """``data_dir / name``, or a DataError that says which dataset folder is missing."""
     sub = data_dir / name
     if not sub.is_dir():
-        from mlse.data.fetch import missing_note
-
         raise DataError(f"{sub}: dataset folder not found in data directory {data_dir}: {missing_note(name, data_dir)}")
     return sub

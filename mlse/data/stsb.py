@@ -12,14 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.data.layout import STS_DIR, STS_LANGS, STS_SPLITS
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ScoredPairs
 from mlse.errors import DataError
 from mlse.memo import MB, bytes_memoized
 
-STS_DIR = "stsb_multi_mt"
-STS_LANGS: tuple[str, ...] = ("en", "de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
-STS_SPLITS: tuple[str, ...] = ("train", "dev", "test")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0
 
 

@@ -11,11 +11,10 @@ import re
 from pathlib import Path
 
 from mlse.data.io import read_aligned
+from mlse.data.layout import TATOEBA_DIR
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ParallelCorpus
 from mlse.errors import DataError
-
-TATOEBA_DIR = "tatoeba_laser_v1"
 
 # ISO 639-1 shortcuts for the languages people ask for most; Chinese is Mandarin ("cmn") here.
 TATOEBA_ALIASES: dict[str, str] = {
@@ -34,11 +33,6 @@ TATOEBA_ALIASES: dict[str, str] = {
     "tr": "tur",
     "zh": "cmn",
 }
-
-# The 14 languages of the Ham & Kim comparison, as Tatoeba codes.
-HAM_KIM_14: tuple[str, ...] = (
-    "ara", "deu", "spa", "fra", "ita", "jpn", "kor", "nld", "pol", "por", "rus", "tha", "tur", "cmn",
-)  # fmt: skip
 
 _FILE_RE = re.compile(r"^tatoeba\.([a-z]{3})-eng\.([a-z]{3})$")
 

@@ -11,11 +11,10 @@ import os
 from pathlib import Path
 
 from mlse.data.io import read_aligned
+from mlse.data.layout import WMT_DIR
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ParallelCorpus
 from mlse.errors import DataError
-
-WMT_DIR = "wmt_newstest"
 
 
 def wmt_sets(data_dir: str | os.PathLike[str] | None = None) -> list[tuple[int, str]]:

@@ -26,12 +26,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlse.atomic import atomic_dir
+from mlse.data.layout import FLORES_CODES, FLORES_DIR, FLORES_SUFFIX, STS_DIR, STS_LANGS, STS_SPLITS, TATOEBA_DIR
 from mlse.errors import DataError
 
-FLORES_CODES = (
-    "arb_Arab", "ces_Latn", "deu_Latn", "eng_Latn", "fra_Latn", "ita_Latn", "nld_Latn", "pol_Latn",
-    "por_Latn", "rus_Cyrl", "spa_Latn", "tur_Latn", "ukr_Cyrl", "zho_Hans", "zho_Hant",
-)  # fmt: skip
 _TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
 
@@ -54,11 +52,11 @@ def _flores_patterns() -> tuple[str, ...]:
 
 
 HUB_DATASETS: dict[str, HubDataset] = {
-    "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", "stsb_multi_mt",
+    "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", STS_DIR,
                                 ("*.parquet",)),  # fmt: skip
-    "flores200": HubDataset("flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", "flores200_devtest",
+    "flores200": HubDataset("flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR,
                             _flores_patterns(), gated=True),  # fmt: skip
-    "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", "tatoeba_laser_v1",
+    "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR,
                           None),  # fmt: skip
 }
 HUB_REPOS: dict[str, str] = {key: dataset.repo for key, dataset in HUB_DATASETS.items()}
@@ -81,18 +79,17 @@ def download_from_hub(dataset: str, target_dir: str | os.PathLike[str], *, token
                         "pass --data-dir")
     local = _snapshot(spec, token)
     target = Path(target_dir)
-    from mlse.atomic import atomic_dir
-
     convert = {"stsb_multi_mt": _write_sts, "flores200": _write_flores, "tatoeba": _write_tatoeba}[dataset]
     with atomic_dir(target / spec.folder) as folder:
         if not convert(local, folder):  # raised inside: the empty folder is discarded, an old one stays
-            raise DataError(f"{spec.repo}: no tables in the expected layout were downloaded (see mlse/data/hub.py)")
+            raise DataError(f"{spec.repo}: no tables in the expected layout were downloaded "
+                            "(see mlse/data/hub_download.py)")
     return target
 
 
 def _snapshot(spec: HubDataset, token: str | None) -> Path:
     """The repository's files (those matching its patterns) in the local HF cache; DataError naming the cause."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: ~0.3 s to import; only a download needs it
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     try:
@@ -113,7 +110,7 @@ def _snapshot(spec: HubDataset, token: str | None) -> Path:
 
 
 def _read_table(path: Path):  # -> pandas.DataFrame
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5 s to import; only tables need it
 
     try:
         if path.name.endswith(".parquet"):
@@ -136,9 +133,7 @@ def _write_lines(path: Path, lines: list) -> None:
 
 def _write_sts(local: Path, folder: Path) -> int:
     """``stsb-{lang}-{split}.csv`` (no header: sentence1, sentence2, score) per language and split; returns how many."""
-    import pandas as pd
-
-    from mlse.data.stsb import STS_LANGS, STS_SPLITS
+    import pandas as pd  # lazy: pandas costs ~0.5 s to import and only a download needs it
 
     shards: dict[tuple[str, str], list[Path]] = {}
     for table in _tables(local):
@@ -155,8 +150,6 @@ def _write_sts(local: Path, folder: Path) -> int:
 
 def _write_flores(local: Path, folder: Path) -> int:
     """``{code}.devtest`` (one sentence a line, in the dataset's id order) per language; returns the count."""
-    from mlse.data.flores import SUFFIX
-
     written: set[str] = set()
     for table in _tables(local):
         df = _read_table(table)
@@ -168,7 +161,7 @@ def _write_flores(local: Path, folder: Path) -> int:
         if code in FLORES_CODES and code not in written and "text" in df.columns:
             if "id" in df.columns:  # line i must be sentence i in every language
                 df = df.sort_values("id", kind="stable")
-            _write_lines(folder / f"{code}{SUFFIX}", df["text"].tolist())
+            _write_lines(folder / f"{code}{FLORES_SUFFIX}", df["text"].tolist())
             written.add(code)
     return len(written)
 

@@ -1,0 +1,95 @@
+"""The one loader of training bitext: Tatoeba-Challenge pairs, contamination-filtered, each pair capped by a seeded
+sample. Stage 1 (:func:`mlse.training.stage1_data`) and fine-tuning (:func:`mlse.finetune.prepare_data`) both read
+their translation pairs through :func:`load_filtered_bitext`.
+
+Per language pair, in the order given: load the standard written language of each side
+(:func:`mlse.data.parallel.default_labels`), drop every pair whose source or target sentence occurs in an evaluation
+set (:func:`mlse.data.contamination.filter_contaminated`: LASER Tatoeba and STS Multi MT test/dev, normalised), then,
+when more than ``max_pairs`` remain, keep a sample of ``max_pairs`` drawn without replacement by
+``numpy.random.default_rng(sample_seed(i)).choice``, in file order. The cap applies *after* filtering, so every pair
+keeps its share.
+
+The sampling seed is the caller's, because result files and runs were produced with each caller's own:
+Stage 1 seeds every pair with ``seed`` (:func:`same_seed`), fine-tuning seeds pair ``i`` with ``[seed, i]``
+(:func:`seed_per_pair`) and then shuffles all pairs together. Changing either would change which sentences a
+re-run trains on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlse.data.contamination import evaluation_sentences, filter_contaminated
+from mlse.data.io import file_sha256
+from mlse.data.parallel import default_labels, load_parallel
+from mlse.stopping import ShouldStop, check
+
+log = logging.getLogger(__name__)
+
+SampleSeed = Callable[[int], object]  # pair index -> a seed numpy.random.default_rng accepts
+
+
+def same_seed(seed: int) -> SampleSeed:
+    """Every pair sampled with ``default_rng(seed)`` (Stage 1)."""
+    return lambda _i: seed
+
+
+def seed_per_pair(seed: int) -> SampleSeed:
+    """Pair ``i`` sampled with ``default_rng([seed, i])`` (fine-tuning)."""
+    return lambda i: [seed, i]
+
+
+@dataclass
+class Bitext:
+    """Translation pairs of several language pairs, concatenated in the order of the pairs; ``src[i]`` <-> ``tgt[i]``.
+
+    ``info``: ``{"pairs": {pair: {"available", "contaminated_dropped", "used"}}, "data": {file: sha256}}``.
+    """
+
+    src: list[str] = field(default_factory=list)
+    tgt: list[str] = field(default_factory=list)
+    src_lang: list[str] = field(default_factory=list)  # [n] the language of each src sentence
+    tgt_lang: list[str] = field(default_factory=list)  # [n]
+    info: dict = field(default_factory=lambda: {"pairs": {}, "data": {}})
+
+
+def load_filtered_bitext(
+    pairs: Sequence[str],
+    *,
+    max_pairs: int | None,
+    sample_seed: SampleSeed,
+    data_dir: str | os.PathLike[str] | None = None,
+    should_stop: ShouldStop | None = None,
+    label: str = "bitext",
+) -> Bitext:
+    """Contamination-filtered pairs of every ``"a-b"`` in ``pairs`` (Tatoeba-Challenge folder names, oriented as
+    given), each capped at ``max_pairs`` (None: all) by a seeded sample; see the module docstring.
+
+    ``should_stop`` is asked before the evaluation sentences are read and before each language pair
+    (:class:`mlse.stopping.Stopped` ends the call). ``label`` starts the log line of each pair.
+    """
+    check(should_stop, "loading the evaluation sentences (contamination filter)")
+    banned = evaluation_sentences(data_dir)
+    out = Bitext()
+    for i, pair in enumerate(pairs):
+        check(should_stop, f"loading parallel data ({pair})")
+        a, _, b = pair.partition("-")
+        corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
+        clean, dropped = filter_contaminated(corpus, banned)
+        keep = np.arange(len(clean))
+        if max_pairs is not None and len(clean) > max_pairs:
+            keep = np.sort(np.random.default_rng(sample_seed(i)).choice(len(clean), max_pairs, replace=False))
+        out.src += [clean.src[j] for j in keep]
+        out.tgt += [clean.tgt[j] for j in keep]
+        out.src_lang += [a] * len(keep)
+        out.tgt_lang += [b] * len(keep)
+        out.info["pairs"][pair] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(keep)}
+        out.info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
+        log.info("%s %s: %d pairs, %d dropped as contaminated, %d used", label, pair, len(corpus), dropped,
+                 len(keep))  # fmt: skip
+    return out
