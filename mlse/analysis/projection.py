@@ -21,12 +21,16 @@ import hashlib
 import io
 import json
 import logging
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from mlse.atomic import atomic_write_bytes
+from mlse.data.flores import load_flores
+from mlse.dirs import cache_root
 from mlse.errors import MlseError
 
 log = logging.getLogger(__name__)
@@ -36,7 +40,6 @@ SPACE_TITLES = {"raw": "Raw (backbone)", "meaning": "Meaning (Stage 1)", "langua
 # Scorer.encode_parts key -> space name used here.
 _PART_OF_SPACE = {"raw": "backbone", "meaning": "meaning", "language": "language"}
 # Eight languages in five scripts: a readable default map.
-DEFAULT_MAP_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "arb_Arab", "zho_Hans", "tur_Latn"]
 METHODS = ("umap", "pca")
 PROBE_FOLDS = 5
 _FORMAT = "mlse-projection/1"  # part of the cache key: bump when the computation changes
@@ -71,8 +74,6 @@ def flores_sample(langs: Sequence[str], n: int, *, data_dir=None, seed: int = 0)
     A random subset rather than the first ``n`` lines: FLORES is ordered by source article, so the first lines would
     cover few topics.
     """
-    from mlse.data import load_flores
-
     if not langs:
         raise MlseError("choose at least one language")
     if n < 1:
@@ -127,9 +128,7 @@ def project_2d(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> np.ndar
     X = _unit_rows(X)  # [n, d]
     if method == "pca" or len(X) < 5:
         return _pca_2d(X)
-    import warnings
-
-    import umap
+    import umap  # lazy: umap costs seconds to import; only a projection needs it
 
     n_neighbors = int(min(15, max(2, len(X) - 1)))
     reducer = umap.UMAP(n_components=2, metric="cosine", n_neighbors=n_neighbors, min_dist=0.1, random_state=seed,
@@ -163,7 +162,7 @@ def language_id_accuracy(
     together, so the probe cannot recognise a sentence's meaning from its translation in training. Needs at least
     two languages and two sentences.
     """
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # lazy: slow to import; only this computation needs it
     from sklearn.model_selection import GroupKFold
 
     lang_idx, groups = np.asarray(lang_idx), np.asarray(groups)
@@ -235,8 +234,6 @@ class LanguageMap:
 
 
 def projection_dir() -> Path:
-    from mlse.cache import cache_root
-
     return cache_root() / "projections"
 
 
@@ -267,8 +264,6 @@ def _load_view(path: Path, space: str, n_points: int) -> SpaceView | None:
 
 
 def _save_view(path: Path, view: SpaceView, identity: str) -> None:
-    from mlse.atomic import atomic_write_bytes
-
     metrics = {"lang_id_accuracy": view.lang_id_accuracy, "retrieval_at1": view.retrieval_at1, "identity": identity}
     buf = io.BytesIO()
     np.savez_compressed(buf, coords=view.coords, metrics=np.array(json.dumps(metrics)))

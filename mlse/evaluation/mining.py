@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlse.errors import MlseError
-from mlse.index import SearchFn, as_float32_matrix, knn, margin_retrieve_both
+from mlse.evaluation.index import SearchFn, as_float32_matrix, knn
+from mlse.evaluation.margin import margin_retrieve_both
 
 
 @dataclass
@@ -186,7 +187,8 @@ def mine_candidates(
     LASER `--mode mine --retrieval max`: each source proposes its best target and each target its best source (ratio
     margin among `candidates` cosine neighbours, neighbourhood size k); the union is sorted by score and accepted
     greedily so every src and tgt index is used at most once. Ties are broken by (src, tgt) index for determinism.
-    `search` picks the nearest-neighbour index (exact by default; see `mlse.index.make_search` for IVF / HNSW).
+    `search` picks the nearest-neighbour index (exact by default; see `mlse.evaluation.index.make_search` for IVF /
+    HNSW).
     """
     s = as_float32_matrix(src_emb, "src_emb")  # [n, d]
     t = as_float32_matrix(tgt_emb, "tgt_emb")  # [m, d]

@@ -1,7 +1,7 @@
 """Tatoeba-style retrieval on aligned sentence lists (row i of the source translates row i of the target).
 
 Accuracy (as in Artetxe & Schwenk 2019, Reimers & Gurevych 2020, Park et al.): the percentage of queries whose
-retrieved target is the gold one, either by cosine nearest neighbour or by ratio margin (see `mlse.index`).
+retrieved target is the gold one, either by cosine nearest neighbour or by ratio margin (see `mlse.evaluation.margin`).
 
 xSIM (Heffernan et al. 2022, used for FLORES-200 by Park et al.; we follow LASER's `source/xsim.py`, margin="ratio"):
 for each source sentence x_i take its k (=4) cosine nearest neighbours among the targets, re-rank those k by ratio
@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mlse.index import as_float32_matrix, knn, margin_both_ways, margin_retrieve, ratio_margin_scores, row_means
+from mlse.evaluation.index import as_float32_matrix, knn
+from mlse.evaluation.margin import margin_both_ways, margin_retrieve, ratio_margin_scores, row_means
 
 # Cosine shortlist that margin retrieval re-ranks (LASER mining default order of magnitude).
 MARGIN_CANDIDATES = 16

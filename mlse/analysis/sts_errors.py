@@ -1,11 +1,7 @@
-"""Error analysis helpers for the app's Tatoeba and predicted-vs-gold views (pure numpy; no gradio, no encoder).
+"""STS error analysis for the app's predicted-vs-gold view (pure numpy; no gradio, no encoder).
 
-Retrieval: the k nearest neighbours of one query with their ratio margins, and the difference between two
-scorers' error lists (which queries one scorer fixes and the other breaks). Both start from the dicts of
-:func:`mlse.evaluation.retrieval.retrieval_errors`, so the error definition lives in one place.
-
-STS: a bootstrap CI for Pearson (the STS metric code only bootstraps Spearman), a binned calibration curve, an
-isotonic fit, and the pairs where a model's ranking disagrees most with the gold ranking.
+A bootstrap CI for Pearson (the STS metric code only bootstraps Spearman), a binned calibration curve, an isotonic
+fit, and the pairs where a model's ranking disagrees most with the gold ranking.
 """
 
 from __future__ import annotations
@@ -15,69 +11,9 @@ import math
 import numpy as np
 
 from mlse.evaluation.sts import bootstrap_pearson, check_vectors, percentile_ci95
-from mlse.index import as_float32_matrix, knn, neighbourhood_means, ratio_margin_scores
 
 # Gold scores are stored as float32 (3.8 -> 3.7999999523); a range typed by a user must still include them.
 RANGE_TOLERANCE = 1e-5
-
-
-# -- retrieval --------------------------------------------------------------------------------------------------
-
-
-def query_neighbours(queries: np.ndarray, base: np.ndarray, index: int, *, k: int = 10, margin_k: int = 4) -> dict:
-    """The k cosine nearest neighbours of ``queries[index]`` among ``base``, with ratio margins, and the gold's place.
-
-    queries [n, d] and base [n, d] are aligned (row i of one translates row i of the other) and L2-normalised.
-    The margin uses neighbourhood size ``margin_k`` as in ``retrieval_errors``. Returns {"ids" [k], "cosine" [k],
-    "margin" [k], "gold_cosine", "gold_margin", "gold_rank_cosine", "gold_rank_margin"} (ranks are 1-based, ties
-    in the gold's favour, over all of base).
-    """
-    q = as_float32_matrix(queries, "queries")  # [n, d]
-    b = as_float32_matrix(base, "base")  # [n, d]
-    if q.shape != b.shape:
-        raise ValueError(f"queries and base must be aligned (same shape), got {q.shape} and {b.shape}")
-    if not 0 <= index < q.shape[0]:
-        raise ValueError(f"query index {index} is out of range 0..{q.shape[0] - 1}")
-    means = neighbourhood_means(q, b, margin_k)  # ([n], [n])
-    sims, ids = knn(q[index:index + 1], b, k)  # [1, k], [1, k]
-    cos_all = b @ q[index]  # [n]
-    marg_all = ratio_margin_scores(q[index:index + 1], b, margin_k, means=(means[0][index:index + 1], means[1]))[0]
-    return {
-        "ids": ids[0],
-        "cosine": sims[0],
-        "margin": marg_all[ids[0]],
-        "gold_cosine": float(cos_all[index]),
-        "gold_margin": float(marg_all[index]),
-        "gold_rank_cosine": int(1 + np.sum(cos_all > cos_all[index])),
-        "gold_rank_margin": int(1 + np.sum(marg_all > marg_all[index])),
-    }
-
-
-def compare_errors(errors_a: dict[str, list[dict]], errors_b: dict[str, list[dict]]) -> tuple[list[dict], dict]:
-    """Queries that scorer B gets right and A wrong ("fixed by B"), and the reverse ("broken by B").
-
-    errors_a / errors_b map a direction ("to_en", "from_en") to the error dicts of ``retrieval_errors`` for the same
-    corpus. A query is identified by (direction, index). Returns (rows, counts): one row per changed query with
-    change, direction, index, query, gold, retrieved_a, retrieved_b (the sentence each scorer returned); counts has
-    fixed, broken and both_wrong (wrong under both scorers, possibly with different answers).
-    """
-    rows: list[dict] = []
-    counts = {"fixed": 0, "broken": 0, "both_wrong": 0}
-    for direction in sorted(set(errors_a) | set(errors_b)):
-        a = {e["index"]: e for e in errors_a.get(direction, [])}
-        b = {e["index"]: e for e in errors_b.get(direction, [])}
-        counts["both_wrong"] += len(a.keys() & b.keys())
-        for change, wrong, other in (("fixed by B", a, b), ("broken by B", b, a)):
-            for i in sorted(wrong.keys() - other.keys()):
-                e = wrong[i]
-                retrieved_a, retrieved_b = (e["retrieved"], e["gold"]) if wrong is a else (e["gold"], e["retrieved"])
-                rows.append({"change": change, "direction": direction, "index": i, "query": e["query"],
-                             "gold": e["gold"], "retrieved_a": retrieved_a, "retrieved_b": retrieved_b})  # fmt: skip
-                counts["fixed" if wrong is a else "broken"] += 1
-    return rows, counts
-
-
-# -- predicted vs gold ------------------------------------------------------------------------------------------
 
 
 def bootstrap_pearson_ci(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> list[float]:
@@ -127,7 +63,7 @@ def isotonic_fit(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def percentile_ranks(x: np.ndarray) -> np.ndarray:
     """Mid-rank of each value as a fraction in (0, 1): (average rank - 0.5) / n; ties share one value."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # lazy: slow to import; only this computation needs it
 
     x = np.asarray(x, dtype=np.float64)
     return (rankdata(x) - 0.5) / x.shape[0]

@@ -1,26 +1,17 @@
-"""Nearest-neighbour search (exact, IVF, HNSW) and the ratio margin of Artetxe & Schwenk (2019).
+"""Nearest-neighbour search (exact, IVF, HNSW) for the evaluation metrics.
 
 All functions take float32 matrices whose rows are L2-normalised, so an inner product is a cosine. Inputs are
 validated and converted to contiguous float32 once, at the boundary. faiss is imported lazily inside the search
-functions so that `import mlse.index` stays cheap (the app and the CLI import this module for its pure-numpy helpers).
+functions so that `import mlse.evaluation.index` stays cheap (the app and the CLI import this module for its
+pure-numpy helpers).
 
 Search functions share one signature, `search(queries [n, d], base [m, d], k) -> (sims [n, k], ids [n, k])`, rows
 sorted by decreasing similarity: `knn` (exact, faiss.IndexFlatIP), `knn_numpy` (exact, the test oracle), `knn_ivf`
-(faiss.IndexIVFFlat) and `knn_hnsw` (faiss.IndexHNSWFlat). The margin functions take any of them as `search=`, so
-mining can run on an approximate index (`make_search("ivf", nlist=..., nprobe=...)`). An approximate index may find
-fewer than k neighbours for a query (an IVF probe that visits small lists): those slots hold id -1 and sim -inf, and
-the margin functions skip them. `recall_at_k` measures an approximate search against the exact one.
-
-Ratio margin (LASER, "Margin-based parallel corpus mining with multilingual sentence embeddings", Eq. ratio; the same
-scoring is used by Reimers & Gurevych 2020 for BUCC):
-
-    score(x_i, y_j) = cos(x_i, y_j) / ( mean_{z in NN_k(x_i) among y} cos(x_i, z) / 2
-                                        + mean_{z in NN_k(y_j) among x} cos(y_j, z) / 2 )
-
-The denominator is the average similarity of each side to its k nearest neighbours in the other language, so a
-"hub" target that is close to everything is penalised and an isolated pair is rewarded. k is clipped to the size of
-the searched set. The denominator is assumed positive (it is for any realistic sentence embeddings); a
-non-positive denominator yields inf / negative scores exactly as the formula says.
+(faiss.IndexIVFFlat) and `knn_hnsw` (faiss.IndexHNSWFlat). The ratio-margin functions of
+:mod:`mlse.evaluation.margin` take any of them as `search=`, so mining can run on an approximate index
+(`make_search("ivf", nlist=..., nprobe=...)`). An approximate index may find fewer than k neighbours for a query (an
+IVF probe that visits small lists): those slots hold id -1 and sim -inf, and the margin functions skip them.
+`recall_at_k` measures an approximate search against the exact one.
 """
 
 from __future__ import annotations
@@ -59,7 +50,7 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return arr / norms
 
 
-def _check_positive_int(value: object, name: str) -> int:
+def check_positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
@@ -71,7 +62,7 @@ def _check_pair(queries: object, base: object, k: int) -> tuple[np.ndarray, np.n
     b = as_float32_matrix(base, "base")  # [m, d]
     if q.shape[1] != b.shape[1]:
         raise ValueError(f"dimension mismatch: queries have d={q.shape[1]}, base has d={b.shape[1]}")
-    _check_positive_int(k, "k")
+    check_positive_int(k, "k")
     if b.shape[0] == 0:
         raise ValueError("base is empty: nothing to search")
     return q, b, int(min(k, b.shape[0]))
@@ -86,7 +77,7 @@ def knn(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     q, b, k = _check_pair(queries, base, k)
     if q.shape[0] == 0:
         return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
-    import faiss  # lazy: keeps `import mlse.index` cheap
+    import faiss  # lazy: keeps `import mlse.evaluation.index` cheap
 
     index = faiss.IndexFlatIP(b.shape[1])
     index.add(b)
@@ -141,10 +132,10 @@ def build_ivf(base: np.ndarray, nlist: int, *, seed: int = 0) -> Any:
     list when it is larger. k-means is seeded, so the index is reproducible.
     """
     b = as_float32_matrix(base, "base")  # [m, d]
-    nlist = _check_positive_int(nlist, "nlist")
+    nlist = check_positive_int(nlist, "nlist")
     if nlist > b.shape[0]:
         raise ValueError(f"nlist={nlist} exceeds the {b.shape[0]} base vectors (k-means needs a point per list)")
-    import faiss
+    import faiss  # lazy: only a search needs faiss
 
     quantizer = faiss.IndexFlatIP(b.shape[1])
     index = faiss.IndexIVFFlat(quantizer, b.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
@@ -160,11 +151,11 @@ def build_ivf(base: np.ndarray, nlist: int, *, seed: int = 0) -> Any:
 def build_hnsw(base: np.ndarray, m: int = 32, ef_construction: int = 80) -> Any:
     """faiss.IndexHNSWFlat (inner product) over `base` [m, d], `m` links per node, `ef_construction` build beam."""
     b = as_float32_matrix(base, "base")  # [m, d]
-    m = _check_positive_int(m, "m")
-    ef_construction = _check_positive_int(ef_construction, "ef_construction")
+    m = check_positive_int(m, "m")
+    ef_construction = check_positive_int(ef_construction, "ef_construction")
     if b.shape[0] == 0:
         raise ValueError("base is empty: nothing to search")
-    import faiss
+    import faiss  # lazy: only a search needs faiss
 
     index = faiss.IndexHNSWFlat(b.shape[1], m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
@@ -183,18 +174,18 @@ def search_index(
     q = as_float32_matrix(queries, "queries")  # [n, d]
     if q.shape[1] != index.d:
         raise ValueError(f"dimension mismatch: queries have d={q.shape[1]}, index has d={index.d}")
-    k = _check_positive_int(k, "k")
+    k = check_positive_int(k, "k")
     if index.ntotal == 0:
         raise ValueError("base is empty: nothing to search")
     k = min(k, int(index.ntotal))
     if nprobe is not None:
         if not hasattr(index, "nprobe"):
             raise ValueError("nprobe applies to an IVF index only")
-        index.nprobe = min(_check_positive_int(nprobe, "nprobe"), int(index.nlist))
+        index.nprobe = min(check_positive_int(nprobe, "nprobe"), int(index.nlist))
     if ef_search is not None:
         if not hasattr(index, "hnsw"):
             raise ValueError("ef_search applies to an HNSW index only")
-        index.hnsw.efSearch = _check_positive_int(ef_search, "ef_search")
+        index.hnsw.efSearch = check_positive_int(ef_search, "ef_search")
     if q.shape[0] == 0:
         return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
     return _clean_results(*index.search(q, k))  # [n, k], [n, k]
@@ -263,162 +254,3 @@ def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
         match = (blk_e[:, :, None] == blk_a[:, None, :]) & (blk_a[:, None, :] >= 0)  # [r, k, k]
         hits += int(match.any(axis=2).sum())
     return hits / e.size
-
-
-# -- ratio margin ---------------------------------------------------------------------------------------------------
-
-
-def row_means(sims: np.ndarray, k: int) -> np.ndarray:
-    """Mean of the first k found similarities per row [n] -> the ratio-margin neighbourhood term.
-
-    Slots an approximate index left empty (-inf) are skipped; a row with none found takes the mean of the other rows
-    (a neutral denominator) rather than a made-up similarity.
-    """
-    head = sims[:, :k]  # [n, k']
-    found = np.isfinite(head)  # [n, k']
-    if found.all():
-        return head.mean(axis=1, dtype=np.float32)  # the exact-search path, bit for bit as before
-    counts = found.sum(axis=1)  # [n]
-    means = np.where(found, head, 0.0).sum(axis=1, dtype=np.float32) / np.maximum(counts, 1)  # [n]
-    if (counts == 0).any():
-        means[counts == 0] = means[counts > 0].mean() if (counts > 0).any() else 1.0
-    return means.astype(np.float32)
-
-
-def neighbourhood_means(
-    x: np.ndarray, y: np.ndarray, k: int = 4, *, search: SearchFn = knn
-) -> tuple[np.ndarray, np.ndarray]:
-    """Mean cosine of each x_i to its k nearest y, and of each y_j to its k nearest x.
-
-    Returns (mean_x_to_y [n] float32, mean_y_to_x [m] float32): the two halves of the ratio-margin denominator.
-    k is clipped to the size of the searched side. `search` picks the index (exact by default).
-    """
-    x_sims, _ = search(x, y, k)  # [n, kx]
-    y_sims, _ = search(y, x, k)  # [m, ky]
-    return row_means(x_sims, k), row_means(y_sims, k)
-
-
-def _as_pairs(pairs: object, n: int, m: int) -> np.ndarray:
-    """Validate an index-pair array [p, 2] (i into x, j into y)."""
-    arr = np.asarray(pairs)
-    if arr.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"pairs must be an integer array [p, 2], got shape {arr.shape} dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    if (arr[:, 0] < 0).any() or (arr[:, 0] >= n).any() or (arr[:, 1] < 0).any() or (arr[:, 1] >= m).any():
-        raise ValueError(f"pairs out of range for x of size {n} and y of size {m}")
-    return arr
-
-
-def ratio_margin_scores(
-    x: np.ndarray,
-    y: np.ndarray,
-    k: int = 4,
-    pairs: np.ndarray | None = None,
-    *,
-    means: tuple[np.ndarray, np.ndarray] | None = None,
-    search: SearchFn = knn,
-) -> np.ndarray:
-    """Ratio-margin scores, for chosen pairs or (pairs=None) for the full [n, m] matrix.
-
-    pairs: integer [p, 2] of (i, j) -> returns [p] float32. `means` lets callers reuse a precomputed
-    `neighbourhood_means(x, y, k)` (it must match x, y and k); otherwise they come from `search`.
-    """
-    xf = as_float32_matrix(x, "x")  # [n, d]
-    yf = as_float32_matrix(y, "y")  # [m, d]
-    if xf.shape[1] != yf.shape[1]:
-        raise ValueError(f"dimension mismatch: x has d={xf.shape[1]}, y has d={yf.shape[1]}")
-    mean_x, mean_y = neighbourhood_means(xf, yf, k, search=search) if means is None else means  # [n], [m]
-    if len(mean_x) != xf.shape[0] or len(mean_y) != yf.shape[0]:
-        raise ValueError("means do not match the sizes of x and y")
-    if pairs is None:
-        cos = xf @ yf.T  # [n, m]
-        denom = (mean_x[:, None] + mean_y[None, :]) / 2  # [n, m]
-        return (cos / denom).astype(np.float32)
-    idx = _as_pairs(pairs, xf.shape[0], yf.shape[0])  # [p, 2]
-    i, j = idx[:, 0], idx[:, 1]
-    cos = np.einsum("pd,pd->p", xf[i], yf[j])  # [p]
-    return (cos / ((mean_x[i] + mean_y[j]) / 2)).astype(np.float32)
-
-
-def full_margin_matrix(x: np.ndarray, y: np.ndarray, k: int = 4) -> np.ndarray:
-    """Ratio margin for every (x_i, y_j): [n, m] float32. O(n*m) memory, meant for small inputs (tests, app)."""
-    return ratio_margin_scores(x, y, k)
-
-
-def margin_best(
-    sims: np.ndarray, ids: np.ndarray, mean_q: np.ndarray, mean_b: np.ndarray, candidates: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Re-rank each query's first `candidates` neighbours by ratio margin; keep the best.
-
-    sims, ids [n, c'] from a search of queries against base; mean_q [n] and mean_b [m] are the neighbourhood means
-    of queries and base. Returns (best_ids [n] int64, best_scores [n] float32); a query whose shortlist is empty
-    (approximate index) gets id -1 and score -inf.
-    """
-    c = min(candidates, sims.shape[1])
-    cand_sims, cand_ids = sims[:, :c], ids[:, :c]  # [n, c]
-    found = cand_ids >= 0  # [n, c]
-    denom = (mean_q[:, None] + mean_b[np.where(found, cand_ids, 0)]) / 2  # [n, c]
-    scores = np.where(found, cand_sims / denom, -np.inf)  # [n, c]
-    if scores.shape[1] == 0:
-        return np.full(len(scores), -1, dtype=np.int64), np.full(len(scores), -np.inf, dtype=np.float32)
-    best = np.argmax(scores, axis=1)  # [n]
-    rows = np.arange(scores.shape[0])
-    best_ids = np.where(found[rows, best], cand_ids[rows, best], -1)
-    return best_ids.astype(np.int64), scores[rows, best].astype(np.float32)
-
-
-def _check_margin_args(k: object, candidates: object) -> None:
-    _check_positive_int(candidates, "candidates")
-    _check_positive_int(k, "k")
-
-
-def margin_retrieve(
-    x: np.ndarray, y: np.ndarray, k: int = 4, candidates: int = 16, *, search: SearchFn = knn
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each x_i, the y_j with the highest ratio margin among its `candidates` cosine nearest neighbours.
-
-    This is LASER's two-step retrieval: cosine k-NN proposes candidates, the margin re-ranks them (a y outside the
-    cosine shortlist is never returned). Returns (best_ids [n] int64, best_scores [n] float32). `search` picks the
-    index; with an approximate one a query whose shortlist came back empty gets id -1 and score -inf.
-    """
-    xf = as_float32_matrix(x, "x")
-    yf = as_float32_matrix(y, "y")
-    _check_margin_args(k, candidates)
-    # One search serves both the candidate list and the x-side neighbourhood mean.
-    sims, ids = search(xf, yf, max(k, candidates))  # [n, c'] sorted decreasing
-    mean_x = row_means(sims, k)  # [n]
-    y_sims, _ = search(yf, xf, k)  # [m, ky]
-    mean_y = row_means(y_sims, k)  # [m]
-    return margin_best(sims, ids, mean_x, mean_y, candidates)
-
-
-def margin_both_ways(
-    fwd: tuple[np.ndarray, np.ndarray], bwd: tuple[np.ndarray, np.ndarray], k: int = 4, candidates: int = 16
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Best-margin candidates in both directions from two searches' results.
-
-    fwd = (sims [n, c'], ids [n, c']) of x searched against y, bwd = (sims [m, c'], ids [m, c']) of y against x, each
-    with at least max(k, candidates) columns unless the searched side is smaller. Each search gives both its side's
-    shortlist and its side's neighbourhood mean, so two searches do what two `margin_retrieve` calls do with four.
-    Returns (x->y best ids [n], scores [n], y->x best ids [m], scores [m]).
-    """
-    _check_margin_args(k, candidates)
-    mean_x = row_means(fwd[0], k)  # [n]
-    mean_y = row_means(bwd[0], k)  # [m]
-    fwd_ids, fwd_scores = margin_best(fwd[0], fwd[1], mean_x, mean_y, candidates)
-    bwd_ids, bwd_scores = margin_best(bwd[0], bwd[1], mean_y, mean_x, candidates)
-    return fwd_ids, fwd_scores, bwd_ids, bwd_scores
-
-
-def margin_retrieve_both(
-    x: np.ndarray, y: np.ndarray, k: int = 4, candidates: int = 16, *, search: SearchFn = knn
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`margin_retrieve(x, y)` and `margin_retrieve(y, x)` at once, with one search per direction (same results for
-    an exact search). Returns (x->y best ids [n], scores [n], y->x best ids [m], scores [m])."""
-    xf = as_float32_matrix(x, "x")
-    yf = as_float32_matrix(y, "y")
-    _check_margin_args(k, candidates)
-    depth = max(k, candidates)
-    return margin_both_ways(search(xf, yf, depth), search(yf, xf, depth), k, candidates)

@@ -1,43 +1,39 @@
-"""Evaluation tasks: bind an encoder, a dataset and the metrics into one :class:`~mlse.results.EvalResult`.
+"""Evaluation runners: bind an encoder, a dataset and the metrics into one :class:`~mlse.results.EvalResult`.
 
-Each task encodes every text it needs in one call (one progress bar, one cache look-up), computes predictions, and only
-then metrics: the metric functions in :mod:`mlse.evaluation` never see an encoder.
+Each runner encodes every text it needs in one call (one progress bar, one cache look-up), computes predictions, and
+only then metrics: the metric functions (:mod:`mlse.evaluation.sts`, :mod:`.retrieval`, :mod:`.mining`) never see an
+encoder. The CLI's ``eval``, the experiments and the app's tabs all evaluate through here; the app's per-item views
+(one Tatoeba language, one STS pair) use :func:`tatoeba_language` and :func:`sts_pair_predictions`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mlse.data import (
-    ParallelCorpus,
-    ScoredPairs,
-    file_sha256,
-    load_flores,
-    load_scored_tsv,
-    load_sts,
-    load_tatoeba,
-    load_wmt,
-    resolve_data_dir,
-    wmt_sets,
-)
-from mlse.data.flores import FLORES_DIR
-from mlse.data.flores import SUFFIX as FLORES_SUFFIX
+from mlse.data.flores import load_flores
+from mlse.data.io import file_sha256
+from mlse.data.layout import FLORES_DIR, FLORES_SUFFIX
+from mlse.data.pairs import CROSS_12, HELD_OUT_PAIRS, STAGE2_PAIRS
+from mlse.data.paths import resolve_data_dir
+from mlse.data.stsb import load_sts
+from mlse.data.tatoeba import load_tatoeba
+from mlse.data.tsv import load_scored_tsv
+from mlse.data.types import ParallelCorpus, ScoredPairs
+from mlse.data.wmt import load_wmt, wmt_sets
 from mlse.errors import DataError, MlseError
+from mlse.evaluation.mining import build_mining_task, evaluate_mining
+from mlse.evaluation.retrieval import Neighbours, neighbour_lists, retrieval_errors, tatoeba_metrics
+from mlse.evaluation.sts import average_scores, cosine_predictions, sts_metrics
 from mlse.results import EvalResult
+from mlse.stopping import encode_in_chunks
 
 log = logging.getLogger(__name__)
-
-# The pairs of the seed paper (000): Stage 2 trains on the first group; the second is held out.
-STAGE2_TRAIN_PAIRS = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "fr-de"]
-HELD_OUT_PAIRS = ["en-en", "en-pl", "en-pt", "en-ru", "ru-de", "fr-es", "es-zh", "zh-ru", "pt-pl"]
-SEED_STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "fr-de", "fr-es",
-                  "ru-de", "es-zh", "zh-ru", "pt-pl"]  # fmt: skip
-# The 12 cross-lingual pairs the fine-tuning issue reports its average over.
-CROSS_12 = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es", "pt-pl"]
+DIRECTIONS = ("to_en", "from_en")
 
 
 def _encoder_stats(encoder, before: dict[str, int] | None = None) -> dict[str, int]:
@@ -54,8 +50,6 @@ def encode_lookup(
     With ``should_stop`` the texts are encoded a few batches at a time and a stop raises
     :class:`mlse.stopping.Stopped` between chunks (finished chunks stay in the embedding cache).
     """
-    from mlse.stopping import encode_in_chunks
-
     unique = list(dict.fromkeys(texts))
     emb = encode_in_chunks(encoder, unique, should_stop=should_stop, batch_size=batch_size)  # [n_unique, d]
     return {t: emb[i] for i, t in enumerate(unique)}
@@ -74,15 +68,13 @@ def sts_groups(pairs: Sequence[str]) -> dict[str, list[str]]:
         "cross-lingual": [p for p in pairs if not mono(p)],
     }
     # The papers' named groups are reported only when complete: a partial average under their name would mislead.
-    named = {"stage2-train": STAGE2_TRAIN_PAIRS, "held-out": HELD_OUT_PAIRS, "cross-12": CROSS_12}
+    named = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "cross-12": CROSS_12}
     groups.update({name: members for name, members in named.items() if set(members) <= set(pairs)})
     return groups
 
 
 def predict_sts(encoder, datasets: dict[str, ScoredPairs], *, batch_size: int = 64) -> dict[str, np.ndarray]:
     """Cosine similarity per pair of each dataset (the predictions, kept apart from the metrics)."""
-    from mlse.evaluation import cosine_predictions
-
     texts = [t for ds in datasets.values() for t in (*ds.s1, *ds.s2)]
     lookup = encode_lookup(encoder, texts, batch_size)
     out = {}
@@ -104,8 +96,6 @@ def run_sts(
     n_boot: int = 1000,
 ) -> EvalResult:
     """STS Multi MT pairs (``"en-de"``) and/or user TSV files, Pearson/Spearman x 100 with a bootstrap CI."""
-    from mlse.evaluation import average_scores, sts_metrics
-
     stats_before = _encoder_stats(encoder)
     datasets: dict[str, ScoredPairs] = {}
     for pair in pairs:
@@ -156,24 +146,15 @@ def run_tatoeba(
     keep_errors: bool = True,
 ) -> EvalResult:
     """LASER Tatoeba: accuracy both ways (cosine and ratio margin), xSIM error; error lists kept in ``extras``."""
-    from mlse.evaluation import retrieval_errors, tatoeba_metrics
-    from mlse.evaluation.retrieval import neighbour_lists
-
     stats_before = _encoder_stats(encoder)
     corpora = {c.src_lang: c for c in (load_tatoeba(lang, data_dir) for lang in langs)}
     lookup = encode_lookup(encoder, [t for c in corpora.values() for t in (*c.src, *c.tgt)], batch_size)
     scores, errors = {}, {}
     for lang, corpus in corpora.items():
-        src = np.stack([lookup[t] for t in corpus.src])  # [n, d]
-        tgt = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
-        neighbours = neighbour_lists(src, tgt, k)  # searched once; every number and error list reads them
-        scores[lang] = tatoeba_metrics(src, tgt, k=k, neighbours=neighbours)
+        scored = TatoebaLanguage.score(corpus, lookup, k)
+        scores[lang] = scored.metrics
         if keep_errors:
-            errors[lang] = {
-                direction: retrieval_errors(corpus.src, corpus.tgt, src, tgt, direction=direction, k=k,
-                                            neighbours=neighbours)  # fmt: skip
-                for direction in ("to_en", "from_en")
-            }
+            errors[lang] = scored.errors("cosine")
     averages = {}
     if scores:
         keys = next(iter(scores.values())).keys()
@@ -191,6 +172,76 @@ def run_tatoeba(
         encode_stats=_encoder_stats(encoder, stats_before),
         extras={"errors": errors, "corpora": corpora},
     )
+
+
+@dataclass
+class TatoebaLanguage:
+    """One LASER Tatoeba language under one encoder: texts, embeddings, metrics, and error lists on demand.
+
+    ``src`` is the xx side, ``tgt`` English (row i translates row i). The cosine neighbour lists are searched once
+    (:func:`mlse.evaluation.retrieval.neighbour_lists`) and serve every number and error list.
+    """
+
+    lang: str
+    src: list[str]  # [n]
+    tgt: list[str]  # [n]
+    src_emb: np.ndarray  # [n, d] L2-normalised
+    tgt_emb: np.ndarray  # [n, d] L2-normalised
+    k: int
+    neighbours: Neighbours
+    metrics: dict
+    sources: list = field(default_factory=list)
+    _errors: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def score(cls, corpus: ParallelCorpus, lookup: dict[str, np.ndarray], k: int = 4) -> TatoebaLanguage:
+        """Metrics of ``corpus`` from embeddings looked up by text (see :func:`encode_lookup`)."""
+        src = np.stack([lookup[t] for t in corpus.src])  # [n, d]
+        tgt = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
+        neighbours = neighbour_lists(src, tgt, k)
+        metrics = tatoeba_metrics(src, tgt, k=k, neighbours=neighbours)
+        return cls(corpus.src_lang, corpus.src, corpus.tgt, src, tgt, k, neighbours, metrics, list(corpus.sources))
+
+    def errors(self, criterion: str = "cosine") -> dict[str, list[dict]]:
+        """direction -> :func:`~mlse.evaluation.retrieval.retrieval_errors` dicts, retrieving by cosine or by ratio
+        margin (``criterion="margin"``); computed once per criterion."""
+        if criterion not in ("cosine", "margin"):
+            raise MlseError(f"unknown retrieval criterion {criterion!r}; choose one of: cosine, margin")
+        if criterion not in self._errors:
+            self._errors[criterion] = {
+                d: retrieval_errors(self.src, self.tgt, self.src_emb, self.tgt_emb, direction=d, k=self.k,
+                                    margin=criterion == "margin", neighbours=self.neighbours)  # fmt: skip
+                for d in DIRECTIONS
+            }
+        return self._errors[criterion]
+
+
+def tatoeba_language(encoder, lang: str, *, data_dir: str | Path | None = None, k: int = 4, batch_size: int = 64,
+                     memo=None) -> TatoebaLanguage:  # fmt: skip
+    """One Tatoeba language scored with ``encoder`` (the app's Tatoeba tab). ``memo``: a :class:`mlse.memo.BytesMemo`
+    to keep the result in, keyed by the encoder's identity and the data file, so a second look costs nothing."""
+    corpus = load_tatoeba(lang, data_dir)  # DataError for an unknown language or a missing data dir
+
+    def compute() -> TatoebaLanguage:
+        return TatoebaLanguage.score(corpus, encode_lookup(encoder, [*corpus.src, *corpus.tgt], batch_size), k)
+
+    if memo is None:
+        return compute()
+    return memo.get_or_compute((encoder.identity, corpus.src_lang, str(corpus.sources[0]), k), compute)
+
+
+def sts_pair_predictions(encoder, pair: str, split: str = "test", *, data_dir: str | Path | None = None,
+                         batch_size: int = 64, memo=None) -> tuple[ScoredPairs, np.ndarray]:  # fmt: skip
+    """(the STS Multi MT pair, its cosine predictions [n]) for ``encoder`` (the app's predicted-vs-gold tab).
+    ``memo``: as for :func:`tatoeba_language`, keyed by the encoder's identity and the data files."""
+    ds = load_sts(pair, split, data_dir)  # DataError: unknown pair / split, missing data directory
+
+    def compute() -> np.ndarray:
+        return predict_sts(encoder, {ds.name: ds}, batch_size=batch_size)[ds.name]
+
+    if memo is None:
+        return ds, compute()
+    return ds, memo.get_or_compute((encoder.identity, ds.name, tuple(str(p) for p in ds.sources)), compute)
 
 
 # -- the BUCC-like mining task -------------------------------------------------------------------------------------
@@ -246,8 +297,6 @@ def run_mining(
     batch_size: int = 64,
 ) -> EvalResult:
     """Margin-based bitext mining on the BUCC-like task: threshold chosen on train, P/R/F1 on test."""
-    from mlse.evaluation import build_mining_task, evaluate_mining
-
     if isinstance(n_gold, bool) or not isinstance(n_gold, (int, np.integer)) or n_gold < 2:
         raise MlseError(f"--n-gold must be an integer >= 2 (one gold pair per split at least), got {n_gold!r}")
     stats_before = _encoder_stats(encoder)
