@@ -3,11 +3,11 @@
 Raw cosines are not comparable across models (multilingual-e5's sit between about 0.7 and 1.0, MiniLM's spread over
 the whole range), so the app shows each backbone's cosine next to a score on the human 0-5 scale.
 
-Which pairs: en-en plus the 12 cross-lingual pairs (``CROSS_12``), pooled into one fit. The app is mostly used
-across languages, and a backbone's cosines for the same gold score sit lower across languages than within one (less
-so the better aligned it is); a map fitted on en-en alone would therefore under-score every cross-lingual pair,
-while the pooled map is right on average for the mix users type. Same-language pairs other than en-en are machine
-translations of the same sentences and would add little but weight.
+Which pairs: en-en plus the 12 cross-lingual pairs (:data:`mlse.data.pairs.CALIBRATION_PAIRS`), pooled into one fit.
+The app is mostly used across languages, and a backbone's cosines for the same gold score sit lower across languages
+than within one (less so the better aligned it is); a map fitted on en-en alone would therefore under-score every
+cross-lingual pair, while the pooled map is right on average for the mix users type. Same-language pairs other than
+en-en are machine translations of the same sentences and would add little but weight.
 
 Files: ``<name>.json`` (the knots and the weights identity they belong to) and ``<name>.manifest.json`` (how it was
 made: command, data files with sha256, dev/test Spearman). Calibrations are looked up in the runs directory
@@ -27,14 +27,23 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse import __version__
+from mlse.atomic import atomic_write_text
 from mlse.calibration import IsotonicMap
+from mlse.data.io import file_sha256
+from mlse.data.pairs import CALIBRATION_PAIRS
+from mlse.data.paths import resolve_data_dir
+from mlse.data.stsb import load_sts
+from mlse.data.types import ScoredPairs
+from mlse.dirs import runs_dir
+from mlse.encoders.identity import weights_identity
 from mlse.errors import MlseError
-from mlse.tasks import CROSS_12
+from mlse.evaluation.runners import predict_sts
+from mlse.runs import safe_name
 
 log = logging.getLogger(__name__)
 
 FORMAT = "mlse-calibration/1"
-CALIBRATION_PAIRS = ("en-en", *CROSS_12)
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "assets" / "models" / "calibration"
 MANIFEST_SUFFIX = ".manifest.json"
 
@@ -58,14 +67,10 @@ class BackboneCalibration:
 
 def local_dir() -> Path:
     """Where ``calibrate`` writes by default: ``$MLSE_RUNS/calibration`` (looked up before the shipped ones)."""
-    from mlse.encoders import runs_dir
-
     return runs_dir() / "calibration"
 
 
 def calibration_file(model: str, folder: str | Path) -> Path:
-    from mlse.experiments.seed_grid import safe_name
-
     return Path(folder) / f"{safe_name(model)}.json"
 
 
@@ -95,8 +100,6 @@ def fit_calibration(encoder, *, data_dir=None, pairs: Sequence[str] = CALIBRATIO
     holds Spearman x 100 of the cosine and of the calibrated score, pooled over the pairs and averaged per pair,
     the mean absolute error of the calibrated score in gold points, and the data files with their sha256.
     """
-    from mlse.encoders import weights_identity
-
     say = progress or (lambda _msg: None)
     dev = _load_split(pairs, "dev", data_dir, max_rows)
     test = _load_split(pairs, "test", data_dir, max_rows)
@@ -119,8 +122,6 @@ def fit_calibration(encoder, *, data_dir=None, pairs: Sequence[str] = CALIBRATIO
 
 
 def _load_split(pairs, split, data_dir, max_rows):
-    from mlse.data import ScoredPairs, load_sts
-
     if not pairs:
         raise MlseError("a calibration needs at least one STS pair, e.g. en-en")
     out = {}
@@ -133,13 +134,11 @@ def _load_split(pairs, split, data_dir, max_rows):
 
 
 def _cosines(encoder, datasets, batch_size) -> dict[str, np.ndarray]:
-    from mlse.tasks import predict_sts
-
     return predict_sts(encoder, datasets, batch_size=batch_size)  # {pair: [n]}
 
 
 def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # lazy: slow to import; only this computation needs it
 
     def spearman(pred, gold) -> float:
         value = spearmanr(pred, gold).statistic
@@ -163,8 +162,6 @@ def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
 
 def _data_hashes(datasets, data_dir) -> dict[str, str]:
     """{file path relative to the data directory: sha256} of every file the pairs came from."""
-    from mlse.data import file_sha256, resolve_data_dir
-
     root = resolve_data_dir(data_dir)
     out = {}
     for ds in datasets:
@@ -180,8 +177,6 @@ def _data_hashes(datasets, data_dir) -> dict[str, str]:
 def save_calibration(calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str
                      ) -> tuple[Path, Path]:  # fmt: skip
     """Write ``<name>.json`` and ``<name>.manifest.json`` into ``folder`` (each atomically) -> their paths."""
-    from mlse import __version__
-    from mlse.atomic import atomic_write_text
 
     path = calibration_file(calibration.model, folder)
     manifest = {"model": calibration.model, "weights_identity": calibration.weights_identity, "command": command,
@@ -203,8 +198,6 @@ def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
 
     A calibration file for the name that was fitted on other weights is named in the message, never applied.
     """
-    from mlse.encoders import weights_identity
-
     mine = weights_identity(encoder.identity)
     mismatched = []
     for folder in search_dirs():

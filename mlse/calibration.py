@@ -34,7 +34,7 @@ class IsotonicMap:
     @classmethod
     def fit(cls, cosine: np.ndarray, gold: np.ndarray) -> IsotonicMap:
         """Least-squares non-decreasing fit of ``gold`` [n] on ``cosine`` [n], clipped to 0-5."""
-        from scipy.optimize import isotonic_regression
+        from scipy.optimize import isotonic_regression  # lazy: slow to import; only this computation needs it
 
         cosine = np.asarray(cosine, dtype=np.float64).ravel()
         gold = np.asarray(gold, dtype=np.float64).ravel()

@@ -15,7 +15,29 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlse.atomic import atomic_write_text
+from mlse.backbone_calibration import fit_calibration, local_dir, save_calibration
+from mlse.data.fetch import fetch_missing
+from mlse.data.flores import flores_languages
+from mlse.data.hub_download import download_from_hub
+from mlse.data.layout import STS_LANGS
+from mlse.data.pairs import CALIBRATION_PAIRS, DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS
+from mlse.data.parallel import parallel_pairs
+from mlse.data.paths import resolve_data_dir
+from mlse.data.tatoeba import tatoeba_languages
+from mlse.data.wmt import wmt_sets
+from mlse.dirs import runs_dir
+from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
+from mlse.encoders.registry import DEFAULT_MODEL, available_models
 from mlse.errors import MlseError
+from mlse.evaluation import runners
+from mlse.experiments.seed_grid import markdown_table, run_seed_grid
+from mlse.finetune import FinetuneConfig, finetune
+from mlse.heads.scorer import Scorer
+from mlse.models import load_model
+from mlse.results import format_table, result_table
+from mlse.runs import run_name, safe_name
+from mlse.training import train_stage1, train_stage2
 
 log = logging.getLogger("mlse")
 
@@ -25,16 +47,12 @@ def _csv(value: str) -> list[str]:
 
 
 def _add_backend(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
-    from mlse.encoders import BACKENDS, DEFAULT_BACKEND
-
     parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                         help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
                              "cached; MLSE_THREADS sets the CPU threads, default 2)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mlse.encoders import DEFAULT_MODEL
-
     parser = argparse.ArgumentParser(prog="python -m mlse", description="Multilingual semantic textual similarity.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and the result table")
@@ -120,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
     ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
-    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all (every language in the data)")
+    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
+                    "(every language in the data)")  # fmt: skip
     ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
     ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
     ev.add_argument("--seed", type=int, default=0, help="mining: seed of the task construction")
@@ -145,61 +164,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from mlse.encoders import available_models
-    from mlse.results import format_table
-
     rows = [vars(m) | {"name": m.name} for m in available_models()]
     print(format_table(rows, ["name", "source", "status", "description", "location"]))
     return 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from mlse import data
-
     if args.action == "fetch":
         if not args.to:
             raise MlseError("data fetch needs --to FOLDER (or MLSE_DATA set)")
         if args.dataset != "all":
-            path = data.download_from_hub(args.dataset, args.to)
+            path = download_from_hub(args.dataset, args.to)
             print(f"wrote {args.dataset} to {path}; use --data-dir {path}")
             return 0
-        from mlse.data.fetch import fetch_missing
-
         failed = {key: why for key, why in fetch_missing(args.to).items() if why}
         if failed:
             raise MlseError("not fetched: " + "; ".join(f"{key} ({why})" for key, why in failed.items()))
         print(f"the app's datasets are in {args.to}; use --data-dir {args.to}")
         return 0
-    root = data.resolve_data_dir(args.data_dir)
+    root = resolve_data_dir(args.data_dir)
     print(f"data directory: {root}")
-    print(f"STS Multi MT languages: {', '.join(data.STS_LANGS)}")
-    print(f"Tatoeba (LASER) languages: {len(data.tatoeba_languages(root))}")
-    print(f"Tatoeba-Challenge parallel pairs: {', '.join(data.parallel_pairs(root))}")
-    print(f"FLORES-200 devtest: {', '.join(data.flores_languages(root))}")
-    print("WMT news tests: " + ", ".join(f"{y} {p}" for y, p in data.wmt_sets(root)))
+    print(f"STS Multi MT languages: {', '.join(STS_LANGS)}")
+    print(f"Tatoeba (LASER) languages: {len(tatoeba_languages(root))}")
+    print(f"Tatoeba-Challenge parallel pairs: {', '.join(parallel_pairs(root))}")
+    print(f"FLORES-200 devtest: {', '.join(flores_languages(root))}")
+    print("WMT news tests: " + ", ".join(f"{y} {p}" for y, p in wmt_sets(root)))
     return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from mlse.encoders import runs_dir
-    from mlse.experiments.seed_grid import safe_name
-    from mlse.training import SEED_PARALLEL_PAIRS, train_stage1, train_stage2
-
     def epoch_line(record: dict) -> None:
         shown = {k: round(v, 4) for k, v in record.items() if isinstance(v, float)}
         print(f"epoch {record['epoch']}: " + ", ".join(f"{k} {v}" for k, v in shown.items()), flush=True)
 
     extra = {k: v for k, v in (("lr", getattr(args, "lr", None)), ("max_epochs", args.max_epochs)) if v is not None}
     if args.stage == "stage1":
-        name = safe_name(args.backbone) + ("+s1-prelayer" if args.prelayer else "+s1")
-        out = args.out or runs_dir() / name
+        out = args.out or runs_dir() / run_name(args.backbone, "s1-prelayer" if args.prelayer else "s1")
         scorer = train_stage1(args.backbone, out=out, prelayer=args.prelayer, pairs=args.pairs or SEED_PARALLEL_PAIRS,
                               max_pairs=args.max_pairs or None, data_dir=args.data_dir, seed=args.seed,
                               probe=not args.no_probe, progress=epoch_line, backend=args.backend, **extra)  # fmt: skip
     else:
-        suffix = "+s2" + ("+conv" if args.conv else "")
-        suffix += "" if args.nonlinearity == "identity" else f"+{args.nonlinearity}"
-        out = args.out or runs_dir() / (safe_name(str(args.stage1)).removeprefix("runs_") + suffix)
+        tags = ["s2", "conv"] if args.conv else ["s2"]
+        tags += [] if args.nonlinearity == "identity" else [args.nonlinearity]
+        out = args.out or runs_dir() / run_name(str(args.stage1), *tags)
         scorer = train_stage2(args.stage1, out=out, conv=args.conv, nonlinearity=args.nonlinearity,
                               data_dir=args.data_dir, seed=args.seed, progress=epoch_line, backend=args.backend,
                               **extra)  # fmt: skip
@@ -209,8 +216,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from mlse.experiments.seed_grid import markdown_table, run_seed_grid, safe_name
-
     tag = "" if args.backend == "torch" else f"-{args.backend}"
     out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
@@ -223,18 +228,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from mlse import tasks
-    from mlse.data import resolve_data_dir
-    from mlse.encoders import load_encoder
-    from mlse.results import result_table
-
     started = time.perf_counter()
     if args.batch_size < 1:
         raise MlseError(f"--batch-size must be a positive integer, got {args.batch_size}")
     data_dir = resolve_data_dir(args.data_dir) if (args.task != "sts" or args.pairs) else args.data_dir
-    encoder = load_encoder(args.model, backend=args.backend, device=args.device, cache=not args.no_cache)
+    encoder = load_model(args.model, backend=args.backend, device=args.device, cache=not args.no_cache)
     if args.task == "sts":
-        result = tasks.run_sts(
+        result = runners.run_sts(
             encoder, pairs=args.pairs, pairs_files=args.pairs_file, split=args.split, data_dir=data_dir,
             batch_size=args.batch_size,
         )  # fmt: skip
@@ -243,12 +243,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise MlseError("--task tatoeba needs --langs, e.g. --langs deu,fra,rus")
         langs = args.langs
         if langs == ["all"]:
-            from mlse.data.tatoeba import tatoeba_languages
-
             langs = tatoeba_languages(data_dir)
-        result = tasks.run_tatoeba(encoder, langs=langs, data_dir=data_dir, batch_size=args.batch_size)
+        result = runners.run_tatoeba(encoder, langs=langs, data_dir=data_dir, batch_size=args.batch_size)
     else:
-        result = tasks.run_mining(
+        result = runners.run_mining(
             encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed,
             batch_size=args.batch_size,
         )  # fmt: skip
@@ -262,24 +260,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         path = result.write_json(args.json_out)
         print(f"wrote {path}")
     if args.errors_out and result.task == "tatoeba":
-        import json
-
-        from mlse.atomic import atomic_write_text
-
         atomic_write_text(args.errors_out, json.dumps(result.extras["errors"], ensure_ascii=False, indent=1))
         print(f"wrote {args.errors_out}")
     return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from mlse.backbone_calibration import CALIBRATION_PAIRS, fit_calibration, local_dir, save_calibration
-    from mlse.encoders import load_encoder
-
     if args.max_rows is not None and args.max_rows < 2:
         raise MlseError(f"--max-rows must be at least 2, got {args.max_rows}")
-    from mlse.scorer import Scorer
-
-    encoder = load_encoder(args.model, backend=args.backend)
+    encoder = load_model(args.model, backend=args.backend)
     if isinstance(encoder, Scorer):
         raise MlseError(f"{args.model!r} is a scorer (backbone + heads): calibrate its backbone instead; a Stage-2 "
                         "head carries its own calibration")  # fmt: skip
@@ -300,10 +289,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from mlse.encoders import runs_dir
-    from mlse.experiments.seed_grid import safe_name
-    from mlse.finetune import DEV_PAIRS, ENGLISH_PAIRS, FinetuneConfig, finetune
-
     def line(record: dict) -> None:
         dev, best = record["dev_spearman"], record["best_dev_spearman"]
         loss = "-" if record["loss"] is None else f"{record['loss']:.5f}"
@@ -317,7 +302,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
             f"saved run on it instead: python -m mlse eval --model RUN --backend {args.backend} --task sts ..."
         )
     teacher = args.teacher or ("minilm-en" if args.method in ("mse", "soft") else None)
-    out = args.out or str(runs_dir() / f"{safe_name(args.student)}+{args.method}")
+    out = args.out or str(runs_dir() / run_name(args.student, args.method))
     config = FinetuneConfig(
         method=args.method, teacher=teacher, student=args.student, pairs=args.pairs or list(ENGLISH_PAIRS),
         max_pairs=args.max_pairs or None, budget_minutes=args.budget_minutes, batch_size=args.batch_size, lr=args.lr,

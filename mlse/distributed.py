@@ -46,7 +46,7 @@ def init_from_env(device: str) -> DistContext:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistContext()
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
 
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
@@ -67,7 +67,7 @@ def rank_device(ctx: DistContext, device: str) -> str:
 
 def barrier(ctx: DistContext) -> None:
     if ctx.active:
-        import torch.distributed as dist
+        import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
 
         dist.barrier()
 
@@ -87,7 +87,7 @@ def broadcast_parameters(module, ctx: DistContext) -> None:
     """Copy rank 0's parameters and buffers to every rank (start from identical weights)."""
     if not ctx.active:
         return
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
 
     for tensor in [*module.parameters(), *module.buffers()]:
         dist.broadcast(tensor.data, src=0)
@@ -97,7 +97,7 @@ def average_gradients(module, ctx: DistContext) -> None:
     """All-reduce and average every gradient, so that each rank takes the same optimiser step."""
     if not ctx.active:
         return
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
 
     for param in module.parameters():
         if param.grad is not None:
@@ -109,7 +109,7 @@ def agree(ctx: DistContext, value: int, device: str) -> int:
     """Rank 0's ``value`` on every rank (e.g. whether to stop: only rank 0 owns the budget clock)."""
     if not ctx.active:
         return value
-    import torch
+    import torch  # lazy: torch costs seconds to import; only computing needs it
     import torch.distributed as dist
 
     tensor = torch.tensor([value], dtype=torch.int64, device=device)
@@ -121,7 +121,7 @@ def gather(ctx: DistContext, value) -> list:
     """Every rank's ``value`` (any picklable object), in rank order, on every rank; ``[value]`` in one process."""
     if not ctx.active:
         return [value]
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
 
     values: list = [None] * ctx.world
     dist.all_gather_object(values, value)
@@ -130,6 +130,6 @@ def gather(ctx: DistContext, value) -> list:
 
 def shutdown(ctx: DistContext) -> None:
     if ctx.owns_group:
-        import torch.distributed as dist
+        import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
 
         dist.destroy_process_group()

@@ -66,8 +66,11 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import atomic_dir
-from mlse.data import default_labels, evaluation_sentences, file_sha256, filter_contaminated, load_parallel, load_sts
+from mlse.data.bitext import load_filtered_bitext, seed_per_pair
+from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS
+from mlse.data.stsb import load_sts
 from mlse.errors import MlseError
+from mlse.runs import FINETUNE_CONFIG_FILE as CONFIG_FILE
 from mlse.stopping import ShouldStop, Stopped, StopSignal, check, encode_in_chunks
 
 log = logging.getLogger(__name__)
@@ -77,11 +80,6 @@ LABELS = ("priority", "average")
 PRECISIONS = ("auto", "fp32", "bf16")
 VOCAB_INITS = ("aligned", "subword")
 _BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
-# Every Tatoeba-Challenge folder that pairs English with another language (src = English).
-ENGLISH_PAIRS = ["en-ar", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-tr", "en-uk",
-                 "en-zh"]  # fmt: skip
-DEV_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]
-CONFIG_FILE = "finetune_config.json"
 _ENGLISH = ("en", "eng")
 _PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
 
@@ -186,26 +184,12 @@ def english_first(pair: str) -> tuple[str, str]:
 
 
 def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> TrainingData:
-    """Contamination-filtered English-X pairs, each pair capped at ``max_pairs`` (seeded), all shuffled together."""
-    check(should_stop, "loading the evaluation sentences (contamination filter)")
-    banned = evaluation_sentences(cfg.data_dir)
-    src: list[str] = []
-    tgt: list[str] = []
-    info: dict = {"pairs": {}, "data": {}}
-    for i, pair in enumerate(cfg.pairs):
-        a, b = english_first(pair)
-        check(should_stop, f"loading parallel data ({a}-{b})")
-        corpus = load_parallel(f"{a}-{b}", cfg.data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
-        clean, dropped = filter_contaminated(corpus, banned)
-        keep = np.arange(len(clean))
-        if cfg.max_pairs is not None and len(clean) > cfg.max_pairs:
-            keep = np.sort(np.random.default_rng([cfg.seed, i]).choice(len(clean), cfg.max_pairs, replace=False))
-        src += [clean.src[j] for j in keep]
-        tgt += [clean.tgt[j] for j in keep]
-        info["pairs"][f"{a}-{b}"] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(keep)}
-        info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
-        log.info("finetune data %s-%s: %d pairs, %d dropped as contaminated, %d used", a, b, len(corpus), dropped,
-                 len(keep))  # fmt: skip
+    """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
+    ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
+    pairs = ["-".join(english_first(pair)) for pair in cfg.pairs]
+    bitext = load_filtered_bitext(pairs, max_pairs=cfg.max_pairs, sample_seed=seed_per_pair(cfg.seed),
+                                  data_dir=cfg.data_dir, should_stop=should_stop, label="finetune data")  # fmt: skip
+    src, tgt, info = bitext.src, bitext.tgt, bitext.info
     if not src:
         raise MlseError(
             f"no training pairs left after the contamination filter and max_pairs={cfg.max_pairs} "
@@ -245,7 +229,7 @@ def refuse_frozen_student(name: str) -> None:
     Only the registry is consulted (no model is loaded); a name that does not resolve is left to the loading step,
     whose message lists what is available.
     """
-    from mlse.encoders import registry, resolve_model, spec_status
+    from mlse.encoders.registry import registry, resolve_model, spec_status
 
     try:
         spec = resolve_model(name)
@@ -253,7 +237,7 @@ def refuse_frozen_student(name: str) -> None:
         return
     if spec.source != "native":
         return
-    from mlse.backbones.use import refuse_as_student
+    from mlse.encoders.use import refuse_as_student
 
     trainable = [s.name for s in registry().values() if s.source != "native" and spec_status(s).startswith("available")]
     raise refuse_as_student(spec.name, [*trainable, "any sentence-transformers folder or run"])
@@ -262,7 +246,8 @@ def refuse_frozen_student(name: str) -> None:
 # ----------------------------------------------------------------------------------------------------------- models
 def load_student(name: str, device: str, max_seq_length: int):
     """The student as a trainable ``SentenceTransformer`` (a plain model folder; scorers have frozen backbones)."""
-    from mlse.encoders import load_sentence_transformer, materialise, resolve_model
+    from mlse.encoders.registry import materialise, resolve_model
+    from mlse.encoders.torch import load_sentence_transformer
 
     refuse_frozen_student(name)
     spec = resolve_model(name)
@@ -290,11 +275,11 @@ def teacher_targets(
     Encoded once through the embedding cache (unnormalised: MSE targets are the teacher's raw outputs, and the soft
     labels are cosines, which ignore the norm). The dimension check runs on one text before the bulk encoding.
     """
-    from mlse.encoders import load_encoder
+    from mlse.models import load_model
 
     if cfg.method not in ("mse", "soft"):
         return None, None, {}
-    teacher = load_encoder(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
+    teacher = load_model(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
     probe = teacher.encode(data.src[:1], normalize=False)  # [1, d_t]
     if cfg.method == "mse" and probe.shape[1] != dim:
         raise MlseError(
@@ -347,7 +332,7 @@ def tokenize(student, texts: list[str], device: str) -> dict:
     The student's own prefix (e5's ``"query: "``) goes first, as ``encode`` adds it at evaluation time: training
     and evaluation must see the same text.
     """
-    from mlse.encoders import text_prefix
+    from mlse.encoders.identity import text_prefix
 
     prefix = text_prefix(student)
     if prefix:
@@ -713,7 +698,7 @@ def finetune(
 
 
 def _default_device() -> str:
-    from mlse.encoders import default_device
+    from mlse.encoders.torch import default_device
 
     return default_device()
 

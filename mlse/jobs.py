@@ -39,8 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlse.child_jobs import run_in_child
+from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
+from mlse.dirs import runs_dir
+from mlse.encoders.torch import default_device
 from mlse.errors import MlseError
+from mlse.finetune import FinetuneConfig, finetune
+from mlse.run_health import recover_runs
+from mlse.runs import is_model_folder, is_scorer_folder, run_name
 from mlse.stopping import Stopped, StopSignal
+from mlse.training import train_stage1, train_stage2
 
 log = logging.getLogger(__name__)
 
@@ -311,16 +319,12 @@ def validate_run_name(name: str | None) -> str:
 
 
 def default_run_name(model: str, method: str) -> str:
-    """``runs/x`` + ``mse`` -> ``x+mse`` (the CLI's naming)."""
-    from mlse.experiments.seed_grid import safe_name
-
-    return f"{safe_name(model).removeprefix('runs_')}+{method}"
+    """``runs/x`` + ``mse`` -> ``x+mse`` (the CLI's naming: :func:`mlse.runs.run_name`)."""
+    return run_name(model, method)
 
 
 def check_request(req: TrainRequest) -> Path:
     """Refuse a request that cannot run, before anything is queued; returns the run folder."""
-    from mlse.encoders import runs_dir
-
     if req.method not in METHODS:
         raise MlseError(f"unknown method {req.method!r}; expected one of {', '.join(METHODS)}")
     if not (req.model or "").strip():
@@ -374,9 +378,6 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
 
 def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
     def job(report: Report, stop: threading.Event):
-        from mlse.child_jobs import run_in_child
-        from mlse.run_health import recover_runs
-
         started = time.monotonic()  # StopSignal's clock: system-wide, so the child keeps counting from here
         try:
             return run_in_child("mlse.jobs:train_in_this_process", req, started, report=report, stop=stop)
@@ -393,9 +394,6 @@ def train_in_this_process(req: TrainRequest, started: float, *, report: Report, 
 
 def _run_finetune(req: TrainRequest, out: Path, report: Report, signal: StopSignal) -> dict:
     """mse / ema / soft / hard through :func:`mlse.finetune.finetune` (a stop in training keeps the best checkpoint)."""
-    from mlse.encoders import default_device
-    from mlse.finetune import DEV_PAIRS, ENGLISH_PAIRS, FinetuneConfig, finetune
-
     teacher = req.teacher if req.method in ("mse", "soft") else None
     config = FinetuneConfig(
         method=req.method, student=req.model, teacher=teacher, pairs=list(req.pairs or ENGLISH_PAIRS),
@@ -421,8 +419,6 @@ def _run_finetune(req: TrainRequest, out: Path, report: Report, signal: StopSign
 
 def _run_heads(req: TrainRequest, out: Path, report: Report, signal: StopSignal) -> dict:
     """Stage 1 / Stage 2 heads; the budget and the stop button end them in any phase (see the module docstring)."""
-    from mlse.training import SEED_PARALLEL_PAIRS, STAGE2_PAIRS, train_stage1, train_stage2
-
     def on_epoch(record: dict) -> None:
         dev = record.get("dev_pearson")
         report({"event": "eval", "x": record["epoch"], "minutes": signal.elapsed() / 60,
@@ -460,7 +456,7 @@ def _maybe_on_gpu(fn: Callable, budget_minutes: float) -> Callable:
     if importlib.util.find_spec("spaces") is None:
         return fn
     try:
-        import spaces
+        import spaces  # lazy: only on ZeroGPU Spaces
     except Exception:  # an unusable spaces package must not stop CPU training
         log.warning("the 'spaces' package is installed but does not import; training without spaces.GPU")
         return fn
@@ -491,7 +487,4 @@ def _discard(aside: Path | None, out: Path) -> None:
 
 
 def _has_model(folder: Path) -> bool:
-    from mlse.encoders import is_model_folder
-    from mlse.scorer import is_scorer_folder
-
     return is_scorer_folder(folder) or is_model_folder(folder / "model")

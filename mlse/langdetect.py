@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from functools import lru_cache
 
 import numpy as np
 
@@ -161,7 +160,7 @@ class _LangidModel:
     """langid's naive Bayes scores plus the project-language prior; one instance, shared by all threads."""
 
     def __init__(self):
-        from langid.langid import LanguageIdentifier, model
+        from langid.langid import LanguageIdentifier, model  # lazy: a packaged model's own library, loaded on first use
 
         self._identifier = LanguageIdentifier.from_modelstring(model, norm_probs=False)
         self.classes = [str(c) for c in self._identifier.nb_classes]
@@ -191,19 +190,17 @@ class _LangidModel:
 
 
 _LOAD_LOCK = threading.Lock()
-
-
-@lru_cache(maxsize=1)
-def _cached_model() -> _LangidModel | None:
-    try:
-        return _LangidModel()  # ~1 s: decompresses the model shipped in the package
-    except ImportError:
-        return None
+_loaded: list[_LangidModel | None] = []  # the one detector of the process, once loaded (None: langid not installed)
 
 
 def _langid_model() -> _LangidModel | None:
     with _LOAD_LOCK:  # two first requests at once must not both unpack the model
-        return _cached_model()
+        if not _loaded:
+            try:
+                _loaded.append(_LangidModel())  # ~1 s: decompresses the model shipped in the package
+            except ImportError:
+                _loaded.append(None)
+        return _loaded[0]
 
 
 def detector_name() -> str:

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mlse import __version__
 from mlse.atomic import atomic_write_text
 
 _VERSIONED = ("mlse", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "faiss-cpu")
@@ -33,8 +34,6 @@ def library_versions() -> dict[str, str]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             if name == "mlse":
-                from mlse import __version__
-
                 out[name] = __version__
     return out
 

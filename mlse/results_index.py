@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mlse.dirs import runs_dir
 from mlse.memo import MB, BytesMemo
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,6 @@ _memo = BytesMemo("results_index.files", 32 * MB)
 
 def default_roots() -> list[Path]:
     """``$MLSE_RESULTS`` (default ``./results``) and the runs directory."""
-    from mlse.encoders import runs_dir
-
     return [Path(os.environ.get("MLSE_RESULTS", "results")), runs_dir()]
 
 
@@ -68,7 +67,7 @@ def result_files(roots: Iterable[str | Path]) -> list[Path]:
 
 def build_index(roots: Iterable[str | Path] | None = None):
     """The flat table (a pandas DataFrame with :data:`COLUMNS`) and the list of warnings for skipped files."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5 s to import; only tables need it
 
     roots = [Path(r) for r in (roots if roots is not None else default_roots())]
     rows: list[dict] = []
@@ -257,7 +256,7 @@ def finetune_curves(roots: Iterable[str | Path] | None = None):
     Read from each run's ``log.jsonl`` (one record per evaluation) and from the ``curves`` of finetune-compare files
     (``[minutes, dev]`` pairs, no steps). A malformed line is skipped with a warning.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5 s to import; only tables need it
 
     roots = [Path(r) for r in (roots if roots is not None else default_roots())]
     rows: list[dict] = []

@@ -12,28 +12,18 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.data import (
-    default_labels,
-    evaluation_sentences,
-    file_sha256,
-    filter_contaminated,
-    load_flores,
-    load_parallel,
-    load_sts,
-)
+from mlse.data.bitext import load_filtered_bitext, same_seed
+from mlse.data.flores import load_flores
+from mlse.data.io import file_sha256
+from mlse.data.pairs import PROBE_LANGS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
+from mlse.data.stsb import load_sts
 from mlse.errors import DataError, MlseError
+from mlse.evaluation.runners import encode_lookup
+from mlse.heads.scorer import Scorer
+from mlse.models import load_model
 from mlse.stopping import ShouldStop, Stopped, check
-from mlse.tasks import encode_lookup
 
 log = logging.getLogger(__name__)
-
-# The seed's Stage-1 training pairs (Tatoeba), as folder names of parallel/tatoeba_challenge_v2021-08-07.
-SEED_PARALLEL_PAIRS = ["eng-ara", "eng-deu", "eng-spa", "eng-fra", "eng-ita", "eng-nld", "eng-pol", "eng-rus",
-                       "eng-tur", "spa-zho", "fra-spa", "rus-deu", "tur-pol", "ukr-spa", "zho-rus"]  # fmt: skip
-# The seed's Stage-2 training pairs (STS Multi MT train; dev split for early stopping and calibration).
-STAGE2_PAIRS = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "fr-de"]
-# FLORES-200 languages that match the Stage-1 training languages (for the language-ID probe).
-PROBE_LANGS = ["eng", "arb", "deu", "spa", "fra", "ita", "nld", "pol", "rus", "tur", "ukr", "zho"]
 
 
 @dataclass
@@ -61,32 +51,13 @@ def stage1_data(
     """
     if not pairs:
         raise DataError("no parallel pairs given for Stage 1")
-    banned = evaluation_sentences(data_dir)
-    texts_a, texts_b, lang_a, lang_b = [], [], [], []
-    info: dict = {"pairs": {}, "data": {}}
-    for pair in pairs:
-        check(should_stop, f"loading parallel data ({pair})")
-        a, _, b = pair.partition("-")
-        corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
-        clean, dropped = filter_contaminated(corpus, banned)
-        if max_pairs and len(clean) > max_pairs:
-            keep = np.sort(np.random.default_rng(seed).choice(len(clean), max_pairs, replace=False))
-            clean_src, clean_tgt = [clean.src[i] for i in keep], [clean.tgt[i] for i in keep]
-        else:
-            clean_src, clean_tgt = clean.src, clean.tgt
-        texts_a += clean_src
-        texts_b += clean_tgt
-        lang_a += [a] * len(clean_src)
-        lang_b += [b] * len(clean_tgt)
-        info["pairs"][pair] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(clean_src)}
-        info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
-        log.info("stage 1 data %s: %d pairs, %d dropped as contaminated, %d used", pair, len(corpus), dropped,
-                 len(clean_src))  # fmt: skip
-    lookup = encode_lookup(encoder, texts_a + texts_b, should_stop=should_stop)
-    X_a = np.stack([lookup[t] for t in texts_a])
-    X_b = np.stack([lookup[t] for t in texts_b])
-    info["n_pairs"] = len(texts_a)
-    return ParallelEmbeddings(X_a, X_b, lang_a, lang_b, info)
+    bitext = load_filtered_bitext(pairs, max_pairs=max_pairs or None, sample_seed=same_seed(seed), data_dir=data_dir,
+                                  should_stop=should_stop, label="stage 1 data")  # fmt: skip
+    lookup = encode_lookup(encoder, bitext.src + bitext.tgt, should_stop=should_stop)
+    X_a = np.stack([lookup[t] for t in bitext.src])
+    X_b = np.stack([lookup[t] for t in bitext.tgt])
+    info = {**bitext.info, "n_pairs": len(bitext.src)}
+    return ParallelEmbeddings(X_a, X_b, bitext.src_lang, bitext.tgt_lang, info)
 
 
 def sts_embeddings(
@@ -112,7 +83,7 @@ def language_probe(
     the other half, so no test sentence's meaning was seen in training. Chance is 100 / len(langs).
     ``should_stop``: the FLORES texts are first encoded in stoppable chunks (then served from the cache).
     """
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn is slow to import; only the probe
 
     flores = load_flores(list(langs), data_dir)
     n = len(next(iter(flores.values())))
@@ -155,11 +126,9 @@ def train_stage1(
     skipped and the run saved, marked partial.
     ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
     """
-    from mlse.encoders import load_encoder
-    from mlse.heads.stage1 import Stage1Head
-    from mlse.scorer import Scorer
+    from mlse.heads.stage1 import Stage1Head  # lazy: the heads are torch modules (torch costs seconds to import)
 
-    encoder = load_encoder(backbone, backend=backend) if isinstance(backbone, (str, Path)) else backbone
+    encoder = load_model(backbone, backend=backend) if isinstance(backbone, (str, Path)) else backbone
     if hasattr(encoder, "stage1"):
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
     check(should_stop, "loading the backbone")
@@ -206,11 +175,9 @@ def train_stage2(
     the best epoch so far, marked partial).
     ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is a name or folder.
     """
-    from mlse.encoders import load_encoder
-    from mlse.heads.stage2 import Stage2Head
-    from mlse.scorer import Scorer
+    from mlse.heads.stage2 import Stage2Head  # lazy: the heads are torch modules (torch costs seconds to import)
 
-    base = load_encoder(str(stage1), backend=backend) if isinstance(stage1, (str, Path)) else stage1
+    base = load_model(str(stage1), backend=backend) if isinstance(stage1, (str, Path)) else stage1
     if getattr(base, "stage1", None) is None:
         raise MlseError(f"{getattr(base, 'name', stage1)} has no Stage 1 head: train stage1 first")
     e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir, should_stop)

@@ -76,7 +76,7 @@ def wordpiece_tokenizer(student):
 def learn_wordpiece(texts: Sequence[str], vocab_size: int, *, lowercase: bool = True, strip_accents: bool = False,
                     min_frequency: int = 2) -> list[str]:  # fmt: skip
     """Pieces of a WordPiece vocabulary learned on ``texts`` (BERT normaliser and pre-tokeniser), specials first."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers  # lazy: only tokenising needs it
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
@@ -101,7 +101,7 @@ def merged_vocab(old: dict[str, int], learned: Sequence[str]) -> dict[str, int]:
 
 def build_tokenizer(vocab: dict[str, int], old_tokenizer, strip_accents: bool):
     """A ``BertTokenizer`` over ``vocab`` with the old one's casing and length limit."""
-    from transformers import BertTokenizer
+    from transformers import BertTokenizer  # lazy: transformers costs seconds to import
 
     return BertTokenizer(vocab=vocab, do_lower_case=bool(getattr(old_tokenizer, "do_lower_case", True)),
                          strip_accents=strip_accents, model_max_length=old_tokenizer.model_max_length)  # fmt: skip
@@ -109,7 +109,7 @@ def build_tokenizer(vocab: dict[str, int], old_tokenizer, strip_accents: bool):
 
 def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
     """Token ids per text without [CLS] / [SEP], padding or truncation (fast batch encoding)."""
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # lazy: only tokenising needs it
 
     backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())  # a copy: the model's may pad to max length
     backend.no_padding()
@@ -120,7 +120,7 @@ def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
 
 def _presence(rows: list[list[int]], n_cols: int):
     """Binary document-term matrix ``[n_rows, n_cols]`` (scipy CSR) of which ids occur in each row."""
-    from scipy import sparse
+    from scipy import sparse  # lazy: slow to import; only this computation needs it
 
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     cols = []
@@ -211,7 +211,7 @@ def extend_model_vocabulary(
     ``texts``: the text to learn pieces from (the non-English training side); ``parallel``: ``(english, other)``
     translation pairs for the ``"aligned"`` initialisation (``init="subword"`` needs none).
     """
-    import torch
+    import torch  # lazy: torch costs seconds to import; only computing needs it
 
     if init not in ("aligned", "subword"):
         raise MlseError(f"unknown embedding initialisation {init!r}; expected 'aligned' or 'subword'")

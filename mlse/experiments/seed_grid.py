@@ -17,8 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import atomic_write_text
+from mlse.data.pairs import HELD_OUT_PAIRS, SEED_STS_PAIRS, STAGE2_PAIRS
+from mlse.dirs import runs_dir
+from mlse.evaluation.runners import run_sts
+from mlse.models import load_model
 from mlse.results import library_versions
-from mlse.tasks import HELD_OUT_PAIRS, SEED_STS_PAIRS, STAGE2_TRAIN_PAIRS, run_sts
+from mlse.runs import safe_name
+from mlse.training import train_stage1, train_stage2
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +36,6 @@ STAGE2_VARIANTS = {
 }
 VARIANTS = ["baseline", *STAGE1_VARIANTS, *STAGE2_VARIANTS]
 DEFAULT_S1_EPOCHS = 50
-
-
-def safe_name(backbone: str) -> str:
-    """A folder-friendly name for a backbone given as a registry name, hub id or path."""
-    name = Path(backbone.rstrip("/")).name if ("/" in backbone and Path(backbone).exists()) else backbone
-    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
 
 
 def run_seed_grid(
@@ -59,9 +58,6 @@ def run_seed_grid(
     ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences). ``backend`` runs the
     backbone on torch, onnx or onnx-int8; a non-torch grid keeps its runs apart (``seed-grid-<backbone>-<backend>``).
     """
-    from mlse.encoders import load_encoder, runs_dir
-    from mlse.training import train_stage1, train_stage2
-
     say = progress or (lambda msg: log.info("%s", msg))
     # 50 Stage-1 epochs by default: measured on minilm-en, both faster and better than 100 (README).
     stage1_config = {"max_epochs": DEFAULT_S1_EPOCHS, **(stage1_config or {})}
@@ -70,7 +66,7 @@ def run_seed_grid(
     runs = Path(runs) if runs else runs_dir() / f"seed-grid-{safe_name(backbone)}{tag}"
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    encoder = load_encoder(backbone, backend=backend)
+    encoder = load_model(backbone, backend=backend)
     scorers: dict[str, object] = {}
 
     say("baseline: evaluating the backbone")
@@ -140,7 +136,7 @@ def group_means(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float
     out = {}
     for v, s in scores.items():
         row = {}
-        for group, members in (("stage2-train", STAGE2_TRAIN_PAIRS), ("held-out", HELD_OUT_PAIRS)):
+        for group, members in (("stage2-train", STAGE2_PAIRS), ("held-out", HELD_OUT_PAIRS)):
             present = [p for p in members if p in s]
             row[group] = float(np.mean([s[p]["pearson"] for p in present])) if present else float("nan")
         out[v] = row
@@ -150,7 +146,7 @@ def group_means(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float
 def markdown_table(results: dict) -> str:
     """Baseline Pearson per pair, then each variant's difference to it; group means at the right."""
     scores, rel, groups = results["scores"], results["relative_pearson"], results["groups"]
-    pairs = [p for p in STAGE2_TRAIN_PAIRS + HELD_OUT_PAIRS if p in scores["baseline"]]
+    pairs = [p for p in STAGE2_PAIRS + HELD_OUT_PAIRS if p in scores["baseline"]]
     head = "| variant | " + " | ".join(pairs) + " | avg trained | avg held-out |"
     lines = [head, "|---|" + "---:|" * (len(pairs) + 2)]
     base = scores["baseline"]
@@ -163,7 +159,7 @@ def markdown_table(results: dict) -> str:
         d_held = g["held-out"] - groups["baseline"]["held-out"]
         lines.append(f"| {v} (Δ) | " + " | ".join(f"{row[p]:+.1f}" for p in pairs)
                      + f" | {d_train:+.1f} | {d_held:+.1f} |")  # fmt: skip
-    note = ("Columns " + ", ".join(STAGE2_TRAIN_PAIRS) + " are the pairs Stage 2 trains on; the rest are held out. "
+    note = ("Columns " + ", ".join(STAGE2_PAIRS) + " are the pairs Stage 2 trains on; the rest are held out. "
             "Rows after the first: Pearson x 100 minus the baseline's.")  # fmt: skip
     return "\n".join(lines) + "\n\n" + note + probe_table(results)
 
@@ -183,14 +179,14 @@ def probe_table(results: dict) -> str:
 
 def figure(results: dict):
     """Grouped bars of Pearson relative to the baseline, trained pairs and held-out pairs side by side."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
     from plotly.subplots import make_subplots
 
     rel = results["relative_pearson"]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("pairs Stage 2 trains on", "held-out pairs"),
                         column_widths=[0.4, 0.6], shared_yaxes=True)  # fmt: skip
     for i, (variant, row) in enumerate(rel.items()):
-        for col, members in ((1, STAGE2_TRAIN_PAIRS), (2, HELD_OUT_PAIRS)):
+        for col, members in ((1, STAGE2_PAIRS), (2, HELD_OUT_PAIRS)):
             present = [p for p in members if p in row]
             bar = go.Bar(name=variant, x=present, y=[row[p] for p in present], legendgroup=variant,
                          showlegend=col == 1, marker_color=_COLOURS[i % len(_COLOURS)])  # fmt: skip
