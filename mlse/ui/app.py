@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlse.credits import CREDITS_MARKDOWN
+from mlse.public import MAX_UPLOAD_BYTES, public_mode
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
 from mlse.ui.state import AppState
 
@@ -13,7 +14,7 @@ DEFAULT_CONCURRENCY = 2  # two cores: more parallel encodes only slow each other
 
 
 def build_app(state: AppState | None = None):
-    import gradio as gr
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     state = state or AppState()
     with gr.Blocks(title="mlse: multilingual semantic similarity") as demo:
@@ -34,6 +35,4 @@ def launch_options() -> dict:
     No tab takes a file, but Gradio serves an upload endpoint to anyone regardless; without a cap a visitor could fill
     the disk through it.
     """
-    from mlse.public import MAX_UPLOAD_BYTES, public_mode
-
     return {"max_file_size": MAX_UPLOAD_BYTES} if public_mode() else {}

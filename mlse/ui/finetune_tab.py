@@ -8,13 +8,15 @@ A finished run lives in ``runs/NAME``, which every model list of the app reads o
 
 from __future__ import annotations
 
-import html
 import time
 
+from mlse.data.pairs import training_pair_choices
 from mlse.errors import MlseError
 from mlse.finetune import PRECISIONS
-from mlse.jobs import HEAD_METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
+from mlse.jobs import HEAD_METHODS, METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
 from mlse.public import FINETUNE_LIMITS, check_finetune_request, public_mode
+from mlse.ui.inputs import check_inputs, number_problem
+from mlse.ui.text import html_text, md_code, md_escape
 
 QUEUE_SIZE = 2  # runs that may wait behind the running one
 POLL_SECONDS = 2.0
@@ -47,8 +49,6 @@ TEACHER_METHODS = ("mse", "soft")
 def runner(state) -> JobRunner:
     """The app-wide job runner, kept on the shared state (created on first use)."""
     if state.jobs is None:
-        from mlse.public import public_mode
-
         # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll. A public
         # deployment keeps no queue: one visitor's run at a time, a second is refused with the running one named.
         queue = 0 if public_mode() else QUEUE_SIZE
@@ -64,23 +64,12 @@ def model_choices(state, method: str) -> list[str]:
 
 
 def pair_choices(method: str) -> tuple[list[str], list[str]]:
-    """(all offered pairs, the default selection) for a method."""
-    from mlse.data import STS_LANGS
-    from mlse.finetune import ENGLISH_PAIRS
-    from mlse.training import SEED_PARALLEL_PAIRS, STAGE2_PAIRS
-
-    if method == "stage1":
-        return list(SEED_PARALLEL_PAIRS), list(SEED_PARALLEL_PAIRS)
-    if method == "stage2":
-        offered = list(dict.fromkeys([*STAGE2_PAIRS, *(f"en-{x}" for x in STS_LANGS if x != "en")]))
-        return offered, list(STAGE2_PAIRS)
-    return list(ENGLISH_PAIRS), ["en-de", "en-fr", "en-ru", "en-zh"]
+    """(all offered pairs, the default selection) for a method (:func:`mlse.data.pairs.training_pair_choices`)."""
+    return training_pair_choices(method)
 
 
 def all_pair_choices() -> list[str]:
     """Every language pair some method offers (what the API may send, whichever method the page shows)."""
-    from mlse.jobs import METHODS
-
     return list(dict.fromkeys(p for m in METHODS for p in pair_choices(m)[0]))
 
 
@@ -135,7 +124,7 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
         if public_mode():
             check_finetune_request(req, state.model_names())
     except MlseError as exc:
-        return html.escape(str(exc))
+        return md_escape(str(exc))
     if method not in HEAD_METHODS and not req.pairs:
         return "Choose at least one language pair."
     try:
@@ -143,12 +132,12 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
         description = f"{method} on {req.model}, {req.budget_minutes:g} min"
         job = jobs.submit(name, fn, description, meta={"request": req})
     except MlseError as exc:
-        return html.escape(str(exc))
+        return md_escape(str(exc))
     ahead = [j.name for j in [jobs.running(), *jobs.queued()] if j is not None and j is not job and not j.done]
     if ahead:
-        queued_behind = html.escape(", ".join(ahead))
-        return f"Queued **{html.escape(name)}** behind {queued_behind}. {html.escape(jobs.status_text())}"
-    return f"Started **{html.escape(name)}** ({html.escape(description)}); outputs go to `runs/{html.escape(name)}`."
+        queued_behind = md_escape(", ".join(ahead))
+        return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
+    return f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
 
 
 def public_note() -> str:
@@ -172,8 +161,6 @@ def _form_number(field: str, value, *, minimum: float, whole: bool = False, requ
 
     Refused with a message naming the field, the value and what is allowed.
     """
-    from mlse.ui.inputs import number_problem
-
     empty = value is None or (isinstance(value, str) and not value.strip()) or (value == 0 and minimum > 0)
     if empty and not required and not isinstance(value, bool):
         return None
@@ -185,7 +172,7 @@ def _form_number(field: str, value, *, minimum: float, whole: bool = False, requ
 
 def stop_run(state) -> str:
     """Ask the running job to stop (fine-tuning keeps its best checkpoint)."""
-    return html.escape(runner(state).stop())
+    return md_escape(runner(state).stop())
 
 
 # ---------------------------------------------------------------------------------------------------- rendering
@@ -215,12 +202,12 @@ def progress_html(fraction: float, label: str) -> str:
     return (f'<div style="border:1px solid #999;border-radius:4px;height:18px;width:100%;position:relative">'
             f'<div style="background:#4f7be0;height:100%;width:{pct:.1f}%;border-radius:3px"></div>'
             f'<span style="position:absolute;left:8px;top:0;font-size:12px;line-height:18px">{pct:.0f}% — '
-            f'{html.escape(label)}</span></div>')  # fmt: skip
+            f'{html_text(label)}</span></div>')  # fmt: skip
 
 
 def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tuple:
     """(loss figure, dev-score figure) of the job's evaluation records, against step (epoch) or minutes."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     evals = [r for r in records if r.get("event") == "eval"]
     heads = method in HEAD_METHODS
@@ -246,13 +233,13 @@ def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tup
 
 def job_markdown(jobs: JobRunner, job: Job | None) -> str:
     """Status for every session: what runs (or ran last), its state and message, where its model went."""
-    lines = [html.escape(jobs.status_text())]
+    lines = [md_escape(jobs.status_text())]
     if job is not None:
-        lines.append(f"**{html.escape(job.name)}** — {html.escape(job.description)} — *{job.state}*, "
-                     f"{job.elapsed() / 60:.1f} min: {html.escape(job.message)}")  # fmt: skip
+        lines.append(f"**{md_escape(job.name)}** — {md_escape(job.description)} — *{job.state}*, "
+                     f"{job.elapsed() / 60:.1f} min: {md_escape(job.message)}")  # fmt: skip
         result = job.result if isinstance(job.result, dict) else None
         if result and job.state in ("finished", "stopped"):
-            lines.append(f"Model saved as `{html.escape(result['run'])}`: it is in the other tabs' model lists "
+            lines.append(f"Model saved as `{md_code(result['run'])}`: it is in the other tabs' model lists "
                          "(refresh them).")  # fmt: skip
     return "\n\n".join(lines)
 
@@ -278,9 +265,7 @@ def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
 
 # --------------------------------------------------------------------------------------------------------- layout
 def build_tab(state) -> list:
-    import gradio as gr
-
-    from mlse.ui.inputs import check_inputs
+    import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     first = method_settings(state, "mse")
     public = public_mode()

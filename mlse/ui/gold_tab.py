@@ -1,22 +1,27 @@
 """Tab 4: predicted vs gold similarity on an STS Multi MT pair, and the pairs where a scorer disagrees most.
 
 Handlers are plain functions of (state, ...) returning plotly figures, DataFrames and markdown. Predictions are the
-cosines of :func:`mlse.tasks.predict_sts` (through the embedding cache) and metrics come from
-:func:`mlse.evaluation.sts_metrics`; predictions are memoised per (model identity, pair, split).
+cosines of :func:`mlse.evaluation.runners.sts_pair_predictions` (through the embedding cache, the same as ``python -m
+mlse eval --task sts``) and metrics come from :func:`mlse.evaluation.sts.sts_metrics`; predictions are memoised per
+(model identity, pair, split).
 """
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
 import pandas as pd
 
-from mlse.errors import MlseError
+from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
+from mlse.data.pairs import sts_pair_choices
+from mlse.errors import DataError, MlseError
+from mlse.evaluation.runners import sts_pair_predictions
+from mlse.evaluation.sts import sts_metrics
 from mlse.memo import MB, BytesMemo
+from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
-from mlse.ui.tatoeba_tab import md_escape
+from mlse.ui.text import html_text, md_escape
 
 DEFAULT_PAIR = "en-de"
 SPLITS = ("test", "dev", "train")
@@ -37,46 +42,29 @@ _memo = BytesMemo("gold_tab.predictions", 16 * MB)
 
 def sts_pairs() -> list[str]:
     """The seed paper's pairs first, then the 12 cross-lingual pairs, then every other ordered pair of languages."""
-    from mlse.data import STS_LANGS
-    from mlse.tasks import CROSS_12, SEED_STS_PAIRS
-
-    rest = [f"{a}-{b}" for a in STS_LANGS for b in STS_LANGS]
-    return list(dict.fromkeys([*SEED_STS_PAIRS, *CROSS_12, *rest]))
+    return sts_pair_choices()
 
 
-def _load_pairs(state, pair: str, split: str):
-    from mlse.data import load_sts
-
+def _check_pair(pair: str, split: str) -> None:
     if not (pair or "").strip():
         raise MlseError("Choose a language pair (e.g. en-de).")
     if not (split or "").strip():
         raise MlseError("Choose a split.")
-    return load_sts(pair, split, state.data_dir)  # DataError: unknown pair / split, missing data directory
 
 
 def predictions(state, pair: str, model: str, split: str = "test"):
     """(ScoredPairs, cosine predictions [n]) for one model; memoised per model identity and data file."""
-    from mlse.tasks import predict_sts
-
     if not (model or "").strip():
         raise MlseError("Choose a model.")
-    ds = _load_pairs(state, pair, split)
+    _check_pair(pair, split)
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
-    key = (encoder.identity, ds.name, tuple(str(p) for p in ds.sources))
-    memoised = _memo.get(key)
-    if memoised is not None:
-        return ds, memoised
-    pred = predict_sts(encoder, {ds.name: ds})[ds.name]  # [n]
-    _memo.put(key, pred)
-    return ds, pred
+    # DataError: unknown pair / split, missing data directory
+    return sts_pair_predictions(encoder, pair, split, data_dir=state.data_dir, memo=_memo)
 
 
 def _metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, calibrated: np.ndarray | None) -> dict:
     """Correlations of the cosine; with a calibrated 0-5 score, also its Pearson and mean absolute error (gold points)
     — the numbers that show whether the score means the same on every model."""
-    from mlse.analysis.errors import bootstrap_pearson_ci
-    from mlse.evaluation import sts_metrics
-
     m = sts_metrics(pred, gold, n_boot=n_boot)
     p_lo, p_hi = bootstrap_pearson_ci(pred, gold, n_boot=n_boot) if not math.isnan(m["pearson"]) else [math.nan] * 2
     s_lo, s_hi = m["spearman_ci95"]
@@ -101,16 +89,14 @@ def _figures(pair: str, split: str, gold: np.ndarray, preds: dict[str, np.ndarra
     """(histograms, scatter, calibration) plotly figures; legend names are HTML-escaped (plotly renders tags).
 
     ``maps``: each calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over this split's bins."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
     from plotly.subplots import make_subplots
 
-    from mlse.analysis.errors import calibration_bins, isotonic_fit
-
-    title = f"{html.escape(pair)} ({html.escape(split)})"
+    title = f"{html_text(pair)} ({html_text(split)})"
     hist = make_subplots(rows=1, cols=2, subplot_titles=("predicted cosine", "gold score (0-5)"))
     scatter, calib = go.Figure(), go.Figure()
     for i, (name, pred) in enumerate(preds.items()):
-        label = html.escape(name)
+        label = html_text(name)
         color = _color(i)
         hist.add_trace(go.Histogram(x=pred, name=label, nbinsx=40, histnorm="probability density", opacity=0.55,
                                     marker_color=color, legendgroup=label), row=1, col=1)  # fmt: skip
@@ -140,14 +126,14 @@ def _figures(pair: str, split: str, gold: np.ndarray, preds: dict[str, np.ndarra
 
 
 def _color(i: int) -> str:
-    import plotly.express as px
+    import plotly.express as px  # lazy: plotly is slow to import; only figures need it
 
     palette = px.colors.qualitative.Plotly
     return palette[i % len(palette)]
 
 
 def _empty_figures():
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     return go.Figure(), go.Figure(), go.Figure()
 
@@ -166,18 +152,20 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
     if not models:
         return *_empty_figures(), empty, "Choose at least one model."
     try:
-        ds = _load_pairs(state, pair, split)
+        _check_pair(pair, split)
     except MlseError as exc:
         return *_empty_figures(), empty, md_escape(str(exc))
-    gold = np.asarray(ds.scores, dtype=np.float64)  # [n]
-    preds, problems = {}, []
+    ds, preds, problems = None, {}, []
     for name in dict.fromkeys(models):
         try:
-            preds[name] = predictions(state, pair, name, split)[1]  # [n]
+            ds, preds[name] = predictions(state, pair, name, split)  # [n]
+        except DataError as exc:  # the pair's data, not the model: the same for every model
+            return *_empty_figures(), empty, md_escape(str(exc))
         except MlseError as exc:
             problems.append(md_escape(str(exc)))
     if not preds:
         return *_empty_figures(), empty, " ".join(problems)
+    gold = np.asarray(ds.scores, dtype=np.float64)  # [n]
     calibrated = {name: calibrated_scores(state, name, p) for name, p in preds.items()}
     table = pd.DataFrame([_metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()],
                          columns=METRIC_COLUMNS)  # fmt: skip
@@ -205,8 +193,6 @@ def disagreements(state, pair: str, model: str, split: str = "test", low: float 
     are sorted by |pred_as_gold - gold| (``diff``, gold units), then by |rank_gap| (percentile points). Filtering on
     the gold score (not the prediction) answers "which pairs of this gold band does the model misplace?".
     """
-    from mlse.analysis.errors import rank_disagreements
-
     empty = pd.DataFrame(columns=DISAGREE_COLUMNS)
     if low is None or high is None or k is None:
         return empty, "Give a score range and a number of pairs."
@@ -237,9 +223,7 @@ def disagreements(state, pair: str, model: str, split: str = "test", low: float 
 
 
 def build_tab(state) -> list[ModelPicker]:
-    import gradio as gr
-
-    from mlse.ui.inputs import check_inputs
+    import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     names = state.model_names()
     preferred = state.preferred_model()  # me5-small on a full install

@@ -63,7 +63,7 @@ def choice_problem(field: str, payload, allowed: list) -> str | None:
 
 
 def _number_check(component) -> Callable:
-    import gradio as gr
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     original = component.preprocess
     whole = component.precision == 0 if isinstance(component, gr.Number) else (
@@ -82,7 +82,7 @@ def _number_check(component) -> Callable:
 
 
 def _choice_check(component, allowed: Callable[[], list] | None) -> Callable:
-    import gradio as gr
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     original = component.preprocess
     multi = isinstance(component, gr.CheckboxGroup) or getattr(component, "multiselect", False)
@@ -110,7 +110,7 @@ def check_inputs(*components, allowed: Callable[[], list] | None = None) -> None
     ``allowed``: for choice fields, values accepted besides the page's choices, asked at each call (the live model
     list). Other components are left as they are.
     """
-    import gradio as gr
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     for component in components:
         if isinstance(component, (gr.Number, gr.Slider)):

@@ -8,7 +8,6 @@ Choosing a sentence in the table highlights its translations in every panel (gr.
 
 from __future__ import annotations
 
-import html
 import shlex
 import textwrap
 from typing import NamedTuple
@@ -16,10 +15,13 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from mlse.analysis.projection import DEFAULT_MAP_LANGS, SPACE_TITLES, SPACES, LanguageMap, language_map
+from mlse.analysis.projection import SPACE_TITLES, SPACES, LanguageMap, language_map
+from mlse.data.flores import flores_languages
+from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.errors import MlseError
-from mlse.textclean import strip_controls
+from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.text import html_text, md_escape
 
 MAX_SENTENCES = 1012  # FLORES devtest size
 DEFAULT_SENTENCES = 100
@@ -46,25 +48,15 @@ class MapOutput(NamedTuple):
 
 
 # -- text helpers ---------------------------------------------------------------------------------------------------
-def md_escape(text: str) -> str:
-    """Text shown inside markdown: HTML escaped and markdown punctuation backslashed, so it displays literally.
-
-    Quotes stay as they are (``quote=False``): an entity such as ``&#x27;`` would have its ``#`` backslashed below and
-    show up literally. Line breaks become spaces (one table cell); controls go by :mod:`mlse.textclean`'s rule.
-    """
-    text = html.escape(" ".join(strip_controls(str(text))[0].split("\n")), quote=False)
-    return "".join("\\" + ch if ch in "\\`*_[]{}()#+-!|~>" else ch for ch in text)
-
-
 def hover_text(text: str) -> str:
     """Plotly hover labels render a subset of HTML: escape the sentence, then wrap it with <br>."""
     lines = textwrap.wrap(text, HOVER_WIDTH) or [""]
-    return "<br>".join(html.escape(line) for line in lines[:8]) + ("<br>…" if len(lines) > 8 else "")
+    return "<br>".join(html_text(line) for line in lines[:8]) + ("<br>…" if len(lines) > 8 else "")
 
 
 # -- figures --------------------------------------------------------------------------------------------------------
 def _palette() -> list[str]:
-    from plotly.colors import qualitative
+    from plotly.colors import qualitative  # lazy: plotly is slow to import; only figures need it
 
     return list(qualitative.Dark24)
 
@@ -74,7 +66,7 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
 
     With ``highlight_id`` the translations of that sentence are drawn large and outlined and the rest faded.
     """
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     sample, view = result.sample, result.views[space]
     colours = _palette()
@@ -89,7 +81,7 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
         fig.add_trace(go.Scatter(
             x=view.coords[rows, 0], y=view.coords[rows, 1], mode="markers", name=lang, marker=marker,
             text=[hover_text(sample.texts[k]) for k in rows], customdata=sample.sentence_ids[rows],
-            hovertemplate=f"<b>{html.escape(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
+            hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
         ))  # fmt: skip
     fig.update_layout(title=view.title, template="plotly_white", height=460, legend={"itemsizing": "constant"},
                       margin={"l": 10, "r": 10, "t": 40, "b": 10}, hoverlabel={"align": "left"})  # fmt: skip
@@ -194,8 +186,6 @@ def default_model(state) -> str | None:
 
 def language_choices(state) -> tuple[list[str], list[str], str]:
     """(FLORES languages found, the default selection, a warning when the data directory is missing)."""
-    from mlse.data import flores_languages
-
     try:
         found = flores_languages(state.data_dir)
     except MlseError as exc:
@@ -205,9 +195,7 @@ def language_choices(state) -> tuple[list[str], list[str], str]:
 
 # -- layout ---------------------------------------------------------------------------------------------------------
 def build_tab(state) -> list[ModelPicker]:
-    import gradio as gr
-
-    from mlse.ui.inputs import check_inputs
+    import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     def figure_updates(figures):
         return [gr.update(value=f, visible=f is not None) for f in figures]

@@ -53,7 +53,7 @@ def picker_updates(state, pickers: list[ModelPicker], seen: int | None, values: 
 
 def wire(state, pickers: list[ModelPicker], every: float = POLL_SECONDS) -> None:
     """Inside a ``gr.Blocks``: poll the state's version and refresh the pickers of this page when it changed."""
-    import gradio as gr
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     if not pickers:
         return

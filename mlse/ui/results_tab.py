@@ -7,8 +7,10 @@ are plain functions returning DataFrames, figures and markdown.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
+
+from mlse.results_index import build_index, finetune_curves
+from mlse.ui.text import md_escape
 
 ALL = "(all)"
 TABLE_COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "date", "source"]
@@ -20,12 +22,10 @@ DEFAULT_METRICS = {"sts": "spearman", "tatoeba": "acc_mean", "mining": "f1", "fi
 
 def load_index(state=None, roots: list[str | Path] | None = None):
     """(the full table, a markdown line saying how many rows / files and which files were skipped)."""
-    from mlse.results_index import build_index
-
     frame, warnings = build_index(roots)
     note = f"{len(frame)} numbers from {frame['source'].nunique()} result files."
     if warnings:
-        shown = "; ".join(html.escape(w) for w in warnings[:5])
+        shown = "; ".join(md_escape(w) for w in warnings[:5])
         note += f" Skipped {len(warnings)} file(s): {shown}" + (" ..." if len(warnings) > 5 else "")
     return frame, note
 
@@ -93,7 +93,7 @@ def _labels(rows) -> list[str]:
 
 def metric_plot(frame, task: str, key: str | None, metric: str | None):
     """Bar chart of ``metric`` for every model on ``task`` / ``key`` (e.g. sts / avg:all / spearman)."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     metric = metric or DEFAULT_METRICS.get(task, "")
     rows = frame[(frame["task"] == task) & (frame["metric"] == metric)]
@@ -113,7 +113,7 @@ def metric_plot(frame, task: str, key: str | None, metric: str | None):
 
 def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative_pearson"):
     """Grouped bars: each seed-grid variant's ``metric`` per STS pair (default: Pearson gain over the baseline)."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     rows = frame[(frame["kind"] == "seed-grid") & (frame["metric"] == metric) & (frame["task"] == "sts")]
     rows = rows[~rows["key"].str.startswith("avg:")]
@@ -137,7 +137,7 @@ MIN_LANGS_FOR_LANGUAGE_PLOT = 30  # a Tatoeba result over this many languages is
 def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
     """Tatoeba ``metric`` per language for every result file over many languages (``baseline.py --tatoeba-all``):
     one trace per file, languages sorted by their mean over the files, so where models part ways stands out."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     rows = frame[(frame["task"] == "tatoeba") & (frame["metric"] == metric) & (frame["kind"] == "eval")]
     rows = rows[~rows["key"].str.startswith("avg:")]
@@ -161,9 +161,7 @@ def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
 
 def curves_plot(roots=None):
     """Dev Spearman vs minutes of every fine-tuning run (run logs and comparison files)."""
-    import plotly.graph_objects as go
-
-    from mlse.results_index import finetune_curves
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     curves = finetune_curves(roots)
     fig = go.Figure()
@@ -176,7 +174,7 @@ def curves_plot(roots=None):
 
 
 def build_tab(state) -> list:
-    import gradio as gr
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     frame, note = load_index(state)
     found = choices(frame)

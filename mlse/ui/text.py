@@ -1,0 +1,51 @@
+"""Showing user text in the app: one rule for markdown, one for HTML. Every tab escapes through here.
+
+**Markdown** (:func:`md_escape`): sentences, model names and error messages are shown *literally* inside
+``gr.Markdown`` (which renders HTML too), on one line:
+
+1. control characters go by :mod:`mlse.textclean`'s rule (joiners and variation selectors stay);
+2. every run of whitespace, line breaks included, becomes one space (a table cell, a status line);
+3. HTML is escaped (``<``, ``>``, ``&``); quotes stay as they are, since an entity such as ``&#x27;`` would show up
+   literally once its ``#`` is backslashed;
+4. characters that make markup anywhere in a line are backslashed: ``\\ ` * _ { } [ ] # | ~``;
+5. characters that make markup only in one place are backslashed there: the parentheses of a link target right
+   after ``]`` (``[a](u)``), and a marker that only means something at the start of a line (``-``, ``+``, ``=``,
+   ``1.``, ``1)``), since the escaped text may open a message. Elsewhere they stay, so "en-de", "3.8" and "Time
+   budget (minutes)" read as written.
+
+Inside a code span backslashes show literally: :func:`md_code` HTML-escapes and turns backticks into quotes.
+
+**HTML** (:func:`html_text`): plotly legend names and hover labels (a subset of HTML) and ``gr.HTML`` blocks get the
+text HTML-escaped, quotes included.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from mlse.textclean import strip_controls
+
+_INLINE = re.compile(r"([\\`*_{}\[\]#|~])")
+_LINK_TARGET = re.compile(r"(\\\])\(([^()]*)\)")  # an escaped "]" then "(...)"
+_LINE_START = re.compile(r"^(\d+(?=[.)])|[-+=])")
+
+
+def md_escape(text) -> str:
+    """``text`` shown literally inside markdown, on one line (the rule in the module docstring)."""
+    one_line = " ".join(strip_controls(str(text))[0].split())
+    escaped = _INLINE.sub(r"\\\1", html.escape(one_line, quote=False))
+    escaped = _LINK_TARGET.sub(r"\1\\(\2\\)", escaped)
+    return _LINE_START.sub(lambda m: m.group(1) + "\\" if m.group(1)[0].isdigit() else "\\" + m.group(1), escaped)
+
+
+def md_code(text) -> str:
+    """``text`` for the inside of a markdown code span (between backticks), on one line: HTML escaped (the app's
+    markdown renders HTML) and backticks, which would end the span, made quotes; nothing is backslashed, since
+    backslashes show literally in a code span."""
+    return html.escape(" ".join(strip_controls(str(text))[0].replace("`", "'").split()), quote=False)
+
+
+def html_text(text) -> str:
+    """``text`` for an HTML context: a plotly legend or hover label, a ``gr.HTML`` block (HTML-escaped)."""
+    return html.escape(str(text))
