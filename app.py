@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-from mlse.encoders import BACKENDS
+from mlse.encoders.identity import BACKENDS
 from mlse.errors import MlseError
 from mlse.memory_budget import DEFAULT_MAX_MEMORY
 from mlse.ports import choose_port, parse_port

@@ -59,7 +59,7 @@ def free_port() -> int:
 def offline_models(runs_dir: Path) -> list[str]:
     """The models the app offers here without the hub (what a user ticks when comparing everything)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub import remember
+    from mlse.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # hub models download on first use: never part of "every offline model"
@@ -169,8 +169,8 @@ def prepare_exports(models: list[str], env: dict) -> float:
     ONNX exports are made on a model's first use and cached; the app is measured as it starts every later time
     (exporting needs torch and costs memory that a started app does not pay again). The export time is reported.
     """
-    code = ("import sys; from mlse.encoders import load_encoder\n"
-            "for name in sys.argv[1:]:\n    load_encoder(name, backend=sys.argv[0]).encode(['warm up'])")  # fmt: skip
+    code = ("import sys; from mlse.models import load_model\n"
+            "for name in sys.argv[1:]:\n    load_model(name, backend=sys.argv[0]).encode(['warm up'])")  # fmt: skip
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code.replace("sys.argv[0]", repr(env["MLSE_BACKEND"])), *models], cwd=ROOT,
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -229,14 +229,14 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
 
 def measure_full_eval(args) -> dict:
     """Seed STS pairs + Tatoeba-14 with minilm-en through the library, twice; the second pass is warm."""
-    from mlse.data.tatoeba import HAM_KIM_14
-    from mlse.encoders import load_encoder
-    from mlse.tasks import SEED_STS_PAIRS, run_sts, run_tatoeba
+    from mlse.data.pairs import HAM_KIM_14, SEED_STS_PAIRS
+    from mlse.evaluation.runners import run_sts, run_tatoeba
+    from mlse.models import load_model
 
     passes = []
     for _ in range(2):
         t = time.perf_counter()
-        encoder = load_encoder(args.eval_model, backend=args.backend)
+        encoder = load_model(args.eval_model, backend=args.backend)
         sts = run_sts(encoder, pairs=SEED_STS_PAIRS, data_dir=args.data_dir)
         tatoeba = run_tatoeba(encoder, langs=list(HAM_KIM_14), data_dir=args.data_dir)
         passes.append({"seconds": round(time.perf_counter() - t, 2), "stats": dict(getattr(encoder, "stats", {}))})

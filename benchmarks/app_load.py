@@ -65,7 +65,7 @@ MAX_ERROR_EXAMPLES = 5
 def default_models(runs_dir: Path) -> list[str]:
     """The offline defaults that load here, in order: what the page ticks for a new user."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub import remember
+    from mlse.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # never wait on the hub to list models

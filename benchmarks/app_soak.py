@@ -95,7 +95,7 @@ def open_tabs(client, models: list[str], pair: tuple[str, str]) -> dict:
 def run_finetunes(client, runs_dir: Path, count: int, steps: int) -> list[dict]:
     """``count`` tiny fine-tunes through the API, one at a time, each waited for until its run folder is listed."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.encoders import list_runs
+    from mlse.encoders.registry import list_runs
 
     done = []
     for i in range(count):

@@ -25,9 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import HAM_KIM_14, load_sts, tatoeba_languages  # noqa: E402
-from mlse.encoders import load_encoder  # noqa: E402
+from mlse.data.pairs import CROSS_12, SEED_STS_PAIRS  # noqa: E402
+from mlse.evaluation.runners import run_mining, run_sts, run_tatoeba  # noqa: E402
+from mlse.models import load_model  # noqa: E402
 from mlse.results import EvalResult  # noqa: E402
-from mlse.tasks import CROSS_12, SEED_STS_PAIRS, run_mining, run_sts, run_tatoeba  # noqa: E402
 
 DEFAULT_MODELS = ["me5-small", "muse", "minilm-en"]
 MINING_PAIRS = ["de-en", "ru-en", "zh-en"]
@@ -43,13 +44,13 @@ def throughput(model: str, backend: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MLSE_CACHE"] = tmp
         try:
-            enc = load_encoder(model, backend=backend)
+            enc = load_model(model, backend=backend)
             enc.encode(texts[:8])  # load the model and warm its kernels outside the timing
             t0 = time.perf_counter()
             enc.encode(texts[8:])  # none of these is cached yet: every one goes through the model
             cold = time.perf_counter() - t0
             t0 = time.perf_counter()
-            load_encoder(model, backend=backend).encode(texts)  # a new process would do exactly this
+            load_model(model, backend=backend).encode(texts)  # a new process would do exactly this
             warm = time.perf_counter() - t0
         finally:
             os.environ.pop("MLSE_CACHE", None) if previous is None else os.environ.update(MLSE_CACHE=previous)
@@ -139,7 +140,7 @@ def main() -> None:
         if not args.skip_throughput:
             speed.append(throughput(model, args.backend))
             atomic_write_text(out / model / "throughput.json", json.dumps(speed[-1], indent=2) + "\n")
-        enc = load_encoder(model, backend=args.backend)
+        enc = load_model(model, backend=args.backend)
         sts[model] = run_sts(enc, pairs=STS_PAIRS)
         sts[model].write_json(out / model / "sts.json")
         tatoeba[model] = run_tatoeba(enc, langs=list(HAM_KIM_14))

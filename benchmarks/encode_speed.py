@@ -39,7 +39,8 @@ import numpy as np  # noqa: E402
 
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
-from mlse.encoders import BACKENDS, load_encoder  # noqa: E402
+from mlse.encoders.identity import BACKENDS  # noqa: E402
+from mlse.models import load_model  # noqa: E402
 from mlse.procmem import peak_rss_mb  # noqa: E402
 from mlse.results import library_versions  # noqa: E402
 
@@ -76,10 +77,10 @@ def make_encoder(model: str, backend: str, threads: int, cache: bool = False, **
         import torch
 
         torch.set_num_threads(threads)
-        enc = load_encoder(model, cache=cache)
+        enc = load_model(model, cache=cache)
         enc.encode(["warm-up"])  # load outside any timing
         return enc
-    return load_encoder(model, backend=backend, cache=cache, threads=threads, **kwargs)
+    return load_model(model, backend=backend, cache=cache, threads=threads, **kwargs)
 
 
 # -- peak memory: one subprocess per backend -------------------------------------------------------------------------
@@ -128,7 +129,7 @@ def interleaved(encoders: dict, texts: list[str], batch_size: int, runs: int) ->
 
 def limits(args, texts: list[str], int8) -> dict:
     """Where int8 time goes: tokenisation, padding, worker scaling, batch shape."""
-    from mlse.onnx_backend import plan_batches
+    from mlse.encoders.onnx.runtime import plan_batches
 
     tok = int8._tokenizer
     t0 = time.perf_counter()
@@ -165,7 +166,7 @@ def op_profile(int8, texts: list[str], batch_size: int) -> dict[str, float]:
     """Share of kernel time per operator type: the int8 graph on one thread with onnxruntime's profiler."""
     import onnxruntime as ort
 
-    from mlse.onnx_backend import plan_batches, session_options
+    from mlse.encoders.onnx.runtime import plan_batches, session_options
 
     so = session_options(1)
     so.enable_profiling = True
@@ -190,7 +191,7 @@ def op_profile(int8, texts: list[str], batch_size: int) -> dict[str, float]:
 
 
 def accuracy(args, backend: str) -> dict:
-    from mlse.tasks import run_sts, run_tatoeba
+    from mlse.evaluation.runners import run_sts, run_tatoeba
 
     enc = Quiet(make_encoder(args.model, backend, args.threads, cache=True))
     sts = run_sts(enc, pairs=args.sts_pairs, batch_size=args.batch_size, n_boot=200)

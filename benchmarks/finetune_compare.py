@@ -22,9 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlse.atomic import atomic_write_text  # noqa: E402
+from mlse.data.pairs import CROSS_12  # noqa: E402
 from mlse.encoders import load_encoder  # noqa: E402
+from mlse.evaluation.runners import run_sts  # noqa: E402
 from mlse.finetune import FinetuneConfig, finetune  # noqa: E402
-from mlse.tasks import CROSS_12, run_sts  # noqa: E402
 
 METHODS = {
     "mse": {"method": "mse"},

@@ -41,6 +41,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mlse.atomic import atomic_write_text  # noqa: E402
+from mlse.evaluation.index import (  # noqa: E402
+    build_hnsw,
+    build_ivf,
+    default_nlist,
+    knn,
+    knn_numpy,
+    l2_normalize,
+    recall_at_k,
+    search_index,
+)
+from mlse.evaluation.margin import margin_both_ways  # noqa: E402
 from mlse.evaluation.mining import (  # noqa: E402
     MiningSplit,
     best_threshold,
@@ -48,17 +59,6 @@ from mlse.evaluation.mining import (  # noqa: E402
     mining_prf,
     select_one_to_one,
     split_half_prf,
-)
-from mlse.index import (  # noqa: E402
-    build_hnsw,
-    build_ivf,
-    default_nlist,
-    knn,
-    knn_numpy,
-    l2_normalize,
-    margin_both_ways,
-    recall_at_k,
-    search_index,
 )
 from mlse.procmem import peak_rss_mb  # noqa: E402
 from mlse.results import EvalResult, format_table  # noqa: E402
@@ -181,7 +181,7 @@ def _monolingual_extras(data_dir: str | None) -> tuple[list[str], list[str], lis
     (second halves of FLORES / WMT, one language per line so the source pool holds no cluster of mutual
     translations). Halves keep every FLORES / WMT translation pair out of the pools."""
     from mlse.data import load_flores, load_wmt, read_sts_file, wmt_sets
-    from mlse.data.flores import FLORES_DIR, SUFFIX
+    from mlse.data.layout import FLORES_DIR, FLORES_SUFFIX
     from mlse.data.paths import resolve_data_dir
     from mlse.data.stsb import sts_file
 
@@ -201,7 +201,7 @@ def _monolingual_extras(data_dir: str | None) -> tuple[list[str], list[str], lis
         add(list(dict.fromkeys(s1 + s2)), eng, "sts-en")
         sources.append(path)
     flores = load_flores(None, data_dir)
-    sources += [resolve_data_dir(data_dir) / FLORES_DIR / f"{code}{SUFFIX}" for code in flores]
+    sources += [resolve_data_dir(data_dir) / FLORES_DIR / f"{code}{FLORES_SUFFIX}" for code in flores]
     multiway = {"flores": (flores.pop("eng_Latn"), list(flores.values()))}
     w13 = [load_wmt(2013, f"{x}-en", data_dir) for x in ("cs", "de", "es", "fr", "ru")]
     multiway["wmt"] = (w13[0].tgt, [c.src for c in w13])
@@ -591,13 +591,13 @@ def main(argv=None) -> None:
         model, identity, encoder, data = "synthetic", "synthetic clustered vectors, d=32", None, {}
     else:
         from mlse.data import file_sha256
-        from mlse.encoders import load_encoder
+        from mlse.models import load_model
 
         t0 = time.perf_counter()
         pool = real_pool(sizes[-1], args.gold_fraction, args.seed, args.data_dir)
         print(f"pool for N <= {sizes[-1]:,} built in {time.perf_counter() - t0:.0f} s: {len(pool.gold):,} gold, "
               f"{len(pool.src_extra):,} / {len(pool.tgt_extra):,} src / tgt distractors", flush=True)  # fmt: skip
-        encoder = load_encoder(args.model)
+        encoder = load_model(args.model)
         if args.encode_threads:
             import torch
 

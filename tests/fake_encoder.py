@@ -84,7 +84,7 @@ def _worker_main(cache_dir: str, worker: int, n_workers: int, rounds: int, go_fi
     import time
 
     os.environ["MLSE_CACHE"] = cache_dir
-    from mlse.cache import CachedEncoder
+    from mlse.encoders.cache import CachedEncoder
 
     deadline = time.monotonic() + 30
     while not Path(go_file).exists():  # start all workers at (nearly) the same moment

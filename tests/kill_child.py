@@ -56,7 +56,7 @@ def head_job(point: str, model: str, data_dir: str, name: str) -> None:
 
 
 def cache_write() -> None:
-    from mlse.cache import CachedEncoder, EmbeddingStore
+    from mlse.encoders.cache import CachedEncoder, EmbeddingStore
     from tests.fake_encoder import FakeEncoder
 
     encoder = CachedEncoder(FakeEncoder())

@@ -11,7 +11,8 @@ import pytest
 from mlse import backbone_calibration as bc
 from mlse.calibration import IsotonicMap
 from mlse.cli import main
-from mlse.encoders import load_encoder, weights_identity
+from mlse.encoders.identity import weights_identity
+from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
 from tests.fake_encoder import FakeEncoder
 

@@ -43,9 +43,9 @@ def test_a_user_error_and_a_dead_child_are_clear_messages():
 
 @pytest.mark.slow  # ~20 s (torch imported in the child); the fine-tune tab's test covers this path in the fast run
 def test_a_training_job_in_a_child_saves_its_run_and_reports_epochs(tiny_bert, data_dir):
-    from mlse.encoders import runs_dir
+    from mlse.dirs import runs_dir
+    from mlse.heads.scorer import Scorer
     from mlse.jobs import JobRunner, TrainRequest, training_job
-    from mlse.scorer import Scorer
 
     req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-child", pairs=["eng-deu"], max_pairs=40,
                        max_epochs=2, budget_minutes=5, probe=False, data_dir=str(data_dir))  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mlse.data import fetch
+from mlse.data import fetch, fetch_status
 from mlse.data.flores import flores_languages, load_flores
 from mlse.data.stsb import load_sts
 from mlse.data.tatoeba import load_tatoeba, tatoeba_languages
@@ -75,7 +75,7 @@ def served(stand_in_hub, tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(fetch, "_status", fetch.FetchStatus())
+    monkeypatch.setattr(fetch_status, "_status", fetch_status.FetchStatus())
     return calls
 
 
@@ -117,7 +117,7 @@ def test_gated_flores_without_a_token_fails_alone_and_says_how(served, tmp_path,
 
 
 def test_start_fetch_reports_an_unreachable_hub_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetch, "_status", fetch.FetchStatus())
+    monkeypatch.setattr(fetch_status, "_status", fetch_status.FetchStatus())
     lines = []
     thread = fetch.start_fetch(tmp_path, progress=lines.append, reachable=lambda: False)
     thread.join(10)
@@ -129,7 +129,8 @@ def test_start_fetch_reports_an_unreachable_hub_once(tmp_path, monkeypatch):
 
 
 def test_a_dataset_being_downloaded_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetch, "_status", fetch.FetchStatus(running="stsb_multi_mt", waiting=["flores200"]))
+    busy = fetch_status.FetchStatus(running="stsb_multi_mt", waiting=["flores200"])
+    monkeypatch.setattr(fetch_status, "_status", busy)
     with pytest.raises(DataError, match="being downloaded from PhilipMay/stsb_multi_mt now; try again in a minute"):
         load_sts("en-de", "test", tmp_path)
     with pytest.raises(DataError, match="queued for download after stsb_multi_mt"):
@@ -156,7 +157,7 @@ def empty_state(tmp_path, monkeypatch):
     from mlse.ui.state import AppState
     from tests.fake_encoder import FakeEncoder
 
-    monkeypatch.setattr(fetch, "_status", fetch.FetchStatus())
+    monkeypatch.setattr(fetch_status, "_status", fetch_status.FetchStatus())
     state = AppState(data_dir=str(tmp_path))
     monkeypatch.setattr(state, "encoder", lambda name: FakeEncoder())
     return state

@@ -1,13 +1,10 @@
 import numpy as np
 import pytest
 
-from mlse.encoders import (
-    Encoder,
-    SentenceTransformerEncoder,
-    available_models,
-    load_encoder,
-    resolve_model,
-)
+from mlse.encoders.load import load_encoder
+from mlse.encoders.protocol import Encoder
+from mlse.encoders.registry import available_models, resolve_model
+from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import ModelNotFoundError
 
 SENTS = ["A man is playing a flute.", "Ein Mann spielt Flöte.", "Кошка спит.", "猫在睡觉。", ""]

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from mlse.errors import MlseError
+from mlse.evaluation.index import l2_normalize
+from mlse.evaluation.margin import margin_retrieve
 from mlse.evaluation.mining import (
     MiningSplit,
     best_threshold,
@@ -12,7 +14,6 @@ from mlse.evaluation.mining import (
     mine_candidates,
     mining_prf,
 )
-from mlse.index import l2_normalize, margin_retrieve
 
 
 def _parallel(n: int) -> list[tuple[str, str]]:

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from mlse.evaluation.index import l2_normalize
 from mlse.evaluation.retrieval import retrieval_accuracy, retrieval_errors, tatoeba_metrics, xsim_error
-from mlse.index import l2_normalize
 
 
 def _one_wrong() -> tuple[np.ndarray, np.ndarray]:

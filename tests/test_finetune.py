@@ -14,7 +14,8 @@ import pytest
 
 from mlse.cli import main
 from mlse.data import default_labels, load_parallel, normalize_sentence
-from mlse.encoders import load_encoder, runs_dir
+from mlse.dirs import runs_dir
+from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
 from mlse.finetune import (
     CONFIG_FILE,
@@ -170,7 +171,7 @@ def test_everything_filtered_is_refused(tiny_bert, monkeypatch):
     """A pair whose every sentence is an evaluation sentence leaves no data, and says so."""
     corpus = load_parallel("en-de", src_labels=default_labels("en"), tgt_labels=default_labels("de"))
     everything = {normalize_sentence(s) for s in corpus.src}
-    monkeypatch.setattr("mlse.finetune.evaluation_sentences", lambda data_dir=None: everything)
+    monkeypatch.setattr("mlse.data.bitext.evaluation_sentences", lambda data_dir=None: everything)
     with pytest.raises(MlseError, match="no training pairs left after the contamination filter"):
         finetune(tiny_config("x", tiny_bert, tiny_bert))
 

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from mlse.encoders import load_encoder, runs_dir
+from mlse.dirs import runs_dir
+from mlse.encoders.load import load_encoder
 
 
 def test_torchrun_two_processes_average_gradients_and_rank0_writes_the_run(tiny_bert, data_dir):

@@ -3,8 +3,8 @@ sentence-transformers (issue 2's reference: en-en 82.0, en-de 29.0, en-fr 32.6, 
 
 import pytest
 
-from mlse.encoders import load_encoder
-from mlse.tasks import run_sts
+from mlse.encoders.load import load_encoder
+from mlse.evaluation.runners import run_sts
 
 pytestmark = pytest.mark.multithread
 

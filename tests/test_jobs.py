@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from mlse.encoders import runs_dir
+from mlse.dirs import runs_dir
 from mlse.errors import MlseError
+from mlse.heads.scorer import Scorer
 from mlse.jobs import JobBusyError, JobRunner, JobStopped, TrainRequest, check_request, training_job, validate_run_name
-from mlse.scorer import Scorer, is_scorer_folder
+from mlse.runs import is_scorer_folder
 from tests.job_helpers import on_first_eval
 
 

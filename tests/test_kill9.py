@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse.cache import CachedEncoder, text_key
-from mlse.encoders import load_encoder, runs_dir
+from mlse.dirs import runs_dir
+from mlse.encoders.cache import CachedEncoder, text_key
+from mlse.encoders.load import load_encoder
 from mlse.finetune import FinetuneConfig, finetune
+from mlse.heads.scorer import Scorer
 from mlse.jobs import TrainRequest, training_job
-from mlse.scorer import Scorer
 from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder, fake_vector
 from tests.kill_child import COMMITTED, TEXTS

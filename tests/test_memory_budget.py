@@ -52,7 +52,7 @@ def test_weight_files_are_counted_at_their_loaded_size(tmp_path, tiny_bert):
         archive.writestr("a.npy", b"\0" * 5000)  # compresses to almost nothing; np.load holds all 5000 bytes
     assert weight_file_bytes(tmp_path) == 6000
     weights = sum(p.stat().st_size for p in Path(tiny_bert).rglob("*.safetensors"))
-    from mlse.encoders import load_encoder
+    from mlse.encoders.load import load_encoder
 
     assert estimate_resident_bytes(load_encoder(str(tiny_bert))) == weights  # through the cache wrapper
     assert estimate_resident_bytes(load_encoder(str(tiny_bert)), backend="onnx-int8") == int(weights * INT8_FRACTION)

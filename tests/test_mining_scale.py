@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlse.evaluation.index import l2_normalize, make_search
 from mlse.evaluation.mining import (
     best_threshold,
     build_mining_task,
@@ -16,7 +17,6 @@ from mlse.evaluation.mining import (
     select_one_to_one,
     split_half_prf,
 )
-from mlse.index import l2_normalize, make_search
 
 ROOT = Path(__file__).resolve().parents[1]
 

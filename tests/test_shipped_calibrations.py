@@ -13,7 +13,8 @@ import json
 import pytest
 
 from mlse.backbone_calibration import SHIPPED_DIR, calibration_file, find_calibration
-from mlse.encoders import DEFAULT_MODELS, load_encoder
+from mlse.encoders.load import load_encoder
+from mlse.encoders.registry import DEFAULT_MODELS
 
 FLUTE = "A man is playing a flute."
 TRANSLATION = "Ein Mann spielt Flöte."

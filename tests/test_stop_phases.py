@@ -12,12 +12,13 @@ import time
 import numpy as np
 import pytest
 
-import mlse.encoders
+import mlse.models
 import mlse.stopping
-from mlse.cache import CachedEncoder
-from mlse.encoders import runs_dir
+import mlse.training
+from mlse.dirs import runs_dir
+from mlse.encoders.cache import CachedEncoder
+from mlse.heads.scorer import Scorer
 from mlse.jobs import JobRunner, TrainRequest, training_job
-from mlse.scorer import Scorer
 from mlse.stopping import Stopped, StopSignal, encode_in_chunks
 from tests.fake_encoder import FakeEncoder, SlowFakeEncoder, fake_vector
 from tests.job_helpers import on_first_eval
@@ -29,7 +30,11 @@ STOP_WITHIN_S = 5.0
 def slow_encoder(monkeypatch) -> SlowFakeEncoder:
     """Every model name loads the slow fake (through the real embedding cache): 4,000 texts take ~20 s."""
     slow = SlowFakeEncoder(seconds_per_text=0.005)
-    monkeypatch.setattr(mlse.encoders, "load_encoder", lambda *a, **k: CachedEncoder(slow))
+    def load(*args, **kwargs):
+        return CachedEncoder(slow)
+
+    monkeypatch.setattr(mlse.training, "load_model", load)  # Stage 1 / Stage 2 backbones
+    monkeypatch.setattr(mlse.models, "load_model", load)  # fine-tuning teachers
     return slow
 
 

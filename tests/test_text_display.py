@@ -7,7 +7,6 @@ import pytest
 
 from mlse.textclean import strip_controls
 from mlse.ui import results_tab
-from mlse.ui.map_tab import md_escape
 from mlse.ui.score_tab import clean_text
 
 MEANINGFUL = {
@@ -29,11 +28,6 @@ def test_meaningful_format_characters_are_kept(text):
 def test_controls_surrogates_and_bidi_overrides_are_removed_and_counted():
     kept, removed = strip_controls("a\x00b\x1bc\x7fd\u202ee\u2066f\ud800g\th\ni")
     assert kept == "abcdefg\th\ni" and removed == 6
-
-
-def test_apostrophes_show_as_apostrophes_in_the_map_highlight_table():
-    shown = md_escape("l'homme qu'il a vu & <b>")
-    assert "&#x27;" not in shown and "l'homme" in shown and "&lt;b&gt;" in shown and "&amp;" in shown
 
 
 def test_results_table_rounds_values_for_display():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlse.encoders import load_encoder
+from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
+from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
-from mlse.scorer import Scorer
 from mlse.ui.score_tab import score_pair
 from mlse.ui.state import AppState
 

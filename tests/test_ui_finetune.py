@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mlse.encoders import runs_dir
+from mlse.dirs import runs_dir
 from mlse.jobs import JobRunner
 from mlse.ui import finetune_tab as ft
 from mlse.ui.state import AppState

@@ -9,8 +9,9 @@ import pytest
 
 from mlse.analysis.projection import SPACES
 from mlse.errors import ModelNotFoundError
-from mlse.ui.map_tab import highlight, hover_text, md_escape, project_map
+from mlse.ui.map_tab import highlight, hover_text, project_map
 from mlse.ui.state import AppState
+from mlse.ui.text import md_escape
 from tests.fake_encoder import FakeEncoder
 
 LANGS = ["eng_Latn", "deu_Latn", "fra_Latn"]
@@ -32,8 +33,8 @@ class StubState:
 @pytest.fixture(scope="module")
 def fake_scorer():
     """A Scorer over the fake encoder with a (briefly) trained Stage-1 head: three spaces, no real model."""
+    from mlse.heads.scorer import Scorer
     from mlse.heads.stage1 import Stage1Head
-    from mlse.scorer import Scorer
 
     rng = np.random.default_rng(0)
     X_a, X_b = rng.normal(size=(2, 40, 8)).astype(np.float32)  # [40, 8] each

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mlse import hub
+from mlse import hub_probe
 from mlse.jobs import JobRunner
 from mlse.ui.model_pickers import ModelPicker, kept_value, picker_choices, picker_updates
 from mlse.ui.state import BACKBONE, STUDENT, AppState
@@ -18,8 +18,8 @@ from mlse.ui.state import BACKBONE, STUDENT, AppState
 @pytest.fixture()
 def hub_answer():
     """Set the remembered hub answer for one test; forgotten afterwards so no other test sees it."""
-    yield hub.remember
-    hub.remember(None)
+    yield hub_probe.remember
+    hub_probe.remember(None)
 
 
 def add_student(runs, tiny_bert, name: str) -> None:
@@ -131,9 +131,9 @@ def test_probe_counts_any_http_answer_as_reachable(monkeypatch):
     try:
         monkeypatch.setenv("HF_HUB_OFFLINE", "0")
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-        assert hub.probe_hub(timeout=5) is True
+        assert hub_probe.probe_hub(timeout=5) is True
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the user's word wins over the network
-        assert hub.probe_hub(timeout=5) is False
+        assert hub_probe.probe_hub(timeout=5) is False
     finally:
         server.shutdown()
 
@@ -145,18 +145,18 @@ def test_probe_of_a_closed_port_is_unreachable_and_quick(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
     started = time.monotonic()
-    assert hub.probe_hub(timeout=3) is False
+    assert hub_probe.probe_hub(timeout=3) is False
     assert time.monotonic() - started < 3
 
 
 def test_background_probe_remembers_its_answer(hub_answer, monkeypatch):
-    monkeypatch.setattr(hub, "probe_hub", lambda timeout=hub.TIMEOUT_SECONDS: True)
+    monkeypatch.setattr(hub_probe, "probe_hub", lambda timeout=hub_probe.TIMEOUT_SECONDS: True)
     hub_answer(None)
-    assert hub.hub_reachable() is None  # not known yet: the caller does not wait
+    assert hub_probe.hub_reachable() is None  # not known yet: the caller does not wait
     deadline = time.monotonic() + 10
-    while hub.hub_reachable() is None and time.monotonic() < deadline:
+    while hub_probe.hub_reachable() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert hub.hub_reachable() is True
+    assert hub_probe.hub_reachable() is True
 
 
 def test_the_app_wires_one_poll_for_every_picker(monkeypatch, tmp_path):

@@ -12,11 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlse.encoders import list_runs, load_encoder, resolve_model
+from mlse.encoders.load import load_encoder
+from mlse.encoders.registry import list_runs, resolve_model
+from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
 from mlse.heads.stage2 import Stage2Head
 from mlse.langdetect import detect_language
-from mlse.scorer import Scorer
+from mlse.models import load_model
 from mlse.ui import state as state_module
 from mlse.ui.score_tab import (
     COLUMNS,
@@ -24,7 +26,6 @@ from mlse.ui.score_tab import (
     clean_text,
     detect_api,
     detect_handler,
-    escape_markdown,
     load_examples,
     model_choices,
     score_pair,
@@ -80,7 +81,7 @@ def test_nested_runs_are_listed_and_resolve(runs, monkeypatch):
     assert {s.name: s.source for s in list_runs()} == {S1: "scorer", S12: "scorer", STU: "run"}
     assert resolve_model(S12).location == str(runs.root / "grid" / "s1+s2")
     assert resolve_model("grid/s1").name == S1  # without the runs/ prefix too
-    assert isinstance(load_encoder(S12), Scorer)
+    assert isinstance(load_model(S12), Scorer)
 
 
 def test_state_lists_models_with_their_kind(state, runs):
@@ -253,10 +254,6 @@ def test_detect_handler_and_api():
     assert "**German** (`de`" in detect_handler(DE)
     assert detect_handler("1234") == "Detected language: undetermined"
     assert detect_api("Кошка спит на диване.")[0] == "ru"
-
-
-def test_escape_markdown():
-    assert escape_markdown("<a href='x'>[link](y)</a>\n#h") == "&lt;a href='x'&gt;\\[link\\]\\(y\\)&lt;/a&gt; \\#h"
 
 
 def test_examples_cover_many_languages_and_keep_the_seed_pair():

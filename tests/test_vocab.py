@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from mlse.data import default_labels, load_parallel
-from mlse.encoders import load_encoder, load_sentence_transformer, runs_dir
+from mlse.dirs import runs_dir
+from mlse.encoders.load import load_encoder
+from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
 from mlse.finetune import AutocastForward, FinetuneConfig, epoch_batches, finetune, resolve_precision
 from mlse.vocab import aligned_init, extend_model_vocabulary, learn_wordpiece, merged_vocab, subword_init

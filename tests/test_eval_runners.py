@@ -1,4 +1,5 @@
-"""mlse.tasks end to end on the real datasets with the tiny local encoders (and a fake "perfect" encoder for mining)."""
+"""mlse.evaluation.runners end to end on the real datasets with the tiny local encoders (and a fake "perfect" encoder
+for mining)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mlse.encoders import load_encoder
+from mlse.encoders.load import load_encoder
 from mlse.errors import DataError, MlseError
+from mlse.evaluation.runners import mining_sources, run_mining, run_sts, run_tatoeba, sts_groups
 from mlse.results import EvalResult, result_table
-from mlse.tasks import mining_sources, run_mining, run_sts, run_tatoeba, sts_groups
 
 STS_PAIRS = ["en-en", "en-de"]
 STS_TEST_N = 1379  # rows of stsb_multi_mt test

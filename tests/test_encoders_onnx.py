@@ -19,11 +19,14 @@ import sys
 import numpy as np
 import pytest
 
-import mlse.onnx_export as onnx_export
+import mlse.encoders.onnx.export as onnx_export
 from mlse.cli import main
-from mlse.encoders import BACKENDS, backend_of, load_encoder, weights_identity
+from mlse.encoders.identity import BACKENDS, backend_of, weights_identity
+from mlse.encoders.load import load_encoder
+from mlse.encoders.onnx.runtime import OnnxEncoder, plan_batches
+from mlse.encoders.threads import default_threads
 from mlse.errors import MlseError
-from mlse.onnx_backend import OnnxEncoder, default_threads, plan_batches
+from mlse.models import load_model
 
 FP32_TOL = 1e-4
 INT8_MIN_COS, INT8_MEAN_COS, INT8_MAX_ABS = 0.97, 0.994, 0.05
@@ -106,7 +109,7 @@ def test_smoothing_keeps_the_fp32_function_and_reaches_every_layernorm_fed_matmu
     import onnx
     import onnxruntime as ort
 
-    from mlse.onnx_quantize import channel_absmax, smooth_layernorm_matmuls
+    from mlse.encoders.onnx.quantize import channel_absmax, smooth_layernorm_matmuls
 
     enc = load_encoder(str(tiny_bert), backend="onnx", cache=False)
     enc.encode(["x"])  # loads the session and tokenizer
@@ -292,12 +295,11 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
         return fake
 
-    import mlse.experiments.seed_grid as seed_grid
-    import mlse.training as training
+    import mlse.cli as cli
 
-    monkeypatch.setattr(training, "train_stage1", capture("stage1"))
-    monkeypatch.setattr(training, "train_stage2", capture("stage2"))
-    monkeypatch.setattr(seed_grid, "run_seed_grid", capture("grid"))
+    monkeypatch.setattr(cli, "train_stage1", capture("stage1"))
+    monkeypatch.setattr(cli, "train_stage2", capture("stage2"))
+    monkeypatch.setattr(cli, "run_seed_grid", capture("grid"))
     for argv in (["train", "stage1", "--backend", "onnx-int8"],
                  ["train", "stage2", "--stage1", "x", "--backend", "onnx"],
                  ["experiment", "seed-grid", "--backend", "onnx-int8", "--out", str(tmp_path)]):  # fmt: skip
@@ -313,7 +315,7 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
 
 def test_scorer_trained_on_onnx_backbone_loads_on_every_backend(tiny_bert, tmp_path, data_dir):
-    from mlse.scorer import SCORER_FILE
+    from mlse.runs import SCORER_FILE
     from mlse.training import train_stage1
 
     out = tmp_path / "tiny+s1"
@@ -323,7 +325,7 @@ def test_scorer_trained_on_onnx_backbone_loads_on_every_backend(tiny_bert, tmp_p
     torch_identity = load_encoder(str(tiny_bert), cache=False).identity
     assert manifest["backbone_identity"] == torch_identity and manifest["backbone_backend"] == "onnx"
     texts = _sentences(data_dir, 10)
-    loaded = {b: load_encoder(str(out), backend=b) for b in BACKENDS}
+    loaded = {b: load_model(str(out), backend=b) for b in BACKENDS}
     assert {b: backend_of(s.backbone.identity) for b, s in loaded.items()} == {b: b for b in BACKENDS}
     assert isinstance(loaded["onnx-int8"].backbone.inner, OnnxEncoder)
     vecs = {b: s.encode(texts) for b, s in loaded.items()}

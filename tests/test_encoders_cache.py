@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse.cache import CachedEncoder, EmbeddingStore, cache_root, text_key
-from mlse.encoders import load_encoder
+from mlse.dirs import cache_root
+from mlse.encoders.cache import CachedEncoder, EmbeddingStore, text_key
+from mlse.encoders.load import load_encoder
 from tests.fake_encoder import DIM, FakeEncoder, fake_vector, worker_texts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -259,7 +260,7 @@ def test_garbage_file_is_moved_aside_and_rebuilt(caplog):
 
     fake = FakeEncoder()
     enc = CachedEncoder(fake)
-    with caplog.at_level(logging.WARNING, logger="mlse.cache"):
+    with caplog.at_level(logging.WARNING, logger="mlse.encoders.cache"):
         out = enc.encode(TEXTS)
     np.testing.assert_array_equal(out, expected(TEXTS))
     assert fake.texts_encoded == len(TEXTS) and enc.stats == {"encoded": len(TEXTS), "served": 0}
@@ -286,7 +287,7 @@ def test_truncated_file_is_detected_and_rebuilt(caplog):
 
     fake = FakeEncoder()
     enc = CachedEncoder(fake)
-    with caplog.at_level(logging.WARNING, logger="mlse.cache"):
+    with caplog.at_level(logging.WARNING, logger="mlse.encoders.cache"):
         out = enc.encode(many)
     np.testing.assert_array_equal(out, expected(many))
     assert enc.stats == {"encoded": len(many), "served": 0}
@@ -310,7 +311,7 @@ def test_altered_row_is_re_encoded_alone(caplog):
 
     fake = FakeEncoder()
     enc = CachedEncoder(fake)
-    with caplog.at_level(logging.WARNING, logger="mlse.cache"):
+    with caplog.at_level(logging.WARNING, logger="mlse.encoders.cache"):
         out = enc.encode(TEXTS)
     np.testing.assert_array_equal(out, expected(TEXTS))
     assert fake.seen == [victim]
@@ -347,7 +348,7 @@ def test_store_for_other_identity_in_same_file_is_refused(caplog):
     path_b = enc_b.store(True).path
     path_b.parent.mkdir(parents=True, exist_ok=True)
     path_b.write_bytes(path_a.read_bytes())
-    with caplog.at_level(logging.WARNING, logger="mlse.cache"):
+    with caplog.at_level(logging.WARNING, logger="mlse.encoders.cache"):
         out = enc_b.encode(TEXTS)
     np.testing.assert_array_equal(out, expected(TEXTS, identity="fake:other"))
     assert enc_b.stats == {"encoded": len(TEXTS), "served": 0}

@@ -17,10 +17,12 @@ import pytest
 
 from mlse.cli import main
 from mlse.data import evaluation_sentences, normalize_sentence
-from mlse.encoders import load_encoder
+from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
-from mlse.scorer import SCORER_FILE, BackboneMismatchError, Scorer
-from mlse.tasks import run_sts
+from mlse.evaluation.runners import run_sts
+from mlse.heads.scorer import BackboneMismatchError, Scorer
+from mlse.models import load_model
+from mlse.runs import SCORER_FILE
 from mlse.training import stage1_data, train_stage1, train_stage2
 from tests.fake_encoder import FakeEncoder
 
@@ -136,14 +138,14 @@ def test_reloaded_scorer_encodes_identically(trained, data_dir, monkeypatch, run
     # the heads change the embedding (otherwise this test would not see a lost head)
     assert not np.allclose(expected, in_memory.backbone.encode(texts), atol=1e-3)
 
-    by_folder = load_encoder(str(folder))
+    by_folder = load_model(str(folder))
     assert isinstance(by_folder, Scorer) and by_folder.name == str(folder)  # named as given, like any local folder
     assert [k for k, _ in by_folder.heads] == [k for k, _ in in_memory.heads]
     assert by_folder.identity == in_memory.identity
     np.testing.assert_allclose(by_folder.encode(texts), expected, atol=1e-6)
 
     monkeypatch.setenv("MLSE_RUNS", str(trained.runs))
-    by_name = load_encoder(run)
+    by_name = load_model(run)
     assert isinstance(by_name, Scorer) and by_name.name == run
     np.testing.assert_allclose(by_name.encode(texts), expected, atol=1e-6)
 
@@ -156,7 +158,7 @@ def test_reloaded_scorer_encodes_identically(trained, data_dir, monkeypatch, run
 
 def test_end_to_end_trains_saves_reloads_and_scores_identically(trained, data_dir):
     before = run_sts(trained.s2, pairs=["en-de"], data_dir=data_dir, n_boot=0)
-    reloaded = load_encoder(str(trained.s2_dir))
+    reloaded = load_model(str(trained.s2_dir))
     after = run_sts(reloaded, pairs=["en-de"], data_dir=data_dir, n_boot=0)
     assert before.model_identity == after.model_identity
     pred_before, pred_after = before.extras["predictions"]["en-de"], after.extras["predictions"]["en-de"]

@@ -11,10 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from mlse.backbones.use import WEIGHT_FILES, UseEncoder, flat_batches, resources_dir
-from mlse.cache import CachedEncoder
-from mlse.encoders import available_models, load_encoder, resolve_model
+from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.load import load_encoder
+from mlse.encoders.registry import available_models, resolve_model
+from mlse.encoders.use import WEIGHT_FILES, UseEncoder, flat_batches, resources_dir
 from mlse.errors import MlseError
+from mlse.models import load_model
 
 # The issue's table (STS Multi MT test, Spearman x 100) for USE multilingual v3 through the package.
 ISSUE_TABLE = {"en-en": 80.1, "en-de": 72.3, "en-es": 74.5, "en-fr": 72.6, "en-it": 75.0, "en-nl": 70.8,
@@ -141,7 +143,7 @@ def test_load_encoder_caches_muse_and_serves_repeats(muse):
 
 
 def test_stage1_heads_train_on_muse_through_the_real_path(tmp_path, data_dir):
-    from mlse.scorer import SCORER_FILE
+    from mlse.runs import SCORER_FILE
     from mlse.training import train_stage1
 
     out = tmp_path / "muse+s1"
@@ -149,7 +151,7 @@ def test_stage1_heads_train_on_muse_through_the_real_path(tmp_path, data_dir):
                           max_epochs=2)  # fmt: skip
     manifest = json.loads((out / SCORER_FILE).read_text())
     assert manifest["backbone"] == "muse" and manifest["backbone_identity"] == UseEncoder().identity
-    loaded = load_encoder(str(out))
+    loaded = load_model(str(out))
     texts = ["Guten Morgen.", "Good morning."]
     emb = loaded.encode(texts)
     assert emb.shape[0] == 2 and emb.shape[1] == scorer.encode(texts).shape[1]

@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse.backbones import e5
-from mlse.backbones._e5_format import E5File, dequantize_q4_0
-from mlse.encoders import folder_fingerprint, load_encoder, materialise, registry, spec_status, text_prefix
+from mlse.encoders import e5
+from mlse.encoders.e5_format import E5File, dequantize_q4_0
+from mlse.encoders.identity import folder_fingerprint, text_prefix
+from mlse.encoders.load import load_encoder
+from mlse.encoders.registry import materialise, registry, spec_status
 from mlse.errors import MlseError
 from tests.e5_format_writer import BOS, EOS, PAD, UNK, build_tiny, pack_q4, write_e5
 from tests.e5_reference_tokenizer import ReferenceTokenizer

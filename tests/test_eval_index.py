@@ -1,27 +1,30 @@
-"""mlse.index: faiss k-NN (exact, IVF, HNSW) vs the numpy oracle, and the ratio margin vs a direct double loop."""
+"""mlse.evaluation.index and .margin: faiss k-NN (exact, IVF, HNSW) vs the numpy oracle, and the ratio margin vs a
+direct double loop."""
 
 import numpy as np
 import pytest
 
-from mlse.evaluation.mining import mine_candidates
-from mlse.index import (
+from mlse.evaluation.index import (
     build_hnsw,
     build_ivf,
     default_nlist,
-    full_margin_matrix,
     knn,
     knn_hnsw,
     knn_ivf,
     knn_numpy,
     l2_normalize,
     make_search,
+    recall_at_k,
+    search_index,
+)
+from mlse.evaluation.margin import (
+    full_margin_matrix,
     margin_retrieve,
     margin_retrieve_both,
     neighbourhood_means,
     ratio_margin_scores,
-    recall_at_k,
-    search_index,
 )
+from mlse.evaluation.mining import mine_candidates
 
 
 def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -1,0 +1,44 @@
+"""mlse.runs: run names (one rule for the CLI and the app), what a folder is, and how runs are found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlse.runs import find_runs, is_finetuned_model, run_name, safe_name
+
+
+def test_safe_name_keeps_folder_friendly_characters(tmp_path, monkeypatch):
+    assert safe_name("minilm-en") == "minilm-en"
+    assert safe_name("sentence-transformers/LaBSE") == "sentence-transformers_LaBSE"  # a hub id (no such folder)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "my model").mkdir(parents=True)
+    assert safe_name("models/my model/") == "my_model"  # an existing folder: its own name
+
+
+def test_run_name_is_the_model_then_the_tags():
+    assert run_name("minilm-en", "s1") == "minilm-en+s1"
+    assert run_name("runs/minilm-en+s1", "s2", "conv") == "minilm-en+s1+s2+conv"  # a run's "runs/" prefix goes
+    assert run_name("sentence-transformers/LaBSE", "mse") == "sentence-transformers_LaBSE+mse"
+
+
+def _model(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "modules.json").write_text("[]")
+    return folder
+
+
+def test_find_runs_sees_scorers_students_and_groups_but_not_hidden_folders(tmp_path):
+    (tmp_path / "a+s1").mkdir()
+    (tmp_path / "a+s1" / "scorer.json").write_text("{}")
+    _model(tmp_path / "student" / "model")
+    (tmp_path / "student" / "finetune_config.json").write_text("{}")
+    _model(tmp_path / "grid" / "s1+s2" / "model")
+    _model(tmp_path / ".half-written" / "model")
+    (tmp_path / "empty").mkdir()
+    found = {(r.name, r.kind, r.location) for r in find_runs(tmp_path)}
+    assert found == {("runs/a+s1", "scorer", tmp_path / "a+s1"),
+                     ("runs/student", "run", tmp_path / "student" / "model"),
+                     ("runs/grid/s1+s2", "run", tmp_path / "grid" / "s1+s2" / "model")}  # fmt: skip
+    assert is_finetuned_model(tmp_path / "student" / "model") and is_finetuned_model(tmp_path / "student")
+    assert not is_finetuned_model(tmp_path / "grid" / "s1+s2" / "model")
+    assert find_runs(tmp_path / "missing") == []
