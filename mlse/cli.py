@@ -72,12 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data-dir", default=None)
 
     ex = sub.add_parser("experiment", help="reproducible experiment recipes")
-    ex.add_argument("recipe", choices=["seed-grid"])
+    ex.add_argument("recipe", choices=["seed-grid", "students"])
     ex.add_argument("--backbone", default="minilm-en")
     _add_backend(ex, "the backbone")
     ex.add_argument("--max-pairs", type=int, default=2000, help="Stage-1 pairs per language pair (0: all)")
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
     ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
+    ex.add_argument("--recipes", type=_csv, default=None,
+                    help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute "
+                         "budget")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0)
     ex.add_argument("--data-dir", default=None)
 
@@ -107,6 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                     help="bf16 autocast of the transformer (auto: where the CPU/GPU supports it)")
     ft.add_argument("--no-bucket", action="store_true", help="do not group batches by sentence length")
+    ft.add_argument("--freeze-embeddings", action="store_true", help="keep the token embedding matrix fixed")
+    ft.add_argument("--lora-r", type=int, default=0, help="> 0: train LoRA adapters of this rank (peft)")
+    ft.add_argument("--lora-alpha", type=float, default=None, help="LoRA scale numerator (default 2 x rank)")
+    ft.add_argument("--bridge", default="none", choices=["none", "linear"],
+                    help="mse: start from a least-squares map of the student's space onto the teacher's")
+    ft.add_argument("--bridge-sentences", type=int, default=5000, help="English sentences the bridge is fitted on")
+    ft.add_argument("--budget-clock", default="wall", choices=["wall", "cpu"],
+                    help="cpu: count the budget in process CPU seconds / threads (equal compute on a shared machine)")
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--data-dir", default=None)
     ft.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
@@ -120,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
     ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
-    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all (every language in the data)")
+    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
+                    "(every language in the data)")
     ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
     ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
     ev.add_argument("--seed", type=int, default=0, help="mining: seed of the task construction")
@@ -211,6 +223,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from mlse.experiments.seed_grid import markdown_table, run_seed_grid, safe_name
 
+    if args.recipe == "students":
+        return _students(args)
+
     tag = "" if args.backend == "torch" else f"-{args.backend}"
     out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
@@ -219,6 +234,21 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                             progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(markdown_table(results))
     print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+    return 0
+
+
+def _students(args: argparse.Namespace) -> int:
+    from mlse.encoders import runs_dir
+    from mlse.experiments.students import RECIPES, parse_recipe, run_recipe, write_report
+
+    out = Path(args.out or Path("results") / "students")
+    names = args.recipes or list(RECIPES)
+    plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
+    for name, recipe in plans:
+        run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
+                   progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
+    print(f"wrote {out}/students.md, students.html")
     return 0
 
 
@@ -325,7 +355,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         dev_max_pairs=args.dev_max_pairs, tau_base=args.tau_base, label=args.label, temperature=args.temperature,
         tcm_alpha=args.tcm_alpha, include_src=False if args.no_src_term else None, seed=args.seed, out=out,
         data_dir=args.data_dir, device=args.device, extend_vocab=args.extend_vocab, vocab_init=args.vocab_init,
-        precision=args.precision, bucket_by_length=not args.no_bucket,
+        precision=args.precision, bucket_by_length=not args.no_bucket, freeze_embeddings=args.freeze_embeddings,
+        lora_r=args.lora_r, lora_alpha=args.lora_alpha, bridge=args.bridge, bridge_sentences=args.bridge_sentences,
+        budget_clock=args.budget_clock,
     )  # fmt: skip
     metrics = finetune(config, progress=line)
     if metrics.get("rank", 0) != 0:  # one summary per run: ranks printing at once would interleave their lines
