@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute "
                          "budget")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument("--seeds", type=_csv, default=None,
+                    help="seed-grid: train every variant once per seed, e.g. 0,1,2 (default: --seed alone)")
     ex.add_argument("--data-dir", default=None)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
@@ -230,11 +232,21 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
     results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
-                            seed=args.seed, stage1_config=stage1_config, backend=args.backend,
+                            seed=args.seed, seeds=_int_list(args.seeds, "--seeds"), stage1_config=stage1_config,
+                            backend=args.backend,
                             progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(markdown_table(results))
     print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
     return 0
+
+
+def _int_list(values: list[str] | None, flag: str) -> list[int] | None:
+    if not values:
+        return None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise MlseError(f"{flag} takes whole numbers separated by commas, got {','.join(values)!r}") from None
 
 
 def _students(args: argparse.Namespace) -> int:
