@@ -161,7 +161,8 @@ def test_run_seed_grid_with_three_seeds(tiny_bert, data_dir, tmp_path):
     assert lo <= results["scores"]["s1"]["en-de"]["pearson"] <= hi
     assert "spearman_ci95" in results["scores"]["baseline"]["en-en"]
     assert "pearson_ci95" not in results["seed_scores"]["s1"]["1"]["en-de"]  # CIs for the first seed only
-    assert sorted(p.name for p in runs.iterdir()) == sorted([*trained, *(f"{v}-seed{s}" for v in trained for s in (1, 2))])
+    expected_runs = [*trained, *(f"{v}-seed{s}" for v in trained for s in (1, 2))]
+    assert sorted(p.name for p in runs.iterdir()) == sorted(expected_runs)
     summary = results["seed_summary"]["s1+s2"]["all/pearson"]
     assert len(summary["deltas"]) == 3 and summary["verdict"] in ("better", "worse", "within seed noise")
     assert "Mean change against the baseline over 3 seeds" in (out / "seed-grid.md").read_text()
