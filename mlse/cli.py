@@ -32,6 +32,7 @@ from mlse.encoders.registry import DEFAULT_MODEL, available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
 from mlse.experiments.seed_grid import markdown_table, run_seed_grid
+from mlse.experiments.students import RECIPES, parse_recipe, run_recipe, write_report
 from mlse.finetune import FinetuneConfig, finetune
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
@@ -90,13 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data-dir", default=None)
 
     ex = sub.add_parser("experiment", help="reproducible experiment recipes")
-    ex.add_argument("recipe", choices=["seed-grid"])
+    ex.add_argument("recipe", choices=["seed-grid", "students"])
     ex.add_argument("--backbone", default="minilm-en")
     _add_backend(ex, "the backbone")
     ex.add_argument("--max-pairs", type=int, default=2000, help="Stage-1 pairs per language pair (0: all)")
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
     ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
+    ex.add_argument("--recipes", type=_csv, default=None,
+                    help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute "
+                         "budget")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument("--seeds", type=_csv, default=None,
+                    help="seed-grid: train every variant once per seed, e.g. 0,1,2 (default: --seed alone)")
     ex.add_argument("--data-dir", default=None)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
@@ -125,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     ft.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                     help="bf16 autocast of the transformer (auto: where the CPU/GPU supports it)")
     ft.add_argument("--no-bucket", action="store_true", help="do not group batches by sentence length")
+    ft.add_argument("--freeze-embeddings", action="store_true", help="keep the token embedding matrix fixed")
+    ft.add_argument("--lora-r", type=int, default=0, help="> 0: train LoRA adapters of this rank (peft)")
+    ft.add_argument("--lora-alpha", type=float, default=None, help="LoRA scale numerator (default 2 x rank)")
+    ft.add_argument("--bridge", default="none", choices=["none", "linear"],
+                    help="mse: start from a least-squares map of the student's space onto the teacher's")
+    ft.add_argument("--bridge-sentences", type=int, default=5000, help="English sentences the bridge is fitted on")
+    ft.add_argument("--budget-clock", default="wall", choices=["wall", "cpu"],
+                    help="cpu: count the budget in process CPU seconds / threads (equal compute on a shared machine)")
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--data-dir", default=None)
     ft.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
@@ -216,14 +230,38 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
+    if args.recipe == "students":
+        return _students(args)
     tag = "" if args.backend == "torch" else f"-{args.backend}"
     out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
     results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
-                            seed=args.seed, stage1_config=stage1_config, backend=args.backend,
+                            seed=args.seed, seeds=_int_list(args.seeds, "--seeds"), stage1_config=stage1_config,
+                            backend=args.backend,
                             progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(markdown_table(results))
     print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+    return 0
+
+
+def _int_list(values: list[str] | None, flag: str) -> list[int] | None:
+    if not values:
+        return None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise MlseError(f"{flag} takes whole numbers separated by commas, got {','.join(values)!r}") from None
+
+
+def _students(args: argparse.Namespace) -> int:
+    out = Path(args.out or Path("results") / "students")
+    names = args.recipes or list(RECIPES)
+    plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
+    for name, recipe in plans:
+        run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
+                   progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
+    print(f"wrote {out}/students.md, students.html")
     return 0
 
 
@@ -310,7 +348,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         dev_max_pairs=args.dev_max_pairs, tau_base=args.tau_base, label=args.label, temperature=args.temperature,
         tcm_alpha=args.tcm_alpha, include_src=False if args.no_src_term else None, seed=args.seed, out=out,
         data_dir=args.data_dir, device=args.device, extend_vocab=args.extend_vocab, vocab_init=args.vocab_init,
-        precision=args.precision, bucket_by_length=not args.no_bucket,
+        precision=args.precision, bucket_by_length=not args.no_bucket, freeze_embeddings=args.freeze_embeddings,
+        lora_r=args.lora_r, lora_alpha=args.lora_alpha, bridge=args.bridge, bridge_sentences=args.bridge_sentences,
+        budget_clock=args.budget_clock,
     )  # fmt: skip
     metrics = finetune(config, progress=line)
     if metrics.get("rank", 0) != 0:  # one summary per run: ranks printing at once would interleave their lines

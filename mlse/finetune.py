@@ -79,6 +79,8 @@ METHODS = ("mse", "ema", "soft", "hard")
 LABELS = ("priority", "average")
 PRECISIONS = ("auto", "fp32", "bf16")
 VOCAB_INITS = ("aligned", "subword")
+BRIDGES = ("none", "linear")
+CLOCKS = ("wall", "cpu")
 _BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
 _ENGLISH = ("en", "eng")
 _PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
@@ -118,6 +120,14 @@ class FinetuneConfig:
     vocab_init: str = "aligned"  # new-piece embeddings: "aligned" (parallel-data Dice) or "subword"
     precision: str = "auto"  # "fp32" | "bf16" (autocast of the transformer) | "auto": bf16 where the device has it
     bucket_by_length: bool = True  # batches of similar length (less padding); batch order stays random
+    freeze_embeddings: bool = False  # keep the token embedding matrix fixed (e5: 96M of its 118M weights)
+    lora_r: int = 0  # > 0: train LoRA adapters of this rank instead of the transformer's weights (mlse.lora)
+    lora_alpha: float | None = None  # LoRA scale numerator (None: 2 * lora_r)
+    bridge: str = "none"  # mse: "linear" appends a least-squares map from the student's space to the teacher's
+    bridge_sentences: int = 5000  # English training sentences the bridge is fitted on
+    # "cpu": the budget (and the step-time estimate) counts the process's CPU seconds divided by its torch threads, so
+    # runs sharing a machine with other work still get equal compute; "wall": seconds on the clock (the app's jobs)
+    budget_clock: str = "wall"
 
     def src_term(self) -> bool:
         """Whether the MSE losses include the src term (the method's default unless set)."""
@@ -144,6 +154,10 @@ def validate(cfg: FinetuneConfig) -> None:
         raise MlseError(f"unknown precision {cfg.precision!r}; expected one of {', '.join(PRECISIONS)}")
     if cfg.vocab_init not in VOCAB_INITS:
         raise MlseError(f"unknown vocab_init {cfg.vocab_init!r}; expected one of {', '.join(VOCAB_INITS)}")
+    if cfg.bridge not in BRIDGES:
+        raise MlseError(f"unknown bridge {cfg.bridge!r}; expected one of {', '.join(BRIDGES)}")
+    if cfg.budget_clock not in CLOCKS:
+        raise MlseError(f"unknown budget_clock {cfg.budget_clock!r}; expected one of {', '.join(CLOCKS)}")
     checks = [
         (cfg.extend_vocab == 0 or cfg.extend_vocab > 100, f"extend_vocab must be 0 or > 100, got {cfg.extend_vocab}"),
         (cfg.batch_size >= 1, f"batch_size must be >= 1, got {cfg.batch_size}"),
@@ -157,6 +171,13 @@ def validate(cfg: FinetuneConfig) -> None:
         (cfg.temperature > 0, f"temperature must be > 0, got {cfg.temperature}"),
         (cfg.tcm_alpha >= 0, f"tcm_alpha must be >= 0, got {cfg.tcm_alpha}"),
         (bool(cfg.pairs), "no training pairs given"),
+        (cfg.lora_r >= 0, f"lora_r must be >= 0, got {cfg.lora_r}"),
+        (cfg.lora_alpha is None or cfg.lora_alpha > 0, f"lora_alpha must be > 0, got {cfg.lora_alpha}"),
+        (cfg.bridge_sentences >= 2, f"bridge_sentences must be >= 2, got {cfg.bridge_sentences}"),
+        (cfg.bridge == "none" or cfg.method == "mse",
+         f"bridge {cfg.bridge!r} maps the student into a frozen teacher's space: only method 'mse' has one"),
+        (not cfg.extend_vocab or not (cfg.lora_r or cfg.freeze_embeddings),
+         "extend_vocab adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings"),
         (bool(cfg.dev_pairs), "no dev pairs given"),
     ]
     for ok, message in checks:
@@ -281,10 +302,11 @@ def teacher_targets(
         return None, None, {}
     teacher = load_model(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
     probe = teacher.encode(data.src[:1], normalize=False)  # [1, d_t]
-    if cfg.method == "mse" and probe.shape[1] != dim:
+    if cfg.method == "mse" and cfg.bridge == "none" and probe.shape[1] != dim:
         raise MlseError(
             f"method 'mse' needs equal teacher and student dimensions: teacher {cfg.teacher!r} is {probe.shape[1]}-d, "
-            f"student {cfg.student!r} is {dim}-d (use 'soft' or 'hard', or a student of the teacher's dimension)"
+            f"student {cfg.student!r} is {dim}-d (use 'soft' or 'hard', --bridge linear, or a student of the "
+            f"teacher's dimension)"
         )
     t0 = time.perf_counter()
     def targets(texts: list[str]) -> np.ndarray:  # stoppable between chunks; finished chunks stay cached
@@ -411,9 +433,64 @@ def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | 
 
 
 def save_model_atomically(student, folder: Path) -> None:
-    """Save into a temporary sibling, then rename over ``folder``: a reader never sees a half-written model."""
+    """Save into a temporary sibling, then rename over ``folder``: a reader never sees a half-written model.
+
+    A LoRA student is saved with its adapter merged: the folder is an ordinary sentence-transformers model.
+    """
+    from mlse.lora import merged_copy
+
     with atomic_dir(folder) as tmp:
-        student.save(str(tmp), create_model_card=False)
+        merged_copy(student).save(str(tmp), create_model_card=False)
+
+
+def save_checkpoint(student, out: Path, base_modules: int) -> None:
+    """The best student so far: ``out/model`` (merged) and, for a LoRA student, ``out/adapter`` (adapter + the
+    modules appended after the base model's first ``base_modules``, e.g. a bridge)."""
+    from mlse.lora import has_lora, save_adapter
+
+    save_model_atomically(student, out / "model")
+    if has_lora(student):
+        with atomic_dir(out / "adapter") as tmp:
+            save_adapter(student, tmp, extra_from=base_modules)
+
+
+def cpu_clock() -> Callable[[], float]:
+    """Seconds of CPU time of this process divided by torch's thread count: on an idle machine it runs at the wall
+    clock's pace; on a shared one it slows down with the share of the cores the process gets."""
+    import torch
+
+    threads = max(1, torch.get_num_threads())
+    return lambda: time.process_time() / threads
+
+
+def fit_bridge(cfg: FinetuneConfig, student, data: TrainingData, t_src: np.ndarray) -> dict:
+    """Append a linear map from the student's outputs to the teacher's, fitted on English training sentences."""
+    from mlse.bridge import dense_layer, fit_linear_map, r2_score
+
+    n = min(cfg.bridge_sentences, len(data.src))
+    student.eval()
+    try:
+        source = student.encode(data.src[:n], batch_size=cfg.batch_size, convert_to_numpy=True,
+                                show_progress_bar=False, normalize_embeddings=False)  # [n, d_s]  # fmt: skip
+    finally:
+        student.train()
+    w, b = fit_linear_map(source, t_src[:n])
+    dense = dense_layer(w, b).to(next(student.parameters()).device)
+    student.append(dense)
+    return {"bridge": {"kind": cfg.bridge, "sentences": n, "r2": round(r2_score(source, t_src[:n], w, b), 4),
+                       "dims": [int(w.shape[0]), int(w.shape[1])]}}  # fmt: skip
+
+
+def restrict_training(cfg: FinetuneConfig, student) -> dict:
+    """Freeze the token embeddings and/or wrap the transformer in LoRA adapters, as configured."""
+    from mlse.lora import apply_lora, trainable_parameters
+
+    if cfg.freeze_embeddings:
+        student[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
+    if cfg.lora_r:
+        apply_lora(student, cfg.lora_r, cfg.lora_alpha)
+    return {"trainable_parameters": trainable_parameters(student),
+            "parameters": sum(p.numel() for p in student.parameters())}  # fmt: skip
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -452,7 +529,7 @@ class _Run:
 
     def __init__(self, cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, dev: DevSet, device: str,
                  progress: Callable[[dict], None] | None, stop: threading.Event | None, ctx=None,
-                 signal: StopSignal | None = None):  # fmt: skip
+                 signal: StopSignal | None = None, base_modules: int = 0):  # fmt: skip
         import torch
 
         from mlse.distributed import DistContext
@@ -466,7 +543,10 @@ class _Run:
         self.precision = resolve_precision(cfg.precision, device)
         dtype = torch.bfloat16 if self.precision == "bf16" else None
         self.loss_fn = build_loss(cfg, AutocastForward(student, device, dtype))
-        self.optimizer = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.base_modules = base_modules or len(student)
+        trainable = [p for p in student.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.clock = cpu_clock() if cfg.budget_clock == "cpu" else time.perf_counter
         self.ema_teacher = None
         if cfg.method == "ema":
             self.ema_teacher = copy.deepcopy(student).eval().requires_grad_(False)
@@ -487,6 +567,7 @@ class _Run:
         self.total_steps = cfg.max_steps or _PROVISIONAL_STEPS
         self.tau = 1.0
         self.started = 0.0
+        self.wall_started = 0.0
 
     # -- batches and schedules ---------------------------------------------------------------------------------------
     def next_batch(self) -> np.ndarray:
@@ -500,7 +581,7 @@ class _Run:
         return self.queue.pop()
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        return self.clock() - self.started
 
     def estimate_total_steps(self) -> int:
         """K = steps done + remaining budget / seconds per training step (capped at max_steps)."""
@@ -532,7 +613,7 @@ class _Run:
     def train_step(self) -> None:
         import torch
 
-        t0 = time.perf_counter()
+        t0 = self.clock()
         idx = self.next_batch()
         src_features = tokenize(self.student, [self.data.src[i] for i in idx], self.device)
         tgt_features = tokenize(self.student, [self.data.tgt[i] for i in idx], self.device)
@@ -557,7 +638,7 @@ class _Run:
         embeds_src = self.cfg.method in ("soft", "hard") or self.cfg.src_term()
         self.sentences += len(idx) * (2 if embeds_src else 1) * self.ctx.world
         self.losses.append(float(loss.detach()))
-        self.train_s += time.perf_counter() - t0
+        self.train_s += self.clock() - t0
         self.total_steps = self.estimate_total_steps()
 
     # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
@@ -569,24 +650,25 @@ class _Run:
         if not self.ctx.is_main:
             self.last_eval_step = self.step
             return {}
-        t0 = time.perf_counter()
+        t0 = self.clock()
         try:
             self.last_dev = dev_scores(self.student, self.dev, self.cfg.batch_size, self.should_stop)
         except Stopped:  # abandoned half-way: the checkpoint on disk stays the best so far
-            self.eval_s += time.perf_counter() - t0
+            self.eval_s += self.clock() - t0
             return {}
         mean = float(np.mean(list(self.last_dev.values())))
         saved = math.isfinite(mean) and mean > self.best
         if saved:
             self.best, self.best_step = mean, self.step
-            save_model_atomically(self.student, self.out / "model")
-        self.eval_s += time.perf_counter() - t0
+            save_checkpoint(self.student, self.out, self.base_modules)
+        self.eval_s += self.clock() - t0
         self.last_eval_step = self.step
         record = {
             "step": self.step,
             "epoch": round(self.pairs_seen / len(self.data.src), 4),
             "loss": _finite(float(np.mean(self.losses))) if self.losses else None,
             "elapsed_s": round(self.elapsed(), 2),
+            "wall_s": round(time.perf_counter() - self.wall_started, 2),
             "dev_spearman": _finite(mean),
             "best_dev_spearman": _finite(self.best),
             "dev": {k: _finite(v) for k, v in self.last_dev.items()},
@@ -624,7 +706,7 @@ class _Run:
 
     def loop(self) -> str:
         """Train until a stop reason; evaluate every ``eval_every_steps`` (and at step 0 when asked)."""
-        self.started = time.perf_counter()
+        self.started, self.wall_started = self.clock(), time.perf_counter()
         if self.cfg.eval_at_start:
             self.evaluate()
         while (reason := self.stop_reason()) is None:
@@ -651,6 +733,8 @@ class _Run:
             "train_s": round(self.train_s, 2),
             "eval_s": round(self.eval_s, 2),
             "elapsed_s": round(self.elapsed(), 2),
+            "wall_s": round(time.perf_counter() - self.wall_started, 2),
+            "budget_clock": self.cfg.budget_clock,
             "estimated_total_steps": self.total_steps,
             "device": self.device,
             "precision": self.precision,
@@ -732,13 +816,18 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
     check(halt, "preparing the student")
     with main_first(ctx):  # rank 0 fills the embedding cache with the teacher's targets; the others then read it
         t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device, halt)
+    base_modules = len(student)
+    if config.bridge != "none":  # every rank fits the same map on the same sentences and weights
+        check(halt, "fitting the bridge")
+        teacher_info |= fit_bridge(config, student, data, t_src)
+    teacher_info |= restrict_training(config, student)
     check(halt, "loading the dev data")
     dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
         (out / "log.jsonl").write_text("")  # a new run starts a new log
     barrier(ctx)
-    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop, ctx, signal)
+    run = _Run(config, student, data, (t_src, t_tgt), dev, device, progress, stop, ctx, signal, base_modules)
     start_checksum = parameter_checksum(run.ema_teacher) if run.ema_teacher is not None else None
     record = {**asdict(config), "include_src_effective": config.src_term(), "device": device,
               "precision_effective": run.precision, "world_size": ctx.world, **teacher_info, **vocab_info}  # fmt: skip
@@ -782,7 +871,7 @@ def _finish(run: _Run, reason: str, prepare_s: float, start_checksum: str | None
     if final_eval and run.last_eval_step != run.step:
         run.evaluate()
     if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
-        save_model_atomically(run.student, run.out / "model")
+        save_checkpoint(run.student, run.out, run.base_modules)
     metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
     if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
         metrics["partial"] = {"reason": reason, "steps": run.step, "best_step": run.best_step}

@@ -15,6 +15,8 @@ from mlse.experiments.seed_grid import (
     markdown_table,
     relative_pearson,
     run_seed_grid,
+    seed_summary,
+    verdict,
 )
 
 
@@ -121,3 +123,46 @@ def test_run_seed_grid_end_to_end(tiny_bert, data_dir, tmp_path):
         config = json.loads((runs / v / "stage2.json").read_text())["config"]
         assert (config["conv"], config["nonlinearity"], config["max_epochs"]) == (cfg["conv"], cfg["nonlinearity"], 1)
     assert any("done" in m for m in messages) and len(messages) >= 7
+
+
+def test_verdict_calls_a_change_only_beyond_twice_the_seed_deviation():
+    assert verdict(3.0, 1.0) == "better" and verdict(-3.0, 1.0) == "worse"
+    assert verdict(1.5, 1.0) == "within seed noise" and verdict(-2.0, 1.0) == "within seed noise"
+    assert verdict(5.0, float("nan")) == "one seed"
+
+
+def test_seed_summary_on_hand_made_scores():
+    baseline = {"en-de": _s(70.0, 60.0), "en-en": _s(80.0, 70.0)}
+    seed_scores = {"s1": {"0": {"en-de": _s(72.0, 61.0), "en-en": _s(80.0, 70.0)},
+                          "1": {"en-de": _s(74.0, 63.0), "en-en": _s(82.0, 72.0)},
+                          "2": {"en-de": _s(73.0, 62.0), "en-en": _s(81.0, 71.0)}}}  # fmt: skip
+    summary = seed_summary(baseline, seed_scores)["s1"]
+    trained = summary["stage2-train/pearson"]  # en-de alone: +2, +4, +3
+    assert trained["deltas"] == [2.0, 4.0, 3.0] and trained["mean"] == pytest.approx(3.0)
+    assert trained["sd"] == pytest.approx(1.0) and trained["verdict"] == "better"
+    held = summary["held-out/pearson"]  # en-en alone: 0, +2, +1 -> mean 1, sd 1: not beyond twice the deviation
+    assert held["mean"] == pytest.approx(1.0) and held["verdict"] == "within seed noise"
+    everything = summary["all/spearman"]  # mean over both pairs per seed: +0.5, +2.5, +1.5
+    assert everything["deltas"] == [0.5, 2.5, 1.5]
+
+
+def test_run_seed_grid_with_three_seeds(tiny_bert, data_dir, tmp_path):
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    results = run_seed_grid(
+        str(tiny_bert), out=out, runs=runs, max_pairs=20, data_dir=data_dir, pairs=["en-en", "en-de"],
+        stage1_config={"max_epochs": 1}, stage2_config={"max_epochs": 1, "pairs": ["en-de"]}, probe=False,
+        seeds=[0, 1, 2],
+    )  # fmt: skip
+    trained = [*STAGE1_VARIANTS, *STAGE2_VARIANTS]
+    assert results["config"]["seeds"] == [0, 1, 2]
+    assert {v: sorted(results["seed_scores"][v]) for v in trained} == {v: ["0", "1", "2"] for v in trained}
+    assert all(results["scores"][v] == results["seed_scores"][v]["0"] for v in trained)
+    lo, hi = results["scores"]["s1"]["en-de"]["pearson_ci95"]
+    assert lo <= results["scores"]["s1"]["en-de"]["pearson"] <= hi
+    assert "spearman_ci95" in results["scores"]["baseline"]["en-en"]
+    assert "pearson_ci95" not in results["seed_scores"]["s1"]["1"]["en-de"]  # CIs for the first seed only
+    expected_runs = [*trained, *(f"{v}-seed{s}" for v in trained for s in (1, 2))]
+    assert sorted(p.name for p in runs.iterdir()) == sorted(expected_runs)
+    summary = results["seed_summary"]["s1+s2"]["all/pearson"]
+    assert len(summary["deltas"]) == 3 and summary["verdict"] in ("better", "worse", "within seed noise")
+    assert "Mean change against the baseline over 3 seeds" in (out / "seed-grid.md").read_text()

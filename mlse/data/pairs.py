@@ -23,6 +23,10 @@ CROSS_12 = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-r
 CALIBRATION_PAIRS = ("en-en", *CROSS_12)
 # Fine-tuning's in-training score: STS Multi MT dev of these pairs.
 DEV_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]
+# The baseline tables and the distillation study: the seed's 15 pairs, then the cross-12 pairs not among them.
+SEED_AND_CROSS_PAIRS = SEED_STS_PAIRS + [p for p in CROSS_12 if p not in SEED_STS_PAIRS]
+# The distillation study's dev score (mlse.experiments.students): en-en as well, so a student's English is watched.
+STUDY_DEV_PAIRS = ["en-en", *DEV_PAIRS]
 
 # -- Tatoeba-Challenge bitext (training) ------------------------------------------------------------------------------
 # The seed's Stage-1 training pairs, as folder names of parallel/tatoeba_challenge_v2021-08-07.

@@ -4,6 +4,12 @@
 Spearman on STS Multi MT test for the seed's 15 pairs, and reports Pearson *relative to the baseline*, split into the
 pairs Stage 2 trains on and the held-out pairs (as in the seed's figures). Outputs, under ``--out``:
 ``seed-grid.json`` (everything), ``seed-grid.md`` (the table) and ``seed-grid.html`` (an interactive bar chart).
+
+With ``--seeds 0,1,2`` every variant is trained once per seed (the seed draws the Stage-1 pair subset, the heads'
+initialisation and the batch order); the first seed's runs keep the plain variant names. The report then gives, per
+variant and group of pairs, the mean change over seeds and its seed standard deviation, and calls a change only when
+the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed noise is reported as such. The
+first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair (test-set sampling noise).
 """
 
 from __future__ import annotations
@@ -11,15 +17,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from mlse.atomic import atomic_write_text
 from mlse.data.pairs import HELD_OUT_PAIRS, SEED_STS_PAIRS, STAGE2_PAIRS
+from mlse.data.stsb import load_sts
 from mlse.dirs import runs_dir
-from mlse.evaluation.runners import run_sts
+from mlse.evaluation.runners import predict_sts
+from mlse.evaluation.sts import bootstrap_pearson, percentile_ci95, sts_metrics
 from mlse.models import load_model
 from mlse.results import library_versions
 from mlse.runs import safe_name
@@ -52,8 +60,12 @@ def run_seed_grid(
     probe: bool = True,
     progress: Callable[[str], None] | None = None,
     backend: str = "torch",
+    seeds: Sequence[int] | None = None,
 ) -> dict:
     """Train and evaluate every variant; write the outputs under ``out``; return the results dict.
+
+    ``seeds`` (default ``[seed]``): one run of every variant per seed; ``scores`` are the first seed's (with CIs),
+    ``seed_scores`` every seed's, ``seed_summary`` their means, deviations and verdicts.
 
     ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences). ``backend`` runs the
     backbone on torch, onnx or onnx-int8; a non-torch grid keeps its runs apart (``seed-grid-<backbone>-<backend>``).
@@ -67,39 +79,52 @@ def run_seed_grid(
     started = time.perf_counter()
     timings: dict[str, float] = {}
     encoder = load_model(backbone, backend=backend)
+    seeds = list(seeds) if seeds else [seed]
     scorers: dict[str, object] = {}
+    seed_scores: dict[str, dict[str, dict]] = {}
 
     say("baseline: evaluating the backbone")
-    scores = {"baseline": _evaluate(encoder, pairs, data_dir)}
+    scores = {"baseline": _evaluate(encoder, pairs, data_dir, n_boot=1000)}
     timings["baseline"] = time.perf_counter() - started
-    for variant, cfg in STAGE1_VARIANTS.items():
-        t0 = time.perf_counter()
-        say(f"{variant}: training Stage 1")
-        scorers[variant] = train_stage1(encoder, out=runs / variant, max_pairs=max_pairs, data_dir=data_dir, seed=seed,
-                                        probe=probe, **cfg, **(stage1_config or {}))  # fmt: skip
-        scores[variant] = _evaluate(scorers[variant], pairs, data_dir)
-        timings[variant] = time.perf_counter() - t0
-    for variant, cfg in STAGE2_VARIANTS.items():
-        t0 = time.perf_counter()
-        say(f"{variant}: training Stage 2")
-        scorers[variant] = train_stage2(scorers["s1"], out=runs / variant, data_dir=data_dir, seed=seed, **cfg,
-                                        **(stage2_config or {}))  # fmt: skip
-        scores[variant] = _evaluate(scorers[variant], pairs, data_dir)
-        timings[variant] = time.perf_counter() - t0
+    for i, s in enumerate(seeds):
+        suffix = "" if i == 0 else f"-seed{s}"
+        trained: dict[str, object] = {}
+        for variant, cfg in STAGE1_VARIANTS.items():
+            t0 = time.perf_counter()
+            say(f"{variant}{suffix}: training Stage 1")
+            trained[variant] = train_stage1(encoder, out=runs / f"{variant}{suffix}", max_pairs=max_pairs,
+                                            data_dir=data_dir, seed=s, probe=probe, **cfg,
+                                            **(stage1_config or {}))  # fmt: skip
+            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir,
+                                                                    n_boot=1000 if i == 0 else 0)  # fmt: skip
+            timings[f"{variant}{suffix}"] = time.perf_counter() - t0
+        for variant, cfg in STAGE2_VARIANTS.items():
+            t0 = time.perf_counter()
+            say(f"{variant}{suffix}: training Stage 2")
+            trained[variant] = train_stage2(trained["s1"], out=runs / f"{variant}{suffix}", data_dir=data_dir, seed=s,
+                                            **cfg, **(stage2_config or {}))  # fmt: skip
+            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir,
+                                                                    n_boot=1000 if i == 0 else 0)  # fmt: skip
+            timings[f"{variant}{suffix}"] = time.perf_counter() - t0
+        if i == 0:
+            scorers = trained
+    scores |= {variant: by_seed[str(seeds[0])] for variant, by_seed in seed_scores.items()}
 
     results = {
         "experiment": "seed-grid",
         "backbone": backbone,
         "backbone_identity": encoder.identity,
         "backend": backend,
-        "config": {"max_pairs": max_pairs, "seed": seed, "pairs": list(pairs), "stage1": stage1_config or {},
-                   "stage2": stage2_config or {}},  # fmt: skip
+        "config": {"max_pairs": max_pairs, "seed": seeds[0], "seeds": seeds, "pairs": list(pairs),
+                   "stage1": stage1_config or {}, "stage2": stage2_config or {}},  # fmt: skip
         "versions": library_versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "runs": {v: str(runs / v) for v in scorers},
         "scores": scores,
         "relative_pearson": relative_pearson(scores),
         "groups": group_means(scores),
+        "seed_scores": seed_scores,
+        "seed_summary": seed_summary(scores["baseline"], seed_scores),
         "metrics": {v: s.metadata.get("metrics", {}) for v, s in scorers.items()},
         "timings_s": {**timings, "total": time.perf_counter() - started},
     }
@@ -120,9 +145,56 @@ def _json_default(obj):
     return str(obj)
 
 
-def _evaluate(encoder, pairs, data_dir) -> dict[str, dict[str, float]]:
-    result = run_sts(encoder, pairs=pairs, data_dir=data_dir, n_boot=0)
-    return {p: {"pearson": s["pearson"], "spearman": s["spearman"]} for p, s in result.scores.items()}
+def _evaluate(encoder, pairs, data_dir, n_boot: int = 0) -> dict[str, dict]:
+    """Pearson and Spearman x 100 per pair; with ``n_boot`` also 95 % bootstrap CIs of both."""
+    datasets = {p: load_sts(p, "test", data_dir) for p in pairs}
+    preds = predict_sts(encoder, datasets)
+    out = {}
+    for p, ds in datasets.items():
+        m = sts_metrics(preds[p], ds.scores, n_boot=n_boot)
+        row = {"pearson": m["pearson"], "spearman": m["spearman"]}
+        if n_boot:
+            row |= {"spearman_ci95": m["spearman_ci95"],
+                    "pearson_ci95": percentile_ci95(bootstrap_pearson(preds[p], ds.scores, n_boot=n_boot))}
+        out[p] = row
+    return out
+
+
+def seed_summary(baseline: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
+    """Per variant and group (trained pairs, held-out pairs, every pair): the change of mean Pearson and Spearman
+    against the baseline for each seed, their mean and standard deviation, and the verdict (see :func:`verdict`)."""
+    groups = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "all": None}
+    out: dict[str, dict] = {}
+    for variant, by_seed in seed_scores.items():
+        row: dict[str, dict] = {}
+        for group, members in groups.items():
+            for metric in ("pearson", "spearman"):
+                deltas = []
+                for scores in by_seed.values():
+                    present = [p for p in (members or scores) if p in scores and p in baseline]
+                    if present:
+                        deltas.append(float(np.mean([scores[p][metric] - baseline[p][metric] for p in present])))
+                if deltas:
+                    row[f"{group}/{metric}"] = summarise(deltas)
+        out[variant] = row
+    return out
+
+
+def summarise(deltas: list[float]) -> dict:
+    """Mean and sample standard deviation of per-seed changes, with the verdict on them."""
+    mean = float(np.mean(deltas))
+    sd = float(np.std(deltas, ddof=1)) if len(deltas) > 1 else float("nan")
+    return {"deltas": deltas, "mean": mean, "sd": sd, "verdict": verdict(mean, sd)}
+
+
+def verdict(mean: float, sd: float) -> str:
+    """"better" / "worse" when the mean change exceeds twice its seed standard deviation, else "within seed noise"
+    ("one seed" when there is no deviation to compare with)."""
+    if not np.isfinite(sd):
+        return "one seed"
+    if abs(mean) > 2 * sd:
+        return "better" if mean > 0 else "worse"
+    return "within seed noise"
 
 
 def relative_pearson(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
@@ -161,7 +233,27 @@ def markdown_table(results: dict) -> str:
                      + f" | {d_train:+.1f} | {d_held:+.1f} |")  # fmt: skip
     note = ("Columns " + ", ".join(STAGE2_PAIRS) + " are the pairs Stage 2 trains on; the rest are held out. "
             "Rows after the first: Pearson x 100 minus the baseline's.")  # fmt: skip
-    return "\n".join(lines) + "\n\n" + note + probe_table(results)
+    return "\n".join(lines) + "\n\n" + note + seed_table(results) + probe_table(results)
+
+
+def seed_table(results: dict) -> str:
+    """Mean change over seeds ± seed standard deviation, per group of pairs, with the verdict (only with 2+ seeds)."""
+    summary = results.get("seed_summary") or {}
+    seeds = results.get("config", {}).get("seeds") or []
+    if len(seeds) < 2 or not summary:
+        return ""
+    cols = [("stage2-train", "pearson"), ("held-out", "pearson"), ("all", "pearson"), ("all", "spearman")]
+    lines = ["", "", f"Mean change against the baseline over {len(seeds)} seeds ({', '.join(map(str, seeds))}), "
+             "± the seeds' standard deviation; a change is called only when the mean exceeds twice the deviation.",
+             "", "| variant | trained pairs, Pearson | held-out pairs, Pearson | all pairs, Pearson | "
+             "all pairs, Spearman |", "|---|---|---|---|---|"]  # fmt: skip
+    for variant, row in summary.items():
+        cells = []
+        for group, metric in cols:
+            s = row.get(f"{group}/{metric}")
+            cells.append("–" if s is None else f"{s['mean']:+.1f} ± {s['sd']:.1f} ({s['verdict']})")
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def probe_table(results: dict) -> str:

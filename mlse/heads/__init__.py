@@ -1,1 +1,1 @@
-"""Trainable heads on frozen embeddings (scikit-learn conventions)."""
+"""Trainable heads on frozen embeddings (scikit-learn conventions), and the scorer that wraps them around a backbone."""

@@ -1,0 +1,195 @@
+"""The distillation study with ``me5-small`` as the student: every method at an equal CPU budget, then the test sets.
+
+``python -m mlse experiment students [--recipes a,b] [--budget-minutes 20]`` trains each named recipe (below) into
+``<runs>/students/<recipe>`` and evaluates the best checkpoint on STS Multi MT test (17 pairs, Spearman with CIs) and
+Tatoeba-14 (both directions, margin, xSIM), writing ``<out>/<recipe>.json``. It resumes: a recipe whose result file
+exists is not run again, and a finished run folder is evaluated without retraining. ``<out>/students.md`` and
+``students.html`` (the dev curves: score vs training minutes) summarise every result present.
+
+Every recipe shares :data:`COMMON`: the same contamination-filtered Tatoeba-Challenge en-xx pairs (``max_pairs``
+per pair, seeded), the same dev evaluation (STS Multi MT dev, en-en + four cross-lingual pairs, 500 rows each), frozen
+token embeddings (e5's 250k x 384 matrix is 81 % of its weights; freezing it makes a step ~40 % faster and leaves the
+vocabulary of languages outside the training data untouched), and a budget counted in CPU time (``budget_clock="cpu"``:
+process CPU seconds / threads, so runs sharing the machine with other work still get equal compute).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from mlse.atomic import atomic_write_text
+from mlse.data.pairs import CROSS_12, ENGLISH_PAIRS, HAM_KIM_14, SEED_AND_CROSS_PAIRS, STUDY_DEV_PAIRS
+from mlse.errors import MlseError
+from mlse.evaluation.runners import run_sts, run_tatoeba
+from mlse.finetune import FinetuneConfig, finetune
+from mlse.models import load_model
+
+log = logging.getLogger(__name__)
+
+STUDENT = "me5-small"
+TEST_PAIRS = SEED_AND_CROSS_PAIRS  # the seed's 15 + en-zh, de-fr
+DEV_PAIRS = STUDY_DEV_PAIRS
+COMMON = dict(
+    student=STUDENT, pairs=list(ENGLISH_PAIRS), max_pairs=5000, batch_size=64, lr=5e-5, eval_every_steps=50,
+    dev_pairs=DEV_PAIRS, dev_max_pairs=500, freeze_embeddings=True, budget_clock="cpu", budget_minutes=20.0, seed=0,
+)  # fmt: skip
+LORA_LR = 5e-4  # LoRA's low-rank updates start at zero and need a ~10x larger step than full fine-tuning
+# name -> what differs from COMMON (teacher None: the method needs none, or EMA's teacher is the student itself)
+RECIPES: dict[str, dict] = {
+    # Reimers & Gurevych: MSE to the English teacher; the two 384-d spaces start unrelated
+    "mse-minilm-bridge": dict(method="mse", teacher="minilm-en", bridge="linear"),  # least-squares warm start
+    "mse-minilm-direct": dict(method="mse", teacher="minilm-en"),  # no bridge: the student's space must rotate
+    # Ham & Kim: EMA teacher from the student itself; tau_base ablation (1.0 = frozen copy of the start)
+    "ema-0.999": dict(method="ema", teacher=None, tau_base=0.999),
+    "ema-0.99999": dict(method="ema", teacher=None, tau_base=0.99999),
+    "ema-frozen": dict(method="ema", teacher=None, tau_base=1.0),
+    # Park et al.: soft labels from an English teacher (priority) or a multilingual one (average), +/- TCM
+    "soft-minilm-priority": dict(method="soft", teacher="minilm-en", label="priority"),
+    "soft-minilm-priority-tcm": dict(method="soft", teacher="minilm-en", label="priority", tcm_alpha=2.0),
+    "soft-muse-average": dict(method="soft", teacher="muse", label="average"),
+    "soft-muse-average-tcm": dict(method="soft", teacher="muse", label="average", tcm_alpha=2.0),
+    "hard": dict(method="hard", teacher=None),  # in-batch InfoNCE, no teacher
+}
+
+
+def lora_variant(recipe: dict, rank: int = 8) -> dict:
+    """The same recipe trained as LoRA adapters (rank ``rank``, alpha 2 * rank) at LoRA's learning rate."""
+    return {**recipe, "lora_r": rank, "lr": LORA_LR}
+
+
+def parse_recipe(name: str) -> tuple[str, dict]:
+    """``"NAME"``, ``"NAME+lora"`` (LoRA adapters) or either with ``"@MINUTES"`` (another budget) -> (name, recipe)."""
+    base, _, minutes = name.partition("@")
+    base, _, variant = base.partition("+")
+    if base not in RECIPES or variant not in ("", "lora"):
+        raise MlseError(f"unknown student recipe {name!r}; expected one of {', '.join(RECIPES)}, optionally with "
+                        f"+lora and/or @MINUTES")  # fmt: skip
+    recipe = lora_variant(RECIPES[base]) if variant else dict(RECIPES[base])
+    if minutes:
+        try:
+            recipe["budget_minutes"] = float(minutes)
+        except ValueError:
+            raise MlseError(f"student recipe {name!r}: {minutes!r} is not a number of minutes") from None
+    return name, recipe
+
+
+def recipe_config(name: str, recipe: dict, runs: Path, **overrides) -> FinetuneConfig:
+    return FinetuneConfig(**{**COMMON, **recipe, **overrides, "out": str(runs / name)})
+
+
+def evaluate_student(model: str, *, data_dir=None) -> dict:
+    """STS test (17 pairs, Spearman/Pearson with CIs, group averages) and Tatoeba-14 of a model."""
+    encoder = load_model(model)
+    sts = run_sts(encoder, pairs=TEST_PAIRS, data_dir=data_dir)
+    tatoeba = run_tatoeba(encoder, langs=HAM_KIM_14, data_dir=data_dir, keep_errors=False)
+    return {"model": model, "identity": encoder.identity, "sts": sts.to_dict(), "tatoeba": tatoeba.to_dict()}
+
+
+def run_recipe(name: str, recipe: dict, *, runs: Path, out: Path, progress: Callable[[str], None] | None = None,
+               data_dir=None, **overrides) -> dict:  # fmt: skip
+    """Train (unless a finished run exists) and evaluate one recipe; write and return ``<out>/<name>.json``."""
+    say = progress or (lambda msg: log.info("%s", msg))
+    target = out / f"{name}.json"
+    if target.is_file():
+        say(f"{name}: result exists ({target}), skipped")
+        return json.loads(target.read_text())
+    config = recipe_config(name, recipe, runs, data_dir=data_dir, **overrides)
+    run = Path(config.out)
+    if not (run / "metrics.json").is_file() or _config_changed(run, config):
+        say(f"{name}: training {config.method} for {config.budget_minutes:g} CPU-minutes")
+        finetune(config, progress=lambda r: say(f"{name}: step {r['step']} dev {r['dev_spearman']:.2f} "
+                                                  f"({r['elapsed_s'] / 60:.1f} min)"))  # fmt: skip
+    say(f"{name}: evaluating on STS test and Tatoeba-14")
+    t0 = time.perf_counter()
+    result = {
+        "recipe": name,
+        "config": asdict(config),
+        "train": json.loads((run / "metrics.json").read_text()),
+        "curve": [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()],
+        "run": str(run),
+        **evaluate_student(str(run), data_dir=data_dir),
+        "eval_s": round(time.perf_counter() - t0, 1),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+def _config_changed(run: Path, config: FinetuneConfig) -> bool:
+    """True when the run folder was trained with other settings than ``config`` (then it is trained again)."""
+    try:
+        saved = json.loads((run / "finetune_config.json").read_text())
+    except (OSError, ValueError):
+        return True
+    return any(saved.get(k) != v for k, v in asdict(config).items() if k not in ("data_dir", "device"))
+
+
+# ----------------------------------------------------------------------------------------------------------- report
+def summary_row(result: dict) -> dict:
+    """The numbers the README table shows for one result file (student or baseline)."""
+    sts, tat = result["sts"], result["tatoeba"]
+    spearman = {p: s["spearman"] for p, s in sts["scores"].items()}
+    row = {"model": result.get("recipe") or result["model"], "en-en": spearman.get("en-en"),
+           "cross-12": float(np.mean([spearman[p] for p in CROSS_12])),
+           "tatoeba-14": tat["averages"]["all"]["acc_mean"], "xsim": tat["averages"]["all"]["xsim_error"],
+           "pairs": spearman}  # fmt: skip
+    if "train" in result:
+        train = result["train"]
+        row |= {"steps": train["steps"], "pairs_seen": train["pairs_seen"], "best_step": train["best_step"],
+                "minutes": train["elapsed_s"] / 60, "wall_minutes": train.get("wall_s", train["elapsed_s"]) / 60}
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    pairs = ["en-en", *CROSS_12]
+    head = ("| model | cross-12 | en-en | Tatoeba-14 acc | xSIM err | steps | pairs seen | "
+            + " | ".join(pairs[1:]) + " |")  # fmt: skip
+    lines = [head, "|---|" + "---:|" * (6 + len(pairs) - 1)]
+    for r in rows:
+        steps = f"{r['steps']}" if "steps" in r else "–"
+        seen = f"{r['pairs_seen']:,}" if "pairs_seen" in r else "–"
+        lines.append(f"| {r['model']} | **{r['cross-12']:.1f}** | {r['en-en']:.1f} | {r['tatoeba-14']:.1f} | "
+                     f"{r['xsim']:.1f} | {steps} | {seen} | "
+                     + " | ".join(f"{r['pairs'][p]:.1f}" for p in pairs[1:]) + " |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def curves_figure(results: list[dict]):
+    """Dev Spearman (mean of the dev pairs) against training CPU-minutes, one line per recipe."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for r in results:
+        points = [(c["elapsed_s"] / 60, c["dev_spearman"]) for c in r.get("curve", []) if c.get("dev_spearman")]
+        if points:
+            fig.add_trace(go.Scatter(x=[m for m, _ in points], y=[s for _, s in points], mode="lines+markers",
+                                     name=r["recipe"]))  # fmt: skip
+    fig.update_layout(title="STS Multi MT dev Spearman (en-en + 4 cross-lingual pairs) vs training CPU-minutes",
+                      xaxis_title="CPU-minutes (process CPU time / 2 threads)", yaxis_title="dev Spearman x 100")
+    return fig
+
+
+def write_report(out: Path, baselines: dict[str, Path] | None = None) -> str:
+    """``students.md`` and ``students.html`` from every result file in ``out`` (plus baseline result folders)."""
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    rows = []
+    for name, folder in (baselines or {}).items():
+        sts, tat = folder / "sts.json", folder / "tatoeba.json"
+        if sts.is_file() and tat.is_file():
+            rows.append(summary_row({"model": name, "sts": json.loads(sts.read_text()),
+                                     "tatoeba": json.loads(tat.read_text())}))  # fmt: skip
+    rows += sorted((summary_row(r) for r in results), key=lambda r: -r["cross-12"])
+    table = markdown(rows)
+    atomic_write_text(out / "students.md", table + "\n")
+    try:
+        atomic_write_text(out / "students.html", curves_figure(results).to_html(include_plotlyjs="cdn"))
+    except ImportError:  # plotly is a requirement; without it the table is still written
+        log.warning("plotly not installed: no students.html")
+    return table

@@ -1,0 +1,141 @@
+"""LoRA adapters on a sentence-transformers student (``peft``): wrap, merge, save and rebuild.
+
+A student fine-tuned with ``lora_r > 0`` trains only low-rank updates ``W + (alpha / r) B A`` of the transformer's
+attention and feed-forward matrices (Hu et al. 2021), plus any small module appended after pooling (the linear bridge
+of :mod:`mlse.bridge`). Two things are saved from it:
+
+* an ordinary sentence-transformers folder with the update merged into the weights (what every other part of mlse
+  loads: cache, ONNX backends, heads, the app), and
+* the adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``, and ``extra_modules/`` for the appended
+  modules): a few MB, small enough to ship in ``assets/models/`` and rebuilt onto the base by :func:`build_merged`.
+
+``peft`` and torch are imported inside the functions: ``import mlse`` stays light.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from mlse.bridge import st_modules
+
+# Every linear map inside the encoder blocks of BERT / XLM-R models (attention q, k, v, output; FFN in and out), matched
+# against peft's full module names; the pooler (unused by mean pooling) is not among them.
+TARGET_MODULES = (r"(.*\.)?encoder\.layer\.\d+\."
+                  r"(attention\.(self\.(query|key|value)|output\.dense)|intermediate\.dense|output\.dense)")
+EXTRA_DIR = "extra_modules"
+EXTRA_FILE = "modules.json"
+
+
+def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0):
+    """Wrap the student's transformer in a LoRA adapter (rank ``r``) in place; every base weight is frozen.
+
+    ``alpha`` defaults to ``2 r`` (scale 2). Modules after the transformer (pooling, a bridge) keep their
+    ``requires_grad``. Returns the student.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=r, lora_alpha=alpha if alpha is not None else 2 * r, lora_dropout=dropout,
+                        target_modules=TARGET_MODULES, bias="none")  # fmt: skip
+    _set_hf_model(student[0], get_peft_model(student[0].auto_model, config))
+    return student
+
+
+def _set_hf_model(transformer, model) -> None:
+    """Replace the transformers model inside a sentence-transformers ``Transformer`` module.
+
+    sentence-transformers 6 keeps it in ``.model`` behind a read-only ``auto_model`` property; 5 in ``.auto_model``.
+    """
+    slot = "model" if isinstance(getattr(type(transformer), "auto_model", None), property) else "auto_model"
+    setattr(transformer, slot, model)
+
+
+def has_lora(student) -> bool:
+    return hasattr(student[0].auto_model, "merge_and_unload")
+
+
+def merged_copy(student):
+    """A plain sentence-transformers model equal to the LoRA student (adapter merged); the student is untouched."""
+    if not has_lora(student):
+        return student
+    plain = copy.deepcopy(student)
+    _set_hf_model(plain[0], plain[0].auto_model.merge_and_unload())
+    return plain
+
+
+def save_adapter(student, folder: Path, *, extra_from: int, dtype: str = "float32") -> None:
+    """Write the adapter weights and the modules from index ``extra_from`` on (e.g. a bridge) into ``folder``.
+
+    ``dtype="float16"`` halves the size (what ships in ``assets/models/``). The folder must exist (the caller writes
+    it atomically).
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    peft_model = student[0].auto_model
+    peft_model.save_pretrained(str(folder))
+    weights = folder / "adapter_model.safetensors"
+    if dtype == "float16":
+        from safetensors.torch import load_file
+
+        save_file({k: v.to(torch.float16).contiguous() for k, v in load_file(str(weights)).items()}, str(weights))
+    # the base path inside adapter_config.json is machine-specific; the manifest names the backbone instead
+    cfg_path = folder / "adapter_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["base_model_name_or_path"] = None
+    cfg_path.write_text(json.dumps(cfg, indent=1))
+    extras = list(student)[extra_from:]
+    entries = []
+    for i, module in enumerate(extras):
+        sub = folder / EXTRA_DIR / f"{i}_{type(module).__name__}"
+        sub.mkdir(parents=True, exist_ok=True)
+        module.save(str(sub))
+        if dtype == "float16":
+            for f in sub.glob("*.safetensors"):
+                save_file({k: v.to(torch.float16).contiguous() for k, v in _load(f).items()}, str(f))
+        entries.append({"path": sub.name, "type": f"sentence_transformers.models.{type(module).__name__}"})
+    if entries:
+        (folder / EXTRA_DIR / EXTRA_FILE).write_text(json.dumps(entries, indent=1))
+
+
+def _load(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
+    """Rebuild a fine-tuned student from its base model folder and a saved adapter; save it to ``out``.
+
+    The adapter's matrices are merged in float32 (an fp16 adapter is upcast first), extra modules are appended after
+    the base model's own modules, and the result is an ordinary sentence-transformers folder.
+    """
+    import torch
+    from peft import PeftModel
+    from sentence_transformers import SentenceTransformer
+
+    models = st_modules()
+
+    model = SentenceTransformer(str(base_folder), device="cpu", local_files_only=True, trust_remote_code=False)
+    transformer = model[0]
+    peft_model = PeftModel.from_pretrained(transformer.auto_model, str(adapter_folder), is_trainable=False)
+    peft_model = peft_model.float()
+    _set_hf_model(transformer, peft_model.merge_and_unload())
+    entries = json.loads((adapter_folder / EXTRA_DIR / EXTRA_FILE).read_text()) if (
+        adapter_folder / EXTRA_DIR / EXTRA_FILE).is_file() else []  # fmt: skip
+    modules = list(model)
+    for entry in entries:
+        cls = getattr(models, entry["type"].rsplit(".", 1)[1])
+        module = cls.load(str(adapter_folder / EXTRA_DIR / entry["path"]))
+        modules.append(module.to(torch.float32))
+    rebuilt = SentenceTransformer(modules=modules, device="cpu")
+    # prompts (e5's "query: ") and the default prompt travel with the base model's settings
+    rebuilt.prompts = dict(getattr(model, "prompts", {}) or {})
+    rebuilt.default_prompt_name = getattr(model, "default_prompt_name", None)
+    rebuilt.max_seq_length = model.max_seq_length
+    rebuilt.save(str(out), create_model_card=False)
+
+
+def trainable_parameters(module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

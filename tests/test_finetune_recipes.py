@@ -1,0 +1,156 @@
+"""The students' recipes of the distillation study: a linear bridge into the teacher's space, LoRA adapters, frozen
+token embeddings and a CPU-time budget, on tiny local models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mlse.bridge import fit_linear_map, r2_score
+from mlse.dirs import runs_dir
+from mlse.encoders.load import load_encoder
+from mlse.errors import MlseError
+from mlse.finetune import finetune, load_student, validate
+from mlse.lora import build_merged
+from tests.test_finetune import tiny_config
+
+
+# ---------------------------------------------------------------------------------------------------------- bridge
+def test_linear_map_recovers_a_known_map():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 6))
+    w_true, b_true = rng.normal(size=(6, 4)), np.array([0.5, -1.0, 2.0, 0.0])
+    w, b = fit_linear_map(x, x @ w_true + b_true, ridge=1e-9)
+    np.testing.assert_allclose(w, w_true, atol=1e-4)
+    np.testing.assert_allclose(b, b_true, atol=1e-4)
+    assert r2_score(x, x @ w_true + b_true, w, b) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_linear_map_equals_least_squares_on_noisy_data_and_ridge_shrinks():
+    rng = np.random.default_rng(1)
+    x, t = rng.normal(size=(50, 5)), rng.normal(size=(50, 3))
+    w, b = fit_linear_map(x, t, ridge=0.0)
+    design = np.hstack([x, np.ones((50, 1))])
+    expected, *_ = np.linalg.lstsq(design, t, rcond=None)
+    np.testing.assert_allclose(w, expected[:5], atol=1e-5)
+    np.testing.assert_allclose(b, expected[5], atol=1e-5)
+    w_ridge, _ = fit_linear_map(x, t, ridge=10.0)
+    assert np.linalg.norm(w_ridge) < np.linalg.norm(w)
+
+
+def test_linear_map_refuses_mismatched_rows():
+    with pytest.raises(ValueError, match="same n"):
+        fit_linear_map(np.zeros((4, 3)), np.zeros((5, 3)))
+
+
+def test_bridged_mse_trains_a_student_into_a_teacher_of_another_dimension(tiny_bert, tiny_labse):
+    # tiny_labse is 24-d, tiny_bert 32-d: plain MSE refuses that pair (test_finetune); the bridge maps 32 -> 24
+    name = "tiny-bridge"
+    metrics = finetune(tiny_config(name, tiny_labse, tiny_bert, method="mse", bridge="linear", bridge_sentences=16))
+    config = json.loads((runs_dir() / name / "finetune_config.json").read_text())
+    assert config["bridge"]["dims"] == [32, 24] and config["bridge"]["sentences"] == 16
+    assert -1.0 <= config["bridge"]["r2"] <= 1.0 and metrics["steps"] == 4
+    emb = load_encoder(f"runs/{name}", cache=False).encode(["Hello world.", "Hallo Welt."])
+    assert emb.shape == (2, 24) and np.isfinite(emb).all()
+
+
+def test_bridge_is_refused_without_a_frozen_teacher(tiny_bert):
+    with pytest.raises(MlseError, match="only method 'mse'"):
+        validate(tiny_config("x", None, tiny_bert, method="hard", bridge="linear"))
+
+
+# ------------------------------------------------------------------------------------------------------------ LoRA
+def test_lora_trains_only_the_adapter_and_the_saved_adapter_rebuilds_the_student(tiny_bert, tmp_path):
+    name = "tiny-lora"
+    metrics = finetune(tiny_config(name, None, tiny_bert, method="hard", lora_r=4, eval_at_start=False))
+    run = runs_dir() / name
+    config = json.loads((run / "finetune_config.json").read_text())
+    assert 0 < config["trainable_parameters"] < config["parameters"] / 5
+    assert (run / "adapter" / "adapter_model.safetensors").is_file() and metrics["steps"] == 4
+    texts = ["Hello world.", "Hallo Welt.", "A man plays a flute."]
+    trained = load_encoder(str(run / "model"), cache=False).encode(texts)
+    base = load_encoder(str(tiny_bert), cache=False).encode(texts)
+    assert np.abs(trained - base).max() > 1e-4  # the adapter changed the model
+    rebuilt_dir = tmp_path / "rebuilt"
+    build_merged(tiny_bert, run / "adapter", rebuilt_dir)
+    rebuilt = load_encoder(str(rebuilt_dir), cache=False).encode(texts)
+    np.testing.assert_allclose(rebuilt, trained, atol=1e-5)
+
+
+def test_lora_with_a_bridge_ships_the_bridge_in_the_adapter(tiny_bert, tiny_labse, tmp_path):
+    name = "tiny-lora-bridge"
+    finetune(tiny_config(name, tiny_labse, tiny_bert, method="mse", bridge="linear", bridge_sentences=16, lora_r=2))
+    run = runs_dir() / name
+    assert json.loads((run / "adapter" / "extra_modules" / "modules.json").read_text())[0]["type"].endswith("Dense")
+    build_merged(tiny_bert, run / "adapter", tmp_path / "rebuilt")
+    texts = ["Hello world.", "Hallo Welt."]
+    rebuilt = load_encoder(str(tmp_path / "rebuilt"), cache=False).encode(texts)
+    trained = load_encoder(str(run / "model"), cache=False).encode(texts)
+    assert rebuilt.shape == (2, 24)
+    np.testing.assert_allclose(rebuilt, trained, atol=1e-5)
+
+
+def test_lora_and_vocabulary_extension_do_not_combine(tiny_bert):
+    with pytest.raises(MlseError, match="extend_vocab"):
+        validate(tiny_config("x", None, tiny_bert, method="hard", lora_r=4, extend_vocab=200))
+
+
+# --------------------------------------------------------------------------------------------- frozen embeddings
+def test_frozen_embeddings_stay_while_the_rest_trains(tiny_bert):
+    name = "tiny-frozen-emb"
+    finetune(tiny_config(name, None, tiny_bert, method="hard", freeze_embeddings=True, lr=1e-2, eval_at_start=False))
+    before = load_student(str(tiny_bert), "cpu", 32)[0].auto_model
+    after = load_student(str(runs_dir() / name / "model"), "cpu", 32)[0].auto_model
+    emb_before = before.get_input_embeddings().weight.detach().numpy()
+    emb_after = after.get_input_embeddings().weight.detach().numpy()
+    np.testing.assert_array_equal(emb_before, emb_after)
+    layer = "encoder.layer.0.attention.self.query.weight"
+    w_before = dict(before.named_parameters())[layer].detach().numpy()
+    w_after = dict(after.named_parameters())[layer].detach().numpy()
+    assert np.abs(w_before - w_after).max() > 0
+
+
+# --------------------------------------------------------------------------------------------------- budget clock
+def test_cpu_budget_clock_is_recorded_and_stops_the_run(tiny_bert):
+    name = "tiny-cpu-clock"
+    metrics = finetune(tiny_config(name, None, tiny_bert, method="hard", budget_clock="cpu", budget_minutes=0.002,
+                                   max_steps=None, eval_every_steps=1000, eval_at_start=False))  # fmt: skip
+    assert metrics["budget_clock"] == "cpu" and metrics["stop_reason"] == "budget" and metrics["steps"] >= 1
+    assert metrics["wall_s"] > 0 and metrics["elapsed_s"] >= 0.002 * 60
+
+
+def test_unknown_budget_clock_is_refused(tiny_bert):
+    with pytest.raises(MlseError, match="budget_clock"):
+        validate(tiny_config("x", None, tiny_bert, method="hard", budget_clock="moon"))
+
+
+# ------------------------------------------------------------------------------------------------- the study runner
+def test_student_recipes_parse_with_lora_and_budget_suffixes():
+    from mlse.experiments.students import LORA_LR, RECIPES, parse_recipe
+
+    name, recipe = parse_recipe("ema-frozen+lora@60")
+    assert name == "ema-frozen+lora@60" and recipe["lora_r"] == 8 and recipe["lr"] == LORA_LR
+    assert recipe["budget_minutes"] == 60.0 and recipe["tau_base"] == 1.0
+    assert parse_recipe("hard")[1] == RECIPES["hard"]
+    for bad in ("nope", "hard+qlora", "hard@soon"):
+        with pytest.raises(MlseError, match="recipe"):
+            parse_recipe(bad)
+
+
+def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
+    from mlse.experiments.students import run_recipe, write_report
+
+    overrides = dict(student=str(tiny_bert), pairs=["en-de"], max_pairs=32, max_steps=2, batch_size=8,
+                     eval_every_steps=2, dev_pairs=["en-de"], dev_max_pairs=64, freeze_embeddings=False)  # fmt: skip
+    messages: list[str] = []
+    result = run_recipe("hard", {"method": "hard", "teacher": None}, runs=tmp_path / "runs", out=tmp_path / "out",
+                        progress=messages.append, **overrides)  # fmt: skip
+    assert result["train"]["steps"] == 2 and len(result["sts"]["scores"]) == 17
+    assert set(result["tatoeba"]["scores"]) and result["curve"][0]["step"] == 0
+    again = run_recipe("hard", {"method": "hard", "teacher": None}, runs=tmp_path / "runs", out=tmp_path / "out",
+                       progress=messages.append, **overrides)  # fmt: skip
+    assert again == json.loads((tmp_path / "out" / "hard.json").read_text()) and "skipped" in messages[-1]
+    table = write_report(tmp_path / "out")
+    assert "| hard |" in table and (tmp_path / "out" / "students.html").is_file()
