@@ -112,15 +112,23 @@ def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
     the base model's own modules, and the result is an ordinary sentence-transformers folder.
     """
     import torch
-    from peft import PeftModel
+    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+    from safetensors.torch import load_file
     from sentence_transformers import SentenceTransformer
 
-    models = st_modules()
+    from mlse.bridge import st_modules
 
+    models = st_modules()
     model = SentenceTransformer(str(base_folder), device="cpu", local_files_only=True, trust_remote_code=False)
     transformer = model[0]
-    peft_model = PeftModel.from_pretrained(transformer.auto_model, str(adapter_folder), is_trainable=False)
-    peft_model = peft_model.float()
+    # Built from the local files alone (no PeftModel.from_pretrained: it can reach for the hub)
+    saved = json.loads((adapter_folder / "adapter_config.json").read_text())
+    config = LoraConfig(**{k: v for k, v in saved.items() if k in LoraConfig.__dataclass_fields__})
+    peft_model = get_peft_model(transformer.auto_model, config)
+    weights = load_file(str(adapter_folder / "adapter_model.safetensors"))
+    result = set_peft_model_state_dict(peft_model, {k: v.to(torch.float32) for k, v in weights.items()})
+    if getattr(result, "unexpected_keys", None):
+        raise ValueError(f"{adapter_folder}: adapter weights that fit no module: {result.unexpected_keys[:3]}")
     _set_hf_model(transformer, peft_model.merge_and_unload())
     entries = json.loads((adapter_folder / EXTRA_DIR / EXTRA_FILE).read_text()) if (
         adapter_folder / EXTRA_DIR / EXTRA_FILE).is_file() else []  # fmt: skip
