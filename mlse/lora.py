@@ -116,8 +116,6 @@ def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
     from safetensors.torch import load_file
     from sentence_transformers import SentenceTransformer
 
-    from mlse.bridge import st_modules
-
     models = st_modules()
     model = SentenceTransformer(str(base_folder), device="cpu", local_files_only=True, trust_remote_code=False)
     transformer = model[0]
@@ -137,7 +135,7 @@ def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
         cls = getattr(models, entry["type"].rsplit(".", 1)[1])
         module = cls.load(str(adapter_folder / EXTRA_DIR / entry["path"]))
         modules.append(module.to(torch.float32))
-    rebuilt = SentenceTransformer(modules=modules, device="cpu")
+    rebuilt = SentenceTransformer(modules=modules, device="cpu", trust_remote_code=False)
     # prompts (e5's "query: ") and the default prompt travel with the base model's settings
     rebuilt.prompts = dict(getattr(model, "prompts", {}) or {})
     rebuilt.default_prompt_name = getattr(model, "default_prompt_name", None)
