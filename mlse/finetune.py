@@ -330,7 +330,9 @@ def build_loss(cfg: FinetuneConfig, student):
 
     ``student``: the model, or any callable ``features -> {"sentence_embedding": [B, d]}`` (e.g. AutocastForward).
     """
-    from mlse.losses.distill import HardContrastiveLoss, MSEDistillLoss, SoftContrastiveLoss
+    from mlse.losses.contrastive import HardContrastiveLoss
+    from mlse.losses.mse import MSEDistillLoss
+    from mlse.losses.soft_contrastive import SoftContrastiveLoss
 
     if cfg.method in ("mse", "ema"):
         return MSEDistillLoss(student, include_src=cfg.src_term())
@@ -629,7 +631,7 @@ class _Run:
         torch.nn.utils.clip_grad_norm_(self.student.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         if self.ema_teacher is not None:
-            from mlse.losses.distill import ema_tau, ema_update
+            from mlse.losses.ema import ema_tau, ema_update
 
             self.tau = ema_tau(self.step, self.total_steps, self.cfg.tau_base)
             ema_update(self.ema_teacher, self.student, self.tau)
