@@ -13,7 +13,7 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
   ``relative_pearson`` (variant minus baseline), group means, and each variant's training metrics.
 * ``finetune-compare`` -- ``results/finetune/*.json`` from ``benchmarks/finetune_compare.py``: test Spearman per
   method and pair, and each method's run metrics.
-* ``finetune-run``    -- ``runs/**/metrics.json`` of :func:`mlse.finetune.finetune`: dev scores and speed.
+* ``finetune-run``    -- ``runs/**/metrics.json`` of :func:`mlse.train.finetune.finetune`: dev scores and speed.
 * ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
 
 Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be

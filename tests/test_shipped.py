@@ -10,7 +10,7 @@ import pytest
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
 from mlse.shipped import MANIFEST, check_files, export, list_shipped, read_manifest, total_bytes, update_scores
-from mlse.training import train_stage1
+from mlse.train.heads import train_stage1
 
 
 @pytest.fixture()

@@ -31,7 +31,7 @@ from mlse.evaluation.sts import bootstrap_pearson, percentile_ci95, sts_metrics
 from mlse.models import load_model
 from mlse.results import library_versions
 from mlse.runs import safe_name
-from mlse.training import train_stage1, train_stage2
+from mlse.train.heads import train_stage1, train_stage2
 
 log = logging.getLogger(__name__)
 

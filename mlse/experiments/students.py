@@ -28,8 +28,9 @@ from mlse.atomic import atomic_write_text
 from mlse.data.pairs import CROSS_12, ENGLISH_PAIRS, HAM_KIM_14, SEED_AND_CROSS_PAIRS, STUDY_DEV_PAIRS
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts, run_tatoeba
-from mlse.finetune import FinetuneConfig, finetune
 from mlse.models import load_model
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune import finetune
 
 log = logging.getLogger(__name__)
 

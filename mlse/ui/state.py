@@ -77,7 +77,7 @@ class AppState:
     # How every model computes: torch, onnx or onnx-int8 (mlse.encoders.BACKENDS); MLSE_BACKEND sets the default.
     backend: str = field(default_factory=lambda: os.environ.get("MLSE_BACKEND", "torch"))
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
-    jobs: object = None  # the fine-tune tab's mlse.jobs.JobRunner, created on first use (one per app)
+    jobs: object = None  # the fine-tune tab's mlse.train.runner.JobRunner, created on first use (one per app)
     # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.memory_budget.parse_memory_size).
     max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
     calibration_notes: dict = field(default_factory=dict)  # model name -> why its calibration file is not used
