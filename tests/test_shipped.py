@@ -68,3 +68,62 @@ def test_update_scores_and_broken_manifests(scorer_run, tiny_bert, tmp_path):
 def test_unknown_kind_is_refused(scorer_run, tmp_path):
     with pytest.raises(MlseError, match="unknown artifact kind"):
         export("weights", scorer_run, tmp_path / "x", _manifest("b"))
+
+
+# ----------------------------------------------------------------------------------- offered by the model registry
+@pytest.fixture()
+def shipped_assets(tmp_path, monkeypatch, scorer_run, tiny_bert):
+    """An assets folder with a tiny shipped scorer and a tiny shipped LoRA student (both on tiny_bert)."""
+    from mlse.dirs import runs_dir
+    from mlse.encoders.identity import folder_fingerprint
+    from mlse.finetune import finetune
+    from tests.test_finetune import tiny_config
+
+    root = tmp_path / "assets"
+    monkeypatch.setenv("MLSE_ASSETS", str(root))
+    identity = f"{tiny_bert}:{folder_fingerprint(tiny_bert)[:16]}"
+    manifest = _manifest(str(tiny_bert)) | {"backbone_identity": identity}
+    export("scorer", scorer_run, root / "heads" / "tiny+s1", manifest)
+    finetune(tiny_config("lora-student", None, tiny_bert, method="hard", lora_r=2, eval_at_start=False))
+    run = runs_dir() / "lora-student"
+    export("lora-student", run / "adapter", root / "students" / "tiny-student", manifest)
+    return root, run
+
+
+def test_shipped_artifacts_are_listed_resolved_and_loaded(shipped_assets):
+    from mlse.encoders.registry import available_models, resolve_model
+    from mlse.models import load_model
+
+    root, run = shipped_assets
+    listed = {m.name: m for m in available_models()}
+    assert {"shipped/tiny+s1", "shipped/tiny-student"} <= set(listed)
+    assert listed["shipped/tiny-student"].status.startswith("available")
+    assert resolve_model("shipped/tiny+s1").source == "scorer"
+    texts = ["Hello world.", "Hallo Welt.", "A man plays a flute."]
+    assert load_model("shipped/tiny+s1", cache=False).encode(texts).shape[0] == 3
+    student = load_model("shipped/tiny-student", cache=False).encode(texts)  # merged into tiny_bert on first use
+    trained = load_model(str(run / "model"), cache=False).encode(texts)
+    assert np.abs(student - trained).max() < 2e-3  # the float16 adapter, merged in float32
+
+
+def test_a_shipped_student_on_other_weights_is_refused(shipped_assets):
+    from mlse.errors import ModelNotFoundError
+    from mlse.models import load_model
+
+    root, _ = shipped_assets
+    manifest_path = root / "students" / "tiny-student" / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["backbone_identity"] = manifest["backbone_identity"].rsplit(":", 1)[0] + ":0123456789abcdef"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ModelNotFoundError, match="0123456789abcdef"):
+        load_model("shipped/tiny-student", cache=False)
+
+
+def test_the_app_ticks_shipped_artifacts_after_the_defaults(shipped_assets):
+    from mlse.ui.state import AppState
+
+    state = AppState(default_models=())  # none of the real defaults: the shipped ones come first
+    chosen, _ = state.default_selection()
+    assert chosen[:2] == ["shipped/tiny+s1", "shipped/tiny-student"] and "runs/lora-student" in chosen
+    labels = {m.name: m.label for m in state.models()}
+    assert "(shipped)" in labels["shipped/tiny+s1"] and "student" in labels["shipped/tiny-student"]
