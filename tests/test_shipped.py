@@ -127,3 +127,30 @@ def test_the_app_ticks_shipped_artifacts_after_the_defaults(shipped_assets):
     assert chosen[:2] == ["shipped/tiny+s1", "shipped/tiny-student"] and "runs/lora-student" in chosen
     labels = {m.name: m.label for m in state.models()}
     assert "(shipped)" in labels["shipped/tiny+s1"] and "student" in labels["shipped/tiny-student"]
+
+
+# ---------------------------------------------------------------------------------------------- reproduce assets
+def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert, data_dir, monkeypatch, capsys):
+    from functools import partial
+
+    from mlse.cli import main
+    from mlse.experiments import assets
+
+    monkeypatch.setattr(assets, "HEADS", {"tiny+s1": (str(tiny_bert), "s1"), "tiny+s1+s2": (str(tiny_bert), "s1+s2")})
+    monkeypatch.setattr(assets, "DEFAULT_S1_EPOCHS", 2)
+    monkeypatch.setattr(assets, "train_stage1", partial(assets.train_stage1, pairs=["eng-deu"], max_pairs=30,
+                                                        probe=False))  # fmt: skip
+    monkeypatch.setattr(assets, "train_stage2", partial(assets.train_stage2, pairs=["en-de"], max_epochs=1))
+    out = tmp_path / "assets"
+    assert main(["reproduce", "assets", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    items = list_shipped(out)
+    assert [i.name for i in items] == ["shipped/tiny+s1", "shipped/tiny+s1+s2"]
+    for item in items:
+        assert check_files(item) == [] and item.manifest["command"].startswith("python -m mlse reproduce assets")
+        scores = item.manifest["scores"]
+        assert len(scores["sts_test_spearman"]) == 17 and f"{item.name}: cross-12 {scores['cross-12']:.2f}" in printed
+        assert item.manifest["data"] and item.manifest["backbone_identity"].endswith(
+            json.loads((item.folder / "scorer.json").read_text())["backbone_identity"].rsplit(":", 1)[1])
+    assert read_manifest(out / "heads" / "tiny+s1+s2")["variant"] == "s1+s2"
+    assert main(["reproduce", "assets", "--only", "nope", "--out", str(out)]) == 2
