@@ -64,7 +64,7 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
     run = runs / name
     if variant in STAGE1_VARIANTS:
         train_stage1(backbone, out=run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
-                              **STAGE1_VARIANTS[variant])  # fmt: skip
+                     **STAGE1_VARIANTS[variant])  # fmt: skip
     else:  # Stage 2 on the grid's plain Stage 1 ("s1"), trained first unless this command already did
         base = runs / f"{backbone}+s1"
         if not is_scorer_folder(base):
