@@ -32,6 +32,7 @@ from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.encoders.registry import DEFAULT_MODEL, available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
+from mlse.experiments.assets import reproduce_assets
 from mlse.experiments.seed_grid import markdown_table, run_seed_grid
 from mlse.experiments.students import RECIPES, parse_recipe, run_recipe, write_report
 from mlse.heads.scorer import Scorer
@@ -133,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend(cal, "the model (the calibration applies to every backend of the same weights)")
     cal.add_argument("--data-dir", default=None)
     cal.add_argument("--batch-size", type=int, default=64)
+
+    rep = sub.add_parser("reproduce", help="regenerate the trained artifacts shipped under assets/models")
+    rep.add_argument("what", choices=["assets"])
+    rep.add_argument("--only", type=csv_list, default=None, help="these artifacts only (default: every one)")
+    rep.add_argument("--out", default=None, help="assets folder to write (default: the repository's assets/models)")
+    rep.add_argument("--data-dir", default=None)
     return parser
 
 
@@ -301,7 +308,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    items = reproduce_assets(only=args.only, out=Path(args.out) if args.out else None, runs=runs_dir() / "assets",
+                             data_dir=args.data_dir, progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    for item in items:
+        print(f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
+              f"{item.manifest['scores']['en-en']:.2f} ({item.folder})")
+    return 0
+
+
 COMMANDS = {
+    "reproduce": cmd_reproduce,
     "models": cmd_models,
     "data": cmd_data,
     "train": cmd_train,
