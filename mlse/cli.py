@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "budget")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0)
     ex.add_argument("--seeds", type=csv_list, default=None,
-                    help="seed-grid: train every variant once per seed, e.g. 0,1,2 (default: --seed alone)")
+                    help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
+                         "the first seed only; default: --seed alone)")
     ex.add_argument("--data-dir", default=None)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
