@@ -5,13 +5,14 @@ Spearman on STS Multi MT test for the seed's 15 pairs, and reports Pearson *rela
 pairs Stage 2 trains on and the held-out pairs (as in the seed's figures). Outputs, under ``--out``:
 ``seed-grid.json`` (everything), ``seed-grid.md`` (the table) and ``seed-grid.html`` (an interactive bar chart).
 
-With ``--seeds 0,1,2`` the main variants are trained once per seed (the seed draws the Stage-1 pair subset, the heads'
-initialisation and the batch order); the first seed's runs keep the plain variant names. The extra seeds skip the
-FC prelayer (the costliest variant, ~10 CPU-minutes a run on a real backbone, and not one of the paper's main
-results: ``all_variants=True`` repeats it too) and the language-ID probe (measured once, on the first seed). The report then gives, per
-variant and group of pairs, the mean change over seeds and its seed standard deviation, and calls a change only when
-the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed noise is reported as such. The
-first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair (test-set sampling noise).
+With ``--seeds 0,1,2`` the main variants are trained once per seed (the seed draws the Stage-1 pair subset, the
+heads' initialisation and the batch order); the first seed's runs keep the plain variant names. The extra seeds skip
+the FC prelayer (the costliest variant, ~10 CPU-minutes a run on a real backbone, and not one of the paper's main
+results: ``all_variants=True`` repeats it too) and the language-ID probe (measured once, on the first seed). The
+report then gives, per variant and group of pairs, the mean change over seeds and its seed standard deviation, and
+calls a change only when the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed
+noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair
+(test-set sampling noise).
 """
 
 from __future__ import annotations
