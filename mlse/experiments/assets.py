@@ -8,10 +8,11 @@ backbones"):
   embeddings and every tab can compare the two-stage pipeline with its backbone.
 * :data:`STUDENTS` -- the best distilled student of the study, stored as its LoRA adapter (float16, ~1.3 MB).
 
-Each artifact is trained into ``<runs>/assets/<name>``, exported with :func:`mlse.shipped.export` (float16 weights,
-manifest with this command, the training data's sha256, the backbone's identity), loaded back from the exported
-files and evaluated on STS Multi MT test (17 pairs), and the scores go into its manifest. Students also get a
-backbone calibration (``assets/models/calibration``) so the app shows their 0-5 score.
+Each artifact is trained into ``<runs>/assets/<name>`` (a finished run found there is kept: the command resumes),
+exported with :func:`mlse.shipped.export` (float16 weights, manifest with this command, the training data's sha256,
+the backbone's identity), loaded back from the exported files and evaluated on STS Multi MT test (17 pairs), and the
+scores go into its manifest. Students also get a backbone calibration (``assets/models/calibration``) so the app
+shows their 0-5 score.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ HEADS: dict[str, tuple[str, str]] = {
     "muse+s1+s2": ("muse", "s1+s2"),
 }
 # shipped name -> student recipe (mlse.experiments.students; "+lora" so that it can ship as an adapter)
-STUDENTS: dict[str, str] = {}
+STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen+lora"}
 
 
 def measure(model: str, *, data_dir=None) -> dict:
@@ -62,7 +63,9 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
     if variant not in STAGE1_VARIANTS and variant not in STAGE2_VARIANTS:
         raise MlseError(f"unknown seed-grid variant {variant!r} for {name}")
     run = runs / name
-    if variant in STAGE1_VARIANTS:
+    if is_scorer_folder(run):  # resumed: a run this command finished before (delete the folder to train again)
+        pass
+    elif variant in STAGE1_VARIANTS:
         train_stage1(backbone, out=run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
                      **STAGE1_VARIANTS[variant])  # fmt: skip
     else:  # Stage 2 on the grid's plain Stage 1 ("s1"), trained first unless this command already did
