@@ -32,7 +32,7 @@ import numpy as np
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
-from mlse.encoders.threads import default_threads
+from mlse.encoders.threads import default_threads, session_options
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
 
@@ -71,18 +71,6 @@ def plan_batches(
     if len(batches) < workers and n > 1:
         return list(np.array_split(order, min(workers, n)))
     return batches
-
-
-def session_options(threads: int):
-    import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1  # one graph branch at a time: a BERT layer has no parallel branches worth a thread
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
-    return so
 
 
 class OnnxEncoder:
