@@ -99,6 +99,7 @@ class OnnxEncoder:
         self._session = None
         self._tokenizer = None
         self._table: np.ndarray | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._prefix = ""
         self.meta: dict = {}
         self._lock = threading.Lock()
@@ -186,9 +187,21 @@ class OnnxEncoder:
         if workers <= 1:
             work()
             return
-        with ThreadPoolExecutor(workers, thread_name_prefix="mlse-onnx") as pool:
-            for future in [pool.submit(work) for _ in range(workers)]:
+        pool = self._workers()
+        helpers = [pool.submit(work) for _ in range(workers - 1)]  # this thread is the last worker
+        try:
+            work()
+        finally:
+            for future in helpers:
                 future.result()  # re-raises a worker's exception here
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """Threads kept for the encoder's life: starting them per call costs more than a short pair's batch (the
+        app encodes two sentences per model and request)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max(self.threads - 1, 1), thread_name_prefix="mlse-onnx")
+            return self._pool
 
     def _feed(self, encodings: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
         """Right-padded inputs for the texts at ``rows``: int64 [b, T] (T = the longest of them), and the word-
