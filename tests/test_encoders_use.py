@@ -142,14 +142,15 @@ def test_load_encoder_caches_muse_and_serves_repeats(muse):
     np.testing.assert_allclose(first, muse.encode(texts), atol=1e-6)
 
 
-def test_table_is_memory_mapped_and_gives_the_same_vectors(muse, flores_sample):
+def test_table_rows_are_read_from_a_file_and_give_the_same_vectors(muse, flores_sample):
+    from mlse.encoders.rows import RowFile
     from mlse.encoders.use_torch import UseTorchModel
 
-    assert isinstance(muse._model.table, np.memmap) and muse.table_file().parent == muse.prepared_dir
+    assert isinstance(muse._model.table, RowFile) and muse.table_file().parent == muse.prepared_dir
     in_memory = UseEncoder(threads=1)
     in_memory._load()
     in_memory._model = UseTorchModel(muse.path / "weights.npz")  # the table read into memory, as before
-    assert not isinstance(in_memory._model.table, np.memmap)
+    assert isinstance(in_memory._model.table, np.ndarray)
     np.testing.assert_array_equal(in_memory.encode(flores_sample[:40]), muse.encode(flores_sample[:40]))
 
 

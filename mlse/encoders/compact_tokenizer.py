@@ -3,7 +3,8 @@ of the memory.
 
 Why: the Rust ``tokenizers`` library keeps a Unigram vocabulary in a byte trie with a hash map per node; for e5's
 250,002 pieces that is ~255 MB resident (and ~300 MB through transformers' wrapper), more than the rest of the model
-once its embedding table is memory-mapped. ``sentencepiece`` holds the same pieces in a double-array trie: ~45 MB.
+once its embedding table is read from disk row by row (:mod:`mlse.encoders.rows`). ``sentencepiece`` holds the same
+pieces in a double-array trie: ~45 MB.
 
 Which tokenizers: exactly the pipeline :func:`mlse.encoders.e5.build_tokenizer` writes (``me5-small`` and every
 student fine-tuned from it): ``Precompiled`` charsmap + ``Replace(" {2,}", " ")``, ``Metaspace(always, split)`` +

@@ -4,9 +4,10 @@ Nothing here imports torch at module level: an encoder knows its identity (name 
 whose embeddings are all cached never loads the model at all.
 
 Memory (the app keeps several encoders loaded): transformers 5 memory-maps a model's safetensors file, so weights
-become resident only as they are read; a session touches a few thousand of me5-small's 250,037 embedding rows, so its
-384 MB table costs a few MB. What stays is the tokenizer: transformers' wrapper of the Rust one costs ~300 MB for
-e5's 250,002 Unigram pieces. When the folder's tokenizer has the pipeline :mod:`mlse.encoders.compact_tokenizer`
+become resident only as they are read. The word-embedding table (me5-small: 384 MB, of which a session touches a few
+thousand rows) is read row by row instead (:func:`rows_from_file`), since a mapping also keeps each touched row's
+neighbours resident. What is left is the tokenizer: transformers' wrapper of the Rust one costs ~300 MB for e5's
+250,002 Unigram pieces. When the folder's tokenizer has the pipeline :mod:`mlse.encoders.compact_tokenizer`
 reproduces, encoding goes through :class:`CompactRunner`: the model loaded with a stand-in tokenizer (never used) and
 the same ids from sentencepiece (~45 MB), in exactly the batches ``SentenceTransformer.encode`` makes, so the vectors
 are bit-identical (tests/test_encoders_torch.py). ``.model`` is still the ordinary ``SentenceTransformer`` (loaded
@@ -26,6 +27,7 @@ import numpy as np
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.registry import ModelSpec, materialise
+from mlse.encoders.rows import RowFile, file_embedding
 from mlse.errors import ModelNotFoundError
 
 
@@ -59,11 +61,14 @@ class SentenceTransformerEncoder:
 
     @property
     def model(self):
-        """The underlying ``SentenceTransformer`` (imports torch on first access)."""
+        """The underlying ``SentenceTransformer`` (imports torch on first access), its word embeddings read from the
+        weights file as needed (:func:`rows_from_file`)."""
         if self._model is None:
-            self._model = load_sentence_transformer(self.path, device=self.device)
+            model = load_sentence_transformer(self.path, device=self.device)
+            rows_from_file(model, self.path)
             if self.max_seq_length:
-                self._model.max_seq_length = self.max_seq_length
+                model.max_seq_length = self.max_seq_length
+            self._model = model
         return self._model
 
     @property
@@ -157,6 +162,7 @@ class CompactRunner:
         if tokenizer is None:
             return None
         st = load_sentence_transformer(path, device=device, stand_in_tokenizer=True)
+        rows_from_file(st, path)
         if max_seq_length:
             st.max_seq_length = max_seq_length
         first = st[0]
@@ -194,6 +200,38 @@ class CompactRunner:
         if bar is not None:
             bar.close()
         return out
+
+
+def rows_from_file(st, path: Path) -> bool:
+    """Replace the word-embedding layer of an inference model by one that reads its rows from the safetensors file
+    (:mod:`mlse.encoders.rows`: no mapping of the table stays resident). Only on the CPU, only when the file holds the
+    very values the layer has (checked on three rows); True when replaced. Never for training: the layer has no
+    weight to train."""
+    first = st[0] if len(st) else None
+    model = getattr(first, "auto_model", None) or getattr(first, "model", None)
+    get = getattr(model, "get_input_embeddings", None)
+    embedding = get() if callable(get) else None
+    weight = getattr(embedding, "weight", None)
+    weights_file = _first_module_dir(path) / "model.safetensors"
+    if weight is None or weight.dim() != 2 or weight.device.type != "cpu" or not weights_file.is_file():
+        return False
+    name = next((n for n, p in model.named_parameters() if p is weight), None)
+    rows = _rows_named(weights_file, name, tuple(weight.shape)) if name else None
+    if rows is None or rows.dtype != np.dtype(str(weight.dtype).removeprefix("torch.")):
+        return False
+    probe = np.array([0, weight.shape[0] // 2, weight.shape[0] - 1])
+    if not np.array_equal(rows[probe], weight.detach()[probe].numpy()):
+        return False
+    model.set_input_embeddings(file_embedding(rows, embedding))
+    return True
+
+
+def _rows_named(weights_file: Path, name: str, shape: tuple[int, int]) -> RowFile | None:
+    """The tensor saved under ``name`` or under a prefixed form of it (``bert.`` + name ...)."""
+    header = RowFile.safetensors_names(weights_file)
+    key = name if name in header else next((k for k in header if k.endswith("." + name)), None)
+    rows = RowFile.from_safetensors(weights_file, key) if key else None
+    return rows if rows is not None and rows.shape == shape else None
 
 
 def _first_module_dir(path: Path) -> Path:

@@ -12,7 +12,7 @@ network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit
   devtest sentence tested; in practice > 0.99999), at about twice its speed on the same cores
   (``benchmarks/muse_speed.py``).
 - **Memory**: the 128,010 x 512 uint8 embedding table (65 MB) is written once, de-interleaved, to
-  ``<cache>/muse/<weights hash>-v1/table.npy`` and memory-mapped: only the rows of tokens met become resident.
+  ``<cache>/muse/<weights hash>-v1/table.npy``, whose rows are read as tokens need them (:mod:`mlse.encoders.rows`).
 - **Backends**: ``--backend onnx`` and ``onnx-int8`` run the same network exported to ONNX
   (:mod:`mlse.encoders.onnx.use_graph`; fp32, exported once with torch, then torch is not imported): cosine to the
   torch port > 0.9999998 and about 1.3x its speed. Int8 MatMuls were 2.3x faster still but their lowest cosine to the
@@ -153,7 +153,7 @@ class UseEncoder:
         return cache_root() / "muse" / f"{digest}-v{PREPARED_VERSION}"
 
     def table_file(self) -> Path:
-        """The memory-mappable table, written once (all or nothing, one process at a time)."""
+        """The table file, written once (all or nothing, one process at a time)."""
         target = self.prepared_dir / TABLE_FILE
         if target.is_file():
             return target

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.rows import RowFile
+
 _CHUNKS = 17  # the embedding table's quantisation chunks (interleaved rows)
 _EMB_DIM = 512
 _BRANCH_DIM = 256
@@ -58,7 +60,7 @@ def read_dense(weights_file: str | Path) -> dict[str, np.ndarray]:
 
 def write_table(weights_file: str | Path, out: str | Path) -> None:
     """The embedding table as one uint8 ``.npy`` [V, 512] in row order (the file interleaves 17 chunks), written one
-    chunk at a time, so that encoders can memory-map it: only the rows of tokens met become resident."""
+    chunk at a time, so that encoders can read the rows of the tokens they meet and keep nothing else."""
     with np.load(weights_file, allow_pickle=False) as z:
         rows_per_chunk = z["q1"].shape[0]
         table = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint8, shape=(_CHUNKS * rows_per_chunk, _EMB_DIM))
@@ -84,14 +86,14 @@ def sentence_matrix(lengths: np.ndarray) -> np.ndarray:
 class UseTorchModel:
     """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU).
 
-    ``table``: the embedding table as written by :func:`write_table`, memory-mapped (None: read it from the weights
-    file into memory, 65 MB)."""
+    ``table``: the embedding table as written by :func:`write_table`, its rows read as needed
+    (:mod:`mlse.encoders.rows`; None: read the whole table into memory, 65 MB)."""
 
     def __init__(self, weights_file: str | Path, table: str | Path | None = None):
         import torch  # lazy: torch costs seconds to import; only computing needs it
 
         if table is not None:
-            self.table = np.load(table, mmap_mode="r")  # uint8 [V, 512], rows read as tokens need them
+            self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read from the file as tokens need them
         else:
             with np.load(weights_file, allow_pickle=False) as z:
                 rows_per_chunk = z["q1"].shape[0]

@@ -13,10 +13,10 @@ folder, never a stale graph)::
         fp32/                 model.onnx  word_embeddings.npy  tokenizer.json  export.json
         int8-<recipe hash>/   model.onnx  word_embeddings.npy (a hard link to fp32's)  tokenizer.json  export.json
 
-The word-embedding table is not in the graph: the graph takes ``inputs_embeds`` [B, T, H], and the runtime looks the
-rows up in ``word_embeddings.npy`` memory-mapped, so only the rows of tokens actually met become resident (a session
-touches a few thousand of me5-small's 250,037 rows: a few MB instead of 384 MB, and the same for every model with a
-large vocabulary). The rows are the fp32 weights themselves, so the outputs are those of the graph with the lookup
+The word-embedding table is not in the graph: the graph takes ``inputs_embeds`` [B, T, H], and the runtime reads the
+rows of the tokens it meets from ``word_embeddings.npy`` (:mod:`mlse.encoders.rows`), so the table is never resident
+(me5-small's is 384 MB, of which a session touches a few thousand rows; the same for every model with a large
+vocabulary). The rows are the fp32 weights themselves, so the outputs are those of the graph with the lookup
 inside. A model whose first module is not a transformers model taking ``inputs_embeds`` keeps ``input_ids``.
 
 Each variant folder is built in a hidden temporary sibling and renamed into place, so a reader never sees a half-written
@@ -54,7 +54,7 @@ EXPORT_VERSION = 3
 OPSET = 17  # the first opset with LayerNormalization as one op
 VARIANTS = ("fp32", "int8")
 MODEL_FILE = "model.onnx"
-# The word-embedding table [V, H] float32, memory-mapped by the runtime: only the rows of tokens met are resident.
+# The word-embedding table [V, H] float32, whose rows the runtime reads as tokens need them (mlse.encoders.rows).
 TABLE_FILE = "word_embeddings.npy"
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "export.json"
@@ -156,7 +156,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
     sample = tokenizer(["a short one", "a somewhat longer sentence for tracing"], padding=True, return_tensors="pt")
     names = [n for n in _INPUT_NAMES if n in sample]
     table = word_embedding_table(st)
-    if table is not None:  # the graph starts from the looked-up rows; the table is memory-mapped beside it
+    if table is not None:  # the graph starts from the looked-up rows; the table is a file beside it
         np.save(out / TABLE_FILE, table.detach().cpu().numpy().astype(np.float32, copy=False))
         sample["inputs_embeds"] = table.detach()[sample["input_ids"]]  # [2, T, H]
         names = ["inputs_embeds", *(n for n in names if n != "input_ids")]

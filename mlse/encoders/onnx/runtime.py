@@ -32,6 +32,7 @@ import numpy as np
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
+from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import default_threads, session_options
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
@@ -98,7 +99,7 @@ class OnnxEncoder:
         self._weights = SentenceTransformerEncoder(spec, max_seq_length=max_seq_length)
         self._session = None
         self._tokenizer = None
-        self._table: np.ndarray | None = None
+        self._table: RowFile | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._prefix = ""
         self.meta: dict = {}
@@ -132,8 +133,8 @@ class OnnxEncoder:
             folder = self.export_dir
             self.meta = json.loads((folder / META_FILE).read_text())
             tok = load_tokenizer(folder / TOKENIZER_FILE, int(self.max_seq_length or self.meta["max_seq_length"]))
-            if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (see export.py)
-                self._table = np.load(folder / self.meta["embedding_table"], mmap_mode="r")  # [V, H]
+            if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
+                self._table = RowFile.from_npy(folder / self.meta["embedding_table"])  # [V, H]
             intra = self.threads if self.parallel == "intra" else 1
             session = ort.InferenceSession(str(folder / MODEL_FILE), session_options(intra),
                                            providers=["CPUExecutionProvider"])  # fmt: skip
@@ -216,7 +217,7 @@ class OnnxEncoder:
             mask[r, : len(row)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if self._table is not None:
-            feed = {"inputs_embeds": self._table[ids], "attention_mask": mask}  # [b, T, H] copied out of the map
+            feed = {"inputs_embeds": self._table[ids], "attention_mask": mask}  # [b, T, H] read from the file
         if "token_type_ids" in self.meta["inputs"]:
             feed["token_type_ids"] = np.zeros_like(ids)  # one segment: single sentences are all type 0
         return feed

@@ -1,8 +1,8 @@
 """``muse`` on onnxruntime: its network (:mod:`mlse.encoders.use_torch`) exported once to ONNX, run without torch.
 
 The graph starts after the embedding lookup, as the sentence-transformers exports do (:mod:`.export`): inputs are the
-dequantised embedding rows of a flat batch ``emb`` [T, 512] (looked up in the memory-mapped uint8 table, so only rows
-of tokens met become resident), the n-gram window index ``window`` [T, W], a ``sentence`` matrix [B, T] that sums each
+dequantised embedding rows of a flat batch ``emb`` [T, 512] (read from the uint8 table file as tokens need them, see
+:mod:`mlse.encoders.rows`), the n-gram window index ``window`` [T, W], a ``sentence`` matrix [B, T] that sums each
 sentence's tokens (a product instead of the torch port's scatter-add, which ONNX has no cheap form of) and the
 lengths ``lengths`` [B, 1]; the output is the unit-length embeddings [B, 512].
 
@@ -22,6 +22,7 @@ import numpy as np
 from filelock import FileLock
 
 from mlse.atomic import atomic_dir
+from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import session_options
 from mlse.encoders.use_torch import (
     dequantized_rows,
@@ -123,7 +124,7 @@ class UseOnnxModel:
 
         with np.load(weights_file, allow_pickle=False) as z:
             self.scale, self.lo = z["scale"].astype(np.float32), z["lo"].astype(np.float32)  # [17]
-        self.table = np.load(table, mmap_mode="r")  # uint8 [V, 512]
+        self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read as tokens need them
         self.session = ort.InferenceSession(str(graph / MODEL_FILE), session_options(1),
                                             providers=["CPUExecutionProvider"])  # fmt: skip
 
