@@ -7,7 +7,7 @@ Phases, in order, each labelled in the samples: ``start`` (the page served), ``t
 called once with the page's default inputs: score_pair, language_map, tatoeba_errors, predicted_vs_gold,
 results_refresh), ``load-1`` (``--clients`` x ``--requests`` Score-a-pair requests, as in benchmarks/app_load.py),
 ``finetunes`` (``--finetunes`` tiny fine-tunes started through the API one after another, each waited for until its
-run folder appears; the jobs run in a child process, mlse/child_jobs.py), ``load-2`` (the same load again, on new
+run folder appears; the jobs run in a child process, mlse/train/child_jobs.py), ``load-2`` (the same load again, on new
 pairs), ``rest`` (a few idle seconds). A sampler thread reads the app's RSS (``VmRSS``) every second.
 
 Reported: peak RSS, final RSS, and the RSS right after ``load-1``; targets (issue 16): peak <= 1.5 GB and final within

@@ -25,7 +25,8 @@ from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.pairs import CROSS_12  # noqa: E402
 from mlse.encoders import load_encoder  # noqa: E402
 from mlse.evaluation.runners import run_sts  # noqa: E402
-from mlse.finetune import FinetuneConfig, finetune  # noqa: E402
+from mlse.train.config import FinetuneConfig  # noqa: E402
+from mlse.train.finetune import finetune  # noqa: E402
 
 METHODS = {
     "mse": {"method": "mse"},

@@ -3,8 +3,9 @@
     python benchmarks/finetune_speed.py [--steps 12] [--batch-size 64] [--out results/finetune/finetune-speed.json]
 
 Each setting runs ``--steps`` optimiser steps (the first two are warm-up and not timed) of the real training step
-(:class:`mlse.finetune._Run`, both sides through the student) on the contamination-filtered English-X pairs, with
-the number of threads torch uses by default. Reports sentences per second (student forward + backward).
+(:meth:`mlse.train.loop.TrainingLoop.train_step` with the mse method, both sides through the student) on the
+contamination-filtered English-X pairs, with the number of threads torch uses by default. Reports sentences per
+second (student forward + backward).
 """
 
 from __future__ import annotations
@@ -15,10 +16,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.finetune import FinetuneConfig, _Run, load_dev, load_student, prepare_data, teacher_targets  # noqa: E402
+from mlse.train.config import FinetuneConfig  # noqa: E402
+from mlse.train.finetune_data import prepare_data, teacher_targets  # noqa: E402
+from mlse.train.loop import TrainingLoop  # noqa: E402
+from mlse.train.methods import build_method  # noqa: E402
+from mlse.train.students import extend_vocabulary, load_student, resolve_precision  # noqa: E402
 
 SETTINGS = {
     "fp32, no bucketing, English vocabulary": dict(precision="fp32", bucket_by_length=False, extend_vocab=0),
@@ -34,13 +41,14 @@ def measure(settings: dict, steps: int, batch_size: int) -> dict:
     data = prepare_data(cfg)
     student = load_student(cfg.student, "cpu", cfg.max_seq_length)
     if cfg.extend_vocab:
-        from mlse.vocab import extend_model_vocabulary
-
-        extend_model_vocabulary(student, data.tgt, vocab_size=cfg.extend_vocab, parallel=(data.src, data.tgt))
+        extend_vocabulary(cfg, student, data)
     t_src, t_tgt, _ = teacher_targets(cfg, data, 384, "cpu")
-    dev = load_dev(cfg.dev_pairs, None, 8, 0)
-    run = _Run(cfg, student, data, (t_src, t_tgt), dev, "cpu", None, None)
-    run.started = time.perf_counter()
+    precision = resolve_precision(cfg.precision, "cpu")
+    method = build_method(cfg, student, data, (t_src, t_tgt), "cpu", precision)
+    lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if cfg.bucket_by_length else None
+    run = TrainingLoop(cfg, student, method, len(data.src), lengths, evaluate=lambda should_stop: {},
+                       save=lambda: None, device="cpu")  # fmt: skip
+    run.started = run.clock()
     for _ in range(2):
         run.train_step()
     sentences, t0 = run.sentences, time.perf_counter()
@@ -48,7 +56,7 @@ def measure(settings: dict, steps: int, batch_size: int) -> dict:
         run.train_step()
     seconds = time.perf_counter() - t0
     return {"sentences_per_s": round((run.sentences - sentences) / seconds, 1), "timed_steps": steps - 2,
-            "precision": run.precision}  # fmt: skip
+            "precision": precision}  # fmt: skip
 
 
 def main() -> None:

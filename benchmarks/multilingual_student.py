@@ -26,7 +26,10 @@ from finetune_compare import spearman_table, test_scores  # noqa: E402  (same fo
 
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.encoders import load_encoder  # noqa: E402
-from mlse.finetune import FinetuneConfig, finetune, load_student, prepare_data  # noqa: E402
+from mlse.train.config import FinetuneConfig  # noqa: E402
+from mlse.train.finetune import finetune  # noqa: E402
+from mlse.train.finetune_data import prepare_data  # noqa: E402
+from mlse.train.students import load_student  # noqa: E402
 
 DEV_PAIRS = ["en-en", "en-de", "en-fr", "en-ru", "en-zh"]
 

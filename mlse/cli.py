@@ -17,11 +17,12 @@ from pathlib import Path
 
 from mlse.atomic import atomic_write_text
 from mlse.backbone_calibration import fit_calibration, local_dir, save_calibration
+from mlse.cli_args import add_config_arguments, config_options, csv_list
 from mlse.data.fetch import fetch_missing
 from mlse.data.flores import flores_languages
 from mlse.data.hub_download import download_from_hub
 from mlse.data.layout import STS_LANGS
-from mlse.data.pairs import CALIBRATION_PAIRS, DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS
+from mlse.data.pairs import CALIBRATION_PAIRS
 from mlse.data.parallel import parallel_pairs
 from mlse.data.paths import resolve_data_dir
 from mlse.data.tatoeba import tatoeba_languages
@@ -31,20 +32,26 @@ from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.encoders.registry import DEFAULT_MODEL, available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
+from mlse.experiments.assets import reproduce_assets
 from mlse.experiments.seed_grid import markdown_table, run_seed_grid
 from mlse.experiments.students import RECIPES, parse_recipe, run_recipe, write_report
-from mlse.finetune import FinetuneConfig, finetune
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
 from mlse.results import format_table, result_table
-from mlse.runs import run_name, safe_name
-from mlse.training import train_stage1, train_stage2
+from mlse.runs import safe_name
+from mlse.train.config import (
+    MAX_PAIRS,
+    FinetuneConfig,
+    Stage1Settings,
+    Stage2Settings,
+    finetune_config,
+    stage1_settings,
+    stage2_settings,
+)
+from mlse.train.finetune import finetune
+from mlse.train.heads import train_heads
 
 log = logging.getLogger("mlse")
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _add_backend(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
@@ -69,79 +76,33 @@ def build_parser() -> argparse.ArgumentParser:
                       help="fetch: target folder (default: MLSE_DATA; then pass it as --data-dir)")
     data.add_argument("--data-dir", default=None)
 
+    # train and finetune: one option per field of the configuration dataclasses (mlse.train.config), which hold the
+    # defaults and the help texts
     tr = sub.add_parser("train", help="train a Stage 1 or Stage 2 head on a frozen backbone")
     tr_sub = tr.add_subparsers(dest="stage", required=True)
     s1 = tr_sub.add_parser("stage1", help="meaning/language split (Tiyajamorn et al. 2021) on parallel data")
-    s1.add_argument("--backbone", default="minilm-en", help="any model name the registry accepts")
-    s1.add_argument("--prelayer", action="store_true", help="a fully connected layer before Stage 1")
-    s1.add_argument("--pairs", type=_csv, default=None, help="parallel pairs (default: the seed's 15)")
-    s1.add_argument("--max-pairs", type=int, default=2000, help="cap per language pair (0: all)")
-    s1.add_argument("--lr", type=float, default=None)
-    s1.add_argument("--max-epochs", type=int, default=None)
-    s1.add_argument("--no-probe", action="store_true", help="skip the language-ID probe")
+    add_config_arguments(s1, Stage1Settings)
     s2 = tr_sub.add_parser("stage2", help="STS head on Stage-1 meaning embeddings")
-    s2.add_argument("--stage1", required=True, help="a Stage-1 scorer (run name or folder)")
-    s2.add_argument("--conv", action="store_true", help="1-D convolutional prelayer")
-    s2.add_argument("--nonlinearity", default="identity", choices=["identity", "sigmoid", "tanh"])
-    s2.add_argument("--max-epochs", type=int, default=None)
-    for p in (s1, s2):
-        _add_backend(p, "the backbone")
-        p.add_argument("--out", default=None, help="run folder (default: under $MLSE_RUNS, named after the heads)")
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--data-dir", default=None)
+    add_config_arguments(s2, Stage2Settings)
 
     ex = sub.add_parser("experiment", help="reproducible experiment recipes")
     ex.add_argument("recipe", choices=["seed-grid", "students"])
     ex.add_argument("--backbone", default="minilm-en")
     _add_backend(ex, "the backbone")
-    ex.add_argument("--max-pairs", type=int, default=2000, help="Stage-1 pairs per language pair (0: all)")
+    ex.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="Stage-1 pairs per language pair (0: all)")
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
     ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
-    ex.add_argument("--recipes", type=_csv, default=None,
+    ex.add_argument("--recipes", type=csv_list, default=None,
                     help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute "
                          "budget")  # fmt: skip
     ex.add_argument("--seed", type=int, default=0)
-    ex.add_argument("--seeds", type=_csv, default=None,
-                    help="seed-grid: train every variant once per seed, e.g. 0,1,2 (default: --seed alone)")
+    ex.add_argument("--seeds", type=csv_list, default=None,
+                    help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
+                         "the first seed only; default: --seed alone)")
     ex.add_argument("--data-dir", default=None)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
-    ft.add_argument("--method", required=True, choices=["mse", "ema", "soft", "hard"])
-    ft.add_argument("--teacher", default=None, help="mse/soft: frozen teacher (default minilm-en); ema: the student")
-    ft.add_argument("--student", default="minilm-en", help="a sentence-transformers model name, folder or run")
-    ft.add_argument("--pairs", type=_csv, default=None, help="English-X parallel pairs (default: all 12 en-xx)")
-    ft.add_argument("--max-pairs", type=int, default=5000, help="cap per language pair after filtering (0: all)")
-    ft.add_argument("--budget-minutes", type=float, default=15.0, help="training + dev evaluation time")
-    ft.add_argument("--out", default=None, help="run folder (default: $MLSE_RUNS/<student>+<method>)")
-    ft.add_argument("--batch-size", type=int, default=64)
-    ft.add_argument("--lr", type=float, default=1e-4)
-    ft.add_argument("--eval-every", type=int, default=100, help="steps between STS dev evaluations")
-    ft.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    ft.add_argument("--dev-pairs", type=_csv, default=None, help="STS dev pairs (default en-de,en-fr,en-ru,en-zh)")
-    ft.add_argument("--dev-max-pairs", type=int, default=None, help="seeded subset of rows per dev pair")
-    ft.add_argument("--tau-base", type=float, default=0.999, help="ema: tau_base (1.0 = frozen teacher)")
-    ft.add_argument("--label", default="priority", choices=["priority", "average"], help="soft: teacher labels")
-    ft.add_argument("--temperature", type=float, default=0.1, help="soft/hard: softmax temperature")
-    ft.add_argument("--tcm-alpha", type=float, default=0.0, help="soft: weight of the mono-lingual TCM term")
-    ft.add_argument("--no-src-term", action="store_true", help="mse: only MSE(student(tgt), teacher(src))")
-    ft.add_argument("--extend-vocab", type=int, default=0,
-                    help="learn a WordPiece vocabulary of this size on the non-English side and add it (0: off)")
-    ft.add_argument("--vocab-init", default="aligned", choices=["aligned", "subword"],
-                    help="embeddings of added pieces: from parallel-data alignment, or from their old sub-words")
-    ft.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                    help="bf16 autocast of the transformer (auto: where the CPU/GPU supports it)")
-    ft.add_argument("--no-bucket", action="store_true", help="do not group batches by sentence length")
-    ft.add_argument("--freeze-embeddings", action="store_true", help="keep the token embedding matrix fixed")
-    ft.add_argument("--lora-r", type=int, default=0, help="> 0: train LoRA adapters of this rank (peft)")
-    ft.add_argument("--lora-alpha", type=float, default=None, help="LoRA scale numerator (default 2 x rank)")
-    ft.add_argument("--bridge", default="none", choices=["none", "linear"],
-                    help="mse: start from a least-squares map of the student's space onto the teacher's")
-    ft.add_argument("--bridge-sentences", type=int, default=5000, help="English sentences the bridge is fitted on")
-    ft.add_argument("--budget-clock", default="wall", choices=["wall", "cpu"],
-                    help="cpu: count the budget in process CPU seconds / threads (equal compute on a shared machine)")
-    ft.add_argument("--seed", type=int, default=0)
-    ft.add_argument("--data-dir", default=None)
-    ft.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    add_config_arguments(ft, FinetuneConfig)
     _add_backend(ft, "training (only torch: evaluate the saved run with eval --backend instead)")
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
@@ -149,10 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
                     f"{DEFAULT_MODEL})")  # fmt: skip
     _add_backend(ev, "the model (a scorer's backbone)")
     ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
-    ev.add_argument("--pairs", type=_csv, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
+    ev.add_argument("--pairs", type=csv_list, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
     ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
-    ev.add_argument("--langs", type=_csv, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
+    ev.add_argument("--langs", type=csv_list, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
                     "(every language in the data)")  # fmt: skip
     ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
     ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
@@ -168,12 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--model", required=True, help="registry name, local folder, run, or hub id")
     cal.add_argument("--out", default=None, help="folder for <name>.json and <name>.manifest.json (default: "
                      "$MLSE_RUNS/calibration; the shipped ones live in assets/models/calibration)")  # fmt: skip
-    cal.add_argument("--pairs", type=_csv, default=None, help="STS pairs pooled in the fit (default: en-en and the "
+    cal.add_argument("--pairs", type=csv_list, default=None, help="STS pairs pooled in the fit (default: en-en and the "
                      "12 cross-lingual pairs)")  # fmt: skip
     cal.add_argument("--max-rows", type=int, default=None, help="first rows per pair only (a quick check)")
     _add_backend(cal, "the model (the calibration applies to every backend of the same weights)")
     cal.add_argument("--data-dir", default=None)
     cal.add_argument("--batch-size", type=int, default=64)
+
+    rep = sub.add_parser("reproduce", help="regenerate the trained artifacts shipped under assets/models")
+    rep.add_argument("what", choices=["assets"])
+    rep.add_argument("--only", type=csv_list, default=None, help="these artifacts only (default: every one)")
+    rep.add_argument("--out", default=None, help="assets folder to write (default: the repository's assets/models)")
+    rep.add_argument("--data-dir", default=None)
     return parser
 
 
@@ -211,21 +178,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         shown = {k: round(v, 4) for k, v in record.items() if isinstance(v, float)}
         print(f"epoch {record['epoch']}: " + ", ".join(f"{k} {v}" for k, v in shown.items()), flush=True)
 
-    extra = {k: v for k, v in (("lr", getattr(args, "lr", None)), ("max_epochs", args.max_epochs)) if v is not None}
     if args.stage == "stage1":
-        out = args.out or runs_dir() / run_name(args.backbone, "s1-prelayer" if args.prelayer else "s1")
-        scorer = train_stage1(args.backbone, out=out, prelayer=args.prelayer, pairs=args.pairs or SEED_PARALLEL_PAIRS,
-                              max_pairs=args.max_pairs or None, data_dir=args.data_dir, seed=args.seed,
-                              probe=not args.no_probe, progress=epoch_line, backend=args.backend, **extra)  # fmt: skip
+        settings = stage1_settings(**config_options(args, Stage1Settings))
     else:
-        tags = ["s2", "conv"] if args.conv else ["s2"]
-        tags += [] if args.nonlinearity == "identity" else [args.nonlinearity]
-        out = args.out or runs_dir() / run_name(str(args.stage1), *tags)
-        scorer = train_stage2(args.stage1, out=out, conv=args.conv, nonlinearity=args.nonlinearity,
-                              data_dir=args.data_dir, seed=args.seed, progress=epoch_line, backend=args.backend,
-                              **extra)  # fmt: skip
+        settings = stage2_settings(**config_options(args, Stage2Settings))
+    scorer = train_heads(settings, progress=epoch_line)
     print(json.dumps(scorer.metadata.get("metrics", {}), indent=1))
-    print(f"saved {out}; use it as --model {out}")
+    print(f"saved {settings.out}; use it as --model {settings.out}")
     return 0
 
 
@@ -339,30 +298,28 @@ def cmd_finetune(args: argparse.Namespace) -> int:
             f"finetune trains and evaluates a torch model, so --backend {args.backend} does not apply; evaluate the "
             f"saved run on it instead: python -m mlse eval --model RUN --backend {args.backend} --task sts ..."
         )
-    teacher = args.teacher or ("minilm-en" if args.method in ("mse", "soft") else None)
-    out = args.out or str(runs_dir() / run_name(args.student, args.method))
-    config = FinetuneConfig(
-        method=args.method, teacher=teacher, student=args.student, pairs=args.pairs or list(ENGLISH_PAIRS),
-        max_pairs=args.max_pairs or None, budget_minutes=args.budget_minutes, batch_size=args.batch_size, lr=args.lr,
-        eval_every_steps=args.eval_every, max_steps=args.max_steps, dev_pairs=args.dev_pairs or list(DEV_PAIRS),
-        dev_max_pairs=args.dev_max_pairs, tau_base=args.tau_base, label=args.label, temperature=args.temperature,
-        tcm_alpha=args.tcm_alpha, include_src=False if args.no_src_term else None, seed=args.seed, out=out,
-        data_dir=args.data_dir, device=args.device, extend_vocab=args.extend_vocab, vocab_init=args.vocab_init,
-        precision=args.precision, bucket_by_length=not args.no_bucket, freeze_embeddings=args.freeze_embeddings,
-        lora_r=args.lora_r, lora_alpha=args.lora_alpha, bridge=args.bridge, bridge_sentences=args.bridge_sentences,
-        budget_clock=args.budget_clock,
-    )  # fmt: skip
+    config = finetune_config(**config_options(args, FinetuneConfig))
     metrics = finetune(config, progress=line)
     if metrics.get("rank", 0) != 0:  # one summary per run: ranks printing at once would interleave their lines
         return 0
     keys = ("stop_reason", "steps", "best_dev_spearman", "best_step", "final_dev_spearman", "sentences_per_s",
             "elapsed_s", "world_size", "parameter_checksum", "rank_checksums")  # fmt: skip
     print(json.dumps({k: metrics[k] for k in keys if k in metrics}), flush=True)
-    print(f"saved {out}; use it as --model {out}")
+    print(f"saved {config.out}; use it as --model {config.out}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    items = reproduce_assets(only=args.only, out=Path(args.out) if args.out else None, runs=runs_dir() / "assets",
+                             data_dir=args.data_dir, progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    for item in items:
+        print(f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
+              f"{item.manifest['scores']['en-en']:.2f} ({item.folder})")
     return 0
 
 
 COMMANDS = {
+    "reproduce": cmd_reproduce,
     "models": cmd_models,
     "data": cmd_data,
     "train": cmd_train,

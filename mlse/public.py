@@ -85,7 +85,7 @@ def check_hub_download(name: str, repo_id: str, *, registered: Sequence[str] = (
 def check_finetune_request(req, listed_models: list[str]) -> None:
     """Refuse a fine-tune request a public deployment does not run: over a limit, overwriting, or an unlisted model.
 
-    ``req``: a :class:`mlse.jobs.TrainRequest`; ``listed_models``: the names the app offers (so a visitor cannot
+    ``req``: a :class:`mlse.train.config.TrainRequest`; ``listed_models``: the names the app offers (so a visitor cannot
     point a run at an arbitrary folder or hub id).
     """
     for label, (attribute, limit) in FINETUNE_LIMITS.items():

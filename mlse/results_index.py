@@ -13,7 +13,9 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
   ``relative_pearson`` (variant minus baseline), group means, and each variant's training metrics.
 * ``finetune-compare`` -- ``results/finetune/*.json`` from ``benchmarks/finetune_compare.py``: test Spearman per
   method and pair, and each method's run metrics.
-* ``finetune-run``    -- ``runs/**/metrics.json`` of :func:`mlse.finetune.finetune`: dev scores and speed.
+* ``finetune-run``    -- ``runs/**/metrics.json`` of :func:`mlse.train.finetune.finetune`: dev scores and speed.
+* ``student``         -- ``results/students/*.json`` of ``python -m mlse experiment students``: one recipe's test
+  scores (STS, Tatoeba), its training metrics and its dev curve (also in :func:`finetune_curves`).
 * ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
 
 Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be
@@ -128,6 +130,8 @@ def schema_of(obj: Any) -> str | None:
         return None
     if obj.get("experiment") == "seed-grid":
         return "seed-grid"
+    if "recipe" in obj and "sts" in obj and "tatoeba" in obj and "train" in obj:
+        return "student"
     if "scores" in obj and "curves" in obj:
         return "finetune-compare"
     if "scores" in obj and "task" in obj and "model" in obj:
@@ -184,6 +188,15 @@ def _read_eval(obj: dict, path: Path) -> Iterator[dict]:
         yield from _metric_rows(values, **common, key=str(key))
     for group, values in (obj.get("averages") or {}).items():
         yield from _metric_rows(values, **common, key=f"avg:{group}")
+
+
+def _read_student(obj: dict, path: Path) -> Iterator[dict]:
+    """A study result: its STS and Tatoeba results under the recipe's name, and its training numbers."""
+    name = f"student:{obj['recipe']}"
+    for part in ("sts", "tatoeba"):
+        for row in _read_eval(obj[part], path):
+            yield row | {"model": name}
+    yield from _finetune_metrics(obj["train"], name)
 
 
 def _read_seed_grid(obj: dict, path: Path) -> Iterator[dict]:
@@ -246,6 +259,7 @@ READERS = {
     "finetune-compare": _read_finetune_compare,
     "finetune-run": _read_finetune_run,
     "scorer-run": _read_scorer,
+    "student": _read_student,
 }
 
 
@@ -254,7 +268,8 @@ def finetune_curves(roots: Iterable[str | Path] | None = None):
     """Dev-score curves of every fine-tuning run: a DataFrame ``run, step, minutes, dev_spearman, loss, source``.
 
     Read from each run's ``log.jsonl`` (one record per evaluation) and from the ``curves`` of finetune-compare files
-    (``[minutes, dev]`` pairs, no steps). A malformed line is skipped with a warning.
+    (``[minutes, dev]`` pairs, no steps) and student-study results (their ``curve``). A malformed line is skipped
+    with a warning.
     """
     import pandas as pd  # lazy: pandas costs ~0.5 s to import; only tables need it
 
@@ -269,6 +284,10 @@ def finetune_curves(roots: Iterable[str | Path] | None = None):
             rows += _log_rows(log_file, _run_name(log_file))
     for path in result_files(roots):
         obj, _ = _load_quietly(path)
+        if schema_of(obj) == "student":
+            rows += [{"run": f"student:{obj['recipe']}", "step": r.get("step"), "minutes": _number(r["elapsed_s"]) / 60,
+                      "dev_spearman": _number(r.get("dev_spearman")), "loss": _number(r.get("loss")),
+                      "source": str(path)} for r in obj.get("curve") or [] if isinstance(r, dict)]  # fmt: skip
         if schema_of(obj) == "finetune-compare" and isinstance(obj.get("curves"), dict):
             for method, points in obj["curves"].items():
                 for point in points if isinstance(points, list) else []:

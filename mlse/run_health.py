@@ -4,9 +4,9 @@ Every writer of a run folder is atomic (a hidden temporary sibling renamed into 
 a half-written run where the model lists look. Two things can still be left behind, and this module handles both:
 
 * **A run moved aside and not put back.** Replacing a run renames the old folder to a hidden sibling first
-  (``.NAME.replaced-<ms>`` in :mod:`mlse.jobs`, ``.NAME.old-<pid>`` in :func:`mlse.atomic.replace_dir`); a job killed
-  before it saved its own run never renames it back, and the old run vanishes from every list. :func:`recover_runs`
-  (called when the app starts) renames such a folder back when nothing has taken its name since.
+  (``.NAME.replaced-<ms>`` in :mod:`mlse.train.jobs`, ``.NAME.old-<pid>`` in :func:`mlse.atomic.replace_dir`); a job
+  killed before it saved its own run never renames it back, and the old run vanishes from every list.
+  :func:`recover_runs` (called when the app starts) renames such a folder back when nothing has taken its name since.
 * **A run that stopped early.** A fine-tune killed after its first checkpoint has a usable ``model/`` but no
   ``metrics.json``; a stopped job writes ``"partial"`` into its metrics (fine-tuning) or manifest (heads).
   :func:`partial_reason` says so in one phrase, for the model lists to show.

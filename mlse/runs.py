@@ -3,13 +3,14 @@
 A *run* is a folder mlse wrote under :func:`mlse.dirs.runs_dir`:
 
 * a **scorer** (backbone + trained heads, :mod:`mlse.heads.scorer`): ``scorer.json`` beside the head files;
-* a **fine-tuned student** (:mod:`mlse.finetune`): ``model/`` (a sentence-transformers folder) beside
+* a **fine-tuned student** (:mod:`mlse.train.finetune`): ``model/`` (a sentence-transformers folder) beside
   ``finetune_config.json``, ``metrics.json`` and ``log.jsonl``;
 * any other sentence-transformers (``modules.json``) or transformers (``config.json``) folder.
 
 Runs may sit one level down in a group folder (``runs/seed-grid-minilm-en/s1+s2``, as experiments write them); they
 are named by their path under the runs directory. Hidden folders (temporary, half-written, set aside) are skipped.
-The command line and the app name new runs with the same function, :func:`run_name`.
+The command line and the app name new runs with the same function, :func:`training_run_name` (built on
+:func:`run_name`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ def safe_name(model: str) -> str:
 def run_name(model: str, *tags: str) -> str:
     """The default name of a run trained from ``model``: ``runs/x`` + ``("s2", "conv")`` -> ``x+s2+conv``."""
     return "+".join([safe_name(model).removeprefix("runs_"), *tags])
+
+
+def training_run_name(model: str, method: str, *, prelayer: bool = False, conv: bool = False,
+                      nonlinearity: str = "identity") -> str:  # fmt: skip
+    """The default name of a run that trains ``model`` by ``method``: ``stage1`` -> ``x+s1`` (``x+s1-prelayer``),
+    ``stage2`` -> ``x+s2`` (then ``+conv`` and ``+sigmoid`` / ``+tanh``), a fine-tuning method -> ``x+mse`` ..."""
+    if method == "stage1":
+        return run_name(model, "s1-prelayer" if prelayer else "s1")
+    if method == "stage2":
+        tags = ["s2", *(["conv"] if conv else []), *([] if nonlinearity == "identity" else [nonlinearity])]
+        return run_name(model, *tags)
+    return run_name(model, method)
 
 
 def is_model_folder(path: Path) -> bool:

@@ -23,7 +23,7 @@ nothing, which makes distillation both slow (longer sequences) and hard (no usef
 
 Only WordPiece (BERT-style) tokenizers are supported; a SentencePiece model (XLM-R) is refused with a message, it is
 multilingual already. The extended model is an ordinary sentence-transformers folder (``extend_vocabulary`` writes it
-atomically) and trains with every method of :mod:`mlse.finetune` (``FinetuneConfig.extend_vocab``).
+atomically) and trains with every method of :mod:`mlse.train.finetune` (``FinetuneConfig.extend_vocab``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ def hang(point: str) -> None:
 
 
 def finetune_after_checkpoint(model: str, data_dir: str, out: str) -> None:
-    from mlse.finetune import FinetuneConfig, finetune
+    from mlse.train.config import FinetuneConfig
+    from mlse.train.finetune import finetune
 
     def progress(record: dict) -> None:
         if record["step"] >= 2:  # a training step done and a checkpoint on disk (step 0's, at least)
@@ -35,7 +36,8 @@ def finetune_after_checkpoint(model: str, data_dir: str, out: str) -> None:
 def head_job(point: str, model: str, data_dir: str, name: str) -> None:
     import safetensors.torch
 
-    from mlse.jobs import TrainRequest, training_job
+    from mlse.train.config import TrainRequest
+    from mlse.train.jobs import training_job
 
     if point == "SAVING":  # the first head file written into the temporary folder, the manifest not yet
         original = safetensors.torch.save_file

@@ -8,8 +8,9 @@ import numpy as np
 from mlse.data.bitext import load_filtered_bitext, same_seed, seed_per_pair
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.parallel import default_labels, load_parallel
-from mlse.finetune import FinetuneConfig, english_first, prepare_data
-from mlse.training import stage1_data
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune_data import english_first, prepare_data
+from mlse.train.heads import stage1_data
 from tests.fake_encoder import FakeEncoder, fake_vector
 
 

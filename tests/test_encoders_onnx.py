@@ -297,9 +297,10 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
         return fake
 
     import mlse.cli as cli
+    import mlse.train.heads as heads
 
-    monkeypatch.setattr(cli, "train_stage1", capture("stage1"))
-    monkeypatch.setattr(cli, "train_stage2", capture("stage2"))
+    monkeypatch.setattr(heads, "train_stage1", capture("stage1"))  # what `train stage1/2` runs (train_heads)
+    monkeypatch.setattr(heads, "train_stage2", capture("stage2"))
     monkeypatch.setattr(cli, "run_seed_grid", capture("grid"))
     for argv in (["train", "stage1", "--backend", "onnx-int8"],
                  ["train", "stage2", "--stage1", "x", "--backend", "onnx"],
@@ -317,7 +318,7 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
 def test_scorer_trained_on_onnx_backbone_loads_on_every_backend(tiny_bert, tmp_path, data_dir):
     from mlse.runs import SCORER_FILE
-    from mlse.training import train_stage1
+    from mlse.train.heads import train_stage1
 
     out = tmp_path / "tiny+s1"
     trained = train_stage1(str(tiny_bert), out=out, pairs=["eng-deu"], max_pairs=30, data_dir=data_dir, probe=False,

@@ -112,7 +112,7 @@ def test_embeddings_and_tokens_equal_the_package_on_flores(muse, flores_sample):
 
 
 def test_finetune_refuses_muse_as_student_before_loading_anything():
-    from mlse.finetune import FinetuneConfig, validate
+    from mlse.train.config import FinetuneConfig, validate
 
     with pytest.raises(MlseError) as err:
         validate(FinetuneConfig(method="soft", student="muse", teacher="minilm-en"))
@@ -173,7 +173,7 @@ def test_onnx_muse_never_imports_torch(muse):
 
 def test_stage1_heads_train_on_muse_through_the_real_path(tmp_path, data_dir):
     from mlse.runs import SCORER_FILE
-    from mlse.training import train_stage1
+    from mlse.train.heads import train_stage1
 
     out = tmp_path / "muse+s1"
     scorer = train_stage1("muse", out=out, pairs=["eng-deu"], max_pairs=24, data_dir=data_dir, probe=False,

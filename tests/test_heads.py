@@ -7,8 +7,9 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from mlse.heads.choices import NONLINEARITIES
 from mlse.heads.stage1 import Stage1Config, Stage1Head
-from mlse.heads.stage2 import NONLINEARITIES, Stage2Config, Stage2Head
+from mlse.heads.stage2 import Stage2Config, Stage2Head
 
 LANGS = ["aa", "bb", "cc", "dd"]
 DIM = 16
@@ -310,3 +311,11 @@ def test_stage2_state_round_trip_identical(stage2_head, stage2_data, variant):
         np.testing.assert_array_equal(clone.net_.similarity(t1, t2).numpy(), h.net_.similarity(t1, t2).numpy())
     assert clone.config == h.config
     assert (clone.dev_pearson_, clone.best_epoch_, clone.history_) == (h.dev_pearson_, h.best_epoch_, h.history_)
+
+
+def test_stage2_loss_on_hand_made_numbers():
+    from mlse.heads.stage2 import stage2_loss
+
+    # f(cos) = (1.0, 0.5, 0.0) against gold (5, 0, 2.5) / 5 = (1.0, 0.0, 0.5): squared errors 0, 0.25, 0.25 -> mean 1/6
+    loss = stage2_loss(torch.tensor([1.0, 0.5, 0.0]), torch.tensor([5.0, 0.0, 2.5]) / 5)
+    assert loss.item() == pytest.approx(1 / 6)

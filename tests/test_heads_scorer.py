@@ -23,7 +23,7 @@ from mlse.evaluation.runners import run_sts
 from mlse.heads.scorer import BackboneMismatchError, Scorer
 from mlse.models import load_model
 from mlse.runs import SCORER_FILE
-from mlse.training import stage1_data, train_stage1, train_stage2
+from mlse.train.heads import stage1_data, train_stage1, train_stage2
 from tests.fake_encoder import FakeEncoder
 
 S1_PAIRS = ["eng-deu", "eng-fra"]

@@ -12,14 +12,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CYCLES = ROOT.parent / "shared" / "tools" / "import_cycles.py"  # ../shared beside the checkout, as in CI
 MAX_LINES = 400
-# Split by phase 2 of issue 14 (fine-tuning: config, data, loop, EMA; the jobs; one loss per file).
-NOT_YET_SPLIT = {"finetune.py", "jobs.py", "losses/distill.py"}
 
 
 def test_import_mlse_loads_no_heavy_library():
     code = "import sys, mlse; print(sorted(m for m in ('torch', 'gradio', 'umap', 'plotly') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_command_line_and_the_training_package_start_without_torch():
+    """``python -m mlse`` and the fine-tune tab import the training package; torch loads only when a run starts."""
+    modules = ("mlse.cli", "mlse.train.jobs", "mlse.train.finetune", "mlse.train.heads", "mlse.ui.finetune_tab")
+    code = (f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'peft') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_no_import_cycle():
@@ -34,4 +41,4 @@ def test_no_import_cycle():
 def test_no_module_over_400_lines():
     long = {str(p.relative_to(ROOT / "mlse")): n for p in (ROOT / "mlse").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}  # fmt: skip
-    assert set(long) <= NOT_YET_SPLIT, long
+    assert not long, long

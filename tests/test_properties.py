@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mlse.cli import build_parser, main
 from mlse.data.tsv import load_parallel_tsv, load_scored_tsv
 from mlse.errors import MlseError
-from mlse.jobs import Job, JobRunner
+from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, tatoeba_tab
 from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlse.runs import find_runs, is_finetuned_model, run_name, safe_name
+from mlse.runs import find_runs, is_finetuned_model, run_name, safe_name, training_run_name
 
 
 def test_safe_name_keeps_folder_friendly_characters(tmp_path, monkeypatch):
@@ -19,6 +19,15 @@ def test_run_name_is_the_model_then_the_tags():
     assert run_name("minilm-en", "s1") == "minilm-en+s1"
     assert run_name("runs/minilm-en+s1", "s2", "conv") == "minilm-en+s1+s2+conv"  # a run's "runs/" prefix goes
     assert run_name("sentence-transformers/LaBSE", "mse") == "sentence-transformers_LaBSE+mse"
+
+
+def test_training_run_name_tags_heads_by_their_options_and_students_by_their_method():
+    assert training_run_name("minilm-en", "stage1") == "minilm-en+s1"
+    assert training_run_name("minilm-en", "stage1", prelayer=True) == "minilm-en+s1-prelayer"
+    assert training_run_name("runs/minilm-en+s1", "stage2") == "minilm-en+s1+s2"
+    assert training_run_name("runs/x+s1", "stage2", conv=True, nonlinearity="tanh") == "x+s1+s2+conv+tanh"
+    assert training_run_name("runs/x+s1", "stage2", nonlinearity="identity") == "x+s1+s2"
+    assert training_run_name("minilm-en", "ema") == "minilm-en+ema"
 
 
 def _model(folder: Path) -> Path:

@@ -154,15 +154,18 @@ def test_run_seed_grid_with_three_seeds(tiny_bert, data_dir, tmp_path):
         seeds=[0, 1, 2],
     )  # fmt: skip
     trained = [*STAGE1_VARIANTS, *STAGE2_VARIANTS]
+    repeated = [v for v in trained if v != "s1+prelayer"]  # the extra seeds leave the prelayer out
     assert results["config"]["seeds"] == [0, 1, 2]
-    assert {v: sorted(results["seed_scores"][v]) for v in trained} == {v: ["0", "1", "2"] for v in trained}
+    assert {v: sorted(results["seed_scores"][v]) for v in repeated} == {v: ["0", "1", "2"] for v in repeated}
+    assert list(results["seed_scores"]["s1+prelayer"]) == ["0"]
     assert all(results["scores"][v] == results["seed_scores"][v]["0"] for v in trained)
     lo, hi = results["scores"]["s1"]["en-de"]["pearson_ci95"]
     assert lo <= results["scores"]["s1"]["en-de"]["pearson"] <= hi
     assert "spearman_ci95" in results["scores"]["baseline"]["en-en"]
     assert "pearson_ci95" not in results["seed_scores"]["s1"]["1"]["en-de"]  # CIs for the first seed only
-    expected_runs = [*trained, *(f"{v}-seed{s}" for v in trained for s in (1, 2))]
+    expected_runs = [*trained, *(f"{v}-seed{s}" for v in repeated for s in (1, 2))]
     assert sorted(p.name for p in runs.iterdir()) == sorted(expected_runs)
     summary = results["seed_summary"]["s1+s2"]["all/pearson"]
     assert len(summary["deltas"]) == 3 and summary["verdict"] in ("better", "worse", "within seed noise")
     assert "Mean change against the baseline over 3 seeds" in (out / "seed-grid.md").read_text()
+    assert results["seed_summary"]["s1+prelayer"]["all/pearson"]["verdict"] == "one seed"

@@ -10,7 +10,7 @@ import pytest
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
 from mlse.shipped import MANIFEST, check_files, export, list_shipped, read_manifest, total_bytes, update_scores
-from mlse.training import train_stage1
+from mlse.train.heads import train_stage1
 
 
 @pytest.fixture()
@@ -68,3 +68,89 @@ def test_update_scores_and_broken_manifests(scorer_run, tiny_bert, tmp_path):
 def test_unknown_kind_is_refused(scorer_run, tmp_path):
     with pytest.raises(MlseError, match="unknown artifact kind"):
         export("weights", scorer_run, tmp_path / "x", _manifest("b"))
+
+
+# ----------------------------------------------------------------------------------- offered by the model registry
+@pytest.fixture()
+def shipped_assets(tmp_path, monkeypatch, scorer_run, tiny_bert):
+    """An assets folder with a tiny shipped scorer and a tiny shipped LoRA student (both on tiny_bert)."""
+    from mlse.dirs import runs_dir
+    from mlse.encoders.identity import folder_fingerprint
+    from mlse.train.finetune import finetune
+    from tests.test_train_finetune import tiny_config
+
+    root = tmp_path / "assets"
+    monkeypatch.setenv("MLSE_ASSETS", str(root))
+    identity = f"{tiny_bert}:{folder_fingerprint(tiny_bert)[:16]}"
+    manifest = _manifest(str(tiny_bert)) | {"backbone_identity": identity}
+    export("scorer", scorer_run, root / "heads" / "tiny+s1", manifest)
+    finetune(tiny_config("lora-student", None, tiny_bert, method="hard", lora_r=2, eval_at_start=False))
+    run = runs_dir() / "lora-student"
+    export("lora-student", run / "adapter", root / "students" / "tiny-student", manifest)
+    return root, run
+
+
+def test_shipped_artifacts_are_listed_resolved_and_loaded(shipped_assets):
+    from mlse.encoders.registry import available_models, resolve_model
+    from mlse.models import load_model
+
+    root, run = shipped_assets
+    listed = {m.name: m for m in available_models()}
+    assert {"shipped/tiny+s1", "shipped/tiny-student"} <= set(listed)
+    assert listed["shipped/tiny-student"].status.startswith("available")
+    assert resolve_model("shipped/tiny+s1").source == "scorer"
+    texts = ["Hello world.", "Hallo Welt.", "A man plays a flute."]
+    assert load_model("shipped/tiny+s1", cache=False).encode(texts).shape[0] == 3
+    student = load_model("shipped/tiny-student", cache=False).encode(texts)  # merged into tiny_bert on first use
+    trained = load_model(str(run / "model"), cache=False).encode(texts)
+    assert np.abs(student - trained).max() < 2e-3  # the float16 adapter, merged in float32
+
+
+def test_a_shipped_student_on_other_weights_is_refused(shipped_assets):
+    from mlse.errors import ModelNotFoundError
+    from mlse.models import load_model
+
+    root, _ = shipped_assets
+    manifest_path = root / "students" / "tiny-student" / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["backbone_identity"] = manifest["backbone_identity"].rsplit(":", 1)[0] + ":0123456789abcdef"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ModelNotFoundError, match="0123456789abcdef"):
+        load_model("shipped/tiny-student", cache=False)
+
+
+def test_the_app_ticks_shipped_artifacts_after_the_defaults(shipped_assets):
+    from mlse.ui.state import AppState
+
+    state = AppState(default_models=())  # none of the real defaults: the shipped ones come first
+    chosen, _ = state.default_selection()
+    assert chosen[:2] == ["shipped/tiny+s1", "shipped/tiny-student"] and "runs/lora-student" in chosen
+    labels = {m.name: m.label for m in state.models()}
+    assert "(shipped)" in labels["shipped/tiny+s1"] and "student" in labels["shipped/tiny-student"]
+
+
+# ---------------------------------------------------------------------------------------------- reproduce assets
+def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert, data_dir, monkeypatch, capsys):
+    from functools import partial
+
+    from mlse.cli import main
+    from mlse.experiments import assets
+
+    monkeypatch.setattr(assets, "HEADS", {"tiny+s1": (str(tiny_bert), "s1"), "tiny+s1+s2": (str(tiny_bert), "s1+s2")})
+    monkeypatch.setattr(assets, "DEFAULT_S1_EPOCHS", 2)
+    monkeypatch.setattr(assets, "train_stage1", partial(assets.train_stage1, pairs=["eng-deu"], max_pairs=30,
+                                                        probe=False))  # fmt: skip
+    monkeypatch.setattr(assets, "train_stage2", partial(assets.train_stage2, pairs=["en-de"], max_epochs=1))
+    out = tmp_path / "assets"
+    assert main(["reproduce", "assets", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    items = list_shipped(out)
+    assert [i.name for i in items] == ["shipped/tiny+s1", "shipped/tiny+s1+s2"]
+    for item in items:
+        assert check_files(item) == [] and item.manifest["command"].startswith("python -m mlse reproduce assets")
+        scores = item.manifest["scores"]
+        assert len(scores["sts_test_spearman"]) == 17 and f"{item.name}: cross-12 {scores['cross-12']:.2f}" in printed
+        assert item.manifest["data"] and item.manifest["backbone_identity"].endswith(
+            json.loads((item.folder / "scorer.json").read_text())["backbone_identity"].rsplit(":", 1)[1])
+    assert read_manifest(out / "heads" / "tiny+s1+s2")["variant"] == "s1+s2"
+    assert main(["reproduce", "assets", "--only", "nope", "--out", str(out)]) == 2

@@ -1,4 +1,4 @@
-"""Stop and the time budget reach every phase of a training job, encoding included (mlse.stopping, mlse.jobs).
+"""Stop and the time budget reach every phase of a training job, encoding included (mlse.stopping, mlse.train.jobs).
 
 A deliberately slow fake encoder (tests/fake_encoder.py) stands in for a big backbone / teacher: encoding the
 requested data would take ~20 s, so a job that only looked at Stop between epochs would overrun the 5 s limit.
@@ -12,14 +12,16 @@ import time
 import numpy as np
 import pytest
 
-import mlse.models
 import mlse.stopping
-import mlse.training
+import mlse.train.finetune_data
+import mlse.train.heads
 from mlse.dirs import runs_dir
 from mlse.encoders.cache import CachedEncoder
 from mlse.heads.scorer import Scorer
-from mlse.jobs import JobRunner, TrainRequest, training_job
 from mlse.stopping import Stopped, StopSignal, encode_in_chunks
+from mlse.train.config import TrainRequest
+from mlse.train.jobs import training_job
+from mlse.train.runner import JobRunner
 from tests.fake_encoder import FakeEncoder, SlowFakeEncoder, fake_vector
 from tests.job_helpers import on_first_eval
 
@@ -33,8 +35,8 @@ def slow_encoder(monkeypatch) -> SlowFakeEncoder:
     def load(*args, **kwargs):
         return CachedEncoder(slow)
 
-    monkeypatch.setattr(mlse.training, "load_model", load)  # Stage 1 / Stage 2 backbones
-    monkeypatch.setattr(mlse.models, "load_model", load)  # fine-tuning teachers
+    monkeypatch.setattr(mlse.train.heads, "load_model", load)  # Stage 1 / Stage 2 backbones
+    monkeypatch.setattr(mlse.train.finetune_data, "load_model", load)  # fine-tuning teachers
     return slow
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mlse.dirs import runs_dir
-from mlse.jobs import JobRunner
+from mlse.train.runner import JobRunner
 from mlse.ui import finetune_tab as ft
 from mlse.ui.state import AppState
 
@@ -128,3 +128,17 @@ def test_tabs_build_inside_blocks():
         results_tab.build_tab(state)
     names = {d.api_name for d in demo.fns.values()}
     assert {"finetune_start", "finetune_stop", "results_refresh"} <= names
+
+
+def test_the_apps_backend_reaches_the_job(tiny_bert, monkeypatch):
+    state = AppState(backend="onnx")
+    requests = []
+
+    def capture(req, child_process=False):
+        requests.append(req)
+        return lambda report, stop: None
+
+    monkeypatch.setattr(ft, "training_job", capture)
+    message = ft.start_run(state, **tiny_form(tiny_bert, "on-onnx", method="stage1", pairs=["eng-deu"]))
+    assert message.startswith("Started") and requests[0].backend == "onnx"
+    assert ft.runner(state).wait(30)

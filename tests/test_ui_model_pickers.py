@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mlse import hub_probe
-from mlse.jobs import JobRunner
+from mlse.train.runner import JobRunner
 from mlse.ui.model_pickers import ModelPicker, kept_value, picker_choices, picker_updates
 from mlse.ui.state import BACKBONE, STUDENT, AppState
 

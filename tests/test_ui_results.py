@@ -173,3 +173,26 @@ def test_tatoeba_over_many_languages_gets_one_plot(tmp_path):
     assert list(fig.data[0].x) == langs[::-1]  # sorted by the mean over files: l39 first
     assert "40 languages" in fig.layout.title.text
     assert not tatoeba_languages_plot(frame[frame["model"] == "few"]).data  # too few languages: a message instead
+
+
+def test_student_study_results_are_rows_and_curves(tmp_path):
+    sts = {"model": "/runs/students/ema", "task": "sts", "split": "test",
+           "scores": {"en-de": {"pearson": 70.0, "spearman": 68.5}}, "averages": {"cross-12": {"spearman": 66.0}}}
+    tatoeba = {"model": "/runs/students/ema", "task": "tatoeba", "split": "test",
+               "scores": {"deu": {"acc_mean": 97.0}}, "averages": {"all": {"acc_mean": 91.0}}}
+    write(tmp_path / "students" / "ema.json", {
+        "recipe": "ema-frozen", "config": {"method": "ema"}, "sts": sts, "tatoeba": tatoeba,
+        "train": {"method": "ema", "stop_reason": "budget", "best_dev_spearman": 80.9, "steps": 410},
+        "curve": [{"step": 0, "elapsed_s": 60.0, "dev_spearman": 75.3}, {"step": 50, "elapsed_s": 282.0,
+                                                                           "dev_spearman": 80.8}],
+    })  # fmt: skip
+    frame, warnings = build_index([tmp_path])
+    assert not warnings and set(frame["kind"]) == {"student"}
+    rows = frame[(frame["model"] == "student:ema-frozen")]
+    assert rows[(rows["key"] == "en-de") & (rows["metric"] == "spearman")]["value"].tolist() == [68.5]
+    assert rows[(rows["key"] == "avg:cross-12")]["value"].tolist() == [66.0]
+    assert rows[(rows["key"] == "deu")]["value"].tolist() == [97.0]
+    assert rows[(rows["metric"] == "best_dev_spearman")]["value"].tolist() == [80.9]
+    curves = finetune_curves([tmp_path])
+    mine = curves[curves["run"] == "student:ema-frozen"]
+    assert list(mine["minutes"]) == [1.0, 4.7] and list(mine["dev_spearman"]) == [75.3, 80.8]

@@ -13,7 +13,10 @@ from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
-from mlse.finetune import AutocastForward, FinetuneConfig, epoch_batches, finetune, resolve_precision
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune import finetune
+from mlse.train.loop import epoch_batches
+from mlse.train.students import AutocastForward, resolve_precision
 from mlse.vocab import aligned_init, extend_model_vocabulary, learn_wordpiece, merged_vocab, subword_init
 
 

@@ -1,6 +1,6 @@
 """The one loader of training bitext: Tatoeba-Challenge pairs, contamination-filtered, each pair capped by a seeded
-sample. Stage 1 (:func:`mlse.training.stage1_data`) and fine-tuning (:func:`mlse.finetune.prepare_data`) both read
-their translation pairs through :func:`load_filtered_bitext`.
+sample. Stage 1 (:func:`mlse.train.heads.stage1_data`) and fine-tuning
+(:func:`mlse.train.finetune_data.prepare_data`) both read their translation pairs through :func:`load_filtered_bitext`.
 
 Per language pair, in the order given: load the standard written language of each side
 (:func:`mlse.data.parallel.default_labels`), drop every pair whose source or target sentence occurs in an evaluation

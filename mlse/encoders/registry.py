@@ -1,7 +1,8 @@
 """Model names: the registry of named models, name resolution, and where a model's files come from.
 
-Names resolve, in order, to a registry entry (``me5-small``, ``muse``, ``minilm-en``, ``labse``, ``xlmr``), a local
-sentence-transformers folder, a trained run under the runs directory (:mod:`mlse.runs`), or a Hugging Face hub id.
+Names resolve, in order, to a registry entry (``me5-small``, ``muse``, ``minilm-en``, ``labse``, ``xlmr``), an artifact
+shipped in the repository (``shipped/<name>``, :mod:`mlse.shipped`), a local sentence-transformers folder, a trained
+run under the runs directory (:mod:`mlse.runs`), or a Hugging Face hub id.
 Hub models go through one path: the hub snapshot is materialised as a local folder (from the local HF cache when
 offline) and then loaded exactly like a local folder, so tests exercise the hub path with tiny models placed in a
 temporary HF cache. Nothing here loads a model: :mod:`mlse.encoders.load` builds encoders, :mod:`mlse.models` adds
@@ -10,17 +11,24 @@ trained heads.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from mlse.atomic import atomic_dir
 from mlse.dirs import runs_dir
 from mlse.encoders import e5, use
+from mlse.encoders.identity import folder_fingerprint
 from mlse.errors import ModelNotFoundError
+from mlse.lora import build_merged
 from mlse.public import check_hub_download
 from mlse.runs import find_runs, is_model_folder, is_scorer_folder
+from mlse.shipped import ShippedArtifact, list_shipped, student_dir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,12 +107,49 @@ def list_runs() -> list[ModelSpec]:
     return [ModelSpec(run.name, run.kind, str(run.location), descriptions[run.kind]) for run in find_runs(runs_dir())]
 
 
+def list_shipped_models() -> list[ModelSpec]:
+    """The artifacts shipped in ``assets/models``: heads as scorers, LoRA students as models built on first use."""
+    specs = []
+    for item in list_shipped():
+        if item.kind == "scorer":
+            specs.append(ModelSpec(item.name, "scorer", str(item.folder), item.description))
+        else:
+            specs.append(ModelSpec(item.name, "package", str(student_dir(item)), item.description,
+                                   build=partial(build_shipped_student, item)))  # fmt: skip
+    return specs
+
+
+def build_shipped_student(item: ShippedArtifact) -> Path:
+    """Merge a shipped LoRA adapter into its backbone, once, into the user cache (atomically); return the folder.
+
+    Refused when the backbone here is not the one the adapter was trained on (other weights under the same name).
+    """
+    base_spec = resolve_model(str(item.manifest["backbone"]))
+    base = materialise(base_spec)
+    recorded = str(item.manifest["backbone_identity"]).rsplit(":", 1)[-1]
+    actual = folder_fingerprint(base)[: len(recorded)]
+    if actual != recorded:
+        raise ModelNotFoundError(
+            f"{item.name} was trained on {item.manifest['backbone']} weights {recorded}, but the "
+            f"{item.manifest['backbone']} here has weights {actual}: rebuild it (python -m mlse reproduce assets)"
+        )
+    out = student_dir(item)
+    log.warning("building %s from its LoRA adapter (once) -> %s", item.name, out)
+    with atomic_dir(out) as tmp:
+        build_merged(base, item.folder, tmp)
+    return out
+
+
 def resolve_model(name: str) -> ModelSpec:
     """Turn a user-given model name into a :class:`ModelSpec`, or raise :class:`ModelNotFoundError`."""
     name = name.strip()
     reg = registry()
     if name in reg:
         return reg[name]
+    if name.startswith("shipped/"):
+        for spec in list_shipped_models():
+            if spec.name == name:
+                return spec
     path = Path(name).expanduser()
     if is_scorer_folder(path):
         return ModelSpec(name, "scorer", str(path.resolve()), "backbone + trained heads")
@@ -217,6 +262,6 @@ def spec_status(spec: ModelSpec) -> str:
 
 
 def available_models() -> list[ModelStatus]:
-    """Every registry entry and run, with whether it loads here (no network access is attempted)."""
+    """Every registry entry, shipped artifact and run, with whether it loads here (no network access is attempted)."""
     return [ModelStatus(spec.name, spec.source, spec.location, spec_status(spec), spec.description)
-            for spec in [*registry().values(), *list_runs()]]  # fmt: skip
+            for spec in [*registry().values(), *list_shipped_models(), *list_runs()]]  # fmt: skip

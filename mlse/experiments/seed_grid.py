@@ -5,11 +5,14 @@ Spearman on STS Multi MT test for the seed's 15 pairs, and reports Pearson *rela
 pairs Stage 2 trains on and the held-out pairs (as in the seed's figures). Outputs, under ``--out``:
 ``seed-grid.json`` (everything), ``seed-grid.md`` (the table) and ``seed-grid.html`` (an interactive bar chart).
 
-With ``--seeds 0,1,2`` every variant is trained once per seed (the seed draws the Stage-1 pair subset, the heads'
-initialisation and the batch order); the first seed's runs keep the plain variant names. The report then gives, per
-variant and group of pairs, the mean change over seeds and its seed standard deviation, and calls a change only when
-the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed noise is reported as such. The
-first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair (test-set sampling noise).
+With ``--seeds 0,1,2`` the main variants are trained once per seed (the seed draws the Stage-1 pair subset, the
+heads' initialisation and the batch order); the first seed's runs keep the plain variant names. The extra seeds skip
+the FC prelayer (the costliest variant, ~10 CPU-minutes a run on a real backbone, and not one of the paper's main
+results: ``all_variants=True`` repeats it too) and the language-ID probe (measured once, on the first seed). The
+report then gives, per variant and group of pairs, the mean change over seeds and its seed standard deviation, and
+calls a change only when the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed
+noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair
+(test-set sampling noise).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from mlse.evaluation.sts import bootstrap_pearson, percentile_ci95, sts_metrics
 from mlse.models import load_model
 from mlse.results import library_versions
 from mlse.runs import safe_name
-from mlse.training import train_stage1, train_stage2
+from mlse.train.heads import train_stage1, train_stage2
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,8 @@ STAGE2_VARIANTS = {
     "s1+s2+tanh": {"conv": False, "nonlinearity": "tanh"},
 }
 VARIANTS = ["baseline", *STAGE1_VARIANTS, *STAGE2_VARIANTS]
+# What the extra seeds repeat: every Stage 2 variant sits on "s1", so only the prelayer is left out.
+SEED_REPEATED_STAGE1 = ["s1"]
 DEFAULT_S1_EPOCHS = 50
 
 
@@ -61,11 +66,13 @@ def run_seed_grid(
     progress: Callable[[str], None] | None = None,
     backend: str = "torch",
     seeds: Sequence[int] | None = None,
+    all_variants: bool = False,
 ) -> dict:
     """Train and evaluate every variant; write the outputs under ``out``; return the results dict.
 
-    ``seeds`` (default ``[seed]``): one run of every variant per seed; ``scores`` are the first seed's (with CIs),
-    ``seed_scores`` every seed's, ``seed_summary`` their means, deviations and verdicts.
+    ``seeds`` (default ``[seed]``): one run of every main variant per seed (every variant with ``all_variants``);
+    ``scores`` are the first seed's (with CIs), ``seed_scores`` every seed's, ``seed_summary`` their means,
+    deviations and verdicts.
 
     ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences). ``backend`` runs the
     backbone on torch, onnx or onnx-int8; a non-torch grid keeps its runs apart (``seed-grid-<backbone>-<backend>``).
@@ -90,10 +97,12 @@ def run_seed_grid(
         suffix = "" if i == 0 else f"-seed{s}"
         trained: dict[str, object] = {}
         for variant, cfg in STAGE1_VARIANTS.items():
+            if i > 0 and not all_variants and variant not in SEED_REPEATED_STAGE1:
+                continue
             t0 = time.perf_counter()
             say(f"{variant}{suffix}: training Stage 1")
             trained[variant] = train_stage1(encoder, out=runs / f"{variant}{suffix}", max_pairs=max_pairs,
-                                            data_dir=data_dir, seed=s, probe=probe, **cfg,
+                                            data_dir=data_dir, seed=s, probe=probe and i == 0, **cfg,
                                             **(stage1_config or {}))  # fmt: skip
             seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir,
                                                                     n_boot=1000 if i == 0 else 0)  # fmt: skip

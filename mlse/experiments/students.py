@@ -28,8 +28,9 @@ from mlse.atomic import atomic_write_text
 from mlse.data.pairs import CROSS_12, ENGLISH_PAIRS, HAM_KIM_14, SEED_AND_CROSS_PAIRS, STUDY_DEV_PAIRS
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts, run_tatoeba
-from mlse.finetune import FinetuneConfig, finetune
 from mlse.models import load_model
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune import finetune
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ RECIPES: dict[str, dict] = {
     "ema-0.999": dict(method="ema", teacher=None, tau_base=0.999),
     "ema-0.99999": dict(method="ema", teacher=None, tau_base=0.99999),
     "ema-frozen": dict(method="ema", teacher=None, tau_base=1.0),
+    # the frozen copy with Reimers & Gurevych's second term, MSE(s(src), t(src)): keeps the English side in place
+    "ema-frozen-src": dict(method="ema", teacher=None, tau_base=1.0, include_src=True),
     # Park et al.: soft labels from an English teacher (priority) or a multilingual one (average), +/- TCM
     "soft-minilm-priority": dict(method="soft", teacher="minilm-en", label="priority"),
     "soft-minilm-priority-tcm": dict(method="soft", teacher="minilm-en", label="priority", tcm_alpha=2.0),

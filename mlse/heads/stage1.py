@@ -1,7 +1,19 @@
 """Stage 1: split a frozen sentence embedding into a *meaning* and a *language* embedding (Tiyajamorn et al. 2021).
 
 Trained on translation pairs only. The network is two linear d x d maps (meaning, language) and a language-ID layer on
-the language embedding, optionally after a fully connected *prelayer*; the loss is in :mod:`mlse.losses.stage1`.
+the language embedding, optionally after a fully connected *prelayer*. The loss, as the authors' public code computes
+it, with x, y a translation pair in languages a, b and x', y' random sentences of languages a, b (same batch
+positions), m the meaning map, l the language map and e the frozen input embedding (:func:`stage1_loss_terms`):
+
+* meaning:        1 - cos(m(x), m(y))                                   (translations mean the same)
+* negative:       max(0, cos(m(x), m(x')) - margin), likewise for y      (same language, other meaning)
+* reconstruction: MSE(l(x) + m(x), e(x)), likewise for y                 (nothing is lost in the split)
+* language ID:    CE(W l(x), a), likewise for y                          (l carries the language)
+* language:       1 - cos(l(x), l(x')), likewise for y                   (same language, same l)
+
+These are torch's CosineEmbeddingLoss (targets +1 / -1, margin 0), MSELoss and CrossEntropyLoss, averaged over the
+batch and summed with weight 1 each (the paper sums them unweighted; :class:`Stage1Weights` exposes weights for
+ablations).
 
 Choices the paper leaves open, made here (and recorded in the saved config):
 - Random same-language sentences x', y' are drawn uniformly, per batch item, from all training sentences of that
@@ -28,13 +40,59 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mlse.errors import MlseError
-from mlse.heads._torch import as_tensor, snapshot
-from mlse.losses.stage1 import Stage1Weights, stage1_loss_terms
+from mlse.heads._torch import as_tensor
+from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
 
 log = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------------------------------------- loss
+@dataclass(frozen=True)
+class Stage1Weights:
+    meaning: float = 1.0
+    negative: float = 1.0
+    reconstruction: float = 1.0
+    language_id: float = 1.0
+    language: float = 1.0
+    margin: float = 0.0  # CosineEmbeddingLoss margin for the negative term
+
+
+def _pull(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (1.0 - F.cosine_similarity(a, b, dim=-1)).mean()
+
+
+def _push(a: torch.Tensor, b: torch.Tensor, margin: float) -> torch.Tensor:
+    return (F.cosine_similarity(a, b, dim=-1) - margin).clamp(min=0).mean()
+
+
+def stage1_loss_terms(
+    e: tuple[torch.Tensor, torch.Tensor],  # inputs e(x), e(y): [B, d] each
+    m: tuple[torch.Tensor, torch.Tensor],  # meaning m(x), m(y): [B, d]
+    lang_emb: tuple[torch.Tensor, torch.Tensor],  # language l(x), l(y): [B, d]
+    m_rand: tuple[torch.Tensor, torch.Tensor],  # meaning of random same-language sentences x', y': [B, d]
+    l_rand: tuple[torch.Tensor, torch.Tensor],  # language of x', y': [B, d]
+    logits: tuple[torch.Tensor, torch.Tensor],  # language-ID logits of l(x), l(y): [B, n_langs]
+    langs: tuple[torch.Tensor, torch.Tensor],  # language ids of x, y: [B] int64
+    weights: Stage1Weights = Stage1Weights(),
+) -> dict[str, torch.Tensor]:
+    """The five terms of the module docstring, each weighted, and their sum under ``"total"`` (scalars)."""
+    terms = {
+        "meaning": _pull(m[0], m[1]),
+        "negative": _push(m[0], m_rand[0], weights.margin) + _push(m[1], m_rand[1], weights.margin),
+        "reconstruction": F.mse_loss(lang_emb[0] + m[0], e[0]) + F.mse_loss(lang_emb[1] + m[1], e[1]),
+        "language_id": F.cross_entropy(logits[0], langs[0]) + F.cross_entropy(logits[1], langs[1]),
+        "language": _pull(lang_emb[0], l_rand[0]) + _pull(lang_emb[1], l_rand[1]),
+    }
+    terms = {k: v * getattr(weights, k) for k, v in terms.items()}
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+# ------------------------------------------------------------------------------------------------------------ model
 
 
 class Stage1Net(nn.Module):
@@ -134,46 +192,30 @@ class Stage1Head:
         dev_gen = np.random.default_rng(cfg.seed + 1)
         dev_partners = (partners(ya[dev], dev_gen), partners(yb[dev], dev_gen))
 
-        best, best_state, bad_epochs = float("inf"), None, 0
-        self.history_, self.stopped_ = [], False
+        stopping = EarlyStopping(self.net_, mode="min", min_delta=1e-6, patience=cfg.patience,
+                                 should_stop=should_stop)  # fmt: skip
         started = time.perf_counter()
-        for epoch in range(1, cfg.max_epochs + 1):
+
+        def batch_loss(b: np.ndarray) -> torch.Tensor:
+            return self._terms(ea[b], eb[b], partners(ya[b], rng), partners(yb[b], rng), ta[b], tb[b])["total"]
+
+        def run_epoch(epoch: int) -> dict:
             self.net_.train()
-            perm = rng.permutation(train)
-            total, steps = 0.0, 0
-            for start in range(0, len(perm), cfg.batch_size):
-                b = perm[start : start + cfg.batch_size]
-                terms = self._terms(ea[b], eb[b], partners(ya[b], rng), partners(yb[b], rng), ta[b], tb[b])
-                optimiser.zero_grad()
-                terms["total"].backward()
-                optimiser.step()
-                total += float(terms["total"].detach())
-                steps += 1
+            train_loss = train_epoch(optimiser, rng.permutation(train), cfg.batch_size, batch_loss)
             self.net_.eval()
             with torch.no_grad():
                 dev_terms = self._terms(ea[dev], eb[dev], *dev_partners, ta[dev], tb[dev])
-            dev_loss = float(dev_terms["total"])
-            record = {"epoch": epoch, "train_loss": total / max(steps, 1), "dev_loss": dev_loss,
-                      "dev_terms": {k: float(v) for k, v in dev_terms.items() if k != "total"},
-                      "seconds": time.perf_counter() - started}  # fmt: skip
-            self.history_.append(record)
-            if progress:
-                progress(record)
-            if dev_loss < best - 1e-6:
-                best, bad_epochs = dev_loss, 0
-                best_state = snapshot(self.net_)
-                self.best_epoch_ = epoch
-            else:
-                bad_epochs += 1
-                if bad_epochs >= cfg.patience:
-                    break
-            if should_stop is not None and best_state is not None and should_stop():
-                self.stopped_ = True
-                break
-        if best_state is None:  # every dev loss was NaN: nothing worth keeping
+            return {"epoch": epoch, "train_loss": train_loss, "dev_loss": float(dev_terms["total"]),
+                    "dev_terms": {k: float(v) for k, v in dev_terms.items() if k != "total"},
+                    "seconds": time.perf_counter() - started}  # fmt: skip
+
+        self.history_ = []
+        fit_epochs(cfg.max_epochs, run_epoch, "dev_loss", stopping, self.history_, progress)
+        self.stopped_ = stopping.stopped
+        if stopping.best_state is None:  # every dev loss was NaN: nothing worth keeping
             raise MlseError("Stage 1 diverged (dev loss is NaN from the first epoch): lower --lr or check the inputs")
-        self.net_.load_state_dict(best_state)
-        self.net_.eval()
+        stopping.restore()
+        best, self.best_epoch_ = stopping.best, stopping.best_epoch
         self.dev_loss_ = best
         self.n_train_, self.n_dev_ = len(train), len(dev)
         log.info("stage 1: best dev loss %.4f at epoch %d of %d", best, self.best_epoch_, len(self.history_))

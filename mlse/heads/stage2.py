@@ -1,8 +1,11 @@
 """Stage 2 (the seed's own model): refine Stage-1 meaning embeddings with human STS scores.
 
-A two-layer network g is applied to each sentence's meaning embedding; the loss compares f(cos(g(m1), g(m2))) with
-gold / 5 by MSE, where f is the identity, or a sigmoid / tanh of a learned scale and shift of the cosine. Variant: a
-1-D convolution over the embedding dimensions before g ("conv prelayer").
+A two-layer network g is applied to each sentence's meaning embedding; the loss (:func:`stage2_loss`) is::
+
+    L = 1/B sum_i ( f(cos(g(m1_i), g(m2_i))) - gold_i / 5 )^2
+
+where f is the identity, or a sigmoid / tanh of a learned scale and shift of the cosine (``f(c) = sigmoid(a c + b)``).
+Variant: a 1-D convolution over the embedding dimensions before g ("conv prelayer").
 
 Choices the seed leaves open, made here (and saved with the head):
 - g(m) = m + W2 relu(W1 m + b1) + b2 with W2, b2 initialised to zero, so training starts exactly at the Stage-1
@@ -25,11 +28,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlse.calibration import IsotonicMap
-from mlse.heads._torch import as_tensor, snapshot
+from mlse.heads._torch import as_tensor
+from mlse.heads.choices import NONLINEARITIES
+from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
 
 log = logging.getLogger(__name__)
 
-NONLINEARITIES = ("identity", "sigmoid", "tanh")
+
+
+def stage2_loss(similarity: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """MSE between ``f(cos)`` of each pair (:meth:`Stage2Net.similarity`, [B]) and its gold score / 5 ([B])."""
+    return F.mse_loss(similarity, target)
 
 
 class Stage2Net(nn.Module):
@@ -121,38 +130,24 @@ class Stage2Head:
         a, b, y = as_tensor(M1), as_tensor(M2), as_tensor(gold / 5.0)
         dev_m1, dev_m2, dev_gold = (np.asarray(x, np.float32) for x in dev)
 
-        best_state = snapshot(self.net_)
-        best = self._dev_pearson(dev_m1, dev_m2, dev_gold)
-        self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": best}]
-        self.best_epoch_, bad, self.stopped_ = 0, 0, False
-        for epoch in range(1, cfg.max_epochs + 1):
+        stopping = EarlyStopping(self.net_, mode="max", min_delta=1e-5, patience=cfg.patience,
+                                 should_stop=should_stop, best=self._dev_pearson(dev_m1, dev_m2, dev_gold))  # fmt: skip
+        self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": stopping.best}]
+
+        def batch_loss(rows: np.ndarray) -> torch.Tensor:
+            idx = torch.from_numpy(rows)
+            return stage2_loss(self.net_.similarity(a[idx], b[idx]), y[idx])
+
+        def run_epoch(epoch: int) -> dict:
             self.net_.train()
-            perm = rng.permutation(len(y))
-            total, steps = 0.0, 0
-            for start in range(0, len(perm), cfg.batch_size):
-                idx = torch.from_numpy(perm[start : start + cfg.batch_size])
-                loss = F.mse_loss(self.net_.similarity(a[idx], b[idx]), y[idx])
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                total, steps = total + float(loss.detach()), steps + 1
+            train_loss = train_epoch(optimiser, rng.permutation(len(y)), cfg.batch_size, batch_loss)
             score = self._dev_pearson(dev_m1, dev_m2, dev_gold)
-            record = {"epoch": epoch, "train_loss": total / steps, "dev_pearson": score}
-            self.history_.append(record)
-            if progress:
-                progress(record)
-            if score > best + 1e-5:
-                best, bad, self.best_epoch_ = score, 0, epoch
-                best_state = snapshot(self.net_)
-            else:
-                bad += 1
-                if bad >= cfg.patience:
-                    break
-            if should_stop is not None and should_stop():
-                self.stopped_ = True
-                break
-        self.net_.load_state_dict(best_state)
-        self.net_.eval()
+            return {"epoch": epoch, "train_loss": train_loss, "dev_pearson": score}
+
+        fit_epochs(cfg.max_epochs, run_epoch, "dev_pearson", stopping, self.history_, progress)
+        self.stopped_ = stopping.stopped
+        stopping.restore()
+        best, self.best_epoch_ = stopping.best, stopping.best_epoch
         self.dev_pearson_ = best
         self._fit_calibration(dev_m1, dev_m2, dev_gold)
         log.info("stage 2: best dev Pearson %.4f at epoch %d", best, self.best_epoch_)

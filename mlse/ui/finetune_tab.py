@@ -1,9 +1,10 @@
 """Tab 5: fine-tune. Pick a method, models, language pairs, data size and a time budget; watch the run; stop it.
 
-The run itself happens in :mod:`mlse.jobs` (one background run for the whole app, a short queue); this module only
-turns the form into a :class:`mlse.jobs.TrainRequest` and renders the job's progress records, which a ``gr.Timer``
-polls. Handlers are plain functions ``handler(state, ...)`` returning plain values, so tests call them directly.
-A finished run lives in ``runs/NAME``, which every model list of the app reads on its next refresh.
+The run itself happens in :mod:`mlse.train.jobs` (one background run for the whole app, a short queue); this module
+only turns the form into a :class:`mlse.train.config.TrainRequest` (whose defaults, and the form's, are the
+configurations' own) and renders the job's progress records, which a ``gr.Timer`` polls. Handlers are plain
+functions ``handler(state, ...)`` returning plain values, so tests call them directly. A finished run lives in
+``runs/NAME``, which every model list of the app reads on its next refresh.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import time
 
 from mlse.data.pairs import training_pair_choices
 from mlse.errors import MlseError
-from mlse.finetune import PRECISIONS
-from mlse.jobs import HEAD_METHODS, METHODS, Job, JobRunner, TrainRequest, default_run_name, training_job
 from mlse.public import FINETUNE_LIMITS, check_finetune_request, public_mode
+from mlse.runs import training_run_name
+from mlse.train.config import HEAD_METHODS, JOB_METHODS, PRECISIONS, TEACHER_METHODS, TrainRequest
+from mlse.train.jobs import training_job
+from mlse.train.runner import Job, JobRunner
 from mlse.ui.inputs import check_inputs, number_problem
 from mlse.ui.text import html_text, md_code, md_escape
 
@@ -42,7 +45,7 @@ METHOD_NOTES = {
     "soft": "Contrastive loss with the frozen teacher's similarities as soft labels; dimensions may differ.",
     "hard": "Contrastive loss with in-batch negatives; no teacher.",
 }  # fmt: skip
-TEACHER_METHODS = ("mse", "soft")
+DEFAULTS = TrainRequest("mse", "", "")  # the form's initial values: the configurations' defaults
 
 
 # ----------------------------------------------------------------------------------------------------- the runner
@@ -70,7 +73,7 @@ def pair_choices(method: str) -> tuple[list[str], list[str]]:
 
 def all_pair_choices() -> list[str]:
     """Every language pair some method offers (what the API may send, whichever method the page shows)."""
-    return list(dict.fromkeys(p for m in METHODS for p in pair_choices(m)[0]))
+    return list(dict.fromkeys(p for m in JOB_METHODS for p in pair_choices(m)[0]))
 
 
 def method_settings(state, method: str) -> dict:
@@ -89,21 +92,23 @@ def method_settings(state, method: str) -> dict:
         "pairs_value": default,
         "max_pairs_visible": method != "stage2",
         "note": METHOD_NOTES.get(method, ""),
-        "name": default_run_name(default_model, method) if default_model else "",
+        "name": training_run_name(default_model, method) if default_model else "",
     }
 
 
 # ------------------------------------------------------------------------------------------------ start and stop
 def start_run(state, method: str, model: str, teacher: str | None, pairs: list[str] | None, max_pairs: float | None,
-              budget_minutes: float, name: str, overwrite: bool = False, *, batch_size: int = 32,
-              lr: float | None = None, eval_every: int = 20, max_steps: int | None = None,
-              max_epochs: int | None = None, dev_max_pairs: int | None = 200, extend_vocab: int = 0,
-              precision: str = "auto", probe: bool = False, device: str | None = None) -> str:  # fmt: skip
-    """Validate the form and queue the run; returns the status message (never raises on bad input)."""
+              budget_minutes: float, name: str, overwrite: bool = False, *, batch_size: int = DEFAULTS.batch_size,
+              lr: float | None = None, eval_every: int = DEFAULTS.eval_every_steps, max_steps: int | None = None,
+              max_epochs: int | None = None, dev_max_pairs: int | None = DEFAULTS.dev_max_pairs,
+              extend_vocab: int = DEFAULTS.extend_vocab, precision: str = DEFAULTS.precision,
+              probe: bool = DEFAULTS.probe, device: str | None = None) -> str:  # fmt: skip
+    """Validate the form and queue the run; returns the status message (never raises on bad input). The job runs on
+    the app's backend (``state.backend``: the heads' backbone; fine-tuning trains on torch)."""
     jobs = runner(state)
     method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
     try:
-        name = name or (default_run_name(model, method) if model else "")
+        name = name or (training_run_name(model, method) if model else "")
         req = TrainRequest(
             method=method, model=model, name=name, teacher=teacher or None,
             pairs=[p for p in (pairs if isinstance(pairs, list) else [pairs]) if isinstance(p, str) and p.strip()],
@@ -117,7 +122,8 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
             max_epochs=_form_number("Max epochs", max_epochs, minimum=1, whole=True),
             dev_max_pairs=_form_number("Dev rows per dev pair", dev_max_pairs, minimum=1, whole=True),
             extend_vocab=_form_number("Extend vocabulary", extend_vocab, minimum=0, whole=True) or 0,
-            precision=_text(precision) or "auto", probe=bool(probe), device=device,
+            precision=_text(precision) or DEFAULTS.precision, probe=bool(probe), device=device,
+            backend=state.backend,
         )  # fmt: skip
         if req.precision not in PRECISIONS:
             raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
@@ -283,27 +289,30 @@ def build_tab(state) -> list:
                                   visible=first["teacher_visible"])  # fmt: skip
         pairs = gr.CheckboxGroup(first["pairs"], value=first["pairs_value"], label="Language pairs")
         with gr.Row():
-            max_pairs = gr.Slider(100, slider_max(20000, "Max pairs per language pair", public), value=2000, step=100,
-                                  label="Max pairs per language pair")  # fmt: skip
-            budget = gr.Slider(0.5, slider_max(60, "Time budget (minutes)", public), value=3, step=0.5,
-                               label="Time budget (minutes)")  # fmt: skip
+            max_pairs = gr.Slider(100, slider_max(20000, "Max pairs per language pair", public),
+                                  value=DEFAULTS.max_pairs, step=100, label="Max pairs per language pair")  # fmt: skip
+            budget = gr.Slider(0.5, slider_max(60, "Time budget (minutes)", public), value=DEFAULTS.budget_minutes,
+                               step=0.5, label="Time budget (minutes)")  # fmt: skip
         with gr.Row():
             name = gr.Textbox(first["name"], label="Run name (folder under runs/)", max_lines=1)
             overwrite = gr.Checkbox(False, label="Overwrite an existing run of that name")
         with gr.Accordion("Advanced", open=False):
             with gr.Row():
-                batch_size = gr.Slider(4, slider_max(256, "Batch size", public), value=32, step=4,
+                batch_size = gr.Slider(4, slider_max(256, "Batch size", public), value=DEFAULTS.batch_size, step=4,
                                        label="Batch size")  # fmt: skip
                 lr = gr.Number(None, label="Learning rate (empty: the method's default)")
-                eval_every = gr.Slider(1, 500, value=20, step=1, label="Evaluate on dev every N steps")
+                eval_every = gr.Slider(1, 500, value=DEFAULTS.eval_every_steps, step=1,
+                                       label="Evaluate on dev every N steps")  # fmt: skip
             with gr.Row():
                 max_steps = gr.Number(None, label="Max steps (fine-tuning; empty: budget only)", precision=0)
                 max_epochs = gr.Number(None, label="Max epochs (Stage 1/2; empty: default)", precision=0)
-                dev_max_pairs = gr.Number(200, label="Dev rows per dev pair (empty: all)", precision=0)
+                dev_max_pairs = gr.Number(DEFAULTS.dev_max_pairs, label="Dev rows per dev pair (empty: all)",
+                                          precision=0)  # fmt: skip
             with gr.Row():
-                extend_vocab = gr.Number(0, label="Extend vocabulary by N pieces (0: off)", precision=0)
-                precision = gr.Radio(["auto", "fp32", "bf16"], value="auto", label="Precision")
-                probe = gr.Checkbox(False, label="Stage 1: language-ID probe after training")
+                extend_vocab = gr.Number(DEFAULTS.extend_vocab, label="Extend vocabulary by N pieces (0: off)",
+                                         precision=0)  # fmt: skip
+                precision = gr.Radio(list(PRECISIONS), value=DEFAULTS.precision, label="Precision")
+                probe = gr.Checkbox(DEFAULTS.probe, label="Stage 1: language-ID probe after training")
         with gr.Row():
             start = gr.Button("Start", variant="primary")
             stop = gr.Button("Stop", variant="stop")

@@ -27,7 +27,15 @@ from mlse.backbone_calibration import with_calibration
 from mlse.batching import MicroBatcher
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import check_backend
-from mlse.encoders.registry import DEFAULT_MODELS, ModelSpec, list_runs, registry, resolve_model, spec_status
+from mlse.encoders.registry import (
+    DEFAULT_MODELS,
+    ModelSpec,
+    list_runs,
+    list_shipped_models,
+    registry,
+    resolve_model,
+    spec_status,
+)
 from mlse.errors import MlseError
 from mlse.heads.scorer import read_manifest
 from mlse.hub_probe import hub_reachable
@@ -41,6 +49,7 @@ from mlse.memory_budget import (
 from mlse.models import load_model
 from mlse.run_health import partial_reason, recover_runs
 from mlse.runs import SCORER_FILE, is_finetuned_model
+from mlse.shipped import PREFIX as SHIPPED_PREFIX
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
@@ -65,6 +74,7 @@ class ModelInfo:
     @property
     def label(self) -> str:
         notes = [n for n in (MODEL_NOTES.get(self.name), "downloads on first use" if self.needs_download else "",
+                             "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
                              f"partial: {self.partial}" if self.partial else "") if n]  # fmt: skip
         return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes)
 
@@ -77,7 +87,7 @@ class AppState:
     # How every model computes: torch, onnx or onnx-int8 (mlse.encoders.BACKENDS); MLSE_BACKEND sets the default.
     backend: str = field(default_factory=lambda: os.environ.get("MLSE_BACKEND", "torch"))
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
-    jobs: object = None  # the fine-tune tab's mlse.jobs.JobRunner, created on first use (one per app)
+    jobs: object = None  # the fine-tune tab's mlse.train.runner.JobRunner, created on first use (one per app)
     # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.memory_budget.parse_memory_size).
     max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
     calibration_notes: dict = field(default_factory=dict)  # model name -> why its calibration file is not used
@@ -103,7 +113,7 @@ class AppState:
         """Rescan the registry and the runs directory now: models that load here, plus hub models while it answers."""
         found, skipped = [], []
         hub_answers = hub_reachable()  # None (not known yet) counts as unreachable: never block on the network
-        for spec in [*registry().values(), *list_runs()]:
+        for spec in [*registry().values(), *list_shipped_models(), *list_runs()]:
             if not spec_status(spec).startswith("available"):
                 if spec.source == "hub" and hub_answers:
                     found.append(ModelInfo(spec.name, BACKBONE, spec.source, spec.location, needs_download=True))
@@ -156,14 +166,17 @@ class AppState:
         return names[0] if names else None
 
     def default_selection(self, limit: int = MAX_DEFAULT_MODELS) -> tuple[list[str], str]:
-        """Models ticked by default + a note: the defaults that load here, then runs taken in turn from each kind.
+        """Models ticked by default + a note: the defaults that load here, the shipped artifacts, then runs taken in
+        turn from each kind.
 
         Other registry models (a cached hub model, say) are offered but not ticked. ``limit`` caps the total; the
         defaults always come first.
         """
         chosen = self.loaded_defaults()[:limit]
+        offline = [m for m in self.models() if not m.needs_download]
+        chosen += [m.name for m in offline if m.name.startswith(SHIPPED_PREFIX)][: max(0, limit - len(chosen))]
         registry_names = set(registry())
-        runs = [m for m in self.models() if not m.needs_download and m.name not in registry_names]
+        runs = [m for m in offline if m.name not in registry_names and m.name not in chosen]
         by_kind = [[m.name for m in runs if m.kind == kind] for kind in KIND_ORDER]
         while len(chosen) < limit and any(by_kind):
             for names in by_kind:  # round robin: every kind is represented before any kind gets a second run
@@ -252,7 +265,8 @@ def describe(spec: ModelSpec) -> ModelInfo:
             raise MlseError(f"its backbone {backbone!r} is not available offline here")
         kind = STAGE12 if "stage2" in manifest["heads"] else STAGE1
         return ModelInfo(spec.name, kind, spec.source, spec.location, backbone, partial=partial_reason(spec.location))
-    if spec.source == "run" or is_finetuned_model(Path(spec.location)):
+    shipped_student = spec.name.startswith(SHIPPED_PREFIX) and spec.source == "package"
+    if spec.source == "run" or shipped_student or is_finetuned_model(Path(spec.location)):
         return ModelInfo(spec.name, STUDENT, spec.source, spec.location, partial=partial_reason(spec.location))
     return ModelInfo(spec.name, BACKBONE, spec.source, spec.location)
 

@@ -12,9 +12,11 @@ from mlse.bridge import fit_linear_map, r2_score
 from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
-from mlse.finetune import finetune, load_student, validate
 from mlse.lora import build_merged
-from tests.test_finetune import tiny_config
+from mlse.train.config import validate
+from mlse.train.finetune import finetune
+from mlse.train.students import load_student
+from tests.test_train_finetune import tiny_config
 
 
 # ---------------------------------------------------------------------------------------------------------- bridge
@@ -46,7 +48,7 @@ def test_linear_map_refuses_mismatched_rows():
 
 
 def test_bridged_mse_trains_a_student_into_a_teacher_of_another_dimension(tiny_bert, tiny_labse):
-    # tiny_labse is 24-d, tiny_bert 32-d: plain MSE refuses that pair (test_finetune); the bridge maps 32 -> 24
+    # tiny_labse is 24-d, tiny_bert 32-d: plain MSE refuses that pair (test_train_finetune); the bridge maps 32 -> 24
     name = "tiny-bridge"
     metrics = finetune(tiny_config(name, tiny_labse, tiny_bert, method="mse", bridge="linear", bridge_sentences=16))
     config = json.loads((runs_dir() / name / "finetune_config.json").read_text())

@@ -1,4 +1,4 @@
-"""Jobs in a spawned child process (mlse.child_jobs): memory goes back, records and Stop cross the boundary."""
+"""Jobs in a spawned child process (mlse.train.child_jobs): memory goes back, records and Stop cross the boundary."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from mlse.child_jobs import run_in_child
 from mlse.errors import MlseError
 from mlse.procmem import memory_mb
+from mlse.train.child_jobs import run_in_child
 
 
 def test_the_parent_does_not_keep_the_childs_memory():
@@ -45,7 +45,9 @@ def test_a_user_error_and_a_dead_child_are_clear_messages():
 def test_a_training_job_in_a_child_saves_its_run_and_reports_epochs(tiny_bert, data_dir):
     from mlse.dirs import runs_dir
     from mlse.heads.scorer import Scorer
-    from mlse.jobs import JobRunner, TrainRequest, training_job
+    from mlse.train.config import TrainRequest
+    from mlse.train.jobs import training_job
+    from mlse.train.runner import JobRunner
 
     req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-child", pairs=["eng-deu"], max_pairs=40,
                        max_epochs=2, budget_minutes=5, probe=False, data_dir=str(data_dir))  # fmt: skip

@@ -1,6 +1,9 @@
 """Train the Stage 1 and Stage 2 heads on cached embeddings of a frozen backbone, and save them as scorers.
 
 Data flow: parallel / STS data -> backbone embeddings (through the embedding cache) -> head.fit -> Scorer.save.
+``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the command line's and the app's
+``--backend``). :func:`train_heads` runs the settings the command line and the app make
+(:class:`mlse.train.config.Stage1Settings`, :class:`~mlse.train.config.Stage2Settings`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from mlse.evaluation.runners import encode_lookup
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
 from mlse.stopping import ShouldStop, Stopped, check
+from mlse.train.config import Stage1Settings, Stage2Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +43,7 @@ def stage1_data(
     encoder,
     *,
     pairs: Sequence[str] = SEED_PARALLEL_PAIRS,
-    max_pairs: int | None = 2000,
+    max_pairs: int | None = Stage1Settings.max_pairs,
     data_dir=None,
     seed: int = 0,
     should_stop: ShouldStop | None = None,
@@ -107,15 +111,15 @@ def train_stage1(
     backbone: str,
     *,
     out: str | Path,
-    prelayer: bool = False,
+    prelayer: bool = Stage1Settings.prelayer,
     pairs: Sequence[str] = SEED_PARALLEL_PAIRS,
-    max_pairs: int | None = 2000,
+    max_pairs: int | None = Stage1Settings.max_pairs,
     data_dir=None,
-    seed: int = 0,
-    probe: bool = True,
+    seed: int = Stage1Settings.seed,
+    probe: bool = Stage1Settings.probe,
     progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    backend: str = "torch",
+    backend: str = Stage1Settings.backend,
     **config,
 ):
     """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
@@ -159,14 +163,14 @@ def train_stage2(
     stage1: str | Path,
     *,
     out: str | Path,
-    conv: bool = False,
-    nonlinearity: str = "identity",
+    conv: bool = Stage2Settings.conv,
+    nonlinearity: str = Stage2Settings.nonlinearity,
     pairs: Sequence[str] = STAGE2_PAIRS,
     data_dir=None,
-    seed: int = 0,
+    seed: int = Stage2Settings.seed,
     progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    backend: str = "torch",
+    backend: str = Stage2Settings.backend,
     **config,
 ):
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
@@ -203,3 +207,16 @@ def train_stage2(
     scorer.save(out)
     scorer.name = Path(out).name
     return scorer
+
+
+def train_heads(settings: Stage1Settings | Stage2Settings, *, progress: Callable[[dict], None] | None = None,
+                should_stop: Callable[[], bool] | None = None) -> Scorer:  # fmt: skip
+    """Run the Stage-1 or Stage-2 settings the command line and the app make (``out`` must be set)."""
+    if isinstance(settings, Stage1Settings):
+        return train_stage1(settings.backbone, out=settings.out, prelayer=settings.prelayer, pairs=settings.pairs,
+                            max_pairs=settings.max_pairs, data_dir=settings.data_dir, seed=settings.seed,
+                            probe=settings.probe, progress=progress, should_stop=should_stop, backend=settings.backend,
+                            **settings.head_options())  # fmt: skip
+    return train_stage2(settings.stage1, out=settings.out, conv=settings.conv, nonlinearity=settings.nonlinearity,
+                        pairs=settings.pairs, data_dir=settings.data_dir, seed=settings.seed, progress=progress,
+                        should_stop=should_stop, backend=settings.backend, **settings.head_options())  # fmt: skip

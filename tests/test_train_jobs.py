@@ -1,16 +1,20 @@
-"""The single-slot job runner (mlse.jobs): refusal, queue, stop, progress records, failures; training requests."""
+"""The single-slot job runner (mlse.train.runner): refusal, queue, stop, progress records, failures; and the training
+jobs (mlse.train.jobs): requests, stops, restoring the run a job replaced."""
 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
-from mlse.jobs import JobBusyError, JobRunner, JobStopped, TrainRequest, check_request, training_job, validate_run_name
 from mlse.runs import is_scorer_folder
+from mlse.train.config import TrainRequest
+from mlse.train.jobs import check_request, training_job, validate_run_name
+from mlse.train.runner import JobBusyError, JobRunner, JobStopped
 from tests.job_helpers import on_first_eval
 
 
@@ -208,3 +212,21 @@ def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):
     assert job.state == "failed" and "zzz" in job.message, job.message
     assert (old / "marker.txt").read_text() == "previous run"
     assert not [p for p in runs_dir().iterdir() if p.name.startswith(".")]  # no folder left aside
+
+
+def test_the_requests_backend_reaches_head_training(tiny_bert, monkeypatch):
+    """The app's --backend travels in the request to the backbone of a head job (it used to stop at the tab)."""
+    import mlse.train.heads
+
+    seen = {}
+
+    def fake_stage1(backbone, **kwargs):
+        seen.update(kwargs, backbone=backbone)
+        return SimpleNamespace(metadata={"metrics": {}})
+
+    monkeypatch.setattr(mlse.train.heads, "train_stage1", fake_stage1)
+    result = training_job(stage1_request(tiny_bert, "s1-onnx", backend="onnx-int8"))(lambda record: None,
+                                                                                     threading.Event())  # fmt: skip
+    assert result["run"] == "runs/s1-onnx" and seen["backbone"] == str(tiny_bert)
+    assert (seen["backend"], seen["max_pairs"], seen["probe"], seen["max_epochs"]) == ("onnx-int8", 40, False, 50)
+    assert seen["out"] == str(runs_dir() / "s1-onnx")

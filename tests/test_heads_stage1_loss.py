@@ -1,4 +1,4 @@
-"""Stage-1 loss terms (mlse.losses.stage1) on hand-made tensors whose answer is known."""
+"""Stage-1 loss terms (mlse.heads.stage1) on hand-made tensors whose answer is known."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mlse.losses.stage1 import Stage1Weights, stage1_loss_terms
+from mlse.heads.stage1 import Stage1Weights, stage1_loss_terms
 
 TERMS = ("meaning", "negative", "reconstruction", "language_id", "language")
 

@@ -1,0 +1,127 @@
+"""``python -m mlse reproduce assets``: regenerate every artifact shipped under ``assets/models`` from scratch.
+
+What ships, and why (the choice rests on the measured results in the README, "The seeds' science on real
+backbones"):
+
+* :data:`HEADS` -- Stage 1 and Stage 1 + 2 heads on both offline multilingual backbones, trained exactly as the seed
+  grid trains its first seed (seed 0, the grid's defaults), so a fresh clone's map tab shows meaning vs language
+  embeddings and every tab can compare the two-stage pipeline with its backbone.
+* :data:`STUDENTS` -- the best distilled student of the study, stored as its LoRA adapter (float16, ~1.3 MB).
+
+Each artifact is trained into ``<runs>/assets/<name>``, exported with :func:`mlse.shipped.export` (float16 weights,
+manifest with this command, the training data's sha256, the backbone's identity), loaded back from the exported
+files and evaluated on STS Multi MT test (17 pairs), and the scores go into its manifest. Students also get a
+backbone calibration (``assets/models/calibration``) so the app shows their 0-5 score.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mlse.data.pairs import CROSS_12, SEED_AND_CROSS_PAIRS
+from mlse.errors import MlseError
+from mlse.evaluation.runners import run_sts
+from mlse.experiments.seed_grid import DEFAULT_S1_EPOCHS, STAGE1_VARIANTS, STAGE2_VARIANTS
+from mlse.experiments.students import parse_recipe, run_recipe
+from mlse.heads.scorer import read_manifest
+from mlse.models import load_model
+from mlse.runs import is_scorer_folder
+from mlse.shipped import ShippedArtifact, export, shipped_root, update_scores
+from mlse.train.heads import train_stage1, train_stage2
+
+log = logging.getLogger(__name__)
+
+COMMAND = "python -m mlse reproduce assets"
+# shipped name -> (backbone, seed-grid variant)
+HEADS: dict[str, tuple[str, str]] = {
+    "me5-small+s1": ("me5-small", "s1"),
+    "me5-small+s1+s2": ("me5-small", "s1+s2"),
+    "muse+s1": ("muse", "s1"),
+    "muse+s1+s2": ("muse", "s1+s2"),
+}
+# shipped name -> student recipe (mlse.experiments.students; "+lora" so that it can ship as an adapter)
+STUDENTS: dict[str, str] = {}
+
+
+def measure(model: str, *, data_dir=None) -> dict:
+    """The scores a manifest records: STS test Spearman x 100 per pair (17 pairs), cross-12 and en-en."""
+    result = run_sts(load_model(model), pairs=SEED_AND_CROSS_PAIRS, data_dir=data_dir, n_boot=0)
+    spearman = {pair: round(float(s["spearman"]), 2) for pair, s in result.scores.items()}
+    return {"sts_test_spearman": spearman, "cross-12": round(float(np.mean([spearman[p] for p in CROSS_12])), 2),
+            "en-en": spearman["en-en"]}  # fmt: skip
+
+
+def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> ShippedArtifact:
+    """Train one shipped scorer as the seed grid's first seed does, export it, measure the exported files."""
+    backbone, variant = HEADS[name]
+    if variant not in STAGE1_VARIANTS and variant not in STAGE2_VARIANTS:
+        raise MlseError(f"unknown seed-grid variant {variant!r} for {name}")
+    run = runs / name
+    if variant in STAGE1_VARIANTS:
+        train_stage1(backbone, out=run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
+                     **STAGE1_VARIANTS[variant])  # fmt: skip
+    else:  # Stage 2 on the grid's plain Stage 1 ("s1"), trained first unless this command already did
+        base = runs / f"{backbone}+s1"
+        if not is_scorer_folder(base):
+            train_stage1(backbone, out=base, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
+                         **STAGE1_VARIANTS["s1"])  # fmt: skip
+        train_stage2(base, out=run, seed=0, data_dir=data_dir, **STAGE2_VARIANTS[variant])
+    meta = read_manifest(run)  # scorer.json as written: backbone identity, training data hashes
+    manifest = {"title": f"{variant} heads (seed grid, seed 0)", "backbone": backbone,
+                "backbone_identity": meta["backbone_identity"], "command": f"{COMMAND} --only {name}",
+                "data": meta.get("data", {}), "variant": variant, "scores": {}}  # fmt: skip
+    item = export("scorer", run, out / "heads" / name, manifest)
+    return update_scores(item, measure(str(item.folder), data_dir=data_dir))
+
+
+def reproduce_student(name: str, *, runs: Path, out: Path, data_dir=None,
+                      progress: Callable[[str], None] | None = None) -> ShippedArtifact:  # fmt: skip
+    """Train the student recipe, export its LoRA adapter, measure the student rebuilt from the exported adapter."""
+    from mlse.backbone_calibration import fit_calibration, save_calibration
+
+    recipe_name, recipe = parse_recipe(STUDENTS[name])
+    if not recipe.get("lora_r"):
+        raise MlseError(f"{name}: recipe {recipe_name!r} is not a LoRA recipe; only adapters ship")
+    result = run_recipe(recipe_name, recipe, runs=runs, out=runs / "results", data_dir=data_dir, progress=progress)
+    run = Path(result["run"])
+    config = json.loads((run / "finetune_config.json").read_text())
+    manifest = {"title": f"student {recipe_name} (LoRA adapter)", "backbone": config["student"],
+                "backbone_identity": _identity_of(config["student"]), "command": f"{COMMAND} --only {name}",
+                "data": config.get("data_files", {}), "recipe": recipe_name, "scores": {}}  # fmt: skip
+    item = export("lora-student", run / "adapter", out / "students" / name, manifest)
+    item = update_scores(item, measure(item.name, data_dir=data_dir))
+    calibration, report = fit_calibration(load_model(item.name), data_dir=data_dir, max_rows=750)
+    save_calibration(calibration, report, out / "calibration", command=f"{COMMAND} --only {name}")
+    return item
+
+
+def _identity_of(model: str) -> str:
+    from mlse.encoders.load import load_encoder
+
+    return load_encoder(model, cache=False).identity
+
+
+def reproduce_assets(*, only: list[str] | None = None, out: Path | None = None, runs: Path, data_dir=None,
+                     progress: Callable[[str], None] | None = None) -> list[ShippedArtifact]:  # fmt: skip
+    """Regenerate the named artifacts (default: every one) into ``out`` (default: the shipped folder)."""
+    say = progress or (lambda msg: log.info("%s", msg))
+    out = out or shipped_root()
+    names = only or [*HEADS, *STUDENTS]
+    unknown = [n for n in names if n not in HEADS and n not in STUDENTS]
+    if unknown:
+        raise MlseError(f"unknown shipped artifact(s) {', '.join(unknown)}; expected {', '.join([*HEADS, *STUDENTS])}")
+    done = []
+    for name in names:
+        say(f"{name}: training and exporting")
+        if name in HEADS:
+            item = reproduce_head(name, runs=runs, out=out, data_dir=data_dir)
+        else:
+            item = reproduce_student(name, runs=runs, out=out, data_dir=data_dir, progress=say)
+        say(f"{name}: STS test cross-12 {item.manifest['scores']['cross-12']:.2f} -> {item.folder}")
+        done.append(item)
+    return done

@@ -1,0 +1,93 @@
+"""The epoch loop both heads share: mini-batch steps, a dev score after each epoch, early stopping, the best epoch kept.
+
+Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop after ``patience`` epochs without an
+improvement larger than ``min_delta``, or when the caller's ``should_stop`` (a stop button, a time budget) says so
+after an epoch, and both end on the best epoch's weights. :class:`EarlyStopping` makes those decisions,
+:func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from mlse.heads._torch import snapshot
+
+
+def train_epoch(optimiser: torch.optim.Optimizer, order: np.ndarray, batch_size: int,
+                batch_loss: Callable[[np.ndarray], torch.Tensor]) -> float:  # fmt: skip
+    """One pass over ``order`` in slices of ``batch_size``: ``batch_loss(rows)``, backward, step. Returns the mean
+    batch loss (0.0 when ``order`` is empty)."""
+    total, steps = 0.0, 0
+    for start in range(0, len(order), batch_size):
+        loss = batch_loss(order[start : start + batch_size])
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        total += float(loss.detach())
+        steps += 1
+    return total / max(steps, 1)
+
+
+class EarlyStopping:
+    """Tracks the best dev score and its weights; says when to stop.
+
+    ``mode``: ``"min"`` (a loss) or ``"max"`` (a correlation); an epoch improves on the best only by more than
+    ``min_delta``. ``best``: a score to beat before the first epoch (Stage 2 starts from its untrained score, whose
+    weights are then the fallback), else none (``inf`` / ``-inf``; nothing to keep until an epoch improves). A NaN
+    score never improves. ``should_stop`` is asked after an epoch that did not end by patience, and only once
+    there are weights worth keeping.
+    """
+
+    def __init__(self, net: nn.Module, *, mode: str, min_delta: float, patience: int,
+                 should_stop: Callable[[], bool] | None = None, best: float | None = None):  # fmt: skip
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+        self.net, self.mode, self.min_delta, self.patience = net, mode, min_delta, patience
+        self.should_stop = should_stop
+        self.best = best if best is not None else (math.inf if mode == "min" else -math.inf)
+        self.best_state = snapshot(net) if best is not None else None
+        self.best_epoch = 0 if best is not None else None
+        self.bad_epochs = 0
+        self.stopped = False  # ended by should_stop (not by patience or the epoch limit)
+
+    def improves(self, score: float) -> bool:
+        if self.mode == "min":
+            return score < self.best - self.min_delta
+        return score > self.best + self.min_delta
+
+    def update(self, epoch: int, score: float) -> bool:
+        """Record ``epoch``'s dev score; True when training must end now."""
+        if self.improves(score):
+            self.best, self.bad_epochs, self.best_epoch = score, 0, epoch
+            self.best_state = snapshot(self.net)
+        else:
+            self.bad_epochs += 1
+            if self.bad_epochs >= self.patience:
+                return True
+        if self.should_stop is not None and self.best_state is not None and self.should_stop():
+            self.stopped = True
+            return True
+        return False
+
+    def restore(self) -> None:
+        """Put the best epoch's weights back (eval mode)."""
+        self.net.load_state_dict(self.best_state)
+        self.net.eval()
+
+
+def fit_epochs(max_epochs: int, run_epoch: Callable[[int], dict], key: str, stopping: EarlyStopping,
+               history: list[dict], progress: Callable[[dict], None] | None = None) -> None:  # fmt: skip
+    """Epochs ``1 .. max_epochs``: ``run_epoch(epoch)`` trains one epoch and returns its record (with the dev score
+    under ``key``), which joins ``history`` and goes to ``progress``; ``stopping`` decides when to end."""
+    for epoch in range(1, max_epochs + 1):
+        record = run_epoch(epoch)
+        history.append(record)
+        if progress:
+            progress(record)
+        if stopping.update(epoch, record[key]):
+            break

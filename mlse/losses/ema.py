@@ -1,0 +1,100 @@
+"""EMA teacher -- Ham & Kim 2021 (paper 001, Sec. 5.2-5.3, Table 4)::
+
+    L      = MSE(f_theta(x_lg), f_xi(x_en))                     Eq. 1: the target side only (include_src=False)
+    xi    <- tau xi + (1 - tau) theta                           Eq. 2, after every optimiser step (ema_update)
+    tau_k  = 1 - (1 - tau_base) (cos(pi k / K) + 1) / 2         the BYOL schedule (ema_tau)
+
+The student ``f_theta`` minimises the MSE of :mod:`mlse.losses.mse` (``include_src=False``: only the translation is
+pulled to the teacher's embedding of the English sentence); the teacher ``f_xi`` starts as a copy of the student, runs
+under ``no_grad`` in eval mode and follows the student by an exponential moving average (:class:`EmaTeacher` owns the
+copy, its update and its forward). tau_base = 0.99999 in the paper (Table 4: 0.9999 and 0.999999 are worse; a frozen
+teacher, ``tau_base = 1``, is about as bad as 0.999999).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["EmaTeacher", "ema_tau", "ema_update"]
+
+
+@torch.no_grad()
+def ema_update(teacher: nn.Module, student: nn.Module, tau: float) -> None:
+    """Ham & Kim's Eq. 2, in place: ``xi <- tau xi + (1 - tau) theta`` for every parameter; buffers are copied.
+
+    Computed as ``xi + (1 - tau)(theta - xi)`` (``lerp``) so that a teacher equal to the student stays bit-for-bit
+    equal even for tau = 0.99999 in float32 (``tau * xi`` alone would shrink xi by tau's rounding error every step).
+    ``tau == 1`` is a frozen teacher: nothing is touched, buffers included. Teacher and student must have the same
+    parameter names and shapes (a copy of the student); :class:`ValueError` otherwise.
+    """
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError(f"tau must be in [0, 1], got {tau}")
+    t_params = dict(teacher.named_parameters())
+    s_params = dict(student.named_parameters())
+    t_bufs = dict(teacher.named_buffers())
+    s_bufs = dict(student.named_buffers())
+    if t_params.keys() != s_params.keys() or t_bufs.keys() != s_bufs.keys():
+        missing = sorted((t_params.keys() ^ s_params.keys()) | (t_bufs.keys() ^ s_bufs.keys()))
+        raise ValueError(f"teacher and student differ in architecture (parameters/buffers: {missing[:5]})")
+    for name, xi in t_params.items():
+        if xi.shape != s_params[name].shape:
+            raise ValueError(f"parameter {name!r}: teacher {tuple(xi.shape)} vs student {tuple(s_params[name].shape)}")
+    if tau == 1.0:
+        return
+    for name, xi in t_params.items():
+        theta = s_params[name].detach().to(device=xi.device, dtype=xi.dtype)
+        if xi.is_floating_point():
+            xi.lerp_(theta, 1.0 - tau)  # xi + (1 - tau) (theta - xi)
+        else:
+            xi.copy_(theta)
+    for name, buf in t_bufs.items():
+        buf.copy_(s_bufs[name].detach())
+
+
+def ema_tau(step: int, total_steps: int, tau_base: float) -> float:
+    """BYOL / Ham & Kim (Sec. 5.3) decay: ``1 - (1 - tau_base) (cos(pi k / K) + 1) / 2``.
+
+    ``tau_base`` at ``k = 0``, rising to 1 at ``k = K``; ``k`` is clamped to ``[0, K]``. ``tau_base = 1`` gives 1 at
+    every step (a frozen teacher). Use ``ema_update(teacher, student, ema_tau(k, K, tau_base))`` after optimizer step
+    ``k``. Ham & Kim: tau_base = 0.99999, K = 105K steps.
+    """
+    if total_steps <= 0:
+        raise ValueError(f"total_steps must be > 0, got {total_steps}")
+    if not 0.0 <= tau_base <= 1.0:
+        raise ValueError(f"tau_base must be in [0, 1], got {tau_base}")
+    k = min(max(step, 0), total_steps)
+    return 1.0 - (1.0 - tau_base) * (math.cos(math.pi * k / total_steps) + 1.0) / 2.0
+
+
+class EmaTeacher:
+    """The teacher ``f_xi``: a frozen copy of ``student`` (eval mode, no gradients) that follows it by Eq. 2.
+
+    ``wrap``: how the copy is called, e.g. the trainer's autocast wrapper so that the teacher runs in the student's
+    precision (default: the copy itself). ``tau`` is the value of the last update (1.0 before the first).
+    """
+
+    def __init__(self, student: nn.Module, tau_base: float, wrap: Callable[[nn.Module], Callable] | None = None):
+        if not 0.0 <= tau_base <= 1.0:
+            raise ValueError(f"tau_base must be in [0, 1], got {tau_base}")
+        self.student = student
+        self.model = copy.deepcopy(student).eval().requires_grad_(False)
+        self.tau_base = tau_base
+        self.tau = 1.0
+        self._forward = wrap(self.model) if wrap is not None else self.model
+
+    def __call__(self, features: dict[str, Tensor]) -> Tensor:
+        """The teacher's sentence embeddings of tokenised ``features`` (no gradient): ``[B, d]``."""
+        with torch.no_grad():
+            return self._forward(features)["sentence_embedding"]  # [B, d]
+
+    def update(self, step: int, total_steps: int) -> float:
+        """After optimiser step ``step`` of an estimated ``total_steps``: ``xi <- tau xi + (1 - tau) theta`` with
+        ``tau = ema_tau(step, total_steps, tau_base)``; returns tau."""
+        self.tau = ema_tau(step, total_steps, self.tau_base)
+        ema_update(self.model, self.student, self.tau)
+        return self.tau

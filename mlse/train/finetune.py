@@ -1,0 +1,239 @@
+"""Budgeted fine-tuning of a sentence-transformers student: MSE distillation, EMA teacher, soft / hard contrastive.
+
+The four method families of issue 4 (:mod:`mlse.train.methods`; their losses in :mod:`mlse.losses`), trained under a
+time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X; English is always the src / anchor side)
+and evaluated on STS Multi MT **dev** while training:
+
+* ``mse``  -- Reimers & Gurevych 2020: ``MSE(s(src), t(src)) + MSE(s(tgt), t(src))`` with a frozen teacher
+  (``include_src=False`` keeps only the second term).
+* ``ema``  -- Ham & Kim 2021: the teacher is a copy of the student at step 0, run under ``no_grad`` in eval mode, and
+  after every optimiser step ``xi <- tau xi + (1 - tau) theta`` with ``tau = ema_tau(k, K, tau_base)``. The loss is
+  Ham & Kim's Eq. 1, ``MSE(s(tgt), t(src))`` (``include_src`` defaults to False here; True adds the src term).
+  ``tau_base = 1`` is the frozen-teacher ablation. The ``teacher`` option must be empty or the student itself.
+* ``soft`` -- Park et al. 2024: bidirectional contrastive loss with the frozen teacher's softmaxed similarities as
+  labels (``label="priority"``: English side; ``"average"``: both sides, a multilingual teacher), plus TCM with weight
+  ``tcm_alpha``. Teacher and student dimensions may differ.
+* ``hard`` -- in-batch-negatives InfoNCE (the contrastive baseline); no teacher.
+
+A run has two parts. **Preparation** (this module; reported as ``prepare_s``): the data
+(:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.students`), the
+frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
+under the budget, which covers training *and* the dev evaluations inside it. A caller that needs a budget over the
+whole run (the app's jobs) passes a :class:`mlse.stopping.StopSignal` (stop button + budget); it, or the plain
+``stop`` event, is asked in every phase: between data files, between chunks of teacher encoding and of dev
+evaluation, and after every step.
+
+**Output** (``out``, e.g. ``runs/NAME``; ``load_encoder("runs/NAME")`` and ``python -m mlse eval --model runs/NAME``
+accept it)::
+
+    out/model/                 the student at its best dev score (a sentence-transformers folder)
+    out/adapter/               a LoRA student's adapter (mlse.lora)
+    out/finetune_config.json   the configuration (not ``config.json``: a ``config.json`` at the top of a folder makes
+                               the registry take the folder itself for a plain transformers model)
+    out/log.jsonl              one progress record per evaluation
+    out/metrics.json           final and best dev scores, steps, speed, data counts
+
+``out/model`` is always either the previous good checkpoint or the new one. A run stops at the budget, at
+``max_steps``, when the ``stop`` event is set (the app's stop button) or on KeyboardInterrupt (metrics are written,
+then the interrupt propagates). A run stopped before its first training step raises :class:`mlse.stopping.Stopped`
+and leaves no model; one stopped later keeps its best checkpoint and says ``"partial"`` in ``metrics.json``.
+
+**GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override).
+Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches with
+averaged gradients (:mod:`mlse.distributed`); rank 0 evaluates, saves and writes the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from mlse.atomic import atomic_write_text
+from mlse.distributed import barrier, broadcast_parameters, gather, init_from_env, main_first, rank_device, shutdown
+from mlse.encoders.torch import default_device
+from mlse.runs import FINETUNE_CONFIG_FILE
+from mlse.stopping import Stopped, StopSignal, check
+from mlse.train.config import FinetuneConfig, default_out, validate
+from mlse.train.finetune_data import TrainingData, dev_scores, load_dev, prepare_data, teacher_targets
+from mlse.train.loop import TrainingLoop
+from mlse.train.methods import PairMethod, build_method
+from mlse.train.students import (
+    extend_vocabulary,
+    fit_bridge,
+    load_student,
+    parameter_checksum,
+    resolve_precision,
+    restrict_training,
+    save_checkpoint,
+    save_model_atomically,
+    student_dim,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["finetune"]
+
+
+def finetune(
+    config: FinetuneConfig,
+    *,
+    progress: Callable[[dict], None] | None = None,
+    stop: threading.Event | None = None,
+    signal: StopSignal | None = None,
+) -> dict:
+    """Train ``config.student`` by ``config.method`` within the budget and write the run to ``config.out``.
+
+    ``progress`` receives one record per evaluation (``step, epoch, loss, elapsed_s, dev_spearman,
+    best_dev_spearman``, plus per-pair ``dev``, ``lr``, ``sentences_per_s``, ``saved`` and for EMA ``tau``); setting
+    ``stop`` ends the run after the current step. ``signal`` (a stop event plus a budget over the whole call) is asked
+    in every phase, from data loading on (see the module docstring). Returns the final metrics (also in
+    ``out/metrics.json``). ``config.out`` None: ``$MLSE_RUNS/<student>+<method>``.
+    """
+    validate(config)
+    if not config.out:
+        config = replace(config, out=default_out(config))
+    ctx = init_from_env(config.device or default_device())
+    try:
+        metrics = _finetune(config, ctx, progress, stop, signal)
+        # Leave together: a rank that tears the process group down while rank 0 still writes the run folder can
+        # abort in gloo's teardown ("terminate called without an active exception", seen once in CI).
+        barrier(ctx)
+        return metrics
+    finally:
+        shutdown(ctx)
+
+
+class _Run:
+    """What the end of a run needs: the loop, the method, the data, where it writes."""
+
+    def __init__(self, cfg: FinetuneConfig, loop: TrainingLoop, method: PairMethod, data: TrainingData, student,
+                 device: str, precision: str, base_modules: int, ctx):  # fmt: skip
+        self.cfg, self.loop, self.method, self.data, self.student = cfg, loop, method, data, student
+        self.device, self.precision, self.base_modules, self.ctx = device, precision, base_modules, ctx
+        self.out = Path(cfg.out)
+
+    def metrics(self, reason: str) -> dict:
+        return {
+            "method": self.cfg.method,
+            **self.loop.metrics(reason),
+            "device": self.device,
+            "precision": self.precision,
+            "n_pairs": len(self.data.src),
+            "data": self.data.info["pairs"],
+            "dropped": {p: v["contaminated_dropped"] for p, v in self.data.info["pairs"].items()},
+            **self.method.final_metrics(),
+        }
+
+
+def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | None = None) -> dict:
+    import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
+
+    prepare_started = time.perf_counter()
+    device = rank_device(ctx, config.device or default_device())
+    torch.manual_seed(config.seed)
+    out = Path(config.out)
+    if signal is None and stop is not None:  # the stop event alone also ends the preparation phases
+        signal = StopSignal(stop)
+    halt = signal.should_stop if signal is not None else None
+    data = prepare_data(config, halt)
+    check(halt, "loading the student model")
+    initial = out / ".initial-model"  # several processes: rank 0's extended student, loaded by the others
+    with main_first(ctx):
+        if ctx.is_main:
+            student = load_student(config.student, device, config.max_seq_length)
+            vocab_info = extend_vocabulary(config, student, data) if config.extend_vocab else {}
+            if config.extend_vocab and ctx.active:
+                save_model_atomically(student, initial)
+        else:  # the same tokenizer and weights as rank 0 (a re-learned vocabulary could differ)
+            student = load_student(str(initial) if config.extend_vocab else config.student, device,
+                                   config.max_seq_length)  # fmt: skip
+            vocab_info = {}
+    broadcast_parameters(student, ctx)
+    check(halt, "preparing the student")
+    with main_first(ctx):  # rank 0 fills the embedding cache with the teacher's targets; the others then read it
+        t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device, halt)
+    base_modules = len(student)
+    if config.bridge != "none":  # every rank fits the same map on the same sentences and weights
+        check(halt, "fitting the bridge")
+        teacher_info |= fit_bridge(config, student, data, t_src)
+    teacher_info |= restrict_training(config, student)
+    check(halt, "loading the dev data")
+    dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
+    if ctx.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "log.jsonl").write_text("")  # a new run starts a new log
+    barrier(ctx)
+    precision = resolve_precision(config.precision, device)
+    method = build_method(config, student, data, (t_src, t_tgt), device, precision)
+    # characters of the longer side: a cheap proxy of the padded token length
+    lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if config.bucket_by_length else None
+    loop = TrainingLoop(config, student, method, len(data.src), lengths,
+                        evaluate=lambda should_stop: dev_scores(student, dev, config.batch_size, should_stop),
+                        save=lambda: save_checkpoint(student, out, base_modules), device=device, progress=progress,
+                        stop=stop, signal=signal, ctx=ctx)  # fmt: skip
+    run = _Run(config, loop, method, data, student, device, precision, base_modules, ctx)
+    record = {**asdict(config), "include_src_effective": config.src_term(), "device": device,
+              "precision_effective": precision, "world_size": ctx.world, **teacher_info, **vocab_info}  # fmt: skip
+    if ctx.is_main:
+        _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
+    prepare_s = time.perf_counter() - prepare_started
+    try:
+        reason = loop.run()
+    except KeyboardInterrupt:
+        _finish(run, "interrupted", prepare_s, final_eval=False)
+        raise
+    if loop.step == 0 and halt is not None and halt():  # stopped before any training: nothing worth keeping
+        if ctx.is_main:
+            shutil.rmtree(out, ignore_errors=True)
+        raise Stopped("stopped before the first training step")
+    # a stop, or the caller's budget, ends the run now: no extra evaluation after it
+    return _finish(run, reason, prepare_s, final_eval=halt is None or not halt())
+
+
+def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> dict:
+    """Last evaluation (unless the last step was just evaluated), a model on disk in any case, metrics.json.
+
+    Ranks other than 0 write nothing and return their own metrics (``rank`` set).
+    """
+    loop = run.loop
+    if not run.ctx.is_main:
+        checksum = parameter_checksum(run.student)
+        gather(run.ctx, checksum)  # rank 0 records every rank's checksum (collective: every rank takes part)
+        return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world,
+                                      "parameter_checksum": checksum}  # fmt: skip
+    shutil.rmtree(run.out / ".initial-model", ignore_errors=True)
+    if final_eval and loop.last_eval_step != loop.step:
+        loop.evaluate()
+    if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
+        save_checkpoint(run.student, run.out, run.base_modules)
+    metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
+    if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
+        metrics["partial"] = {"reason": reason, "steps": loop.step, "best_step": loop.best_step}
+    if run.ctx.active:  # equal checksums on every rank: the ranks trained one model together
+        metrics["parameter_checksum"] = parameter_checksum(run.student)
+        metrics["rank_checksums"] = gather(run.ctx, metrics["parameter_checksum"])
+    _write_json(run.out / "metrics.json", metrics)
+    log.info("finetune %s: %s after %d steps, best dev %.2f at step %s", run.cfg.method, reason, loop.step,
+             loop.best, loop.best_step)  # fmt: skip
+    return metrics
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n")
+
+
+def _versions() -> dict[str, str]:
+    import sentence_transformers  # lazy: loaded by now (the student); the versions a run was made with
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__}  # fmt: skip

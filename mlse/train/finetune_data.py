@@ -1,0 +1,142 @@
+"""The data of a fine-tuning run: English-X training pairs, the frozen teacher's targets, the STS dev set and its score.
+
+Training pairs are the contamination-filtered Tatoeba-Challenge bitext (:func:`mlse.data.bitext.load_filtered_bitext`;
+English is always the src / anchor side), each language pair capped and sampled with its own seed, all shuffled
+together. Frozen-teacher embeddings (``mse``, ``soft``) are computed once through :func:`mlse.models.load_model`, i.e.
+the on-disk embedding cache, so a second run with the same teacher and data encodes nothing. The dev score is the
+Spearman x 100 of the cosine on STS Multi MT **dev**, per pair.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlse.data.bitext import load_filtered_bitext, seed_per_pair
+from mlse.data.stsb import load_sts
+from mlse.errors import MlseError
+from mlse.evaluation.sts import cosine_predictions, sts_metrics
+from mlse.models import load_model
+from mlse.stopping import ShouldStop, encode_in_chunks
+from mlse.train.config import FinetuneConfig
+
+_ENGLISH = ("en", "eng")
+
+
+@dataclass
+class TrainingData:
+    """Shuffled translation pairs; ``src`` is English."""
+
+    src: list[str]
+    tgt: list[str]
+    info: dict
+
+
+def english_first(pair: str) -> tuple[str, str]:
+    """``"de-en"`` -> ``("en", "de")``: English is the anchor (src) side whenever it is in the pair."""
+    a, sep, b = pair.strip().partition("-")
+    if not sep or not a or not b:
+        raise MlseError(f"bad language pair {pair!r}; expected e.g. en-de")
+    if b.lower() in _ENGLISH and a.lower() not in _ENGLISH:
+        a, b = b, a
+    return a, b
+
+
+def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> TrainingData:
+    """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
+    ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
+    pairs = ["-".join(english_first(pair)) for pair in cfg.pairs]
+    bitext = load_filtered_bitext(pairs, max_pairs=cfg.max_pairs, sample_seed=seed_per_pair(cfg.seed),
+                                  data_dir=cfg.data_dir, should_stop=should_stop, label="finetune data")  # fmt: skip
+    src, tgt, info = bitext.src, bitext.tgt, bitext.info
+    if not src:
+        raise MlseError(
+            f"no training pairs left after the contamination filter and max_pairs={cfg.max_pairs} "
+            f"(pairs: {', '.join(cfg.pairs)})"
+        )
+    order = np.random.default_rng(cfg.seed).permutation(len(src))
+    info["n_pairs"] = len(src)
+    return TrainingData([src[j] for j in order], [tgt[j] for j in order], info)
+
+
+def teacher_targets(
+    cfg: FinetuneConfig, data: TrainingData, dim: int, device: str, should_stop: ShouldStop | None = None
+) -> tuple:
+    """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``.
+
+    Encoded once through the embedding cache (unnormalised: MSE targets are the teacher's raw outputs, and the soft
+    labels are cosines, which ignore the norm). The dimension check runs on one text before the bulk encoding.
+    """
+    if cfg.method not in ("mse", "soft"):
+        return None, None, {}
+    teacher = load_model(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
+    probe = teacher.encode(data.src[:1], normalize=False)  # [1, d_t]
+    if cfg.method == "mse" and cfg.bridge == "none" and probe.shape[1] != dim:
+        raise MlseError(
+            f"method 'mse' needs equal teacher and student dimensions: teacher {cfg.teacher!r} is {probe.shape[1]}-d, "
+            f"student {cfg.student!r} is {dim}-d (use 'soft' or 'hard', --bridge linear, or a student of the "
+            f"teacher's dimension)"
+        )
+    t0 = time.perf_counter()
+
+    def targets(texts: list[str]) -> np.ndarray:  # stoppable between chunks; finished chunks stay cached
+        return encode_in_chunks(teacher, texts, should_stop=should_stop, batch_size=cfg.batch_size, normalize=False)
+
+    t_src = targets(data.src)  # [N, d_t]
+    t_tgt = None
+    if cfg.method == "soft" and cfg.label == "average":
+        t_tgt = targets(data.tgt)  # [N, d_t]
+    info = {
+        "teacher_identity": teacher.identity,
+        "teacher_dim": int(probe.shape[1]),
+        "teacher_encode_s": round(time.perf_counter() - t0, 2),
+        "teacher_cache": dict(getattr(teacher, "stats", {})),
+    }
+    return t_src, t_tgt, info
+
+
+@dataclass
+class DevSet:
+    """STS Multi MT dev pairs flattened: unique texts once, and per pair the rows of s1 / s2 in ``texts``."""
+
+    texts: list[str]
+    pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # pair -> (s1 rows [n], s2 rows [n], gold [n])
+
+
+def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, seed: int) -> DevSet:
+    """Dev pairs for the in-training score; the texts are deduplicated (en-xx pairs share their English side)."""
+    index: dict[str, int] = {}
+    out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for pair in pairs:
+        ds = load_sts(pair, "dev", data_dir)
+        rows = np.arange(len(ds.scores))
+        if max_rows and len(rows) > max_rows:
+            rows = np.sort(np.random.default_rng(seed).choice(len(rows), max_rows, replace=False))
+        s1 = np.array([index.setdefault(ds.s1[r], len(index)) for r in rows])
+        s2 = np.array([index.setdefault(ds.s2[r], len(index)) for r in rows])
+        out[pair] = (s1, s2, ds.scores[rows].astype(np.float64))
+    return DevSet(list(index), out)
+
+
+def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | None = None) -> dict[str, float]:
+    """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode.
+
+    ``should_stop`` is asked between chunks of the dev texts (:class:`~mlse.stopping.Stopped` abandons the evaluation).
+    """
+    import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
+
+    student.eval()
+    try:
+        with torch.no_grad():
+            emb = encode_in_chunks(student, dev.texts, should_stop=should_stop, batch_size=batch_size,
+                                   convert_to_numpy=True, show_progress_bar=False,
+                                   normalize_embeddings=True)  # [n_texts, d]  # fmt: skip
+    finally:
+        student.train()
+    return {
+        pair: sts_metrics(cosine_predictions(emb[s1], emb[s2]), gold, n_boot=0)["spearman"]
+        for pair, (s1, s2, gold) in dev.pairs.items()
+    }

@@ -1,0 +1,211 @@
+"""The app's training jobs: a :class:`~mlse.train.config.TrainRequest` becomes a job for the
+:class:`~mlse.train.runner.JobRunner`.
+
+The request becomes a configuration through the command line's own functions (:func:`mlse.train.config.request_config`)
+and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.heads`, on the app's backend) or one of the fine-tuning methods of
+:mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to ``runs_dir()/NAME``, where the model
+registry finds them, so a finished run appears in every model list.
+
+Stopping: every training job gets one :class:`mlse.stopping.StopSignal` (the stop button plus the time budget, whose
+clock starts with the job, so the budget counts loading, encoding, training, evaluation and saving alike). Every phase
+asks it: data loading between files, encoding and teacher targets between chunks of a few batches (finished chunks
+stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch (heads), dev
+evaluations between chunks. A stop before training has anything to show ends the job with nothing saved; a stop
+later saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's
+``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it was replacing.
+
+The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system.
+
+ZeroGPU (Hugging Face Spaces): when the ``spaces`` package is importable the training call is wrapped in
+``spaces.GPU(duration=budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware and does nothing
+elsewhere. ``spaces`` is not a dependency of this project; the Space's own environment provides it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mlse.dirs import runs_dir
+from mlse.errors import MlseError
+from mlse.run_health import recover_runs
+from mlse.runs import is_model_folder, is_scorer_folder
+from mlse.stopping import Stopped, StopSignal
+from mlse.train.child_jobs import run_in_child
+from mlse.train.config import JOB_METHODS, TEACHER_METHODS, FinetuneConfig, TrainRequest, request_config
+from mlse.train.finetune import finetune
+from mlse.train.heads import train_heads
+from mlse.train.runner import JobFn, Report
+
+log = logging.getLogger(__name__)
+
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,79}$")
+
+
+def validate_run_name(name: str | None) -> str:
+    """A safe folder name (letters, digits, ``. _ + -``; no path separators, no leading dot) or an MlseError."""
+    name = (name or "").strip()
+    if not name:
+        raise MlseError("give the run a name")
+    if not _RUN_NAME.match(name) or ".." in name:
+        raise MlseError(f"run name {name!r} is not a safe folder name: use letters, digits and . _ + - (max 80), "
+                        "starting with a letter or digit")  # fmt: skip
+    return name
+
+
+def check_request(req: TrainRequest) -> Path:
+    """Refuse a request that cannot run, before anything is queued; returns the run folder."""
+    if req.method not in JOB_METHODS:
+        raise MlseError(f"unknown method {req.method!r}; expected one of {', '.join(JOB_METHODS)}")
+    if not (req.model or "").strip():
+        raise MlseError("choose a model")
+    if not req.budget_minutes or req.budget_minutes <= 0:
+        raise MlseError(f"the time budget must be > 0 minutes, got {req.budget_minutes}")
+    name = validate_run_name(req.name)
+    out = runs_dir() / name
+    if req.model.strip() in (f"runs/{name}", str(out)) or (req.teacher or "").strip() in (f"runs/{name}", str(out)):
+        raise MlseError(f"run {name!r} is an input of this run; choose another name")
+    if out.exists() and not req.overwrite:
+        raise MlseError(f"run {name!r} already exists ({out}); tick 'overwrite' or choose another name")
+    if req.method in TEACHER_METHODS and not req.teacher:
+        raise MlseError(f"method {req.method!r} needs a teacher")
+    return out
+
+
+def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
+    """A job function for :meth:`JobRunner.submit` (call :func:`check_request` first for early errors).
+
+    ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`), so that the job's memory returns to the
+    system when it ends (the app does this); progress and Stop work as in-process. Not under ZeroGPU (``spaces``),
+    whose GPU is attached to the calling process. ``started``: when the budget's clock started (a child continues
+    its parent's clock); default: when the job starts.
+    """
+    out = check_request(req)
+    config = request_config(req, out)  # the command line's reading of the same options
+    if child_process and importlib.util.find_spec("spaces") is None:
+        return _child_training_job(req, out)
+
+    def job(report: Report, stop: threading.Event):
+        signal = StopSignal(stop, float(req.budget_minutes) * 60, started)  # the clock of the whole job
+        aside = _move_aside(out) if out.exists() else None
+        try:
+            report({"event": "phase", "message": "preparing: loading data and models"})
+            train = _run_finetune if isinstance(config, FinetuneConfig) else _run_heads
+            result = _maybe_on_gpu(train, req.budget_minutes)(config, req, report, signal)
+        except Stopped as exc:  # stopped before anything worth keeping: leave no half-made run behind
+            if out.exists() and not _has_model(out):
+                shutil.rmtree(out, ignore_errors=True)
+            _restore(aside, out)
+            hint = "; encoded texts are cached, so a rerun continues from there" if "encoding" in str(exc) else ""
+            raise Stopped(f"{exc}: nothing was saved{hint}") from None
+        except BaseException:
+            _restore(aside, out)
+            raise
+        _discard(aside, out)
+        return result
+
+    return job
+
+
+def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
+    def job(report: Report, stop: threading.Event):
+        started = time.monotonic()  # StopSignal's clock: system-wide, so the child keeps counting from here
+        try:
+            return run_in_child("mlse.train.jobs:train_in_this_process", req, started, report=report, stop=stop)
+        finally:  # a child that died mid-replacement left the old run aside: put it back now, not at next start
+            recover_runs(out.parent)
+
+    return job
+
+
+def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop) -> dict:
+    """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry)."""
+    return training_job(req, started=started)(report, stop)
+
+
+def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, signal: StopSignal) -> dict:
+    """mse / ema / soft / hard through :func:`mlse.train.finetune.finetune` (a stop in training keeps the best
+    checkpoint)."""
+
+    def on_eval(record: dict) -> None:
+        report({"event": "eval", "x": record["step"], "minutes": record["elapsed_s"] / 60, "loss": record["loss"],
+                "dev": record["dev_spearman"], "best": record["best_dev_spearman"], "saved": record.get("saved"),
+                "message": f"training: step {record['step']}, dev Spearman "
+                           f"{_fmt(record['dev_spearman'])} (best {_fmt(record['best_dev_spearman'])})"})  # fmt: skip
+
+    metrics = finetune(config, progress=on_eval, stop=signal.event, signal=signal)
+    report({"event": "phase", "message": f"done: {metrics['stop_reason']} after {metrics['steps']} steps, best dev "
+                                         f"Spearman {_fmt(metrics['best_dev_spearman'])} at step "
+                                         f"{metrics['best_step']}"})  # fmt: skip
+    return {"run": f"runs/{Path(config.out).name}", "metrics": metrics}
+
+
+def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) -> dict:
+    """Stage 1 / Stage 2 heads; the budget and the stop button end them in any phase (see the module docstring)."""
+    def on_epoch(record: dict) -> None:
+        dev = record.get("dev_pearson")
+        report({"event": "eval", "x": record["epoch"], "minutes": signal.elapsed() / 60,
+                "loss": record.get("train_loss"), "dev": None if dev is None else 100 * dev,
+                "dev_loss": record.get("dev_loss"), "message": f"training: epoch {record['epoch']}"})  # fmt: skip
+
+    stop = signal.event
+    scorer = train_heads(settings, progress=on_epoch, should_stop=signal.should_stop)
+    if not stop.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
+        report({"event": "phase", "message": f"the {req.budget_minutes:g}-minute budget ran out; the best epoch so "
+                                             "far is saved"})  # fmt: skip
+    metrics = scorer.metadata.get("metrics", {})
+    report({"event": "phase", "message": "done: " + ", ".join(f"{k} {_fmt(v)}" for k, v in metrics.items()
+                                                             if isinstance(v, (int, float)))})  # fmt: skip
+    return {"run": f"runs/{Path(settings.out).name}", "metrics": metrics}
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _maybe_on_gpu(fn: Callable, budget_minutes: float) -> Callable:
+    """``spaces.GPU(fn, duration=...)`` when the ``spaces`` package is importable (ZeroGPU Spaces), else ``fn``.
+
+    The duration covers the budget plus 10 minutes for loading, data preparation and the final evaluation.
+    """
+    if importlib.util.find_spec("spaces") is None:
+        return fn
+    try:
+        import spaces  # lazy: only on ZeroGPU Spaces
+    except Exception:  # an unusable spaces package must not stop CPU training
+        log.warning("the 'spaces' package is installed but does not import; training without spaces.GPU")
+        return fn
+    return spaces.GPU(fn, duration=int(budget_minutes * 60) + 600)
+
+
+def _move_aside(out: Path) -> Path:
+    """Rename an existing run folder to a hidden sibling (the registry skips dot-folders) while it is replaced."""
+    aside = out.with_name(f".{out.name}.replaced-{int(time.time() * 1000)}")
+    out.rename(aside)
+    return aside
+
+
+def _restore(aside: Path | None, out: Path) -> None:
+    """A run that failed or saved nothing gives the replaced run folder back."""
+    if aside is None:
+        return
+    if out.exists() and _has_model(out):
+        shutil.rmtree(aside, ignore_errors=True)
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    aside.rename(out)
+
+
+def _discard(aside: Path | None, out: Path) -> None:
+    if aside is not None:
+        _restore(aside, out)  # keeps the new run when it saved a model, else puts the old one back
+
+
+def _has_model(folder: Path) -> bool:
+    return is_scorer_folder(folder) or is_model_folder(folder / "model")

@@ -1,0 +1,251 @@
+"""The training loop of a fine-tuning run, which knows no method: batches, the learning-rate schedule, the budget and
+the reasons to stop, the evaluation cadence, checkpoints and the log.
+
+What a method does with a batch comes in through a :class:`mlse.train.methods.Method` (``batch_loss(idx)``,
+``after_step``, what it adds to the records); the dev score and the checkpoint come in as callbacks.
+
+**Budget.** ``budget_minutes`` covers the training loop *and* the dev evaluations inside it, counted on the clock
+``budget_clock`` names (:func:`budget_clock`: wall seconds, or this process's CPU seconds per torch thread). The total
+number of steps ``K`` (for the linear learning-rate warm-up over ``warmup_fraction`` of it, and for the EMA schedule)
+is not known in advance: after every step it is re-estimated as ``steps done + remaining budget / measured seconds
+per training step`` (evaluation time is spent from the budget but not counted in seconds/step, so ``K`` overestimates
+slightly while evaluations remain), capped by ``max_steps``. Before the first step is timed the estimate is
+``max_steps`` or 10,000 (so the very first step runs at a tiny learning rate). After the warm-up the learning rate
+stays constant: a budgeted run can stop at any moment, so there is no decay to a known end.
+
+**Stopping.** Asked before every step: the ``stop`` event (the app's stop button), the caller's
+:class:`~mlse.stopping.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget. With
+several processes (:mod:`mlse.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates, saves
+and writes the log, the other ranks wait for it at the next gradient all-reduce.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mlse.distributed import DistContext, agree, average_gradients
+from mlse.stopping import ShouldStop, Stopped, StopSignal
+from mlse.train.config import FinetuneConfig
+from mlse.train.methods import Method
+
+BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
+PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
+
+
+def budget_clock(kind: str) -> Callable[[], float]:
+    """The budget's clock: ``"wall"`` seconds, or ``"cpu"``: seconds of CPU time of this process divided by torch's
+    thread count (on an idle machine it runs at the wall clock's pace; on a shared one it slows down with the share of
+    the cores the process gets)."""
+    if kind == "wall":
+        return time.perf_counter
+    import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
+
+    threads = max(1, torch.get_num_threads())
+    return lambda: time.process_time() / threads
+
+
+def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: np.ndarray | None = None,
+                  chunk_batches: int = BUCKET_BATCHES) -> list[np.ndarray]:  # fmt: skip
+    """One epoch of batches over ``range(n)``: every index exactly once, a short last batch kept.
+
+    Without ``lengths``: consecutive slices of a seeded permutation. With ``lengths`` (length bucketing): the
+    permutation is cut into chunks of ``chunk_batches`` batches, each chunk is sorted by length before it is cut into
+    batches, and the batch order is shuffled, so a batch pads to a similar length (less wasted compute) while which
+    sentences meet in a batch, and when, stays random.
+    """
+    order = rng.permutation(n)
+    if lengths is not None:
+        chunks = np.array_split(order, max(1, math.ceil(n / (batch_size * chunk_batches))))
+        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks])
+    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    if lengths is not None:
+        batches = [batches[j] for j in rng.permutation(len(batches))]
+    return batches
+
+
+def finite(x: float | None) -> float | None:
+    """NaN / inf -> None, so that JSON files stay standard."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class TrainingLoop:
+    """One run's loop over ``n`` training examples (``lengths``: their lengths, for bucketing; None: no bucketing).
+
+    ``evaluate(should_stop)`` returns the dev score per dev set (it may raise :class:`~mlse.stopping.Stopped`);
+    ``save()`` writes a checkpoint, called whenever the mean dev score improves. Each evaluation appends one record
+    to ``out/log.jsonl`` and hands it to ``progress``.
+    """
+
+    def __init__(self, cfg: FinetuneConfig, model, method: Method, n: int, lengths: np.ndarray | None, *,
+                 evaluate: Callable[[ShouldStop | None], dict[str, float]], save: Callable[[], None], device: str,
+                 progress: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
+                 signal: StopSignal | None = None, ctx: DistContext | None = None):  # fmt: skip
+        import torch  # lazy: as in budget_clock
+
+        self.cfg, self.model, self.method, self.n, self.lengths = cfg, model, method, n, lengths
+        self.evaluate_dev, self.save, self.device = evaluate, save, device
+        self.ctx = ctx or DistContext()
+        self.progress, self.stop, self.signal = progress, stop, signal
+        self.should_stop = signal.should_stop if signal is not None else None
+        self.out = Path(cfg.out)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.clock = budget_clock(cfg.budget_clock)
+        self.rng = np.random.default_rng([cfg.seed, self.ctx.rank] if self.ctx.active else cfg.seed)
+        self.queue: list[np.ndarray] = []
+        self.step = 0
+        self.pairs_seen = 0
+        self.sentences = 0  # sentences run through the student in training
+        self.train_s = 0.0
+        self.eval_s = 0.0
+        self.losses: list[float] = []
+        self.best = -math.inf
+        self.best_step: int | None = None
+        self.last_dev: dict[str, float] = {}
+        self.last_eval_step: int | None = None
+        self.total_steps = cfg.max_steps or PROVISIONAL_STEPS
+        self.started = 0.0
+        self.wall_started = 0.0
+
+    # -- batches and schedules ---------------------------------------------------------------------------------------
+    def next_batch(self) -> np.ndarray:
+        """Indices of the next batch; a fresh seeded epoch of batches (:func:`epoch_batches`) when the last is used."""
+        if not self.queue:
+            self.queue = epoch_batches(self.n, self.cfg.batch_size, self.rng, self.lengths)[::-1]
+        return self.queue.pop()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def estimate_total_steps(self) -> int:
+        """K = steps done + remaining budget / seconds per training step (capped at max_steps)."""
+        if self.step == 0 or self.train_s <= 0:
+            return self.total_steps
+        remaining = max(0.0, self.cfg.budget_minutes * 60 - self.elapsed())
+        k = self.step + int(remaining / (self.train_s / self.step))
+        return max(self.step, min(k, self.cfg.max_steps or k))
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up over the first ``warmup_fraction`` of the estimated steps, then constant."""
+        warmup = max(1, math.ceil(self.cfg.warmup_fraction * self.total_steps))
+        return self.cfg.lr * min(1.0, (step + 1) / warmup)
+
+    # -- one step ----------------------------------------------------------------------------------------------------
+    def train_step(self) -> None:
+        import torch  # lazy: as in budget_clock
+
+        t0 = self.clock()
+        idx = self.next_batch()
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.step)
+        loss = self.method.batch_loss(idx)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        average_gradients(self.model, self.ctx)  # no-op in a single process
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.method.after_step(self.step, self.total_steps)
+        self.step += 1
+        self.pairs_seen += len(idx) * self.ctx.world  # every rank trains on its own batch
+        self.sentences += len(idx) * self.method.sentences_per_pair * self.ctx.world
+        self.losses.append(float(loss.detach()))
+        self.train_s += self.clock() - t0
+        self.total_steps = self.estimate_total_steps()
+
+    # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
+    def evaluate(self) -> dict:
+        """Score on dev, save when the mean score improves, log and report one progress record (rank 0 only)."""
+        if not self.ctx.is_main:
+            self.last_eval_step = self.step
+            return {}
+        t0 = self.clock()
+        try:
+            self.last_dev = self.evaluate_dev(self.should_stop)
+        except Stopped:  # abandoned half-way: the checkpoint on disk stays the best so far
+            self.eval_s += self.clock() - t0
+            return {}
+        mean = float(np.mean(list(self.last_dev.values())))
+        saved = math.isfinite(mean) and mean > self.best
+        if saved:
+            self.best, self.best_step = mean, self.step
+            self.save()
+        self.eval_s += self.clock() - t0
+        self.last_eval_step = self.step
+        record = {
+            "step": self.step,
+            "epoch": round(self.pairs_seen / self.n, 4),
+            "loss": finite(float(np.mean(self.losses))) if self.losses else None,
+            "elapsed_s": round(self.elapsed(), 2),
+            "wall_s": round(time.perf_counter() - self.wall_started, 2),
+            "dev_spearman": finite(mean),
+            "best_dev_spearman": finite(self.best),
+            "dev": {k: finite(v) for k, v in self.last_dev.items()},
+            "lr": self.lr_at(max(self.step - 1, 0)),
+            "estimated_total_steps": self.total_steps,
+            "sentences_per_s": round(self.sentences / self.train_s, 2) if self.train_s else None,
+            "saved": saved,
+            **self.method.record(),
+        }
+        self.losses = []
+        with open(self.out / "log.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self.progress is not None:
+            self.progress(record)
+        return record
+
+    def stop_reason(self) -> str | None:
+        """Why to stop now (None: go on); with several processes rank 0 decides for all (it owns the clock)."""
+        reason = None
+        if self.stop is not None and self.stop.is_set():
+            reason = "stopped"
+        elif self.signal is not None and self.signal.reason():  # the stop button, or the whole job's budget
+            reason = self.signal.reason()
+        elif self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
+            reason = "max_steps"
+        elif self.elapsed() >= self.cfg.budget_minutes * 60:
+            reason = "budget"
+        if self.ctx.active:
+            reasons = [None, "stopped", "max_steps", "budget"]
+            reason = reasons[agree(self.ctx, reasons.index(reason), self.device)]
+        return reason
+
+    def run(self) -> str:
+        """Train until a stop reason; evaluate every ``eval_every_steps`` (and at step 0 when asked)."""
+        self.started, self.wall_started = self.clock(), time.perf_counter()
+        if self.cfg.eval_at_start:
+            self.evaluate()
+        while (reason := self.stop_reason()) is None:
+            self.train_step()
+            if self.step % self.cfg.eval_every_steps == 0:
+                self.evaluate()
+        return reason
+
+    def metrics(self, reason: str) -> dict:
+        """The loop's part of ``metrics.json``: why it stopped, the dev scores, steps, speed and time."""
+        mean = float(np.mean(list(self.last_dev.values()))) if self.last_dev else math.nan
+        return {
+            "stop_reason": reason,
+            "final_dev_spearman": finite(mean),
+            "final_dev": {k: finite(v) for k, v in self.last_dev.items()},
+            "final_dev_step": self.last_eval_step,
+            "best_dev_spearman": finite(self.best),
+            "best_step": self.best_step,
+            "steps": self.step,
+            "epochs": round(self.pairs_seen / self.n, 4),
+            "pairs_seen": self.pairs_seen,
+            "sentences_per_s": round(self.sentences / self.train_s, 2) if self.train_s else None,
+            "pairs_per_s": round(self.pairs_seen / self.train_s, 2) if self.train_s else None,
+            "train_s": round(self.train_s, 2),
+            "eval_s": round(self.eval_s, 2),
+            "elapsed_s": round(self.elapsed(), 2),
+            "wall_s": round(time.perf_counter() - self.wall_started, 2),
+            "budget_clock": self.cfg.budget_clock,
+            "estimated_total_steps": self.total_steps,
+        }

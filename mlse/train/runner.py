@@ -1,0 +1,247 @@
+"""Background jobs for the app: one run at a time, a short bounded queue, progress the UI can poll.
+
+Why a runner of its own: a training run lasts minutes, far longer than a web request should block, and two runs at
+once would fight over the one CPU/GPU. :class:`JobRunner` runs one job at a time in a daemon thread; a job is a plain
+callable ``fn(report, stop) -> result`` that calls ``report(record)`` with progress records (appended to
+``job.records``, which the UI polls) and checks the ``stop`` event (the app's stop button). Every session of the app
+shares one runner, so everybody sees that a run is in progress, and a start while one runs is queued (up to
+``max_queued``) or refused with a message naming the running job. A failing job ends in state ``"failed"`` with its
+message; it never takes the runner (or the app) down. The training jobs themselves are built by
+:mod:`mlse.train.jobs`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlse.errors import MlseError
+from mlse.stopping import Stopped
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[dict], None]
+JobFn = Callable[[Report, threading.Event], Any]
+
+FINISHED_STATES = ("finished", "stopped", "failed", "cancelled")
+
+
+class JobBusyError(MlseError):
+    """A job was submitted while the runner (and its queue) is full."""
+
+
+# Raised inside a job (by a stop check or a progress callback) to end it early; the job ends as ``"stopped"``.
+JobStopped = Stopped
+
+
+@dataclass
+class Job:
+    """One submitted job and everything the UI shows about it (mutated only under the runner's lock)."""
+
+    id: int
+    name: str
+    fn: JobFn
+    description: str = ""
+    meta: dict = field(default_factory=dict)  # whatever the caller wants to show with the job (e.g. its request)
+    state: str = "queued"  # queued -> running -> finished | stopped | failed; queued -> cancelled
+    message: str = ""
+    records: list[dict] = field(default_factory=list)
+    result: Any = None
+    error: str | None = None
+    submitted: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def done(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    def elapsed(self) -> float:
+        """Seconds since the job started (0 while queued; frozen once finished)."""
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.time()) - self.started
+
+
+class JobRunner:
+    """Runs submitted jobs one at a time, in submission order, in a background thread.
+
+    ``max_queued``: how many jobs may wait behind the running one (0: a second submit is refused).
+    ``keep``: how many finished jobs are remembered (for ``latest()`` and ``history()``).
+    ``on_finish``: called with each job once it has ended (the app rescans its model list there, so a new run joins
+    every model picker at once); its errors are logged, never raised into the runner.
+    """
+
+    def __init__(self, max_queued: int = 0, keep: int = 20, on_finish: Callable[[Job], None] | None = None):
+        self.max_queued = max_queued
+        self.on_finish = on_finish
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._queue: collections.deque[Job] = collections.deque()
+        self._running: Job | None = None
+        self._history: collections.deque[Job] = collections.deque(maxlen=keep)
+        self._next_id = 1
+        self._worker: threading.Thread | None = None
+
+    # -- submitting and stopping ------------------------------------------------------------------------------------
+    def submit(self, name: str, fn: JobFn, description: str = "", meta: dict | None = None) -> Job:
+        """Queue ``fn``; it starts at once when nothing runs. Raises :class:`JobBusyError` when the queue is full."""
+        with self._lock:
+            if len(self._active_jobs()) > self.max_queued:  # one running (or about to) + max_queued waiting
+                raise JobBusyError(self._busy_text())
+            if any(j.name == name for j in self._active_jobs()):
+                raise JobBusyError(f"a job named {name!r} is already running or queued")
+            job = Job(self._next_id, name, fn, description, dict(meta or {}))
+            self._next_id += 1
+            self._queue.append(job)
+            job.message = "queued" if self._running is not None else "starting"
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="mlse-job-runner", daemon=True)
+                self._worker.start()
+            return job
+
+    def stop(self, name: str | None = None) -> str:
+        """Ask the running job (or the named one) to stop; a queued job is cancelled. Returns what happened."""
+        with self._lock:
+            target = self._running if name is None else next((j for j in self._active_jobs() if j.name == name), None)
+            if target is None:
+                return "No job is running." if name is None else f"No running or queued job named {name!r}."
+            if target.state == "queued":
+                self._queue.remove(target)
+                target.state, target.message, target.finished = "cancelled", "cancelled before it started", time.time()
+                self._history.append(target)
+                self._idle.notify_all()
+                return f"Cancelled the queued job {target.name!r}."
+            target.stop_event.set()
+            target.message = "stop requested; finishing the current step"
+            return f"Stop requested for {target.name!r}; it ends after the current step."
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no job runs or waits (tests, scripts); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._running is not None or self._queue:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    # -- what the UI reads ------------------------------------------------------------------------------------------
+    def running(self) -> Job | None:
+        with self._lock:
+            return self._running
+
+    def queued(self) -> list[Job]:
+        with self._lock:
+            return list(self._queue)
+
+    def history(self) -> list[Job]:
+        """Finished jobs, oldest first."""
+        with self._lock:
+            return list(self._history)
+
+    def latest(self) -> Job | None:
+        """The running job, else the next queued one, else the most recently finished one (what the tab shows)."""
+        with self._lock:
+            if self._running is not None:
+                return self._running
+            if self._queue:
+                return self._queue[0]
+            return self._history[-1] if self._history else None
+
+    def get(self, job_id: int) -> Job | None:
+        with self._lock:
+            jobs = [*self._active_jobs(), *self._history]
+            return next((j for j in jobs if j.id == job_id), None)
+
+    def records(self, job: Job) -> list[dict]:
+        """A copy of the job's progress records (the list grows while the job runs)."""
+        with self._lock:
+            return list(job.records)
+
+    def status_text(self) -> str:
+        """One line for every session: what runs, for how long, and what waits."""
+        with self._lock:
+            if not self._active_jobs():
+                return "No training run in progress."
+            return self._busy_text(refused=False)
+
+    # -- internals --------------------------------------------------------------------------------------------------
+    def _active_jobs(self) -> list[Job]:
+        return ([self._running] if self._running is not None else []) + list(self._queue)
+
+    def _busy_text(self, refused: bool = True) -> str:
+        job = self._running or self._queue[0]
+        text = f"A training run is in progress: {job.name!r}"
+        text += f" ({job.description})" if job.description else ""
+        text += f", running for {job.elapsed() / 60:.1f} min."
+        waiting = [j for j in self._queue if j is not job]
+        if waiting:
+            text += f" Queued: {', '.join(repr(j.name) for j in waiting)}."
+        if refused:
+            text += " The queue is full; try again when it ends."
+        return text
+
+    def _work(self) -> None:
+        """The worker thread: run queued jobs until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running = None
+                    self._worker = None
+                    self._idle.notify_all()
+                    return
+                job = self._queue.popleft()
+                self._running = job
+                job.state, job.started, job.message = "running", time.time(), "running"
+            try:
+                self._run_one(job)
+            finally:  # even a BaseException leaves the runner usable
+                self._finished(job)
+                with self._lock:
+                    self._history.append(job)
+                    self._running = None
+                    self._idle.notify_all()
+
+    def _finished(self, job: Job) -> None:
+        if self.on_finish is None:
+            return
+        try:
+            self.on_finish(job)
+        except Exception:  # a failing hook must not wedge the runner or hide the job's own outcome
+            log.exception("on_finish hook failed for job %r", job.name)
+
+    def _run_one(self, job: Job) -> None:
+        """Run one job; its outcome (never an exception) lands in ``job.state`` / ``message`` / ``error``."""
+
+        def report(record: dict) -> None:
+            with self._lock:
+                job.records.append({"t": round(time.time() - (job.started or time.time()), 3), **record})
+                if record.get("message"):
+                    job.message = str(record["message"])
+
+        try:
+            result = job.fn(report, job.stop_event)
+            last = job.message if job.records else ""
+            if job.stop_event.is_set():
+                state, message = "stopped", f"stopped; the last good checkpoint is kept. {last}".strip()
+            else:
+                state, message = "finished", last or "finished"
+            error = None
+        except JobStopped as exc:
+            result, state, message, error = None, "stopped", str(exc) or "stopped", None
+        except MlseError as exc:  # the user's input or environment: the message is the whole story
+            result, state, message, error = None, "failed", f"failed: {exc}", str(exc)
+        except Exception as exc:  # a bug: keep the traceback in the log, the message in the UI
+            log.exception("job %r failed", job.name)
+            result, state, message, error = None, "failed", f"failed: {type(exc).__name__}: {exc}", repr(exc)
+        with self._lock:
+            job.result, job.state, job.message, job.error = result, state, message, error
+            job.finished = time.time()

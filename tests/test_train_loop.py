@@ -1,0 +1,121 @@
+"""The method-free training loop (mlse.train.loop) driven by a made-up method on a one-weight model: evaluation
+cadence, checkpoints, the warm-up, the reasons to stop, what a method adds to the records."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from mlse.stopping import StopSignal
+from mlse.train.config import METHODS, FinetuneConfig
+from mlse.train.loop import TrainingLoop, budget_clock, epoch_batches
+
+
+class PullToTwo:
+    """A method whose loss pulls the one weight towards 2; it counts its steps and reports them."""
+
+    sentences_per_pair = 1
+
+    def __init__(self, model: nn.Linear):
+        self.model, self.steps, self.batches = model, [], []
+
+    def batch_loss(self, idx: np.ndarray):
+        self.batches.append(idx.tolist())
+        return ((self.model.weight - 2.0) ** 2).sum() * len(idx)
+
+    def after_step(self, step: int, total_steps: int) -> None:
+        self.steps.append((step, total_steps))
+
+    def record(self) -> dict:
+        return {"method_steps": len(self.steps)}
+
+    def final_metrics(self) -> dict:
+        return {}
+
+
+def _loop(tmp_path: Path, scores=None, **overrides):
+    model = nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(0.0)
+    settings = dict(out=str(tmp_path), batch_size=2, lr=0.1, eval_every_steps=2, max_steps=4, warmup_fraction=0.5,
+                    weight_decay=0.0, budget_minutes=5.0)  # fmt: skip
+    cfg = FinetuneConfig(**{**settings, **overrides})
+    method = PullToTwo(model)
+    saved, scores = [], list(scores or [10.0, 20.0, 15.0, 30.0, 5.0])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+
+    def evaluate(should_stop):
+        return {"a": scores.pop(0), "b": 0.0}
+
+    loop = TrainingLoop(cfg, model, method, 6, None, evaluate=evaluate, save=lambda: saved.append(loop.step),
+                        device="cpu")  # fmt: skip
+    return loop, method, saved
+
+
+def test_evaluates_on_cadence_saves_on_improvement_and_logs(tmp_path):
+    loop, method, saved = _loop(tmp_path)
+    records: list[dict] = []
+    loop.progress = records.append
+    assert loop.run() == "max_steps" and loop.step == 4
+    assert [r["step"] for r in records] == [0, 2, 4] and saved == [0, 2]  # the mean 5, 10, 7.5: improvements at 0, 2
+    assert [r["dev_spearman"] for r in records] == [5.0, 10.0, 7.5] and loop.best_step == 2
+    assert records[-1]["method_steps"] == 4 and records[-1]["epoch"] == round(4 * 2 / 6, 4)
+    assert [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()] == records
+    assert [s for s, _ in method.steps] == [0, 1, 2, 3] and all(k == 4 for _, k in method.steps)  # K = max_steps
+    metrics = loop.metrics("max_steps")
+    assert metrics["final_dev_step"] == 4 and metrics["best_dev_spearman"] == 10.0 and metrics["pairs_seen"] == 8
+    assert loop.model.weight.item() > 0  # the optimiser stepped towards 2
+
+
+def test_warm_up_is_linear_over_the_fraction_of_the_estimate(tmp_path):
+    loop, _, _ = _loop(tmp_path, max_steps=8, warmup_fraction=0.25)  # K = 8: two warm-up steps
+    assert [loop.lr_at(k) for k in range(4)] == pytest.approx([0.05, 0.1, 0.1, 0.1])
+
+
+def test_batches_cover_an_epoch_before_repeating(tmp_path):
+    loop, method, _ = _loop(tmp_path, max_steps=6, eval_at_start=False)
+    loop.run()
+    first, second = method.batches[:3], method.batches[3:]
+    assert sorted(i for b in first for i in b) == list(range(6)) == sorted(i for b in second for i in b)
+
+
+@pytest.mark.parametrize("how", ["event", "signal", "budget"])
+def test_stop_reasons(tmp_path, how):
+    overrides = {"max_steps": None}
+    if how == "budget":
+        overrides["budget_minutes"] = 1e-9
+    loop, _, _ = _loop(tmp_path, scores=[1.0] * 100, **overrides)
+    if how == "event":
+        loop.stop = threading.Event()
+        loop.progress = lambda record: loop.stop.set() if record["step"] == 2 else None
+    elif how == "signal":
+        loop.signal = StopSignal(budget_s=0.0)
+    reason = loop.run()
+    assert reason == {"event": "stopped", "signal": "budget", "budget": "budget"}[how]
+    assert loop.step == (2 if how == "event" else 0)
+
+
+def test_a_cpu_budget_clock_counts_process_time():
+    assert budget_clock("wall")() > 0
+    cpu = budget_clock("cpu")
+    before = cpu()
+    sum(i * i for i in range(200_000))
+    assert cpu() > before
+
+
+def test_epoch_batches_without_lengths_are_slices_of_a_permutation():
+    batches = epoch_batches(7, 3, np.random.default_rng(0))
+    assert [len(b) for b in batches] == [3, 3, 1] and sorted(np.concatenate(batches).tolist()) == list(range(7))
+
+
+def test_the_loop_knows_no_method():
+    source = (Path(__file__).resolve().parents[1] / "mlse" / "train" / "loop.py").read_text(encoding="utf-8")
+    assert not re.search(r"cfg\.method\b", source) and "mlse.losses" not in source
+    assert not [m for m in METHODS if re.search(rf"[\"']{m}[\"']", source)]
