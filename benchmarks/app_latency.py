@@ -4,10 +4,11 @@
                                      [--out results/app/app-latency.json]
 
 1. Starts ``python app.py`` (the real entry point) on a free loopback port, with a fresh embedding cache so no
-   pair is ever served from disk (for an onnx backend, the models are exported beforehand in a separate process,
-   as they are after their first use, and the export time is reported), and records the time until the page is
-   served, until a ``gradio_client`` has read its API, and until the first pair is scored with every offline model
-   (all models loaded then).
+   pair is ever served from disk. What a model's first use leaves in the cache for good is made beforehand in a
+   separate process, as on any machine where the app has run once: me5-small's conversion, the compact tokenizer,
+   muse's memory-mapped table and, for an onnx backend, the exports (their time is reported). Records the time until
+   the page is served, until a ``gradio_client`` has read its API, and until the first pair is scored with every
+   offline model (all models loaded then), and the app's resident memory at each of those points.
 2. Scores ``--requests`` different STS Multi MT test pairs (en-de, en-fr, en-es, de-en in turn, language
    auto-detected) with every offline model through the app's HTTP API, one request at a time: p50 / p95 / mean of
    the client-side wall time. Requests go through Gradio's queue exactly as the page's do (POST, then the event
@@ -15,12 +16,15 @@
    polls its message queue every 50 ms, which adds up to 100 ms per call that a browser never sees. The round trip
    of ``detect_language`` (about 0.1 ms of work) is measured the same way: the HTTP + queue overhead of any request.
 3. Reads the app process's peak resident memory (``VmHWM``) once every model is loaded and the requests are done.
-4. Stops the app, then times a full evaluation in this process through the library the app uses: every STS pair of
+4. Stops the app and times each model's encoding of the same pairs in this process on the same backend (no cache,
+   no app): the model compute inside a warm request, next to ``p50 - round trip`` (what the app adds to a request).
+5. Times a full evaluation in this process through the library the app uses: every STS pair of
    the seed (``SEED_STS_PAIRS``, test split, bootstrap CIs) plus Tatoeba on Ham & Kim's 14 languages, with
    ``minilm-en`` (the first pass fills the embedding cache if needed; the second pass is the warm one reported).
 
-"Every offline model" is what the app lists here: ``minilm-en`` plus every run under ``--runs-dir`` whose backbone
-loads offline. Times depend on the machine and on what else runs: the JSON records the CPU count and load average.
+"Every offline model" is what the app lists here: the three offline defaults plus every run under ``--runs-dir``
+whose backbone loads offline. Times depend on the machine and on what else runs: the JSON records the CPU (model, ISA
+flags, count) and the load average.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.encode_speed import _cpu_name, _isa_flags  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.procmem import memory_mb  # noqa: E402
 
@@ -163,11 +168,12 @@ def stop_app(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def prepare_exports(models: list[str], env: dict) -> float:
-    """Export every model for the backend once, in its own process, then empty the embedding cache again.
+def prepare_models(models: list[str], env: dict) -> float:
+    """Use every model once on the backend, in its own process, then empty the embedding cache again.
 
-    ONNX exports are made on a model's first use and cached; the app is measured as it starts every later time
-    (exporting needs torch and costs memory that a started app does not pay again). The export time is reported.
+    A model's first use leaves files in the cache for good (me5-small's conversion, its compact tokenizer, muse's
+    table, the ONNX exports); the app is measured as it starts every later time (exporting needs torch and costs
+    memory that a started app does not pay again). The time is reported.
     """
     code = ("import sys; from mlse.models import load_model\n"
             "for name in sys.argv[1:]:\n    load_model(name, backend=sys.argv[0]).encode(['warm up'])")  # fmt: skip
@@ -176,7 +182,7 @@ def prepare_exports(models: list[str], env: dict) -> float:
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     seconds = time.perf_counter() - started
     shutil.rmtree(Path(env["MLSE_CACHE"]) / "embeddings", ignore_errors=True)  # no pair may come from the cache
-    print(f"exported {len(models)} models for {env['MLSE_BACKEND']} in {seconds:.1f} s")
+    print(f"prepared {len(models)} models for {env['MLSE_BACKEND']} in {seconds:.1f} s")
     return round(seconds, 1)
 
 
@@ -186,13 +192,15 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     env = app_env(port, args.runs_dir, args.backend)
-    export_s = prepare_exports(models, env) if args.backend != "torch" else None
+    export_s = prepare_models(models, env)
     started = time.perf_counter()
     proc = start_app(env)
     try:
         page_s = wait_for_page(url, proc, started)
         client = Client(url, verbose=False)
         api_s = time.perf_counter() - started
+        time.sleep(2)  # the page is up: what the app holds before any model is loaded (the detector warms up)
+        memory_started = memory_mb(proc.pid)
         print(f"page served after {page_s:.1f} s, API read after {api_s:.1f} s; loading {len(models)} models ...")
         t = time.perf_counter()
         table, status = client.predict(*pairs[0], models, "auto", "auto", None, api_name="/score_pair")
@@ -201,6 +209,7 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
         if scored != len(models):
             raise SystemExit(f"the first request scored {scored} models, expected {len(models)}: {status}")
         print(f"first pair scored with all models {time.perf_counter() - started:.1f} s after start")
+        memory_loaded = memory_mb(proc.pid)
 
         call = ApiCaller(port)
         score_s = []
@@ -220,11 +229,33 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
         memory = memory_mb(proc.pid)
     finally:
         stop_app(proc)
-    return {"onnx_export_s": export_s, "page_served_s": round(page_s, 2), "api_ready_s": round(api_s, 2),
+    warm, trip = summary_ms(score_s), summary_ms(overhead_s)
+    return {"prepare_s": export_s, "page_served_s": round(page_s, 2), "api_ready_s": round(api_s, 2),
             "first_score_with_all_models_s": round(first_score_s, 2),
             "start_to_first_score_s": round(api_s + first_score_s, 2),
-            "score_pair_warm": summary_ms(score_s), "http_round_trip_detect_language": summary_ms(overhead_s),
-            "app_memory": memory}  # fmt: skip
+            "score_pair_warm": warm, "http_round_trip_detect_language": trip,
+            "p50_above_round_trip_ms": round(warm["p50_ms"] - trip["p50_ms"], 1),
+            "app_memory": memory, "rss_page_served_mb": memory_started["rss_mb"],
+            "rss_all_models_loaded_mb": memory_loaded["rss_mb"], "cache": env["MLSE_CACHE"]}  # fmt: skip
+
+
+def measure_compute(models: list[str], pairs: list[tuple[str, str]], backend: str) -> dict:
+    """Each model's encoding of the warm requests' pairs in this process (no cache, no app): ms per pair, p50."""
+    from mlse.models import load_model
+
+    out = {}
+    for name in models:
+        encoder = load_model(name, backend=backend, cache=False)
+        encoder.encode(list(pairs[0]))  # load outside the timing
+        seconds = []
+        for s1, s2 in pairs[1:]:
+            t = time.perf_counter()
+            encoder.encode([s1, s2])
+            seconds.append(time.perf_counter() - t)
+        out[name] = summary_ms(seconds)
+        del encoder
+    out["sum_of_p50_ms"] = round(sum(v["p50_ms"] for v in out.values()), 1)
+    return out
 
 
 def measure_full_eval(args) -> dict:
@@ -255,6 +286,7 @@ def main() -> None:
     parser.add_argument("--eval-model", default="minilm-en")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--skip-eval", action="store_true", help="only the app measurements")
+    parser.add_argument("--skip-compute", action="store_true", help="do not time the models alone in this process")
     parser.add_argument("--out", type=Path, default=Path("results/app/app-latency.json"))
     args = parser.parse_args()
     args.runs_dir = args.runs_dir.resolve()
@@ -262,8 +294,12 @@ def main() -> None:
     models = offline_models(args.runs_dir)
     pairs = test_pairs(args.requests + 1, args.data_dir)
     result = {"backend": args.backend, "runs_dir": str(args.runs_dir), "models": models, "n_models": len(models),
-              "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0],
-              "app": measure_app(models, pairs, args)}  # fmt: skip
+              "cpus": os.cpu_count(), "cpu": _cpu_name(), "isa": _isa_flags(),
+              "load_average_at_start": os.getloadavg()[0], "app": measure_app(models, pairs, args)}  # fmt: skip
+    os.environ["MLSE_BACKEND"] = args.backend
+    os.environ["MLSE_CACHE"] = result["app"]["cache"]  # the prepared models (converted, exported) the app used
+    if not args.skip_compute:
+        result["model_compute_per_pair"] = measure_compute(models, pairs, args.backend)
     if not args.skip_eval:
         result["full_eval"] = measure_full_eval(args)
     result["load_average_at_end"] = os.getloadavg()[0]
@@ -275,14 +311,21 @@ def main() -> None:
 def report(result: dict) -> str:
     app = result["app"]
     warm, rt = app["score_pair_warm"], app["http_round_trip_detect_language"]
-    lines = [f"{result['n_models']} offline models, backend {result['backend']}, {result['cpus']} CPUs",
+    lines = [f"{result['n_models']} offline models, backend {result['backend']}, {result['cpus']} CPUs "
+             f"({result.get('cpu', '?')}; {', '.join(result.get('isa', []))})",
              "| measure | value |", "|---|---:|",
              f"| `python app.py` -> page served | {app['page_served_s']:.1f} s |",
              f"| `python app.py` -> first pair scored by all {result['n_models']} models | "
              f"{app['start_to_first_score_s']:.1f} s |",
              f"| warm pair scoring, all models: p50 / p95 | {warm['p50_ms']:.0f} / {warm['p95_ms']:.0f} ms |",
              f"| HTTP + queue round trip (detect_language): p50 | {rt['p50_ms']:.0f} ms |",
-             f"| app peak memory (VmHWM) | {app['app_memory']['peak_rss_mb']:.0f} MiB |"]  # fmt: skip
+             f"| warm p50 minus round trip | {app['p50_above_round_trip_ms']:.0f} ms |",
+             f"| app memory: page served / all models loaded / peak (VmHWM) | {app['rss_page_served_mb']:.0f} / "
+             f"{app['rss_all_models_loaded_mb']:.0f} / {app['app_memory']['peak_rss_mb']:.0f} MiB |"]  # fmt: skip
+    compute = result.get("model_compute_per_pair")
+    if compute:
+        per_model = ", ".join(f"{k} {v['p50_ms']:.1f}" for k, v in compute.items() if k != "sum_of_p50_ms")
+        lines.append(f"| model compute per pair, p50 ({per_model}) | {compute['sum_of_p50_ms']:.1f} ms |")
     if "full_eval" in result:
         ev = result["full_eval"]
         lines.append(f"| warm full evaluation ({ev['sts_pairs']} STS pairs + Tatoeba-{ev['tatoeba_languages']}, "

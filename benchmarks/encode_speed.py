@@ -166,7 +166,8 @@ def op_profile(int8, texts: list[str], batch_size: int) -> dict[str, float]:
     """Share of kernel time per operator type: the int8 graph on one thread with onnxruntime's profiler."""
     import onnxruntime as ort
 
-    from mlse.encoders.onnx.runtime import plan_batches, session_options
+    from mlse.encoders.onnx.runtime import plan_batches
+    from mlse.encoders.threads import session_options
 
     so = session_options(1)
     so.enable_profiling = True

@@ -8,11 +8,12 @@ where the cost is, the encoder call: every request for one model that is waiting
 within :data:`DEFAULT_WINDOW_S`) is encoded in the next call, whichever event, tab or thread it came from, and each
 caller gets its own rows back.
 
-How: the first caller for an encoder becomes its *leader*. It waits ``window_s`` for company, takes every waiting
-request (up to ``max_texts`` texts), encodes them in one call and hands each caller its rows; it repeats until its own
-request is served, then gives the lead to a caller still waiting. Under no load a request pays only the window (a few
-ms); under load the batch grows to whatever arrived during the previous call, so the encoder's calls stay few and
-large. A failed batch is retried one request at a time, so one caller's bad input fails only that caller.
+How: the first caller for an encoder becomes its *leader*. If other callers are inside the batcher (for any
+encoder), it waits ``window_s`` for company; it takes every waiting request (up to ``max_texts`` texts), encodes them
+in one call and hands each caller its rows; it repeats until its own request is served, then gives the lead to a
+caller still waiting. A caller alone pays nothing (a request scored by three models would otherwise sleep three
+windows); under load the batch grows to whatever arrived during the previous call, so the encoder's calls stay few
+and large. A failed batch is retried one request at a time, so one caller's bad input fails only that caller.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class MicroBatcher:
         self._changed = threading.Condition()
         self._waiting: dict[int, list[_Request]] = {}  # id(encoder) -> requests not yet taken, oldest first
         self._leading: set[int] = set()  # id(encoder) of encoders with a leader at work
+        self._inside = 0  # callers in encode() now, for every encoder: a leader alone does not wait for company
 
     def encode(self, encoder, texts: Sequence[str]) -> np.ndarray:
         """Rows of ``encoder.encode(texts)`` (one per text, in order), computed together with concurrent callers."""
@@ -72,27 +74,33 @@ class MicroBatcher:
             return encoder.encode(request.texts)
         key = id(encoder)  # queued requests hold the encoder, so its id is not reused while the key is in use
         with self._changed:
+            self._inside += 1
             self._waiting.setdefault(key, []).append(request)
             while not request.done and key in self._leading:
                 self._changed.wait()
+            company = self._inside > 1
             if not request.done:
                 self._leading.add(key)
-        if not request.done:
-            try:
-                self._lead(key, request)
-            finally:
-                with self._changed:
-                    self._leading.discard(key)
-                    if not self._waiting.get(key):
-                        self._waiting.pop(key, None)
-                    self._changed.notify_all()  # a waiting caller takes the lead, served ones return
+        try:
+            if not request.done:
+                try:
+                    self._lead(key, request, wait=company)
+                finally:
+                    with self._changed:
+                        self._leading.discard(key)
+                        if not self._waiting.get(key):
+                            self._waiting.pop(key, None)
+                        self._changed.notify_all()  # a waiting caller takes the lead, served ones return
+        finally:
+            with self._changed:
+                self._inside -= 1
         if request.error is not None:
             raise request.error
         return request.rows
 
-    def _lead(self, key: int, mine: _Request) -> None:
-        """Encode waiting batches for ``key`` until ``mine`` is served."""
-        if self.window_s > 0:
+    def _lead(self, key: int, mine: _Request, wait: bool = True) -> None:
+        """Encode waiting batches for ``key`` until ``mine`` is served (after the window when ``wait``)."""
+        if wait and self.window_s > 0:
             time.sleep(self.window_s)
         while not mine.done:
             with self._changed:

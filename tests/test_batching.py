@@ -143,3 +143,12 @@ def test_score_pair_on_a_real_model_is_the_same_batched_or_not(tiny_bert, monkey
     assert state.batcher.stats.calls < len(pairs)
     for a, b in zip(alone, together, strict=True):
         np.testing.assert_allclose(a["cosine"].astype(float), b["cosine"].astype(float), atol=2e-4)
+
+
+def test_a_lone_caller_does_not_wait_for_company():
+    encoder, batcher = CallCostEncoder(seconds_per_call=0), MicroBatcher(window_s=0.5)
+    started = time.perf_counter()
+    for s1, s2 in _pairs(3):
+        batcher.encode(encoder, [s1, s2])
+    assert time.perf_counter() - started < 0.5  # three calls, no window slept
+    assert batcher._inside == 0

@@ -124,12 +124,13 @@ def test_smoothing_keeps_the_fp32_function_and_reaches_every_layernorm_fed_matmu
             meta["inputs"],
             meta["pad_token_id"],
             names,
+            table=np.load(fp32 / meta["embedding_table"]),
         ),
     )
     assert groups == 4  # 2 layers x (Q/K/V, first feed-forward)
     muls = [n for n in model.graph.node if n.name.startswith("mlse_smooth_")]
     assert len(muls) == 4
-    feed = enc._feed(enc._tokenizer.encode_batch(["a test sentence", "and another, longer one"]), np.arange(2))
+    feed = enc._feed(enc._tokenizer.encode_ids(["a test sentence", "and another, longer one"]), np.arange(2))
     before = ort.InferenceSession(str(fp32 / onnx_export.MODEL_FILE)).run(None, feed)[0]  # [2, d]
     after = ort.InferenceSession(model.SerializeToString()).run(None, feed)[0]
     np.testing.assert_allclose(after, before, atol=1e-5)

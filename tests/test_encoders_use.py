@@ -130,7 +130,7 @@ def test_cli_finetune_with_muse_student_exits_2(capsys):
 
 
 def test_load_encoder_caches_muse_and_serves_repeats(muse):
-    encoder = load_encoder("muse", backend="onnx-int8")  # no ONNX graph: the torch port runs, identity untagged
+    encoder = load_encoder("muse")
     assert isinstance(encoder, CachedEncoder) and isinstance(encoder.inner, UseEncoder)
     assert encoder.identity == muse.identity and encoder.inner.backend == "torch"
     texts = ["Der Himmel ist blau.", "The sky is blue.", "Le ciel est bleu."]
@@ -140,6 +140,35 @@ def test_load_encoder_caches_muse_and_serves_repeats(muse):
     assert encoder.stats == {"encoded": 3, "served": 0} and second.stats == {"encoded": 0, "served": 3}
     np.testing.assert_array_equal(again, first)
     np.testing.assert_allclose(first, muse.encode(texts), atol=1e-6)
+
+
+def test_table_rows_are_read_from_a_file_and_give_the_same_vectors(muse, flores_sample):
+    from mlse.encoders.rows import RowFile
+    from mlse.encoders.use_torch import UseTorchModel
+
+    assert isinstance(muse._model.table, RowFile) and muse.table_file().parent == muse.prepared_dir
+    in_memory = UseEncoder(threads=1)
+    in_memory._load()
+    in_memory._model = UseTorchModel(muse.path / "weights.npz")  # the table read into memory, as before
+    assert isinstance(in_memory._model.table, np.ndarray)
+    np.testing.assert_array_equal(in_memory.encode(flores_sample[:40]), muse.encode(flores_sample[:40]))
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_backends_run_the_exported_graph(muse, flores_sample, backend):
+    encoder = load_encoder("muse", backend=backend, cache=False)
+    assert encoder.backend == "onnx" and encoder.identity == muse.identity + "|backend=onnx-v1"
+    ours = encoder.encode(flores_sample)
+    assert (ours * muse.encode(flores_sample)).sum(axis=1).min() > 0.99999
+
+
+def test_onnx_muse_never_imports_torch(muse):
+    load_encoder("muse", backend="onnx", cache=False).encode(["export first"])  # the one-time export uses torch
+    code = ("import sys; from mlse.encoders.load import load_encoder\n"
+            "load_encoder('muse', backend='onnx-int8', cache=False).encode(['Der Himmel ist blau.'])\n"
+            "print('torch' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_stage1_heads_train_on_muse_through_the_real_path(tmp_path, data_dir):

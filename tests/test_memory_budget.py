@@ -196,3 +196,28 @@ def test_bad_max_memory_in_app_py_is_one_line():
     done = subprocess.run([sys.executable, "app.py", "--max-memory", "plenty"], cwd=root, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode != 0 and "--max-memory" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_folder_its_load_creates_is_loaded_once(sized_state, folders, monkeypatch):
+    """me5-small's folder is made by its first load (the conversion): stamped before the load it would look replaced
+    on the next request and be loaded a second time."""
+    import mlse.ui.state as state_module
+
+    state = sized_state
+    monkeypatch.setattr(state_module, "_stamp", lambda spec: (spec.location, len(state.loads)))  # changes on load
+    first = state.encoder(folders["m1"])
+    assert state.encoder(folders["m1"]) is first and state.loads == ["m1"]
+
+
+def test_names_are_resolved_once_per_rescan(sized_state, folders, monkeypatch):
+    import mlse.ui.state as state_module
+
+    calls = []
+    real = state_module.resolve_model
+    monkeypatch.setattr(state_module, "resolve_model", lambda name: calls.append(name) or real(name))
+    for _ in range(3):
+        sized_state.encoder(folders["m2"])
+    assert calls == [folders["m2"]]
+    sized_state.refresh()
+    sized_state.encoder(folders["m2"])
+    assert calls.count(folders["m2"]) == 2

@@ -281,3 +281,12 @@ def test_build_tab_wires_the_events(state):
         score_tab.build_tab(state)
     names = {d.api_name for d in demo.fns.values()}
     assert {"score_pair", "score_refresh_models", "detect_language"} <= names
+
+
+def test_detector_is_warmed_up_in_the_background():
+    from mlse import langdetect
+    from mlse.ui.score_tab import warm_up_detector
+
+    thread = warm_up_detector()
+    thread.join(30)
+    assert not thread.is_alive() and langdetect._loaded  # loaded: the first request does not pay for it

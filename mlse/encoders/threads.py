@@ -1,4 +1,5 @@
-"""How many CPU threads an encoder on the CPU uses: ``MLSE_THREADS`` or 2 (the ONNX backends and ``muse``)."""
+"""How many CPU threads an encoder on the CPU uses: ``MLSE_THREADS`` or 2 (the ONNX backends and ``muse``), and the
+onnxruntime session options every ONNX encoder uses."""
 
 from __future__ import annotations
 
@@ -22,3 +23,15 @@ def default_threads() -> int:
     if value < 1:
         raise MlseError(f"{THREADS_ENV} must be a positive integer, got {raw!r}")
     return value
+
+
+def session_options(threads: int):
+    import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1  # one graph branch at a time: a BERT layer has no parallel branches worth a thread
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
+    return so

@@ -2,18 +2,32 @@
 
 Nothing here imports torch at module level: an encoder knows its identity (name + weight hash) without it, so a run
 whose embeddings are all cached never loads the model at all.
+
+Memory (the app keeps several encoders loaded): transformers 5 memory-maps a model's safetensors file, so weights
+become resident only as they are read. The word-embedding table (me5-small: 384 MB, of which a session touches a few
+thousand rows) is read row by row instead (:func:`rows_from_file`), since a mapping also keeps each touched row's
+neighbours resident. What is left is the tokenizer: transformers' wrapper of the Rust one costs ~300 MB for e5's
+250,002 Unigram pieces. When the folder's tokenizer has the pipeline :mod:`mlse.encoders.compact_tokenizer`
+reproduces, encoding goes through :class:`CompactRunner`: the model loaded with a stand-in tokenizer (never used) and
+the same ids from sentencepiece (~45 MB), in exactly the batches ``SentenceTransformer.encode`` makes, so the vectors
+are bit-identical (tests/test_encoders_torch.py). ``.model`` is still the ordinary ``SentenceTransformer`` (loaded
+only when asked for); fine-tuning loads its own with :func:`load_sentence_transformer`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from mlse.encoders.identity import folder_fingerprint
+from mlse.encoders.compact_tokenizer import compact_tokenizer
+from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.registry import ModelSpec, materialise
+from mlse.encoders.rows import RowFile, file_embedding
 from mlse.errors import ModelNotFoundError
 
 
@@ -28,6 +42,9 @@ class SentenceTransformerEncoder:
         self._path: Path | None = None
         self._model = None
         self._identity: str | None = None
+        self._runner: CompactRunner | None = None
+        self._runner_checked = False
+        self._lock = threading.Lock()
 
     @property
     def path(self) -> Path:
@@ -44,16 +61,29 @@ class SentenceTransformerEncoder:
 
     @property
     def model(self):
-        """The underlying ``SentenceTransformer`` (imports torch on first access)."""
+        """The underlying ``SentenceTransformer`` (imports torch on first access), its word embeddings read from the
+        weights file as needed (:func:`rows_from_file`)."""
         if self._model is None:
-            self._model = load_sentence_transformer(self.path, device=self.device)
+            model = load_sentence_transformer(self.path, device=self.device)
+            rows_from_file(model, self.path)
             if self.max_seq_length:
-                self._model.max_seq_length = self.max_seq_length
+                model.max_seq_length = self.max_seq_length
+            self._model = model
         return self._model
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_embedding_dimension())
+        runner = self.compact_runner()
+        st = runner.st if runner is not None else self.model
+        return int(st.get_embedding_dimension())
+
+    def compact_runner(self) -> CompactRunner | None:
+        """The low-memory way to encode (see the module docstring), or None when this folder does not allow it."""
+        with self._lock:
+            if not self._runner_checked:
+                self._runner = CompactRunner.load(self.path, device=self.device, max_seq_length=self.max_seq_length)
+                self._runner_checked = True
+            return self._runner
 
     def encode(
         self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
@@ -63,6 +93,9 @@ class SentenceTransformerEncoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if show_progress is None:
             show_progress = len(texts) >= 1000
+        runner = self.compact_runner()
+        if runner is not None:
+            return runner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show_progress)
         emb = self.model.encode(
             texts,
             batch_size=batch_size,
@@ -73,17 +106,31 @@ class SentenceTransformerEncoder:
         return np.ascontiguousarray(emb, dtype=np.float32)  # [n, d]
 
 
-def load_sentence_transformer(path: Path, *, device: str | None = None):
-    """Load a local folder with sentence-transformers; a folder without modules.json gets mean pooling."""
+def load_sentence_transformer(path: Path, *, device: str | None = None, stand_in_tokenizer: bool = False):
+    """Load a local folder with sentence-transformers; a folder without modules.json gets mean pooling.
+
+    ``stand_in_tokenizer``: give the model a four-token tokenizer instead of the folder's (which is never read), for a
+    caller that tokenises by itself (:class:`CompactRunner`); such a model's own ``encode`` gives nonsense.
+    """
     from sentence_transformers import SentenceTransformer  # lazy: imports torch (seconds, hundreds of MB)
 
     if device is None:
         device = default_device()
+    extra = {"processor_kwargs": _stand_in_processor_kwargs()} if stand_in_tokenizer else {}
     try:
         # Never run code shipped inside a model folder: a hub model (or a folder a user points at) could carry any.
-        return SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False)
+        return SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False, **extra)
     except (OSError, ValueError) as exc:
         raise ModelNotFoundError(f"could not load the model folder {path}: {exc}") from None
+
+
+def _stand_in_processor_kwargs() -> dict:
+    """transformers builds the tokenizer from ``tokenizer_object`` instead of tokenizer.json, and with
+    ``added_tokens_decoder`` given it does not parse tokenizer.json for its added tokens (~130 MB for e5's)."""
+    from tokenizers import Tokenizer, models  # lazy: only loading a model needs it
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    return {"tokenizer_object": Tokenizer(models.WordLevel(vocab, unk_token="<unk>")), "added_tokens_decoder": {}}
 
 
 def default_device() -> str:
@@ -93,3 +140,112 @@ def default_device() -> str:
     import torch  # lazy: only asked when no device is set
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class CompactRunner:
+    """A sentence-transformers model fed token ids from a :class:`~mlse.encoders.compact_tokenizer.CompactTokenizer`.
+
+    ``encode`` does what ``SentenceTransformer.encode`` does for text (texts sorted by character count, longest first;
+    batches of ``batch_size`` padded to their longest; the default prompt before each text; the model's forward;
+    optional L2 normalisation), so the vectors are the same to the bit.
+    """
+
+    def __init__(self, st, tokenizer, prefix: str):
+        self.st, self.tokenizer, self.prefix = st, tokenizer, prefix
+        self.pad_id = int(st[0].tokenizer.pad_token_id if st[0].tokenizer.pad_token_id is not None else 0)
+
+    @classmethod
+    def load(cls, path: Path, *, device: str | None = None, max_seq_length: int | None = None) -> CompactRunner | None:
+        """The runner for the model folder at ``path``, or None when its tokenizer or modules do not allow one."""
+        tokenizer_file = _first_module_dir(path) / "tokenizer.json"
+        tokenizer = compact_tokenizer(tokenizer_file) if tokenizer_file.is_file() else None
+        if tokenizer is None:
+            return None
+        st = load_sentence_transformer(path, device=device, stand_in_tokenizer=True)
+        rows_from_file(st, path)
+        if max_seq_length:
+            st.max_seq_length = max_seq_length
+        first = st[0]
+        if type(first).__name__ != "Transformer" or getattr(first, "can_flatten_inputs", False) or any(
+            getattr(m, "include_prompt", True) is False for m in st
+        ):  # flattened (unpadded) batches or prompt-excluding pooling: encode() does more than this runner does
+            return None
+        tokenizer.max_length = int(st.max_seq_length)  # truncation as the model's own tokenizer call does it
+        return cls(st, tokenizer, text_prefix(st))
+
+    def encode(self, texts: list[str], *, normalize: bool, batch_size: int, show_progress: bool) -> np.ndarray:
+        import torch  # lazy: torch costs seconds to import; only computing needs it
+
+        order = np.argsort([-len(t) for t in texts])  # as sentence-transformers sorts (same call, same ties)
+        out = np.empty((len(texts), int(self.st.get_embedding_dimension())), dtype=np.float32)  # [n, d]
+        bar = _progress(len(texts)) if show_progress else None
+        self.st.eval()
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                rows = order[start : start + batch_size]
+                ids = self.tokenizer.encode_ids([self.prefix + texts[i] for i in rows])
+                width = max(len(row) for row in ids)
+                input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)  # [b, T]
+                mask = torch.zeros((len(ids), width), dtype=torch.long)  # [b, T]
+                for r, row in enumerate(ids):
+                    input_ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+                    mask[r, : len(row)] = 1
+                features = {"input_ids": input_ids.to(self.st.device), "attention_mask": mask.to(self.st.device)}
+                emb = self.st(features)["sentence_embedding"]  # [b, d]
+                if normalize:
+                    emb = torch.nn.functional.normalize(emb, p=2, dim=1)
+                out[rows] = emb.float().cpu().numpy()
+                if bar is not None:
+                    bar.update(len(rows))
+        if bar is not None:
+            bar.close()
+        return out
+
+
+def rows_from_file(st, path: Path) -> bool:
+    """Replace the word-embedding layer of an inference model by one that reads its rows from the safetensors file
+    (:mod:`mlse.encoders.rows`: no mapping of the table stays resident). Only on the CPU, only when the file holds the
+    very values the layer has (checked on three rows); True when replaced. Never for training: the layer has no
+    weight to train."""
+    first = st[0] if len(st) else None
+    model = getattr(first, "auto_model", None) or getattr(first, "model", None)
+    get = getattr(model, "get_input_embeddings", None)
+    embedding = get() if callable(get) else None
+    weight = getattr(embedding, "weight", None)
+    weights_file = _first_module_dir(path) / "model.safetensors"
+    if weight is None or weight.dim() != 2 or weight.device.type != "cpu" or not weights_file.is_file():
+        return False
+    name = next((n for n, p in model.named_parameters() if p is weight), None)
+    rows = _rows_named(weights_file, name, tuple(weight.shape)) if name else None
+    if rows is None or rows.dtype != np.dtype(str(weight.dtype).removeprefix("torch.")):
+        return False
+    probe = np.array([0, weight.shape[0] // 2, weight.shape[0] - 1])
+    if not np.array_equal(rows[probe], weight.detach()[probe].numpy()):
+        return False
+    model.set_input_embeddings(file_embedding(rows, embedding))
+    return True
+
+
+def _rows_named(weights_file: Path, name: str, shape: tuple[int, int]) -> RowFile | None:
+    """The tensor saved under ``name`` or under a prefixed form of it (``bert.`` + name ...)."""
+    header = RowFile.safetensors_names(weights_file)
+    key = name if name in header else next((k for k in header if k.endswith("." + name)), None)
+    rows = RowFile.from_safetensors(weights_file, key) if key else None
+    return rows if rows is not None and rows.shape == shape else None
+
+
+def _first_module_dir(path: Path) -> Path:
+    """The folder of a sentence-transformers model's first module (the transformer and its tokenizer)."""
+    try:
+        modules = json.loads((path / "modules.json").read_text())
+        return path / str(modules[0].get("path", ""))
+    except (OSError, ValueError, IndexError, KeyError, AttributeError):
+        return path
+
+
+def _progress(total: int):
+    try:
+        from tqdm.auto import tqdm  # lazy: optional progress bar
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="encode", unit="text")

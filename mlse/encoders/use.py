@@ -11,10 +11,13 @@ network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit
   up to ``batch_tokens`` tokens with no padding. Embeddings equal the package's (cosine >= 0.999 on every FLORES
   devtest sentence tested; in practice > 0.99999), at about twice its speed on the same cores
   (``benchmarks/muse_speed.py``).
-- **Backends**: there is no ONNX graph of this network, so ``--backend onnx`` and ``onnx-int8`` run the same torch
-  port (a warning says so once). The identity carries no backend tag, which :func:`mlse.encoders.backend_of` reads as
-  torch: the identity says which compute ran, and the embedding cache shares the vectors across the three names. Int8
-  would gain little here: the largest tensor, the embedding table, is already 8-bit.
+- **Memory**: the 128,010 x 512 uint8 embedding table (65 MB) is written once, de-interleaved, to
+  ``<cache>/muse/<weights hash>-v1/table.npy``, whose rows are read as tokens need them (:mod:`mlse.encoders.rows`).
+- **Backends**: ``--backend onnx`` and ``onnx-int8`` run the same network exported to ONNX
+  (:mod:`mlse.encoders.onnx.use_graph`; fp32, exported once with torch, then torch is not imported): cosine to the
+  torch port > 0.9999998 and about 1.3x its speed. Int8 MatMuls were 2.3x faster still but their lowest cosine to the
+  torch port on FLORES devtest was 0.956 (mean 0.993), short of the 0.999 every muse path must keep, so onnx-int8
+  runs the fp32 graph too and its identity says ``onnx``.
 - **Frozen**: the weights are numpy arrays without gradients. ``muse`` serves as a fine-tuning *teacher*, as the
   backbone of Stage 1/2 heads and in every tab; as a fine-tuning *student* it is refused (:func:`refuse_as_student`).
 - **Identity**: ``muse:`` + sha256[:16] over the package version and the bytes of both files, memoised on disk like
@@ -26,8 +29,10 @@ same vectors, as a sentence-transformers model with a Normalize module does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,10 +41,12 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
-from mlse.encoders.identity import files_fingerprint
+from mlse.dirs import cache_root
+from mlse.encoders.identity import files_fingerprint, with_backend
 from mlse.encoders.threads import default_threads
-from mlse.encoders.use_torch import UseTorchModel
+from mlse.encoders.use_torch import write_table
 from mlse.errors import MlseError, ModelNotFoundError
 
 log = logging.getLogger(__name__)
@@ -53,7 +60,8 @@ DESCRIPTION = (f"Universal Sentence Encoder multilingual v3 (16 languages, 512-d
 # Tokens per flat batch. Throughput is flat from ~256 to ~1,024 tokens on 2 cores (benchmarks/muse_speed.py); larger
 # batches only add memory ([tokens, 1280] float32 activations).
 DEFAULT_BATCH_TOKENS = 512
-_FALLBACK_WARNED: set[str] = set()
+PREPARED_VERSION = 1  # the layout of the prepared folder (the de-interleaved table)
+TABLE_FILE = "table.npy"
 
 
 def resources_dir() -> Path | None:
@@ -95,12 +103,13 @@ def refuse_as_student(name: str, fine_tunable: Sequence[str]) -> MlseError:
 
 
 class UseEncoder:
-    """USE multilingual v3 on torch, satisfying :class:`mlse.encoders.Encoder`; loads its weights on first encode.
+    """USE multilingual v3, satisfying :class:`mlse.encoders.Encoder`; loads its weights on first encode.
 
     ``resources``: the folder with ``weights.npz`` and ``sp.model`` (default: the installed package's; tests point it
-    at a copy). ``threads``: CPU threads while encoding (default ``MLSE_THREADS`` or 2, like the ONNX backends);
-    torch's thread count is process-wide, so it is set for the duration of each call and restored after.
-    ``backend``: the name asked for (torch, onnx, onnx-int8); all run the torch port, see the module docstring.
+    at a copy). ``threads``: CPU threads while encoding (default ``MLSE_THREADS`` or 2, like the ONNX backends), each
+    running whole batches on one core; on torch, whose thread count is process-wide, it is set to 1 for the duration
+    of each call and restored after. ``backend``: torch, or onnx / onnx-int8 (both the fp32 ONNX graph, see the module
+    docstring).
     """
 
     dim = 512
@@ -119,10 +128,7 @@ class UseEncoder:
         self.threads = threads or default_threads()
         self.batch_tokens = batch_tokens
         self.requested_backend = backend
-        self.backend = "torch"  # what actually computes
-        if backend != "torch" and backend not in _FALLBACK_WARNED:
-            _FALLBACK_WARNED.add(backend)
-            log.warning("%s has no ONNX graph: --backend %s runs its torch port (the same embeddings)", name, backend)
+        self.backend = "torch" if backend == "torch" else "onnx"  # what actually computes
         self._identity: str | None = None
         self._model = None
         self._tokenize = None
@@ -131,15 +137,51 @@ class UseEncoder:
     @property
     def identity(self) -> str:
         if self._identity is None:
-            self._identity = weights_identity(self.path, package_version())
+            base = weights_identity(self.path, package_version())
+            if self.backend == "torch":
+                self._identity = base
+            else:
+                from mlse.encoders.onnx.use_graph import GRAPH_VERSION  # lazy: the onnx package is optional
+
+                self._identity = with_backend(base, f"onnx-v{GRAPH_VERSION}")
         return self._identity
+
+    @property
+    def prepared_dir(self) -> Path:
+        """Where the de-interleaved table (and the ONNX graph) of these weights live in the cache."""
+        digest = weights_identity(self.path, package_version()).split(":", 1)[1]
+        return cache_root() / "muse" / f"{digest}-v{PREPARED_VERSION}"
+
+    def table_file(self) -> Path:
+        """The table file, written once (all or nothing, one process at a time)."""
+        target = self.prepared_dir / TABLE_FILE
+        if target.is_file():
+            return target
+        self.prepared_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.prepared_dir / ".table.lock"), timeout=600):
+            if not target.is_file():
+                partial = target.with_name(f".{TABLE_FILE}.{os.getpid()}.tmp")
+                try:
+                    write_table(self.path / "weights.npz", partial)
+                    os.replace(partial, target)  # a reader sees the whole file or none
+                finally:
+                    partial.unlink(missing_ok=True)
+        return target
 
     def _load(self) -> None:
         with self._lock:
             if self._model is not None:
                 return
             self._tokenize = _tokenizer(self.path / "sp.model")
-            self._model = UseTorchModel(self.path / "weights.npz")
+            weights, table = self.path / "weights.npz", self.table_file()
+            if self.backend == "torch":
+                from mlse.encoders.use_torch import UseTorchModel
+
+                self._model = UseTorchModel(weights, table=table)
+            else:
+                from mlse.encoders.onnx.use_graph import UseOnnxModel, ensure_graph
+
+                self._model = UseOnnxModel(weights, table, ensure_graph(weights, self.prepared_dir))
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """SentencePiece ids of each text, with BOS and EOS (what the network reads)."""
@@ -151,8 +193,6 @@ class UseEncoder:
     ) -> np.ndarray:
         """Embed ``texts`` -> float32 [n, 512], unit rows. ``batch_size`` caps texts per batch; ``batch_tokens`` (set
         at construction) caps tokens, which is what sets speed here."""
-        import torch  # lazy: torch costs seconds to import; only computing needs it
-
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, 512]
         if not texts:
@@ -168,13 +208,13 @@ class UseEncoder:
             start, stop = batch
             flat = np.fromiter((t for row in ids[start:stop] for t in row), dtype=np.int64)  # [T]
             lengths = np.fromiter((len(row) for row in ids[start:stop]), dtype=np.int64)  # [b]
-            with torch.inference_mode():
-                out[start:stop] = self._model.forward(flat, lengths).numpy()
+            out[start:stop] = self._forward(flat, lengths)
             if bar is not None:
                 bar.update(stop - start)
 
         workers = min(self.threads, len(batches))
-        with _torch_threads(1):  # each worker runs whole batches on one core: no fork/join between the workers
+        # each worker runs whole batches on one core: no fork/join between the workers
+        with _torch_threads(1) if self.backend == "torch" else contextlib.nullcontext():
             if workers <= 1:
                 for batch in batches:
                     run(batch)
@@ -184,6 +224,15 @@ class UseEncoder:
         if bar is not None:
             bar.close()
         return out
+
+
+    def _forward(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        if self.backend != "torch":
+            return self._model.forward(flat, lengths)
+        import torch  # lazy: torch costs seconds to import; only computing needs it
+
+        with torch.inference_mode():
+            return self._model.forward(flat, lengths).numpy()
 
 
 def flat_batches(lengths: Sequence[int], max_tokens: int, max_texts: int) -> Iterator[tuple[int, int]]:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.rows import RowFile
+
 _CHUNKS = 17  # the embedding table's quantisation chunks (interleaved rows)
 _EMB_DIM = 512
 _BRANCH_DIM = 256
@@ -50,70 +52,122 @@ def window_index(lengths: np.ndarray) -> np.ndarray:
     return np.where(inside, positions, total)
 
 
-class UseTorchModel:
-    """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU)."""
+def read_dense(weights_file: str | Path) -> dict[str, np.ndarray]:
+    """Every array of the weights file except the embedding table's chunks (~13 MB)."""
+    with np.load(weights_file, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files if not k.startswith("q")}
 
-    def __init__(self, weights_file: str | Path):
+
+def write_table(weights_file: str | Path, out: str | Path) -> None:
+    """The embedding table as one uint8 ``.npy`` [V, 512] in row order (the file interleaves 17 chunks), written one
+    chunk at a time, so that encoders can read the rows of the tokens they meet and keep nothing else."""
+    with np.load(weights_file, allow_pickle=False) as z:
+        rows_per_chunk = z["q1"].shape[0]
+        table = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint8, shape=(_CHUNKS * rows_per_chunk, _EMB_DIM))
+        for chunk in range(_CHUNKS):
+            table[chunk::_CHUNKS] = z[f"q{chunk + 1}"]
+        table.flush()
+        del table
+
+
+def dequantized_rows(table: np.ndarray, ids: np.ndarray, scale: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """float32 [T, 512] embedding rows of ``ids`` [T]: ``q * scale[chunk] + lo[chunk]``, chunk = id mod 17."""
+    chunk = ids % _CHUNKS
+    return np.asarray(table[ids], dtype=np.float32) * scale[chunk, None] + lo[chunk, None]
+
+
+def sentence_matrix(lengths: np.ndarray) -> np.ndarray:
+    """float32 [B, T]: row b is 1 on the tokens of sentence b (summing a flat batch per sentence is a product)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    owner = np.repeat(np.arange(len(lengths)), lengths)  # [T]
+    return (owner[None, :] == np.arange(len(lengths))[:, None]).astype(np.float32)
+
+
+class UseTorchModel:
+    """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU).
+
+    ``table``: the embedding table as written by :func:`write_table`, its rows read as needed
+    (:mod:`mlse.encoders.rows`; None: read the whole table into memory, 65 MB)."""
+
+    def __init__(self, weights_file: str | Path, table: str | Path | None = None):
         import torch  # lazy: torch costs seconds to import; only computing needs it
 
-        with np.load(weights_file, allow_pickle=False) as z:
-            rows_per_chunk = z["q1"].shape[0]
-            table = np.empty((_CHUNKS * rows_per_chunk, _EMB_DIM), dtype=np.uint8)  # [V, 512]
-            for chunk in range(_CHUNKS):
-                table[chunk::_CHUNKS] = z[f"q{chunk + 1}"]
-            dense = {k: z[k] for k in z.files if not k.startswith("q")}
-
-        def t(array) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
-
-        self.table = torch.from_numpy(table)  # uint8 [V, 512]
-        self.scale, self.lo = t(dense["scale"]), t(dense["lo"])  # [17]
-        orders = [n for n, _ in ORDERS]
-        self.proj_w = t(np.concatenate([dense[f"proj{n}"] for n in orders], axis=1).T)  # [768, 512]
-        self.proj_b = t(np.concatenate([dense[f"proj_b{n}"] for n in orders]))  # [768]
-        self.proj_ln = (t(np.concatenate([dense[f"ln_g{n}"] for n in orders])),
-                        t(np.concatenate([dense[f"ln_b{n}"] for n in orders])))  # fmt: skip
-        # torch.nn.functional.linear wants [out, in]: transpose once here
-        self.conv1 = [(t(dense[f"w1_{n}"].T), t(dense[f"b1_{n}"])) for n in orders]  # [256, n*256], [256]
-        self.conv2 = [(t(dense[f"w2_{n}"].T), t(dense[f"b2_{n}"])) for n in orders]
-        self.feature_ln = (t(dense["ln_g"]), t(dense["ln_b"]))  # [1280]
-        self.pool_w, self.pool_b = t(dense["cnn_W"].T), t(dense["cnn_b"])  # [512, 1280], [512]
-        self.d0, self.d1, self.d2, self.d3 = (t(dense[k].T) for k in ("d0", "d1", "d2", "d3"))
-        self.p1, self.p3 = t(dense["p1"].T), t(dense["p3"].T)
-        self.eps = float(dense["eps"])
+        if table is not None:
+            self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read from the file as tokens need them
+        else:
+            with np.load(weights_file, allow_pickle=False) as z:
+                rows_per_chunk = z["q1"].shape[0]
+                self.table = np.empty((_CHUNKS * rows_per_chunk, _EMB_DIM), dtype=np.uint8)  # [V, 512]
+                for chunk in range(_CHUNKS):
+                    self.table[chunk::_CHUNKS] = z[f"q{chunk + 1}"]
+        self.weights = network_weights(read_dense(weights_file), torch)
+        self.scale, self.lo = self.weights["scale"], self.weights["lo"]
+        self.eps = self.weights["eps"]
 
     def forward(self, token_ids: np.ndarray, lengths: np.ndarray):
         """Unit-length embeddings [B, 512] (a torch tensor) of the sentences whose ids are concatenated in
         ``token_ids`` [T] (each with its BOS/EOS), ``lengths`` [B] tokens each (every length >= 1)."""
         import torch  # lazy: torch costs seconds to import; only computing needs it
-        import torch.nn.functional as F
 
-        ids = torch.from_numpy(np.ascontiguousarray(token_ids, dtype=np.int64))  # [T]
+        ids_np = np.ascontiguousarray(token_ids, dtype=np.int64)  # [T]
+        ids = torch.from_numpy(ids_np)
         lens = torch.from_numpy(np.ascontiguousarray(lengths, dtype=np.int64))  # [B]
         window = torch.from_numpy(window_index(lengths))  # [T, W]
-        n_tokens = ids.shape[0]
-
         chunk = ids % _CHUNKS
-        emb = self.table[ids].float() * self.scale[chunk, None] + self.lo[chunk, None]  # [T, 512]
-        x = F.layer_norm(F.linear(emb, self.proj_w, self.proj_b), (3 * _BRANCH_DIM,), *self.proj_ln, self.eps)
-        zero_row = emb.new_zeros(1, _BRANCH_DIM)
-        features = [emb]
-        for i, (n, left) in enumerate(ORDERS):
-            cols = window[:, _MAX_LEFT - left : _MAX_LEFT - left + n]  # [T, n]
-            h = x[:, i * _BRANCH_DIM : (i + 1) * _BRANCH_DIM]  # [T, 256]
-            for weight, bias in (self.conv1[i], self.conv2[i]):
-                grams = torch.cat([h, zero_row])[cols].reshape(n_tokens, n * _BRANCH_DIM)  # [T, n*256]
-                h = torch.relu(F.linear(grams, weight, bias)) + h
-            features.append(h)
-        feats = F.layer_norm(torch.cat(features, dim=1), (_EMB_DIM + 3 * _BRANCH_DIM,), *self.feature_ln, self.eps)
-
+        rows = torch.from_numpy(np.ascontiguousarray(self.table[ids_np]))  # uint8 [T, 512], copied out of the map
+        emb = rows.float() * self.scale[chunk, None] + self.lo[chunk, None]  # [T, 512]
         sentence = torch.repeat_interleave(torch.arange(len(lens)), lens)  # [T] sentence of each token
-        summed = feats.new_zeros(len(lens), feats.shape[1]).index_add_(0, sentence, feats)  # [B, 1280]
-        flens = lens.to(torch.float32)[:, None]  # [B, 1]
-        pooled = (F.linear(summed, self.pool_w) + flens * self.pool_b) / flens.sqrt()  # [B, 512]
 
-        y0 = torch.relu(F.linear(pooled, self.d0))
-        y1 = torch.relu(F.linear(pooled, self.p1) + F.linear(y0, self.d1))
-        y2 = torch.relu(F.linear(y1, self.d2))
-        z = torch.tanh(F.linear(y1, self.p3) + F.linear(y2, self.d3))  # [B, 512]
-        return z * torch.rsqrt((z * z).sum(dim=1, keepdim=True).clamp_min(self.eps))
+        def pool(feats):  # [T, 1280] -> [B, 1280]
+            return feats.new_zeros(len(lens), feats.shape[1]).index_add_(0, sentence, feats)
+
+        return network(self.weights, emb, window, pool, lens.to(torch.float32)[:, None])
+
+
+def network_weights(dense: dict[str, np.ndarray], torch) -> dict:
+    """The dense arrays as the torch tensors :func:`network` takes ([out, in] matrices, branches concatenated)."""
+
+    def t(array):
+        return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+    orders = [n for n, _ in ORDERS]
+    return {
+        "scale": t(dense["scale"]), "lo": t(dense["lo"]), "eps": float(dense["eps"]),  # [17], [17]
+        "proj_w": t(np.concatenate([dense[f"proj{n}"] for n in orders], axis=1).T),  # [768, 512]
+        "proj_b": t(np.concatenate([dense[f"proj_b{n}"] for n in orders])),  # [768]
+        "proj_ln": (t(np.concatenate([dense[f"ln_g{n}"] for n in orders])),
+                    t(np.concatenate([dense[f"ln_b{n}"] for n in orders]))),  # fmt: skip
+        # torch.nn.functional.linear wants [out, in]: transpose once here
+        "conv1": [(t(dense[f"w1_{n}"].T), t(dense[f"b1_{n}"])) for n in orders],  # [256, n*256], [256]
+        "conv2": [(t(dense[f"w2_{n}"].T), t(dense[f"b2_{n}"])) for n in orders],
+        "feature_ln": (t(dense["ln_g"]), t(dense["ln_b"])),  # [1280]
+        "pool_w": t(dense["cnn_W"].T), "pool_b": t(dense["cnn_b"]),  # [512, 1280], [512]
+        **{k: t(dense[k].T) for k in ("d0", "d1", "d2", "d3", "p1", "p3")},
+    }  # fmt: skip
+
+
+def network(w: dict, emb, window, pool, flens):
+    """Steps 2-5 of the module docstring on dequantised token embeddings ``emb`` [T, 512]: ``window`` [T, W] (see
+    :func:`window_index`), ``pool`` sums token rows per sentence ([T, 1280] -> [B, 1280]), ``flens`` [B, 1] float
+    lengths. -> unit rows [B, 512]."""
+    import torch  # lazy: torch costs seconds to import; only computing needs it
+    import torch.nn.functional as F
+
+    eps = w["eps"]
+    x = F.layer_norm(F.linear(emb, w["proj_w"], w["proj_b"]), (3 * _BRANCH_DIM,), *w["proj_ln"], eps)
+    zero_row = emb.new_zeros(1, _BRANCH_DIM)
+    features = [emb]
+    for i, (n, left) in enumerate(ORDERS):
+        cols = window[:, _MAX_LEFT - left : _MAX_LEFT - left + n]  # [T, n]
+        h = x[:, i * _BRANCH_DIM : (i + 1) * _BRANCH_DIM]  # [T, 256]
+        for weight, bias in (w["conv1"][i], w["conv2"][i]):
+            grams = torch.cat([h, zero_row])[cols].reshape(-1, n * _BRANCH_DIM)  # [T, n*256]
+            h = torch.relu(F.linear(grams, weight, bias)) + h
+        features.append(h)
+    feats = F.layer_norm(torch.cat(features, dim=1), (_EMB_DIM + 3 * _BRANCH_DIM,), *w["feature_ln"], eps)
+    pooled = (F.linear(pool(feats), w["pool_w"]) + flens * w["pool_b"]) / flens.sqrt()  # [B, 512]
+    y0 = torch.relu(F.linear(pooled, w["d0"]))
+    y1 = torch.relu(F.linear(pooled, w["p1"]) + F.linear(y0, w["d1"]))
+    y2 = torch.relu(F.linear(y1, w["d2"]))
+    z = torch.tanh(F.linear(y1, w["p3"]) + F.linear(y2, w["d3"]))  # [B, 512]
+    return z * torch.rsqrt((z * z).sum(dim=1, keepdim=True).clamp_min(eps))

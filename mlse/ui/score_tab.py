@@ -9,6 +9,7 @@ so one glance shows what each training step changes for this pair. The language 
 from __future__ import annotations
 
 import csv
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -242,10 +243,20 @@ def example_label(example: dict) -> str:
     return f"{example.get('lang1', '?')}–{example.get('lang2', '?')}{gold} · {example.get('note', '')}"
 
 
+def warm_up_detector() -> threading.Thread:
+    """Load the language detector now, in the background: unpacking langid's model briefly takes ~100 MB more than it
+    keeps, which at start-up (before any model is loaded) does not add to the app's peak memory, and the first
+    request does not wait ~1 s for it."""
+    thread = threading.Thread(target=detector_name, name="mlse-langid-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 # -- layout ---------------------------------------------------------------------------------------------------------
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
+    warm_up_detector()
     choices, selected, note = model_choices(state)
     languages = language_options()
     examples = load_examples()

@@ -98,6 +98,7 @@ class AppState:
     _scanned_at: float = 0.0
     _pool: EncoderPool | None = None  # (source, location) -> encoder, least recently used evicted first
     _load_locks: dict = field(default_factory=dict)  # (source, location) -> Lock
+    _specs: dict = field(default_factory=dict)  # name -> ModelSpec, until the next rescan (see _resolve)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -126,6 +127,7 @@ class AppState:
             if self._models is not None and found != self._models:
                 self.version += 1
             self._models, self.skipped, self._scanned_at = found, skipped, time.monotonic()
+            self._specs = {}
         return list(found)
 
     def models(self) -> list[ModelInfo]:
@@ -194,7 +196,7 @@ class AppState:
         Loading may evict the least recently used encoders to stay within ``max_memory``. A request still using an
         evicted encoder keeps it alive until it ends; the pool just stops holding it.
         """
-        spec = resolve_model(name)
+        spec = self._resolve(name)
         key, stamp = (spec.source, spec.location), _stamp(spec)
         with self._lock:
             lock = self._load_locks.setdefault(key, threading.Lock())
@@ -208,7 +210,9 @@ class AppState:
                 backbone_key = self._key_of(self._backbone_name(spec))
             self._pool.make_room(estimate_spec_bytes(spec, backend=self.backend), keep={backbone_key})
             encoder = self._load(spec, name, backbone if spec.source == "scorer" else None)
-            self._pool.put(key, encoder, estimate_resident_bytes(encoder, backend=self.backend), stamp=stamp,
+            # The stamp after loading: a folder built by the load (me5-small's conversion) has one only now, and
+            # stamping it "missing" would reload the model on the next request.
+            self._pool.put(key, encoder, estimate_resident_bytes(encoder, backend=self.backend), stamp=_stamp(spec),
                            depends_on=backbone_key)  # fmt: skip
             return encoder
 
@@ -220,13 +224,24 @@ class AppState:
     def loaded_bytes(self) -> int:
         return self._pool.total_bytes
 
+    def _resolve(self, name: str) -> ModelSpec:
+        """``resolve_model(name)``, remembered until the next rescan: resolving lists the registry (package look-ups,
+        the fingerprint memo read from disk), a few ms that every scoring request would pay per model otherwise. A
+        run replaced on disk keeps its spec and is caught by its stamp."""
+        with self._lock:
+            spec = self._specs.get(name)
+        if spec is None:
+            spec = resolve_model(name)
+            with self._lock:
+                self._specs[name] = spec
+        return spec
+
     @staticmethod
     def _backbone_name(spec: ModelSpec) -> str:
         return str(read_manifest(Path(spec.location))["backbone"])
 
-    @staticmethod
-    def _key_of(name: str) -> tuple[str, str]:
-        spec = resolve_model(name)
+    def _key_of(self, name: str) -> tuple[str, str]:
+        spec = self._resolve(name)
         return spec.source, spec.location
 
     def _load(self, spec: ModelSpec, name: str, backbone=None):

@@ -1,16 +1,23 @@
 """Export a sentence-transformers model to ONNX once, quantise it to int8, and keep both on disk.
 
 The exported graph is the whole sentence-transformers pipeline (transformer, pooling, and any Dense/Normalize modules
-the model has) with dynamic batch and sequence axes: ``(input_ids, attention_mask[, token_type_ids]) [B, T] ->
-sentence_embedding [B, d]``. Pooling inside the graph keeps the token embeddings [B, T, H] out of Python; normalising
-for ``encode(normalize=True)`` is left to numpy so one graph serves both settings.
+the model has) after the word-embedding lookup, with dynamic batch and sequence axes: ``(inputs_embeds [B, T, H],
+attention_mask[, token_type_ids] [B, T]) -> sentence_embedding [B, d]``. Pooling inside the graph keeps the token
+embeddings [B, T, H] out of Python; normalising for ``encode(normalize=True)`` is left to numpy so one graph serves
+both settings.
 
 Cache layout, keyed by the model folder's weight fingerprint and the export recipe (a changed recipe gets a new
 folder, never a stale graph)::
 
     <cache root>/onnx/<model>-<fingerprint[:16]>-v<EXPORT_VERSION>/
-        fp32/                 model.onnx  tokenizer.json  export.json
-        int8-<recipe hash>/   model.onnx  tokenizer.json  export.json
+        fp32/                 model.onnx  word_embeddings.npy  tokenizer.json  export.json
+        int8-<recipe hash>/   model.onnx  word_embeddings.npy (a hard link to fp32's)  tokenizer.json  export.json
+
+The word-embedding table is not in the graph: the graph takes ``inputs_embeds`` [B, T, H], and the runtime reads the
+rows of the tokens it meets from ``word_embeddings.npy`` (:mod:`mlse.encoders.rows`), so the table is never resident
+(me5-small's is 384 MB, of which a session touches a few thousand rows; the same for every model with a large
+vocabulary). The rows are the fp32 weights themselves, so the outputs are those of the graph with the lookup
+inside. A model whose first module is not a transformers model taking ``inputs_embeds`` keeps ``input_ids``.
 
 Each variant folder is built in a hidden temporary sibling and renamed into place, so a reader never sees a half-written
 export; a file lock keeps two processes from exporting the same model at the same time. Importing this module is cheap;
@@ -23,11 +30,13 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 from filelock import FileLock
 
 from mlse.atomic import atomic_dir
@@ -41,10 +50,12 @@ log = logging.getLogger(__name__)
 # Bump when the export or quantisation *code* changes (tracing, smoothing, calibration text): old folders are then
 # ignored, and so are their embeddings, whose encoder identity carries this version. Changes to INT8_RECIPE need no
 # bump: its hash is part of the int8 folder name and identity (variant_tag).
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3
 OPSET = 17  # the first opset with LayerNormalization as one op
 VARIANTS = ("fp32", "int8")
 MODEL_FILE = "model.onnx"
+# The word-embedding table [V, H] float32, whose rows the runtime reads as tokens need them (mlse.encoders.rows).
+TABLE_FILE = "word_embeddings.npy"
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "export.json"
 # Tokeniser outputs a BERT/XLM-R style graph may take, in the order the wrapper's forward() receives them.
@@ -144,6 +155,11 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         raise MlseError(f"{model_dir}: the ONNX backends need a fast (Rust) tokenizer; this model has none")
     sample = tokenizer(["a short one", "a somewhat longer sentence for tracing"], padding=True, return_tensors="pt")
     names = [n for n in _INPUT_NAMES if n in sample]
+    table = word_embedding_table(st)
+    if table is not None:  # the graph starts from the looked-up rows; the table is a file beside it
+        np.save(out / TABLE_FILE, table.detach().cpu().numpy().astype(np.float32, copy=False))
+        sample["inputs_embeds"] = table.detach()[sample["input_ids"]]  # [2, T, H]
+        names = ["inputs_embeds", *(n for n in names if n != "input_ids")]
     wrapper = _pipeline_class()(st, names).eval()
     dynamic = {n: {0: "batch", 1: "tokens"} for n in names} | {"sentence_embedding": {0: "batch"}}
     with torch.no_grad(), warnings.catch_warnings():
@@ -164,6 +180,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         "variant": "fp32",
         "source": str(model_dir),
         "inputs": names,
+        "embedding_table": TABLE_FILE if table is not None else None,
         "dim": int(st.get_embedding_dimension()),
         "max_seq_length": _max_seq_length(st),
         "pad_token_id": int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
@@ -178,21 +195,48 @@ def export_fp32(model_dir: Path, out: Path) -> None:
     log.info("exported %s to ONNX in %.1fs", model_dir, meta["export_s"])
 
 
+def word_embedding_table(st):
+    """The word-embedding weight [V, H] of a sentence-transformers model whose first module is a transformers model
+    that accepts ``inputs_embeds``, else None (the graph then takes token ids and holds the table itself)."""
+    first = st[0] if len(st) else None
+    model = getattr(first, "auto_model", None) or getattr(first, "model", None)
+    get = getattr(model, "get_input_embeddings", None)
+    embedding = get() if callable(get) else None
+    weight = getattr(embedding, "weight", None)
+    forward = getattr(model, "forward", None)
+    if weight is None or weight.dim() != 2 or forward is None:
+        return None
+    import inspect
+
+    return weight if "inputs_embeds" in inspect.signature(forward).parameters else None
+
+
 def _pipeline_class():
     """The wrapper module, defined on first export so that importing this file needs no torch."""
     import torch  # lazy: torch costs seconds to import; only computing needs it
 
     class Pipeline(torch.nn.Module):
-        """Positional tensors -> the sentence-transformers feature dict -> ``sentence_embedding`` [B, d]."""
+        """Positional tensors -> the sentence-transformers feature dict -> ``sentence_embedding`` [B, d].
+
+        With ``inputs_embeds`` [B, T, H] (the word-embedding rows, looked up outside the graph) the transformer is
+        called directly and its token embeddings go through the other modules (pooling, Dense, Normalize)."""
 
         def __init__(self, st, names: list[str]):
             super().__init__()
             self.st = st
             self.names = names
 
-        def forward(self, *tensors):  # each [B, T] int64
+        def forward(self, *tensors):  # each [B, T] int64, or [B, T, H] float32 for inputs_embeds
             features = dict(zip(self.names, tensors))
-            return self.st(features)["sentence_embedding"]  # [B, d]
+            if "inputs_embeds" not in features:
+                return self.st(features)["sentence_embedding"]  # [B, d]
+            first = self.st[0]
+            model = getattr(first, "auto_model", None) or first.model
+            out = model(**features, return_dict=True)
+            features = {"attention_mask": features["attention_mask"], "token_embeddings": out.last_hidden_state}
+            for module in list(self.st)[1:]:
+                features = module(features)
+            return features["sentence_embedding"]  # [B, d]
 
     return Pipeline
 
@@ -246,11 +290,11 @@ def quantize_int8(fp32_dir: Path, out: Path) -> None:
     model = onnx.load(str(fp32_dir / MODEL_FILE))
     # Calibrate on the texts the model will see: with its prefix ("" for most models).
     texts = [meta.get("text_prefix", "") + t for t in CALIBRATION_TEXTS]
+    table = np.load(fp32_dir / meta["embedding_table"], mmap_mode="r") if meta.get("embedding_table") else None
     groups = smooth_layernorm_matmuls(
         model,
-        lambda names: channel_absmax(
-            fp32_dir / MODEL_FILE, fp32_dir / TOKENIZER_FILE, meta["inputs"], meta["pad_token_id"], names, texts
-        ),  # fmt: skip
+        lambda names: channel_absmax(fp32_dir / MODEL_FILE, fp32_dir / TOKENIZER_FILE, meta["inputs"],
+                                     meta["pad_token_id"], names, texts, table=table),  # fmt: skip
         alpha=INT8_RECIPE["smooth_alpha"],
     )
     big = model.ByteSize() > 1_500_000_000  # protobuf's 2 GB limit: weights go beside the graph
@@ -267,6 +311,15 @@ def quantize_int8(fp32_dir: Path, out: Path) -> None:
     for leftover in out.glob("smoothed-fp32.onnx*"):
         leftover.unlink()
     shutil.copyfile(fp32_dir / TOKENIZER_FILE, out / TOKENIZER_FILE)
+    if meta.get("embedding_table"):  # the same rows: a second name for the fp32 file where the disk allows it
+        _link_or_copy(fp32_dir / meta["embedding_table"], out / meta["embedding_table"])
     meta.update(variant="int8", quantization=INT8_RECIPE, smoothed_groups=groups,
                 quantize_s=round(time.perf_counter() - started, 2))  # fmt: skip
     (out / META_FILE).write_text(json.dumps(meta, indent=1))
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copyfile(source, target)

@@ -95,8 +95,10 @@ def smooth_layernorm_matmuls(model, calibrate, alpha: float = ALPHA) -> int:
 
 
 def channel_absmax(model_path: Path, tokenizer_path: Path, inputs: list[str], pad_id: int, tensors: list[str],
-                   texts: list[str] = CALIBRATION_TEXTS) -> dict[str, np.ndarray]:  # fmt: skip
-    """Per-channel max |x| [K] of each tensor in ``tensors``, running the fp32 graph at ``model_path`` on ``texts``."""
+                   texts: list[str] = CALIBRATION_TEXTS, table: np.ndarray | None = None
+                   ) -> dict[str, np.ndarray]:  # fmt: skip
+    """Per-channel max |x| [K] of each tensor in ``tensors``, running the fp32 graph at ``model_path`` on ``texts``
+    (``table``: the word-embedding rows [V, H] for a graph that takes ``inputs_embeds``)."""
     import onnx  # lazy: optional runtime, only for the onnx backends
     import onnxruntime as ort
     from tokenizers import Tokenizer
@@ -115,5 +117,7 @@ def channel_absmax(model_path: Path, tokenizer_path: Path, inputs: list[str], pa
         ids[r, : len(e.ids)] = e.ids
         mask[r, : len(e.ids)] = 1
     feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    if table is not None:
+        feed["inputs_embeds"] = np.asarray(table[ids], dtype=np.float32)  # [n, T, H]
     outputs = session.run(tensors, {k: v for k, v in feed.items() if k in inputs})
     return {name: np.abs(out).reshape(-1, out.shape[-1]).max(axis=0) for name, out in zip(tensors, outputs)}

@@ -29,9 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
-from mlse.encoders.threads import default_threads
+from mlse.encoders.rows import RowFile
+from mlse.encoders.threads import default_threads, session_options
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
 
@@ -72,18 +74,6 @@ def plan_batches(
     return batches
 
 
-def session_options(threads: int):
-    import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1  # one graph branch at a time: a BERT layer has no parallel branches worth a thread
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
-    return so
-
-
 class OnnxEncoder:
     """A sentence-transformers model run by onnxruntime; ``quantized`` selects the dynamic int8 graph.
 
@@ -109,6 +99,8 @@ class OnnxEncoder:
         self._weights = SentenceTransformerEncoder(spec, max_seq_length=max_seq_length)
         self._session = None
         self._tokenizer = None
+        self._table: RowFile | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._prefix = ""
         self.meta: dict = {}
         self._lock = threading.Lock()
@@ -134,16 +126,15 @@ class OnnxEncoder:
             if self._session is not None:
                 return
             import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
-            from tokenizers import Tokenizer
 
             # sentence-transformers adds a model's prompt inside encode(); the raw tokenizer here does not, so the
             # prefix is added before tokenising (the export folder is keyed by the fingerprint, which covers it).
             self._prefix = text_prefix(self.path)
             folder = self.export_dir
             self.meta = json.loads((folder / META_FILE).read_text())
-            tok = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            tok.enable_truncation(int(self.max_seq_length or self.meta["max_seq_length"]))
-            tok.no_padding()  # each batch is padded to its own longest text below
+            tok = load_tokenizer(folder / TOKENIZER_FILE, int(self.max_seq_length or self.meta["max_seq_length"]))
+            if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
+                self._table = RowFile.from_npy(folder / self.meta["embedding_table"])  # [V, H]
             intra = self.threads if self.parallel == "intra" else 1
             session = ort.InferenceSession(str(folder / MODEL_FILE), session_options(intra),
                                            providers=["CPUExecutionProvider"])  # fmt: skip
@@ -166,8 +157,8 @@ class OnnxEncoder:
         bar = _progress(len(texts), show_progress, self.name)
         for start in range(0, len(texts), _CHUNK):
             chunk = [self._prefix + t for t in texts[start : start + _CHUNK]]
-            encodings = self._tokenizer.encode_batch(chunk)
-            lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))  # [m]
+            encodings = self._tokenizer.encode_ids(chunk)  # token ids per text, <s> ... </s> included
+            lengths = np.fromiter((len(e) for e in encodings), dtype=np.int64, count=len(encodings))  # [m]
             workers = self.threads if self.parallel == "batches" else 1
             batches = plan_batches(lengths, batch_size, workers, self.max_tokens)
             self._run(batches, encodings, out[start : start + len(chunk)], workers, bar)
@@ -197,23 +188,60 @@ class OnnxEncoder:
         if workers <= 1:
             work()
             return
-        with ThreadPoolExecutor(workers, thread_name_prefix="mlse-onnx") as pool:
-            for future in [pool.submit(work) for _ in range(workers)]:
+        pool = self._workers()
+        helpers = [pool.submit(work) for _ in range(workers - 1)]  # this thread is the last worker
+        try:
+            work()
+        finally:
+            for future in helpers:
                 future.result()  # re-raises a worker's exception here
 
-    def _feed(self, encodings, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Right-padded int64 inputs [b, T] for the texts at ``rows``, T = the longest of them."""
-        width = max(len(encodings[i].ids) for i in rows)
+    def _workers(self) -> ThreadPoolExecutor:
+        """Threads kept for the encoder's life: starting them per call costs more than a short pair's batch (the
+        app encodes two sentences per model and request)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max(self.threads - 1, 1), thread_name_prefix="mlse-onnx")
+            return self._pool
+
+    def _feed(self, encodings: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Right-padded inputs for the texts at ``rows``: int64 [b, T] (T = the longest of them), and the word-
+        embedding rows [b, T, H] for a graph that takes ``inputs_embeds`` (padding gets the pad token's row, as the
+        lookup inside the graph would give)."""
+        width = max(len(encodings[i]) for i in rows)
         ids = np.full((len(rows), width), self.meta["pad_token_id"], dtype=np.int64)  # [b, T]
         mask = np.zeros((len(rows), width), dtype=np.int64)  # [b, T]
         for r, i in enumerate(rows):
-            row = encodings[i].ids
+            row = encodings[i]
             ids[r, : len(row)] = row
             mask[r, : len(row)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
+        if self._table is not None:
+            feed = {"inputs_embeds": self._table[ids], "attention_mask": mask}  # [b, T, H] read from the file
         if "token_type_ids" in self.meta["inputs"]:
             feed["token_type_ids"] = np.zeros_like(ids)  # one segment: single sentences are all type 0
         return feed
+
+
+class RustTokenizer:
+    """The ``tokenizers`` tokenizer of an export behind :class:`~mlse.encoders.compact_tokenizer.CompactTokenizer`'s
+    ``encode_ids``."""
+
+    def __init__(self, path: Path, max_length: int):
+        from tokenizers import Tokenizer  # lazy: only encoding needs it
+
+        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer.no_padding()  # each batch is padded to its own longest text
+
+    def encode_ids(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tokenizer.encode_batch(texts)]
+
+
+def load_tokenizer(path: Path, max_length: int):
+    """The export's tokenizer: the compact sentencepiece form when its pipeline allows (same ids, a fifth of the
+    memory; :mod:`mlse.encoders.compact_tokenizer`), else the Rust one."""
+    return compact_tokenizer(path, max_length) or RustTokenizer(path, max_length)
 
 
 def _progress(total: int, show: bool, name: str):

@@ -1,0 +1,270 @@
+"""Token ids of a SentencePiece-Unigram ``tokenizer.json`` through the C++ ``sentencepiece`` library: same ids, ~1/5
+of the memory.
+
+Why: the Rust ``tokenizers`` library keeps a Unigram vocabulary in a byte trie with a hash map per node; for e5's
+250,002 pieces that is ~255 MB resident (and ~300 MB through transformers' wrapper), more than the rest of the model
+once its embedding table is read from disk row by row (:mod:`mlse.encoders.rows`). ``sentencepiece`` holds the same
+pieces in a double-array trie: ~45 MB.
+
+Which tokenizers: exactly the pipeline :func:`mlse.encoders.e5.build_tokenizer` writes (``me5-small`` and every
+student fine-tuned from it): ``Precompiled`` charsmap + ``Replace(" {2,}", " ")``, ``Metaspace(always, split)`` +
+``Split(unknown characters, isolated)``, ``Unigram`` without byte fallback, ``<s> $A </s>``. Anything else gets
+``None`` from :func:`compact_tokenizer` and the caller keeps the Rust tokenizer.
+
+How the ids stay the same (``tests/test_encoders_compact_tokenizer.py`` compares every FLORES devtest and STS Multi
+MT sentence): the text is normalised by ``sentencepiece``'s own normaliser on the same charsmap (``Precompiled`` is
+a port of it), runs of spaces are collapsed in Python, one leading space stands for ``Metaspace``'s prepended ``▁``,
+and the pieces are segmented by a model with an identity normaliser. Two things differ in ``sentencepiece`` and are
+handled here: it fuses a run of unknown characters into one ``<unk>`` (the pipeline gives one per character), so each
+``<unk>`` is expanded to the length of its run; and it does not match the special tokens' literal text (``<s>``,
+``<mask>`` ...) inside a sentence. The two normalisers also group a combining mark that follows white space or a
+character the charsmap rewrites differently. Texts of those two kinds (none of the 208,000 sentences above; garbage
+strings in the tests) are tokenised by the original Rust tokenizer, loaded only when such a text comes.
+
+The ``sentencepiece`` model is built once per tokenizer file (a second or two) and kept under
+``<cache>/tokenizers/<sha256[:16]>-v<VERSION>/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+import threading
+import unicodedata
+from pathlib import Path
+
+from mlse.atomic import atomic_dir
+from mlse.dirs import cache_root
+from mlse.encoders.identity import file_sha256_memo
+
+VERSION = 1
+MODEL_FILE = "unigram.model"  # sentencepiece ModelProto, identity normaliser
+NORMALIZER_FILE = "normalizer.spec"  # sentencepiece NormalizerSpec with the charsmap
+META_FILE = "compact.json"
+_SPACES = re.compile(" {2,}")
+
+
+def tokenizer_cache_dir(tokenizer_file: Path) -> Path:
+    return cache_root() / "tokenizers" / f"{file_sha256_memo(tokenizer_file)[:16]}-v{VERSION}"
+
+
+def compact_tokenizer(tokenizer_file: str | Path, max_length: int | None = None) -> CompactTokenizer | None:
+    """A :class:`CompactTokenizer` for ``tokenizer_file`` when its pipeline is the one supported, else None."""
+    try:
+        import sentencepiece  # noqa: F401  (lazy: optional, a packaged model's own library)
+    except ImportError:
+        return None
+    tokenizer_file = Path(tokenizer_file)
+    folder = tokenizer_cache_dir(tokenizer_file)
+    if not (folder / META_FILE).is_file():
+        spec = supported_spec(json.loads(tokenizer_file.read_text(encoding="utf-8")))
+        if spec is None:
+            return None
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_dir(folder) as tmp:
+            write_model(spec, tmp)
+    meta = json.loads((folder / META_FILE).read_text())
+    if not meta.get("supported"):
+        return None
+    return CompactTokenizer(folder, tokenizer_file, max_length)
+
+
+def supported_spec(tok: dict) -> dict | None:
+    """The parts of a parsed tokenizer.json a compact tokenizer needs, or None when its pipeline differs."""
+    model, norm, pre, post = (tok.get(k) or {} for k in ("model", "normalizer", "pre_tokenizer", "post_processor"))
+    if model.get("type") != "Unigram" or model.get("byte_fallback") or model.get("unk_id") is None:
+        return None
+    norms = norm.get("normalizers") or []
+    if norm.get("type") != "Sequence" or [n.get("type") for n in norms] != ["Precompiled", "Replace"]:
+        return None
+    if norms[1].get("pattern") != {"Regex": " {2,}"} or norms[1].get("content") != " ":
+        return None
+    pres = pre.get("pretokenizers") or []
+    if pre.get("type") != "Sequence" or [p.get("type") for p in pres] != ["Metaspace", "Split"]:
+        return None
+    meta, split = pres
+    if meta.get("replacement") != "\u2581" or meta.get("prepend_scheme") != "always" or not meta.get("split"):
+        return None
+    if split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in (split.get("pattern") or {}):
+        return None
+    single = post.get("single") or []
+    if post.get("type") != "TemplateProcessing" or len(single) != 3 or "Sequence" not in single[1]:
+        return None
+    specials = post.get("special_tokens") or {}
+    try:
+        bos, eos = (specials[single[i]["SpecialToken"]["id"]]["ids"] for i in (0, 2))
+    except (KeyError, TypeError):
+        return None
+    vocab = model.get("vocab") or []
+    added = {int(a["id"]): a for a in tok.get("added_tokens") or []}
+    if any(i >= len(vocab) or vocab[i][0] != a["content"] or a.get("normalized") for i, a in added.items()):
+        return None  # an added token outside the Unigram vocabulary, or one matched after normalisation
+    unknown = python_class(split["pattern"]["Regex"])
+    if unknown is None:
+        return None
+    return {"vocab": vocab, "unk": int(model["unk_id"]), "bos": bos, "eos": eos, "unknown": unknown,
+            "charsmap": norms[0]["precompiled_charsmap"], "specials": sorted(added),
+            "special_texts": sorted(a["content"] for a in added.values())}  # fmt: skip
+
+
+def python_class(pattern: str) -> str | None:
+    """The Split pattern (Oniguruma, ``[^\\x{21}-\\x{7e}...]``) as a Python regex class, or None when it is another
+    kind of pattern."""
+    if not re.fullmatch(r"\[\^?(?:\\x\{[0-9a-fA-F]+\}|-)*\]", pattern):
+        return None
+    return re.sub(r"\\x\{([0-9a-fA-F]+)\}", lambda m: f"\\U{int(m.group(1), 16):08x}", pattern)
+
+
+def write_model(spec: dict, out: Path) -> None:
+    """The sentencepiece model (identity normaliser) and normaliser spec of ``spec`` into ``out``."""
+    import base64
+
+    from sentencepiece import sentencepiece_model_pb2 as pb  # lazy: optional, a packaged model's own library
+
+    proto = pb.ModelProto()
+    piece_type = pb.ModelProto.SentencePiece
+    control = set(spec["specials"]) - {spec["unk"]}
+    for i, (piece, score) in enumerate(spec["vocab"]):
+        entry = proto.pieces.add()
+        entry.piece, entry.score = piece, float(score)
+        entry.type = piece_type.UNKNOWN if i == spec["unk"] else piece_type.CONTROL if i in control else \
+            piece_type.NORMAL  # fmt: skip
+    trainer = proto.trainer_spec
+    trainer.model_type = pb.TrainerSpec.UNIGRAM
+    trainer.vocab_size = len(spec["vocab"])
+    trainer.unk_id = spec["unk"]
+    trainer.bos_id = trainer.eos_id = trainer.pad_id = -1  # added below, after truncation, as the template does
+    proto.normalizer_spec.name = "identity"
+    proto.normalizer_spec.add_dummy_prefix = False  # the leading space is added in Python (see the module docstring)
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    proto.normalizer_spec.escape_whitespaces = True
+    (out / MODEL_FILE).write_bytes(proto.SerializeToString())
+    normalizer = pb.NormalizerSpec(name="precompiled", precompiled_charsmap=base64.b64decode(spec["charsmap"]),
+                                   add_dummy_prefix=False, remove_extra_whitespaces=False,
+                                   escape_whitespaces=False)  # fmt: skip
+    (out / NORMALIZER_FILE).write_bytes(normalizer.SerializeToString())
+    # A combining mark at the start, after white space or after a character the normaliser changes: the two
+    # normalisers group such a pair differently (see CompactTokenizer._needs_exact).
+    changed = changed_characters(normalizer.SerializeToString())
+    fragile = f"(?:^|[\\s\u2581]|{changed}){character_class(combining_marks())}"
+    meta = {"supported": True, "version": VERSION, "bos": spec["bos"], "eos": spec["eos"], "unk": spec["unk"],
+            "special_texts": spec["special_texts"], "pieces": len(spec["vocab"]), "unknown": spec["unknown"],
+            "fragile": fragile}  # fmt: skip
+    (out / META_FILE).write_text(json.dumps(meta, ensure_ascii=False))
+
+
+class CompactTokenizer:
+    """``encode_ids(texts)``: the ids the Rust tokenizer of ``tokenizer_file`` gives, with ``<s> … </s>``, truncated
+    to ``max_length`` tokens like ``Tokenizer.enable_truncation(max_length)``."""
+
+    def __init__(self, folder: Path, tokenizer_file: Path, max_length: int | None = None):
+        import sentencepiece as spm  # lazy: optional, a packaged model's own library
+
+        meta = json.loads((folder / META_FILE).read_text())
+        self.bos, self.eos, self.unk = list(meta["bos"]), list(meta["eos"]), int(meta["unk"])
+        self.special_texts = tuple(meta["special_texts"])
+        self._unknown_runs = re.compile(f"{meta['unknown']}+")
+        self._fragile = re.compile(meta["fragile"])
+        self.max_length = max_length
+        self.tokenizer_file = tokenizer_file
+        self._model = spm.SentencePieceProcessor(model_file=str(folder / MODEL_FILE))
+        self._normalizer = spm.SentencePieceNormalizer(normalizer_spec=(folder / NORMALIZER_FILE).read_bytes())
+        self._exact = None  # the Rust tokenizer, for the rare texts _needs_exact names (loaded on demand)
+        self._lock = threading.Lock()
+
+    def encode_ids(self, texts: list[str]) -> list[list[int]]:
+        texts = list(texts)
+        if not texts:
+            return []
+        prepared = [_prepare(t) for t in self._normalizer.normalize(texts)]
+        rows: list[list[int] | None] = self._model.encode(prepared)
+        for i, row in enumerate(rows):
+            if self._needs_exact(texts[i]):
+                rows[i] = None
+            elif self.unk in row:
+                rows[i] = self._expand_unknown(prepared[i], row)
+        keep = None if self.max_length is None else max(self.max_length - len(self.bos) - len(self.eos), 0)
+        out = [None if row is None else self.bos + (row if keep is None else row[:keep]) + self.eos for row in rows]
+        exact = [i for i, row in enumerate(out) if row is None]
+        for i, ids in zip(exact, self._exact_ids([texts[i] for i in exact])):
+            out[i] = ids
+        return out
+
+    def _needs_exact(self, text: str) -> bool:
+        """A special token's literal text (the Rust tokenizer matches it, sentencepiece does not), or a combining mark
+        at the start, after white space or after a character the normaliser changes (the two normalisers group such
+        a pair differently): rare texts, tokenised exactly."""
+        if "<" in text and any(s in text for s in self.special_texts):
+            return True
+        return self._fragile.search(text) is not None
+
+    def _expand_unknown(self, text: str, row: list[int]) -> list[int] | None:
+        """One ``<unk>`` per unknown character, as the Rust pipeline's isolating split gives: sentencepiece gives one
+        per run of them. None (-> the exact tokenizer) if the runs and the ``<unk>`` ids do not pair up."""
+        runs = [len(m.group()) for m in self._unknown_runs.finditer(text.replace(" ", "\u2581"))]
+        if len(runs) != row.count(self.unk):
+            return None
+        lengths = iter(runs)
+        ids: list[int] = []
+        for token in row:
+            ids.extend([token] * next(lengths) if token == self.unk else [token])
+        return ids
+
+    def _exact_ids(self, texts: list[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        with self._lock:
+            if self._exact is None:
+                from tokenizers import Tokenizer  # lazy: only rare texts need it (see _needs_exact)
+
+                exact = Tokenizer.from_file(str(self.tokenizer_file))
+                exact.no_padding()
+                if self.max_length is None:
+                    exact.no_truncation()
+                else:
+                    exact.enable_truncation(self.max_length)
+                self._exact = exact
+        return [e.ids for e in self._exact.encode_batch(texts)]
+
+
+# Characters that extend a grapheme without being marks: zero-width non-joiner and joiner, emoji skin tones, tags.
+_EXTENDERS = (0x200C, 0x200D, *range(0x1F3FB, 0x1F400), *range(0xE0020, 0xE0080))
+
+
+@functools.cache
+def combining_marks() -> tuple[int, ...]:
+    """Every character that extends a grapheme: combining marks (Unicode categories Mn, Mc, Me) this Python knows,
+    and :data:`_EXTENDERS`."""
+    marks = {cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)).startswith("M")}
+    return tuple(sorted(marks | set(_EXTENDERS)))
+
+
+def changed_characters(normalizer_spec: bytes) -> str:
+    """A regex class of the characters the normaliser changes (maps to something else, or deletes)."""
+    import sentencepiece as spm  # lazy: optional, a packaged model's own library
+
+    normalizer = spm.SentencePieceNormalizer(normalizer_spec=normalizer_spec)
+    changed: list[int] = []
+    for start in range(0, sys.maxunicode + 1, 1 << 16):  # in slices: a list of every character costs ~100 MB
+        chars = [chr(cp) for cp in range(start, start + (1 << 16)) if not 0xD800 <= cp <= 0xDFFF]
+        changed += [ord(c) for c, n in zip(chars, normalizer.normalize(chars)) if n != c]
+    return character_class(changed)
+
+
+def character_class(codepoints) -> str:
+    """``[...]`` matching exactly ``codepoints`` (as ranges, so that the class stays short)."""
+    ranges: list[list[int]] = []
+    for cp in sorted(codepoints):
+        if ranges and cp == ranges[-1][1] + 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return "[" + "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
+
+
+def _prepare(normalized: str) -> str:
+    """Collapse runs of spaces (the pipeline's ``Replace``) and start with one space (``Metaspace``'s ``▁``)."""
+    text = _SPACES.sub(" ", normalized)
+    return text if not text or text[0] == " " else " " + text

@@ -1,0 +1,136 @@
+"""``muse`` on onnxruntime: its network (:mod:`mlse.encoders.use_torch`) exported once to ONNX, run without torch.
+
+The graph starts after the embedding lookup, as the sentence-transformers exports do (:mod:`.export`): inputs are the
+dequantised embedding rows of a flat batch ``emb`` [T, 512] (read from the uint8 table file as tokens need them, see
+:mod:`mlse.encoders.rows`), the n-gram window index ``window`` [T, W], a ``sentence`` matrix [B, T] that sums each
+sentence's tokens (a product instead of the torch port's scatter-add, which ONNX has no cheap form of) and the
+lengths ``lengths`` [B, 1]; the output is the unit-length embeddings [B, 512].
+
+Exported by tracing the torch port (torch is needed once, like every ONNX export) into
+``<cache>/muse/<weights hash>-v<N>/onnx-<variant>/model.onnx``, built in a hidden folder and renamed into place under a
+file lock. fp32 only: dynamic int8 of the per-token layers was 2.3x faster but moved vectors too far (see
+:mod:`mlse.encoders.use`), so the onnx-int8 backend runs this graph too.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+
+from mlse.atomic import atomic_dir
+from mlse.encoders.rows import RowFile
+from mlse.encoders.threads import session_options
+from mlse.encoders.use_torch import (
+    dequantized_rows,
+    network,
+    network_weights,
+    read_dense,
+    sentence_matrix,
+    window_index,
+)
+from mlse.errors import MlseError
+
+GRAPH_VERSION = 1  # bump when the exported graph changes: its folder and the encoder identity change with it
+MODEL_FILE = "model.onnx"
+META_FILE = "export.json"
+OPSET = 17
+
+
+def graph_dir(prepared: Path) -> Path:
+    return prepared / f"onnx-fp32-v{GRAPH_VERSION}"
+
+
+def ensure_graph(weights_file: Path, prepared: Path) -> Path:
+    """The folder with the graph of the network in ``weights_file``, exporting it first if missing."""
+    target = graph_dir(prepared)
+    if (target / META_FILE).is_file():
+        return target
+    prepared.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(prepared / f".{target.name}.lock"), timeout=1800):
+        if not (target / META_FILE).is_file():
+            with atomic_dir(target) as tmp:
+                export_fp32(weights_file, tmp)
+    return target
+
+
+def export_fp32(weights_file: Path, out: Path) -> None:
+    try:
+        import torch  # lazy: only the one-time export needs torch
+    except ImportError:
+        raise MlseError("exporting muse to ONNX needs torch (pip install torch), once") from None
+    weights = network_weights(read_dense(weights_file), torch)
+
+    class Core(torch.nn.Module):
+        """The network with its weights as buffers, so that the graph holds them as initializers (which
+        onnxruntime pre-packs and the quantiser can find), not as constants."""
+
+        def __init__(self):
+            super().__init__()
+            for name, value in _flat(weights):
+                self.register_buffer(name, value)
+
+        def forward(self, emb, window, sentence, lengths):  # [T, 512], [T, W], [B, T], [B, 1]
+            w = _unflat(weights, lambda name: getattr(self, name))
+            return network(w, emb, window, lambda feats: sentence @ feats, lengths)
+
+    lengths = np.array([3, 5])
+    sample = (torch.zeros(8, 512), torch.from_numpy(window_index(lengths)),
+              torch.from_numpy(sentence_matrix(lengths)), torch.tensor([[3.0], [5.0]]))  # fmt: skip
+    names = ["emb", "window", "sentence", "lengths"]
+    dynamic = {"emb": {0: "tokens"}, "window": {0: "tokens"}, "sentence": {0: "batch", 1: "tokens"},
+               "lengths": {0: "batch"}, "embedding": {0: "batch"}}  # fmt: skip
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's own deprecation notice
+        torch.onnx.export(Core().eval(), sample, str(out / MODEL_FILE), input_names=names, output_names=["embedding"],
+                          dynamic_axes=dynamic, opset_version=OPSET, do_constant_folding=True,
+                          dynamo=False)  # fmt: skip
+    (out / META_FILE).write_text(json.dumps({"variant": "fp32", "graph_version": GRAPH_VERSION, "opset": OPSET,
+                                             "torch": torch.__version__}))  # fmt: skip
+
+
+def _flat(weights: dict, prefix: str = ""):
+    """(buffer name, tensor) of every tensor in ``weights`` (values may be tensors, tuples or lists of tensors)."""
+    for key, value in weights.items():
+        if isinstance(value, (tuple, list)):
+            yield from _flat({f"{key}_{i}": v for i, v in enumerate(value)}, prefix)
+        elif not isinstance(value, float):
+            yield prefix + key, value
+
+
+def _unflat(weights: dict, get, prefix: str = "") -> dict:
+    """``weights`` with every tensor replaced by ``get(its buffer name)``."""
+    out = {}
+    for key, value in weights.items():
+        if isinstance(value, (tuple, list)):
+            out[key] = type(value)(_unflat({f"{key}_{i}": v for i, v in enumerate(value)}, get, prefix).values())
+        else:
+            out[key] = value if isinstance(value, float) else get(prefix + key)
+    return out
+
+
+class UseOnnxModel:
+    """The network on onnxruntime: ``forward(token_ids, lengths)`` -> float32 [B, 512], like
+    :meth:`mlse.encoders.use_torch.UseTorchModel.forward` (a numpy array instead of a tensor).
+
+    One single-threaded session; callers run batches concurrently on it (onnxruntime allows concurrent ``run`` calls),
+    one core each, as :class:`mlse.encoders.use.UseEncoder` does with its workers."""
+
+    def __init__(self, weights_file: Path, table: Path, graph: Path):
+        import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
+
+        with np.load(weights_file, allow_pickle=False) as z:
+            self.scale, self.lo = z["scale"].astype(np.float32), z["lo"].astype(np.float32)  # [17]
+        self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read as tokens need them
+        self.session = ort.InferenceSession(str(graph / MODEL_FILE), session_options(1),
+                                            providers=["CPUExecutionProvider"])  # fmt: skip
+
+    def forward(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        ids = np.ascontiguousarray(token_ids, dtype=np.int64)  # [T]
+        lengths = np.ascontiguousarray(lengths, dtype=np.int64)  # [B]
+        feed = {"emb": dequantized_rows(self.table, ids, self.scale, self.lo), "window": window_index(lengths),
+                "sentence": sentence_matrix(lengths), "lengths": lengths.astype(np.float32)[:, None]}  # fmt: skip
+        return self.session.run(None, feed)[0]  # [B, 512]

@@ -1,0 +1,146 @@
+"""Rows of a large embedding table read from its file on demand, so that the table is never resident.
+
+A session touches a few thousand of me5-small's 250,037 word-embedding rows (384 MB in fp32). Memory-mapping the
+table looks as if it kept only those rows resident, but the kernel maps a read fault's neighbours too ("fault-around",
+64 KB; ``madvise(MADV_RANDOM)`` does not stop it), so after 3,000 random rows a mapping of me5's table was 150 MB
+resident, and growing with every new word. Reading each needed row with ``pread`` into a fresh array costs one system
+call per distinct token (a few microseconds) and keeps only what it is asked to: the rows of the most recently used
+tokens (:data:`CACHE_BYTES`, so that frequent tokens cost no call); the file's pages stay in the kernel's page cache,
+shared and reclaimable, out of the process's resident memory.
+
+:class:`RowFile` reads rows of a 2-D array stored contiguously in a file (a ``.npy`` or one tensor of a
+``.safetensors``); :func:`file_embedding` wraps one as a torch module that replaces a model's ``nn.Embedding`` for
+inference, with the same values to the bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+# Rows kept after reading, least recently used evicted: frequent tokens (most of any text) cost no system call.
+# 16 MB is ~11,000 of me5-small's rows, ~32,000 of muse's.
+CACHE_BYTES = 16 * 2**20
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64, "U8": np.uint8,
+                       "I8": np.int8}  # fmt: skip
+
+
+class RowFile:
+    """``rows[ids]`` -> the array's rows at ``ids`` (any integer shape; result ``ids.shape + (columns,)``)."""
+
+    def __init__(self, path: str | Path, offset: int, shape: tuple[int, int], dtype, cache_bytes: int = CACHE_BYTES):
+        self.path, self.offset, self.shape, self.dtype = Path(path), int(offset), tuple(shape), np.dtype(dtype)
+        self.row_bytes = self.shape[1] * self.dtype.itemsize
+        self.cache_rows = max(cache_bytes // self.row_bytes, 0)
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # row id -> its values, least recently used first
+        expected = self.offset + self.shape[0] * self.row_bytes
+        if self.path.stat().st_size < expected:
+            raise ValueError(f"{self.path} is shorter ({self.path.stat().st_size} bytes) than its table ({expected})")
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_npy(cls, path: str | Path) -> RowFile:
+        with open(path, "rb") as fh:
+            major, _ = np.lib.format.read_magic(fh)
+            read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(fh)
+            offset = fh.tell()
+        if fortran or len(shape) != 2:
+            raise ValueError(f"{path}: not a C-ordered 2-D array")
+        return cls(path, offset, shape, dtype)
+
+    @staticmethod
+    def safetensors_header(path: str | Path) -> tuple[int, dict]:
+        """(bytes before the data, {tensor name: dtype, shape, data_offsets}) of a safetensors file."""
+        with open(path, "rb") as fh:
+            (size,) = struct.unpack("<Q", fh.read(8))
+            return 8 + size, json.loads(fh.read(size))
+
+    @classmethod
+    def safetensors_names(cls, path: str | Path) -> list[str]:
+        return [k for k in cls.safetensors_header(path)[1] if k != "__metadata__"]
+
+    @classmethod
+    def from_safetensors(cls, path: str | Path, name: str) -> RowFile | None:
+        """The tensor ``name`` of a safetensors file, or None when it is absent, not 2-D or of a dtype numpy lacks."""
+        start, header = cls.safetensors_header(path)
+        entry = header.get(name)
+        dtype = _SAFETENSORS_DTYPES.get(entry.get("dtype")) if isinstance(entry, dict) else None
+        if dtype is None or len(entry.get("shape", ())) != 2:
+            return None
+        return cls(path, start + entry["data_offsets"][0], tuple(entry["shape"]), dtype)
+
+    def _descriptor(self) -> int:
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            return self._fd
+
+    @property
+    def cached_bytes(self) -> int:
+        return len(self._cache) * self.row_bytes
+
+    def __getitem__(self, ids) -> np.ndarray:
+        ids = np.asarray(ids)
+        unique, inverse = np.unique(ids.ravel(), return_inverse=True)
+        if len(unique) and (unique[0] < 0 or unique[-1] >= self.shape[0]):
+            raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {unique[0]}..{unique[-1]}")
+        buffer = np.empty((len(unique), self.shape[1]), dtype=self.dtype)  # [u, H]
+        fd = self._descriptor()
+        with self._lock:
+            for k, row in enumerate(unique.tolist()):
+                cached = self._cache.get(row)
+                if cached is not None:
+                    self._cache.move_to_end(row)
+                    buffer[k] = cached
+                    continue
+                if os.preadv(fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes) != \
+                        self.row_bytes:  # fmt: skip
+                    raise OSError(f"{self.path}: short read at row {row}")
+                if self.cache_rows:
+                    self._cache[row] = buffer[k].copy()
+                    if len(self._cache) > self.cache_rows:
+                        self._cache.popitem(last=False)
+        return buffer[inverse].reshape(*ids.shape, self.shape[1])
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def file_embedding(rows: RowFile, like):
+    """A torch module standing in for the ``nn.Embedding`` ``like`` at inference: the rows come from ``rows`` (the same
+    values as ``like.weight``), returned on ``like``'s device and dtype."""
+    import torch  # lazy: torch costs seconds to import; only computing needs it
+
+    class FileEmbedding(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rows = rows
+            self.num_embeddings, self.embedding_dim = rows.shape
+            self.padding_idx = getattr(like, "padding_idx", None)
+            self.device, self.dtype = like.weight.device, like.weight.dtype
+
+        def forward(self, input_ids):  # [..] int64 -> [.., H]
+            values = torch.from_numpy(self.rows[input_ids.detach().cpu().numpy()])
+            return values.to(device=self.device, dtype=self.dtype)
+
+    return FileEmbedding()
