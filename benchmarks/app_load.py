@@ -45,7 +45,7 @@ from app_latency import (  # noqa: E402
     ApiError,
     app_env,
     free_port,
-    prepare_exports,
+    prepare_models,
     start_app,
     stop_app,
     test_pairs,
@@ -181,7 +181,7 @@ def measure(args, models: list[str]) -> dict:
                          "--clients")  # fmt: skip
     port = free_port()
     env = app_env(port, args.runs_dir, args.backend, cache=tempfile.mkdtemp(prefix="mlse-load-cache-"))
-    export_s = prepare_exports(models, env) if args.backend != "torch" else None
+    export_s = prepare_models(models, env) if args.backend != "torch" else None
     started = time.perf_counter()
     proc = start_app(env)
     try:

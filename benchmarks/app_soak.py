@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from app_latency import app_env, free_port, prepare_exports, start_app, stop_app, test_pairs, wait_for_page  # noqa: E402,I001
+from app_latency import app_env, free_port, prepare_models, start_app, stop_app, test_pairs, wait_for_page  # noqa: E402,I001
 from app_load import default_models, run_round  # noqa: E402
 
 from mlse.atomic import atomic_write_text  # noqa: E402
@@ -102,7 +102,7 @@ def run_finetunes(client, runs_dir: Path, count: int, steps: int) -> list[dict]:
         name = f"soak-{os.getpid()}-{i}"
         t = time.perf_counter()
         status = client.predict(pa=["en-de"], mp=200, bu=5, na=name, ow=True, ms=steps, ev=steps, dm=50,
-                                api_name="/finetune_start")  # fmt: skip
+                                lr_=None, me=None, api_name="/finetune_start")  # fmt: skip
         print(f"  fine-tune {name}: {str(status)[:160]}")
         while not any(spec.name.endswith(name) for spec in list_runs()):
             if time.perf_counter() - t > FINETUNE_TIMEOUT_S:
@@ -158,7 +158,7 @@ def main() -> None:
     pairs = test_pairs(1 + 2 * per_round, args.data_dir)
     port = free_port()
     env = app_env(port, runs_dir, args.backend, cache=tempfile.mkdtemp(prefix="mlse-soak-cache-"))
-    export_s = prepare_exports(models, env) if args.backend != "torch" else None
+    export_s = prepare_models(models, env) if args.backend != "torch" else None
     started = time.perf_counter()
     proc = start_app(env)
     phases = {}
