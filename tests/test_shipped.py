@@ -137,6 +137,7 @@ def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert,
     from mlse.experiments import assets
 
     monkeypatch.setattr(assets, "HEADS", {"tiny+s1": (str(tiny_bert), "s1"), "tiny+s1+s2": (str(tiny_bert), "s1+s2")})
+    monkeypatch.setattr(assets, "STUDENTS", {})  # the real student trains for 20 CPU-minutes; its export is tested above
     monkeypatch.setattr(assets, "DEFAULT_S1_EPOCHS", 2)
     monkeypatch.setattr(assets, "train_stage1", partial(assets.train_stage1, pairs=["eng-deu"], max_pairs=30,
                                                         probe=False))  # fmt: skip
@@ -154,3 +155,34 @@ def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert,
             json.loads((item.folder / "scorer.json").read_text())["backbone_identity"].rsplit(":", 1)[1])
     assert read_manifest(out / "heads" / "tiny+s1+s2")["variant"] == "s1+s2"
     assert main(["reproduce", "assets", "--only", "nope", "--out", str(out)]) == 2
+
+
+def test_reproduce_student_exports_the_adapter_and_measures_the_exported_files(tmp_path, tiny_bert, data_dir,
+                                                                               monkeypatch):  # fmt: skip
+    """The student path of ``reproduce assets`` on a tiny LoRA run: the measured scores and the calibration come from
+    the adapter written to ``--out`` (not from whatever ships in assets/models)."""
+    from mlse.dirs import runs_dir
+    from mlse.experiments import assets
+    from mlse.models import load_model
+    from mlse.train.finetune import finetune
+    from tests.test_train_finetune import tiny_config
+
+    monkeypatch.setenv("MLSE_ASSETS", str(tmp_path / "elsewhere"))  # nothing ships there: measuring it would fail
+
+    def tiny_recipe(name, recipe, *, runs, out, data_dir=None, progress=None):
+        assert recipe["lora_r"]  # the shipped recipe is a LoRA one
+        finetune(tiny_config("tiny-student-run", None, tiny_bert, method="hard", lora_r=2, eval_at_start=False))
+        return {"run": str(runs_dir() / "tiny-student-run")}
+
+    monkeypatch.setattr(assets, "run_recipe", tiny_recipe)
+    monkeypatch.setattr(assets, "STUDENTS", {"tiny-student": "ema-frozen+lora"})
+    out = tmp_path / "assets"
+    item = assets.reproduce_student("tiny-student", runs=tmp_path / "runs", out=out, data_dir=data_dir)
+    assert item.folder == out / "students" / "tiny-student" and check_files(item) == []
+    scores = read_manifest(item.folder)["scores"]
+    assert len(scores["sts_test_spearman"]) == 17 and scores["en-en"] == scores["sts_test_spearman"]["en-en"]
+    assert read_manifest(item.folder)["backbone_identity"].startswith(str(tiny_bert))
+    assert list((out / "calibration").glob("*tiny-student*.json"))
+    monkeypatch.setenv("MLSE_ASSETS", str(out))  # the exported adapter scores what its manifest says
+    texts = ["A man is playing a flute.", "Ein Mann spielt Flöte."]
+    assert load_model("shipped/tiny-student", cache=False).encode(texts).shape[0] == 2

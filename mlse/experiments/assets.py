@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -97,10 +99,26 @@ def reproduce_student(name: str, *, runs: Path, out: Path, data_dir=None,
                 "backbone_identity": _identity_of(config["student"]), "command": f"{COMMAND} --only {name}",
                 "data": config.get("data_files", {}), "recipe": recipe_name, "scores": {}}  # fmt: skip
     item = export("lora-student", run / "adapter", out / "students" / name, manifest)
-    item = update_scores(item, measure(item.name, data_dir=data_dir))
-    calibration, report = fit_calibration(load_model(item.name), data_dir=data_dir, max_rows=750)
+    with _shipped_from(out):  # measure the adapter just exported, also when --out is not the shipped folder
+        item = update_scores(item, measure(item.name, data_dir=data_dir))
+        calibration, report = fit_calibration(load_model(item.name), data_dir=data_dir, max_rows=750)
     save_calibration(calibration, report, out / "calibration", command=f"{COMMAND} --only {name}")
     return item
+
+
+@contextmanager
+def _shipped_from(root: Path):
+    """Resolve ``shipped/NAME`` from ``root`` for the duration (a student is loaded by that name: its merged folder
+    and its calibration are keyed by it)."""
+    before = os.environ.get("MLSE_ASSETS")
+    os.environ["MLSE_ASSETS"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MLSE_ASSETS", None)
+        else:
+            os.environ["MLSE_ASSETS"] = before
 
 
 def _identity_of(model: str) -> str:
