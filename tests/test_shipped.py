@@ -137,7 +137,7 @@ def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert,
     from mlse.experiments import assets
 
     monkeypatch.setattr(assets, "HEADS", {"tiny+s1": (str(tiny_bert), "s1"), "tiny+s1+s2": (str(tiny_bert), "s1+s2")})
-    monkeypatch.setattr(assets, "STUDENTS", {})  # the real student trains for 20 CPU-minutes; its export is tested above
+    monkeypatch.setattr(assets, "STUDENTS", {})  # the real one trains 20 CPU-minutes; its path is tested below
     monkeypatch.setattr(assets, "DEFAULT_S1_EPOCHS", 2)
     monkeypatch.setattr(assets, "train_stage1", partial(assets.train_stage1, pairs=["eng-deu"], max_pairs=30,
                                                         probe=False))  # fmt: skip
