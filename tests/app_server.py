@@ -10,7 +10,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mlse.ui.app import build_app
+from mlse.ui.app import build_app, launch_options
 from mlse.ui.state import AppState
 
 HOST = "127.0.0.1"  # loopback only: nothing outside this machine should reach a test server
@@ -28,7 +28,7 @@ def served_app(state: AppState | None = None) -> Iterator[str]:
     """Build and launch the app; yields its URL, e.g. ``http://127.0.0.1:41234/``."""
     demo = build_app(state or AppState())
     port = free_port()
-    demo.launch(server_name=HOST, server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(server_name=HOST, server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
     try:
         yield f"http://{HOST}:{port}/"
     finally:

@@ -190,11 +190,11 @@ def test_public_sliders_stop_at_the_limits(public_env):
 
 
 def test_public_launch_caps_uploads(public_env, monkeypatch):
-    from mlse.ui.app import launch_options
+    from mlse.ui.app import SESSION_CAPACITY, launch_options
 
-    assert launch_options() == {"max_file_size": public.MAX_UPLOAD_BYTES}
+    assert launch_options() == {"max_file_size": public.MAX_UPLOAD_BYTES, "state_session_capacity": SESSION_CAPACITY}
     monkeypatch.delenv(public.PUBLIC_ENV)
-    assert launch_options() == {}
+    assert launch_options() == {"state_session_capacity": SESSION_CAPACITY}
 
 
 def test_no_tab_takes_a_file():

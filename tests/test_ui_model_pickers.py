@@ -72,6 +72,7 @@ def test_a_rescan_that_finds_the_same_models_keeps_the_version(monkeypatch, tmp_
 
 def test_scorers_only_picker_offers_scorers_only(monkeypatch, tmp_path):
     monkeypatch.setenv("MLSE_RUNS", str(tmp_path))
+    monkeypatch.setenv("MLSE_ASSETS", str(tmp_path / "no-assets"))  # no shipped heads either: no scorer at all
     state = AppState()
     assert "minilm-en" in picker_choices(state, ModelPicker("x"))
     assert picker_choices(state, ModelPicker("x", scorers_only=True)) == []

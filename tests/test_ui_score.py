@@ -94,8 +94,9 @@ def test_state_lists_models_with_their_kind(state, runs):
     assert next(m for m in state.models() if m.name == S12).backbone == runs.backbone
 
 
-def test_default_selection_takes_every_kind_before_capping(runs, monkeypatch):
+def test_default_selection_takes_every_kind_before_capping(runs, monkeypatch, tmp_path):
     monkeypatch.setenv("MLSE_RUNS", str(runs.root))
+    monkeypatch.setenv("MLSE_ASSETS", str(tmp_path / "no-assets"))  # the runs' kinds only, not the shipped heads'
     state = AppState(default_models=("minilm-en",))  # the one default that loads in every test environment
     chosen, note = state.default_selection(limit=3)
     assert chosen[0] == "minilm-en"  # the defaults first, then one run of each kind in turn

@@ -29,10 +29,20 @@ def build_app(state: AppState | None = None):
     return demo
 
 
+# Gradio keeps a SessionState per session: a copy of every component's config (~0.5 MB for this app's 173 blocks)
+# plus its gr.State values, up to ``state_session_capacity`` sessions (Gradio's default 10,000). Every API call without
+# a session (gradio_client, curl, benchmarks/app_load.py) opens a new one, so 1,000 requests held ~470 MB that was
+# never given back (benchmarks/app_soak.py). 200 sessions bound that at ~100 MB; a page whose session was dropped
+# after 200 newer ones keeps working, only its map highlight needs the map drawn again.
+SESSION_CAPACITY = 200
+
+
 def launch_options() -> dict:
-    """Extra ``launch()`` arguments: a public deployment caps what Gradio's upload route accepts.
+    """Extra ``launch()`` arguments: the bound on sessions kept in memory; a public deployment also caps what
+    Gradio's upload route accepts.
 
     No tab takes a file, but Gradio serves an upload endpoint to anyone regardless; without a cap a visitor could fill
     the disk through it.
     """
-    return {"max_file_size": MAX_UPLOAD_BYTES} if public_mode() else {}
+    options = {"state_session_capacity": SESSION_CAPACITY}
+    return (options | {"max_file_size": MAX_UPLOAD_BYTES}) if public_mode() else options
