@@ -230,3 +230,19 @@ def test_the_requests_backend_reaches_head_training(tiny_bert, monkeypatch):
     assert result["run"] == "runs/s1-onnx" and seen["backbone"] == str(tiny_bert)
     assert (seen["backend"], seen["max_pairs"], seen["probe"], seen["max_epochs"]) == ("onnx-int8", 40, False, 50)
     assert seen["out"] == str(runs_dir() / "s1-onnx")
+
+
+def test_stop_right_after_submit_cancels_a_job_the_worker_has_not_picked_up():
+    """Stop pressed before the worker thread takes the job off the queue (a busy machine) must not be lost."""
+    gate = threading.Event()
+
+    class SlowToStart(JobRunner):
+        def _work(self):
+            gate.wait(5)
+            super()._work()
+
+    runner, ran = SlowToStart(), threading.Event()
+    job = runner.submit("just-started", lambda report, stop: ran.set())
+    assert "Cancelled" in runner.stop() and job.state == "cancelled"
+    gate.set()
+    assert runner.wait(5) and not ran.is_set()

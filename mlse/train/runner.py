@@ -109,7 +109,10 @@ class JobRunner:
     def stop(self, name: str | None = None) -> str:
         """Ask the running job (or the named one) to stop; a queued job is cancelled. Returns what happened."""
         with self._lock:
-            target = self._running if name is None else next((j for j in self._active_jobs() if j.name == name), None)
+            if name is None:  # the running job, or the one just submitted that the worker has not picked up yet
+                target = self._running or (self._queue[0] if self._queue else None)
+            else:
+                target = next((j for j in self._active_jobs() if j.name == name), None)
             if target is None:
                 return "No job is running." if name is None else f"No running or queued job named {name!r}."
             if target.state == "queued":
