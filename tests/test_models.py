@@ -30,8 +30,23 @@ EXPECTED = json.loads((OLD / "expected.json").read_text())
 def old_runs(tmp_path, monkeypatch) -> Path:
     """A copy of the old runs directory (a test may write beside it), as MLSE_RUNS."""
     runs = shutil.copytree(OLD / "mlse-runs", tmp_path / "runs")
+    for record in runs.rglob("*.safetensors.json"):  # weights are kept as text; written back byte for byte
+        write_safetensors(record)
     monkeypatch.setenv("MLSE_RUNS", str(runs))
     return runs
+
+
+def write_safetensors(record: Path) -> None:
+    """``x.safetensors.json`` (metadata, and each float32 tensor's shape and values) -> ``x.safetensors``; the bytes
+    equal the file the old code wrote, so weight fingerprints (identities) match."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    data = json.loads(record.read_text())
+    tensors = {name: np.asarray(t["values"], dtype=np.float32).reshape(t["shape"])
+               for name, t in data["tensors"].items()}  # fmt: skip
+    save_file(tensors, str(record.with_suffix("")), metadata=data["metadata"])
+    record.unlink()
 
 
 def test_old_runs_are_listed_with_their_kinds(old_runs):
