@@ -117,14 +117,23 @@ class ApiError(Exception):
 
 
 class ApiCaller:
-    """Calls a queued Gradio endpoint over one keep-alive HTTP connection: POST the inputs, read the event stream."""
+    """Calls a queued Gradio endpoint over one keep-alive HTTP connection: POST the inputs, read the event stream.
 
-    def __init__(self, port: int):
+    ``session_hash``: the Gradio session every call belongs to, as a page (or ``gradio_client.Client``) keeps one for
+    its visitor's whole visit; without one, each call opens a session of its own (what a bare ``curl`` does), which
+    costs the app a copy of every component's config per call.
+    """
+
+    def __init__(self, port: int, session_hash: str | None = None):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.session_hash = session_hash
 
     def __call__(self, api_name: str, *data):
         """The endpoint's outputs; :class:`ApiError` when it was refused (``busy`` for a full queue) or failed."""
-        body = json.dumps({"data": list(data)})
+        payload = {"data": list(data)}
+        if self.session_hash is not None:
+            payload["session_hash"] = self.session_hash
+        body = json.dumps(payload)
         self.conn.request("POST", f"/gradio_api/call/{api_name}", body, {"Content-Type": "application/json"})
         posted = self.conn.getresponse()
         answer = posted.read()
@@ -144,6 +153,20 @@ class ApiCaller:
                 if event == "error":
                     raise ApiError(f"{api_name} failed: {line[5:].strip()}")
                 return json.loads(line[5:])
+
+
+def direct_call(conn: http.client.HTTPConnection, api_name: str, *data, session_hash: str | None = None):
+    """An unqueued endpoint's outputs: one POST to ``/gradio_api/run/<api_name>``, answered with JSON (no event
+    stream); :class:`ApiError` when refused or failed (``busy`` when the app says it is at its limit).
+    ``session_hash`` as in :class:`ApiCaller` (gradio_client sends its own with every call)."""
+    payload = {"data": list(data)} | ({"session_hash": session_hash} if session_hash else {})
+    conn.request("POST", f"/gradio_api/run/{api_name}", json.dumps(payload),
+                 {"Content-Type": "application/json"})  # fmt: skip
+    response = conn.getresponse()
+    answer = response.read()
+    if response.status != 200:
+        raise ApiError(f"{api_name}: HTTP {response.status} {answer[:200]!r}", busy=b"busy" in answer)
+    return json.loads(answer)["data"]
 
 
 def app_env(port: int, runs_dir: Path, backend: str, cache: str | None = None) -> dict:

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,7 @@ from app_latency import (  # noqa: E402
     ApiCaller,
     ApiError,
     app_env,
+    direct_call,
     free_port,
     prepare_models,
     start_app,
@@ -102,23 +104,31 @@ class RoundLog:
 
 
 def one_client(port: int, pairs: list[tuple[str, str]], models: list[str], start: threading.Barrier,
-               log: RoundLog) -> None:  # fmt: skip
-    """Score ``pairs`` one after another, as one user clicking Score again as soon as the table appears."""
-    call = ApiCaller(port)
+               log: RoundLog, session: str | None = None, path: str = "page") -> None:  # fmt: skip
+    """Score ``pairs`` one after another, as one user clicking Score again as soon as the table appears.
+
+    ``session``: the Gradio session hash of this user's page (None: every request opens its own session).
+    ``path``: "page" calls the Score button's queued event, as the page does; "direct" the unqueued JSON endpoint
+    ``score`` (one POST, one answer) that scripts use."""
+    call = ApiCaller(port, session)
     start.wait()
     for s1, s2 in pairs:
         t = time.perf_counter()
         try:
-            table, status = call("score_pair", s1, s2, models, "auto", "auto", None)
+            if path == "direct":
+                answer = direct_call(call.conn, "score", s1, s2, models, "auto", "auto", session_hash=session)[0]
+                table, status = {"data": answer["scores"]}, answer["not_scored"]
+            else:
+                table, status = call("score_pair", s1, s2, models, "auto", "auto", None)
         except ApiError as exc:
             log.record(None, busy=exc.busy, error=None if exc.busy else str(exc)[:300])
             if exc.busy:
                 time.sleep(BUSY_PAUSE_S)
-                call = ApiCaller(port)  # the refused POST may leave the connection half read
+                call = ApiCaller(port, session)  # the refused POST may leave the connection half read
             continue
         except OSError as exc:  # connection reset, timeout: an error the user sees
             log.record(None, error=f"{type(exc).__name__}: {exc}"[:300])
-            call = ApiCaller(port)
+            call = ApiCaller(port, session)
             continue
         rows = len(table.get("data", [])) if isinstance(table, dict) else 0
         if rows != len(models):
@@ -144,11 +154,16 @@ def probe_queue(port: int, text: str, stop: threading.Event, every_s: float | No
 
 
 def run_round(port: int, pid: int, clients: int, pairs: list[tuple[str, str]], models: list[str],
-              requests: int) -> dict:  # fmt: skip
-    """``clients`` users x ``requests`` each, released together, with the queue probe running alongside."""
+              requests: int, sessions: str = "client", path: str = "page") -> dict:  # fmt: skip
+    """``clients`` users x ``requests`` each, released together, with the queue probe running alongside.
+
+    ``sessions``: "client" gives each user one Gradio session for all their requests, as their page would; "request"
+    opens a new session with every request, as bare HTTP calls without a session hash do."""
     log, start = RoundLog(), threading.Barrier(clients + 1)
+    hashes = [uuid.uuid4().hex if sessions == "client" else None for _ in range(clients)]
     threads = [threading.Thread(target=one_client, args=(port, pairs[i * requests : (i + 1) * requests], models, start,
-                                                         log), daemon=True) for i in range(clients)]  # fmt: skip
+                                                         log, hashes[i], path), daemon=True)
+               for i in range(clients)]  # fmt: skip
     for thread in threads:
         thread.start()
     probe_stop, probe = threading.Event(), {}
@@ -195,7 +210,8 @@ def measure(args, models: list[str]) -> dict:
         for clients in args.clients:
             share = pairs[offset : offset + clients * args.requests]
             offset += clients * args.requests
-            rounds.append(run_round(port, proc.pid, clients, share, models, args.requests))
+            rounds.append(run_round(port, proc.pid, clients, share, models, args.requests, args.sessions,
+                                    args.path))
     finally:
         stop_app(proc)
     return {"onnx_export_s": export_s, "page_served_s": round(page_s, 2), "detect_language_idle": idle,
@@ -214,7 +230,8 @@ def target_check(rounds: list[dict]) -> dict | None:
 
 
 def report(result: dict) -> str:
-    lines = [f"backend {result['backend']}, models {', '.join(result['models'])}, {result['cpus']} CPUs, load "
+    lines = [f"backend {result['backend']}, path {result.get('path', 'page')}, models {', '.join(result['models'])}, "
+             f"{result['cpus']} CPUs, load "
              f"average {result['load_average_at_start']:.1f} at start",
              "| clients x requests | ok | busy (503) | errors | p50 / p95 / p99 ms | ok req/s | detect_language "
              "p50 during round |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -238,6 +255,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 20, 60])
     parser.add_argument("--requests", type=int, default=50, help="requests per client (each a distinct pair)")
     parser.add_argument("--models", nargs="+", default=None, help="default: the offline defaults that load here")
+    parser.add_argument("--path", choices=["page", "direct"], default="page",
+                        help="page: the Score button's queued event, as the page sends it (default); direct: the "
+                             "unqueued JSON endpoint 'score' for scripts (POST /gradio_api/run/score)")
+    parser.add_argument("--sessions", choices=["client", "request"], default="client",
+                        help="client: one Gradio session per simulated user, as a page keeps (default); request: a "
+                             "new session with every request, as bare HTTP calls without a session hash open")
     parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("MLSE_RUNS", "runs")))
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", type=Path, default=None, help="default: results/app/app-load-<backend>.json")
@@ -248,8 +271,9 @@ def main() -> None:
     models = args.models or default_models(args.runs_dir)
     if not models:
         raise SystemExit("no default model loads here: install them or pass --models")
-    out = args.out or Path(f"results/app/app-load-{args.backend}.json")
-    result = {"backend": args.backend, "models": models, "cpus": os.cpu_count(),
+    out = args.out or Path(f"results/app/app-load-{args.backend}{'-direct' if args.path == 'direct' else ''}.json")
+    result = {"backend": args.backend, "models": models, "path": args.path, "sessions": args.sessions,
+              "cpus": os.cpu_count(),
               "load_average_at_start": os.getloadavg()[0], "busy_pause_s": BUSY_PAUSE_S,
               "app": measure(args, models)}  # fmt: skip
     result["target"] = target_check(result["app"]["rounds"])

@@ -24,6 +24,18 @@ def test_score_pair_through_the_api(client):
     assert "French" in status and "English" in status
 
 
+def test_direct_score_endpoint_through_the_api(client):
+    answer = client.predict("A man is playing a flute.", "Un homme joue d'une flûte en bambou.", ["minilm-en"],
+                            api_name="/score")  # fmt: skip
+    (row,) = answer["scores"]
+    assert row["model"] == "minilm-en" and -1.0 <= row["cosine"] <= 1.0 and 0.0 <= row["calibrated"] <= 5.0
+    assert [lang["code"] for lang in answer["languages"]] == ["en", "fr"]
+    table, _ = client.predict("A man is playing a flute.", "Un homme joue d'une flûte en bambou.", ["minilm-en"],
+                              "auto", "auto", None, api_name="/score_pair")  # fmt: skip
+    rows = table["data"] if isinstance(table, dict) else table
+    assert float(rows[0][2]) == pytest.approx(row["cosine"], abs=1e-4)  # the page's number
+
+
 def test_bad_input_is_a_message_not_an_error(client):
     table, status = client.predict("   ", "<b>x</b>", ["minilm-en"], "auto", "auto", None, api_name="/score_pair")
     rows = table["data"] if isinstance(table, dict) else table

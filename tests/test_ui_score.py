@@ -23,11 +23,14 @@ from mlse.ui import state as state_module
 from mlse.ui.score_tab import (
     COLUMNS,
     MAX_CHARS,
+    ApiBusy,
+    DirectApi,
     clean_text,
     detect_api,
     detect_handler,
     load_examples,
     model_choices,
+    score_api,
     score_pair,
 )
 from mlse.ui.state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
@@ -281,7 +284,45 @@ def test_build_tab_wires_the_events(state):
     with gr.Blocks() as demo:
         score_tab.build_tab(state)
     names = {d.api_name for d in demo.fns.values()}
-    assert {"score_pair", "score_refresh_models", "detect_language"} <= names
+    assert {"score_pair", "score_refresh_models", "detect_language", "score"} <= names
+    direct = next(d for d in demo.fns.values() if d.api_name == "score")
+    assert direct.queue is False  # one POST, one JSON answer: scripts skip the queue and the event stream
+
+
+# -- the direct JSON API --------------------------------------------------------------------------------------------
+def test_score_api_gives_the_tables_numbers_as_json(state, runs):
+    answer = score_api(state, EN, DE, [runs.backbone, S12, "no-such-model"])
+    table, _ = score_pair(state, EN, DE, [runs.backbone, S12])
+    assert [r["model"] for r in answer["scores"]] == list(table["model"])
+    assert [r["cosine"] for r in answer["scores"]] == list(table["cosine"])
+    assert answer["scores"][0]["calibrated"] is None and 0.0 <= answer["scores"][1]["calibrated"] <= 5.0
+    assert [r["kind"] for r in answer["scores"]] == [BACKBONE, STAGE12]
+    assert answer["not_scored"][0]["model"] == "no-such-model" and "unknown model" in answer["not_scored"][0]["why"]
+    assert [lang["code"] for lang in answer["languages"]] == ["en", "de"]
+    json.dumps(answer)  # plain JSON: no numpy scalars
+
+
+def test_score_api_without_models_uses_the_pages_default_selection(state):
+    answer = score_api(state, EN, DE)
+    assert [r["model"] for r in answer["scores"]] == state.default_selection()[0]
+
+
+@pytest.mark.parametrize(("s1", "s2"), [("", DE), (None, DE), (EN, 12), ("\x00", DE)])
+def test_score_api_bad_input_is_a_notice(state, runs, s1, s2):
+    answer = score_api(state, s1, s2, [runs.backbone])
+    assert answer["scores"] == [] and "enter two non-empty sentences" in answer["notices"]
+
+
+def test_direct_api_refuses_past_its_limit_at_once(state, runs):
+    direct = DirectApi(state, max_in_flight=1)
+    assert direct.score(EN, DE, [runs.backbone])["scores"]
+    direct._slots.acquire()  # one call in flight
+    try:
+        with pytest.raises(ApiBusy, match="busy"):
+            direct.score(EN, DE, [runs.backbone])
+    finally:
+        direct._slots.release()
+    assert direct.score(EN, DE, [runs.backbone])["scores"]  # the slot came back
 
 
 def test_detector_is_warmed_up_in_the_background():

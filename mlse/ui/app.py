@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from mlse.credits import CREDITS_MARKDOWN
 from mlse.public import MAX_UPLOAD_BYTES, public_mode
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
@@ -11,11 +13,18 @@ from mlse.ui.state import AppState
 TABS = [score_tab, map_tab, tatoeba_tab, gold_tab, finetune_tab, results_tab]
 QUEUE_MAX_SIZE = 32  # requests waiting beyond this are refused with a "queue full" message, not left hanging
 DEFAULT_CONCURRENCY = 2  # two cores: more parallel encodes only slow each other down
+# Gradio's queue rebuilds a pandas DataFrame of its last GRADIO_ANALYTICS_MAX_EVENTS (10,000) events and groups it,
+# twice per finished event, for a monitoring summary that is served only with monitoring enabled (it is not here).
+# Under 20 users that was 12% of the app's CPU (py-spy, benchmarks/app_load.py) and grew with every event kept.
+# Refreshed every 1,000 events over the last 1,000 instead; an operator's own setting wins.
+QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000", "GRADIO_ANALYTICS_MAX_EVENTS": "1000"}
 
 
 def build_app(state: AppState | None = None):
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
+    for name, value in QUEUE_ANALYTICS_ENV.items():
+        os.environ.setdefault(name, value)  # read when the queue is made, below
     state = state or AppState()
     with gr.Blocks(title="mlse: multilingual semantic similarity") as demo:
         backend = "" if state.backend == "torch" else f" · models run on {state.backend}"

@@ -28,6 +28,8 @@ MAX_MODELS = 24  # per request: an API caller cannot make one click load every m
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
 # each model's encoder call, while the work per request outside it (detection, a small table) stays light.
 SCORE_CONCURRENCY = 20
+# Direct API calls scored at once: Gradio runs unqueued calls in its 40 worker threads, so more would wait anyway
+API_MAX_IN_FLIGHT = 32
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 AUTO = "auto"
 COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
@@ -176,24 +178,61 @@ def score_pair(
         notices.append(f"Scored the first {MAX_MODELS} of {len(names)} models.")
         names = names[:MAX_MODELS]
 
-    rows, problems = [], []
+    scores, failures = score_models(state, names, s1, s2, progress)
+    rows = [[name, kind, round(cos, 4), round(cal, 2) if cal is not None else ""] for name, kind, cos, cal in scores]
+    problems = [f"`{md_code(name)}`: {md_escape(why)}" for name, why in failures]
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
+    return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows),
+                          calibration_notes=calibration_notes)  # fmt: skip
+
+
+def score_models(state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
+                 ) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:  # fmt: skip
+    """(name, kind, cosine, calibrated or None) for every model that scored the (cleaned) pair, and (name, why) for
+    every one that could not: one broken model never takes the others down with it."""
+    scores, failures = [], []
     for i, name in enumerate(names):
         if progress is not None:
             progress(i / len(names), f"scoring with {name}")
         try:
             cos, calibrated = _score_one(state, name, s1, s2)
         except MlseError as exc:  # unknown model, backbone mismatch, missing files: the library's own message
-            problems.append(f"`{md_code(name)}`: {md_escape(str(exc))}")
+            failures.append((name, str(exc)))
             continue
         except Exception as exc:  # a broken run folder must not take the other models down with it
-            problems.append(f"`{md_code(name)}` could not be used ({type(exc).__name__}: "
-                            f"{md_escape(str(exc)[:300])})")  # fmt: skip
+            failures.append((name, f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"))
             continue
-        rows.append([name, _kind(state, name), round(cos, 4), round(calibrated, 2) if calibrated is not None else ""])
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
-    return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows),
-                          calibration_notes=calibration_notes)  # fmt: skip
+        scores.append((name, _kind(state, name), cos, calibrated))
+    return scores, failures
+
+
+def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
+    """The direct JSON API (``POST /gradio_api/run/score``): the Score tab's work without its table and markdown.
+
+    -> ``{"scores": [{"model", "kind", "cosine", "calibrated"}], "languages": [{"code", "how"}] x 2,
+    "notices": [...], "not_scored": [{"model", "why"}]}``. No model named: the page's default selection. Bad input
+    never raises: an empty sentence or an unusable model comes back in ``notices`` / ``not_scored``.
+    """
+    s1, n1 = clean_text(sentence1)
+    s2, n2 = clean_text(sentence2)
+    notices = [f"sentence {i}: {n}" for i, n in ((1, n1), (2, n2)) if n]
+    answer = {"scores": [], "languages": [], "notices": notices, "not_scored": []}
+    if not s1 or not s2:
+        answer["notices"].append("enter two non-empty sentences")
+        return answer
+    names = _dedupe(models) or state.default_selection()[0]
+    if len(names) > MAX_MODELS:
+        notices.append(f"scored the first {MAX_MODELS} of {len(names)} models")
+        names = names[:MAX_MODELS]
+    scores, failures = score_models(state, names, s1, s2)
+    answer["scores"] = [{"model": name, "kind": kind, "cosine": round(cos, 4),
+                         "calibrated": round(cal, 2) if cal is not None else None}
+                        for name, kind, cos, cal in scores]  # fmt: skip
+    answer["not_scored"] = [{"model": name, "why": why} for name, why in failures]
+    answer["languages"] = [dict(zip(("code", "how"), resolve_language(text, override)))
+                           for text, override in ((s1, lang1), (s2, lang2))]  # fmt: skip
+    return answer
 
 
 def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibration_notes=()) -> str:
@@ -220,6 +259,31 @@ def _as_float(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if np.isfinite(number) else None
+
+
+class DirectApi:
+    """``score_api`` as an unqueued endpoint for scripts: each call is one HTTP POST answered with JSON, the cheapest
+    path Gradio has (no event stream, no queue bookkeeping; under 20 clients the queued path spends most of the
+    app's CPU outside the models, see the README). Calls still meet in the micro-batcher. Without the queue nothing
+    else bounds them, so past :data:`API_MAX_IN_FLIGHT` calls at once one is refused with a "busy" message at once
+    rather than left waiting."""
+
+    def __init__(self, state, max_in_flight: int | None = None):
+        self.state = state
+        self._slots = threading.BoundedSemaphore(max_in_flight or API_MAX_IN_FLIGHT)
+
+    def score(self, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
+        """``score_api``, or :class:`ApiBusy` when too many calls are in flight."""
+        if not self._slots.acquire(blocking=False):
+            raise ApiBusy(f"busy: {API_MAX_IN_FLIGHT} requests are being scored right now; try again in a moment")
+        try:
+            return score_api(self.state, sentence1, sentence2, models, lang1, lang2)
+        finally:
+            self._slots.release()
+
+
+class ApiBusy(MlseError):
+    """The direct API is at its limit of concurrent calls (the caller should retry shortly)."""
 
 
 # -- examples -------------------------------------------------------------------------------------------------------
@@ -303,6 +367,18 @@ def build_tab(state) -> list[ModelPicker]:
         s2.submit(run, inputs, [table, status], **score_events)
         refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
+        direct = DirectApi(state)
+
+        def score(sentence1: str, sentence2: str, models: list[str] | None = None, lang1: str = AUTO,
+                  lang2: str = AUTO) -> dict:  # fmt: skip
+            """Score a pair of sentences with each model named (none: the page's default selection). Returns
+            {"scores": [{"model", "kind", "cosine", "calibrated"}], "languages", "notices", "not_scored"}."""
+            try:
+                return direct.score(sentence1, sentence2, models, lang1, lang2)
+            except ApiBusy as exc:  # gr.Error: its message reaches the caller (other errors are hidden)
+                raise gr.Error(str(exc)) from None
+
+        gr.api(score, api_name="score", queue=False)  # one POST, one JSON answer: no queue, no event stream
         check_inputs(lang1, lang2, gold)
         check_inputs(models, allowed=state.model_names)
     return [ModelPicker(models, multi=True, labelled=True)]
