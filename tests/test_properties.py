@@ -7,6 +7,8 @@ so that a hundred calls take seconds. A found failure is a bug in the handler, n
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -78,6 +80,9 @@ def test_score_tab(state, s1, s2, models, lang1, lang2, gold):
     assert isinstance(score_tab.detect_handler(s1), str)
     code, confidence = score_tab.detect_api(s2)
     assert isinstance(code, str) and 0.0 <= confidence <= 1.0
+    answer = score_tab.score_api(state, s1, s2, models, lang1, lang2)  # the direct API: JSON, never an exception
+    assert set(answer) == {"scores", "languages", "notices", "not_scored"}
+    json.dumps(answer)
 
 
 @VERY_FEW

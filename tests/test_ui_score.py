@@ -291,15 +291,24 @@ def test_build_tab_wires_the_events(state):
 
 # -- the direct JSON API --------------------------------------------------------------------------------------------
 def test_score_api_gives_the_tables_numbers_as_json(state, runs):
-    answer = score_api(state, EN, DE, [runs.backbone, S12, "no-such-model"])
-    table, _ = score_pair(state, EN, DE, [runs.backbone, S12])
+    answer = score_api(state, EN, DE, [STU, S12, "no-such-model"])
+    table, _ = score_pair(state, EN, DE, [STU, S12])
     assert [r["model"] for r in answer["scores"]] == list(table["model"])
     assert [r["cosine"] for r in answer["scores"]] == list(table["cosine"])
     assert answer["scores"][0]["calibrated"] is None and 0.0 <= answer["scores"][1]["calibrated"] <= 5.0
-    assert [r["kind"] for r in answer["scores"]] == [BACKBONE, STAGE12]
-    assert answer["not_scored"][0]["model"] == "no-such-model" and "unknown model" in answer["not_scored"][0]["why"]
+    assert [r["kind"] for r in answer["scores"]] == [STUDENT, STAGE12]
+    assert answer["not_scored"][0]["model"] == "no-such-model"
+    assert "not a model offered here" in answer["not_scored"][0]["why"]
     assert [lang["code"] for lang in answer["languages"]] == ["en", "de"]
     json.dumps(answer)  # plain JSON: no numpy scalars
+
+
+def test_score_api_scores_only_the_models_the_page_offers(state, runs):
+    """A path on disk that loads (the tiny backbone's folder) is refused unless offered, as by the page's API."""
+    answer = score_api(state, EN, DE, [runs.backbone, STU])
+    assert [r["model"] for r in answer["scores"]] == [STU]
+    assert [f["model"] for f in answer["not_scored"]] == [runs.backbone]
+    assert "not a model offered here" in answer["not_scored"][0]["why"]
 
 
 def test_score_api_without_models_uses_the_pages_default_selection(state):
@@ -315,14 +324,14 @@ def test_score_api_bad_input_is_a_notice(state, runs, s1, s2):
 
 def test_direct_api_refuses_past_its_limit_at_once(state, runs):
     direct = DirectApi(state, max_in_flight=1)
-    assert direct.score(EN, DE, [runs.backbone])["scores"]
+    assert direct.score(EN, DE, [STU])["scores"]
     direct._slots.acquire()  # one call in flight
     try:
-        with pytest.raises(ApiBusy, match="busy"):
-            direct.score(EN, DE, [runs.backbone])
+        with pytest.raises(ApiBusy, match="busy: 1 requests"):
+            direct.score(EN, DE, [STU])
     finally:
         direct._slots.release()
-    assert direct.score(EN, DE, [runs.backbone])["scores"]  # the slot came back
+    assert direct.score(EN, DE, [STU])["scores"]  # the slot came back
 
 
 def test_detector_is_warmed_up_in_the_background():

@@ -225,7 +225,13 @@ def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) 
     if len(names) > MAX_MODELS:
         notices.append(f"scored the first {MAX_MODELS} of {len(names)} models")
         names = names[:MAX_MODELS]
-    scores, failures = score_models(state, names, s1, s2)
+    # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
+    # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
+    offered = set(state.model_names())
+    refused = [(name, "not a model offered here (the Models list of the Score tab names them)")
+               for name in names if name not in offered]  # fmt: skip
+    scores, failures = score_models(state, [n for n in names if n in offered], s1, s2)
+    failures = refused + failures
     answer["scores"] = [{"model": name, "kind": kind, "cosine": round(cos, 4),
                          "calibrated": round(cal, 2) if cal is not None else None}
                         for name, kind, cos, cal in scores]  # fmt: skip
@@ -270,12 +276,13 @@ class DirectApi:
 
     def __init__(self, state, max_in_flight: int | None = None):
         self.state = state
-        self._slots = threading.BoundedSemaphore(max_in_flight or API_MAX_IN_FLIGHT)
+        self.max_in_flight = max_in_flight or API_MAX_IN_FLIGHT
+        self._slots = threading.BoundedSemaphore(self.max_in_flight)
 
     def score(self, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
         """``score_api``, or :class:`ApiBusy` when too many calls are in flight."""
         if not self._slots.acquire(blocking=False):
-            raise ApiBusy(f"busy: {API_MAX_IN_FLIGHT} requests are being scored right now; try again in a moment")
+            raise ApiBusy(f"busy: {self.max_in_flight} requests are being scored right now; try again in a moment")
         try:
             return score_api(self.state, sentence1, sentence2, models, lang1, lang2)
         finally:
