@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from mlse.losses.ema import EmaTeacher, ema_tau, ema_update
+from mlse.losses.ema import EmaTeacher, ema_tau, ema_update, teacher_update_share
 
 
 class _WithBuffer(nn.Module):
@@ -127,3 +127,13 @@ def test_ema_teacher_runs_through_the_given_wrapper_and_refuses_a_bad_tau():
     assert len(calls) == 1
     with pytest.raises(ValueError, match="tau_base"):
         EmaTeacher(student, tau_base=1.5)
+
+
+def test_teacher_update_share_by_hand():
+    assert teacher_update_share(1.0, 10) == 0.0  # frozen: never moves
+    # K = 2, tau_base = 0.5: tau_1 = 1 - 0.5 * (cos(pi/2) + 1) / 2 = 0.75, tau_2 = 1 -> keeps 0.75 of its start
+    assert teacher_update_share(0.5, 2) == pytest.approx(0.25)
+    assert teacher_update_share(0.5, 2, steps=1) == pytest.approx(0.25)
+    # the paper's setting vs a few hundred steps: the same tau_base means a moving vs an all but frozen teacher
+    assert 0.40 < teacher_update_share(0.99999, 105_000) < 0.42
+    assert teacher_update_share(0.99999, 400) < 0.003

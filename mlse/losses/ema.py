@@ -71,6 +71,19 @@ def ema_tau(step: int, total_steps: int, tau_base: float) -> float:
     return 1.0 - (1.0 - tau_base) * (math.cos(math.pi * k / total_steps) + 1.0) / 2.0
 
 
+def teacher_update_share(tau_base: float, total_steps: int, steps: int | None = None) -> float:
+    """How far the teacher has moved towards the student's weights after ``steps`` updates (default: all of them):
+    ``1 - prod_k tau_k``, the weight the teacher no longer puts on its start (were the student to stand still).
+
+    A scale for comparing ``tau_base`` across run lengths: Ham & Kim's 0.99999 over 105K steps moves the teacher
+    ~41%; over a few hundred steps it moves it ~0.2%, a frozen teacher in all but name.
+    """
+    keep = 1.0
+    for k in range(1, (total_steps if steps is None else steps) + 1):
+        keep *= ema_tau(k, total_steps, tau_base)
+    return 1.0 - keep
+
+
 class EmaTeacher:
     """The teacher ``f_xi``: a frozen copy of ``student`` (eval mode, no gradients) that follows it by Eq. 2.
 
