@@ -166,17 +166,15 @@ def score_pair(
     Bad input never raises: empty text, no model, unknown models and models that fail to load come back as messages.
     ``lang1``/``lang2`` override the detected languages ("auto": detect); ``gold`` is a reference score to show.
     """
-    s1, n1 = clean_text(sentence1)
-    s2, n2 = clean_text(sentence2)
-    notices = [f"Sentence {i}: {n}." for i, n in ((1, n1), (2, n2)) if n]
+    s1, s2, cleaned = _clean_pair(sentence1, sentence2)
+    notices = [f"Sentence {i}: {n}." for i, n in cleaned]
     if not s1 or not s2:
         return empty_table(), " ".join(["Enter two non-empty sentences.", *notices])
-    names = _dedupe(models)
+    names, asked = _capped(_dedupe(models))
     if not names:
         return empty_table(), " ".join(["Choose at least one model.", *notices])
-    if len(names) > MAX_MODELS:
-        notices.append(f"Scored the first {MAX_MODELS} of {len(names)} models.")
-        names = names[:MAX_MODELS]
+    if asked > len(names):
+        notices.append(f"Scored the first {MAX_MODELS} of {asked} models.")
 
     scores, failures = score_models(state, names, s1, s2, progress)
     rows = [[name, kind, round(cos, 4), round(cal, 2) if cal is not None else ""] for name, kind, cos, cal in scores]
@@ -185,6 +183,17 @@ def score_pair(
     calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
     return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows),
                           calibration_notes=calibration_notes)  # fmt: skip
+
+
+def _clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:
+    """Both sentences cleaned (:func:`clean_text`), and (1 or 2, notice) for each one that was changed."""
+    (s1, n1), (s2, n2) = clean_text(sentence1), clean_text(sentence2)
+    return s1, s2, [(i, n) for i, n in ((1, n1), (2, n2)) if n]
+
+
+def _capped(names: list[str]) -> tuple[list[str], int]:
+    """The first MAX_MODELS names (one request cannot load every model on disk), and how many were asked for."""
+    return names[:MAX_MODELS], len(names)
 
 
 def score_models(state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
@@ -214,17 +223,15 @@ def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) 
     "notices": [...], "not_scored": [{"model", "why"}]}``. No model named: the page's default selection. Bad input
     never raises: an empty sentence or an unusable model comes back in ``notices`` / ``not_scored``.
     """
-    s1, n1 = clean_text(sentence1)
-    s2, n2 = clean_text(sentence2)
-    notices = [f"sentence {i}: {n}" for i, n in ((1, n1), (2, n2)) if n]
+    s1, s2, cleaned = _clean_pair(sentence1, sentence2)
+    notices = [f"sentence {i}: {n}" for i, n in cleaned]
     answer = {"scores": [], "languages": [], "notices": notices, "not_scored": []}
     if not s1 or not s2:
-        answer["notices"].append("enter two non-empty sentences")
+        notices.append("enter two non-empty sentences")
         return answer
-    names = _dedupe(models) or state.default_selection()[0]
-    if len(names) > MAX_MODELS:
-        notices.append(f"scored the first {MAX_MODELS} of {len(names)} models")
-        names = names[:MAX_MODELS]
+    names, asked = _capped(_dedupe(models) or state.default_selection()[0])
+    if asked > len(names):
+        notices.append(f"scored the first {MAX_MODELS} of {asked} models")
     # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
     # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
     offered = set(state.model_names())
