@@ -141,6 +141,17 @@ def test_student_recipes_parse_with_lora_and_budget_suffixes():
             parse_recipe(bad)
 
 
+def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path):
+    from mlse.experiments.students import COMMON, RECIPES, recipe_config
+
+    for name, recipe in RECIPES.items():
+        cfg = recipe_config(name, recipe, runs=tmp_path)
+        validate(cfg)  # a recipe the study cannot run fails here, not an hour into `experiment students`
+        assert all(getattr(cfg, k) == v for k, v in {**COMMON, **recipe}.items() if k in recipe), name
+        assert cfg.out == str(tmp_path / name)
+    assert recipe_config("hard-t0.02", RECIPES["hard-t0.02"], runs=tmp_path).temperature == 0.02
+
+
 def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
     from mlse.experiments.students import run_recipe, write_report
 
@@ -156,3 +167,6 @@ def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
     assert again == json.loads((tmp_path / "out" / "hard.json").read_text()) and "skipped" in messages[-1]
     table = write_report(tmp_path / "out")
     assert "| hard |" in table and (tmp_path / "out" / "students.html").is_file()
+    assert f"| {result['train']['best_step']} / 2 |" in table  # the picked checkpoint is named beside the run
+    first, last = result["curve"][0], result["curve"][-1]
+    assert f"| hard | 0 → 2 | {first['dev_spearman']:.1f} → {last['dev_spearman']:.1f} |" in table  # dev shift
