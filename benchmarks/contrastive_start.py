@@ -52,16 +52,21 @@ def entropy(labels: torch.Tensor) -> float:
     return float(-(labels * labels.clamp_min(1e-12).log()).sum(-1).mean())
 
 
-LABELS = ("hard", "soft priority (minilm-en)", "soft average (muse)")
+# label name -> (teacher role in MODELS, soft-label mode); None: hard labels, no teacher
+LABELS: dict[str, tuple[str, str] | None] = {
+    "hard": None,
+    "soft priority (minilm-en)": ("priority teacher", "priority"),
+    "soft average (muse)": ("average teacher", "average"),
+}
 
 
 def batch_labels(label: str, emb: dict, i: int, temperature: float) -> torch.Tensor:
     """The [B, B] targets of batch ``i`` for one of :data:`LABELS`, as the study's losses build them."""
-    if label == "hard":
+    if LABELS[label] is None:
         return torch.eye(len(emb["student"][i][0]))
-    if label == "soft priority (minilm-en)":
-        return soft_labels(emb["priority teacher"][i][0], mode="priority", temperature=temperature)
-    return soft_labels(*emb["average teacher"][i], mode="average", temperature=temperature)
+    role, mode = LABELS[label]
+    src, tgt = emb[role][i]
+    return soft_labels(src, tgt if mode == "average" else None, mode=mode, temperature=temperature)
 
 
 def measure(data, temperatures: list[float]) -> dict:
