@@ -33,7 +33,7 @@ from mlse.encoders.registry import DEFAULT_MODEL, available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
 from mlse.experiments.assets import reproduce_assets
-from mlse.experiments.seed_grid import markdown_table, run_seed_grid
+from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
 from mlse.experiments.students import RECIPES, parse_recipe, run_recipe, write_report
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--seeds", type=csv_list, default=None,
                     help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
                          "the first seed only; default: --seed alone)")
+    ex.add_argument("--report-only", action="store_true",
+                    help="rewrite the reports under --out from the results already there (seed-grid.json, or the "
+                         "students' per-recipe JSON) without training anything")  # fmt: skip
     ex.add_argument("--data-dir", default=None)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
@@ -193,6 +196,14 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return _students(args)
     tag = "" if args.backend == "torch" else f"-{args.backend}"
     out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
+    if args.report_only:
+        try:
+            results = rewrite_reports(out)
+        except FileNotFoundError as err:
+            raise MlseError(str(err)) from None
+        print(markdown_table(results))
+        print(f"rewrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+        return 0
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
     results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
                             seed=args.seed, seeds=_int_list(args.seeds, "--seeds"), stage1_config=stage1_config,
@@ -216,7 +227,7 @@ def _students(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / "students")
     names = args.recipes or list(RECIPES)
     plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
-    for name, recipe in plans:
+    for name, recipe in [] if args.report_only else plans:
         run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
                    progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))

@@ -14,8 +14,10 @@ from mlse.experiments.seed_grid import (
     group_means,
     markdown_table,
     relative_pearson,
+    rewrite_reports,
     run_seed_grid,
     seed_summary,
+    stage2_contrasts,
     verdict,
 )
 
@@ -167,5 +169,47 @@ def test_run_seed_grid_with_three_seeds(tiny_bert, data_dir, tmp_path):
     assert sorted(p.name for p in runs.iterdir()) == sorted(expected_runs)
     summary = results["seed_summary"]["s1+s2"]["all/pearson"]
     assert len(summary["deltas"]) == 3 and summary["verdict"] in ("better", "worse", "within seed noise")
-    assert "Mean change against the baseline over 3 seeds" in (out / "seed-grid.md").read_text()
+    md = (out / "seed-grid.md").read_text()
+    assert "Mean change over 3 seeds" in md and "against plain s1+s2 of the same seed" in md
+    assert set(results["stage2_contrasts"]) == {"s1+s2+conv", "s1+s2+sigmoid", "s1+s2+tanh"}
     assert results["seed_summary"]["s1+prelayer"]["all/pearson"]["verdict"] == "one seed"
+
+
+def test_seed_summary_reports_en_en_on_its_own():
+    baseline = {"en-de": _s(70.0), "en-en": _s(80.0)}
+    seed_scores = {"s1": {"0": {"en-de": _s(72.0), "en-en": _s(71.0)}, "1": {"en-de": _s(73.0), "en-en": _s(72.0)}}}
+    en_en = seed_summary(baseline, seed_scores)["s1"]["en-en/pearson"]
+    assert en_en["deltas"] == [-9.0, -8.0] and en_en["verdict"] == "worse"
+
+
+def test_rewrite_reports_recomputes_the_summaries_from_the_recorded_scores(tmp_path):
+    seed_scores = {"s1": {"0": SCORES["s1"], "1": {**SCORES["s1"], "en-en": _s(76.0)}}}
+    stale = {"experiment": "seed-grid", "backbone": "b", "config": {"seeds": [0, 1]}, "metrics": {},
+             "scores": {"baseline": SCORES["baseline"], "s1": SCORES["s1"]}, "seed_scores": seed_scores,
+             "relative_pearson": {}, "groups": {}, "seed_summary": {"s1": {}}}  # fmt: skip
+    (tmp_path / "seed-grid.json").write_text(json.dumps(stale))
+    results = rewrite_reports(tmp_path)
+    assert results["relative_pearson"]["s1"]["ru-de"] == pytest.approx(6.0)
+    assert results["seed_summary"]["s1"]["en-en/pearson"]["deltas"] == [0.0, -4.0]
+    written = json.loads((tmp_path / "seed-grid.json").read_text())
+    assert written["seed_summary"]["s1"]["en-en/pearson"]["mean"] == pytest.approx(-2.0)
+    md = (tmp_path / "seed-grid.md").read_text()
+    assert "EN-EN, Pearson" in md and "-2.0 ± 2.8 (within seed noise)" in md
+
+
+def test_report_only_without_a_grid_is_a_clear_error(tmp_path, capsys):
+    from mlse.cli import main
+
+    assert main(["experiment", "seed-grid", "--report-only", "--out", str(tmp_path / "none")]) == 2
+    assert "run the grid first" in capsys.readouterr().err
+
+
+def test_stage2_contrasts_compare_each_seed_with_its_own_s1_s2():
+    seed_scores = {"s1+s2": {"0": {"en-de": _s(70.0)}, "1": {"en-de": _s(80.0)}},
+                   "s1+s2+conv": {"0": {"en-de": _s(71.0)}, "1": {"en-de": _s(81.5)}},
+                   "s1": {"0": {"en-de": _s(10.0)}, "1": {"en-de": _s(10.0)}}}  # fmt: skip
+    contrasts = stage2_contrasts(seed_scores)
+    assert list(contrasts) == ["s1+s2+conv"]  # Stage-1 variants and the reference itself are not contrasted
+    # +1.0 and +1.5 against the same seed's s1+s2; against seed 0's alone it would read +1.0 and +11.5
+    assert contrasts["s1+s2+conv"]["stage2-train/pearson"]["deltas"] == [1.0, 1.5]
+    assert contrasts["s1+s2+conv"]["stage2-train/pearson"]["verdict"] == "better"

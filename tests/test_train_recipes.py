@@ -170,3 +170,18 @@ def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
     assert f"| {result['train']['best_step']} / 2 |" in table  # the picked checkpoint is named beside the run
     first, last = result["curve"][0], result["curve"][-1]
     assert f"| hard | 0 → 2 | {first['dev_spearman']:.1f} → {last['dev_spearman']:.1f} |" in table  # dev shift
+
+
+def test_students_report_only_trains_nothing(tmp_path, capsys):
+    from mlse.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    from mlse.data.pairs import CROSS_12
+
+    row = {"model": "hard", "sts": {"scores": {p: {"spearman": 70.0} for p in ["en-en", *CROSS_12]}},
+           "tatoeba": {"averages": {"all": {"acc_mean": 90.0, "xsim_error": 6.0}}}}  # fmt: skip
+    (out / "hard.json").write_text(json.dumps(row))
+    assert main(["experiment", "students", "--report-only", "--recipes", "mse-minilm-direct", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.glob("*.json")) == ["hard.json"]  # the named recipe did not run
+    assert "| hard |" in (out / "students.md").read_text()

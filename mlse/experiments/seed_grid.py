@@ -134,9 +134,18 @@ def run_seed_grid(
         "groups": group_means(scores),
         "seed_scores": seed_scores,
         "seed_summary": seed_summary(scores["baseline"], seed_scores),
+        "stage2_contrasts": stage2_contrasts(seed_scores),
         "metrics": {v: s.metadata.get("metrics", {}) for v, s in scorers.items()},
         "timings_s": {**timings, "total": time.perf_counter() - started},
     }
+    write_reports(results, out)
+    say(f"seed grid done in {results['timings_s']['total']:.0f} s; results in {out}")
+    return results
+
+
+def write_reports(results: dict, out: str | Path) -> None:
+    """Write ``seed-grid.json``, ``.md`` and ``.html`` under ``out`` (each atomically)."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "seed-grid.json", json.dumps(results, indent=2, default=_json_default) + "\n")
     atomic_write_text(out / "seed-grid.md", markdown_table(results) + "\n")
@@ -144,7 +153,23 @@ def run_seed_grid(
         atomic_write_text(out / "seed-grid.html", figure(results).to_html(include_plotlyjs="cdn"))
     except ImportError:  # plotly is in requirements; a missing optional output must not lose the results
         log.warning("plotly not installed: no seed-grid.html")
-    say(f"seed grid done in {results['timings_s']['total']:.0f} s; results in {out}")
+
+
+def rewrite_reports(out: str | Path) -> dict:
+    """Recompute the summaries of an existing ``seed-grid.json`` from its scores and rewrite the three reports.
+
+    For a report whose layout or summary changed after the grid ran: nothing is retrained or re-encoded, the
+    recorded per-pair scores are the only input."""
+    path = Path(out) / "seed-grid.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no seed grid at {path}: run the grid first (without --report-only)")
+    results = json.loads(path.read_text())
+    scores = results["scores"]
+    results["relative_pearson"] = relative_pearson(scores)
+    results["groups"] = group_means(scores)
+    results["seed_summary"] = seed_summary(scores["baseline"], results.get("seed_scores") or {})
+    results["stage2_contrasts"] = stage2_contrasts(results.get("seed_scores") or {})
+    write_reports(results, out)
     return results
 
 
@@ -170,23 +195,37 @@ def _evaluate(encoder, pairs, data_dir, n_boot: int = 0) -> dict[str, dict]:
 
 
 def seed_summary(baseline: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
-    """Per variant and group (trained pairs, held-out pairs, every pair): the change of mean Pearson and Spearman
-    against the baseline for each seed, their mean and standard deviation, and the verdict (see :func:`verdict`)."""
-    groups = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "all": None}
-    out: dict[str, dict] = {}
-    for variant, by_seed in seed_scores.items():
-        row: dict[str, dict] = {}
-        for group, members in groups.items():
-            for metric in ("pearson", "spearman"):
-                deltas = []
-                for scores in by_seed.values():
-                    present = [p for p in (members or scores) if p in scores and p in baseline]
-                    if present:
-                        deltas.append(float(np.mean([scores[p][metric] - baseline[p][metric] for p in present])))
-                if deltas:
-                    row[f"{group}/{metric}"] = summarise(deltas)
-        out[variant] = row
-    return out
+    """Per variant and group (trained pairs, held-out pairs, EN-EN alone, every pair): the change of mean Pearson and
+    Spearman against the baseline for each seed, their mean and standard deviation, and the verdict (see
+    :func:`verdict`)."""
+    return {variant: _group_changes(by_seed, lambda seed: baseline) for variant, by_seed in seed_scores.items()}
+
+
+def stage2_contrasts(seed_scores: dict[str, dict[str, dict]], reference: str = "s1+s2") -> dict[str, dict]:
+    """Each other Stage-2 variant against plain S1+S2 *of the same seed* (same Stage-1 head, same data), summarised
+    as :func:`seed_summary` does: whether the conv prelayer or a non-linearity pays beyond seed noise."""
+    ref = seed_scores.get(reference) or {}
+    return {variant: _group_changes({s: sc for s, sc in by_seed.items() if s in ref}, ref.__getitem__)
+            for variant, by_seed in seed_scores.items()
+            if variant in STAGE2_VARIANTS and variant != reference}  # fmt: skip
+
+
+_GROUPS = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "en-en": ["en-en"], "all": None}
+
+
+def _group_changes(by_seed: dict[str, dict], reference_of: Callable[[str], dict]) -> dict[str, dict]:
+    row: dict[str, dict] = {}
+    for group, members in _GROUPS.items():
+        for metric in ("pearson", "spearman"):
+            deltas = []
+            for seed, scores in by_seed.items():
+                ref = reference_of(seed)
+                present = [p for p in (members or scores) if p in scores and p in ref]
+                if present:
+                    deltas.append(float(np.mean([scores[p][metric] - ref[p][metric] for p in present])))
+            if deltas:
+                row[f"{group}/{metric}"] = summarise(deltas)
+    return row
 
 
 def summarise(deltas: list[float]) -> dict:
@@ -246,23 +285,38 @@ def markdown_table(results: dict) -> str:
 
 
 def seed_table(results: dict) -> str:
-    """Mean change over seeds ± seed standard deviation, per group of pairs, with the verdict (only with 2+ seeds)."""
-    summary = results.get("seed_summary") or {}
+    """Mean change over seeds ± seed standard deviation, per group of pairs, with the verdict (only with 2+ seeds):
+    every variant against the baseline, then the Stage-2 variants against plain S1+S2."""
     seeds = results.get("config", {}).get("seeds") or []
+    summary = results.get("seed_summary") or {}
     if len(seeds) < 2 or not summary:
         return ""
-    cols = [("stage2-train", "pearson"), ("held-out", "pearson"), ("all", "pearson"), ("all", "spearman")]
-    lines = ["", "", f"Mean change against the baseline over {len(seeds)} seeds ({', '.join(map(str, seeds))}), "
-             "± the seeds' standard deviation; a change is called only when the mean exceeds twice the deviation.",
-             "", "| variant | trained pairs, Pearson | held-out pairs, Pearson | all pairs, Pearson | "
-             "all pairs, Spearman |", "|---|---|---|---|---|"]  # fmt: skip
+    intro = (f"Mean change over {len(seeds)} seeds ({', '.join(map(str, seeds))}), ± the seeds' standard deviation; "
+             "a change is called only when the mean exceeds twice the deviation.")  # fmt: skip
+    out = ["", "", intro, "", "Against the baseline:", "", *_summary_rows(summary)]
+    contrasts = results.get("stage2_contrasts") or {}
+    if contrasts:
+        out += ["", "Stage-2 variants against plain s1+s2 of the same seed:", "", *_summary_rows(contrasts)]
+    return "\n".join(out)
+
+
+def _summary_rows(summary: dict[str, dict]) -> list[str]:
+    cols = [("stage2-train", "pearson"), ("held-out", "pearson"), ("en-en", "pearson"), ("all", "pearson"),
+            ("all", "spearman")]  # fmt: skip
+    lines = ["| variant | trained pairs, Pearson | held-out pairs, Pearson | EN-EN, Pearson | all pairs, Pearson | "
+             "all pairs, Spearman |", "|---|---|---|---|---|---|"]  # fmt: skip
     for variant, row in summary.items():
         cells = []
         for group, metric in cols:
             s = row.get(f"{group}/{metric}")
-            cells.append("–" if s is None else f"{s['mean']:+.1f} ± {s['sd']:.1f} ({s['verdict']})")
+            if s is None:
+                cells.append("–")
+            elif np.isfinite(s["sd"]):
+                cells.append(f"{s['mean']:+.1f} ± {s['sd']:.1f} ({s['verdict']})")
+            else:
+                cells.append(f"{s['mean']:+.1f} ({s['verdict']})")
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return lines
 
 
 def probe_table(results: dict) -> str:
