@@ -227,9 +227,10 @@ def _students(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / "students")
     names = args.recipes or list(RECIPES)
     plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
-    for name, recipe in [] if args.report_only else plans:
-        run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
-                   progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    if not args.report_only:
+        for name, recipe in plans:
+            run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
+                       progress=lambda msg: print(msg, flush=True))  # fmt: skip
     print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
     print(f"wrote {out}/students.md, students.html")
     return 0

@@ -130,11 +130,8 @@ def run_seed_grid(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "runs": {v: str(runs / v) for v in scorers},
         "scores": scores,
-        "relative_pearson": relative_pearson(scores),
-        "groups": group_means(scores),
         "seed_scores": seed_scores,
-        "seed_summary": seed_summary(scores["baseline"], seed_scores),
-        "stage2_contrasts": stage2_contrasts(seed_scores),
+        **summaries(scores, seed_scores),
         "metrics": {v: s.metadata.get("metrics", {}) for v, s in scorers.items()},
         "timings_s": {**timings, "total": time.perf_counter() - started},
     }
@@ -164,13 +161,17 @@ def rewrite_reports(out: str | Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"no seed grid at {path}: run the grid first (without --report-only)")
     results = json.loads(path.read_text())
-    scores = results["scores"]
-    results["relative_pearson"] = relative_pearson(scores)
-    results["groups"] = group_means(scores)
-    results["seed_summary"] = seed_summary(scores["baseline"], results.get("seed_scores") or {})
-    results["stage2_contrasts"] = stage2_contrasts(results.get("seed_scores") or {})
+    results |= summaries(results["scores"], results.get("seed_scores") or {})
     write_reports(results, out)
     return results
+
+
+def summaries(scores: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict:
+    """Everything the reports derive from the per-pair scores (first seed's ``scores``, every seed's
+    ``seed_scores``): the one place both a fresh grid and a rewritten report compute it."""
+    return {"relative_pearson": relative_pearson(scores), "groups": group_means(scores),
+            "seed_summary": seed_summary(scores["baseline"], seed_scores),
+            "stage2_contrasts": stage2_contrasts(seed_scores)}  # fmt: skip
 
 
 def _json_default(obj):
