@@ -174,11 +174,10 @@ def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
 
 def test_students_report_only_trains_nothing(tmp_path, capsys):
     from mlse.cli import main
+    from mlse.data.pairs import CROSS_12
 
     out = tmp_path / "out"
     out.mkdir()
-    from mlse.data.pairs import CROSS_12
-
     row = {"model": "hard", "sts": {"scores": {p: {"spearman": 70.0} for p in ["en-en", *CROSS_12]}},
            "tatoeba": {"averages": {"all": {"acc_mean": 90.0, "xsim_error": 6.0}}}}  # fmt: skip
     (out / "hard.json").write_text(json.dumps(row))
