@@ -1,5 +1,5 @@
 """Start the mlse app: ``python app.py [--host H] [--port N] [--backend torch|onnx|onnx-int8] [--max-memory 1.5GB]
-[--public] [--allow-hub-model ID ...] [--no-fetch]``.
+[--public] [--allow-hub-model ID ...] [--max-upload-rows N] [--max-upload-bytes N] [--no-fetch]``.
 
 Host and port come from ``--host`` / ``--port``, else GRADIO_SERVER_NAME (default 127.0.0.1) and GRADIO_SERVER_PORT,
 as on Spaces. A port given either way must be free (the app says so and exits when it is not); without one the app
@@ -40,11 +40,22 @@ def main() -> int:
     parser.add_argument("--allow-hub-model", action="append", default=[], metavar="ID",
                         help="public mode: a hub model id visitors may download besides the registry's (repeatable; "
                              "also MLSE_HUB_ALLOW)")  # fmt: skip
+    parser.add_argument("--max-upload-rows", type=int, default=None,
+                        help="rows an uploaded or pasted file may hold (default: MLSE_MAX_UPLOAD_ROWS, else 100000; "
+                             "public mode: 5000)")  # fmt: skip
+    parser.add_argument("--max-upload-bytes", type=int, default=None,
+                        help="bytes an uploaded file may hold (default: MLSE_MAX_UPLOAD_BYTES, else 100000000; "
+                             "public mode: 1000000)")  # fmt: skip
     parser.add_argument("--no-fetch", action="store_true", default=os.environ.get("MLSE_FETCH", "1") == "0",
                         help="do not fetch missing datasets from the hub at start (also MLSE_FETCH=0)")
     args = parser.parse_args()
-    from mlse.public import allow_hub_models, enable_public_mode, public_mode
+    from mlse.public import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
 
+    try:
+        set_upload_limits(args.max_upload_rows, args.max_upload_bytes)
+    except MlseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.public:
         enable_public_mode()  # in the environment: training jobs' child processes obey it too
     allow_hub_models(args.allow_hub_model)

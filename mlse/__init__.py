@@ -1,10 +1,40 @@
 """mlse: multilingual semantic textual similarity.
 
-Importing the package is cheap: no gradio, umap, plotly, faiss or torch at import time.
+Importing the package is cheap: no gradio, umap, plotly, faiss or torch at import time. The public API loads on
+first use::
+
+    import mlse
+    model = mlse.load_model("me5-small")                      # calibrated as in the app
+    table = mlse.read_pairs("pairs.tsv")                       # one reader for TSV, CSV, JSONL
+    frame = mlse.score_pairs(table, ["me5-small", "muse"])     # a pandas DataFrame, two columns per model
 """
 
 __version__ = "0.1.0"
 
 from mlse.errors import DataError, MlseError, ModelNotFoundError
 
-__all__ = ["DataError", "MlseError", "ModelNotFoundError", "__version__"]
+# name -> module that defines it, imported on first access (PEP 562)
+_LAZY = {
+    "load_model": "mlse.api",
+    "score_pairs": "mlse.api",
+    "pair_scores": "mlse.api",
+    "read_pairs": "mlse.data.user_files",
+    "read_table": "mlse.data.user_files",
+    "UserTable": "mlse.data.user_files",
+}
+
+__all__ = ["DataError", "MlseError", "ModelNotFoundError", "__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mlse' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -11,7 +11,11 @@ In public mode:
   the local HF cache load as before: the operator put them there.
 * a fine-tune runs only within :data:`FINETUNE_LIMITS` (time budget, pairs, batch size, dev rows), one at a time with
   no queue, never overwrites an existing run, and trains only models the app lists.
-* Gradio's upload route takes files of at most :data:`MAX_UPLOAD_BYTES` (the app itself has no file input).
+* an uploaded file (Score a file, Predicted vs gold, the map, Tatoeba errors) may hold at most
+  :data:`PUBLIC_UPLOAD_ROWS` rows and :data:`MAX_UPLOAD_BYTES` bytes (Gradio's upload route refuses larger files),
+  and is deleted once read. Locally the limits are ``--max-upload-rows`` / ``--max-upload-bytes`` (or
+  ``MLSE_MAX_UPLOAD_ROWS`` / ``MLSE_MAX_UPLOAD_BYTES``), by default :data:`LOCAL_UPLOAD_ROWS` and
+  :data:`LOCAL_UPLOAD_BYTES`.
 
 Why not the CLI: whoever runs the CLI already runs code on the machine; the allow-list protects a machine from its
 visitors, not from its operator. The guard is keyed on the environment, so a CLI run inside a Space obeys it too.
@@ -28,7 +32,11 @@ from mlse.errors import MlseError, ModelNotFoundError
 PUBLIC_ENV = "MLSE_PUBLIC"
 HUB_ALLOW_ENV = "MLSE_HUB_ALLOW"
 SPACE_ENV = "SPACE_ID"  # set by Hugging Face Spaces in every Space's environment
-MAX_UPLOAD_BYTES = 1_000_000
+MAX_UPLOAD_BYTES = 1_000_000  # public mode
+PUBLIC_UPLOAD_ROWS = 5_000  # an analyst's few thousand rated pairs; scored by three models in well under a minute
+LOCAL_UPLOAD_ROWS = 100_000
+LOCAL_UPLOAD_BYTES = 100_000_000
+UPLOAD_ROWS_ENV, UPLOAD_BYTES_ENV = "MLSE_MAX_UPLOAD_ROWS", "MLSE_MAX_UPLOAD_BYTES"
 # field label -> (TrainRequest attribute, the largest value a visitor may ask for)
 FINETUNE_LIMITS: dict[str, tuple[str, float]] = {
     "Time budget (minutes)": ("budget_minutes", 10),
@@ -45,6 +53,35 @@ _TRUE = ("1", "true", "yes", "on")
 def public_mode() -> bool:
     """True when the app serves anonymous visitors: ``MLSE_PUBLIC`` is true, or ``SPACE_ID`` is set."""
     return os.environ.get(PUBLIC_ENV, "").strip().lower() in _TRUE or bool(os.environ.get(SPACE_ENV, "").strip())
+
+
+def upload_limits() -> tuple[int, int]:
+    """(rows, bytes) an uploaded file may hold: the public caps in public mode, else the local settings."""
+    if public_mode():
+        return PUBLIC_UPLOAD_ROWS, MAX_UPLOAD_BYTES
+    return (_positive_env(UPLOAD_ROWS_ENV, LOCAL_UPLOAD_ROWS), _positive_env(UPLOAD_BYTES_ENV, LOCAL_UPLOAD_BYTES))
+
+
+def set_upload_limits(rows: int | None = None, size: int | None = None) -> None:
+    """The local limits for this process (``app.py --max-upload-rows/--max-upload-bytes``)."""
+    for env, value in ((UPLOAD_ROWS_ENV, rows), (UPLOAD_BYTES_ENV, size)):
+        if value is not None:
+            if int(value) < 1:
+                raise MlseError(f"{env}: expected a positive number, got {value}")
+            os.environ[env] = str(int(value))
+
+
+def _positive_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise MlseError(f"{name}={raw!r}: expected a whole number") from None
+    if value < 1:
+        raise MlseError(f"{name}={raw!r}: expected a positive number")
+    return value
 
 
 def enable_public_mode() -> None:

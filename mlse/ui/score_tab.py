@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mlse.api import pair_scores
 from mlse.errors import MlseError
 from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
 from mlse.textclean import strip_controls
@@ -125,15 +126,12 @@ def _kind(state, name: str) -> str:
 
 
 def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
-    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one (a backbone with a
-    calibration fitted on its weights, or a Stage-2 head)."""
-    encoder = state.encoder(name)
-    batcher = getattr(state, "batcher", None)  # the app's: concurrent requests share one encoder call
-    emb = batcher.encode(encoder, [s1, s2]) if batcher is not None else encoder.encode([s1, s2])  # [2, d], L2-normed
-    cos = float(np.clip(np.dot(emb[0], emb[1]), -1.0, 1.0))
-    calibrate = getattr(encoder, "calibrated_score", None)
-    calibrated = calibrate(np.array([cos])) if calibrate is not None else None  # [1] or None
-    return cos, (float(calibrated[0]) if calibrated is not None else None)
+    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
+    :func:`mlse.api.pair_scores`, through the app's micro-batcher (concurrent requests share one encoder call)."""
+    batcher = getattr(state, "batcher", None)
+    cos, calibrated = pair_scores(state.encoder(name), [s1], [s2],
+                                  encode=batcher.encode if batcher is not None else None)  # fmt: skip
+    return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
 
 
 def _dedupe(models) -> list[str]:

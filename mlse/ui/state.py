@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.backbone_calibration import with_calibration
+from mlse.api import attach_calibration
 from mlse.batching import MicroBatcher
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import check_backend
@@ -248,7 +248,7 @@ class AppState:
         """A plain encoder (with its calibration when one fits its weights), or a scorer on ``backbone``."""
         if spec.source == "scorer":
             return load_model(name, backbone=backbone)  # the heads around the backbone the pool already holds
-        encoder, note = with_calibration(load_model(name, backend=self.backend))
+        encoder, note = attach_calibration(load_model(name, backend=self.backend))
         if note:
             self.calibration_notes[name] = note
         else:

@@ -1,0 +1,180 @@
+"""The public API behind ``import mlse``: load a model as the app uses it, score sentence pairs, read a user's file.
+
+``load_model`` returns the model the app's Score tab uses: a backbone with its cosine -> 0-5 calibration attached when
+one was fitted on its weights (:mod:`mlse.backbone_calibration`), a scorer with its Stage-2 calibration. ``pair_scores``
+is the one place a pair's cosine and calibrated score are computed; the app calls it too, so a script and the page give
+the same numbers. ``score_pairs`` streams a table through every model in chunks (the embedding cache makes a rerun
+cheap and an interrupted run resumable) and returns a pandas DataFrame: the input's columns first, then two columns per
+model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlse.data.user_files import UserTable, read_pairs
+from mlse.encoders.identity import DEFAULT_BACKEND
+from mlse.encoders.registry import DEFAULT_MODEL
+from mlse.errors import MlseError
+
+CHUNK_PAIRS = 512  # pairs encoded per step: bounded memory, and a Stop lands within one chunk
+COSINE, CALIBRATED = "cosine", "0-5"
+
+# progress(done_rows, total_rows, rows_per_second)
+Progress = Callable[[int, int, float], None]
+
+
+def load_model(name: str = DEFAULT_MODEL, *, backend: str = DEFAULT_BACKEND, calibrated: bool = True, **kwargs):
+    """The model called ``name`` (a backbone, a shipped or trained scorer, a student, a folder) on ``backend``.
+
+    With ``calibrated`` (the default) a backbone comes with its cosine -> 0-5 map when one was fitted on its exact
+    weights, so ``pair_scores`` gives the calibrated score the app shows; a Stage-2 scorer has its own. Other keyword
+    arguments go to :func:`mlse.models.load_model` (``device``, ``cache``, ``backbone``).
+    """
+    from mlse.models import load_model as load_plain
+
+    model = load_plain(name, backend=backend, **kwargs)
+    return attach_calibration(model)[0] if calibrated else model
+
+
+def attach_calibration(model) -> tuple[object, str]:
+    """(``model`` with its cosine -> 0-5 map, "") when a calibration was fitted on its weights; a scorer (which
+    calibrates with its Stage-2 head) as it is; else (``model``, why none is used, or "" when none exists)."""
+    from mlse.backbone_calibration import with_calibration
+
+    if getattr(model, "calibrated_score", None) is not None:
+        return model, ""
+    return with_calibration(model)
+
+
+def column_name(model: str, what: str) -> str:
+    """The scored file's column for ``model``: ``"me5-small cosine"``, ``"me5-small 0-5"``."""
+    return f"{model} {what}"
+
+
+def pair_scores(model, sentences1: Sequence[str], sentences2: Sequence[str], *, batch_size: int = 64,
+                encode: Callable | None = None) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """(cosine [n], calibrated 0-5 [n] or None) of ``sentences1[i]`` vs ``sentences2[i]`` under ``model``.
+
+    Both sides are encoded in one call (a text on both sides is encoded once). ``encode(model, texts)``: another way
+    to get the L2-normalised embeddings (the app's micro-batcher); default ``model.encode``.
+    """
+    s1, s2 = list(sentences1), list(sentences2)
+    if len(s1) != len(s2):
+        raise MlseError(f"pair_scores: {len(s1)} first sentences but {len(s2)} second sentences")
+    if not s1:
+        return np.zeros(0, dtype=np.float32), None
+    texts = [*s1, *s2]
+    emb = encode(model, texts) if encode is not None else model.encode(texts, batch_size=batch_size)  # [2n, d]
+    emb = np.asarray(emb, dtype=np.float32)
+    cos = np.clip(np.einsum("ij,ij->i", emb[: len(s1)], emb[len(s1):]), -1.0, 1.0)  # [n]
+    calibrate = getattr(model, "calibrated_score", None)
+    calibrated = calibrate(cos) if calibrate is not None else None
+    return cos, (None if calibrated is None else np.asarray(calibrated, dtype=np.float32))
+
+
+@dataclass
+class ScoreRun:
+    """What :func:`score_rows` did: rows scored (a prefix of the table), whether it was stopped, how fast."""
+
+    done: int
+    total: int
+    stopped: bool
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else float("nan")
+
+
+def score_rows(models: dict[str, object], s1: Sequence[str], s2: Sequence[str], *, chunk: int = CHUNK_PAIRS,
+               progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
+               encode: Callable | None = None) -> tuple[dict[str, np.ndarray], ScoreRun]:  # fmt: skip
+    """Score every pair with every model, ``chunk`` pairs at a time -> ({column: values [n]}, run).
+
+    Rows past a stop stay NaN; each chunk is scored by every model before the next starts, so a stopped run keeps
+    complete rows. Only one chunk's embeddings are in memory at a time.
+    """
+    n = len(s1)
+    columns: dict[str, np.ndarray] = {}
+    for name in models:
+        columns[column_name(name, COSINE)] = np.full(n, np.nan, dtype=np.float32)
+    calibrated_models: set[str] = set()
+    start, done, stopped = time.perf_counter(), 0, False
+    for lo in range(0, n, max(1, chunk)):
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        hi = min(n, lo + chunk)
+        for name, model in models.items():
+            cos, cal = pair_scores(model, s1[lo:hi], s2[lo:hi], encode=encode)
+            columns[column_name(name, COSINE)][lo:hi] = cos
+            if cal is not None:
+                key = column_name(name, CALIBRATED)
+                if key not in columns:
+                    columns[key] = np.full(n, np.nan, dtype=np.float32)
+                    calibrated_models.add(name)
+                columns[key][lo:hi] = cal
+        done = hi
+        if progress is not None:
+            elapsed = time.perf_counter() - start
+            progress(done, n, done / elapsed if elapsed > 0 else float("nan"))
+    ordered = {}
+    for name in models:  # each model's cosine, then its 0-5 score
+        ordered[column_name(name, COSINE)] = columns[column_name(name, COSINE)]
+        if name in calibrated_models:
+            ordered[column_name(name, CALIBRATED)] = columns[column_name(name, CALIBRATED)]
+    return ordered, ScoreRun(done, n, stopped, time.perf_counter() - start)
+
+
+def _as_table(pairs) -> UserTable:
+    if isinstance(pairs, UserTable):
+        if pairs.kind != "pairs":
+            raise MlseError(f"{pairs.name}: a {pairs.kind} table, expected sentence pairs")
+        return pairs
+    if hasattr(pairs, "columns") and hasattr(pairs, "to_csv"):  # a pandas DataFrame
+        import io
+
+        buffer = io.StringIO()
+        pairs.to_csv(buffer, index=False)
+        return read_pairs(text=buffer.getvalue(), format="csv", name="DataFrame")
+    if isinstance(pairs, str) or hasattr(pairs, "__fspath__"):
+        return read_pairs(pairs)
+    rows = [list(p) for p in pairs]
+    if any(len(r) not in (2, 3) for r in rows):
+        raise MlseError("score_pairs: expected (sentence1, sentence2) or (sentence1, sentence2, score) tuples")
+    lines = ["\t".join(str(c).replace("\t", " ").replace("\n", " ") for c in r) for r in rows]
+    return read_pairs(text="\n".join(lines), format="tsv", header=False, name="pairs")
+
+
+def score_pairs(pairs, models: Sequence[str] | str = (DEFAULT_MODEL,), *, backend: str = DEFAULT_BACKEND,
+                chunk: int = CHUNK_PAIRS, progress: Progress | None = None,
+                should_stop: Callable[[], bool] | None = None):  # fmt: skip
+    """Score sentence pairs with each model -> pandas DataFrame.
+
+    ``pairs``: a path (read by :func:`mlse.read_pairs`), a :class:`~mlse.data.user_files.UserTable`, a DataFrame
+    with ``sentence1`` / ``sentence2`` columns, or (sentence1, sentence2[, score]) tuples. ``models``: names (or
+    loaded models). The frame holds the input's columns, then ``"<model> cosine"`` and, where the model is
+    calibrated, ``"<model> 0-5"``. ``frame.attrs["run"]`` is the :class:`ScoreRun` (rows done, stopped or not).
+    """
+    table = _as_table(pairs)
+    names = [models] if isinstance(models, str) else list(models)
+    if not names:
+        raise MlseError("score_pairs: name at least one model")
+    loaded = {}
+    for m in names:
+        if isinstance(m, str):
+            loaded[m] = load_model(m, backend=backend)
+        else:
+            loaded[getattr(m, "name", f"model{len(loaded) + 1}")] = m
+    scores, run = score_rows(loaded, table.role("sentence1"), table.role("sentence2"), chunk=chunk,
+                             progress=progress, should_stop=should_stop)  # fmt: skip
+    frame = table.frame()
+    for key, values in scores.items():
+        frame[key] = values
+    frame.attrs["run"] = run
+    return frame

@@ -1,0 +1,347 @@
+"""One reader for the files users bring: rated or unrated sentence pairs, labelled sentences, parallel columns.
+
+Every tab of the app, the ``score`` and ``eval --pairs-file`` commands and :func:`mlse.read_pairs` read a user's data
+here, so a file that works in one place works in all of them and a mistake reads the same everywhere.
+
+**Formats.** TSV (fields split on tabs, no quoting: the convention of STS files), CSV (RFC 4180 quoting), JSONL (one
+object per line, keys as columns) and pasted text (a tab in it means TSV, a ``{`` first means JSONL, one sentence per
+line for a sentence list, else CSV). UTF-8 with or without a byte-order mark; CRLF line ends. Lines split on
+``"\\n"`` only (U+0085 and U+2028 occur inside real sentences).
+
+**Kinds.**
+
+* ``pairs``: ``sentence1``, ``sentence2``, optional ``score`` (or ``gold``, ``label``, ``similarity``, ``rating``),
+  optional ``lang1`` / ``lang2``; without a header, 2 columns (the sentences) or 3 (then the score).
+* ``sentences``: ``sentence`` (or ``text``), optional ``lang``, optional ``id`` (rows sharing an id are translations
+  of one another); without a header, 1 column (the sentence) or 2 (sentence, language).
+* ``parallel``: two or more columns named by language code (``en``, ``deu``, ``zho_Hans``), row *i* of each the same
+  sentence; without a header, each column is one language (detected later).
+
+**Header detection.** The first row is a header when one of its cells is a known column name, when every cell is a
+language code (a parallel file), or when a 3-column pairs file has a non-numeric third cell. ``header=True/False``
+overrides.
+
+**Problems.** Each is one message naming the file (by the name given, never a server path), the line and the column.
+The whole file is refused when it cannot be read as a table (binary, not UTF-8, a duplicate or incomplete header, no
+rows); a bad row (ragged, empty sentence, non-numeric or out-of-range score) is refused with ``bad_rows="raise"`` (the
+default) or skipped with ``bad_rows="skip"``, each skipped row listed in :attr:`UserTable.skipped`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+
+from mlse.data.records import (
+    FORMATS,
+    cell_text,
+    decode,
+    delimited_records,
+    guess_format,
+    jsonl_records,
+    raw_input,
+)
+from mlse.data.user_table import ROLE_NAMES, RowProblem, UserTable
+from mlse.errors import DataError
+
+__all__ = ["FORMATS", "KINDS", "ROLE_NAMES", "RowProblem", "UserTable", "parse_range", "read_pairs", "read_table"]
+
+KINDS = ("pairs", "sentences", "parallel")
+MAX_LISTED = 50  # skipped rows kept with their message (all are counted)
+
+_ROLE_OF = {name: role for role, names in ROLE_NAMES.items() for name in names}
+_KIND_ROLES = {
+    "pairs": ("sentence1", "sentence2", "gold", "lang1", "lang2"),
+    "sentences": ("sentence", "lang", "group"),
+}
+# A language code as a column name: ISO 639-1 or 639-3, optionally with a script (FLORES: zho_Hans)
+_LANG_CODE = re.compile(r"^[a-z]{2,3}(?:[_-][A-Za-z]{4})?$")
+
+
+# -- the entry points -------------------------------------------------------------------------------------------------
+def read_table(
+    source: str | os.PathLike[str] | bytes | None = None,
+    *,
+    text: str | None = None,
+    kind: str | Sequence[str] = "auto",
+    name: str | None = None,
+    format: str | None = None,  # noqa: A002 - the word users know
+    header: bool | None = None,
+    gold_range: tuple[float, float] | None = None,
+    bad_rows: str = "raise",
+    max_rows: int | None = None,
+    max_bytes: int | None = None,
+) -> UserTable:
+    """Read a user's table from a path, from ``bytes`` or from pasted ``text``.
+
+    ``kind``: one of :data:`KINDS`, a list of acceptable kinds, or "auto" (any). ``name``: how messages name the
+    input (a path's file name by default, "pasted text" for ``text``). ``gold_range``: (low, high) the scores must lie
+    in. ``bad_rows``: "raise" or "skip". ``max_rows`` / ``max_bytes``: refuse larger inputs. Raises
+    :class:`~mlse.errors.DataError` with one message for every problem.
+    """
+    if bad_rows not in ("raise", "skip"):
+        raise ValueError(f"bad_rows must be 'raise' or 'skip', got {bad_rows!r}")
+    kinds = _kinds(kind)
+    if format is not None and format not in FORMATS:
+        raise DataError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    raw, label, suffix = raw_input(source, text, name)
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise DataError(f"{label}: {len(raw):,} bytes is over the limit of {max_bytes:,} bytes")
+    content = decode(raw, label)
+    fmt = format or guess_format(content, suffix, kinds)
+    if fmt == "jsonl":
+        records = jsonl_records(content, label)
+    else:
+        records = delimited_records(content, fmt, label)
+    reader = _TableBuilder(label, fmt, kinds, header, gold_range, bad_rows, max_rows)
+    return reader.build(records)
+
+
+def read_pairs(source=None, **options) -> UserTable:
+    """:func:`read_table` for sentence pairs (``sentence1``, ``sentence2``, optional ``score``)."""
+    return read_table(source, kind="pairs", **options)
+
+
+def _kinds(kind) -> tuple[str, ...]:
+    kinds = KINDS if kind == "auto" else ((kind,) if isinstance(kind, str) else tuple(kind))
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"kind must be 'auto' or among {KINDS}, got {kind!r}")
+    return kinds
+
+
+
+# -- building the table -----------------------------------------------------------------------------------------------
+def _normal(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+
+
+def is_language_code(name: str) -> bool:
+    """True for a column name that reads as a language code and is no known column name (``id`` is an id)."""
+    stripped = name.strip()
+    return bool(_LANG_CODE.match(stripped)) and _normal(stripped) not in _ROLE_OF
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+class _TableBuilder:
+    def __init__(self, label, fmt, kinds, header, gold_range, bad_rows, max_rows):
+        self.label, self.fmt, self.kinds, self.header = label, fmt, kinds, header
+        self.gold_range, self.bad_rows, self.max_rows = gold_range, bad_rows, max_rows
+        self.skipped: list[RowProblem] = []
+        self.n_skipped = 0
+        if gold_range is not None:
+            lo, hi = gold_range
+            if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
+                raise DataError(f"score range [{lo:g}, {hi:g}]: expected two numbers, low < high")
+
+    # -- errors ----------------------------------------------------------------------------------------------------
+    def fail(self, line: int | None, message: str):
+        where = f"{self.label}:{line}: " if line is not None else f"{self.label}: "
+        raise DataError(where + message)
+
+    def bad_row(self, line: int, column: str | None, message: str) -> None:
+        problem = RowProblem(self.label, line, column, message)
+        if self.bad_rows == "raise":
+            raise DataError(str(problem))
+        self.n_skipped += 1
+        if len(self.skipped) < MAX_LISTED:
+            self.skipped.append(problem)
+
+    def no_rows(self, what: str):
+        shown = {"pairs": "sentence1, sentence2 and an optional score", "sentences": "one sentence per row",
+                 "parallel": "one column per language"}  # fmt: skip
+        expected = " or ".join(shown[k] for k in self.kinds)
+        self.fail(None, f"no {what} found (expected rows of {expected})")
+
+    # -- the table -------------------------------------------------------------------------------------------------
+    def build(self, records) -> UserTable:
+        if not records:
+            self.no_rows("rows")
+        if self.fmt == "jsonl":
+            columns, has_header, body = self.jsonl_columns(records)
+        else:
+            columns, has_header, body = self.delimited_columns(records)
+        kind, roles, languages = self.assign_roles(columns, has_header, body)
+        width = len(columns)
+        rows, lines = [], []
+        for line, fields in body:
+            if isinstance(fields, str):  # a JSONL line that is no object
+                self.bad_row(line, None, fields)
+                continue
+            if len(fields) != width:
+                self.bad_row(line, *self.ragged(columns, fields, has_header))
+                continue
+            problem = self.check_row(fields, columns, roles, languages, has_header, kind)
+            if problem is not None:
+                self.bad_row(line, *problem)
+                continue
+            rows.append(fields)
+            lines.append(line)
+            if self.max_rows is not None and len(rows) > self.max_rows:
+                self.fail(None, f"more than {self.max_rows:,} rows; the limit here is {self.max_rows:,} rows")
+        if not rows:
+            if self.n_skipped:
+                self.fail(None, f"no usable rows: all {self.n_skipped} were refused; the first: {self.skipped[0]}")
+            self.no_rows("rows")
+        return UserTable(kind, self.label, self.fmt, columns, rows, lines, roles, languages, has_header,
+                         self.skipped, self.n_skipped, self.gold_range)  # fmt: skip
+
+    def jsonl_columns(self, records):
+        columns: list[str] = []
+        for _line, value in records:
+            if isinstance(value, dict):
+                for key in value:
+                    if key not in columns:
+                        columns.append(key)
+        if not columns:
+            line, message = records[0]
+            self.fail(line, message if isinstance(message, str) else "no keys in the JSON objects")
+        self.check_duplicates(columns, records[0][0], case_only=True)
+        body = []
+        for line, value in records:
+            if isinstance(value, str):
+                body.append((line, value))
+                continue
+            missing = [c for c in columns if c not in value]
+            needed = [c for c in missing if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence")
+                      or is_language_code(c)]  # fmt: skip
+            if needed:
+                body.append((line, f"key {needed[0]!r} is missing"))
+                continue
+            body.append((line, [cell_text(value.get(c, "")) for c in columns]))
+        return columns, True, body
+
+    def delimited_columns(self, records):
+        first_line, first = records[0]
+        has_header = self.header if self.header is not None else self.looks_like_header(first, records[1:2])
+        if has_header:
+            columns = [c.strip() for c in first]
+            if any(not c for c in columns):
+                self.fail(first_line, f"column {columns.index('') + 1} of the header has no name")
+            self.check_duplicates(columns, first_line)
+            return columns, True, records[1:]
+        width = len(first)
+        return [f"column{i}" for i in range(1, width + 1)], False, records
+
+    def check_duplicates(self, columns, line, case_only=False) -> None:
+        seen: dict[str, int] = {}
+        for i, c in enumerate(columns, start=1):
+            key = c.strip().lower()
+            if key in seen:
+                self.fail(line, f"column {c!r} appears twice in the header (columns {seen[key]} and {i})")
+            seen[key] = i
+
+    def looks_like_header(self, first: list[str], rest) -> bool:
+        normal = [_normal(c) for c in first]
+        if any(n in _ROLE_OF for n in normal):
+            return True
+        if "parallel" in self.kinds and len(first) >= 2 and all(is_language_code(c) for c in first):
+            return True
+        third = first[2] if len(first) == 3 else ""
+        numeric = _number(third) is not None or _number(third.replace(",", ".")) is not None
+        if "pairs" in self.kinds and len(first) == 3 and not numeric:
+            # a third cell that is no number heads a score column, unless the next row has no number there either
+            return not rest or _number(rest[0][1][2] if len(rest[0][1]) > 2 else "") is not None
+        return False
+
+    def assign_roles(self, columns, has_header, body):
+        """(kind, role -> column, language columns)."""
+        if has_header:
+            roles: dict[str, str] = {}
+            for c in columns:
+                role = _ROLE_OF.get(_normal(c))
+                if role is not None and role not in roles:
+                    roles[role] = c
+            languages = [c for c in columns if is_language_code(c)]
+            if "pairs" in self.kinds and ("sentence1" in roles or "sentence2" in roles):
+                return "pairs", self.require(roles, "pairs", columns), []
+            if "sentences" in self.kinds and "sentence" in roles:
+                return "sentences", self.require(roles, "sentences", columns), []
+            if "parallel" in self.kinds and len(languages) >= 2:
+                return "parallel", {}, languages
+            self.fail(body[0][0] - 1 if body else 1, self.header_problem(columns))
+        width = len(columns)
+        if "pairs" in self.kinds and width in (2, 3) and (width == 3 or self.kinds[0] == "pairs"):
+            names = ["sentence1", "sentence2", "gold"][:width]
+            return "pairs", dict(zip(names, columns)), []
+        labels_second = width == 2 and all(_LANG_CODE.match(f[1].strip()) for _, f in body[:50]
+                                            if not isinstance(f, str) and len(f) == 2)  # fmt: skip
+        sentence_rows = width == 1 or (width == 2 and (labels_second or "parallel" not in self.kinds))
+        if "sentences" in self.kinds and sentence_rows:
+            return "sentences", dict(zip(["sentence", "lang"], columns)), []
+        if "parallel" in self.kinds and width >= 2:
+            return "parallel", {}, list(columns)
+        self.fail(body[0][0] if body else 1, self.position_problem(width))
+
+    def header_problem(self, columns) -> str:
+        has = ", ".join(repr(c) for c in columns)
+        wanted = {"pairs": "sentence1 and sentence2 (optional: score, lang1, lang2)",
+                  "sentences": "sentence (optional: lang, id)",
+                  "parallel": "two or more language codes (en, de, zho_Hans ...)"}  # fmt: skip
+        return (f"the header has {has}; expected columns named " + ", or ".join(wanted[k] for k in self.kinds))
+
+    def position_problem(self, width: int) -> str:
+        wanted = {"pairs": "2 or 3 (sentence1, sentence2[, score])", "sentences": "1 or 2 (sentence[, language])",
+                  "parallel": "2 or more (one per language)"}  # fmt: skip
+        return (f"{width} column(s) and no header; expected " + ", or ".join(wanted[k] for k in self.kinds)
+                + ", or a header naming the columns")  # fmt: skip
+
+    def require(self, roles, kind, columns) -> dict[str, str]:
+        needed = ("sentence1", "sentence2") if kind == "pairs" else ("sentence",)
+        for role in needed:
+            if role not in roles:
+                names = ", ".join(ROLE_NAMES[role][:4])
+                has = ", ".join(repr(c) for c in columns)
+                self.fail(1, f"no column for {role} (expected one named {names}; the header has {has})")
+        return {r: c for r, c in roles.items() if r in _KIND_ROLES[kind]}
+
+    @staticmethod
+    def ragged(columns, fields, has_header) -> tuple[str, str]:
+        n, m = len(columns), len(fields)
+        named = ", ".join(columns) if has_header else ""
+        if m < n:
+            col = repr(columns[m]) if has_header else str(m + 1)
+            return col, f"missing: the row has {m} field(s), expected {n}" + (f" ({named})" if named else "")
+        return str(n + 1), f"unexpected extra field: the row has {m} field(s), expected {n}" + (
+            f" ({named})" if named else "")  # fmt: skip
+
+    def check_row(self, fields, columns, roles, languages, has_header, kind) -> tuple[str, str] | None:
+        def col(name: str) -> str:
+            return repr(name) if has_header else str(columns.index(name) + 1)
+
+        text_columns = [roles[r] for r in ("sentence1", "sentence2", "sentence") if r in roles] + languages
+        for name in text_columns:
+            if not fields[columns.index(name)].strip():
+                return col(name), "empty sentence"
+        if "gold" in roles:
+            cell = fields[columns.index(roles["gold"])]
+            value = _number(cell)
+            if value is None:
+                comma = _number(cell.replace(",", ".")) is not None
+                hint = "; write decimals with a dot (3.5, not 3,5)" if comma else ""
+                return col(roles["gold"]), f"expected a number, got {cell.strip()!r}{hint}"
+            if self.gold_range is not None:
+                lo, hi = self.gold_range
+                if not lo <= value <= hi:
+                    return col(roles["gold"]), f"score {value:g} is outside the stated range [{lo:g}, {hi:g}]"
+        return None
+
+
+def parse_range(text: str | None) -> tuple[float, float] | None:
+    """"0:5" or "0-5" or "0,5" -> (0.0, 5.0); "" or None -> None. DataError for anything else."""
+    if text is None or not str(text).strip():
+        return None
+    parts = [p for p in re.split(r"\s*(?::|,|\.\.|\s-\s|(?<=\d)-(?=[\d.]))\s*", str(text).strip()) if p]
+    values = [_number(p) for p in parts]
+    if len(values) != 2 or any(v is None for v in values) or values[0] >= values[1]:
+        raise DataError(f"score range {text!r}: expected LOW:HIGH with LOW < HIGH, e.g. 0:5")
+    return float(values[0]), float(values[1])

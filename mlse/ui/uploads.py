@@ -1,0 +1,89 @@
+"""A visitor's file or pasted text, read for a tab: the one reader (:mod:`mlse.data.user_files`) within this
+deployment's limits, with the messages a page shows.
+
+Every tab that takes the user's data calls :func:`read_upload`: bad rows are skipped and listed (never a traceback,
+never a silent skip), the file is named by its own name (never the server's temporary path), and in public mode the
+uploaded file is deleted once read. The limits are :func:`mlse.public.upload_limits`. No gradio here: the handlers
+that call this are plain functions the tests call directly.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mlse.data.user_files import UserTable, read_table
+from mlse.errors import MlseError
+from mlse.public import public_mode, upload_limits
+from mlse.ui.text import md_escape
+
+MAX_SHOWN_PROBLEMS = 10
+
+
+def display_name(path: str) -> str:
+    """The name a visitor gave the file: Gradio keeps it as the last part of the temporary path."""
+    return Path(path).name or "uploaded file"
+
+
+def _path_of(file) -> str | None:
+    """Gradio hands a file as a path string, a dict with ``path``, or an object with ``.name`` / ``.path``."""
+    if file is None or file == "":
+        return None
+    if isinstance(file, str | os.PathLike):
+        return str(file)
+    if isinstance(file, dict):
+        return file.get("path") or file.get("name")
+    return getattr(file, "path", None) or getattr(file, "name", None)
+
+
+def limits_note() -> str:
+    """One line for the page: how large an upload may be here."""
+    rows, size = upload_limits()
+    where = "this public deployment" if public_mode() else "this app"
+    return (f"Files up to {rows:,} rows and {size / 1e6:g} MB on {where}: TSV, CSV or JSONL, UTF-8, "
+            "header optional.")  # fmt: skip
+
+
+def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[UserTable | None, str]:
+    """(the table, or None; a markdown message) from an uploaded file or, when none, pasted text.
+
+    ``kind``: what the tab takes (see :func:`mlse.data.user_files.read_table`). The message says what was read and
+    lists skipped rows; on a refused input it is the reader's one-line error and the table is None.
+    """
+    path = _path_of(file)
+    text = pasted if isinstance(pasted, str) and pasted.strip() else None
+    if path is None and text is None:
+        return None, "Upload a file or paste rows first."
+    max_rows, max_bytes = upload_limits()
+    try:
+        if path is not None:
+            table = read_table(path, kind=kind, name=display_name(path), gold_range=gold_range, bad_rows="skip",
+                               max_rows=max_rows, max_bytes=max_bytes)  # fmt: skip
+        else:
+            table = read_table(text=text, kind=kind, gold_range=gold_range, bad_rows="skip", max_rows=max_rows,
+                               max_bytes=max_bytes)  # fmt: skip
+    except MlseError as exc:
+        return None, md_escape(str(exc))
+    finally:
+        if path is not None and public_mode():
+            _remove(path)
+    return table, read_message(table)
+
+
+def read_message(table: UserTable) -> str:
+    """"Read 30 rows (sentences) from pairs.tsv." plus the skipped rows, escaped for markdown."""
+    lines = [f"Read {len(table):,} row(s) of {table.kind} from {md_escape(table.name)}"
+             + (f" ({', '.join(md_escape(c) for c in table.columns)})." if table.has_header else ".")]  # fmt: skip
+    if table.n_skipped:
+        shown = [md_escape(str(p)) for p in table.skipped[:MAX_SHOWN_PROBLEMS]]
+        more = table.n_skipped - len(shown)
+        lines.append(f"**{table.n_skipped:,} row(s) skipped:** " + "; ".join(shown)
+                     + (f"; and {more:,} more." if more > 0 else "."))  # fmt: skip
+    return "\n\n".join(lines)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass  # already gone, or Gradio's cache cleaner got there first
