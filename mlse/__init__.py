@@ -20,6 +20,7 @@ _LAZY = {
     "pair_scores": "mlse.api",
     "read_pairs": "mlse.data.user_files",
     "read_table": "mlse.data.user_files",
+    "read_rows": "mlse.data.user_files",
     "UserTable": "mlse.data.user_files",
 }
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlse.data.user_files import UserTable, read_pairs
+from mlse.data.user_files import UserTable, read_pairs, read_rows
 from mlse.encoders.identity import DEFAULT_BACKEND
 from mlse.encoders.registry import DEFAULT_MODEL
 from mlse.errors import MlseError
@@ -131,24 +131,33 @@ def score_rows(models: dict[str, object], s1: Sequence[str], s2: Sequence[str], 
     return ordered, ScoreRun(done, n, stopped, time.perf_counter() - start)
 
 
+def _is_frame(value) -> bool:
+    return hasattr(value, "columns") and hasattr(value, "itertuples")  # a pandas DataFrame
+
+
 def _as_table(pairs) -> UserTable:
+    """The pairs to score, checked as a file's rows are (an empty sentence or a bad score is refused by row)."""
     if isinstance(pairs, UserTable):
         if pairs.kind != "pairs":
             raise MlseError(f"{pairs.name}: a {pairs.kind} table, expected sentence pairs")
         return pairs
-    if hasattr(pairs, "columns") and hasattr(pairs, "to_csv"):  # a pandas DataFrame
-        import io
-
-        buffer = io.StringIO()
-        pairs.to_csv(buffer, index=False)
-        return read_pairs(text=buffer.getvalue(), format="csv", name="DataFrame")
-    if isinstance(pairs, str) or hasattr(pairs, "__fspath__"):
-        return read_pairs(pairs)
-    rows = [list(p) for p in pairs]
-    if any(len(r) not in (2, 3) for r in rows):
-        raise MlseError("score_pairs: expected (sentence1, sentence2) or (sentence1, sentence2, score) tuples")
-    lines = ["\t".join(str(c).replace("\t", " ").replace("\n", " ") for c in r) for r in rows]
-    return read_pairs(text="\n".join(lines), format="tsv", header=False, name="pairs")
+    if _is_frame(pairs):
+        # named columns by name; a frame's default 0, 1, 2 columns by position
+        positional = all(isinstance(c, int) for c in pairs.columns)
+        columns = None if positional else [str(c) for c in pairs.columns]
+        return read_rows(pairs.itertuples(index=False, name=None), columns=columns, name="DataFrame")
+    if isinstance(pairs, str | bytes | bytearray) or hasattr(pairs, "__fspath__"):
+        return read_pairs(pairs)  # a path, or a file's bytes
+    rows = []
+    for i, pair in enumerate(pairs, start=1):
+        size = len(pair) if hasattr(pair, "__len__") and not isinstance(pair, str | bytes) else None
+        if size not in (2, 3):
+            got = f"{size} value(s)" if size is not None else f"a {type(pair).__name__}"
+            raise MlseError(f"score_pairs: pair {i}: expected (sentence1, sentence2) or (sentence1, sentence2, score),"
+                            f" got {got}")  # fmt: skip
+        rows.append(list(pair))
+    names = ["sentence1", "sentence2", "score"][: len(rows[0])] if rows else None  # the frame's first columns
+    return read_rows(rows, columns=names, name="pairs")
 
 
 def score_pairs(pairs, models: Sequence[str] | str = (DEFAULT_MODEL,), *, backend: str = DEFAULT_BACKEND,
@@ -156,10 +165,14 @@ def score_pairs(pairs, models: Sequence[str] | str = (DEFAULT_MODEL,), *, backen
                 should_stop: Callable[[], bool] | None = None):  # fmt: skip
     """Score sentence pairs with each model -> pandas DataFrame.
 
-    ``pairs``: a path (read by :func:`mlse.read_pairs`), a :class:`~mlse.data.user_files.UserTable`, a DataFrame
-    with ``sentence1`` / ``sentence2`` columns, or (sentence1, sentence2[, score]) tuples. ``models``: names (or
-    loaded models). The frame holds the input's columns, then ``"<model> cosine"`` and, where the model is
-    calibrated, ``"<model> 0-5"``. ``frame.attrs["run"]`` is the :class:`ScoreRun` (rows done, stopped or not).
+    ``pairs``: a path or a file's bytes (read by :func:`mlse.read_pairs`), a
+    :class:`~mlse.data.user_files.UserTable`, a DataFrame (``sentence1`` / ``sentence2`` / ``score`` columns or the
+    other names the reader knows; default ``0, 1`` columns by position), or (sentence1, sentence2[, score]) tuples.
+    Rows are checked as a file's are: an empty sentence or a bad score is one DataError naming the row (from 1); the
+    sentences are scored exactly as given. ``models``: names (or loaded models). The frame holds the input's columns
+    (a DataFrame's own, with its dtypes and index; tuples' as sentence1, sentence2, score), then
+    ``"<model> cosine"`` and, where the model is calibrated, ``"<model> 0-5"``. ``frame.attrs["run"]`` is the
+    :class:`ScoreRun` (rows done, stopped or not).
     """
     table = _as_table(pairs)
     names = [models] if isinstance(models, str) else list(models)
@@ -173,7 +186,7 @@ def score_pairs(pairs, models: Sequence[str] | str = (DEFAULT_MODEL,), *, backen
             loaded[getattr(m, "name", f"model{len(loaded) + 1}")] = m
     scores, run = score_rows(loaded, table.role("sentence1"), table.role("sentence2"), chunk=chunk,
                              progress=progress, should_stop=should_stop)  # fmt: skip
-    frame = table.frame()
+    frame = pairs.copy() if _is_frame(pairs) else table.frame()  # a frame keeps its own dtypes and index
     for key, values in scores.items():
         frame[key] = values
     frame.attrs["run"] = run

@@ -1,4 +1,4 @@
-"""Command line: ``python -m mlse models|eval|calibrate ...``.
+"""Command line: ``python -m mlse models|score|eval|calibrate ...``.
 
 User mistakes (unknown model, missing data, malformed file) print one line starting with ``error:`` and exit 2; only
 bugs produce a traceback.
@@ -18,6 +18,7 @@ from pathlib import Path
 from mlse.atomic import atomic_write_text
 from mlse.backbone_calibration import fit_calibration, local_dir, save_calibration
 from mlse.cli_args import add_config_arguments, config_options, csv_list
+from mlse.cli_score import add_score_parser, cmd_score
 from mlse.data.fetch import fetch_missing
 from mlse.data.flores import flores_languages
 from mlse.data.hub_download import download_from_hub
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("models", help="list the models that load here and those that need the hub")
+    add_score_parser(sub)
 
     data = sub.add_parser("data", help="show the data directory in use, or fetch datasets from the hub")
     data.add_argument("action", choices=["info", "fetch"])
@@ -114,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend(ev, "the model (a scorer's backbone)")
     ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
     ev.add_argument("--pairs", type=csv_list, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
-    ev.add_argument("--pairs-file", action="append", default=[], help="TSV of s1<TAB>s2<TAB>score (repeatable)")
+    ev.add_argument("--pairs-file", action="append", default=[],
+                    help="your rated pairs: sentence1, sentence2, score; TSV, CSV or JSONL (repeatable)")
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
     ev.add_argument("--langs", type=csv_list, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
                     "(every language in the data)")  # fmt: skip
@@ -333,6 +336,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 COMMANDS = {
     "reproduce": cmd_reproduce,
     "models": cmd_models,
+    "score": cmd_score,
     "data": cmd_data,
     "train": cmd_train,
     "experiment": cmd_experiment,

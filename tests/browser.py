@@ -242,3 +242,41 @@ def optimise_png(path: Path, colours: int = 256) -> None:
     small.save(buffer, format="PNG", optimize=True)
     if buffer.tell() < os.path.getsize(path):
         path.write_bytes(buffer.getvalue())
+
+
+def upload_file(driver, label: str, path: Path, timeout: float = 20) -> None:
+    """Give ``path`` to the visible file-upload field labelled ``label``, as a user picking the file would.
+
+    Gradio hides the real ``<input type=file>`` behind its drop zone; Selenium may still send a path to it, which is
+    what the browser does after a user picks a file. The field must belong to the open tab (its block is visible).
+    """
+    block = (f"//div[contains(concat(' ', normalize-space(@class), ' '), ' block ')]"
+             f"[.//*[normalize-space()={_literal(label)}]][.//input[@type='file']]")  # fmt: skip
+    shown = wait_for(driver, lambda d: visible(d, block), timeout, f"a file field labelled {label!r}")
+    # the innermost such block: the field itself, not a group around several fields
+    field = min(shown, key=lambda e: len(e.find_elements("xpath", ".//div")))
+    field.find_element("xpath", ".//input[@type='file']").send_keys(str(Path(path).resolve()))
+
+
+def allow_downloads(driver, folder: Path) -> None:
+    """Downloads go to ``folder`` without a prompt (headless Chromium refuses them otherwise)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
+
+
+def download(driver, link_text: str, folder: Path, timeout: float = 30) -> Path:
+    """Click the visible download link whose text contains ``link_text``; wait for the finished file in ``folder``."""
+    import time
+
+    xpath = f"//a[contains(normalize-space(), {_literal(link_text)})]"
+    before = set(folder.iterdir())
+    link = wait_for(driver, lambda d: visible(d, xpath), timeout, f"a download link {link_text!r}")[0]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
+    link.click()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = [p for p in set(folder.iterdir()) - before if not p.name.endswith(".crdownload")]
+        if new:
+            return new[0]
+        time.sleep(0.2)
+    raise TimeoutError(f"no file downloaded into {folder} within {timeout:.0f} s after clicking {link_text!r}")

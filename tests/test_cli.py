@@ -105,13 +105,28 @@ def test_eval_sts_malformed_pairs_file_names_file_and_line(capsys, tmp_path, tin
     tsv = tmp_path / "bad.tsv"
     tsv.write_text("a\tb\t1.0\nc\td\t2.0\nonly one field\n", encoding="utf-8")
     code, _, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(tsv), "--model", str(tiny_bert))
-    _assert_one_line_error(code, err, f"{tsv}:3", "3 tab-separated fields")
+    _assert_one_line_error(code, err, f"{tsv}:3", "the row has 1 field(s), expected 3")
+
+
+def test_eval_pairs_file_goes_through_the_one_reader(capsys, tmp_path, tiny_bert):
+    """Any file ``score`` and the app read works here too (CSV, extra columns); without a score column: one line."""
+    rated = tmp_path / "rated.csv"
+    rated.write_text('lang1,sentence1,sentence2,score\nen,"A man, smiling.",A man smiles.,4.5\n'
+                     "en,A dog runs.,The market fell.,0.2\nen,Kids play.,Children are playing.,4.0\n",
+                     encoding="utf-8")  # fmt: skip
+    code, out, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(rated), "--model", str(tiny_bert))
+    assert code == 0, err
+    assert "rated" in _model_rows(out.split("\n", 1)[1])
+    unrated = tmp_path / "unrated.tsv"
+    unrated.write_text("a\tb\nc\td\n", encoding="utf-8")
+    code, _, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(unrated), "--model", str(tiny_bert))
+    _assert_one_line_error(code, err, str(unrated), "no score column")
 
 
 @pytest.mark.parametrize(
     ("content", "fragments"),
     [
-        ("a\tb\thigh\n", [":1:", "'high'", "read as a header"]),  # the only line's score is not a number
+        ("a\tb\thigh\n", [":1:", "'high'", "header"]),  # the only line's score is not a number: read as a header
         ("s1\ts2\tscore\na\tb\t3,5\n", [":2:", "'3,5'", "with a dot"]),  # a decimal comma
         ("a\tb\t1\nc\td\tn/a\n", [":2:", "'n/a'"]),
     ],
@@ -184,6 +199,16 @@ def test_subprocess_unknown_model_is_one_error_line():
     assert "Traceback" not in proc.stderr
     error_lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(error_lines) == 1 and "unknown model 'nope'" in error_lines[0], proc.stderr
+    assert proc.stdout == ""
+
+
+def test_subprocess_score_with_a_bad_file_is_one_error_line(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence1\tsentence2\tscore\na\tb\t1\nc\td\tlots\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "mlse", "score", str(bad), "--models", "minilm-en"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"error: {bad}:3: column 'score': expected a number, got 'lots'"]
     assert proc.stdout == ""
 
 

@@ -44,17 +44,17 @@ def test_scored_tsv_valid_with_header_and_blank_lines(tmp_path):
 
 def test_scored_tsv_wrong_field_count_names_file_and_line(tmp_path):
     p = _write(tmp_path, "bad.tsv", "a\tb\t1\nc\td\t2\nonly\ttwo\n")
-    with pytest.raises(DataError, match=r"bad\.tsv:3: expected 3 tab-separated fields .*found 2"):
+    with pytest.raises(DataError, match=r"bad\.tsv:3: column 3: missing.*the row has 2 field\(s\), expected 3"):
         load_scored_tsv(p)
     p = _write(tmp_path, "bad4.tsv", "a\tb\t1\tx\n")
-    with pytest.raises(DataError, match=r"bad4\.tsv:1: expected 3 .*found 4"):
+    with pytest.raises(DataError, match=r"bad4\.tsv:1: 4 column\(s\) and no header; expected 2 or 3"):
         load_scored_tsv(p)
 
 
 @pytest.mark.parametrize("score", ["high", "nan", "inf", ""])
 def test_scored_tsv_non_numeric_score(tmp_path, score):
     p = _write(tmp_path, "bad.tsv", f"a\tb\t1\n\nc\td\t{score}\n")
-    with pytest.raises(DataError, match=r"bad\.tsv:3: expected a finite numeric score"):
+    with pytest.raises(DataError, match=rf"bad\.tsv:3: column 3: expected a number, got '{score}'"):
         load_scored_tsv(p)
 
 
@@ -67,12 +67,21 @@ def test_scored_tsv_header_only_allowed_on_first_line(tmp_path):
         load_scored_tsv(p)
 
 
+def test_scored_file_needs_a_score_column_and_reads_csv_too(tmp_path):
+    p = _write(tmp_path, "unrated.tsv", "a\tb\nc\td\n")
+    with pytest.raises(DataError, match=r"unrated\.tsv: no score column"):
+        load_scored_tsv(p)
+    p = _write(tmp_path, "rated.csv", 'sentence1,sentence2,score\n"A, b",c,1.5\nd,e,2\n')  # the one reader: CSV too
+    pairs = load_scored_tsv(p)
+    assert pairs.s1 == ["A, b", "d"] and pairs.scores.tolist() == [1.5, 2.0] and pairs.name == "rated"
+
+
 def test_tsv_empty_files(tmp_path):
     for text in ("", "\n\n", "s1\ts2\tscore\n"):
         p = _write(tmp_path, "empty.tsv", text)
-        with pytest.raises(DataError, match=r"empty\.tsv(:1)?: no scored pairs"):
+        with pytest.raises(DataError, match=r"empty\.tsv: no rows found \(expected rows of sentence1, sentence2"):
             load_scored_tsv(p)
-    with pytest.raises(DataError, match=r"empty\.tsv: no sentence pairs"):
+    with pytest.raises(DataError, match=r"empty\.tsv: no rows found \(expected rows of one column per language"):
         load_parallel_tsv(_write(tmp_path, "empty.tsv", ""))
 
 
@@ -82,7 +91,10 @@ def test_parallel_tsv(tmp_path):
     assert corpus.src == ["Hallo", "Ja"] and corpus.tgt == ["Hello", "Yes"]
     assert (corpus.src_lang, corpus.tgt_lang) == ("de", "en")
     p = _write(tmp_path, "bitext.tsv", "Hallo\tHello\nJa\tYes\tOui\n")
-    with pytest.raises(DataError, match=r"bitext\.tsv:2: expected 2 tab-separated fields .*found 3"):
+    with pytest.raises(DataError, match=r"bitext\.tsv:2: column 3: unexpected extra field.* 3 field\(s\)"):
+        load_parallel_tsv(p)
+    p = _write(tmp_path, "bitext3.tsv", "Hallo\tHello\tBonjour\n")
+    with pytest.raises(DataError, match=r"bitext3\.tsv:1: expected 2 tab-separated fields .*found 3"):
         load_parallel_tsv(p)
 
 

@@ -197,10 +197,17 @@ def test_public_launch_caps_uploads(public_env, monkeypatch):
     assert launch_options() == {"state_session_capacity": SESSION_CAPACITY}
 
 
-def test_no_tab_takes_a_file():
-    """The upload cap is the only limit files need while no tab accepts one; a new file input needs its own size and
-    row limits (and this test changed with them)."""
+def test_every_file_input_is_read_through_the_capped_reader():
+    """A tab that takes a file reads it with mlse.ui.uploads.read_upload (rows and bytes capped, the upload deleted in
+    public mode, no path echoed): a new file input that bypassed it would have no limits."""
     for path in (ROOT / "mlse" / "ui").glob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
         names = {getattr(n.func, "attr", None) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-        assert not names & {"File", "Files", "UploadButton", "Image", "Audio", "Video"}, path
+        assert not names & {"Files", "UploadButton", "Image", "Audio", "Video"}, path
+        if "File" in names:
+            imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+            readers = [m for m in imported if m.startswith("mlse.ui.") and "read_upload(" in
+                       (ROOT / (m.replace(".", "/") + ".py")).read_text(encoding="utf-8")]  # fmt: skip
+            assert "read_upload(" in text or readers, \
+                f"{path.name} builds a gr.File but does not read it with read_upload"

@@ -1,6 +1,7 @@
 """Language vs meaning: 2-D maps of a multi-way parallel sample, with the two numbers that say what a map shows.
 
-The sample is FLORES-200 devtest, where sentence *i* is the same sentence in every language. For each embedding space
+The sample is FLORES-200 devtest, where sentence *i* is the same sentence in every language, or a user's own sentences
+(:mod:`mlse.analysis.user_sample`), where translations share an id. For each embedding space
 of a model (``raw`` = the backbone; ``meaning`` and ``language`` = the Stage-1 head's two outputs, when present) this
 module computes:
 
@@ -10,9 +11,10 @@ module computes:
 * **translation retrieval@1**: for a sentence in language A, is its nearest neighbour among language B's sentences its
   translation. High means the space groups by meaning rather than by language.
 
-Projections and metrics are cached on disk (one ``.npz`` per model identity, languages, sample size, seed, method and
-space) under ``<MLSE cache>/projections``; embeddings go through the embedding cache, so a repeated request recomputes
-nothing and, when every space is cached, does not even encode.
+Projections and metrics are cached on disk (one ``.npz`` per model identity, languages and sample size -- or, for a
+user's sample, a hash of its texts and labels -- seed, method and space) under ``<MLSE cache>/projections``;
+embeddings go through the embedding cache, so a repeated request recomputes nothing and, when every space is cached,
+does not even encode.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.analysis.map_sample import Sample, flores_sample  # re-exported: the map's sample lives there
 from mlse.atomic import atomic_write_bytes
-from mlse.data.flores import load_flores
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
 
@@ -45,47 +47,6 @@ PROBE_FOLDS = 5
 _FORMAT = "mlse-projection/1"  # part of the cache key: bump when the computation changes
 
 Progress = Callable[[float, str], None]
-
-
-# -- the sample -----------------------------------------------------------------------------------------------------
-@dataclass
-class Sample:
-    """``n`` FLORES sentences in each of ``langs``, language-major: point ``k`` is ``langs[lang_idx[k]]`` of
-    sentence ``sentence_ids[k]``."""
-
-    langs: list[str]
-    ids: np.ndarray  # [n] FLORES line numbers (0-based), sorted
-    texts: list[str]  # [L * n]
-    lang_idx: np.ndarray  # [L * n] index into langs
-    sentence_ids: np.ndarray  # [L * n] FLORES line number of each point
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    def text(self, lang: str, sentence_id: int) -> str:
-        li, pos = self.langs.index(lang), int(np.searchsorted(self.ids, sentence_id))
-        return self.texts[li * self.n + pos]
-
-
-def flores_sample(langs: Sequence[str], n: int, *, data_dir=None, seed: int = 0) -> Sample:
-    """A seeded subset of ``n`` FLORES sentence ids, in every language of ``langs`` (codes as ``load_flores`` takes).
-
-    A random subset rather than the first ``n`` lines: FLORES is ordered by source article, so the first lines would
-    cover few topics.
-    """
-    if not langs:
-        raise MlseError("choose at least one language")
-    if n < 1:
-        raise MlseError(f"sentences per language must be at least 1 (got {n})")
-    flores = load_flores(list(langs), data_dir)  # {code: [1012 lines]}; DataError on a missing folder or bad code
-    total = len(next(iter(flores.values())))
-    ids = np.arange(total) if n >= total else np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
-    codes = list(flores)
-    texts = [flores[code][i] for code in codes for i in ids]
-    lang_idx = np.repeat(np.arange(len(codes)), len(ids))  # [L * n]
-    sentence_ids = np.tile(ids, len(codes))  # [L * n]
-    return Sample(codes, ids, texts, lang_idx, sentence_ids)
 
 
 # -- embeddings -----------------------------------------------------------------------------------------------------
@@ -115,27 +76,59 @@ def _unit_rows(X: np.ndarray) -> np.ndarray:
 
 
 # -- projection -----------------------------------------------------------------------------------------------------
-def project_2d(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> np.ndarray:
-    """[n, d] -> [n, 2] coordinates.
+MIN_UMAP_POINTS = 5  # fewer points are placed by PCA: UMAP's neighbour graph is meaningless there
+UMAP_NEIGHBORS = 15
 
-    UMAP uses the cosine metric, a fixed ``random_state`` (deterministic, single-threaded) and ``n_neighbors`` shrunk
-    for small samples (UMAP needs fewer neighbours than points). PCA runs on L2-normalised rows, so it too reflects
-    cosine geometry; it is instant and used for quick checks and tests. Fewer than 5 points are always placed by PCA:
-    UMAP's graph is meaningless there.
+
+def projection_plan(n_points: int, method: str = "umap") -> tuple[str, int | None, str]:
+    """How ``n_points`` points will be projected -> (method used, UMAP n_neighbors or None, a line for the page).
+
+    UMAP needs fewer neighbours than points: below ``UMAP_NEIGHBORS + 1`` points ``n_neighbors`` shrinks to
+    ``n_points - 1``, and below :data:`MIN_UMAP_POINTS` PCA takes over.
     """
     if method not in METHODS:
         raise MlseError(f"unknown projection method {method!r}; use one of {', '.join(METHODS)}")
+    if method == "pca":
+        return "pca", None, "PCA (cosine)"
+    if n_points < MIN_UMAP_POINTS:
+        return "pca", None, f"PCA (cosine): {n_points} points are too few for UMAP (it needs {MIN_UMAP_POINTS})"
+    n_neighbors = min(UMAP_NEIGHBORS, n_points - 1)
+    if n_neighbors < UMAP_NEIGHBORS:
+        return "umap", n_neighbors, (f"UMAP (cosine) with n_neighbors shrunk to {n_neighbors} for "
+                                     f"{n_points} points")  # fmt: skip
+    return "umap", n_neighbors, f"UMAP (cosine, {n_neighbors} neighbours)"
+
+
+def project_2d(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> np.ndarray:
+    """[n, d] -> [n, 2] coordinates (see :func:`project_2d_explained`)."""
+    return project_2d_explained(X, method=method, seed=seed)[0]
+
+
+def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> tuple[np.ndarray, str]:
+    """[n, d] -> ([n, 2] coordinates, how they were made: one line for the page).
+
+    UMAP uses the cosine metric, a fixed ``random_state`` (deterministic, single-threaded) and ``n_neighbors`` shrunk
+    for small samples (:func:`projection_plan`). PCA runs on L2-normalised rows, so it too reflects cosine geometry;
+    it is instant and used for quick checks, tests and samples too small for UMAP.
+    """
     X = _unit_rows(X)  # [n, d]
-    if method == "pca" or len(X) < 5:
-        return _pca_2d(X)
+    used, n_neighbors, described = projection_plan(len(X), method)
+    if used == "pca":
+        return _pca_2d(X), described
     import umap  # lazy: umap costs seconds to import; only a projection needs it
 
-    n_neighbors = int(min(15, max(2, len(X) - 1)))
     reducer = umap.UMAP(n_components=2, metric="cosine", n_neighbors=n_neighbors, min_dist=0.1, random_state=seed,
                         n_jobs=1, init="spectral" if len(X) > 50 else "random")  # fmt: skip
     with warnings.catch_warnings():  # n_jobs / random_state notices are expected, not user-facing
         warnings.simplefilter("ignore")
-        return np.asarray(reducer.fit_transform(X), dtype=np.float32)  # [n, 2]
+        try:
+            coords = np.asarray(reducer.fit_transform(X), dtype=np.float32)  # [n, 2]
+        except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:  # degenerate input (all alike)
+            log.warning("UMAP failed on %d points (%s); using PCA", len(X), exc)
+            return _pca_2d(X), "PCA (cosine): UMAP could not lay out these points"
+    if not np.isfinite(coords).all():
+        return _pca_2d(X), "PCA (cosine): UMAP could not lay out these points"
+    return coords, described
 
 
 def _pca_2d(X: np.ndarray) -> np.ndarray:
@@ -160,7 +153,8 @@ def language_id_accuracy(
     :func:`mlse.train.heads.language_probe`, which this does not call because it embeds all of FLORES itself and uses
     one fixed half/half split). Folds are **grouped by sentence**: all translations of a test sentence are held out
     together, so the probe cannot recognise a sentence's meaning from its translation in training. Needs at least
-    two languages and two sentences.
+    two languages and two sentences. A fold whose training part holds one language only (a small, unbalanced user
+    sample) predicts that language.
     """
     from sklearn.linear_model import LogisticRegression  # lazy: slow to import; only this computation needs it
     from sklearn.model_selection import GroupKFold
@@ -172,6 +166,10 @@ def language_id_accuracy(
     X = _unit_rows(X)  # [n, d]
     correct = 0
     for train, test in GroupKFold(n_splits=min(folds, n_groups)).split(X, lang_idx, groups):
+        seen = np.unique(lang_idx[train])
+        if len(seen) < 2:
+            correct += int((lang_idx[test] == seen[0]).sum())
+            continue
         probe = LogisticRegression(max_iter=2000, random_state=seed)
         probe.fit(X[train], lang_idx[train])
         correct += int((probe.predict(X[test]) == lang_idx[test]).sum())
@@ -181,9 +179,10 @@ def language_id_accuracy(
 def retrieval_at1(X: np.ndarray, lang_idx: np.ndarray, sentence_ids: np.ndarray) -> float | None:
     """Translation retrieval@1 (0-1) by cosine, averaged over ordered language pairs (A -> B, A != B).
 
-    For each sentence of language A the nearest of language B's sentences must be its translation (same sentence id).
-    Ties go to the lowest index, so a space that maps everything to one point scores near chance, not 1. None with
-    fewer than two languages.
+    For each sentence of language A that has a translation in language B (same sentence id), the nearest of B's
+    sentences must be one. Ties go to the lowest index, so a space that maps everything to one point scores near
+    chance, not 1. Pairs of languages that share no sentence are left out; None when no pair shares one (fewer than
+    two languages, or no translations marked).
     """
     X, lang_idx, sentence_ids = _unit_rows(X), np.asarray(lang_idx), np.asarray(sentence_ids)
     langs = np.unique(lang_idx)
@@ -200,9 +199,12 @@ def retrieval_at1(X: np.ndarray, lang_idx: np.ndarray, sentence_ids: np.ndarray)
             if a == b:
                 continue
             Xb, ids_b = blocks[b]
-            nearest = (Xa @ Xb.T).argmax(1)  # [n_a]
-            scores.append(float(np.mean(ids_b[nearest] == ids_a)))
-    return float(np.mean(scores))
+            queries = np.isin(ids_a, ids_b)  # [n_a]: sentences of A with a translation in B
+            if not queries.any():
+                continue
+            nearest = (Xa[queries] @ Xb.T).argmax(1)  # [q]
+            scores.append(float(np.mean(ids_b[nearest] == ids_a[queries])))
+    return float(np.mean(scores)) if scores else None
 
 
 # -- the map --------------------------------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ class SpaceView:
     lang_id_accuracy: float | None
     retrieval_at1: float | None
     from_cache: bool = False
+    projection: str = ""  # how the coordinates were made (projection_plan's line)
 
     @property
     def title(self) -> str:
@@ -230,7 +233,14 @@ class LanguageMap:
 
     @property
     def chance(self) -> float:
-        return 1.0 / len(self.sample.langs)
+        """The probe's chance level: the share of the most frequent language (1 / L for FLORES)."""
+        counts = np.bincount(np.asarray(self.sample.lang_idx), minlength=1)
+        return float(counts.max() / max(counts.sum(), 1))
+
+    @property
+    def projection(self) -> str:
+        """How the panels were projected (the first panel's line: all panels share the sample size)."""
+        return next((v.projection for v in self.views.values() if v.projection), self.method.upper())
 
 
 def projection_dir() -> Path:
@@ -243,11 +253,20 @@ def projection_key(identity: str, langs: Sequence[str], n: int, seed: int, space
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def sample_key(identity: str, sample: Sample, seed: int, space: str, method: str) -> str:
+    """The cache key of any sample (a user's): a hash of its texts, languages and meanings, not of a FLORES request."""
+    digest = hashlib.sha256()
+    for part in (sample.texts, [sample.langs[i] for i in sample.lang_idx.tolist()], sample.sentence_ids.tolist()):
+        digest.update(json.dumps(part, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    blob = json.dumps([_FORMAT, identity, "sample", digest.hexdigest(), int(seed), space, method, PROBE_FOLDS])
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
 def _cache_path(key: str) -> Path:
     return projection_dir() / f"{key}.npz"
 
 
-def _load_view(path: Path, space: str, n_points: int) -> SpaceView | None:
+def _load_view(path: Path, space: str, n_points: int, method: str) -> SpaceView | None:
     """A cached view, or None when absent or unreadable (a damaged file is simply recomputed and replaced)."""
     if not path.is_file():
         return None
@@ -260,11 +279,14 @@ def _load_view(path: Path, space: str, n_points: int) -> SpaceView | None:
         return None
     if coords.shape != (n_points, 2):
         return None
-    return SpaceView(space, coords, metrics.get("lang_id_accuracy"), metrics.get("retrieval_at1"), from_cache=True)
+    projection = metrics.get("projection") or projection_plan(n_points, method)[2]
+    return SpaceView(space, coords, metrics.get("lang_id_accuracy"), metrics.get("retrieval_at1"), from_cache=True,
+                     projection=projection)  # fmt: skip
 
 
 def _save_view(path: Path, view: SpaceView, identity: str) -> None:
-    metrics = {"lang_id_accuracy": view.lang_id_accuracy, "retrieval_at1": view.retrieval_at1, "identity": identity}
+    metrics = {"lang_id_accuracy": view.lang_id_accuracy, "retrieval_at1": view.retrieval_at1, "identity": identity,
+               "projection": view.projection}  # fmt: skip
     buf = io.BytesIO()
     np.savez_compressed(buf, coords=view.coords, metrics=np.array(json.dumps(metrics)))
     try:
@@ -275,19 +297,22 @@ def _save_view(path: Path, view: SpaceView, identity: str) -> None:
 
 def language_map(
     model,
-    langs: Sequence[str],
-    n: int,
+    langs: Sequence[str] | None = None,
+    n: int | None = None,
     *,
+    sample: Sample | None = None,
     data_dir=None,
     seed: int = 0,
     method: str = "umap",
     spaces: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> LanguageMap:
-    """Project ``n`` FLORES sentences in each of ``langs`` in every space of ``model`` (an encoder or a Scorer).
+    """Project a sample in every space of ``model`` (an encoder or a Scorer): ``n`` FLORES sentences in each of
+    ``langs``, or a ready ``sample`` (a user's sentences, :func:`mlse.analysis.user_sample.user_sample`).
 
     ``spaces`` defaults to all the model has (:func:`available_spaces`). ``progress(fraction, message)`` is called as
-    the work advances. Cached views are read back without encoding anything.
+    the work advances. Cached views are read back without encoding anything: a FLORES view is keyed by its languages,
+    size and seed, any other sample by a hash of its texts, languages and meanings.
     """
     report = progress or (lambda fraction, message: None)
     if method not in METHODS:
@@ -297,29 +322,46 @@ def language_map(
     missing = [s for s in spaces if s not in have]
     if missing:
         raise MlseError(f"{model.name} has no {', '.join(missing)} space (a Stage-1 head gives meaning and language)")
-    report(0.0, "loading FLORES")
-    sample = flores_sample(langs, n, data_dir=data_dir, seed=seed)
+    identity = model.identity
+    if sample is None:
+        if langs is None or n is None:
+            raise MlseError("give FLORES languages and a sample size, or a ready sample")
+        report(0.0, "loading FLORES")
+        sample = flores_sample(langs, n, data_dir=data_dir, seed=seed)
+        keys = {s: projection_key(identity, sample.langs, sample.n, seed, s, method) for s in spaces}
+    else:
+        if not sample.texts:
+            raise MlseError("the sample has no sentences")
+        report(0.0, f"{len(sample.texts)} sentences from {sample.source}")
+        keys = {s: sample_key(identity, sample, seed, s, method) for s in spaces}
+    return _map_sample(model, sample, keys, seed=seed, method=method, spaces=spaces, report=report)
+
+
+def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, spaces, report) -> LanguageMap:
     identity = model.identity
     result = LanguageMap(model.name, identity, method, seed, sample)
-    paths = {s: _cache_path(projection_key(identity, sample.langs, sample.n, seed, s, method)) for s in spaces}
+    paths = {s: _cache_path(keys[s]) for s in spaces}
     for s in spaces:
-        view = _load_view(paths[s], s, len(sample.texts))
+        view = _load_view(paths[s], s, len(sample.texts), method)
         if view is not None:
             result.views[s] = view
     todo = [s for s in spaces if s not in result.views]
     if todo:
         report(0.05, f"embedding {len(sample.texts)} sentences with {model.name}")
-        embeddings = embed_spaces(model, sample.texts, todo)  # {space: [L * n, d]}
+        embeddings = embed_spaces(model, sample.texts, todo)  # {space: [N, d]}
+        probe_problem = sample.probe_problem()  # e.g. every language in one sentence only: nothing to learn from
+        lang_idx, groups = sample.lang_idx, sample.sentence_ids
         for i, s in enumerate(todo):
             base = 0.3 + 0.7 * i / len(todo)
             report(base, f"{SPACE_TITLES[s]}: {method.upper()} projection")
-            coords = project_2d(embeddings[s], method=method, seed=seed)  # [L * n, 2]
+            coords, projection = project_2d_explained(embeddings[s], method=method, seed=seed)  # [N, 2]
             report(base + 0.35 / len(todo), f"{SPACE_TITLES[s]}: language-ID probe and retrieval")
             view = SpaceView(
                 s,
                 coords,
-                language_id_accuracy(embeddings[s], sample.lang_idx, sample.sentence_ids, seed=seed),
+                None if probe_problem else language_id_accuracy(embeddings[s], lang_idx, groups, seed=seed),
                 retrieval_at1(embeddings[s], sample.lang_idx, sample.sentence_ids),
+                projection=projection,
             )
             _save_view(paths[s], view, identity)
             result.views[s] = view

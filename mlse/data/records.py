@@ -1,5 +1,6 @@
 """A user's input as records: bytes from a path, an upload or pasted text, decoded, its format guessed, split into
-rows (TSV, CSV, JSONL or one sentence per line). :mod:`mlse.data.user_files` turns the records into a table.
+rows (TSV, CSV, JSONL or one sentence per line); cells as text and as numbers. :mod:`mlse.data.user_files` turns the
+records into a table.
 
 Lines split on ``"\\n"`` only: U+0085 and U+2028 occur inside real sentences.
 """
@@ -7,8 +8,10 @@ Lines split on ``"\\n"`` only: U+0085 and U+2028 occur inside real sentences.
 from __future__ import annotations
 
 import csv
-import io
 import json
+import math
+import numbers
+import re
 from pathlib import Path
 
 from mlse.errors import DataError
@@ -17,17 +20,30 @@ FORMATS = ("tsv", "csv", "jsonl", "lines")
 PASTED = "pasted text"
 
 
-def raw_input(source, text, name) -> tuple[bytes, str, str]:
-    """(bytes, display name, file suffix)."""
+def raw_input(source, text, name, max_bytes: int | None = None) -> tuple[bytes, str, str]:
+    """(bytes, display name, file suffix); a file over ``max_bytes`` is refused before it is read."""
     if (source is None) == (text is None):
         raise DataError("give either a file or pasted text")
     if text is not None:
-        return text.encode("utf-8", "surrogatepass"), name or PASTED, ""
-    if isinstance(source, bytes | bytearray):
-        return bytes(source), name or "uploaded file", Path(name or "").suffix.lower()
-    path = Path(source)
+        raw, label, suffix = text.encode("utf-8", "surrogatepass"), name or PASTED, ""
+    elif isinstance(source, bytes | bytearray):
+        raw, label, suffix = bytes(source), name or "uploaded file", Path(name or "").suffix.lower()
+    else:
+        raw, label, suffix = _read_path(Path(source), name, max_bytes)
+    _check_size(len(raw), label, max_bytes)
+    return raw, label, suffix
+
+
+def _check_size(size: int, label: str, max_bytes: int | None) -> None:
+    if max_bytes is not None and size > max_bytes:
+        raise DataError(f"{label}: {size:,} bytes is over the limit of {max_bytes:,} bytes")
+
+
+def _read_path(path: Path, name: str | None, max_bytes: int | None) -> tuple[bytes, str, str]:
     label = name or path.name
     try:
+        if max_bytes is not None and path.is_file():
+            _check_size(path.stat().st_size, label, max_bytes)
         return path.read_bytes(), label, path.suffix.lower()
     except FileNotFoundError:
         raise DataError(f"{label}: file not found") from None
@@ -37,8 +53,19 @@ def raw_input(source, text, name) -> tuple[bytes, str, str]:
         raise DataError(f"{label}: cannot read ({exc.strerror or type(exc).__name__})") from None
 
 
+# the first bytes of files people mistake for a table's text
+_NOT_TEXT = {b"PK\x03\x04": "a zip archive or a spreadsheet (.xlsx, .ods); save it as CSV or TSV",
+             b"\xd0\xcf\x11\xe0": "an old Office file (.xls); save it as CSV or TSV",
+             b"\x1f\x8b": "a gzip archive; unpack it first", b"%PDF": "a PDF",
+             b"\xff\xfe": "UTF-16 text; save it as UTF-8", b"\xfe\xff": "UTF-16 text; save it as UTF-8"}  # fmt: skip
+
+
 def decode(raw: bytes, label: str) -> str:
-    if b"\x00" in raw[:65536]:
+    """UTF-8 text (a byte-order mark dropped); a binary or non-UTF-8 input is refused with one message."""
+    for magic, what in _NOT_TEXT.items():
+        if raw.startswith(magic):
+            raise DataError(f"{label}: not a text table: {what}")
+    if b"\x00" in raw:
         raise DataError(f"{label}: not a text file (it holds NUL bytes); expected UTF-8 text: TSV, CSV or JSONL")
     try:
         content = raw.decode("utf-8")
@@ -49,7 +76,7 @@ def decode(raw: bytes, label: str) -> str:
 
 
 def guess_format(content: str, suffix: str, kinds: tuple[str, ...]) -> str:
-    by_suffix = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+    by_suffix = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
     if suffix in by_suffix:
         return by_suffix[suffix]
     head = content.lstrip()[:1]
@@ -63,10 +90,13 @@ def guess_format(content: str, suffix: str, kinds: tuple[str, ...]) -> str:
     return "csv"
 
 
-def _split_lines(content: str) -> list[str]:
+def _split_lines(content: str, keep_ends: bool = False) -> list[str]:
+    """The lines of ``content`` split on "\\n" only; without ``keep_ends``, CRLF's "\\r" dropped."""
     lines = content.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if keep_ends:
+        return [line + "\n" for line in lines]
     return [line.removesuffix("\r") for line in lines]
 
 
@@ -76,7 +106,8 @@ def delimited_records(content: str, fmt: str, label: str) -> list[tuple[int, lis
         return [(i, line.split("\t") if fmt == "tsv" else [line])
                 for i, line in enumerate(_split_lines(content), start=1) if line.strip()]  # fmt: skip
     records = []
-    reader = csv.reader(io.StringIO(content, newline=""), strict=True)
+    # lines split on "\n" only, so that line numbers count what an editor shows (a quoted field may span lines)
+    reader = csv.reader(_split_lines(content, keep_ends=True), strict=True)
     start = 1
     try:
         for fields in reader:
@@ -84,12 +115,31 @@ def delimited_records(content: str, fmt: str, label: str) -> list[tuple[int, lis
                 records.append((start, fields))
             start = reader.line_num + 1
     except csv.Error as exc:
-        raise DataError(f"{label}:{start}: not valid CSV ({exc}); quote fields that hold commas with \"...\"") from None
+        raise DataError(f"{label}:{start}: not valid CSV: {_csv_problem(str(exc))}") from None
     return records
 
 
+def _csv_problem(error: str) -> str:
+    if "unexpected end of data" in error:
+        return 'a quoted field opened on this line is never closed (a missing ")'
+    if "field larger than field limit" in error:
+        return f'a field longer than {csv.field_size_limit():,} characters (a missing " that closes a quote?)'
+    if "new-line character" in error:
+        return "a carriage return (\\r) inside an unquoted field; quote the field"
+    return f'{error}; quote fields that hold commas or quotes with "..." and double a quote inside one ("")'
+
+
 def jsonl_records(content: str, label: str) -> list[tuple[int, dict | str]]:
-    """(line number, object) of every non-blank line; a line that is not an object is kept as its error text."""
+    """(line number, object) of every non-blank line; a line that is not an object is kept as its error text. A JSON
+    array (a ``.json`` file of objects) is refused with one message."""
+    whole = content.strip()
+    if whole.startswith("[") and "\n" in whole:  # a pretty-printed JSON array; one on one line is one bad line
+        try:
+            value = json.loads(whole)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, list):
+            raise DataError(f"{label}: a JSON array; expected JSON Lines: one {{...}} object per line, no [ ]")
     records = []
     for i, line in enumerate(_split_lines(content), start=1):
         if not line.strip():
@@ -99,18 +149,59 @@ def jsonl_records(content: str, label: str) -> list[tuple[int, dict | str]]:
         except json.JSONDecodeError as exc:
             records.append((i, f"not valid JSON ({exc.msg}, character {exc.colno})"))
             continue
+        except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; nesting deeper than the stack
+            why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
+            records.append((i, f"not valid JSON ({why})"))
+            continue
         records.append((i, value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"))
     return records
 
 
 def cell_text(value) -> str:
-    """A JSON value as the text of a cell (numbers as written, null as empty)."""
-    if value is None:
+    """A JSON value or a DataFrame's cell as the text of a cell (numbers as written, null / NaN / NA as empty)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value) if isinstance(value, float) else str(value)
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return "" if math.isnan(number) else repr(number)
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+# -- numbers in cells --------------------------------------------------------------------------------------------------
+def cell_number(text: str) -> float | None:
+    """The finite number a cell holds, or None."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def reads_as_number(text: str) -> bool:
+    """Reads as a number (with a decimal point or comma; "nan" too): no header's name."""
+    for candidate in (text, text.replace(",", ".")):
+        try:
+            float(candidate)
+            return True
+        except ValueError:
+            pass
+    return False
+
+
+def parse_range(text: str | None) -> tuple[float, float] | None:
+    """"0:5" or "0-5" or "0,5" -> (0.0, 5.0); "" or None -> None. DataError for anything else."""
+    if text is None or not str(text).strip():
+        return None
+    parts = [p for p in re.split(r"\s*(?::|,|\.\.|\s-\s|(?<=\d)-(?=[\d.]))\s*", str(text).strip()) if p]
+    values = [cell_number(p) for p in parts]
+    if len(values) != 2 or any(v is None for v in values) or values[0] >= values[1]:
+        raise DataError(f"score range {text!r}: expected LOW:HIGH with LOW < HIGH, e.g. 0:5")
+    return float(values[0]), float(values[1])

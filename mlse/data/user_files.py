@@ -4,9 +4,9 @@ Every tab of the app, the ``score`` and ``eval --pairs-file`` commands and :func
 here, so a file that works in one place works in all of them and a mistake reads the same everywhere.
 
 **Formats.** TSV (fields split on tabs, no quoting: the convention of STS files), CSV (RFC 4180 quoting), JSONL (one
-object per line, keys as columns) and pasted text (a tab in it means TSV, a ``{`` first means JSONL, one sentence per
-line for a sentence list, else CSV). UTF-8 with or without a byte-order mark; CRLF line ends. Lines split on
-``"\\n"`` only (U+0085 and U+2028 occur inside real sentences).
+object per line, keys as columns; also for ``.json``, where a JSON array is refused with a hint) and pasted text (a tab
+in it means TSV, a ``{`` first means JSONL, one sentence per line for a sentence list, else CSV). UTF-8 with or without
+a byte-order mark; CRLF line ends. Lines split on ``"\\n"`` only (U+0085 and U+2028 occur inside real sentences).
 
 **Kinds.**
 
@@ -18,13 +18,15 @@ line for a sentence list, else CSV). UTF-8 with or without a byte-order mark; CR
   sentence; without a header, each column is one language (detected later).
 
 **Header detection.** The first row is a header when one of its cells is a known column name, when every cell is a
-language code (a parallel file), or when a 3-column pairs file has a non-numeric third cell. ``header=True/False``
-overrides.
+language code (a parallel file), or when a 3-column pairs file has a non-numeric third cell over a number.
+``header=True/False`` overrides; with ``header=True`` a header of names the reader does not know (``Satz 1``,
+``Satz 2``, ``Note``) keeps them as column names and reads the columns by position.
 
-**Problems.** Each is one message naming the file (by the name given, never a server path), the line and the column.
-The whole file is refused when it cannot be read as a table (binary, not UTF-8, a duplicate or incomplete header, no
-rows); a bad row (ragged, empty sentence, non-numeric or out-of-range score) is refused with ``bad_rows="raise"`` (the
-default) or skipped with ``bad_rows="skip"``, each skipped row listed in :attr:`UserTable.skipped`.
+**Problems.** Each is one message naming the file (by the name given, never a server path), the line and the column. The
+whole file is refused when it cannot be read as a table (binary, not UTF-8, a duplicate or incomplete header, no rows, a
+CSV quoting error, over ``max_rows`` / ``max_bytes``); a bad row (ragged, empty sentence, non-numeric or out-of-range
+score) is refused with ``bad_rows="raise"`` (the default) or skipped with ``bad_rows="skip"``, each skipped row listed
+in :attr:`UserTable.skipped`.
 """
 
 from __future__ import annotations
@@ -36,17 +38,21 @@ from collections.abc import Sequence
 
 from mlse.data.records import (
     FORMATS,
+    cell_number,
     cell_text,
     decode,
     delimited_records,
     guess_format,
     jsonl_records,
+    parse_range,
     raw_input,
+    reads_as_number,
 )
 from mlse.data.user_table import ROLE_NAMES, RowProblem, UserTable
 from mlse.errors import DataError
 
-__all__ = ["FORMATS", "KINDS", "ROLE_NAMES", "RowProblem", "UserTable", "parse_range", "read_pairs", "read_table"]
+__all__ = ["FORMATS", "KINDS", "ROLE_NAMES", "RowProblem", "UserTable", "parse_range", "read_pairs", "read_rows",
+           "read_table"]
 
 KINDS = ("pairs", "sentences", "parallel")
 MAX_LISTED = 50  # skipped rows kept with their message (all are counted)
@@ -57,7 +63,8 @@ _KIND_ROLES = {
     "sentences": ("sentence", "lang", "group"),
 }
 # A language code as a column name: ISO 639-1 or 639-3, optionally with a script (FLORES: zho_Hans)
-_LANG_CODE = re.compile(r"^[a-z]{2,3}(?:[_-][A-Za-z]{4})?$")
+# or a region (pt_BR, en-US); all in lower or all in upper case (EN, DE), never a capitalised word (Yes, Ja)
+_LANG_CODE = re.compile(r"^(?:[a-z]{2,3}|[A-Z]{2,3})(?:[_-](?:[A-Za-z]{4}|[A-Z]{2}))?$")
 
 
 # -- the entry points -------------------------------------------------------------------------------------------------
@@ -86,9 +93,7 @@ def read_table(
     kinds = _kinds(kind)
     if format is not None and format not in FORMATS:
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
-    raw, label, suffix = raw_input(source, text, name)
-    if max_bytes is not None and len(raw) > max_bytes:
-        raise DataError(f"{label}: {len(raw):,} bytes is over the limit of {max_bytes:,} bytes")
+    raw, label, suffix = raw_input(source, text, name, max_bytes)
     content = decode(raw, label)
     fmt = format or guess_format(content, suffix, kinds)
     if fmt == "jsonl":
@@ -104,13 +109,36 @@ def read_pairs(source=None, **options) -> UserTable:
     return read_table(source, kind="pairs", **options)
 
 
+def read_rows(
+    rows,
+    *,
+    columns: Sequence[str] | None = None,
+    kind: str | Sequence[str] = "pairs",
+    name: str = "rows",
+    gold_range: tuple[float, float] | None = None,
+    bad_rows: str = "raise",
+    max_rows: int | None = None,
+) -> UserTable:
+    """Rows already split into cells (tuples, a DataFrame's rows) checked as a file's rows are.
+
+    ``columns``: the columns' names (read as a header given with ``header=True``) or None (columns by position). Cells
+    are kept as text (None and NaN as empty). Messages name row *i* (from 1) as line *i* of ``name``; nothing is joined
+    or split, so a tab or a line break inside a sentence stays in it.
+    """
+    if bad_rows not in ("raise", "skip"):
+        raise ValueError(f"bad_rows must be 'raise' or 'skip', got {bad_rows!r}")
+    body = [(i, [cell_text(v) for v in row]) for i, row in enumerate(rows, start=1)]
+    header = [(None, [cell_text(c) for c in columns])] if columns is not None else []
+    builder = _TableBuilder(name, "rows", _kinds(kind), columns is not None, gold_range, bad_rows, max_rows)
+    return builder.build(header + body)
+
+
 def _kinds(kind) -> tuple[str, ...]:
     kinds = KINDS if kind == "auto" else ((kind,) if isinstance(kind, str) else tuple(kind))
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         raise ValueError(f"kind must be 'auto' or among {KINDS}, got {kind!r}")
     return kinds
-
 
 
 # -- building the table -----------------------------------------------------------------------------------------------
@@ -124,20 +152,13 @@ def is_language_code(name: str) -> bool:
     return bool(_LANG_CODE.match(stripped)) and _normal(stripped) not in _ROLE_OF
 
 
-def _number(text: str) -> float | None:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 class _TableBuilder:
     def __init__(self, label, fmt, kinds, header, gold_range, bad_rows, max_rows):
         self.label, self.fmt, self.kinds, self.header = label, fmt, kinds, header
         self.gold_range, self.bad_rows, self.max_rows = gold_range, bad_rows, max_rows
         self.skipped: list[RowProblem] = []
         self.n_skipped = 0
+        self.header_line: int | None = None  # the header's line, once read (None: no header, or rows given as cells)
         if gold_range is not None:
             lo, hi = gold_range
             if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
@@ -156,20 +177,21 @@ class _TableBuilder:
         if len(self.skipped) < MAX_LISTED:
             self.skipped.append(problem)
 
-    def no_rows(self, what: str):
+    def no_rows(self):
         shown = {"pairs": "sentence1, sentence2 and an optional score", "sentences": "one sentence per row",
                  "parallel": "one column per language"}  # fmt: skip
         expected = " or ".join(shown[k] for k in self.kinds)
-        self.fail(None, f"no {what} found (expected rows of {expected})")
+        self.fail(None, f"no rows found (expected rows of {expected})")
 
     # -- the table -------------------------------------------------------------------------------------------------
     def build(self, records) -> UserTable:
         if not records:
-            self.no_rows("rows")
+            self.no_rows()
         if self.fmt == "jsonl":
             columns, has_header, body = self.jsonl_columns(records)
         else:
             columns, has_header, body = self.delimited_columns(records)
+        self.header_line = records[0][0] if has_header else None
         kind, roles, languages = self.assign_roles(columns, has_header, body)
         width = len(columns)
         rows, lines = [], []
@@ -187,32 +209,36 @@ class _TableBuilder:
             rows.append(fields)
             lines.append(line)
             if self.max_rows is not None and len(rows) > self.max_rows:
-                self.fail(None, f"more than {self.max_rows:,} rows; the limit here is {self.max_rows:,} rows")
+                self.fail(None, f"more than {self.max_rows:,} row{'' if self.max_rows == 1 else 's'}, the limit here")
         if not rows:
             if self.n_skipped:
                 self.fail(None, f"no usable rows: all {self.n_skipped} were refused; the first: {self.skipped[0]}")
-            self.no_rows("rows")
+            self.no_rows()
         return UserTable(kind, self.label, self.fmt, columns, rows, lines, roles, languages, has_header,
                          self.skipped, self.n_skipped, self.gold_range)  # fmt: skip
 
     def jsonl_columns(self, records):
         columns: list[str] = []
-        for _line, value in records:
-            if isinstance(value, dict):
-                for key in value:
-                    if key not in columns:
-                        columns.append(key)
+        seen: dict[str, tuple[str, int]] = {}  # key, lower-cased -> (key, its first line)
+        for line, value in records:
+            for key in value if isinstance(value, dict) else ():
+                if key in columns:
+                    continue
+                if key.strip().lower() in seen:
+                    other, other_line = seen[key.strip().lower()]
+                    self.fail(line, f"key {key!r} and key {other!r} (line {other_line}) differ only in case or spaces")
+                seen[key.strip().lower()] = (key, line)
+                columns.append(key)
         if not columns:
             line, message = records[0]
             self.fail(line, message if isinstance(message, str) else "no keys in the JSON objects")
-        self.check_duplicates(columns, records[0][0], case_only=True)
         body = []
         for line, value in records:
             if isinstance(value, str):
                 body.append((line, value))
                 continue
             missing = [c for c in columns if c not in value]
-            needed = [c for c in missing if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence")
+            needed = [c for c in missing if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence", "gold")
                       or is_language_code(c)]  # fmt: skip
             if needed:
                 body.append((line, f"key {needed[0]!r} is missing"))
@@ -232,7 +258,7 @@ class _TableBuilder:
         width = len(first)
         return [f"column{i}" for i in range(1, width + 1)], False, records
 
-    def check_duplicates(self, columns, line, case_only=False) -> None:
+    def check_duplicates(self, columns, line) -> None:
         seen: dict[str, int] = {}
         for i, c in enumerate(columns, start=1):
             key = c.strip().lower()
@@ -246,11 +272,9 @@ class _TableBuilder:
             return True
         if "parallel" in self.kinds and len(first) >= 2 and all(is_language_code(c) for c in first):
             return True
-        third = first[2] if len(first) == 3 else ""
-        numeric = _number(third) is not None or _number(third.replace(",", ".")) is not None
-        if "pairs" in self.kinds and len(first) == 3 and not numeric:
+        if "pairs" in self.kinds and len(first) == 3 and not reads_as_number(first[2]):
             # a third cell that is no number heads a score column, unless the next row has no number there either
-            return not rest or _number(rest[0][1][2] if len(rest[0][1]) > 2 else "") is not None
+            return not rest or reads_as_number(rest[0][1][2] if len(rest[0][1]) > 2 else "")
         return False
 
     def assign_roles(self, columns, has_header, body):
@@ -268,9 +292,14 @@ class _TableBuilder:
                 return "sentences", self.require(roles, "sentences", columns), []
             if "parallel" in self.kinds and len(languages) >= 2:
                 return "parallel", {}, languages
-            self.fail(body[0][0] - 1 if body else 1, self.header_problem(columns))
+            if roles or self.header is not True or self.fmt == "jsonl" or ("parallel" in self.kinds and languages):
+                self.fail(self.header_line, self.header_problem(columns))
+            # header=True over the user's own names ("Satz 1", "Satz 2", "Note"): the columns by position
         width = len(columns)
-        if "pairs" in self.kinds and width in (2, 3) and (width == 3 or self.kinds[0] == "pairs"):
+        # 3 columns: pairs with a score, unless the third column holds no numbers and the table may be parallel
+        scored = width == 3 and ("parallel" not in self.kinds or any(
+            reads_as_number(f[2]) for _, f in body[:50] if not isinstance(f, str) and len(f) == 3))  # fmt: skip
+        if "pairs" in self.kinds and (scored or (width == 2 and self.kinds[0] == "pairs")):
             names = ["sentence1", "sentence2", "gold"][:width]
             return "pairs", dict(zip(names, columns)), []
         labels_second = width == 2 and all(_LANG_CODE.match(f[1].strip()) for _, f in body[:50]
@@ -280,7 +309,11 @@ class _TableBuilder:
             return "sentences", dict(zip(["sentence", "lang"], columns)), []
         if "parallel" in self.kinds and width >= 2:
             return "parallel", {}, list(columns)
-        self.fail(body[0][0] if body else 1, self.position_problem(width))
+        if has_header:
+            self.fail(self.header_line, self.header_problem(columns))
+        comma = width == 1 and self.fmt == "tsv" and any("," in f[0] for _, f in body[:5] if not isinstance(f, str))
+        hint = "; the rows hold no tab but commas: a CSV file? (name it .csv)" if comma else ""
+        self.fail(body[0][0] if body else 1, self.position_problem(width) + hint)
 
     def header_problem(self, columns) -> str:
         has = ", ".join(repr(c) for c in columns)
@@ -301,18 +334,16 @@ class _TableBuilder:
             if role not in roles:
                 names = ", ".join(ROLE_NAMES[role][:4])
                 has = ", ".join(repr(c) for c in columns)
-                self.fail(1, f"no column for {role} (expected one named {names}; the header has {has})")
+                self.fail(self.header_line, f"no column for {role} (expected one named {names}; the header has {has})")
         return {r: c for r, c in roles.items() if r in _KIND_ROLES[kind]}
 
     @staticmethod
     def ragged(columns, fields, has_header) -> tuple[str, str]:
         n, m = len(columns), len(fields)
-        named = ", ".join(columns) if has_header else ""
+        counts = f"the row has {m} field(s), expected {n}" + (f": {', '.join(columns)}" if has_header else "")
         if m < n:
-            col = repr(columns[m]) if has_header else str(m + 1)
-            return col, f"missing: the row has {m} field(s), expected {n}" + (f" ({named})" if named else "")
-        return str(n + 1), f"unexpected extra field: the row has {m} field(s), expected {n}" + (
-            f" ({named})" if named else "")  # fmt: skip
+            return (repr(columns[m]) if has_header else str(m + 1)), f"missing ({counts})"
+        return str(n + 1), f"unexpected extra field ({counts})"
 
     def check_row(self, fields, columns, roles, languages, has_header, kind) -> tuple[str, str] | None:
         def col(name: str) -> str:
@@ -324,9 +355,9 @@ class _TableBuilder:
                 return col(name), "empty sentence"
         if "gold" in roles:
             cell = fields[columns.index(roles["gold"])]
-            value = _number(cell)
+            value = cell_number(cell)
             if value is None:
-                comma = _number(cell.replace(",", ".")) is not None
+                comma = cell_number(cell.replace(",", ".")) is not None
                 hint = "; write decimals with a dot (3.5, not 3,5)" if comma else ""
                 return col(roles["gold"]), f"expected a number, got {cell.strip()!r}{hint}"
             if self.gold_range is not None:
@@ -334,14 +365,3 @@ class _TableBuilder:
                 if not lo <= value <= hi:
                     return col(roles["gold"]), f"score {value:g} is outside the stated range [{lo:g}, {hi:g}]"
         return None
-
-
-def parse_range(text: str | None) -> tuple[float, float] | None:
-    """"0:5" or "0-5" or "0,5" -> (0.0, 5.0); "" or None -> None. DataError for anything else."""
-    if text is None or not str(text).strip():
-        return None
-    parts = [p for p in re.split(r"\s*(?::|,|\.\.|\s-\s|(?<=\d)-(?=[\d.]))\s*", str(text).strip()) if p]
-    values = [_number(p) for p in parts]
-    if len(values) != 2 or any(v is None for v in values) or values[0] >= values[1]:
-        raise DataError(f"score range {text!r}: expected LOW:HIGH with LOW < HIGH, e.g. 0:5")
-    return float(values[0]), float(values[1])

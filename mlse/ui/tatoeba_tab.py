@@ -1,9 +1,12 @@
-"""Tab 3: Tatoeba retrieval errors of one scorer, the neighbourhood of one query, and two scorers compared.
+"""Tab 3: Tatoeba retrieval errors of one scorer, the neighbourhood of one query, and two scorers compared, on a LASER
+Tatoeba language or on the user's own bitext.
 
 The handlers are plain functions of (state, ...) returning markdown and DataFrames, so tests call them without a
-browser. Scoring a language is the evaluation runner's (:func:`mlse.evaluation.runners.tatoeba_language`, the same
-numbers as ``python -m mlse eval --task tatoeba``); each (model, language) result is kept in a small in-process memo,
-so a second look at the same language costs nothing.
+browser. Their ``source`` is a Tatoeba language code or a user's bitext (a :class:`~mlse.data.types.ParallelCorpus`
+read by :func:`mlse.ui.tatoeba_upload.read_bitext` and held in ``gr.State``): both are scored by the same
+:class:`~mlse.evaluation.runners.TatoebaLanguage` (for a language, the same numbers as ``python -m mlse eval --task
+tatoeba``), so retrieval, details and compare share one code path. Each (model, language or bitext content) result is
+kept in a small in-process memo, so a second look costs nothing.
 
 No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
 handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
@@ -13,14 +16,20 @@ import pandas as pd
 
 from mlse.analysis.retrieval_errors import compare_errors, query_neighbours
 from mlse.data.tatoeba import tatoeba_languages
+from mlse.data.types import ParallelCorpus
 from mlse.errors import MlseError
+from mlse.evaluation.bitext_view import bitext_notes, score_bitext
 from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage, tatoeba_language
 from mlse.memo import MB, BytesMemo
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
 from mlse.ui.text import md_escape
+from mlse.ui.uploads import limits_note
 
 DEFAULT_LANG = "deu"
+DATA_CHOICES = ("Tatoeba", "Your bitext")
+NO_BITEXT = "Read your bitext first: upload a file or paste rows, then press *Show errors on my bitext*."
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
@@ -37,7 +46,8 @@ COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
 COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
 
-# (model identity, language, file, k) -> TatoebaLanguage: two embedding matrices each, so bounded by bytes (mlse.memo)
+# (model identity, language, file, k) or ("bitext", model identity, content hash, k) -> TatoebaLanguage: two embedding
+# matrices each, so bounded by bytes (mlse.memo)
 _memo = BytesMemo("tatoeba_tab.views", 128 * MB)
 
 
@@ -59,38 +69,66 @@ def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
     return tatoeba_language(encoder, lang, data_dir=state.data_dir, k=MARGIN_K, memo=_memo)
 
 
-def _summary(view: TatoebaLanguage, model: str, criterion: str, n_errors: dict[str, int]) -> str:
-    m, lang = view.metrics, view.lang
+def source_view(state, source, model: str) -> TatoebaLanguage:
+    """A Tatoeba language (its code) or a user's bitext (a ParallelCorpus) scored with one model, memoised."""
+    if not isinstance(source, ParallelCorpus):
+        return tatoeba_view(state, source, model)
+    if not (model or "").strip():
+        raise MlseError("Choose a model.")
+    return score_bitext(state.encoder(model), source, k=MARGIN_K, memo=_memo)
+
+
+def _labels(source) -> dict[str, str]:
+    """direction -> its name in the tables: to_en / from_en for Tatoeba, "en→de" / "de→en" for a bitext."""
+    return direction_labels(source) if isinstance(source, ParallelCorpus) else {d: d for d in DIRECTIONS}
+
+
+def _sides(source, view: TatoebaLanguage) -> tuple[str, str, str, dict[str, str]]:
+    """(title, source side, target side, direction -> label) as the page's markdown names them (escaped)."""
+    if isinstance(source, ParallelCorpus):
+        src, tgt = md_escape(source.src_lang), md_escape(source.tgt_lang)
+        labels = {d: md_escape(label) for d, label in _labels(source).items()}
+        return f"your bitext **{md_escape(source.name)}**", src, tgt, labels
+    return f"Tatoeba **{view.lang}**", view.lang, "English", _labels(source)  # plain codes, "to_en" as written
+
+
+def _summary(source, view: TatoebaLanguage, model: str, criterion: str, n_errors: dict[str, int]) -> str:
+    m = view.metrics
+    title, src, tgt, label = _sides(source, view)
+    to, back = label["to_en"], label["from_en"]
     return "\n".join([
-        f"**{md_escape(model)}** on Tatoeba **{lang}** ({len(view.src)} pairs); errors listed under the "
-        f"**{criterion}** criterion.",
+        f"**{md_escape(model)}** on {title} ({len(view.src)} pairs); errors listed under the **{criterion}** "
+        "criterion.",
         "",
         "| direction | accuracy (cosine) | accuracy (margin) | errors listed |",
         "|---|---|---|---|",
-        f"| to_en: {lang} queries English | {m['acc_to_en']:.1f} | {m['acc_to_en_margin']:.1f} | {n_errors['to_en']} |",
-        f"| from_en: English queries {lang} | {m['acc_from_en']:.1f} | {m['acc_from_en_margin']:.1f} "
+        f"| {to}: {src} queries {tgt} | {m['acc_to_en']:.1f} | {m['acc_to_en_margin']:.1f} | {n_errors['to_en']} |",
+        f"| {back}: {tgt} queries {src} | {m['acc_from_en']:.1f} | {m['acc_from_en_margin']:.1f} "
         f"| {n_errors['from_en']} |",
         f"| mean | {m['acc_mean']:.1f} | {m['acc_mean_margin']:.1f} | |",
         "",
-        f"xSIM error ({lang} as source, ratio margin): {m['xsim_error']:.1f}%. Select a row for its neighbours.",
+        f"xSIM error ({src} as source, ratio margin): {m['xsim_error']:.1f}%. Select a row for its neighbours.",
     ])  # fmt: skip
 
 
-def retrieval(state, lang: str, model: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
-    """Accuracy both ways and every wrongly retrieved query -> (summary markdown, errors table)."""
+def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
+    """Accuracy both ways and every wrongly retrieved query -> (summary markdown, errors table).
+    ``source``: a Tatoeba language code or a user's bitext (a ParallelCorpus)."""
     empty = pd.DataFrame(columns=ERROR_COLUMNS)
     try:
-        view = tatoeba_view(state, lang, model)
+        view = source_view(state, source, model)
         errors = view.errors(criterion)
     except MlseError as exc:
         return md_escape(str(exc)), empty
-    rows = [{"direction": d, **e} for d in DIRECTIONS for e in errors[d]]
+    label = _labels(source)
+    rows = [{"direction": label[d], **e} for d in DIRECTIONS for e in errors[d]]
     table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(DECIMALS) if rows else empty
-    return _summary(view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS}), table
+    return _summary(source, view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS}), table
 
 
-def _parse_row(row) -> tuple[str, int]:
-    """(direction, index) from an errors-table row: a dict, a list in ERROR_COLUMNS order, or a pandas Series."""
+def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:
+    """(direction, index) from an errors-table row: a dict, a list in ERROR_COLUMNS order, or a pandas Series.
+    ``labels``: direction -> the name the table shows for it (a bitext's "en->de"); the plain names pass too."""
     if row is None:
         raise MlseError("Select a row of the errors table.")
     if isinstance(row, pd.Series):
@@ -104,6 +142,7 @@ def _parse_row(row) -> tuple[str, int]:
         direction, index = row[0], row[1]
     else:  # a single value (an API caller's guess at the format)
         raise MlseError(f"not an errors-table row: {str(row)[:80]!r}; expected [direction, index, ...]")
+    direction = {shown: d for d, shown in (labels or {}).items()}.get(direction, direction)
     if direction not in DIRECTIONS:
         raise MlseError(f"not an errors-table row: direction {direction!r}")
     try:
@@ -112,12 +151,12 @@ def _parse_row(row) -> tuple[str, int]:
         raise MlseError(f"not an errors-table row: index {index!r}") from None
 
 
-def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str, pd.DataFrame]:
+def details(state, source, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str, pd.DataFrame]:
     """One query's gold and its k nearest neighbours (cosine and ratio margin) -> (markdown, neighbours table)."""
     empty = pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
     try:
-        direction, index = _parse_row(row)
-        view = tatoeba_view(state, lang, model)
+        direction, index = _parse_row(row, _labels(source))
+        view = source_view(state, source, model)
         if not 0 <= index < len(view.src):
             raise MlseError(f"query index {index} is out of range for {view.lang} ({len(view.src)} pairs)")
     except MlseError as exc:
@@ -132,7 +171,7 @@ def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[s
         rows.append([rank, b_texts[j], round(float(cos), DECIMALS), round(float(marg), DECIMALS),
                      "gold" if j == index else ""])  # fmt: skip
     text = "\n".join([
-        f"**Query** ({direction}, #{index}): {md_escape(q_texts[index])}",
+        f"**Query** ({_sides(source, view)[3][direction]}, #{index}): {md_escape(q_texts[index])}",
         "",
         f"**Gold translation**: {md_escape(b_texts[index])}",
         "",
@@ -142,23 +181,50 @@ def details(state, lang: str, model: str, row, k: int = N_NEIGHBOURS) -> tuple[s
     return text, pd.DataFrame(rows, columns=NEIGHBOUR_COLUMNS)
 
 
-def compare(state, lang: str, model_a: str, model_b: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
+def compare(state, source, model_a: str, model_b: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
     """Queries model B retrieves correctly and A not (fixed by B), and the reverse (broken by B)."""
     empty = pd.DataFrame(columns=COMPARE_COLUMNS)
     try:
-        view_a = tatoeba_view(state, lang, model_a)
-        view_b = tatoeba_view(state, lang, model_b)
+        view_a = source_view(state, source, model_a)
+        view_b = source_view(state, source, model_b)
         rows, counts = compare_errors(view_a.errors(criterion), view_b.errors(criterion))
     except MlseError as exc:
         return md_escape(str(exc)), empty
     ma, mb = view_a.metrics, view_b.metrics
     key = "acc_mean" if criterion == "cosine" else "acc_mean_margin"
+    title, label = _sides(source, view_a)[0], _labels(source)
+    rows = [{**r, "direction": label[r["direction"]]} for r in rows]
     text = (
-        f"Tatoeba **{view_a.lang}**, {criterion} criterion. A = **{md_escape(model_a)}** (mean accuracy "
+        f"{title[0].upper()}{title[1:]}, {criterion} criterion. A = **{md_escape(model_a)}** (mean accuracy "
         f"{ma[key]:.1f}), B = **{md_escape(model_b)}** ({mb[key]:.1f}). Fixed by B: **{counts['fixed']}**, "
         f"broken by B: **{counts['broken']}**, wrong under both: {counts['both_wrong']} (queries, both directions)."
     )
     return text, pd.DataFrame(rows, columns=COMPARE_COLUMNS) if rows else empty
+
+
+def bitext_retrieval(state, file, pasted: str | None, model: str, criterion: str = "cosine",
+                     columns: str | None = "") -> tuple[str, pd.DataFrame, ParallelCorpus | None]:  # fmt: skip
+    """The user's bitext (an upload, else pasted rows; ``columns`` picks two of more) scored like a Tatoeba language
+    -> (what was read + the summary + caveats, errors table, the corpus to hold for details and compare, or None)."""
+    corpus, message = read_bitext(file, pasted, columns)
+    if corpus is None:
+        return message, pd.DataFrame(columns=ERROR_COLUMNS), None
+    text, table = retrieval(state, corpus, model, criterion)
+    return "\n\n".join([message, text, *(md_escape(n) for n in bitext_notes(corpus))]), table, corpus
+
+
+def bitext_details(state, corpus, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str, pd.DataFrame]:
+    """:func:`details` on the bitext held from :func:`bitext_retrieval`."""
+    if not isinstance(corpus, ParallelCorpus):
+        return NO_BITEXT, pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
+    return details(state, corpus, model, row, k)
+
+
+def bitext_compare(state, corpus, model_a: str, model_b: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
+    """:func:`compare` on the bitext held from :func:`bitext_retrieval`."""
+    if not isinstance(corpus, ParallelCorpus):
+        return NO_BITEXT, pd.DataFrame(columns=COMPARE_COLUMNS)
+    return compare(state, corpus, model_a, model_b, criterion)
 
 
 def build_tab(state) -> list[ModelPicker]:
@@ -168,18 +234,35 @@ def build_tab(state) -> list[ModelPicker]:
     names = state.model_names()
     preferred = state.preferred_model()  # me5-small on a full install
     with gr.Tab("Tatoeba errors"):
-        if not langs:
-            gr.Markdown("No Tatoeba data found: set MLSE_DATA to the data directory (it needs tatoeba_laser_v1/).")
-        with gr.Row():
+        data = gr.Radio(list(DATA_CHOICES), value=DATA_CHOICES[0], label="Data",
+                        info="A LASER Tatoeba language paired with English, or your own aligned sentences")  # fmt: skip
+        with gr.Column(visible=True) as tatoeba_inputs:
+            if not langs:
+                gr.Markdown("No Tatoeba data found: set MLSE_DATA to the data directory (it needs tatoeba_laser_v1/).")
             lang = gr.Dropdown(langs, value=DEFAULT_LANG if DEFAULT_LANG in langs else (langs or [None])[0],
                                label="Language (paired with English)")  # fmt: skip
+        with gr.Column(visible=False) as bitext_inputs:
+            with gr.Row():
+                file = gr.File(label="Bitext: two aligned columns, header of language codes optional (en, de)",
+                               type="filepath", file_types=[".tsv", ".csv", ".jsonl", ".txt"])  # fmt: skip
+                pasted = gr.Textbox(label="...or paste rows: source TAB target (used when no file is given)",
+                                    lines=6, max_lines=12, placeholder="en\tde\nIt is raining.\tEs regnet.")
+            with gr.Row():
+                columns = gr.Textbox(label="Columns (optional)", placeholder="en, fr  or  1 3", scale=1,
+                                     info="Two of the file's language columns, when it has more; the first two "
+                                     "by default.")  # fmt: skip
+                example = gr.Button("Paste the example", scale=0)
+            gr.Markdown(md_escape(limits_note()))
+        with gr.Row():
             model = gr.Dropdown(names, value=preferred, label="Scorer")
             criterion = gr.Radio(list(CRITERIA), value="cosine", label="Retrieval criterion")
             run = gr.Button("Show errors", variant="primary")
+            run_bitext = gr.Button("Show errors on my bitext", variant="primary", visible=False)
         summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
         table = gr.Dataframe(headers=ERROR_COLUMNS, datatype=ERROR_TYPES, label="Errors (select a row)",
                              interactive=False, wrap=True, column_widths=ERROR_WIDTHS)  # fmt: skip
-        shown = gr.State(None)  # (lang, model) the table was computed for, so a later dropdown change is harmless
+        shown = gr.State(None)  # (source, model) the table was computed for, so a later dropdown change is harmless
+        held = gr.State(None)  # the user's bitext as last read: an upload is deleted once read in public mode
         detail_md = gr.Markdown(latex_delimiters=[])
         neighbours = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours",
                                   interactive=False, wrap=True, column_widths=NEIGHBOUR_WIDTHS)  # fmt: skip
@@ -188,13 +271,24 @@ def build_tab(state) -> list[ModelPicker]:
                 model_a = gr.Dropdown(names, value=preferred, label="Scorer A")
                 model_b = gr.Dropdown(names, value=names[-1] if names else None, label="Scorer B")
                 cmp_button = gr.Button("Compare")
+                cmp_bitext = gr.Button("Compare on my bitext", visible=False)
             cmp_md = gr.Markdown(latex_delimiters=[])
             cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True,
                                      column_widths=COMPARE_WIDTHS)  # fmt: skip
 
+        def on_data(choice):
+            mine = choice == DATA_CHOICES[1]
+            return [gr.update(visible=v) for v in (not mine, mine, not mine, mine, not mine, mine)]
+
         def on_run(lang_, model_, criterion_, progress=gr.Progress(track_tqdm=True)):
             text, df = retrieval(state, lang_, model_, criterion_)
             return text, df, (lang_, model_)
+
+        def on_run_bitext(bitext_file, pasted_rows, language_columns, scorer, retrieval_criterion,
+                          progress=gr.Progress(track_tqdm=True)):  # fmt: skip
+            text, df, corpus = bitext_retrieval(state, bitext_file, pasted_rows, scorer, retrieval_criterion,
+                                                language_columns)  # fmt: skip
+            return text, df, (corpus, scorer) if corpus is not None else None, corpus
 
         def on_select(shown_, evt: gr.SelectData):
             if not shown_:
@@ -204,11 +298,24 @@ def build_tab(state) -> list[ModelPicker]:
         def on_compare(lang_, a, b, criterion_, progress=gr.Progress(track_tqdm=True)):
             return compare(state, lang_, a, b, criterion_)
 
+        def on_compare_bitext(bitext, scorer_a, scorer_b, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
+            return bitext_compare(state, bitext, scorer_a, scorer_b, retrieval_criterion)
+
+        def paste_example():
+            return EXAMPLE.read_text(encoding="utf-8"), None
+
+        data.change(on_data, data, [tatoeba_inputs, bitext_inputs, run, run_bitext, cmp_button, cmp_bitext],
+                    concurrency_limit=4, api_visibility="private")  # fmt: skip
         run.click(on_run, [lang, model, criterion], [summary, table, shown], api_name="tatoeba_errors",
                   concurrency_limit=1)  # fmt: skip
+        run_bitext.click(on_run_bitext, [file, pasted, columns, model, criterion], [summary, table, shown, held],
+                         api_name="tatoeba_bitext_errors", concurrency_limit=1)  # fmt: skip
         table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2)
         cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
                          api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip
-        check_inputs(lang, criterion)
+        cmp_bitext.click(on_compare_bitext, [held, model_a, model_b, criterion], [cmp_md, cmp_table],
+                         api_name="tatoeba_bitext_compare", concurrency_limit=1)  # fmt: skip
+        example.click(paste_example, None, [pasted, file], api_visibility="private", concurrency_limit=4)
+        check_inputs(data, lang, criterion)
         check_inputs(model, model_a, model_b, allowed=state.model_names)
     return [ModelPicker(model), ModelPicker(model_a), ModelPicker(model_b)]

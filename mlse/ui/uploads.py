@@ -55,6 +55,9 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
     if path is None and text is None:
         return None, "Upload a file or paste rows first."
     max_rows, max_bytes = upload_limits()
+    if path is not None and not os.path.exists(path):
+        return None, (f"{md_escape(display_name(path))}: the uploaded file is gone (uploads are deleted once read"
+                      f"{' on this public deployment' if public_mode() else ''}); upload it again.")  # fmt: skip
     try:
         if path is not None:
             table = read_table(path, kind=kind, name=display_name(path), gold_range=gold_range, bad_rows="skip",

@@ -1,0 +1,186 @@
+"""Slices of a set of rated pairs: correlations with gold per language pair and per length band.
+
+A single correlation over a user's file hides where a model fails: it may rank same-language pairs well and
+cross-lingual pairs badly, or long sentences well and short ones badly. These functions label each pair with its
+slice (:func:`language_pair_labels`, :func:`length_bands`) and compute Pearson / Spearman x 100 per slice with the
+metric code of :mod:`mlse.evaluation.sts` (:func:`slice_metrics`, :func:`slice_rows`). No gradio, no encoder.
+
+**Length.** A sentence's length is its number of words (runs of non-space characters), except for text written
+without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Burmese, Tibetan: by its language code when known,
+else by its script), whose length is its number of letters and digits. A pair's length is the mean of its two
+sentences' lengths. Pairs are cut into three bands at the terciles of the pairs' lengths (``numpy.quantile`` at 1/3
+and 2/3): short (<= first tercile), medium (<= second tercile), long (the rest); each band's label gives the range of
+lengths it holds. Ties can leave a band empty; empty bands are dropped.
+
+**Small slices.** Below :data:`MIN_PAIRS` pairs a slice gets no correlation, below :data:`MIN_CI_PAIRS` no bootstrap
+confidence interval; the row's ``note`` says why a number is blank.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from mlse.analysis.sts_errors import bootstrap_pearson_ci
+from mlse.evaluation.sts import sts_metrics
+
+LANGUAGE_PAIR = "language pair"
+LENGTH = "length"
+MIN_PAIRS = 3  # a slice needs this many pairs for a correlation
+MIN_CI_PAIRS = 10  # ... and this many for a 95% bootstrap confidence interval
+# Languages written without spaces between words: their length is counted in characters.
+SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "zho", "jpn", "tha", "lao", "khm", "mya"})
+_SPACELESS_SCRIPTS = ("Han", "Kana", "Thai")
+SLICE_COLUMNS = ["slice", "value", "model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo",
+                 "spearman_hi", "note"]  # fmt: skip
+
+
+# -- labelling the pairs ----------------------------------------------------------------------------------------------
+def language_pair_labels(lang1: Sequence[str], lang2: Sequence[str]) -> np.ndarray:
+    """"en-de" for each pair [n] from the two sentences' language codes (lower-cased, blanks as "und")."""
+    if len(lang1) != len(lang2):
+        raise ValueError(f"{len(lang1)} first languages but {len(lang2)} second languages")
+    codes = [f"{_code(a)}-{_code(b)}" for a, b in zip(lang1, lang2)]
+    return np.array(codes, dtype=object)
+
+
+def _code(lang) -> str:
+    text = str(lang or "").strip().lower()
+    return text or "und"
+
+
+def languages_or_detected(sentences: Sequence[str], given: Sequence[str] | None = None) -> tuple[list[str], int]:
+    """(a language code per sentence, how many were detected): the ``given`` code where there is one, else
+    :func:`mlse.langdetect.detect_language` of the sentence ("und" when undetermined)."""
+    from mlse.langdetect import detect_language  # lazy: langid loads its model on first use
+
+    codes, detected = [], 0
+    for i, text in enumerate(sentences):
+        code = str(given[i]).strip() if given is not None and given[i] is not None else ""
+        if not code:
+            code = detect_language(text)[0]
+            detected += 1
+        codes.append(code)
+    return codes, detected
+
+
+def is_spaceless(text: str, lang: str | None = None) -> bool:
+    """True when ``text`` is written without spaces between words: by its language code when given (not "und"), else
+    when most of its letters are Han, kana or Thai."""
+    base = str(lang or "").strip().lower().replace("-", "_").split("_")[0]
+    if base and base != "und":
+        return base in SPACELESS_LANGUAGES
+    from mlse.langdetect import script_counts  # letters per script
+
+    counts = script_counts(text)
+    letters = sum(counts.values())
+    return letters > 0 and sum(counts.get(s, 0) for s in _SPACELESS_SCRIPTS) * 2 > letters
+
+
+def text_length(text: str, lang: str | None = None) -> int:
+    """Words of ``text``; letters and digits for text written without spaces (see :func:`is_spaceless`)."""
+    text = str(text or "")
+    if is_spaceless(text, lang):
+        return sum(ch.isalnum() for ch in text)
+    return len(text.split())
+
+
+def pair_lengths(s1: Sequence[str], s2: Sequence[str], lang1: Sequence[str] | None = None,
+                 lang2: Sequence[str] | None = None) -> np.ndarray:  # fmt: skip
+    """The mean length of each pair's two sentences [n] (:func:`text_length`; languages optional)."""
+    l1 = lang1 if lang1 is not None else [None] * len(s1)
+    l2 = lang2 if lang2 is not None else [None] * len(s2)
+    return np.array([(text_length(a, x) + text_length(b, y)) / 2.0 for a, b, x, y in zip(s1, s2, l1, l2)],
+                    dtype=np.float64)  # fmt: skip
+
+
+def length_bands(lengths: np.ndarray, unit: str = "words") -> tuple[np.ndarray, list[str]]:
+    """(label of each pair [n], the labels in order short -> long): terciles of ``lengths``.
+
+    A pair is short when its length is <= the first tercile, medium when <= the second, else long; labels carry the
+    range of lengths in the band, e.g. "short (≤ 8 words)", "medium (8.5–15 words)", "long (≥ 15.5 words)".
+    """
+    x = np.asarray(lengths, dtype=np.float64)
+    if x.ndim != 1 or not np.isfinite(x).all():
+        raise ValueError("lengths must be a 1-D array of finite numbers")
+    if x.size == 0:
+        return np.array([], dtype=object), []
+    cut1, cut2 = np.quantile(x, [1 / 3, 2 / 3])
+    band = np.where(x <= cut1, 0, np.where(x <= cut2, 1, 2))  # [n]
+    labels = np.empty(x.size, dtype=object)
+    order = []
+    for b, name in enumerate(("short", "medium", "long")):
+        members = x[band == b]
+        if members.size == 0:
+            continue
+        lo, hi = members.min(), members.max()
+        if b == 0:
+            label = f"{name} (≤ {hi:g} {unit})"
+        elif b == 2:
+            label = f"{name} (≥ {lo:g} {unit})"
+        else:
+            label = f"{name} ({lo:g}–{hi:g} {unit})" if lo != hi else f"{name} ({lo:g} {unit})"
+        labels[band == b] = label
+        order.append(label)
+    return labels, order
+
+
+# -- metrics per slice ------------------------------------------------------------------------------------------------
+def slice_metrics(pred: np.ndarray, gold: np.ndarray, labels: np.ndarray, *, order: Sequence[str] | None = None,
+                  n_boot: int = 1000, seed: int = 0) -> list[dict]:  # fmt: skip
+    """One dict per slice: value, n, pearson, pearson_lo, pearson_hi, spearman, spearman_lo, spearman_hi, note.
+
+    Correlations are x 100 (:func:`mlse.evaluation.sts.sts_metrics`); CIs are 95% percentile bootstrap over the
+    slice's pairs (``n_boot`` resamples; none below :data:`MIN_CI_PAIRS` pairs). ``order``: the slices to report, in
+    this order (default: every label, most pairs first, then by name).
+    """
+    p = np.asarray(pred, dtype=np.float64)
+    g = np.asarray(gold, dtype=np.float64)
+    lab = np.asarray(labels, dtype=object)
+    if not (p.ndim == g.ndim == lab.ndim == 1 and p.shape == g.shape == lab.shape):
+        raise ValueError(f"pred, gold and labels must be 1-D of one length, got {p.shape}, {g.shape}, {lab.shape}")
+    if order is None:
+        values, counts = np.unique(lab.astype(str), return_counts=True)
+        order = [str(v) for _, v in sorted(zip(-counts, values))]
+    return [_one_slice(str(value), p[lab == value], g[lab == value], n_boot, seed) for value in order]
+
+
+def _one_slice(value: str, p: np.ndarray, g: np.ndarray, n_boot: int, seed: int) -> dict:
+    n = int(p.size)
+    row = {"value": value, "n": n, "pearson": math.nan, "pearson_lo": math.nan, "pearson_hi": math.nan,
+           "spearman": math.nan, "spearman_lo": math.nan, "spearman_hi": math.nan, "note": ""}  # fmt: skip
+    if n < MIN_PAIRS:
+        row["note"] = f"fewer than {MIN_PAIRS} pairs: no correlation"
+        return row
+    boots = n_boot if n >= MIN_CI_PAIRS else 0
+    m = sts_metrics(p, g, n_boot=boots, seed=seed)
+    row.update(pearson=m["pearson"], spearman=m["spearman"])
+    if math.isnan(m["pearson"]):
+        row["note"] = "constant gold or predictions in this slice: no correlation"
+        return row
+    if boots:
+        row["spearman_lo"], row["spearman_hi"] = m["spearman_ci95"]
+        row["pearson_lo"], row["pearson_hi"] = bootstrap_pearson_ci(p, g, n_boot=boots, seed=seed)
+    elif n < MIN_CI_PAIRS:
+        row["note"] = f"fewer than {MIN_CI_PAIRS} pairs: no CI"
+    return row
+
+
+def slice_rows(preds: dict[str, np.ndarray], gold: np.ndarray, slices: dict[str, tuple[np.ndarray, Sequence[str]]],
+               *, n_boot: int = 1000, seed: int = 0) -> list[dict]:  # fmt: skip
+    """Rows of the slices table (:data:`SLICE_COLUMNS`): for each slice kind, each of its values, each model.
+
+    ``preds``: model -> predictions [n]; ``slices``: kind (e.g. :data:`LANGUAGE_PAIR`) -> (label per pair [n],
+    the values in display order, or None for most pairs first).
+    """
+    rows = []
+    for kind, (labels, order) in slices.items():
+        per_model = {name: slice_metrics(pred, gold, labels, order=order, n_boot=n_boot, seed=seed)
+                     for name, pred in preds.items()}  # fmt: skip
+        first = next(iter(per_model.values()), [])
+        for i in range(len(first)):
+            for name, found in per_model.items():
+                rows.append({"slice": kind, "model": name, **found[i]})
+    return [{c: row[c] for c in SLICE_COLUMNS} for row in rows]

@@ -1,0 +1,132 @@
+"""A user's own sentences as a map sample (:class:`mlse.analysis.map_sample.Sample`).
+
+Two kinds of table (read by :func:`mlse.data.user_files.read_table`) become a sample:
+
+* **sentences**: one sentence per row, an optional ``lang`` column (rows without one get a detected language, and the
+  sample says so) and an optional ``id`` / ``group`` column: rows sharing an id are translations of one meaning.
+  Without an id every sentence is its own meaning, so the map and the language-ID probe work but translation
+  retrieval has nothing to find.
+* **parallel**: one column per language, one meaning per row (every row is a translation group). Columns without a
+  header get the language most of their cells are detected as.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+
+from mlse.analysis.map_sample import Sample
+from mlse.data.user_table import UserTable
+from mlse.errors import DataError
+
+MAX_POINTS = 10_000  # a larger map is unreadable and slow to lay out
+DETECT_CELLS = 50  # cells of a header-less parallel column that decide its language
+
+Detector = Callable[[str], tuple[str, float]]
+
+
+def user_sample(table: UserTable, *, detect: Detector | None = None) -> Sample:
+    """The sample of a ``sentences`` or ``parallel`` table. ``detect(text) -> (code, confidence)`` names the language
+    of sentences without one (default :func:`mlse.langdetect.detect_language`). DataError for another kind of table
+    or more than :data:`MAX_POINTS` sentences."""
+    if table.kind == "sentences":
+        sample = _from_sentences(table, detect)
+    elif table.kind == "parallel":
+        sample = _from_parallel(table, detect)
+    else:
+        raise DataError(f"{table.name}: expected sentences (with an optional lang and id column) or one column per "
+                        f"language, got {table.kind}")  # fmt: skip
+    if len(sample.texts) > MAX_POINTS:
+        raise DataError(f"{table.name}: {len(sample.texts):,} sentences; a map shows at most {MAX_POINTS:,} "
+                        "(upload fewer rows)")  # fmt: skip
+    return sample
+
+
+def _detector(detect: Detector | None) -> tuple[Detector, str]:
+    if detect is not None:
+        return detect, "the given detector"
+    from mlse.langdetect import detect_language, detector_name  # lazy: langid unpacks its model on first use
+
+    return detect_language, detector_name()
+
+
+def _counts(labels: list[str]) -> str:
+    return ", ".join(f"{lang} {k}" for lang, k in Counter(labels).most_common())
+
+
+def _from_sentences(table: UserTable, detect: Detector | None) -> Sample:
+    texts = [t.strip() for t in table.role("sentence")]
+    given = table.role("lang")
+    labels = [g.strip() for g in given] if given is not None else [""] * len(texts)
+    blank = [k for k, lang in enumerate(labels) if not lang]
+    notes = []
+    if blank:
+        detector, name = _detector(detect)
+        for k in blank:
+            labels[k] = detector(texts[k])[0]
+        found = _counts([labels[k] for k in blank])
+        if given is None:
+            notes.append(f"No language column: each sentence's language was detected ({name}): {found}. "
+                         "Hover a point to check; add a lang column to set them.")  # fmt: skip
+        else:
+            notes.append(f"{len(blank)} sentence(s) without a language: detected ({name}): {found}.")
+    langs = list(dict.fromkeys(labels))
+    lang_idx = np.array([langs.index(lang) for lang in labels], dtype=np.int64)  # [N]
+    groups = table.role("group")
+    group_names: dict[int, str] | None = None
+    if groups is None:
+        sentence_ids = np.arange(len(texts), dtype=np.int64)  # every sentence its own meaning
+    else:
+        sentence_ids, group_names = _number_groups(groups)
+    return Sample(langs, np.unique(sentence_ids), texts, lang_idx, sentence_ids, source=table.name,
+                  group_names=group_names, grouped=groups is not None, notes=notes, from_user=True)  # fmt: skip
+
+
+def _number_groups(cells: list[str]) -> tuple[np.ndarray, dict[int, str] | None]:
+    """The user's ids -> (a number per row; number -> the user's id, or None when the numbers are the user's ids).
+
+    Whole-number ids (``1``, ``42``) are kept as they are; other ids are numbered 0, 1, ... in order of first
+    appearance. A row with an empty id is a meaning of its own, numbered after all others.
+    """
+    keys = [cell.strip() for cell in cells]
+    named = [k for k in keys if k]
+    if named and all(k.isdigit() and str(int(k)) == k and len(k) <= 15 for k in named):
+        numbers = {k: int(k) for k in named}
+        names = None
+    else:
+        numbers = {k: i for i, k in enumerate(dict.fromkeys(named))}
+        names = {i: k for k, i in numbers.items()}
+    next_free = max(numbers.values(), default=-1) + 1
+    out = []
+    for k in keys:
+        if k:
+            out.append(numbers[k])
+        else:
+            out.append(next_free)
+            next_free += 1
+    return np.array(out, dtype=np.int64), names
+
+
+def _from_parallel(table: UserTable, detect: Detector | None) -> Sample:
+    columns = list(table.languages)
+    notes = []
+    if table.has_header:
+        labels = [c.strip() for c in columns]
+    else:
+        detector, name = _detector(detect)
+        labels = []
+        for c in columns:
+            votes = Counter(detector(cell)[0] for cell in table.column(c)[:DETECT_CELLS])
+            code = votes.most_common(1)[0][0]
+            labels.append(code if code not in labels else f"{code} ({c})")
+        shown = ", ".join(f"{c} = {lang}" for c, lang in zip(columns, labels))
+        notes.append(f"No header: each column's language was detected ({name}): {shown}. "
+                     "Add a header row (en, de, ...) to name them.")  # fmt: skip
+    n_rows = len(table)
+    texts = [cell.strip() for c in columns for cell in table.column(c)]  # language-major, like FLORES
+    lang_idx = np.repeat(np.arange(len(columns), dtype=np.int64), n_rows)  # [L * rows]
+    sentence_ids = np.tile(np.arange(n_rows, dtype=np.int64), len(columns))  # [L * rows]
+    return Sample(labels, np.arange(n_rows, dtype=np.int64), texts, lang_idx, sentence_ids, source=table.name,
+                  grouped=True, notes=notes, from_user=True)  # fmt: skip

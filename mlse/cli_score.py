@@ -1,0 +1,207 @@
+"""``python -m mlse score FILE``: score every pair of a user's file with one or more models, write a scored CSV.
+
+The file is read by the one user-file reader (:func:`mlse.data.user_files.read_pairs`) and scored by
+:func:`mlse.api.score_rows`, chunk by chunk through the embedding cache: memory holds one chunk's embeddings, and a run
+stopped with Ctrl-C leaves the finished chunks in the cache, so running the same command again only encodes the rest.
+The scored table (the input's columns, then ``"<model> cosine"`` and ``"<model> 0-5"``) goes to ``--out`` in one
+atomic write, or to stdout; progress and the summary go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mlse import api
+from mlse.atomic import atomic_write_text
+from mlse.cli_args import csv_list
+from mlse.data.records import FORMATS
+from mlse.data.user_files import UserTable, parse_range, read_pairs
+from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
+from mlse.encoders.registry import DEFAULT_MODELS, resolve_model
+from mlse.errors import MlseError
+
+PROGRESS_EVERY_S = 5.0  # at most one progress line per this many seconds
+INTERRUPTED_EXIT = 130
+
+
+def add_score_parser(sub) -> None:
+    """Register ``score`` on the subcommand parsers of :func:`mlse.cli.build_parser`."""
+    sc = sub.add_parser("score", help="score every sentence pair of a file (TSV, CSV, JSONL) with one or more models",
+                        description="Score every pair of FILE with each model and write the input's columns, then "
+                                    "'<model> cosine' and '<model> 0-5' per model. A rerun is served by the "
+                                    "embedding cache.")  # fmt: skip
+    sc.add_argument("file", help="pairs file: sentence1, sentence2, optional score (header optional)")
+    sc.add_argument("--models", type=csv_list, default=list(DEFAULT_MODELS),
+                    help=f"comma-separated models (default {','.join(DEFAULT_MODELS)})")  # fmt: skip
+    sc.add_argument("--out", default=None, help="scored file to write (TSV when it ends in .tsv, else CSV); "
+                    "default: CSV on stdout")  # fmt: skip
+    sc.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                    help="runtime of the models: torch, onnx (fp32) or onnx-int8 (exported once and cached)")
+    sc.add_argument("--format", choices=[f for f in FORMATS if f != "lines"], default=None,
+                    help="how to read FILE (default: from its suffix, else its content)")
+    sc.add_argument("--skip-bad-rows", action="store_true",
+                    help="skip malformed rows (each listed on stderr) instead of stopping at the first")
+    sc.add_argument("--gold-range", default=None, help="refuse scores outside LOW:HIGH, e.g. 0:5")
+    sc.add_argument("--chunk", type=int, default=api.CHUNK_PAIRS,
+                    help=f"pairs encoded per step (default {api.CHUNK_PAIRS}): memory, and how much a Ctrl-C loses")
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class ProgressLines:
+    """Prints ``rows done / total, rows/s, ETA`` on stderr, at most one line per :data:`PROGRESS_EVERY_S` (whole
+    lines, no carriage returns, so a log file stays readable), and remembers how far the run got."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int, rows_per_s: float) -> None:
+        self.done = done
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY_S or done >= total:
+            return
+        self.last = now
+        eta = (total - done) / rows_per_s if rows_per_s > 0 else math.inf
+        print(f"{done:,} / {total:,} rows ({100 * done / total:.0f}%), {rows_per_s:,.0f} rows/s, ETA {_duration(eta)}",
+              file=self.stream, flush=True)  # fmt: skip
+
+
+def _read(args) -> UserTable:
+    table = read_pairs(args.file, name=str(args.file), format=args.format, gold_range=parse_range(args.gold_range),
+                       bad_rows="skip" if args.skip_bad_rows else "raise")  # fmt: skip
+    for problem in table.skipped:
+        print(f"skipped {problem}", file=sys.stderr)
+    if table.n_skipped > len(table.skipped):
+        print(f"skipped {table.n_skipped - len(table.skipped):,} more rows (only the first {len(table.skipped)} "
+              "are listed)", file=sys.stderr)  # fmt: skip
+    if table.n_skipped:
+        print(f"{table.n_skipped:,} bad row(s) skipped, {len(table):,} kept", file=sys.stderr)
+    return table
+
+
+def _models(names: Sequence[str], backend: str) -> dict[str, object]:
+    names = list(dict.fromkeys(names))
+    if not names:
+        raise MlseError("--models names no model; e.g. --models minilm-en")
+    for name in names:
+        resolve_model(name)  # an unknown name fails before any model loads
+    # no "Loading weights" bars with carriage returns between the progress lines (read when transformers loads)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    loaded = {}
+    for name in names:
+        print(f"loading {name} ({backend})", file=sys.stderr, flush=True)
+        loaded[name] = api.load_model(name, backend=backend)
+    return loaded
+
+
+def scored_text(table: UserTable, scores: dict[str, np.ndarray], tsv: bool) -> str:
+    """The input's columns (a column named like a score column is replaced by it), then the score columns."""
+    kept = [i for i, c in enumerate(table.columns) if c not in scores]
+    header = [table.columns[i] for i in kept] + list(scores)
+    values = [np.asarray(v) for v in scores.values()]
+    buffer = io.StringIO()
+    if tsv:  # TSV has no quoting: a tab or line break inside a cell becomes a space
+        def clean(cell: str) -> str:
+            return cell.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+        def write(cells: list[str]) -> None:
+            buffer.write("\t".join(clean(c) for c in cells) + "\n")
+    else:
+        writer = csv.writer(buffer, lineterminator="\n")
+        write = writer.writerow
+    write(header)
+    for r, row in enumerate(table.rows):
+        write([row[i] for i in kept] + [f"{v[r]:.6f}" for v in values])
+    return buffer.getvalue()
+
+
+def _summary(table: UserTable, scores: dict[str, np.ndarray], models: dict[str, object]) -> list[str]:
+    from mlse.evaluation.sts import sts_metrics  # scipy: only once the scoring is done
+
+    gold = table.gold
+    lines = []
+    for name, model in models.items():
+        cos = scores[api.column_name(name, api.COSINE)]
+        line = f"{name}: mean cosine {float(np.mean(cos)):.3f}"
+        if gold is not None and len(gold) >= 2:
+            m = sts_metrics(cos, gold, n_boot=0)
+            line += (f"; against {table.roles['gold']!r}: Pearson {m['pearson']:.2f}, Spearman {m['spearman']:.2f} "
+                     "(x 100, cosine)")  # fmt: skip
+        stats = getattr(model, "stats", None)
+        if isinstance(stats, dict) and "encoded" in stats:
+            line += f"; encoded {stats['encoded']:,} texts, served {stats['served']:,} from the embedding cache"
+        lines.append(line)
+    return lines
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    if args.chunk < 1:
+        raise MlseError(f"--chunk must be a positive integer, got {args.chunk}")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.is_dir():
+        raise MlseError(f"--out {args.out}: is a folder, expected a file name such as scored.csv")
+    if out is not None and out.exists() and Path(args.file).exists() and out.samefile(args.file):
+        raise MlseError(f"--out {args.out} is the input file; write the scores to another file")
+    cache_log = logging.getLogger("mlse.encoders.cache")  # one "encoded N texts" line per chunk is noise here
+    level = cache_log.level
+    if not getattr(args, "verbose", False):
+        cache_log.setLevel(logging.WARNING)
+    try:
+        return _score(args, out)
+    finally:
+        cache_log.setLevel(level)
+
+
+def _score(args: argparse.Namespace, out: Path | None) -> int:
+    table = _read(args)
+    models = _models(args.models, args.backend)
+    total = len(table)
+    print(f"scoring {total:,} pairs with {', '.join(models)} ({args.chunk} pairs per step)", file=sys.stderr,
+          flush=True)  # fmt: skip
+    progress = ProgressLines()
+    started = time.perf_counter()
+    try:
+        scores, run = api.score_rows(models, table.role("sentence1"), table.role("sentence2"), chunk=args.chunk,
+                                     progress=progress)  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"interrupted after {progress.done:,} of {total:,} rows; run the same command again: the embedding "
+              "cache already holds the finished rows", file=sys.stderr, flush=True)  # fmt: skip
+        return INTERRUPTED_EXIT
+    seconds = time.perf_counter() - started
+    text = scored_text(table, scores, tsv=out is not None and out.suffix.lower() == ".tsv")
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            atomic_write_text(out, text)
+        except OSError as exc:
+            raise MlseError(f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
+                            "cache holds what was encoded, so running again with another --out is quick") from None
+    for line in _summary(table, scores, models):
+        print(line, file=sys.stderr)
+    rate = run.done / seconds if seconds > 0 else float("nan")
+    where = f"wrote {out}" if out is not None else "wrote the scores to stdout"
+    print(f"{where}: {total:,} rows, {len(scores)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)",
+          file=sys.stderr)  # fmt: skip
+    return 0

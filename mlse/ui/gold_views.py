@@ -1,0 +1,171 @@
+"""What the predicted-vs-gold tab shows for any rated pairs, STS Multi MT or the user's file: the metrics table, the
+distribution / scatter / calibration figures, and the table of largest disagreements.
+
+Both data sources of the tab (:mod:`mlse.ui.gold_tab`, :mod:`mlse.ui.gold_file`) go through :func:`compare` and
+:func:`disagreement_table`, so a file and a benchmark split are measured and drawn the same way. Plain functions of
+arrays (the model's calibration is read from ``state``); no gradio.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
+from mlse.evaluation.sts import sts_metrics
+from mlse.ui.text import html_text, md_escape
+
+N_BOOT = 1000
+N_BINS = 10
+
+METRIC_COLUMNS = ["model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo", "spearman_hi",
+                  "pearson_calibrated", "mae_calibrated"]  # fmt: skip
+DISAGREE_COLUMNS = ["index", "sentence1", "sentence2", "gold", "cosine", "pred_as_gold", "diff", "rank_gap"]
+DISAGREE_TYPES = ["number", "str", "str", "number", "number", "number", "number", "number"]
+
+_HOVER_PAIR = "pair #%{customdata}<br>gold %{x:.2f}<br>cosine %{y:.3f}"
+_HOVER_BIN = "mean cosine %{x:.3f}<br>mean gold %{y:.2f}<br>%{customdata} pairs"
+
+
+def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, calibrated: np.ndarray | None) -> dict:
+    """Correlations of the cosine; with a calibrated 0-5 score, also its Pearson and mean absolute error (gold points)
+    — the numbers that show whether the score means the same on every model."""
+    m = sts_metrics(pred, gold, n_boot=n_boot)
+    p_lo, p_hi = bootstrap_pearson_ci(pred, gold, n_boot=n_boot) if not math.isnan(m["pearson"]) else [math.nan] * 2
+    s_lo, s_hi = m["spearman_ci95"]
+    cal_pearson = cal_mae = math.nan
+    if calibrated is not None:
+        cal_pearson = sts_metrics(calibrated, gold, n_boot=0)["pearson"]
+        cal_mae = float(np.mean(np.abs(calibrated - gold)))
+    return {"model": model, "n": m["n"], "pearson": m["pearson"], "pearson_lo": p_lo, "pearson_hi": p_hi,
+            "spearman": m["spearman"], "spearman_lo": s_lo, "spearman_hi": s_hi, "pearson_calibrated": cal_pearson,
+            "mae_calibrated": cal_mae}  # fmt: skip
+
+
+def calibrated_scores(state, model: str, pred: np.ndarray) -> np.ndarray | None:
+    """The model's calibrated 0-5 scores for the cosines ``pred`` [n], or None when it has no calibration."""
+    calibrate = getattr(state.encoder(model), "calibrated_score", None)
+    scores = calibrate(pred) if calibrate is not None else None
+    return None if scores is None else np.asarray(scores, dtype=np.float64)
+
+
+def compare(state, gold: np.ndarray, preds: dict[str, np.ndarray], title: str, n_boot: int = N_BOOT):
+    """(histograms, scatter, calibration figures, metrics DataFrame rounded to 2 places, whether any model is
+    calibrated) of each model's cosine ``preds[name]`` [n] against ``gold`` [n]. ``title``: plain text naming the
+    data in the figures' titles (escaped here)."""
+    calibrated = {name: calibrated_scores(state, name, p) for name, p in preds.items()}
+    table = pd.DataFrame([metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()],
+                         columns=METRIC_COLUMNS)  # fmt: skip
+    maps = {n: _curve(p, c) for n, p in preds.items() if (c := calibrated[n]) is not None}
+    return *figures(title, gold, preds, maps), table.round(2), bool(maps)
+
+
+def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The calibration curve over the range of these cosines: (sorted cosines, their calibrated scores)."""
+    order = np.argsort(pred, kind="stable")
+    return pred[order], calibrated[order]
+
+
+def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray],
+            maps: dict[str, tuple[np.ndarray, np.ndarray]] | None = None):  # fmt: skip
+    """(histograms, scatter, calibration) plotly figures; the title and legend names are HTML-escaped (plotly renders
+    tags).
+
+    ``maps``: each calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+    from plotly.subplots import make_subplots
+
+    title = html_text(title)
+    hist = make_subplots(rows=1, cols=2, subplot_titles=("predicted cosine", "gold score"))
+    scatter, calib = go.Figure(), go.Figure()
+    for i, (name, pred) in enumerate(preds.items()):
+        label = html_text(name)
+        color = _color(i)
+        hist.add_trace(go.Histogram(x=pred, name=label, nbinsx=40, histnorm="probability density", opacity=0.55,
+                                    marker_color=color, legendgroup=label), row=1, col=1)  # fmt: skip
+        scatter.add_trace(go.Scattergl(x=gold, y=pred, mode="markers", name=label, customdata=np.arange(len(gold)),
+                                       marker={"size": 4, "opacity": 0.45, "color": color},
+                                       hovertemplate=_HOVER_PAIR))  # fmt: skip
+        bins = calibration_bins(pred, gold, N_BINS)
+        calib.add_trace(go.Scatter(x=bins["mean_pred"], y=bins["mean_gold"], mode="lines+markers", name=label,
+                                   error_y={"type": "data", "array": bins["sem_gold"]}, line={"color": color},
+                                   legendgroup=label, customdata=bins["count"],
+                                   hovertemplate=_HOVER_BIN))  # fmt: skip
+        x_iso, y_iso = isotonic_fit(pred, gold)
+        calib.add_trace(go.Scatter(x=x_iso, y=y_iso, mode="lines", name=f"{label} (isotonic)", legendgroup=label,
+                                   line={"color": color, "dash": "dot", "width": 1}, hoverinfo="skip"))  # fmt: skip
+        if maps and name in maps:
+            x_map, y_map = maps[name]
+            calib.add_trace(go.Scatter(x=x_map, y=y_map, mode="lines", name=f"{label} (its calibration)",
+                                       legendgroup=label, line={"color": color, "width": 2},
+                                       hoverinfo="skip"))  # fmt: skip
+    hist.add_trace(go.Histogram(x=gold, name="gold", nbinsx=26, histnorm="probability density",
+                                marker_color="#444", showlegend=False), row=1, col=2)  # fmt: skip
+    hist.update_layout(title=f"Score distributions, {title}", barmode="overlay")
+    scatter.update_layout(title=f"Predicted vs gold, {title}", xaxis_title="gold score", yaxis_title="cosine")
+    calib.update_layout(title=f"Calibration: mean gold per {N_BINS} equal-count bins of cosine, {title}",
+                        xaxis_title="cosine (bin mean)", yaxis_title="gold score (bin mean, ±1 s.e.)")  # fmt: skip
+    return hist, scatter, calib
+
+
+def _color(i: int) -> str:
+    import plotly.express as px  # lazy: plotly is slow to import; only figures need it
+
+    palette = px.colors.qualitative.Plotly
+    return palette[i % len(palette)]
+
+
+def empty_figures():
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+
+    return go.Figure(), go.Figure(), go.Figure()
+
+
+def selected_models(models) -> list[str]:
+    """The ticked model names, once each, in order (one name may come as a string)."""
+    if isinstance(models, str):
+        models = [models]
+    return list(dict.fromkeys(m for m in (models or []) if isinstance(m, str) and m.strip()))
+
+
+def disagreement_request(low, high, k) -> tuple[float, float, int] | str:
+    """(low, high, k) as numbers, or the message that says what is wrong with them."""
+    if low is None or high is None or k is None:
+        return "Give a score range and a number of pairs."
+    try:
+        low, high, k = float(low), float(high), int(k)
+    except (TypeError, ValueError, OverflowError):
+        return "The score range and the number of pairs must be numbers."
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        return f"Empty score range [{low:g}, {high:g}]: choose low <= high (gold scores are 0 to 5)."
+    if k < 1:
+        return "Ask for at least one pair."
+    return low, high, k
+
+
+def disagreement_table(pred: np.ndarray, gold: np.ndarray, s1: list[str], s2: list[str], low: float, high: float,
+                       k: int, name: str, index: tuple[str, list[int]] | None = None):  # fmt: skip
+    """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank.
+
+    Each cosine is mapped to the gold score at the same percentile over all the pairs (``pred_as_gold``); pairs are
+    sorted by |pred_as_gold - gold| (``diff``, gold units), then by |rank_gap| (percentile points). ``name``: the
+    data, for the message; ``index``: (column name, value per pair) for the first column (default: the position).
+    Returns (table, message).
+    """
+    column, positions = index if index is not None else ("index", None)
+    columns = [column, *DISAGREE_COLUMNS[1:]]
+    found = rank_disagreements(pred, gold, low=low, high=high, k=k)
+    n_in = int(found["n_in_range"])
+    if n_in == 0:
+        return pd.DataFrame(columns=columns), f"No pair of {md_escape(name)} has a gold score in [{low:g}, {high:g}]."
+    rows = [[int(i) if positions is None else int(positions[i]), s1[i], s2[i], float(g), float(p), float(a),
+             float(d), float(r)]
+            for i, g, p, a, d, r in zip(found["index"], found["gold"], found["pred"], found["pred_as_gold"],
+                                        found["diff"], found["rank_gap"])]  # fmt: skip
+    table = pd.DataFrame(rows, columns=columns).round({"gold": 2, "cosine": 4, "pred_as_gold": 2, "diff": 2,
+                                                       "rank_gap": 1})  # fmt: skip
+    message = (f"{len(rows)} of the {n_in} pairs with gold score in [{low:g}, {high:g}], largest |diff| first "
+               "(diff = gold score at the cosine's percentile minus the gold score).")  # fmt: skip
+    return table, message

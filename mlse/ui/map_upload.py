@@ -1,0 +1,116 @@
+"""The map tab's "your own sentences" section: a visitor's file or pasted sentences projected like the FLORES sample.
+
+Accepted (through the one reader, :func:`mlse.ui.uploads.read_upload`):
+
+* sentences, one per row, with an optional ``lang`` column (without one each sentence's language is detected, and the
+  page says so) and an optional ``id`` / ``group`` column: rows sharing an id are translations of one meaning;
+* parallel columns, one per language (``en de fr ...`` as the header), each row one meaning in every language.
+
+The handler :func:`project_upload` returns the same :class:`~mlse.ui.map_views.MapOutput` as the FLORES handler, so
+the same panels, numbers and sentence table show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from mlse.analysis.projection import language_map
+from mlse.analysis.user_sample import user_sample
+from mlse.errors import MlseError
+from mlse.ui.map_views import MapOutput, empty_output, render
+from mlse.ui.text import md_escape
+from mlse.ui.uploads import limits_note, read_upload
+
+KINDS = ("sentences", "parallel")
+FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+EXAMPLE_FILES = {"sentences": EXAMPLES / "sentences.tsv", "parallel": EXAMPLES / "parallel.tsv"}
+MIN_SENTENCES = 2
+
+HELP = ("**Your own sentences.** Upload or paste sentences: one per line, or `sentence<TAB>lang`, or a table with "
+        "columns `sentence`, `lang` and `id` (rows with the same id are translations of one another); or parallel "
+        "columns with a header of language codes (`en de fr …`), one meaning per row. Without a language, each "
+        "sentence's language is detected. Uses the model chosen above.")  # fmt: skip
+
+
+def project_upload(state, model_name: str, file, pasted: str | None, progress=None, *, method: str = "umap"
+                   ) -> MapOutput:  # fmt: skip
+    """Project a visitor's sentences (an uploaded file, else pasted text) in every space of the chosen model."""
+    if not model_name or not isinstance(model_name, str):
+        return empty_output("Choose a model.")
+    table, message = read_upload(file, pasted, kind=KINDS)
+    if table is None:
+        return empty_output(f"⚠️ {message}")
+    try:
+        sample = user_sample(table)
+    except MlseError as exc:
+        return empty_output(f"{message}\n\n⚠️ {md_escape(str(exc))}")
+    if len(sample.texts) < MIN_SENTENCES:
+        return empty_output(f"{message}\n\n⚠️ One sentence makes no map: give at least {MIN_SENTENCES} (for the "
+                            "numbers, sentences in 2 languages, and translations marked with an id).")  # fmt: skip
+    try:
+        model = state.encoder(model_name)
+        result = language_map(model, sample=sample, method=method, progress=progress)
+    except MlseError as exc:
+        return empty_output(f"{message}\n\n⚠️ {md_escape(str(exc))}")
+    return render(result, model_name, read_note=message)
+
+
+def example_text(kind: str) -> str:
+    """The text of a shipped example file (for the paste box); "" when it is missing."""
+    try:
+        return EXAMPLE_FILES[kind].read_text(encoding="utf-8")
+    except (KeyError, OSError):
+        return ""
+
+
+# -- layout ---------------------------------------------------------------------------------------------------------
+class Section(NamedTuple):
+    upload: object  # gr.File
+    pasted: object  # gr.Textbox
+    button: object  # gr.Button "Project my sentences"
+
+
+def build_section() -> Section:
+    """The section's widgets, where the map tab places them (below its FLORES controls); :func:`wire` connects them."""
+    import gradio as gr  # lazy: importing the handlers (tests) must not load gradio
+
+    with gr.Accordion("Map your own sentences", open=False):
+        gr.Markdown(HELP)
+        with gr.Row():
+            upload = gr.File(label="Sentences file (TSV, CSV or JSONL)", file_types=FILE_TYPES, type="filepath")
+            with gr.Column():
+                pasted = gr.Textbox(label="…or paste sentences: one per line, or sentence <TAB> lang", lines=6,
+                                    max_lines=15)  # fmt: skip
+                with gr.Row():
+                    sentences_example = gr.Button("Paste example: sentences with lang and id", size="sm")
+                    parallel_example = gr.Button("Paste example: parallel columns", size="sm")
+        gr.Markdown(md_escape(limits_note()))
+        button = gr.Button("Project my sentences", variant="primary")
+    for example, kind in ((sentences_example, "sentences"), (parallel_example, "parallel")):
+        example.click(_paster(kind), None, [upload, pasted], api_visibility="private", queue=False)
+    return Section(upload, pasted, button)
+
+
+def wire(section: Section, state, model, outputs: list, show: Callable[[MapOutput], list], **event) -> None:
+    """The "Project my sentences" button -> :func:`project_upload` with the tab's model picker, into the components
+    the FLORES "Project" button fills (``show`` turns a MapOutput into their values; ``event``: concurrency settings).
+    """
+    import gradio as gr  # lazy: importing the handlers (tests) must not load gradio
+
+    def map_my_sentences(model_name: str, sentences_file, pasted_text: str, progress=gr.Progress()):
+        out = project_upload(state, model_name, sentences_file, pasted_text,
+                             progress=lambda fraction, message: progress(fraction, desc=message))  # fmt: skip
+        return show(out)
+
+    section.button.click(map_my_sentences, [model, section.upload, section.pasted], outputs,
+                         api_name="map_my_sentences", **event)  # fmt: skip
+
+
+def _paster(kind: str) -> Callable[[], tuple[None, str]]:
+    def paste() -> tuple[None, str]:  # clears the file, so the pasted text is what gets projected
+        return None, example_text(kind)
+
+    return paste

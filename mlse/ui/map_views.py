@@ -1,0 +1,171 @@
+"""What the map tab shows for a :class:`~mlse.analysis.projection.LanguageMap`: one figure and the numbers per space, a
+status line, the table to pick a sentence from, and the highlight of one meaning. The FLORES sample
+(:mod:`mlse.ui.map_tab`) and a user's own sentences (:mod:`mlse.ui.map_upload`) share all of it. No gradio here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from mlse.analysis.projection import SPACES, LanguageMap
+from mlse.ui.text import html_text, md_escape
+
+HOVER_WIDTH = 70  # characters per hover line
+# What each panel should show when Stage 1 did its job (shown under the numbers).
+EXPECTED = {
+    "raw": "Backbone as is: a multilingual model keeps meaning *and* identifies the language.",
+    "meaning": "Goal: probe near chance (language removed), retrieval high (meaning kept); colours mix.",
+    "language": "Goal: probe high, retrieval low (no meaning left); colours form separate clusters.",
+}
+
+
+class MapOutput(NamedTuple):
+    figures: list  # one plotly Figure per space in SPACES order, None where the model lacks the space
+    metrics: list[str]  # markdown under each panel ("" where absent)
+    note: str  # status line: what was projected, cache use, or the error / Stage-1 hint
+    sentences: pd.DataFrame  # one row per meaning, id first: the table used to pick a sentence to highlight
+    result: LanguageMap | None  # kept in gr.State for highlighting
+
+
+def empty_output(note: str) -> MapOutput:
+    return MapOutput([None] * len(SPACES), [""] * len(SPACES), note, pd.DataFrame({"id": [], "sentence": []}), None)
+
+
+# -- text helpers ---------------------------------------------------------------------------------------------------
+def hover_text(text: str) -> str:
+    """Plotly hover labels render a subset of HTML: escape the sentence, then wrap it with <br>."""
+    lines = textwrap.wrap(text, HOVER_WIDTH) or [""]
+    return "<br>".join(html_text(line) for line in lines[:8]) + ("<br>…" if len(lines) > 8 else "")
+
+
+def stage1_hint(model_name: str) -> str:
+    backbone = shlex.quote(model_name.replace("`", ""))
+    return (f"**{md_escape(model_name)}** has no Stage-1 head, so only the raw panel is shown. Train one on this "
+            f"backbone with `python -m mlse train stage1 --backbone {backbone}`; the run then appears in the model "
+            f"list as `runs/<backbone>+s1` (reload the page).")  # fmt: skip
+
+
+# -- figures --------------------------------------------------------------------------------------------------------
+def _palette() -> list[str]:
+    from plotly.colors import qualitative  # lazy: plotly is slow to import; only figures need it
+
+    return list(qualitative.Dark24)
+
+
+def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None):
+    """One plotly scatter per language (same colour per language in every panel); hover shows the sentence.
+
+    With ``highlight_id`` the translations of that sentence are drawn large and outlined and the rest faded.
+    """
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+
+    sample, view = result.sample, result.views[space]
+    colours = _palette()
+    fig = go.Figure()
+    for li, lang in enumerate(sample.langs):
+        rows = np.flatnonzero(sample.lang_idx == li)  # [n]
+        chosen = sample.sentence_ids[rows] == highlight_id if highlight_id is not None else np.zeros(len(rows), bool)
+        marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.75}
+        if highlight_id is not None:
+            marker.update(size=np.where(chosen, 16, 5).tolist(), opacity=np.where(chosen, 1.0, 0.12).tolist(),
+                          line={"width": np.where(chosen, 2, 0).tolist(), "color": "black"})  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=view.coords[rows, 0], y=view.coords[rows, 1], mode="markers", name=lang, marker=marker,
+            text=[hover_text(sample.texts[k]) for k in rows], customdata=sample.sentence_ids[rows],
+            hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
+        ))  # fmt: skip
+    fig.update_layout(title=view.title, template="plotly_white", height=460, legend={"itemsizing": "constant"},
+                      margin={"l": 10, "r": 10, "t": 40, "b": 10}, hoverlabel={"align": "left"})  # fmt: skip
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+# -- numbers and tables ---------------------------------------------------------------------------------------------
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def metrics_markdown(result: LanguageMap, space: str) -> str:
+    """The numbers under a panel, with chance level and what to look for; where a number cannot be measured on this
+    sample, why not."""
+    view, sample = result.views[space], result.sample
+    if view.retrieval_at1 is None:
+        retrieval = f"n/a ({md_escape(sample.retrieval_problem() or 'needs translations in 2 languages')})"
+    else:
+        retrieval = f"{view.retrieval_at1:.3f}"
+    if view.lang_id_accuracy is None:
+        probe = f"n/a, not shown ({md_escape(sample.probe_problem() or 'needs 2 languages and 2 sentences')})"
+    else:
+        probe = f"{_pct(view.lang_id_accuracy)} (chance {_pct(result.chance)})"
+    cached = " · from cache" if view.from_cache else ""
+    return (f"**Language-ID probe:** {probe}  \n**Translation retrieval@1:** {retrieval}  \n"
+            f"<small>{EXPECTED.get(space, '')}{cached}</small>")  # fmt: skip
+
+
+def sentence_table(result: LanguageMap) -> pd.DataFrame:
+    """One row per meaning (its English sentence when it has one), id first, for picking a highlight."""
+    sample = result.sample
+    if not sample.from_user:
+        lang = "eng_Latn" if "eng_Latn" in sample.langs else sample.langs[0]
+        texts = [sample.text(lang, i) for i in sample.ids]
+        return pd.DataFrame({"id": sample.ids.astype(int), f"sentence ({lang})": texts})
+    shown = [sample.shown_text(i) for i in sample.ids]
+    table = {"id": sample.ids.astype(int)}
+    if sample.group_names:
+        table["your id"] = [sample.group_names.get(int(i), "") for i in sample.ids]
+    table["languages"] = [len({lang for lang, _ in sample.members(i)}) for i in sample.ids]
+    table["language"] = [lang for lang, _ in shown]
+    table["sentence"] = [text for _, text in shown]
+    return pd.DataFrame(table)
+
+
+def render(result: LanguageMap, model_name: str, highlight_id: int | None = None, *, read_note: str = "") -> MapOutput:
+    """Figures, numbers, status line and sentence table of a computed map."""
+    figures = [map_figure(result, s, highlight_id) if s in result.views else None for s in SPACES]
+    metrics = [metrics_markdown(result, s) if s in result.views else "" for s in SPACES]
+    sample = result.sample
+    cached = sum(v.from_cache for v in result.views.values())
+    how = f"{md_escape(result.projection)}, seed {result.seed}; {cached} of {len(result.views)} panels from cache."
+    if sample.from_user:
+        langs = ", ".join(md_escape(lang) for lang in sample.langs)
+        note = (f"{len(sample.texts)} sentences from {md_escape(sample.source)}: {len(sample.langs)} language(s) "
+                f"({langs}), {sample.n} meaning(s), {sample.translated} with translations. {how} Hover a point to "
+                "read it; pick a row below to highlight its translations.")  # fmt: skip
+        note = "\n\n".join([part for part in (read_note, note) if part] + [md_escape(n) for n in sample.notes])
+    else:
+        note = (f"{len(sample.texts)} points: {len(sample.langs)} languages × {sample.n} FLORES sentences, {how} "
+                "Hover a point to read it; pick a sentence below to highlight its translations.")  # fmt: skip
+    if "meaning" not in result.views:
+        note += "\n\n" + stage1_hint(model_name)
+    return MapOutput(figures, metrics, note, sentence_table(result), result)
+
+
+def highlight(result: LanguageMap | None, sentence_id) -> tuple[list, str]:
+    """Re-draw every panel with ``sentence_id``'s translations emphasised -> (figures, markdown of the translations)."""
+    if result is None:
+        return [None] * len(SPACES), "Project a sample first."
+    try:
+        sid = int(sentence_id) if sentence_id is not None and str(sentence_id).strip() != "" else None
+    except (TypeError, ValueError, OverflowError):
+        sid = None
+    if sid is not None and sid not in set(result.sample.ids.tolist()):
+        sid = None
+    figures = [map_figure(result, s, sid) if s in result.views else None for s in SPACES]
+    if sid is None:
+        return figures, ""
+    sample = result.sample
+    members = sample.members(sid)
+    rows = [f"| {md_escape(lang)} | {md_escape(text)} |" for lang, text in members]
+    if sample.from_user:
+        named = f" (your id {md_escape(sample.group_names[sid])})" if sid in (sample.group_names or {}) else ""
+        alone = "" if len({lang for lang, _ in members}) > 1 else "\n\nNo translation of it is marked."
+        head = f"**Sentence #{sid}**{named}, {len(members)} sentence(s):"
+    else:
+        head, alone = f"**Sentence #{sid}** in every language:", ""
+    return figures, f"{head}\n\n| language | sentence |\n|---|---|\n" + "\n".join(rows) + alone

@@ -1,0 +1,374 @@
+"""The Score tab's "Score a file" section: a file of sentence pairs (or pasted rows), scored by every ticked model.
+
+The rows are read by :func:`mlse.ui.uploads.read_upload` within this deployment's limits and go through
+:func:`mlse.api.score_rows` a chunk at a time, so the progress bar moves and Stop lands between chunks, keeping the
+rows already scored. The answer: one summary row per model (with Pearson and Spearman against the file's own scores
+when it has a score column), a preview of the scored rows and a CSV of every row, the input's columns first. The
+handler :func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from mlse.api import CALIBRATED, COSINE, ScoreRun, column_name, score_rows
+from mlse.atomic import atomic_write_text
+from mlse.data.user_table import stem
+from mlse.errors import MlseError
+from mlse.evaluation.sts import sts_metrics
+from mlse.ui.inputs import check_inputs
+from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.text import md_code, md_escape
+from mlse.ui.uploads import limits_note, read_upload
+
+# Pairs per step. Each model encodes 2 x FILE_CHUNK texts in one call, sorted by length inside it, so a bigger chunk
+# pads less, but a Stop waits for the chunk under way. With the three default models on two busy cores, 256 and 512
+# pairs scored as fast (the noise was larger than the difference), and 256 answers a Stop twice as soon.
+FILE_CHUNK = 256
+# Texts per forward pass inside one encode call: the library's default. 128 was no faster beyond the noise, and with
+# long texts (512 tokens) its attention maps would take twice the memory.
+ENCODE_BATCH = 64
+PREVIEW_ROWS = 500  # rows shown on the page; the download has them all
+MAX_MODELS = 12  # per file: one request cannot load every model on disk
+KEPT_DOWNLOADS = 32  # scored CSVs kept on disk; Gradio copies each into its own cache when it answers
+# One file at a time: a file keeps both cores busy, so two at once would each take twice as long
+FILE_CONCURRENCY = 1
+FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
+EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "pairs_to_score.tsv"
+SUMMARY_COLUMNS = ["model", "kind", "rows scored", "mean cosine", "mean 0–5"]
+GOLD_COLUMNS = ["Pearson ×100", "Spearman ×100"]  # of cosine vs the file's score column
+INTRO = ("Score many pairs at once: upload a file or paste rows, one pair per line (sentence 1, a tab, sentence 2, "
+         "and optionally a tab and a 0–5 score). With a score column the summary shows how well each model agrees "
+         "with it. Stop keeps the rows already scored.")  # fmt: skip
+
+
+class ScoreFileOutput(NamedTuple):
+    preview: pd.DataFrame  # the first PREVIEW_ROWS rows: input columns, then "<model> cosine" / "<model> 0-5"
+    summary: pd.DataFrame  # one row per model that scored
+    csv_path: str | None  # every row, scored or blank (None: nothing was read)
+    message: str  # markdown: what was read and skipped, models not used, stopped or how fast
+
+
+# -- stop requests --------------------------------------------------------------------------------------------------
+class StopFlags:
+    """Per-session stop requests: Stop sets its session's flag, the scoring loop polls it between chunks.
+
+    Stop does not cancel the Gradio event (a cancelled event's outputs are thrown away); the run ends early and
+    answers with the rows it has.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._flags: dict[str, threading.Event] = {}
+
+    def begin(self, key: str | None) -> threading.Event:
+        """A fresh flag for a run of session ``key`` (an earlier Stop does not stop the next run)."""
+        flag = threading.Event()
+        if key:
+            with self._lock:
+                self._flags[key] = flag
+        return flag
+
+    def stop(self, key: str | None) -> bool:
+        """Ask session ``key``'s run to stop; False when it has none running."""
+        with self._lock:
+            flag = self._flags.get(key) if key else None
+        if flag is None:
+            return False
+        flag.set()
+        return True
+
+    def end(self, key: str | None, flag: threading.Event) -> None:
+        with self._lock:
+            if key and self._flags.get(key) is flag:
+                del self._flags[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._flags)
+
+
+STOP_FLAGS = StopFlags()
+
+
+# -- the handler ----------------------------------------------------------------------------------------------------
+def score_file(state, file, pasted, models, *, progress: Callable[[int, int, float], None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> ScoreFileOutput:  # fmt: skip
+    """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
+
+    ``progress(done, total, rows_per_s)`` after each chunk; ``should_stop()`` polled before each chunk (True: keep
+    what is scored, leave the rest blank). Bad input never raises: the message says what went wrong.
+    """
+    table, read_note = read_upload(file, pasted, kind="pairs")
+    if table is None:
+        return _nothing(read_note)
+    notes = [read_note]
+    if not len(table):
+        return _nothing(_join(notes, "No pair left to score."))
+    names, name_notes, failures = _chosen(state, models)
+    notes += name_notes
+    if not names and not failures:
+        return _nothing(_join(notes, "Choose at least one model."))
+    loaded = {}
+    for name in names:
+        try:
+            loaded[name] = state.encoder(name)
+        except Exception as exc:  # an unknown name, missing files, a broken run: the others still score
+            failures.append((name, _why(exc)))
+    columns, run, failed_while_scoring = _score(loaded, table.role("sentence1"), table.role("sentence2"),
+                                                progress, should_stop)  # fmt: skip
+    failures += failed_while_scoring
+    scored = [name for name in loaded if column_name(name, COSINE) in columns]
+    frame = table.frame()
+    for key, values in columns.items():
+        frame[key] = values
+    notes += _outcome_notes(state, scored, failures, run, columns)
+    if not scored:
+        return ScoreFileOutput(_preview(frame), empty_summary(table.gold is not None), None, _join(notes))
+    csv_path = write_scored_csv(frame, table.name)
+    if len(frame) > PREVIEW_ROWS:
+        notes.append(f"The preview shows the first {PREVIEW_ROWS:,} of {len(frame):,} rows; the download holds all.")
+    summary = summary_table(state, scored, columns, table.gold)
+    return ScoreFileOutput(_preview(frame), summary, csv_path, _join(notes))
+
+
+def _chosen(state, models) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """(names to load, notes, (name, why) refused): deduplicated, capped, and only models the page offers (a name
+    must not reach the loader as a path on disk or a hub id)."""
+    if isinstance(models, str):
+        models = [models]
+    names = list(dict.fromkeys(m.strip() for m in models or [] if isinstance(m, str) and m.strip()))
+    notes = []
+    if len(names) > MAX_MODELS:
+        notes.append(f"Scored with the first {MAX_MODELS} of the {len(names)} models ticked.")
+        names = names[:MAX_MODELS]
+    offered = set(state.model_names())
+    refused = [(n, "not a model offered here") for n in names if n not in offered]
+    return [n for n in names if n in offered], notes, refused
+
+
+def _score(loaded: dict, s1: list[str], s2: list[str], progress, should_stop
+           ) -> tuple[dict[str, np.ndarray], ScoreRun, list[tuple[str, str]]]:  # fmt: skip
+    """:func:`mlse.api.score_rows` over the file; a model whose encoding fails is dropped and named, and the others
+    are scored again (their embedding caches make the rows already done cheap)."""
+    failures: list[tuple[str, str]] = []
+    models = dict(loaded)
+    while models:
+        failing: list[str] = []
+        by_id = {id(model): name for name, model in models.items()}
+
+        def encode(model, texts, by_id=by_id, failing=failing):
+            try:
+                return model.encode(texts, batch_size=ENCODE_BATCH)
+            except Exception:
+                failing.append(by_id.get(id(model), "?"))
+                raise
+
+        try:
+            columns, run = score_rows(models, s1, s2, chunk=FILE_CHUNK, progress=progress, should_stop=should_stop,
+                                      encode=encode)  # fmt: skip
+            return columns, run, failures
+        except Exception as exc:  # noqa: BLE001 - one model's failure must not take the others down
+            bad = failing[-1] if failing and failing[-1] in models else None
+            if bad is None:  # not an encoder's failure (its calibration, say): nothing is scored
+                return {}, ScoreRun(0, len(s1), False, 0.0), failures + [(n, _why(exc)) for n in models]
+            failures.append((bad, _why(exc)))
+            models.pop(bad)
+    return {}, ScoreRun(0, len(s1), False, 0.0), failures
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, MlseError):
+        return str(exc)
+    return f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"
+
+
+def _outcome_notes(state, scored: list[str], failures: list[tuple[str, str]], run: ScoreRun,
+                   columns: dict[str, np.ndarray]) -> list[str]:  # fmt: skip
+    notes = []
+    if failures:
+        notes.append("**Not scored:** " + "; ".join(f"`{md_code(n)}`: {md_escape(why)}" for n, why in failures))
+    if not scored:
+        return notes
+    speed = f" ({run.rows_per_second:,.0f} rows/s)" if math.isfinite(run.rows_per_second) else ""
+    if run.stopped:
+        notes.append(f"**Stopped after {run.done:,} of {run.total:,} rows**{speed}. The summary covers those rows; "
+                     "the download holds every row, blank where not scored.")  # fmt: skip
+    else:
+        notes.append(f"Scored {run.total:,} row(s) with {len(scored)} model(s) in {run.seconds:.1f} s{speed}.")
+    uncalibrated = [n for n in scored if column_name(n, CALIBRATED) not in columns]
+    if uncalibrated:
+        why = getattr(state, "calibration_notes", {})
+        notes.append(
+            "No 0–5 score for "
+            + ", ".join(f"`{md_code(n)}`" + (f" ({md_escape(why[n])})" if n in why else "") for n in uncalibrated)
+            + ": no calibration fitted on its weights (python -m mlse calibrate --model NAME makes one)."
+        )
+    return notes
+
+
+def _join(notes: list[str], *more: str) -> str:
+    return "\n\n".join(n for n in [*notes, *more] if n)
+
+
+def _nothing(message: str) -> ScoreFileOutput:
+    return ScoreFileOutput(pd.DataFrame(columns=["sentence1", "sentence2"]), empty_summary(False), None, message)
+
+
+# -- the tables -----------------------------------------------------------------------------------------------------
+def empty_summary(with_gold: bool = False) -> pd.DataFrame:
+    return pd.DataFrame(columns=SUMMARY_COLUMNS + (GOLD_COLUMNS if with_gold else []))
+
+
+def _kind(state, name: str) -> str:
+    try:
+        return state.model_kind(name)
+    except MlseError:
+        return "?"
+
+
+def _shown(value: float, digits: int):
+    return round(float(value), digits) if value is not None and math.isfinite(value) else ""
+
+
+def _mean(values: np.ndarray | None) -> float | None:
+    if values is None:
+        return None
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+def correlations(cosine: np.ndarray, gold: np.ndarray) -> tuple[float | None, float | None]:
+    """(Pearson x 100, Spearman x 100) of the scored rows' cosine vs gold; None where undefined (under two rows,
+    constant values)."""
+    scored = np.isfinite(cosine) & np.isfinite(gold)
+    if scored.sum() < 2:
+        return None, None
+    metrics = sts_metrics(cosine[scored], gold[scored], n_boot=0)
+    return metrics["pearson"], metrics["spearman"]
+
+
+def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold: np.ndarray | None) -> pd.DataFrame:
+    """One row per model: its kind, rows scored, mean cosine and 0-5, and with gold Pearson and Spearman x 100."""
+    rows = []
+    for name in names:
+        cosine = columns[column_name(name, COSINE)]
+        row = [name, _kind(state, name), int(np.isfinite(cosine).sum()), _shown(_mean(cosine), 4),
+               _shown(_mean(columns.get(column_name(name, CALIBRATED))), 2)]  # fmt: skip
+        if gold is not None:
+            row += [_shown(r, 2) for r in correlations(cosine, gold)]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + (GOLD_COLUMNS if gold is not None else []))
+
+
+def _preview(frame: pd.DataFrame) -> pd.DataFrame:
+    """The first PREVIEW_ROWS rows, scores rounded for reading and blank where not scored."""
+    head = frame.head(PREVIEW_ROWS).copy()
+    for key in head.columns:
+        if key.endswith(f" {COSINE}") or key.endswith(f" {CALIBRATED}"):
+            digits = 4 if key.endswith(COSINE) else 2
+            head[key] = [_shown(v, digits) for v in head[key].to_numpy(dtype=np.float64)]
+    return head
+
+
+# -- the download ---------------------------------------------------------------------------------------------------
+_kept: deque[Path] = deque()
+_kept_lock = threading.Lock()
+
+
+def scored_file_name(display_name: str) -> str:
+    """``pairs.tsv`` -> ``pairs-scored.csv``; pasted text -> ``pasted-scored.csv``; odd characters become ``_``."""
+    base = re.sub(r"[^\w.-]+", "_", stem(display_name)).strip("._")[:80] or "pairs"
+    return f"{base}-scored.csv"
+
+
+def write_scored_csv(frame: pd.DataFrame, display_name: str) -> str:
+    """Write ``frame`` (blank cells where not scored) atomically into a fresh temporary folder -> its path. Only the
+    newest KEPT_DOWNLOADS folders are kept."""
+    folder = Path(tempfile.mkdtemp(prefix="mlse-scored-"))
+    path = atomic_write_text(folder / scored_file_name(display_name), frame.to_csv(index=False))
+    with _kept_lock:
+        _kept.append(folder)
+        old = [_kept.popleft() for _ in range(max(0, len(_kept) - KEPT_DOWNLOADS))]
+    for gone in old:
+        shutil.rmtree(gone, ignore_errors=True)
+    return str(path)
+
+
+def progress_text(done: int, total: int, rows_per_s: float) -> str:
+    """The progress bar's line: "scored 512 / 1,000 rows · 240 rows/s"."""
+    speed = f" · {rows_per_s:,.0f} rows/s" if math.isfinite(rows_per_s) else ""
+    return f"scored {done:,} / {total:,} rows{speed}"
+
+
+def example_text() -> str:
+    """The example file's rows, to paste into the text box ("" when the file is missing)."""
+    try:
+        return EXAMPLE_FILE.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+# -- layout ---------------------------------------------------------------------------------------------------------
+def build_section(state) -> list[ModelPicker]:
+    """The "Score a file" section, inside the Score tab's ``gr.Tab`` -> its model picker (the app keeps it current)."""
+    import gradio as gr  # lazy: importing the handlers (tests, benchmarks) must not load gradio
+
+    choices = [(m.label, m.name) for m in state.models()]
+    selected = state.loaded_defaults() or [n for n in [state.preferred_model()] if n]
+    with gr.Accordion("Score a file", open=True):
+        gr.Markdown(INTRO)
+        with gr.Row():
+            upload = gr.File(label="File of sentence pairs", file_types=FILE_TYPES, type="filepath")
+            with gr.Column():
+                pasted = gr.Textbox(label="…or paste pairs: sentence 1 <TAB> sentence 2 [<TAB> score]", lines=5,
+                                    max_lines=12)  # fmt: skip
+                example = gr.Button("Paste the example file", size="sm")
+        gr.Markdown(limits_note())
+        models = gr.CheckboxGroup(choices, value=selected, label="Models for the file")
+        with gr.Row():
+            start = gr.Button("Score file", variant="primary")
+            stop = gr.Button("Stop", variant="stop")
+        message = gr.Markdown()
+        summary = gr.Dataframe(value=empty_summary(), label="Summary (one row per model)", interactive=False)
+        preview = gr.Dataframe(label=f"Scored pairs (the first {PREVIEW_ROWS:,})", interactive=False, wrap=True)
+        download = gr.File(label="Scored CSV (every row)", interactive=False)
+
+        def score_pairs_file(pairs_file, pasted_pairs, models, request, progress=gr.Progress()):
+            key = getattr(request, "session_hash", None)
+            flag = STOP_FLAGS.begin(key)
+            progress(0, desc="reading the file and loading the models")
+
+            def report(done: int, total: int, rows_per_s: float) -> None:
+                progress(done / total if total else 1.0, desc=progress_text(done, total, rows_per_s))
+
+            try:
+                out = score_file(state, pairs_file, pasted_pairs, models, progress=report, should_stop=flag.is_set)
+            finally:
+                STOP_FLAGS.end(key, flag)
+            return out.message, out.summary, out.preview, out.csv_path
+
+        def stop_scoring(request) -> None:
+            STOP_FLAGS.stop(getattr(request, "session_hash", None))
+
+        for handler in (score_pairs_file, stop_scoring):  # real objects: this module's annotations are strings, and
+            handler.__annotations__ = {"request": gr.Request}  # gr (imported here) is not among its globals
+        start.click(score_pairs_file, [upload, pasted, models], [message, summary, preview, download],
+                    api_name="score_file", concurrency_limit=FILE_CONCURRENCY, concurrency_id="score_file")  # fmt: skip
+        # Unqueued, so it is handled at once while the file is being scored (not behind it)
+        stop.click(stop_scoring, None, None, api_name="stop_score_file", queue=False)
+        example.click(lambda: (None, example_text()), None, [upload, pasted], api_visibility="private",
+                      queue=False)  # fmt: skip
+        check_inputs(models, allowed=state.model_names)
+    return [ModelPicker(models, multi=True, labelled=True)]
