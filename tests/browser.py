@@ -264,13 +264,14 @@ def allow_downloads(driver, folder: Path) -> None:
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
 
 
-def download(driver, link_text: str, folder: Path, timeout: float = 30) -> Path:
-    """Click the visible download link whose text contains ``link_text``; wait for the finished file in ``folder``."""
+def download(driver, file_name: str, folder: Path, timeout: float = 30) -> Path:
+    """Click the visible link that downloads ``file_name`` (Gradio's file output names it in ``download``); wait for
+    the finished file in ``folder``."""
     import time
 
-    xpath = f"//a[contains(normalize-space(), {_literal(link_text)})]"
+    xpath = f"//a[@download={_literal(file_name)}]"
     before = set(folder.iterdir())
-    link = wait_for(driver, lambda d: visible(d, xpath), timeout, f"a download link {link_text!r}")[0]
+    link = wait_for(driver, lambda d: visible(d, xpath), timeout, f"a download link for {file_name!r}")[0]
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
     link.click()
     deadline = time.monotonic() + timeout
@@ -279,4 +280,4 @@ def download(driver, link_text: str, folder: Path, timeout: float = 30) -> Path:
         if new:
             return new[0]
         time.sleep(0.2)
-    raise TimeoutError(f"no file downloaded into {folder} within {timeout:.0f} s after clicking {link_text!r}")
+    raise TimeoutError(f"no file downloaded into {folder} within {timeout:.0f} s after clicking {file_name!r}")

@@ -11,6 +11,7 @@ installs them: a CI run that skipped the browser would report green without ever
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +19,10 @@ from mlse.ui.state import AppState
 from tests.app_server import served_app
 from tests.browser import (
     TABS,
+    allow_downloads,
     button,
     click,
+    download,
     fill_textbox,
     missing_browser,
     open_app,
@@ -30,8 +33,13 @@ from tests.browser import (
     shown_buttons,
     start_chromium,
     table_row,
+    upload_file,
+    visible,
+    visible_plot,
+    wait_for,
 )
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "assets" / "examples"
 ENGLISH = "A man is playing a flute."
 FRENCH = "Un homme joue de la flûte."
 SCORE_TIMEOUT = 90  # seconds; the first click loads the embedded model
@@ -105,3 +113,74 @@ def test_screenshot_check_rejects_blank_pages(tmp_path):
     assert png_problem(tmp_path / "busy.png") is None
     (tmp_path / "text.png").write_text("not an image")
     assert "not a PNG" in png_problem(tmp_path / "text.png")
+
+
+# -- the user's own data: a file uploaded in each of the four tabs that take one ------------------------------------
+def _choose(driver, option: str) -> None:
+    """Click the visible radio option (or accordion) labelled ``option``."""
+    xpath = f"//label[.//span[normalize-space()='{option}']][.//input[@type='radio']]"
+    element = wait_for(driver, lambda d: visible(d, xpath), 10, f"the choice {option!r}")[0]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+    element.click()
+
+
+def _page_text(driver) -> str:
+    return driver.find_element("tag name", "body").text
+
+
+def test_score_a_file_upload_and_download(browser, tmp_path):
+    """Upload the example pairs, score them, download the scored CSV and check it row by row against the library."""
+    import pandas as pd
+
+    import mlse
+
+    open_tab(browser, TABS[0].name)
+    upload_file(browser, "File of sentence pairs", EXAMPLES / "pairs_to_score.tsv")
+    click(browser, "Score file")
+    _model, _kind, rows, *_ = table_row(browser, "minilm-en", SCORE_TIMEOUT)
+    assert rows == "30"
+    allow_downloads(browser, tmp_path)
+    scored = pd.read_csv(download(browser, "pairs_to_score-scored.csv", tmp_path), keep_default_na=False)
+    given = pd.read_csv(EXAMPLES / "pairs_to_score.tsv", sep="\t", keep_default_na=False)
+    assert list(scored.columns[: len(given.columns)]) == list(given.columns)  # the user's columns first
+    assert scored[list(given.columns)].equals(given)
+    cosine, calibrated = mlse.pair_scores(mlse.load_model("minilm-en"), given["sentence1"], given["sentence2"])
+    for i, (expected, got) in enumerate(zip(cosine, scored["minilm-en cosine"])):
+        assert abs(float(got) - float(expected)) < 1e-4, f"row {i + 1}: {got} != {expected}"
+    assert calibrated is not None
+    assert max(abs(scored["minilm-en 0-5"].to_numpy(float) - calibrated)) < 1e-3
+
+
+def test_predicted_vs_gold_on_an_uploaded_file(browser):
+    open_tab(browser, "Predicted vs gold")
+    _choose(browser, "Your file")
+    upload_file(browser, "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)",
+                EXAMPLES / "rated_pairs.tsv")  # fmt: skip
+    click(browser, "Compare file with gold")
+    _model, n, pearson, *_ = table_row(browser, "minilm-en", SCORE_TIMEOUT)
+    assert n == "41" and -100 <= float(pearson) <= 100
+    visible_plot(browser, 30)
+    assert "language pair" in _page_text(browser) and "en-de" in _page_text(browser)  # the slices table
+
+
+def test_language_map_of_uploaded_sentences(browser):
+    open_tab(browser, TABS[1].name)
+    accordion = "//button[.//span[normalize-space()='Map your own sentences']] | " \
+                "//*[@role='button'][normalize-space()='Map your own sentences']"  # fmt: skip
+    if not visible(browser, "//button[normalize-space()='Project my sentences']"):
+        wait_for(browser, lambda d: visible(d, accordion), 10, "the accordion 'Map your own sentences'")[0].click()
+    upload_file(browser, "Sentences file (TSV, CSV or JSONL)", EXAMPLES / "sentences.tsv")
+    click(browser, "Project my sentences")
+    wait_for(browser, lambda d: "30 sentences from sentences.tsv" in _page_text(d), SCORE_TIMEOUT,
+             "the map of the uploaded sentences")  # fmt: skip
+    visible_plot(browser, 10)
+
+
+def test_tatoeba_errors_on_an_uploaded_bitext(browser):
+    open_tab(browser, TABS[2].name)
+    _choose(browser, "Your bitext")
+    upload_file(browser, "Bitext: two aligned columns, header of language codes optional (en, de)",
+                EXAMPLES / "bitext.tsv")  # fmt: skip
+    click(browser, "Show errors on my bitext")
+    wait_for(browser, lambda d: "en→de: en queries de" in _page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
+    assert "xSIM error" in _page_text(browser)

@@ -50,7 +50,7 @@ def launch_options() -> dict:
     """Extra ``launch()`` arguments: the bound on sessions kept in memory; a public deployment also caps what
     Gradio's upload route accepts.
 
-    No tab takes a file, but Gradio serves an upload endpoint to anyone regardless; without a cap a visitor could fill
+    Gradio serves an upload endpoint to anyone, not only to the tabs' file fields; without a cap a visitor could fill
     the disk through it.
     """
     options = {"state_session_capacity": SESSION_CAPACITY}
