@@ -1,4 +1,4 @@
-"""Command line: ``python -m mlse models|score|eval|calibrate ...``.
+"""Command line: ``python -m mlse models|score|explain|eval|calibrate ...``.
 
 User mistakes (unknown model, missing data, malformed file) print one line starting with ``error:`` and exit 2; only
 bugs produce a traceback.
@@ -18,6 +18,7 @@ from pathlib import Path
 from mlse.atomic import atomic_write_text
 from mlse.backbone_calibration import fit_calibration, local_dir, save_calibration
 from mlse.cli_args import add_config_arguments, config_options, csv_list
+from mlse.cli_explain import add_explain_parser, cmd_explain
 from mlse.cli_score import add_score_parser, cmd_score
 from mlse.data.fetch import fetch_missing
 from mlse.data.flores import flores_languages
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", help="list the models that load here and those that need the hub")
     add_score_parser(sub)
+    add_explain_parser(sub)
 
     data = sub.add_parser("data", help="show the data directory in use, or fetch datasets from the hub")
     data.add_argument("action", choices=["info", "fetch"])
@@ -337,6 +339,7 @@ COMMANDS = {
     "reproduce": cmd_reproduce,
     "models": cmd_models,
     "score": cmd_score,
+    "explain": cmd_explain,
     "data": cmd_data,
     "train": cmd_train,
     "experiment": cmd_experiment,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest_data import data_dir  # noqa: F401  (re-exported fixture)
+from tests.map_helpers import fake_scorer  # noqa: F401  (re-exported fixture)
 from tests.tiny_models import build_tiny_bert, build_tiny_xlmr, install_in_hf_cache
 
 MINILM = "minilm-en"

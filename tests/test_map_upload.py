@@ -3,7 +3,6 @@ small inputs, and the "Project my sentences" handler called directly (PCA keeps 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,39 +19,17 @@ from mlse.analysis.projection import (
 )
 from mlse.analysis.user_sample import user_sample
 from mlse.data.user_files import read_table
-from mlse.errors import DataError, ModelNotFoundError
+from mlse.errors import DataError
 from mlse.ui.map_tab import highlight, project_upload
 from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder
+from tests.map_helpers import StubState
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "assets" / "examples"
 SENTENCES, PARALLEL = EXAMPLES / "sentences.tsv", EXAMPLES / "parallel.tsv"
 PASTED = "The cat sleeps on the sofa.\nDie Katze schläft auf dem Sofa.\nКошка спит на диване.\n猫在沙发上睡觉。\n"
 
 
-@dataclass
-class StubState:
-    """Serves fixed models by name, like AppState.encoder."""
-
-    models: dict
-    data_dir: object = None
-
-    def encoder(self, name):
-        if name not in self.models:
-            raise ModelNotFoundError(f"unknown model {name!r}")
-        return self.models[name]
-
-
-@pytest.fixture(scope="module")
-def fake_scorer():
-    """A Scorer over the fake encoder with a (briefly) trained Stage-1 head, as in tests/test_ui_map.py."""
-    from mlse.heads.scorer import Scorer
-    from mlse.heads.stage1 import Stage1Head
-
-    rng = np.random.default_rng(0)
-    X_a, X_b = rng.normal(size=(2, 40, 8)).astype(np.float32)  # [40, 8] each
-    head = Stage1Head(max_epochs=2).fit(X_a, X_b, ["eng"] * 40, ["deu"] * 40)
-    return Scorer(FakeEncoder(), stage1=head, name="fake+s1")
 
 
 def _numbers(markdown: str) -> tuple[float, float]:

@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-import pytest
 
 from mlse.analysis.projection import SPACES
-from mlse.errors import ModelNotFoundError
 from mlse.ui.map_tab import highlight, hover_text, project_map
 from mlse.ui.state import AppState
 from mlse.ui.text import md_escape
 from tests.fake_encoder import FakeEncoder
+from tests.map_helpers import StubState
 
 LANGS = ["eng_Latn", "deu_Latn", "fra_Latn"]
 
 
-@dataclass
-class StubState:
-    """Serves fixed models by name, like AppState.encoder."""
-
-    models: dict
-    data_dir: object = None
-
-    def encoder(self, name):
-        if name not in self.models:
-            raise ModelNotFoundError(f"unknown model {name!r}")
-        return self.models[name]
-
-
-@pytest.fixture(scope="module")
-def fake_scorer():
-    """A Scorer over the fake encoder with a (briefly) trained Stage-1 head: three spaces, no real model."""
-    from mlse.heads.scorer import Scorer
-    from mlse.heads.stage1 import Stage1Head
-
-    rng = np.random.default_rng(0)
-    X_a, X_b = rng.normal(size=(2, 40, 8)).astype(np.float32)  # [40, 8] each
-    head = Stage1Head(max_epochs=2).fit(X_a, X_b, ["eng"] * 40, ["deu"] * 40)
-    return Scorer(FakeEncoder(), stage1=head, name="fake+s1")
 
 
 def test_plain_encoder_gives_the_raw_panel_and_a_stage1_hint(tiny_bert, data_dir):

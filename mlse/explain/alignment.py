@@ -1,0 +1,80 @@
+"""``align_tokens``: contextual word similarity between two sentences, each word's best match in the other.
+
+This is **not** an explanation of the score. It is the cheap companion view (one forward pass per sentence): the
+model's last-layer token vectors (for muse: its per-token features before pooling), averaged over each word's pieces,
+compared by cosine. Two words can be near-identical here and still barely move the sentence cosine (pooling and the
+final layers decide that), and the reverse; what drives the score is :func:`mlse.explain.explain_pair`. Special
+tokens and the model's text prefix are left out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlse.explain.backbones import attributable
+from mlse.explain.explanation import check_sentence
+from mlse.explain.words import merge_words
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """``similarity`` [len(words1), len(words2)]: cosine of the words' contextual vectors; ``best1[i]``: the column
+    of word i's best match in sentence 2, ``best2[j]``: the row of word j's best match in sentence 1."""
+
+    model: str
+    words1: tuple[str, ...]
+    words2: tuple[str, ...]
+    similarity: np.ndarray
+    best1: tuple[int, ...]
+    best2: tuple[int, ...]
+    seconds: float
+
+    def matches1(self) -> list[tuple[str, str, float]]:
+        """(word of sentence 1, its best match in sentence 2, cosine), in sentence order."""
+        return [(w, self.words2[j], float(self.similarity[i, j])) for i, (w, j) in enumerate(zip(self.words1,
+                                                                                                  self.best1))]
+
+    def matches2(self) -> list[tuple[str, str, float]]:
+        """(word of sentence 2, its best match in sentence 1, cosine), in sentence order."""
+        return [(w, self.words1[i], float(self.similarity[i, j])) for j, (w, i) in enumerate(zip(self.words2,
+                                                                                                  self.best2))]
+
+    def mutual(self) -> list[tuple[str, str, float]]:
+        """Pairs that are each other's best match (a one-to-one alignment)."""
+        return [(self.words1[i], self.words2[j], float(self.similarity[i, j]))
+                for i, j in enumerate(self.best1) if self.best2[j] == i]  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "words1": list(self.words1), "words2": list(self.words2),
+                "similarity": np.asarray(self.similarity, dtype=float).tolist(), "best1": list(self.best1),
+                "best2": list(self.best2), "seconds": self.seconds,
+                "note": "contextual token similarity; not an explanation of the score"}  # fmt: skip
+
+
+def _word_vectors(backbone, text: str) -> tuple[tuple[str, ...], np.ndarray]:
+    tokens = backbone.tokenize(text)
+    words = merge_words(tokens)
+    states = np.asarray(backbone.contextual(tokens), dtype=np.float64)  # [T, H]
+    keep = [w for w in range(len(words.labels)) if not words.special[w]]
+    owner = np.asarray(words.word_of_token)
+    vectors = np.stack([states[owner == w].mean(axis=0) for w in keep]) if keep else np.zeros((0, states.shape[1]))
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return tuple(words.labels[w] for w in keep), vectors / np.maximum(norms, 1e-12)
+
+
+def align_tokens(model, sentence1: str, sentence2: str) -> Alignment:
+    """Each word's best match in the other sentence by contextual token similarity (see the module docstring)."""
+    check_sentence(sentence1, "1")
+    check_sentence(sentence2, "2")
+    backbone = attributable(model)
+    started = time.perf_counter()
+    words1, v1 = _word_vectors(backbone, sentence1)
+    words2, v2 = _word_vectors(backbone, sentence2)
+    similarity = v1 @ v2.T  # [W1, W2]
+    best1 = tuple(int(j) for j in similarity.argmax(axis=1)) if similarity.size else ()
+    best2 = tuple(int(i) for i in similarity.argmax(axis=0)) if similarity.size else ()
+    return Alignment(str(getattr(model, "name", getattr(backbone, "name", "model"))), words1, words2, similarity,
+                     best1, best2, time.perf_counter() - started)  # fmt: skip

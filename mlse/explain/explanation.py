@@ -1,0 +1,200 @@
+"""``explain_pair``: which word pairs make up a model's cosine for two sentences (integrated Jacobians).
+
+Moeller, Nikolaev & Padó, "An Attribution Method for Siamese Encoders" (EMNLP 2023, arXiv 2310.05703). With ``f`` the
+encoder (pooling and L2 normalisation included, so ``f(a)·f(b)`` is the cosine the app shows) and references ``r_a``,
+``r_b`` (:mod:`mlse.explain.transformer`, :mod:`mlse.explain.muse`):
+
+    f(a)·f(b) = Σ_ij A_ij  +  [f(a)·f(r_b) + f(r_a)·f(b) − f(r_a)·f(r_b)]  +  residual
+                token pairs    reference terms                                  integration error
+
+where ``A = P_a Q_bᵀ`` (:mod:`mlse.explain.integrate`). ``residual`` is exactly the score minus the other two (so the
+identity holds by construction); it goes to zero as ``steps`` grows and measures how far the matrix can be trusted.
+``A_ij > 0``: token pair (i, j) pushes the score up, relative to the reference; ``< 0``: it pulls it down.
+
+**Layer.** ``layer=0`` attributes to the word-piece embeddings; ``layer=L`` to the hidden states after L transformer
+layers, which is cheaper (only the layers above L are differentiated) and converges in fewer steps, but a token's
+state there already mixes in its context, so the attribution says "token i's position, as the model sees it at
+layer L". The defaults are measured by ``benchmarks/explain_speed.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from mlse.errors import MlseError
+from mlse.explain.backbones import attributable, is_backbone
+from mlse.explain.integrate import endpoints, token_contributions
+from mlse.explain.words import merge_words
+
+DEFAULT_STEPS = 16
+DEFAULT_RULE = "gauss"
+# Default layer as a share of the model's depth (rounded): me5-small (12 layers) -> 6, minilm-en (6) -> 3.
+DEFAULT_DEPTH_SHARE = 0.5
+SCORE_TOLERANCE = 1e-3  # the forward written out here must give the model's own cosine within this
+
+
+def default_layer(backbone) -> int:
+    return int(round(getattr(backbone, "n_layers", 0) * DEFAULT_DEPTH_SHARE))
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A token-pair attribution of one model's cosine for two sentences (see the module docstring).
+
+    ``matrix`` [len(words1), len(words2)]: the attribution of each word pair (the sum over the word's pieces);
+    entries flagged in ``special1``/``special2`` are special tokens ([CLS], </s> ...) or the model's text prefix.
+    ``score = matrix.sum() + reference_terms + residual`` exactly. ``token_matrix`` is the same before merging pieces.
+    """
+
+    model: str
+    sentence1: str
+    sentence2: str
+    words1: tuple[str, ...]
+    words2: tuple[str, ...]
+    matrix: np.ndarray
+    score: float
+    reference_terms: float
+    residual: float
+    steps: int
+    layer: int
+    seconds: float
+    rule: str = DEFAULT_RULE
+    special1: tuple[bool, ...] = ()
+    special2: tuple[bool, ...] = ()
+    tokens1: tuple[str, ...] = ()
+    tokens2: tuple[str, ...] = ()
+    token_matrix: np.ndarray | None = field(default=None, repr=False)
+    word_of_token1: tuple[int, ...] = ()
+    word_of_token2: tuple[int, ...] = ()
+    forward_score: float = float("nan")  # f(a)·f(b) by the forward pass differentiated here
+
+    @property
+    def attributed(self) -> float:
+        """The sum of the matrix: the part of the score the token pairs account for."""
+        return float(self.matrix.sum())
+
+    @property
+    def special_terms(self) -> float:
+        """The part of :attr:`attributed` in rows or columns of special tokens and the prefix."""
+        s1 = np.asarray(self.special1 or [False] * len(self.words1), dtype=bool)
+        s2 = np.asarray(self.special2 or [False] * len(self.words2), dtype=bool)
+        return float(self.matrix[s1[:, None] | s2[None, :]].sum())
+
+    @property
+    def relative_residual(self) -> float:
+        """|residual| / |score − reference terms|: the share of what should be attributed that is not."""
+        return abs(self.residual) / max(abs(self.score - self.reference_terms), 1e-12)
+
+    def top_cells(self, k: int = 5, *, include_special: bool = False) -> list[tuple[int, int, float]]:
+        """The ``k`` word pairs with the largest |attribution| as (row, column, value), largest first."""
+        matrix = np.array(self.matrix, dtype=np.float64)
+        if not include_special:
+            if self.special1:
+                matrix[np.asarray(self.special1, dtype=bool), :] = np.nan
+            if self.special2:
+                matrix[:, np.asarray(self.special2, dtype=bool)] = np.nan
+        flat = np.where(np.isnan(matrix), -1.0, np.abs(matrix)).ravel()
+        order = [int(i) for i in np.argsort(-flat, kind="stable") if flat[i] >= 0][: max(int(k), 0)]
+        return [(i // matrix.shape[1], i % matrix.shape[1], float(self.matrix.flat[i])) for i in order]
+
+    def top_pairs(self, k: int = 5, *, include_special: bool = False) -> list[tuple[str, str, float]]:
+        """The ``k`` word pairs with the largest |attribution| as (word1, word2, value), largest first; special
+        tokens and the prefix are left out unless ``include_special``."""
+        return [(self.words1[i], self.words2[j], v) for i, j, v in self.top_cells(k, include_special=include_special)]
+
+    def words_only(self) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+        """(words1, words2, matrix) without the special entries: what a heatmap of the sentences shows."""
+        keep1 = [i for i in range(len(self.words1)) if not (self.special1 and self.special1[i])]
+        keep2 = [j for j in range(len(self.words2)) if not (self.special2 and self.special2[j])]
+        return (tuple(self.words1[i] for i in keep1), tuple(self.words2[j] for j in keep2),
+                self.matrix[np.ix_(keep1, keep2)])  # fmt: skip
+
+    def to_dict(self) -> dict:
+        """Everything as JSON-ready values (the matrices as nested lists)."""
+        return {
+            "model": self.model, "sentence1": self.sentence1, "sentence2": self.sentence2,
+            "score": self.score, "attributed": self.attributed, "reference_terms": self.reference_terms,
+            "residual": self.residual, "relative_residual": self.relative_residual,
+            "special_terms": self.special_terms, "forward_score": self.forward_score,
+            "steps": self.steps, "layer": self.layer, "rule": self.rule, "seconds": self.seconds,
+            "words1": list(self.words1), "words2": list(self.words2),
+            "special1": list(self.special1), "special2": list(self.special2),
+            "matrix": np.asarray(self.matrix, dtype=float).tolist(),
+            "tokens1": list(self.tokens1), "tokens2": list(self.tokens2),
+            "word_of_token1": list(self.word_of_token1), "word_of_token2": list(self.word_of_token2),
+            "token_matrix": None if self.token_matrix is None else np.asarray(self.token_matrix, dtype=float).tolist(),
+            "top_pairs": [list(p) for p in self.top_pairs(10)],
+        }  # fmt: skip
+
+
+def check_sentence(text, which: str) -> str:
+    if not isinstance(text, str):
+        raise MlseError(f"sentence {which} must be text, got {type(text).__name__}")
+    if not text.strip():
+        raise MlseError(f"sentence {which} is empty: give two sentences to explain")
+    return text
+
+
+def _merge_matrix(word_of_token: tuple[int, ...], n_words: int) -> np.ndarray:
+    merge = np.zeros((n_words, len(word_of_token)))  # [words, tokens]
+    merge[list(word_of_token), np.arange(len(word_of_token))] = 1.0
+    return merge
+
+
+def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = None, layer: int | None = None,
+                 rule: str = DEFAULT_RULE) -> Explanation:  # fmt: skip
+    """Attribute ``model``'s cosine of two sentences to their word pairs (see the module docstring).
+
+    ``model``: a loaded model (``mlse.api.load_model``, the app's encoders) whose computing encoder is a torch
+    sentence-transformers model or muse (others raise an MlseError saying why), or a backbone object.
+    ``steps``: quadrature points (default :data:`DEFAULT_STEPS`); ``layer``: 0 for the word-piece embeddings, up to
+    the model's depth (default :func:`default_layer`); ``rule``: ``gauss`` or ``midpoint`` (a Riemann sum).
+    """
+    check_sentence(sentence1, "1")
+    check_sentence(sentence2, "2")
+    backbone = attributable(model)
+    steps = DEFAULT_STEPS if steps is None else steps
+    layer = default_layer(backbone) if layer is None else layer
+    if hasattr(backbone, "check_layer"):
+        backbone.check_layer(layer)
+    started = time.perf_counter()
+    tokens = [backbone.tokenize(sentence1), backbone.tokenize(sentence2)]
+    tail = partial(backbone.tail, layer=layer)
+    width = int(getattr(backbone, "width", 0))
+    parts, ends = [], []
+    for tok in tokens:
+        x, r = backbone.states(tok, layer)
+        parts.append(token_contributions(tail, x, r, steps=steps, rule=rule, width=width))  # [T, d]
+        ends.append(endpoints(tail, x, r))
+    (fa, ra), (fb, rb) = ends
+    forward_score = float(fa @ fb)
+    score = forward_score if is_backbone(model) else model_cosine(model, sentence1, sentence2, forward_score)
+    reference_terms = float(fa @ rb + ra @ fb - ra @ rb)
+    token_matrix = parts[0] @ parts[1].T  # [T1, T2]
+    words = [merge_words(tok) for tok in tokens]
+    merges = [_merge_matrix(w.word_of_token, len(w.labels)) for w in words]
+    matrix = merges[0] @ token_matrix @ merges[1].T  # [W1, W2]
+    return Explanation(
+        model=str(getattr(model, "name", getattr(backbone, "name", "model"))), sentence1=sentence1,
+        sentence2=sentence2, words1=words[0].labels, words2=words[1].labels, matrix=matrix, score=score,
+        reference_terms=reference_terms, residual=float(score - token_matrix.sum() - reference_terms), steps=int(steps),
+        layer=int(layer), seconds=time.perf_counter() - started, rule=rule, special1=words[0].special,
+        special2=words[1].special, tokens1=tokens[0].pieces, tokens2=tokens[1].pieces, token_matrix=token_matrix,
+        word_of_token1=words[0].word_of_token, word_of_token2=words[1].word_of_token, forward_score=forward_score,
+    )  # fmt: skip
+
+
+def model_cosine(model, sentence1: str, sentence2: str, forward_score: float) -> float:
+    """The model's own cosine of the pair (what the app shows), after checking that the forward pass differentiated
+    here gives the same number."""
+    emb = np.asarray(model.encode([sentence1, sentence2]), dtype=np.float64)  # [2, d], unit rows
+    cosine = float(np.clip(emb[0] @ emb[1], -1.0, 1.0))
+    if abs(cosine - forward_score) > SCORE_TOLERANCE:
+        raise MlseError(f"{getattr(model, 'name', 'model')}: the forward pass used for attribution gives "
+                        f"{forward_score:.4f}, the model {cosine:.4f}; this model's architecture is not reproduced "
+                        "faithfully, so it is not explained")  # fmt: skip
+    return cosine

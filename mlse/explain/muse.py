@@ -1,0 +1,94 @@
+"""``muse`` (USE multilingual v3) as an attributable backbone, through mlse's torch port of its network.
+
+USE is a deep averaging network with n-gram convolutions (:mod:`mlse.encoders.use_torch`): it has no stack of
+transformer layers to start from, so attribution is to the token embeddings only (layer 0). Every step after the
+embedding lookup is a torch operation, so the port's own :func:`~mlse.encoders.use_torch.network` is differentiated
+as it is, with the path's points laid out as one flat batch of copies of the sentence.
+
+The reference input: the sentence's tokens replaced by all-zero embedding rows (USE has no padding token and no
+position embeddings), BOS and EOS kept. The contextual token vectors of the alignment view are the network's
+per-token features just before pooling (embedding and the three n-gram branches, after their LayerNorm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlse.errors import MlseError
+from mlse.explain.words import TokenInfo
+
+
+class UseBackbone:
+    """``tokenize``, ``states``, ``tail`` and ``contextual`` of a :class:`mlse.encoders.use.UseEncoder` on torch."""
+
+    n_layers = 0
+    prefix = ""
+
+    def __init__(self, encoder):
+        from mlse.encoders.use_torch import UseTorchModel
+
+        if getattr(encoder, "backend", "torch") != "torch":
+            raise MlseError(f"{encoder.name} runs on the ONNX backend, which cannot be differentiated: load it with "
+                            "backend='torch' (--backend torch) to explain a score")  # fmt: skip
+        self.name = encoder.name
+        encoder.token_ids(["."])  # loads the network (no reference to the encoder is kept: see backbones._made)
+        model = getattr(encoder, "_model", None)
+        if not isinstance(model, UseTorchModel):
+            model = UseTorchModel(encoder.path / "weights.npz", table=encoder.table_file())
+        self.model = model
+        self.width = 1280
+        import sentencepiece  # lazy: the package's tokenizer library
+
+        self._sp = sentencepiece.SentencePieceProcessor(model_file=str(encoder.path / "sp.model"))
+
+    def tokenize(self, text: str) -> TokenInfo:
+        ids = [int(i) for i in self._sp.encode(text, out_type=int, add_bos=True, add_eos=True)]  # as UseEncoder
+        pieces = [self._sp.id_to_piece(i) for i in ids]
+        special = [t == 0 or t == len(ids) - 1 for t in range(len(ids))]  # BOS ... EOS
+        return TokenInfo(text, tuple(ids), tuple(pieces), tuple(special), 0)
+
+    def check_layer(self, layer: int) -> None:
+        if layer != 0:
+            raise MlseError(f"{self.name} has no layers to attribute from (a deep averaging network): use layer 0")
+
+    def states(self, tokens: TokenInfo, layer: int):
+        import torch  # lazy: only computing needs it
+
+        self.check_layer(layer)
+        m = self.model
+        ids = np.asarray(tokens.ids, dtype=np.int64)
+        chunk = torch.from_numpy(ids % 17)
+        rows = torch.from_numpy(np.ascontiguousarray(m.table[ids])).float()
+        x = rows * m.scale[chunk, None] + m.lo[chunk, None]  # [T, 512] dequantised embeddings
+        keep = torch.tensor(tokens.special, dtype=torch.bool)[:, None]
+        return x, torch.where(keep, x, torch.zeros_like(x))
+
+    def _run(self, z, capture: list | None = None):
+        import torch  # lazy: only computing needs it
+
+        from mlse.encoders.use_torch import network, sentence_matrix, window_index
+
+        copies, n = z.shape[0], z.shape[1]
+        lengths = np.full(copies, n, dtype=np.int64)
+        window = torch.from_numpy(window_index(lengths))
+        owner = torch.from_numpy(sentence_matrix(lengths))  # [S, S*T]
+
+        def pool(feats):  # [S*T, F] -> [S, F], as a product (vmap-friendly, unlike index_add_)
+            if capture is not None:
+                capture.append(feats)
+            return owner @ feats
+
+        flens = torch.full((copies, 1), float(n))
+        return network(self.model.weights, z.reshape(copies * n, z.shape[-1]), window, pool, flens)
+
+    def tail(self, z, layer: int):
+        return self._run(z)
+
+    def contextual(self, tokens: TokenInfo):
+        import torch  # lazy: only computing needs it
+
+        x, _ = self.states(tokens, 0)
+        captured: list = []
+        with torch.no_grad():
+            self._run(x.unsqueeze(0), captured)
+        return captured[0]  # [T, 1280]

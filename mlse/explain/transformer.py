@@ -1,0 +1,227 @@
+"""A sentence-transformers BERT / XLM-R model as an attributable backbone: its tokens, its states at any layer, and
+the rest of its network from there to the unit sentence vector, as torch functions ``torch.func`` can transform.
+
+The forward pass is written out here from the model's own modules (embeddings -> layers -> pooling -> Dense ->
+Normalize), because the attribution needs to start it at an intermediate layer and to run it under ``vmap`` and
+forward-mode differentiation, which the transformers code paths (attention back-ends, mask builders) do not promise.
+Only what it reproduces is accepted: BERT, RoBERTa and XLM-R encoders with absolute positions, followed by Pooling
+(cls, mean, max, mean_sqrt_len_tokens, weightedmean, lasttoken), Dense and Normalize modules; anything else is
+refused with the reason. :func:`mlse.explain.explain_pair` checks on every call that this forward gives the model's
+own cosine.
+
+Tokens are the model's own: the compact SentencePiece path of :class:`mlse.encoders.torch.CompactRunner` when the
+encoder uses it (same ids, no second tokenizer in memory), else the model's tokenizer; the model's text prefix
+(e5's ``query: ``) comes first, as in ``encode``.
+
+The reference input (Moeller et al. keep a sequence of padding tokens): every token of the sentence replaced by the
+padding token, the special tokens and the prefix kept, the positions unchanged; at layer L > 0 the reference is that
+sequence's hidden state at layer L.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mlse.encoders.identity import text_prefix
+from mlse.errors import MlseError
+from mlse.explain.words import TokenInfo
+
+ARCHITECTURES = ("bert", "roberta", "xlm-roberta")
+POOLING = ("cls", "mean", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+
+
+class TransformerBackbone:
+    """``tokenize``, ``states``, ``tail`` and ``contextual`` of a loaded sentence-transformers model (see
+    :mod:`mlse.explain.integrate` for how they are used)."""
+
+    def __init__(self, st, *, name: str, tokenizer=None, prefix: str | None = None):
+        self.name = name
+        self.st = st
+        self.hf = getattr(st[0], "auto_model", None) or getattr(st[0], "model", None)
+        self._compact = tokenizer
+        self.prefix = text_prefix(st) if prefix is None else prefix
+        self._check()
+        config = self.hf.config
+        self.layers = list(self.hf.encoder.layer)
+        self.n_layers = len(self.layers)
+        self.heads = int(config.num_attention_heads)
+        self.width = int(config.intermediate_size)
+        self.pad_id = int(config.pad_token_id if config.pad_token_id is not None else 0)
+        emb = self.hf.embeddings
+        self._position_offset = (int(getattr(emb, "padding_idx", self.pad_id)) + 1
+                                 if config.model_type != "bert" else 0)  # fmt: skip
+        self._pieces = None
+
+    @classmethod
+    def from_encoder(cls, encoder) -> TransformerBackbone:
+        """The backbone of a :class:`mlse.encoders.torch.SentenceTransformerEncoder` (its already loaded model)."""
+        runner = encoder.compact_runner()
+        if runner is not None:
+            return cls(runner.st, name=encoder.name, tokenizer=runner.tokenizer, prefix=runner.prefix)
+        return cls(encoder.model, name=encoder.name)
+
+    # -- checks -----------------------------------------------------------------------------------------------------
+    def _check(self) -> None:
+        config = getattr(self.hf, "config", None)
+        kind = getattr(config, "model_type", type(self.hf).__name__)
+        if kind not in ARCHITECTURES or not hasattr(self.hf, "encoder") or not hasattr(self.hf, "embeddings"):
+            raise MlseError(f"{self.name}: explaining needs a BERT, RoBERTa or XLM-R encoder; this one is {kind!r}")
+        if getattr(config, "position_embedding_type", "absolute") not in (None, "absolute"):
+            raise MlseError(f"{self.name}: position embeddings {config.position_embedding_type!r} are not supported")
+        if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
+            raise MlseError(f"{self.name}: a decoder cannot be explained here")
+        for module in list(self.st)[1:]:
+            kind = type(module).__name__
+            if kind == "Pooling":
+                modes = (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
+                if any(m not in POOLING for m in modes) or not getattr(module, "include_prompt", True):
+                    raise MlseError(f"{self.name}: pooling {module.pooling_mode!r} (include_prompt="
+                                    f"{getattr(module, 'include_prompt', True)}) is not supported")  # fmt: skip
+            elif kind not in ("Dense", "Normalize"):
+                raise MlseError(f"{self.name}: the module {kind} after the transformer is not supported")
+
+    # -- tokens -----------------------------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> TokenInfo:
+        full = self.prefix + text
+        if self._compact is not None:
+            ids = list(self._compact.encode_ids([full])[0])
+            n_bos, n_eos = len(self._compact.bos), len(self._compact.eos)
+            special = [i < n_bos or i >= len(ids) - n_eos for i in range(len(ids))]
+            pieces = self._sentencepiece_pieces(ids)
+        else:
+            prepare = getattr(self.st, "preprocess", None) or self.st.tokenize  # ST >= 6 names it preprocess
+            ids = [int(i) for i in prepare([full])["input_ids"][0].tolist()]
+            tok = self.st[0].tokenizer
+            specials = set(tok.all_special_ids) - {tok.unk_token_id}
+            special = [i in specials for i in ids]
+            pieces = tok.convert_ids_to_tokens(ids)
+        return TokenInfo(full, tuple(ids), tuple(pieces), tuple(special), len(self.prefix))
+
+    def _sentencepiece_pieces(self, ids: list[int]) -> list[str]:
+        model = getattr(self._compact, "_model", None)  # the compact tokenizer's sentencepiece model
+        if model is None:
+            raise MlseError(f"{self.name}: the token names of this tokenizer are not available")
+        return [model.id_to_piece(i) for i in ids]
+
+    def reference_ids(self, tokens: TokenInfo) -> list[int]:
+        prefix = prefix_mask(tokens)
+        return [i if (s or p) else self.pad_id for i, s, p in zip(tokens.ids, tokens.special, prefix)]
+
+    # -- forward pieces ---------------------------------------------------------------------------------------------
+    def word_embeddings(self, ids: list[int]):
+        import torch  # lazy: only computing needs it
+
+        with torch.no_grad():
+            return self.hf.get_input_embeddings()(torch.tensor(ids, dtype=torch.long)).float()  # [T, H]
+
+    def states(self, tokens: TokenInfo, layer: int):
+        """(x, r) [T, H]: the sentence's and the reference's representation at ``layer`` (0: word embeddings)."""
+        import torch  # lazy: only computing needs it
+
+        self.check_layer(layer)
+        both = torch.stack([self.word_embeddings(list(tokens.ids)), self.word_embeddings(self.reference_ids(tokens))])
+        if layer > 0:
+            with torch.no_grad():
+                both = self.embed(both)
+                for block in self.layers[:layer]:
+                    both = self.block(block, both)
+        return both[0], both[1]
+
+    def check_layer(self, layer: int) -> None:
+        if not isinstance(layer, int) or not 0 <= layer <= self.n_layers:
+            raise MlseError(f"{self.name}: layer must be 0 (the word embeddings) to {self.n_layers} (the last layer's "
+                            f"output), got {layer!r}")  # fmt: skip
+
+    def embed(self, words):
+        """Word embeddings [..., T, H] -> the embedding layer's output (positions and token type added, LayerNorm)."""
+        import torch  # lazy: only computing needs it
+
+        emb = self.hf.embeddings
+        n = words.shape[-2]
+        positions = torch.arange(n) + self._position_offset
+        h = words + emb.position_embeddings(positions) + emb.token_type_embeddings(torch.zeros(n, dtype=torch.long))
+        return emb.LayerNorm(h)
+
+    def block(self, block, h):
+        """One transformer layer on [..., T, H] (a single unpadded sentence: no attention mask)."""
+        import torch  # lazy: only computing needs it
+
+        attention = block.attention.self
+        size = h.shape[-1] // self.heads
+
+        def split(t):  # [..., T, H] -> [..., heads, T, size]
+            return t.reshape(*t.shape[:-1], self.heads, size).transpose(-3, -2)
+
+        q, k, v = split(attention.query(h)), split(attention.key(h)), split(attention.value(h))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(size), dim=-1)
+        context = (weights @ v).transpose(-3, -2)
+        context = context.reshape(*context.shape[:-2], self.heads * size)  # [..., T, H]
+        out = block.attention.output
+        h = out.LayerNorm(out.dense(context) + h)
+        inner = block.intermediate.intermediate_act_fn(block.intermediate.dense(h))
+        return block.output.LayerNorm(block.output.dense(inner) + h)
+
+    def head(self, tokens):
+        """Token states after the last layer [S, T, H] -> unit sentence vectors [S, d]."""
+        import torch  # lazy: only computing needs it
+
+        out = tokens
+        for module in list(self.st)[1:]:
+            kind = type(module).__name__
+            if kind == "Pooling":
+                out = torch.cat([_pool(tokens, m) for m in (
+                    (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode)], dim=-1)
+            elif kind == "Dense":
+                value = module.activation_function(module.linear(out))
+                if getattr(module, "use_residual", False):
+                    value = value + (out if module.in_features == module.out_features else module.residual(out))
+                out = value
+        return torch.nn.functional.normalize(out, dim=-1)
+
+    def tail(self, z, layer: int):
+        """[S, T, H] at ``layer`` -> unit sentence vectors [S, d]."""
+        h = self.embed(z) if layer == 0 else z
+        for block in self.layers[layer:]:
+            h = self.block(block, h)
+        return self.head(h)
+
+    def contextual(self, tokens: TokenInfo):
+        """The last layer's token states [T, H] of the sentence (no gradient)."""
+        import torch  # lazy: only computing needs it
+
+        with torch.no_grad():
+            h = self.embed(self.word_embeddings(list(tokens.ids)))
+            for block in self.layers:
+                h = self.block(block, h)
+        return h
+
+
+def _pool(tokens, mode: str):
+    import torch  # lazy: only computing needs it
+
+    n = tokens.shape[-2]
+    if mode == "cls":
+        return tokens[..., 0, :]
+    if mode == "lasttoken":
+        return tokens[..., -1, :]
+    if mode == "max":
+        return tokens.max(dim=-2).values
+    if mode == "mean":
+        return tokens.mean(dim=-2)
+    if mode == "mean_sqrt_len_tokens":
+        return tokens.sum(dim=-2) / math.sqrt(n)
+    weights = torch.arange(1, n + 1, dtype=tokens.dtype)  # weightedmean
+    return (tokens * weights[:, None]).sum(dim=-2) / weights.sum()
+
+
+def prefix_mask(tokens: TokenInfo) -> list[bool]:
+    """Which tokens belong to the model's text prefix: those before the first token of the sentence itself, found by
+    tokenising the text (the prefix's pieces never merge with the sentence's: e5's prefix ends in a space)."""
+    if not tokens.prefix_chars:
+        return [False] * len(tokens.ids)
+    from mlse.explain.words import piece_spans
+
+    spans = piece_spans(tokens.text, list(tokens.pieces), list(tokens.special))
+    if spans is None:
+        raise MlseError("could not find the model's text prefix among its tokens")
+    return [s is not None and s[0] < tokens.prefix_chars for s in spans]

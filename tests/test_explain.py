@@ -1,0 +1,206 @@
+"""Token-pair attributions (mlse.explain): exact on a model whose attribution is known in closed form, converging on a
+real (tiny) transformer, the identity score = pairs + reference terms + residual, and clear refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlse.errors import MlseError
+from mlse.explain import align_tokens, explain_pair
+from mlse.explain.integrate import quadrature
+from mlse.explain.words import TokenInfo
+
+S1, S2 = "A man is playing a flute.", "Ein Mann spielt Flöte."
+
+
+class BagOfEmbeddings:
+    """f(x) = mean of the token embeddings, no normalisation: linear, so the attribution is known exactly,
+    A_ij = (a_i - r_i)·(b_j - r_j) / (n_a n_b), and every quadrature is exact (residual 0 for any steps)."""
+
+    name = "bag"
+    n_layers = 0
+
+    def __init__(self, dim: int = 6):
+        self.rng = np.random.default_rng(0)
+        self.table: dict[str, np.ndarray] = {}
+        self.pad = self.rng.normal(size=dim).astype(np.float32)
+        self.dim = dim
+
+    def vector(self, word: str) -> np.ndarray:
+        if word not in self.table:
+            self.table[word] = self.rng.normal(size=self.dim).astype(np.float32)
+        return self.table[word]
+
+    def tokenize(self, text: str) -> TokenInfo:
+        words = text.split()
+        return TokenInfo(text, tuple(range(len(words))), tuple(words), (False,) * len(words))
+
+    def states(self, tokens, layer):
+        import torch
+
+        x = torch.tensor(np.stack([self.vector(w) for w in tokens.pieces]))  # [T, D]
+        return x, torch.tensor(np.tile(self.pad, (len(tokens.pieces), 1)))
+
+    def tail(self, z, layer):
+        return z.mean(dim=-2)
+
+    def contextual(self, tokens):
+        return self.states(tokens, 0)[0]
+
+
+@pytest.mark.parametrize("steps, rule", [(1, "midpoint"), (3, "gauss"), (7, "midpoint")])
+def test_linear_encoder_gets_its_exact_attribution_and_no_residual(steps, rule):
+    bag = BagOfEmbeddings()
+    a_words, b_words = "red apples fall down".split(), "rote Äpfel fallen".split()
+    e = explain_pair(bag, " ".join(a_words), " ".join(b_words), steps=steps, rule=rule, layer=0)
+    a = np.stack([bag.vector(w) for w in a_words]) - bag.pad  # [4, D]
+    b = np.stack([bag.vector(w) for w in b_words]) - bag.pad  # [3, D]
+    expected = a @ b.T / (len(a_words) * len(b_words))
+    np.testing.assert_allclose(e.matrix, expected, atol=1e-6)
+    fa, fb = a.mean(0) + bag.pad, b.mean(0) + bag.pad
+    assert e.score == pytest.approx(float(fa @ fb), abs=1e-5)
+    p = bag.pad.astype(np.float64)
+    assert e.reference_terms == pytest.approx(float(fa @ p + p @ fb - p @ p), abs=1e-5)
+    assert abs(e.residual) < 1e-5
+    assert e.words1 == tuple(a_words) and e.words2 == tuple(b_words)
+    assert e.steps == steps and e.layer == 0 and e.seconds >= 0
+
+
+def test_quadrature_weights_sum_to_one_and_gauss_is_exact_for_cubics():
+    for rule in ("gauss", "midpoint"):
+        nodes, weights = quadrature(5, rule)
+        assert weights.sum() == pytest.approx(1.0) and ((nodes > 0) & (nodes < 1)).all()
+    nodes, weights = quadrature(2, "gauss")
+    assert float(weights @ nodes**3) == pytest.approx(0.25, abs=1e-12)
+    with pytest.raises(MlseError, match="steps"):
+        quadrature(0, "gauss")
+    with pytest.raises(MlseError, match="rule"):
+        quadrature(4, "simpson")
+
+
+@pytest.fixture(scope="module")
+def bert(tiny_bert):
+    from mlse.encoders.load import load_encoder
+
+    return load_encoder(str(tiny_bert), cache=False)
+
+
+def test_residual_shrinks_as_steps_grow_on_a_real_transformer(bert):
+    midpoint = [abs(explain_pair(bert, S1, S2, steps=s, layer=0, rule="midpoint").residual) for s in (1, 4, 32)]
+    assert midpoint[2] < midpoint[1] < midpoint[0], midpoint
+    gauss = [abs(explain_pair(bert, S1, S2, steps=s, layer=0, rule="gauss").residual) for s in (1, 2, 8)]
+    assert gauss[1] < gauss[0] and gauss[2] < 1e-5, gauss  # Gauss-Legendre: float32 noise within a few points
+    assert gauss[1] < midpoint[1]
+
+
+@pytest.mark.parametrize("layer", [0, 1, 2])
+def test_the_identity_holds_and_the_score_is_the_models_cosine(bert, layer):
+    e = explain_pair(bert, S1, S2, steps=4, layer=layer)
+    emb = bert.encode([S1, S2])
+    assert e.score == pytest.approx(float(emb[0] @ emb[1]), abs=1e-5)
+    assert e.forward_score == pytest.approx(e.score, abs=1e-5)
+    assert e.score == pytest.approx(e.matrix.sum() + e.reference_terms + e.residual, abs=1e-9)
+    assert e.matrix.shape == (len(e.words1), len(e.words2))
+    assert e.matrix.sum() == pytest.approx(e.token_matrix.sum(), abs=1e-9)  # merging pieces keeps the total
+    assert e.words1[0] == "[CLS]" and e.special1[0] and e.words2[-1] == "[SEP]" and e.special2[-1]
+    if layer == 0:  # special tokens equal their reference at the embedding layer: they get exactly nothing
+        assert e.special_terms == 0.0
+    top = e.top_pairs(3)
+    assert len(top) == 3 and all(w1 in e.words1 and w2 in e.words2 for w1, w2, _ in top)
+    assert abs(top[0][2]) >= abs(top[1][2]) >= abs(top[2][2])
+    assert not any(w in ("[CLS]", "[SEP]") for w1, w2, _ in top for w in (w1, w2))
+
+
+def test_layers_out_of_range_and_empty_sentences_are_refused(bert):
+    with pytest.raises(MlseError, match="layer must be 0"):
+        explain_pair(bert, S1, S2, layer=3)
+    with pytest.raises(MlseError, match="sentence 2 is empty"):
+        explain_pair(bert, S1, "   ")
+    with pytest.raises(MlseError, match="sentence 1 is empty"):
+        align_tokens(bert, "", S2)
+
+
+def test_onnx_models_scorers_and_other_encoders_are_refused(tiny_bert, fake_scorer):
+    from mlse.encoders.load import load_encoder
+    from tests.fake_encoder import FakeEncoder
+
+    with pytest.raises(MlseError, match="ONNX backend.*backend='torch'"):
+        explain_pair(load_encoder(str(tiny_bert), backend="onnx", cache=False), S1, S2)
+    with pytest.raises(MlseError, match="is a scorer.*explain its backbone"):
+        explain_pair(fake_scorer, S1, S2)
+    with pytest.raises(MlseError, match="cannot be explained"):
+        explain_pair(FakeEncoder(), S1, S2)
+
+
+def test_the_compact_tokenizer_path_and_the_prompt(tmp_path):
+    """A tiny e5-format model (query: prompt, SentencePiece ids from the compact tokenizer)."""
+    from mlse.encoders import e5
+    from mlse.encoders.load import load_encoder
+    from tests.e5_format_writer import build_tiny, write_e5
+
+    out = tmp_path / "me5-tiny"
+    out.mkdir()
+    e5.convert(write_e5(tmp_path / "tiny.bin", build_tiny(seed=0)), out)
+    model = load_encoder(str(out), cache=False)
+    assert model.compact_runner() is not None
+    s1, s2 = "the cat sat", "the dog ran"
+    e = explain_pair(model, s1, s2, steps=8, layer=1)
+    assert e.words1[:2] == ("<s>", "query:") and e.special1[:2] == (True, True)
+    assert [w for w, s in zip(e.words1, e.special1) if not s] == s1.split()
+    emb = model.encode([s1, s2])
+    assert e.score == pytest.approx(float(emb[0] @ emb[1]), abs=1e-5)
+
+
+def test_alignment_matches_identical_words(bert):
+    a = align_tokens(bert, "the cat sleeps", "the cat sleeps")
+    assert a.words1 == ("the", "cat", "sleeps") and a.similarity.shape == (3, 3)
+    assert a.best1 == (0, 1, 2) and a.best2 == (0, 1, 2)
+    np.testing.assert_allclose(np.diag(a.similarity), 1.0, atol=1e-5)
+    assert [m[:2] for m in a.mutual()] == [("the", "the"), ("cat", "cat"), ("sleeps", "sleeps")]
+    assert a.to_dict()["note"].startswith("contextual token similarity")
+
+
+def test_cli_prints_the_split_and_writes_the_json(tiny_bert, tmp_path, capsys):
+    import json
+
+    from mlse.cli import main
+
+    out = tmp_path / "explain.json"
+    rc = main(["explain", "--model", str(tiny_bert), S1, S2, "--steps", "4", "--layer", "1", "--top", "3",
+               "--align", "--json-out", str(out)])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert rc == 0
+    assert "cosine" in printed and "reference terms" in printed and "residual" in printed
+    assert printed.count("<->") == 3 and "not an explanation of the score" in printed
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert np.asarray(data["matrix"]).shape == (len(data["words1"]), len(data["words2"]))
+    assert data["score"] == pytest.approx(np.sum(data["matrix"]) + data["reference_terms"] + data["residual"])
+    assert data["layer"] == 1 and data["steps"] == 4 and "alignment" in data
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "0"], "--steps must be a positive integer"),
+    (["--layer", "9"], "layer must be 0"),
+    (["--backend", "onnx"], "ONNX backend"),
+])  # fmt: skip
+def test_cli_errors_are_one_line(tiny_bert, capsys, argv, message):
+    from mlse.cli import main
+
+    rc = main(["explain", "--model", str(tiny_bert), S1, S2, *argv])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "Loading weights" not in line]
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error:") and message in err[0], err
+
+
+@pytest.mark.slow
+@pytest.mark.multithread
+def test_real_minilm_explanation_converges_and_names_the_flute():
+    from mlse.api import load_model
+
+    model = load_model("minilm-en")
+    e = explain_pair(model, S1, "A man plays the flute.")
+    assert e.relative_residual < 0.02
+    words = {w for pair in e.top_pairs(3) for w in pair[:2]}
+    assert "flute" in words or "flute." in words
+    a = align_tokens(model, S1, "A man plays the flute.")
+    assert a.words2[a.best1[a.words1.index("flute")]] == "flute"
