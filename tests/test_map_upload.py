@@ -136,7 +136,7 @@ def test_sentences_file_with_the_tiny_bert(tiny_bert):
     assert all(len(t.x) == 6 for t in raw.data)
     probe, retrieval = _numbers(out.metrics[0])
     assert 0.0 <= probe <= 1.0 and 0.0 <= retrieval <= 1.0 and "chance 20.0 %" in out.metrics[0]
-    assert "30 sentences from sentences.tsv" in out.note and "Read 30 row(s)" in out.note
+    assert "30 sentences from sentences.tsv" in out.note and "Read 30 sentences" in out.note
     assert "0 of 1 panels from cache" in out.note and out.sentences["id"].tolist() == [1, 2, 3, 4, 5, 6]
     again = project_upload(state, name, str(SENTENCES), None, method="pca")
     assert "1 of 1 panels from cache" in again.note and _numbers(again.metrics[0]) == (probe, retrieval)

@@ -91,7 +91,7 @@ def test_repeated_pairs_single_rows_and_identical_columns():
 def test_pasted_two_columns_without_header():
     corpus, message = read_bitext(None, "It is raining.\tEs regnet.\nThe cat sleeps.\tDie Katze schläft.\n")
     assert (corpus.src_lang, corpus.tgt_lang) == ("src", "tgt") and corpus.tgt[1] == "Die Katze schläft."
-    assert "Read 2 row(s)" in message
+    assert "Read 2 parallel rows" in message
 
 
 def test_three_language_columns_use_two_and_say_which(tmp_path):
@@ -127,7 +127,7 @@ def test_bitext_retrieval_on_the_example_file(tiny_bert):
     state, model = AppState(), str(tiny_bert)
     text, df, corpus = bitext_retrieval(state, str(EXAMPLE), None, model)
     assert isinstance(corpus, ParallelCorpus) and len(corpus) == 40 and list(df.columns) == ERROR_COLUMNS
-    assert "Read 40 row(s)" in text and "bitext.tsv" in text
+    assert "Read 40 parallel rows" in text and "bitext.tsv" in text
     view = source_view(state, corpus, model)
     m = view.metrics
     assert "en→de: en queries de" in text and "de→en: de queries en" in text

@@ -47,7 +47,7 @@ def test_compare_file_on_the_example(tiny_bert):
     rows = _example()
     n = len(rows)
     assert list(metrics.columns) == METRIC_COLUMNS and list(metrics.model) == [model, FAKE]
-    assert (metrics.n == n).all() and f"Read {n} row(s)" in msg and r"rated\_pairs.tsv" in msg
+    assert (metrics.n == n).all() and f"Read {n} sentence pairs" in msg and r"rated\_pairs.tsv" in msg
     table = read_pairs(EXAMPLE)
     pred = file_predictions(state, table, model)
     ref = sts_metrics(pred, rows.score.to_numpy(), n_boot=200)  # the library's numbers on the file's scores

@@ -90,7 +90,7 @@ def test_scores_pasted_rows_with_every_model(state):
         assert_matches_pair_scores(frame, state.encoders[name], name, s1, s2)
     mean = float(np.mean(pair_scores(state.encoders["fake-a"], s1, s2)[0]))
     assert out.summary.loc[0, "mean cosine"] == pytest.approx(mean, abs=1e-4)
-    assert "Read 3 row(s)" in out.message and "Scored 3 row(s) with 2 model(s)" in out.message
+    assert "Read 3 sentence pairs" in out.message and "Scored 3 row(s) with 2 model(s)" in out.message
     assert "No 0–5 score for `fake-a`:" in out.message and "`fake-b`" not in out.message
 
 

@@ -24,7 +24,7 @@ def test_a_file_and_pasted_rows_read_alike(tmp_path, local):
     from_file, message = read_upload(str(path), None, kind="pairs")
     from_text, _ = read_upload(None, ROWS, kind="pairs")
     assert from_file.rows == from_text.rows and len(from_file) == 2
-    assert message.startswith("Read 2 row(s) of pairs from mine.tsv")
+    assert message.startswith("Read 2 sentence pairs from mine.tsv (sentence1, sentence2, score).")
     assert path.exists()  # locally the user's file stays where it is
 
 
@@ -57,6 +57,7 @@ def test_public_mode_caps_rows_deletes_the_upload_and_hides_its_path(tmp_path, m
 
 
 def test_local_limits_come_from_the_flags(tmp_path, monkeypatch, local):
+    monkeypatch.setenv(public.UPLOAD_ROWS_ENV, "100000")  # so that teardown removes what set_upload_limits writes
     public.set_upload_limits(rows=1)
     assert public.upload_limits()[0] == 1
     table, message = read_upload(None, ROWS, kind="pairs")

@@ -74,8 +74,9 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
 
 
 def read_message(table: UserTable) -> str:
-    """"Read 30 rows (sentences) from pairs.tsv." plus the skipped rows, escaped for markdown."""
-    lines = [f"Read {len(table):,} row(s) of {table.kind} from {md_escape(table.name)}"
+    """"Read 30 sentence pairs from pairs.tsv (sentence1, sentence2)." plus the skipped rows, escaped for markdown."""
+    noun = {"pairs": "sentence pair", "sentences": "sentence", "parallel": "parallel row"}.get(table.kind, "row")
+    lines = [f"Read {len(table):,} {noun}{'' if len(table) == 1 else 's'} from {md_escape(table.name)}"
              + (f" ({', '.join(md_escape(c) for c in table.columns)})." if table.has_header else ".")]  # fmt: skip
     if table.n_skipped:
         shown = [md_escape(str(p)) for p in table.skipped[:MAX_SHOWN_PROBLEMS]]
