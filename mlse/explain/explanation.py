@@ -71,6 +71,8 @@ class Explanation:
     word_of_token1: tuple[int, ...] = ()
     word_of_token2: tuple[int, ...] = ()
     forward_score: float = float("nan")  # f(a)·f(b) by the forward pass differentiated here
+    spans1: tuple[tuple[int, int] | None, ...] = ()  # each word's (start, end) in sentence1; None for special entries
+    spans2: tuple[tuple[int, int] | None, ...] = ()
 
     @property
     def attributed(self) -> float:
@@ -123,6 +125,8 @@ class Explanation:
             "steps": self.steps, "layer": self.layer, "rule": self.rule, "seconds": self.seconds,
             "words1": list(self.words1), "words2": list(self.words2),
             "special1": list(self.special1), "special2": list(self.special2),
+            "spans1": [None if s is None else list(s) for s in self.spans1],
+            "spans2": [None if s is None else list(s) for s in self.spans2],
             "matrix": np.asarray(self.matrix, dtype=float).tolist(),
             "tokens1": list(self.tokens1), "tokens2": list(self.tokens2),
             "word_of_token1": list(self.word_of_token1), "word_of_token2": list(self.word_of_token2),
@@ -164,11 +168,12 @@ def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = N
     started = time.perf_counter()
     tokens = [backbone.tokenize(sentence1), backbone.tokenize(sentence2)]
     tail = partial(backbone.tail, layer=layer)
+    jvp = partial(backbone.tail_jvp, layer=layer) if callable(getattr(backbone, "tail_jvp", None)) else None
     width = int(getattr(backbone, "width", 0))
     parts, ends = [], []
     for tok in tokens:
         x, r = backbone.states(tok, layer)
-        parts.append(token_contributions(tail, x, r, steps=steps, rule=rule, width=width))  # [T, d]
+        parts.append(token_contributions(tail, x, r, steps=steps, rule=rule, width=width, jvp=jvp))  # [T, d]
         ends.append(endpoints(tail, x, r))
     (fa, ra), (fb, rb) = ends
     forward_score = float(fa @ fb)
@@ -185,6 +190,7 @@ def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = N
         layer=int(layer), seconds=time.perf_counter() - started, rule=rule, special1=words[0].special,
         special2=words[1].special, tokens1=tokens[0].pieces, tokens2=tokens[1].pieces, token_matrix=token_matrix,
         word_of_token1=words[0].word_of_token, word_of_token2=words[1].word_of_token, forward_score=forward_score,
+        spans1=words[0].spans, spans2=words[1].spans,
     )  # fmt: skip
 
 

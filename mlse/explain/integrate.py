@@ -45,12 +45,14 @@ def quadrature(steps: int, rule: str) -> tuple[np.ndarray, np.ndarray]:
     raise MlseError(f"unknown integration rule {rule!r}; expected one of {', '.join(RULES)}")
 
 
-def token_contributions(tail: Callable, x, r, *, steps: int, rule: str, width: int = 0):
+def token_contributions(tail: Callable, x, r, *, steps: int, rule: str, width: int = 0, jvp: Callable | None = None):
     """``P`` [T, d] (float64 numpy): token ``i``'s integrated contribution to ``f(x) − f(r)``.
 
     ``tail``: a differentiable function [B, T, H] -> [B, d] built from torch operations (run on dual tensors of
     forward-mode AD); ``x``, ``r``: [T, H] float32 tensors; ``width``: the widest activation per token inside the tail
-    (a transformer's feed-forward width), to size the batches.
+    (a transformer's feed-forward width), to size the batches; ``jvp(points [S, T, H], directions [C, S, T, H]) ->
+    [C, S, d]``: the tail's directional derivatives computed another way (the primal once for all directions), used
+    instead of dual numbers when given.
     """
     import torch  # lazy: only computing needs it
     import torch.autograd.forward_ad as fwad
@@ -73,11 +75,14 @@ def token_contributions(tail: Callable, x, r, *, steps: int, rule: str, width: i
         for start in range(0, len(moving), chunk):
             rows = moving[start : start + chunk]
             c = len(rows)
-            primal = path.repeat(c, 1, 1)  # [c*S, T, H], point-major within each token
             tangent = torch.zeros((c, n_steps, n_tokens, hidden), dtype=x.dtype)  # [c, S, T, H]
             tangent[torch.arange(c), :, torch.tensor(rows)] = delta[rows].unsqueeze(1)
-            result = tail(fwad.make_dual(primal, tangent.reshape(c * n_steps, n_tokens, hidden)))
-            derivative = fwad.unpack_dual(result).tangent.reshape(c, n_steps, -1)  # [c, S, d]
+            if jvp is not None:
+                derivative = jvp(path, tangent)  # [c, S, d]
+            else:
+                primal = path.repeat(c, 1, 1)  # [c*S, T, H], point-major within each token
+                result = tail(fwad.make_dual(primal, tangent.reshape(c * n_steps, n_tokens, hidden)))
+                derivative = fwad.unpack_dual(result).tangent.reshape(c, n_steps, -1)  # [c, S, d]
             if out is None:
                 out = np.zeros((n_tokens, derivative.shape[-1]), dtype=np.float64)
             out[rows] = torch.einsum("s,csd->cd", w, derivative.double()).numpy()

@@ -63,11 +63,13 @@ class TokenInfo:
 @dataclass(frozen=True)
 class Words:
     """The words of a sentence: ``labels`` (one per entry), which entries are ``special`` (a special token or the
-    prefix), and ``word_of_token`` (the entry each token belongs to)."""
+    prefix), ``word_of_token`` (the entry each token belongs to) and ``spans``, each entry's ``(start, end)`` in the
+    sentence itself (the prefix not counted; None for special entries and when the markers fallback was used)."""
 
     labels: tuple[str, ...]
     special: tuple[bool, ...]
     word_of_token: tuple[int, ...]
+    spans: tuple[tuple[int, int] | None, ...] = ()
 
 
 def _fold(text: str) -> str:
@@ -151,6 +153,7 @@ def merge_words(tokens: TokenInfo) -> Words:
         return _merge_by_markers(tokens)
     labels: list[str] = []
     special: list[bool] = []
+    word_spans: list[tuple[int, int] | None] = []
     word_of_token = [-1] * n
     current: list[int] = []  # tokens of the word being built (all with spans)
     glue: list[int] = []  # tokens without text, waiting for the next word
@@ -160,6 +163,7 @@ def merge_words(tokens: TokenInfo) -> Words:
             start, end = spans[current[0]][0], spans[current[-1]][1]
             labels.append(tokens.text[start:end])
             special.append(False)
+            word_spans.append((start - tokens.prefix_chars, end - tokens.prefix_chars))
             for t in [*glue, *current]:
                 word_of_token[t] = len(labels) - 1
             glue.clear()
@@ -171,12 +175,14 @@ def merge_words(tokens: TokenInfo) -> Words:
             close()
             labels.append(tokens.pieces[t])
             special.append(True)
+            word_spans.append(None)
             word_of_token[t] = len(labels) - 1
             continue
         if prefix_token[t]:
             if prefix_entry < 0:
                 labels.append(tokens.text[: tokens.prefix_chars].strip() or tokens.text[: tokens.prefix_chars])
                 special.append(True)
+                word_spans.append(None)
                 prefix_entry = len(labels) - 1
             word_of_token[t] = prefix_entry
             continue
@@ -190,9 +196,9 @@ def merge_words(tokens: TokenInfo) -> Words:
     for t in glue:  # trailing tokens without text join the last word
         word_of_token[t] = max(len(labels) - 1, 0)
     if not labels:
-        labels, special = [""], [False]
+        labels, special, word_spans = [""], [False], [None]
         word_of_token = [0] * n
-    return Words(tuple(labels), tuple(special), tuple(word_of_token))
+    return Words(tuple(labels), tuple(special), tuple(word_of_token), tuple(word_spans))
 
 
 def _starts_word(text: str, spans: list, current: list[int], t: int) -> bool:
@@ -235,4 +241,4 @@ def _merge_by_markers(tokens: TokenInfo) -> Words:
             special.append(False)
             open_word = True
         word_of_token.append(len(labels) - 1)
-    return Words(tuple(labels), tuple(special), tuple(word_of_token))
+    return Words(tuple(labels), tuple(special), tuple(word_of_token), (None,) * len(labels))

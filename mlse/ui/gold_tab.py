@@ -17,6 +17,7 @@ from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import sts_pair_predictions
 from mlse.memo import MB, BytesMemo
 from mlse.ui import gold_file
+from mlse.ui.explain_sections import build_pair_section
 from mlse.ui.gold_views import (
     DISAGREE_COLUMNS,
     DISAGREE_TYPES,
@@ -154,6 +155,7 @@ def build_tab(state) -> list[ModelPicker]:
             find_file = gr.Button("List file pairs", visible=False)
         dis_msg = gr.Markdown(latex_delimiters=[])
         dis_table = gr.Dataframe(headers=DISAGREE_COLUMNS, datatype=DISAGREE_TYPES, interactive=False, wrap=True)
+        build_pair_section(state, dis_table, model)  # a selected row's pair explained (mlse.ui.explain_view)
 
         def on_source(choice):
             on_file = choice == FILE_SOURCE

@@ -20,7 +20,7 @@ from mlse.api import pair_scores
 from mlse.errors import MlseError
 from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
 from mlse.textclean import strip_controls
-from mlse.ui import score_file
+from mlse.ui import explain_sections, score_file
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.text import md_code, md_escape
@@ -392,6 +392,7 @@ def build_tab(state) -> list[ModelPicker]:
                 raise gr.Error(str(exc)) from None
 
         gr.api(score, api_name="score", queue=False)  # one POST, one JSON answer: no queue, no event stream
+        explain_sections.build_score_section(state, s1, s2, models)  # "Why this score?" (mlse.ui.explain_sections)
         check_inputs(lang1, lang2, gold)
         check_inputs(models, allowed=state.model_names)
         file_pickers = score_file.build_section(state)  # "Score a file", below the pair (mlse.ui.score_file)

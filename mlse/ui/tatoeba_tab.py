@@ -21,6 +21,7 @@ from mlse.errors import MlseError
 from mlse.evaluation.bitext_view import bitext_notes, score_bitext
 from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage, tatoeba_language
 from mlse.memo import MB, BytesMemo
+from mlse.ui.explain_sections import build_error_section
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
@@ -266,6 +267,7 @@ def build_tab(state) -> list[ModelPicker]:
         detail_md = gr.Markdown(latex_delimiters=[])
         neighbours = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours",
                                   interactive=False, wrap=True, column_widths=NEIGHBOUR_WIDTHS)  # fmt: skip
+        build_error_section(state, table, shown, ERROR_COLUMNS)  # the selected error explained, side by side
         with gr.Accordion("Compare two scorers", open=False):
             with gr.Row():
                 model_a = gr.Dropdown(names, value=preferred, label="Scorer A")

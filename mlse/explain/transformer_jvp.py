@@ -1,0 +1,141 @@
+"""Forward-mode derivatives of :class:`~mlse.explain.transformer.TransformerBackbone`'s tail, written out by hand.
+
+The integrated Jacobian needs, at each of S path points, the derivative of the sentence vector along C different
+directions (one per token). Generic forward-mode AD (dual numbers) carries a copy of the primal computation with every
+direction; here the primal runs once per point ([S, T, H]) and only the directions are batched ([C, S, T, H]), which
+roughly halves the arithmetic. Each rule is the textbook derivative of its operation:
+
+- linear ``y = x W + b``: ``dy = dx W``;
+- LayerNorm ``y = γ n + β``, ``n = (u − μ) / σ``: ``dy = γ (du − mean(du) − n · mean(du n)) / σ``;
+- attention ``p = softmax(q kᵀ / √d)``: ``ds = (dq kᵀ + q dkᵀ) / √d``, ``dp = p (ds − Σ p ds)``,
+  ``d(p v) = dp v + p dv``;
+- an elementwise activation ``a(z)`` (GELU, tanh ...): ``da = a'(z) dz``, with ``a'`` taken by autograd at the primal;
+- pooling: mean, sum and position weights are linear, cls / last token pick a row, max picks each column's argmax;
+- L2 normalisation ``y = x / |x|``: ``dy = (dx − y (y · dx)) / |x|``.
+
+``tests/test_explain_models.py`` checks the result against ``torch.autograd.forward_ad`` on the same tail.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _linear(dx, module):
+    import torch.nn.functional as F  # lazy: only computing needs it
+
+    return F.linear(dx, module.weight)
+
+
+def _layer_norm(u, du, module):
+    """(LayerNorm(u), its derivative along du); u [..., H], du [C, ..., H]."""
+    mean = u.mean(dim=-1, keepdim=True)
+    sigma = (((u - mean) ** 2).mean(dim=-1, keepdim=True) + module.eps).sqrt()
+    n = (u - mean) / sigma
+    dn = (du - du.mean(dim=-1, keepdim=True) - n * (du * n).mean(dim=-1, keepdim=True)) / sigma
+    return module(u), dn * module.weight
+
+
+def _elementwise(fn, z, dz):
+    """(fn(z), fn'(z) dz) for an elementwise ``fn``."""
+    import torch  # lazy: only computing needs it
+
+    with torch.enable_grad():
+        leaf = z.detach().requires_grad_(True)
+        value = fn(leaf)
+        (slope,) = torch.autograd.grad(value.sum(), leaf)
+    return value.detach(), slope * dz
+
+
+def _block(backbone, block, h, dh):
+    import torch  # lazy: only computing needs it
+
+    attention = block.attention.self
+    heads = backbone.heads
+    size = h.shape[-1] // heads
+
+    def split(t):  # [..., T, H] -> [..., heads, T, size]
+        return t.reshape(*t.shape[:-1], heads, size).transpose(-3, -2)
+
+    def merge(t):  # [..., heads, T, size] -> [..., T, H]
+        t = t.transpose(-3, -2)
+        return t.reshape(*t.shape[:-2], heads * size)
+
+    q, k, v = (split(m(h)) for m in (attention.query, attention.key, attention.value))
+    dq, dk, dv = (split(_linear(dh, m)) for m in (attention.query, attention.key, attention.value))
+    scale = 1.0 / math.sqrt(size)
+    p = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1)  # [S, heads, T, T]
+    ds = (dq @ k.transpose(-1, -2) + q @ dk.transpose(-1, -2)) * scale  # [C, S, heads, T, T]
+    dp = p * (ds - (p * ds).sum(dim=-1, keepdim=True))
+    context, dcontext = merge(p @ v), merge(dp @ v + p @ dv)
+    out = block.attention.output
+    a, da = _layer_norm(out.dense(context) + h, _linear(dcontext, out.dense) + dh, out.LayerNorm)
+    inner, dinner = _elementwise(block.intermediate.intermediate_act_fn, block.intermediate.dense(a),
+                                 _linear(da, block.intermediate.dense))  # fmt: skip
+    return _layer_norm(block.output.dense(inner) + a, _linear(dinner, block.output.dense) + da, block.output.LayerNorm)
+
+
+def _pool(tokens, dtokens, mode: str):
+    import torch  # lazy: only computing needs it
+
+    n = tokens.shape[-2]
+    if mode == "cls":
+        return tokens[..., 0, :], dtokens[..., 0, :]
+    if mode == "lasttoken":
+        return tokens[..., -1, :], dtokens[..., -1, :]
+    if mode == "max":
+        best = tokens.max(dim=-2)
+        index = best.indices.unsqueeze(-2).expand(*dtokens.shape[:-2], 1, dtokens.shape[-1])
+        return best.values, dtokens.gather(-2, index).squeeze(-2)
+    if mode == "mean":
+        return tokens.mean(dim=-2), dtokens.mean(dim=-2)
+    if mode == "mean_sqrt_len_tokens":
+        return tokens.sum(dim=-2) / math.sqrt(n), dtokens.sum(dim=-2) / math.sqrt(n)
+    weights = torch.arange(1, n + 1, dtype=tokens.dtype)[:, None] / (n * (n + 1) / 2)  # weightedmean
+    return (tokens * weights).sum(dim=-2), (dtokens * weights).sum(dim=-2)
+
+
+def _normalize(x, dx):
+    norm = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    y = x / norm
+    return y, (dx - y * (dx * y).sum(dim=-1, keepdim=True)) / norm
+
+
+def _head(backbone, tokens, dtokens):
+    import torch  # lazy: only computing needs it
+
+    out, dout = tokens, dtokens
+    for module in list(backbone.st)[1:]:
+        kind = type(module).__name__
+        if kind == "Pooling":
+            modes = (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
+            pooled = [_pool(tokens, dtokens, m) for m in modes]
+            out, dout = torch.cat([p[0] for p in pooled], dim=-1), torch.cat([p[1] for p in pooled], dim=-1)
+        elif kind == "Dense":
+            value, dvalue = _elementwise(module.activation_function, module.linear(out), _linear(dout, module.linear))
+            if getattr(module, "use_residual", False):
+                same = module.in_features == module.out_features
+                value = value + (out if same else module.residual(out))
+                dvalue = dvalue + (dout if same else _linear(dout, module.residual))
+            out, dout = value, dvalue
+        elif kind == "Normalize":
+            out, dout = _normalize(out, dout)
+    return _normalize(out, dout)[1]
+
+
+def tail_jvp(backbone, z, dz, layer: int):
+    """Derivatives [C, S, d] of ``backbone.tail(z, layer)`` (z [S, T, H]) along the directions ``dz`` [C, S, T, H]."""
+    import torch  # lazy: only computing needs it
+
+    with torch.no_grad():
+        if layer == 0:
+            emb = backbone.hf.embeddings
+            n = z.shape[-2]
+            positions = torch.arange(n) + backbone._position_offset
+            u = z + emb.position_embeddings(positions) + emb.token_type_embeddings(torch.zeros(n, dtype=torch.long))
+            h, dh = _layer_norm(u, dz, emb.LayerNorm)
+        else:
+            h, dh = z, dz
+        for block in backbone.layers[layer:]:
+            h, dh = _block(backbone, block, h, dh)
+        return _head(backbone, h, dh)

@@ -1,0 +1,93 @@
+"""The pictures of "Why this score?": the word x word attribution heatmap and the word alignment heatmap.
+
+Plain functions of words and matrices returning plotly figures (no gradio). Rows are the words of sentence 1, top to
+bottom as they are read; columns the words of sentence 2, left to right. The axes are positions with the words as tick
+labels, so a word that occurs twice ("a man ... a flute") keeps two rows instead of being merged by plotly's category
+axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlse.ui.text import html_text
+
+# Diverging, centred on 0 (zmid): blue = the pair lowers the score, white = nothing, red = it raises the score.
+DIVERGING = [[0.0, "#2166ac"], [0.25, "#92c5de"], [0.5, "#f7f7f7"], [0.75, "#f4a582"], [1.0, "#b2182b"]]
+SEQUENTIAL = "Greens"  # the alignment's cosines: a different scale, so it is never read as an attribution
+ALIGNMENT_TITLE = "Alignment (not an explanation of the score):<br>each word's most similar word in the other sentence"
+ALIGNMENT_MARKS = "● each other's best match · → best match of the row's word · ↓ best match of the column's word"
+MAX_CELL_TEXT = 200  # write the value into each cell only while the cells stay big enough to read it
+ROW_PIXELS, MIN_HEIGHT, MAX_HEIGHT = 30, 320, 900
+
+
+def _height(n_rows: int) -> int:
+    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, 160 + ROW_PIXELS * n_rows)))
+
+
+def _axes(fig, words1, words2) -> None:
+    """Positions as axes, the (escaped) words as their tick labels; sentence 1 read from the top, sentence 2 along the
+    bottom (the titles stay clear of the figure's own title)."""
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(words2))), ticktext=[html_text(w) for w in words2],
+                     tickangle=-40, title_text="sentence 2", showgrid=False)  # fmt: skip
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(words1))), ticktext=[html_text(w) for w in words1],
+                     autorange="reversed", title_text="sentence 1", showgrid=False)  # fmt: skip
+
+
+def _word_pairs(words1, words2) -> np.ndarray:
+    """[W1, W2, 2] of (word of sentence 1, word of sentence 2), escaped: each cell's hover names its pair."""
+    pairs = np.empty((len(words1), len(words2), 2), dtype=object)
+    for i, a in enumerate(words1):
+        for j, b in enumerate(words2):
+            pairs[i, j] = (html_text(a), html_text(b))
+    return pairs
+
+
+def attribution_heatmap(words1, words2, matrix, title: str):
+    """The attribution of each word pair [len(words1), len(words2)], colours centred on 0. ``title``: plain text."""
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+
+    z = np.asarray(matrix, dtype=np.float64)  # [W1, W2]
+    cells = z.size <= MAX_CELL_TEXT
+    heatmap = go.Heatmap(
+        z=z, x=list(range(len(words2))), y=list(range(len(words1))), colorscale=DIVERGING, zmid=0.0,
+        customdata=_word_pairs(words1, words2), colorbar={"title": {"text": "attribution"}},
+        hovertemplate="%{customdata[0]} ↔ %{customdata[1]}<br>attribution %{z:+.4f}<extra></extra>",
+        texttemplate="%{z:.2f}" if cells else None, textfont={"size": 10},
+    )  # fmt: skip
+    fig = go.Figure(heatmap)
+    _axes(fig, words1, words2)
+    fig.update_layout(title={"text": html_text(title), "font": {"size": 13}}, height=_height(len(words1)),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})  # fmt: skip
+    return fig
+
+
+def alignment_marks(best1, best2, shape: tuple[int, int]) -> np.ndarray:
+    """[W1, W2] of "●" (each other's best match), "→" (the row word's best), "↓" (the column word's best) or ""."""
+    marks = np.full(shape, "", dtype=object)
+    for j, i in enumerate(best2):
+        marks[i, j] = "↓"
+    for i, j in enumerate(best1):
+        marks[i, j] = "●" if marks[i, j] == "↓" else "→"
+    return marks
+
+
+def alignment_heatmap(alignment, title: str = ALIGNMENT_TITLE):
+    """The cosine of each word pair's contextual vectors, each word's best match marked (:func:`alignment_marks`).
+    ``title``: plotly markup (``<br>`` breaks a line), not user text."""
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+
+    words1, words2 = list(alignment.words1), list(alignment.words2)
+    z = np.asarray(alignment.similarity, dtype=np.float64)  # [W1, W2]
+    marks = alignment_marks(alignment.best1, alignment.best2, z.shape)
+    heatmap = go.Heatmap(
+        z=z, x=list(range(len(words2))), y=list(range(len(words1))), colorscale=SEQUENTIAL,
+        customdata=_word_pairs(words1, words2), text=marks, texttemplate="%{text}", textfont={"size": 14},
+        colorbar={"title": {"text": "cosine"}},
+        hovertemplate="%{customdata[0]} ~ %{customdata[1]}<br>token cosine %{z:.3f}<extra></extra>",
+    )  # fmt: skip
+    fig = go.Figure(heatmap)
+    _axes(fig, words1, words2)
+    fig.update_layout(title={"text": f"{title}<br><sub>{ALIGNMENT_MARKS}</sub>", "font": {"size": 13}},
+                      height=_height(len(words1)), margin={"l": 10, "r": 10, "t": 90, "b": 10})  # fmt: skip
+    return fig

@@ -1,0 +1,143 @@
+"""The "Why this score?" sections of three tabs: widgets wired to the handlers of :mod:`mlse.ui.explain_view`.
+
+- :func:`build_score_section`: in "Score a pair", under the scores: one model, Explain, the attribution heatmap with
+  the alignment beside it;
+- :func:`build_error_section`: in "Tatoeba errors", under a selected row's neighbours: query vs retrieved and query vs
+  gold side by side, for the scorer the table was made with;
+- :func:`build_pair_section`: in "Predicted vs gold", under the largest disagreements: the selected row's pair.
+
+Every Explain button shares one slot (``concurrency_id="explain"``): an explanation keeps both cores busy for
+seconds, so a second one waits rather than halving the speed of both.
+
+No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
+handlers (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
+"""
+
+from mlse.explain import DEFAULT_STEPS
+from mlse.ui.explain_view import (
+    DEFAULT_LAYER,
+    MAX_STEPS,
+    TEACHING,
+    default_explained,
+    explain_listed_pair,
+    explain_retrieval_error,
+    explain_scored_pair,
+    explainable_models,
+    layer_choices,
+    picked_error,
+    picked_pair,
+    unavailable_note,
+)
+from mlse.ui.inputs import check_inputs
+
+EXPLAIN_EVENTS = {"concurrency_limit": 1, "concurrency_id": "explain"}
+INTRO = (
+    "### Why this score?\nSplit one model's cosine of the two sentences above into **word pairs** (integrated "
+    "Jacobians; takes a few seconds). The word pairs plus the reference terms add up to the score, up to the residual "
+    "shown below; a later layer is faster but mixes each word with its context."
+)
+
+
+def _progress(progress):
+    return lambda share, what: progress(share, desc=what)
+
+
+def build_score_section(state, sentence1, sentence2, models) -> None:
+    """Under the Score tab's table: ``sentence1`` / ``sentence2`` are its text boxes, ``models`` its ticked models
+    (the picker here opens on the first ticked model that can be explained, and follows the model list)."""
+    import gradio as gr  # lazy: handlers are tested without gradio
+
+    note = unavailable_note(state)
+    with gr.Group():
+        gr.Markdown(INTRO + (f"\n\n{note}" if note else ""))
+        with gr.Row(equal_height=True):
+            model = gr.Dropdown(explainable_models(state), value=default_explained(state, models.value),
+                                label="Model to explain", scale=3)  # fmt: skip
+            steps = gr.Slider(1, MAX_STEPS, value=DEFAULT_STEPS, step=1, label="Integration steps", scale=2)
+            layer = gr.Dropdown(layer_choices(), value=DEFAULT_LAYER, label="Attribute at layer", scale=2)
+            special = gr.Checkbox(False, label="Show special tokens and prefix", scale=1)
+            button = gr.Button("Explain", variant="primary", scale=1)
+        attribution, alignment, summary = _results(gr)
+
+    def explain_pair(model, sentence1, sentence2, steps, layer, show_special_tokens, progress=gr.Progress()):
+        """Explain one model's cosine of two sentences: (attribution heatmap, alignment heatmap, markdown)."""
+        return explain_scored_pair(state, model, sentence1, sentence2, steps, layer, show_special_tokens,
+                                   progress=_progress(progress))  # fmt: skip
+
+    def follow_models(ticked, current):
+        return gr.update(choices=explainable_models(state), value=default_explained(state, ticked, current))
+
+    button.click(explain_pair, [model, sentence1, sentence2, steps, layer, special], [attribution, alignment, summary],
+                 api_name="explain_pair", **EXPLAIN_EVENTS)  # fmt: skip
+    models.change(follow_models, [models, model], model, show_progress="hidden", concurrency_limit=4,
+                  api_visibility="private")  # fmt: skip
+    check_inputs(steps, layer)
+    check_inputs(model, allowed=lambda: explainable_models(state))
+
+
+def _results(gr):
+    """The attribution heatmap and the alignment side by side, the teaching text under them, then the numbers."""
+    with gr.Row():
+        left_plot = gr.Plot(label="Attribution: which word pairs make up the cosine")
+        right_plot = gr.Plot(label="Alignment (not an explanation of the score)")
+    gr.Markdown(TEACHING)
+    return left_plot, right_plot, gr.Markdown(latex_delimiters=[])
+
+
+def build_error_section(state, table, shown, columns: list[str]) -> None:
+    """Under the Tatoeba tab's neighbours: ``table`` is its errors table (``columns`` its column names), ``shown``
+    the (source, scorer) it was computed for."""
+    import gradio as gr  # lazy: handlers are tested without gradio
+
+    picked = gr.State(None)  # the selected error: scorer and the three sentences
+    button = gr.Button("Explain this error")
+    message = gr.Markdown(latex_delimiters=[])
+    with gr.Row():
+        with gr.Column():
+            retrieved_plot = gr.Plot(label="Query vs retrieved (wrong)")
+            retrieved_text = gr.Markdown(latex_delimiters=[])
+        with gr.Column():
+            gold_plot = gr.Plot(label="Query vs gold (right)")
+            gold_text = gr.Markdown(latex_delimiters=[])
+    gr.Markdown(TEACHING)
+
+    def remember_error(shown_, evt: gr.SelectData):
+        return picked_error(shown_, evt.row_value, columns)
+
+    def explain_tatoeba_error(selected_error, progress=gr.Progress()):
+        """Query vs retrieved and query vs gold of the selected error: (two heatmaps, summary, their two texts)."""
+        if not selected_error:
+            return explain_retrieval_error(state, None, None, None, None)
+        e = selected_error
+        return explain_retrieval_error(state, e["model"], e["query"], e["retrieved"], e["gold"], e["label"],
+                                       progress=_progress(progress))  # fmt: skip
+
+    table.select(remember_error, [shown], [picked], show_progress="hidden", api_visibility="private")
+    table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")  # a new table
+    button.click(explain_tatoeba_error, [picked], [retrieved_plot, gold_plot, message, retrieved_text, gold_text],
+                 api_name="explain_tatoeba_error", **EXPLAIN_EVENTS)  # fmt: skip
+
+
+def build_pair_section(state, table, model) -> None:
+    """Under the predicted-vs-gold tab's largest disagreements: ``table`` (STS rows or the file's, whose first column
+    differs), ``model`` the scorer picker the table was listed with."""
+    import gradio as gr  # lazy: handlers are tested without gradio
+
+    picked = gr.State(None)  # the selected pair: its sentences, gold and cosine
+    button = gr.Button("Explain this pair")
+    attribution, alignment, message = _results(gr)
+
+    def remember_pair(listed, evt: gr.SelectData):
+        columns = [str(c) for c in getattr(listed, "columns", [])]
+        return picked_pair(evt.row_value, columns)
+
+    def explain_disagreement(selected_pair, scorer, progress=gr.Progress()):
+        """The selected disagreement's pair explained with the scorer: (attribution, alignment, markdown)."""
+        p = selected_pair or {}
+        return explain_listed_pair(state, scorer, p.get("sentence1"), p.get("sentence2"), p.get("gold"),
+                                   p.get("cosine"), p.get("label", ""), progress=_progress(progress))  # fmt: skip
+
+    table.select(remember_pair, [table], [picked], show_progress="hidden", api_visibility="private")
+    table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")
+    button.click(explain_disagreement, [picked, model], [attribution, alignment, message],
+                 api_name="explain_disagreement", **EXPLAIN_EVENTS)  # fmt: skip

@@ -1,0 +1,315 @@
+"""Why this score? in the app: one model's cosine of a pair split into word pairs (:mod:`mlse.explain`).
+
+Three places open it: the Score tab (two typed sentences, :func:`explain_scored_pair`), a row of the Tatoeba errors
+table (query vs retrieved and query vs gold side by side, :func:`explain_retrieval_error`) and a row of the largest
+disagreements in the predicted-vs-gold tab (:func:`explain_listed_pair`). Handlers are plain functions of
+``(state, model, sentences, ...)`` returning plotly figures and markdown; bad input and models the method cannot
+explain come back as the library's message, never as a traceback. The sections themselves are laid out in
+:mod:`mlse.ui.explain_sections`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from mlse.errors import MlseError
+from mlse.explain import align_tokens, explain_pair
+from mlse.textclean import strip_controls
+from mlse.ui.explain_figures import alignment_heatmap, attribution_heatmap
+from mlse.ui.text import md_code, md_escape
+
+MAX_CHARS = 300  # per sentence: the cost grows with the square of the tokens; 300 characters is ~60-80 tokens
+MAX_STEPS = 64
+MAX_LAYER = 24  # the layer picker's last choice (the deepest encoders here have 12 layers)
+DEFAULT_LAYER = "default"
+TOP_K = 5
+RESIDUAL_WARNING = 0.02  # |residual| above 2 % of score − reference terms: the matrix is not to be trusted yet
+PAPER = "Moeller, Nikolaev & Padó, “An Attribution Method for Siamese Encoders” (EMNLP 2023)"
+TEACHING = (
+    "**How to read the heatmap.** A red (positive) cell means that this word pair raises the model's cosine, "
+    "compared with the neutral reference input the method starts from. A blue (negative) cell means that the pair "
+    "lowers the cosine: the two words pull the sentence vectors apart."
+)
+ALIGNMENT_NOTE = (
+    "The alignment beside it compares the words' contextual vectors (last layer) and marks each word's best match in "
+    "the other sentence; it is instant, but it is **not an explanation of the score**: two words can be near-identical "
+    "there and still barely move the cosine."
+)
+
+Progress = Callable[[float, str], None] | None
+
+
+# -- input ---------------------------------------------------------------------------------------------------------
+def clean_sentence(text, which: str) -> tuple[str, str]:
+    """(the sentence without control characters and surrounding space, cut to MAX_CHARS; a notice or "")."""
+    kept = strip_controls(text if isinstance(text, str) else "")[0].strip()
+    if len(kept) <= MAX_CHARS:
+        return kept, ""
+    return kept[:MAX_CHARS], f"Sentence {which} was cut to its first {MAX_CHARS} characters to explain it."
+
+
+def _steps(steps) -> int | None:
+    if steps is None or (isinstance(steps, str) and not steps.strip()):
+        return None
+    value = float(steps)
+    if not value.is_integer() or not 1 <= value <= MAX_STEPS:
+        raise MlseError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}")
+    return int(value)
+
+
+def layer_choices(deepest: int = MAX_LAYER) -> list[tuple[str, str]]:
+    """(label, value) of the layer picker: the model's default first, then 0 (the word-piece embeddings) to
+    ``deepest``; a layer past a model's depth is refused by the library with the depth named."""
+    return [("the model's default", DEFAULT_LAYER), ("0: the word-piece embeddings", "0"),
+            *((str(n), str(n)) for n in range(1, deepest + 1))]  # fmt: skip
+
+
+def _layer(layer) -> int | None:
+    """None (blank or "default": the model's default layer) or a whole number; its range is the library's to check."""
+    if layer is None or (isinstance(layer, str) and layer.strip() in ("", DEFAULT_LAYER)):
+        return None
+    try:
+        value = float(layer)
+    except (TypeError, ValueError):
+        raise MlseError(f"layer must be a whole number (0 = the word-piece embeddings), got {layer!r}") from None
+    if not np.isfinite(value) or not value.is_integer():
+        raise MlseError(f"layer must be a whole number (0 = the word-piece embeddings), got {layer!r}")
+    return int(value)
+
+
+def _fail(model: str, exc: Exception) -> str:
+    """The library's own message for an MlseError; anything else named, not shown as a traceback."""
+    if isinstance(exc, MlseError):
+        return md_escape(str(exc))
+    return md_escape(f"{model} could not be explained ({type(exc).__name__}: {str(exc)[:300]})")
+
+
+def _say(progress: Progress, share: float, what: str) -> None:
+    if progress is not None:
+        progress(share, what)
+
+
+# -- text ----------------------------------------------------------------------------------------------------------
+def top_pairs_text(explanation, k: int = TOP_K) -> str:
+    """The top pairs as "flute ↔ Flöte +0.213 · man ↔ Mann +0.102 ..." (markdown), largest |attribution| first."""
+    pairs = explanation.top_pairs(k)
+    return " · ".join(f"{md_escape(a)} ↔ {md_escape(b)} **{v:+.3f}**" for a, b, v in pairs) or "(no word pairs)"
+
+
+def _share(value: float, whole: float) -> str:
+    if abs(whole) <= 1e-12:
+        return "–"
+    share = round(100 * value / whole, 1)
+    return f"{share:+.1f} %" if share else "0.0 %"  # never "-0.0 %"
+
+
+def decomposition_table(explanation) -> str:
+    """score = word pairs + reference terms + residual, as a markdown table with each part's share of what the word
+    pairs should account for (score − reference terms)."""
+    e = explanation
+    target = e.score - e.reference_terms
+    special = getattr(e, "special_terms", None)
+    rows = [
+        ("cosine the model gives (explained)", e.score, ""),
+        ("reference terms (what the reference inputs give)", e.reference_terms, ""),
+        ("score − reference terms (to be split into word pairs)", target, "100 %"),
+        ("word pairs: sum of the matrix", float(np.sum(e.matrix)), _share(float(np.sum(e.matrix)), target)),
+    ]
+    if special:
+        rows.append(("… of which in special tokens / the model's prefix", special, _share(special, target)))
+    rows.append(("**residual** (integration error)", e.residual, _share(e.residual, target)))
+    lines = ["| part | value | share |", "|---|---|---|"]
+    lines += [f"| {name} | {value:+.4f} | {share} |" for name, value, share in rows]
+    return "\n".join(lines) + "\n\nShares are of score − reference terms: what the word pairs have to account for."
+
+
+def residual_note(explanation) -> str:
+    target = abs(explanation.score - explanation.reference_terms)
+    if target > 1e-12 and abs(explanation.residual) > RESIDUAL_WARNING * target:
+        return (f"**The residual is {100 * abs(explanation.residual) / target:.1f} % of what is to be split** (over "
+                f"{100 * RESIDUAL_WARNING:.0f} %): the matrix does not add up yet; raise the steps or attribute at a "
+                "later layer.")  # fmt: skip
+    return ""
+
+
+def method_line(explanation) -> str:
+    return (f"Integrated Jacobians at layer {explanation.layer} (0 = the word-piece embeddings), {explanation.steps} "
+            f"steps, {explanation.seconds:.1f} s; method of {PAPER}.")  # fmt: skip
+
+
+def explanation_text(explanation, title: str) -> str:
+    """The markdown beside a heatmap: what is explained, the top pairs, the decomposition, the method."""
+    parts = [f"{title} — cosine **{explanation.score:.4f}**", f"Top {TOP_K} word pairs: {top_pairs_text(explanation)}",
+             decomposition_table(explanation), residual_note(explanation), method_line(explanation)]  # fmt: skip
+    return "\n\n".join(p for p in parts if p)
+
+
+def alignment_text(alignment) -> str:
+    mutual = getattr(alignment, "mutual", None)
+    pairs = mutual() if callable(mutual) else []
+    shown = " · ".join(f"{md_escape(a)} ↔ {md_escape(b)} ({c:.2f})" for a, b, c in pairs) or "none"
+    return f"Alignment, words that are each other's best match: {shown}. {ALIGNMENT_NOTE}"
+
+
+def _shown(explanation, show_special: bool):
+    """(words1, words2, matrix) the heatmap shows: without special tokens and the prefix unless asked for."""
+    if show_special or not hasattr(explanation, "words_only"):
+        return list(explanation.words1), list(explanation.words2), np.asarray(explanation.matrix)
+    words1, words2, matrix = explanation.words_only()
+    return list(words1), list(words2), np.asarray(matrix)
+
+
+def heatmap(explanation, title: str, show_special: bool = False):
+    words1, words2, matrix = _shown(explanation, show_special)
+    return attribution_heatmap(words1, words2, matrix, title)
+
+
+# -- handlers ------------------------------------------------------------------------------------------------------
+def explain_scored_pair(state, model: str | None, sentence1: str | None, sentence2: str | None, steps=None,
+                        layer=None, show_special: bool = False, progress: Progress = None):  # fmt: skip
+    """Explain ``model``'s cosine of the pair -> (attribution heatmap or None, alignment heatmap or None, markdown).
+
+    ``steps`` / ``layer``: None for the library's defaults; ``show_special``: keep the rows and columns of special
+    tokens ([CLS], </s>) and the model's prefix in the heatmap.
+    """
+    s1, n1 = clean_sentence(sentence1, "1")
+    s2, n2 = clean_sentence(sentence2, "2")
+    notices = [n for n in (n1, n2) if n]
+    if not s1 or not s2:
+        return None, None, "Enter two non-empty sentences to explain."
+    if not (model or "").strip():
+        return None, None, "Choose a model to explain."
+    try:
+        steps, layer = _steps(steps), _layer(layer)
+        _say(progress, 0.05, f"loading {model}")
+        encoder = state.encoder(model)
+        _say(progress, 0.2, "attributing the cosine to word pairs (integrated Jacobians)")
+        explanation = explain_pair(encoder, s1, s2, steps=steps, layer=layer)
+        _say(progress, 0.9, "aligning the words")
+        alignment = align_tokens(encoder, s1, s2)
+    except Exception as exc:  # the library's message (MlseError); anything else named, never a traceback
+        return None, None, " ".join([_fail(model, exc), *notices])
+    title = f"**{md_escape(model)}** explains its cosine of sentence 1 (rows) and sentence 2 (columns)"
+    text = "\n\n".join([*notices, explanation_text(explanation, title), alignment_text(alignment)])
+    return (heatmap(explanation, f"{model}: cosine {explanation.score:.4f}", show_special),
+            alignment_heatmap(alignment), text)  # fmt: skip
+
+
+def explain_listed_pair(state, model: str | None, sentence1: str | None, sentence2: str | None, gold=None,
+                        listed_cosine=None, label: str = "", progress: Progress = None):  # fmt: skip
+    """A row of the largest-disagreements table explained with ``model`` -> (attribution heatmap, alignment heatmap,
+    markdown); ``gold`` / ``listed_cosine`` / ``label`` (e.g. "line 12") repeat what the row said."""
+    if not (sentence1 or "").strip() and not (sentence2 or "").strip():
+        return None, None, "Select a row of the largest-disagreements table first, then press *Explain this pair*."
+    attribution, alignment, text = explain_scored_pair(state, model, sentence1, sentence2, progress=progress)
+    if attribution is None:
+        return None, None, text
+    gold, listed_cosine = _number(gold), _number(listed_cosine)
+    facts = [f"pair {md_escape(label)}" if label else "", f"gold **{gold:.2f}**" if gold is not None else "",
+             f"listed cosine {listed_cosine:.4f}" if listed_cosine is not None else ""]  # fmt: skip
+    heading = "From the largest disagreements: " + ", ".join(f for f in facts if f) + "."
+    return attribution, alignment, f"{heading}\n\n{text}"
+
+
+def _number(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if np.isfinite(number) else None
+
+
+def explain_retrieval_error(state, model: str | None, query: str | None, retrieved: str | None, gold: str | None,
+                            label: str = "", progress: Progress = None):  # fmt: skip
+    """A Tatoeba retrieval error explained with the scorer that made it -> (query vs retrieved heatmap, query vs
+    gold heatmap, summary markdown, query vs retrieved markdown, query vs gold markdown); the figures are None and
+    the summary says why when nothing could be explained."""
+    texts = [clean_sentence(t, w) for t, w in ((query, "query"), (retrieved, "retrieved"), (gold, "gold"))]
+    (q, _), (r, _), (g, _) = texts
+    if not (q and r and g):
+        return None, None, "Select a row of the errors table first, then press *Explain this error*.", "", ""
+    if not (model or "").strip():
+        return None, None, "Choose a scorer.", "", ""
+    try:
+        _say(progress, 0.05, f"loading {model}")
+        encoder = state.encoder(model)
+        _say(progress, 0.15, "attributing query vs retrieved")
+        wrong = explain_pair(encoder, q, r)
+        _say(progress, 0.55, "attributing query vs gold")
+        right = explain_pair(encoder, q, g)
+    except Exception as exc:  # the library's message (MlseError); anything else named, never a traceback
+        return None, None, _fail(model, exc), "", ""
+    notices = [n for _, n in texts if n]
+    summary = (f"**{md_escape(model)}**{' on ' + md_escape(label) if label else ''}: the retrieved sentence scores "
+               f"{wrong.score:.4f}, the gold {right.score:.4f} ({wrong.score - right.score:+.4f}). Rows: the "
+               "query's words; columns: the candidate's. Compare the two heatmaps for the word pairs that lift the "
+               "wrong candidate or hold the gold back.")  # fmt: skip
+    figures = (heatmap(wrong, f"query vs retrieved: cosine {wrong.score:.4f}"),
+               heatmap(right, f"query vs gold: cosine {right.score:.4f}"))  # fmt: skip
+    return (*figures, "\n\n".join([*notices, summary]), explanation_text(wrong, "**Query vs retrieved**"),
+            explanation_text(right, "**Query vs gold**"))  # fmt: skip
+
+
+# -- rows of the tabs' tables --------------------------------------------------------------------------------------
+def row_cells(row, columns: list[str]) -> dict:
+    """An errors / disagreements table row (a dict, a list in ``columns`` order, or a pandas Series) -> column ->
+    value; {} for anything else."""
+    if hasattr(row, "to_dict"):
+        row = row.to_dict()
+    if isinstance(row, dict):
+        return dict(row)
+    if isinstance(row, (list, tuple)):
+        return dict(zip(columns, row))
+    return {}
+
+
+def picked_error(shown, row, columns: list[str]) -> dict | None:
+    """What "Explain this error" needs from a selected Tatoeba errors row: the scorer the table was made with
+    (``shown`` = (source, model)) and the three sentences; None when the row or the table is missing."""
+    cells = row_cells(row, columns)
+    if not shown or not all(isinstance(cells.get(c), str) for c in ("query", "retrieved", "gold")):
+        return None
+    label = f"{cells.get('direction', '')} #{cells.get('index', '')}".strip()
+    return {"model": shown[1], "query": cells["query"], "retrieved": cells["retrieved"], "gold": cells["gold"],
+            "label": label}  # fmt: skip
+
+
+def picked_pair(row, columns: list[str]) -> dict | None:
+    """What "Explain this pair" needs from a selected disagreements row: the two sentences, the gold and the
+    listed cosine, and the row's first cell (index or line) as its label; None for an unusable row."""
+    cells = row_cells(row, columns)
+    if not (isinstance(cells.get("sentence1"), str) and isinstance(cells.get("sentence2"), str)):
+        return None
+    first = columns[0] if columns else "index"
+    label = f"{first} {cells[first]}" if cells.get(first) not in (None, "") else ""
+    return {"sentence1": cells["sentence1"], "sentence2": cells["sentence2"], "gold": cells.get("gold"),
+            "cosine": cells.get("cosine"), "label": label}  # fmt: skip
+
+
+# -- which models -------------------------------------------------------------------------------------------------
+def explainable_models(state) -> list[str]:
+    """The models offered for explaining: plain encoders on torch (a scorer's heads are not a dot product of two
+    sentence vectors, and ONNX has no gradients; the library says so for any other name)."""
+    if getattr(state, "backend", "torch") != "torch":
+        return []
+    return [m.name for m in state.models() if m.source != "scorer"]
+
+
+def default_explained(state, ticked, current: str | None = None) -> str | None:
+    """The model the picker shows: ``current`` while it is still offered, else the first ticked model that can be
+    explained, else the first that can."""
+    offered = explainable_models(state)
+    if current in offered:
+        return current
+    ticked = [ticked] if isinstance(ticked, str) else list(ticked or [])
+    return next((n for n in ticked if n in offered), offered[0] if offered else None)
+
+
+def unavailable_note(state) -> str:
+    """Why nothing can be explained here ("" when something can)."""
+    if getattr(state, "backend", "torch") != "torch":
+        return (f"Models run on `{md_code(state.backend)}` here, which has no gradients: start the app with the torch "
+                "backend (`--backend torch`) to explain scores.")  # fmt: skip
+    return "" if explainable_models(state) else "No model that can be explained loads here."
