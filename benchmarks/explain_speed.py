@@ -6,9 +6,10 @@
 - **Pairs**: cross-lingual STS Multi MT *test* pairs (sentence 1 in one language, sentence 2 in another, the same
   row), the language pairs taken in turn from :data:`LANG_PAIRS`, the rows drawn with a fixed seed
   (:func:`cross_pairs`; ``benchmarks/explain_faithfulness.py`` uses the same sample).
-- **Grid**: for every model, layer (0, a quarter, half, three quarters of the depth by default; muse has only 0) and
-  number of steps: seconds per explanation (median and 90th percentile over ``--pairs`` pairs) and the relative
-  residual |residual| / |score − reference terms| (median, maximum, share ≤ 2 %).
+- **Grid**: for every model, layer (0, half and three quarters of the depth; muse has only 0) and
+  number of steps (``--steps``; muse ``--native-steps``): seconds per explanation (median and 90th percentile over
+  ``--pairs`` pairs) and the relative residual |residual| / |score − reference terms| (median, maximum, share
+  ≤ 2 %).
 - **Headline**: one explanation of the flute pair lengthened to ~20 tokens a side, with the default settings (median of
   5), and the alignment view on the same pair (median of 20); the memory an explanation adds (peak RSS over the
   loaded model, measured after resetting the peak) and what stays after it.
@@ -16,8 +17,9 @@
 - **Machine**: CPU model, SIMD flags, torch threads, load average at start and end (the machine is shared: absolute
   times move with its load).
 
-``--quick`` (what the test runs): 2 pairs per setting, 3 for convergence, steps 2 and 4, layers 0 and 1. Writes
-``<out>/explain-speed.json`` and ``.md`` atomically and prints the Markdown.
+``--quick`` (what the test runs): 2 pairs per setting, 3 for convergence, steps 2 and 4, layers 0 and 1.
+Defaults are :func:`mlse.explain.explain_pair`'s (layer, steps and rule per model). Writes
+``<out>/<name>.json`` and ``.md`` (default name ``explain-speed``) atomically and prints the Markdown.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def layers_for(n_layers: int, quick: bool) -> list[int]:
         return [0]
     if quick:
         return [0, 1]
-    return sorted({0, round(n_layers / 4), round(n_layers / 2), round(3 * n_layers / 4)})
+    return sorted({0, round(n_layers / 2), round(3 * n_layers / 4)})
 
 
 def reset_peak() -> bool:
@@ -77,7 +79,8 @@ def reset_peak() -> bool:
         return False
 
 
-def measure_setting(model, pairs, layer: int, steps: int) -> dict:
+def measure_setting(model, pairs, layer: int | None, steps: int | None) -> dict:
+    """Seconds and relative residuals over ``pairs``; None: the model's default layer / steps (and rule)."""
     from mlse.explain import explain_pair
 
     seconds, rel, tokens = [], [], []
@@ -86,7 +89,8 @@ def measure_setting(model, pairs, layer: int, steps: int) -> dict:
         seconds.append(e.seconds)
         rel.append(e.relative_residual)
         tokens.append((len(e.tokens1) + len(e.tokens2)) / 2)
-    return {"layer": layer, "steps": steps, "pairs": len(pairs), "median_s": statistics.median(seconds),
+    return {"layer": e.layer, "steps": e.steps, "rule": e.rule, "pairs": len(pairs),
+            "median_s": statistics.median(seconds),
             "p90_s": float(np.percentile(seconds, 90)), "median_rel_residual": statistics.median(rel),
             "max_rel_residual": max(rel), "share_within_2pct": float(np.mean(np.asarray(rel) <= TOLERANCE)),
             "mean_tokens": float(np.mean(tokens))}  # fmt: skip
@@ -118,24 +122,26 @@ def measure_model(name: str, args) -> dict:
     from mlse.api import load_model
     from mlse.explain import default_layer
     from mlse.explain.backbones import attributable
-    from mlse.explain.explanation import DEFAULT_STEPS
+    from mlse.explain.explanation import DEFAULT_RULE, DEFAULT_STEPS
 
     torch.set_num_threads(args.threads)
     model = load_model(name)
     backbone = attributable(model)
     pairs = cross_pairs(args.pairs, data_dir=args.data_dir)
     result = {"model": name, "layers": backbone.n_layers if hasattr(backbone, "n_layers") else 0,
-              "default_layer": default_layer(backbone), "default_steps": DEFAULT_STEPS,
+              "default_layer": default_layer(backbone),
+              "default_steps": getattr(backbone, "default_steps", DEFAULT_STEPS),
+              "default_rule": getattr(backbone, "default_rule", DEFAULT_RULE),
               "headline": headline(model, args.quick), "grid": []}  # fmt: skip
-    for layer in layers_for(getattr(backbone, "n_layers", 0), args.quick):
-        for steps in args.steps:
+    n_layers = getattr(backbone, "n_layers", 0)
+    for layer in layers_for(n_layers, args.quick):
+        for steps in args.steps if n_layers or args.quick else args.native_steps:
             row = measure_setting(model, pairs, layer, steps)
             result["grid"].append(row)
             print(f"{name} layer {layer} steps {steps}: {row['median_s']:.2f} s, residual "
                   f"{row['median_rel_residual']:.2%} (within 2 %: {row['share_within_2pct']:.0%})", flush=True)
     many = cross_pairs(args.convergence_pairs, data_dir=args.data_dir)
-    conv = measure_setting(model, many, default_layer(backbone), DEFAULT_STEPS)
-    result["convergence"] = conv
+    result["convergence"] = measure_setting(model, many, None, None)
     return result
 
 
@@ -152,12 +158,14 @@ def markdown(results: dict) -> str:
         lines.append(f"| {r['model']} | {h['layer']} (default) | {h['steps']} (default) | {h['tokens1']}, "
                      f"{h['tokens2']} | {h['explain_s']:.2f} | {h['relative_residual']:.2%} | {h['align_s']:.3f} | "
                      f"{h['added_peak_mb']} |")  # fmt: skip
-    lines += ["", "Convergence with the defaults:", "", "| model | layer | steps | pairs | within 2 % | median | max |",
-              "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", "Convergence with the defaults:", "",
+              "| model | layer | steps | rule | pairs | within 2 % | median | max | median s |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results["models"]:
         c = r["convergence"]
-        lines.append(f"| {r['model']} | {c['layer']} | {c['steps']} | {c['pairs']} | {c['share_within_2pct']:.1%} | "
-                     f"{c['median_rel_residual']:.3%} | {c['max_rel_residual']:.2%} |")  # fmt: skip
+        lines.append(f"| {r['model']} | {c['layer']} | {c['steps']} | {c['rule']} | {c['pairs']} | "
+                     f"{c['share_within_2pct']:.1%} | {c['median_rel_residual']:.3%} | {c['max_rel_residual']:.2%} | "
+                     f"{c['median_s']:.2f} |")  # fmt: skip
     lines += ["", "Grid (median over the pairs):", "",
               "| model | layer | steps | pairs | tokens/side | median s | p90 s | median residual | max residual | "
               "within 2 % |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -172,15 +180,18 @@ def markdown(results: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="me5-small,minilm-en")
-    parser.add_argument("--pairs", type=int, default=20, help="pairs per grid setting")
+    parser.add_argument("--pairs", type=int, default=10, help="pairs per grid setting")
     parser.add_argument("--convergence-pairs", type=int, default=200)
-    parser.add_argument("--steps", default="4,8,16")
+    parser.add_argument("--steps", default="6,12,24", help="grid steps for transformer models")
+    parser.add_argument("--native-steps", default="16,32,64", help="grid steps for muse (no layers, ReLU kinks)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="results/explain")
+    parser.add_argument("--name", default="explain-speed", help="file name of the results (.json and .md)")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--quick", action="store_true", help="a few pairs, small steps: seconds (the test runs it)")
     args = parser.parse_args(argv)
     args.steps = [int(s) for s in args.steps.split(",")]
+    args.native_steps = [int(s) for s in args.native_steps.split(",")]
     if args.quick:
         args.pairs, args.convergence_pairs, args.steps = 2, 3, [2, 4]
     started = time.perf_counter()
@@ -192,11 +203,11 @@ def main(argv: list[str] | None = None) -> None:
     results["load_end"] = list(os.getloadavg())
     results["total_s"] = round(time.perf_counter() - started, 1)
     out = Path(args.out)
-    atomic_write_text(out / "explain-speed.json", json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(out / f"{args.name}.json", json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     text = markdown(results)
-    atomic_write_text(out / "explain-speed.md", text)
+    atomic_write_text(out / f"{args.name}.md", text)
     print(text)
-    print(f"wrote {out / 'explain-speed.json'} and .md ({results['total_s']:.0f} s)")
+    print(f"wrote {out / args.name}.json and .md ({results['total_s']:.0f} s)")
 
 
 if __name__ == "__main__":

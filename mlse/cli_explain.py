@@ -31,12 +31,12 @@ def add_explain_parser(sub) -> None:
                     f"{DEFAULT_MODEL})")  # fmt: skip
     ex.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                     help="runtime (only torch can be differentiated)")
-    ex.add_argument("--steps", type=int, default=None, help="integration points (default: mlse.explain.DEFAULT_STEPS)")
+    ex.add_argument("--steps", type=int, default=None, help="integration points (default 12; muse 64)")
     ex.add_argument("--layer", type=int, default=None,
                     help="attribute to the hidden states after this many layers (0: the word-piece embeddings; "
                          "default: half the model's depth)")  # fmt: skip
     ex.add_argument("--rule", choices=["gauss", "midpoint"], default=None,
-                    help="quadrature: Gauss-Legendre (default) or the midpoint Riemann sum")
+                    help="quadrature: Gauss-Legendre (default) or the midpoint Riemann sum (muse's default)")
     ex.add_argument("--top", type=int, default=5, help="word pairs to print (default 5)")
     ex.add_argument("--align", action="store_true", help="also print each word's best contextual match")
     ex.add_argument("--json-out", default=None, help="write the matrix, the words and the numbers to this JSON file")
@@ -57,6 +57,7 @@ def explanation_lines(explanation, top: int) -> list[str]:
     if any(e.special1) or any(e.special2):
         lines.append(f"  of the token pairs, {_signed(e.special_terms)} sit in rows or columns of special tokens or "
                      "the prompt")  # fmt: skip
+    lines += [f"  note: {note}" for note in e.notes]
     pairs = e.top_pairs(top)
     if pairs:
         lines.append(f"top {len(pairs)} word pairs (positive: pushes the cosine up, negative: pulls it down):")
@@ -75,7 +76,7 @@ def alignment_lines(alignment) -> list[str]:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from mlse import api
-    from mlse.explain import DEFAULT_RULE, align_tokens, explain_pair
+    from mlse.explain import align_tokens, explain_pair
 
     if args.steps is not None and args.steps < 1:
         raise MlseError(f"--steps must be a positive integer, got {args.steps}")
@@ -87,7 +88,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     model = api.load_model(args.model, backend=args.backend)
     explanation = explain_pair(model, args.sentence1, args.sentence2, steps=args.steps, layer=args.layer,
-                               rule=args.rule or DEFAULT_RULE)  # fmt: skip
+                               rule=args.rule)  # fmt: skip
     lines = explanation_lines(explanation, args.top)
     payload = explanation.to_dict()
     if args.align:

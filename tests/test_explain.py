@@ -121,6 +121,13 @@ def test_layers_out_of_range_and_empty_sentences_are_refused(bert):
         align_tokens(bert, "", S2)
 
 
+def test_a_sentence_cut_at_the_models_length_says_so(bert):
+    long = " ".join(["word"] * 100)  # the tiny model reads 64 tokens
+    e = explain_pair(bert, long, S2, steps=2, layer=2)
+    assert len(e.words1) < 100 and len(e.notes) == 1 and e.notes[0].startswith("sentence 1 is longer")
+    assert explain_pair(bert, S1, S2, steps=2, layer=2).notes == ()
+
+
 def test_onnx_models_scorers_and_other_encoders_are_refused(tiny_bert, fake_scorer):
     from mlse.encoders.load import load_encoder
     from tests.fake_encoder import FakeEncoder

@@ -59,3 +59,29 @@ def test_unsupported_pooling_is_refused(tiny_bert):
     encoder.model[1].include_prompt = False
     with pytest.raises(MlseError, match="pooling"):
         attributable(encoder)
+
+
+def test_muse_on_onnx_is_refused_without_loading_it():
+    from mlse.encoders.use import UseEncoder
+    from mlse.errors import MlseError
+
+    with pytest.raises(MlseError, match="ONNX backend.*backend='torch'"):
+        attributable(UseEncoder(backend="onnx"))
+
+
+@pytest.mark.slow
+@pytest.mark.multithread
+def test_muse_explanation_through_its_torch_port():
+    from mlse.encoders.use import UseEncoder
+    from mlse.explain import align_tokens, explain_pair
+
+    muse = UseEncoder()
+    e = explain_pair(muse, "A man is playing a flute.", "Ein Mann spielt Flöte.")
+    assert e.layer == 0 and e.steps == 64 and e.rule == "midpoint"
+    assert e.relative_residual < 0.02
+    assert e.words1 == ("<s>", "A", "man", "is", "playing", "a", "flute", ".", "</s>")
+    assert ("flute", "Flöte") in {p[:2] for p in e.top_pairs(3)}
+    with pytest.raises(Exception, match="no layers"):
+        explain_pair(muse, "a", "b", layer=2)
+    a = align_tokens(muse, "A man is playing a flute.", "Ein Mann spielt Flöte.")
+    assert a.words2[a.best1[a.words1.index("flute")]] == "Flöte"

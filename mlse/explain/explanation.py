@@ -30,9 +30,10 @@ from mlse.explain.backbones import attributable, is_backbone
 from mlse.explain.integrate import endpoints, token_contributions
 from mlse.explain.words import merge_words
 
-DEFAULT_STEPS = 16
+# The defaults (benchmarks/explain_speed.py measures them): Gauss-Legendre with 12 points, at half the model's depth
+# (me5-small: layer 6 of 12, minilm-en: 3 of 6). muse (ReLU kinks, token embeddings only) sets its own: 64 midpoints.
+DEFAULT_STEPS = 12
 DEFAULT_RULE = "gauss"
-# Default layer as a share of the model's depth (rounded): me5-small (12 layers) -> 6, minilm-en (6) -> 3.
 DEFAULT_DEPTH_SHARE = 0.5
 SCORE_TOLERANCE = 1e-3  # the forward written out here must give the model's own cosine within this
 
@@ -73,6 +74,7 @@ class Explanation:
     forward_score: float = float("nan")  # f(a)·f(b) by the forward pass differentiated here
     spans1: tuple[tuple[int, int] | None, ...] = ()  # each word's (start, end) in sentence1; None for special entries
     spans2: tuple[tuple[int, int] | None, ...] = ()
+    notes: tuple[str, ...] = ()  # what a reader must know (a sentence cut at the model's maximum length)
 
     @property
     def attributed(self) -> float:
@@ -131,7 +133,7 @@ class Explanation:
             "tokens1": list(self.tokens1), "tokens2": list(self.tokens2),
             "word_of_token1": list(self.word_of_token1), "word_of_token2": list(self.word_of_token2),
             "token_matrix": None if self.token_matrix is None else np.asarray(self.token_matrix, dtype=float).tolist(),
-            "top_pairs": [list(p) for p in self.top_pairs(10)],
+            "top_pairs": [list(p) for p in self.top_pairs(10)], "notes": list(self.notes),
         }  # fmt: skip
 
 
@@ -150,18 +152,20 @@ def _merge_matrix(word_of_token: tuple[int, ...], n_words: int) -> np.ndarray:
 
 
 def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = None, layer: int | None = None,
-                 rule: str = DEFAULT_RULE) -> Explanation:  # fmt: skip
+                 rule: str | None = None) -> Explanation:  # fmt: skip
     """Attribute ``model``'s cosine of two sentences to their word pairs (see the module docstring).
 
     ``model``: a loaded model (``mlse.api.load_model``, the app's encoders) whose computing encoder is a torch
     sentence-transformers model or muse (others raise an MlseError saying why), or a backbone object.
-    ``steps``: quadrature points (default :data:`DEFAULT_STEPS`); ``layer``: 0 for the word-piece embeddings, up to
-    the model's depth (default :func:`default_layer`); ``rule``: ``gauss`` or ``midpoint`` (a Riemann sum).
+    ``steps``: quadrature points (default :data:`DEFAULT_STEPS`, muse 64); ``layer``: 0 for the word-piece
+    embeddings, up to the model's depth (default :func:`default_layer`); ``rule``: ``gauss`` or ``midpoint`` (a
+    Riemann sum; default gauss, muse midpoint).
     """
     check_sentence(sentence1, "1")
     check_sentence(sentence2, "2")
     backbone = attributable(model)
-    steps = DEFAULT_STEPS if steps is None else steps
+    steps = getattr(backbone, "default_steps", DEFAULT_STEPS) if steps is None else steps
+    rule = getattr(backbone, "default_rule", DEFAULT_RULE) if rule is None else rule
     layer = default_layer(backbone) if layer is None else layer
     if hasattr(backbone, "check_layer"):
         backbone.check_layer(layer)
@@ -191,6 +195,8 @@ def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = N
         special2=words[1].special, tokens1=tokens[0].pieces, tokens2=tokens[1].pieces, token_matrix=token_matrix,
         word_of_token1=words[0].word_of_token, word_of_token2=words[1].word_of_token, forward_score=forward_score,
         spans1=words[0].spans, spans2=words[1].spans,
+        notes=tuple(f"sentence {i} is longer than the model reads ({len(tok.ids)} tokens): its last words are not in "
+                    "the matrix" for i, (tok, w) in enumerate(zip(tokens, words), 1) if w.truncated),
     )  # fmt: skip
 
 

@@ -5,8 +5,10 @@ transformer layers to start from, so attribution is to the token embeddings only
 embedding lookup is a torch operation, so the port's own :func:`~mlse.encoders.use_torch.network` is differentiated
 as it is, with the path's points laid out as one flat batch of copies of the sentence.
 
-The reference input: the sentence's tokens replaced by all-zero embedding rows (USE has no padding token and no
-position embeddings), BOS and EOS kept. The contextual token vectors of the alignment view are the network's
+The reference input: every token of the sentence replaced by the unknown token ``<unk>`` (USE's vocabulary has no
+padding token, and it has no position embeddings), BOS and EOS kept. (An all-zero embedding is no good reference
+here: the first LayerNorm then sees only its bias, a near-constant vector, and its derivative explodes near the
+reference end of the path.) The contextual token vectors of the alignment view are the network's
 per-token features just before pooling (embedding and the three n-gram branches, after their LayerNorm).
 """
 
@@ -23,6 +25,10 @@ class UseBackbone:
 
     n_layers = 0
     prefix = ""
+    # ReLUs make the path's Jacobian piecewise constant: the quadrature converges like 1/steps whatever the rule, so
+    # more (cheap) points, evenly spaced (benchmarks/explain_speed.py: 64 points keep |residual| <= 2 %).
+    default_steps = 64
+    default_rule = "midpoint"
 
     def __init__(self, encoder):
         from mlse.encoders.use_torch import UseTorchModel
@@ -51,17 +57,20 @@ class UseBackbone:
         if layer != 0:
             raise MlseError(f"{self.name} has no layers to attribute from (a deep averaging network): use layer 0")
 
-    def states(self, tokens: TokenInfo, layer: int):
+    def _embed(self, ids: list[int]):
         import torch  # lazy: only computing needs it
 
-        self.check_layer(layer)
         m = self.model
-        ids = np.asarray(tokens.ids, dtype=np.int64)
+        ids = np.asarray(ids, dtype=np.int64)
         chunk = torch.from_numpy(ids % 17)
         rows = torch.from_numpy(np.ascontiguousarray(m.table[ids])).float()
-        x = rows * m.scale[chunk, None] + m.lo[chunk, None]  # [T, 512] dequantised embeddings
-        keep = torch.tensor(tokens.special, dtype=torch.bool)[:, None]
-        return x, torch.where(keep, x, torch.zeros_like(x))
+        return rows * m.scale[chunk, None] + m.lo[chunk, None]  # [T, 512] dequantised embeddings
+
+    def states(self, tokens: TokenInfo, layer: int):
+        self.check_layer(layer)
+        unk = self._sp.unk_id()
+        return self._embed(list(tokens.ids)), self._embed([i if s else unk for i, s in zip(tokens.ids,
+                                                                                           tokens.special)])
 
     def _run(self, z, capture: list | None = None):
         import torch  # lazy: only computing needs it

@@ -70,6 +70,7 @@ class Words:
     special: tuple[bool, ...]
     word_of_token: tuple[int, ...]
     spans: tuple[tuple[int, int] | None, ...] = ()
+    truncated: bool = False  # the text goes on after the last token (the model cut it at its maximum length)
 
 
 def _fold(text: str) -> str:
@@ -198,7 +199,9 @@ def merge_words(tokens: TokenInfo) -> Words:
     if not labels:
         labels, special, word_spans = [""], [False], [None]
         word_of_token = [0] * n
-    return Words(tuple(labels), tuple(special), tuple(word_of_token), tuple(word_spans))
+    last = max((s[1] for s in spans if s is not None), default=len(tokens.text))
+    truncated = bool(tokens.text[last:].strip())
+    return Words(tuple(labels), tuple(special), tuple(word_of_token), tuple(word_spans), truncated)
 
 
 def _starts_word(text: str, spans: list, current: list[int], t: int) -> bool:
