@@ -10,9 +10,9 @@
   number of steps (``--steps``; muse ``--native-steps``): seconds per explanation (median and 90th percentile over
   ``--pairs`` pairs) and the relative residual |residual| / |score − reference terms| (median, maximum, share
   ≤ 2 %).
-- **Headline**: one explanation of the flute pair lengthened to ~20 tokens a side, with the default settings (median of
-  5), and the alignment view on the same pair (median of 20); the memory an explanation adds (peak RSS over the
-  loaded model, measured after resetting the peak) and what stays after it.
+- **Headline**: one explanation of the flute pair lengthened to ~20 tokens a side, with the default settings (median
+  of 5; ``--headline-only`` measures only this), and the alignment view on the same pair (median of 20); the memory
+  an explanation adds (peak RSS over the loaded model, measured after resetting the peak) and what stays after it.
 - **Convergence**: the share of ``--convergence-pairs`` pairs whose relative residual is ≤ 2 % with the defaults.
 - **Machine**: CPU model, SIMD flags, torch threads, load average at start and end (the machine is shared: absolute
   times move with its load).
@@ -42,8 +42,8 @@ from mlse.procmem import memory_mb  # noqa: E402
 
 LANG_PAIRS = ["en-de", "de-en", "en-fr", "en-es", "en-ru", "en-zh", "en-ja", "de-fr", "fr-es", "it-pt", "nl-pl",
               "ru-zh"]  # fmt: skip
-LONG_PAIR = ("A man with a red hat is playing a silver flute on the corner of the old market square.",
-             "Ein Mann mit einem roten Hut spielt an der Ecke des alten Marktplatzes eine silberne Flöte.")
+LONG_PAIR = ("A man with a red hat is playing a silver flute on the street corner.",
+             "Ein Mann mit rotem Hut spielt an der Ecke eine silberne Flöte.")  # ~20 tokens a side
 TOLERANCE = 0.02  # the convergence target: |residual| <= 2 % of |score - reference terms|
 
 
@@ -133,6 +133,8 @@ def measure_model(name: str, args) -> dict:
               "default_steps": getattr(backbone, "default_steps", DEFAULT_STEPS),
               "default_rule": getattr(backbone, "default_rule", DEFAULT_RULE),
               "headline": headline(model, args.quick), "grid": []}  # fmt: skip
+    if args.headline_only:
+        return result
     n_layers = getattr(backbone, "n_layers", 0)
     for layer in layers_for(n_layers, args.quick):
         for steps in args.steps if n_layers or args.quick else args.native_steps:
@@ -161,7 +163,7 @@ def markdown(results: dict) -> str:
     lines += ["", "Convergence with the defaults:", "",
               "| model | layer | steps | rule | pairs | within 2 % | median | max | median s |",
               "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in results["models"]:
+    for r in (r for r in results["models"] if "convergence" in r):
         c = r["convergence"]
         lines.append(f"| {r['model']} | {c['layer']} | {c['steps']} | {c['rule']} | {c['pairs']} | "
                      f"{c['share_within_2pct']:.1%} | {c['median_rel_residual']:.3%} | {c['max_rel_residual']:.2%} | "
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="explain-speed", help="file name of the results (.json and .md)")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--quick", action="store_true", help="a few pairs, small steps: seconds (the test runs it)")
+    parser.add_argument("--headline-only", action="store_true", help="only the ~20-token pair, the alignment, memory")
     args = parser.parse_args(argv)
     args.steps = [int(s) for s in args.steps.split(",")]
     args.native_steps = [int(s) for s in args.native_steps.split(",")]
