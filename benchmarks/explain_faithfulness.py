@@ -5,11 +5,15 @@
 
 For each model and each of ``--pairs`` cross-lingual STS Multi MT test pairs (the sample of
 ``benchmarks/explain_speed.py``), one explanation with the default settings, then for k = 1, 2, 3
-(:mod:`mlse.explain.perturb`): the words of the k word pairs with the largest positive attribution are deleted from
-their sentences and the pair re-encoded; likewise for ``--draws`` random draws of k word pairs. Reported per model and
-k: the mean score drop after deleting the top pairs' words and after deleting random pairs' words (mean over the
+(:mod:`mlse.explain.perturb`): the words of the k word pairs with the largest positive attribution are removed and
+the pair scored again; likewise for ``--draws`` random draws of k word pairs (the same draws for both rankings).
+Pairs are ranked by their cell ``A_ij`` (the issue's test) and, second, by the total attribution of their two words
+in the exact decomposition (``rank="words"`` in :mod:`mlse.explain.perturb`). Two removals: ``delete`` (the words cut
+from the text, the pair re-encoded by the model: the issue's test) and ``reference`` (the words' tokens given the
+reference's representation at the explained layer: the counterfactual the attribution itself is about). Reported per
+model, removal and k: the mean score drop for the top pairs' words and for random pairs' words (mean over the
 draws), the share of pairs where the top pairs' drop is larger (the issue's target: >= 80 %), the mean number of
-words deleted, and the convergence of the explanations themselves (share with |residual| <= 2 % of |score -
+words removed, and the convergence of the explanations themselves (share with |residual| <= 2 % of |score -
 reference terms|).
 
 Deleting words changes the sentence's length and grammar as well as its content, for the random words too; the
@@ -35,6 +39,8 @@ from benchmarks.explain_speed import LANG_PAIRS, TOLERANCE, cross_pairs  # noqa:
 from mlse.atomic import atomic_write_text  # noqa: E402
 
 KS = (1, 2, 3)
+HOWS = ("delete", "reference")
+RANKS = ("cell", "words")
 
 
 def measure_model(name: str, args) -> dict:
@@ -46,22 +52,22 @@ def measure_model(name: str, args) -> dict:
 
     torch.set_num_threads(args.threads)
     model = load_model(name)
-    rng = np.random.default_rng(args.seed)
-    rows = {k: [] for k in KS}
+    rows = {(how, rank, k): [] for how in HOWS for rank in RANKS for k in KS}
     residuals, seconds = [], []
     started = time.perf_counter()
     for n, (_, s1, s2) in enumerate(cross_pairs(args.pairs, data_dir=args.data_dir), 1):
         e = explain_pair(model, s1, s2)
         residuals.append(e.relative_residual)
         seconds.append(e.seconds)
-        for k in KS:
-            rows[k].append(perturb(model, e, k, draws=args.draws, rng=rng))
+        for how, rank, k in rows:  # the same random draws for every ranking: one generator per (pair, how, k)
+            draw_rng = np.random.default_rng([args.seed, n, HOWS.index(how), k])
+            rows[how, rank, k].append(perturb(model, e, k, draws=args.draws, rng=draw_rng, how=how, rank=rank))
         if n % 25 == 0:
             print(f"{name}: {n} pairs, {time.perf_counter() - started:.0f} s", flush=True)
     per_k = []
-    for k in KS:
-        got = rows[k]
-        per_k.append({"k": k, "pairs": len(got), "top_drop": float(np.mean([p.top_drop for p in got])),
+    for (how, rank, k), got in rows.items():
+        per_k.append({"how": how, "rank": rank, "k": k, "pairs": len(got),
+                      "top_drop": float(np.mean([p.top_drop for p in got])),
                       "random_drop": float(np.mean([p.random_drop for p in got])),
                       "top_wins": float(np.mean([p.top_wins for p in got])),
                       "top_beats_every_draw": float(np.mean([p.top_drop > max(p.random_drops) for p in got])),
@@ -79,13 +85,14 @@ def markdown(results: dict) -> str:
              "default explanation settings; the words of the k most positive word pairs deleted vs the words of k "
              f"random word pairs ({results['draws']} draws, mean). Score = the model's cosine. CPU "
              f"{results['cpu']}.", "",
-             "| model | layer | steps | k | top-k drop | random drop | top-k drops more | top-k beats every draw | "
-             "words deleted (top / random) | residual within 2 % |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| model | layer | steps | removal | pairs ranked by | k | top-k drop | random drop | top-k drops more | "
+             "top-k beats every draw | words removed (top / random) | residual within 2 % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results["models"]:
         for p in r["per_k"]:
-            lines.append(f"| {r['model']} | {r['layer']} | {r['steps']} | {p['k']} | {p['top_drop']:+.4f} | "
-                         f"{p['random_drop']:+.4f} | {p['top_wins']:.0%} | {p['top_beats_every_draw']:.0%} | "
+            lines.append(f"| {r['model']} | {r['layer']} | {r['steps']} | {p['how']} | {p['rank']} | {p['k']} | "
+                         f"{p['top_drop']:+.4f} | {p['random_drop']:+.4f} | {p['top_wins']:.0%} | "
+                         f"{p['top_beats_every_draw']:.0%} | "
                          f"{p['top_words']:.1f} / {p['random_words']:.1f} | {r['within_2pct']:.0%} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 

@@ -63,6 +63,13 @@ def explanation_lines(explanation, top: int) -> list[str]:
         lines.append(f"top {len(pairs)} word pairs (positive: pushes the cosine up, negative: pulls it down):")
         width = max(len(w1) for w1, _, _ in pairs)
         lines += [f"  {_signed(v)}  {w1.ljust(width)} <-> {w2}" for w1, w2, v in pairs]
+    if e.token_terms1 is not None and top:
+        lines.append("words carrying the most (all their pairs + their own term against the other sentence's "
+                     "reference):")  # fmt: skip
+        for n, (words, special, totals) in enumerate(((e.words1, e.special1, e.word_totals1),
+                                                      (e.words2, e.special2, e.word_totals2)), 1):  # fmt: skip
+            ranked = sorted((i for i in range(len(words)) if not special[i]), key=lambda i: -totals[i])[:3]
+            lines.append(f"  sentence {n}: " + ", ".join(f"{words[i]} {_signed(totals[i])}" for i in ranked))
     return lines
 
 

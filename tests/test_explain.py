@@ -63,6 +63,13 @@ def test_linear_encoder_gets_its_exact_attribution_and_no_residual(steps, rule):
     p = bag.pad.astype(np.float64)
     assert e.reference_terms == pytest.approx(float(fa @ p + p @ fb - p @ p), abs=1e-5)
     assert abs(e.residual) < 1e-5
+    # the reference terms split exactly into one term per word and a constant (the model is linear)
+    np.testing.assert_allclose(e.token_terms1, a @ p / len(a_words), atol=1e-6)
+    np.testing.assert_allclose(e.token_terms2, b @ p / len(b_words), atol=1e-6)
+    assert e.reference_constant == pytest.approx(float(p @ p), abs=1e-5)
+    assert e.token_terms1.sum() + e.token_terms2.sum() + e.reference_constant == pytest.approx(e.reference_terms,
+                                                                                               abs=1e-5)
+    np.testing.assert_allclose(e.word_totals1, a @ fb / len(a_words), atol=1e-5)  # P_a[i]·f(b)
     assert e.words1 == tuple(a_words) and e.words2 == tuple(b_words)
     assert e.steps == steps and e.layer == 0 and e.seconds >= 0
 
@@ -103,6 +110,8 @@ def test_the_identity_holds_and_the_score_is_the_models_cosine(bert, layer):
     assert e.score == pytest.approx(e.matrix.sum() + e.reference_terms + e.residual, abs=1e-9)
     assert e.matrix.shape == (len(e.words1), len(e.words2))
     assert e.matrix.sum() == pytest.approx(e.token_matrix.sum(), abs=1e-9)  # merging pieces keeps the total
+    split = e.token_terms1.sum() + e.token_terms2.sum() + e.reference_constant
+    assert split == pytest.approx(e.reference_terms, abs=max(2 * abs(e.residual), 1e-5))
     assert e.words1[0] == "[CLS]" and e.special1[0] and e.words2[-1] == "[SEP]" and e.special2[-1]
     if layer == 0:  # special tokens equal their reference at the embedding layer: they get exactly nothing
         assert e.special_terms == 0.0
@@ -180,6 +189,7 @@ def test_cli_prints_the_split_and_writes_the_json(tiny_bert, tmp_path, capsys):
     assert rc == 0
     assert "cosine" in printed and "reference terms" in printed and "residual" in printed
     assert printed.count("<->") == 3 and "not an explanation of the score" in printed
+    assert "sentence 1: " in printed and "sentence 2: " in printed
     data = json.loads(out.read_text(encoding="utf-8"))
     assert np.asarray(data["matrix"]).shape == (len(data["words1"]), len(data["words2"]))
     assert data["score"] == pytest.approx(np.sum(data["matrix"]) + data["reference_terms"] + data["residual"])

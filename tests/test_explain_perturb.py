@@ -31,6 +31,10 @@ def test_top_and_random_cells_and_the_shortened_sentences(tiny_bert):
     assert len(top) == 2 and values[0] >= values[1] > 0
     assert values[0] == max(e.matrix[i, j] for i in range(len(e.words1)) for j in range(len(e.words2))
                             if not e.special1[i] and not e.special2[j])  # fmt: skip
+    by_words = top_cells(e, 1, "words")[0]
+    totals = e.word_totals1[:, None] + e.word_totals2[None, :] - e.matrix
+    assert totals[by_words] == max(totals[i, j] for i in range(len(e.words1)) for j in range(len(e.words2))
+                                   if not e.special1[i] and not e.special2[j])  # fmt: skip
     cells = random_cells(e, 3, np.random.default_rng(0))
     assert len(set(cells)) == 3 and not any(e.special1[i] or e.special2[j] for i, j in cells)
     (i, j), = top[:1]
@@ -40,6 +44,9 @@ def test_top_and_random_cells_and_the_shortened_sentences(tiny_bert):
     assert len(result.random_drops) == 3 and result.top_words == 2
     emb = model.encode([s1, s2])
     assert abs(result.top_drop - (e.score - float(emb[0] @ emb[1]))) < 1e-5
+    swapped = perturb(model, e, 1, draws=2, how="reference")  # the top pair's tokens take the reference at layer 1
+    assert len(swapped.random_drops) == 2 and swapped.top_words == 2
+    assert swapped.top_drop != result.top_drop
 
 
 def _run(script: str, argv: list[str], monkeypatch) -> None:
@@ -65,6 +72,7 @@ def test_faithfulness_benchmark_quick(tiny_bert, data_dir, tmp_path, monkeypatch
                                   str(data_dir), "--threads", "1"], monkeypatch)  # fmt: skip
     data = json.loads((tmp_path / "faithfulness.json").read_text())
     per_k = data["models"][0]["per_k"]
-    assert [p["k"] for p in per_k] == [1, 2, 3] and all(0 <= p["top_wins"] <= 1 for p in per_k)
-    assert all(p["pairs"] == 3 for p in per_k)
+    assert [(p["how"], p["rank"], p["k"]) for p in per_k] == [
+        (h, r, k) for h in ("delete", "reference") for r in ("cell", "words") for k in (1, 2, 3)]
+    assert all(0 <= p["top_wins"] <= 1 and p["pairs"] == 3 for p in per_k)
     assert "top-k drop" in (tmp_path / "faithfulness.md").read_text()

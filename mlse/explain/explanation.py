@@ -11,6 +11,14 @@ where ``A = P_a Q_bᵀ`` (:mod:`mlse.explain.integrate`). ``residual`` is exactl
 identity holds by construction); it goes to zero as ``steps`` grows and measures how far the matrix can be trusted.
 ``A_ij > 0``: token pair (i, j) pushes the score up, relative to the reference; ``< 0``: it pulls it down.
 
+**The reference terms split further.** With ``f(a) = f(r_a) + Σ_i P_a[i]`` (up to the integration error),
+``f(a)·f(r_b) + f(r_a)·f(b) − f(r_a)·f(r_b) = Σ_i u_i + Σ_j v_j + c``: ``u_i = P_a[i]·f(r_b)`` is word i of sentence 1
+against sentence 2's *reference* (a term of one word, no partner), ``v_j = f(r_a)·Q_b[j]`` likewise, and
+``c = f(r_a)·f(r_b)`` a constant. For an off-the-shelf model they are large (every e5 vector shares a big common
+direction, and so does the reference's), so what deleting a word does is predicted by its *word total*
+``Σ_j A_ij + u_i = P_a[i]·f(b)`` (everything the word contributes; integrated gradients of the score with the other
+sentence fixed), not by one cell (``benchmarks/explain_faithfulness.py`` measures both).
+
 **Layer.** ``layer=0`` attributes to the word-piece embeddings; ``layer=L`` to the hidden states after L transformer
 layers, which is cheaper (only the layers above L are differentiated) and converges in fewer steps, but a token's
 state there already mixes in its context, so the attribution says "token i's position, as the model sees it at
@@ -75,6 +83,9 @@ class Explanation:
     spans1: tuple[tuple[int, int] | None, ...] = ()  # each word's (start, end) in sentence1; None for special entries
     spans2: tuple[tuple[int, int] | None, ...] = ()
     notes: tuple[str, ...] = ()  # what a reader must know (a sentence cut at the model's maximum length)
+    token_terms1: np.ndarray | None = field(default=None, repr=False)  # u_i per word of sentence 1 (see above)
+    token_terms2: np.ndarray | None = field(default=None, repr=False)  # v_j per word of sentence 2
+    reference_constant: float = float("nan")  # c = f(r_a)·f(r_b)
 
     @property
     def attributed(self) -> float:
@@ -87,6 +98,18 @@ class Explanation:
         s1 = np.asarray(self.special1 or [False] * len(self.words1), dtype=bool)
         s2 = np.asarray(self.special2 or [False] * len(self.words2), dtype=bool)
         return float(self.matrix[s1[:, None] | s2[None, :]].sum())
+
+    @property
+    def word_totals1(self) -> np.ndarray:
+        """Everything each word of sentence 1 contributes: its pairs (row sum) plus its own term ``u_i``."""
+        terms = self.token_terms1 if self.token_terms1 is not None else np.zeros(len(self.words1))
+        return self.matrix.sum(axis=1) + terms
+
+    @property
+    def word_totals2(self) -> np.ndarray:
+        """Everything each word of sentence 2 contributes: its pairs (column sum) plus its own term ``v_j``."""
+        terms = self.token_terms2 if self.token_terms2 is not None else np.zeros(len(self.words2))
+        return self.matrix.sum(axis=0) + terms
 
     @property
     def relative_residual(self) -> float:
@@ -134,6 +157,10 @@ class Explanation:
             "word_of_token1": list(self.word_of_token1), "word_of_token2": list(self.word_of_token2),
             "token_matrix": None if self.token_matrix is None else np.asarray(self.token_matrix, dtype=float).tolist(),
             "top_pairs": [list(p) for p in self.top_pairs(10)], "notes": list(self.notes),
+            "token_terms1": None if self.token_terms1 is None else np.asarray(self.token_terms1, dtype=float).tolist(),
+            "token_terms2": None if self.token_terms2 is None else np.asarray(self.token_terms2, dtype=float).tolist(),
+            "reference_constant": self.reference_constant,
+            "word_totals1": self.word_totals1.tolist(), "word_totals2": self.word_totals2.tolist(),
         }  # fmt: skip
 
 
@@ -195,6 +222,8 @@ def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = N
         special2=words[1].special, tokens1=tokens[0].pieces, tokens2=tokens[1].pieces, token_matrix=token_matrix,
         word_of_token1=words[0].word_of_token, word_of_token2=words[1].word_of_token, forward_score=forward_score,
         spans1=words[0].spans, spans2=words[1].spans,
+        token_terms1=merges[0] @ (parts[0] @ rb), token_terms2=merges[1] @ (parts[1] @ ra),
+        reference_constant=float(ra @ rb),
         notes=tuple(f"sentence {i} is longer than the model reads ({len(tok.ids)} tokens): its last words are not in "
                     "the matrix" for i, (tok, w) in enumerate(zip(tokens, words), 1) if w.truncated),
     )  # fmt: skip

@@ -1,11 +1,19 @@
-"""The perturbation check: does deleting the words of the top attributed pairs lower the score more than deleting
+"""The perturbation check: does removing the words of the top attributed pairs lower the score more than removing
 the words of random pairs? (Faithfulness measured, not assumed; ``benchmarks/explain_faithfulness.py`` runs it.)
 
-For an :class:`~mlse.explain.Explanation` and ``k``: the *top* cells are the ``k`` word pairs with the largest
-positive attribution (the pairs said to push the cosine up the most); the *random* cells are ``k`` word pairs drawn
-uniformly among all pairs of (non-special) words. The words of the chosen cells (each word once, however many cells
-it is in) are cut out of their sentence by their character spans, and the model's cosine of the shortened pair is
-compared with the original: ``drop = score − cosine after deletion``.
+For an :class:`~mlse.explain.Explanation` and ``k``: the *top* cells are the ``k`` word pairs ranked first, either
+by their own attribution ``A_ij`` (``rank="cell"``: the pairs said to push the cosine up the most; the issue's test)
+or by the total attribution of their two words, everything involving word i or word j in the exact decomposition
+(``rank="words"``: row i + ``u_i`` + column j + ``v_j`` − ``A_ij``, see :mod:`mlse.explain.explanation`); the
+*random* cells are ``k`` word pairs drawn uniformly among all pairs of (non-special) words. The words of the chosen
+cells (each word once, however many cells it is in) are removed in one of two ways, and
+``drop = score − cosine after removal``:
+
+- ``delete``: cut out of the sentence by their character spans, and the shortened pair re-encoded by the model (the
+  everyday sense of "without these words"; it also changes the length, the positions and the grammar);
+- ``reference``: their tokens' representations at the explained layer replaced by the reference's (what the
+  attribution itself compares against), and the rest of the network run on that; the counterfactual the matrix
+  speaks about.
 """
 
 from __future__ import annotations
@@ -27,11 +35,18 @@ def delete_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return _SPACES.sub(" ", out).strip()
 
 
-def top_cells(explanation, k: int) -> list[tuple[int, int]]:
-    """The ``k`` non-special word pairs with the largest positive attribution (fewer when fewer are positive)."""
-    cells = [(i, j) for i, j, v in explanation.top_cells(explanation.matrix.size) if v > 0]
-    ranked = sorted(cells, key=lambda c: -explanation.matrix[c])
-    return ranked[:k]
+def top_cells(explanation, k: int, rank: str = "cell") -> list[tuple[int, int]]:
+    """The ``k`` non-special word pairs ranked first by ``rank`` (``cell`` or ``words``, see the module docstring);
+    only positive values count (fewer cells when fewer are positive)."""
+    if rank == "cell":
+        value = np.asarray(explanation.matrix, dtype=np.float64)
+    elif rank == "words":
+        value = (explanation.word_totals1[:, None] + explanation.word_totals2[None, :]
+                 - np.asarray(explanation.matrix, dtype=np.float64))  # fmt: skip
+    else:
+        raise ValueError(f"rank must be 'cell' or 'words', got {rank!r}")
+    cells = [(i, j) for i, j, _ in explanation.top_cells(explanation.matrix.size)]
+    return sorted((c for c in cells if value[c] > 0), key=lambda c: -value[c])[:k]
 
 
 def random_cells(explanation, k: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -73,15 +88,47 @@ class Perturbation:
         return self.top_drop > self.random_drop
 
 
-def perturb(model, explanation, k: int, *, draws: int = 5, rng: np.random.Generator | None = None) -> Perturbation:
-    """Delete the words of the top-``k`` and of ``draws`` random ``k`` cells, re-encode with ``model``, and report
-    the score drops (one ``model.encode`` call for all the shortened sentences)."""
+def perturb(model, explanation, k: int, *, draws: int = 5, rng: np.random.Generator | None = None,
+            how: str = "delete", rank: str = "cell") -> Perturbation:  # fmt: skip
+    """Remove the words of the top-``k`` cells by ``rank`` and of ``draws`` random ``k`` cells (``how``: ``delete`` or
+    ``reference``; see the module docstring) and report the score drops."""
     rng = rng if rng is not None else np.random.default_rng(0)
-    variants = [without_cells(explanation, top_cells(explanation, k))]
-    variants += [without_cells(explanation, random_cells(explanation, k, rng)) for _ in range(draws)]
-    texts = [t for s1, s2, _ in variants for t in (s1, s2)]
-    emb = np.asarray(model.encode(texts), dtype=np.float64).reshape(len(variants), 2, -1)  # [V, 2, d]
-    cosines = np.einsum("vd,vd->v", emb[:, 0], emb[:, 1])
-    drops = explanation.score - cosines
+    choices = [top_cells(explanation, k, rank)] + [random_cells(explanation, k, rng) for _ in range(draws)]
+    if how == "delete":
+        variants = [without_cells(explanation, cells) for cells in choices]
+        texts = [t for s1, s2, _ in variants for t in (s1, s2)]
+        emb = np.asarray(model.encode(texts), dtype=np.float64).reshape(len(variants), 2, -1)  # [V, 2, d]
+        drops = explanation.score - np.einsum("vd,vd->v", emb[:, 0], emb[:, 1])
+        counts = [v[2] for v in variants]
+    elif how == "reference":
+        drops, counts = _reference_drops(model, explanation, choices)
+    else:
+        raise ValueError(f"how must be 'delete' or 'reference', got {how!r}")
     return Perturbation(k=k, top_drop=float(drops[0]), random_drops=tuple(float(d) for d in drops[1:]),
-                        top_words=variants[0][2], random_words=float(np.mean([v[2] for v in variants[1:]])))
+                        top_words=counts[0], random_words=float(np.mean(counts[1:])))  # fmt: skip
+
+
+def _reference_drops(model, explanation, choices: list[list[tuple[int, int]]]) -> tuple[np.ndarray, list[int]]:
+    """Score drops when the chosen words' tokens take the reference's representation at the explained layer."""
+    import torch  # lazy: only computing needs it
+
+    from mlse.explain.backbones import attributable
+
+    backbone = attributable(model)
+    layer = explanation.layer
+    sides = []
+    for text, owner in ((explanation.sentence1, explanation.word_of_token1),
+                        (explanation.sentence2, explanation.word_of_token2)):  # fmt: skip
+        x, r = backbone.states(backbone.tokenize(text), layer)
+        sides.append((x, r, np.asarray(owner)))
+    batches: list[list] = [[], []]
+    counts = []
+    for cells in choices:
+        words = ({i for i, _ in cells}, {j for _, j in cells})
+        counts.append(len(words[0]) + len(words[1]))
+        for side, (x, r, owner) in enumerate(sides):
+            swap = torch.from_numpy(np.isin(owner, sorted(words[side])))[:, None]
+            batches[side].append(torch.where(swap, r, x))
+    with torch.no_grad():
+        emb = [backbone.tail(torch.stack(b), layer).double().numpy() for b in batches]  # 2 x [V, d]
+    return explanation.forward_score - np.einsum("vd,vd->v", emb[0], emb[1]), counts
