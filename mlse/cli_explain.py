@@ -66,10 +66,8 @@ def explanation_lines(explanation, top: int) -> list[str]:
     if e.token_terms1 is not None and top:
         lines.append("words carrying the most (all their pairs + their own term against the other sentence's "
                      "reference):")  # fmt: skip
-        for n, (words, special, totals) in enumerate(((e.words1, e.special1, e.word_totals1),
-                                                      (e.words2, e.special2, e.word_totals2)), 1):  # fmt: skip
-            ranked = sorted((i for i in range(len(words)) if not special[i]), key=lambda i: -totals[i])[:3]
-            lines.append(f"  sentence {n}: " + ", ".join(f"{words[i]} {_signed(totals[i])}" for i in ranked))
+        for n, ranked in enumerate(e.top_words(3), 1):
+            lines.append(f"  sentence {n}: " + ", ".join(f"{w} {_signed(v)}" for w, v in ranked))
     return lines
 
 

@@ -73,6 +73,10 @@ def test_heatmap_is_the_explanations_matrix_with_the_words_as_labels(bert):
     shown = f"{share:+.1f} %" if share else "0.0 %"  # a residual that rounds to 0 is not shown as "-0.0 %"
     assert f"| **residual** (integration error) | {expected.residual:+.4f} | {shown} |" in text
     assert f"layer {LAYER}" in text and f"{STEPS} steps" in text
+    # The words carrying the most: the largest word total of each sentence, first in its list.
+    first1, first2 = (ranked[0] for ranked in expected.top_words(3))
+    assert first1[1] == max(v for w, v, sp in zip(expected.words1, expected.word_totals1, expected.special1) if not sp)
+    assert f"sentence 1: {first1[0]} **{first1[1]:+.3f}**" in text and f"{first2[0]} **{first2[1]:+.3f}**" in text
     # The alignment beside it: its own words, labelled as not an explanation, best matches marked.
     alignment = align_tokens(encoder, S1, S2)
     assert _ticks(align_fig) == [list(alignment.words1), list(alignment.words2)]

@@ -133,6 +133,18 @@ class Explanation:
         tokens and the prefix are left out unless ``include_special``."""
         return [(self.words1[i], self.words2[j], v) for i, j, v in self.top_cells(k, include_special=include_special)]
 
+    def top_words(self, k: int = 3) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """Per sentence, the ``k`` non-special words with the largest word total (everything the word contributes,
+        :attr:`word_totals1` / :attr:`word_totals2`) as (word, total), largest first. Removing these words lowers
+        the score more than removing random ones (``benchmarks/explain_faithfulness.py``)."""
+        out = []
+        for words, special, totals in ((self.words1, self.special1, self.word_totals1),
+                                       (self.words2, self.special2, self.word_totals2)):  # fmt: skip
+            keep = [i for i in range(len(words)) if not (special and special[i])]
+            ranked = sorted(keep, key=lambda i: -float(totals[i]))[: max(int(k), 0)]
+            out.append([(words[i], float(totals[i])) for i in ranked])
+        return out[0], out[1]
+
     def words_only(self) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
         """(words1, words2, matrix) without the special entries: what a heatmap of the sentences shows."""
         keep1 = [i for i in range(len(self.words1)) if not (self.special1 and self.special1[i])]

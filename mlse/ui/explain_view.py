@@ -98,6 +98,16 @@ def top_pairs_text(explanation, k: int = TOP_K) -> str:
     return " · ".join(f"{md_escape(a)} ↔ {md_escape(b)} **{v:+.3f}**" for a, b, v in pairs) or "(no word pairs)"
 
 
+def top_words_text(explanation, k: int = 3) -> str:
+    """Per sentence, the words whose removal the explanation predicts to cost the most (their word totals)."""
+    if getattr(explanation, "token_terms1", None) is None:
+        return ""
+    sides = [" · ".join(f"{md_escape(w)} **{v:+.3f}**" for w, v in ranked) or "(none)"
+             for ranked in explanation.top_words(k)]  # fmt: skip
+    return (f"Words carrying the most (all their pairs + their own term; removing them lowers the score more than "
+            f"removing random words): sentence 1: {sides[0]}; sentence 2: {sides[1]}")  # fmt: skip
+
+
 def _share(value: float, whole: float) -> str:
     if abs(whole) <= 1e-12:
         return "–"
@@ -142,7 +152,8 @@ def method_line(explanation) -> str:
 def explanation_text(explanation, title: str) -> str:
     """The markdown beside a heatmap: what is explained, the top pairs, the decomposition, the method."""
     parts = [f"{title} — cosine **{explanation.score:.4f}**", f"Top {TOP_K} word pairs: {top_pairs_text(explanation)}",
-             decomposition_table(explanation), residual_note(explanation), method_line(explanation)]  # fmt: skip
+             top_words_text(explanation), decomposition_table(explanation), residual_note(explanation),
+             method_line(explanation)]  # fmt: skip
     return "\n\n".join(p for p in parts if p)
 
 
