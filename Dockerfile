@@ -19,5 +19,14 @@ ENV HOME=/home/user \
     GRADIO_SERVER_PORT=7860 \
     MLSE_CACHE=/home/user/.cache/mlse \
     MLSE_DATA=/home/user/data
+# The backend the app runs on (docker build --build-arg MLSE_BACKEND=onnx-int8); the warm below prepares its files.
+ARG MLSE_BACKEND=torch
+ENV MLSE_BACKEND=${MLSE_BACKEND}
+# Warm start: compute into MLSE_CACHE what each tab shows first (me5-small converted, the backend's ONNX files, the
+# example pairs' embeddings), so the first visitor does not wait for it. The datasets are usually not in the image
+# (see above): the Gold, Tatoeba and Map steps are then skipped here, with the reason, and the app runs them in the
+# background at first start, each tab saying "preparing (n %)" meanwhile. Copy the data into /home/user/data before
+# this line to warm those at build too. A failed warm never fails the build: the app warms again at start.
+RUN python -m mlse warm || true
 EXPOSE 7860
 CMD ["python", "app.py"]

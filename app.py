@@ -1,5 +1,5 @@
 """Start the mlse app: ``python app.py [--host H] [--port N] [--backend torch|onnx|onnx-int8] [--max-memory 1.5GB]
-[--public] [--allow-hub-model ID ...] [--max-upload-rows N] [--max-upload-bytes N] [--no-fetch]``.
+[--public] [--allow-hub-model ID ...] [--max-upload-rows N] [--max-upload-bytes N] [--no-fetch] [--no-warm]``.
 
 Host and port come from ``--host`` / ``--port``, else GRADIO_SERVER_NAME (default 127.0.0.1) and GRADIO_SERVER_PORT,
 as on Spaces. A port given either way must be free (the app says so and exits when it is not); without one the app
@@ -10,7 +10,11 @@ MLSE_BACKEND (default torch); the memory budget of the loaded models from ``--ma
 ``--public`` (implied on a Hugging Face Space, where SPACE_ID is set) serves anonymous visitors: hub downloads only
 for allow-listed ids (``--allow-hub-model`` adds one), capped fine-tunes, capped uploads (see mlse.public). At start
 the datasets the tabs need and the data directory lacks are fetched from the hub in the background, one progress line
-each (``--no-fetch`` or MLSE_FETCH=0 skips it; see mlse.data.fetch).
+each (``--no-fetch`` or MLSE_FETCH=0 skips it; see mlse.data.fetch). Then what each tab shows first is computed in the
+background (``--no-warm`` or MLSE_WARM=0 skips it; see mlse.serving.warm): a tab pressed meanwhile says it is preparing.
+
+Beside the page, scripts have a plain JSON route: ``POST /api/score`` with ``{"sentence1", "sentence2", "models"}``
+(``GET /api/models`` lists the models; see mlse.serving.api_route).
 """
 
 import argparse
@@ -48,6 +52,9 @@ def main() -> int:
                              "public mode: 1000000)")  # fmt: skip
     parser.add_argument("--no-fetch", action="store_true", default=os.environ.get("MLSE_FETCH", "1") == "0",
                         help="do not fetch missing datasets from the hub at start (also MLSE_FETCH=0)")
+    parser.add_argument("--no-warm", action="store_true", default=os.environ.get("MLSE_WARM", "1") == "0",
+                        help="do not compute each tab's first view in the background at start (also "
+                             "MLSE_WARM=0)")  # fmt: skip
     args = parser.parse_args()
     from mlse.public import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
 
@@ -82,8 +89,8 @@ def main() -> int:
         except MlseError as exc:  # an unwritable MLSE_DATA: the tabs say what is missing; the app still serves
             print(f"warning: {exc}", file=sys.stderr)
 
-    from mlse.ui import build_app
-    from mlse.ui.app import launch_options
+    from mlse.serving.http_server import serve
+    from mlse.ui.app import build_server
     from mlse.ui.state import AppState
 
     try:
@@ -92,7 +99,12 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        build_app(state).launch(server_name=args.host, server_port=port, **launch_options())
+        server = build_server(state)  # the page mounted on the JSON routes for scripts (POST /api/score)
+        if not args.no_warm:  # after the page is built, so the warm does not slow it down; data steps after the fetch
+            from mlse.ui.warm_start import start_warm
+
+            start_warm(state)
+        serve(server, args.host, port)
     except OSError as exc:  # taken between the check and the launch, or refused by the system
         print(f"error: cannot serve on {args.host}:{port} ({exc}); choose another port with --port N or "
               "GRADIO_SERVER_PORT=N", file=sys.stderr)  # fmt: skip

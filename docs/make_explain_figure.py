@@ -1,4 +1,4 @@
-"""Write the README's "Why this score?" picture: the flute pair explained by ``me5-small`` in the app.
+"""Write the docs' "Why this score?" picture: the flute pair explained by ``me5-small`` in the app.
 
     python docs/make_explain_figure.py          # needs Debian's chromium + chromium-driver and pip's selenium
 

@@ -1,4 +1,4 @@
-"""Write the README's screenshots: one PNG per tab of the app, each showing real output, under docs/.
+"""Write the docs' screenshots: one PNG per tab of the app, each showing real output, under docs/.
 
     python docs/make_screenshots.py            # needs Debian's chromium + chromium-driver and pip's selenium
 

@@ -33,6 +33,7 @@ from mlse.calibration import IsotonicMap
 from mlse.data.io import file_sha256
 from mlse.data.pairs import CALIBRATION_PAIRS
 from mlse.data.paths import resolve_data_dir
+from mlse.data.portable import data_identity, portable_path
 from mlse.data.stsb import load_sts
 from mlse.data.types import ScoredPairs
 from mlse.dirs import runs_dir
@@ -115,7 +116,8 @@ def fit_calibration(encoder, *, data_dir=None, pairs: Sequence[str] = CALIBRATIO
         "knots": len(mapping.x),
         "dev": _split_metrics(dev, dev_cos, mapping),
         "test": _split_metrics(test, test_cos, mapping),
-        "data": _data_hashes([*dev.values(), *test.values()], data_dir),
+        "data": (data := _data_hashes([*dev.values(), *test.values()], data_dir)),
+        "data_identity": data_identity(data),
         "seconds": round(time.perf_counter() - started, 1),
     }
     return calibration, report
@@ -161,17 +163,10 @@ def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
 
 
 def _data_hashes(datasets, data_dir) -> dict[str, str]:
-    """{file path relative to the data directory: sha256} of every file the pairs came from."""
+    """{portable path (``data:<path in the data directory>``, :mod:`mlse.data.portable`): sha256} of every file the
+    pairs came from."""
     root = resolve_data_dir(data_dir)
-    out = {}
-    for ds in datasets:
-        for path in ds.sources:
-            try:
-                key = str(Path(path).resolve().relative_to(root))
-            except ValueError:  # a file outside the data directory: keep its full path
-                key = str(path)
-            out[key] = file_sha256(path)
-    return dict(sorted(out.items()))
+    return dict(sorted((portable_path(path, root), file_sha256(path)) for ds in datasets for path in ds.sources))
 
 
 def save_calibration(calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str

@@ -19,7 +19,10 @@ from mlse.atomic import atomic_write_text
 from mlse.backbone_calibration import fit_calibration, local_dir, save_calibration
 from mlse.cli_args import add_config_arguments, config_options, csv_list
 from mlse.cli_explain import add_explain_parser, cmd_explain
+from mlse.cli_records import add_records_parser, cmd_records
 from mlse.cli_score import add_score_parser, cmd_score
+from mlse.cli_warm import add_warm_parser, cmd_warm
+from mlse.data.bitext_sample import build_sample, sample_dir
 from mlse.data.fetch import fetch_missing
 from mlse.data.flores import flores_languages
 from mlse.data.hub_download import download_from_hub
@@ -71,9 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the models that load here and those that need the hub")
     add_score_parser(sub)
     add_explain_parser(sub)
+    add_warm_parser(sub)
+    add_records_parser(sub)
 
-    data = sub.add_parser("data", help="show the data directory in use, or fetch datasets from the hub")
-    data.add_argument("action", choices=["info", "fetch"])
+    data = sub.add_parser("data", help="show the data directory in use, fetch datasets from the hub, or rebuild the "
+                          "shipped training bitext sample (sample-bitext)")  # fmt: skip
+    data.add_argument("action", choices=["info", "fetch", "sample-bitext"])
+    data.add_argument("--out", default=None, help="sample-bitext: target folder (default: assets/data/finetune-bitext)")
     data.add_argument("--dataset", choices=["all", "stsb_multi_mt", "flores200", "tatoeba"], default="all",
                       help="fetch: one dataset (downloaded again if present), or all (default: those missing)")
     data.add_argument("--to", default=os.environ.get("MLSE_DATA") or None,
@@ -170,6 +177,13 @@ def cmd_data(args: argparse.Namespace) -> int:
         if failed:
             raise MlseError("not fetched: " + "; ".join(f"{key} ({why})" for key, why in failed.items()))
         print(f"the app's datasets are in {args.to}; use --data-dir {args.to}")
+        return 0
+    if args.action == "sample-bitext":
+        out = args.out or str(sample_dir())
+        command = " ".join(["python -m mlse data sample-bitext", *(["--out", args.out] if args.out else [])])
+        manifest = build_sample(args.data_dir, out, command=command)
+        print(f"wrote {sum(v['shipped'] for v in manifest['pairs'].values()):,} pairs of {len(manifest['pairs'])} "
+              f"language pairs ({manifest['total_bytes']:,} bytes) to {out}")  # fmt: skip
         return 0
     root = resolve_data_dir(args.data_dir)
     print(f"data directory: {root}")
@@ -339,6 +353,8 @@ COMMANDS = {
     "reproduce": cmd_reproduce,
     "models": cmd_models,
     "score": cmd_score,
+    "warm": cmd_warm,
+    "records": cmd_records,
     "explain": cmd_explain,
     "data": cmd_data,
     "train": cmd_train,

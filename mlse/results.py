@@ -2,10 +2,12 @@
 
 Schema (one JSON object)::
 
-    {"model", "model_identity", "task", "split", "config", "data": {path: sha256}, "versions", "created",
-     "scores": {key: {...}}, "averages": {group: {...}}, "encode_stats": {"encoded", "served"}}
+    {"model", "model_identity", "task", "split", "config", "data": {path: sha256}, "data_identity", "versions",
+     "created", "scores": {key: {...}}, "averages": {group: {...}}, "encode_stats": {"encoded", "served"}}
 
-``data`` hashes every input file so a reviewer can tell two results were computed on the same bytes.
+``data`` hashes every input file so a reviewer can tell two results were computed on the same bytes; its paths (and
+any in ``model`` or ``config``) are written in the portable forms of :mod:`mlse.data.portable` (``data:...`` for a
+file of the data directory), and ``data_identity`` names those files by content in one short hash.
 """
 
 from __future__ import annotations
@@ -53,13 +55,18 @@ class EvalResult:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as written: paths in their portable forms (:mod:`mlse.data.portable`), never absolute."""
+        from mlse.data.portable import data_identity, portable_hashes, portable_record
+
+        data = portable_hashes(self.data)
         return {
-            "model": self.model,
-            "model_identity": self.model_identity,
+            "model": portable_record(self.model),
+            "model_identity": portable_record(self.model_identity),
             "task": self.task,
             "split": self.split,
-            "config": self.config,
-            "data": self.data,
+            "config": portable_record(self.config),
+            "data": data,
+            "data_identity": data_identity(data),
             "versions": library_versions(),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "scores": self.scores,

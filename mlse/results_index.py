@@ -45,6 +45,8 @@ _SKIP_METRICS = {"n", "n_gold", "n_src", "n_tgt", "n_pairs", "n_langs", "missing
 _SKIP_FOLDERS = {"model", "__pycache__"}
 # (path, size, mtime) -> (rows, warnings): a results folder of thousands of files must not grow the app without end
 _memo = BytesMemo("results_index.files", 32 * MB)
+# (path, size, mtime) -> curve rows of a run log or result file: the Results tab's Refresh redraws the curves too
+_curves_memo = BytesMemo("results_index.curves", 16 * MB)
 
 
 def default_roots() -> list[Path]:
@@ -105,10 +107,9 @@ def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
         return memoised
     warnings: list[str] = []
     rows: list[dict] = []
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        warnings.append(f"skipped {source}: not readable JSON ({exc})")
+    obj, error = _load_quietly(path)
+    if error is not None:
+        warnings.append(f"skipped {source}: not readable JSON ({error})")
     else:
         kind = schema_of(obj)
         if kind is not None:
@@ -281,20 +282,50 @@ def finetune_curves(roots: Iterable[str | Path] | None = None):
         for log_file in sorted(root.rglob("log.jsonl")):
             if any(part.startswith(".") for part in log_file.relative_to(root).parts):
                 continue
-            rows += _log_rows(log_file, _run_name(log_file))
+            rows += _curve_rows_of_file(log_file)
     for path in result_files(roots):
-        obj, _ = _load_quietly(path)
-        if schema_of(obj) == "student":
-            rows += [{"run": f"student:{obj['recipe']}", "step": r.get("step"), "minutes": _number(r["elapsed_s"]) / 60,
-                      "dev_spearman": _number(r.get("dev_spearman")), "loss": _number(r.get("loss")),
-                      "source": str(path)} for r in obj.get("curve") or [] if isinstance(r, dict)]  # fmt: skip
-        if schema_of(obj) == "finetune-compare" and isinstance(obj.get("curves"), dict):
-            for method, points in obj["curves"].items():
-                for point in points if isinstance(points, list) else []:
-                    if isinstance(point, list) and len(point) == 2:
-                        rows.append({"run": f"{method} ({path.stem})", "step": None, "minutes": _number(point[0]),
-                                     "dev_spearman": _number(point[1]), "loss": None, "source": str(path)})  # fmt: skip
+        rows += _curve_rows_of_file(path)
     return pd.DataFrame(rows, columns=["run", "step", "minutes", "dev_spearman", "loss", "source"])
+
+
+def _curve_rows_of_file(path: Path) -> list[dict]:
+    """The curve points of one run log or result file (memoised on path, size and mtime, as the index's rows)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return []
+    memo_key = (str(path), stat.st_size, stat.st_mtime_ns)
+    memoised = _curves_memo.get(memo_key)
+    if memoised is not None:
+        return memoised
+    if path.name == "log.jsonl":
+        rows = _log_rows(path, _run_name(path))
+    else:
+        obj, _ = _load_quietly(path)
+        try:
+            rows = list(_result_curve_rows(obj, path))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            log.warning("skipped the curve of %s: %s: %s", path, type(exc).__name__, exc)
+            rows = []
+    _curves_memo.put(memo_key, rows)
+    return rows
+
+
+def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
+    """A student study's ``curve`` or a finetune-compare file's ``curves`` as curve rows (nothing for other files)."""
+    kind = schema_of(obj)
+    if kind == "student":
+        for r in obj.get("curve") or []:
+            if isinstance(r, dict):
+                yield {"run": f"student:{obj['recipe']}", "step": r.get("step"),
+                       "minutes": _number(r["elapsed_s"]) / 60, "dev_spearman": _number(r.get("dev_spearman")),
+                       "loss": _number(r.get("loss")), "source": str(path)}  # fmt: skip
+    if kind == "finetune-compare" and isinstance(obj.get("curves"), dict):
+        for method, points in obj["curves"].items():
+            for point in points if isinstance(points, list) else []:
+                if isinstance(point, list) and len(point) == 2:
+                    yield {"run": f"{method} ({path.stem})", "step": None, "minutes": _number(point[0]),
+                           "dev_spearman": _number(point[1]), "loss": None, "source": str(path)}  # fmt: skip
 
 
 def _log_rows(log_file: Path, run: str) -> list[dict]:

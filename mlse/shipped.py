@@ -11,7 +11,9 @@ Two kinds, each a folder with a ``manifest.json``:
 
 The manifest says how the artifact was made and what it scored: ``name``, ``kind`` (``scorer`` | ``lora-student``),
 ``backbone`` (a registry name) and ``backbone_identity`` (its weights' identity when trained), ``command`` (the command
-that regenerates it), ``data`` (the training files' sha256), ``scores`` (e.g. ``{"sts_test_spearman": {"en-de": ...},
+that regenerates it), ``data`` (the training files' sha256, by ``data:<path in the data directory>``; an older manifest
+may name them by absolute path: :func:`mlse.data.portable.resolve_record_path` reads both) and ``data_identity`` (one
+hash of them, :func:`mlse.data.portable.data_identity`), ``scores`` (e.g. ``{"sts_test_spearman": {"en-de": ...},
 "cross-12": ...}``) and ``files`` (sha256 of every file beside the manifest). Every file is at most
 :data:`MAX_FILE_BYTES`; all of them together at most :data:`MAX_TOTAL_BYTES`.
 
@@ -129,7 +131,10 @@ def export(kind: str, source: Path, dest: Path, manifest: dict) -> ShippedArtifa
     """Copy a scorer run (``kind="scorer"``) or a LoRA run's ``adapter/`` (``"lora-student"``) to ``dest`` with its
     weights in float16, then write the manifest with the files' hashes. ``manifest`` gives everything but ``files``
     and ``kind``; its ``scores`` may be filled in later with :func:`update_scores` (measured on the exported files).
+    Paths are written portably (:mod:`mlse.data.portable`): ``data`` names files relative to the data directory.
     """
+    from mlse.data.portable import data_identity, portable_hashes, portable_text  # lazy: loads the data package
+
     if kind not in KINDS.values():
         raise MlseError(f"unknown artifact kind {kind!r}; expected one of {', '.join(KINDS.values())}")
     with atomic_dir(dest) as tmp:
@@ -141,9 +146,13 @@ def export(kind: str, source: Path, dest: Path, manifest: dict) -> ShippedArtifa
             target.parent.mkdir(parents=True, exist_ok=True)
             if path.suffix == ".safetensors":
                 _float16_copy(path, target)
+            elif path.suffix == ".md":  # e.g. PEFT's model card names the base model by its path in the cache
+                target.write_text(portable_text(path.read_text(encoding="utf-8")), encoding="utf-8")
             else:
                 shutil.copyfile(path, target)
-        body = {**manifest, "kind": kind, "name": dest.name, "files": file_hashes(tmp)}
+        data = portable_hashes(manifest.get("data", {}))
+        body = {**manifest, "data": data, "data_identity": data_identity(data), "kind": kind, "name": dest.name,
+                "files": file_hashes(tmp)}  # fmt: skip
         (tmp / MANIFEST).write_text(json.dumps(body, indent=1, default=str) + "\n", encoding="utf-8")
     return ShippedArtifact(PREFIX + dest.name, kind, dest, read_manifest(dest))
 

@@ -77,7 +77,7 @@ def test_eval_sts_prints_a_table_writes_json_and_reuses_the_cache(capsys, tmp_pa
     obj = json.loads(out_json.read_text(encoding="utf-8"))
     assert {"model", "task", "split", "config", "data", "versions", "created", "scores"} <= set(obj)
     assert obj["task"] == "sts" and obj["split"] == "test" and obj["scores"]["en-en"]["n"] == 1379
-    assert obj["model"] == str(tiny_bert)
+    assert obj["model"] == "outside:tiny-bert"  # a local model outside the data, cache and repository: its name only
     assert obj["encode_stats"]["encoded"] > 0
 
     code, out2, _ = _run(capsys, *argv)

@@ -111,14 +111,15 @@ def test_sts_averages_cover_the_groups_present(sts_runs):
 
 def test_sts_data_hashes_name_the_real_files(sts_runs, data_dir):
     from mlse.data import file_sha256
+    from mlse.data.portable import resolve_record_path
 
     result, _, tsv = sts_runs
-    names = {p.rsplit("/", 1)[-1] for p in result.data}
+    names = {p.rsplit("/", 1)[-1].removeprefix("outside:") for p in result.data}
     assert {"stsb-en-test.csv", "stsb-de-test.csv", "mine.tsv"} <= names
-    for path, digest in result.data.items():
+    for path, digest in result.data.items():  # portable paths: the user's file lies outside every known folder
         assert len(digest) == 64 and int(digest, 16) >= 0
-        assert file_sha256(path) == digest
-    assert str(data_dir / "stsb_multi_mt" / "stsb-en-test.csv") in result.data
+        assert file_sha256(resolve_record_path(path, data_dir) or tsv) == digest
+    assert "data:stsb_multi_mt/stsb-en-test.csv" in result.data and "outside:mine.tsv" in result.data
 
 
 def test_sts_second_identical_run_encodes_nothing(sts_runs):
@@ -156,7 +157,7 @@ def test_result_json_schema_and_nan_as_null(sts_runs, tmp_path):
     path = result.write_json(tmp_path / "out" / "sts.json")
     obj = json.loads(path.read_text(encoding="utf-8"))
     assert SCHEMA_KEYS <= set(obj)
-    assert obj["model"] == result.model and obj["task"] == "sts" and obj["split"] == "test"
+    assert obj["model"] == "outside:tiny-bert" and obj["task"] == "sts" and obj["split"] == "test"  # never absolute
     assert obj["scores"]["en-de"]["n"] == STS_TEST_N
     assert obj["scores"]["en-de"]["spearman"] == pytest.approx(result.scores["en-de"]["spearman"])
     assert set(obj["data"]) == set(result.data)

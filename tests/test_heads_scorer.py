@@ -17,6 +17,7 @@ import pytest
 
 from mlse.cli import main
 from mlse.data import evaluation_sentences, normalize_sentence
+from mlse.data.portable import data_identity, portable_path, resolve_record_path
 from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
@@ -87,8 +88,9 @@ def test_manifest_records_backbone_heads_data_and_metrics(trained, tiny_bert, da
     # data hashes: sha256 hex of each file read, Tatoeba for Stage 1, plus STS train and dev for Stage 2
     assert m1["data"] and all(SHA256.match(h) for h in m1["data"].values())
     assert any("deu-eng" in p for p in m1["data"]) and any("eng-fra" in p for p in m1["data"])
-    path, digest = next(iter(m1["data"].items()))
-    assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest
+    path, digest = next(iter(m1["data"].items()))  # a portable path: data:<path in the data directory>
+    assert path.startswith("data:") and m1["data_identity"] == data_identity(m1["data"])
+    assert hashlib.sha256(resolve_record_path(path, data_dir).read_bytes()).hexdigest() == digest
     assert set(m1["data"]) < set(m2["data"]) and all(SHA256.match(h) for h in m2["data"].values())
     sts_files = [p for p in m2["data"] if "stsb" in p]
     assert any(p.endswith("-train.csv") for p in sts_files) and any(p.endswith("-dev.csv") for p in sts_files)
@@ -102,7 +104,7 @@ def test_manifest_records_backbone_heads_data_and_metrics(trained, tiny_bert, da
     assert -100 <= m2["metrics"]["stage2_dev_pearson"] <= 100 and 0 <= m2["metrics"]["stage2_best_epoch"] <= 2
     assert m2["training"]["stage1"] == m1["training"]["stage1"]
     assert m2["training"]["stage2"]["pairs"] == ["en-de"] and m2["training"]["stage2"]["n_train"] > 1000
-    assert m2["stage1_run"] == str(trained.s1_dir)
+    assert m2["stage1_run"] == portable_path(trained.s1_dir)  # never an absolute path
 
 
 def test_stage1_data_is_contamination_filtered(trained, data_dir):

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from mlse.data.portable import portable_path
 from mlse.experiments.seed_grid import (
     STAGE1_VARIANTS,
     STAGE2_VARIANTS,
@@ -109,7 +110,7 @@ def test_run_seed_grid_end_to_end(tiny_bert, data_dir, tmp_path):
         assert f'"{v}"' in html
 
     # one run folder per trained variant, with the right heads and configuration
-    assert saved["runs"] == {v: str(runs / v) for v in trained}
+    assert saved["runs"] == {v: portable_path(runs / v) for v in trained}  # never an absolute path
     assert sorted(p.name for p in runs.iterdir()) == sorted(trained)
     for v in STAGE1_VARIANTS:
         manifest = json.loads((runs / v / "scorer.json").read_text())

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACES
 from mlse.ui.map_tab import highlight, hover_text, project_map
-from mlse.ui.state import AppState
+from mlse.ui.map_views import map_default
+from mlse.ui.state import STAGE1, STAGE12, AppState, ModelInfo
 from mlse.ui.text import md_escape
 from tests.fake_encoder import FakeEncoder
 from tests.map_helpers import StubState
@@ -14,6 +17,32 @@ from tests.map_helpers import StubState
 LANGS = ["eng_Latn", "deu_Latn", "fra_Latn"]
 
 
+def _model(name, kind="backbone", backbone=None):
+    return ModelInfo(name, kind, "scorer" if backbone else "package", f"/models/{name}", backbone)
+
+
+def test_the_map_opens_on_the_shipped_stage1_head_of_the_first_backbone():
+    models = [_model("me5-small"), _model("muse"), _model("shipped/muse+s1", STAGE1, "muse"),
+              _model("shipped/me5-small+s1+s2", STAGE12, "me5-small"), _model("runs/me5-small+s1", STAGE1, "me5-small"),
+              _model("shipped/me5-small+s1", STAGE1, "me5-small")]  # fmt: skip
+    assert map_default(models, "me5-small") == ("shipped/me5-small+s1", "")
+    assert map_default(models, "muse") == ("shipped/muse+s1", "")
+    # only a Stage 1+2 scorer shipped: it has the same three spaces
+    assert map_default(models[:5], "me5-small") == ("shipped/me5-small+s1+s2", "")
+    # nothing shipped for the backbone (a run of one's own does not count): the backbone, and the page says so
+    name, note = map_default(models[:2] + models[4:5], "me5-small")
+    assert name == "me5-small" and "No shipped Stage-1 head for **me5-small**" in note and "raw panel only" in note
+    assert map_default([], None) == (None, "")
+
+
+def test_the_app_state_opens_the_map_on_the_shipped_head():
+    from mlse.ui.map_tab import default_choice
+
+    assert default_choice(AppState(default_models=("minilm-en",)))[0] == "minilm-en"  # no head is shipped for it
+    state = AppState()
+    if "me5-small" not in state.loaded_defaults():
+        pytest.skip("me5-small does not load here")
+    assert default_choice(state) == ("shipped/me5-small+s1", "")
 
 
 def test_plain_encoder_gives_the_raw_panel_and_a_stage1_hint(tiny_bert, data_dir):
@@ -24,6 +53,7 @@ def test_plain_encoder_gives_the_raw_panel_and_a_stage1_hint(tiny_bert, data_dir
     assert all(len(t.x) == 6 for t in raw.data)
     assert "Language-ID probe" in out.metrics[0] and "retrieval@1" in out.metrics[0]
     assert "python -m mlse train stage1 --backbone" in out.note
+    assert out.reading.startswith("Only the raw space is shown") and "language probe" in raw.layout.title.text
     assert len(out.sentences) == 6 and out.result is not None
 
 
@@ -35,6 +65,13 @@ def test_scorer_gives_three_panels_and_highlighting(fake_scorer, data_dir):
         assert [t.name for t in fig.data] == LANGS
     assert all("chance 33.3 %" in m for m in out.metrics)
     assert "train stage1" not in out.note and "0 of 3 panels from cache" in out.note
+    for fig, space in zip(out.figures, SPACES):  # each title carries its space's two numbers
+        view = out.result.views[space]
+        assert f"language probe {pct(view.lang_id_accuracy)}, retrieval@1 {pct(view.retrieval_at1)}" in \
+            fig.layout.title.text  # fmt: skip
+        assert fig.layout.height >= 500 and fig.layout.width is None  # as wide as its half of the page
+    assert out.reading == reading_of(out.result) and out.reading.startswith("Languages ")
+    assert all(f"| {title} |" in out.summary for title in ("Raw (backbone)", "Meaning (Stage 1)", "Language (Stage 1)"))
 
     sid = int(out.sentences["id"].iloc[2])
     figures, details = highlight(out.result, sid)
@@ -98,3 +135,20 @@ def test_build_tab_registers_its_events(data_dir):
     args, *_ = special_args(select_fn, [None], None, event)
     assert len(args) == 2 and isinstance(args[1], gr.SelectData) and args[1].row_value == [5, "x"]
     assert select_fn(*args)[-1] == "Project a sample first."
+
+
+@pytest.mark.slow  # converts and loads me5-small: ~50 s on a busy 2-core machine
+def test_on_a_fresh_clone_the_map_opens_with_three_panels_and_a_reading():
+    """The tab's defaults as a fresh clone has them: the shipped me5-small head, real FLORES (a small sample)."""
+    from mlse.ui.map_tab import default_choice, language_choices
+
+    state = AppState()
+    if "me5-small" not in state.loaded_defaults():
+        pytest.skip("me5-small does not load here")
+    model, note = default_choice(state)
+    _, langs, warning = language_choices(state)
+    out = project_map(state, model, langs[:3], 8, method="pca")
+    assert not note and not warning and all(fig is not None for fig in out.figures)
+    assert [fig.layout.title.text.split(" — ")[0] for fig in out.figures] == [
+        "Raw (backbone)", "Meaning (Stage 1)", "Language (Stage 1)"]  # fmt: skip
+    assert out.reading.startswith("Languages mix in the meaning space")  # the shipped head does its job

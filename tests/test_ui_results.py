@@ -18,6 +18,7 @@ from mlse.ui.results_tab import (
     metric_plot,
     refresh,
     seed_grid_plot,
+    table_view,
     tatoeba_languages_plot,
 )
 
@@ -117,10 +118,10 @@ def test_curves_from_run_logs_and_comparison_files(hand_made):
 
 def test_handlers_filter_and_plot(hand_made):
     roots = [hand_made / "results", hand_made / "runs"]
-    table, found, note, frame = refresh(None, roots=roots)
+    (table, label), found, note, frame = refresh(None, roots=roots)
     assert "Skipped 2 file(s)" in note and "broken.json" in note
     assert found["tasks"][0] == ALL and "sts" in found["tasks"] and "runs/my-run" in found["models"]
-    assert len(table) == len(frame)
+    assert len(table) == len(frame) and label == f"Results ({len(frame)} rows)"
     only = filter_table(frame, task="sts", model="m1", metric="spearman")
     assert sorted(only["key"]) == ["avg:all", "en-de"]
     assert filter_table(frame, text="GRID")["kind"].eq("seed-grid").all()
@@ -132,6 +133,20 @@ def test_handlers_filter_and_plot(hand_made):
     assert not metric_plot(frame, "mining", "", "f1").data  # nothing to show: an empty figure, not an error
     grid = seed_grid_plot(frame)
     assert [t.name for t in grid.data] == ["bb+s1"] and list(grid.data[0].y) == [2.0]
+
+
+def test_the_table_shows_averages_first_and_at_most_its_cap(hand_made):
+    """The browser draws every row it is sent: past the cap the table shows the first rows and says how many match."""
+    frame, _ = load_index(None, [hand_made / "results", hand_made / "runs"])
+    rows, label = table_view(frame, limit=4)
+    assert len(rows) == 4 and label == f"Results: the first 4 of {len(frame)} rows (narrow them with the filters above)"
+    everything, _ = table_view(frame, limit=len(frame))
+    summary = everything["key"].str.startswith("avg:") | (everything["key"] == "")
+    assert summary.any() and not summary.all()
+    assert list(summary) == sorted(summary, reverse=True)  # averages and run-level numbers before per-pair rows
+    assert set(map(tuple, everything.to_numpy().tolist())) == set(map(tuple, filter_table(frame).to_numpy().tolist()))
+    sts, sts_label = table_view(frame, task="sts", limit=1000)
+    assert sts_label == f"Results ({len(sts)} rows)" and set(sts["task"]) == {"sts"}
 
 
 def test_empty_folders_give_an_empty_table(tmp_path):

@@ -97,16 +97,52 @@ def test_state_lists_models_with_their_kind(state, runs):
     assert next(m for m in state.models() if m.name == S12).backbone == runs.backbone
 
 
-def test_default_selection_takes_every_kind_before_capping(runs, monkeypatch, tmp_path):
+def _listing(state, monkeypatch, models):
+    """Make ``state`` list exactly ``models`` (ModelInfo), all loading offline."""
+    monkeypatch.setattr(state, "models", lambda: list(models))
+
+
+def test_default_selection_ticks_heads_that_reuse_a_ticked_backbone(monkeypatch, tmp_path):
+    monkeypatch.setenv("MLSE_RUNS", str(tmp_path))
+    state = AppState(default_models=("bb-a", "bb-b"))
+    info = state_module.ModelInfo
+    _listing(state, monkeypatch, [
+        info("bb-a", BACKBONE, "package", "a"), info("bb-b", BACKBONE, "package", "b"),
+        info("runs/a+s1+s2", STAGE12, "scorer", "r1", backbone="bb-a"),
+        info("shipped/a+s1+s2", STAGE12, "scorer", "s1", backbone="bb-a"),
+        info("shipped/b+s1+s2", STAGE12, "scorer", "s2", backbone="bb-b"),
+        info("shipped/c+s1+s2", STAGE12, "scorer", "s3", backbone="bb-c"),  # its backbone is not ticked
+        info("shipped/a+s1", STAGE1, "scorer", "s4", backbone="bb-a"),
+        info("shipped/student", STUDENT, "package", "s5"), info("runs/student", STUDENT, "run", "r2"),
+    ])  # fmt: skip
+    chosen, note = state.default_selection(limit=4)
+    # the backbones, then one of each kind in turn: shipped first, on the first ticked backbone first
+    assert chosen == ["bb-a", "bb-b", "shipped/a+s1+s2", "shipped/a+s1"] and "tick more" in note
+    everything, _ = state.default_selection(limit=50)
+    assert everything[4:] == ["shipped/b+s1+s2", "runs/a+s1+s2"]  # students and other backbones' heads: offered only
+
+
+def test_without_a_default_backbone_trained_models_of_every_kind_are_ticked(runs, monkeypatch, tmp_path):
     monkeypatch.setenv("MLSE_RUNS", str(runs.root))
     monkeypatch.setenv("MLSE_ASSETS", str(tmp_path / "no-assets"))  # the runs' kinds only, not the shipped heads'
-    state = AppState(default_models=("minilm-en",))  # the one default that loads in every test environment
-    chosen, note = state.default_selection(limit=3)
-    assert chosen[0] == "minilm-en"  # the defaults first, then one run of each kind in turn
-    assert [state.model_kind(n) for n in chosen] == [BACKBONE, STAGE1, STAGE12] and "tick more" in note
-    everything, _ = state.default_selection(limit=50)
-    runs_listed = [n for n in state.model_names() if n.startswith("runs/")]
-    assert sorted(everything) == sorted(["minilm-en", *runs_listed])  # other registry models are offered, not ticked
+    state = AppState(default_models=("no-such-model",))
+    chosen, _ = state.default_selection(limit=3)
+    assert [state.model_kind(n) for n in chosen] == [STAGE12, STAGE1, STUDENT]  # the page never opens empty
+
+
+def test_a_visitor_sees_the_backbones_and_the_heads_on_one_of_them(tmp_path, monkeypatch):
+    """The repository's artifacts: the backbones and a Stage-1+2 scorer on a ticked backbone; not all 8."""
+    monkeypatch.setenv("MLSE_RUNS", str(tmp_path))  # no runs: what a visitor of a fresh deployment meets
+    state = AppState()
+    chosen, note = state.default_selection()
+    loaded = state.loaded_defaults()
+    assert chosen[: len(loaded)] == loaded and len(chosen) <= state_module.MAX_DEFAULT_MODELS
+    trained = [next(m for m in state.models() if m.name == n) for n in chosen[len(loaded) :]]
+    if "me5-small" in loaded and "shipped/me5-small+s1+s2" in state.model_names():
+        assert [m.name for m in trained] == ["shipped/me5-small+s1+s2"]  # heads reusing me5-small's forward
+    assert STUDENT not in {m.kind for m in trained}  # a student costs a forward of its own: one tick away
+    if len(state.model_names()) > len(chosen):
+        assert "tick more" in note
 
 
 def test_defaults_come_first_and_the_app_opens_on_the_first_that_loads(state):

@@ -9,6 +9,9 @@ when more than ``max_pairs`` remain, keep a sample of ``max_pairs`` drawn withou
 ``numpy.random.default_rng(sample_seed(i)).choice``, in file order. The cap applies *after* filtering, so every pair
 keeps its share.
 
+Where the data directory has no Tatoeba-Challenge folder (a Space), the pairs come from the sample shipped under
+``assets/data/finetune-bitext`` (:mod:`mlse.data.bitext_sample`; filtered when it was built, and again here).
+
 The sampling seed is the caller's, because result files and runs were produced with each caller's own:
 Stage 1 seeds every pair with ``seed`` (:func:`same_seed`), fine-tuning seeds pair ``i`` with ``[seed, i]``
 (:func:`seed_per_pair`) and then shuffles all pairs together. Changing either would change which sentences a
@@ -24,9 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlse.data.bitext_sample import load_sample_pair, training_bitext_source
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.io import file_sha256
 from mlse.data.parallel import default_labels, load_parallel
+from mlse.data.portable import portable_path
 from mlse.stopping import ShouldStop, check
 
 log = logging.getLogger(__name__)
@@ -48,7 +53,8 @@ def seed_per_pair(seed: int) -> SampleSeed:
 class Bitext:
     """Translation pairs of several language pairs, concatenated in the order of the pairs; ``src[i]`` <-> ``tgt[i]``.
 
-    ``info``: ``{"pairs": {pair: {"available", "contaminated_dropped", "used"}}, "data": {file: sha256}}``.
+    ``info``: ``{"pairs": {pair: {"available", "contaminated_dropped", "used"}}, "data": {file: sha256}, "source": where
+    the pairs came from (the data directory, or the shipped sample: :mod:`mlse.data.bitext_sample`)}``.
     """
 
     src: list[str] = field(default_factory=list)
@@ -75,11 +81,18 @@ def load_filtered_bitext(
     """
     check(should_stop, "loading the evaluation sentences (contamination filter)")
     banned = evaluation_sentences(data_dir)
+    source = training_bitext_source(data_dir)
+    if source.shipped:
+        log.warning("%s: the data directory has no Tatoeba-Challenge bitext; training on %s", label, source.describe())
     out = Bitext()
+    out.info["source"] = source.describe()
     for i, pair in enumerate(pairs):
         check(should_stop, f"loading parallel data ({pair})")
         a, _, b = pair.partition("-")
-        corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
+        if source.shipped:  # already filtered when it was built; filtered again below, as the full files are
+            corpus = load_sample_pair(pair, source.path)
+        else:
+            corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
         clean, dropped = filter_contaminated(corpus, banned)
         keep = np.arange(len(clean))
         if max_pairs is not None and len(clean) > max_pairs:
@@ -89,7 +102,7 @@ def load_filtered_bitext(
         out.src_lang += [a] * len(keep)
         out.tgt_lang += [b] * len(keep)
         out.info["pairs"][pair] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(keep)}
-        out.info["data"].update({str(p): file_sha256(p) for p in corpus.sources})
+        out.info["data"].update({portable_path(p, data_dir): file_sha256(p) for p in corpus.sources})
         log.info("%s %s: %d pairs, %d dropped as contaminated, %d used", label, pair, len(corpus), dropped,
                  len(keep))  # fmt: skip
     return out

@@ -20,6 +20,7 @@ from mlse.data.io import file_sha256
 from mlse.data.layout import FLORES_DIR, FLORES_SUFFIX
 from mlse.data.pairs import CROSS_12, HELD_OUT_PAIRS, STAGE2_PAIRS
 from mlse.data.paths import resolve_data_dir
+from mlse.data.portable import portable_path
 from mlse.data.stsb import load_sts
 from mlse.data.tatoeba import load_tatoeba
 from mlse.data.tsv import load_scored_tsv
@@ -121,7 +122,7 @@ def run_sts(
         averages=averages,
         config={"pairs": list(pairs), "pairs_files": [str(f) for f in pairs_files], "n_boot": n_boot,
                 "similarity": "cosine"},  # fmt: skip
-        data=_hash_sources(ds.sources for ds in datasets.values()),
+        data=_hash_sources((ds.sources for ds in datasets.values()), data_dir),
         encode_stats=_encoder_stats(encoder, stats_before),
         extras={"predictions": preds, "datasets": datasets},
     )
@@ -132,8 +133,9 @@ def _pair_key(pair: str) -> str:
     return f"{a}-{b}" if sep else f"{a}-{a}"
 
 
-def _hash_sources(groups) -> dict[str, str]:
-    return {str(p): file_sha256(p) for group in groups for p in group}
+def _hash_sources(groups, data_dir) -> dict[str, str]:
+    """{portable path (``data:...`` under the data directory; :mod:`mlse.data.portable`): sha256} of every file."""
+    return {portable_path(p, data_dir): file_sha256(p) for group in groups for p in group}
 
 
 def run_tatoeba(
@@ -168,7 +170,7 @@ def run_tatoeba(
         scores=scores,
         averages=averages,
         config={"langs": list(corpora), "k": k, "similarity": "cosine", "margin": "ratio"},
-        data=_hash_sources(c.sources for c in corpora.values()),
+        data=_hash_sources((c.sources for c in corpora.values()), data_dir),
         encode_stats=_encoder_stats(encoder, stats_before),
         extras={"errors": errors, "corpora": corpora},
     )
@@ -328,7 +330,7 @@ def run_mining(
         scores={key: metrics},
         config={"pair": key, "n_gold": n_gold, "seed": seed, "k": k, "margin": "ratio", "retrieval": "max-score 1:1",
                 "gold_source": gold.name, "distractors": [flores_note, "WMT 2013 halves (if not gold)"]},  # fmt: skip
-        data=_hash_sources([sources]),
+        data=_hash_sources([sources], data_dir),
         encode_stats=_encoder_stats(encoder, stats_before),
         extras={"train": train, "test": test},
     )

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.pairs import CROSS_12, SEED_AND_CROSS_PAIRS
+from mlse.data.portable import resolve_record_path
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.experiments.seed_grid import DEFAULT_S1_EPOCHS, STAGE1_VARIANTS, STAGE2_VARIANTS
@@ -93,7 +94,7 @@ def reproduce_student(name: str, *, runs: Path, out: Path, data_dir=None,
     if not recipe.get("lora_r"):
         raise MlseError(f"{name}: recipe {recipe_name!r} is not a LoRA recipe; only adapters ship")
     result = run_recipe(recipe_name, recipe, runs=runs, out=runs / "results", data_dir=data_dir, progress=progress)
-    run = Path(result["run"])
+    run = resolve_record_path(result["run"]) or runs / recipe_name  # a result file names it portably
     config = json.loads((run / "finetune_config.json").read_text())
     manifest = {"title": f"student {recipe_name} (LoRA adapter)", "backbone": config["student"],
                 "backbone_identity": _identity_of(config["student"]), "command": f"{COMMAND} --only {name}",

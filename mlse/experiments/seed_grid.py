@@ -27,6 +27,7 @@ import numpy as np
 
 from mlse.atomic import atomic_write_text
 from mlse.data.pairs import HELD_OUT_PAIRS, SEED_STS_PAIRS, STAGE2_PAIRS
+from mlse.data.portable import portable_record
 from mlse.data.stsb import load_sts
 from mlse.dirs import runs_dir
 from mlse.evaluation.runners import predict_sts
@@ -144,7 +145,8 @@ def write_reports(results: dict, out: str | Path) -> None:
     """Write ``seed-grid.json``, ``.md`` and ``.html`` under ``out`` (each atomically)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "seed-grid.json", json.dumps(results, indent=2, default=_json_default) + "\n")
+    record = portable_record(results)  # run folders named portably, never by absolute path
+    atomic_write_text(out / "seed-grid.json", json.dumps(record, indent=2, default=_json_default) + "\n")
     atomic_write_text(out / "seed-grid.md", markdown_table(results) + "\n")
     try:
         atomic_write_text(out / "seed-grid.html", figure(results).to_html(include_plotlyjs="cdn"))

@@ -26,6 +26,7 @@ import numpy as np
 
 from mlse.atomic import atomic_write_text
 from mlse.data.pairs import CROSS_12, ENGLISH_PAIRS, HAM_KIM_14, SEED_AND_CROSS_PAIRS, STUDY_DEV_PAIRS
+from mlse.data.portable import portable_record
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts, run_tatoeba
 from mlse.models import load_model
@@ -127,7 +128,8 @@ def run_recipe(name: str, recipe: dict, *, runs: Path, out: Path, progress: Call
         "eval_s": round(time.perf_counter() - t0, 1),
     }
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, json.dumps(result, indent=1, default=str) + "\n")
+    record = portable_record(json.loads(json.dumps(result, default=str)), data_dir)  # no absolute path in the file
+    atomic_write_text(target, json.dumps(record, indent=1) + "\n")
     return result
 
 

@@ -33,7 +33,7 @@ TEACHER_METHODS = ("mse", "soft")  # the methods with a frozen teacher
 HEAD_METHODS = ("stage1", "stage2")  # heads on a frozen backbone (mlse.train.heads)
 JOB_METHODS = (*HEAD_METHODS, *METHODS)  # what the app's fine-tune tab trains
 LABELS = LABEL_MODES
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # mlse.train.device: auto -> bf16 / fp16 (CUDA, loss-scaled) / fp32
 VOCAB_INITS = ("aligned", "subword")
 BRIDGES = ("none", "linear")
 CLOCKS = ("wall", "cpu")
@@ -97,7 +97,8 @@ class FinetuneConfig:
                                "(mlse.vocab; 0: off)")  # fmt: skip
     vocab_init: str = option("aligned", "embeddings of added pieces: from parallel-data alignment, or from their old "
                              "sub-words", choices=VOCAB_INITS)  # fmt: skip
-    precision: str = option("auto", "bf16 autocast of the transformer (auto: where the CPU/GPU supports it)",
+    precision: str = option("auto", "autocast of the transformer: bf16, or fp16 with loss scaling (CUDA only); auto: "
+                            "bf16 where the CPU/GPU computes it natively, else fp16 on a GPU, else fp32",
                             choices=PRECISIONS)  # fmt: skip
     bucket_by_length: bool = option(True, "batches of similar length (less padding); the batch order stays random",
                                     flag="--no-bucket")  # fmt: skip

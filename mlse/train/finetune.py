@@ -1,7 +1,8 @@
 """Budgeted fine-tuning of a sentence-transformers student: MSE distillation, EMA teacher, soft / hard contrastive.
 
 The four method families of issue 4 (:mod:`mlse.train.methods`; their losses in :mod:`mlse.losses`), trained under a
-time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X; English is always the src / anchor side)
+time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X; English is always the src / anchor side;
+the data directory's files, or the sample shipped under ``assets/data/finetune-bitext`` where it has none)
 and evaluated on STS Multi MT **dev** while training:
 
 * ``mse``  -- Reimers & Gurevych 2020: ``MSE(s(src), t(src)) + MSE(s(tgt), t(src))`` with a frozen teacher
@@ -38,7 +39,9 @@ accept it)::
 then the interrupt propagates). A run stopped before its first training step raises :class:`mlse.stopping.Stopped`
 and leaves no model; one stopped later keeps its best checkpoint and says ``"partial"`` in ``metrics.json``.
 
-**GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override).
+**GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override), in
+mixed precision by default (:mod:`mlse.train.device`: bf16 autocast, or fp16 with loss scaling on GPUs without native
+bfloat16; recorded as ``precision_effective`` / ``grad_scaler``).
 Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches with
 averaged gradients (:mod:`mlse.distributed`); rank 0 evaluates, saves and writes the run folder.
 """
@@ -62,6 +65,7 @@ from mlse.encoders.torch import default_device
 from mlse.runs import FINETUNE_CONFIG_FILE
 from mlse.stopping import Stopped, StopSignal, check
 from mlse.train.config import FinetuneConfig, default_out, validate
+from mlse.train.device import precision_record, resolve_precision
 from mlse.train.finetune_data import TrainingData, dev_scores, load_dev, prepare_data, teacher_targets
 from mlse.train.loop import TrainingLoop
 from mlse.train.methods import PairMethod, build_method
@@ -70,7 +74,6 @@ from mlse.train.students import (
     fit_bridge,
     load_student,
     parameter_checksum,
-    resolve_precision,
     restrict_training,
     save_checkpoint,
     save_model_atomically,
@@ -126,6 +129,8 @@ class _Run:
             **self.loop.metrics(reason),
             "device": self.device,
             "precision": self.precision,
+            "grad_scaler": self.loop.scaler is not None,
+            "training_data": self.data.info.get("source"),
             "n_pairs": len(self.data.src),
             "data": self.data.info["pairs"],
             "dropped": {p: v["contaminated_dropped"] for p, v in self.data.info["pairs"].items()},
@@ -138,6 +143,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
 
     prepare_started = time.perf_counter()
     device = rank_device(ctx, config.device or default_device())
+    precision = resolve_precision(config.precision, device)  # before anything loads: fp16 on a CPU is refused
     torch.manual_seed(config.seed)
     out = Path(config.out)
     if signal is None and stop is not None:  # the stop event alone also ends the preparation phases
@@ -171,17 +177,17 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
         out.mkdir(parents=True, exist_ok=True)
         (out / "log.jsonl").write_text("")  # a new run starts a new log
     barrier(ctx)
-    precision = resolve_precision(config.precision, device)
     method = build_method(config, student, data, (t_src, t_tgt), device, precision)
     # characters of the longer side: a cheap proxy of the padded token length
     lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if config.bucket_by_length else None
     loop = TrainingLoop(config, student, method, len(data.src), lengths,
                         evaluate=lambda should_stop: dev_scores(student, dev, config.batch_size, should_stop),
                         save=lambda: save_checkpoint(student, out, base_modules), device=device, progress=progress,
-                        stop=stop, signal=signal, ctx=ctx)  # fmt: skip
+                        stop=stop, signal=signal, ctx=ctx, precision=precision)  # fmt: skip
     run = _Run(config, loop, method, data, student, device, precision, base_modules, ctx)
-    record = {**asdict(config), "include_src_effective": config.src_term(), "device": device,
-              "precision_effective": precision, "world_size": ctx.world, **teacher_info, **vocab_info}  # fmt: skip
+    record = {**asdict(config), "include_src_effective": config.src_term(), **precision_record(device, precision),
+              "world_size": ctx.world, "training_data": data.info.get("source"), **teacher_info,
+              **vocab_info}  # fmt: skip
     if ctx.is_main:
         _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
     prepare_s = time.perf_counter() - prepare_started

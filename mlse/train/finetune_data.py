@@ -2,8 +2,12 @@
 
 Training pairs are the contamination-filtered Tatoeba-Challenge bitext (:func:`mlse.data.bitext.load_filtered_bitext`;
 English is always the src / anchor side), each language pair capped and sampled with its own seed, all shuffled
-together. Frozen-teacher embeddings (``mse``, ``soft``) are computed once through :func:`mlse.models.load_model`, i.e.
-the on-disk embedding cache, so a second run with the same teacher and data encodes nothing. The dev score is the
+together. They come from the data directory when it holds the bitext, else from the filtered sample shipped under
+``assets/data/finetune-bitext`` (:mod:`mlse.data.bitext_sample`; a Space has no other source); ``info["source"]`` says
+which, and the run records it as ``training_data``.
+
+Frozen-teacher embeddings (``mse``, ``soft``) are computed once through :func:`mlse.models.load_model`, i.e. the
+on-disk embedding cache, so a second run with the same teacher and data encodes nothing. The dev score is the
 Spearman x 100 of the cosine on STS Multi MT **dev**, per pair.
 """
 

@@ -19,6 +19,7 @@ from mlse.data.bitext import load_filtered_bitext, same_seed
 from mlse.data.flores import load_flores
 from mlse.data.io import file_sha256
 from mlse.data.pairs import PROBE_LANGS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
+from mlse.data.portable import data_identity, portable_hashes, portable_path, portable_text
 from mlse.data.stsb import load_sts
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import encode_lookup
@@ -74,7 +75,7 @@ def sts_embeddings(
     e1 = np.stack([lookup[t] for ds in datasets for t in ds.s1])
     e2 = np.stack([lookup[t] for ds in datasets for t in ds.s2])
     gold = np.concatenate([ds.scores for ds in datasets]).astype(np.float32)
-    hashes = {str(p): file_sha256(p) for ds in datasets for p in ds.sources}
+    hashes = {portable_path(p, data_dir): file_sha256(p) for ds in datasets for p in ds.sources}
     return e1, e2, gold, hashes
 
 
@@ -151,7 +152,8 @@ def train_stage1(
             partial = {"phase": "language probe (skipped)", "epochs": len(head.history_)}
     scorer.metadata = {"training": {"stage1": {"pairs": data.info["pairs"], "n_pairs": data.info["n_pairs"],
                                                "max_pairs": max_pairs, "seed": seed}},
-                       "data": data.info["data"], "metrics": metrics}  # fmt: skip
+                       "data": data.info["data"], "data_identity": data_identity(data.info["data"]),
+                       "metrics": metrics}  # fmt: skip
     if partial:
         scorer.metadata["partial"] = partial
     scorer.save(out)
@@ -199,8 +201,9 @@ def train_stage2(
     metrics.update({"stage2_dev_pearson": 100 * head.dev_pearson_, "stage2_best_epoch": head.best_epoch_,
                     "stage2_epochs": len(head.history_) - 1, "stage2_stopped": head.stopped_})  # fmt: skip
     # an in-memory Stage-1 scorer (the seed grid passes one) is recorded by its run name, not its repr
-    stage1_run = str(stage1) if isinstance(stage1, (str, Path)) else base.name
-    scorer.metadata = {"training": training, "data": {**base.metadata.get("data", {}), **hashes, **dev_hashes},
+    stage1_run = portable_text(str(stage1)) if isinstance(stage1, (str, Path)) else base.name  # never an absolute path
+    data = {**portable_hashes(base.metadata.get("data", {}), data_dir), **hashes, **dev_hashes}
+    scorer.metadata = {"training": training, "data": data, "data_identity": data_identity(data),
                        "metrics": metrics, "stage1_run": stage1_run}  # fmt: skip
     if head.stopped_:
         scorer.metadata["partial"] = {"phase": "training", "epochs": len(head.history_) - 1}

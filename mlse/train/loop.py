@@ -17,6 +17,10 @@ stays constant: a budgeted run can stop at any moment, so there is no decay to a
 :class:`~mlse.stopping.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget. With
 several processes (:mod:`mlse.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates, saves
 and writes the log, the other ranks wait for it at the next gradient all-reduce.
+
+**Precision.** The method's forward runs under the run's autocast (:mod:`mlse.train.device`); under float16 the loop
+scales the loss with a ``torch.amp.GradScaler`` and unscales the gradients before clipping (``grad_scale`` in the
+metrics).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 from mlse.distributed import DistContext, agree, average_gradients
 from mlse.stopping import ShouldStop, Stopped, StopSignal
 from mlse.train.config import FinetuneConfig
+from mlse.train.device import needs_grad_scaler
 from mlse.train.methods import Method
 
 BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
@@ -86,7 +91,8 @@ class TrainingLoop:
     def __init__(self, cfg: FinetuneConfig, model, method: Method, n: int, lengths: np.ndarray | None, *,
                  evaluate: Callable[[ShouldStop | None], dict[str, float]], save: Callable[[], None], device: str,
                  progress: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
-                 signal: StopSignal | None = None, ctx: DistContext | None = None):  # fmt: skip
+                 signal: StopSignal | None = None, ctx: DistContext | None = None,
+                 precision: str = "fp32"):  # fmt: skip
         import torch  # lazy: as in budget_clock
 
         self.cfg, self.model, self.method, self.n, self.lengths = cfg, model, method, n, lengths
@@ -97,6 +103,8 @@ class TrainingLoop:
         self.out = Path(cfg.out)
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # float16 autocast (mlse.train.device): the loss is scaled so that small gradients survive in float16
+        self.scaler = torch.amp.GradScaler(device.split(":")[0]) if needs_grad_scaler(precision) else None
         self.clock = budget_clock(cfg.budget_clock)
         self.rng = np.random.default_rng([cfg.seed, self.ctx.rank] if self.ctx.active else cfg.seed)
         self.queue: list[np.ndarray] = []
@@ -147,10 +155,16 @@ class TrainingLoop:
             group["lr"] = self.lr_at(self.step)
         loss = self.method.batch_loss(idx)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         average_gradients(self.model, self.ctx)  # no-op in a single process
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-        self.optimizer.step()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:  # skips the step when a gradient overflowed, and adapts the scale
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         self.method.after_step(self.step, self.total_steps)
         self.step += 1
         self.pairs_seen += len(idx) * self.ctx.world  # every rank trains on its own batch
@@ -248,4 +262,5 @@ class TrainingLoop:
             "wall_s": round(time.perf_counter() - self.wall_started, 2),
             "budget_clock": self.cfg.budget_clock,
             "estimated_total_steps": self.total_steps,
+            **({"grad_scale": float(self.scaler.get_scale())} if self.scaler is not None else {}),
         }

@@ -23,8 +23,9 @@ from typing import Protocol
 import numpy as np
 
 from mlse.train.config import FinetuneConfig
+from mlse.train.device import autocast_dtype
 from mlse.train.finetune_data import TrainingData
-from mlse.train.students import AutocastForward, autocast_dtype, parameter_checksum, tokenize
+from mlse.train.students import AutocastForward, parameter_checksum, tokenize
 
 
 class Method(Protocol):

@@ -22,6 +22,7 @@ from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
 from mlse.lora import apply_lora, has_lora, merged_copy, save_adapter, trainable_parameters
 from mlse.train.config import FinetuneConfig, refuse_frozen_student
+from mlse.train.device import resolve_precision  # noqa: F401  (the student's precision: mlse.train.device decides)
 from mlse.train.finetune_data import TrainingData
 from mlse.vocab import extend_model_vocabulary
 
@@ -64,31 +65,9 @@ def to_device(features: dict, device: str) -> dict:
     return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
 
 
-def resolve_precision(precision: str, device: str) -> str:
-    """``"auto"`` -> ``"bf16"`` where the device computes bfloat16 natively (AVX-512-BF16 / AMX CPUs, Ampere+ GPUs)."""
-    import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
-
-    if precision != "auto":
-        return precision
-    if device.startswith("cuda"):
-        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
-    if device == "cpu":
-        try:
-            return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
-        except (AttributeError, RuntimeError):
-            return "fp32"
-    return "fp32"
-
-
-def autocast_dtype(precision: str):
-    """The autocast dtype of a resolved precision: ``torch.bfloat16`` for ``"bf16"``, else None (plain float32)."""
-    import torch  # lazy: as in resolve_precision
-
-    return torch.bfloat16 if precision == "bf16" else None
-
-
 class AutocastForward:
-    """Call a sentence-transformers model with its first module (the transformer) under bf16 autocast.
+    """Call a sentence-transformers model with its first module (the transformer) under autocast to ``dtype``
+    (bfloat16 or float16: :mod:`mlse.train.device`).
 
     The pooling / normalisation modules and everything after run in float32 on float32 token embeddings, so the
     losses see float32 sentence embeddings; the weights and optimiser state stay float32 (mixed precision). With
@@ -99,7 +78,7 @@ class AutocastForward:
         self.model, self.device_type, self.dtype = model, device.split(":")[0], dtype
 
     def __call__(self, features: dict) -> dict:
-        import torch  # lazy: as in resolve_precision
+        import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
 
         if self.dtype is None:
             return self.model(features)

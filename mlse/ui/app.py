@@ -55,3 +55,27 @@ def launch_options() -> dict:
     """
     options = {"state_session_capacity": SESSION_CAPACITY}
     return (options | {"max_file_size": MAX_UPLOAD_BYTES}) if public_mode() else options
+
+
+def build_server(state: AppState | None = None):
+    """The app as ``python app.py`` serves it: a FastAPI app of our own holding the JSON routes for scripts
+    (:mod:`mlse.serving.api_route`: ``POST /api/score``, ``GET /api/models``), with the page mounted at ``/``.
+
+    What ``launch()`` would set is set here the same way: the session bound and, in public mode, the upload cap
+    (:func:`launch_options`), errors kept out of the page (``show_error`` off, as ``launch()`` has it), the page
+    installable on a Space; the queue and its limits come with the Blocks (:func:`build_app`) and start with the
+    server. On an ONNX backend torch is set to one thread (:mod:`mlse.serving.torch_threads`).
+    """
+    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
+
+    from mlse.serving.api_route import json_api
+    from mlse.serving.torch_threads import limit_torch_threads
+
+    state = state or AppState()
+    limit_torch_threads(state.backend)  # on ONNX, torch computes only the heads: one thread is faster
+    demo = build_app(state)
+    options = launch_options()
+    # launch() sets this attribute from its argument; Gradio's session store reads it when the mounted app is made
+    demo.state_session_capacity = options.pop("state_session_capacity")
+    on_space = bool(os.environ.get("SPACE_ID"))  # launch() makes the page installable (a PWA) on a Space
+    return gr.mount_gradio_app(json_api(state), demo, path="/", show_error=False, pwa=on_space, **options)

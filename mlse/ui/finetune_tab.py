@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from mlse.data.bitext_sample import training_bitext_source
 from mlse.data.pairs import training_pair_choices
 from mlse.errors import MlseError
 from mlse.public import FINETUNE_LIMITS, check_finetune_request, public_mode
@@ -19,6 +20,7 @@ from mlse.train.config import HEAD_METHODS, JOB_METHODS, PRECISIONS, TEACHER_MET
 from mlse.train.jobs import training_job
 from mlse.train.runner import Job, JobRunner
 from mlse.ui.inputs import check_inputs, number_problem
+from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import html_text, md_code, md_escape
 
 QUEUE_SIZE = 2  # runs that may wait behind the running one
@@ -91,9 +93,17 @@ def method_settings(state, method: str) -> dict:
         "pairs": offered,
         "pairs_value": default,
         "max_pairs_visible": method != "stage2",
-        "note": METHOD_NOTES.get(method, ""),
+        "note": METHOD_NOTES.get(method, "") + ("" if method == "stage2" else " " + training_data_note(state)),
         "name": training_run_name(default_model, method) if default_model else "",
     }
+
+
+def training_data_note(state) -> str:
+    """Where the bitext methods' training pairs come from: the data directory, or the sample shipped with the app."""
+    try:
+        return md_escape(f"Training pairs: {training_bitext_source(state.data_dir).describe()}.")
+    except MlseError as exc:
+        return md_escape(str(exc))
 
 
 # ------------------------------------------------------------------------------------------------ start and stop
@@ -143,7 +153,9 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
     if ahead:
         queued_behind = md_escape(", ".join(ahead))
         return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
-    return f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
+    started = f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
+    started = with_preparing_note(state, "finetune", started)  # while the app's warm start prepares the models
+    return started if method == "stage2" else f"{started} {training_data_note(state)}"
 
 
 def public_note() -> str:

@@ -31,6 +31,7 @@ from mlse.ui.gold_views import (
 )
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_escape
 
 __all__ = ["DISAGREE_COLUMNS", "DISAGREE_TYPES", "METRIC_COLUMNS", "N_BOOT", "build_tab", "disagreements",
@@ -98,7 +99,7 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
         notes.append("pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
                      "against gold; blank for models without one." + (" Dev pairs were used to fit it."
                                                                        if split == "dev" else ""))  # fmt: skip
-    return hist, scatter, calib, table, " ".join([*notes, *problems])
+    return hist, scatter, calib, table, with_preparing_note(state, "gold", " ".join([*notes, *problems]))
 
 
 def disagreements(state, pair: str, model: str, split: str = "test", low: float = 0.0, high: float = 5.0,

@@ -1,9 +1,12 @@
 """Tab 2: language vs meaning map.
 
 A FLORES sample (the same sentences in several languages) is projected to 2-D in each space of a model: the raw
-backbone and, for a scorer with a Stage-1 head, its meaning and language embeddings. Under each panel: the language-ID
-probe accuracy and translation retrieval@1, the two numbers that say whether a space groups by language or by meaning.
-Choosing a sentence in the table highlights its translations in every panel (gr.Plot has no click events).
+backbone and, for a scorer with a Stage-1 head, its meaning and language embeddings. The tab opens on the shipped
+Stage-1 scorer of the first default backbone (:func:`mlse.ui.map_views.map_default`), so its point shows at once. The
+panels sit in a 2 x 2 grid, the fourth cell comparing the spaces; each panel's title and the lines under it give the
+language-ID probe accuracy and translation retrieval@1, the two numbers that say whether a space groups by language or
+by meaning, and one line under the grid reads them (:mod:`mlse.analysis.map_reading`). Choosing a sentence in the
+table highlights its translations in every panel (gr.Plot has no click events).
 
 Below the FLORES controls, "Map your own sentences" (:mod:`mlse.ui.map_upload`) projects a visitor's file or pasted
 sentences into the same panels, numbers and table.
@@ -19,8 +22,9 @@ from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.errors import MlseError
 from mlse.ui import map_upload
 from mlse.ui.inputs import check_inputs
-from mlse.ui.map_views import MapOutput, empty_output, highlight, hover_text, render  # noqa: F401 (re-exported)
+from mlse.ui.map_views import MapOutput, empty_output, highlight, hover_text, map_default, render  # noqa: F401
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_escape
 
 project_upload = map_upload.project_upload  # the "your own sentences" handler, beside the FLORES one
@@ -55,12 +59,18 @@ def project_map(
                               progress=progress)  # fmt: skip
     except MlseError as exc:
         return empty_output(f"⚠️ {md_escape(str(exc))}")
-    return render(result, model_name)
+    out = render(result, model_name)
+    return out._replace(note=with_preparing_note(state, "map", out.note))  # while the app's warm start still runs
+
+
+def default_choice(state) -> tuple[str | None, str]:
+    """(the model the map opens on, a note when it has no Stage-1 head): the shipped Stage-1 scorer of the app's
+    preferred backbone (``shipped/me5-small+s1`` on a full install), else that backbone (see ``map_default``)."""
+    return map_default(state.models(), state.preferred_model())
 
 
 def default_model(state) -> str | None:
-    """The app's preferred model (the first default that loads here, me5-small on a full install), else the first."""
-    return state.preferred_model()
+    return default_choice(state)[0]
 
 
 def language_choices(state) -> tuple[list[str], list[str], str]:
@@ -80,8 +90,10 @@ def build_tab(state) -> list[ModelPicker]:
         return [gr.update(value=f, visible=f is not None) for f in figures]
 
     def show(out: MapOutput) -> list:
-        metric_updates = [gr.update(value=m, visible=bool(m)) for m in out.metrics]
-        return [*figure_updates(out.figures), *metric_updates, out.note, out.sentences, out.result, ""]
+        numbers = [gr.update(value=m, visible=bool(m)) for m in out.metrics]
+        numbers.append(gr.update(value=out.summary, visible=bool(out.summary)))
+        reading = f"**Reading:** {out.reading}" if out.reading else ""
+        return [*figure_updates(out.figures), *numbers, reading, out.note, out.sentences, out.result, ""]
 
     def on_project(model_name, langs, n, progress=gr.Progress()):
         return show(project_map(state, model_name, langs, n,
@@ -101,21 +113,32 @@ def build_tab(state) -> list[ModelPicker]:
         return [*figure_updates(figures), ""]
 
     languages, default_langs, data_warning = language_choices(state)
+    opening, opening_note = default_choice(state)
     with gr.Tab("Language vs meaning map"):
         gr.Markdown(INTRO)
         with gr.Row():
-            model = gr.Dropdown(state.model_names(), value=default_model(state), label="Model", scale=2)
+            model = gr.Dropdown(state.model_names(), value=opening, label="Model", scale=2)
             n = gr.Slider(2, MAX_SENTENCES, value=DEFAULT_SENTENCES, step=1, label="Sentences per language", scale=2)
         langs = gr.CheckboxGroup(languages, value=default_langs, label="Languages (FLORES-200 devtest)")
         button = gr.Button("Project", variant="primary")
         own = map_upload.build_section()
-        note = gr.Markdown(data_warning)
+        note = gr.Markdown("\n\n".join(part for part in (data_warning, opening_note) if part))
         plots, metrics = [], []
-        with gr.Row():
-            for space in SPACES:
-                with gr.Column(min_width=300):
-                    plots.append(gr.Plot(label=SPACE_TITLES[space], visible=space == "raw"))
-                    metrics.append(gr.Markdown(visible=space == "raw"))
+
+        def panel(space: str) -> None:  # half the page wide; a narrow screen stacks them
+            with gr.Column(min_width=420):
+                plots.append(gr.Plot(label=SPACE_TITLES[space], visible=space == "raw"))
+                metrics.append(gr.Markdown(visible=space == "raw"))
+
+        raw, meaning, language = SPACES  # a 2 x 2 grid: raw | meaning, language | the spaces side by side
+        with gr.Row(equal_height=False):
+            panel(raw)
+            panel(meaning)
+        with gr.Row(equal_height=False):
+            panel(language)
+            with gr.Column(min_width=420):
+                summary = gr.Markdown(visible=False)
+        reading = gr.Markdown(elem_id="map-reading")
         gr.Markdown("**Highlight a sentence:** click a row to emphasise its translations in every panel.")
         with gr.Row():
             table = gr.Dataframe(interactive=False, max_height=300, wrap=True, scale=3,
@@ -124,7 +147,7 @@ def build_tab(state) -> list[ModelPicker]:
                 details = gr.Markdown()
                 clear = gr.Button("Clear highlight", size="sm")
         result = gr.State(None)
-        outputs = [*plots, *metrics, note, table, result, details]
+        outputs = [*plots, *metrics, summary, reading, note, table, result, details]
         one_map_at_a_time = {"concurrency_limit": 1, "concurrency_id": "language_map"}  # UMAP is CPU-bound
         button.click(on_project, [model, langs, n], outputs, api_name="language_map", **one_map_at_a_time)
         map_upload.wire(own, state, model, outputs, show, **one_map_at_a_time)

@@ -1,6 +1,8 @@
-"""What the map tab shows for a :class:`~mlse.analysis.projection.LanguageMap`: one figure and the numbers per space, a
-status line, the table to pick a sentence from, and the highlight of one meaning. The FLORES sample
-(:mod:`mlse.ui.map_tab`) and a user's own sentences (:mod:`mlse.ui.map_upload`) share all of it. No gradio here.
+"""What the map tab shows for a :class:`~mlse.analysis.projection.LanguageMap`: one figure per space (its title
+carries the space's two numbers) with the numbers and their reasons under it, a summary of the spaces side by side, the
+one-line reading of the result (:mod:`mlse.analysis.map_reading`), a status line, the table to pick a sentence from,
+and the highlight of one meaning. The FLORES sample (:mod:`mlse.ui.map_tab`) and a user's own sentences
+(:mod:`mlse.ui.map_upload`) share all of it. Also which model the map opens on (:func:`map_default`). No gradio here.
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from mlse.analysis.projection import SPACES, LanguageMap
+from mlse.analysis.map_reading import pct, reading_of
+from mlse.analysis.projection import SPACE_TITLES, SPACES, LanguageMap
+from mlse.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.ui.state import STAGE1, STAGE12
 from mlse.ui.text import html_text, md_escape
 
 HOVER_WIDTH = 70  # characters per hover line
+FIGURE_HEIGHT = 520  # pixels; the width follows the page (two panels per row)
 # What each panel should show when Stage 1 did its job (shown under the numbers).
 EXPECTED = {
     "raw": "Backbone as is: a multilingual model keeps meaning *and* identifies the language.",
     "meaning": "Goal: probe near chance (language removed), retrieval high (meaning kept); colours mix.",
     "language": "Goal: probe high, retrieval low (no meaning left); colours form separate clusters.",
 }
+GOALS = {"raw": "(the backbone as is)", "meaning": "probe low, retrieval high", "language": "probe high, retrieval low"}
 
 
 class MapOutput(NamedTuple):
@@ -30,10 +37,34 @@ class MapOutput(NamedTuple):
     note: str  # status line: what was projected, cache use, or the error / Stage-1 hint
     sentences: pd.DataFrame  # one row per meaning, id first: the table used to pick a sentence to highlight
     result: LanguageMap | None  # kept in gr.State for highlighting
+    summary: str = ""  # the spaces' numbers side by side and how to read them (the grid's fourth cell)
+    reading: str = ""  # one line under the panels: what the numbers say (mlse.analysis.map_reading)
 
 
 def empty_output(note: str) -> MapOutput:
     return MapOutput([None] * len(SPACES), [""] * len(SPACES), note, pd.DataFrame({"id": [], "sentence": []}), None)
+
+
+# -- the model the map opens on -------------------------------------------------------------------------------------
+STAGE1_KINDS = (STAGE1, STAGE12)  # the kinds of scorer with a Stage-1 head, the one without Stage 2 preferred
+
+
+def map_default(models, preferred: str | None, prefix: str = SHIPPED_PREFIX) -> tuple[str | None, str]:
+    """The model the map opens on -> (name, a note for the page, "" when there is nothing to say).
+
+    The map's point needs a Stage-1 head, so it opens on the shipped scorer (name starting with ``prefix``) built on
+    ``preferred`` -- the app's first default backbone -- with a Stage-1 head only (``+Stage 1``) before one with
+    Stage 2 as well. When nothing is shipped for that backbone it opens on ``preferred`` itself, and the note says
+    so. ``models`` are :class:`mlse.ui.state.ModelInfo`-like (``name``, ``kind``, ``backbone``, ``needs_download``).
+    """
+    if preferred is None:
+        return None, ""
+    heads = [m for m in models if m.name.startswith(prefix) and m.backbone == preferred and m.kind in STAGE1_KINDS
+             and not getattr(m, "needs_download", False)]  # fmt: skip
+    if heads:
+        return min(heads, key=lambda m: (STAGE1_KINDS.index(m.kind), m.name)).name, ""
+    return preferred, (f"No shipped Stage-1 head for **{md_escape(preferred)}**: the map opens on the backbone "
+                       "alone (raw panel only). Choose a `+s1` model for the meaning and language panels.")  # fmt: skip
 
 
 # -- text helpers ---------------------------------------------------------------------------------------------------
@@ -70,7 +101,9 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
     for li, lang in enumerate(sample.langs):
         rows = np.flatnonzero(sample.lang_idx == li)  # [n]
         chosen = sample.sentence_ids[rows] == highlight_id if highlight_id is not None else np.zeros(len(rows), bool)
-        marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.75}
+        # Translations land on one spot where languages mix: half-transparent markers blend their colours there
+        # instead of the last language drawn hiding the others.
+        marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.45}
         if highlight_id is not None:
             marker.update(size=np.where(chosen, 16, 5).tolist(), opacity=np.where(chosen, 1.0, 0.12).tolist(),
                           line={"width": np.where(chosen, 2, 0).tolist(), "color": "black"})  # fmt: skip
@@ -79,8 +112,11 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
             text=[hover_text(sample.texts[k]) for k in rows], customdata=sample.sentence_ids[rows],
             hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
         ))  # fmt: skip
-    fig.update_layout(title=view.title, template="plotly_white", height=460, legend={"itemsizing": "constant"},
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10}, hoverlabel={"align": "left"})  # fmt: skip
+    # the legend goes below the map, so the points keep the panel's whole width
+    fig.update_layout(title={"text": panel_title(result, space), "font": {"size": 15}}, template="plotly_white",
+                      height=FIGURE_HEIGHT, autosize=True, hoverlabel={"align": "left"},
+                      legend={"itemsizing": "constant", "orientation": "h", "x": 0, "y": 0, "yanchor": "top"},
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})  # fmt: skip
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
@@ -89,6 +125,25 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
 # -- numbers and tables ---------------------------------------------------------------------------------------------
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def panel_title(result: LanguageMap, space: str) -> str:
+    """The panel's name and its two numbers: "Meaning (Stage 1) — language probe 35.9 %, retrieval@1 99.5 %"."""
+    view = result.views[space]
+    return f"{html_text(view.title)} — language probe {pct(view.lang_id_accuracy)}, " \
+           f"retrieval@1 {pct(view.retrieval_at1)}"  # fmt: skip
+
+
+def summary_markdown(result: LanguageMap) -> str:
+    """The spaces' numbers side by side, what Stage 1 aims for in each, and what the two numbers are."""
+    rows = [f"| {SPACE_TITLES[s]} | {pct(v.lang_id_accuracy)} | {pct(v.retrieval_at1)} | {GOALS[s]} |"
+            for s, v in result.views.items()]  # fmt: skip
+    table = "| space | language probe | retrieval@1 | Stage 1 aims for |\n|---|---|---|---|\n" + "\n".join(rows)
+    legend = (f"<small>**Language probe**: how often a linear classifier names a sentence's language (5 folds, a "
+              f"sentence's translations held out together); chance {pct(result.chance)}. **Retrieval@1**: how often "
+              "a sentence's nearest neighbour in another language is its translation. Each colour is a language, "
+              "each point a sentence; hover a point to read it.</small>")  # fmt: skip
+    return f"**The spaces side by side**\n\n{table}\n\n{legend}"
 
 
 def metrics_markdown(result: LanguageMap, space: str) -> str:
@@ -143,7 +198,8 @@ def render(result: LanguageMap, model_name: str, highlight_id: int | None = None
                 "Hover a point to read it; pick a sentence below to highlight its translations.")  # fmt: skip
     if "meaning" not in result.views:
         note += "\n\n" + stage1_hint(model_name)
-    return MapOutput(figures, metrics, note, sentence_table(result), result)
+    return MapOutput(figures, metrics, note, sentence_table(result), result, summary_markdown(result),
+                     reading_of(result))  # fmt: skip
 
 
 def highlight(result: LanguageMap | None, sentence_id) -> tuple[list, str]:

@@ -2,7 +2,10 @@
 table with filters, and plots: a metric per model, the seed grid's per-pair gains, and the fine-tuning curves.
 
 The table comes from :mod:`mlse.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the handlers
-are plain functions returning DataFrames, figures and markdown.
+are plain functions returning DataFrames, figures and markdown. The first view is the table; the plots sit in a second
+inner tab, drawn when it is opened. The table shows at most :data:`MAX_TABLE_ROWS` rows, averages and run-level numbers
+first; the filters reach the rest. Why: the browser lays out every row it is sent, and the repository's 8,000 numbers
+plus four figures took 10-20 s to draw on a 2-core machine, while the index itself is read in ~0.2 s.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ ALL = "(all)"
 TABLE_COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "date", "source"]
 # Share of the table's width per column: names and paths get room, short codes and numbers little.
 COLUMN_WIDTHS = ["15%", "6%", "5%", "10%", "11%", "7%", "8%", "14%", "8%", "16%"]
+MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
 DEFAULT_METRICS = {"sts": "spearman", "tatoeba": "acc_mean", "mining": "f1", "finetune": "best_dev_spearman",
                    "training": "stage2_dev_pearson"}  # fmt: skip
 
@@ -55,6 +59,18 @@ def filter_table(frame, task: str | None = ALL, model: str | None = ALL, metric:
     return out.assign(value=out["value"].map(display_number))
 
 
+def table_view(frame, task: str | None = ALL, model: str | None = ALL, metric: str | None = ALL,
+               text: str | None = "", limit: int = MAX_TABLE_ROWS):  # fmt: skip
+    """(the rows the table shows, its label): the filtered rows, averages and run-level numbers first (per pair and
+    per language after them), at most ``limit`` of them; the label says how many matched when some are left out."""
+    rows = filter_table(frame, task, model, metric, text)
+    summary = rows["key"].astype(str).str.startswith("avg:") | (rows["key"].astype(str) == "")
+    rows = rows.iloc[(~summary).to_numpy().argsort(kind="stable")].reset_index(drop=True)
+    if len(rows) <= limit:
+        return rows, f"Results ({len(rows)} rows)"
+    return rows.head(limit), f"Results: the first {limit} of {len(rows)} rows (narrow them with the filters above)"
+
+
 def display_number(value):
     """A number as the table shows it: 2 decimals (52.09125 -> 52.09); a small non-zero value keeps 2 significant
     digits (0.00123 -> 0.0012) instead of showing as 0. Non-numbers pass through."""
@@ -68,10 +84,11 @@ def display_number(value):
         return round(number, 2)
     return float(f"{number:.2g}")
 
+
 def refresh(state, task: str = ALL, model: str = ALL, metric: str = ALL, text: str = "", roots=None):
-    """Re-scan the files: (filtered table, choices, note, full table)."""
+    """Re-scan the files: (the table's rows and label as :func:`table_view`, choices, note, full table)."""
     frame, note = load_index(state, roots)
-    return filter_table(frame, task, model, metric, text), choices(frame), note, frame
+    return table_view(frame, task, model, metric, text), choices(frame), note, frame
 
 
 def plot_options(frame, task: str | None) -> dict:
@@ -182,36 +199,44 @@ def build_tab(state) -> list:
     first_task = "sts" if "sts" in tasks else (tasks[0] if tasks else None)
     with gr.Tab("Results"):
         gr.Markdown("Every result file under `results/` and every trained run under `runs/`, one number per row. "
-                    "Click a column header to sort.")  # fmt: skip
+                    "Click a column header to sort; the filters search every row.")  # fmt: skip
         with gr.Row():
             task = gr.Dropdown(found["tasks"], value=ALL, label="Task")
             model = gr.Dropdown(found["models"], value=ALL, label="Model")
             metric = gr.Dropdown([ALL, *found["metrics"]], value=ALL, label="Metric")
             text = gr.Textbox(label="Key / file contains", max_lines=1)
             refresh_button = gr.Button("Refresh")
-        status = gr.Markdown(note)
-        table = gr.Dataframe(filter_table(frame), label="Results", interactive=False, show_search="search",
-                             max_height=420, column_widths=COLUMN_WIDTHS, wrap=True)  # fmt: skip
+        status = gr.Markdown(note, elem_id="results-status")
+        rows, label = table_view(frame)
         options = plot_options(frame, first_task)
-        with gr.Row():
-            plot_task = gr.Dropdown(tasks, value=first_task, label="Plot: task")
-            plot_key = gr.Dropdown(options["keys"], value=options["key"], label="Plot: pair / language / average",
-                                   allow_custom_value=True)  # fmt: skip
-            plot_metric = gr.Dropdown(options["metrics"], value=options["metric"], label="Plot: metric",
-                                      allow_custom_value=True)  # fmt: skip
-        bar = gr.Plot(metric_plot(frame, first_task, options["key"], options["metric"]) if first_task else None)
-        with gr.Row():
-            grid = gr.Plot(seed_grid_plot(frame))
-            curve = gr.Plot(curves_plot())
-        languages = gr.Plot(tatoeba_languages_plot(frame))
+        # Two inner tabs: the browser draws a tab's content when it is first opened, and drawing the four figures
+        # took several times as long as the table; the plots wait until asked for.
+        with gr.Tabs():
+            with gr.Tab("Table"):
+                # no in-table search box: it would search the shown rows only; the filters above search them all
+                table = gr.Dataframe(rows, label=label, interactive=False, max_height=420, column_widths=COLUMN_WIDTHS,
+                                     wrap=True, elem_id="results-table")  # fmt: skip
+            with gr.Tab("Plots"):
+                with gr.Row():
+                    plot_task = gr.Dropdown(tasks, value=first_task, label="Plot: task")
+                    plot_key = gr.Dropdown(options["keys"], value=options["key"], allow_custom_value=True,
+                                           label="Plot: pair / language / average")  # fmt: skip
+                    plot_metric = gr.Dropdown(options["metrics"], value=options["metric"], label="Plot: metric",
+                                              allow_custom_value=True)  # fmt: skip
+                bar = gr.Plot(metric_plot(frame, first_task, options["key"], options["metric"]) if first_task else None)
+                with gr.Row():
+                    grid = gr.Plot(seed_grid_plot(frame))
+                    curve = gr.Plot(curves_plot())
+                languages = gr.Plot(tatoeba_languages_plot(frame))
 
         def on_filter(t, m, me, tx):
             full, _ = load_index(state)
-            return filter_table(full, t, m, me, tx)
+            shown, shown_label = table_view(full, t, m, me, tx)
+            return gr.update(value=shown, label=shown_label)
 
         def on_refresh(t, m, me, tx, pt, pk, pm):
-            table_rows, found_now, note_now, full = refresh(state, t, m, me, tx)
-            return (table_rows, note_now, gr.update(choices=found_now["tasks"]),
+            (shown, shown_label), found_now, note_now, full = refresh(state, t, m, me, tx)
+            return (gr.update(value=shown, label=shown_label), note_now, gr.update(choices=found_now["tasks"]),
                     gr.update(choices=found_now["models"]), gr.update(choices=[ALL, *found_now["metrics"]]),
                     metric_plot(full, pt, pk, pm), seed_grid_plot(full), curves_plot(),
                     tatoeba_languages_plot(full))  # fmt: skip

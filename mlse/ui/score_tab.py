@@ -23,6 +23,7 @@ from mlse.textclean import strip_controls
 from mlse.ui import explain_sections, score_file
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
 
 MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
@@ -180,8 +181,8 @@ def score_pair(
     problems = [f"`{md_code(name)}`: {md_escape(why)}" for name, why in failures]
     table = pd.DataFrame(rows, columns=COLUMNS)
     calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
-    return table, _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows),
-                          calibration_notes=calibration_notes)  # fmt: skip
+    return table, with_preparing_note(state, "score", _status(s1, s2, lang1, lang2, gold, notices, problems,
+                                      scored=len(rows), calibration_notes=calibration_notes))  # fmt: skip
 
 
 def _clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:

@@ -54,7 +54,10 @@ from mlse.shipped import PREFIX as SHIPPED_PREFIX
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
 RESCAN_SECONDS = 30.0
-MAX_DEFAULT_MODELS = 8  # scoring is quick, but loading a dozen models on the first click is not
+MAX_DEFAULT_MODELS = 4  # what a visitor's first click scores: see AppState.default_selection
+# The trained kinds a default shows, in this order: the full method (Stage 1+2), Stage 1 alone (an intermediate step);
+# students only when no backbone loads (see AppState.default_selection).
+VISITOR_KINDS = (STAGE12, STAGE1, STUDENT)
 # Shown after a model's name in the pickers: what it is there for when that is not obvious from its kind.
 MODEL_NOTES = {"minilm-en": "English-only reference"}
 
@@ -166,27 +169,46 @@ class AppState:
         return names[0] if names else None
 
     def default_selection(self, limit: int = MAX_DEFAULT_MODELS) -> tuple[list[str], str]:
-        """Models ticked by default + a note: the defaults that load here, the shipped artifacts, then runs taken in
-        turn from each kind.
+        """Models ticked by default + a note: what a visitor's first click scores, informative but not everything.
+
+        First the offline default backbones that load here (raw cosines: what each pretrained model says), then
+        trained models that cost no encoder forward of their own: scorers whose backbone is ticked (their heads
+        reuse the backbone's forward through the embedding cache), Stage 1+2 before Stage 1, shipped artifacts
+        (their scores are recorded in their manifests, the same on every machine) before runs trained here, one of
+        each kind in turn until ``limit``. So the table shows raw against trained side by side. With the
+        repository's artifacts: me5-small, muse, minilm-en and shipped/me5-small+s1+s2, three encoder forwards per
+        pair. A student is a model of its own: ticking the shipped one adds a fourth forward, about 1.5 times the
+        app's CPU per request (``benchmarks/app_load.py``), so it is offered one tick away; so are scorers on unticked
+        backbones.
+        When no default backbone loads here, trained models of every kind are taken in turn instead, so the page
+        never opens with nothing ticked.
 
         Other registry models (a cached hub model, say) are offered but not ticked. ``limit`` caps the total; the
-        defaults always come first.
+        backbones always come first.
         """
         chosen = self.loaded_defaults()[:limit]
         offline = [m for m in self.models() if not m.needs_download]
-        chosen += [m.name for m in offline if m.name.startswith(SHIPPED_PREFIX)][: max(0, limit - len(chosen))]
-        registry_names = set(registry())
-        runs = [m for m in offline if m.name not in registry_names and m.name not in chosen]
-        by_kind = [[m.name for m in runs if m.kind == kind] for kind in KIND_ORDER]
+        registry_names = set(registry())  # the backbones; shipped artifacts and runs are listed apart
+        trained = [m for m in offline if m.name not in registry_names and m.name not in chosen]
+        if chosen:  # only what reuses a ticked backbone's forward
+            trained = [m for m in trained if m.backbone in chosen]
+
+        def preference(m: ModelInfo) -> tuple:
+            on_ticked = chosen.index(m.backbone) if m.backbone in chosen else len(chosen)
+            return not m.name.startswith(SHIPPED_PREFIX), on_ticked
+
+        by_kind = [sorted((m for m in trained if m.kind == kind), key=preference) for kind in VISITOR_KINDS]
         while len(chosen) < limit and any(by_kind):
-            for names in by_kind:  # round robin: every kind is represented before any kind gets a second run
-                if names and len(chosen) < limit:
-                    chosen.append(names.pop(0))
-        offered = len([m for m in self.models() if not m.needs_download])
+            for candidates in by_kind:  # in turns: every kind is represented before any kind gets a second model
+                if candidates and len(chosen) < limit:
+                    chosen.append(candidates.pop(0).name)
+        offered = len(offline)
         note = ""
         if offered > len(chosen):
-            note = f"{offered} models load here; {len(chosen)} are selected (the defaults, then each kind of run): " \
-                   "tick more to add."
+            note = (
+                f"{offered} models load here; {len(chosen)} are selected (the backbones and the trained heads that "
+                "reuse their forward; a student costs a forward of its own): tick more to add."
+            )
         return chosen, note
 
     # -- loading ----------------------------------------------------------------------------------------------------

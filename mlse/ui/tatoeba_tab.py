@@ -24,6 +24,7 @@ from mlse.memo import MB, BytesMemo
 from mlse.ui.explain_sections import build_error_section
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.preparing import with_preparing_note
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import limits_note
@@ -124,7 +125,8 @@ def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str
     label = _labels(source)
     rows = [{"direction": label[d], **e} for d in DIRECTIONS for e in errors[d]]
     table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(DECIMALS) if rows else empty
-    return _summary(source, view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS}), table
+    summary = _summary(source, view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS})
+    return with_preparing_note(state, "tatoeba", summary), table  # while the app's warm start still runs
 
 
 def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:

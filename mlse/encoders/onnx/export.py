@@ -26,7 +26,6 @@ torch, onnx and onnxruntime.quantization are imported only when an export actual
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -42,15 +41,17 @@ from filelock import FileLock
 from mlse.atomic import atomic_dir
 from mlse.dirs import cache_root
 from mlse.encoders.identity import text_prefix
-from mlse.encoders.onnx.quantize import CALIBRATION_TEXTS, channel_absmax, smooth_layernorm_matmuls
+from mlse.encoders.onnx.quantize import CALIBRATION_TEXTS, quantize_graph
 from mlse.errors import MlseError
 
 log = logging.getLogger(__name__)
 
-# Bump when the export or quantisation *code* changes (tracing, smoothing, calibration text): old folders are then
-# ignored, and so are their embeddings, whose encoder identity carries this version. Changes to INT8_RECIPE need no
-# bump: its hash is part of the int8 folder name and identity (variant_tag).
+# Bump when the export *code* changes (tracing, the graph's inputs): old folders are then ignored, and so are their
+# embeddings, whose encoder identity carries this version. Changes to INT8_RECIPE need no bump: its hash is part of
+# the int8 folder name and identity (variant_tag); INT8_VERSION, hashed with it, is bumped when the quantisation code
+# changes (smoothing, node roles, calibration text), which rebuilds the int8 graphs only.
 EXPORT_VERSION = 3
+INT8_VERSION = 2
 OPSET = 17  # the first opset with LayerNormalization as one op
 VARIANTS = ("fp32", "int8")
 MODEL_FILE = "model.onnx"
@@ -60,12 +61,16 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "export.json"
 # Tokeniser outputs a BERT/XLM-R style graph may take, in the order the wrapper's forward() receives them.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-# Dynamic int8 recipe (measured on minilm-en, see benchmarks/encode_speed.py and the README): per-channel weight
-# scales keep the mean cosine to torch at 0.993 where per-tensor scales give 0.960, SmoothQuant rescaling
-# (mlse.encoders.onnx.quantize) lifts it to 0.996; only MatMuls with a constant weight are quantised (the attention-
-# score MatMuls between activations stay fp32), and the word-embedding Gather stays fp32.
+# Dynamic int8 recipe (benchmarks/int8_options.py, results/int8/): per-channel weight scales (per-tensor scales lose
+# far more), SmoothQuant rescaling of the LayerNorm-fed MatMuls (mlse.encoders.onnx.quantize), only constant-weight
+# MatMuls quantised (the attention-score MatMuls between activations stay fp32; the word-embedding lookup is outside
+# the graph, fp32). New in INT8_VERSION 2: the second feed-forward MatMuls whose input has outlier tokens (largest
+# per-token max |x| >= 9x the median one on the calibration text; at most a quarter of the layers) stay fp32. In
+# me5-small three of twelve do (layers 4, 5, 0: ratios 30, 14, 11), and they held most of its int8 loss; minilm-en
+# has none over 9.
 INT8_RECIPE = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": False, "weight_type": "QInt8",
-               "smooth_alpha": 0.5}  # fmt: skip
+               "smooth_alpha": 0.5,
+               "keep_outliers": {"roles": ["ffn_out"], "min_ratio": 9.0, "max_share": 0.25}}  # fmt: skip
 
 
 def export_root() -> Path:
@@ -75,12 +80,12 @@ def export_root() -> Path:
 def variant_tag(variant: str) -> str:
     """Names the exact recipe of a variant: in its folder name and in the encoder identity (hence the embedding cache).
 
-    ``v2`` for fp32; ``v2.<hash of INT8_RECIPE>`` for int8, so that changing the quantisation settings can never serve
-    a graph or embeddings made with the old ones.
+    ``v3`` for fp32; ``v3.<hash of INT8_RECIPE and INT8_VERSION>`` for int8, so that changing the quantisation
+    settings or code can never serve a graph or embeddings made with the old ones.
     """
     if variant == "fp32":
         return f"v{EXPORT_VERSION}"
-    recipe = hashlib.sha256(json.dumps(INT8_RECIPE, sort_keys=True).encode()).hexdigest()[:8]
+    recipe = hashlib.sha256(json.dumps([INT8_RECIPE, INT8_VERSION], sort_keys=True).encode()).hexdigest()[:8]
     return f"v{EXPORT_VERSION}.{recipe}"
 
 
@@ -261,59 +266,29 @@ def _max_seq_length(st) -> int:
     return 512
 
 
-@contextlib.contextmanager
-def _root_logging_quiet():
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
+# -- int8: quantisation (mlse.encoders.onnx.quantize) ---------------------------------------------------------------
+
+
+def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: list[str] | None = None) -> None:
+    """Int8 graph from the fp32 export, following ``recipe`` (default INT8_RECIPE): SmoothQuant rescaling, then
+    quantisation of every constant-weight MatMul but those the recipe keeps in fp32 (weights int8 per output channel;
+    activations uint8 with one scale per batch, or fixed scales for ``method: static``); see
+    :mod:`mlse.encoders.onnx.quantize` and :mod:`mlse.encoders.onnx.int8_nodes`. ``texts``: calibration text (default
+    CALIBRATION_TEXTS; the model's prefix is added either way)."""
     try:
-        yield
-    finally:
-        root.setLevel(level)
-
-
-# -- int8: dynamic quantisation --------------------------------------------------------------------------------------
-
-
-def quantize_int8(fp32_dir: Path, out: Path) -> None:
-    """Int8 graph from the fp32 export: SmoothQuant rescaling of LayerNorm-fed MatMuls, then dynamic quantisation
-    (weights int8 per output channel, activations uint8 with one scale per batch); see
-    :mod:`mlse.encoders.onnx.quantize`."""
-    try:
-        from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy: heavy, first use only
+        import onnxruntime.quantization  # noqa: F401  (lazy: heavy, first use only)
     except ImportError:
         raise MlseError("the onnx-int8 backend needs onnxruntime (pip install onnxruntime)") from None
-    import onnx  # lazy, like onnxruntime above: only an export needs it
-
+    recipe = INT8_RECIPE if recipe is None else recipe
     started = time.perf_counter()
     meta = json.loads((fp32_dir / META_FILE).read_text())
-    model = onnx.load(str(fp32_dir / MODEL_FILE))
     # Calibrate on the texts the model will see: with its prefix ("" for most models).
-    texts = [meta.get("text_prefix", "") + t for t in CALIBRATION_TEXTS]
-    table = np.load(fp32_dir / meta["embedding_table"], mmap_mode="r") if meta.get("embedding_table") else None
-    groups = smooth_layernorm_matmuls(
-        model,
-        lambda names: channel_absmax(fp32_dir / MODEL_FILE, fp32_dir / TOKENIZER_FILE, meta["inputs"],
-                                     meta["pad_token_id"], names, texts, table=table),  # fmt: skip
-        alpha=INT8_RECIPE["smooth_alpha"],
-    )
-    big = model.ByteSize() > 1_500_000_000  # protobuf's 2 GB limit: weights go beside the graph
-    smoothed = out / "smoothed-fp32.onnx"  # intermediate, removed below (the folder is renamed only when complete)
-    onnx.save(model, str(smoothed), save_as_external_data=big)
-    del model
-    recipe = {k: v for k, v in INT8_RECIPE.items() if k != "smooth_alpha"}
-    weight_type = getattr(QuantType, recipe.pop("weight_type"))
-    # The quantiser logs a generic "consider pre-processing" warning through the root logger; it does not apply here.
-    with warnings.catch_warnings(), _root_logging_quiet():
-        warnings.simplefilter("ignore")
-        quantize_dynamic(smoothed, out / MODEL_FILE, weight_type=weight_type, use_external_data_format=big,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **recipe)  # fmt: skip
-    for leftover in out.glob("smoothed-fp32.onnx*"):
-        leftover.unlink()
+    texts = [meta.get("text_prefix", "") + t for t in (CALIBRATION_TEXTS if texts is None else texts)]
+    done = quantize_graph(fp32_dir, out / MODEL_FILE, meta, recipe, texts)
     shutil.copyfile(fp32_dir / TOKENIZER_FILE, out / TOKENIZER_FILE)
     if meta.get("embedding_table"):  # the same rows: a second name for the fp32 file where the disk allows it
         _link_or_copy(fp32_dir / meta["embedding_table"], out / meta["embedding_table"])
-    meta.update(variant="int8", quantization=INT8_RECIPE, smoothed_groups=groups,
+    meta.update(variant="int8", quantization=recipe, int8_version=INT8_VERSION, **done,
                 quantize_s=round(time.perf_counter() - started, 2))  # fmt: skip
     (out / META_FILE).write_text(json.dumps(meta, indent=1))
 

@@ -11,14 +11,25 @@ amax(W_k)^(1-alpha)`` with channel maxima from a short calibration run of the fp
 Measured on minilm-en (2,552 STS en test sentences): mean cosine to torch 0.9926 -> 0.9960, worst sentence 0.963 ->
 0.982, EN-EN Spearman loss 0.3 -> ~0.0; the extra Mul ops cost ~2% of int8 throughput. Smoothing the other MatMuls
 (attention output, second feed-forward) made things worse and is not done.
+
+Outlier *tokens* are another matter: in some layers a few tokens (the first one, the prompt prefix) reach 10-30x the
+feed-forward activations of the others, in the same channels, and no per-channel rescaling fixes a per-tensor scale
+that one token sets. :func:`activation_stats` measures that ratio on the calibration text, and a recipe's
+``keep_outliers`` rule keeps the worst of those MatMuls in fp32 (:func:`quantize_graph`; which and why:
+``benchmarks/int8_options.py``). ``method: static`` fixes the activation scales from the calibration text instead
+(QDQ; measured there, not the default).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
 
+SMOOTH_ROLES = ("qkv", "ffn_in")  # the LayerNorm-fed MatMuls (mlse.encoders.onnx.int8_nodes)
 ALPHA = 0.5  # migration strength; 0.4-0.8 measured within 0.0003 mean cosine on minilm-en, 0.3 much worse
 # Calibration text: channel maxima of LayerNorm outputs are a property of the model, not of the text, so a few dozen
 # ordinary sentences in several languages and lengths are enough (written for this purpose, not taken from a dataset).
@@ -55,22 +66,29 @@ CALIBRATION_TEXTS = [
 
 
 def smooth_layernorm_matmuls(model, calibrate, alpha: float = ALPHA) -> int:
-    """Rescale every LayerNorm-fed group of constant-weight MatMuls of ``model`` (an ``onnx.ModelProto``, in place).
+    """Rescale every LayerNorm-fed group of constant-weight MatMuls (Q/K/V, first feed-forward) of ``model`` in place;
+    see :func:`smooth_matmuls`."""
+    return smooth_matmuls(model, calibrate, alpha, roles=SMOOTH_ROLES)
+
+
+def smooth_matmuls(model, calibrate, alpha: float = ALPHA, roles=SMOOTH_ROLES, skip=()) -> int:
+    """Rescale the constant-weight MatMuls of ``model`` (an ``onnx.ModelProto``, in place) whose role
+    (:mod:`mlse.encoders.onnx.int8_nodes`) is in ``roles``, grouped by the activation they multiply; MatMuls named in
+    ``skip`` (kept in fp32) are not rescaled, nor are groups left without a quantised member.
 
     ``calibrate(tensor_names) -> {name: channel absmax [K]}`` runs the unmodified graph on calibration text.
     Returns the number of groups rescaled.
     """
     from onnx import helper, numpy_helper  # lazy: optional runtime, only for the onnx backends
 
+    from mlse.encoders.onnx.int8_nodes import matmul_roles
+
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
+    wanted = {m.name for m in matmul_roles(graph) if m.role in roles and m.name not in set(skip)}
     groups: dict[str, list] = {}  # activation tensor -> MatMul nodes that multiply it by a constant weight [K, N]
     for node in graph.node:
-        if node.op_type != "MatMul" or node.input[1] not in inits:
-            continue
-        source = producer.get(node.input[0])
-        if source is not None and source.op_type == "LayerNormalization":
+        if node.op_type == "MatMul" and node.name in wanted:
             groups.setdefault(node.input[0], []).append(node)
     if not groups:
         return 0
@@ -94,30 +112,150 @@ def smooth_layernorm_matmuls(model, calibrate, alpha: float = ALPHA) -> int:
     return len(groups)
 
 
+def calibration_feeds(tokenizer_path: Path, inputs: list[str], pad_id: int, texts: list[str],
+                      table: np.ndarray | None = None, batch_size: int = 32, same_width: bool = False):  # fmt: skip
+    """Input dicts for the fp32 graph, ``batch_size`` texts each (length-sorted, so little padding): int64 ids and
+    mask [b, T], and for a graph that takes ``inputs_embeds`` the word-embedding rows [b, T, H] from ``table``.
+    ``same_width``: every batch padded to the longest text (onnxruntime's histogram calibrators need one shape)."""
+    from tokenizers import Tokenizer  # lazy: only calibration needs it
+
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    tok.no_padding()
+    encodings = sorted((e.ids for e in tok.encode_batch(texts)), key=len)
+    for start in range(0, len(encodings), batch_size):
+        rows = encodings[start : start + batch_size]
+        width = len(encodings[-1]) if same_width else len(rows[-1])
+        ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [b, T]
+        mask = np.zeros_like(ids)  # [b, T]
+        for r, row in enumerate(rows):
+            ids[r, : len(row)] = row
+            mask[r, : len(row)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        if table is not None:
+            feed["inputs_embeds"] = np.asarray(table[ids], dtype=np.float32)  # [b, T, H]
+        yield {k: v for k, v in feed.items() if k in inputs}
+
+
 def channel_absmax(model_path: Path, tokenizer_path: Path, inputs: list[str], pad_id: int, tensors: list[str],
                    texts: list[str] = CALIBRATION_TEXTS, table: np.ndarray | None = None
                    ) -> dict[str, np.ndarray]:  # fmt: skip
     """Per-channel max |x| [K] of each tensor in ``tensors``, running the fp32 graph at ``model_path`` on ``texts``
     (``table``: the word-embedding rows [V, H] for a graph that takes ``inputs_embeds``)."""
+    stats = activation_stats(model_path, tokenizer_path, inputs, pad_id, tensors, texts, table)
+    return {name: s["absmax"] for name, s in stats.items()}
+
+
+def activation_stats(model_path: Path, tokenizer_path: Path, inputs: list[str], pad_id: int, tensors: list[str],
+                     texts: list[str] = CALIBRATION_TEXTS, table: np.ndarray | None = None
+                     ) -> dict[str, dict]:  # fmt: skip
+    """For each tensor in ``tensors`` of the fp32 graph run on ``texts``: ``absmax``, the per-channel max |x| [K],
+    and ``outlier_ratio``, the largest per-token max |x| over the median one (real tokens only, not padding).
+
+    The ratio is what dynamic quantisation suffers from: one scale per tensor is set by the largest token, so a typical
+    token keeps about 255 / ratio levels. Some layers give a few tokens (the first one, a prefix) activations 10-30x
+    the others' (me5-small's feed-forward outputs, see benchmarks/int8_options.py)."""
     import onnx  # lazy: optional runtime, only for the onnx backends
     import onnxruntime as ort
-    from tokenizers import Tokenizer
 
     model = onnx.load(str(model_path))
     for name in tensors:  # expose the intermediate tensors as extra outputs
         model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    tok = Tokenizer.from_file(str(tokenizer_path))
-    tok.no_padding()
-    encodings = tok.encode_batch(texts)
-    width = max(len(e.ids) for e in encodings)
-    ids = np.full((len(texts), width), pad_id, dtype=np.int64)  # [n, T]
-    mask = np.zeros_like(ids)  # [n, T]
-    for r, e in enumerate(encodings):
-        ids[r, : len(e.ids)] = e.ids
-        mask[r, : len(e.ids)] = 1
-    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-    if table is not None:
-        feed["inputs_embeds"] = np.asarray(table[ids], dtype=np.float32)  # [n, T, H]
-    outputs = session.run(tensors, {k: v for k, v in feed.items() if k in inputs})
-    return {name: np.abs(out).reshape(-1, out.shape[-1]).max(axis=0) for name, out in zip(tensors, outputs)}
+    amax: dict[str, np.ndarray] = {}
+    token_max: dict[str, list[np.ndarray]] = {name: [] for name in tensors}
+    for feed in calibration_feeds(tokenizer_path, inputs, pad_id, texts, table):
+        mask = feed["attention_mask"].astype(bool)  # [b, T]
+        for name, out in zip(tensors, session.run(tensors, feed)):
+            rows = np.abs(out).reshape(-1, out.shape[-1])  # [b*T, K] (or whatever leads the channel axis)
+            peak = rows.max(axis=0)  # [K]
+            amax[name] = peak if name not in amax else np.maximum(amax[name], peak)
+            real = rows[mask.reshape(-1)] if out.shape[:2] == mask.shape else rows
+            token_max[name].append(real.max(axis=1))  # [tokens]
+    ratios = {name: np.concatenate(t) for name, t in token_max.items()}
+    return {name: {"absmax": amax[name], "outlier_ratio": float(r.max() / max(float(np.median(r)), 1e-12))}
+            for name, r in ratios.items()}  # fmt: skip
+
+
+def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts: list[str]) -> dict:
+    """Write the int8 graph of the fp32 export at ``fp32_dir`` to ``target`` following ``recipe`` (see
+    ``mlse.encoders.onnx.export.INT8_RECIPE``), calibrating on ``texts``; returns what was done, for export.json."""
+    import onnx  # lazy: optional runtime, only for the onnx backends
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+    from mlse.encoders.onnx.int8_nodes import matmul_roles, outlier_nodes, select
+
+    model = onnx.load(str(fp32_dir / "model.onnx"))
+    for i, node in enumerate(model.graph.node):  # the quantiser selects nodes by name
+        node.name = node.name or f"mlse_node_{i}"
+    nodes = matmul_roles(model.graph)
+    keep = select(nodes, list(recipe.get("keep_fp32", [])))
+    table = np.load(fp32_dir / meta["embedding_table"], mmap_mode="r") if meta.get("embedding_table") else None
+    tokenizer = fp32_dir / "tokenizer.json"
+    done: dict = {}
+    rule = recipe.get("keep_outliers")
+    if rule:  # measure which MatMuls meet outlier tokens, keep the worst in fp32
+        inputs = {n.name: n.input[0] for n in model.graph.node if n.name in {m.name for m in nodes}}
+        stats = activation_stats(fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"],
+                                 sorted(set(inputs.values())), texts, table)  # fmt: skip
+        ratios = {name: stats[tensor]["outlier_ratio"] for name, tensor in inputs.items()}
+        outliers = outlier_nodes(nodes, ratios, rule)
+        keep = [m.name for m in nodes if m.name in set(keep) | set(outliers)]
+        done["outlier_ratios"] = {m.name: round(ratios[m.name], 2) for m in nodes if m.role in rule.get("roles", [])}
+    groups = 0
+    if recipe.get("smooth_alpha"):
+        groups = smooth_matmuls(
+            model,
+            lambda names: channel_absmax(fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"],
+                                         names, texts, table=table),  # fmt: skip
+            alpha=recipe["smooth_alpha"], roles=recipe.get("smooth_roles", SMOOTH_ROLES), skip=keep,
+        )  # fmt: skip
+    big = model.ByteSize() > 1_500_000_000  # protobuf's 2 GB limit: weights go beside the graph
+    smoothed = target.parent / "smoothed-fp32.onnx"  # intermediate, removed below
+    onnx.save(model, str(smoothed), save_as_external_data=big)
+    del model
+    chosen = [n.name for n in nodes if n.name not in keep]
+    done |= {"smoothed_groups": groups, "kept_fp32": keep, "quantized_matmuls": len(chosen)}
+    if nodes and not chosen:  # everything kept in fp32: nothing to quantise
+        smoothed.rename(target)
+        return done
+    common = dict(op_types_to_quantize=list(recipe.get("op_types_to_quantize", ["MatMul"])),
+                  per_channel=bool(recipe.get("per_channel", True)), reduce_range=bool(recipe.get("reduce_range")),
+                  weight_type=getattr(QuantType, recipe.get("weight_type", "QInt8")),
+                  nodes_to_quantize=chosen or None, use_external_data_format=big)  # fmt: skip
+    # The quantiser logs a generic "consider pre-processing" warning through the root logger; it does not apply here.
+    with warnings.catch_warnings(), _root_logging_quiet():
+        warnings.simplefilter("ignore")
+        if recipe.get("method", "dynamic") == "dynamic":
+            quantize_dynamic(smoothed, target, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **common)
+        else:  # static: activation scales fixed from the calibration text (QDQ nodes that onnxruntime fuses)
+            feeds = list(calibration_feeds(tokenizer, meta["inputs"], meta["pad_token_id"], texts, table,
+                                           same_width=True))  # fmt: skip
+            feeds = [f for f in feeds if len(f["attention_mask"]) == len(feeds[0]["attention_mask"])]  # one shape
+            quantize_static(smoothed, target, _Feeds(feeds), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8,
+                            calibrate_method=getattr(CalibrationMethod, recipe.get("calibrate_method", "MinMax")),
+                            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **common)  # fmt: skip
+    for leftover in target.parent.glob("smoothed-fp32.onnx*"):
+        leftover.unlink()
+    return done
+
+
+class _Feeds:
+    """onnxruntime's calibration data reader protocol over a list of input dicts."""
+
+    def __init__(self, feeds: list[dict]):
+        self._feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self._feeds, None)
+
+
+@contextlib.contextmanager
+def _root_logging_quiet():
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)

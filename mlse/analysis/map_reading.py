@@ -1,0 +1,97 @@
+"""One sentence that says what a language-vs-meaning map shows, written from its numbers.
+
+The map (:mod:`mlse.analysis.projection`) measures, in each space, a **language probe** (how often a linear classifier
+names a sentence's language; chance is the share of the largest language) and **translation retrieval@1**. A Stage-1
+head did its job when the language is much harder to guess in its meaning space than in its language space, while
+translations stay each other's nearest neighbours there. :func:`map_reading` turns the numbers into that verdict; the
+thresholds compare how far above chance each space's probe is, so the same rule reads a 3-language and a 12-language
+sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# (meaning probe - chance) / (language probe - chance): at most SEPARATED -> the languages mix in the meaning space;
+# below PARTLY -> partly; from PARTLY up -> the head did not separate them.
+SEPARATED = 0.5
+PARTLY = 0.85
+MEANING_KEPT = 0.5  # meaning-space retrieval@1 from which translations count as "still found"
+PROBE = "the language probe (a linear classifier naming each sentence's language)"
+
+
+def pct(x: float | None) -> str:
+    """0.359 -> "35.9 %", 0.5 -> "50 %", None -> "n/a"."""
+    if x is None:
+        return "n/a"
+    text = f"{100 * x:.1f}"
+    return (text[:-2] if text.endswith(".0") else text) + " %"
+
+
+def separation(meaning: float, language: float, chance: float) -> str:
+    """How well a Stage-1 head split language from meaning, from the two probe accuracies (0-1) and chance:
+    ``"separated"``, ``"partly"`` or ``"not"``. A language space whose probe is no better than chance identifies no
+    language, so nothing was separated."""
+    above = language - chance
+    if above <= 0:
+        return "not"
+    share = (meaning - chance) / above  # how much of the language space's language signal the meaning space keeps
+    if share <= SEPARATED:
+        return "separated"
+    return "partly" if share < PARTLY else "not"
+
+
+def map_reading(
+    probe: Mapping[str, float | None],
+    retrieval: Mapping[str, float | None],
+    chance: float,
+    *,
+    no_probe_reason: str | None = None,
+) -> str:
+    """The one-line reading of a map from its numbers.
+
+    ``probe`` and ``retrieval`` map a space (``raw``, ``meaning``, ``language``) to its language-probe accuracy and
+    retrieval@1 (0-1, None where not measurable); a space missing from ``probe`` is not in the map (no Stage-1 head).
+    ``no_probe_reason`` says why the probe could not be measured, when it could not.
+    """
+    if "meaning" not in probe or "language" not in probe:
+        raw, raw_retrieval = probe.get("raw"), retrieval.get("raw")
+        if raw is None:
+            return _no_probe(no_probe_reason)
+        found = f" and translation retrieval@1 is {pct(raw_retrieval)}" if raw_retrieval is not None else ""
+        return (f"Only the raw space is shown (no Stage-1 head): {PROBE} is right {pct(raw)} of the time (chance "
+                f"{pct(chance)}){found}; choose a model with a Stage-1 head to see language and meaning pulled "
+                "apart.")  # fmt: skip
+    meaning, language = probe["meaning"], probe["language"]
+    if meaning is None or language is None:
+        return _no_probe(no_probe_reason)
+    numbers = f"{PROBE} is right {pct(meaning)} of the time there vs {pct(language)} in the language space (chance " \
+              f"{pct(chance)})"  # fmt: skip
+    verdict = separation(meaning, language, chance)
+    if verdict == "separated":
+        line = f"Languages mix in the meaning space: {numbers}, so the head separated meaning from language"
+    elif verdict == "partly":
+        line = f"Languages only partly mix in the meaning space: {numbers}, so the head separated meaning from " \
+               "language only in part"  # fmt: skip
+    else:
+        line = f"Languages stay apart in the meaning space: {numbers}, so the head did not separate meaning from " \
+               "language on this sample"  # fmt: skip
+    kept = retrieval.get("meaning")
+    if kept is None:
+        return line + "."
+    if kept >= MEANING_KEPT:
+        return f"{line}; translations are still found as nearest neighbours there (retrieval@1 {pct(kept)})."
+    return f"{line}, but translations are rarely found as nearest neighbours there (retrieval@1 {pct(kept)})."
+
+
+def _no_probe(reason: str | None) -> str:
+    why = f" ({reason})" if reason else ""
+    return f"No reading: the language probe cannot be measured on this sample{why}."
+
+
+def reading_of(result) -> str:
+    """:func:`map_reading` of a computed :class:`~mlse.analysis.projection.LanguageMap`."""
+    views = result.views
+    return map_reading({s: v.lang_id_accuracy for s, v in views.items()},
+                       {s: v.retrieval_at1 for s, v in views.items()}, result.chance,
+                       no_probe_reason=result.sample.probe_problem())  # fmt: skip

@@ -1,0 +1,227 @@
+"""Paths in records (manifests, result files) that mean the same on every machine.
+
+A record names a file it used in one of four forms, never by the absolute path of the machine that wrote it:
+
+* ``data:<relative>`` -- under the data directory (:func:`mlse.data.paths.resolve_data_dir`),
+  e.g. ``data:stsb_multi_mt/stsb-de-test.csv``;
+* ``cache:<relative>`` -- under mlse's cache root (:func:`mlse.dirs.cache_root`);
+* ``repo:<relative>`` -- under the folder holding the ``mlse`` package (the repository root in a checkout),
+  e.g. ``repo:assets/data/finetune-bitext/deu-eng.tsv.gz`` or ``repo:runs``;
+* ``outside:<file name>`` -- anywhere else: only the last name is kept (where it lay says nothing on another machine).
+
+When a path lies under several of these roots the deepest root wins. Relative parts use ``/`` on every system.
+
+Reading (:func:`resolve_record_path`) accepts these forms and the older ones: an absolute path (used as it is when
+it exists here; otherwise mapped by its tail onto this data directory when the tail starts with a dataset folder,
+``.../shared/data/stsb_multi_mt/stsb-de-test.csv`` -> ``<data dir>/stsb_multi_mt/stsb-de-test.csv``, or onto the
+cache root after ``.cache/mlse``) and a bare relative path, which older calibration manifests wrote relative to the
+data directory.
+
+:func:`data_identity` names the data a record used, wherever the data directory lies: the first 16 hex digits of the
+sha256 of the sorted lines ``<path relative to the data directory>\\t<sha256 of the file>\\n`` (``data:`` dropped, so
+records that wrote bare relative paths agree). Two records with the same identity read the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from mlse.data.layout import FLORES_DIR, PARALLEL_DIR, STS_DIR, TATOEBA_DIR, WMT_DIR
+
+DATA, CACHE, REPO, OUTSIDE = "data:", "cache:", "repo:", "outside:"
+PREFIXES = (DATA, CACHE, REPO, OUTSIDE)
+# dataset folders of the data directory (mlse.data.layout): an old absolute path is mapped onto them by its tail
+_DATASET_DIRS = tuple(tuple(d.split("/")) for d in (PARALLEL_DIR, STS_DIR, TATOEBA_DIR, FLORES_DIR, WMT_DIR))
+_CACHE_TAIL = (".cache", "mlse")
+# first folders of absolute paths that name a place on one machine (homes, mounts, temporary folders); a path under
+# another root, such as /proc/cpuinfo or an HTTP route like /gradio_api/run, is left alone in free text
+MACHINE_ROOTS = frozenset({"home", "root", "Users", "tmp", "var", "mnt", "media", "opt", "srv", "work",
+                           "workspace", "data", "scratch", "private", "content", "kaggle", "usr", "app", "nfs",
+                           "storage"})  # fmt: skip
+_NAME = r"[\w.+@=~%-]+"
+_POSIX = rf"(?<![\w./~\\-])/{_NAME}(?:/{_NAME})+/?"
+_WINDOWS = r"(?<![\w])[A-Za-z]:\\(?:[^\\\s\"'<>|:*?]+\\)*[^\\\s\"'<>|:*?]*"
+_ABSOLUTE = re.compile(rf"file://(?:localhost)?(?P<uri>/[^\s\"'<>]*)|(?P<win>{_WINDOWS})|(?P<posix>{_POSIX})")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def _data_root(data_dir) -> Path | None:
+    from mlse.data.paths import resolve_data_dir
+    from mlse.errors import DataError
+
+    try:
+        return resolve_data_dir(data_dir)
+    except DataError:
+        return None
+
+
+def _roots(data_dir) -> list[tuple[str, Path]]:
+    from mlse.dirs import cache_root
+
+    roots = [(DATA, _data_root(data_dir)), (CACHE, cache_root()), (REPO, _repo_root())]
+    return [(prefix, Path(os.path.realpath(root))) for prefix, root in roots if root is not None]
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in re.split(r"[\\/]+", path) if p and not re.fullmatch(r"[A-Za-z]:", p)]
+
+
+def _tail_form(parts: list[str]) -> str | None:
+    """``data:...`` / ``cache:...`` for an old path whose tail starts with a dataset folder or follows .cache/mlse."""
+    for n in range(len(parts) - 1, -1, -1):
+        for folder in _DATASET_DIRS:
+            if tuple(parts[n : n + len(folder)]) == folder:
+                return DATA + "/".join(parts[n:])
+        if tuple(parts[n : n + 2]) == _CACHE_TAIL:
+            return CACHE + ("/".join(parts[n + 2 :]) or ".")
+    return None
+
+
+def portable_path(path: str | os.PathLike[str], data_dir=None, *, legacy: bool = False) -> str:
+    """The portable form of ``path`` (a relative path is taken from the current directory); see the module docstring.
+
+    ``legacy=True`` (the migration of old records) also maps a path that lies under none of this machine's roots by
+    its tail (a dataset folder, ``.cache/mlse``). A value already in a portable form is returned as it is.
+    """
+    text = os.fspath(path)
+    if text.startswith(PREFIXES):
+        return text
+    uri = re.match(r"file://(?:localhost)?(/.*)", text)
+    if uri:
+        text = uri.group(1)
+    if re.match(r"[A-Za-z]:\\", text) and os.sep != "\\":  # a Windows path read on another system
+        parts = _parts(text)
+        return (legacy and _tail_form(parts)) or OUTSIDE + (parts[-1] if parts else "")
+    resolved = Path(os.path.realpath(os.path.abspath(text)))
+    best: tuple[int, str] | None = None
+    for prefix, root in _roots(data_dir):
+        if resolved == root or root in resolved.parents:
+            if best is None or len(root.parts) > best[0]:
+                best = (len(root.parts), prefix + (resolved.relative_to(root).as_posix() if resolved != root else "."))
+    if best is not None:
+        return best[1]
+    return (legacy and _tail_form(_parts(text))) or OUTSIDE + resolved.name
+
+
+def is_machine_path(text: str) -> bool:
+    """True for a Windows path, a file:// URI or an absolute POSIX path under a machine root (home, /tmp, /work...)."""
+    if text.startswith("file://") or re.match(r"[A-Za-z]:\\", text):
+        return True
+    parts = PurePosixPath(text).parts
+    return text.startswith("/") and len(parts) > 2 and parts[1] in MACHINE_ROOTS
+
+
+def find_absolute_paths(text: str) -> list[str]:
+    """Every machine-specific absolute path in ``text`` (see :func:`is_machine_path`), in order."""
+    return [m.group(0) for m in _ABSOLUTE.finditer(text) if is_machine_path(m.group(0))]
+
+
+def portable_text(text: str, data_dir=None, *, legacy: bool = False) -> str:
+    """``text`` with every machine-specific absolute path in it replaced by its portable form."""
+
+    def swap(match: re.Match) -> str:
+        found = match.group(0)
+        if not is_machine_path(found):
+            return found
+        core = found.rstrip("/")
+        stop = "." if core.endswith(".") and not core.endswith("..") else ""  # a sentence's full stop, not the path's
+        return portable_path(core.removesuffix(stop), data_dir, legacy=legacy) + stop
+
+    return _ABSOLUTE.sub(swap, text)
+
+
+def portable_record(obj: Any, data_dir=None, *, legacy: bool = False) -> Any:
+    """A copy of a JSON-like record with :func:`portable_text` applied to every string, dictionary keys included.
+
+    Two keys that become equal keep both values: the later one gets ``#2``, ``#3``... (never a silent loss).
+    """
+    if isinstance(obj, str):
+        return portable_text(obj, data_dir, legacy=legacy)
+    if isinstance(obj, Mapping):
+        out: dict = {}
+        for key, value in obj.items():
+            new_key = portable_text(key, data_dir, legacy=legacy) if isinstance(key, str) else key
+            value = portable_record(value, data_dir, legacy=legacy)
+            if new_key in out and out[new_key] != value:
+                n = 2
+                while f"{new_key}#{n}" in out:
+                    n += 1
+                new_key = f"{new_key}#{n}"
+            out[new_key] = value
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [portable_record(v, data_dir, legacy=legacy) for v in obj]
+    return obj
+
+
+def portable_hashes(hashes: Mapping[Any, str], data_dir=None) -> dict[str, str]:
+    """``{file: sha256}`` with each file (a path or a string read from a record) in its portable form."""
+    return {_portable_key(path, data_dir): digest for path, digest in hashes.items()}
+
+
+def _portable_key(path, data_dir) -> str:
+    text = os.fspath(path)
+    if text.startswith(PREFIXES) or isinstance(path, str) and not _is_absolute(text):
+        return text  # already portable, or an older record's path relative to the data directory
+    return portable_path(path, data_dir)
+
+
+def is_hash_map(value: Any) -> bool:
+    """True for a non-empty ``{file: sha256 hex}`` mapping (a record's ``data``)."""
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, str) and _SHA256.match(v)
+                                                                for v in value.values())  # fmt: skip
+
+
+def data_identity(hashes: Mapping[str, str]) -> str:
+    """16 hex digits naming the files a record used by content and place in the data directory (module docstring)."""
+    lines = sorted(f"{os.fspath(k).removeprefix(DATA)}\t{v}\n" for k, v in hashes.items())
+    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+def resolve_record_path(value: str, data_dir=None) -> Path | None:
+    """Where a path read from a record (new form or old absolute path) is on this machine; None when it cannot be
+    known (an ``outside:`` file, a ``data:`` file without a data directory, an old path that matches nothing here).
+    """
+    from mlse.dirs import cache_root
+
+    if value.startswith(DATA) or not value.startswith(PREFIXES) and not _is_absolute(value):
+        root = _data_root(data_dir)
+        return root / value.removeprefix(DATA) if root is not None else None
+    if value.startswith(CACHE):
+        return cache_root() / value.removeprefix(CACHE)
+    if value.startswith(REPO):
+        return _repo_root() / value.removeprefix(REPO)
+    if value.startswith(OUTSIDE):
+        return None
+    path = Path(re.sub(r"^file://(?:localhost)?", "", value))
+    if path.exists():
+        return path
+    tail = _tail_form(_parts(value))
+    return resolve_record_path(tail, data_dir) if tail else None
+
+
+def _is_absolute(value: str) -> bool:
+    return value.startswith(("/", "file://")) or bool(re.match(r"[A-Za-z]:\\", value))
+
+
+def check_data_files(hashes: Mapping[str, str], data_dir=None) -> list[str]:
+    """Problems with the files a record names, read here: one not found, or one whose sha256 differs."""
+    from mlse.data.io import file_sha256
+
+    problems = []
+    for key, digest in hashes.items():
+        path = resolve_record_path(key, data_dir)
+        if path is None or not path.is_file():
+            problems.append(f"{key}: not found here" + (f" ({path})" if path is not None else ""))
+        elif file_sha256(path) != digest:
+            problems.append(f"{key}: {path} differs from the recorded sha256")
+    return problems

@@ -1,0 +1,161 @@
+"""The JSON route for scripts: ``POST /api/score`` (and ``GET /api/models``) on a plain FastAPI app of our own, which
+the page is mounted on (:func:`mlse.ui.app.build_server`).
+
+Why beside Gradio's own ``score`` endpoint: a request there goes through Gradio's routing, its session state, its
+component pre/postprocessing and pydantic models, CPU that every request pays on top of the models'
+(``benchmarks/app_load.py --path page|direct|json`` measures each). Here a request is one small JSON body in and one
+JSON object out, scored by the same
+:func:`mlse.ui.score_tab.score_api` as the page (same models, same numbers, same micro-batcher), with at most
+:data:`mlse.ui.score_tab.API_MAX_IN_FLIGHT` requests scored at once (past that: 503 "busy" at once, with
+``Retry-After``).
+
+Request: ``{"sentence1": str, "sentence2": str, "models": [str] (optional; default: the page's default selection),
+"lang1": str, "lang2": str (optional; "auto" or a language code)}``. Answer (200): ``{"scores": [{"model", "kind",
+"cosine", "calibrated"}], "languages": [{"code", "how"}] x 2, "notices": [...], "not_scored": [{"model", "why"}]}``,
+the shape of the Gradio endpoint's answer; ``not_scored`` holds only models that failed on the server's side. A bad
+request gets 4xx with ``{"error": one message}``: 400 for a body that is not a JSON object, 422 for a missing, empty or
+mistyped field, an unknown field, a model not offered here or a language not known; 413 for a body over
+:data:`MAX_BODY_BYTES`. ``GET /api/models`` lists the models offered (``{"models": [{"name", "kind"}], "default":
+[...]}``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from mlse.langdetect import language_choices
+from mlse.ui.inputs import choice_problem
+from mlse.ui.score_tab import AUTO, MAX_CHARS, MAX_MODELS, ApiBusy, DirectApi, clean_text
+
+SCORE_PATH, MODELS_PATH = "/api/score", "/api/models"
+FIELDS = ("sentence1", "sentence2", "models", "lang1", "lang2")
+# Two sentences of MAX_CHARS each (longer ones are truncated, with a notice, as on the page) and a full model list fit
+# in a few kB; a body over this is refused unread.
+MAX_BODY_BYTES = 64 * 1024 + 8 * MAX_CHARS
+RETRY_AFTER_S = 1
+_EXAMPLE = '{"sentence1": "A man plays a flute.", "sentence2": "Ein Mann spielt Flöte.", "models": ["me5-small"]}'
+
+
+class RequestError(Exception):
+    """A request refused before scoring: ``status`` (4xx or 503) and one message for the caller."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_body(raw: bytes) -> dict:
+    """The request's JSON object, or :class:`RequestError` 400 / 413 saying what is wrong with the body."""
+    if len(raw) > MAX_BODY_BYTES:
+        raise RequestError(413, f"the body is {len(raw):,} bytes; at most {MAX_BODY_BYTES:,} are accepted")
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RequestError(400, f"the body is not JSON ({str(exc)[:120]}); send {_EXAMPLE}") from None
+    if not isinstance(payload, dict):
+        raise RequestError(400, f"the body must be a JSON object, got a {type(payload).__name__}; send {_EXAMPLE}")
+    return payload
+
+
+def check_request(payload: dict, offered: list[str]) -> dict:
+    """The keyword arguments of :func:`mlse.ui.score_tab.score_api` for a request, or :class:`RequestError` 422
+    naming the first problem: an unknown field, a sentence missing, empty or not a string, a model list that is not a
+    list of names or names a model not offered here, or a language that is not "auto" or a known code."""
+    unknown = sorted(set(payload) - set(FIELDS))
+    if unknown:
+        raise RequestError(422, f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(FIELDS)}")
+    request = {}
+    for field in ("sentence1", "sentence2"):
+        value = payload.get(field)
+        if value is None:
+            raise RequestError(422, f"{field} is missing; send {_EXAMPLE}")
+        if not isinstance(value, str):
+            raise RequestError(422, f"{field} must be a string, got {type(value).__name__}")
+        if not clean_text(value)[0]:
+            raise RequestError(422, f"{field} is empty (after removing control characters and surrounding space)")
+        request[field] = value
+    request["models"] = _models(payload.get("models"), offered)
+    codes = [AUTO, *(code for _, code in language_choices())]
+    for field in ("lang1", "lang2"):
+        value = payload.get(field, AUTO)
+        value = AUTO if value is None else value
+        problem = choice_problem(field, value, codes) if isinstance(value, str) else f"{field} must be a string"
+        if problem:
+            raise RequestError(422, problem)
+        request[field] = value
+    return request
+
+
+def _models(value, offered: list[str]) -> list[str] | None:
+    """The model names asked for (None: the page's default selection); RequestError 422 when they are not usable."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise RequestError(422, "models must be a list of model names (GET /api/models lists them)")
+    names = [n.strip() for n in names if n.strip()]
+    if not names:
+        raise RequestError(422, "models is empty; name at least one model, or leave models out for the defaults")
+    if len(set(names)) > MAX_MODELS:
+        raise RequestError(422, f"{len(set(names))} models named; at most {MAX_MODELS} per request")
+    problem = choice_problem("models", names, offered)
+    if problem:
+        raise RequestError(422, problem + " (GET /api/models lists them)")
+    return names
+
+
+def score_request(direct: DirectApi, raw: bytes) -> tuple[int, dict]:
+    """(HTTP status, JSON answer) for one request body: the whole route without the HTTP framework, for tests."""
+    try:
+        request = check_request(parse_body(raw), direct.state.model_names())
+        return 200, direct.score(**request)
+    except RequestError as exc:
+        return exc.status, {"error": exc.message}
+    except ApiBusy as exc:
+        return 503, {"error": str(exc)}
+
+
+def models_answer(state) -> dict:
+    """``GET /api/models``: the models offered here with their kind, and the page's default selection."""
+    return {"models": [{"name": m.name, "kind": m.kind} for m in state.models()],
+            "default": state.default_selection()[0]}  # fmt: skip
+
+
+def json_api(state, direct: DirectApi | None = None):
+    """A FastAPI app holding the JSON routes (the page is mounted on it by :func:`mlse.ui.app.build_server`).
+
+    Scoring runs in a worker thread (the event loop keeps serving the page meanwhile); a body is read only up to
+    :data:`MAX_BODY_BYTES`."""
+    direct = direct or DirectApi(state)
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)  # Gradio's /gradio_api/info documents the page
+
+    @app.post(SCORE_PATH)
+    async def score(request: Request) -> JSONResponse:
+        try:
+            raw = await _read_capped(request)
+        except RequestError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        status, answer = await run_in_threadpool(score_request, direct, raw)
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+        return JSONResponse(answer, status_code=status, headers=headers)
+
+    @app.get(MODELS_PATH)
+    async def models() -> JSONResponse:
+        return JSONResponse(await run_in_threadpool(models_answer, state))
+
+    return app
+
+
+async def _read_capped(request) -> bytes:
+    """The request's body, or RequestError 413 as soon as it passes MAX_BODY_BYTES (whatever it declared)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise RequestError(413, f"the body is over {MAX_BODY_BYTES:,} bytes, the most accepted")
+    return bytes(body)

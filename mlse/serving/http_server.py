@@ -1,0 +1,37 @@
+"""Serve an ASGI app (the page mounted on the JSON routes, :func:`mlse.ui.app.build_server`) with uvicorn.
+
+The socket is bound before uvicorn starts, so a port taken between the app's check (:func:`mlse.ports.choose_port`)
+and the start is an ``OSError`` the caller reports in one line, as with Gradio's ``launch()``; uvicorn's own logging
+stays at warnings, as Gradio's server has it.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv6 when the host is one); OSError when it cannot be had."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(app, host: str, port: int) -> None:
+    """Serve ``app`` on ``host:port`` until interrupted (Ctrl-C, SIGTERM); OSError when the port cannot be bound."""
+    import uvicorn  # lazy: only a running app needs the server
+
+    sock = bind(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"* Running on local URL:  http://{shown}:{port}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server.run(sockets=[sock])

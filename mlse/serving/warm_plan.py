@@ -1,0 +1,224 @@
+"""Which warm steps an app needs: one list built from the app's state (its default models, backend, data directory).
+
+``python -m mlse warm`` and the app's background warm build the same list (:func:`warm_plan`); the command keeps the
+steps whose output lands in the cache (``scope="disk"``), the app also runs those that live in its own memory
+(every default model loaded, the Results tab's index). The steps themselves and the tabs' defaults are in
+:mod:`mlse.serving.warm_steps`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mlse.errors import MlseError
+from mlse.heads.scorer import Scorer
+from mlse.serving.warm_steps import (
+    TAB_DEFAULTS,
+    WARM_UP_TEXT,
+    Chunked,
+    NotWarm,
+    Progress,
+    ShouldStop,
+    TabDefaults,
+    WarmStep,
+    cache_only,
+    example_texts,
+    files_ready,
+    map_languages,
+    model_problem,
+    plain_name,
+    uncached,
+)
+
+ALL_TABS = ("score", "map", "tatoeba", "gold", "finetune")  # a model's files: every tab that runs a model
+
+
+@dataclass
+class WarmContext:
+    """How the steps reach models and data: ``encoder(name)`` is the app state's (loaded once, shared with the tabs)."""
+
+    encoder: Callable[[str], object]
+    backend: str
+    data_dir: str | None = None
+
+
+def warm_plan(state, *, models: Sequence[str] | None = None, openings: dict[str, str | None] | None = None,
+              scope: str = "disk", defaults: TabDefaults = TAB_DEFAULTS) -> list[WarmStep]:  # fmt: skip
+    """The steps that make each tab's first view quick.
+
+    ``models``: what the Score tab scores (default: what it ticks, ``state.default_selection()``). ``openings``: the
+    model the Map, Tatoeba and Gold tabs open on, by tab (default, and for a tab left out: ``state.preferred_model()``;
+    with ``models`` given, the first of them for every tab). ``scope="disk"``: only steps that leave their output in
+    the cache (what ``python -m mlse warm`` runs); ``"all"``: also those held by this process (the app).
+    ModelNotFoundError for a named model that does not exist.
+    """
+    if scope not in ("disk", "all"):
+        raise ValueError(f"scope must be 'disk' or 'all', not {scope!r}")
+    names = list(dict.fromkeys(models)) if models else state.default_selection()[0]
+    first = names[0] if models else state.preferred_model()
+    opens = {tab: first if models else (openings or {}).get(tab) or first for tab in ("gold", "tatoeba", "map")}
+    ctx = WarmContext(state.encoder, state.backend, state.data_dir)
+    used = list(dict.fromkeys([*names, *(m for m in opens.values() if m)]))
+    plain = list(dict.fromkeys(plain_name(name) for name in used))  # scorers run on their backbone's files
+    texts = example_texts(defaults)
+    steps = [files_step(ctx, name) for name in plain]
+    steps += [examples_step(ctx, name, texts) for name in plain if texts]
+    if scope == "all":
+        steps += [load_step(ctx, name) for name in used]
+        steps.append(results_step())
+    builders = {"gold": gold_step, "tatoeba": tatoeba_step, "map": map_step}
+    steps += [builders[tab](ctx, name, defaults) for tab, name in opens.items() if name]
+    return steps
+
+
+def _cached(check: Callable[[], object]) -> bool:
+    """True when ``check()`` (a computation on :func:`cache_only` encoders) found everything in the cache."""
+    try:
+        check()
+    except NotWarm:
+        return False
+    return True
+
+
+def _data_problem(load: Callable[[], object]) -> str | None:
+    """The loader's own message when the dataset is missing or unreadable (the step is then skipped), else None."""
+    try:
+        load()
+    except MlseError as exc:
+        return str(exc)
+    return None
+
+
+def _stoppable(model, should_stop: ShouldStop, progress: Progress, start: float, span: float):
+    """``model`` encoding a few batches at a time (a scorer: its backbone), telling ``progress`` how far it got."""
+
+    def report(done: int, total: int) -> None:
+        progress(start + span * done / max(total, 1), f"{done} of {total} sentences encoded")
+
+    if isinstance(model, Scorer):
+        chunked = copy.copy(model)
+        chunked.backbone = Chunked(model.backbone, should_stop, report)
+        return chunked
+    return Chunked(model, should_stop, report)
+
+
+# -- steps that leave their output in the cache ---------------------------------------------------------------------
+def files_step(ctx: WarmContext, name: str) -> WarmStep:
+    """The files a first encode reads: me5-small converted, a shipped student merged, the ONNX / int8 export, muse's
+    prepared table; made by loading the model and running one text through it (past the embedding cache)."""
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        progress(0.1, "loading")
+        uncached(ctx.encoder(name)).encode([WARM_UP_TEXT])
+
+    return WarmStep(f"files:{name}", f"{name}: model files ({ctx.backend})", ALL_TABS, run,
+                    done=lambda: files_ready(name, ctx.backend), needs=lambda: model_problem(name),
+                    weight=2.0)  # fmt: skip
+
+
+def examples_step(ctx: WarmContext, name: str, texts: list[str]) -> WarmStep:
+    """Embeddings of the Score tab's example sentences (the pairs a visitor scores first)."""
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        _stoppable(ctx.encoder(name), should_stop, progress, 0.0, 1.0).encode(texts)
+
+    def done() -> bool:
+        return files_ready(name, ctx.backend) and _cached(lambda: cache_only(ctx.encoder(name)).encode(texts))
+
+    return WarmStep(f"examples:{name}", f"{name}: embeddings of the {len(texts)} example sentences", ("score",), run,
+                    done, needs=lambda: model_problem(name), weight=0.5)  # fmt: skip
+
+
+def gold_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
+    """The Predicted-vs-gold tab's first press: the default pair's predictions (through the embedding cache)."""
+    from mlse.data.stsb import load_sts
+    from mlse.evaluation.runners import sts_pair_predictions
+
+    pair, split = defaults.sts_pair, defaults.sts_split
+
+    def compute(model):
+        return sts_pair_predictions(model, pair, split, data_dir=ctx.data_dir)
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        compute(_stoppable(ctx.encoder(name), should_stop, progress, 0.0, 0.95))
+
+    def done() -> bool:
+        return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
+
+    return WarmStep(f"gold:{name}", f"{name}: STS Multi MT {pair} {split} (Predicted vs gold)", ("gold",), run, done,
+                    needs=lambda: model_problem(name) or _data_problem(lambda: load_sts(pair, split, ctx.data_dir)),
+                    weight=4.0, data=True)  # fmt: skip
+
+
+def tatoeba_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
+    """The Tatoeba tab's first press: the default language scored (its embeddings in the cache)."""
+    from mlse.data.tatoeba import load_tatoeba
+    from mlse.evaluation.runners import tatoeba_language
+
+    lang, k = defaults.tatoeba_lang, defaults.tatoeba_k
+
+    def compute(model):
+        return tatoeba_language(model, lang, data_dir=ctx.data_dir, k=k)
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        compute(_stoppable(ctx.encoder(name), should_stop, progress, 0.0, 0.9))
+
+    def done() -> bool:
+        return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
+
+    return WarmStep(f"tatoeba:{name}", f"{name}: Tatoeba {lang} (Tatoeba errors)", ("tatoeba",), run, done,
+                    needs=lambda: model_problem(name) or _data_problem(lambda: load_tatoeba(lang, ctx.data_dir)),
+                    weight=4.0, data=True)  # fmt: skip
+
+
+def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
+    """The Map tab's first press: the default FLORES sample projected in every space of the model (cached .npz)."""
+    from mlse.analysis.projection import available_spaces, flores_sample, language_map, projection_dir, projection_key
+
+    n, method, seed = defaults.map_sentences, defaults.map_method, defaults.map_seed
+
+    def project(model, progress: Progress | None = None):
+        return language_map(model, map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed, method=method,
+                            progress=progress)  # fmt: skip
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        project(_stoppable(ctx.encoder(name), should_stop, progress, 0.05, 0.25), progress)
+
+    def done() -> bool:  # the panels' files, looked up as language_map looks them up: nothing is projected here
+        if not files_ready(name, ctx.backend):
+            return False
+        model = ctx.encoder(name)
+        sample = flores_sample(map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed)
+        keys = [projection_key(model.identity, sample.langs, sample.n, seed, space, method)
+                for space in available_spaces(model)]  # fmt: skip
+        return all((projection_dir() / f"{key}.npz").is_file() for key in keys)
+
+    return WarmStep(f"map:{name}", f"{name}: FLORES map, {n} sentences per language, {method.upper()} (Map)",
+                    ("map",), run, done,
+                    needs=lambda: model_problem(name) or _data_problem(lambda: map_languages(ctx.data_dir)),
+                    weight=8.0, data=True)  # fmt: skip
+
+
+# -- steps held by the app's own process ----------------------------------------------------------------------------
+def load_step(ctx: WarmContext, name: str) -> WarmStep:
+    """A default model loaded into the app (a scorer's heads too) and run once, so a typed pair waits for no load."""
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        uncached(ctx.encoder(name)).encode([WARM_UP_TEXT])
+
+    return WarmStep(f"load:{name}", f"{name}: loaded in the app", ("score",), run, done=lambda: False,
+                    needs=lambda: model_problem(name), scope="process", weight=1.0)  # fmt: skip
+
+
+def results_step() -> WarmStep:
+    """The Results tab's index of result files, read once (each file is then memoised until it changes)."""
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        from mlse.results_index import build_index
+
+        build_index()
+
+    return WarmStep("results", "the Results tab's index", ("results",), run, done=lambda: False, scope="process",
+                    weight=0.2)  # fmt: skip

@@ -1,0 +1,223 @@
+"""The steps of a warm start: what each tab's first view computes, for the default models and settings.
+
+Each :class:`WarmStep` calls the library function the tab's handler calls, with the tab's default arguments, so what
+it leaves in the cache is exactly what the first press of the tab's button looks up:
+
+* Score tab: the model files (me5-small converted; the ONNX / int8 export on those backends; muse's prepared table)
+  and the embeddings of the example pairs (``assets/examples.tsv``) for every model the tab ticks by default;
+* Predicted vs gold: :func:`mlse.evaluation.runners.sts_pair_predictions` on STS Multi MT en-de test;
+* Tatoeba errors: :func:`mlse.evaluation.runners.tatoeba_language` on deu with the ratio-margin k of the tab;
+* Map: :func:`mlse.analysis.projection.language_map` on the default FLORES languages, 100 sentences, UMAP;
+
+each with the model the tab opens on (:mod:`mlse.serving.warm_plan` takes them from the app);
+* in the app's own process only: every default model loaded (and run once), the Results tab's index read.
+
+A step says why it cannot run here (``needs``: a missing dataset, a model that does not load) and whether its output
+is there already (``done``, cheap, never computing: file checks, or the step's own library call on an encoder that
+may only read the embedding cache where what follows the encoding is quick).
+Embedding is done a few batches at a time through the embedding cache, so a stopped step keeps what it encoded.
+:data:`TAB_DEFAULTS` holds the tabs' defaults; tests/test_warm.py checks them against the tab modules.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlse.data.pairs import DEFAULT_MAP_LANGS
+from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.registry import ModelSpec, hub_cached, resolve_model, spec_status
+from mlse.errors import MlseError
+from mlse.heads.scorer import Scorer, read_manifest
+from mlse.runs import is_model_folder
+from mlse.stopping import encode_in_chunks
+from mlse.textclean import strip_controls
+
+Progress = Callable[[float, str], None]  # (fraction of the step done, what it is doing)
+ShouldStop = Callable[[], bool]
+TABS = ("score", "map", "tatoeba", "gold", "finetune", "results")
+EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
+WARM_UP_TEXT = "warm-up"  # one text run through a model, past the cache, so that it loads and prepares its files
+
+
+@dataclass(frozen=True)
+class TabDefaults:
+    """What each tab computes on its first press when nothing was changed (the tabs' own constants)."""
+
+    examples_file: Path = EXAMPLES_FILE
+    example_max_chars: int = 2000  # score_tab.MAX_CHARS
+    sts_pair: str = "en-de"  # gold_tab.DEFAULT_PAIR
+    sts_split: str = "test"
+    tatoeba_lang: str = "deu"  # tatoeba_tab.DEFAULT_LANG
+    tatoeba_k: int = 4  # tatoeba_tab.MARGIN_K
+    map_sentences: int = 100  # map_tab.DEFAULT_SENTENCES
+    map_method: str = "umap"
+    map_seed: int = 0
+
+
+TAB_DEFAULTS = TabDefaults()
+
+
+@dataclass
+class WarmStep:
+    """One named piece of a warm start. ``run(progress, should_stop)`` computes it; ``done()`` says whether its output
+    is there already; ``needs()`` says why it cannot run here (None: it can)."""
+
+    name: str  # stable id, e.g. "map:me5-small"
+    label: str  # what the progress line says
+    tabs: tuple[str, ...]  # the tabs whose first view needs it
+    run: Callable[[Progress, ShouldStop], None]
+    done: Callable[[], bool]
+    needs: Callable[[], str | None] = lambda: None
+    scope: str = "disk"  # "disk": output in the cache, done() reads it; "process": held by this process only
+    weight: float = 1.0  # rough share of the work, for the overall percentage
+    data: bool = False  # reads a dataset (the app waits for its data fetch before such a step)
+
+
+class NotWarm(Exception):
+    """A text is not in the embedding cache (raised by :func:`cache_only` encoders: a done() check never encodes)."""
+
+
+# -- encoders as the steps use them ---------------------------------------------------------------------------------
+class _Refuse:
+    """An encoder's identity without its network: encoding anything raises :class:`NotWarm`."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    def encode(self, texts, **kwargs):
+        raise NotWarm(f"{len(texts)} texts not in the embedding cache of {self.name}")
+
+
+def _cached_layer(model) -> CachedEncoder | None:
+    """The embedding-cache layer inside the app's wrappers (calibration), or None."""
+    seen = 0
+    while model is not None and seen < 8:
+        if isinstance(model, CachedEncoder):
+            return model
+        model, seen = vars(model).get("inner"), seen + 1
+    return None
+
+
+def cache_only(model):
+    """``model`` answering from the embedding cache only (a missing text raises :class:`NotWarm`); a scorer keeps its
+    heads on a cache-only backbone. A model without a cache layer cannot be checked: NotWarm at once."""
+    if isinstance(model, Scorer):
+        checked = copy.copy(model)
+        checked.backbone = cache_only(model.backbone)
+        return checked
+    cached = _cached_layer(model)
+    if cached is None:
+        raise NotWarm(f"{getattr(model, 'name', model)} has no embedding cache")
+    return CachedEncoder(_Refuse(cached.inner), root=cached.root)
+
+
+class Chunked:
+    """``model`` encoding a few batches at a time (:func:`mlse.stopping.encode_in_chunks`): a stop is honoured within
+    seconds and each finished chunk is already in the embedding cache. Everything else is ``model``'s."""
+
+    def __init__(self, model, should_stop: ShouldStop, progress: Callable[[int, int], None] | None = None):
+        self._model = model
+        self._should_stop = should_stop
+        self._progress = progress
+
+    def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
+        return encode_in_chunks(self._model, list(texts), should_stop=self._should_stop, batch_size=batch_size,
+                                progress=self._progress, normalize=normalize, show_progress=False)  # fmt: skip
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self._model, attr)
+
+
+def uncached(model):
+    """The network under the cache and calibration layers (a scorer: its backbone's), to run one text through it."""
+    for _ in range(8):
+        inner = vars(model).get("inner") or vars(model).get("backbone")
+        if inner is None:
+            return model
+        model = inner
+    return model
+
+
+# -- models ---------------------------------------------------------------------------------------------------------
+def plain_name(name: str) -> str:
+    """The model whose weights ``name`` runs on: a scorer's backbone, else ``name`` itself."""
+    spec = resolve_model(name)
+    return str(read_manifest(Path(spec.location))["backbone"]) if spec.source == "scorer" else name
+
+
+def model_problem(name: str) -> str | None:
+    """Why ``name`` does not load here (not installed, a hub model not downloaded), or None."""
+    try:
+        spec = resolve_model(plain_name(name))
+    except MlseError as exc:
+        return str(exc)
+    status = spec_status(spec)
+    return None if status.startswith("available") else f"{name} does not load here ({status})"
+
+
+def files_ready(name: str, backend: str) -> bool:
+    """The files a first encode of ``name`` on ``backend`` reads are all there: no conversion, export or preparation
+    left (checked on disk, nothing built). The paths are the encoders' own (mlse.encoders.*)."""
+    spec = resolve_model(plain_name(name))
+    if spec.source == "native":
+        return _native_ready(spec, backend)
+    path = hub_cached(spec.location) if spec.source == "hub" else Path(spec.location)
+    if path is None or not is_model_folder(path):
+        return False
+    if backend == "torch":
+        return True
+    from mlse.encoders.identity import folder_fingerprint
+    from mlse.encoders.onnx.export import export_folder, is_complete, variant_dirname
+
+    variant = "int8" if backend == "onnx-int8" else "fp32"
+    return is_complete(export_folder(spec.name, folder_fingerprint(path)) / variant_dirname(variant))
+
+
+def _native_ready(spec: ModelSpec, backend: str) -> bool:
+    from mlse.encoders.use import TABLE_FILE, UseEncoder
+
+    prepared = UseEncoder(spec.location, name=spec.name, backend=backend).prepared_dir
+    if not (prepared / TABLE_FILE).is_file():
+        return False
+    if backend == "torch":
+        return True
+    from mlse.encoders.onnx.use_graph import META_FILE, graph_dir
+
+    return (graph_dir(prepared) / META_FILE).is_file()
+
+
+# -- the Score tab's example pairs ----------------------------------------------------------------------------------
+def example_texts(defaults: TabDefaults = TAB_DEFAULTS) -> list[str]:
+    """Every sentence of the Score tab's examples, cleaned as the tab cleans what it scores (controls out, stripped,
+    truncated), each once; [] when the file is missing."""
+    try:
+        with defaults.examples_file.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    except OSError:
+        return []
+    texts: dict[str, None] = {}
+    for row in rows:
+        pair = [strip_controls(row.get(key) or "")[0].strip()[: defaults.example_max_chars]
+                for key in ("sentence1", "sentence2")]  # fmt: skip
+        if all(pair):
+            texts.update(dict.fromkeys(pair))
+    return list(texts)
+
+
+def map_languages(data_dir=None) -> list[str]:
+    """The Map tab's default languages: its eight defaults found in FLORES, else the first eight found."""
+    from mlse.data.flores import flores_languages
+
+    found = flores_languages(data_dir)  # DataError when FLORES is missing
+    return [lang for lang in DEFAULT_MAP_LANGS if lang in found] or found[:8]

@@ -1,0 +1,177 @@
+"""Every benchmark runs in its ``--quick`` mode: the same code paths as the full run, on tiny inputs, in seconds.
+
+Why: a benchmark runs for minutes to hours and nobody runs it between two measurements, so a library change breaks it
+unseen (``encode_speed.py`` crashed after its first table once: ``limits()`` still called ``encode_batch``, which the
+tokenizers had traded for ``encode_ids``). Here each ``benchmarks/*.py`` (every file but the shared helpers) runs
+``--quick --out <tmp>`` with tiny local models where it takes a model, must return normally and must leave a non-empty
+result in ``<tmp>``. Scripts run in this process (one torch import for all; the environment, the working directory
+and torch's threads are put back after each) except those that start the app or set up its state, which run as a
+subprocess. A new script is picked up by the glob: it needs a ``--quick`` and an ``--out``, and an entry in
+:data:`MODEL_ARGS` if it takes a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+SHARED = {"common"}  # helper modules of the scripts (no main), like every benchmarks/_*.py
+SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_") and p.stem not in SHARED)
+# Scripts whose quick mode other tasks are adding at the same time; the lead removes this set once they are merged.
+OWNED_ELSEWHERE = {"app_load", "int8_options", "serving_levers"}
+APP = {"app_latency", "app_soak", "first_result"}  # start `python app.py`
+# Run as a subprocess: the app's (a server, its own environment) and score_file (it sets up the app's state here)
+SUBPROCESS = APP | {"score_file", "warm_start"}
+# Slow (marked so; `pytest -m slow` runs them), measured under load: the app with minilm-en (app_latency 46 CPU-s,
+# app_soak 26), the CLI three times and the app's state with minilm-en (score_file 27), the seed-grid experiment twice,
+# whose evaluation suite is fixed (seed_grid_time ~240). Everything else together: ~60 CPU-s.
+SLOW = APP | {"score_file", "seed_grid_time", "warm_start"}
+OUT_FILE = {"app_latency": "app-latency.json", "app_soak": "app-soak.json", "finetune_speed": "finetune-speed.json",
+            "mining_scale": "mining-scale.json", "first_result": "first-result.json", "warm_start": "warm-start.json",
+            "finetune_gpu": "finetune-gpu.json"}  # --out names a file for these, a folder for the others  # fmt: skip
+TIMEOUT_S = {"seed_grid_time": 1800}  # a hang guard, not a speed target; 600 s for the others
+
+
+def _tiny(request) -> str:
+    return str(request.getfixturevalue("tiny_bert"))
+
+
+def _tmp(request, name: str) -> str:
+    return str(request.getfixturevalue("tmp_path") / name)
+
+
+def _tiny_triple(request) -> list[str]:
+    tiny = _tiny(request)
+    return ["--student", tiny, "--priority-teacher", tiny, "--average-teacher", tiny]
+
+
+# script -> its arguments besides --quick and --out: tiny local models (each script's own flag), one thread.
+# score_file keeps its quick mode's minilm-en: the app's Score a file takes only the models the app lists.
+MODEL_ARGS = {
+    "app_latency": lambda r: ["--eval-model", _tiny(r)],  # the app itself serves minilm-en, the smallest real model
+    "baseline": lambda r: ["--models", _tiny(r)],
+    "cache_speedup": lambda r: ["--model", _tiny(r)],
+    "contrastive_start": _tiny_triple,
+    "encode_speed": lambda r: ["--models", str(r.getfixturevalue("tiny_me5")), "--threads", "1"],
+    "explain_faithfulness": lambda r: ["--models", _tiny(r), "--threads", "1"],
+    "explain_speed": lambda r: ["--models", _tiny(r), "--threads", "1"],
+    "finetune_compare": lambda r: ["--student", _tiny(r), "--teacher", _tiny(r), "--runs", _tmp(r, "runs")],
+    "finetune_speed": lambda r: ["--student", _tiny(r)],
+    "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],
+    "muse_speed": lambda r: ["--threads", "1"],
+    "seed_grid_time": lambda r: ["--backbone", _tiny(r)],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_me5(tmp_path_factory) -> Path:
+    """me5-small's format in miniature (tests/e5_format_writer.py, converted as me5-small is): its tokenizer is the
+    pipeline the compact sentencepiece tokenizer serves, so the int8 backend runs on a CompactTokenizer."""
+    from mlse.encoders import e5
+    from tests.e5_format_writer import build_tiny, write_e5
+
+    spec = build_tiny(seed=0)
+    spec.max_positions = 512  # as me5-small: STS sentences are ~100 pieces long on the tiny vocabulary
+    spec.tensors["emb.pos"] = (np.random.default_rng(1).standard_normal((512, spec.hidden)) * 0.02).astype(np.float32)
+    out = tmp_path_factory.mktemp("me5-tiny") / "me5-tiny"
+    out.mkdir()
+    e5.convert(write_e5(out.parent / "tiny-q4.bin", spec), out)
+    return out
+
+
+def _param(script: str):
+    marks = [pytest.mark.slow] if script in SLOW else []
+    if script in OWNED_ELSEWHERE:
+        marks.append(pytest.mark.skip(reason="quick mode added by its own task"))
+    return pytest.param(script, marks=marks, id=script)
+
+
+def _timeout(signum, frame):
+    raise TimeoutError("the quick run took too long")
+
+
+def run_in_process(script: str, argv: list[str], monkeypatch) -> object:
+    """``main(argv)`` of ``benchmarks/<script>.py`` here (``sys.argv`` for a ``main()`` without parameters); the
+    environment, the working directory and torch's thread count are restored afterwards."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    module = importlib.import_module(f"benchmarks.{script}")
+    environ, cwd, threads = dict(os.environ), os.getcwd(), torch.get_num_threads()
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(TIMEOUT_S.get(script, 600))
+    try:
+        if inspect.signature(module.main).parameters:
+            return module.main(argv)
+        monkeypatch.setattr(sys, "argv", [f"benchmarks/{script}.py", *argv])
+        return module.main()
+    except SystemExit as exc:
+        return exc.code
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
+
+
+def run_subprocess(script: str, argv: list[str]) -> int:
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=TIMEOUT_S.get(script, 600))  # fmt: skip
+    assert proc.returncode == 0, f"benchmarks/{script}.py --quick exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    return proc.returncode
+
+
+@pytest.mark.parametrize("script", [_param(s) for s in SCRIPTS])
+def test_quick_mode_runs_and_writes_its_result(script, request, tmp_path, monkeypatch):
+    out_dir = tmp_path / "out"
+    out = out_dir / OUT_FILE.get(script, "")
+    argv = ["--quick", "--out", str(out), *MODEL_ARGS.get(script, lambda r: [])(request)]
+    if script in SUBPROCESS:
+        code = run_subprocess(script, argv)
+    else:
+        code = run_in_process(script, argv, monkeypatch)
+    assert code in (None, 0), f"benchmarks/{script}.py --quick returned {code}"
+    written = [p for p in out_dir.rglob("*") if p.is_file()]
+    assert written and all(p.stat().st_size > 0 for p in written), f"{script}: nothing written to {out_dir}"
+    for path in written:
+        if path.suffix == ".json":
+            json.loads(path.read_text(encoding="utf-8"))  # complete, valid JSON
+    if script == "encode_speed":  # the step that crashed, on the tokenizer it crashed on
+        (result,) = [json.loads(p.read_text()) for p in written]
+        assert result["quick"] is True and result["limits"]["tokenizer"] == "CompactTokenizer"
+        assert result["limits"]["tokenize_sentences_per_s"] > 0 and result["limits"]["sweep"]
+        assert set(result["throughput"]) == {"torch", "onnx", "onnx-int8"} and result["accuracy"]
+
+
+def test_every_script_is_covered():
+    """A script is either run here or named as another task's; the shared helpers are no scripts."""
+    assert SCRIPTS and not (SHARED & set(SCRIPTS))
+    assert set(MODEL_ARGS) <= set(SCRIPTS), set(MODEL_ARGS) - set(SCRIPTS)
+    assert set(OUT_FILE) | SUBPROCESS | SLOW <= set(SCRIPTS)
+
+
+def test_quick_output_never_defaults_to_results(tmp_path):
+    from benchmarks.common import output_dir, output_file
+
+    quick = output_dir(None, True, "results/x", "x")
+    assert quick.is_dir() and ROOT / "results" not in quick.resolve().parents and not any(quick.iterdir())
+    assert output_dir(None, False, "results/x") == Path("results/x")
+    assert output_dir(tmp_path, True, "results/x") == tmp_path
+    quick_file = output_file(None, True, "results/app/app-soak.json")
+    assert quick_file.name == "app-soak.json" and quick_file.parent.is_dir() and "results" not in quick_file.parts
+    assert output_file(None, False, "results/app/app-soak.json") == Path("results/app/app-soak.json")
+    quick.rmdir()
+    quick_file.parent.rmdir()
