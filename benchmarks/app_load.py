@@ -28,7 +28,7 @@
    calls with the app idle, and one call every :data:`PROBE_EVERY_S` during each round, so the cost of the HTTP +
    queue path itself is seen beside the scoring latency.
 
-The targets (issue 27): 20 clients x 50 requests with the page's default models on ``--backend onnx-int8`` and 2
+The targets: 20 clients x 50 requests with the page's default models on ``--backend onnx-int8`` and 2
 cores: 0 errors, p95 <= 500 ms through the page, <= 300 ms through the JSON route, the app's RSS <= 1.5 GB. The
 benchmark and its client threads run at nice -10 where permitted (``benchmarks.common.renice``), so other work on a
 shared machine disturbs them less; times still depend on the machine and what else runs on it: the JSON records the

@@ -20,7 +20,7 @@ longest gap without one, and the messages seen. After the pass, the resident mem
 Score and Results tabs, no datasets (an empty ``MLSE_DATA``; those two tabs need none), no warm start or data fetch
 inside the app (``MLSE_WARM=0``, ``MLSE_FETCH=0``), written to a temporary folder unless ``--out`` is given.
 
-Writes the JSON and a Markdown table next to it (same stem) with the targets of issue 27: warm <= 3 s per tab, cold
+Writes the JSON and a Markdown table next to it (same stem) with the targets: warm <= 3 s per tab, cold
 <= 60 s with progress throughout, RSS <= 1.2 GB. Times move with the machine's load: the JSON records the CPU, its
 ISA flags and the load average.
 """
@@ -268,7 +268,7 @@ def measure_mode(mode: str, args) -> dict:
 
 
 def verdict(mode: dict) -> dict:
-    """Each target of issue 27 for one mode: met, or not (None where it was not measured)."""
+    """Each target for one mode: met, or not (None where it was not measured)."""
     limit = TARGETS["warm_s"] if mode["mode"] == "warm" else TARGETS["cold_s"]
     tabs = mode.get("tabs", {})
     out = {slug: tab["seconds"] is not None and tab["seconds"] <= limit for slug, tab in tabs.items()}

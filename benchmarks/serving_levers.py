@@ -18,11 +18,11 @@ change on a shared machine touches all of them alike:
   than the product on a busy CPU).
 
 It also measures, one request at a time, the CPU and wall time of each model's share of a request (``per_model_ms``,
-with torch on 2 threads, then on 1): a scorer ticked with its backbone costs only its heads, since its backbone's rows
-come from the embedding cache that the backbone's own call filled a moment before (the forward is shared). Reported for each configuration: p50 / p95 of the
-requests' wall time, requests per second, the process's CPU time per request (all its threads: less sensitive than
-wall time to other work on a shared machine, though spinning threads count), the micro-batcher's calls and largest
-batch; and the process's RSS, the CPU and the load.
+with torch on 2 threads, then on 1): a scorer ticked with its backbone costs only its heads, since its backbone's
+rows come from the embedding cache that the backbone's own call filled a moment before (the forward is shared).
+Reported for each configuration: p50 / p95 of the requests' wall time, requests per second, the process's CPU time
+per request (all its threads: less sensitive than wall time to other work on a shared machine, though spinning
+threads count), the micro-batcher's calls and largest batch; and the process's RSS, the CPU and the load.
 """
 
 from __future__ import annotations
@@ -155,10 +155,10 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     threads_before = torch.get_num_threads()  # each measurement sets its own; restored after
-    half = sequential // 2
-    result["per_model_ms"] = {f"torch_threads_{n}": per_model_ms(state, names, pairs[1 + i * half : 1 + (i + 1) * half],
-                                                                 n)
-                              for i, n in enumerate((2, 1))}  # fmt: skip
+    half, result["per_model_ms"] = sequential // 2, {}
+    for i, threads in enumerate((2, 1)):
+        share = pairs[1 + i * half : 1 + (i + 1) * half]
+        result["per_model_ms"][f"torch_threads_{threads}"] = per_model_ms(state, names, share, threads)
     print(f"{len(names)} models; per model, one request at a time: {result['per_model_ms']}")
     offset = 1 + sequential
     for repeat in range(args.repeats):

@@ -1,4 +1,4 @@
-"""Fine-tunes on a Space (issue 27): the training bitext ships as a contamination-filtered sample under
+"""Fine-tunes on a Space: the training bitext ships as a contamination-filtered sample under
 assets/data/finetune-bitext, a public deployment whose data directory has no parallel/ folder starts every bitext
 method from the Fine-tune tab on it, and a GPU run picks its mixed precision from the device's capabilities."""
 
