@@ -107,14 +107,19 @@ def run_case(case: str, fixed: dict[str, Path]) -> dict:
     out = runs_dir() / case
     emb = load_encoder(str(out / "model"), cache=False).encode(TEXTS)  # [3, d]
     return {
-        "records": [{k: v for k, v in r.items() if k not in CLOCK_KEYS} for r in records],
-        "metrics": {k: v for k, v in metrics.items() if k not in CLOCK_KEYS},
+        "records": [{k: v for k, v in r.items() if k not in CLOCK_KEYS and k not in DEVICE_RECORDS} for r in records],
+        "metrics": {k: v for k, v in metrics.items() if k not in CLOCK_KEYS and k not in DEVICE_RECORDS},
         "embedding": [round(float(x), 7) for x in emb.ravel()],
         "files": sorted(p.name for p in out.iterdir()),
         "config": {k: v for k, v in json.loads((out / "finetune_config.json").read_text()).items()
                    if k not in CLOCK_KEYS and k not in ("out", "student", "teacher", "versions", "data_files",
-                                                        "teacher_identity")},  # fmt: skip
+                                                        "teacher_identity", *DEVICE_RECORDS)},  # fmt: skip
     }
+
+
+# What a run records about the machine and where its pairs came from (not a training number): the GPU, whether it
+# computes bf16 natively, whether fp16 loss scaling ran, and the bitext source (data directory or shipped sample).
+DEVICE_RECORDS = ("gpu", "native_bf16", "grad_scaler", "grad_scale", "training_data")
 
 
 def run_heads(fixed: dict[str, Path], data_dir: Path) -> dict:
