@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.encode_speed import _cpu_name, _isa_flags, _onnx_versions, make_encoder, renice  # noqa: E402
+from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renice  # noqa: E402
+from benchmarks.encode_speed import Quiet, _onnx_versions, make_encoder  # noqa: E402
 from mlse.atomic import atomic_dir, atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.data.pairs import CROSS_12  # noqa: E402
@@ -190,7 +191,6 @@ def with_default(options: dict[str, dict]) -> dict[str, dict]:
 
 
 def accuracy(enc, pairs: list[str], batch_size: int) -> dict:
-    from benchmarks.encode_speed import Quiet
     from mlse.evaluation.runners import run_sts
 
     res = run_sts(Quiet(enc), pairs=pairs, batch_size=batch_size, n_boot=0)
@@ -329,11 +329,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calib-per-lang", type=int, default=10, help="dev sentences per language (static)")
     parser.add_argument("--only", help="comma-separated option names to evaluate (default: all)")
     parser.add_argument("--work", type=Path, help="where variants are built (default: the cache)")
-    parser.add_argument("--out", type=Path, default=Path("results/int8"))
-    parser.add_argument("--quick", action="store_true", help="2 groups, 2 variants, 20 sentences, 1 pair")
+    parser.add_argument("--out", type=Path, help="default results/int8 (a temporary folder with --quick)")
+    parser.add_argument("--quick", action="store_true", help=f"2 groups, 2 variants, 20 sentences: {QUICK_HELP}")
     args = parser.parse_args(argv)
     if args.quick:
         args.sentences, args.dev_per_lang, args.calib_per_lang, args.runs = 20, 2, 2, 1
+    args.out = output_dir(args.out, args.quick, "results/int8", "int8-options")
     command = "python benchmarks/int8_options.py " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()
     fp32_enc = load_model(args.model, backend="onnx", cache=False, threads=args.threads)
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     reniced = renice()  # only for the timing: the long accuracy runs leave other processes their share
     result = {"benchmark": "int8-options", "model": args.model, "command": command, "threads": args.threads,
               "runs": args.runs, "n_sentences": len(texts), "n_dev": len(dev), "reniced": reniced,
-              "load_start": list(os.getloadavg()), "cpu": _cpu_name(), "isa": _isa_flags(),
+              "quick": args.quick, "load_start": list(os.getloadavg()), "cpu": cpu_name(), "isa": isa_flags(),
               "versions": library_versions() | _onnx_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "roles": list(ROLES), "sensitivity": ranking,
               "recipes": {k: v for k, v in options.items()}, "accuracy": acc, "avx2_saturation": avx2,

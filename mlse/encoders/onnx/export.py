@@ -61,14 +61,17 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "export.json"
 # Tokeniser outputs a BERT/XLM-R style graph may take, in the order the wrapper's forward() receives them.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-# Dynamic int8 recipe (benchmarks/int8_options.py, results/int8/): per-channel weight scales (per-tensor scales lose
-# far more), SmoothQuant rescaling of the LayerNorm-fed MatMuls (mlse.encoders.onnx.quantize), only constant-weight
-# MatMuls quantised (the attention-score MatMuls between activations stay fp32; the word-embedding lookup is outside
-# the graph, fp32). New in INT8_VERSION 2: the second feed-forward MatMuls whose input has outlier tokens (largest
-# per-token max |x| >= 9x the median one on the calibration text; at most a quarter of the layers) stay fp32. In
-# me5-small three of twelve do (layers 4, 5, 0: ratios 30, 14, 11), and they held most of its int8 loss; minilm-en
-# has none over 9.
-INT8_RECIPE = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": False, "weight_type": "QInt8",
+# Dynamic int8 recipe, chosen with benchmarks/int8_options.py (results/int8/): per-channel weight scales (per-tensor
+# ones lose far more), SmoothQuant rescaling of the LayerNorm-fed MatMuls (mlse.encoders.onnx.quantize), only
+# constant-weight MatMuls quantised (the attention-score MatMuls between activations stay fp32; the word-embedding
+# lookup is outside the graph, fp32). New in INT8_VERSION 2:
+# - the second feed-forward MatMuls whose input has outlier tokens (largest per-token max |x| >= 9x the median one on
+#   the calibration text; at most a quarter of the layers) stay fp32: in me5-small three of twelve (layers 4, 5, 0),
+#   which held most of its int8 loss; minilm-en has none over 9;
+# - 7-bit weights (reduce_range): an AVX2 CPU's u8 x s8 kernel adds pairs of products in int16, which 8-bit weights
+#   overflow on ~0.6% of outputs (emulated in the benchmark); with 7 bits no pair can, so the accuracy measured on a
+#   VNNI machine is the accuracy everywhere. It cost no accuracy on me5-small.
+INT8_RECIPE = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": True, "weight_type": "QInt8",
                "smooth_alpha": 0.5,
                "keep_outliers": {"roles": ["ffn_out"], "min_ratio": 9.0, "max_share": 0.25}}  # fmt: skip
 
