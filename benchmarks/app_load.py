@@ -394,7 +394,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("no default model loads here: install them or pass --models")
     suffix = "" if args.path == "page" else f"-{args.path}"
     out = output_file(args.out, args.quick, f"results/app/app-load-{args.backend}{suffix}.json")
-    command = "python benchmarks/app_load.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    from mlse.data.portable import portable_path  # a folder named by absolute path is recorded portably
+
+    given = argv if argv is not None else sys.argv[1:]
+    command = "python benchmarks/app_load.py " + " ".join(portable_path(a) if os.path.isabs(a) else a for a in given)
     result = {"command": command.strip(), "backend": args.backend, "models": models, "path": args.path,
               "sessions": args.sessions, "quick": args.quick, **machine(), "reniced": reniced,
               "load_average_at_start": os.getloadavg()[0], "busy_pause_s": BUSY_PAUSE_S,
