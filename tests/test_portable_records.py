@@ -117,6 +117,17 @@ def test_free_text_keeps_urls_routes_and_relative_paths():
     assert find_absolute_paths(out) == []
 
 
+def test_a_checkout_outside_the_usual_machine_roots_is_still_found(monkeypatch):
+    # CI checks out the repository under /check/...; only the repository root itself says the path is this machine's
+    import mlse.data.portable as portable
+
+    monkeypatch.setattr(portable, "MACHINE_ROOTS", frozenset())
+    inside = f"{ROOT}/runs/s1"
+    text = f"model {inside}:fe122c22 and /proc/cpuinfo"
+    assert find_absolute_paths(text) == [inside]
+    assert portable_text(text) == "model repo:runs/s1:fe122c22 and /proc/cpuinfo"
+
+
 def test_data_identity_depends_on_content_and_place_not_on_the_form():
     a = {"data:stsb_multi_mt/a.csv": "1" * 64, "data:stsb_multi_mt/b.csv": "2" * 64}
     assert data_identity(a) == data_identity({"stsb_multi_mt/b.csv": "2" * 64, "stsb_multi_mt/a.csv": "1" * 64})

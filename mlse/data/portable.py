@@ -112,17 +112,23 @@ def portable_path(path: str | os.PathLike[str], data_dir=None, *, legacy: bool =
     return (legacy and _tail_form(_parts(text))) or OUTSIDE + resolved.name
 
 
-def is_machine_path(text: str) -> bool:
-    """True for a Windows path, a file:// URI or an absolute POSIX path under a machine root (home, /tmp, /work...)."""
+def is_machine_path(text: str, data_dir=None) -> bool:
+    """True for a Windows path, a file:// URI, an absolute POSIX path under a machine root (home, /tmp, /work...)
+    or one under this machine's own repository, data or cache folder, wherever those live (a CI checkout in /check)."""
     if text.startswith("file://") or re.match(r"[A-Za-z]:\\", text):
         return True
     parts = PurePosixPath(text).parts
-    return text.startswith("/") and len(parts) > 2 and parts[1] in MACHINE_ROOTS
+    if not text.startswith("/") or len(parts) <= 2:
+        return False
+    if parts[1] in MACHINE_ROOTS:
+        return True
+    resolved = Path(os.path.realpath(text))
+    return any(resolved == root or root in resolved.parents for _, root in _roots(data_dir))
 
 
-def find_absolute_paths(text: str) -> list[str]:
+def find_absolute_paths(text: str, data_dir=None) -> list[str]:
     """Every machine-specific absolute path in ``text`` (see :func:`is_machine_path`), in order."""
-    return [m.group(0) for m in _ABSOLUTE.finditer(text) if is_machine_path(m.group(0))]
+    return [m.group(0) for m in _ABSOLUTE.finditer(text) if is_machine_path(m.group(0), data_dir)]
 
 
 def portable_text(text: str, data_dir=None, *, legacy: bool = False) -> str:
@@ -130,7 +136,7 @@ def portable_text(text: str, data_dir=None, *, legacy: bool = False) -> str:
 
     def swap(match: re.Match) -> str:
         found = match.group(0)
-        if not is_machine_path(found):
+        if not is_machine_path(found, data_dir):
             return found
         core = found.rstrip("/")
         stop = "." if core.endswith(".") and not core.endswith("..") else ""  # a sentence's full stop, not the path's
