@@ -28,8 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 SHARED = {"common"}  # helper modules of the scripts (no main), like every benchmarks/_*.py
 SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_") and p.stem not in SHARED)
-# Scripts whose quick mode other tasks are adding at the same time; the lead removes this set once they are merged.
-OWNED_ELSEWHERE = {"int8_options"}
 APP = {"app_latency", "app_soak", "first_result", "app_load"}  # start `python app.py`
 # Run as a subprocess: the app's (a server, its own environment) and score_file (it sets up the app's state here)
 SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers"}  # serving_levers sets torch threads
@@ -40,7 +38,8 @@ SLOW = APP | {"score_file", "seed_grid_time", "warm_start", "serving_levers"}
 OUT_FILE = {"app_latency": "app-latency.json", "app_soak": "app-soak.json", "finetune_speed": "finetune-speed.json",
             "mining_scale": "mining-scale.json", "first_result": "first-result.json", "warm_start": "warm-start.json",
             "finetune_gpu": "finetune-gpu.json", "app_load": "app-load.json",
-            "serving_levers": "serving-levers.json"}  # --out names a file for these, a folder for the others  # fmt: skip
+            "serving_levers": "serving-levers.json"}  # fmt: skip
+# (--out names a file for the scripts in OUT_FILE, a folder for the others)
 TIMEOUT_S = {"seed_grid_time": 1800}  # a hang guard, not a speed target; 600 s for the others
 
 
@@ -67,6 +66,7 @@ MODEL_ARGS = {
     "encode_speed": lambda r: ["--models", str(r.getfixturevalue("tiny_me5")), "--threads", "1"],
     "explain_faithfulness": lambda r: ["--models", _tiny(r), "--threads", "1"],
     "explain_speed": lambda r: ["--models", _tiny(r), "--threads", "1"],
+    "int8_options": lambda r: ["--model", str(r.getfixturevalue("tiny_me5")), "--threads", "1"],
     "finetune_compare": lambda r: ["--student", _tiny(r), "--teacher", _tiny(r), "--runs", _tmp(r, "runs")],
     "finetune_speed": lambda r: ["--student", _tiny(r)],
     "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],
@@ -93,8 +93,6 @@ def tiny_me5(tmp_path_factory) -> Path:
 
 def _param(script: str):
     marks = [pytest.mark.slow] if script in SLOW else []
-    if script in OWNED_ELSEWHERE:
-        marks.append(pytest.mark.skip(reason="quick mode added by its own task"))
     return pytest.param(script, marks=marks, id=script)
 
 
