@@ -11,7 +11,7 @@ results_refresh), ``load-1`` (``--clients`` x ``--requests`` Score-a-pair reques
 run folder appears; the jobs run in a child process, mlse/train/child_jobs.py), ``load-2`` (the same load again, on new
 pairs), ``rest`` (a few idle seconds). A sampler thread reads the app's RSS (``VmRSS``) every second.
 
-Reported: peak RSS, final RSS, and the RSS right after ``load-1``; targets (issue 16): peak <= 1.5 GB and final within
+Reported: peak RSS, final RSS, and the RSS right after ``load-1``; targets: peak <= 1.5 GB and final within
 100 MB of the RSS after ``load-1``. Writes the samples and summary to ``--out`` and a plotly HTML plot beside it.
 ``--quick`` runs every phase once, small (:data:`QUICK`; of the tabs only Score a pair and Results; the fine-tune on
 ``minilm-en``; the app without its warm start, ``MLSE_WARM=0``), into a temporary folder unless ``--out`` is given.

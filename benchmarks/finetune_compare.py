@@ -5,8 +5,8 @@
     python benchmarks/finetune_compare.py --quick [--student PATH --teacher PATH]   # 2 steps per method, seconds
 
 Student and teacher are minilm-en (the only offline encoder), so this is the "offline multilingual student" study of
-issue 4 at whatever budget is given: same data (contamination-filtered Tatoeba-Challenge en-xx, ``--max-pairs`` per
-pair, 0 = all), same minutes, same vocabulary extension (``--extend-vocab 0`` turns it off). Writes
+the fine-tuning comparison at whatever budget is given: same data (contamination-filtered Tatoeba-Challenge en-xx,
+``--max-pairs`` per pair, 0 = all), same minutes, same vocabulary extension (``--extend-vocab 0`` turns it off). Writes
 `<out>/finetune-compare.json`, `.md` and `.html`: test Spearman per pair for the baseline and each method, plus each
 method's dev curve (dev Spearman vs training minutes) from its `log.jsonl`. ``--tag`` names rows and files when
 several settings are compared (e.g. ``--tag 60min``). ``--quick`` (:data:`QUICK`): every method for 2 steps on 16 en-de

@@ -7,7 +7,8 @@
 Trains (unless ``--reuse`` finds ``<run>/metrics.json``) on every contamination-filtered English-X Tatoeba-Challenge
 pair (12 languages, ~143k pairs), teacher = student = minilm-en, dev = 500 rows of STS Multi MT dev in en-en, en-de,
 en-fr, en-ru, en-zh every ``--eval-every`` steps (the curve), and evaluates the best checkpoint on STS Multi MT
-**test**: EN-EN and the 12 cross-lingual pairs of issue 4. Rows: the minilm-en baseline, minilm-en with the extended
+**test**: EN-EN and the 12 cross-lingual pairs of the fine-tuning comparison.
+Rows: the minilm-en baseline, minilm-en with the extended
 vocabulary before any training (same data, same initialisation as the run), and the trained student.
 Writes ``<out>/multilingual-student-<run name>.json`` and ``.md``. ``--quick`` (:data:`QUICK`): 2 steps on 16 en-de
 pairs, a 128-piece vocabulary, dev on 32 en-de rows, test on en-en and en-de; the run and the results go to a temporary

@@ -22,7 +22,7 @@ nothing comes from the cache). The JSON says how many texts are distinct.
 5. **(d) app**: :func:`mlse.ui.score_file.score_file` in this process on an ``--app-rows``-row upload with
    ``AppState(backend=...)``, models loaded first (reported apart): seconds with an empty embedding cache, then again.
 
-Targets (issue 25): (a) >= 150 pairs/s, (b) >= 20x, (c) <= 1.5 GiB, (d) <= 15 s cold and <= 2 s cached, with the three
+Targets: (a) >= 150 pairs/s, (b) >= 20x, (c) <= 1.5 GiB, (d) <= 15 s cold and <= 2 s cached, with the three
 default models on ``--backend onnx-int8``. ``--quick`` (a few dozen pairs, minilm-en, torch, unless given) only proves
 the script works. Times depend on the machine and its load: the JSON records the CPU, its ISA flags and the load
 average.

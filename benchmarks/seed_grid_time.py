@@ -3,7 +3,7 @@
     python benchmarks/seed_grid_time.py [--backbone minilm-en] [--max-pairs 2000] [--out results/seed-grid/minilm-en]
     python benchmarks/seed_grid_time.py --quick [--backbone PATH]   # 20 pairs, 1 Stage-1 epoch: proves it runs
 
-Targets (issue 3): under 20 minutes cold and under 5 minutes warm on 2 CPU cores for minilm-en. The warm run's
+Targets: under 20 minutes cold and under 5 minutes warm on 2 CPU cores for minilm-en. The warm run's
 outputs (``--out``, by default the experiment's own ``results/seed-grid/<backbone>/``) are the ones the README shows;
 both runs train the same seeded heads. The times go to ``<out>/seed-grid-time.json`` with the command, the CPU and its
 ISA flags. ``--quick`` (:data:`QUICK`) writes to a temporary folder unless ``--out`` is given.

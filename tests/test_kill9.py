@@ -1,5 +1,5 @@
 """``kill -9`` at a controlled point of a fine-tune, a head job and a cache write; then the app starts, lists only
-usable runs (marking partial ones), the cache serves no corrupt vector, and rerunning the job works (issue 16, faults).
+usable runs (marking partial ones), the cache serves no corrupt vector, and rerunning the job works (faults).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""mlse.models.load_model, the one factory; and run folders and result files written before the package layout of
-issue 14 (tests/fixtures/runs-v0, made by tests/fixtures/make_runs_v0.py with the old code) still load, encode to
+"""mlse.models.load_model, the one factory; and run folders and result files written before the package split
+(tests/fixtures/runs-v0, made by tests/fixtures/make_runs_v0.py with the old code) still load, encode to
 the same numbers and are listed as before."""
 
 from __future__ import annotations

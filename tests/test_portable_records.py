@@ -1,4 +1,4 @@
-"""Portable records (issue 28): manifests and result files name files relative to the data directory, the cache or
+"""Portable records: manifests and result files name files relative to the data directory, the cache or
 the repository, never by an absolute path; old records still read; ``python -m mlse records migrate`` rewrites them.
 """
 

@@ -1,4 +1,4 @@
-"""Every artifact shipped under assets/models still matches the code that loads it (issue 15).
+"""Every artifact shipped under assets/models still matches the code that loads it.
 
 A shipped head or LoRA student is only meaningful on the exact backbone weights it was trained on, and its manifest
 records the scores it reached. So, on the real files of this checkout: the files are the ones the manifest lists,

@@ -2,7 +2,7 @@
 
 A calibration is applied only to the weights it was fitted on. So if a change to the e5 converter, the USE port or a
 package pin changed a default backbone's weights identity, its shipped map would silently stop being used; this test
-fails instead. It also checks the app's promise on the real defaults (issue 13): on the calibrated 0-5 scale, both
+fails instead. It also checks the app's promise on the real defaults: on the calibrated 0-5 scale, both
 multilingual models put a translation far above an unrelated sentence.
 """
 

@@ -1,4 +1,4 @@
-"""What user text keeps (joiners, variation selectors) and how tables show text and numbers (issue 16, bad input)."""
+"""What user text keeps (joiners, variation selectors) and how tables show text and numbers (bad input)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ from mlse.train.config import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-# every flag the command line had before its options were built from the dataclasses (issue 14, phase 2)
+# every flag the command line had before its options were built from the dataclasses
 FINETUNE_FLAGS = ["--method", "--teacher", "--student", "--pairs", "--max-pairs", "--budget-minutes", "--out",
                   "--batch-size", "--lr", "--eval-every", "--max-steps", "--dev-pairs", "--dev-max-pairs",
                   "--tau-base", "--label", "--temperature", "--tcm-alpha", "--no-src-term", "--extend-vocab",

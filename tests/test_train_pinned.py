@@ -1,4 +1,4 @@
-"""Numbers pinned from the code before the training package was split (issue 14, phase 2; commit 5ed28c5).
+"""Numbers pinned from the code before the training package was split (commit 5ed28c5).
 
 Every fine-tuning method, the students' recipes (bridge, LoRA, frozen embeddings) and both heads are trained for a few
 steps on a tiny BERT whose tokenizer is built deterministically here (the session's ``tiny_bert`` learns its WordPiece

@@ -1,6 +1,6 @@
 """Budgeted fine-tuning of a sentence-transformers student: MSE distillation, EMA teacher, soft / hard contrastive.
 
-The four method families of issue 4 (:mod:`mlse.train.methods`; their losses in :mod:`mlse.losses`), trained under a
+The four fine-tuning method families (:mod:`mlse.train.methods`; their losses in :mod:`mlse.losses`), trained under a
 time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X; English is always the src / anchor side;
 the data directory's files, or the sample shipped under ``assets/data/finetune-bitext`` where it has none)
 and evaluated on STS Multi MT **dev** while training:
