@@ -137,6 +137,14 @@ def test_score_pair_and_finetune_start_name_each_field_of_their_form(api_info):
     }
 
 
+def test_the_json_route_takes_the_score_endpoints_names(api_info):
+    """``POST /api/score`` (mlse.serving.api_route) and Gradio's ``/score`` answer the same call: same field names."""
+    from mlse.serving.api_route import FIELDS
+
+    assert list(FIELDS) == parameter_names(api_info["shown"]["named_endpoints"]["/score"])
+    assert not any(name_problems(field) for field in FIELDS)
+
+
 def name_problems(name: str) -> list[str]:
     """What makes a parameter name cryptic: too short, not snake_case, Gradio's stand-in for a nameless parameter,
     a word cut short or a known abbreviation."""
