@@ -41,7 +41,8 @@ from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.procmem import memory_mb  # noqa: E402
 
 # endpoint -> inputs that have no default on the page (the Results tab's free-text filter starts empty, not unset)
-TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {}, "/results_refresh": {"tx": ""}}
+TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {},
+                 "/results_refresh": {"key_contains": ""}}
 TARGET_PEAK_MB, TARGET_RETURN_MB = 1.5e9 / 2**20, 100e6 / 2**20  # 1.5 GB and 100 MB, in MiB as VmRSS is read
 FINETUNE_TIMEOUT_S = 1800
 REST_S = 10
@@ -108,9 +109,10 @@ def run_finetunes(client, runs_dir: Path, count: int, steps: int, student: str |
     for i in range(count):
         name = f"soak-{os.getpid()}-{i}"
         t = time.perf_counter()
-        models = {"mo": student, "te": student} if student else {}
-        status = client.predict(pa=["en-de"], mp=200, bu=5, na=name, ow=True, ms=steps, ev=steps, dm=50,
-                                lr_=None, me=None, **models, api_name="/finetune_start")  # fmt: skip
+        models = {"model": student, "teacher": student} if student else {}
+        status = client.predict(language_pairs=["en-de"], max_pairs=200, budget_minutes=5, run_name=name,
+                                overwrite=True, max_steps=steps, eval_every_steps=steps, dev_max_pairs=50,
+                                learning_rate=None, max_epochs=None, **models, api_name="/finetune_start")
         print(f"  fine-tune {name}: {str(status)[:160]}")
         while not any(spec.name.endswith(name) for spec in list_runs()):
             if time.perf_counter() - t > FINETUNE_TIMEOUT_S:

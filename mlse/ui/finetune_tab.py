@@ -344,9 +344,14 @@ def build_tab(state) -> list:
                     gr.update(choices=s["pairs"], value=s["pairs_value"]), gr.update(visible=s["max_pairs_visible"]),
                     s["note"], s["name"])  # fmt: skip
 
-        def on_start(m, mo, te, pa, mp, bu, na, ow, bs, lr_, ev, ms, me, dm, xv, prec, pr):
-            return start_run(state, m, mo, te, pa, mp, bu, na, ow, batch_size=bs, lr=lr_, eval_every=ev, max_steps=ms,
-                             max_epochs=me, dev_max_pairs=dm, extend_vocab=xv, precision=prec, probe=pr)  # fmt: skip
+        # the API's parameter names (gradio_client callers pass them by name): the form's labels, as words
+        def on_start(method, model, teacher, language_pairs, max_pairs, budget_minutes, run_name, overwrite, batch_size,
+                     learning_rate, eval_every_steps, max_steps, max_epochs, dev_max_pairs, extend_vocab, precision,
+                     language_probe):
+            form = (method, model, teacher, language_pairs, max_pairs, budget_minutes, run_name, overwrite)
+            return start_run(state, *form, batch_size=batch_size, lr=learning_rate, eval_every=eval_every_steps,
+                             max_steps=max_steps, max_epochs=max_epochs, dev_max_pairs=dev_max_pairs,
+                             extend_vocab=extend_vocab, precision=precision, probe=language_probe)
 
         def on_tick(axis, last):
             text, bar, loss, dev, version = poll(state, axis)

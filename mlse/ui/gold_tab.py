@@ -163,12 +163,12 @@ def build_tab(state) -> list[ModelPicker]:
             shown = [gr.update(visible=not on_file), gr.update(visible=on_file)]
             return [shown[0], shown[1], *shown, shown[1], *shown]
 
-        def on_run(pair_, models_, split_, progress=gr.Progress(track_tqdm=True)):
-            h, s, c, table, msg = predicted_vs_gold(state, pair_, models_, split_)
+        def on_run(language_pair, scorers, split, progress=gr.Progress(track_tqdm=True)):
+            h, s, c, table, msg = predicted_vs_gold(state, language_pair, scorers, split)
             return h, s, c, table, msg
 
-        def on_find(pair_, model_, split_, low_, high_, k_, progress=gr.Progress(track_tqdm=True)):
-            return disagreements(state, pair_, model_, split_, low_, high_, k_)
+        def on_find(language_pair, scorer, split, gold_from, gold_to, pairs, progress=gr.Progress(track_tqdm=True)):
+            return disagreements(state, language_pair, scorer, split, gold_from, gold_to, pairs)
 
         source.change(on_source, source, [sts_inputs, file_inputs.group, run, run_file, slices, find, find_file],
                       concurrency_limit=4, api_visibility="private")  # fmt: skip

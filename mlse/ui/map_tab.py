@@ -95,8 +95,8 @@ def build_tab(state) -> list[ModelPicker]:
         reading = f"**Reading:** {out.reading}" if out.reading else ""
         return [*figure_updates(out.figures), *numbers, reading, out.note, out.sentences, out.result, ""]
 
-    def on_project(model_name, langs, n, progress=gr.Progress()):
-        return show(project_map(state, model_name, langs, n,
+    def on_project(model_name, languages, sentences_per_language, progress=gr.Progress()):
+        return show(project_map(state, model_name, languages, sentences_per_language,
                                 progress=lambda fraction, message: progress(fraction, desc=message)))  # fmt: skip
 
     def on_select(result, evt):

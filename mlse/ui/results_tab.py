@@ -234,11 +234,11 @@ def build_tab(state) -> list:
             shown, shown_label = table_view(full, t, m, me, tx)
             return gr.update(value=shown, label=shown_label)
 
-        def on_refresh(t, m, me, tx, pt, pk, pm):
-            (shown, shown_label), found_now, note_now, full = refresh(state, t, m, me, tx)
+        def on_refresh(task, model, metric, key_contains, plot_task, plot_key, plot_metric):
+            (shown, shown_label), found_now, note_now, full = refresh(state, task, model, metric, key_contains)
             return (gr.update(value=shown, label=shown_label), note_now, gr.update(choices=found_now["tasks"]),
                     gr.update(choices=found_now["models"]), gr.update(choices=[ALL, *found_now["metrics"]]),
-                    metric_plot(full, pt, pk, pm), seed_grid_plot(full), curves_plot(),
+                    metric_plot(full, plot_task, plot_key, plot_metric), seed_grid_plot(full), curves_plot(),
                     tatoeba_languages_plot(full))  # fmt: skip
 
         def on_plot(pt, pk, pm):

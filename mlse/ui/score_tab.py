@@ -362,8 +362,8 @@ def build_tab(state) -> list[ModelPicker]:
             gr.Examples([[e["sentence1"], e["sentence2"], e["gold"]] for e in examples], inputs=[s1, s2, gold],
                         example_labels=[example_label(e) for e in examples], label="Examples")  # fmt: skip
 
-        def run(a, b, m, l1, l2, g, progress=gr.Progress()):
-            return score_pair(state, a, b, m, l1, l2, g, progress=lambda f, d: progress(f, desc=d))
+        def run(sentence1, sentence2, models, lang1, lang2, gold, progress=gr.Progress()):
+            return score_pair(state, sentence1, sentence2, models, lang1, lang2, gold, lambda f, d: progress(f, desc=d))
 
         def refreshed():
             c, sel, n = model_choices(state, refresh=True)
@@ -378,7 +378,7 @@ def build_tab(state) -> list[ModelPicker]:
         # The button and Enter share one limit; requests inside it meet in the state's micro-batcher (mlse.batching)
         score_events = {"concurrency_limit": SCORE_CONCURRENCY, "concurrency_id": "score_pair"}
         button.click(run, inputs, [table, status], api_name="score_pair", **score_events)
-        s2.submit(run, inputs, [table, status], **score_events)
+        s2.submit(run, inputs, [table, status], api_visibility="private", **score_events)  # /score_pair's twin
         refresh.click(refreshed, None, [models, models_note], api_name="score_refresh_models", concurrency_limit=1)
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
         direct = DirectApi(state)

@@ -284,9 +284,9 @@ def build_tab(state) -> list[ModelPicker]:
             mine = choice == DATA_CHOICES[1]
             return [gr.update(visible=v) for v in (not mine, mine, not mine, mine, not mine, mine)]
 
-        def on_run(lang_, model_, criterion_, progress=gr.Progress(track_tqdm=True)):
-            text, df = retrieval(state, lang_, model_, criterion_)
-            return text, df, (lang_, model_)
+        def on_run(language, scorer, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
+            text, df = retrieval(state, language, scorer, retrieval_criterion)
+            return text, df, (language, scorer)
 
         def on_run_bitext(bitext_file, pasted_rows, language_columns, scorer, retrieval_criterion,
                           progress=gr.Progress(track_tqdm=True)):  # fmt: skip
@@ -299,8 +299,8 @@ def build_tab(state) -> list[ModelPicker]:
                 return "Show the errors first.", pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
             return details(state, shown_[0], shown_[1], evt.row_value)
 
-        def on_compare(lang_, a, b, criterion_, progress=gr.Progress(track_tqdm=True)):
-            return compare(state, lang_, a, b, criterion_)
+        def on_compare(language, scorer_a, scorer_b, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
+            return compare(state, language, scorer_a, scorer_b, retrieval_criterion)
 
         def on_compare_bitext(bitext, scorer_a, scorer_b, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
             return bitext_compare(state, bitext, scorer_a, scorer_b, retrieval_criterion)
@@ -314,7 +314,7 @@ def build_tab(state) -> list[ModelPicker]:
                   concurrency_limit=1)  # fmt: skip
         run_bitext.click(on_run_bitext, [file, pasted, columns, model, criterion], [summary, table, shown, held],
                          api_name="tatoeba_bitext_errors", concurrency_limit=1)  # fmt: skip
-        table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2)
+        table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2, api_visibility="private")
         cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
                          api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip
         cmp_bitext.click(on_compare_bitext, [held, model_a, model_b, criterion], [cmp_md, cmp_table],
