@@ -62,8 +62,6 @@ from mlse.atomic import atomic_write_text
 from mlse.data.portable import portable_record
 from mlse.procmem import memory_mb
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def offline_models(runs_dir: Path) -> list[str]:
     """The models the app offers here without the hub (what a user ticks when comparing everything)."""

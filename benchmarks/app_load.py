@@ -13,20 +13,21 @@
 2. For each client count C: C threads, each with its own keep-alive HTTP connection, are released together and each
    sends ``--requests`` Score-a-pair requests one after another (the next when the previous answered), every request a
    different STS Multi MT test pair, cross-lingual, and no sentence is sent twice in the whole run (none comes from
-   the embedding cache: :func:`distinct_pairs`),
+   the embedding cache: :func:`~benchmarks.common.distinct_pairs`),
    with the models the page ticks by default for a visitor (``AppState.default_selection``; ``--models`` to choose).
    ``--path``: ``page`` sends the Score button's queued event as the page does (POST, then the event stream, through
-   :class:`app_latency.ApiCaller`); ``direct`` Gradio's unqueued ``score`` endpoint; ``json`` the plain route for
+   :class:`~benchmarks.common.ApiCaller`); ``direct`` Gradio's unqueued ``score`` endpoint; ``json`` the plain route for
    scripts beside the page (``POST /api/score``, mlse.serving.api_route). A request refused because the app is full
    (HTTP 503, what the page shows as "busy, try again") is counted apart from errors and latencies, and its client
-   pauses :data:`BUSY_PAUSE_S` before its next request, as a person would. Reported per round: p50 / p95 / p99 / mean
-   / max of the successful requests' wall time, ok / busy / error counts, successful requests per second, the app's
-   CPU time per successful request (all its threads, from /proc: what a request costs, less sensitive than wall time
-   to other work on a shared machine) and the benchmark clients' own, and the app's resident memory after the round
-   (and its peak).
+   pauses :data:`~benchmarks.common.BUSY_PAUSE_S` before its next request, as a person would. Reported per round:
+   p50 / p95 / p99 / mean / max of the successful requests' wall time, ok / busy / error counts, successful requests
+   per second, the app's CPU time per successful request (all its threads, from /proc: what a request costs, less
+   sensitive than wall time to other work on a shared machine) and the benchmark clients' own, and the app's resident
+   memory after the round (and its peak).
 3. The queue round trip of a trivial endpoint (``detect_language``, ~0.1 ms of work) is measured in the same run: 30
-   calls with the app idle, and one call every :data:`PROBE_EVERY_S` during each round, so the cost of the HTTP +
-   queue path itself is seen beside the scoring latency.
+   calls with the app idle, and one call every :data:`~benchmarks.common.PROBE_EVERY_S` during each round, so the
+   cost of the HTTP + queue path itself is seen beside the scoring latency. The rounds and the probe are
+   :func:`~benchmarks.common.run_round` (shared with ``benchmarks.app_soak``).
 
 The targets: 20 clients x 50 requests with the page's default models on ``--backend onnx-int8`` and 2
 cores: 0 errors, p95 <= 500 ms through the page, <= 300 ms through the JSON route, the app's RSS <= 1.5 GB. The
@@ -68,7 +69,6 @@ from benchmarks.common import (
 from mlse.atomic import atomic_write_text
 from mlse.procmem import memory_mb
 
-ROOT = Path(__file__).resolve().parents[1]
 IDLE_PROBES = 30
 TARGET_CLIENTS = 20
 TARGET_P95_MS = {"page": 500.0, "direct": 500.0, "json": 300.0}

@@ -45,8 +45,6 @@ from benchmarks.common import (
 from mlse.atomic import atomic_write_text
 from mlse.procmem import memory_mb
 
-ROOT = Path(__file__).resolve().parents[1]
-
 # endpoint -> inputs that have no default on the page (the Results tab's free-text filter starts empty, not unset)
 TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {}, "/results_refresh": {"tx": ""}}
 TARGET_PEAK_MB, TARGET_RETURN_MB = 1.5e9 / 2**20, 100e6 / 2**20  # 1.5 GB and 100 MB, in MiB as VmRSS is read

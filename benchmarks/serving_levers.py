@@ -43,7 +43,6 @@ from benchmarks.common import QUICK_HELP, distinct_pairs, latency_summary, machi
 from mlse.atomic import atomic_write_text
 from mlse.procmem import memory_mb
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("batched", "unbatched", "batched-torch1", "unbatched-torch1")
 QUICK = {"backend": "torch", "clients": 2, "requests": 2, "repeats": 1, "models": ["minilm-en"]}
 
