@@ -173,7 +173,7 @@ def measure_full_eval(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.app_latency", description=__doc__.split("\n")[0])
     parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("MLSE_RUNS", "runs")))
     parser.add_argument("--requests", type=int, default=60, help="warm scoring requests (distinct pairs)")
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "torch"))

@@ -152,7 +152,7 @@ def write_plot(samples: list[dict], path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.app_soak", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "onnx-int8"))
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=50)

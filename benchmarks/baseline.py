@@ -132,7 +132,7 @@ def model_folder(model: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.baseline", description=__doc__.split("\n")[0])
     parser.add_argument("--models", type=lambda s: s.split(","), default=None, help="default "
                         f"{','.join(DEFAULT_MODELS)} (--quick: minilm-en)")  # fmt: skip
     parser.add_argument("--backend", default="torch")

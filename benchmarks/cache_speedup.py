@@ -32,7 +32,7 @@ def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cache_speedup", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="minilm-en")
     parser.add_argument("--pairs", default=None, help="default en-en,en-de,en-ru,de-fr (--quick: en-en)")
     parser.add_argument("--out", default=None, help="folder (default results/cache; --quick: a temporary folder)")

@@ -115,7 +115,8 @@ def table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.contrastive_start",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=COMMON["batch_size"])
     parser.add_argument("--temperatures", default="0.1,0.05,0.02,0.01")

@@ -308,7 +308,7 @@ def measure_model(args, model: str, texts: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.encode_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--models", type=lambda s: s.split(","), default=None,
                         help="default me5-small,muse,minilm-en (--quick: minilm-en)")  # fmt: skip
     parser.add_argument("--model", help=argparse.SUPPRESS)  # the memory subprocess's one model

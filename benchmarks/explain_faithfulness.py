@@ -95,7 +95,8 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.explain_faithfulness",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="me5-small,minilm-en")
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--draws", type=int, default=5, help="random draws of k pairs per sentence pair")

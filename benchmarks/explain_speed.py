@@ -159,7 +159,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.explain_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="me5-small,minilm-en")
     parser.add_argument("--pairs", type=int, default=10, help="pairs per grid setting")
     parser.add_argument("--convergence-pairs", type=int, default=200)

@@ -53,7 +53,7 @@ def write_curves_html(curves: dict[str, list], path: Path, budget: float) -> Non
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_compare", description=__doc__.split("\n")[0])
     parser.add_argument("--budget-minutes", type=float, default=10.0)
     parser.add_argument("--max-pairs", type=int, default=0, help="per language pair (0: all)")
     parser.add_argument("--extend-vocab", type=int, default=30000, help="0: keep minilm-en's English vocabulary")

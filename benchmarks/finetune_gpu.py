@@ -51,7 +51,7 @@ def run(student: str, method: str, precision: str, steps: int, batch_size: int, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--student", default=DEFAULT_TEACHER, help="a sentence-transformers folder or model name")
     parser.add_argument("--student-note", default="", help="what the student is (recorded)")
     parser.add_argument("--data-dir", default=None)

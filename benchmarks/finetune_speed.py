@@ -64,7 +64,7 @@ def measure(settings: dict, steps: int, batch_size: int, student: str = "minilm-
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--student", default="minilm-en", help="student and teacher of the mse step")

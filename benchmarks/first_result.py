@@ -306,7 +306,7 @@ def markdown(report: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.first_result", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "torch"))
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     parser.add_argument("--tabs", default=None, help="comma-separated: " + ",".join(s.slug for s in STEPS))

@@ -52,7 +52,7 @@ METHODS = ("exact", "ivf", "hnsw")
 
 def parse_args(argv=None):
     default_model = str(STUDENT_RUN) if (STUDENT_RUN / "model").is_dir() else "minilm-en"
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.mining_scale", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default=None, help="sentences per side, comma-separated (default 10000,30000,100000; "
                    "--quick: 300,600)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="synthetic clustered embeddings, no model, no data")

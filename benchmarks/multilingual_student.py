@@ -39,7 +39,8 @@ QUICK = {"config": {"pairs": ["en-de"], "max_pairs": 16, "max_steps": 2, "batch_
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.multilingual_student",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--method", default="mse", choices=["mse", "ema", "soft", "hard"])
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--budget-minutes", type=float, default=60.0)

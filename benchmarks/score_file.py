@@ -271,7 +271,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.score_file", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=BACKENDS, default="onnx-int8")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated, as mlse score takes")
     parser.add_argument("--pairs", type=int, default=20_000, help="(a) and (b): pairs in the file")

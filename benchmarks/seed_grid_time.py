@@ -27,7 +27,7 @@ QUICK = {"max_pairs": "20", "s1_max_epochs": "1"}
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.seed_grid_time", description=__doc__.split("\n")[0])
     parser.add_argument("--backbone", default="minilm-en")
     parser.add_argument("--max-pairs", default="2000")
     parser.add_argument("--s1-max-epochs", default=None, help="Stage 1 epochs (default: the experiment's)")

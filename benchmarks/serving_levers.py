@@ -105,7 +105,7 @@ def per_model_ms(state, names: list[str], pairs: list[tuple[str, str]], torch_th
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving_levers", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default="onnx-int8")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=10, help="requests per client and configuration")

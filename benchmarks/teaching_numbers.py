@@ -257,7 +257,7 @@ def markdown(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.teaching_numbers", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for the two files (default results/teaching)")
     parser.add_argument("--quick", action="store_true",
                         help="minilm-en only, no map, no Tatoeba, into a temporary folder: proves the script runs")

@@ -79,7 +79,7 @@ def markdown(report: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.warm_start", description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="torch", choices=("torch", "onnx", "onnx-int8"))
     parser.add_argument("--data-dir", default=None, help="datasets folder (default: the one mlse finds)")
     parser.add_argument("--out", default=None, help="JSON to write (default: results/app/warm-start-<backend>.json)")

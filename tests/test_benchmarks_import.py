@@ -10,6 +10,8 @@ repository root, with no ``sys.path`` edit.
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -46,3 +48,19 @@ def test_benchmark_imports(module, monkeypatch):
 def test_every_script_is_found():
     scripts = [m for m in MODULES if _is_script(m)]
     assert "benchmarks.mining_scale" in scripts and "benchmarks.common" not in scripts and len(scripts) >= 20
+
+
+OLD_FORM = re.compile(r"\bpython3? +benchmarks/\w+\.py")  # how the scripts ran before they were a package
+
+
+def test_every_script_says_how_it_runs_as_a_module():
+    """A script's docstring and ``--help`` name ``python -m benchmarks.NAME``; no page, script or library message still
+    tells anyone to run ``python benchmarks/NAME.py`` (the result files under results/ keep the commands they ran)."""
+    for module in (m for m in MODULES if _is_script(m)):
+        imported = importlib.import_module(module)
+        assert f"python -m {module}" in (imported.__doc__ or ""), f"{module}'s docstring does not say how it runs"
+        assert f'prog="python -m {module}"' in inspect.getsource(imported), f"{module}'s --help names another command"
+    texts = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md"), *BENCHMARKS.rglob("*.py"),
+             *(ROOT / "mlse").rglob("*.py")]
+    stale = [str(p.relative_to(ROOT)) for p in texts if OLD_FORM.search(p.read_text(encoding="utf-8"))]
+    assert not stale, stale
