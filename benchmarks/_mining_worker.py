@@ -158,4 +158,5 @@ def spawn_worker(method: str, work: Path, args) -> dict:
 
 
 def ints(text: str) -> list[int]:
+    """A comma-separated list of integers (``--sizes``, ``--nprobe``, ``--ef-search``)."""
     return [int(x) for x in str(text).split(",") if x.strip()]

@@ -60,7 +60,12 @@ def test_every_script_says_how_it_runs_as_a_module():
         imported = importlib.import_module(module)
         assert f"python -m {module}" in (imported.__doc__ or ""), f"{module}'s docstring does not say how it runs"
         assert f'prog="python -m {module}"' in inspect.getsource(imported), f"{module}'s --help names another command"
-    texts = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md"), *BENCHMARKS.rglob("*.py"),
-             *(ROOT / "mlse").rglob("*.py")]
+    texts = [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        *(ROOT / "docs").rglob("*.md"),
+        *BENCHMARKS.rglob("*.py"),
+        *(ROOT / "mlse").rglob("*.py"),
+    ]
     stale = [str(p.relative_to(ROOT)) for p in texts if OLD_FORM.search(p.read_text(encoding="utf-8"))]
     assert not stale, stale
