@@ -1,8 +1,8 @@
 """Latency and memory of the running app, as a user meets them, plus a warm full evaluation.
 
-    python benchmarks/app_latency.py [--runs-dir runs] [--requests 60] [--backend torch] [--models NAME ...]
+    python -m benchmarks.app_latency [--runs-dir runs] [--requests 60] [--backend torch] [--models NAME ...]
                                      [--out results/app/app-latency.json]
-    python benchmarks/app_latency.py --quick [--eval-model PATH]   # the app once with minilm-en, 2 requests
+    python -m benchmarks.app_latency --quick [--eval-model PATH]   # the app once with minilm-en, 2 requests
 
 1. Starts ``python app.py`` (the real entry point) on a free loopback port, with a fresh embedding cache so no
    pair is ever served from disk. What a model's first use leaves in the cache for good is made beforehand in a
@@ -36,36 +36,31 @@ given.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_file  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data.portable import portable_record  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
-
-PAIRS = ("en-de", "en-fr", "en-es", "de-en")
-PAGE_TIMEOUT_S = 300
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from benchmarks.common import (
+    QUICK_HELP,
+    ApiCaller,
+    app_env,
+    cpu_name,
+    free_port,
+    isa_flags,
+    output_file,
+    prepare_models,
+    start_app,
+    stop_app,
+    test_pairs,
+    wait_for_page,
+)
+from mlse.atomic import atomic_write_text
+from mlse.data.portable import portable_record
+from mlse.procmem import memory_mb
 
 
 def offline_models(runs_dir: Path) -> list[str]:
@@ -78,142 +73,10 @@ def offline_models(runs_dir: Path) -> list[str]:
     return [m.name for m in AppState().models() if not m.needs_download]
 
 
-def test_pairs(n: int, data_dir: str | None) -> list[tuple[str, str]]:
-    """n distinct (s1, s2) pairs from STS Multi MT test, taken from the pairs in turn."""
-    from mlse.data.stsb import load_sts
-
-    sets = [load_sts(p, "test", data_dir) for p in PAIRS]
-    pairs, seen, i = [], set(), 0
-    while len(pairs) < n and i < len(sets[0].s1):
-        for s in sets:
-            pair = (s.s1[i], s.s2[i])
-            if pair not in seen and len(pairs) < n:
-                seen.add(pair)
-                pairs.append(pair)
-        i += 1
-    return pairs
-
-
-def wait_for_page(url: str, proc: subprocess.Popen, started: float) -> float:
-    """Seconds from ``started`` until ``url`` answers 200 (the app process must stay alive)."""
-    while time.perf_counter() - started < PAGE_TIMEOUT_S:
-        if proc.poll() is not None:
-            raise SystemExit(f"app.py exited with code {proc.returncode} before serving the page")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return time.perf_counter() - started
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"the page was not served within {PAGE_TIMEOUT_S} s")
-
-
 def summary_ms(seconds: list[float]) -> dict[str, float]:
     ms = 1000 * np.asarray(seconds)
     return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
             "mean_ms": round(float(ms.mean()), 1), "n": len(ms)}  # fmt: skip
-
-
-class ApiError(Exception):
-    """A call that did not return a result; ``busy`` when the app refused it because its queue was full (HTTP 503)."""
-
-    def __init__(self, message: str, *, busy: bool = False):
-        super().__init__(message)
-        self.busy = busy
-
-
-class ApiCaller:
-    """Calls a queued Gradio endpoint over one keep-alive HTTP connection: POST the inputs, read the event stream.
-
-    ``session_hash``: the Gradio session every call belongs to, as a page (or ``gradio_client.Client``) keeps one for
-    its visitor's whole visit; without one, each call opens a session of its own (what a bare ``curl`` does), which
-    costs the app a copy of every component's config per call.
-    """
-
-    def __init__(self, port: int, session_hash: str | None = None):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        self.session_hash = session_hash
-
-    def __call__(self, api_name: str, *data):
-        """The endpoint's outputs; :class:`ApiError` when it was refused (``busy`` for a full queue) or failed."""
-        payload = {"data": list(data)}
-        if self.session_hash is not None:
-            payload["session_hash"] = self.session_hash
-        body = json.dumps(payload)
-        self.conn.request("POST", f"/gradio_api/call/{api_name}", body, {"Content-Type": "application/json"})
-        posted = self.conn.getresponse()
-        answer = posted.read()
-        if posted.status != 200:
-            raise ApiError(f"{api_name}: HTTP {posted.status} {answer[:200]!r}", busy=posted.status == 503)
-        event_id = json.loads(answer)["event_id"]
-        self.conn.request("GET", f"/gradio_api/call/{api_name}/{event_id}")
-        response, event = self.conn.getresponse(), None
-        while True:
-            line = response.readline().decode()
-            if not line:
-                raise ApiError(f"{api_name}: the event stream ended without a result")
-            if line.startswith("event:"):
-                event = line.split(":", 1)[1].strip()
-            elif line.startswith("data:") and event in ("complete", "error"):
-                response.read()  # drain, so the connection can be reused
-                if event == "error":
-                    raise ApiError(f"{api_name} failed: {line[5:].strip()}")
-                return json.loads(line[5:])
-
-
-def direct_call(conn: http.client.HTTPConnection, api_name: str, *data, session_hash: str | None = None):
-    """An unqueued endpoint's outputs: one POST to ``/gradio_api/run/<api_name>``, answered with JSON (no event
-    stream); :class:`ApiError` when refused or failed (``busy`` when the app says it is at its limit).
-    ``session_hash`` as in :class:`ApiCaller` (gradio_client sends its own with every call)."""
-    payload = {"data": list(data)} | ({"session_hash": session_hash} if session_hash else {})
-    conn.request("POST", f"/gradio_api/run/{api_name}", json.dumps(payload),
-                 {"Content-Type": "application/json"})  # fmt: skip
-    response = conn.getresponse()
-    answer = response.read()
-    if response.status != 200:
-        raise ApiError(f"{api_name}: HTTP {response.status} {answer[:200]!r}", busy=b"busy" in answer)
-    return json.loads(answer)["data"]
-
-
-def app_env(port: int, runs_dir: Path, backend: str, cache: str | None = None) -> dict:
-    """The environment ``python app.py`` runs in for a benchmark: loopback, offline, its own (fresh) cache."""
-    cache = cache or tempfile.mkdtemp(prefix="mlse-bench-cache-")
-    return {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "MLSE_CACHE": cache,
-            "MLSE_RUNS": str(runs_dir), "MLSE_BACKEND": backend, "HF_HUB_OFFLINE": "1",
-            "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
-
-
-def start_app(env: dict) -> subprocess.Popen:
-    """``python app.py`` (the real entry point) in ``env``, its output discarded."""
-    return subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-
-
-def stop_app(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def prepare_models(models: list[str], env: dict) -> float:
-    """Use every model once on the backend, in its own process, then empty the embedding cache again.
-
-    A model's first use leaves files in the cache for good (me5-small's conversion, its compact tokenizer, muse's
-    table, the ONNX exports); the app is measured as it starts every later time (exporting needs torch and costs
-    memory that a started app does not pay again). The time is reported.
-    """
-    code = ("import sys; from mlse.models import load_model\n"
-            "for name in sys.argv[1:]:\n    load_model(name, backend=sys.argv[0]).encode(['warm up'])")  # fmt: skip
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code.replace("sys.argv[0]", repr(env["MLSE_BACKEND"])), *models], cwd=ROOT,
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    seconds = time.perf_counter() - started
-    shutil.rmtree(Path(env["MLSE_CACHE"]) / "embeddings", ignore_errors=True)  # no pair may come from the cache
-    print(f"prepared {len(models)} models for {env['MLSE_BACKEND']} in {seconds:.1f} s")
-    return round(seconds, 1)
 
 
 def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
@@ -310,7 +173,7 @@ def measure_full_eval(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.app_latency", description=__doc__.split("\n")[0])
     parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("MLSE_RUNS", "runs")))
     parser.add_argument("--requests", type=int, default=60, help="warm scoring requests (distinct pairs)")
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "torch"))

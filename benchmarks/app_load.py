@@ -1,9 +1,9 @@
 """Many users at once: Score-a-pair latency, errors, throughput and memory of the running app for 1, 20 and 60 clients.
 
-    python benchmarks/app_load.py [--backend onnx-int8] [--clients 1 20 60] [--requests 50] [--models NAME ...]
+    python -m benchmarks.app_load [--backend onnx-int8] [--clients 1 20 60] [--requests 50] [--models NAME ...]
                                   [--path page|direct|json] [--cache DIR] [--runs-dir runs]
                                   [--out results/app/app-load-<backend>[-<path>].json]
-    python benchmarks/app_load.py --quick   # minilm-en on torch, 2 clients x 2 requests: proves the script runs
+    python -m benchmarks.app_load --quick   # minilm-en on torch, 2 clients x 2 requests: proves the script runs
 
 1. Starts ``python app.py`` (the real entry point) with the given backend and an embedding cache without a single
    pair in it (``--cache DIR`` reuses a folder prepared by an earlier run: conversions and ONNX exports kept,
@@ -13,20 +13,21 @@
 2. For each client count C: C threads, each with its own keep-alive HTTP connection, are released together and each
    sends ``--requests`` Score-a-pair requests one after another (the next when the previous answered), every request a
    different STS Multi MT test pair, cross-lingual, and no sentence is sent twice in the whole run (none comes from
-   the embedding cache: :func:`distinct_pairs`),
+   the embedding cache: :func:`~benchmarks.common.distinct_pairs`),
    with the models the page ticks by default for a visitor (``AppState.default_selection``; ``--models`` to choose).
    ``--path``: ``page`` sends the Score button's queued event as the page does (POST, then the event stream, through
-   :class:`app_latency.ApiCaller`); ``direct`` Gradio's unqueued ``score`` endpoint; ``json`` the plain route for
+   :class:`~benchmarks.common.ApiCaller`); ``direct`` Gradio's unqueued ``score`` endpoint; ``json`` the plain route for
    scripts beside the page (``POST /api/score``, mlse.serving.api_route). A request refused because the app is full
    (HTTP 503, what the page shows as "busy, try again") is counted apart from errors and latencies, and its client
-   pauses :data:`BUSY_PAUSE_S` before its next request, as a person would. Reported per round: p50 / p95 / p99 / mean
-   / max of the successful requests' wall time, ok / busy / error counts, successful requests per second, the app's
-   CPU time per successful request (all its threads, from /proc: what a request costs, less sensitive than wall time
-   to other work on a shared machine) and the benchmark clients' own, and the app's resident memory after the round
-   (and its peak).
+   pauses :data:`~benchmarks.common.BUSY_PAUSE_S` before its next request, as a person would. Reported per round:
+   p50 / p95 / p99 / mean / max of the successful requests' wall time, ok / busy / error counts, successful requests
+   per second, the app's CPU time per successful request (all its threads, from /proc: what a request costs, less
+   sensitive than wall time to other work on a shared machine) and the benchmark clients' own, and the app's resident
+   memory after the round (and its peak).
 3. The queue round trip of a trivial endpoint (``detect_language``, ~0.1 ms of work) is measured in the same run: 30
-   calls with the app idle, and one call every :data:`PROBE_EVERY_S` during each round, so the cost of the HTTP +
-   queue path itself is seen beside the scoring latency.
+   calls with the app idle, and one call every :data:`~benchmarks.common.PROBE_EVERY_S` during each round, so the
+   cost of the HTTP + queue path itself is seen beside the scoring latency. The rounds and the probe are
+   :func:`~benchmarks.common.run_round` (shared with ``benchmarks.app_soak``).
 
 The targets: 20 clients x 50 requests with the page's default models on ``--backend onnx-int8`` and 2
 cores: 0 errors, p95 <= 500 ms through the page, <= 300 ms through the JSON route, the app's RSS <= 1.5 GB. The
@@ -38,7 +39,6 @@ CPU (model, ISA flags, count) and the load average at start and end.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -46,228 +46,34 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
-import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from app_latency import (  # noqa: E402
+from benchmarks.common import (
+    BUSY_PAUSE_S,
+    QUICK_HELP,
     ApiCaller,
-    ApiError,
     app_env,
-    direct_call,
+    default_models,
+    distinct_pairs,
     free_port,
+    machine,
+    output_file,
     prepare_models,
+    probe_queue,
+    renice,
+    run_round,
     start_app,
     stop_app,
     wait_for_page,
 )
+from mlse.atomic import atomic_write_text
+from mlse.procmem import memory_mb
 
-from benchmarks.common import QUICK_HELP, machine, output_file, renice  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
-
-BUSY_PAUSE_S = 0.5
-PROBE_EVERY_S = 0.25
 IDLE_PROBES = 30
 TARGET_CLIENTS = 20
 TARGET_P95_MS = {"page": 500.0, "direct": 500.0, "json": 300.0}
 TARGET_RSS_MB = 1536.0
-MAX_ERROR_EXAMPLES = 5
-JSON_PATH = "/api/score"  # mlse.serving.api_route.SCORE_PATH (not imported: the benchmark must not load the app)
 QUICK = {"backend": "torch", "clients": [2], "requests": 2, "models": ["minilm-en"]}
-
-
-def default_models(runs_dir: Path) -> list[str]:
-    """What the page ticks for a new visitor here: ``AppState.default_selection`` (the offline default backbones,
-    then one trained model of each kind)."""
-    os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub_probe import remember
-    from mlse.ui.state import AppState
-
-    remember(False)  # never wait on the hub to list models
-    return AppState().default_selection()[0]
-
-
-def distinct_pairs(n: int, data_dir: str | None) -> list[tuple[str, str]]:
-    """``n`` STS Multi MT test pairs in which no sentence appears twice, so none is served from the embedding cache.
-
-    Row ``i`` of every language's test file is one pair translated; the pairs here join sentence 1 of one language
-    with sentence 2 of another (``en-de``, then ``de-es``, ...: the language offset changes from row to row), each
-    text used once. Sending ``en-de``, ``en-fr`` and ``en-es`` of one row instead would repeat its English sentence,
-    and 2 in 3 of those would come from the cache."""
-    from mlse.data.layout import STS_LANGS
-    from mlse.data.stsb import load_sts
-
-    sets = {lang: load_sts(lang, "test", data_dir) for lang in STS_LANGS}
-    langs, rows = list(STS_LANGS), min(len(s.s1) for s in sets.values())
-    pairs, seen = [], set()
-    for i in range(rows):
-        shift = 1 + i % (len(langs) - 1)  # never 0: every pair is cross-lingual
-        for k, lang in enumerate(langs):
-            s1, s2 = sets[lang].s1[i], sets[langs[(k + shift) % len(langs)]].s2[i]
-            if s1 not in seen and s2 not in seen and s1 != s2:
-                seen.update((s1, s2))
-                pairs.append((s1, s2))
-                if len(pairs) == n:
-                    return pairs
-    return pairs
-
-
-def latency_summary(seconds: list[float]) -> dict:
-    """p50 / p95 / p99 / mean / max in ms of the successful requests (None when there were none)."""
-    if not seconds:
-        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None, "mean_ms": None, "max_ms": None}
-    ms = 1000 * np.asarray(seconds)
-    p50, p95, p99 = (round(float(v), 1) for v in np.percentile(ms, [50, 95, 99]))
-    return {"n": len(ms), "p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "mean_ms": round(float(ms.mean()), 1),
-            "max_ms": round(float(ms.max()), 1)}  # fmt: skip
-
-
-class RoundLog:
-    """Outcomes of one round, appended to from every client thread."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.ok: list[float] = []
-        self.busy = 0
-        self.errors: list[str] = []
-
-    def record(self, seconds: float | None, *, busy: bool = False, error: str | None = None) -> None:
-        with self.lock:
-            if busy:
-                self.busy += 1
-            elif error is not None:
-                self.errors.append(error)
-            else:
-                self.ok.append(seconds)
-
-
-def json_call(conn: http.client.HTTPConnection, s1: str, s2: str, models: list[str]) -> dict:
-    """One ``POST /api/score`` on a keep-alive connection -> the JSON answer; ApiError when refused (``busy`` for
-    503) or failed."""
-    body = json.dumps({"sentence1": s1, "sentence2": s2, "models": models})
-    conn.request("POST", JSON_PATH, body, {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    answer = response.read()
-    if response.status != 200:
-        raise ApiError(f"{JSON_PATH}: HTTP {response.status} {answer[:200]!r}", busy=response.status == 503)
-    return json.loads(answer)
-
-
-def _score(call: ApiCaller, path: str, s1: str, s2: str, models: list[str], session: str | None):
-    """(rows scored, status text) of one Score-a-pair request through ``path``."""
-    if path == "json":
-        answer = json_call(call.conn, s1, s2, models)
-        return len(answer["scores"]), answer["not_scored"]
-    if path == "direct":
-        answer = direct_call(call.conn, "score", s1, s2, models, "auto", "auto", session_hash=session)[0]
-        return len(answer["scores"]), answer["not_scored"]
-    table, status = call("score_pair", s1, s2, models, "auto", "auto", None)
-    return (len(table.get("data", [])) if isinstance(table, dict) else 0), status
-
-
-def one_client(port: int, pairs: list[tuple[str, str]], models: list[str], start: threading.Barrier,
-               log: RoundLog, session: str | None = None, path: str = "page") -> None:  # fmt: skip
-    """Score ``pairs`` one after another, as one user clicking Score again as soon as the table appears.
-
-    ``session``: the Gradio session hash of this user's page (None: every request opens its own session).
-    ``path``: "page" calls the Score button's queued event, as the page does; "direct" the unqueued Gradio endpoint
-    ``score``; "json" the plain route ``POST /api/score`` beside the page."""
-    call = ApiCaller(port, session)
-    start.wait()
-    for s1, s2 in pairs:
-        t = time.perf_counter()
-        try:
-            rows, status = _score(call, path, s1, s2, models, session)
-        except ApiError as exc:
-            log.record(None, busy=exc.busy, error=None if exc.busy else str(exc)[:300])
-            if exc.busy:
-                time.sleep(BUSY_PAUSE_S)
-                call = ApiCaller(port, session)  # the refused POST may leave the connection half read
-            continue
-        except OSError as exc:  # connection reset, timeout: an error the user sees
-            log.record(None, error=f"{type(exc).__name__}: {exc}"[:300])
-            call = ApiCaller(port, session)
-            continue
-        if rows != len(models):
-            log.record(None, error=f"scored {rows} of {len(models)} models: {str(status)[:200]}")
-        else:
-            log.record(time.perf_counter() - t)
-
-
-def probe_queue(port: int, text: str, stop: threading.Event, every_s: float | None, limit: int | None = None) -> dict:
-    """Round trips of ``detect_language`` (trivial work: what remains is HTTP + queue), until ``stop`` or ``limit``.
-
-    The probe keeps one Gradio session, as a page does: a call without one would make the app build a new session
-    each time (~30 ms of CPU for this app's blocks), which would count against the scoring requests."""
-    session = uuid.uuid4().hex
-    call, times, refused, failed = ApiCaller(port, session), [], 0, 0
-    while not stop.is_set() and (limit is None or len(times) + refused + failed < limit):
-        t = time.perf_counter()
-        try:
-            call("detect_language", text)
-            times.append(time.perf_counter() - t)
-        except ApiError as exc:
-            refused, failed = refused + exc.busy, failed + (not exc.busy)
-            call = ApiCaller(port, session)
-        if every_s:
-            stop.wait(every_s)
-    return {**latency_summary(times), "busy": refused, "errors": failed}
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, all threads) the process ``pid`` has used so far, from /proc (0.0 without it)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
-
-
-def run_round(port: int, pid: int, clients: int, pairs: list[tuple[str, str]], models: list[str],
-              requests: int, sessions: str = "client", path: str = "page") -> dict:  # fmt: skip
-    """``clients`` users x ``requests`` each, released together, with the queue probe running alongside.
-
-    ``sessions``: "client" gives each user one Gradio session for all their requests, as their page would; "request"
-    opens a new session with every request, as bare HTTP calls without a session hash do."""
-    log, start = RoundLog(), threading.Barrier(clients + 1)
-    hashes = [uuid.uuid4().hex if sessions == "client" else None for _ in range(clients)]
-    threads = [threading.Thread(target=one_client, args=(port, pairs[i * requests : (i + 1) * requests], models, start,
-                                                         log, hashes[i], path), daemon=True)
-               for i in range(clients)]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    probe_stop, probe = threading.Event(), {}
-    prober = threading.Thread(target=lambda: probe.update(probe_queue(port, pairs[0][0], probe_stop, PROBE_EVERY_S)),
-                              daemon=True)  # fmt: skip
-    start.wait()
-    began, app_cpu, own_cpu = time.perf_counter(), cpu_seconds(pid), time.process_time()
-    prober.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - began
-    app_cpu, own_cpu = cpu_seconds(pid) - app_cpu, time.process_time() - own_cpu
-    probe_stop.set()
-    prober.join()
-    result = {"clients": clients, "requests_per_client": requests, "sent": clients * requests, "ok": len(log.ok),
-              "busy_refused": log.busy, "errors": len(log.errors), "error_examples": log.errors[:MAX_ERROR_EXAMPLES],
-              "wall_s": round(wall, 2), "ok_requests_per_s": round(len(log.ok) / wall, 2),
-              "score_pair": latency_summary(log.ok), "detect_language_during_round": probe,
-              "app_cpu_ms_per_ok_request": round(1000 * app_cpu / max(1, len(log.ok)), 1),
-              "client_cpu_ms_per_ok_request": round(1000 * own_cpu / max(1, len(log.ok)), 1),
-              "app_memory_after": memory_mb(pid)}  # fmt: skip
-    lat, mem = result["score_pair"], result["app_memory_after"]
-    print(f"{clients:>3} clients: ok {result['ok']}, busy {log.busy}, errors {len(log.errors)}; "
-          f"p50 {lat['p50_ms']} / p95 {lat['p95_ms']} / p99 {lat['p99_ms']} ms; {result['ok_requests_per_s']} req/s; "
-          f"app CPU {result['app_cpu_ms_per_ok_request']} ms/request (clients "
-          f"{result['client_cpu_ms_per_ok_request']}); RSS {mem.get('rss_mb')} MB (peak "
-          f"{mem.get('peak_rss_mb')})")  # fmt: skip
-    return result
 
 
 def prepared_env(port: int, args, models: list[str]) -> tuple[dict, float | None]:
@@ -358,7 +164,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.app_load", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "onnx-int8"))
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 20, 60])
     parser.add_argument("--requests", type=int, default=50, help="requests per client (each a distinct pair)")
@@ -397,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     from mlse.data.portable import portable_path  # a folder named by absolute path is recorded portably
 
     given = argv if argv is not None else sys.argv[1:]
-    command = "python benchmarks/app_load.py " + " ".join(portable_path(a) if os.path.isabs(a) else a for a in given)
+    command = "python -m benchmarks.app_load " + " ".join(portable_path(a) if os.path.isabs(a) else a for a in given)
     result = {"command": command.strip(), "backend": args.backend, "models": models, "path": args.path,
               "sessions": args.sessions, "quick": args.quick, **machine(), "reniced": reniced,
               "load_average_at_start": os.getloadavg()[0], "busy_pause_s": BUSY_PAUSE_S,

@@ -1,8 +1,8 @@
 """Does the app's memory come back? RSS of ``python app.py`` sampled every second through a day's use in miniature.
 
-    python benchmarks/app_soak.py [--backend onnx-int8] [--clients 20] [--requests 50] [--finetunes 3]
+    python -m benchmarks.app_soak [--backend onnx-int8] [--clients 20] [--requests 50] [--finetunes 3]
                                   [--finetune-steps 20] [--out results/app/app-soak.json]
-    python benchmarks/app_soak.py --quick   # minilm-en on torch: a couple of calls, one tiny fine-tune
+    python -m benchmarks.app_soak --quick   # minilm-en on torch: a couple of calls, one tiny fine-tune
 
 Phases, in order, each labelled in the samples: ``start`` (the page served), ``tabs`` (every tab's main API endpoint
 called once with the page's default inputs: score_pair, language_map, tatoeba_errors, predicted_vs_gold,
@@ -23,22 +23,27 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from app_latency import app_env, free_port, prepare_models, start_app, stop_app, test_pairs, wait_for_page  # noqa: E402,I001
-from app_load import default_models, run_round  # noqa: E402
-
-from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from benchmarks.common import (
+    QUICK_HELP,
+    app_env,
+    default_models,
+    free_port,
+    machine,
+    output_file,
+    prepare_models,
+    run_round,
+    start_app,
+    stop_app,
+    test_pairs,
+    wait_for_page,
+)
+from mlse.atomic import atomic_write_text
+from mlse.procmem import memory_mb
 
 # endpoint -> inputs that have no default on the page (the Results tab's free-text filter starts empty, not unset)
 TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {},
@@ -149,7 +154,7 @@ def write_plot(samples: list[dict], path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.app_soak", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "onnx-int8"))
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=50)

@@ -1,9 +1,9 @@
 """Baseline tables for the README: the offline backbones side by side on STS, Tatoeba, mining and encode speed.
 
-    python benchmarks/baseline.py                                  # me5-small, muse, minilm-en; torch
-    python benchmarks/baseline.py --models me5-small --backend onnx-int8 --out results/baseline-int8
-    python benchmarks/baseline.py --tatoeba-all                    # + Tatoeba over every LASER language (112)
-    python benchmarks/baseline.py --quick [--models PATH]          # every table on a sliver of each task, seconds
+    python -m benchmarks.baseline                                  # me5-small, muse, minilm-en; torch
+    python -m benchmarks.baseline --models me5-small --backend onnx-int8 --out results/baseline-int8
+    python -m benchmarks.baseline --tatoeba-all                    # + Tatoeba over every LASER language (112)
+    python -m benchmarks.baseline --quick [--models PATH]          # every table on a sliver of each task, seconds
 
 Per model it writes ``<out>/<model>/{sts,tatoeba,mining-<pair>,throughput}.json`` (the mlse result schema, so the
 app's Results tab lists them), ``<out>/tatoeba-all/<model>.json`` with ``--tatoeba-all``, and ``<out>/baseline.md``
@@ -19,20 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data import HAM_KIM_14, load_sts, tatoeba_languages  # noqa: E402
-from mlse.data.pairs import CROSS_12, SEED_STS_PAIRS  # noqa: E402
-from mlse.evaluation.runners import run_mining, run_sts, run_tatoeba  # noqa: E402
-from mlse.models import load_model  # noqa: E402
-from mlse.results import EvalResult  # noqa: E402
+from benchmarks.common import QUICK_HELP, machine, output_dir
+from mlse.atomic import atomic_write_text
+from mlse.data import HAM_KIM_14, load_sts, tatoeba_languages
+from mlse.data.pairs import CROSS_12, SEED_STS_PAIRS
+from mlse.evaluation.runners import run_mining, run_sts, run_tatoeba
+from mlse.models import load_model
+from mlse.results import EvalResult
 
 DEFAULT_MODELS = ["me5-small", "muse", "minilm-en"]
 MINING_PAIRS = ["de-en", "ru-en", "zh-en"]
@@ -135,7 +132,7 @@ def model_folder(model: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.baseline", description=__doc__.split("\n")[0])
     parser.add_argument("--models", type=lambda s: s.split(","), default=None, help="default "
                         f"{','.join(DEFAULT_MODELS)} (--quick: minilm-en)")  # fmt: skip
     parser.add_argument("--backend", default="torch")

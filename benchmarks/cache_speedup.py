@@ -1,7 +1,7 @@
 """Time the same `eval` twice in fresh processes sharing a fresh embedding cache: cold, then fully cache-served.
 
-    python benchmarks/cache_speedup.py [--pairs en-en,en-de,en-ru,de-fr] [--model minilm-en] [--out results/cache]
-    python benchmarks/cache_speedup.py --quick [--model PATH]     # one STS pair: proves the script runs
+    python -m benchmarks.cache_speedup [--pairs en-en,en-de,en-ru,de-fr] [--model minilm-en] [--out results/cache]
+    python -m benchmarks.cache_speedup --quick [--model PATH]     # one STS pair: proves the script runs
 
 Wall-clock times include process start-up and imports, as a user experiences them. Writes ``<out>/cache-speedup.json``
 (with the command, the CPU and its ISA flags) and prints a Markdown table; ``--quick`` writes to a temporary folder
@@ -18,12 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
+from benchmarks.common import QUICK_HELP, machine, output_dir
+from mlse.atomic import atomic_write_text
 
 
 def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -35,7 +32,7 @@ def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cache_speedup", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="minilm-en")
     parser.add_argument("--pairs", default=None, help="default en-en,en-de,en-ru,de-fr (--quick: en-en)")
     parser.add_argument("--out", default=None, help="folder (default results/cache; --quick: a temporary folder)")

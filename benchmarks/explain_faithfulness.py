@@ -1,6 +1,6 @@
 """Faithfulness of token-pair attributions: deleting the top attributed pairs' words vs random pairs' words.
 
-    OMP_NUM_THREADS=2 python benchmarks/explain_faithfulness.py [--models me5-small,minilm-en] [--pairs 200]
+    OMP_NUM_THREADS=2 python -m benchmarks.explain_faithfulness [--models me5-small,minilm-en] [--pairs 200]
         [--draws 5] [--out results/explain] [--quick]
 
 For each model and each of ``--pairs`` cross-lingual STS Multi MT test pairs (the sample of
@@ -26,17 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from benchmarks.encode_speed import _cpu_name, _isa_flags  # noqa: E402
-from benchmarks.explain_speed import LANG_PAIRS, TOLERANCE, cross_pairs  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
+from benchmarks.common import EXPLAIN_LANG_PAIRS, EXPLAIN_TOLERANCE, cpu_name, cross_pairs, isa_flags
+from mlse.atomic import atomic_write_text
 
 KS = (1, 2, 3)
 HOWS = ("delete", "reference")
@@ -74,14 +70,15 @@ def measure_model(name: str, args) -> dict:
                       "top_words": float(np.mean([p.top_words for p in got])),
                       "random_words": float(np.mean([p.random_words for p in got]))})  # fmt: skip
     return {"model": name, "layer": e.layer, "steps": e.steps, "rule": e.rule, "pairs": len(residuals),
-            "within_2pct": float(np.mean(np.asarray(residuals) <= TOLERANCE)),
+            "within_2pct": float(np.mean(np.asarray(residuals) <= EXPLAIN_TOLERANCE)),
             "median_rel_residual": float(np.median(residuals)), "median_explain_s": float(np.median(seconds)),
             "per_k": per_k, "total_s": round(time.perf_counter() - started, 1)}  # fmt: skip
 
 
 def markdown(results: dict) -> str:
     lines = [f"# Faithfulness of token-pair attributions ({results['created']})", "",
-             f"{results['pairs']} cross-lingual STS Multi MT test pairs per model ({', '.join(LANG_PAIRS)}), the "
+             f"{results['pairs']} cross-lingual STS Multi MT test pairs per model "
+             f"({', '.join(EXPLAIN_LANG_PAIRS)}), the "
              "default explanation settings; the words of the k most positive word pairs deleted vs the words of k "
              f"random word pairs ({results['draws']} draws, mean). Score = the model's cosine. CPU "
              f"{results['cpu']}.", "",
@@ -98,7 +95,8 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.explain_faithfulness",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="me5-small,minilm-en")
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--draws", type=int, default=5, help="random draws of k pairs per sentence pair")
@@ -112,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         args.pairs, args.draws = 3, 2
     started = time.perf_counter()
     results = {"benchmark": "explain-faithfulness", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-               "cpu": _cpu_name(), "isa": _isa_flags(), "threads": args.threads, "pairs": args.pairs,
+               "cpu": cpu_name(), "isa": isa_flags(), "threads": args.threads, "pairs": args.pairs,
                "draws": args.draws, "load_start": list(os.getloadavg()), "quick": args.quick, "models": []}  # fmt: skip
     for name in args.models.split(","):
         results["models"].append(measure_model(name, args))

@@ -1,11 +1,11 @@
 """Speed and convergence of token-pair attributions (``mlse.explain``) per backbone x layer x steps.
 
-    OMP_NUM_THREADS=2 python benchmarks/explain_speed.py [--models me5-small,minilm-en] [--pairs 20]
+    OMP_NUM_THREADS=2 python -m benchmarks.explain_speed [--models me5-small,minilm-en] [--pairs 20]
         [--convergence-pairs 200] [--steps 4,8,16] [--out results/explain] [--quick]
 
 - **Pairs**: cross-lingual STS Multi MT *test* pairs (sentence 1 in one language, sentence 2 in another, the same
-  row), the language pairs taken in turn from :data:`LANG_PAIRS`, the rows drawn with a fixed seed
-  (:func:`cross_pairs`; ``benchmarks/explain_faithfulness.py`` uses the same sample).
+  row), the language pairs taken in turn from :data:`~benchmarks.common.EXPLAIN_LANG_PAIRS`, the rows drawn with a
+  fixed seed (:func:`~benchmarks.common.cross_pairs`; ``benchmarks.explain_faithfulness`` uses the same sample).
 - **Grid**: for every model, layer (0, half and three quarters of the depth; muse has only 0) and
   number of steps (``--steps``; muse ``--native-steps``): seconds per explanation (median and 90th percentile over
   ``--pairs`` pairs) and the relative residual |residual| / |score − reference terms| (median, maximum, share
@@ -28,38 +28,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks.common import EXPLAIN_LANG_PAIRS, EXPLAIN_TOLERANCE, cpu_name, cross_pairs, isa_flags
+from mlse.atomic import atomic_write_text
+from mlse.procmem import memory_mb
 
-from benchmarks.encode_speed import _cpu_name, _isa_flags  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
-
-LANG_PAIRS = ["en-de", "de-en", "en-fr", "en-es", "en-ru", "en-zh", "en-ja", "de-fr", "fr-es", "it-pt", "nl-pl",
-              "ru-zh"]  # fmt: skip
 LONG_PAIR = ("A man with a red hat is playing a silver flute on the street corner.",
              "Ein Mann mit rotem Hut spielt an der Ecke eine silberne Flöte.")  # ~20 tokens a side
-TOLERANCE = 0.02  # the issue's convergence target: |residual| <= 2 % of |score - reference terms|
-
-
-def cross_pairs(n: int, seed: int = 0, data_dir: str | None = None) -> list[tuple[str, str, str]]:
-    """``n`` cross-lingual STS Multi MT test pairs (language pair, sentence 1, sentence 2), reproducibly drawn."""
-    from mlse.data import load_sts
-
-    rng = np.random.default_rng(seed)
-    sets = {p: load_sts(p, "test", data_dir) for p in LANG_PAIRS[: max(1, min(n, len(LANG_PAIRS)))]}
-    rows = rng.permutation(len(next(iter(sets.values())).s1))
-    out = []
-    for i in range(n):
-        pair = list(sets)[i % len(sets)]
-        row = int(rows[i % len(rows)])
-        out.append((pair, sets[pair].s1[row], sets[pair].s2[row]))
-    return out
 
 
 def layers_for(n_layers: int, quick: bool) -> list[int]:
@@ -92,7 +71,7 @@ def measure_setting(model, pairs, layer: int | None, steps: int | None) -> dict:
     return {"layer": e.layer, "steps": e.steps, "rule": e.rule, "pairs": len(pairs),
             "median_s": statistics.median(seconds),
             "p90_s": float(np.percentile(seconds, 90)), "median_rel_residual": statistics.median(rel),
-            "max_rel_residual": max(rel), "share_within_2pct": float(np.mean(np.asarray(rel) <= TOLERANCE)),
+            "max_rel_residual": max(rel), "share_within_2pct": float(np.mean(np.asarray(rel) <= EXPLAIN_TOLERANCE)),
             "mean_tokens": float(np.mean(tokens))}  # fmt: skip
 
 
@@ -151,7 +130,7 @@ def markdown(results: dict) -> str:
     lines = [f"# Token-pair attributions: speed and convergence ({results['created']})", "",
              f"CPU {results['cpu']} ({', '.join(results['isa']) or 'no AVX2'}), {results['threads']} torch threads, "
              f"load average {results['load_start'][0]:.1f} at start, {results['load_end'][0]:.1f} at end. Pairs: "
-             f"cross-lingual STS Multi MT test ({', '.join(LANG_PAIRS)}). Relative residual = |residual| / "
+             f"cross-lingual STS Multi MT test ({', '.join(EXPLAIN_LANG_PAIRS)}). Relative residual = |residual| / "
              "|score - reference terms|.", ""]  # fmt: skip
     lines += ["| model | layer | steps | tokens/side (two ~20-token sentences) | explain s | residual | align s | "
               "added peak MB |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -180,7 +159,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.explain_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="me5-small,minilm-en")
     parser.add_argument("--pairs", type=int, default=10, help="pairs per grid setting")
     parser.add_argument("--convergence-pairs", type=int, default=200)
@@ -198,8 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.pairs, args.convergence_pairs, args.steps = 2, 3, [2, 4]
     started = time.perf_counter()
-    results = {"benchmark": "explain-speed", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpu": _cpu_name(),
-               "isa": _isa_flags(), "threads": args.threads, "load_start": list(os.getloadavg()),
+    results = {"benchmark": "explain-speed", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpu": cpu_name(),
+               "isa": isa_flags(), "threads": args.threads, "load_start": list(os.getloadavg()),
                "quick": args.quick, "models": []}  # fmt: skip
     for name in args.models.split(","):
         results["models"].append(measure_model(name, args))

@@ -1,8 +1,8 @@
 """Every fine-tuning method at an equal budget on the same data, then STS Multi MT test for each result.
 
-    python benchmarks/finetune_compare.py [--budget-minutes 10] [--max-pairs 0] [--extend-vocab 30000]
+    python -m benchmarks.finetune_compare [--budget-minutes 10] [--max-pairs 0] [--extend-vocab 30000]
                                           [--methods mse,ema,soft,hard] [--out results/finetune]
-    python benchmarks/finetune_compare.py --quick [--student PATH --teacher PATH]   # 2 steps per method, seconds
+    python -m benchmarks.finetune_compare --quick [--student PATH --teacher PATH]   # 2 steps per method, seconds
 
 Student and teacher are minilm-en (the only offline encoder), so this is the "offline multilingual student" study of
 the fine-tuning comparison at whatever budget is given: same data (contamination-filtered Tatoeba-Challenge en-xx,
@@ -19,19 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data.pairs import CROSS_12  # noqa: E402
-from mlse.encoders import load_encoder  # noqa: E402
-from mlse.evaluation.runners import run_sts  # noqa: E402
-from mlse.train.config import FinetuneConfig  # noqa: E402
-from mlse.train.finetune import finetune  # noqa: E402
+from benchmarks.common import QUICK_HELP, TEST_PAIRS, machine, output_dir, spearman_table, test_scores
+from mlse.atomic import atomic_write_text
+from mlse.encoders import load_encoder
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune import finetune
 
 METHODS = {
     "mse": {"method": "mse"},
@@ -39,26 +34,10 @@ METHODS = {
     "soft": {"method": "soft", "label": "priority"},
     "hard": {"method": "hard", "teacher": None},
 }
-TEST_PAIRS = ["en-en", *CROSS_12]
 # --quick: the settings of every run (2 steps of 8 en-de pairs, dev on 32 rows) and the test pairs
 QUICK = {"config": {"pairs": ["en-de"], "max_steps": 2, "batch_size": 8, "dev_pairs": ["en-de"], "eval_every_steps": 1},
          "max_pairs": 16, "extend_vocab": 128, "budget_minutes": 2.0, "dev_max_pairs": 32,
          "test_pairs": ["en-en", "en-de"]}  # fmt: skip
-
-
-def spearman_table(scores: dict[str, dict[str, float]]) -> str:
-    pairs = list(next(iter(scores.values())))
-    cross = [p for p in CROSS_12 if p in pairs]
-    lines = ["| model | " + " | ".join(pairs) + f" | avg cross-{len(cross)} |", "|---|" + "---:|" * (len(pairs) + 1)]
-    for name, row in scores.items():
-        avg = sum(row[p] for p in cross) / max(len(cross), 1)
-        lines.append(f"| {name} | " + " | ".join(f"{row[p]:.1f}" for p in pairs) + f" | {avg:.1f} |")
-    return "\n".join(lines)
-
-
-def test_scores(model, pairs: list[str] = TEST_PAIRS) -> dict[str, float]:
-    result = run_sts(model, pairs=pairs, n_boot=0)
-    return {p: s["spearman"] for p, s in result.scores.items()}
 
 
 def write_curves_html(curves: dict[str, list], path: Path, budget: float) -> None:
@@ -74,7 +53,7 @@ def write_curves_html(curves: dict[str, list], path: Path, budget: float) -> Non
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_compare", description=__doc__.split("\n")[0])
     parser.add_argument("--budget-minutes", type=float, default=10.0)
     parser.add_argument("--max-pairs", type=int, default=0, help="per language pair (0: all)")
     parser.add_argument("--extend-vocab", type=int, default=30000, help="0: keep minilm-en's English vocabulary")

@@ -1,6 +1,6 @@
 """A fine-tune on a CUDA GPU in each precision: that it runs (auto, fp32, bf16, fp16 with loss scaling) and how fast.
 
-    python benchmarks/finetune_gpu.py --student PATH [--data-dir DIR] [--steps 60] [--batch-size 64]
+    python -m benchmarks.finetune_gpu --student PATH [--data-dir DIR] [--steps 60] [--batch-size 64]
                                       [--out results/finetune/finetune-gpu.json] [--quick]
 
 Each precision runs :func:`mlse.train.finetune.finetune` end to end (method ``mse``, the student as its own frozen
@@ -23,12 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.train.config import DEFAULT_TEACHER  # noqa: E402
-from mlse.train.finetune import finetune  # noqa: E402
+from benchmarks.common import QUICK_HELP, machine, output_file
+from mlse.atomic import atomic_write_text
+from mlse.train.config import DEFAULT_TEACHER
+from mlse.train.finetune import finetune
 
 PRECISIONS = ("fp32", "bf16", "fp16", "auto")  # auto last: on a GPU with native bf16 it repeats bf16
 KEEP = ("precision", "grad_scaler", "grad_scale", "device", "sentences_per_s", "steps", "train_s", "prepare_s",
@@ -53,7 +51,7 @@ def run(student: str, method: str, precision: str, steps: int, batch_size: int, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--student", default=DEFAULT_TEACHER, help="a sentence-transformers folder or model name")
     parser.add_argument("--student-note", default="", help="what the student is (recorded)")
     parser.add_argument("--data-dir", default=None)
@@ -80,7 +78,7 @@ def main() -> None:
                                             32 if args.quick else 2000)  # fmt: skip
         print(f"{method} {precision}: {runs[f'{method} {precision}']}", flush=True)
     result = {
-        "command": " ".join(["python benchmarks/finetune_gpu.py", *sys.argv[1:]]),
+        "command": " ".join(["python -m benchmarks.finetune_gpu", *sys.argv[1:]]),
         "student": args.student, "student_note": args.student_note, "batch_size": args.batch_size,
         "machine": machine() | {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
                                 "torch": torch.__version__},

@@ -1,7 +1,7 @@
 """Training throughput of one MSE distillation step on minilm-en: fp32 vs bf16, bucketing, vocabulary extension.
 
-    python benchmarks/finetune_speed.py [--steps 12] [--batch-size 64] [--out results/finetune/finetune-speed.json]
-    python benchmarks/finetune_speed.py --quick [--student PATH]   # 3 steps of 8 pairs per setting, seconds
+    python -m benchmarks.finetune_speed [--steps 12] [--batch-size 64] [--out results/finetune/finetune-speed.json]
+    python -m benchmarks.finetune_speed --quick [--student PATH]   # 3 steps of 8 pairs per setting, seconds
 
 Each setting runs ``--steps`` optimiser steps (the first two are warm-up and not timed) of the real training step
 (:meth:`mlse.train.loop.TrainingLoop.train_step` with the mse method, both sides through the student) on the
@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.train.config import FinetuneConfig  # noqa: E402
-from mlse.train.finetune_data import prepare_data, teacher_targets  # noqa: E402
-from mlse.train.loop import TrainingLoop  # noqa: E402
-from mlse.train.methods import build_method  # noqa: E402
-from mlse.train.students import extend_vocabulary, load_student, resolve_precision, student_dim  # noqa: E402
+from benchmarks.common import QUICK_HELP, machine, output_file
+from mlse.atomic import atomic_write_text
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune_data import prepare_data, teacher_targets
+from mlse.train.loop import TrainingLoop
+from mlse.train.methods import build_method
+from mlse.train.students import extend_vocabulary, load_student, resolve_precision, student_dim
 
 SETTINGS = {
     "fp32, no bucketing, English vocabulary": dict(precision="fp32", bucket_by_length=False, extend_vocab=0),
@@ -68,7 +64,7 @@ def measure(settings: dict, steps: int, batch_size: int, student: str = "minilm-
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.finetune_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--student", default="minilm-en", help="student and teacher of the mse step")

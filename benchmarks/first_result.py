@@ -1,6 +1,6 @@
 """First result of every tab, as a visitor meets it: headless Chromium on a freshly started ``python app.py``.
 
-    python benchmarks/first_result.py [--backend torch] [--mode cold|warm|both] [--tabs score,map,...]
+    python -m benchmarks.first_result [--backend torch] [--mode cold|warm|both] [--tabs score,map,...]
                                       [--runs-dir DIR] [--out results/app/first-result-<backend>.json] [--quick]
 
 For each mode the app is started afresh (the real entry point, on a free loopback port, offline):
@@ -37,16 +37,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.common import QUICK_HELP, app_env, free_port, machine, output_file, stop_app, wait_for_page
+from mlse.atomic import atomic_write_text
+from mlse.data.portable import portable_record
+from mlse.procmem import memory_mb
+from tests.browser import TABS, click, fill_textbox, missing_browser, open_app, open_tab, start_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.app_latency import app_env, free_port, stop_app, wait_for_page  # noqa: E402
-from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data.portable import portable_record  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
-from tests.browser import TABS, click, fill_textbox, missing_browser, open_app, open_tab, start_chromium  # noqa: E402
-
 TARGETS = {"warm_s": 3.0, "cold_s": 60.0, "rss_mb": 1200.0}
 SENTENCES = ("A man is playing a flute.", "Un homme joue de la flûte.")
 QUICK_MODEL = "minilm-en"
@@ -309,7 +306,7 @@ def markdown(report: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.first_result", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "torch"))
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     parser.add_argument("--tabs", default=None, help="comma-separated: " + ",".join(s.slug for s in STEPS))
@@ -328,7 +325,7 @@ def main() -> None:
     args.runs_dir = (args.runs_dir or Path(tempfile.mkdtemp(prefix="mlse-first-result-runs-"))).resolve()
     out = output_file(args.out, args.quick, f"results/app/first-result-{args.backend}.json")
     report = {"benchmark": "first-result", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "backend": args.backend,
-              "command": " ".join(["python", "benchmarks/first_result.py", *sys.argv[1:]]), "quick": args.quick,
+              "command": " ".join(["python", "-m", "benchmarks.first_result", *sys.argv[1:]]), "quick": args.quick,
               "machine": machine(), "targets": TARGETS, "runs_dir": str(args.runs_dir), "modes": []}  # fmt: skip
     for mode in ("cold", "warm") if args.mode == "both" else (args.mode,):
         try:

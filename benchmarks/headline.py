@@ -1,8 +1,8 @@
 """The headline table of the README: every offline model on cross-12, EN-EN and Tatoeba-14.
 
-    python benchmarks/headline.py                          # the table from the result files the studies wrote
-    python benchmarks/headline.py --measure all            # measure every model again (through the embedding cache)
-    python benchmarks/headline.py --measure shipped/me5-small+s1+s2,shipped/muse+s1+s2
+    python -m benchmarks.headline                          # the table from the result files the studies wrote
+    python -m benchmarks.headline --measure all            # measure every model again (through the embedding cache)
+    python -m benchmarks.headline --measure shipped/me5-small+s1+s2,shipped/muse+s1+s2
 
 Models: the three backbones, the four shipped Stage-1 / Stage-1+2 heads and the shipped student (``python -m mlse
 models`` lists them). Metrics: STS Multi MT **test** Spearman x 100 averaged over the 12 cross-lingual pairs (cross-12)
@@ -26,13 +26,11 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.common import output_dir
+from mlse.atomic import atomic_write_text
+from mlse.data.pairs import CROSS_12, HAM_KIM_14
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data.pairs import CROSS_12, HAM_KIM_14  # noqa: E402
-
 MODELS = {  # name -> what it is (the table's second column)
     "me5-small": "backbone (multilingual-e5-small)",
     "muse": "backbone (USE multilingual v3)",
@@ -131,7 +129,7 @@ def markdown(rows: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.headline", description=__doc__.splitlines()[0])
     parser.add_argument("--measure", default="", help="comma-separated models to evaluate again, or 'all'")
     parser.add_argument("--out", default=None, help="folder for headline.{json,md} (default results/headline)")
     parser.add_argument("--quick", action="store_true",
@@ -155,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(measured_path, json.dumps(measured, indent=1) + "\n")  # after each model: a stop keeps it
         print(f"{name}: measured in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     rows = table(names)
-    command = "python benchmarks/headline.py"
+    command = "python -m benchmarks.headline"
     report = {
         "command": command,
         "metrics": {

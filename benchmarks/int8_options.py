@@ -1,7 +1,7 @@
 """What each int8 quantisation option costs in accuracy and speed, and which MatMuls are the most sensitive.
 
-    python benchmarks/int8_options.py [--model me5-small] [--threads 2] [--runs 5] [--out results/int8]
-    python benchmarks/int8_options.py --quick --model <small model> --out <folder>   # the test suite's smoke run
+    python -m benchmarks.int8_options [--model me5-small] [--threads 2] [--runs 5] [--out results/int8]
+    python -m benchmarks.int8_options --quick --model <small model> --out <folder>   # the test suite's smoke run
 
 1. **Sensitivity**: for every (role, layer) group of constant-weight MatMuls (roles from
    :mod:`mlse.encoders.onnx.int8_nodes`: qkv, attn_out, ffn_in, ffn_out), an int8 graph that quantises only that group
@@ -35,21 +35,18 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renice  # noqa: E402
-from benchmarks.encode_speed import Quiet, _onnx_versions, make_encoder  # noqa: E402
-from mlse.atomic import atomic_dir, atomic_write_text  # noqa: E402
-from mlse.data import load_sts  # noqa: E402
-from mlse.data.pairs import CROSS_12  # noqa: E402
-from mlse.dirs import cache_root  # noqa: E402
-from mlse.encoders.onnx import export as onnx_export  # noqa: E402
-from mlse.encoders.onnx.int8_nodes import ROLES, matmul_roles  # noqa: E402
-from mlse.encoders.onnx.runtime import OnnxEncoder  # noqa: E402
-from mlse.models import load_model  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+from benchmarks.common import QUICK_HELP, Quiet, cpu_name, isa_flags, make_encoder, onnx_versions, output_dir, renice
+from mlse.atomic import atomic_dir, atomic_write_text
+from mlse.data import load_sts
+from mlse.data.pairs import CROSS_12
+from mlse.dirs import cache_root
+from mlse.encoders.onnx import export as onnx_export
+from mlse.encoders.onnx.int8_nodes import ROLES, matmul_roles
+from mlse.encoders.onnx.runtime import OnnxEncoder
+from mlse.models import load_model
+from mlse.results import library_versions
 
 LANGS = ["en", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "zh"]  # the languages of en-en and cross-12
 # The recipe before this benchmark (export folder int8-9ccc127a): every constant-weight MatMul quantised.
@@ -326,7 +323,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.int8_options", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="me5-small")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
@@ -342,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.sentences, args.dev_per_lang, args.calib_per_lang, args.runs = 20, 2, 2, 1
     args.out = output_dir(args.out, args.quick, "results/int8", "int8-options")
-    command = " ".join(["python benchmarks/int8_options.py", *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join(["python -m benchmarks.int8_options", *(argv if argv is not None else sys.argv[1:])])
     started = time.perf_counter()
     fp32_enc = load_model(args.model, backend="onnx", cache=False, threads=args.threads)
     fp32_dir = fp32_enc.export_dir  # exports (or finds) the fp32 graph
@@ -373,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {"benchmark": "int8-options", "model": args.model, "command": command, "threads": args.threads,
               "runs": args.runs, "n_sentences": len(texts), "n_dev": len(dev), "reniced": reniced,
               "quick": args.quick, "load_start": list(os.getloadavg()), "cpu": cpu_name(), "isa": isa_flags(),
-              "versions": library_versions() | _onnx_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "versions": library_versions() | onnx_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "roles": list(ROLES), "sensitivity": ranking,
               "recipes": {k: v for k, v in options.items()}, "accuracy": acc, "avx2_saturation": avx2,
               "speed": speed(timed, texts, args.runs, args.batch_size)}  # fmt: skip

@@ -1,8 +1,8 @@
 """The offline multilingual student: one long fine-tuning run of minilm-en, then STS Multi MT test on 13 pairs.
 
-    python benchmarks/multilingual_student.py --method mse --lr 2e-4 --budget-minutes 60 --extend-vocab 30000 \
+    python -m benchmarks.multilingual_student --method mse --lr 2e-4 --budget-minutes 60 --extend-vocab 30000 \
         --run runs/minilm-multi-mse60 [--reuse] [--out results/finetune]
-    python benchmarks/multilingual_student.py --quick [--student PATH]   # 2 steps on 16 en-de pairs, seconds
+    python -m benchmarks.multilingual_student --quick [--student PATH]   # 2 steps on 16 en-de pairs, seconds
 
 Trains (unless ``--reuse`` finds ``<run>/metrics.json``) on every contamination-filtered English-X Tatoeba-Challenge
 pair (12 languages, ~143k pairs), teacher = student = minilm-en, dev = 500 rows of STS Multi MT dev in en-en, en-de,
@@ -20,21 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
-from benchmarks.finetune_compare import TEST_PAIRS, spearman_table, test_scores  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.encoders import load_encoder  # noqa: E402
-from mlse.train.config import FinetuneConfig  # noqa: E402
-from mlse.train.finetune import finetune  # noqa: E402
-from mlse.train.finetune_data import prepare_data  # noqa: E402
-from mlse.train.students import load_student  # noqa: E402
+from benchmarks.common import QUICK_HELP, TEST_PAIRS, machine, output_dir, spearman_table, test_scores
+from mlse.atomic import atomic_write_text
+from mlse.encoders import load_encoder
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune import finetune
+from mlse.train.finetune_data import prepare_data
+from mlse.train.students import load_student
 
 DEV_PAIRS = ["en-en", "en-de", "en-fr", "en-ru", "en-zh"]
 QUICK = {"config": {"pairs": ["en-de"], "max_pairs": 16, "max_steps": 2, "batch_size": 8, "dev_pairs": ["en-de"],
@@ -43,7 +39,8 @@ QUICK = {"config": {"pairs": ["en-de"], "max_pairs": 16, "max_steps": 2, "batch_
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.multilingual_student",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--method", default="mse", choices=["mse", "ema", "soft", "hard"])
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--budget-minutes", type=float, default=60.0)

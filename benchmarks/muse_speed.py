@@ -1,7 +1,7 @@
 """Encode speed of ``muse`` (USE multilingual v3): the package's numpy forward pass vs mlse's torch port.
 
-    OMP_NUM_THREADS=2 python benchmarks/muse_speed.py [--threads 2] [--runs 5] [--n 1000] [--out results/onnx]
-    python benchmarks/muse_speed.py --quick        # 16 sentences, one run: proves the script runs
+    OMP_NUM_THREADS=2 python -m benchmarks.muse_speed [--threads 2] [--runs 5] [--n 1000] [--out results/onnx]
+    python -m benchmarks.muse_speed --quick        # 16 sentences, one run: proves the script runs
 
 - **Sentences**: ``--n`` unique STS Multi MT test sentences, taken in turn from en, de, fr, ru and zh.
 - **Throughput**: sentences/s, median of ``--runs``, the two implementations timed interleaved in one process (package,
@@ -24,17 +24,14 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renice  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data import load_sts  # noqa: E402
-from mlse.encoders.use import UseEncoder, package_version  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renice
+from mlse.atomic import atomic_write_text
+from mlse.data import load_sts
+from mlse.encoders.use import UseEncoder, package_version
+from mlse.results import library_versions
 
 LANGS = ["en", "de", "fr", "ru", "zh"]
 
@@ -56,7 +53,7 @@ def per_second(fn, n: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.muse_speed", description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--n", type=int, default=1000, help="sentences to encode")
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         "tokenise_sentences_per_s": {name: round(v, 1) for name, v in tokenise.items()},
         "agreement": {"min_cosine": float(np.min(cosines)), "mean_cosine": float(np.mean(cosines))},
         "identity": port.identity, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "OMP_NUM_THREADS=2 python benchmarks/muse_speed.py " + " ".join(sys.argv[1:] if argv is None
+        "command": "OMP_NUM_THREADS=2 python -m benchmarks.muse_speed " + " ".join(sys.argv[1:] if argv is None
                                                                                   else argv),
     }  # fmt: skip
     out = output_dir(args.out, args.quick, "results/onnx", "muse-speed") / "muse-speed.json"

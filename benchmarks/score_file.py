@@ -1,6 +1,6 @@
 """Scoring a user's pairs file: ``python -m mlse score`` cold and warm, its peak memory, and the app's Score-a-file.
 
-    python benchmarks/score_file.py [--backend onnx-int8] [--models me5-small,muse,minilm-en] [--pairs 20000]
+    python -m benchmarks.score_file [--backend onnx-int8] [--models me5-small,muse,minilm-en] [--pairs 20000]
                                     [--memory-pairs 100000] [--app-rows 1000] [--out results/score-file] [--quick]
 
 The pairs file is built in a temporary folder (never committed) from STS Multi MT **train**: cross-lingual pairs
@@ -44,20 +44,18 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.common import cpu_name, isa_flags
+from mlse.atomic import atomic_write_text
+from mlse.data.pairs import CROSS_12
+from mlse.data.portable import portable_record
+from mlse.data.stsb import load_sts
+from mlse.dirs import cache_root
+from mlse.encoders.identity import BACKENDS
+from mlse.encoders.registry import DEFAULT_MODELS
+from mlse.procmem import memory_mb
+from mlse.results import library_versions
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import cpu_name, isa_flags  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.data.pairs import CROSS_12  # noqa: E402
-from mlse.data.portable import portable_record  # noqa: E402
-from mlse.data.stsb import load_sts  # noqa: E402
-from mlse.dirs import cache_root  # noqa: E402
-from mlse.encoders.identity import BACKENDS  # noqa: E402
-from mlse.encoders.registry import DEFAULT_MODELS  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
-
 TARGETS = {"cold_pairs_per_s": 150.0, "warm_speedup": 20.0, "peak_rss_mb": 1536.0, "app_cold_s": 15.0,
            "app_cached_s": 2.0}  # fmt: skip
 # What a model's first use leaves under the cache root (mlse.dirs): conversions, ONNX exports, tokenizers, muse's table
@@ -273,7 +271,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.score_file", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=BACKENDS, default="onnx-int8")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated, as mlse score takes")
     parser.add_argument("--pairs", type=int, default=20_000, help="(a) and (b): pairs in the file")
@@ -296,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or (Path(tempfile.mkdtemp(prefix="score-file-quick-")) if args.quick else Path("results/score-file"))
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     source_cache = (args.model_cache or cache_root()).expanduser()
-    command = "python benchmarks/score_file.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m benchmarks.score_file " + " ".join(sys.argv[1:] if argv is None else argv)
     result = {"benchmark": "score-file", "command": command.strip(), "quick": args.quick, "backend": args.backend,
               "models": ",".join(models), "cpu": cpu_name(), "isa": isa_flags(), "cpus": os.cpu_count(),
               "mlse_threads": os.environ.get("MLSE_THREADS"), "load_average_at_start": os.getloadavg()[0],

@@ -1,7 +1,7 @@
 """Time the seed grid from a cold embedding cache and again warm, in fresh processes.
 
-    python benchmarks/seed_grid_time.py [--backbone minilm-en] [--max-pairs 2000] [--out results/seed-grid/minilm-en]
-    python benchmarks/seed_grid_time.py --quick [--backbone PATH]   # 20 pairs, 1 Stage-1 epoch: proves it runs
+    python -m benchmarks.seed_grid_time [--backbone minilm-en] [--max-pairs 2000] [--out results/seed-grid/minilm-en]
+    python -m benchmarks.seed_grid_time --quick [--backbone PATH]   # 20 pairs, 1 Stage-1 epoch: proves it runs
 
 Targets: under 20 minutes cold and under 5 minutes warm on 2 CPU cores for minilm-en. The warm run's
 outputs (``--out``, by default the experiment's own ``results/seed-grid/<backbone>/``) are the ones the README shows;
@@ -20,16 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
+from benchmarks.common import QUICK_HELP, machine, output_dir
+from mlse.atomic import atomic_write_text
 
 QUICK = {"max_pairs": "20", "s1_max_epochs": "1"}
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.seed_grid_time", description=__doc__.split("\n")[0])
     parser.add_argument("--backbone", default="minilm-en")
     parser.add_argument("--max-pairs", default="2000")
     parser.add_argument("--s1-max-epochs", default=None, help="Stage 1 epochs (default: the experiment's)")

@@ -1,8 +1,8 @@
 """What each serving lever buys, without HTTP: the Score tab's work for many users at once, in this process.
 
-    python benchmarks/serving_levers.py [--backend onnx-int8] [--clients 20] [--requests 10] [--repeats 2]
+    python -m benchmarks.serving_levers [--backend onnx-int8] [--clients 20] [--requests 10] [--repeats 2]
                                         [--models NAME ...] [--cache DIR] [--out results/app/serving-levers.json]
-    python benchmarks/serving_levers.py --quick   # minilm-en on torch, 2 clients x 2 requests, one repeat
+    python -m benchmarks.serving_levers --quick   # minilm-en on torch, 2 clients x 2 requests, one repeat
 
 The app's load benchmark (benchmarks/app_load.py) measures the whole path a visitor's request takes; this one isolates
 the part the serving code controls: ``score_models`` (what the page, Gradio's ``score`` endpoint and ``POST
@@ -39,15 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from app_load import distinct_pairs, latency_summary  # noqa: E402
-
-from benchmarks.common import QUICK_HELP, machine, output_file, renice  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from benchmarks.common import QUICK_HELP, distinct_pairs, latency_summary, machine, output_file, renice
+from mlse.atomic import atomic_write_text
+from mlse.procmem import memory_mb
 
 CONFIGS = ("batched", "unbatched", "batched-torch1", "unbatched-torch1")
 QUICK = {"backend": "torch", "clients": 2, "requests": 2, "repeats": 1, "models": ["minilm-en"]}
@@ -111,7 +105,7 @@ def per_model_ms(state, names: list[str], pairs: list[tuple[str, str]], torch_th
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serving_levers", description=__doc__.split("\n")[0])
     parser.add_argument("--backend", default="onnx-int8")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=10, help="requests per client and configuration")
@@ -147,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     if failed:
         raise SystemExit(f"models that do not score here: {failed}")
     loaded = memory_mb()
-    result = {"command": "python benchmarks/serving_levers.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    result = {"command": "python -m benchmarks.serving_levers " + " ".join(sys.argv[1:] if argv is None else argv),
               "backend": args.backend, "threads_env": os.environ.get("MLSE_THREADS"), "models": names,
               "clients": args.clients, "requests": args.requests,
               "quick": args.quick, **machine(), "reniced": reniced, "memory_models_loaded": loaded,

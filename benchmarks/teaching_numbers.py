@@ -1,6 +1,6 @@
 """The numbers the teaching guide (docs/teaching.md) quotes, measured on the shipped models.
 
-    python benchmarks/teaching_numbers.py            # a few minutes on 2 cores; most embeddings come from the cache
+    python -m benchmarks.teaching_numbers            # a few minutes on 2 cores; most embeddings come from the cache
 
 Five exercises, one section each of ``results/teaching/teaching-numbers.{json,md}``:
 
@@ -28,14 +28,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from benchmarks.common import output_dir
+from mlse.atomic import atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
-from benchmarks.common import output_dir  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-
 PAIRS_FILE = ROOT / "docs" / "teaching" / "lesson-pairs.tsv"
 PAIR_MODELS = ["me5-small", "muse", "minilm-en", "shipped/me5-small-student"]
 CALIBRATED_LEVELS = (1.0, 2.5, 4.0)
@@ -54,7 +52,7 @@ CURVES = {  # name -> (result file, how to read its curve, what was trained)
     "minilm-en, MSE distillation, vocabulary extended by 30k pieces": (
         "results/finetune/finetune-compare-vocab30k-6min.json",
         "compare",
-        "python benchmarks/finetune_compare.py --budget-minutes 6 --max-pairs 0 --extend-vocab 30000 "
+        "python -m benchmarks.finetune_compare --budget-minutes 6 --max-pairs 0 --extend-vocab 30000 "
         "--eval-every 60 --tag vocab30k-6min",
     ),
 }
@@ -259,7 +257,7 @@ def markdown(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.teaching_numbers", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for the two files (default results/teaching)")
     parser.add_argument("--quick", action="store_true",
                         help="minilm-en only, no map, no Tatoeba, into a temporary folder: proves the script runs")
@@ -275,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     models = {name: load_model(name) for name in (["minilm-en"] if args.quick else PAIR_MODELS)}
-    report = {"command": "python benchmarks/teaching_numbers.py",
+    report = {"command": "python -m benchmarks.teaching_numbers",
               "created": time.strftime("%Y-%m-%d", time.gmtime()),
               "identities": {name: model.identity for name, model in models.items()}}  # fmt: skip
     report["pairs"] = score_lesson_pairs(models)

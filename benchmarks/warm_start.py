@@ -1,6 +1,6 @@
 """How long ``python -m mlse warm`` takes from an empty cache, step by step, and that a second run does nothing.
 
-    python benchmarks/warm_start.py [--backend torch] [--data-dir DIR] [--out results/app/warm-start-<backend>.json]
+    python -m benchmarks.warm_start [--backend torch] [--data-dir DIR] [--out results/app/warm-start-<backend>.json]
                                     [--quick]
 
 Runs the command twice in its own processes on a fresh ``MLSE_CACHE`` (a temporary folder, removed after; offline):
@@ -29,12 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common import QUICK_HELP, machine, output_file
+from mlse.atomic import atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
-from mlse.atomic import atomic_write_text  # noqa: E402
-
 TARGET_S = 600.0
 QUICK_MODEL = "minilm-en"
 STEP = re.compile(r"\[\s*(\d+) %\] (.+?): (already warm|computed in ([\d.]+) s|skipped: (.*)|failed after .*|"
@@ -81,7 +79,7 @@ def markdown(report: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.warm_start", description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="torch", choices=("torch", "onnx", "onnx-int8"))
     parser.add_argument("--data-dir", default=None, help="datasets folder (default: the one mlse finds)")
     parser.add_argument("--out", default=None, help="JSON to write (default: results/app/warm-start-<backend>.json)")
@@ -96,7 +94,7 @@ def main() -> int:
     elif args.data_dir:
         command += ["--data-dir", args.data_dir]
     env = {**os.environ, "MLSE_CACHE": str(scratch / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    report = {"backend": args.backend, "command": "python benchmarks/warm_start.py " + " ".join(sys.argv[1:]),
+    report = {"backend": args.backend, "command": "python -m benchmarks.warm_start " + " ".join(sys.argv[1:]),
               "warm_command": " ".join(["python", *command[1:]]), "machine": machine(),
               "target_s": TARGET_S}  # fmt: skip
     try:

@@ -1,21 +1,22 @@
 """Every benchmark runs in its ``--quick`` mode: the same code paths as the full run, on tiny inputs, in seconds.
 
 Why: a benchmark runs for minutes to hours and nobody runs it between two measurements, so a library change breaks it
-unseen (``encode_speed.py`` crashed after its first table once: ``limits()`` still called ``encode_batch``, which the
-tokenizers had traded for ``encode_ids``). Here each ``benchmarks/*.py`` (every file but the shared helpers) runs
-``--quick --out <tmp>`` with tiny local models where it takes a model, must return normally and must leave a non-empty
-result in ``<tmp>``. Scripts run in this process (one torch import for all; the environment, the working directory
-and torch's threads are put back after each) except those that start the app or set up its state, which run as a
-subprocess. A new script is picked up by the glob: it needs a ``--quick`` and an ``--out``, and an entry in
-:data:`MODEL_ARGS` if it takes a model.
+unseen (``encode_speed`` crashed after its first table once: ``limits()`` still called ``encode_batch``, which the
+tokenizers had traded for ``encode_ids``). Here each script ``benchmarks/NAME.py`` (every module but the shared
+helpers, ``benchmarks.common`` and ``benchmarks/_*.py``) runs as ``python -m benchmarks.NAME --quick --out <tmp>``
+with tiny local models where it takes a model, must return normally and must leave a non-empty result in ``<tmp>``.
+Scripts run in this process through :func:`runpy.run_module` (as ``__main__``, what ``python -m`` does; one torch
+import for all; the environment, the working directory and torch's threads are put back after each) except those that
+start the app or set up its state, which run as a ``python -m`` subprocess from the repository root. A new script is
+picked up by the glob: it needs a ``--quick`` and an ``--out``, and an entry in :data:`MODEL_ARGS` if it takes a
+model.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-SHARED = {"common"}  # helper modules of the scripts (no main), like every benchmarks/_*.py
+SHARED = {"common"}  # the scripts' shared helpers (a package: the glob does not see it), like every benchmarks/_*.py
 SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_") and p.stem not in SHARED)
 APP = {"app_latency", "app_soak", "first_result", "app_load"}  # start `python app.py`
 # Run as a subprocess: the app's (a server, its own environment) and score_file (it sets up the app's state here)
@@ -101,20 +102,19 @@ def _timeout(signum, frame):
 
 
 def run_in_process(script: str, argv: list[str], monkeypatch) -> object:
-    """``main(argv)`` of ``benchmarks/<script>.py`` here (``sys.argv`` for a ``main()`` without parameters); the
-    environment, the working directory and torch's thread count are restored afterwards."""
+    """``python -m benchmarks.<script> ARGV`` in this process: the module run as ``__main__`` with ``sys.argv`` set;
+    the environment, the working directory and torch's thread count are restored afterwards. Returns the exit code
+    (None when the script returned normally)."""
     import torch
 
-    monkeypatch.syspath_prepend(str(ROOT))
-    module = importlib.import_module(f"benchmarks.{script}")
+    monkeypatch.setattr(sys, "argv", [f"python -m benchmarks.{script}", *argv])
+    monkeypatch.delitem(sys.modules, f"benchmarks.{script}", raising=False)  # run afresh, as python -m does
     environ, cwd, threads = dict(os.environ), os.getcwd(), torch.get_num_threads()
     previous = signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(TIMEOUT_S.get(script, 600))
     try:
-        if inspect.signature(module.main).parameters:
-            return module.main(argv)
-        monkeypatch.setattr(sys, "argv", [f"benchmarks/{script}.py", *argv])
-        return module.main()
+        runpy.run_module(f"benchmarks.{script}", run_name="__main__", alter_sys=True)
+        return None
     except SystemExit as exc:
         return exc.code
     finally:
@@ -127,9 +127,9 @@ def run_in_process(script: str, argv: list[str], monkeypatch) -> object:
 
 
 def run_subprocess(script: str, argv: list[str]) -> int:
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *argv], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", f"benchmarks.{script}", *argv], cwd=ROOT, capture_output=True,
                           text=True, timeout=TIMEOUT_S.get(script, 600))  # fmt: skip
-    assert proc.returncode == 0, f"benchmarks/{script}.py --quick exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"benchmarks.{script} --quick exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     return proc.returncode
 
 
@@ -142,7 +142,7 @@ def test_quick_mode_runs_and_writes_its_result(script, request, tmp_path, monkey
         code = run_subprocess(script, argv)
     else:
         code = run_in_process(script, argv, monkeypatch)
-    assert code in (None, 0), f"benchmarks/{script}.py --quick returned {code}"
+    assert code in (None, 0), f"benchmarks.{script} --quick returned {code}"
     written = [p for p in out_dir.rglob("*") if p.is_file()]
     assert written and all(p.stat().st_size > 0 for p in written), f"{script}: nothing written to {out_dir}"
     for path in written:
@@ -157,7 +157,8 @@ def test_quick_mode_runs_and_writes_its_result(script, request, tmp_path, monkey
 
 def test_every_script_is_covered():
     """A script is either run here or named as another task's; the shared helpers are no scripts."""
-    assert SCRIPTS and not (SHARED & set(SCRIPTS))
+    assert SCRIPTS and not (SHARED & set(SCRIPTS)) and "mining_scale" in SCRIPTS
+    assert (BENCHMARKS / "common" / "__init__.py").is_file()
     assert set(MODEL_ARGS) <= set(SCRIPTS), set(MODEL_ARGS) - set(SCRIPTS)
     assert set(OUT_FILE) | SUBPROCESS | SLOW <= set(SCRIPTS)
 

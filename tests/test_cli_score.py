@@ -223,11 +223,11 @@ def test_progress_lines_carry_rows_rate_and_eta(capsys, monkeypatch, tiny_bert, 
 @pytest.mark.slow  # three CLI processes each load torch and MiniLM: about a minute on two busy cores
 def test_the_benchmark_quick_mode_runs(tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "benchmarks/score_file.py", "--quick", "--out", str(out)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.score_file", "--quick", "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / "score-file.json").read_text(encoding="utf-8"))
-    assert result["quick"] is True and result["command"].startswith("python benchmarks/score_file.py")
+    assert result["quick"] is True and result["command"].startswith("python -m benchmarks.score_file")
     for key in ("cold", "warm", "memory"):
         assert result[key]["pairs"] > 0 and result[key]["seconds"] > 0, result[key]
     assert result["warm"]["encoded"] == 0 and result["cold"]["encoded"] > 0

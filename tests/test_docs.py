@@ -159,7 +159,7 @@ def observation_blocks(text: str) -> list[str]:
 def test_the_teaching_guide_quotes_measured_numbers():
     guide = TEACHING.read_text(encoding="utf-8")
     measured = TEACHING_NUMBERS.read_text(encoding="utf-8")
-    assert "python benchmarks/teaching_numbers.py" in guide
+    assert "python -m benchmarks.teaching_numbers" in guide
     blocks = observation_blocks(guide)
     assert len(blocks) == 5, "one 'What you should see' block per exercise"
     for block in blocks:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from mlse.explain import explain_pair
 from mlse.explain.perturb import delete_spans, perturb, random_cells, top_cells, without_cells
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_delete_spans_cuts_words_and_tidies_spaces():
@@ -50,10 +48,8 @@ def test_top_and_random_cells_and_the_shortened_sentences(tiny_bert):
 
 
 def _run(script: str, argv: list[str], monkeypatch) -> None:
-    monkeypatch.syspath_prepend(str(BENCHMARKS.parent))
-    monkeypatch.setattr(sys, "argv", [script])
-    module = __import__(f"benchmarks.{script}", fromlist=["main"])
-    module.main(argv)
+    monkeypatch.setattr(sys, "argv", [f"python -m benchmarks.{script}"])
+    importlib.import_module(f"benchmarks.{script}").main(argv)
 
 
 def test_speed_benchmark_quick(tiny_bert, data_dir, tmp_path, monkeypatch):

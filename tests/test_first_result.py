@@ -45,7 +45,7 @@ def test_verdict_and_table_follow_the_targets():
     cold = warm | {"mode": "cold", "tabs": {"score": tab | {"progress": tab["progress"] | {"throughout": False}}},
                    "rss_after_pass": {"rss_mb": 1500.0}}  # fmt: skip
     assert verdict(cold) == {"score": True, "score_progress": False, "rss": False}
-    report = {"backend": "torch", "command": "python benchmarks/first_result.py", "load_average_end": 1.0,
+    report = {"backend": "torch", "command": "python -m benchmarks.first_result", "load_average_end": 1.0,
               "machine": {"cpu": "cpu", "cpus": 2, "isa": ["avx2"], "load_average": 0.5},
               "modes": [cold, warm, {"mode": "warm", "error": "python -m mlse warm failed"}]}  # fmt: skip
     text = markdown(report)
@@ -63,7 +63,7 @@ def test_quick_run_times_two_tabs_cold_and_warm(tmp_path):
     if reason:
         pytest.skip(reason)
     out = tmp_path / "first-result.json"
-    done = subprocess.run([sys.executable, "benchmarks/first_result.py", "--quick", "--out", str(out)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.first_result", "--quick", "--out", str(out)], cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
                           timeout=1800)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

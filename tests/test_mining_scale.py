@@ -1,4 +1,4 @@
-"""benchmarks/mining_scale.py (smoke run on synthetic vectors) and the mining pieces it added to mlse.evaluation."""
+"""benchmarks.mining_scale (smoke run on synthetic vectors) and the mining pieces it added to mlse.evaluation."""
 
 import json
 import subprocess
@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_benchmark_writes_a_complete_result(tmp_path):
     out = tmp_path / "scale.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "mining_scale.py"), "--quick", "--sizes", "300,600",
+        [sys.executable, "-m", "benchmarks.mining_scale", "--quick", "--sizes", "300,600",
          "--nprobe", "1,200", "--ef-search", "16,64", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "EXTRAPOLATION" in proc.stdout and "Growth" in proc.stdout

@@ -1,7 +1,9 @@
-"""The package's shape: importing mlse stays cheap, no import cycle among its modules, no module too long to read."""
+"""The package's shape: importing mlse stays cheap, no import cycle among its modules, no module too long to read; and
+the benchmarks package held to the same bar (scripts run as ``python -m benchmarks.NAME``, imports one way)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -42,3 +44,81 @@ def test_no_module_over_400_lines():
     long = {str(p.relative_to(ROOT / "mlse")): n for p in (ROOT / "mlse").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}  # fmt: skip
     assert not long, long
+
+
+# -- benchmarks/: the same bar as mlse/ ------------------------------------------------------------------------------
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def _benchmark_modules() -> dict[str, Path]:
+    """Dotted name -> file of every module in the benchmarks package (``benchmarks.common`` for its ``__init__``)."""
+    out = {}
+    for path in BENCHMARKS.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _is_script(module: str) -> bool:
+    """A runnable benchmark (``python -m benchmarks.NAME``): directly in benchmarks/, neither common nor ``_*``."""
+    parts = module.split(".")
+    return len(parts) == 2 and parts[1] != "common" and not parts[1].startswith("_")
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module a file imports, at the top or inside a function (``from x import y`` counts as x and x.y)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_benchmarks_is_a_package_of_scripts():
+    modules = _benchmark_modules()
+    assert (BENCHMARKS / "__init__.py").is_file() and "benchmarks.common" in modules
+    scripts = [m for m in modules if _is_script(m)]
+    assert "benchmarks.mining_scale" in scripts and len(scripts) >= 20, scripts
+
+
+def test_no_benchmark_module_over_400_lines():
+    long = {m: n for m, p in _benchmark_modules().items()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def test_no_import_cycle_in_benchmarks():
+    if not CYCLES.is_file():
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{CYCLES} is missing: CI must have ../shared beside the checkout")
+        pytest.skip(f"{CYCLES} not found (../shared is not beside this checkout)")
+    run = subprocess.run([sys.executable, str(CYCLES), str(BENCHMARKS)], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr
+
+
+def test_benchmarks_import_one_way_without_path_edits():
+    """Scripts run as ``python -m benchmarks.NAME`` from the root, so none edits ``sys.path``; a script imports the
+    shared helpers (``benchmarks.common``) and its own ``benchmarks._*`` modules, never another script; a helper never
+    imports a script; and the library never imports a benchmark."""
+    modules = _benchmark_modules()
+    scripts = {m for m in modules if _is_script(m)}
+    for module, path in modules.items():
+        text = path.read_text(encoding="utf-8")
+        assert "sys.path" not in text, f"{module} edits sys.path"
+        borrowed = {name for name in _imported(path) if name in scripts and name != module}
+        assert not borrowed, f"{module} imports the script(s) {sorted(borrowed)}: move what they share to common"
+    for path in (ROOT / "mlse").rglob("*.py"):
+        uses = {name for name in _imported(path) if name.split(".")[0] == "benchmarks"}
+        assert not uses, f"{path.relative_to(ROOT)} imports {sorted(uses)}"
+
+
+def test_the_shared_benchmark_helpers_load_no_heavy_library():
+    """``benchmarks.common`` is imported by every script, the light ones too (and by their worker processes)."""
+    code = ("import sys, benchmarks.common; "
+            "print(sorted(m for m in ('torch', 'gradio', 'umap', 'plotly', 'faiss') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -4,7 +4,7 @@ On the ``onnx`` / ``onnx-int8`` backends every encoder runs in onnxruntime, and 
 Stage-1/2 scorers: two to four products of a few rows by a 384 x 384 matrix per call. With torch's default of one
 thread per core, each product wakes a second thread, and on a CPU that other requests keep busy, waiting for it costs
 far more than the product: shipped/me5-small+s1+s2 scored alone after its backbone took 44 ms of wall time and 30 ms
-of CPU with two threads, 1.2 ms with one (``python benchmarks/serving_levers.py``, 2 busy cores,
+of CPU with two threads, 1.2 ms with one (``python -m benchmarks.serving_levers``, 2 busy cores,
 results/app/load-levers/serving-levers-onnx-int8.json). The torch backend is left as it is: there torch computes the
 encoders too, where a second thread pays.
 

@@ -162,7 +162,7 @@ def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
     rows = rows[rows["source"].isin(sizes[sizes >= MIN_LANGS_FOR_LANGUAGE_PLOT].index)]
     fig = go.Figure()
     if rows.empty:
-        fig.update_layout(title="No Tatoeba result over many languages yet (python benchmarks/baseline.py "
+        fig.update_layout(title="No Tatoeba result over many languages yet (python -m benchmarks.baseline "
                                 "--tatoeba-all)", height=380)  # fmt: skip
         return fig
     order = rows.groupby("key")["value"].mean().sort_values(ascending=False).index.tolist()
