@@ -40,7 +40,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -57,15 +56,10 @@ from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_file  # no
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.portable import portable_record  # noqa: E402
 from mlse.procmem import memory_mb  # noqa: E402
+from mlse.serving.http_server import free_port  # noqa: E402
 
 PAIRS = ("en-de", "en-fr", "en-es", "de-en")
 PAGE_TIMEOUT_S = 300
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def offline_models(runs_dir: Path) -> list[str]:

@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._mining_pool import composition, encode_task, real_pool, synthetic_pool, take  # noqa: E402
+from benchmarks._mining_pool import encode_task, synthetic_pool  # noqa: E402
 from benchmarks._mining_report import extrapolate, growth, print_report, table_rows, write_result  # noqa: E402
 from benchmarks.common import output_file  # noqa: E402
 from mlse.evaluation.index import (  # noqa: E402
@@ -54,6 +54,7 @@ from mlse.evaluation.index import (  # noqa: E402
 )
 from mlse.evaluation.margin import margin_both_ways  # noqa: E402
 from mlse.evaluation.mining import best_threshold, mining_prf, select_one_to_one, split_half_prf  # noqa: E402
+from mlse.evaluation.mining_pool import data_pool, pool_composition, pool_task  # noqa: E402
 from mlse.procmem import peak_rss_mb  # noqa: E402
 
 STUDENT_RUN = ROOT / "runs" / "minilm-multi-mse60"
@@ -243,12 +244,11 @@ def main(argv=None) -> None:
         pool, syn_src, syn_tgt = synthetic_pool(sizes[-1], args.gold_fraction, args.seed)
         model, identity, encoder, data = "synthetic", "synthetic clustered vectors, d=32", None, {}
     else:
-        from mlse.data import file_sha256
-        from mlse.data.portable import portable_path
+        from mlse.data.portable import data_hashes
         from mlse.models import load_model
 
         t0 = time.perf_counter()
-        pool = real_pool(sizes[-1], args.gold_fraction, args.seed, args.data_dir)
+        pool = data_pool(sizes[-1], args.gold_fraction, args.seed, args.data_dir)
         print(f"pool for N <= {sizes[-1]:,} built in {time.perf_counter() - t0:.0f} s: {len(pool.gold):,} gold, "
               f"{len(pool.src_extra):,} / {len(pool.tgt_extra):,} src / tgt distractors", flush=True)  # fmt: skip
         encoder = load_model(args.model)
@@ -257,14 +257,14 @@ def main(argv=None) -> None:
 
             torch.set_num_threads(args.encode_threads)
         model, identity = args.model.removeprefix(str(ROOT) + "/"), encoder.identity
-        data = {portable_path(p, args.data_dir): file_sha256(p) for p in sorted(set(map(Path, pool.sources)))}
+        data = data_hashes(sorted(set(map(Path, pool.sources))), args.data_dir)
     results = {"pools": {}, "encode": {}, "workers": {}, "table": {}}
     rows_by_n: dict[int, list[dict]] = {}
     dim = 0
     with tempfile.TemporaryDirectory(prefix="mining-scale-") as tmp:
         for n in sizes:
-            task = take(pool, n, args.gold_fraction, args.seed)
-            results["pools"][n] = composition(pool, task)
+            task = pool_task(pool, n, args.gold_fraction, args.seed)
+            results["pools"][n] = pool_composition(pool, task)
             print(f"N={n:,}: encoding {2 * n:,} texts", flush=True)
             if encoder is None:
                 src = syn_src[[i for _, i in task.src]]

@@ -14,6 +14,7 @@ import numbers
 import re
 from pathlib import Path
 
+from mlse.data.json_safe import finite_or_none
 from mlse.errors import DataError
 
 FORMATS = ("tsv", "csv", "jsonl", "lines")
@@ -178,11 +179,7 @@ def cell_text(value) -> str:
 # -- numbers in cells --------------------------------------------------------------------------------------------------
 def cell_number(text: str) -> float | None:
     """The finite number a cell holds, or None."""
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+    return finite_or_none(text)
 
 
 def reads_as_number(text: str) -> bool:
