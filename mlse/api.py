@@ -72,7 +72,7 @@ def pair_scores(model, sentences1: Sequence[str], sentences2: Sequence[str], *, 
     texts = [*s1, *s2]
     emb = encode(model, texts) if encode is not None else model.encode(texts, batch_size=batch_size)  # [2n, d]
     emb = np.asarray(emb, dtype=np.float32)
-    cos = cosine_predictions(emb[: len(s1)], emb[len(s1):]).astype(np.float32)  # [n]
+    cos = np.clip(cosine_predictions(emb[: len(s1)], emb[len(s1):]), -1.0, 1.0).astype(np.float32)  # [n], shown
     calibrate = getattr(model, "calibrated_score", None)
     calibrated = calibrate(cos) if calibrate is not None else None
     return cos, (None if calibrated is None else np.asarray(calibrated, dtype=np.float32))

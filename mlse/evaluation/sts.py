@@ -17,11 +17,12 @@ _BOOT_BLOCK_ELEMENTS = 8_000_000
 
 
 def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
-    """Row-wise cosine between two [n, d] embedding matrices -> [n] float64 in [-1, 1].
+    """Row-wise cosine between two [n, d] embedding matrices -> [n] float64.
 
     The one cosine of the package: evaluation, Stage-2 heads and the app's pair scores all call it. Rows need not be
     normalised. A row pair where either vector is all-zero gets cosine 0 (no direction, no similarity) rather than
-    NaN, so a single degenerate sentence cannot turn the whole metric into NaN; rounding past +-1 is clipped.
+    NaN, so a single degenerate sentence cannot turn the whole metric into NaN. Rounding may put a cosine an ulp past
+    +-1; it is left there, since clipping would tie nearly parallel pairs and change their ranking.
     """
     a = np.asarray(emb1, dtype=np.float64)
     b = np.asarray(emb2, dtype=np.float64)
@@ -32,7 +33,7 @@ def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
     out = np.zeros(a.shape[0], dtype=np.float64)
     ok = norms > 0
     out[ok] = dots[ok] / norms[ok]
-    return np.clip(out, -1.0, 1.0, out=out)
+    return out
 
 
 def check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
