@@ -21,14 +21,7 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     line count matches ``wc -l`` for files that end in a newline.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{p}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{p}: is a directory, expected a text file") from None
-    except OSError as exc:
-        raise DataError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    raw = read_bytes(p)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -40,6 +33,20 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def read_bytes(path: str | os.PathLike[str], label: str | None = None) -> bytes:
+    """The bytes of a file, or a DataError naming it (``label``, by default the path): missing, a folder, unreadable."""
+    p = Path(path)
+    label = label or str(p)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{label}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{label}: is a folder, expected a file") from None
+    except OSError as exc:
+        raise DataError(f"{label}: cannot read ({exc.strerror or type(exc).__name__})") from None
 
 
 def read_aligned(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
