@@ -8,12 +8,12 @@ A helper module of that benchmark (no ``main``).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from benchmarks._mining_growth import setting_key
-from benchmarks._mining_pool import SRC_SHARE
 from mlse.atomic import atomic_write_text
+from mlse.data.json_safe import nan_to_none
+from mlse.evaluation.mining_pool import SRC_SHARE
 from mlse.results import EvalResult, format_table
 
 
@@ -71,17 +71,6 @@ def print_report(results: dict) -> None:
                 print(f"  {key.removesuffix(' n_at_1h_fit')}: mining passes 1 h at N ~ {_n_text(value)}{fit}")
 
 
-def _finite(obj):
-    """NaN / inf -> None, so the file is strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def write_result(path: Path, model: str, identity: str, args, results: dict, data: dict) -> None:
     scores = {f"N={n} {row['index']}": {k: v for k, v in row.items() if k not in ("N", "index")}
               for n, rows in results["table"].items() for row in rows}  # fmt: skip
@@ -93,4 +82,4 @@ def write_result(path: Path, model: str, identity: str, args, results: dict, dat
                         averages=averages, model_identity=identity)  # fmt: skip
     obj = result.to_dict() | {k: results[k] for k in ("pools", "encode", "workers", "growth", "extrapolation",
                                                        "machine")}  # fmt: skip
-    atomic_write_text(path, json.dumps(_finite(obj), indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(nan_to_none(obj), indent=1, ensure_ascii=False) + "\n")

@@ -23,9 +23,9 @@ labelled as such in the output.
 
 Writes one JSON (EvalResult schema plus "pools", "encode", "workers", "growth", "extrapolation", "machine") atomically
 to --out (--quick without --out: a temporary folder, never results/). This module is the command line and the run
-over the sizes; each step has its own helper module: the task in ``benchmarks/_mining_pool.py``, its encoding in
-``_mining_encode.py``, one index kind's worker in ``_mining_worker.py``, the growth fits and extrapolation in
-``_mining_growth.py``, the report and the JSON in ``_mining_report.py``.
+over the sizes; each step has its own module: the task in :mod:`mlse.evaluation.mining_pool` (the synthetic one in
+``_mining_pool.py``), its encoding in ``_mining_encode.py``, one index kind's worker in ``_mining_worker.py``, the
+growth fits and extrapolation in ``_mining_growth.py``, the report and the JSON in ``_mining_report.py``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ import numpy as np
 
 from benchmarks._mining_encode import encode_task
 from benchmarks._mining_growth import extrapolate, growth
-from benchmarks._mining_pool import composition, real_pool, synthetic_pool, take
+from benchmarks._mining_pool import synthetic_pool
 from benchmarks._mining_report import print_report, table_rows, write_result
 from benchmarks._mining_worker import ints, run_worker, spawn_worker
 from benchmarks.common import output_file
+from mlse.evaluation.mining_pool import data_pool, pool_composition, pool_task
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDENT_RUN = ROOT / "runs" / "minilm-multi-mse60"
@@ -100,12 +101,11 @@ def main(argv=None) -> None:
         pool, syn_src, syn_tgt = synthetic_pool(sizes[-1], args.gold_fraction, args.seed)
         model, identity, encoder, data = "synthetic", "synthetic clustered vectors, d=32", None, {}
     else:
-        from mlse.data import file_sha256
-        from mlse.data.portable import portable_path
+        from mlse.data.portable import data_hashes
         from mlse.models import load_model
 
         t0 = time.perf_counter()
-        pool = real_pool(sizes[-1], args.gold_fraction, args.seed, args.data_dir)
+        pool = data_pool(sizes[-1], args.gold_fraction, args.seed, args.data_dir)
         print(f"pool for N <= {sizes[-1]:,} built in {time.perf_counter() - t0:.0f} s: {len(pool.gold):,} gold, "
               f"{len(pool.src_extra):,} / {len(pool.tgt_extra):,} src / tgt distractors", flush=True)  # fmt: skip
         encoder = load_model(args.model)
@@ -114,14 +114,14 @@ def main(argv=None) -> None:
 
             torch.set_num_threads(args.encode_threads)
         model, identity = args.model.removeprefix(str(ROOT) + "/"), encoder.identity
-        data = {portable_path(p, args.data_dir): file_sha256(p) for p in sorted(set(map(Path, pool.sources)))}
+        data = data_hashes(sorted(set(map(Path, pool.sources))), args.data_dir)
     results = {"pools": {}, "encode": {}, "workers": {}, "table": {}}
     rows_by_n: dict[int, list[dict]] = {}
     dim = 0
     with tempfile.TemporaryDirectory(prefix="mining-scale-") as tmp:
         for n in sizes:
-            task = take(pool, n, args.gold_fraction, args.seed)
-            results["pools"][n] = composition(pool, task)
+            task = pool_task(pool, n, args.gold_fraction, args.seed)
+            results["pools"][n] = pool_composition(pool, task)
             print(f"N={n:,}: encoding {2 * n:,} texts", flush=True)
             if encoder is None:
                 src = syn_src[[i for _, i in task.src]]

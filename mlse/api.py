@@ -20,6 +20,7 @@ from mlse.data.user_files import UserTable, read_pairs, read_rows
 from mlse.encoders.identity import DEFAULT_BACKEND
 from mlse.encoders.registry import DEFAULT_MODEL
 from mlse.errors import MlseError
+from mlse.evaluation.sts import cosine_predictions
 
 CHUNK_PAIRS = 512  # pairs encoded per step: bounded memory, and a Stop lands within one chunk
 COSINE, CALIBRATED = "cosine", "0-5"
@@ -71,7 +72,7 @@ def pair_scores(model, sentences1: Sequence[str], sentences2: Sequence[str], *, 
     texts = [*s1, *s2]
     emb = encode(model, texts) if encode is not None else model.encode(texts, batch_size=batch_size)  # [2n, d]
     emb = np.asarray(emb, dtype=np.float32)
-    cos = np.clip(np.einsum("ij,ij->i", emb[: len(s1)], emb[len(s1):]), -1.0, 1.0)  # [n]
+    cos = np.clip(cosine_predictions(emb[: len(s1)], emb[len(s1):]), -1.0, 1.0).astype(np.float32)  # [n], shown
     calibrate = getattr(model, "calibrated_score", None)
     calibrated = calibrate(cos) if calibrate is not None else None
     return cos, (None if calibrated is None else np.asarray(calibrated, dtype=np.float32))

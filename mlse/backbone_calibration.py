@@ -30,15 +30,15 @@ import numpy as np
 from mlse import __version__
 from mlse.atomic import atomic_write_text
 from mlse.calibration import IsotonicMap
-from mlse.data.io import file_sha256
 from mlse.data.pairs import CALIBRATION_PAIRS
 from mlse.data.paths import resolve_data_dir
-from mlse.data.portable import data_identity, portable_path
+from mlse.data.portable import data_hashes, data_identity
 from mlse.data.stsb import load_sts
 from mlse.data.types import ScoredPairs
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import weights_identity
 from mlse.errors import MlseError
+from mlse.evaluation.correlation import spearman
 from mlse.evaluation.runners import predict_sts
 from mlse.runs import safe_name
 
@@ -140,21 +140,19 @@ def _cosines(encoder, datasets, batch_size) -> dict[str, np.ndarray]:
 
 
 def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
-    from scipy.stats import spearmanr  # lazy: slow to import; only this computation needs it
-
-    def spearman(pred, gold) -> float:
-        value = spearmanr(pred, gold).statistic
-        return round(float(value) * 100, 2) if np.isfinite(value) else float("nan")
+    def spearman_x100(pred, gold) -> float:
+        value = spearman(pred, gold)
+        return round(value * 100, 2) if np.isfinite(value) else float("nan")
 
     gold_all = np.concatenate([d.scores for d in datasets.values()])
     cos_all = np.concatenate(list(cosines.values()))
     calibrated = mapping(cos_all)
-    per_pair = {p: (spearman(cosines[p], d.scores), spearman(mapping(cosines[p]), d.scores))
+    per_pair = {p: (spearman_x100(cosines[p], d.scores), spearman_x100(mapping(cosines[p]), d.scores))
                 for p, d in datasets.items()}  # fmt: skip
     return {
         "n": int(len(gold_all)),
-        "spearman_cosine_pooled": spearman(cos_all, gold_all),
-        "spearman_calibrated_pooled": spearman(calibrated, gold_all),
+        "spearman_cosine_pooled": spearman_x100(cos_all, gold_all),
+        "spearman_calibrated_pooled": spearman_x100(calibrated, gold_all),
         "spearman_cosine_mean": round(float(np.mean([c for c, _ in per_pair.values()])), 2),
         "spearman_calibrated_mean": round(float(np.mean([k for _, k in per_pair.values()])), 2),
         "mae_calibrated": round(float(np.mean(np.abs(calibrated - gold_all))), 3),
@@ -166,7 +164,7 @@ def _data_hashes(datasets, data_dir) -> dict[str, str]:
     """{portable path (``data:<path in the data directory>``, :mod:`mlse.data.portable`): sha256} of every file the
     pairs came from."""
     root = resolve_data_dir(data_dir)
-    return dict(sorted((portable_path(path, root), file_sha256(path)) for ds in datasets for path in ds.sources))
+    return dict(sorted(data_hashes((path for ds in datasets for path in ds.sources), root).items()))
 
 
 def save_calibration(calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str

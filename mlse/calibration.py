@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlse.errors import MlseError
+from mlse.evaluation.isotonic import pooled_isotonic
 
 SCORE_MIN, SCORE_MAX = 0.0, 5.0
 
@@ -33,20 +34,15 @@ class IsotonicMap:
 
     @classmethod
     def fit(cls, cosine: np.ndarray, gold: np.ndarray) -> IsotonicMap:
-        """Least-squares non-decreasing fit of ``gold`` [n] on ``cosine`` [n], clipped to 0-5."""
-        from scipy.optimize import isotonic_regression  # lazy: slow to import; only this computation needs it
-
+        """Least-squares non-decreasing fit of ``gold`` [n] on ``cosine`` [n] (:mod:`mlse.evaluation.isotonic`), clipped
+        to 0-5; pairs with a non-finite value are left out."""
         cosine = np.asarray(cosine, dtype=np.float64).ravel()
         gold = np.asarray(gold, dtype=np.float64).ravel()
         keep = np.isfinite(cosine) & np.isfinite(gold)
         if cosine.shape != gold.shape or not keep.any():
             raise MlseError(f"cannot fit a calibration on {int(keep.sum())} usable (cosine, gold) pairs")
-        cosine, gold = cosine[keep], gold[keep]
-        levels, inverse, counts = np.unique(cosine, return_inverse=True, return_counts=True)  # sorted, ties pooled
-        mean_gold = np.bincount(inverse, weights=gold) / counts  # [m]
-        fitted = isotonic_regression(mean_gold, weights=counts.astype(np.float64)).x  # [m], non-decreasing
-        fitted = np.clip(fitted, SCORE_MIN, SCORE_MAX)
-        return cls(*_step_ends(levels, fitted))
+        levels, fitted = pooled_isotonic(cosine[keep], gold[keep])  # [m] sorted and distinct, [m] non-decreasing
+        return cls(*_step_ends(levels, np.clip(fitted, SCORE_MIN, SCORE_MAX)))
 
     def __call__(self, cosine) -> np.ndarray:
         """Scores on the 0-5 scale for ``cosine`` (any shape)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from mlse import __version__
 from mlse.atomic import atomic_write_text
+from mlse.data.json_safe import nan_to_none
 
 _VERSIONED = ("mlse", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "faiss-cpu")
 
@@ -76,18 +77,8 @@ class EvalResult:
 
     def write_json(self, path: str | Path) -> Path:
         """Write atomically; NaN and +-inf become null so the file is strict JSON."""
-        text = json.dumps(_nan_to_none(self.to_dict()), indent=2, ensure_ascii=False)
+        text = json.dumps(nan_to_none(self.to_dict()), indent=2, ensure_ascii=False)
         return atomic_write_text(path, text + "\n")
-
-
-def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):  # json.dumps would write NaN / Infinity
-        return None
-    if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_nan_to_none(v) for v in obj]
-    return obj
 
 
 _PRECISE_COLUMNS = {"threshold": 3}  # margin thresholds sit near 1.0: one decimal would hide them

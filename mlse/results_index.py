@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mlse.data.json_safe import finite_or_none
 from mlse.dirs import runs_dir
 from mlse.memo import MB, BytesMemo
 
@@ -166,8 +166,7 @@ def _number(value: Any) -> float | None:
     """A finite float, or None for anything else (bools, strings, lists, NaN)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return finite_or_none(value)
 
 
 def _metric_rows(values: dict, **fields) -> Iterator[dict]:

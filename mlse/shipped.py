@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlse.atomic import atomic_dir, atomic_write_text
+from mlse.data.hashing import file_sha256
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
 
@@ -94,7 +95,7 @@ def file_hashes(folder: Path) -> dict[str, str]:
     """sha256 of every file under ``folder`` except the manifest, by relative path."""
     out = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
-        out[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        out[str(path.relative_to(folder))] = file_sha256(path)
     return out
 
 

@@ -84,11 +84,11 @@ def test_average_scores_groups_and_missing():
 
 
 def test_resample_ranks_equal_scipy_average_ranks_with_ties():
-    from mlse.evaluation.sts import resample_ranks
+    from mlse.evaluation.correlation import level_ranks
 
     rng = np.random.default_rng(3)
     for x in (rng.normal(size=200), rng.integers(0, 6, 200).astype(float), np.round(rng.uniform(0, 5, 500), 1)):
         values, levels = np.unique(x, return_inverse=True)
         idx = rng.integers(0, len(x), size=(40, len(x)))  # resamples with replacement: new ties
-        assert np.array_equal(resample_ranks(levels[idx], len(values)), stats.rankdata(x[idx], axis=1))
+        assert np.array_equal(level_ranks(levels[idx], len(values)), stats.rankdata(x[idx], axis=1))
 

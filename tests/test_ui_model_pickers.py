@@ -140,9 +140,9 @@ def test_probe_counts_any_http_answer_as_reachable(monkeypatch):
 
 
 def test_probe_of_a_closed_port_is_unreachable_and_quick(monkeypatch):
-    with __import__("socket").socket() as s:  # a port nobody listens on: bind, then close
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from mlse.serving.http_server import free_port
+
+    port = free_port()  # a port nobody listens on
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
     started = time.monotonic()

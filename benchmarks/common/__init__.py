@@ -22,7 +22,6 @@ from benchmarks.common.app import (
     PAGE_TIMEOUT_S,
     app_env,
     default_models,
-    free_port,
     prepare_models,
     start_app,
     stop_app,
@@ -35,6 +34,7 @@ from benchmarks.common.machine import ISA_FLAGS, cpu_name, isa_flags, machine, r
 from benchmarks.common.output import QUICK_HELP, output_dir, output_file
 from benchmarks.common.pairs import APP_LANG_PAIRS, distinct_pairs, test_pairs
 from benchmarks.common.sts_scores import TEST_PAIRS, spearman_table, test_scores
+from mlse.serving.http_server import free_port
 
 __all__ = [
     "APP_LANG_PAIRS",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,12 +18,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_TIMEOUT_S = 300
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_page(url: str, proc: subprocess.Popen, started: float) -> float:

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from mlse.evaluation.correlation import average_ranks
+from mlse.evaluation.isotonic import pooled_isotonic
 from mlse.evaluation.sts import bootstrap_pearson, check_vectors, percentile_ci95
 
 # Gold scores are stored as float32 (3.8 -> 3.7999999523); a range typed by a user must still include them.
@@ -51,22 +53,19 @@ def calibration_bins(pred: np.ndarray, gold: np.ndarray, n_bins: int = 10) -> di
 def isotonic_fit(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The best non-decreasing map from predicted to gold score (least squares): (sorted pred [n], fitted gold [n]).
 
-    It is the calibration a monotone post-hoc mapping could reach; Spearman is unchanged by any such map.
+    It is the calibration a monotone post-hoc mapping could reach; Spearman is unchanged by any such map. The same fit
+    as the models' calibrations (:mod:`mlse.evaluation.isotonic`), on the scores' own scale (no clipping to 0-5).
     """
-    from sklearn.isotonic import IsotonicRegression  # lazy: sklearn is slow to import
-
     p, g = check_vectors(pred, gold)
-    order = np.argsort(p, kind="stable")
-    fitted = IsotonicRegression(out_of_bounds="clip").fit(p, g).predict(p[order])  # [n]
-    return p[order], np.asarray(fitted, dtype=np.float64)
+    levels, fitted = pooled_isotonic(p, g)  # [m] distinct pred ascending, [m]
+    x = np.sort(p, kind="stable")  # [n]
+    return x, fitted[np.searchsorted(levels, x)]
 
 
 def percentile_ranks(x: np.ndarray) -> np.ndarray:
     """Mid-rank of each value as a fraction in (0, 1): (average rank - 0.5) / n; ties share one value."""
-    from scipy.stats import rankdata  # lazy: slow to import; only this computation needs it
-
     x = np.asarray(x, dtype=np.float64)
-    return (rankdata(x) - 0.5) / x.shape[0]
+    return (average_ranks(x) - 0.5) / x.shape[0]
 
 
 def rank_disagreements(

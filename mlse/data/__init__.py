@@ -5,8 +5,9 @@ Importing this package is light (numpy only; pandas and huggingface_hub load on 
 
 from mlse.data.contamination import evaluation_sentences, filter_contaminated, normalize_sentence
 from mlse.data.flores import FLORES_ALIASES, flores_languages, load_flores
+from mlse.data.hashing import file_sha256
 from mlse.data.hub_download import HUB_REPOS, download_from_hub
-from mlse.data.io import file_sha256, read_aligned, read_lines
+from mlse.data.io import read_aligned, read_lines
 from mlse.data.pairs import HAM_KIM_14
 from mlse.data.parallel import PARALLEL_ALIASES, default_labels, load_parallel, parallel_pairs
 from mlse.data.paths import resolve_data_dir

@@ -29,9 +29,8 @@ import numpy as np
 
 from mlse.data.bitext_sample import load_sample_pair, training_bitext_source
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
-from mlse.data.io import file_sha256
 from mlse.data.parallel import default_labels, load_parallel
-from mlse.data.portable import portable_path
+from mlse.data.portable import data_hashes
 from mlse.stopping import ShouldStop, check
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ def load_filtered_bitext(
         out.src_lang += [a] * len(keep)
         out.tgt_lang += [b] * len(keep)
         out.info["pairs"][pair] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(keep)}
-        out.info["data"].update({portable_path(p, data_dir): file_sha256(p) for p in corpus.sources})
+        out.info["data"].update(data_hashes(corpus.sources, data_dir))
         log.info("%s %s: %d pairs, %d dropped as contaminated, %d used", label, pair, len(corpus), dropped,
                  len(keep))  # fmt: skip
     return out

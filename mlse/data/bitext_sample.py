@@ -35,7 +35,7 @@ import numpy as np
 
 from mlse.atomic import atomic_dir
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
-from mlse.data.io import file_sha256
+from mlse.data.hashing import file_sha256
 from mlse.data.layout import PARALLEL_DIR, STS_LANGS
 from mlse.data.parallel import PARALLEL_ALIASES, default_labels, load_parallel, parallel_pairs
 from mlse.data.paths import resolve_data_dir

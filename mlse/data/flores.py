@@ -58,6 +58,12 @@ def load_flores(langs: list[str] | None = None, data_dir: str | os.PathLike[str]
     return out
 
 
+def flores_files(codes, data_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The devtest file of each full code (as :func:`load_flores` returns them): what a record lists as its sources."""
+    folder = resolve_data_dir(data_dir) / FLORES_DIR
+    return [folder / f"{code}{FLORES_SUFFIX}" for code in codes]
+
+
 def _codes_in(folder: Path) -> list[str]:
     return sorted(p.name[: -len(FLORES_SUFFIX)] for p in folder.glob(f"*{FLORES_SUFFIX}") if p.is_file())
 

@@ -7,16 +7,10 @@ misalign a parallel corpus. Everything here therefore splits on ``"\\n"`` only.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from mlse.errors import DataError
-from mlse.memo import MB, BytesMemo
-
-# (resolved path, mtime_ns, size) -> hex digest; a changed file gets a new key, so no stale hashes. Bounded like every
-# other memo of a long-running app (a few hundred bytes an entry).
-_sha256_memo = BytesMemo("data.file_sha256", 1 * MB)
 
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
@@ -27,14 +21,7 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     line count matches ``wc -l`` for files that end in a newline.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{p}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{p}: is a directory, expected a text file") from None
-    except OSError as exc:
-        raise DataError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    raw = read_bytes(p)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -48,6 +35,20 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+def read_bytes(path: str | os.PathLike[str], label: str | None = None) -> bytes:
+    """The bytes of a file, or a DataError naming it (``label``, by default the path): missing, a folder, unreadable."""
+    p = Path(path)
+    label = label or str(p)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{label}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{label}: is a folder, expected a file") from None
+    except OSError as exc:
+        raise DataError(f"{label}: cannot read ({exc.strerror or type(exc).__name__})") from None
+
+
 def read_aligned(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
     """Read two line-aligned files; refuse them if their line counts differ (never truncate)."""
     a = read_lines(path_a)
@@ -58,24 +59,3 @@ def read_aligned(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str])
         )
     return a, b
 
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file, read in chunks; memoised per (path, mtime, size) for repeated reports."""
-    p = Path(path)
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise DataError(f"{p}: file not found") from None
-    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
-    cached = _sha256_memo.get(key)
-    if cached is not None:
-        return cached
-    digest = hashlib.sha256()
-    try:
-        with p.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as exc:
-        raise DataError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    _sha256_memo.put(key, digest.hexdigest())
-    return digest.hexdigest()

@@ -27,10 +27,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mlse.data.hashing import file_sha256
 from mlse.data.layout import FLORES_DIR, PARALLEL_DIR, STS_DIR, TATOEBA_DIR, WMT_DIR
 
 DATA, CACHE, REPO, OUTSIDE = "data:", "cache:", "repo:", "outside:"
@@ -169,6 +170,12 @@ def portable_record(obj: Any, data_dir=None, *, legacy: bool = False) -> Any:
     return obj
 
 
+def data_hashes(paths: Iterable[str | os.PathLike[str]], data_dir=None) -> dict[str, str]:
+    """``{portable path: sha256}`` of files, in the order given: the ``data`` map of a record (results, calibrations,
+    training runs)."""
+    return {portable_path(p, data_dir): file_sha256(p) for p in paths}
+
+
 def portable_hashes(hashes: Mapping[Any, str], data_dir=None) -> dict[str, str]:
     """``{file: sha256}`` with each file (a path or a string read from a record) in its portable form."""
     return {_portable_key(path, data_dir): digest for path, digest in hashes.items()}
@@ -221,8 +228,6 @@ def _is_absolute(value: str) -> bool:
 
 def check_data_files(hashes: Mapping[str, str], data_dir=None) -> list[str]:
     """Problems with the files a record names, read here: one not found, or one whose sha256 differs."""
-    from mlse.data.io import file_sha256
-
     problems = []
     for key, digest in hashes.items():
         path = resolve_record_path(key, data_dir)

@@ -14,6 +14,8 @@ import numbers
 import re
 from pathlib import Path
 
+from mlse.data.io import read_bytes
+from mlse.data.json_safe import finite_or_none
 from mlse.errors import DataError
 
 FORMATS = ("tsv", "csv", "jsonl", "lines")
@@ -41,16 +43,9 @@ def _check_size(size: int, label: str, max_bytes: int | None) -> None:
 
 def _read_path(path: Path, name: str | None, max_bytes: int | None) -> tuple[bytes, str, str]:
     label = name or path.name
-    try:
-        if max_bytes is not None and path.is_file():
-            _check_size(path.stat().st_size, label, max_bytes)
-        return path.read_bytes(), label, path.suffix.lower()
-    except FileNotFoundError:
-        raise DataError(f"{label}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{label}: is a folder, expected a file") from None
-    except OSError as exc:
-        raise DataError(f"{label}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    if max_bytes is not None and path.is_file():
+        _check_size(path.stat().st_size, label, max_bytes)
+    return read_bytes(path, label), label, path.suffix.lower()
 
 
 # the first bytes of files people mistake for a table's text
@@ -178,11 +173,7 @@ def cell_text(value) -> str:
 # -- numbers in cells --------------------------------------------------------------------------------------------------
 def cell_number(text: str) -> float | None:
     """The finite number a cell holds, or None."""
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+    return finite_or_none(text)
 
 
 def reads_as_number(text: str) -> bool:

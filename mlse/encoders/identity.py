@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
+from mlse.data.hashing import file_sha256, update_with_file
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
 
@@ -106,7 +107,7 @@ def files_fingerprint(root: Path, files: Sequence[Path]) -> str:
         h = hashlib.sha256()
         for p in files:
             h.update(str(p.relative_to(root)).encode() + b"\0")
-            _hash_file(p, h)
+            update_with_file(h, p)
         return h.hexdigest()
 
     return _memoised(list(files), "", digest)
@@ -114,14 +115,7 @@ def files_fingerprint(root: Path, files: Sequence[Path]) -> str:
 
 def file_sha256_memo(path: Path) -> str:
     """sha256 of one file's bytes, memoised on disk like :func:`folder_fingerprint` (by path, size and mtime)."""
-    return _memoised([path], "file-sha256", lambda: _hash_file(path, hashlib.sha256()).hexdigest())
-
-
-def _hash_file(path: Path, digest):
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest
+    return _memoised([path], "file-sha256", lambda: file_sha256(path))
 
 
 def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:

@@ -15,12 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.data.flores import load_flores
-from mlse.data.io import file_sha256
-from mlse.data.layout import FLORES_DIR, FLORES_SUFFIX
+from mlse.data.flores import flores_files, load_flores
 from mlse.data.pairs import CROSS_12, HELD_OUT_PAIRS, STAGE2_PAIRS
-from mlse.data.paths import resolve_data_dir
-from mlse.data.portable import portable_path
+from mlse.data.portable import data_hashes
 from mlse.data.stsb import load_sts
 from mlse.data.tatoeba import load_tatoeba
 from mlse.data.tsv import load_scored_tsv
@@ -28,6 +25,7 @@ from mlse.data.types import ParallelCorpus, ScoredPairs
 from mlse.data.wmt import load_wmt, wmt_sets
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.mining import build_mining_task, evaluate_mining
+from mlse.evaluation.mining_pool import disjoint_halves
 from mlse.evaluation.retrieval import Neighbours, neighbour_lists, retrieval_errors, tatoeba_metrics
 from mlse.evaluation.sts import average_scores, cosine_predictions, sts_metrics
 from mlse.results import EvalResult
@@ -135,7 +133,7 @@ def _pair_key(pair: str) -> str:
 
 def _hash_sources(groups, data_dir) -> dict[str, str]:
     """{portable path (``data:...`` under the data directory; :mod:`mlse.data.portable`): sha256} of every file."""
-    return {portable_path(p, data_dir): file_sha256(p) for group in groups for p in group}
+    return data_hashes((p for group in groups for p in group), data_dir)
 
 
 def run_tatoeba(
@@ -272,8 +270,7 @@ def mining_sources(pair: str, data_dir: str | Path | None = None) -> tuple[Paral
     halves = []
     try:
         flores = load_flores([src_lang, tgt_lang], data_dir)
-        flores_files = [resolve_data_dir(data_dir) / FLORES_DIR / f"{code}{FLORES_SUFFIX}" for code in flores]
-        halves.append((*flores.values(), flores_files))
+        halves.append((*flores.values(), flores_files(flores, data_dir)))
     except DataError as exc:  # a WMT language FLORES does not hold: mine without those distractors
         log.info("mining %s: no FLORES distractors (%s)", pair, exc)
     if gold_year != 2013 and (2013, frozenset((src_lang, tgt_lang))) in available:
@@ -281,9 +278,9 @@ def mining_sources(pair: str, data_dir: str | Path | None = None) -> tuple[Paral
         halves.append((w13.src, w13.tgt, w13.sources))
     for src_side, tgt_side, files in halves:
         # One half contributes only its source sentences, the other only its targets: no translation pair survives.
-        half = len(src_side) // 2
-        extra_src += src_side[:half]
-        extra_tgt += tgt_side[half:]
+        first, second = disjoint_halves(src_side, tgt_side)
+        extra_src += first
+        extra_tgt += second
         sources += files
     return gold, extra_src, extra_tgt, sources
 

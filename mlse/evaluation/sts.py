@@ -7,9 +7,10 @@ the same metric code, as in the STS17 tables of Reimers & Gurevych (2020) and Pa
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
+
+from mlse.evaluation.correlation import level_ranks, pearson, rowwise_pearson, spearman
 
 # Bootstrap resamples are ranked block-wise so that n_boot x n stays within this many elements (~64 MB float64).
 _BOOT_BLOCK_ELEMENTS = 8_000_000
@@ -18,8 +19,10 @@ _BOOT_BLOCK_ELEMENTS = 8_000_000
 def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
     """Row-wise cosine between two [n, d] embedding matrices -> [n] float64.
 
-    Rows need not be normalised. A row pair where either vector is all-zero gets cosine 0 (no direction, no
-    similarity) rather than NaN, so a single degenerate sentence cannot turn the whole metric into NaN.
+    The one cosine of the package: evaluation, Stage-2 heads and the app's pair scores all call it. Rows need not be
+    normalised. A row pair where either vector is all-zero gets cosine 0 (no direction, no similarity) rather than
+    NaN, so a single degenerate sentence cannot turn the whole metric into NaN. Rounding may put a cosine an ulp past
+    +-1; it is left there, since clipping would tie nearly parallel pairs and change their ranking.
     """
     a = np.asarray(emb1, dtype=np.float64)
     b = np.asarray(emb2, dtype=np.float64)
@@ -45,50 +48,22 @@ def check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
     return p, g
 
 
-def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each row of a with the same row of b ([B, n] -> [B]); NaN for constant rows."""
-    a = a - a.mean(axis=1, keepdims=True)
-    b = b - b.mean(axis=1, keepdims=True)
-    num = np.einsum("bn,bn->b", a, b)  # [B]
-    den = np.sqrt(np.einsum("bn,bn->b", a, a) * np.einsum("bn,bn->b", b, b))  # [B]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = num / den
-    r[den == 0] = np.nan
-    return r
-
-
-def resample_ranks(levels: np.ndarray, n_levels: int) -> np.ndarray:
-    """Average ranks per row (1-based, ties averaged: ``scipy.stats.rankdata``'s default) of resampled values.
-
-    ``levels`` [rows, n] holds each resampled value's index among the sorted distinct values of the data
-    (``np.unique(x, return_inverse=True)``), so ranking needs no sort: one count per level and row, a cumulative sum,
-    and a tie group of ``c`` values above ``below`` smaller ones gets ranks below+1 .. below+c, average below+(c+1)/2.
-    O(rows * (n + n_levels)) instead of a sort per row.
-    """
-    rows = levels.shape[0]
-    offsets = (np.arange(rows) * n_levels)[:, None]  # [rows, 1]: each row counts in its own slice
-    counts = np.bincount((levels + offsets).ravel(), minlength=rows * n_levels).reshape(rows, n_levels)
-    below = np.cumsum(counts, axis=1) - counts  # [rows, n_levels] resampled values strictly smaller
-    average = below + (counts + 1) / 2.0  # [rows, n_levels]
-    return np.take_along_axis(average, levels, axis=1)  # [rows, n]
-
-
 def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: bool) -> np.ndarray:
     """Pearson (x 100) of ``n_boot`` resamples of the pairs, drawn with replacement, of the values or their ranks."""
     n = p.shape[0]
     rng = np.random.default_rng(seed)
     out = np.empty(n_boot, dtype=np.float64)
     block = max(1, _BOOT_BLOCK_ELEMENTS // n)
-    if ranked:  # rank by counting over the distinct values (see resample_ranks): the same ranks, no sort per row
+    if ranked:  # rank by counting over the distinct values (see level_ranks): the same ranks, no sort per row
         (p_values, p_levels), (g_values, g_levels) = (np.unique(x, return_inverse=True) for x in (p, g))
     for start in range(0, n_boot, block):
         rows = min(block, n_boot - start)
         idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
         if ranked:
-            a, b = resample_ranks(p_levels[idx], len(p_values)), resample_ranks(g_levels[idx], len(g_values))
+            a, b = level_ranks(p_levels[idx], len(p_values)), level_ranks(g_levels[idx], len(g_values))
         else:
             a, b = p[idx], g[idx]  # [rows, n]
-        out[start:start + rows] = 100.0 * _rowwise_pearson(a, b)
+        out[start:start + rows] = 100.0 * rowwise_pearson(a, b)
     return out
 
 
@@ -117,15 +92,6 @@ def percentile_ci95(boots: np.ndarray) -> list[float]:
     return [float(lo), float(hi)]
 
 
-def _safe_corr(fn, p: np.ndarray, g: np.ndarray) -> float:
-    """scipy correlation x 100; NaN (not a warning, not a crash) when an input is constant."""
-    if np.all(p == p[0]) or np.all(g == g[0]):
-        return math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(fn(p, g)[0]) * 100.0
-
-
 def sts_metrics(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> dict:
     """Pearson and Spearman (x 100) of predictions vs gold, plus a 95% percentile-bootstrap CI for Spearman.
 
@@ -136,15 +102,12 @@ def sts_metrics(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed:
     """
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
         raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
-    from scipy import stats  # lazy: scipy.stats costs ~0.5 s to import
-
     p, g = check_vectors(pred, gold)
-    pearson = _safe_corr(stats.pearsonr, p, g)
-    spearman = _safe_corr(stats.spearmanr, p, g)
+    r, rho = 100.0 * pearson(p, g), 100.0 * spearman(p, g)  # NaN when a side is constant
     ci = [math.nan, math.nan]
-    if n_boot > 0 and not math.isnan(spearman):
+    if n_boot > 0 and not math.isnan(rho):
         ci = percentile_ci95(_bootstrap(p, g, n_boot, seed, ranked=True))  # from [n_boot] resampled rhos
-    return {"pearson": pearson, "spearman": spearman, "spearman_ci95": ci, "n": int(p.shape[0])}
+    return {"pearson": r, "spearman": rho, "spearman_ci95": ci, "n": int(p.shape[0])}
 
 
 def average_scores(per_pair: dict[str, dict], groups: dict[str, list[str]]) -> dict[str, dict]:

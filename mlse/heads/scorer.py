@@ -156,3 +156,9 @@ def read_manifest(folder: Path) -> dict:
         if key not in manifest:
             raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
     return manifest
+
+
+def backbone_name(folder: str | Path) -> str:
+    """The name of the backbone a scorer run's heads were trained on, as its manifest records it: the one lookup the
+    model factory (:func:`mlse.models.load_model`) and the app's model pool load a scorer's backbone by."""
+    return str(read_manifest(Path(folder))["backbone"])

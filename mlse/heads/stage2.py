@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlse.calibration import IsotonicMap
+from mlse.evaluation.correlation import pearson
+from mlse.evaluation.sts import cosine_predictions
 from mlse.heads._torch import as_tensor
 from mlse.heads.choices import NONLINEARITIES
 from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
@@ -90,12 +92,6 @@ class Stage2Config:
 
 
 
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    if np.std(a) == 0 or np.std(b) == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
-
-
 class Stage2Head:
     """scikit-learn style: ``fit(M1, M2, gold, dev=...) -> self``; ``transform`` gives refined embeddings."""
 
@@ -156,8 +152,7 @@ class Stage2Head:
     @torch.no_grad()
     def _dev_pearson(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> float:
         self.net_.eval()
-        cos = F.cosine_similarity(self.net_.embed(as_tensor(m1)), self.net_.embed(as_tensor(m2)), dim=-1).numpy()
-        return _pearson(cos, gold)
+        return pearson(self.cosine(m1, m2), gold)
 
     def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
         """Isotonic map cosine -> 0-5 on dev (mlse.calibration, the same map backbones get)."""
@@ -174,10 +169,8 @@ class Stage2Head:
         return self.net_.embed(as_tensor(M)).numpy()
 
     def cosine(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
-        a, b = self.transform(M1), self.transform(M2)
-        a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
-        b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-        return (a * b).sum(1)  # [n]
+        """Cosine of the refined embeddings of each pair: [n] float64."""
+        return cosine_predictions(self.transform(M1), self.transform(M2))
 
     def calibrate(self, cos: np.ndarray) -> np.ndarray:
         """Cosine -> score on the human 0-5 scale (isotonic, fitted on dev)."""

@@ -26,6 +26,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now on ``host`` (the OS picks it): tests and benchmarks start an app on it, so
+    parallel runs never collide on 7860. Free when asked; another process may take it before it is used."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def serve(app, host: str, port: int) -> None:
     """Serve ``app`` on ``host:port`` until interrupted (Ctrl-C, SIGTERM); OSError when the port cannot be bound."""
     import uvicorn  # lazy: only a running app needs the server

@@ -17,9 +17,8 @@ import numpy as np
 
 from mlse.data.bitext import load_filtered_bitext, same_seed
 from mlse.data.flores import load_flores
-from mlse.data.io import file_sha256
 from mlse.data.pairs import PROBE_LANGS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
-from mlse.data.portable import data_identity, portable_hashes, portable_path, portable_text
+from mlse.data.portable import data_hashes, data_identity, portable_hashes, portable_text
 from mlse.data.stsb import load_sts
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import encode_lookup
@@ -75,7 +74,7 @@ def sts_embeddings(
     e1 = np.stack([lookup[t] for ds in datasets for t in ds.s1])
     e2 = np.stack([lookup[t] for ds in datasets for t in ds.s2])
     gold = np.concatenate([ds.scores for ds in datasets]).astype(np.float32)
-    hashes = {portable_path(p, data_dir): file_sha256(p) for ds in datasets for p in ds.sources}
+    hashes = data_hashes((p for ds in datasets for p in ds.sources), data_dir)
     return e1, e2, gold, hashes
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.data.json_safe import finite_or_none
 from mlse.distributed import DistContext, agree, average_gradients
 from mlse.stopping import ShouldStop, Stopped, StopSignal
 from mlse.train.config import FinetuneConfig
@@ -73,11 +74,6 @@ def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: np
     if lengths is not None:
         batches = [batches[j] for j in rng.permutation(len(batches))]
     return batches
-
-
-def finite(x: float | None) -> float | None:
-    """NaN / inf -> None, so that JSON files stay standard."""
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 class TrainingLoop:
@@ -195,12 +191,12 @@ class TrainingLoop:
         record = {
             "step": self.step,
             "epoch": round(self.pairs_seen / self.n, 4),
-            "loss": finite(float(np.mean(self.losses))) if self.losses else None,
+            "loss": finite_or_none(float(np.mean(self.losses))) if self.losses else None,
             "elapsed_s": round(self.elapsed(), 2),
             "wall_s": round(time.perf_counter() - self.wall_started, 2),
-            "dev_spearman": finite(mean),
-            "best_dev_spearman": finite(self.best),
-            "dev": {k: finite(v) for k, v in self.last_dev.items()},
+            "dev_spearman": finite_or_none(mean),
+            "best_dev_spearman": finite_or_none(self.best),
+            "dev": {k: finite_or_none(v) for k, v in self.last_dev.items()},
             "lr": self.lr_at(max(self.step - 1, 0)),
             "estimated_total_steps": self.total_steps,
             "sentences_per_s": round(self.sentences / self.train_s, 2) if self.train_s else None,
@@ -246,10 +242,10 @@ class TrainingLoop:
         mean = float(np.mean(list(self.last_dev.values()))) if self.last_dev else math.nan
         return {
             "stop_reason": reason,
-            "final_dev_spearman": finite(mean),
-            "final_dev": {k: finite(v) for k, v in self.last_dev.items()},
+            "final_dev_spearman": finite_or_none(mean),
+            "final_dev": {k: finite_or_none(v) for k, v in self.last_dev.items()},
             "final_dev_step": self.last_eval_step,
-            "best_dev_spearman": finite(self.best),
+            "best_dev_spearman": finite_or_none(self.best),
             "best_step": self.best_step,
             "steps": self.step,
             "epochs": round(self.pairs_seen / self.n, 4),

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
 from mlse.explain import align_tokens, explain_pair
 from mlse.textclean import strip_controls
@@ -217,19 +218,13 @@ def explain_listed_pair(state, model: str | None, sentence1: str | None, sentenc
     attribution, alignment, text = explain_scored_pair(state, model, sentence1, sentence2, progress=progress)
     if attribution is None:
         return None, None, text
-    gold, listed_cosine = _number(gold), _number(listed_cosine)
+    gold, listed_cosine = finite_or_none(gold), finite_or_none(listed_cosine)
     facts = [f"pair {md_escape(label)}" if label else "", f"gold **{gold:.2f}**" if gold is not None else "",
              f"listed cosine {listed_cosine:.4f}" if listed_cosine is not None else ""]  # fmt: skip
     heading = "From the largest disagreements: " + ", ".join(f for f in facts if f) + "."
     return attribution, alignment, f"{heading}\n\n{text}"
 
 
-def _number(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if np.isfinite(number) else None
 
 
 def explain_retrieval_error(state, model: str | None, query: str | None, retrieved: str | None, gold: str | None,

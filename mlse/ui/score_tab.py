@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from mlse.api import pair_scores
+from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
 from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
 from mlse.textclean import strip_controls
@@ -254,7 +254,7 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     for i, (text, override) in enumerate(((s1, lang1), (s2, lang2)), start=1):
         code, how = resolve_language(text, override)
         lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {how}): “{_echo(text)}”")
-    gold_value = _as_float(gold)
+    gold_value = finite_or_none(gold)
     if gold_value is not None:
         lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
     lines.extend(notices)
@@ -264,14 +264,6 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     if scored:
         lines.append(CALIBRATION_NOTE + f" Language detection: {detector_name()}.")
     return "\n\n".join(lines)
-
-
-def _as_float(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if np.isfinite(number) else None
 
 
 class DirectApi:
@@ -312,7 +304,7 @@ def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
     for row in rows:
         if not (row.get("sentence1") or "").strip() or not (row.get("sentence2") or "").strip():
             continue
-        out.append({**row, "gold": _as_float(row.get("gold") or None)})
+        out.append({**row, "gold": finite_or_none(row.get("gold") or None)})
     return out
 
 

@@ -37,7 +37,7 @@ from mlse.encoders.registry import (
     spec_status,
 )
 from mlse.errors import MlseError
-from mlse.heads.scorer import read_manifest
+from mlse.heads.scorer import backbone_name, read_manifest
 from mlse.hub_probe import hub_reachable
 from mlse.memory_budget import (
     DEFAULT_MAX_MEMORY,
@@ -260,7 +260,7 @@ class AppState:
 
     @staticmethod
     def _backbone_name(spec: ModelSpec) -> str:
-        return str(read_manifest(Path(spec.location))["backbone"])
+        return backbone_name(spec.location)
 
     def _key_of(self, name: str) -> tuple[str, str]:
         spec = self._resolve(name)
