@@ -14,7 +14,7 @@ import numpy as np
 
 from benchmarks._mining_pool import SRC_SHARE
 from mlse.atomic import atomic_write_text
-from mlse.results import EvalResult, format_table
+from mlse.runs.results import EvalResult, format_table
 
 HOUR_S = 3600.0
 

@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_file  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.portable import portable_record  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from mlse.serving.procmem import memory_mb  # noqa: E402
 
 PAIRS = ("en-de", "en-fr", "en-es", "de-en")
 PAGE_TIMEOUT_S = 300
@@ -71,7 +71,7 @@ def free_port() -> int:
 def offline_models(runs_dir: Path) -> list[str]:
     """The models the app offers here without the hub (what a user ticks when comparing everything)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # hub models download on first use: never part of "every offline model"

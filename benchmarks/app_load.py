@@ -69,7 +69,7 @@ from app_latency import (  # noqa: E402
 
 from benchmarks.common import QUICK_HELP, machine, output_file, renice  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from mlse.serving.procmem import memory_mb  # noqa: E402
 
 BUSY_PAUSE_S = 0.5
 PROBE_EVERY_S = 0.25
@@ -86,7 +86,7 @@ def default_models(runs_dir: Path) -> list[str]:
     """What the page ticks for a new visitor here: ``AppState.default_selection`` (the offline default backbones,
     then one trained model of each kind)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # never wait on the hub to list models

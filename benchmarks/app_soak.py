@@ -38,7 +38,7 @@ from app_load import default_models, run_round  # noqa: E402
 
 from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from mlse.serving.procmem import memory_mb  # noqa: E402
 
 # endpoint -> inputs that have no default on the page (the Results tab's free-text filter starts empty, not unset)
 TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {}, "/results_refresh": {"tx": ""}}

@@ -32,7 +32,7 @@ from mlse.data import HAM_KIM_14, load_sts, tatoeba_languages  # noqa: E402
 from mlse.data.pairs import CROSS_12, SEED_STS_PAIRS  # noqa: E402
 from mlse.evaluation.runners import run_mining, run_sts, run_tatoeba  # noqa: E402
 from mlse.models import load_model  # noqa: E402
-from mlse.results import EvalResult  # noqa: E402
+from mlse.runs.results import EvalResult  # noqa: E402
 
 DEFAULT_MODELS = ["me5-small", "muse", "minilm-en"]
 MINING_PAIRS = ["de-en", "ru-en", "zh-en"]

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from benchmarks.common import QUICK_HELP, machine, output_dir  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair  # noqa: E402
-from mlse.experiments.students import COMMON  # noqa: E402
+from mlse.experiments.distillation import COMMON  # noqa: E402
 from mlse.losses.soft_contrastive import soft_contrastive_loss, soft_labels  # noqa: E402
 from mlse.models import load_model  # noqa: E402
 

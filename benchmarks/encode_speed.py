@@ -46,8 +46,8 @@ from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.encoders.identity import BACKENDS  # noqa: E402
 from mlse.models import load_model  # noqa: E402
-from mlse.procmem import peak_rss_mb  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+from mlse.runs.results import library_versions  # noqa: E402
+from mlse.serving.procmem import peak_rss_mb  # noqa: E402
 
 # EN-EN and the 12 cross-lingual pairs (cross-12): int8 must stay within 0.5 of fp32 on their average.
 STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es",

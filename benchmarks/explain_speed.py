@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.encode_speed import _cpu_name, _isa_flags  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from mlse.serving.procmem import memory_mb  # noqa: E402
 
 LANG_PAIRS = ["en-de", "de-en", "en-fr", "en-es", "en-ru", "en-zh", "en-ja", "de-fr", "fr-es", "it-pt", "nl-pl",
               "ru-zh"]  # fmt: skip

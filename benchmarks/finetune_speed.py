@@ -28,7 +28,7 @@ from mlse.train.config import FinetuneConfig  # noqa: E402
 from mlse.train.finetune_data import prepare_data, teacher_targets  # noqa: E402
 from mlse.train.loop import TrainingLoop  # noqa: E402
 from mlse.train.methods import build_method  # noqa: E402
-from mlse.train.students import extend_vocabulary, load_student, resolve_precision, student_dim  # noqa: E402
+from mlse.train.student_model import extend_vocabulary, load_student, resolve_precision, student_dim  # noqa: E402
 
 SETTINGS = {
     "fp32, no bucketing, English vocabulary": dict(precision="fp32", bucket_by_length=False, extend_vocab=0),

@@ -44,7 +44,7 @@ from benchmarks.app_latency import app_env, free_port, stop_app, wait_for_page  
 from benchmarks.common import QUICK_HELP, machine, output_file  # noqa: E402
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data.portable import portable_record  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
+from mlse.serving.procmem import memory_mb  # noqa: E402
 from tests.browser import TABS, click, fill_textbox, missing_browser, open_app, open_tab, start_chromium  # noqa: E402
 
 TARGETS = {"warm_s": 3.0, "cold_s": 60.0, "rss_mb": 1200.0}

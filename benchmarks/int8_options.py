@@ -49,7 +49,7 @@ from mlse.encoders.onnx import export as onnx_export  # noqa: E402
 from mlse.encoders.onnx.int8_nodes import ROLES, matmul_roles  # noqa: E402
 from mlse.encoders.onnx.runtime import OnnxEncoder  # noqa: E402
 from mlse.models import load_model  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+from mlse.runs.results import library_versions  # noqa: E402
 
 LANGS = ["en", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "zh"]  # the languages of en-en and cross-12
 # The recipe before this benchmark (export folder int8-9ccc127a): every constant-weight MatMul quantised.

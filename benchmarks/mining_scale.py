@@ -54,7 +54,7 @@ from mlse.evaluation.index import (  # noqa: E402
 )
 from mlse.evaluation.margin import margin_both_ways  # noqa: E402
 from mlse.evaluation.mining import best_threshold, mining_prf, select_one_to_one, split_half_prf  # noqa: E402
-from mlse.procmem import peak_rss_mb  # noqa: E402
+from mlse.serving.procmem import peak_rss_mb  # noqa: E402
 
 STUDENT_RUN = ROOT / "runs" / "minilm-multi-mse60"
 METHODS = ("exact", "ivf", "hnsw")

@@ -34,7 +34,7 @@ from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renic
 from mlse.atomic import atomic_write_text  # noqa: E402
 from mlse.data import load_sts  # noqa: E402
 from mlse.encoders.use import UseEncoder, package_version  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+from mlse.runs.results import library_versions  # noqa: E402
 
 LANGS = ["en", "de", "fr", "ru", "zh"]
 

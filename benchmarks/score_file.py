@@ -55,8 +55,8 @@ from mlse.data.stsb import load_sts  # noqa: E402
 from mlse.dirs import cache_root  # noqa: E402
 from mlse.encoders.identity import BACKENDS  # noqa: E402
 from mlse.encoders.registry import DEFAULT_MODELS  # noqa: E402
-from mlse.procmem import memory_mb  # noqa: E402
-from mlse.results import library_versions  # noqa: E402
+from mlse.runs.results import library_versions  # noqa: E402
+from mlse.serving.procmem import memory_mb  # noqa: E402
 
 TARGETS = {"cold_pairs_per_s": 150.0, "warm_speedup": 20.0, "peak_rss_mb": 1536.0, "app_cold_s": 15.0,
            "app_cached_s": 2.0}  # fmt: skip
@@ -185,7 +185,7 @@ def measure_app(args, models: list[str], upload: Path, cache: Path) -> dict:
         from mlse.ui.score_file import score_file
     except ImportError as exc:
         return {"skipped": f"mlse.ui.score_file is not available ({exc})"}
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # never wait on the hub

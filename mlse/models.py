@@ -13,7 +13,7 @@ from pathlib import Path
 from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
 from mlse.encoders.load import encoder_from_spec
 from mlse.encoders.registry import DEFAULT_MODEL, resolve_model
-from mlse.heads.scorer import Scorer, read_manifest
+from mlse.heads.scorer import Scorer, read_scorer_json
 
 
 def load_model(
@@ -37,7 +37,7 @@ def load_model(
     if spec.source != "scorer":
         return encoder_from_spec(spec, backend=backend, device=device, cache=cache, **kwargs)
     if backbone is None:
-        recorded = str(read_manifest(Path(spec.location))["backbone"])
+        recorded = str(read_scorer_json(Path(spec.location))["backbone"])
         backbone = encoder_from_spec(resolve_model(recorded), backend=backend, device=device, cache=cache, **kwargs)
     return Scorer.load(spec.location, backbone=backbone, name=spec.name.removeprefix("runs/"))
 

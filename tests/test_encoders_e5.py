@@ -186,7 +186,7 @@ def test_onnx_backend_uses_the_prefix(converted):
 
 
 def test_finetune_tokenize_adds_the_prefix_and_save_keeps_it(converted, tmp_path):
-    from mlse.train.students import load_student, save_model_atomically, tokenize
+    from mlse.train.student_model import load_student, save_model_atomically, tokenize
 
     student = load_student(str(converted), "cpu", 64)
     ids = tokenize(student, ["the cat"], "cpu")["input_ids"][0].tolist()

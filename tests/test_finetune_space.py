@@ -17,7 +17,6 @@ import pytest
 import torch
 from torch import nn
 
-from mlse import public
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair
 from mlse.data.bitext_sample import (
     MANIFEST,
@@ -32,6 +31,7 @@ from mlse.data.layout import PARALLEL_DIR, STS_DIR, STS_LANGS, TATOEBA_DIR
 from mlse.data.pairs import ENGLISH_PAIRS, SEED_PARALLEL_PAIRS
 from mlse.dirs import runs_dir
 from mlse.errors import DataError, MlseError
+from mlse.serving import public_mode
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import Capabilities, choose_precision, needs_grad_scaler
 from mlse.train.loop import TrainingLoop
@@ -169,8 +169,8 @@ def space(space_data, tiny_bert, monkeypatch):
     """Public mode, MLSE_DATA without parallel/, and the tiny BERT offered as a model (a run folder)."""
     from mlse.ui.state import AppState
 
-    monkeypatch.setenv(public.PUBLIC_ENV, "1")
-    monkeypatch.delenv(public.SPACE_ENV, raising=False)
+    monkeypatch.setenv(public_mode.PUBLIC_ENV, "1")
+    monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
     monkeypatch.setenv("MLSE_DATA", str(space_data))
     shutil.copytree(tiny_bert, runs_dir() / "tiny-student")
     return AppState()

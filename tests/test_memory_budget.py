@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlse.errors import MlseError
-from mlse.memory_budget import (
+from mlse.serving.encoder_pool import (
     INT8_FRACTION,
     UNKNOWN_BYTES,
     EncoderPool,

@@ -1,8 +1,8 @@
 """Model names: the registry of named models, name resolution, and where a model's files come from.
 
 Names resolve, in order, to a registry entry (``me5-small``, ``muse``, ``minilm-en``, ``labse``, ``xlmr``), an artifact
-shipped in the repository (``shipped/<name>``, :mod:`mlse.shipped`), a local sentence-transformers folder, a trained
-run under the runs directory (:mod:`mlse.runs`), or a Hugging Face hub id.
+shipped in the repository (``shipped/<name>``, :mod:`mlse.runs.shipped`), a local sentence-transformers folder, a
+trained run under the runs directory (:mod:`mlse.runs.folders`), or a Hugging Face hub id.
 Hub models go through one path: the hub snapshot is materialised as a local folder (from the local HF cache when
 offline) and then loaded exactly like a local folder, so tests exercise the hub path with tiny models placed in a
 temporary HF cache. Nothing here loads a model: :mod:`mlse.encoders.load` builds encoders, :mod:`mlse.models` adds
@@ -23,10 +23,10 @@ from mlse.dirs import runs_dir
 from mlse.encoders import e5, use
 from mlse.encoders.identity import folder_fingerprint
 from mlse.errors import ModelNotFoundError
-from mlse.lora import build_merged
-from mlse.public import check_hub_download
-from mlse.runs import find_runs, is_model_folder, is_scorer_folder
-from mlse.shipped import ShippedArtifact, list_shipped, student_dir
+from mlse.runs.folders import find_runs, is_model_folder, is_scorer_folder
+from mlse.runs.shipped import ShippedArtifact, list_shipped, student_dir
+from mlse.serving.public_mode import check_hub_download
+from mlse.train.recipes.lora import build_merged
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ DEFAULT_MODEL = DEFAULT_MODELS[0]
 def list_runs() -> list[ModelSpec]:
     """Trained runs found under :func:`mlse.dirs.runs_dir`: fine-tuned model folders and scorers (backbone + heads).
 
-    Runs in group folders are named by their path under the runs directory; see :func:`mlse.runs.find_runs`.
+    Runs in group folders are named by their path under the runs directory; see :func:`mlse.runs.folders.find_runs`.
     """
     descriptions = {"scorer": "backbone + trained heads", "run": "trained run"}
     return [ModelSpec(run.name, run.kind, str(run.location), descriptions[run.kind]) for run in find_runs(runs_dir())]
@@ -187,7 +187,7 @@ def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
     """Return a local folder holding the model of ``spec``.
 
     Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable
-    (in public mode only ids on the allow-list, see :mod:`mlse.public`).
+    (in public mode only ids on the allow-list, see :mod:`mlse.serving.public_mode`).
     Everything downstream of this function is the same for hub, package, local and run models.
     """
     if spec.source == "native":

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mlse.calibration import IsotonicMap
+from mlse.calibration.isotonic import IsotonicMap
 from mlse.heads._torch import as_tensor
 from mlse.heads.choices import NONLINEARITIES
 from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
@@ -160,7 +160,7 @@ class Stage2Head:
         return _pearson(cos, gold)
 
     def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
-        """Isotonic map cosine -> 0-5 on dev (mlse.calibration, the same map backbones get)."""
+        """Isotonic map cosine -> 0-5 on dev (mlse.calibration.isotonic, the same map backbones get)."""
         self.calibration_ = IsotonicMap.fit(self.cosine(m1, m2), gold)
 
     def _check_fitted(self) -> None:

@@ -3,16 +3,17 @@
 The model list is scanned from the registry and the runs directory and kept for :data:`RESCAN_SECONDS` (so a run
 trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
 ``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
-Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.hub_probe`); they are
-never ticked by default, since their first use downloads them. The offline defaults (``mlse.encoders.DEFAULT_MODELS``)
-come first among the backbones and are ticked whenever they load here.
+Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.serving.hub_probe`);
+they are never ticked by default, since their first use downloads them. The offline defaults
+(``mlse.encoders.DEFAULT_MODELS``) come first among the backbones and are ticked whenever they load here.
 
-Encoders are loaded on first use, through the embedding cache, and kept in an :class:`mlse.memory_budget.EncoderPool`:
-when the estimated size of the loaded encoders would pass ``max_memory`` (``--max-memory`` / ``MLSE_MAX_MEMORY``,
-default 1.5 GB), the least recently used are evicted and reloaded when next asked for. A scorer reuses the loaded
-backbone instead of loading its own copy (counted once); a run folder that was replaced on disk (retrained under the
-same name) is reloaded. A backbone with a calibration fitted on its weights (:mod:`mlse.backbone_calibration`) gets a
-calibrated 0-5 score; a calibration of other weights is noted in ``calibration_notes`` and not used.
+Encoders are loaded on first use, through the embedding cache, and kept in an
+:class:`mlse.serving.encoder_pool.EncoderPool`: when the estimated size of the loaded encoders would pass ``max_memory``
+(``--max-memory`` / ``MLSE_MAX_MEMORY``, default 1.5 GB), the least recently used are evicted and reloaded when next
+asked for. A scorer reuses the loaded backbone instead of loading its own copy (counted once); a run folder that was
+replaced on disk (retrained under the same name) is reloaded. A backbone with a calibration fitted on its weights
+(:mod:`mlse.calibration.backbone`) gets a calibrated 0-5 score; a calibration of other weights is noted in
+``calibration_notes`` and not used.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlse.api import attach_calibration
-from mlse.batching import MicroBatcher
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import check_backend
 from mlse.encoders.registry import (
@@ -37,19 +37,20 @@ from mlse.encoders.registry import (
     spec_status,
 )
 from mlse.errors import MlseError
-from mlse.heads.scorer import read_manifest
-from mlse.hub_probe import hub_reachable
-from mlse.memory_budget import (
+from mlse.heads.scorer import read_scorer_json
+from mlse.models import load_model
+from mlse.runs.folders import SCORER_FILE, is_finetuned_model
+from mlse.runs.health import partial_reason, recover_runs
+from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.serving.batching import MicroBatcher
+from mlse.serving.encoder_pool import (
     DEFAULT_MAX_MEMORY,
     EncoderPool,
     estimate_resident_bytes,
     estimate_spec_bytes,
     parse_memory_size,
 )
-from mlse.models import load_model
-from mlse.run_health import partial_reason, recover_runs
-from mlse.runs import SCORER_FILE, is_finetuned_model
-from mlse.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.serving.hub_probe import hub_reachable
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
@@ -91,11 +92,12 @@ class AppState:
     backend: str = field(default_factory=lambda: os.environ.get("MLSE_BACKEND", "torch"))
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
     jobs: object = None  # the fine-tune tab's mlse.train.runner.JobRunner, created on first use (one per app)
-    # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.memory_budget.parse_memory_size).
+    # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.serving.encoder_pool.parse_memory_size).
     max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
     calibration_notes: dict = field(default_factory=dict)  # model name -> why its calibration file is not used
     version: int = 0  # bumped whenever a rescan finds a different model list
-    # Concurrent requests for one model share one encoder call (mlse.batching): 20 users cost a few calls, not 20.
+    # Concurrent requests for one model share one encoder call (mlse.serving.batching): 20 users cost a few calls,
+    # not 20.
     batcher: MicroBatcher = field(default_factory=MicroBatcher)
     _models: list[ModelInfo] | None = None
     _scanned_at: float = 0.0
@@ -260,7 +262,7 @@ class AppState:
 
     @staticmethod
     def _backbone_name(spec: ModelSpec) -> str:
-        return str(read_manifest(Path(spec.location))["backbone"])
+        return str(read_scorer_json(Path(spec.location))["backbone"])
 
     def _key_of(self, name: str) -> tuple[str, str]:
         spec = self._resolve(name)
@@ -281,7 +283,7 @@ class AppState:
 def describe(spec: ModelSpec) -> ModelInfo:
     """Kind of a model from its spec and, for runs, the files beside it; MlseError when a scorer cannot load here."""
     if spec.source == "scorer":
-        manifest = read_manifest(Path(spec.location))  # ModelNotFoundError when unreadable
+        manifest = read_scorer_json(Path(spec.location))  # ModelNotFoundError when unreadable
         backbone = str(manifest["backbone"])
         if not _loads_offline(backbone):
             raise MlseError(f"its backbone {backbone!r} is not available offline here")

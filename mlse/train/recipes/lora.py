@@ -2,7 +2,7 @@
 
 A student fine-tuned with ``lora_r > 0`` trains only low-rank updates ``W + (alpha / r) B A`` of the transformer's
 attention and feed-forward matrices (Hu et al. 2021), plus any small module appended after pooling (the linear bridge
-of :mod:`mlse.bridge`). Two things are saved from it:
+of :mod:`mlse.train.recipes.bridge`). Two things are saved from it:
 
 * an ordinary sentence-transformers folder with the update merged into the weights (what every other part of mlse
   loads: cache, ONNX backends, heads, the app), and
@@ -18,7 +18,7 @@ import copy
 import json
 from pathlib import Path
 
-from mlse.bridge import st_modules
+from mlse.train.recipes.bridge import st_modules
 
 # Every linear map inside the encoder blocks of BERT / XLM-R models (attention q, k, v, output; FFN in and out), matched
 # against peft's full module names; the pooler (unused by mean pooling) is not among them.
