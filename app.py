@@ -8,7 +8,7 @@ MLSE_BACKEND (default torch); the memory budget of the loaded models from ``--ma
 (default 1.5GB): past it, the least recently used models are unloaded.
 
 ``--public`` (implied on a Hugging Face Space, where SPACE_ID is set) serves anonymous visitors: hub downloads only
-for allow-listed ids (``--allow-hub-model`` adds one), capped fine-tunes, capped uploads (see mlse.serving.public_mode).
+for allow-listed ids (``--allow-hub-model`` adds one), capped fine-tunes, capped uploads (see mlse.public_mode).
 At start the datasets the tabs need and the data directory lacks are fetched from the hub in the background, one
 progress line each (``--no-fetch`` or MLSE_FETCH=0 skips it; see mlse.data.fetch). Then what each tab shows first is
 computed in the background (``--no-warm`` or MLSE_WARM=0 skips it; see mlse.serving.warm): a tab pressed meanwhile says
@@ -57,7 +57,7 @@ def main() -> int:
                         help="do not compute each tab's first view in the background at start (also "
                              "MLSE_WARM=0)")  # fmt: skip
     args = parser.parse_args()
-    from mlse.serving.public_mode import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
+    from mlse.public_mode import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
 
     try:
         set_upload_limits(args.max_upload_rows, args.max_upload_bytes)

@@ -14,7 +14,8 @@ from mlse.encoders import e5
 from mlse.encoders.e5_format import E5File, dequantize_q4_0
 from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import materialise, registry, spec_status
+from mlse.encoders.registry import registry
+from mlse.encoders.resolve import materialise, spec_status
 from mlse.errors import MlseError
 from tests.e5_format_writer import BOS, EOS, PAD, UNK, build_tiny, pack_q4, write_e5
 from tests.e5_reference_tokenizer import ReferenceTokenizer

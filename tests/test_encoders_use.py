@@ -13,7 +13,7 @@ import pytest
 
 from mlse.encoders.cache import CachedEncoder
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import available_models, resolve_model
+from mlse.encoders.resolve import available_models, resolve_model
 from mlse.encoders.use import WEIGHT_FILES, UseEncoder, flat_batches, resources_dir
 from mlse.errors import MlseError
 from mlse.models import load_model

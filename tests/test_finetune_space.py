@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import nn
 
+from mlse import public_mode
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair
 from mlse.data.bitext_sample import (
     MANIFEST,
@@ -31,7 +32,6 @@ from mlse.data.layout import PARALLEL_DIR, STS_DIR, STS_LANGS, TATOEBA_DIR
 from mlse.data.pairs import ENGLISH_PAIRS, SEED_PARALLEL_PAIRS
 from mlse.dirs import runs_dir
 from mlse.errors import DataError, MlseError
-from mlse.serving import public_mode
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import Capabilities, choose_precision, needs_grad_scaler
 from mlse.train.loop import TrainingLoop

@@ -14,7 +14,7 @@ import pytest
 
 from mlse.encoders.cache import CachedEncoder
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import list_runs
+from mlse.encoders.resolve import list_runs
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.heads.scorer import Scorer

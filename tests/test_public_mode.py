@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mlse.encoders.registry import ModelSpec, materialise
+from mlse import public_mode
+from mlse.encoders.registry import ModelSpec
+from mlse.encoders.resolve import materialise
 from mlse.errors import ModelNotFoundError
-from mlse.serving import public_mode
 
 ROOT = Path(__file__).resolve().parents[1]
 # Calls that would run code shipped with a model when told to trust it.

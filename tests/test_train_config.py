@@ -19,7 +19,7 @@ from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.heads.choices import NONLINEARITIES
 from mlse.losses.defaults import DEFAULT_TEMPERATURE
-from mlse.serving.public_mode import FINETUNE_LIMITS
+from mlse.public_mode import FINETUNE_LIMITS
 from mlse.train.config import (
     MAX_PAIRS,
     FinetuneConfig,

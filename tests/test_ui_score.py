@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import list_runs, resolve_model
+from mlse.encoders.resolve import list_runs, resolve_model
 from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
 from mlse.heads.stage2 import Stage2Head

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from mlse import public_mode
 from mlse.errors import MlseError
-from mlse.serving import public_mode
 from mlse.ui.uploads import limits_note, read_upload
 
 ROWS = "sentence1\tsentence2\tscore\nA dog runs.\tUn chien court.\t4.5\nA cat sleeps.\tDie Katze schläft.\t4.8\n"

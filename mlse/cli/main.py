@@ -34,7 +34,8 @@ from mlse.data.tatoeba import tatoeba_languages
 from mlse.data.wmt import wmt_sets
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import DEFAULT_MODEL, available_models
+from mlse.encoders.registry import DEFAULT_MODEL
+from mlse.encoders.resolve import available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
 from mlse.experiments.assets import reproduce_assets

@@ -28,7 +28,8 @@ from mlse.cli.args import csv_list
 from mlse.data.records import FORMATS
 from mlse.data.user_files import UserTable, parse_range, read_pairs
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import DEFAULT_MODELS, resolve_model
+from mlse.encoders.registry import DEFAULT_MODELS
+from mlse.encoders.resolve import resolve_model
 from mlse.errors import MlseError
 
 PROGRESS_EVERY_S = 5.0  # at most one progress line per this many seconds

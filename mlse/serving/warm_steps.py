@@ -29,7 +29,9 @@ from pathlib import Path
 
 from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.encoders.cache import CachedEncoder
-from mlse.encoders.registry import ModelSpec, hub_cached, resolve_model, spec_status
+from mlse.encoders.hub import hub_cached
+from mlse.encoders.registry import ModelSpec
+from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer, read_scorer_json
 from mlse.runs.folders import is_model_folder

@@ -21,7 +21,8 @@ from typing import Any
 from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import registry, resolve_model, spec_status
+from mlse.encoders.registry import registry
+from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.encoders.use import refuse_as_student
 from mlse.errors import MlseError
 from mlse.heads.choices import NONLINEARITIES
@@ -39,7 +40,7 @@ BRIDGES = ("none", "linear")
 CLOCKS = ("wall", "cpu")
 DEFAULT_TEACHER = "minilm-en"
 # Translation pairs per language pair, after the contamination filter: Stage 1 and fine-tuning alike, on the command
-# line and in the app (the public deployment's limit is the same number, mlse.serving.public_mode).
+# line and in the app (the public deployment's limit is the same number, mlse.public_mode).
 MAX_PAIRS = 2000
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from mlse.atomic import atomic_dir
 from mlse.encoders.identity import text_prefix
-from mlse.encoders.registry import materialise, resolve_model
+from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
 from mlse.train.config import FinetuneConfig, refuse_frozen_student

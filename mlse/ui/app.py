@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from mlse.serving.public_mode import MAX_UPLOAD_BYTES, public_mode
+from mlse.public_mode import MAX_UPLOAD_BYTES, public_mode
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
 from mlse.ui.credits import CREDITS_MARKDOWN
 from mlse.ui.state import AppState

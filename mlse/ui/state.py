@@ -27,15 +27,8 @@ from pathlib import Path
 from mlse.api import attach_calibration
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import check_backend
-from mlse.encoders.registry import (
-    DEFAULT_MODELS,
-    ModelSpec,
-    list_runs,
-    list_shipped_models,
-    registry,
-    resolve_model,
-    spec_status,
-)
+from mlse.encoders.registry import DEFAULT_MODELS, ModelSpec, registry
+from mlse.encoders.resolve import list_runs, list_shipped_models, resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.heads.scorer import read_scorer_json
 from mlse.models import load_model
