@@ -99,6 +99,7 @@ def main() -> int:
     except MlseError as exc:  # a bad --max-memory: one line naming the flag, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    state.start()  # runs a killed job left aside are put back; the hub probe starts in the background
     try:
         server = build_server(state)  # the page mounted on the JSON routes for scripts (POST /api/score)
         if not args.no_warm:  # after the page is built, so the warm does not slow it down; data steps after the fetch

@@ -14,7 +14,7 @@ from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
 from mlse.encoders.load import encoder_from_spec
 from mlse.encoders.registry import DEFAULT_MODEL
 from mlse.encoders.resolve import resolve_model
-from mlse.heads.scorer import Scorer, read_scorer_json
+from mlse.heads.scorer import Scorer, backbone_name
 
 
 def load_model(
@@ -38,7 +38,7 @@ def load_model(
     if spec.source != "scorer":
         return encoder_from_spec(spec, backend=backend, device=device, cache=cache, **kwargs)
     if backbone is None:
-        recorded = str(read_scorer_json(Path(spec.location))["backbone"])
+        recorded = backbone_name(Path(spec.location))
         backbone = encoder_from_spec(resolve_model(recorded), backend=backend, device=device, cache=cache, **kwargs)
     return Scorer.load(spec.location, backbone=backbone, name=spec.name.removeprefix("runs/"))
 

@@ -147,6 +147,11 @@ class Scorer:
                    metadata=manifest)  # fmt: skip
 
 
+def backbone_name(folder: Path) -> str:
+    """The backbone a scorer run was trained on, by the name its ``scorer.json`` records."""
+    return str(read_scorer_json(Path(folder))["backbone"])
+
+
 def read_scorer_json(folder: Path) -> dict:
     """A scorer run's ``scorer.json`` (backbone, its identity, the heads); ModelNotFoundError when unreadable."""
     try:

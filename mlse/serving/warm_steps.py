@@ -33,7 +33,7 @@ from mlse.encoders.hub import hub_cached
 from mlse.encoders.registry import ModelSpec
 from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.errors import MlseError
-from mlse.heads.scorer import Scorer, read_scorer_json
+from mlse.heads.scorer import Scorer, backbone_name
 from mlse.runs.folders import is_model_folder
 from mlse.runs.stop_signal import encode_in_chunks
 from mlse.text.control_chars import strip_controls
@@ -155,7 +155,7 @@ def uncached(model):
 def plain_name(name: str) -> str:
     """The model whose weights ``name`` runs on: a scorer's backbone, else ``name`` itself."""
     spec = resolve_model(name)
-    return str(read_scorer_json(Path(spec.location))["backbone"]) if spec.source == "scorer" else name
+    return backbone_name(Path(spec.location)) if spec.source == "scorer" else name
 
 
 def model_problem(name: str) -> str | None:
