@@ -8,10 +8,11 @@ MLSE_BACKEND (default torch); the memory budget of the loaded models from ``--ma
 (default 1.5GB): past it, the least recently used models are unloaded.
 
 ``--public`` (implied on a Hugging Face Space, where SPACE_ID is set) serves anonymous visitors: hub downloads only
-for allow-listed ids (``--allow-hub-model`` adds one), capped fine-tunes, capped uploads (see mlse.public). At start
-the datasets the tabs need and the data directory lacks are fetched from the hub in the background, one progress line
-each (``--no-fetch`` or MLSE_FETCH=0 skips it; see mlse.data.fetch). Then what each tab shows first is computed in the
-background (``--no-warm`` or MLSE_WARM=0 skips it; see mlse.serving.warm): a tab pressed meanwhile says it is preparing.
+for allow-listed ids (``--allow-hub-model`` adds one), capped fine-tunes, capped uploads (see mlse.public_mode).
+At start the datasets the tabs need and the data directory lacks are fetched from the hub in the background, one
+progress line each (``--no-fetch`` or MLSE_FETCH=0 skips it; see mlse.data.fetch). Then what each tab shows first is
+computed in the background (``--no-warm`` or MLSE_WARM=0 skips it; see mlse.serving.warm): a tab pressed meanwhile says
+it is preparing.
 
 Beside the page, scripts have a plain JSON route: ``POST /api/score`` with ``{"sentence1", "sentence2", "models"}``
 (``GET /api/models`` lists the models; see mlse.serving.api_route).
@@ -23,8 +24,8 @@ import sys
 
 from mlse.encoders.identity import BACKENDS
 from mlse.errors import MlseError
-from mlse.memory_budget import DEFAULT_MAX_MEMORY
-from mlse.ports import choose_port, parse_port
+from mlse.serving.encoder_pool import DEFAULT_MAX_MEMORY
+from mlse.serving.ports import choose_port, parse_port
 
 
 def main() -> int:
@@ -56,7 +57,7 @@ def main() -> int:
                         help="do not compute each tab's first view in the background at start (also "
                              "MLSE_WARM=0)")  # fmt: skip
     args = parser.parse_args()
-    from mlse.public import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
+    from mlse.public_mode import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
 
     try:
         set_upload_limits(args.max_upload_rows, args.max_upload_bytes)
@@ -98,6 +99,7 @@ def main() -> int:
     except MlseError as exc:  # a bad --max-memory: one line naming the flag, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    state.start()  # runs a killed job left aside are put back; the hub probe starts in the background
     try:
         server = build_server(state)  # the page mounted on the JSON routes for scripts (POST /api/score)
         if not args.no_warm:  # after the page is built, so the warm does not slow it down; data steps after the fetch

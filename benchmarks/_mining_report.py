@@ -14,7 +14,7 @@ from benchmarks._mining_growth import setting_key
 from mlse.atomic import atomic_write_text
 from mlse.data.json_safe import nan_to_none
 from mlse.evaluation.mining_pool import SRC_SHARE
-from mlse.results import EvalResult, format_table
+from mlse.runs.results import EvalResult, format_table
 
 
 def _n_text(n: float | None) -> str:

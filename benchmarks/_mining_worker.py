@@ -1,5 +1,6 @@
 """One worker of ``benchmarks.mining_scale``: the task of one size mined with one index kind (exact, IVF or HNSW) over
-all its sweep settings, in a fresh interpreter so that its peak RSS (VmHWM, ``mlse.procmem``) is that index's alone.
+all its sweep settings, in a fresh interpreter so that its peak RSS (VmHWM, ``mlse.serving.procmem``) is that index's
+alone.
 
 :func:`spawn_worker` starts ``python -m benchmarks.mining_scale --worker METHOD`` and reads its result; that process
 runs :func:`run_worker`: per setting the index build and search (both directions), the margin, the 1:1 selection, the
@@ -29,7 +30,7 @@ from mlse.evaluation.index import (
 )
 from mlse.evaluation.margin import margin_both_ways
 from mlse.evaluation.mining import best_threshold, mining_prf, select_one_to_one, split_half_prf
-from mlse.procmem import peak_rss_mb
+from mlse.serving.procmem import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 

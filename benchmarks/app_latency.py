@@ -60,13 +60,13 @@ from benchmarks.common import (
 )
 from mlse.atomic import atomic_write_text
 from mlse.data.portable import portable_record
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 
 def offline_models(runs_dir: Path) -> list[str]:
     """The models the app offers here without the hub (what a user ticks when comparing everything)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # hub models download on first use: never part of "every offline model"

@@ -67,7 +67,7 @@ from benchmarks.common import (
     wait_for_page,
 )
 from mlse.atomic import atomic_write_text
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 IDLE_PROBES = 30
 TARGET_CLIENTS = 20

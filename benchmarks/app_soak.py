@@ -43,7 +43,7 @@ from benchmarks.common import (
     wait_for_page,
 )
 from mlse.atomic import atomic_write_text
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 # endpoint -> inputs that have no default on the page (the Results tab's free-text filter starts empty, not unset)
 TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {},
@@ -108,7 +108,7 @@ def run_finetunes(client, runs_dir: Path, count: int, steps: int, student: str |
     """``count`` tiny fine-tunes through the API, one at a time, each waited for until its run folder is listed.
     ``student``: student and teacher (default: the page's, the preferred backbone)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.encoders.registry import list_runs
+    from mlse.encoders.resolve import list_runs
 
     done = []
     for i in range(count):

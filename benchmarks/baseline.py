@@ -29,7 +29,7 @@ from mlse.data import HAM_KIM_14, load_sts, tatoeba_languages
 from mlse.data.pairs import CROSS_12, SEED_STS_PAIRS
 from mlse.evaluation.runners import run_mining, run_sts, run_tatoeba
 from mlse.models import load_model
-from mlse.results import EvalResult
+from mlse.runs.results import EvalResult
 
 DEFAULT_MODELS = ["me5-small", "muse", "minilm-en"]
 MINING_PAIRS = ["de-en", "ru-en", "zh-en"]

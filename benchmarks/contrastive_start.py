@@ -31,7 +31,7 @@ import torch
 from benchmarks.common import QUICK_HELP, machine, output_dir
 from mlse.atomic import atomic_write_text
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair
-from mlse.experiments.students import COMMON
+from mlse.experiments.distillation import COMMON
 from mlse.losses.soft_contrastive import soft_contrastive_loss, soft_labels
 from mlse.models import load_model
 

@@ -41,8 +41,8 @@ from benchmarks.common import QUICK_HELP, Quiet, cpu_name, isa_flags, make_encod
 from mlse.atomic import atomic_write_text
 from mlse.data import load_sts
 from mlse.encoders.identity import BACKENDS
-from mlse.procmem import peak_rss_mb
-from mlse.results import library_versions
+from mlse.runs.results import library_versions
+from mlse.serving.procmem import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from benchmarks.common import EXPLAIN_LANG_PAIRS, EXPLAIN_TOLERANCE, cpu_name, cross_pairs, isa_flags
 from mlse.atomic import atomic_write_text
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 LONG_PAIR = ("A man with a red hat is playing a silver flute on the street corner.",
              "Ein Mann mit rotem Hut spielt an der Ecke eine silberne Flöte.")  # ~20 tokens a side

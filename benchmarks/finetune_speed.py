@@ -24,7 +24,7 @@ from mlse.train.config import FinetuneConfig
 from mlse.train.finetune_data import prepare_data, teacher_targets
 from mlse.train.loop import TrainingLoop
 from mlse.train.methods import build_method
-from mlse.train.students import extend_vocabulary, load_student, resolve_precision, student_dim
+from mlse.train.student_model import extend_vocabulary, load_student, resolve_precision, student_dim
 
 SETTINGS = {
     "fp32, no bucketing, English vocabulary": dict(precision="fp32", bucket_by_length=False, extend_vocab=0),

@@ -40,7 +40,7 @@ from pathlib import Path
 from benchmarks.common import QUICK_HELP, app_env, free_port, machine, output_file, stop_app, wait_for_page
 from mlse.atomic import atomic_write_text
 from mlse.data.portable import portable_record
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 from tests.browser import TABS, click, fill_textbox, missing_browser, open_app, open_tab, start_chromium
 
 ROOT = Path(__file__).resolve().parents[1]

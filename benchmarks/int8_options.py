@@ -46,7 +46,7 @@ from mlse.encoders.onnx import export as onnx_export
 from mlse.encoders.onnx.int8_nodes import ROLES, matmul_roles
 from mlse.encoders.onnx.runtime import OnnxEncoder
 from mlse.models import load_model
-from mlse.results import library_versions
+from mlse.runs.results import library_versions
 
 LANGS = ["en", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "zh"]  # the languages of en-en and cross-12
 # The recipe before this benchmark (export folder int8-9ccc127a): every constant-weight MatMul quantised.

@@ -15,7 +15,8 @@ Mining is LASER's (`mlse.evaluation.mining.mine_candidates`, its steps timed one
 neighbours both ways (`margin_both_ways`), best candidate forward and backward, union, greedy 1:1
 (`select_one_to_one`). It runs once per index: exact (faiss.IndexFlatIP), IVF (IndexIVFFlat, nlist ~ 4*sqrt(N), nprobe
 sweep) and HNSW (IndexHNSWFlat, efSearch sweep), each in a fresh subprocess so that its peak RSS (VmHWM, read by
-`mlse.procmem`) is its own. Reported per setting: index build, search (both directions), margin and 1:1 selection
+`mlse.serving.procmem`) is its own. Reported per setting: index build, search (both directions), margin and 1:1
+selection
 times, recall of the candidate lists against exact kNN (the exact search's own against a numpy oracle on a sample),
 F1 at the best threshold (oracle) and at a threshold tuned on a held-out half of the source sentences
 (`split_half_prf`). Times are fitted as t = c * N^b (log-log least squares) and extrapolated -- the extrapolations are

@@ -30,7 +30,7 @@ from mlse.encoders import load_encoder
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 from mlse.train.finetune_data import prepare_data
-from mlse.train.students import load_student
+from mlse.train.student_model import load_student
 
 DEV_PAIRS = ["en-en", "en-de", "en-fr", "en-ru", "en-zh"]
 QUICK = {"config": {"pairs": ["en-de"], "max_pairs": 16, "max_steps": 2, "batch_size": 8, "dev_pairs": ["en-de"],
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = {f"{args.student} (baseline)": test_scores(load_encoder(args.student), test_pairs)}
     if args.extend_vocab:
-        from mlse.vocab import extend_model_vocabulary
+        from mlse.train.recipes.vocab import extend_model_vocabulary
 
         data = prepare_data(cfg)
         student = load_student(args.student, "cpu", cfg.max_seq_length).eval()

@@ -31,7 +31,7 @@ from benchmarks.common import QUICK_HELP, cpu_name, isa_flags, output_dir, renic
 from mlse.atomic import atomic_write_text
 from mlse.data import load_sts
 from mlse.encoders.use import UseEncoder, package_version
-from mlse.results import library_versions
+from mlse.runs.results import library_versions
 
 LANGS = ["en", "de", "fr", "ru", "zh"]
 

@@ -52,8 +52,8 @@ from mlse.data.stsb import load_sts
 from mlse.dirs import cache_root
 from mlse.encoders.identity import BACKENDS
 from mlse.encoders.registry import DEFAULT_MODELS
-from mlse.procmem import memory_mb
-from mlse.results import library_versions
+from mlse.runs.results import library_versions
+from mlse.serving.procmem import memory_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"cold_pairs_per_s": 150.0, "warm_speedup": 20.0, "peak_rss_mb": 1536.0, "app_cold_s": 15.0,
@@ -183,7 +183,7 @@ def measure_app(args, models: list[str], upload: Path, cache: Path) -> dict:
         from mlse.ui.score_file import score_file
     except ImportError as exc:
         return {"skipped": f"mlse.ui.score_file is not available ({exc})"}
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # never wait on the hub

@@ -10,7 +10,8 @@ the part the serving code controls: ``score_models`` (what the page, Gradio's ``
 (:func:`app_load.distinct_pairs`). Each configuration runs ``--repeats`` times, interleaved with the others, so a load
 change on a shared machine touches all of them alike:
 
-- ``batched``: as the app runs (the state's micro-batcher, mlse/batching.py: concurrent requests share one encoder
+- ``batched``: as the app runs (the state's micro-batcher, mlse/serving/batching.py: concurrent requests share one
+encoder
   call per model);
 - ``unbatched``: every request calls its encoders alone (``state.batcher = None``);
 - ``batched-torch1`` / ``unbatched-torch1``: the same with torch on one intra-op thread (on the onnx backends torch
@@ -41,7 +42,7 @@ import numpy as np
 
 from benchmarks.common import QUICK_HELP, distinct_pairs, latency_summary, machine, output_file, renice
 from mlse.atomic import atomic_write_text
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 CONFIGS = ("batched", "unbatched", "batched-torch1", "unbatched-torch1")
 QUICK = {"backend": "torch", "clients": 2, "requests": 2, "repeats": 1, "models": ["minilm-en"]}
@@ -51,7 +52,7 @@ def run_config(state, config: str, names: list[str], pairs: list[tuple[str, str]
     """``clients`` threads released together, each scoring its share of ``pairs`` with every model in ``names``."""
     import torch
 
-    from mlse.batching import MicroBatcher
+    from mlse.serving.batching import MicroBatcher
     from mlse.ui.score_tab import score_models
 
     torch.set_num_threads(1 if config.endswith("torch1") else 2)  # threads made below start with this count
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(cache / "embeddings", ignore_errors=True)  # every pair is new to the cache
     os.environ.update({"MLSE_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "MLSE_RUNS": tempfile.mkdtemp()})
     reniced = renice()
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.score_tab import score_models
     from mlse.ui.state import AppState
 

@@ -105,7 +105,7 @@ def _order_holds(cos: np.ndarray, kinds: list[str], langs: list[str], s1: list[s
 
 def calibration_levels(models: dict) -> dict:
     """Exercise 2: the cosine each model's shipped map needs for a calibrated score of 1, 2.5 and 4."""
-    from mlse.backbone_calibration import SHIPPED_DIR, calibration_file, read_calibration
+    from mlse.calibration.backbone import SHIPPED_DIR, calibration_file, read_calibration
 
     out = {}
     for name in models:

@@ -22,6 +22,7 @@ _LAZY = {
     "read_table": "mlse.data.user_files",
     "read_rows": "mlse.data.user_files",
     "UserTable": "mlse.data.user_files",
+    "ModelPool": "mlse.serving.model_pool",
 }
 
 __all__ = ["DataError", "MlseError", "ModelNotFoundError", "__version__", *_LAZY]

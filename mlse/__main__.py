@@ -1,5 +1,5 @@
 import sys
 
-from mlse.cli import main
+from mlse.cli.main import main
 
 sys.exit(main())

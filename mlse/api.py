@@ -1,7 +1,7 @@
 """The public API behind ``import mlse``: load a model as the app uses it, score sentence pairs, read a user's file.
 
 ``load_model`` returns the model the app's Score tab uses: a backbone with its cosine -> 0-5 calibration attached when
-one was fitted on its weights (:mod:`mlse.backbone_calibration`), a scorer with its Stage-2 calibration. ``pair_scores``
+one was fitted on its weights (:mod:`mlse.calibration.backbone`), a scorer with its Stage-2 calibration. ``pair_scores``
 is the one place a pair's cosine and calibrated score are computed; the app calls it too, so a script and the page give
 the same numbers. ``score_pairs`` streams a table through every model in chunks (the embedding cache makes a rerun
 cheap and an interrupted run resumable) and returns a pandas DataFrame: the input's columns first, then two columns per
@@ -45,7 +45,7 @@ def load_model(name: str = DEFAULT_MODEL, *, backend: str = DEFAULT_BACKEND, cal
 def attach_calibration(model) -> tuple[object, str]:
     """(``model`` with its cosine -> 0-5 map, "") when a calibration was fitted on its weights; a scorer (which
     calibrates with its Stage-2 head) as it is; else (``model``, why none is used, or "" when none exists)."""
-    from mlse.backbone_calibration import with_calibration
+    from mlse.calibration.backbone import with_calibration
 
     if getattr(model, "calibrated_score", None) is not None:
         return model, ""

@@ -3,7 +3,7 @@
 * ``cache_root()``: ``MLSE_CACHE`` or the user's cache dir. The embedding cache (:mod:`mlse.encoders.cache`), the
   weight-fingerprint memo, ONNX exports, the converted e5 folder and the map's projections live under it.
 * ``runs_dir()``: ``MLSE_RUNS`` or ``./runs``. Trained runs (scorers and fine-tuned students) and local
-  calibrations; what a folder there is and how runs are named: :mod:`mlse.runs`.
+  calibrations; what a folder there is and how runs are named: :mod:`mlse.runs.folders`.
 """
 
 from __future__ import annotations

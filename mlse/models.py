@@ -1,6 +1,6 @@
 """The one model factory: a name -> something that encodes (a backbone, a fine-tuned student, or a scorer).
 
-``load_model`` resolves the name (:func:`mlse.encoders.registry.resolve_model`); a plain model comes back from
+``load_model`` resolves the name (:func:`mlse.encoders.resolve.resolve_model`); a plain model comes back from
 :func:`mlse.encoders.load.load_encoder` (its runtime, in the embedding cache); a scorer run (backbone + trained heads)
 gets its backbone loaded the same way, then its heads wrapped around it (:class:`mlse.heads.scorer.Scorer`). Every
 place that may be handed a scorer's name (the CLI, the app, the experiments, a fine-tuning teacher) calls this.
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
 from mlse.encoders.load import encoder_from_spec
-from mlse.encoders.registry import DEFAULT_MODEL, resolve_model
+from mlse.encoders.registry import DEFAULT_MODEL
+from mlse.encoders.resolve import resolve_model
 from mlse.heads.scorer import Scorer, backbone_name
 
 

@@ -6,7 +6,7 @@ import os
 import time
 
 from mlse.errors import MlseError
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 
 def allocate(mb: int, *, report, stop) -> float:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from mlse.batching import MicroBatcher
+from mlse.serving.batching import MicroBatcher
 from mlse.ui.score_tab import score_pair
 from tests.fake_encoder import FakeEncoder, fake_vector
 

@@ -1,5 +1,5 @@
-"""The cosine -> 0-5 isotonic map (mlse.calibration) and the backbone calibrations built on it (fit on the real STS
-dev subset with the tiny BERT, save, reload, identity check, use in the app and the CLI)."""
+"""The cosine -> 0-5 isotonic map (mlse.calibration.isotonic) and the backbone calibrations built on it (fit on the
+real STS dev subset with the tiny BERT, save, reload, identity check, use in the app and the CLI)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from mlse import backbone_calibration as bc
-from mlse.calibration import IsotonicMap
-from mlse.cli import main
+from mlse.calibration import backbone as bc
+from mlse.calibration.isotonic import IsotonicMap
+from mlse.cli.main import main
 from mlse.encoders.identity import weights_identity
 from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError

@@ -1,4 +1,4 @@
-"""The command line, run in-process (``mlse.cli.main``) plus one real subprocess for the exit-code contract."""
+"""The command line, run in-process (``mlse.cli.main.main``) plus one real subprocess for the exit-code contract."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlse.cli import main
+from mlse.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -234,7 +234,7 @@ def test_eval_tatoeba_writes_error_lists(capsys, tmp_path, tiny_bert):
 
 
 def test_eval_defaults_to_the_first_offline_default():
-    from mlse.cli import build_parser
+    from mlse.cli.main import build_parser
     from mlse.encoders.registry import DEFAULT_MODEL, DEFAULT_MODELS
 
     assert DEFAULT_MODEL == DEFAULT_MODELS[0] == "me5-small"

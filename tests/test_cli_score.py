@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse import api, cli_score
-from mlse.cli import main
+from mlse import api
+from mlse.cli import score as cli_score
+from mlse.cli.main import main
 from mlse.data.user_files import read_pairs
 
 REPO = Path(__file__).resolve().parent.parent

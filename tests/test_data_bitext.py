@@ -10,7 +10,7 @@ from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.parallel import default_labels, load_parallel
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune_data import english_first, prepare_data
-from mlse.train.heads import stage1_data
+from mlse.train.head_training import stage1_data
 from tests.fake_encoder import FakeEncoder, fake_vector
 
 

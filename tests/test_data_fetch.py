@@ -138,7 +138,7 @@ def test_a_dataset_being_downloaded_says_so(tmp_path, monkeypatch):
 
 
 def test_cli_data_fetch_all_fetches_the_missing_ones(served, tmp_path, monkeypatch, capsys):
-    from mlse.cli import main
+    from mlse.cli.main import main
 
     assert main(["data", "fetch", "--to", str(tmp_path / "d"), "--dataset", "tatoeba"]) == 0
     assert tatoeba_languages(tmp_path / "d") == ["deu", "fra"]

@@ -52,7 +52,7 @@ def test_data_hashes_name_files_portably(tmp_path):
 
 def test_every_old_caller_gives_the_plain_sha256(tmp_path):
     from mlse.encoders.identity import file_sha256_memo
-    from mlse.shipped import MANIFEST, file_hashes
+    from mlse.runs.shipped import MANIFEST, file_hashes
 
     folder = tmp_path / "artifact"
     (folder / "sub").mkdir(parents=True)

@@ -45,8 +45,8 @@ def test_nan_to_none_at_any_depth_gives_strict_json():
 
 def test_the_old_callers_use_it(tmp_path):
     from mlse.data.records import cell_number
-    from mlse.results import EvalResult
-    from mlse.results_index import _number
+    from mlse.runs.results import EvalResult
+    from mlse.runs.results_index import _number
     from mlse.train.loop import finite_or_none as loop_finite
 
     assert loop_finite is finite_or_none

@@ -3,7 +3,7 @@ import pytest
 
 from mlse.encoders.load import load_encoder
 from mlse.encoders.protocol import Encoder
-from mlse.encoders.registry import available_models, resolve_model
+from mlse.encoders.resolve import available_models, resolve_model
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import ModelNotFoundError
 

@@ -14,7 +14,8 @@ from mlse.encoders import e5
 from mlse.encoders.e5_format import E5File, dequantize_q4_0
 from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import materialise, registry, spec_status
+from mlse.encoders.registry import registry
+from mlse.encoders.resolve import materialise, spec_status
 from mlse.errors import MlseError
 from tests.e5_format_writer import BOS, EOS, PAD, UNK, build_tiny, pack_q4, write_e5
 from tests.e5_reference_tokenizer import ReferenceTokenizer
@@ -186,7 +187,7 @@ def test_onnx_backend_uses_the_prefix(converted):
 
 
 def test_finetune_tokenize_adds_the_prefix_and_save_keeps_it(converted, tmp_path):
-    from mlse.train.students import load_student, save_model_atomically, tokenize
+    from mlse.train.student_model import load_student, save_model_atomically, tokenize
 
     student = load_student(str(converted), "cpu", 64)
     ids = tokenize(student, ["the cat"], "cpu")["input_ids"][0].tolist()

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import mlse.encoders.onnx.export as onnx_export
-from mlse.cli import main
+from mlse.cli.main import main
 from mlse.encoders.identity import BACKENDS, backend_of, weights_identity
 from mlse.encoders.load import load_encoder
 from mlse.encoders.onnx.runtime import OnnxEncoder, plan_batches
@@ -296,8 +296,8 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
         return fake
 
-    import mlse.cli as cli
-    import mlse.train.heads as heads
+    import mlse.cli.main as cli
+    import mlse.train.head_training as heads
 
     monkeypatch.setattr(heads, "train_stage1", capture("stage1"))  # what `train stage1/2` runs (train_heads)
     monkeypatch.setattr(heads, "train_stage2", capture("stage2"))
@@ -317,8 +317,8 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
 
 def test_scorer_trained_on_onnx_backbone_loads_on_every_backend(tiny_bert, tmp_path, data_dir):
-    from mlse.runs import SCORER_FILE
-    from mlse.train.heads import train_stage1
+    from mlse.runs.folders import SCORER_FILE
+    from mlse.train.head_training import train_stage1
 
     out = tmp_path / "tiny+s1"
     trained = train_stage1(str(tiny_bert), out=out, pairs=["eng-deu"], max_pairs=30, data_dir=data_dir, probe=False,

@@ -13,7 +13,7 @@ import pytest
 
 from mlse.encoders.cache import CachedEncoder
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import available_models, resolve_model
+from mlse.encoders.resolve import available_models, resolve_model
 from mlse.encoders.use import WEIGHT_FILES, UseEncoder, flat_batches, resources_dir
 from mlse.errors import MlseError
 from mlse.models import load_model
@@ -123,7 +123,7 @@ def test_finetune_refuses_muse_as_student_before_loading_anything():
 
 
 def test_cli_finetune_with_muse_student_exits_2(capsys):
-    from mlse.cli import main
+    from mlse.cli.main import main
 
     assert main(["finetune", "--method", "hard", "--student", "muse"]) == 2
     assert "error: muse is frozen" in capsys.readouterr().err
@@ -172,8 +172,8 @@ def test_onnx_muse_never_imports_torch(muse):
 
 
 def test_stage1_heads_train_on_muse_through_the_real_path(tmp_path, data_dir):
-    from mlse.runs import SCORER_FILE
-    from mlse.train.heads import train_stage1
+    from mlse.runs.folders import SCORER_FILE
+    from mlse.train.head_training import train_stage1
 
     out = tmp_path / "muse+s1"
     scorer = train_stage1("muse", out=out, pairs=["eng-deu"], max_pairs=24, data_dir=data_dir, probe=False,

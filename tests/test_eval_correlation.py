@@ -90,8 +90,8 @@ def test_sts_metrics_unchanged():
 
 
 def test_backbone_calibration_report_unchanged():
-    from mlse.backbone_calibration import _split_metrics
-    from mlse.calibration import IsotonicMap
+    from mlse.calibration.backbone import _split_metrics
+    from mlse.calibration.isotonic import IsotonicMap
     from mlse.data.types import ScoredPairs
 
     cos, gold = _seeded()

@@ -1,5 +1,5 @@
-"""mlse.evaluation.isotonic, the one isotonic fit: the models' calibration (mlse.calibration.IsotonicMap) and the
-predicted-vs-gold tab's curve (mlse.analysis.sts_errors.isotonic_fit) both use it, so the Gold tab draws the same
+"""mlse.evaluation.isotonic, the one isotonic fit: the models' calibration (mlse.calibration.isotonic.IsotonicMap) and
+the predicted-vs-gold tab's curve (mlse.analysis.sts_errors.isotonic_fit) both use it, so the Gold tab draws the same
 function twice where it used to draw a scipy fit and a scikit-learn fit."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mlse.analysis.sts_errors import isotonic_fit
-from mlse.calibration import IsotonicMap
+from mlse.calibration.isotonic import IsotonicMap
 from mlse.evaluation.isotonic import pooled_isotonic
 
 

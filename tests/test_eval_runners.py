@@ -13,7 +13,7 @@ from scipy import stats
 from mlse.encoders.load import load_encoder
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import mining_sources, run_mining, run_sts, run_tatoeba, sts_groups
-from mlse.results import EvalResult, result_table
+from mlse.runs.results import EvalResult, result_table
 
 STS_PAIRS = ["en-en", "en-de"]
 STS_TEST_N = 1379  # rows of stsb_multi_mt test

@@ -180,7 +180,7 @@ def test_alignment_matches_identical_words(bert):
 def test_cli_prints_the_split_and_writes_the_json(tiny_bert, tmp_path, capsys):
     import json
 
-    from mlse.cli import main
+    from mlse.cli.main import main
 
     out = tmp_path / "explain.json"
     rc = main(["explain", "--model", str(tiny_bert), S1, S2, "--steps", "4", "--layer", "1", "--top", "3",
@@ -202,7 +202,7 @@ def test_cli_prints_the_split_and_writes_the_json(tiny_bert, tmp_path, capsys):
     (["--backend", "onnx"], "ONNX backend"),
 ])  # fmt: skip
 def test_cli_errors_are_one_line(tiny_bert, capsys, argv, message):
-    from mlse.cli import main
+    from mlse.cli.main import main
 
     rc = main(["explain", "--model", str(tiny_bert), S1, S2, *argv])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and "Loading weights" not in line]

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from mlse import public
+from mlse import public_mode
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair
 from mlse.data.bitext_sample import (
     MANIFEST,
@@ -169,8 +169,8 @@ def space(space_data, tiny_bert, monkeypatch):
     """Public mode, MLSE_DATA without parallel/, and the tiny BERT offered as a model (a run folder)."""
     from mlse.ui.state import AppState
 
-    monkeypatch.setenv(public.PUBLIC_ENV, "1")
-    monkeypatch.delenv(public.SPACE_ENV, raising=False)
+    monkeypatch.setenv(public_mode.PUBLIC_ENV, "1")
+    monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
     monkeypatch.setenv("MLSE_DATA", str(space_data))
     shutil.copytree(tiny_bert, runs_dir() / "tiny-student")
     return AppState()

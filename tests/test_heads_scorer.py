@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mlse.cli import main
+from mlse.cli.main import main
 from mlse.data import evaluation_sentences, normalize_sentence
 from mlse.data.portable import data_identity, portable_path, resolve_record_path
 from mlse.encoders.load import load_encoder
@@ -23,8 +23,8 @@ from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.heads.scorer import BackboneMismatchError, Scorer
 from mlse.models import load_model
-from mlse.runs import SCORER_FILE
-from mlse.train.heads import stage1_data, train_stage1, train_stage2
+from mlse.runs.folders import SCORER_FILE
+from mlse.train.head_training import stage1_data, train_stage1, train_stage2
 from tests.fake_encoder import FakeEncoder
 
 S1_PAIRS = ["eng-deu", "eng-fra"]

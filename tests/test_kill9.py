@@ -86,7 +86,7 @@ def test_head_job_killed_puts_back_the_run_it_was_replacing(tiny_bert, data_dir,
     before = Scorer.load(runs_dir() / name).metadata["metrics"]
     run_and_kill(point, str(tiny_bert), str(data_dir), name)
     assert not (runs_dir() / name).exists()  # the old run was moved aside when the child was killed
-    state = AppState()  # the app starting again
+    state = AppState().start()  # the app starting again
     assert f"runs/{name}" in listed(state) and Scorer.load(runs_dir() / name).metadata["metrics"] == before
     assert not [p for p in runs_dir().iterdir() if p.name.startswith(f".{name}.replaced")]
     from mlse.ui.app import build_app

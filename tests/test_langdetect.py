@@ -1,12 +1,12 @@
-"""Offline language detection (mlse.langdetect) on real Tatoeba sentences and on the edge cases the app meets."""
+"""Offline language detection (mlse.text.language_id) on real Tatoeba sentences and on the edge cases the app meets."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlse import langdetect
 from mlse.data import load_tatoeba
-from mlse.langdetect import PROJECT_LANGUAGES, UNDETERMINED, detect_language, language_choices, language_name
+from mlse.text import language_id
+from mlse.text.language_id import PROJECT_LANGUAGES, UNDETERMINED, detect_language, language_choices, language_name
 
 # ISO 639-1 code -> Tatoeba file code; accuracy floor on the first 60 sentences (short, hard: 2-8 words each).
 # Measured on 150 sentences: 0.89 (pt) to 1.0 (ja); Russian / Ukrainian without a telling letter are the weakest.
@@ -64,11 +64,11 @@ def test_very_long_text_is_quick_and_decided():
 
 
 def test_without_langid_script_rules_still_answer(monkeypatch):
-    monkeypatch.setattr(langdetect, "_langid_model", lambda: None)
+    monkeypatch.setattr(language_id, "_langid_model", lambda: None)
     assert detect_language("Кошка спит на диване.")[0] == "ru"
     assert detect_language("狗在院子里跑。")[0] == "zh"
     assert detect_language("A man is playing a flute.") == (UNDETERMINED, 0.0)
-    assert "langid not installed" in langdetect.detector_name()
+    assert "langid not installed" in language_id.detector_name()
 
 
 def test_language_names_and_choices():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlse.errors import MlseError
-from mlse.memory_budget import (
+from mlse.serving.encoder_pool import (
     INT8_FRACTION,
     UNKNOWN_BYTES,
     EncoderPool,
@@ -137,7 +137,9 @@ def folders(tmp_path, tiny_bert):
 
 @pytest.fixture()
 def sized_state(folders, monkeypatch):
-    """An AppState with a 1000-byte budget whose loader returns fakes of 400 bytes (scorers: 10 on their backbone)."""
+    """An AppState with a 1000-byte budget whose pool's loader returns fakes of 400 bytes (scorers: 10 on their
+    backbone)."""
+    from mlse.serving.model_pool import ModelPool
     from mlse.ui.state import AppState
 
     loads = []
@@ -150,7 +152,7 @@ def sized_state(folders, monkeypatch):
             return fake
         return SizedFake(Path(name).name, 400)
 
-    monkeypatch.setattr(AppState, "_load", fake_load)
+    monkeypatch.setattr(ModelPool, "_load", fake_load)
     state = AppState(max_memory="1000")
     state.loads = loads
     return state
@@ -201,20 +203,20 @@ def test_bad_max_memory_in_app_py_is_one_line():
 def test_a_folder_its_load_creates_is_loaded_once(sized_state, folders, monkeypatch):
     """me5-small's folder is made by its first load (the conversion): stamped before the load it would look replaced
     on the next request and be loaded a second time."""
-    import mlse.ui.state as state_module
+    import mlse.serving.model_pool as pool_module
 
     state = sized_state
-    monkeypatch.setattr(state_module, "_stamp", lambda spec: (spec.location, len(state.loads)))  # changes on load
+    monkeypatch.setattr(pool_module, "_stamp", lambda spec: (spec.location, len(state.loads)))  # changes on load
     first = state.encoder(folders["m1"])
     assert state.encoder(folders["m1"]) is first and state.loads == ["m1"]
 
 
 def test_names_are_resolved_once_per_rescan(sized_state, folders, monkeypatch):
-    import mlse.ui.state as state_module
+    import mlse.serving.model_pool as pool_module
 
     calls = []
-    real = state_module.resolve_model
-    monkeypatch.setattr(state_module, "resolve_model", lambda name: calls.append(name) or real(name))
+    real = pool_module.resolve_model
+    monkeypatch.setattr(pool_module, "resolve_model", lambda name: calls.append(name) or real(name))
     for _ in range(3):
         sized_state.encoder(folders["m2"])
     assert calls == [folders["m2"]]

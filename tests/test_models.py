@@ -14,12 +14,12 @@ import pytest
 
 from mlse.encoders.cache import CachedEncoder
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import list_runs
+from mlse.encoders.resolve import list_runs
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
-from mlse.results_index import build_index
+from mlse.runs.results_index import build_index
 from mlse.ui.state import STAGE1, STAGE12, STUDENT, AppState
 
 OLD = Path(__file__).resolve().parent / "fixtures" / "runs-v0"

@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CYCLES = ROOT.parent / "shared" / "tools" / "import_cycles.py"  # ../shared beside the checkout, as in CI
 MAX_LINES = 400
+MAX_ROOT_MODULES = 12  # the root holds the public API and what every part uses; the rest sits in packages
 
 
 def test_import_mlse_loads_no_heavy_library():
@@ -24,7 +25,8 @@ def test_import_mlse_loads_no_heavy_library():
 
 def test_the_command_line_and_the_training_package_start_without_torch():
     """``python -m mlse`` and the fine-tune tab import the training package; torch loads only when a run starts."""
-    modules = ("mlse.cli", "mlse.train.jobs", "mlse.train.finetune", "mlse.train.heads", "mlse.ui.finetune_tab")
+    modules = ("mlse.cli.main", "mlse.train.jobs", "mlse.train.finetune", "mlse.train.head_training",
+               "mlse.ui.finetune_tab")
     code = (f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
             "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'peft') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
@@ -44,6 +46,21 @@ def test_no_module_over_400_lines():
     long = {str(p.relative_to(ROOT / "mlse")): n for p in (ROOT / "mlse").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}  # fmt: skip
     assert not long, long
+
+
+def test_package_root_holds_few_modules():
+    root = sorted(p.name for p in (ROOT / "mlse").glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+    assert {"__init__.py", "__main__.py", "api.py", "models.py"} <= set(root)
+
+
+def test_public_api_names_resolve_lazily():
+    """Every name ``mlse`` exports is defined where the package says, and none is loaded before it is asked for."""
+    code = ("import sys, mlse; lazy = [n for n in mlse.__all__ if n not in vars(mlse)]; "
+            "missing = [n for n in lazy if getattr(mlse, n, None) is None]; print(len(lazy), missing)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    count, missing = out.stdout.split(" ", 1)
+    assert int(count) >= 5 and missing.strip() == "[]", out.stdout
 
 
 # -- benchmarks/: the same bar as mlse/ ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mlse.cli import main
+from mlse.cli.main import main
 from mlse.data.portable import (
     check_data_files,
     data_identity,
@@ -22,7 +22,7 @@ from mlse.data.portable import (
     resolve_record_path,
 )
 from mlse.data.portable_migration import migrate_records, text_files
-from mlse.shipped import ShippedArtifact, check_files, read_manifest
+from mlse.runs.shipped import ShippedArtifact, check_files, read_shipped_manifest
 from tests.fake_encoder import FakeEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +146,7 @@ def test_an_old_manifest_with_absolute_paths_still_reads_and_its_files_check_out
     folder = tmp_path / "heads" / "muse+s1"
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(OLD_MANIFEST)
-    manifest = read_manifest(folder)
+    manifest = read_shipped_manifest(folder)
     assert check_data_files(manifest["data"], data_dir) == []  # every file found here with its recorded sha256
     # the same record written on a machine whose data lived elsewhere: mapped onto this data directory by the tail
     moved = {k.replace("/work/shared/data/", "/srv/box-2/datasets/"): v for k, v in manifest["data"].items()}
@@ -201,9 +201,9 @@ def test_migration_rewrites_old_records_keeps_layouts_and_manifests_and_is_idemp
 
     for kind, sub in (("scorer", "head"), ("lora-student", "student")):
         folder = tree[sub]
-        item = ShippedArtifact("shipped/" + folder.name, kind, folder, read_manifest(folder))
+        item = ShippedArtifact("shipped/" + folder.name, kind, folder, read_shipped_manifest(folder))
         assert check_files(item) == []  # the manifest lists the rewritten files' new hashes
-    manifest = read_manifest(tree["head"])
+    manifest = read_shipped_manifest(tree["head"])
     assert set(manifest["data"]) == {
         "data:parallel/tatoeba_challenge_v2021-08-07/ara-eng/tatoeba-test-v2021-08-07.eng",
         "data:parallel/tatoeba_challenge_v2021-08-07/ara-eng/tatoeba-test-v2021-08-07.ara",
@@ -265,7 +265,7 @@ def test_an_evaluation_result_names_its_files_portably(small_data, tmp_path, mon
 
 
 def test_a_calibration_manifest_names_its_files_portably(small_data, tmp_path, monkeypatch):
-    from mlse import backbone_calibration as bc
+    from mlse.calibration import backbone as bc
 
     monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "cache"))
     calibration, report = bc.fit_calibration(FakeEncoder(), data_dir=small_data, pairs=["en-de"], max_rows=30)

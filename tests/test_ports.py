@@ -1,4 +1,5 @@
-"""`python app.py` on a busy port: a one-line answer naming the port and how to change it (mlse.ports, app.py)."""
+"""`python app.py` on a busy port: a one-line answer naming the port and how to change it (mlse.serving.ports,
+app.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import mlse.ports
-from mlse.ports import PortError, choose_port, parse_port
+import mlse.serving.ports
+from mlse.serving.ports import PortError, choose_port, parse_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +48,7 @@ def test_a_malformed_port_is_refused_with_its_value():
 
 
 def test_when_the_default_port_is_busy_the_next_free_one_is_taken_and_said(busy_port, monkeypatch):
-    monkeypatch.setattr(mlse.ports, "DEFAULT_PORT", busy_port)
+    monkeypatch.setattr(mlse.serving.ports, "DEFAULT_PORT", busy_port)
     port, notice = choose_port("127.0.0.1", None)
     assert port > busy_port and f"port {busy_port} is in use; serving on {port}" in notice
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mlse.cli import build_parser, main
+from mlse.cli.main import build_parser, main
 from mlse.data.tsv import load_parallel_tsv, load_scored_tsv
 from mlse.errors import MlseError
 from mlse.train.runner import Job, JobRunner

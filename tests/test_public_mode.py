@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mlse import public
-from mlse.encoders.registry import ModelSpec, materialise
+from mlse import public_mode
+from mlse.encoders.registry import ModelSpec
+from mlse.encoders.resolve import materialise
 from mlse.errors import ModelNotFoundError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,9 +21,9 @@ LOADERS = {"SentenceTransformer", "from_pretrained", "AutoModel", "AutoTokenizer
 
 @pytest.fixture()
 def public_env(monkeypatch):
-    monkeypatch.setenv(public.PUBLIC_ENV, "1")
-    monkeypatch.delenv(public.HUB_ALLOW_ENV, raising=False)
-    monkeypatch.delenv(public.SPACE_ENV, raising=False)
+    monkeypatch.setenv(public_mode.PUBLIC_ENV, "1")
+    monkeypatch.delenv(public_mode.HUB_ALLOW_ENV, raising=False)
+    monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
 
 
 # --- never trust_remote_code -----------------------------------------------------------------------------------
@@ -92,18 +93,18 @@ def test_public_mode_refuses_a_hub_id_off_the_allow_list(public_env, downloads):
 
 def test_public_mode_downloads_registry_and_operator_ids(public_env, downloads, monkeypatch):
     materialise(ModelSpec("labse", "hub", "sentence-transformers/LaBSE"))
-    public.allow_hub_models(["org/extra", " "])
+    public_mode.allow_hub_models(["org/extra", " "])
     materialise(ModelSpec("org/extra", "hub", "org/extra"))
     assert downloads == ["sentence-transformers/LaBSE", "org/extra"]
 
 
 def test_space_id_turns_public_mode_on_and_the_cli_is_free_without_it(downloads, monkeypatch):
-    monkeypatch.delenv(public.PUBLIC_ENV, raising=False)
-    monkeypatch.delenv(public.SPACE_ENV, raising=False)
+    monkeypatch.delenv(public_mode.PUBLIC_ENV, raising=False)
+    monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
     materialise(ModelSpec("any/model", "hub", "any/model"))  # a user's own machine: any id
     assert downloads == ["any/model"]
-    monkeypatch.setenv(public.SPACE_ENV, "someone/mlse")
-    assert public.public_mode()
+    monkeypatch.setenv(public_mode.SPACE_ENV, "someone/mlse")
+    assert public_mode.public_mode()
     with pytest.raises(ModelNotFoundError, match="not allowed on this public deployment"):
         materialise(ModelSpec("any/model", "hub", "any/model"))
 
@@ -173,8 +174,8 @@ def test_private_mode_keeps_its_queue(monkeypatch):
     from mlse.ui import finetune_tab as ft
     from mlse.ui.state import AppState
 
-    monkeypatch.delenv(public.PUBLIC_ENV, raising=False)
-    monkeypatch.delenv(public.SPACE_ENV, raising=False)
+    monkeypatch.delenv(public_mode.PUBLIC_ENV, raising=False)
+    monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
     assert ft.runner(AppState()).max_queued == ft.QUEUE_SIZE > 0
 
 
@@ -192,8 +193,9 @@ def test_public_sliders_stop_at_the_limits(public_env):
 def test_public_launch_caps_uploads(public_env, monkeypatch):
     from mlse.ui.app import SESSION_CAPACITY, launch_options
 
-    assert launch_options() == {"max_file_size": public.MAX_UPLOAD_BYTES, "state_session_capacity": SESSION_CAPACITY}
-    monkeypatch.delenv(public.PUBLIC_ENV)
+    expected = {"max_file_size": public_mode.MAX_UPLOAD_BYTES, "state_session_capacity": SESSION_CAPACITY}
+    assert launch_options() == expected
+    monkeypatch.delenv(public_mode.PUBLIC_ENV)
     assert launch_options() == {"state_session_capacity": SESSION_CAPACITY}
 
 

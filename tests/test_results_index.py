@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mlse import results_index
-from mlse.results_index import build_index, finetune_curves
+from mlse.runs import results_index
+from mlse.runs.results_index import build_index, finetune_curves
 
 
 @pytest.fixture()
@@ -97,6 +97,6 @@ def test_run_logs_are_read_once_until_they_grow(tmp_path, reads, monkeypatch):
 def test_a_student_result_with_a_broken_curve_is_skipped_with_a_warning(tmp_path, caplog):
     study = {"recipe": "ema", "sts": {}, "tatoeba": {}, "train": {}, "curve": [{"step": 1, "elapsed_s": None}]}
     (tmp_path / "ema.json").write_text(json.dumps(study))
-    with caplog.at_level(logging.WARNING, logger="mlse.results_index"):
+    with caplog.at_level(logging.WARNING, logger="mlse.runs.results_index"):
         curves = finetune_curves([tmp_path])
     assert curves.empty and "ema.json" in caplog.text

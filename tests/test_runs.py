@@ -1,10 +1,10 @@
-"""mlse.runs: run names (one rule for the CLI and the app), what a folder is, and how runs are found."""
+"""mlse.runs.folders: run names (one rule for the CLI and the app), what a folder is, and how runs are found."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mlse.runs import find_runs, is_finetuned_model, run_name, safe_name, training_run_name
+from mlse.runs.folders import find_runs, is_finetuned_model, run_name, safe_name, training_run_name
 
 
 def test_safe_name_keeps_folder_friendly_characters(tmp_path, monkeypatch):

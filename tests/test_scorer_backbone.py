@@ -28,7 +28,7 @@ class _Loaded(Exception):
 def test_the_factory_and_the_app_load_the_backbone_it_names(tmp_path, monkeypatch):
     import mlse.models
     from mlse.encoders.registry import ModelSpec
-    from mlse.ui.state import AppState
+    from mlse.serving import model_pool
 
     run = tmp_path / "micro+s1"
     shutil.copytree(RUNS_V0 / "micro+s1", run)
@@ -43,4 +43,4 @@ def test_the_factory_and_the_app_load_the_backbone_it_names(tmp_path, monkeypatc
     monkeypatch.setattr(mlse.models, "encoder_from_spec", load)
     with pytest.raises(_Loaded, match="^runs/micro-bert$"):
         mlse.models.load_model("runs/micro+s1")
-    assert AppState._backbone_name(resolve("runs/micro+s1")) == "runs/micro-bert"
+    assert model_pool.backbone_name is backbone_name  # the app's pool asks the same function

@@ -199,7 +199,7 @@ def test_rewrite_reports_recomputes_the_summaries_from_the_recorded_scores(tmp_p
 
 
 def test_report_only_without_a_grid_is_a_clear_error(tmp_path, capsys):
-    from mlse.cli import main
+    from mlse.cli.main import main
 
     assert main(["experiment", "seed-grid", "--report-only", "--out", str(tmp_path / "none")]) == 2
     assert "run the grid first" in capsys.readouterr().err

@@ -54,7 +54,7 @@ def test_the_page_the_queue_and_the_json_route_are_served_together(state, monkey
 
 def test_on_a_space_uploads_are_capped_and_the_page_installable_as_launch_had_it(state, monkeypatch):
     monkeypatch.setenv("SPACE_ID", "someone/mlse")  # public mode is implied on a Space
-    from mlse.public import MAX_UPLOAD_BYTES
+    from mlse.public_mode import MAX_UPLOAD_BYTES
 
     blocks = _mounted(ui_app.build_server(state)).get_blocks()
     assert blocks.max_file_size == MAX_UPLOAD_BYTES and blocks.pwa is True

@@ -1,4 +1,4 @@
-"""Shipped artifacts (mlse.shipped) on tiny models: export in float16 with a manifest, discovery, file checks."""
+"""Shipped artifacts (mlse.runs.shipped) on tiny models: export in float16 with a manifest, discovery, file checks."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ import pytest
 
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
-from mlse.shipped import MANIFEST, check_files, export, list_shipped, read_manifest, total_bytes, update_scores
-from mlse.train.heads import train_stage1
+from mlse.runs.shipped import (
+    MANIFEST,
+    check_files,
+    export,
+    list_shipped,
+    read_shipped_manifest,
+    total_bytes,
+    update_scores,
+)
+from mlse.train.head_training import train_stage1
 
 
 @pytest.fixture()
@@ -56,12 +64,13 @@ def test_update_scores_and_broken_manifests(scorer_run, tiny_bert, tmp_path):
     root = tmp_path / "assets"
     item = export("scorer", scorer_run, root / "heads" / "h", _manifest(str(tiny_bert)))
     updated = update_scores(item, {"cross-12": 12.5})
-    assert read_manifest(item.folder)["scores"] == {"cross-12": 12.5} and updated.manifest["scores"]["cross-12"] == 12.5
+    assert read_shipped_manifest(item.folder)["scores"] == {"cross-12": 12.5}
+    assert updated.manifest["scores"]["cross-12"] == 12.5
     assert "cross-12 12.5" in updated.description
     (root / "heads" / "broken").mkdir()
     (root / "heads" / "broken" / MANIFEST).write_text(json.dumps({"name": "broken"}))
     with pytest.raises(MlseError, match="missing"):
-        read_manifest(root / "heads" / "broken")
+        read_shipped_manifest(root / "heads" / "broken")
     assert [a.name for a in list_shipped(root)] == ["shipped/h"]  # the broken one is skipped, not fatal
 
 
@@ -91,7 +100,7 @@ def shipped_assets(tmp_path, monkeypatch, scorer_run, tiny_bert):
 
 
 def test_shipped_artifacts_are_listed_resolved_and_loaded(shipped_assets):
-    from mlse.encoders.registry import available_models, resolve_model
+    from mlse.encoders.resolve import available_models, resolve_model
     from mlse.models import load_model
 
     root, run = shipped_assets
@@ -133,7 +142,7 @@ def test_the_app_ticks_shipped_artifacts_after_the_defaults(shipped_assets):
 def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert, data_dir, monkeypatch, capsys):
     from functools import partial
 
-    from mlse.cli import main
+    from mlse.cli.main import main
     from mlse.experiments import assets
 
     monkeypatch.setattr(assets, "HEADS", {"tiny+s1": (str(tiny_bert), "s1"), "tiny+s1+s2": (str(tiny_bert), "s1+s2")})
@@ -153,7 +162,7 @@ def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert,
         assert len(scores["sts_test_spearman"]) == 17 and f"{item.name}: cross-12 {scores['cross-12']:.2f}" in printed
         assert item.manifest["data"] and item.manifest["backbone_identity"].endswith(
             json.loads((item.folder / "scorer.json").read_text())["backbone_identity"].rsplit(":", 1)[1])
-    assert read_manifest(out / "heads" / "tiny+s1+s2")["variant"] == "s1+s2"
+    assert read_shipped_manifest(out / "heads" / "tiny+s1+s2")["variant"] == "s1+s2"
     assert main(["reproduce", "assets", "--only", "nope", "--out", str(out)]) == 2
 
 
@@ -179,9 +188,9 @@ def test_reproduce_student_exports_the_adapter_and_measures_the_exported_files(t
     out = tmp_path / "assets"
     item = assets.reproduce_student("tiny-student", runs=tmp_path / "runs", out=out, data_dir=data_dir)
     assert item.folder == out / "students" / "tiny-student" and check_files(item) == []
-    scores = read_manifest(item.folder)["scores"]
+    scores = read_shipped_manifest(item.folder)["scores"]
     assert len(scores["sts_test_spearman"]) == 17 and scores["en-en"] == scores["sts_test_spearman"]["en-en"]
-    assert read_manifest(item.folder)["backbone_identity"].startswith(str(tiny_bert))
+    assert read_shipped_manifest(item.folder)["backbone_identity"].startswith(str(tiny_bert))
     assert list((out / "calibration").glob("*tiny-student*.json"))
     monkeypatch.setenv("MLSE_ASSETS", str(out))  # the exported adapter scores what its manifest says
     texts = ["A man is playing a flute.", "Ein Mann spielt Flöte."]

@@ -16,7 +16,7 @@ from mlse.encoders.load import load_encoder
 from mlse.evaluation.runners import run_sts
 from mlse.experiments.assets import HEADS, STUDENTS
 from mlse.models import load_model
-from mlse.shipped import check_files, list_shipped, shipped_root, total_bytes
+from mlse.runs.shipped import check_files, list_shipped, shipped_root, total_bytes
 
 MB = 1_000_000  # decimal, as the before-stop hook counts
 SHIPPED = {item.name.removeprefix("shipped/"): item for item in list_shipped()}

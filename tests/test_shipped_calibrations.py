@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from mlse.backbone_calibration import SHIPPED_DIR, calibration_file, find_calibration
+from mlse.calibration.backbone import SHIPPED_DIR, calibration_file, find_calibration
 from mlse.encoders.load import load_encoder
 from mlse.encoders.registry import DEFAULT_MODELS
 

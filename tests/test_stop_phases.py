@@ -1,4 +1,5 @@
-"""Stop and the time budget reach every phase of a training job, encoding included (mlse.stopping, mlse.train.jobs).
+"""Stop and the time budget reach every phase of a training job, encoding included (mlse.runs.stop_signal,
+mlse.train.jobs).
 
 A deliberately slow fake encoder (tests/fake_encoder.py) stands in for a big backbone / teacher: encoding the
 requested data would take ~20 s, so a job that only looked at Stop between epochs would overrun the 5 s limit.
@@ -12,13 +13,13 @@ import time
 import numpy as np
 import pytest
 
-import mlse.stopping
+import mlse.runs.stop_signal
 import mlse.train.finetune_data
-import mlse.train.heads
+import mlse.train.head_training
 from mlse.dirs import runs_dir
 from mlse.encoders.cache import CachedEncoder
 from mlse.heads.scorer import Scorer
-from mlse.stopping import Stopped, StopSignal, encode_in_chunks
+from mlse.runs.stop_signal import Stopped, StopSignal, encode_in_chunks
 from mlse.train.config import TrainRequest
 from mlse.train.jobs import training_job
 from mlse.train.runner import JobRunner
@@ -35,7 +36,7 @@ def slow_encoder(monkeypatch) -> SlowFakeEncoder:
     def load(*args, **kwargs):
         return CachedEncoder(slow)
 
-    monkeypatch.setattr(mlse.train.heads, "load_model", load)  # Stage 1 / Stage 2 backbones
+    monkeypatch.setattr(mlse.train.head_training, "load_model", load)  # Stage 1 / Stage 2 backbones
     monkeypatch.setattr(mlse.train.finetune_data, "load_model", load)  # fine-tuning teachers
     return slow
 
@@ -113,8 +114,8 @@ def test_a_head_stopped_in_training_is_saved_marked_partial(tiny_bert, monkeypat
 def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):
     """Time spent before training (moved on by a fake clock at the first epoch) leaves no budget for a second epoch."""
     offset = [0.0]
-    real_now = mlse.stopping._now
-    monkeypatch.setattr(mlse.stopping, "_now", lambda: real_now() + offset[0])
+    real_now = mlse.runs.stop_signal._now
+    monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: real_now() + offset[0])
     req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-clock", pairs=["eng-deu"], max_pairs=40,
                        max_epochs=50, budget_minutes=1, probe=False)  # fmt: skip
     job_fn = training_job(req)
@@ -149,6 +150,6 @@ def test_encode_in_chunks_returns_every_row_in_order_and_stops_between_chunks():
 def test_a_budget_signal_names_the_budget_and_the_phase(monkeypatch):
     signal = StopSignal(budget_s=60)
     signal.check("loading")  # within budget: nothing happens
-    monkeypatch.setattr(mlse.stopping, "_now", lambda: signal.started + 61)
+    monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: signal.started + 61)
     with pytest.raises(Stopped, match="1-minute budget ran out while loading"):
         signal.check("loading")

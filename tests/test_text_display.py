@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mlse.textclean import strip_controls
+from mlse.text.control_chars import strip_controls
 from mlse.ui import results_tab
 from mlse.ui.score_tab import clean_text
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mlse.errors import MlseError
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 from mlse.train.child_jobs import run_in_child
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from mlse.cli import build_parser
-from mlse.cli_args import config_options
+from mlse.cli.args import config_options
+from mlse.cli.main import build_parser
 from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.heads.choices import NONLINEARITIES
 from mlse.losses.defaults import DEFAULT_TEMPERATURE
-from mlse.public import FINETUNE_LIMITS
+from mlse.public_mode import FINETUNE_LIMITS
 from mlse.train.config import (
     MAX_PAIRS,
     FinetuneConfig,
@@ -90,7 +90,7 @@ def test_no_default_is_written_in_the_parser():
     help_text = " ".join(_subparser("finetune").format_help().split())
     assert f"(default: {default_of(FinetuneConfig, 'batch_size')})" in help_text
     assert f"(0: all) (default: {MAX_PAIRS})" in help_text
-    source = (ROOT / "mlse" / "cli.py").read_text(encoding="utf-8")
+    source = (ROOT / "mlse" / "cli" / "main.py").read_text(encoding="utf-8")
     for flag in ("--eval-every", "--budget-minutes", "--tau-base", "--tcm-alpha", "--max-epochs", "--no-probe"):
         assert f'"{flag}"' not in source, f"{flag} is declared in cli.py instead of the dataclass"
 
@@ -162,7 +162,7 @@ def test_the_app_and_the_command_line_make_the_same_configuration():
 
 
 def test_train_stage1_and_stage2_keyword_defaults_come_from_the_settings():
-    from mlse.train.heads import train_stage1, train_stage2
+    from mlse.train.head_training import train_stage1, train_stage2
 
     for fn, cls in ((train_stage1, Stage1Settings), (train_stage2, Stage2Settings)):
         params = inspect.signature(fn).parameters

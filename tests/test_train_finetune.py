@@ -12,17 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse.cli import main
+from mlse.cli.main import main
 from mlse.data import default_labels, load_parallel, normalize_sentence
 from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
-from mlse.runs import FINETUNE_CONFIG_FILE as CONFIG_FILE
+from mlse.runs.folders import FINETUNE_CONFIG_FILE as CONFIG_FILE
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 from mlse.train.finetune_data import prepare_data, teacher_targets
 from mlse.train.methods import build_loss
-from mlse.train.students import load_student, parameter_checksum, tokenize
+from mlse.train.student_model import load_student, parameter_checksum, tokenize
 
 
 def tiny_config(name: str, teacher: Path | None, student: Path, **overrides) -> FinetuneConfig:

@@ -11,7 +11,7 @@ import pytest
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
-from mlse.runs import is_scorer_folder
+from mlse.runs.folders import is_scorer_folder
 from mlse.train.config import TrainRequest
 from mlse.train.jobs import check_request, training_job, validate_run_name
 from mlse.train.runner import JobBusyError, JobRunner, JobStopped
@@ -216,7 +216,7 @@ def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):
 
 def test_the_requests_backend_reaches_head_training(tiny_bert, monkeypatch):
     """The app's --backend travels in the request to the backbone of a head job (it used to stop at the tab)."""
-    import mlse.train.heads
+    import mlse.train.head_training
 
     seen = {}
 
@@ -224,7 +224,7 @@ def test_the_requests_backend_reaches_head_training(tiny_bert, monkeypatch):
         seen.update(kwargs, backbone=backbone)
         return SimpleNamespace(metadata={"metrics": {}})
 
-    monkeypatch.setattr(mlse.train.heads, "train_stage1", fake_stage1)
+    monkeypatch.setattr(mlse.train.head_training, "train_stage1", fake_stage1)
     result = training_job(stage1_request(tiny_bert, "s1-onnx", backend="onnx-int8"))(lambda record: None,
                                                                                      threading.Event())  # fmt: skip
     assert result["run"] == "runs/s1-onnx" and seen["backbone"] == str(tiny_bert)

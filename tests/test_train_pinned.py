@@ -28,7 +28,7 @@ from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
-from mlse.train.heads import train_stage1, train_stage2
+from mlse.train.head_training import train_stage1, train_stage2
 from tests.tiny_models import _save_sentence_transformer, training_sentences
 
 FIXTURES = Path(__file__).parent / "fixtures"

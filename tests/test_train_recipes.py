@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from mlse.bridge import fit_linear_map, r2_score
 from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
+from mlse.encoders.lora_merge import build_merged
 from mlse.errors import MlseError
-from mlse.lora import build_merged
 from mlse.train.config import validate
 from mlse.train.finetune import finetune
-from mlse.train.students import load_student
+from mlse.train.recipes.bridge import fit_linear_map, r2_score
+from mlse.train.student_model import load_student
 from tests.test_train_finetune import tiny_config
 
 
@@ -130,7 +130,7 @@ def test_unknown_budget_clock_is_refused(tiny_bert):
 
 # ------------------------------------------------------------------------------------------------- the study runner
 def test_student_recipes_parse_with_lora_and_budget_suffixes():
-    from mlse.experiments.students import LORA_LR, RECIPES, parse_recipe
+    from mlse.experiments.distillation import LORA_LR, RECIPES, parse_recipe
 
     name, recipe = parse_recipe("ema-frozen+lora@60")
     assert name == "ema-frozen+lora@60" and recipe["lora_r"] == 8 and recipe["lr"] == LORA_LR
@@ -142,7 +142,7 @@ def test_student_recipes_parse_with_lora_and_budget_suffixes():
 
 
 def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path):
-    from mlse.experiments.students import RECIPES, recipe_config
+    from mlse.experiments.distillation import RECIPES, recipe_config
 
     for name, recipe in RECIPES.items():
         cfg = recipe_config(name, recipe, runs=tmp_path)
@@ -153,7 +153,7 @@ def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path)
 
 
 def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
-    from mlse.experiments.students import run_recipe, write_report
+    from mlse.experiments.distillation import run_recipe, write_report
 
     overrides = dict(student=str(tiny_bert), pairs=["en-de"], max_pairs=32, max_steps=2, batch_size=8,
                      eval_every_steps=2, dev_pairs=["en-de"], dev_max_pairs=64, freeze_embeddings=False)  # fmt: skip
@@ -173,7 +173,7 @@ def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
 
 
 def test_students_report_only_trains_nothing(tmp_path, capsys):
-    from mlse.cli import main
+    from mlse.cli.main import main
     from mlse.data.pairs import CROSS_12
 
     out = tmp_path / "out"

@@ -95,8 +95,8 @@ def test_tab_builds(tiny_bert):
 
 
 def test_predicted_vs_gold_uses_a_backbones_calibration(tiny_bert, data_dir):
-    from mlse import backbone_calibration as bc
-    from mlse.calibration import IsotonicMap
+    from mlse.calibration import backbone as bc
+    from mlse.calibration.isotonic import IsotonicMap
     from mlse.encoders.identity import weights_identity
     from mlse.encoders.load import load_encoder
 

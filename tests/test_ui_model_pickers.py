@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mlse import hub_probe
+from mlse.serving import hub_probe
 from mlse.train.runner import JobRunner
 from mlse.ui.model_pickers import ModelPicker, kept_value, picker_choices, picker_updates
 from mlse.ui.state import BACKBONE, STUDENT, AppState

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlse.results_index import build_index, finetune_curves, schema_of
+from mlse.runs.results_index import build_index, finetune_curves, schema_of
 from mlse.ui.results_tab import (
     ALL,
     choices,
@@ -173,7 +173,7 @@ def test_the_repositorys_real_results_are_indexed():
 
 def test_tatoeba_over_many_languages_gets_one_plot(tmp_path):
     """Files with >= 30 Tatoeba languages are drawn per language, one trace each; a 14-language file is not."""
-    from mlse.results import EvalResult
+    from mlse.runs.results import EvalResult
 
     langs = [f"l{i:02d}" for i in range(40)]
     for model, shift in (("good", 50.0), ("bad", 0.0)):

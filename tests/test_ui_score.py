@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import list_runs, resolve_model
+from mlse.encoders.resolve import list_runs, resolve_model
 from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
 from mlse.heads.stage2 import Stage2Head
-from mlse.langdetect import detect_language
 from mlse.models import load_model
+from mlse.text.language_id import detect_language
 from mlse.ui import state as state_module
 from mlse.ui.score_tab import (
     COLUMNS,
@@ -73,7 +73,7 @@ S1, S12, STU = "runs/grid/s1", "runs/grid/s1+s2", "runs/student"
 def test_import_mlse_does_not_load_gradio():
     import subprocess
 
-    code = ("import sys, mlse, mlse.encoders, mlse.data, mlse.langdetect, mlse.ui.state, mlse.ui.score_tab; "
+    code = ("import sys, mlse, mlse.encoders, mlse.data, mlse.text.language_id, mlse.ui.state, mlse.ui.score_tab; "
             "print('gradio' in sys.modules)")  # fmt: skip
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
@@ -371,9 +371,9 @@ def test_direct_api_refuses_past_its_limit_at_once(state, runs):
 
 
 def test_detector_is_warmed_up_in_the_background():
-    from mlse import langdetect
+    from mlse.text import language_id
     from mlse.ui.score_tab import warm_up_detector
 
     thread = warm_up_detector()
     thread.join(30)
-    assert not thread.is_alive() and langdetect._loaded  # loaded: the first request does not pay for it
+    assert not thread.is_alive() and language_id._loaded  # loaded: the first request does not pay for it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlse import public
+from mlse import public_mode
 from mlse.errors import MlseError
 from mlse.ui.uploads import limits_note, read_upload
 
@@ -14,7 +14,8 @@ ROWS = "sentence1\tsentence2\tscore\nA dog runs.\tUn chien court.\t4.5\nA cat sl
 
 @pytest.fixture()
 def local(monkeypatch):
-    for name in (public.PUBLIC_ENV, public.SPACE_ENV, public.UPLOAD_ROWS_ENV, public.UPLOAD_BYTES_ENV):
+    env = (public_mode.PUBLIC_ENV, public_mode.SPACE_ENV, public_mode.UPLOAD_ROWS_ENV, public_mode.UPLOAD_BYTES_ENV)
+    for name in env:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -39,35 +40,35 @@ def test_bad_rows_are_listed_not_dropped_silently(local):
 
 
 def test_public_mode_caps_rows_deletes_the_upload_and_hides_its_path(tmp_path, monkeypatch, local):
-    monkeypatch.setenv(public.PUBLIC_ENV, "1")
-    assert public.upload_limits() == (public.PUBLIC_UPLOAD_ROWS, public.MAX_UPLOAD_BYTES)
+    monkeypatch.setenv(public_mode.PUBLIC_ENV, "1")
+    assert public_mode.upload_limits() == (public_mode.PUBLIC_UPLOAD_ROWS, public_mode.MAX_UPLOAD_BYTES)
     folder = tmp_path / "gradio-tmp-3f9a" / "abc123"
     folder.mkdir(parents=True)
     big = folder / "big.tsv"
-    big.write_text("".join(f"s{i}\tt{i}\n" for i in range(public.PUBLIC_UPLOAD_ROWS + 1)), encoding="utf-8")
+    big.write_text("".join(f"s{i}\tt{i}\n" for i in range(public_mode.PUBLIC_UPLOAD_ROWS + 1)), encoding="utf-8")
     table, message = read_upload(str(big), None, kind="pairs")
     assert table is None
-    assert message == f"big.tsv: more than {public.PUBLIC_UPLOAD_ROWS:,} rows, the limit here"
+    assert message == f"big.tsv: more than {public_mode.PUBLIC_UPLOAD_ROWS:,} rows, the limit here"
     assert not big.exists(), "public mode deletes an upload once read"
     assert str(tmp_path) not in message and "gradio-tmp" not in message
     # a second click on the same (deleted) upload says what to do
     _, again = read_upload(str(big), None, kind="pairs")
     assert again.startswith("big.tsv: the uploaded file is gone") and "upload it again" in again
-    assert "public deployment" in limits_note() and f"{public.PUBLIC_UPLOAD_ROWS:,} rows" in limits_note()
+    assert "public deployment" in limits_note() and f"{public_mode.PUBLIC_UPLOAD_ROWS:,} rows" in limits_note()
 
 
 def test_local_limits_come_from_the_flags(tmp_path, monkeypatch, local):
-    monkeypatch.setenv(public.UPLOAD_ROWS_ENV, "100000")  # so that teardown removes what set_upload_limits writes
-    public.set_upload_limits(rows=1)
-    assert public.upload_limits()[0] == 1
+    monkeypatch.setenv(public_mode.UPLOAD_ROWS_ENV, "100000")  # so that teardown removes what set_upload_limits writes
+    public_mode.set_upload_limits(rows=1)
+    assert public_mode.upload_limits()[0] == 1
     table, message = read_upload(None, ROWS, kind="pairs")
     assert table is None and message == "pasted text: more than 1 row, the limit here"
-    monkeypatch.setenv(public.UPLOAD_BYTES_ENV, "10")
-    monkeypatch.setenv(public.UPLOAD_ROWS_ENV, "100")
+    monkeypatch.setenv(public_mode.UPLOAD_BYTES_ENV, "10")
+    monkeypatch.setenv(public_mode.UPLOAD_ROWS_ENV, "100")
     table, message = read_upload(None, ROWS, kind="pairs")
     assert table is None and message.startswith("pasted text: ") and "over the limit of 10 bytes" in message
     with pytest.raises(MlseError, match="expected a positive number"):
-        public.set_upload_limits(rows=0)
-    monkeypatch.setenv(public.UPLOAD_ROWS_ENV, "lots")
+        public_mode.set_upload_limits(rows=0)
+    monkeypatch.setenv(public_mode.UPLOAD_ROWS_ENV, "lots")
     with pytest.raises(MlseError, match="expected a whole number"):
-        public.upload_limits()
+        public_mode.upload_limits()

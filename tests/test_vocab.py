@@ -1,4 +1,5 @@
-"""Vocabulary extension (mlse.vocab) and the fine-tuning options that came with it (bucketing, bf16 autocast)."""
+"""Vocabulary extension (mlse.train.recipes.vocab) and the fine-tuning options that came with it (bucketing, bf16
+autocast)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from mlse.errors import MlseError
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 from mlse.train.loop import epoch_batches
-from mlse.train.students import AutocastForward, resolve_precision
-from mlse.vocab import aligned_init, extend_model_vocabulary, learn_wordpiece, merged_vocab, subword_init
+from mlse.train.recipes.vocab import aligned_init, extend_model_vocabulary, learn_wordpiece, merged_vocab, subword_init
+from mlse.train.student_model import AutocastForward, resolve_precision
 
 
 def _ids(model, text: str) -> list[int]:

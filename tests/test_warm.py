@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from mlse.cli import main
+from mlse.cli.main import main
 from mlse.data import fetch_status
 from mlse.data.stsb import load_sts
 from mlse.dirs import cache_root
 from mlse.encoders.cache import text_key
 from mlse.encoders.torch import SentenceTransformerEncoder
+from mlse.runs.stop_signal import Stopped
 from mlse.serving import warm
 from mlse.serving.warm import StepStatus, check_steps, run_warm, wait_for_fetch, warm_status
 from mlse.serving.warm_plan import warm_plan
@@ -32,7 +33,6 @@ from mlse.serving.warm_steps import (
     example_texts,
     map_languages,
 )
-from mlse.stopping import Stopped
 from mlse.ui import gold_tab, map_tab, score_tab, tatoeba_tab
 from mlse.ui.preparing import preparing_note, with_preparing_note
 from mlse.ui.state import AppState
@@ -205,7 +205,7 @@ def test_ctrl_c_stops_cleanly_with_exit_130(capsys, monkeypatch):
 
 
 def test_a_log_gets_a_line_for_a_running_step_now_and_then(capsys):
-    from mlse.cli_warm import _Periodic
+    from mlse.cli.warm import _Periodic
 
     status = StepStatus("map:x", "x: FLORES map", ("map",), 8.0, "running", 0.4, 12.0, "UMAP projection")
     _Periodic(every_s=0.0).show(status, 0.5)
@@ -280,7 +280,7 @@ def test_serving_imports_no_ui_and_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, mlse.serving.warm, mlse.serving.warm_plan, mlse.cli_warm; "
+    code = ("import sys, mlse.serving.warm, mlse.serving.warm_plan, mlse.cli.warm; "
             "print(sorted(m for m in sys.modules if m in ('torch', 'gradio') or m.startswith('mlse.ui')))")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert done.stdout.strip() == "[]", done.stderr

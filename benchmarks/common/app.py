@@ -79,7 +79,7 @@ def default_models(runs_dir: Path) -> list[str]:
     """What the page ticks for a new visitor here: ``AppState.default_selection`` (the offline default backbones,
     then one trained model of each kind)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.hub_probe import remember
+    from mlse.serving.hub_probe import remember
     from mlse.ui.state import AppState
 
     remember(False)  # never wait on the hub to list models

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common.api import ApiCaller, ApiError, direct_call, json_call
-from mlse.procmem import memory_mb
+from mlse.serving.procmem import memory_mb
 
 BUSY_PAUSE_S = 0.5
 PROBE_EVERY_S = 0.25

@@ -150,8 +150,8 @@ def language_id_accuracy(
     """Accuracy (0-1) of a cross-validated language-ID probe, or None when it cannot be measured.
 
     The probe is a multinomial logistic regression on L2-normalised embeddings (the same estimator as
-    :func:`mlse.train.heads.language_probe`, which this does not call because it embeds all of FLORES itself and uses
-    one fixed half/half split). Folds are **grouped by sentence**: all translations of a test sentence are held out
+    :func:`mlse.train.head_training.language_probe`, which this does not call because it embeds all of FLORES itself and
+    uses one fixed half/half split). Folds are **grouped by sentence**: all translations of a test sentence are held out
     together, so the probe cannot recognise a sentence's meaning from its translation in training. Needs at least
     two languages and two sentences. A fold whose training part holds one language only (a small, unbalanced user
     sample) predicts that language.

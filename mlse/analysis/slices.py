@@ -53,8 +53,8 @@ def _code(lang) -> str:
 
 def languages_or_detected(sentences: Sequence[str], given: Sequence[str] | None = None) -> tuple[list[str], int]:
     """(a language code per sentence, how many were detected): the ``given`` code where there is one, else
-    :func:`mlse.langdetect.detect_language` of the sentence ("und" when undetermined)."""
-    from mlse.langdetect import detect_language  # lazy: langid loads its model on first use
+    :func:`mlse.text.language_id.detect_language` of the sentence ("und" when undetermined)."""
+    from mlse.text.language_id import detect_language  # lazy: langid loads its model on first use
 
     codes, detected = [], 0
     for i, text in enumerate(sentences):
@@ -72,7 +72,7 @@ def is_spaceless(text: str, lang: str | None = None) -> bool:
     base = str(lang or "").strip().lower().replace("-", "_").split("_")[0]
     if base and base != "und":
         return base in SPACELESS_LANGUAGES
-    from mlse.langdetect import script_counts  # letters per script
+    from mlse.text.language_id import script_counts  # letters per script
 
     counts = script_counts(text)
     letters = sum(counts.values())

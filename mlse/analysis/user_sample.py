@@ -29,8 +29,8 @@ Detector = Callable[[str], tuple[str, float]]
 
 def user_sample(table: UserTable, *, detect: Detector | None = None) -> Sample:
     """The sample of a ``sentences`` or ``parallel`` table. ``detect(text) -> (code, confidence)`` names the language
-    of sentences without one (default :func:`mlse.langdetect.detect_language`). DataError for another kind of table
-    or more than :data:`MAX_POINTS` sentences."""
+    of sentences without one (default :func:`mlse.text.language_id.detect_language`). DataError for another kind of
+    table or more than :data:`MAX_POINTS` sentences."""
     if table.kind == "sentences":
         sample = _from_sentences(table, detect)
     elif table.kind == "parallel":
@@ -47,7 +47,7 @@ def user_sample(table: UserTable, *, detect: Detector | None = None) -> Sample:
 def _detector(detect: Detector | None) -> tuple[Detector, str]:
     if detect is not None:
         return detect, "the given detector"
-    from mlse.langdetect import detect_language, detector_name  # lazy: langid unpacks its model on first use
+    from mlse.text.language_id import detect_language, detector_name  # lazy: langid unpacks its model on first use
 
     return detect_language, detector_name()
 

@@ -1,5 +1,5 @@
 """The one loader of training bitext: Tatoeba-Challenge pairs, contamination-filtered, each pair capped by a seeded
-sample. Stage 1 (:func:`mlse.train.heads.stage1_data`) and fine-tuning
+sample. Stage 1 (:func:`mlse.train.head_training.stage1_data`) and fine-tuning
 (:func:`mlse.train.finetune_data.prepare_data`) both read their translation pairs through :func:`load_filtered_bitext`.
 
 Per language pair, in the order given: load the standard written language of each side
@@ -31,7 +31,7 @@ from mlse.data.bitext_sample import load_sample_pair, training_bitext_source
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.parallel import default_labels, load_parallel
 from mlse.data.portable import data_hashes
-from mlse.stopping import ShouldStop, check
+from mlse.runs.stop_signal import ShouldStop, check
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def load_filtered_bitext(
     given), each capped at ``max_pairs`` (None: all) by a seeded sample; see the module docstring.
 
     ``should_stop`` is asked before the evaluation sentences are read and before each language pair
-    (:class:`mlse.stopping.Stopped` ends the call). ``label`` starts the log line of each pair.
+    (:class:`mlse.runs.stop_signal.Stopped` ends the call). ``label`` starts the log line of each pair.
     """
     check(should_stop, "loading the evaluation sentences (contamination filter)")
     banned = evaluation_sentences(data_dir)

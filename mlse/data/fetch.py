@@ -22,7 +22,7 @@ from mlse.data.hub_download import HUB_DATASETS, download_from_hub
 from mlse.data.paths import ENV_VAR, resolve_data_dir
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
-from mlse.hub_probe import probe_hub
+from mlse.serving.hub_probe import probe_hub
 
 # In the order they are fetched: the smallest and most used first.
 APP_DATASETS = ("stsb_multi_mt", "tatoeba", "flores200")
@@ -74,8 +74,9 @@ def start_fetch(data_dir: str | Path, *, progress: Progress = print_progress,
                 reachable: Callable[[], bool] | None = None) -> threading.Thread | None:  # fmt: skip
     """:func:`fetch_missing` in a daemon thread (None when nothing is missing); the app serves meanwhile.
 
-    ``reachable``: asked first, in the thread (default :func:`mlse.hub_probe.probe_hub`, a few seconds at most); when
-    the hub does not answer, every missing dataset is marked failed with that reason instead of timing out three times.
+    ``reachable``: asked first, in the thread (default :func:`mlse.serving.hub_probe.probe_hub`, a few seconds at most);
+    when the hub does not answer, every missing dataset is marked failed with that reason instead of timing out three
+    times.
     """
     root = Path(data_dir)
     todo = missing_datasets(root) if root.is_dir() else list(APP_DATASETS)

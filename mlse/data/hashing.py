@@ -1,7 +1,7 @@
 """The sha256 of a file: the one reader that hashes files in the package.
 
 Every hash of a file's bytes comes from here: the data files a result, a calibration or a training run names
-(:func:`mlse.data.portable.data_hashes`), a shipped artifact's files (:mod:`mlse.shipped`), model fingerprints
+(:func:`mlse.data.portable.data_hashes`), a shipped artifact's files (:mod:`mlse.runs.shipped`), model fingerprints
 (:mod:`mlse.encoders.identity`, which feeds several files into one digest with :func:`update_with_file`).
 """
 

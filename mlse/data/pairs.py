@@ -19,13 +19,13 @@ SEED_STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl",
                   "ru-de", "es-zh", "zh-ru", "pt-pl"]  # fmt: skip
 # The 12 cross-lingual pairs the fine-tuning issue reports its average over.
 CROSS_12 = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es", "pt-pl"]
-# A backbone's cosine -> 0-5 calibration is fitted on the dev split of these, pooled (see mlse.backbone_calibration).
+# A backbone's cosine -> 0-5 calibration is fitted on the dev split of these, pooled (see mlse.calibration.backbone).
 CALIBRATION_PAIRS = ("en-en", *CROSS_12)
 # Fine-tuning's in-training score: STS Multi MT dev of these pairs.
 DEV_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]
 # The baseline tables and the distillation study: the seed's 15 pairs, then the cross-12 pairs not among them.
 SEED_AND_CROSS_PAIRS = SEED_STS_PAIRS + [p for p in CROSS_12 if p not in SEED_STS_PAIRS]
-# The distillation study's dev score (mlse.experiments.students): en-en as well, so a student's English is watched.
+# The distillation study's dev score (mlse.experiments.distillation): en-en as well, so a student's English is watched.
 STUDY_DEV_PAIRS = ["en-en", *DEV_PAIRS]
 
 # -- Tatoeba-Challenge bitext (training) ------------------------------------------------------------------------------

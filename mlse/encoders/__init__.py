@@ -5,7 +5,9 @@ defines a name, never through this face.
 
 - :mod:`.protocol`: the ``Encoder`` protocol every model satisfies.
 - :mod:`.identity`: weight fingerprints (the cache key), the text prefix, backend tags.
-- :mod:`.registry`: model names -> :class:`ModelSpec`, the registry, run listing, where a model's files come from.
+- :mod:`.registry`: the named models (:class:`ModelSpec`) and the offline defaults.
+- :mod:`.resolve`: any model name -> its spec, its local folder (:func:`materialise`), whether it loads here.
+- :mod:`.hub`: hub models (the local HF cache, downloads); :mod:`.lora_merge`: shipped LoRA students rebuilt.
 - :mod:`.torch`, :mod:`.onnx` (``export``, ``quantize``, ``runtime``): the runtimes.
 - :mod:`.use`, :mod:`.use_torch` (``muse``) and :mod:`.e5`, :mod:`.e5_format` (``me5-small``): backbones shipped in
   pip packages in a format of their own.
@@ -27,18 +29,8 @@ from mlse.encoders.identity import (
 )
 from mlse.encoders.load import load_encoder
 from mlse.encoders.protocol import Encoder
-from mlse.encoders.registry import (
-    DEFAULT_MODEL,
-    DEFAULT_MODELS,
-    ModelSpec,
-    ModelStatus,
-    available_models,
-    list_runs,
-    materialise,
-    registry,
-    resolve_model,
-    spec_status,
-)
+from mlse.encoders.registry import DEFAULT_MODEL, DEFAULT_MODELS, ModelSpec, registry
+from mlse.encoders.resolve import ModelStatus, available_models, list_runs, materialise, resolve_model, spec_status
 from mlse.encoders.torch import SentenceTransformerEncoder, default_device, load_sentence_transformer
 
 __all__ = [

@@ -11,7 +11,8 @@ from mlse.encoders.cache import CachedEncoder
 from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
 from mlse.encoders.onnx.runtime import make_onnx_encoder
 from mlse.encoders.protocol import Encoder
-from mlse.encoders.registry import DEFAULT_MODEL, ModelSpec, materialise, resolve_model
+from mlse.encoders.registry import DEFAULT_MODEL, ModelSpec
+from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.encoders.use import UseEncoder
 from mlse.errors import MlseError

@@ -26,7 +26,8 @@ import numpy as np
 
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix
-from mlse.encoders.registry import ModelSpec, materialise
+from mlse.encoders.registry import ModelSpec
+from mlse.encoders.resolve import materialise
 from mlse.encoders.rows import RowFile, file_embedding
 from mlse.errors import ModelNotFoundError
 

@@ -1,4 +1,4 @@
-"""Evaluation runners: bind an encoder, a dataset and the metrics into one :class:`~mlse.results.EvalResult`.
+"""Evaluation runners: bind an encoder, a dataset and the metrics into one :class:`~mlse.runs.results.EvalResult`.
 
 Each runner encodes every text it needs in one call (one progress bar, one cache look-up), computes predictions, and
 only then metrics: the metric functions (:mod:`mlse.evaluation.sts`, :mod:`.retrieval`, :mod:`.mining`) never see an
@@ -28,8 +28,8 @@ from mlse.evaluation.mining import build_mining_task, evaluate_mining
 from mlse.evaluation.mining_pool import disjoint_halves
 from mlse.evaluation.retrieval import Neighbours, neighbour_lists, retrieval_errors, tatoeba_metrics
 from mlse.evaluation.sts import average_scores, cosine_predictions, sts_metrics
-from mlse.results import EvalResult
-from mlse.stopping import encode_in_chunks
+from mlse.runs.results import EvalResult
+from mlse.runs.stop_signal import encode_in_chunks
 
 log = logging.getLogger(__name__)
 DIRECTIONS = ("to_en", "from_en")
@@ -47,7 +47,7 @@ def encode_lookup(
     """Encode the unique texts once; return a text -> row lookup.
 
     With ``should_stop`` the texts are encoded a few batches at a time and a stop raises
-    :class:`mlse.stopping.Stopped` between chunks (finished chunks stay in the embedding cache).
+    :class:`mlse.runs.stop_signal.Stopped` between chunks (finished chunks stay in the embedding cache).
     """
     unique = list(dict.fromkeys(texts))
     emb = encode_in_chunks(encoder, unique, should_stop=should_stop, batch_size=batch_size)  # [n_unique, d]

@@ -9,7 +9,7 @@ backbones"):
 * :data:`STUDENTS` -- the best distilled student of the study, stored as its LoRA adapter (float16, ~1.3 MB).
 
 Each artifact is trained into ``<runs>/assets/<name>`` (a finished run found there is kept: the command resumes),
-exported with :func:`mlse.shipped.export` (float16 weights, manifest with this command, the training data's sha256,
+exported with :func:`mlse.runs.shipped.export` (float16 weights, manifest with this command, the training data's sha256,
 the backbone's identity), loaded back from the exported files and evaluated on STS Multi MT test (17 pairs), and the
 scores go into its manifest. Students also get a backbone calibration (``assets/models/calibration``) so the app
 shows their 0-5 score.
@@ -30,13 +30,13 @@ from mlse.data.pairs import CROSS_12, SEED_AND_CROSS_PAIRS
 from mlse.data.portable import resolve_record_path
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
+from mlse.experiments.distillation import parse_recipe, run_recipe
 from mlse.experiments.seed_grid import DEFAULT_S1_EPOCHS, STAGE1_VARIANTS, STAGE2_VARIANTS
-from mlse.experiments.students import parse_recipe, run_recipe
-from mlse.heads.scorer import read_manifest
+from mlse.heads.scorer import read_scorer_json
 from mlse.models import load_model
-from mlse.runs import is_scorer_folder
-from mlse.shipped import ShippedArtifact, export, shipped_root, update_scores
-from mlse.train.heads import train_stage1, train_stage2
+from mlse.runs.folders import is_scorer_folder
+from mlse.runs.shipped import ShippedArtifact, export, shipped_root, update_scores
+from mlse.train.head_training import train_stage1, train_stage2
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ HEADS: dict[str, tuple[str, str]] = {
     "muse+s1": ("muse", "s1"),
     "muse+s1+s2": ("muse", "s1+s2"),
 }
-# shipped name -> student recipe (mlse.experiments.students; "+lora" so that it can ship as an adapter)
+# shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter)
 STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen+lora"}
 
 
@@ -77,7 +77,7 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
             train_stage1(backbone, out=base, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
                          **STAGE1_VARIANTS["s1"])  # fmt: skip
         train_stage2(base, out=run, seed=0, data_dir=data_dir, **STAGE2_VARIANTS[variant])
-    meta = read_manifest(run)  # scorer.json as written: backbone identity, training data hashes
+    meta = read_scorer_json(run)  # scorer.json as written: backbone identity, training data hashes
     manifest = {"title": f"{variant} heads (seed grid, seed 0)", "backbone": backbone,
                 "backbone_identity": meta["backbone_identity"], "command": f"{COMMAND} --only {name}",
                 "data": meta.get("data", {}), "variant": variant, "scores": {}}  # fmt: skip
@@ -88,7 +88,7 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
 def reproduce_student(name: str, *, runs: Path, out: Path, data_dir=None,
                       progress: Callable[[str], None] | None = None) -> ShippedArtifact:  # fmt: skip
     """Train the student recipe, export its LoRA adapter, measure the student rebuilt from the exported adapter."""
-    from mlse.backbone_calibration import fit_calibration, save_calibration
+    from mlse.calibration.backbone import fit_calibration, save_calibration
 
     recipe_name, recipe = parse_recipe(STUDENTS[name])
     if not recipe.get("lora_r"):

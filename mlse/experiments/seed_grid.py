@@ -33,9 +33,9 @@ from mlse.dirs import runs_dir
 from mlse.evaluation.runners import predict_sts
 from mlse.evaluation.sts import bootstrap_pearson, percentile_ci95, sts_metrics
 from mlse.models import load_model
-from mlse.results import library_versions
-from mlse.runs import safe_name
-from mlse.train.heads import train_stage1, train_stage2
+from mlse.runs.folders import safe_name
+from mlse.runs.results import library_versions
+from mlse.train.head_training import train_stage1, train_stage2
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from mlse.atomic import atomic_dir
 from mlse.encoders.identity import backend_of, weights_identity
 from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError, ModelNotFoundError
-from mlse.runs import SCORER_FILE
+from mlse.runs.folders import SCORER_FILE
 
 
 class BackboneMismatchError(MlseError):
@@ -130,7 +130,7 @@ class Scorer:
         from mlse.heads.stage2 import Stage2Head
 
         folder = Path(folder)
-        manifest = read_manifest(folder)
+        manifest = read_scorer_json(folder)
         if backbone is None:
             backbone = load_encoder(manifest["backbone"], backend=backend)
         if weights_identity(backbone.identity) != weights_identity(manifest["backbone_identity"]):
@@ -147,7 +147,14 @@ class Scorer:
                    metadata=manifest)  # fmt: skip
 
 
-def read_manifest(folder: Path) -> dict:
+def backbone_name(folder: str | Path) -> str:
+    """The name of the backbone a scorer run's heads were trained on, as its ``scorer.json`` records it: the one lookup
+    the model factory (:func:`mlse.models.load_model`) and the app's model pool load a scorer's backbone by."""
+    return str(read_scorer_json(Path(folder))["backbone"])
+
+
+def read_scorer_json(folder: Path) -> dict:
+    """A scorer run's ``scorer.json`` (backbone, its identity, the heads); ModelNotFoundError when unreadable."""
     try:
         manifest = json.loads((folder / SCORER_FILE).read_text())
     except (OSError, ValueError) as exc:
@@ -157,8 +164,3 @@ def read_manifest(folder: Path) -> dict:
             raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
     return manifest
 
-
-def backbone_name(folder: str | Path) -> str:
-    """The name of the backbone a scorer run's heads were trained on, as its manifest records it: the one lookup the
-    model factory (:func:`mlse.models.load_model`) and the app's model pool load a scorer's backbone by."""
-    return str(read_manifest(Path(folder))["backbone"])

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mlse.calibration import IsotonicMap
+from mlse.calibration.isotonic import IsotonicMap
 from mlse.evaluation.correlation import pearson
 from mlse.evaluation.sts import cosine_predictions
 from mlse.heads._torch import as_tensor
@@ -155,7 +155,7 @@ class Stage2Head:
         return pearson(self.cosine(m1, m2), gold)
 
     def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
-        """Isotonic map cosine -> 0-5 on dev (mlse.calibration, the same map backbones get)."""
+        """Isotonic map cosine -> 0-5 on dev (mlse.calibration.isotonic, the same map backbones get)."""
         self.calibration_ = IsotonicMap.fit(self.cosine(m1, m2), gold)
 
     def _check_fitted(self) -> None:

@@ -1,1 +1,2 @@
-"""What a running app needs beyond the library: warm start (mlse.serving.warm), serving helpers."""
+"""What a running app needs beyond the library: the loaded encoders within a memory budget, request batching, the
+port, the public-deployment mode, the hub probe, the JSON route and the warm start."""

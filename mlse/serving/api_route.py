@@ -27,7 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from mlse.langdetect import language_choices
+from mlse.text.language_id import language_choices
 from mlse.ui.inputs import choice_problem
 from mlse.ui.score_tab import AUTO, MAX_CHARS, MAX_MODELS, ApiBusy, DirectApi, clean_text
 

@@ -1,8 +1,8 @@
 """Serve an ASGI app (the page mounted on the JSON routes, :func:`mlse.ui.app.build_server`) with uvicorn.
 
-The socket is bound before uvicorn starts, so a port taken between the app's check (:func:`mlse.ports.choose_port`)
-and the start is an ``OSError`` the caller reports in one line, as with Gradio's ``launch()``; uvicorn's own logging
-stays at warnings, as Gradio's server has it.
+The socket is bound before uvicorn starts, so a port taken between the app's check
+(:func:`mlse.serving.ports.choose_port`) and the start is an ``OSError`` the caller reports in one line, as with
+Gradio's ``launch()``; uvicorn's own logging stays at warnings, as Gradio's server has it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Warm start: compute what each tab's first view needs before anyone asks, so that first view comes in seconds.
 
-``python -m mlse warm`` (:mod:`mlse.cli_warm`) runs the steps whose output lands in the cache; the app runs them all
+``python -m mlse warm`` (:mod:`mlse.cli.warm`) runs the steps whose output lands in the cache; the app runs them all
 in a background thread at start (:func:`start_app_warm`), after its data fetch, and every tab whose first view still
 waits on a step says "preparing (n %)" (:mod:`mlse.ui.preparing`, from :func:`warm_status`). The steps are listed by
 :func:`mlse.serving.warm_plan.warm_plan`.
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mlse.errors import MlseError
+from mlse.runs.stop_signal import Stopped
 from mlse.serving.warm_steps import ShouldStop, WarmStep
-from mlse.stopping import Stopped
 
 log = logging.getLogger(__name__)
 

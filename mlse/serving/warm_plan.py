@@ -216,7 +216,7 @@ def results_step() -> WarmStep:
     """The Results tab's index of result files, read once (each file is then memoised until it changes)."""
 
     def run(progress: Progress, should_stop: ShouldStop) -> None:
-        from mlse.results_index import build_index
+        from mlse.runs.results_index import build_index
 
         build_index()
 

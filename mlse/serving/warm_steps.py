@@ -29,12 +29,14 @@ from pathlib import Path
 
 from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.encoders.cache import CachedEncoder
-from mlse.encoders.registry import ModelSpec, hub_cached, resolve_model, spec_status
+from mlse.encoders.hub import hub_cached
+from mlse.encoders.registry import ModelSpec
+from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.errors import MlseError
-from mlse.heads.scorer import Scorer, read_manifest
-from mlse.runs import is_model_folder
-from mlse.stopping import encode_in_chunks
-from mlse.textclean import strip_controls
+from mlse.heads.scorer import Scorer, backbone_name
+from mlse.runs.folders import is_model_folder
+from mlse.runs.stop_signal import encode_in_chunks
+from mlse.text.control_chars import strip_controls
 
 Progress = Callable[[float, str], None]  # (fraction of the step done, what it is doing)
 ShouldStop = Callable[[], bool]
@@ -121,8 +123,8 @@ def cache_only(model):
 
 
 class Chunked:
-    """``model`` encoding a few batches at a time (:func:`mlse.stopping.encode_in_chunks`): a stop is honoured within
-    seconds and each finished chunk is already in the embedding cache. Everything else is ``model``'s."""
+    """``model`` encoding a few batches at a time (:func:`mlse.runs.stop_signal.encode_in_chunks`): a stop is honoured
+    within seconds and each finished chunk is already in the embedding cache. Everything else is ``model``'s."""
 
     def __init__(self, model, should_stop: ShouldStop, progress: Callable[[int, int], None] | None = None):
         self._model = model
@@ -153,7 +155,7 @@ def uncached(model):
 def plain_name(name: str) -> str:
     """The model whose weights ``name`` runs on: a scorer's backbone, else ``name`` itself."""
     spec = resolve_model(name)
-    return str(read_manifest(Path(spec.location))["backbone"]) if spec.source == "scorer" else name
+    return backbone_name(Path(spec.location)) if spec.source == "scorer" else name
 
 
 def model_problem(name: str) -> str | None:

@@ -3,11 +3,11 @@ for (the command line's flags, the app's form) to a configuration.
 
 **The one source of defaults.** Every option's default and its help text live in a field below
 (``field(metadata={"help": ...})``, through :func:`option`). The command line builds its flags from these fields
-(:mod:`mlse.cli_args`) and leaves an option it was not given to the dataclass; the app's :class:`TrainRequest` and its
+(:mod:`mlse.cli.args`) and leaves an option it was not given to the dataclass; the app's :class:`TrainRequest` and its
 form read their initial values from the same fields. The command line and the app then both go through
 :func:`finetune_config`, :func:`stage1_settings` and :func:`stage2_settings` (the app through
 :func:`request_config`), which read "left out", "0: all" and "empty list: the default pairs" the same way and name
-a run folder by :func:`mlse.runs.training_run_name`.
+a run folder by :func:`mlse.runs.folders.training_run_name`.
 
 Nothing here imports torch: the command line and the app import this module to start a run.
 """
@@ -21,16 +21,17 @@ from typing import Any
 from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import registry, resolve_model, spec_status
+from mlse.encoders.registry import registry
+from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.encoders.use import refuse_as_student
 from mlse.errors import MlseError
 from mlse.heads.choices import NONLINEARITIES
 from mlse.losses.defaults import DEFAULT_TEMPERATURE, LABEL_MODES
-from mlse.runs import training_run_name
+from mlse.runs.folders import training_run_name
 
 METHODS = ("mse", "ema", "soft", "hard")  # fine-tuning methods (mlse.train.methods)
 TEACHER_METHODS = ("mse", "soft")  # the methods with a frozen teacher
-HEAD_METHODS = ("stage1", "stage2")  # heads on a frozen backbone (mlse.train.heads)
+HEAD_METHODS = ("stage1", "stage2")  # heads on a frozen backbone (mlse.train.head_training)
 JOB_METHODS = (*HEAD_METHODS, *METHODS)  # what the app's fine-tune tab trains
 LABELS = LABEL_MODES
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # mlse.train.device: auto -> bf16 / fp16 (CUDA, loss-scaled) / fp32
@@ -39,7 +40,7 @@ BRIDGES = ("none", "linear")
 CLOCKS = ("wall", "cpu")
 DEFAULT_TEACHER = "minilm-en"
 # Translation pairs per language pair, after the contamination filter: Stage 1 and fine-tuning alike, on the command
-# line and in the app (the public deployment's limit is the same number, mlse.public).
+# line and in the app (the public deployment's limit is the same number, mlse.public_mode).
 MAX_PAIRS = 2000
 
 
@@ -94,7 +95,7 @@ class FinetuneConfig:
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
     device: str | None = option(None, "cpu, cuda, ... (default: cuda if available)")
     extend_vocab: int = option(0, "learn a WordPiece vocabulary of this size on the non-English side and add it "
-                               "(mlse.vocab; 0: off)")  # fmt: skip
+                               "(mlse.train.recipes.vocab; 0: off)")  # fmt: skip
     vocab_init: str = option("aligned", "embeddings of added pieces: from parallel-data alignment, or from their old "
                              "sub-words", choices=VOCAB_INITS)  # fmt: skip
     precision: str = option("auto", "autocast of the transformer: bf16, or fp16 with loss scaling (CUDA only); auto: "
@@ -120,7 +121,8 @@ class FinetuneConfig:
 
 @dataclass
 class Stage1Settings:
-    """A Stage-1 run (``python -m mlse train stage1``, the app's stage1 jobs): :func:`mlse.train.heads.train_stage1`."""
+    """A Stage-1 run (``python -m mlse train stage1``, the app's stage1 jobs):
+    :func:`mlse.train.head_training.train_stage1`."""
 
     backbone: str = option("minilm-en", "any model name the registry accepts")
     prelayer: bool = option(False, "a fully connected layer before Stage 1")
@@ -144,7 +146,8 @@ class Stage1Settings:
 
 @dataclass
 class Stage2Settings:
-    """A Stage-2 run (``python -m mlse train stage2``, the app's stage2 jobs): :func:`mlse.train.heads.train_stage2`."""
+    """A Stage-2 run (``python -m mlse train stage2``, the app's stage2 jobs):
+    :func:`mlse.train.head_training.train_stage2`."""
 
     stage1: str | None = option(None, "a Stage-1 scorer (run name or folder)", required=True)
     conv: bool = option(False, "1-D convolutional prelayer")
@@ -222,7 +225,7 @@ def finetune_config(**options) -> FinetuneConfig:
     """The fine-tuning configuration of ``options`` (FinetuneConfig fields), as the command line and the app read them.
 
     The teacher defaults only where the method has a frozen teacher (``mse``, ``soft``); ``out`` defaults to the run
-    folder :func:`mlse.runs.training_run_name` names under the runs directory. Validation is
+    folder :func:`mlse.runs.folders.training_run_name` names under the runs directory. Validation is
     :func:`validate`'s (``finetune`` calls it before anything loads).
     """
     config = _settings(FinetuneConfig, {k: v for k, v in options.items() if k != "teacher"})

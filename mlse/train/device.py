@@ -12,8 +12,8 @@ device has fast half-precision arithmetic:
 * a CPU with native bfloat16 (AVX-512-BF16 / AMX) -> ``bf16``; any other CPU -> ``fp32``.
 
 In every case the weights and the optimiser state stay float32; only the transformer's forward runs in the half
-type (:class:`mlse.train.students.AutocastForward`). ``fp16`` asked for on a device other than a CUDA GPU is refused.
-The run records the choice (``precision_effective``, ``grad_scaler``, ``gpu`` in ``finetune_config.json`` and
+type (:class:`mlse.train.student_model.AutocastForward`). ``fp16`` asked for on a device other than a CUDA GPU is
+refused. The run records the choice (``precision_effective``, ``grad_scaler``, ``gpu`` in ``finetune_config.json`` and
 ``metrics.json``).
 """
 

@@ -17,10 +17,10 @@ and evaluated on STS Multi MT **dev** while training:
 * ``hard`` -- in-batch-negatives InfoNCE (the contrastive baseline); no teacher.
 
 A run has two parts. **Preparation** (this module; reported as ``prepare_s``): the data
-(:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.students`), the
+(:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.student_model`), the
 frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
 under the budget, which covers training *and* the dev evaluations inside it. A caller that needs a budget over the
-whole run (the app's jobs) passes a :class:`mlse.stopping.StopSignal` (stop button + budget); it, or the plain
+whole run (the app's jobs) passes a :class:`mlse.runs.stop_signal.StopSignal` (stop button + budget); it, or the plain
 ``stop`` event, is asked in every phase: between data files, between chunks of teacher encoding and of dev
 evaluation, and after every step.
 
@@ -28,7 +28,7 @@ evaluation, and after every step.
 accept it)::
 
     out/model/                 the student at its best dev score (a sentence-transformers folder)
-    out/adapter/               a LoRA student's adapter (mlse.lora)
+    out/adapter/               a LoRA student's adapter (mlse.train.recipes.lora)
     out/finetune_config.json   the configuration (not ``config.json``: a ``config.json`` at the top of a folder makes
                                the registry take the folder itself for a plain transformers model)
     out/log.jsonl              one progress record per evaluation
@@ -36,14 +36,15 @@ accept it)::
 
 ``out/model`` is always either the previous good checkpoint or the new one. A run stops at the budget, at
 ``max_steps``, when the ``stop`` event is set (the app's stop button) or on KeyboardInterrupt (metrics are written,
-then the interrupt propagates). A run stopped before its first training step raises :class:`mlse.stopping.Stopped`
-and leaves no model; one stopped later keeps its best checkpoint and says ``"partial"`` in ``metrics.json``.
+then the interrupt propagates). A run stopped before its first training step raises
+:class:`mlse.runs.stop_signal.Stopped` and leaves no model; one stopped later keeps its best checkpoint and says
+``"partial"`` in ``metrics.json``.
 
 **GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override), in
 mixed precision by default (:mod:`mlse.train.device`: bf16 autocast, or fp16 with loss scaling on GPUs without native
 bfloat16; recorded as ``precision_effective`` / ``grad_scaler``).
 Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches with
-averaged gradients (:mod:`mlse.distributed`); rank 0 evaluates, saves and writes the run folder.
+averaged gradients (:mod:`mlse.train.distributed`); rank 0 evaluates, saves and writes the run folder.
 """
 
 from __future__ import annotations
@@ -60,16 +61,24 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import atomic_write_text
-from mlse.distributed import barrier, broadcast_parameters, gather, init_from_env, main_first, rank_device, shutdown
 from mlse.encoders.torch import default_device
-from mlse.runs import FINETUNE_CONFIG_FILE
-from mlse.stopping import Stopped, StopSignal, check
+from mlse.runs.folders import FINETUNE_CONFIG_FILE
+from mlse.runs.stop_signal import Stopped, StopSignal, check
 from mlse.train.config import FinetuneConfig, default_out, validate
 from mlse.train.device import precision_record, resolve_precision
+from mlse.train.distributed import (
+    barrier,
+    broadcast_parameters,
+    gather,
+    init_from_env,
+    main_first,
+    rank_device,
+    shutdown,
+)
 from mlse.train.finetune_data import TrainingData, dev_scores, load_dev, prepare_data, teacher_targets
 from mlse.train.loop import TrainingLoop
 from mlse.train.methods import PairMethod, build_method
-from mlse.train.students import (
+from mlse.train.student_model import (
     extend_vocabulary,
     fit_bridge,
     load_student,

@@ -2,13 +2,13 @@
 :class:`~mlse.train.runner.JobRunner`.
 
 The request becomes a configuration through the command line's own functions (:func:`mlse.train.config.request_config`)
-and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.heads`, on the app's backend) or one of the fine-tuning methods of
-:mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to ``runs_dir()/NAME``, where the model
-registry finds them, so a finished run appears in every model list.
+and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.head_training`, on the app's backend) or one of the fine-tuning
+methods of :mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to ``runs_dir()/NAME``, where
+the model registry finds them, so a finished run appears in every model list.
 
-Stopping: every training job gets one :class:`mlse.stopping.StopSignal` (the stop button plus the time budget, whose
-clock starts with the job, so the budget counts loading, encoding, training, evaluation and saving alike). Every phase
-asks it: data loading between files, encoding and teacher targets between chunks of a few batches (finished chunks
+Stopping: every training job gets one :class:`mlse.runs.stop_signal.StopSignal` (the stop button plus the time budget,
+whose clock starts with the job, so the budget counts loading, encoding, training, evaluation and saving alike). Every
+phase asks it: data loading between files, encoding and teacher targets between chunks of a few batches (finished chunks
 stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch (heads), dev
 evaluations between chunks. A stop before training has anything to show ends the job with nothing saved; a stop
 later saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's
@@ -34,13 +34,13 @@ from pathlib import Path
 
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
-from mlse.run_health import recover_runs
-from mlse.runs import is_model_folder, is_scorer_folder
-from mlse.stopping import Stopped, StopSignal
+from mlse.runs.folders import is_model_folder, is_scorer_folder
+from mlse.runs.health import recover_runs
+from mlse.runs.stop_signal import Stopped, StopSignal
 from mlse.train.child_jobs import run_in_child
 from mlse.train.config import JOB_METHODS, TEACHER_METHODS, FinetuneConfig, TrainRequest, request_config
 from mlse.train.finetune import finetune
-from mlse.train.heads import train_heads
+from mlse.train.head_training import train_heads
 from mlse.train.runner import JobFn, Report
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ slightly while evaluations remain), capped by ``max_steps``. Before the first st
 stays constant: a budgeted run can stop at any moment, so there is no decay to a known end.
 
 **Stopping.** Asked before every step: the ``stop`` event (the app's stop button), the caller's
-:class:`~mlse.stopping.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget. With
-several processes (:mod:`mlse.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates, saves
-and writes the log, the other ranks wait for it at the next gradient all-reduce.
+:class:`~mlse.runs.stop_signal.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget.
+With several processes (:mod:`mlse.train.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates,
+saves and writes the log, the other ranks wait for it at the next gradient all-reduce.
 
 **Precision.** The method's forward runs under the run's autocast (:mod:`mlse.train.device`); under float16 the loop
 scales the loss with a ``torch.amp.GradScaler`` and unscales the gradients before clipping (``grad_scale`` in the
@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.json_safe import finite_or_none
-from mlse.distributed import DistContext, agree, average_gradients
-from mlse.stopping import ShouldStop, Stopped, StopSignal
+from mlse.runs.stop_signal import ShouldStop, Stopped, StopSignal
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import needs_grad_scaler
+from mlse.train.distributed import DistContext, agree, average_gradients
 from mlse.train.methods import Method
 
 BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
@@ -79,7 +79,7 @@ def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: np
 class TrainingLoop:
     """One run's loop over ``n`` training examples (``lengths``: their lengths, for bucketing; None: no bucketing).
 
-    ``evaluate(should_stop)`` returns the dev score per dev set (it may raise :class:`~mlse.stopping.Stopped`);
+    ``evaluate(should_stop)`` returns the dev score per dev set (it may raise :class:`~mlse.runs.stop_signal.Stopped`);
     ``save()`` writes a checkpoint, called whenever the mean dev score improves. Each evaluation appends one record
     to ``out/log.jsonl`` and hands it to ``progress``.
     """

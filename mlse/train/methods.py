@@ -25,7 +25,7 @@ import numpy as np
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import autocast_dtype
 from mlse.train.finetune_data import TrainingData
-from mlse.train.students import AutocastForward, parameter_checksum, tokenize
+from mlse.train.student_model import AutocastForward, parameter_checksum, tokenize
 
 
 class Method(Protocol):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlse.errors import MlseError
-from mlse.stopping import Stopped
+from mlse.runs.stop_signal import Stopped
 
 log = logging.getLogger(__name__)
 

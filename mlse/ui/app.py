@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from mlse.credits import CREDITS_MARKDOWN
-from mlse.public import MAX_UPLOAD_BYTES, public_mode
+from mlse.public_mode import MAX_UPLOAD_BYTES, public_mode
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
+from mlse.ui.credits import CREDITS_MARKDOWN
 from mlse.ui.state import AppState
 
 # The order users meet them: demo first, then the analyses, then training and the record of every run.
@@ -25,7 +25,7 @@ def build_app(state: AppState | None = None):
 
     for name, value in QUEUE_ANALYTICS_ENV.items():
         os.environ.setdefault(name, value)  # read when the queue is made, below
-    state = state or AppState()
+    state = state or AppState().start()
     with gr.Blocks(title="mlse: multilingual semantic similarity") as demo:
         backend = "" if state.backend == "torch" else f" · models run on {state.backend}"
         gr.Markdown(f"# mlse: multilingual semantic textual similarity{backend}")
@@ -71,7 +71,7 @@ def build_server(state: AppState | None = None):
     from mlse.serving.api_route import json_api
     from mlse.serving.torch_threads import limit_torch_threads
 
-    state = state or AppState()
+    state = state or AppState().start()
     limit_torch_threads(state.backend)  # on ONNX, torch computes only the heads: one thread is faster
     demo = build_app(state)
     options = launch_options()

@@ -17,7 +17,7 @@ import numpy as np
 from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
 from mlse.explain import align_tokens, explain_pair
-from mlse.textclean import strip_controls
+from mlse.text.control_chars import strip_controls
 from mlse.ui.explain_figures import alignment_heatmap, attribution_heatmap
 from mlse.ui.text import md_code, md_escape
 

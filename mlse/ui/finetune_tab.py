@@ -14,8 +14,8 @@ import time
 from mlse.data.bitext_sample import training_bitext_source
 from mlse.data.pairs import training_pair_choices
 from mlse.errors import MlseError
-from mlse.public import FINETUNE_LIMITS, check_finetune_request, public_mode
-from mlse.runs import training_run_name
+from mlse.public_mode import FINETUNE_LIMITS, check_finetune_request, public_mode
+from mlse.runs.folders import training_run_name
 from mlse.train.config import HEAD_METHODS, JOB_METHODS, PRECISIONS, TEACHER_METHODS, TrainRequest
 from mlse.train.jobs import training_job
 from mlse.train.runner import Job, JobRunner

@@ -103,7 +103,7 @@ def file_predictions(state, table: UserTable, model: str) -> np.ndarray:
 
 def pair_languages(table: UserTable) -> tuple[list[str], list[str], int]:
     """(language of each first sentence, of each second sentence, how many were detected): the lang1 / lang2 columns
-    where the file has them, else :func:`mlse.langdetect.detect_language` (memoised per content)."""
+    where the file has them, else :func:`mlse.text.language_id.detect_language` (memoised per content)."""
     s1, s2 = table.role("sentence1"), table.role("sentence2")
     given1, given2 = table.role("lang1"), table.role("lang2")
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACE_TITLES, SPACES, LanguageMap
-from mlse.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
 from mlse.ui.state import STAGE1, STAGE12
 from mlse.ui.text import html_text, md_escape
 

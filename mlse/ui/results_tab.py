@@ -1,18 +1,18 @@
 """Tab 6: results. Every evaluation and experiment run so far (seed grid and fine-tuning included) as one sortable
 table with filters, and plots: a metric per model, the seed grid's per-pair gains, and the fine-tuning curves.
 
-The table comes from :mod:`mlse.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the handlers
-are plain functions returning DataFrames, figures and markdown. The first view is the table; the plots sit in a second
-inner tab, drawn when it is opened. The table shows at most :data:`MAX_TABLE_ROWS` rows, averages and run-level numbers
-first; the filters reach the rest. Why: the browser lays out every row it is sent, and the repository's 8,000 numbers
-plus four figures took 10-20 s to draw on a 2-core machine, while the index itself is read in ~0.2 s.
+The table comes from :mod:`mlse.runs.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the
+handlers are plain functions returning DataFrames, figures and markdown. The first view is the table; the plots sit in a
+second inner tab, drawn when it is opened. The table shows at most :data:`MAX_TABLE_ROWS` rows, averages and run-level
+numbers first; the filters reach the rest. Why: the browser lays out every row it is sent, and the repository's 8,000
+numbers plus four figures took 10-20 s to draw on a 2-core machine, while the index itself is read in ~0.2 s.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mlse.results_index import build_index, finetune_curves
+from mlse.runs.results_index import build_index, finetune_curves
 from mlse.ui.text import md_escape
 
 ALL = "(all)"

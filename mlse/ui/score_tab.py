@@ -2,7 +2,7 @@
 
 The table has one row per model: backbones, backbones with the Stage-1 head, with Stage 1+2, and fine-tuned students,
 so one glance shows what each training step changes for this pair. The language of each sentence is detected offline
-(mlse.langdetect) and can be overridden; the choice is shown with the result. Handlers are plain functions of
+(mlse.text.language_id) and can be overridden; the choice is shown with the result. Handlers are plain functions of
 ``(state, ...)`` returning DataFrames and markdown, so tests call them without a browser.
 """
 
@@ -18,8 +18,8 @@ import pandas as pd
 from mlse.api import pair_scores
 from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
-from mlse.langdetect import UNDETERMINED, detect_language, detector_name, language_choices, language_name
-from mlse.textclean import strip_controls
+from mlse.text.control_chars import strip_controls
+from mlse.text.language_id import UNDETERMINED, detect_language, detector_name, language_choices, language_name
 from mlse.ui import explain_sections, score_file
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
@@ -52,8 +52,8 @@ CALIBRATION_NOTE = (
 def clean_text(text: str | None) -> tuple[str, str]:
     """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "").
 
-    Which characters go is :mod:`mlse.textclean`'s rule: real controls and bidi overrides; joiners (U+200C, U+200D),
-    variation selectors and other meaningful format characters stay, since removing them changes the text scored.
+    Which characters go is :mod:`mlse.text.control_chars`'s rule: real controls and bidi overrides; joiners (U+200C,
+    U+200D), variation selectors and other meaningful format characters stay: removing them changes the text scored.
     """
     raw = text if isinstance(text, str) else ""
     kept, removed = strip_controls(raw)
@@ -367,7 +367,7 @@ def build_tab(state) -> list[ModelPicker]:
             # typed text is no longer the example: its reference score no longer applies
             box.input(lambda: None, None, gold, show_progress="hidden", concurrency_limit=4, api_visibility="private")
         inputs = [s1, s2, models, lang1, lang2, gold]
-        # The button and Enter share one limit; requests inside it meet in the state's micro-batcher (mlse.batching)
+        # The button and Enter share one limit; requests inside it meet in the state's micro-batcher (serving.batching)
         score_events = {"concurrency_limit": SCORE_CONCURRENCY, "concurrency_id": "score_pair"}
         button.click(run, inputs, [table, status], api_name="score_pair", **score_events)
         s2.submit(run, inputs, [table, status], api_visibility="private", **score_events)  # /score_pair's twin

@@ -3,16 +3,15 @@
 The model list is scanned from the registry and the runs directory and kept for :data:`RESCAN_SECONDS` (so a run
 trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
 ``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
-Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.hub_probe`); they are
-never ticked by default, since their first use downloads them. The offline defaults (``mlse.encoders.DEFAULT_MODELS``)
-come first among the backbones and are ticked whenever they load here.
+Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.serving.hub_probe`);
+they are never ticked by default, since their first use downloads them. The offline defaults
+(``mlse.encoders.DEFAULT_MODELS``) come first among the backbones and are ticked whenever they load here.
 
-Encoders are loaded on first use, through the embedding cache, and kept in an :class:`mlse.memory_budget.EncoderPool`:
-when the estimated size of the loaded encoders would pass ``max_memory`` (``--max-memory`` / ``MLSE_MAX_MEMORY``,
-default 1.5 GB), the least recently used are evicted and reloaded when next asked for. A scorer reuses the loaded
-backbone instead of loading its own copy (counted once); a run folder that was replaced on disk (retrained under the
-same name) is reloaded. A backbone with a calibration fitted on its weights (:mod:`mlse.backbone_calibration`) gets a
-calibrated 0-5 score; a calibration of other weights is noted in ``calibration_notes`` and not used.
+Models are loaded on first use by a :class:`mlse.serving.model_pool.ModelPool` (the memory budget ``max_memory``,
+``--max-memory`` / ``MLSE_MAX_MEMORY``, default 1.5 GB; a scorer sharing the loaded backbone; calibrations attached).
+
+Constructing an :class:`AppState` touches neither disk nor network: :meth:`AppState.start` (which app.py calls) puts
+back runs a killed job left aside and starts the hub probe.
 """
 
 from __future__ import annotations
@@ -23,33 +22,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.api import attach_calibration
-from mlse.batching import MicroBatcher
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import check_backend
-from mlse.encoders.registry import (
-    DEFAULT_MODELS,
-    ModelSpec,
-    list_runs,
-    list_shipped_models,
-    registry,
-    resolve_model,
-    spec_status,
-)
+from mlse.encoders.registry import DEFAULT_MODELS, ModelSpec, registry
+from mlse.encoders.resolve import list_runs, list_shipped_models, resolve_model, spec_status
 from mlse.errors import MlseError
-from mlse.heads.scorer import backbone_name, read_manifest
-from mlse.hub_probe import hub_reachable
-from mlse.memory_budget import (
-    DEFAULT_MAX_MEMORY,
-    EncoderPool,
-    estimate_resident_bytes,
-    estimate_spec_bytes,
-    parse_memory_size,
-)
-from mlse.models import load_model
-from mlse.run_health import partial_reason, recover_runs
-from mlse.runs import SCORER_FILE, is_finetuned_model
-from mlse.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.heads.scorer import read_scorer_json
+from mlse.runs.folders import is_finetuned_model
+from mlse.runs.health import partial_reason, recover_runs
+from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.serving.batching import MicroBatcher
+from mlse.serving.encoder_pool import DEFAULT_MAX_MEMORY
+from mlse.serving.hub_probe import hub_reachable
+from mlse.serving.model_pool import ModelPool
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
@@ -91,25 +76,29 @@ class AppState:
     backend: str = field(default_factory=lambda: os.environ.get("MLSE_BACKEND", "torch"))
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why) of runs that do not load here
     jobs: object = None  # the fine-tune tab's mlse.train.runner.JobRunner, created on first use (one per app)
-    # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.memory_budget.parse_memory_size).
+    # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.serving.encoder_pool.parse_memory_size).
     max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
-    calibration_notes: dict = field(default_factory=dict)  # model name -> why its calibration file is not used
     version: int = 0  # bumped whenever a rescan finds a different model list
-    # Concurrent requests for one model share one encoder call (mlse.batching): 20 users cost a few calls, not 20.
+    # Concurrent requests for one model share one encoder call (mlse.serving.batching): 20 users cost a few calls,
+    # not 20.
     batcher: MicroBatcher = field(default_factory=MicroBatcher)
+    pool: ModelPool | None = None  # the loaded models (made from backend and max_memory)
     _models: list[ModelInfo] | None = None
     _scanned_at: float = 0.0
-    _pool: EncoderPool | None = None  # (source, location) -> encoder, least recently used evicted first
-    _load_locks: dict = field(default_factory=dict)  # (source, location) -> Lock
-    _specs: dict = field(default_factory=dict)  # name -> ModelSpec, until the next rescan (see _resolve)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        check_backend(self.backend)  # a typo in MLSE_BACKEND stops the app at start, with the choices named
-        self._pool = EncoderPool(parse_memory_size(self.max_memory, what="--max-memory (MLSE_MAX_MEMORY)"))
+        """Checks its settings (a typo in MLSE_BACKEND or --max-memory stops the app at start); reads no file."""
+        check_backend(self.backend)
+        if self.pool is None:
+            self.pool = ModelPool(self.backend, self.max_memory)
 
-        recover_runs(runs_dir())  # runs a killed job left aside come back before the first scan
-        hub_reachable()  # start the first connectivity probe now, in the background, so the first rescan may use it
+    def start(self) -> AppState:
+        """What a starting app does before its first scan: put back the runs a killed job left aside, and start the
+        first hub probe in the background so that the first rescan may use its answer."""
+        recover_runs(runs_dir())
+        hub_reachable()
+        return self
 
     # -- the model list ---------------------------------------------------------------------------------------------
     def refresh(self) -> list[ModelInfo]:
@@ -130,7 +119,7 @@ class AppState:
             if self._models is not None and found != self._models:
                 self.version += 1
             self._models, self.skipped, self._scanned_at = found, skipped, time.monotonic()
-            self._specs = {}
+        self.pool.forget_names()
         return list(found)
 
     def models(self) -> list[ModelInfo]:
@@ -213,75 +202,26 @@ class AppState:
 
     # -- loading ----------------------------------------------------------------------------------------------------
     def encoder(self, name: str):
-        """The encoder (or scorer) called ``name``, loaded on first use; ModelNotFoundError for an unknown name.
+        """The model called ``name``, loaded on first use by the pool; ModelNotFoundError for an unknown name."""
+        return self.pool.get(name)
 
-        Loading may evict the least recently used encoders to stay within ``max_memory``. A request still using an
-        evicted encoder keeps it alive until it ends; the pool just stops holding it.
-        """
-        spec = self._resolve(name)
-        key, stamp = (spec.source, spec.location), _stamp(spec)
-        with self._lock:
-            lock = self._load_locks.setdefault(key, threading.Lock())
-        with lock:  # two requests for a new model must not load it twice; other models load meanwhile
-            cached = self._pool.get(key, stamp)
-            if cached is not None:
-                return cached
-            backbone_key = None
-            if spec.source == "scorer":
-                backbone = self.encoder(self._backbone_name(spec))  # shared with every other user (its own entry)
-                backbone_key = self._key_of(self._backbone_name(spec))
-            self._pool.make_room(estimate_spec_bytes(spec, backend=self.backend), keep={backbone_key})
-            encoder = self._load(spec, name, backbone if spec.source == "scorer" else None)
-            # The stamp after loading: a folder built by the load (me5-small's conversion) has one only now, and
-            # stamping it "missing" would reload the model on the next request.
-            self._pool.put(key, encoder, estimate_resident_bytes(encoder, backend=self.backend), stamp=_stamp(spec),
-                           depends_on=backbone_key)  # fmt: skip
-            return encoder
+    @property
+    def calibration_notes(self) -> dict:
+        return self.pool.calibration_notes
 
     def loaded(self) -> list[tuple[str, str]]:
-        """(source, location) of the loaded encoders, least recently used first (for tests and diagnostics)."""
-        return self._pool.keys()
+        """(source, location) of the loaded models, least recently used first (for tests and diagnostics)."""
+        return self.pool.loaded()
 
     @property
     def loaded_bytes(self) -> int:
-        return self._pool.total_bytes
-
-    def _resolve(self, name: str) -> ModelSpec:
-        """``resolve_model(name)``, remembered until the next rescan: resolving lists the registry (package look-ups,
-        the fingerprint memo read from disk), a few ms that every scoring request would pay per model otherwise. A
-        run replaced on disk keeps its spec and is caught by its stamp."""
-        with self._lock:
-            spec = self._specs.get(name)
-        if spec is None:
-            spec = resolve_model(name)
-            with self._lock:
-                self._specs[name] = spec
-        return spec
-
-    @staticmethod
-    def _backbone_name(spec: ModelSpec) -> str:
-        return backbone_name(spec.location)
-
-    def _key_of(self, name: str) -> tuple[str, str]:
-        spec = self._resolve(name)
-        return spec.source, spec.location
-
-    def _load(self, spec: ModelSpec, name: str, backbone=None):
-        """A plain encoder (with its calibration when one fits its weights), or a scorer on ``backbone``."""
-        if spec.source == "scorer":
-            return load_model(name, backbone=backbone)  # the heads around the backbone the pool already holds
-        encoder, note = attach_calibration(load_model(name, backend=self.backend))
-        if note:
-            self.calibration_notes[name] = note
-        else:
-            self.calibration_notes.pop(name, None)
-        return encoder
+        return self.pool.loaded_bytes
 
 
 def describe(spec: ModelSpec) -> ModelInfo:
     """Kind of a model from its spec and, for runs, the files beside it; MlseError when a scorer cannot load here."""
     if spec.source == "scorer":
-        manifest = read_manifest(Path(spec.location))  # ModelNotFoundError when unreadable
+        manifest = read_scorer_json(Path(spec.location))  # ModelNotFoundError when unreadable
         backbone = str(manifest["backbone"])
         if not _loads_offline(backbone):
             raise MlseError(f"its backbone {backbone!r} is not available offline here")
@@ -301,12 +241,3 @@ def _loads_offline(name: str) -> bool:
         return False
     return spec.source != "scorer" and spec_status(spec).startswith("available")
 
-
-def _stamp(spec: ModelSpec) -> tuple[str, int]:
-    """Changes when a run folder is replaced on disk (runs are written aside and renamed into place)."""
-    path = Path(spec.location)
-    target = path / SCORER_FILE if spec.source == "scorer" else path
-    try:
-        return str(path), os.stat(target).st_mtime_ns
-    except OSError:
-        return str(path), 0

@@ -3,7 +3,7 @@
 **Markdown** (:func:`md_escape`): sentences, model names and error messages are shown *literally* inside
 ``gr.Markdown`` (which renders HTML too), on one line:
 
-1. control characters go by :mod:`mlse.textclean`'s rule (joiners and variation selectors stay);
+1. control characters go by :mod:`mlse.text.control_chars`'s rule (joiners and variation selectors stay);
 2. every run of whitespace, line breaks included, becomes one space (a table cell, a status line);
 3. HTML is escaped (``<``, ``>``, ``&``); quotes stay as they are, since an entity such as ``&#x27;`` would show up
    literally once its ``#`` is backslashed;
@@ -24,7 +24,7 @@ from __future__ import annotations
 import html
 import re
 
-from mlse.textclean import strip_controls
+from mlse.text.control_chars import strip_controls
 
 _INLINE = re.compile(r"([\\`*_{}\[\]#|~])")
 _LINK_TARGET = re.compile(r"(\\\])\(([^()]*)\)")  # an escaped "]" then "(...)"

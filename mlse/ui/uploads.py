@@ -3,8 +3,8 @@ deployment's limits, with the messages a page shows.
 
 Every tab that takes the user's data calls :func:`read_upload`: bad rows are skipped and listed (never a traceback,
 never a silent skip), the file is named by its own name (never the server's temporary path), and in public mode the
-uploaded file is deleted once read. The limits are :func:`mlse.public.upload_limits`. No gradio here: the handlers
-that call this are plain functions the tests call directly.
+uploaded file is deleted once read. The limits are :func:`mlse.public_mode.upload_limits`. No gradio here: the
+handlers that call this are plain functions the tests call directly.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlse.data.user_files import UserTable, read_table
 from mlse.errors import MlseError
-from mlse.public import public_mode, upload_limits
+from mlse.public_mode import public_mode, upload_limits
 from mlse.ui.text import md_escape
 
 MAX_SHOWN_PROBLEMS = 10

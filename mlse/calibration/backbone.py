@@ -29,7 +29,7 @@ import numpy as np
 
 from mlse import __version__
 from mlse.atomic import atomic_write_text
-from mlse.calibration import IsotonicMap
+from mlse.calibration.isotonic import IsotonicMap
 from mlse.data.pairs import CALIBRATION_PAIRS
 from mlse.data.paths import resolve_data_dir
 from mlse.data.portable import data_hashes, data_identity
@@ -40,12 +40,12 @@ from mlse.encoders.identity import weights_identity
 from mlse.errors import MlseError
 from mlse.evaluation.correlation import spearman
 from mlse.evaluation.runners import predict_sts
-from mlse.runs import safe_name
+from mlse.runs.folders import safe_name
 
 log = logging.getLogger(__name__)
 
 FORMAT = "mlse-calibration/1"
-SHIPPED_DIR = Path(__file__).resolve().parents[1] / "assets" / "models" / "calibration"
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "assets" / "models" / "calibration"
 MANIFEST_SUFFIX = ".manifest.json"
 
 

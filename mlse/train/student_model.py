@@ -4,7 +4,7 @@ checkpoints.
 
 **Output.** :func:`save_checkpoint` writes ``out/model`` (always an ordinary sentence-transformers folder: a LoRA
 student is saved with its adapter merged) to a temporary sibling and renames it into place, so a reader sees either
-the previous good checkpoint or the new one; a LoRA student also gets ``out/adapter`` (:mod:`mlse.lora`).
+the previous good checkpoint or the new one; a LoRA student also gets ``out/adapter`` (:mod:`mlse.train.recipes.lora`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import atomic_dir
-from mlse.bridge import dense_layer, fit_linear_map, r2_score
 from mlse.encoders.identity import text_prefix
-from mlse.encoders.registry import materialise, resolve_model
+from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
-from mlse.lora import apply_lora, has_lora, merged_copy, save_adapter, trainable_parameters
 from mlse.train.config import FinetuneConfig, refuse_frozen_student
 from mlse.train.device import resolve_precision  # noqa: F401  (the student's precision: mlse.train.device decides)
 from mlse.train.finetune_data import TrainingData
-from mlse.vocab import extend_model_vocabulary
+from mlse.train.recipes.bridge import dense_layer, fit_linear_map, r2_score
+from mlse.train.recipes.lora import apply_lora, has_lora, merged_copy, save_adapter, trainable_parameters
+from mlse.train.recipes.vocab import extend_model_vocabulary
 
 
 def load_student(name: str, device: str, max_seq_length: int):
@@ -102,7 +102,8 @@ def parameter_checksum(module) -> str:
 
 # ------------------------------------------------------------------------------------------------------ recipes
 def extend_vocabulary(cfg: FinetuneConfig, student, data: TrainingData) -> dict:
-    """Learn a WordPiece vocabulary on the non-English side, add its new pieces to the student (:mod:`mlse.vocab`)."""
+    """Learn a WordPiece vocabulary on the non-English side, add its new pieces to the student
+    (:mod:`mlse.train.recipes.vocab`)."""
     report = extend_model_vocabulary(student, data.tgt, vocab_size=cfg.extend_vocab, parallel=(data.src, data.tgt),
                                      init=cfg.vocab_init)  # fmt: skip
     return {"vocab_extension": vars(report)}

@@ -102,7 +102,7 @@ def _env_hub_ids() -> list[str]:
 
 def hub_allow_list(registered: Sequence[str] = ()) -> list[str]:
     """Hub ids a public deployment may download: the registry's hub models (``registered``, passed in by
-    :func:`mlse.encoders.registry.materialise` so that this module knows no registry), then the operator's additions."""
+    :func:`mlse.encoders.hub.download` so that this module knows no registry), then the operator's additions."""
     return list(dict.fromkeys([*registered, *_env_hub_ids()]))
 
 

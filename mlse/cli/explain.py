@@ -20,7 +20,7 @@ from mlse.errors import MlseError
 
 
 def add_explain_parser(sub) -> None:
-    """Register ``explain`` on the subcommand parsers of :func:`mlse.cli.build_parser`."""
+    """Register ``explain`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
     ex = sub.add_parser("explain", help="why this score? token-pair attributions of a model's cosine for two sentences",
                         description="Attribute a model's cosine of two sentences to word pairs with integrated "
                                     "Jacobians (Moeller, Nikolaev & Pado, EMNLP 2023): cosine = sum of the pairs "

@@ -24,11 +24,12 @@ import numpy as np
 
 from mlse import api
 from mlse.atomic import atomic_write_text
-from mlse.cli_args import csv_list
+from mlse.cli.args import csv_list
 from mlse.data.records import FORMATS
 from mlse.data.user_files import UserTable, parse_range, read_pairs
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import DEFAULT_MODELS, resolve_model
+from mlse.encoders.registry import DEFAULT_MODELS
+from mlse.encoders.resolve import resolve_model
 from mlse.errors import MlseError
 
 PROGRESS_EVERY_S = 5.0  # at most one progress line per this many seconds
@@ -36,7 +37,7 @@ INTERRUPTED_EXIT = 130
 
 
 def add_score_parser(sub) -> None:
-    """Register ``score`` on the subcommand parsers of :func:`mlse.cli.build_parser`."""
+    """Register ``score`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
     sc = sub.add_parser("score", help="score every sentence pair of a file (TSV, CSV, JSONL) with one or more models",
                         description="Score every pair of FILE with each model and write the input's columns, then "
                                     "'<model> cosine' and '<model> 0-5' per model. A rerun is served by the "

@@ -59,7 +59,7 @@ class ShippedArtifact:
 
 def shipped_root() -> Path:
     """``$MLSE_ASSETS`` or the repository's ``assets/models``."""
-    return Path(os.environ.get("MLSE_ASSETS") or Path(__file__).resolve().parents[1] / "assets" / "models")
+    return Path(os.environ.get("MLSE_ASSETS") or Path(__file__).resolve().parents[2] / "assets" / "models")
 
 
 def list_shipped(root: Path | None = None) -> list[ShippedArtifact]:
@@ -72,7 +72,7 @@ def list_shipped(root: Path | None = None) -> list[ShippedArtifact]:
             continue
         for item in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
             try:
-                manifest = read_manifest(item)
+                manifest = read_shipped_manifest(item)
             except MlseError:
                 continue
             if manifest["kind"] == kind:
@@ -80,7 +80,7 @@ def list_shipped(root: Path | None = None) -> list[ShippedArtifact]:
     return found
 
 
-def read_manifest(folder: Path) -> dict:
+def read_shipped_manifest(folder: Path) -> dict:
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -155,7 +155,7 @@ def export(kind: str, source: Path, dest: Path, manifest: dict) -> ShippedArtifa
         body = {**manifest, "data": data, "data_identity": data_identity(data), "kind": kind, "name": dest.name,
                 "files": file_hashes(tmp)}  # fmt: skip
         (tmp / MANIFEST).write_text(json.dumps(body, indent=1, default=str) + "\n", encoding="utf-8")
-    return ShippedArtifact(PREFIX + dest.name, kind, dest, read_manifest(dest))
+    return ShippedArtifact(PREFIX + dest.name, kind, dest, read_shipped_manifest(dest))
 
 
 def update_scores(item: ShippedArtifact, scores: dict) -> ShippedArtifact:

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
-from mlse.backbone_calibration import fit_calibration, local_dir, save_calibration
-from mlse.cli_args import add_config_arguments, config_options, csv_list
-from mlse.cli_explain import add_explain_parser, cmd_explain
-from mlse.cli_records import add_records_parser, cmd_records
-from mlse.cli_score import add_score_parser, cmd_score
-from mlse.cli_warm import add_warm_parser, cmd_warm
+from mlse.calibration.backbone import fit_calibration, local_dir, save_calibration
+from mlse.cli.args import add_config_arguments, config_options, csv_list
+from mlse.cli.explain import add_explain_parser, cmd_explain
+from mlse.cli.records import add_records_parser, cmd_records
+from mlse.cli.score import add_score_parser, cmd_score
+from mlse.cli.warm import add_warm_parser, cmd_warm
 from mlse.data.bitext_sample import build_sample, sample_dir
 from mlse.data.fetch import fetch_missing
 from mlse.data.flores import flores_languages
@@ -34,16 +34,17 @@ from mlse.data.tatoeba import tatoeba_languages
 from mlse.data.wmt import wmt_sets
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import DEFAULT_MODEL, available_models
+from mlse.encoders.registry import DEFAULT_MODEL
+from mlse.encoders.resolve import available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
 from mlse.experiments.assets import reproduce_assets
+from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, write_report
 from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
-from mlse.experiments.students import RECIPES, parse_recipe, run_recipe, write_report
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
-from mlse.results import format_table, result_table
-from mlse.runs import safe_name
+from mlse.runs.folders import safe_name
+from mlse.runs.results import format_table, result_table
 from mlse.train.config import (
     MAX_PAIRS,
     FinetuneConfig,
@@ -54,7 +55,7 @@ from mlse.train.config import (
     stage2_settings,
 )
 from mlse.train.finetune import finetune
-from mlse.train.heads import train_heads
+from mlse.train.head_training import train_heads
 
 log = logging.getLogger("mlse")
 

@@ -12,12 +12,12 @@ import argparse
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_PATHS = ("assets", "results")
 
 
 def add_records_parser(sub) -> None:
-    """Register ``records`` on the subcommand parsers of :func:`mlse.cli.build_parser`."""
+    """Register ``records`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
     rec = sub.add_parser("records", help="rewrite manifests and result files to name data files portably",
                          description="Replace the absolute paths that old manifests, result files and reports hold by "
                                      "paths relative to the data directory (data:...), the cache (cache:...) or the "

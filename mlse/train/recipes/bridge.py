@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlse.encoders.st_compat import st_modules
+
 
 def fit_linear_map(source: np.ndarray, target: np.ndarray, ridge: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
     """Ridge least squares ``target ≈ source @ W + b``: returns ``W [d_s, d_t]`` and ``b [d_t]`` (float32).
@@ -47,15 +49,6 @@ def dense_layer(w: np.ndarray, b: np.ndarray):
     weight = torch.from_numpy(np.ascontiguousarray(w.T))  # Dense stores [d_out, d_in]
     return models.Dense(w.shape[0], w.shape[1], bias=True, activation_function=torch.nn.Identity(),
                         init_weight=weight, init_bias=torch.from_numpy(b.copy()))  # fmt: skip
-
-
-def st_modules():
-    """sentence-transformers' module classes (``Dense``, ``Pooling``, ...): their home moved in version 6."""
-    try:
-        from sentence_transformers.sentence_transformer import modules
-    except ImportError:  # sentence-transformers 5
-        from sentence_transformers import models as modules
-    return modules
 
 
 def r2_score(source: np.ndarray, target: np.ndarray, w: np.ndarray, b: np.ndarray) -> float:

@@ -7,7 +7,7 @@ file's schema; ``experiment`` is the folder the file sits in (it tells two seed 
 
 Schemas read (each recognised by its keys, so a file's name or place does not matter):
 
-* ``eval``            -- :class:`mlse.results.EvalResult` (``python -m mlse eval --json-out``): ``scores`` per key and
+* ``eval``            -- :class:`mlse.runs.results.EvalResult` (``python -m mlse eval --json-out``): ``scores`` per key and
   ``averages`` per group; list-valued entries (confidence intervals) and counts are left out.
 * ``seed-grid``       -- ``results/seed-grid/*/seed-grid.json``: test Pearson / Spearman per variant and pair,
   ``relative_pearson`` (variant minus baseline), group means, and each variant's training metrics.

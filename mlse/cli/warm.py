@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from mlse.cli_args import csv_list
+from mlse.cli.args import csv_list
 from mlse.dirs import cache_root
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.errors import MlseError
@@ -29,7 +29,7 @@ LOG_EVERY_S = 30.0  # elsewhere (a log file, a docker build) a running step prin
 
 
 def add_warm_parser(sub) -> None:
-    """Register ``warm`` on the subcommand parsers of :func:`mlse.cli.build_parser`."""
+    """Register ``warm`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
     wa = sub.add_parser("warm", help="compute what each tab of the app shows first into the cache (idempotent)",
                         description="Compute what each tab's first view needs for the default models (model files, "
                                     "example embeddings, the default STS pair, Tatoeba language and map) into the "

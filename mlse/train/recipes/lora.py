@@ -2,12 +2,13 @@
 
 A student fine-tuned with ``lora_r > 0`` trains only low-rank updates ``W + (alpha / r) B A`` of the transformer's
 attention and feed-forward matrices (Hu et al. 2021), plus any small module appended after pooling (the linear bridge
-of :mod:`mlse.bridge`). Two things are saved from it:
+of :mod:`mlse.train.recipes.bridge`). Two things are saved from it:
 
 * an ordinary sentence-transformers folder with the update merged into the weights (what every other part of mlse
   loads: cache, ONNX backends, heads, the app), and
 * the adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``, and ``extra_modules/`` for the appended
-  modules): a few MB, small enough to ship in ``assets/models/`` and rebuilt onto the base by :func:`build_merged`.
+  modules): a few MB, small enough to ship in ``assets/models/`` and rebuilt onto the base by
+  :func:`mlse.encoders.lora_merge.build_merged`.
 
 ``peft`` and torch are imported inside the functions: ``import mlse`` stays light.
 """
@@ -18,14 +19,13 @@ import copy
 import json
 from pathlib import Path
 
-from mlse.bridge import st_modules
+from mlse.encoders.lora_merge import EXTRA_DIR, EXTRA_FILE
+from mlse.encoders.st_compat import set_hf_model
 
 # Every linear map inside the encoder blocks of BERT / XLM-R models (attention q, k, v, output; FFN in and out), matched
 # against peft's full module names; the pooler (unused by mean pooling) is not among them.
 TARGET_MODULES = (r"(.*\.)?encoder\.layer\.\d+\."
                   r"(attention\.(self\.(query|key|value)|output\.dense)|intermediate\.dense|output\.dense)")
-EXTRA_DIR = "extra_modules"
-EXTRA_FILE = "modules.json"
 
 
 def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0):
@@ -38,17 +38,8 @@ def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0
 
     config = LoraConfig(r=r, lora_alpha=alpha if alpha is not None else 2 * r, lora_dropout=dropout,
                         target_modules=TARGET_MODULES, bias="none")  # fmt: skip
-    _set_hf_model(student[0], get_peft_model(student[0].auto_model, config))
+    set_hf_model(student[0], get_peft_model(student[0].auto_model, config))
     return student
-
-
-def _set_hf_model(transformer, model) -> None:
-    """Replace the transformers model inside a sentence-transformers ``Transformer`` module.
-
-    sentence-transformers 6 keeps it in ``.model`` behind a read-only ``auto_model`` property; 5 in ``.auto_model``.
-    """
-    slot = "model" if isinstance(getattr(type(transformer), "auto_model", None), property) else "auto_model"
-    setattr(transformer, slot, model)
 
 
 def has_lora(student) -> bool:
@@ -60,7 +51,7 @@ def merged_copy(student):
     if not has_lora(student):
         return student
     plain = copy.deepcopy(student)
-    _set_hf_model(plain[0], plain[0].auto_model.merge_and_unload())
+    set_hf_model(plain[0], plain[0].auto_model.merge_and_unload())
     return plain
 
 
@@ -103,44 +94,6 @@ def _load(path: Path) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(path))
-
-
-def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
-    """Rebuild a fine-tuned student from its base model folder and a saved adapter; save it to ``out``.
-
-    The adapter's matrices are merged in float32 (an fp16 adapter is upcast first), extra modules are appended after
-    the base model's own modules, and the result is an ordinary sentence-transformers folder.
-    """
-    import torch
-    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
-    from safetensors.torch import load_file
-    from sentence_transformers import SentenceTransformer
-
-    models = st_modules()
-    model = SentenceTransformer(str(base_folder), device="cpu", local_files_only=True, trust_remote_code=False)
-    transformer = model[0]
-    # Built from the local files alone (no PeftModel.from_pretrained: it can reach for the hub)
-    saved = json.loads((adapter_folder / "adapter_config.json").read_text())
-    config = LoraConfig(**{k: v for k, v in saved.items() if k in LoraConfig.__dataclass_fields__})
-    peft_model = get_peft_model(transformer.auto_model, config)
-    weights = load_file(str(adapter_folder / "adapter_model.safetensors"))
-    result = set_peft_model_state_dict(peft_model, {k: v.to(torch.float32) for k, v in weights.items()})
-    if getattr(result, "unexpected_keys", None):
-        raise ValueError(f"{adapter_folder}: adapter weights that fit no module: {result.unexpected_keys[:3]}")
-    _set_hf_model(transformer, peft_model.merge_and_unload())
-    entries = json.loads((adapter_folder / EXTRA_DIR / EXTRA_FILE).read_text()) if (
-        adapter_folder / EXTRA_DIR / EXTRA_FILE).is_file() else []  # fmt: skip
-    modules = list(model)
-    for entry in entries:
-        cls = getattr(models, entry["type"].rsplit(".", 1)[1])
-        module = cls.load(str(adapter_folder / EXTRA_DIR / entry["path"]))
-        modules.append(module.to(torch.float32))
-    rebuilt = SentenceTransformer(modules=modules, device="cpu", trust_remote_code=False)
-    # prompts (e5's "query: ") and the default prompt travel with the base model's settings
-    rebuilt.prompts = dict(getattr(model, "prompts", {}) or {})
-    rebuilt.default_prompt_name = getattr(model, "default_prompt_name", None)
-    rebuilt.max_seq_length = model.max_seq_length
-    rebuilt.save(str(out), create_model_card=False)
 
 
 def trainable_parameters(module) -> int:

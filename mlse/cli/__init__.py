@@ -1,0 +1,1 @@
+"""The command line, ``python -m mlse``: the entry point and its commands (:func:`mlse.cli.main.main`)."""

@@ -1,0 +1,97 @@
+"""mlse.ui.state.AppState: constructing it touches neither disk nor network; start() does what a starting app does."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from mlse.serving import hub_probe
+from mlse.serving.model_pool import ModelPool
+from mlse.ui.state import AppState
+
+
+def tree(root: Path) -> dict[str, int]:
+    """Every path under ``root`` with its modification time: any rename, write or new file changes it."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in [root, *root.rglob("*")]}
+
+
+@pytest.fixture()
+def runs_with_a_run_left_aside(monkeypatch, tmp_path) -> Path:
+    """A runs folder where a killed job left a run aside (what start() puts back), read-only."""
+    runs = tmp_path / "runs"
+    aside = runs / ".my-run.replaced-123"
+    aside.mkdir(parents=True)
+    (aside / "scorer.json").write_text("{}")
+    monkeypatch.setenv("MLSE_RUNS", str(runs))
+    return runs
+
+
+@pytest.fixture()
+def no_network(monkeypatch) -> list[str]:
+    """Record (and refuse) every socket, name lookup and hub probe."""
+    attempts: list[str] = []
+
+    def refuse(what):
+        def call(*args, **kwargs):
+            attempts.append(what)
+            raise OSError(f"{what}: no network in this test")
+
+        return call
+
+    monkeypatch.setattr(socket, "socket", refuse("socket"))
+    monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
+    monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
+    monkeypatch.setattr(hub_probe, "probe_in_background", lambda: attempts.append("hub probe"))
+    hub_probe.remember(None)
+    yield attempts
+    hub_probe.remember(None)
+
+
+def test_constructing_touches_no_disk_and_no_network(runs_with_a_run_left_aside, no_network):
+    runs = runs_with_a_run_left_aside
+    before = tree(runs)
+    os.chmod(runs, 0o555)  # read-only as well (root ignores it: the tree comparison is the check that holds)
+    try:
+        state = AppState(default_models=("minilm-en",), max_memory="800MB")
+    finally:
+        os.chmod(runs, 0o755)
+    assert tree(runs) == before  # nothing renamed, written or created
+    assert no_network == []  # no socket, no lookup, no probe started
+    assert isinstance(state.pool, ModelPool) and state.loaded() == [] and state.loaded_bytes == 0
+
+
+def test_constructing_on_a_missing_runs_folder_creates_nothing(monkeypatch, tmp_path, no_network):
+    missing = tmp_path / "nowhere" / "runs"
+    monkeypatch.setenv("MLSE_RUNS", str(missing))
+    monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "nowhere" / "cache"))
+    AppState(backend="onnx")
+    assert not (tmp_path / "nowhere").exists() and no_network == []
+
+
+def test_start_puts_back_runs_left_aside_and_starts_the_probe(runs_with_a_run_left_aside, no_network):
+    runs = runs_with_a_run_left_aside
+    state = AppState(default_models=())
+    assert state.start() is state
+    assert (runs / "my-run" / "scorer.json").is_file() and not (runs / ".my-run.replaced-123").exists()
+    assert no_network == ["hub probe"]  # started in the background; the answer is read at the next rescan
+
+
+def test_a_bad_setting_is_refused_at_construction():
+    from mlse.errors import MlseError
+
+    with pytest.raises(MlseError, match="--max-memory"):
+        AppState(max_memory="plenty")
+    with pytest.raises(MlseError):
+        AppState(backend="tensorrt")
+
+
+def test_the_pool_is_a_library_object_the_state_delegates_to(tiny_bert):
+    pool = ModelPool(max_memory="1GB")
+    first = pool.get(str(tiny_bert))
+    assert pool.get(str(tiny_bert)) is first and first.encode(["a sentence"]).shape == (1, 32)
+    assert pool.loaded() == [("local", str(Path(tiny_bert).resolve()))] and pool.loaded_bytes > 0
+    state = AppState(default_models=(), pool=pool)
+    assert state.encoder(str(tiny_bert)) is first and state.loaded_bytes == pool.loaded_bytes
