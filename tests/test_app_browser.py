@@ -10,7 +10,6 @@ installs them: a CI run that skipped the browser would report green without ever
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -39,6 +38,7 @@ from tests.browser import (
     visible_plot,
     wait_for,
 )
+from tests.ci import missing
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "assets" / "examples"
 ENGLISH = "A man is playing a flute."
@@ -46,16 +46,12 @@ FRENCH = "Un homme joue de la flûte."
 SCORE_TIMEOUT = 90  # seconds; the first click loads the embedded model
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     """Chromium with the app's page open, with minilm-en as its only default (empty runs dir, no hub)."""
     reason = missing_browser()
     if reason:
-        pytest.fail(reason) if _in_ci() else pytest.skip(reason)
+        missing(reason)
     with pytest.MonkeyPatch.context() as env:  # module-wide: conftest's per-test environment comes too late
         env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("browser-runs")))
         env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("browser-cache")))

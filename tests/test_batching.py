@@ -145,10 +145,15 @@ def test_score_pair_on_a_real_model_is_the_same_batched_or_not(tiny_bert, monkey
         np.testing.assert_allclose(a["cosine"].astype(float), b["cosine"].astype(float), atol=2e-4)
 
 
-def test_a_lone_caller_does_not_wait_for_company():
+def test_a_lone_caller_does_not_wait_for_company(monkeypatch):
+    slept: list[float] = []
+    batcher_globals = MicroBatcher.encode.__globals__  # the batcher's module, wherever it lives
+    monkeypatch.setitem(batcher_globals, "time", SimpleNamespace(sleep=slept.append))  # its window, recorded
     encoder, batcher = CallCostEncoder(seconds_per_call=0), MicroBatcher(window_s=0.5)
-    started = time.perf_counter()
     for s1, s2 in _pairs(3):
         batcher.encode(encoder, [s1, s2])
-    assert time.perf_counter() - started < 0.5  # three calls, no window slept
+    assert slept == [] and encoder.call_sizes == [2, 2, 2]  # three calls, no window slept
     assert batcher._inside == 0
+    batcher._inside = 1  # another caller inside the batcher (for any encoder): now the window is worth waiting
+    batcher.encode(encoder, ["company"])
+    assert slept == [0.5] and batcher._inside == 1

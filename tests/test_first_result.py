@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.first_result import STEPS, markdown, progress_summary, verdict
 from tests.browser import TABS, missing_browser
+from tests.ci import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +62,7 @@ def test_every_step_is_a_tab_in_page_order():
 def test_quick_run_times_two_tabs_cold_and_warm(tmp_path):
     reason = missing_browser()
     if reason:
-        pytest.skip(reason)
+        missing(reason)
     out = tmp_path / "first-result.json"
     done = subprocess.run([sys.executable, "-m", "benchmarks.first_result", "--quick", "--out", str(out)], cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,

@@ -91,7 +91,9 @@ def test_head_job_killed_puts_back_the_run_it_was_replacing(tiny_bert, data_dir,
     assert not [p for p in runs_dir().iterdir() if p.name.startswith(f".{name}.replaced")]
     from mlse.ui.app import build_app
 
-    assert build_app(state) is not None  # every tab builds over the recovered runs folder
+    demo = build_app(state)  # every tab builds over the recovered runs folder, and its model pickers offer the run
+    offered = {value for block in demo.blocks.values() for _, value in getattr(block, "choices", None) or []}
+    assert f"runs/{name}" in offered, sorted(offered)
     training_job(TrainRequest(**{**vars(req), "overwrite": True, "max_epochs": 1}))(lambda r: None, threading.Event())
     assert Scorer.load(runs_dir() / name).metadata["metrics"]["stage1_epochs"] == 1  # the rerun replaced it
 

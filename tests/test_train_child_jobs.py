@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -29,9 +28,9 @@ def test_stop_reaches_the_child_and_it_returns():
         records.append(record)
         stop.set()  # pressed as soon as the job says it is running
 
-    started = time.monotonic()
+    # the child waits for nothing but Stop: its answer is the proof that Stop crossed the boundary
     assert run_in_child("tests.child_targets:wait_for_stop", report=report, stop=stop) == "saw stop"
-    assert time.monotonic() - started < 60 and records[0]["message"] == "waiting"
+    assert [r["message"] for r in records] == ["waiting"]
 
 
 def test_a_user_error_and_a_dead_child_are_clear_messages():

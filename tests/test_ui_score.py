@@ -314,7 +314,9 @@ def test_missing_examples_file_gives_no_examples(tmp_path):
 
 
 def test_build_tab_wires_the_events(state):
-    gr = pytest.importorskip("gradio")
+    from tests.ci import require_module
+
+    gr = require_module("gradio")
     from mlse.ui import score_tab
 
     with gr.Blocks() as demo:

@@ -253,7 +253,9 @@ def test_scores_with_the_tiny_bert_through_the_app_state(tiny_bert, tmp_path, mo
 
 
 def test_the_section_builds_with_its_events():
-    gr = pytest.importorskip("gradio")
+    from tests.ci import require_module
+
+    gr = require_module("gradio")
     model = SimpleNamespace(name="fake-a", label="fake-a · backbone")
     state = FakeState({"fake-a": FakeEncoder()})
     state.models = lambda: [model]
@@ -270,7 +272,9 @@ def test_the_section_builds_with_its_events():
 def test_stop_over_http_keeps_the_rows_scored(monkeypatch):
     """The page's own path: Score file runs in the queue, Stop (unqueued, same session) lands while it runs, and the
     answer holds the rows scored before it, with every row in the download."""
-    gr = pytest.importorskip("gradio")
+    from tests.ci import require_module
+
+    gr = require_module("gradio")
     from gradio_client import Client
 
     from tests.app_server import HOST, free_port
