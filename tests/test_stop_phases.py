@@ -75,8 +75,8 @@ def test_stop_during_encoding_ends_a_head_job_after_the_chunk_in_flight_and_keep
 
 def test_a_budget_shorter_than_the_encoding_ends_the_job(slow_encoder, monkeypatch):
     """The budget's clock jumps past the minute as soon as the first chunk is encoded: the job ends before the next."""
-    real_now = mlse.stopping._now
-    monkeypatch.setattr(mlse.stopping, "_now", lambda: real_now() + (61.0 if slow_encoder.calls else 0.0))
+    real_now = mlse.runs.stop_signal._now
+    monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: real_now() + (61.0 if slow_encoder.calls else 0.0))
     runner = JobRunner()
     job = runner.submit("s1-budget", training_job(stage1_request("s1-budget", budget_minutes=1)))
     assert runner.wait(HANG_S)
