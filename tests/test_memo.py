@@ -82,7 +82,12 @@ def test_the_apps_memos_are_bounded_by_bytes():
     from mlse.runs import results_index
     from mlse.ui import gold_tab, tatoeba_tab
 
-    memos = [results_index._memo, tatoeba_tab._memo, gold_tab._memo, stsb._parse_sts_cached.memo,
-             contamination._evaluation_sentences.memo]  # fmt: skip
+    memos = [
+        results_index._memo,
+        tatoeba_tab._memo,
+        gold_tab._memo,
+        stsb._parse_sts_cached.memo,
+        contamination._evaluation_sentences.memo,
+    ]
     assert all(isinstance(m, BytesMemo) and 0 < m.max_bytes <= 256 * MB for m in memos)
     assert {m.name for m in memos} <= set(memo_report())

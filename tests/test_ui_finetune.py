@@ -15,8 +15,20 @@ from mlse.ui.state import AppState
 
 def tiny_form(tiny_bert, run_name: str, **overrides) -> dict:
     """A hard-contrastive run on 32 en-de pairs, batch 8, dev every 2 steps on 64 rows per dev pair."""
-    form = dict(method="hard", model=str(tiny_bert), teacher=None, pairs=["en-de"], max_pairs=32, budget_minutes=2.0,
-                name=run_name, overwrite=False, batch_size=8, eval_every=2, dev_max_pairs=64, lr=1e-3)  # fmt: skip
+    form = dict(
+        method="hard",
+        model=str(tiny_bert),
+        teacher=None,
+        pairs=["en-de"],
+        max_pairs=32,
+        budget_minutes=2.0,
+        name=run_name,
+        overwrite=False,
+        batch_size=8,
+        eval_every=2,
+        dev_max_pairs=64,
+        lr=1e-3,
+    )
     form.update(overrides)
     return form
 

@@ -20,7 +20,6 @@ from mlse.ui.tatoeba_tab import (
 SMALL = "tzl"  # the smallest LASER Tatoeba language (~100 pairs): keeps encoding fast
 
 
-
 @pytest.fixture()
 def html_corpus(tmp_path, monkeypatch):
     """A 4-pair Tatoeba-like language 'zzz' whose sentences hold HTML and markdown."""

@@ -61,9 +61,13 @@ log = logging.getLogger("mlse")
 
 
 def _add_backend(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                        help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
-                             "cached; MLSE_THREADS sets the CPU threads, default 2)")  # fmt: skip
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
+        "cached; MLSE_THREADS sets the CPU threads, default 2)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,14 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
     add_warm_parser(sub)
     add_records_parser(sub)
 
-    data = sub.add_parser("data", help="show the data directory in use, fetch datasets from the hub, or rebuild the "
-                          "shipped training bitext sample (sample-bitext)")  # fmt: skip
+    data = sub.add_parser(
+        "data",
+        help="show the data directory in use, fetch datasets from the hub, or rebuild the "
+        "shipped training bitext sample (sample-bitext)",
+    )
     data.add_argument("action", choices=["info", "fetch", "sample-bitext"])
     data.add_argument("--out", default=None, help="sample-bitext: target folder (default: assets/data/finetune-bitext)")
-    data.add_argument("--dataset", choices=["all", "stsb_multi_mt", "flores200", "tatoeba"], default="all",
-                      help="fetch: one dataset (downloaded again if present), or all (default: those missing)")
-    data.add_argument("--to", default=os.environ.get("MLSE_DATA") or None,
-                      help="fetch: target folder (default: MLSE_DATA; then pass it as --data-dir)")
+    data.add_argument(
+        "--dataset",
+        choices=["all", "stsb_multi_mt", "flores200", "tatoeba"],
+        default="all",
+        help="fetch: one dataset (downloaded again if present), or all (default: those missing)",
+    )
+    data.add_argument(
+        "--to",
+        default=os.environ.get("MLSE_DATA") or None,
+        help="fetch: target folder (default: MLSE_DATA; then pass it as --data-dir)",
+    )
     data.add_argument("--data-dir", default=None)
 
     # train and finetune: one option per field of the configuration dataclasses (mlse.train.config), which hold the
@@ -104,16 +118,26 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="Stage-1 pairs per language pair (0: all)")
     ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
     ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
-    ex.add_argument("--recipes", type=csv_list, default=None,
-                    help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute "
-                         "budget")  # fmt: skip
+    ex.add_argument(
+        "--recipes",
+        type=csv_list,
+        default=None,
+        help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute budget",
+    )
     ex.add_argument("--seed", type=int, default=0)
-    ex.add_argument("--seeds", type=csv_list, default=None,
-                    help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
-                         "the first seed only; default: --seed alone)")
-    ex.add_argument("--report-only", action="store_true",
-                    help="rewrite the reports under --out from the results already there (seed-grid.json, or the "
-                         "students' per-recipe JSON) without training anything")  # fmt: skip
+    ex.add_argument(
+        "--seeds",
+        type=csv_list,
+        default=None,
+        help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
+        "the first seed only; default: --seed alone)",
+    )
+    ex.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite the reports under --out from the results already there (seed-grid.json, or the "
+        "students' per-recipe JSON) without training anything",
+    )
     ex.add_argument("--data-dir", default=None)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
@@ -121,16 +145,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend(ft, "training (only torch: evaluate the saved run with eval --backend instead)")
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
-    ev.add_argument("--model", default=DEFAULT_MODEL, help=f"registry name, local folder, run, or hub id (default "
-                    f"{DEFAULT_MODEL})")  # fmt: skip
+    ev.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"registry name, local folder, run, or hub id (default {DEFAULT_MODEL})"
+    )
     _add_backend(ev, "the model (a scorer's backbone)")
     ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
     ev.add_argument("--pairs", type=csv_list, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
-    ev.add_argument("--pairs-file", action="append", default=[],
-                    help="your rated pairs: sentence1, sentence2, score; TSV, CSV or JSONL (repeatable)")
+    ev.add_argument(
+        "--pairs-file",
+        action="append",
+        default=[],
+        help="your rated pairs: sentence1, sentence2, score; TSV, CSV or JSONL (repeatable)",
+    )
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
-    ev.add_argument("--langs", type=csv_list, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
-                    "(every language in the data)")  # fmt: skip
+    ev.add_argument(
+        "--langs",
+        type=csv_list,
+        default=[],
+        help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all (every language in the data)",
+    )
     ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
     ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
     ev.add_argument("--seed", type=int, default=0, help="mining: seed of the task construction")
@@ -143,10 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", help="fit a backbone's cosine -> 0-5 map on STS Multi MT dev (isotonic)")
     cal.add_argument("--model", required=True, help="registry name, local folder, run, or hub id")
-    cal.add_argument("--out", default=None, help="folder for <name>.json and <name>.manifest.json (default: "
-                     "$MLSE_RUNS/calibration; the shipped ones live in assets/models/calibration)")  # fmt: skip
-    cal.add_argument("--pairs", type=csv_list, default=None, help="STS pairs pooled in the fit (default: en-en and the "
-                     "12 cross-lingual pairs)")  # fmt: skip
+    cal.add_argument(
+        "--out",
+        default=None,
+        help="folder for <name>.json and <name>.manifest.json (default: "
+        "$MLSE_RUNS/calibration; the shipped ones live in assets/models/calibration)",
+    )
+    cal.add_argument(
+        "--pairs",
+        type=csv_list,
+        default=None,
+        help="STS pairs pooled in the fit (default: en-en and the 12 cross-lingual pairs)",
+    )
     cal.add_argument("--max-rows", type=int, default=None, help="first rows per pair only (a quick check)")
     _add_backend(cal, "the model (the calibration applies to every backend of the same weights)")
     cal.add_argument("--data-dir", default=None)
@@ -183,8 +224,10 @@ def cmd_data(args: argparse.Namespace) -> int:
         out = args.out or str(sample_dir())
         command = " ".join(["python -m mlse data sample-bitext", *(["--out", args.out] if args.out else [])])
         manifest = build_sample(args.data_dir, out, command=command)
-        print(f"wrote {sum(v['shipped'] for v in manifest['pairs'].values()):,} pairs of {len(manifest['pairs'])} "
-              f"language pairs ({manifest['total_bytes']:,} bytes) to {out}")  # fmt: skip
+        print(
+            f"wrote {sum(v['shipped'] for v in manifest['pairs'].values()):,} pairs of {len(manifest['pairs'])} "
+            f"language pairs ({manifest['total_bytes']:,} bytes) to {out}"
+        )
         return 0
     root = resolve_data_dir(args.data_dir)
     print(f"data directory: {root}")
@@ -225,10 +268,17 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(f"rewrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
         return 0
     stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
-    results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
-                            seed=args.seed, seeds=_int_list(args.seeds, "--seeds"), stage1_config=stage1_config,
-                            backend=args.backend,
-                            progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    results = run_seed_grid(
+        args.backbone,
+        out=out,
+        max_pairs=args.max_pairs or None,
+        data_dir=args.data_dir,
+        seed=args.seed,
+        seeds=_int_list(args.seeds, "--seeds"),
+        stage1_config=stage1_config,
+        backend=args.backend,
+        progress=lambda msg: print(msg, flush=True),
+    )
     print(markdown_table(results))
     print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
     return 0
@@ -249,8 +299,14 @@ def _students(args: argparse.Namespace) -> int:
     plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
     if not args.report_only:
         for name, recipe in plans:
-            run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
-                       progress=lambda msg: print(msg, flush=True))  # fmt: skip
+            run_recipe(
+                name,
+                recipe,
+                runs=runs_dir() / "students",
+                out=out,
+                data_dir=args.data_dir,
+                progress=lambda msg: print(msg, flush=True),
+            )
     print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
     print(f"wrote {out}/students.md, students.html")
     return 0
@@ -264,9 +320,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     encoder = load_model(args.model, backend=args.backend, device=args.device, cache=not args.no_cache)
     if args.task == "sts":
         result = runners.run_sts(
-            encoder, pairs=args.pairs, pairs_files=args.pairs_file, split=args.split, data_dir=data_dir,
+            encoder,
+            pairs=args.pairs,
+            pairs_files=args.pairs_file,
+            split=args.split,
+            data_dir=data_dir,
             batch_size=args.batch_size,
-        )  # fmt: skip
+        )
     elif args.task == "tatoeba":
         if not args.langs:
             raise MlseError("--task tatoeba needs --langs, e.g. --langs deu,fra,rus")
@@ -276,9 +336,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         result = runners.run_tatoeba(encoder, langs=langs, data_dir=data_dir, batch_size=args.batch_size)
     else:
         result = runners.run_mining(
-            encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed,
-            batch_size=args.batch_size,
-        )  # fmt: skip
+            encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed, batch_size=args.batch_size
+        )
     elapsed = time.perf_counter() - started
     print(f"{result.task} | model {result.model} ({result.model_identity}) | split {result.split}")
     print(result_table(result))
@@ -299,19 +358,28 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise MlseError(f"--max-rows must be at least 2, got {args.max_rows}")
     encoder = load_model(args.model, backend=args.backend)
     if isinstance(encoder, Scorer):
-        raise MlseError(f"{args.model!r} is a scorer (backbone + heads): calibrate its backbone instead; a Stage-2 "
-                        "head carries its own calibration")  # fmt: skip
+        raise MlseError(
+            f"{args.model!r} is a scorer (backbone + heads): calibrate its backbone instead; a Stage-2 "
+            "head carries its own calibration"
+        )
     started = time.perf_counter()
-    calibration, report = fit_calibration(encoder, data_dir=args.data_dir, pairs=args.pairs or CALIBRATION_PAIRS,
-                                          max_rows=args.max_rows, batch_size=args.batch_size,
-                                          progress=lambda msg: log.info("%s", msg))  # fmt: skip
+    calibration, report = fit_calibration(
+        encoder,
+        data_dir=args.data_dir,
+        pairs=args.pairs or CALIBRATION_PAIRS,
+        max_rows=args.max_rows,
+        batch_size=args.batch_size,
+        progress=lambda msg: log.info("%s", msg),
+    )
     command = "python -m mlse " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
     path, manifest = save_calibration(calibration, report, args.out or local_dir(), command=command)
     for split in ("dev", "test"):
         m = report[split]
-        print(f"{split}: {m['n']} pairs, Spearman x 100 pooled {m['spearman_cosine_pooled']:.2f} (cosine) -> "
-              f"{m['spearman_calibrated_pooled']:.2f} (calibrated), mean over pairs {m['spearman_cosine_mean']:.2f} "
-              f"-> {m['spearman_calibrated_mean']:.2f}; mean |calibrated - gold| {m['mae_calibrated']:.3f}")
+        print(
+            f"{split}: {m['n']} pairs, Spearman x 100 pooled {m['spearman_cosine_pooled']:.2f} (cosine) -> "
+            f"{m['spearman_calibrated_pooled']:.2f} (calibrated), mean over pairs {m['spearman_cosine_mean']:.2f} "
+            f"-> {m['spearman_calibrated_mean']:.2f}; mean |calibrated - gold| {m['mae_calibrated']:.3f}"
+        )
     print(f"{report['knots']} knots, weights {calibration.weights_identity}; {time.perf_counter() - started:.1f}s")
     print(f"wrote {path} and {manifest}")
     return 0
@@ -321,9 +389,12 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     def line(record: dict) -> None:
         dev, best = record["dev_spearman"], record["best_dev_spearman"]
         loss = "-" if record["loss"] is None else f"{record['loss']:.5f}"
-        print(f"step {record['step']} | epoch {record['epoch']:.3f} | loss {loss} | {record['elapsed_s']:.0f}s | "
-              f"dev {dev if dev is None else round(dev, 2)} (best {best if best is None else round(best, 2)})"
-              + (" saved" if record.get("saved") else ""), flush=True)  # fmt: skip
+        print(
+            f"step {record['step']} | epoch {record['epoch']:.3f} | loss {loss} | {record['elapsed_s']:.0f}s | "
+            f"dev {dev if dev is None else round(dev, 2)} (best {best if best is None else round(best, 2)})"
+            + (" saved" if record.get("saved") else ""),
+            flush=True,
+        )
 
     if args.backend != "torch":
         raise MlseError(
@@ -334,19 +405,36 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     metrics = finetune(config, progress=line)
     if metrics.get("rank", 0) != 0:  # one summary per run: ranks printing at once would interleave their lines
         return 0
-    keys = ("stop_reason", "steps", "best_dev_spearman", "best_step", "final_dev_spearman", "sentences_per_s",
-            "elapsed_s", "world_size", "parameter_checksum", "rank_checksums")  # fmt: skip
+    keys = (
+        "stop_reason",
+        "steps",
+        "best_dev_spearman",
+        "best_step",
+        "final_dev_spearman",
+        "sentences_per_s",
+        "elapsed_s",
+        "world_size",
+        "parameter_checksum",
+        "rank_checksums",
+    )
     print(json.dumps({k: metrics[k] for k in keys if k in metrics}), flush=True)
     print(f"saved {config.out}; use it as --model {config.out}")
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    items = reproduce_assets(only=args.only, out=Path(args.out) if args.out else None, runs=runs_dir() / "assets",
-                             data_dir=args.data_dir, progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    items = reproduce_assets(
+        only=args.only,
+        out=Path(args.out) if args.out else None,
+        runs=runs_dir() / "assets",
+        data_dir=args.data_dir,
+        progress=lambda msg: print(msg, flush=True),
+    )
     for item in items:
-        print(f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
-              f"{item.manifest['scores']['en-en']:.2f} ({item.folder})")
+        print(
+            f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
+            f"{item.manifest['scores']['en-en']:.2f} ({item.folder})"
+        )
     return 0
 
 

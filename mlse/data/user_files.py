@@ -51,8 +51,17 @@ from mlse.data.records import (
 from mlse.data.user_table import ROLE_NAMES, RowProblem, UserTable
 from mlse.errors import DataError
 
-__all__ = ["FORMATS", "KINDS", "ROLE_NAMES", "RowProblem", "UserTable", "parse_range", "read_pairs", "read_rows",
-           "read_table"]
+__all__ = [
+    "FORMATS",
+    "KINDS",
+    "ROLE_NAMES",
+    "RowProblem",
+    "UserTable",
+    "parse_range",
+    "read_pairs",
+    "read_rows",
+    "read_table",
+]
 
 KINDS = ("pairs", "sentences", "parallel")
 MAX_LISTED = 50  # skipped rows kept with their message (all are counted)
@@ -178,8 +187,11 @@ class _TableBuilder:
             self.skipped.append(problem)
 
     def no_rows(self):
-        shown = {"pairs": "sentence1, sentence2 and an optional score", "sentences": "one sentence per row",
-                 "parallel": "one column per language"}  # fmt: skip
+        shown = {
+            "pairs": "sentence1, sentence2 and an optional score",
+            "sentences": "one sentence per row",
+            "parallel": "one column per language",
+        }
         expected = " or ".join(shown[k] for k in self.kinds)
         self.fail(None, f"no rows found (expected rows of {expected})")
 
@@ -214,8 +226,20 @@ class _TableBuilder:
             if self.n_skipped:
                 self.fail(None, f"no usable rows: all {self.n_skipped} were refused; the first: {self.skipped[0]}")
             self.no_rows()
-        return UserTable(kind, self.label, self.fmt, columns, rows, lines, roles, languages, has_header,
-                         self.skipped, self.n_skipped, self.gold_range)  # fmt: skip
+        return UserTable(
+            kind,
+            self.label,
+            self.fmt,
+            columns,
+            rows,
+            lines,
+            roles,
+            languages,
+            has_header,
+            self.skipped,
+            self.n_skipped,
+            self.gold_range,
+        )
 
     def jsonl_columns(self, records):
         columns: list[str] = []
@@ -238,8 +262,11 @@ class _TableBuilder:
                 body.append((line, value))
                 continue
             missing = [c for c in columns if c not in value]
-            needed = [c for c in missing if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence", "gold")
-                      or is_language_code(c)]  # fmt: skip
+            needed = [
+                c
+                for c in missing
+                if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence", "gold") or is_language_code(c)
+            ]
             if needed:
                 body.append((line, f"key {needed[0]!r} is missing"))
                 continue
@@ -297,13 +324,16 @@ class _TableBuilder:
             # header=True over the user's own names ("Satz 1", "Satz 2", "Note"): the columns by position
         width = len(columns)
         # 3 columns: pairs with a score, unless the third column holds no numbers and the table may be parallel
-        scored = width == 3 and ("parallel" not in self.kinds or any(
-            reads_as_number(f[2]) for _, f in body[:50] if not isinstance(f, str) and len(f) == 3))  # fmt: skip
+        scored = width == 3 and (
+            "parallel" not in self.kinds
+            or any(reads_as_number(f[2]) for _, f in body[:50] if not isinstance(f, str) and len(f) == 3)
+        )
         if "pairs" in self.kinds and (scored or (width == 2 and self.kinds[0] == "pairs")):
             names = ["sentence1", "sentence2", "gold"][:width]
             return "pairs", dict(zip(names, columns)), []
-        labels_second = width == 2 and all(_LANG_CODE.match(f[1].strip()) for _, f in body[:50]
-                                            if not isinstance(f, str) and len(f) == 2)  # fmt: skip
+        labels_second = width == 2 and all(
+            _LANG_CODE.match(f[1].strip()) for _, f in body[:50] if not isinstance(f, str) and len(f) == 2
+        )
         sentence_rows = width == 1 or (width == 2 and (labels_second or "parallel" not in self.kinds))
         if "sentences" in self.kinds and sentence_rows:
             return "sentences", dict(zip(["sentence", "lang"], columns)), []
@@ -317,16 +347,24 @@ class _TableBuilder:
 
     def header_problem(self, columns) -> str:
         has = ", ".join(repr(c) for c in columns)
-        wanted = {"pairs": "sentence1 and sentence2 (optional: score, lang1, lang2)",
-                  "sentences": "sentence (optional: lang, id)",
-                  "parallel": "two or more language codes (en, de, zho_Hans ...)"}  # fmt: skip
-        return (f"the header has {has}; expected columns named " + ", or ".join(wanted[k] for k in self.kinds))
+        wanted = {
+            "pairs": "sentence1 and sentence2 (optional: score, lang1, lang2)",
+            "sentences": "sentence (optional: lang, id)",
+            "parallel": "two or more language codes (en, de, zho_Hans ...)",
+        }
+        return f"the header has {has}; expected columns named " + ", or ".join(wanted[k] for k in self.kinds)
 
     def position_problem(self, width: int) -> str:
-        wanted = {"pairs": "2 or 3 (sentence1, sentence2[, score])", "sentences": "1 or 2 (sentence[, language])",
-                  "parallel": "2 or more (one per language)"}  # fmt: skip
-        return (f"{width} column(s) and no header; expected " + ", or ".join(wanted[k] for k in self.kinds)
-                + ", or a header naming the columns")  # fmt: skip
+        wanted = {
+            "pairs": "2 or 3 (sentence1, sentence2[, score])",
+            "sentences": "1 or 2 (sentence[, language])",
+            "parallel": "2 or more (one per language)",
+        }
+        return (
+            f"{width} column(s) and no header; expected "
+            + ", or ".join(wanted[k] for k in self.kinds)
+            + ", or a header naming the columns"
+        )
 
     def require(self, roles, kind, columns) -> dict[str, str]:
         needed = ("sentence1", "sentence2") if kind == "pairs" else ("sentence",)

@@ -122,8 +122,10 @@ def score_request(direct: DirectApi, raw: bytes) -> tuple[int, dict]:
 
 def models_answer(state) -> dict:
     """``GET /api/models``: the models offered here with their kind, and the page's default selection."""
-    return {"models": [{"name": m.name, "kind": m.kind} for m in state.models()],
-            "default": state.default_selection()[0]}  # fmt: skip
+    return {
+        "models": [{"name": m.name, "kind": m.kind} for m in state.models()],
+        "default": state.default_selection()[0],
+    }
 
 
 def json_api(state, direct: DirectApi | None = None):

@@ -132,8 +132,15 @@ class Chunked:
         self._progress = progress
 
     def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
-        return encode_in_chunks(self._model, list(texts), should_stop=self._should_stop, batch_size=batch_size,
-                                progress=self._progress, normalize=normalize, show_progress=False)  # fmt: skip
+        return encode_in_chunks(
+            self._model,
+            list(texts),
+            should_stop=self._should_stop,
+            batch_size=batch_size,
+            progress=self._progress,
+            normalize=normalize,
+            show_progress=False,
+        )
 
     def __getattr__(self, attr):
         if attr.startswith("_"):
@@ -210,8 +217,10 @@ def example_texts(defaults: TabDefaults = TAB_DEFAULTS) -> list[str]:
         return []
     texts: dict[str, None] = {}
     for row in rows:
-        pair = [strip_controls(row.get(key) or "")[0].strip()[: defaults.example_max_chars]
-                for key in ("sentence1", "sentence2")]  # fmt: skip
+        pair = [
+            strip_controls(row.get(key) or "")[0].strip()[: defaults.example_max_chars]
+            for key in ("sentence1", "sentence2")
+        ]
         if all(pair):
             texts.update(dict.fromkeys(pair))
     return list(texts)

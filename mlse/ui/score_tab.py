@@ -131,8 +131,9 @@ def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]
     """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
     :func:`mlse.api.pair_scores`, through the app's micro-batcher (concurrent requests share one encoder call)."""
     batcher = getattr(state, "batcher", None)
-    cos, calibrated = pair_scores(state.encoder(name), [s1], [s2],
-                                  encode=batcher.encode if batcher is not None else None)  # fmt: skip
+    cos, calibrated = pair_scores(
+        state.encoder(name), [s1], [s2], encode=batcher.encode if batcher is not None else None
+    )
     return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
 
 
@@ -181,8 +182,11 @@ def score_pair(
     problems = [f"`{md_code(name)}`: {md_escape(why)}" for name, why in failures]
     table = pd.DataFrame(rows, columns=COLUMNS)
     calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
-    return table, with_preparing_note(state, "score", _status(s1, s2, lang1, lang2, gold, notices, problems,
-                                      scored=len(rows), calibration_notes=calibration_notes))  # fmt: skip
+    return table, with_preparing_note(
+        state,
+        "score",
+        _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows), calibration_notes=calibration_notes),
+    )
 
 
 def _clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:
@@ -196,8 +200,9 @@ def _capped(names: list[str]) -> tuple[list[str], int]:
     return names[:MAX_MODELS], len(names)
 
 
-def score_models(state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
-                 ) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:  # fmt: skip
+def score_models(
+    state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
+) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:
     """(name, kind, cosine, calibrated or None) for every model that scored the (cleaned) pair, and (name, why) for
     every one that could not: one broken model never takes the others down with it."""
     scores, failures = [], []
@@ -235,16 +240,21 @@ def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) 
     # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
     # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
     offered = set(state.model_names())
-    refused = [(name, "not a model offered here (the Models list of the Score tab names them)")
-               for name in names if name not in offered]  # fmt: skip
+    refused = [
+        (name, "not a model offered here (the Models list of the Score tab names them)")
+        for name in names
+        if name not in offered
+    ]
     scores, failures = score_models(state, [n for n in names if n in offered], s1, s2)
     failures = refused + failures
-    answer["scores"] = [{"model": name, "kind": kind, "cosine": round(cos, 4),
-                         "calibrated": round(cal, 2) if cal is not None else None}
-                        for name, kind, cos, cal in scores]  # fmt: skip
+    answer["scores"] = [
+        {"model": name, "kind": kind, "cosine": round(cos, 4), "calibrated": round(cal, 2) if cal is not None else None}
+        for name, kind, cos, cal in scores
+    ]
     answer["not_scored"] = [{"model": name, "why": why} for name, why in failures]
-    answer["languages"] = [dict(zip(("code", "how"), resolve_language(text, override)))
-                           for text, override in ((s1, lang1), (s2, lang2))]  # fmt: skip
+    answer["languages"] = [
+        dict(zip(("code", "how"), resolve_language(text, override))) for text, override in ((s1, lang1), (s2, lang2))
+    ]
     return answer
 
 
@@ -331,8 +341,10 @@ def build_tab(state) -> list[ModelPicker]:
     languages = language_options()
     examples = load_examples()
     with gr.Tab("Score a pair"):
-        gr.Markdown("Type two sentences in any languages (or pick an example below) and compare every model: "
-                    "backbones, +Stage 1, +Stage 1+2 and fine-tuned students.")  # fmt: skip
+        gr.Markdown(
+            "Type two sentences in any languages (or pick an example below) and compare every model: "
+            "backbones, +Stage 1, +Stage 1+2 and fine-tuned students."
+        )
         with gr.Row():
             with gr.Column():
                 s1 = gr.Textbox(label="Sentence 1", lines=2, max_length=100_000)
@@ -351,8 +363,12 @@ def build_tab(state) -> list[ModelPicker]:
         table = gr.Dataframe(value=empty_table(), label="Similarity", interactive=False, wrap=True)
         status = gr.Markdown()
         if examples:
-            gr.Examples([[e["sentence1"], e["sentence2"], e["gold"]] for e in examples], inputs=[s1, s2, gold],
-                        example_labels=[example_label(e) for e in examples], label="Examples")  # fmt: skip
+            gr.Examples(
+                [[e["sentence1"], e["sentence2"], e["gold"]] for e in examples],
+                inputs=[s1, s2, gold],
+                example_labels=[example_label(e) for e in examples],
+                label="Examples",
+            )
 
         def run(sentence1, sentence2, models, lang1, lang2, gold, progress=gr.Progress()):
             return score_pair(state, sentence1, sentence2, models, lang1, lang2, gold, lambda f, d: progress(f, desc=d))
@@ -362,8 +378,15 @@ def build_tab(state) -> list[ModelPicker]:
             return gr.update(choices=c, value=sel), n
 
         for box, label in ((s1, detected1), (s2, detected2)):
-            box.change(detect_handler, box, label, trigger_mode="always_last", show_progress="hidden",
-                       concurrency_limit=4, api_visibility="private")  # fmt: skip
+            box.change(
+                detect_handler,
+                box,
+                label,
+                trigger_mode="always_last",
+                show_progress="hidden",
+                concurrency_limit=4,
+                api_visibility="private",
+            )
             # typed text is no longer the example: its reference score no longer applies
             box.input(lambda: None, None, gold, show_progress="hidden", concurrency_limit=4, api_visibility="private")
         inputs = [s1, s2, models, lang1, lang2, gold]
@@ -375,8 +398,9 @@ def build_tab(state) -> list[ModelPicker]:
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
         direct = DirectApi(state)
 
-        def score(sentence1: str, sentence2: str, models: list[str] | None = None, lang1: str = AUTO,
-                  lang2: str = AUTO) -> dict:  # fmt: skip
+        def score(
+            sentence1: str, sentence2: str, models: list[str] | None = None, lang1: str = AUTO, lang2: str = AUTO
+        ) -> dict:
             """Score a pair of sentences with each model named (none: the page's default selection). Returns
             {"scores": [{"model", "kind", "cosine", "calibrated"}], "languages", "notices", "not_scored"}."""
             try:
