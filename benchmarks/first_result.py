@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks._first_result_report import TARGETS, markdown, verdict
 from benchmarks.common import QUICK_HELP, app_env, free_port, machine, output_file, stop_app, wait_for_page
 from mlse.atomic import atomic_write_text
 from mlse.data.portable import portable_record
@@ -44,7 +45,6 @@ from mlse.serving.procmem import memory_mb
 from tests.browser import TABS, click, fill_textbox, missing_browser, open_app, open_tab, start_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"warm_s": 3.0, "cold_s": 60.0, "rss_mb": 1200.0}
 SENTENCES = ("A man is playing a flute.", "Un homme joue de la flûte.")
 QUICK_MODEL = "minilm-en"
 QUICK_TABS = ("score", "results")
@@ -305,56 +305,6 @@ def measure_mode(mode: str, args) -> dict:
         stop_app(proc)
     result["app_log_tail"] = log_path.read_text(errors="replace").strip().splitlines()[-5:]
     return result
-
-
-def verdict(mode: dict) -> dict:
-    """Each target for one mode: met, or not (None where it was not measured)."""
-    limit = TARGETS["warm_s"] if mode["mode"] == "warm" else TARGETS["cold_s"]
-    tabs = mode.get("tabs", {})
-    out = {slug: tab["seconds"] is not None and tab["seconds"] <= limit for slug, tab in tabs.items()}
-    if mode["mode"] == "cold":
-        out |= {f"{slug}_progress": tab["progress"]["throughout"] for slug, tab in tabs.items() if "progress" in tab}
-    rss = mode.get("rss_after_pass", {}).get("rss_mb")
-    out["rss"] = None if rss is None else rss <= TARGETS["rss_mb"]
-    return out
-
-
-def markdown(report: dict) -> str:
-    lines = [
-        f"# First result per tab ({report['backend']})",
-        "",
-        f"`{report['command']}` on {report['machine']['cpu']} ({report['machine']['cpus']} CPUs; ISA "
-        f"{', '.join(report['machine']['isa'])}); load average {report['machine']['load_average']:.1f} at start, "
-        f"{report['load_average_end']:.1f} at the end. Targets: warm <= {TARGETS['warm_s']:.0f} s, cold <= "
-        f"{TARGETS['cold_s']:.0f} s with progress shown throughout, RSS after the pass <= "
-        f"{TARGETS['rss_mb']:.0f} MB.",
-        "",
-    ]
-    for mode in report["modes"]:
-        if "error" in mode:
-            lines += [f"**{mode['mode']}**: {mode['error']}", ""]
-            continue
-        warm = f"; `mlse warm` took {mode['warm']['seconds']} s" if "warm" in mode else ""
-        rss = mode.get("rss_after_pass", {})
-        lines += [
-            f"**{mode['mode']}**: page served in {mode['page_served_s']} s, drawn in {mode['page_drawn_s']} s"
-            f"{warm}; RSS after the pass {rss.get('rss_mb')} MB ({rss.get('processes')} processes).",
-            "",
-            "| tab | first result (s) | tab drawn (s) | progress shown | longest gap (s) | target met |",
-            "|---|---:|---:|---:|---:|:---:|",
-        ]
-        met = verdict(mode)
-        for slug, tab in mode.get("tabs", {}).items():
-            progress = tab.get("progress") or {}
-            shown = "-" if progress.get("visible_share") is None else f"{progress['visible_share']:.0%}"
-            ok = met[slug] and met.get(f"{slug}_progress", True)
-            lines.append(
-                f"| {tab['tab']} | {tab['seconds'] if tab['seconds'] is not None else tab.get('error')} | "
-                f"{tab['tab_open_s']} | {shown} | {progress.get('longest_gap_s', '-')} | "
-                f"{'yes' if ok else 'no'} |"
-            )
-        lines.append("")
-    return "\n".join(lines)
 
 
 def main() -> None:

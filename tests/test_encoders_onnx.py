@@ -313,12 +313,12 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
         return fake
 
-    import mlse.cli.main as cli
+    import mlse.cli.experiment as cli_experiment
     import mlse.train.head_training as heads
 
     monkeypatch.setattr(heads, "train_stage1", capture("stage1"))  # what `train stage1/2` runs (train_heads)
     monkeypatch.setattr(heads, "train_stage2", capture("stage2"))
-    monkeypatch.setattr(cli, "run_seed_grid", capture("grid"))
+    monkeypatch.setattr(cli_experiment, "run_seed_grid", capture("grid"))
     for argv in (
         ["train", "stage1", "--backend", "onnx-int8"],
         ["train", "stage2", "--stage1", "x", "--backend", "onnx"],

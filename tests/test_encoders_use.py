@@ -124,7 +124,8 @@ def test_embeddings_and_tokens_equal_the_package_on_flores(muse, flores_sample):
 
 
 def test_finetune_refuses_muse_as_student_before_loading_anything():
-    from mlse.train.config import FinetuneConfig, validate
+    from mlse.train.config import FinetuneConfig
+    from mlse.train.config_validation import validate
 
     with pytest.raises(MlseError) as err:
         validate(FinetuneConfig(method="soft", student="muse", teacher="minilm-en"))

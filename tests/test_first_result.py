@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.first_result import STEPS, markdown, progress_summary, verdict
+from benchmarks._first_result_report import markdown, verdict
+from benchmarks.first_result import STEPS, progress_summary
 from tests.browser import TABS, missing_browser
 from tests.ci import missing
 

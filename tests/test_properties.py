@@ -18,7 +18,7 @@ from mlse.cli.main import build_parser, main
 from mlse.data.tsv import load_parallel_tsv, load_scored_tsv
 from mlse.errors import MlseError
 from mlse.train.runner import Job, JobRunner
-from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, tatoeba_tab
+from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, sentence_input, tatoeba_tab
 from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder
 
@@ -101,8 +101,8 @@ def answers_or_refuses(call) -> None:
 def test_score_tab(state, s1, s2, models, lang1, lang2, gold):
     table, status = score_tab.score_pair(state, s1, s2, models, lang1, lang2, gold)
     assert isinstance(table, pd.DataFrame) and isinstance(status, str) and status
-    assert isinstance(score_tab.detect_handler(s1), str)
-    code, confidence = score_tab.detect_api(s2)
+    assert isinstance(sentence_input.detect_handler(s1), str)
+    code, confidence = sentence_input.detect_api(s2)
     assert isinstance(code, str) and 0.0 <= confidence <= 1.0
     answer = score_tab.score_api(state, s1, s2, models, lang1, lang2)  # the direct API: JSON, never an exception
     assert set(answer) == {"scores", "languages", "notices", "not_scored"}

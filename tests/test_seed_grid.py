@@ -12,15 +12,12 @@ from mlse.experiments.seed_grid import (
     STAGE1_VARIANTS,
     STAGE2_VARIANTS,
     VARIANTS,
-    group_means,
     markdown_table,
-    relative_pearson,
     rewrite_reports,
     run_seed_grid,
-    seed_summary,
     stage2_contrasts,
-    verdict,
 )
+from mlse.experiments.seed_grid_stats import group_means, relative_pearson, seed_summary, verdict
 
 
 def _s(pearson: float, spearman: float = 0.0) -> dict:

@@ -22,9 +22,9 @@ from mlse.ui.tatoeba_tab import (
     bitext_compare,
     bitext_details,
     bitext_retrieval,
-    source_view,
 )
 from mlse.ui.tatoeba_upload import EXAMPLE, read_bitext, to_bitext
+from mlse.ui.tatoeba_views import source_view
 from tests.fake_encoder import FakeEncoder
 
 REPO = Path(__file__).resolve().parents[1]

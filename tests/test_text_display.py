@@ -7,7 +7,7 @@ import pytest
 
 from mlse.text.control_chars import strip_controls
 from mlse.ui import results_tab
-from mlse.ui.score_tab import clean_text
+from mlse.ui.sentence_input import clean_text
 
 MEANINGFUL = {
     "family emoji (ZWJ sequence)": "👨\u200d👩\u200d👧",

@@ -12,7 +12,7 @@ from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.encoders.lora_merge import build_merged
 from mlse.errors import MlseError
-from mlse.train.config import validate
+from mlse.train.config_validation import validate
 from mlse.train.finetune import finetune
 from mlse.train.recipes.bridge import fit_linear_map, r2_score
 from mlse.train.student_model import load_student

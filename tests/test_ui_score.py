@@ -20,19 +20,8 @@ from mlse.heads.stage2 import Stage2Head
 from mlse.models import load_model
 from mlse.text.language_id import detect_language
 from mlse.ui import state as state_module
-from mlse.ui.score_tab import (
-    COLUMNS,
-    MAX_CHARS,
-    ApiBusy,
-    DirectApi,
-    clean_text,
-    detect_api,
-    detect_handler,
-    load_examples,
-    model_choices,
-    score_api,
-    score_pair,
-)
+from mlse.ui.score_tab import COLUMNS, ApiBusy, DirectApi, load_examples, model_choices, score_api, score_pair
+from mlse.ui.sentence_input import MAX_CHARS, clean_text, detect_api, detect_handler
 from mlse.ui.state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
 
 EN, DE = "A man is playing a flute.", "Ein Mann spielt eine Bambusflöte."
@@ -382,7 +371,7 @@ def test_direct_api_refuses_past_its_limit_at_once(state, runs):
 
 def test_detector_is_warmed_up_in_the_background():
     from mlse.text import language_id
-    from mlse.ui.score_tab import warm_up_detector
+    from mlse.ui.sentence_input import warm_up_detector
 
     thread = warm_up_detector()
     thread.join(30)

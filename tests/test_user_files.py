@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from mlse.data.user_files import MAX_LISTED, parse_range, read_pairs, read_rows, read_table
+from mlse.data.user_files import parse_range, read_pairs, read_rows, read_table
+from mlse.data.user_table_builder import MAX_LISTED
 from mlse.errors import DataError
 
 EXPECT_PAIRS = "(expected rows of sentence1, sentence2 and an optional score)"

@@ -10,9 +10,9 @@ heads' initialisation and the batch order); the first seed's runs keep the plain
 the FC prelayer (the costliest variant, ~10 CPU-minutes a run on a real backbone, and not one of the paper's main
 results: ``all_variants=True`` repeats it too) and the language-ID probe (measured once, on the first seed). The
 report then gives, per variant and group of pairs, the mean change over seeds and its seed standard deviation, and
-calls a change only when the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed
-noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair
-(test-set sampling noise).
+calls a change only when the mean exceeds twice that deviation (:func:`mlse.experiments.seed_grid_stats.verdict`): a
+difference below seed noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson
+and Spearman per pair (test-set sampling noise).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from mlse.data.stsb import load_sts
 from mlse.dirs import runs_dir
 from mlse.evaluation.runners import predict_sts
 from mlse.evaluation.sts import bootstrap_pearson, percentile_ci95, sts_metrics
+from mlse.experiments.seed_grid_stats import group_changes, group_means, relative_pearson, seed_summary
 from mlse.models import load_model
 from mlse.runs.folders import safe_name
 from mlse.runs.results import library_versions
@@ -223,75 +224,16 @@ def _evaluate(encoder, pairs, data_dir, n_boot: int = 0) -> dict[str, dict]:
     return out
 
 
-def seed_summary(baseline: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
-    """Per variant and group (trained pairs, held-out pairs, EN-EN alone, every pair): the change of mean Pearson and
-    Spearman against the baseline for each seed, their mean and standard deviation, and the verdict (see
-    :func:`verdict`)."""
-    return {variant: _group_changes(by_seed, lambda seed: baseline) for variant, by_seed in seed_scores.items()}
-
-
 def stage2_contrasts(seed_scores: dict[str, dict[str, dict]], reference: str = "s1+s2") -> dict[str, dict]:
     """Each other Stage-2 variant against plain S1+S2 *of the same seed* (same Stage-1 head, same data), summarised
-    as :func:`seed_summary` does: whether the conv prelayer or a non-linearity pays beyond seed noise."""
+    as :func:`~mlse.experiments.seed_grid_stats.seed_summary` does: whether the conv prelayer or a non-linearity pays
+    beyond seed noise."""
     ref = seed_scores.get(reference) or {}
     return {
-        variant: _group_changes({s: sc for s, sc in by_seed.items() if s in ref}, ref.__getitem__)
+        variant: group_changes({s: sc for s, sc in by_seed.items() if s in ref}, ref.__getitem__)
         for variant, by_seed in seed_scores.items()
         if variant in STAGE2_VARIANTS and variant != reference
     }
-
-
-_GROUPS = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "en-en": ["en-en"], "all": None}
-
-
-def _group_changes(by_seed: dict[str, dict], reference_of: Callable[[str], dict]) -> dict[str, dict]:
-    row: dict[str, dict] = {}
-    for group, members in _GROUPS.items():
-        for metric in ("pearson", "spearman"):
-            deltas = []
-            for seed, scores in by_seed.items():
-                ref = reference_of(seed)
-                present = [p for p in (members or scores) if p in scores and p in ref]
-                if present:
-                    deltas.append(float(np.mean([scores[p][metric] - ref[p][metric] for p in present])))
-            if deltas:
-                row[f"{group}/{metric}"] = summarise(deltas)
-    return row
-
-
-def summarise(deltas: list[float]) -> dict:
-    """Mean and sample standard deviation of per-seed changes, with the verdict on them."""
-    mean = float(np.mean(deltas))
-    sd = float(np.std(deltas, ddof=1)) if len(deltas) > 1 else float("nan")
-    return {"deltas": deltas, "mean": mean, "sd": sd, "verdict": verdict(mean, sd)}
-
-
-def verdict(mean: float, sd: float) -> str:
-    """ "better" / "worse" when the mean change exceeds twice its seed standard deviation, else "within seed noise"
-    ("one seed" when there is no deviation to compare with)."""
-    if not np.isfinite(sd):
-        return "one seed"
-    if abs(mean) > 2 * sd:
-        return "better" if mean > 0 else "worse"
-    return "within seed noise"
-
-
-def relative_pearson(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
-    """Pearson of each variant minus the baseline's, per pair (the seed's figures)."""
-    base = scores["baseline"]
-    return {v: {p: s[p]["pearson"] - base[p]["pearson"] for p in s} for v, s in scores.items() if v != "baseline"}
-
-
-def group_means(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
-    """Mean Pearson over the Stage-2 training pairs and over the held-out pairs, per variant."""
-    out = {}
-    for v, s in scores.items():
-        row = {}
-        for group, members in (("stage2-train", STAGE2_PAIRS), ("held-out", HELD_OUT_PAIRS)):
-            present = [p for p in members if p in s]
-            row[group] = float(np.mean([s[p]["pearson"] for p in present])) if present else float("nan")
-        out[v] = row
-    return out
 
 
 def markdown_table(results: dict) -> str:

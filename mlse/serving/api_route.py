@@ -29,7 +29,8 @@ from starlette.concurrency import run_in_threadpool
 
 from mlse.text.language_id import language_choices
 from mlse.ui.inputs import choice_problem
-from mlse.ui.score_tab import AUTO, MAX_CHARS, MAX_MODELS, ApiBusy, DirectApi, clean_text
+from mlse.ui.score_tab import MAX_MODELS, ApiBusy, DirectApi
+from mlse.ui.sentence_input import AUTO, MAX_CHARS, clean_text
 
 SCORE_PATH, MODELS_PATH = "/api/score", "/api/models"
 FIELDS = ("sentence1", "sentence2", "models", "lang1", "lang2")

@@ -50,11 +50,11 @@ class TabDefaults:
     """What each tab computes on its first press when nothing was changed (the tabs' own constants)."""
 
     examples_file: Path = EXAMPLES_FILE
-    example_max_chars: int = 2000  # score_tab.MAX_CHARS
+    example_max_chars: int = 2000  # sentence_input.MAX_CHARS
     sts_pair: str = "en-de"  # gold_tab.DEFAULT_PAIR
     sts_split: str = "test"
     tatoeba_lang: str = "deu"  # tatoeba_tab.DEFAULT_LANG
-    tatoeba_k: int = 4  # tatoeba_tab.MARGIN_K
+    tatoeba_k: int = 4  # tatoeba_views.MARGIN_K
     map_sentences: int = 100  # map_tab.DEFAULT_SENTENCES
     map_method: str = "umap"
     map_seed: int = 0

@@ -64,7 +64,8 @@ from mlse.atomic import atomic_write_text
 from mlse.encoders.torch import default_device
 from mlse.runs.folders import FINETUNE_CONFIG_FILE
 from mlse.runs.stop_signal import Stopped, StopSignal, check
-from mlse.train.config import FinetuneConfig, default_out, validate
+from mlse.train.config import FinetuneConfig, default_out
+from mlse.train.config_validation import validate
 from mlse.train.device import precision_record, resolve_precision
 from mlse.train.distributed import (
     barrier,

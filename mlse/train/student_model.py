@@ -19,7 +19,8 @@ from mlse.encoders.identity import text_prefix
 from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
-from mlse.train.config import FinetuneConfig, refuse_frozen_student
+from mlse.train.config import FinetuneConfig
+from mlse.train.config_validation import refuse_frozen_student
 from mlse.train.device import resolve_precision  # noqa: F401  (the student's precision: mlse.train.device decides)
 from mlse.train.finetune_data import TrainingData
 from mlse.train.recipes.bridge import dense_layer, fit_linear_map, r2_score

@@ -2,8 +2,9 @@
 
 The table has one row per model: backbones, backbones with the Stage-1 head, with Stage 1+2, and fine-tuned students,
 so one glance shows what each training step changes for this pair. The language of each sentence is detected offline
-(mlse.text.language_id) and can be overridden; the choice is shown with the result. Handlers are plain functions of
-``(state, ...)`` returning DataFrames and markdown, so tests call them without a browser.
+(mlse.text.language_id) and can be overridden; the choice is shown with the result (how a sentence is cleaned and
+its language found: :mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)`` returning
+DataFrames and markdown, so tests call them without a browser.
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ import pandas as pd
 from mlse.api import pair_scores
 from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
-from mlse.text.control_chars import strip_controls
-from mlse.text.language_id import UNDETERMINED, detect_language, detector_name, language_choices, language_name
+from mlse.text.language_id import detector_name, language_name
 from mlse.ui import explain_sections, score_file
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
+from mlse.ui.sentence_input import (
+    AUTO,
+    clean_text,
+    detect_api,
+    detect_handler,
+    language_options,
+    resolve_language,
+    warm_up_detector,
+)
 from mlse.ui.text import md_code, md_escape
 
-MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
 MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
 # each model's encoder call, while the work per request outside it (detection, a small table) stays light.
@@ -34,7 +42,6 @@ SCORE_CONCURRENCY = 20
 # Direct API calls scored at once: Gradio runs unqueued calls in its 40 worker threads, so more would wait anyway
 API_MAX_IN_FLIGHT = 32
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
-AUTO = "auto"
 COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
@@ -48,62 +55,9 @@ CALIBRATION_NOTE = (
 )
 
 
-# -- input hygiene --------------------------------------------------------------------------------------------------
-def clean_text(text: str | None) -> tuple[str, str]:
-    """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "").
-
-    Which characters go is :mod:`mlse.text.control_chars`'s rule: real controls and bidi overrides; joiners (U+200C,
-    U+200D), variation selectors and other meaningful format characters stay: removing them changes the text scored.
-    """
-    raw = text if isinstance(text, str) else ""
-    kept, removed = strip_controls(raw)
-    notices = []
-    if removed:
-        notices.append(f"removed {removed} control character(s)")
-    kept = kept.strip()
-    if len(kept) > MAX_CHARS:
-        notices.append(f"truncated from {len(kept):,} to {MAX_CHARS:,} characters")
-        kept = kept[:MAX_CHARS]
-    return kept, "; ".join(notices)
-
-
 def _echo(text: str) -> str:
     short = text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
     return md_escape(short)
-
-
-# -- languages ------------------------------------------------------------------------------------------------------
-def language_options() -> list[tuple[str, str]]:
-    """Choices for the language pickers: auto-detect first, then the project's languages, then the others."""
-    return [("auto-detect", AUTO), *language_choices()]
-
-
-def detect_handler(text: str | None) -> str:
-    """Live label under a sentence box: the detected language and how sure the detector is."""
-    cleaned, _ = clean_text(text)
-    if not cleaned:
-        return ""
-    code, confidence = detect_language(cleaned)
-    if code == UNDETERMINED:
-        return "Detected language: undetermined"
-    return f"Detected language: **{language_name(code)}** (`{code}`, {confidence:.0%})"
-
-
-def detect_api(text: str) -> tuple[str, float]:
-    """The API's language detector: (ISO 639-1-ish code or "und", confidence) for one text."""
-    return detect_language(clean_text(text)[0])
-
-
-def resolve_language(text: str, override: str | None) -> tuple[str, str]:
-    """(code, how it was chosen) for one sentence: the user's override if it is a known code, else detection."""
-    code, confidence = detect_language(text)
-    known = {c for _, c in language_choices()}
-    if override and override != AUTO:
-        if override in known:
-            how = "set by you" + (f"; detector said {code}" if code not in (override, UNDETERMINED) else "")
-            return override, how
-        return code, f"detected, {confidence:.0%}; unknown language “{md_escape(str(override))}” ignored"
-    return code, (f"detected, {confidence:.0%}" if code != UNDETERMINED else "could not be detected")
 
 
 # -- models ---------------------------------------------------------------------------------------------------------
@@ -321,15 +275,6 @@ def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
 def example_label(example: dict) -> str:
     gold = f" · gold {example['gold']:.1f}" if example["gold"] is not None else ""
     return f"{example.get('lang1', '?')}–{example.get('lang2', '?')}{gold} · {example.get('note', '')}"
-
-
-def warm_up_detector() -> threading.Thread:
-    """Load the language detector now, in the background: unpacking langid's model briefly takes ~100 MB more than it
-    keeps, which at start-up (before any model is loaded) does not add to the app's peak memory, and the first
-    request does not wait ~1 s for it."""
-    thread = threading.Thread(target=detector_name, name="mlse-langid-warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 # -- layout ---------------------------------------------------------------------------------------------------------

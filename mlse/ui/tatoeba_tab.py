@@ -6,7 +6,7 @@ browser. Their ``source`` is a Tatoeba language code or a user's bitext (a :clas
 read by :func:`mlse.ui.tatoeba_upload.read_bitext` and held in ``gr.State``): both are scored by the same
 :class:`~mlse.evaluation.runners.TatoebaLanguage` (for a language, the same numbers as ``python -m mlse eval --task
 tatoeba``), so retrieval, details and compare share one code path. Each (model, language or bitext content) result is
-kept in a small in-process memo, so a second look costs nothing.
+kept in a small in-process memo, so a second look costs nothing (:mod:`mlse.ui.tatoeba_views`).
 
 No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
 handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
@@ -15,17 +15,16 @@ handler (a string annotation naming a local import cannot be resolved, and the e
 import pandas as pd
 
 from mlse.analysis.retrieval_errors import compare_errors, query_neighbours
-from mlse.data.tatoeba import tatoeba_languages
 from mlse.data.types import ParallelCorpus
 from mlse.errors import MlseError
-from mlse.evaluation.bitext_view import bitext_notes, score_bitext
-from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage, tatoeba_language
-from mlse.memo import MB, BytesMemo
+from mlse.evaluation.bitext_view import bitext_notes
+from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage
 from mlse.ui.explain_sections import build_error_section
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
+from mlse.ui.tatoeba_views import MARGIN_K, languages, source_view
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import limits_note
 
@@ -33,7 +32,6 @@ DEFAULT_LANG = "deu"
 DATA_CHOICES = ("Tatoeba", "Your bitext")
 NO_BITEXT = "Read your bitext first: upload a file or paste rows, then press *Show errors on my bitext*."
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
-MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
 DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
 
@@ -57,37 +55,6 @@ NEIGHBOUR_WIDTHS = ["7%", "63%", "10%", "10%", "10%"]
 COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
 COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
-
-# (model identity, language, file, k) or ("bitext", model identity, content hash, k) -> TatoebaLanguage: two embedding
-# matrices each, so bounded by bytes (mlse.memo)
-_memo = BytesMemo("tatoeba_tab.views", 128 * MB)
-
-
-def languages(state) -> list[str]:
-    """The LASER Tatoeba languages found in the data directory ([] when it is missing)."""
-    try:
-        return tatoeba_languages(state.data_dir)
-    except MlseError:
-        return []
-
-
-def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
-    """One language scored with one model (through the embedding cache); memoised per model identity and data file."""
-    if not (lang or "").strip():
-        raise MlseError("Choose a Tatoeba language.")
-    if not (model or "").strip():
-        raise MlseError("Choose a model.")
-    encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
-    return tatoeba_language(encoder, lang, data_dir=state.data_dir, k=MARGIN_K, memo=_memo)
-
-
-def source_view(state, source, model: str) -> TatoebaLanguage:
-    """A Tatoeba language (its code) or a user's bitext (a ParallelCorpus) scored with one model, memoised."""
-    if not isinstance(source, ParallelCorpus):
-        return tatoeba_view(state, source, model)
-    if not (model or "").strip():
-        raise MlseError("Choose a model.")
-    return score_bitext(state.encoder(model), source, k=MARGIN_K, memo=_memo)
 
 
 def _labels(source) -> dict[str, str]:
