@@ -30,32 +30,65 @@ from mlse.serving.ports import choose_port, parse_port
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="the mlse app")
-    parser.add_argument("--backend", choices=BACKENDS, default=os.environ.get("MLSE_BACKEND", "torch"),
-                        help="how every model computes (default: MLSE_BACKEND, else torch)")  # fmt: skip
-    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                        help="address to listen on (default: GRADIO_SERVER_NAME, else 127.0.0.1)")  # fmt: skip
-    parser.add_argument("--port", default=None,
-                        help="port to listen on (default: GRADIO_SERVER_PORT, else 7860 or the next free one)")
-    parser.add_argument("--max-memory", default=os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY),
-                        help="memory for loaded models' weights, e.g. 1.5GB, 800MB or bytes; least recently used "
-                             "models are unloaded past it (default: MLSE_MAX_MEMORY, else 1.5GB)")  # fmt: skip
-    parser.add_argument("--public", action="store_true", default=False,
-                        help="serve anonymous visitors (on by itself when SPACE_ID is set): allow-listed hub downloads "
-                             "only, capped fine-tunes and uploads")  # fmt: skip
-    parser.add_argument("--allow-hub-model", action="append", default=[], metavar="ID",
-                        help="public mode: a hub model id visitors may download besides the registry's (repeatable; "
-                             "also MLSE_HUB_ALLOW)")  # fmt: skip
-    parser.add_argument("--max-upload-rows", type=int, default=None,
-                        help="rows an uploaded or pasted file may hold (default: MLSE_MAX_UPLOAD_ROWS, else 100000; "
-                             "public mode: 5000)")  # fmt: skip
-    parser.add_argument("--max-upload-bytes", type=int, default=None,
-                        help="bytes an uploaded file may hold (default: MLSE_MAX_UPLOAD_BYTES, else 100000000; "
-                             "public mode: 1000000)")  # fmt: skip
-    parser.add_argument("--no-fetch", action="store_true", default=os.environ.get("MLSE_FETCH", "1") == "0",
-                        help="do not fetch missing datasets from the hub at start (also MLSE_FETCH=0)")
-    parser.add_argument("--no-warm", action="store_true", default=os.environ.get("MLSE_WARM", "1") == "0",
-                        help="do not compute each tab's first view in the background at start (also "
-                             "MLSE_WARM=0)")  # fmt: skip
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=os.environ.get("MLSE_BACKEND", "torch"),
+        help="how every model computes (default: MLSE_BACKEND, else torch)",
+    )
+    parser.add_argument(
+        "--host",
+        default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        help="address to listen on (default: GRADIO_SERVER_NAME, else 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--port", default=None, help="port to listen on (default: GRADIO_SERVER_PORT, else 7860 or the next free one)"
+    )
+    parser.add_argument(
+        "--max-memory",
+        default=os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY),
+        help="memory for loaded models' weights, e.g. 1.5GB, 800MB or bytes; least recently used "
+        "models are unloaded past it (default: MLSE_MAX_MEMORY, else 1.5GB)",
+    )
+    parser.add_argument(
+        "--public",
+        action="store_true",
+        default=False,
+        help="serve anonymous visitors (on by itself when SPACE_ID is set): allow-listed hub downloads "
+        "only, capped fine-tunes and uploads",
+    )
+    parser.add_argument(
+        "--allow-hub-model",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="public mode: a hub model id visitors may download besides the registry's (repeatable; "
+        "also MLSE_HUB_ALLOW)",
+    )
+    parser.add_argument(
+        "--max-upload-rows",
+        type=int,
+        default=None,
+        help="rows an uploaded or pasted file may hold (default: MLSE_MAX_UPLOAD_ROWS, else 100000; public mode: 5000)",
+    )
+    parser.add_argument(
+        "--max-upload-bytes",
+        type=int,
+        default=None,
+        help="bytes an uploaded file may hold (default: MLSE_MAX_UPLOAD_BYTES, else 100000000; public mode: 1000000)",
+    )
+    parser.add_argument(
+        "--no-fetch",
+        action="store_true",
+        default=os.environ.get("MLSE_FETCH", "1") == "0",
+        help="do not fetch missing datasets from the hub at start (also MLSE_FETCH=0)",
+    )
+    parser.add_argument(
+        "--no-warm",
+        action="store_true",
+        default=os.environ.get("MLSE_WARM", "1") == "0",
+        help="do not compute each tab's first view in the background at start (also MLSE_WARM=0)",
+    )
     args = parser.parse_args()
     from mlse.public_mode import allow_hub_models, enable_public_mode, public_mode, set_upload_limits
 
@@ -73,8 +106,10 @@ def main() -> int:
         if args.port is not None:
             requested, source = parse_port(args.port, "--port"), "--port"
         else:
-            requested, source = parse_port(os.environ.get("GRADIO_SERVER_PORT"), "GRADIO_SERVER_PORT"), \
-                "GRADIO_SERVER_PORT"  # fmt: skip
+            requested, source = (
+                parse_port(os.environ.get("GRADIO_SERVER_PORT"), "GRADIO_SERVER_PORT"),
+                "GRADIO_SERVER_PORT",
+            )
         port, notice = choose_port(args.host, requested, source)
     except MlseError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -108,8 +143,11 @@ def main() -> int:
             start_warm(state)
         serve(server, args.host, port)
     except OSError as exc:  # taken between the check and the launch, or refused by the system
-        print(f"error: cannot serve on {args.host}:{port} ({exc}); choose another port with --port N or "
-              "GRADIO_SERVER_PORT=N", file=sys.stderr)  # fmt: skip
+        print(
+            f"error: cannot serve on {args.host}:{port} ({exc}); choose another port with --port N or "
+            "GRADIO_SERVER_PORT=N",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -24,14 +24,21 @@ def encode_task(encoder, task: MiningSplit, chunk: int = 8192) -> tuple[np.ndarr
     parts = []
     for start in range(0, len(texts), chunk):
         parts.append(encoder.encode(texts[start : start + chunk], batch_size=64, show_progress=False))
-        print(f"  encoded {min(start + chunk, len(texts)):,} / {len(texts):,} texts "
-              f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+        print(
+            f"  encoded {min(start + chunk, len(texts)):,} / {len(texts):,} texts ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     seconds = time.perf_counter() - t0
     emb = np.concatenate(parts).astype(np.float32)  # [2N, d]
     encoded = encoder.stats["encoded"] - before["encoded"]
     served = encoder.stats["served"] - before["served"]
-    info = {"encode_s": seconds, "texts": len(texts), "encoded": encoded, "served_from_cache": served,
-            "from_cache": encoded == 0,
-            "cold_sentences_per_s": encoded / seconds if encoded > 0.5 * len(texts) else None}  # fmt: skip
+    info = {
+        "encode_s": seconds,
+        "texts": len(texts),
+        "encoded": encoded,
+        "served_from_cache": served,
+        "from_cache": encoded == 0,
+        "cold_sentences_per_s": encoded / seconds if encoded > 0.5 * len(texts) else None,
+    }
     n = len(task.src)
     return emb[:n], emb[n:], info

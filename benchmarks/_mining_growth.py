@@ -74,7 +74,7 @@ def extrapolate(fits: dict, rows_by_n: dict[int, list[dict]], dim: int, gpu_tflo
         "gpu_assumption": (
             "faiss GpuIndexFlatIP, float32, one A100/H100-class GPU at the assumed effective "
             "throughput; no GPU was available to measure it"
-        ),  # fmt: skip
+        ),
         "gpu_exact_s_at_cpu_1h_n": 4 * n_1h_quadratic**2 * dim / gpu_flops,
         "gpu_exact_n_at_1h": math.sqrt(HOUR_S * gpu_flops / (4 * dim)),
         # float32 vectors of both sides must fit in GPU memory (80 GB) next to the search buffers: keep half of it.

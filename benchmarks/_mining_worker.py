@@ -19,15 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.evaluation.index import (
-    build_hnsw,
-    build_ivf,
-    default_nlist,
-    knn,
-    knn_numpy,
-    recall_at_k,
-    search_index,
-)
+from mlse.evaluation.index import build_hnsw, build_ivf, default_nlist, knn, knn_numpy, recall_at_k, search_index
 from mlse.evaluation.margin import margin_both_ways
 from mlse.evaluation.mining import best_threshold, mining_prf, select_one_to_one, split_half_prf
 from mlse.serving.procmem import peak_rss_mb
@@ -75,10 +67,18 @@ def mine_and_score(fwd, bwd, gold: set, n_src: int, args) -> dict:
     select_s = time.perf_counter() - t0
     best = mining_prf(cands, gold, best_threshold(cands, gold))
     held = split_half_prf(cands, gold, n_src, seed=args.seed)
-    return {"margin_s": margin_s, "select_s": select_s, "candidates_mined": len(cands),
-            "f1_best": best["f1"], "p_best": best["precision"], "r_best": best["recall"],
-            "f1_heldout": held["f1"], "p_heldout": held["precision"], "r_heldout": held["recall"],
-            "threshold_heldout": held["threshold"]}  # fmt: skip
+    return {
+        "margin_s": margin_s,
+        "select_s": select_s,
+        "candidates_mined": len(cands),
+        "f1_best": best["f1"],
+        "p_best": best["precision"],
+        "r_best": best["recall"],
+        "f1_heldout": held["f1"],
+        "p_heldout": held["precision"],
+        "r_heldout": held["recall"],
+        "threshold_heldout": held["threshold"],
+    }
 
 
 def oracle_recall(
@@ -122,8 +122,17 @@ def run_worker(args) -> None:
             knn_recall = (recall_at_k(fwd[1], exact_ids[0]) + recall_at_k(bwd[1], exact_ids[1])) / 2
         scores = mine_and_score(fwd, bwd, gold, len(src), args)
         total = build_s + search_s + scores["margin_s"] + scores["select_s"]
-        rows.append({"method": args.worker, "params": params, "build_s": build_s, "search_s": search_s,
-                     "total_s": total, "knn_recall": knn_recall, **scores})  # fmt: skip
+        rows.append(
+            {
+                "method": args.worker,
+                "params": params,
+                "build_s": build_s,
+                "search_s": search_s,
+                "total_s": total,
+                "knn_recall": knn_recall,
+                **scores,
+            }
+        )
     rss_peak = peak_rss_mb()
     if exact_ids is None:
         exact_fwd, exact_bwd = np.load(work / "exact_fwd.npy"), np.load(work / "exact_bwd.npy")
@@ -143,10 +152,31 @@ def run_worker(args) -> None:
 
 def spawn_worker(method: str, work: Path, args) -> dict:
     """Run one worker in a fresh interpreter (its peak RSS is then this method's alone) and read its result."""
-    cmd = [sys.executable, "-m", "benchmarks.mining_scale", "--worker", method, "--workdir", str(work),
-           "--k", str(args.k), "--candidates", str(args.candidates), "--nprobe", args.nprobe,
-           "--ef-search", args.ef_search, "--hnsw-m", str(args.hnsw_m), "--ef-construction",
-           str(args.ef_construction), "--threads", str(args.threads), "--seed", str(args.seed)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.mining_scale",
+        "--worker",
+        method,
+        "--workdir",
+        str(work),
+        "--k",
+        str(args.k),
+        "--candidates",
+        str(args.candidates),
+        "--nprobe",
+        args.nprobe,
+        "--ef-search",
+        args.ef_search,
+        "--hnsw-m",
+        str(args.hnsw_m),
+        "--ef-construction",
+        str(args.ef_construction),
+        "--threads",
+        str(args.threads),
+        "--seed",
+        str(args.seed),
+    ]
     threads = str(args.threads)
     env = {**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     t0 = time.perf_counter()

@@ -75,8 +75,12 @@ def offline_models(runs_dir: Path) -> list[str]:
 
 def summary_ms(seconds: list[float]) -> dict[str, float]:
     ms = 1000 * np.asarray(seconds)
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-            "mean_ms": round(float(ms.mean()), 1), "n": len(ms)}  # fmt: skip
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "mean_ms": round(float(ms.mean()), 1),
+        "n": len(ms),
+    }
 
 
 def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
@@ -123,13 +127,20 @@ def measure_app(models: list[str], pairs: list[tuple[str, str]], args) -> dict:
     finally:
         stop_app(proc)
     warm, trip = summary_ms(score_s), summary_ms(overhead_s)
-    return {"prepare_s": export_s, "page_served_s": round(page_s, 2), "api_ready_s": round(api_s, 2),
-            "first_score_with_all_models_s": round(first_score_s, 2),
-            "start_to_first_score_s": round(api_s + first_score_s, 2),
-            "score_pair_warm": warm, "http_round_trip_detect_language": trip,
-            "p50_above_round_trip_ms": round(warm["p50_ms"] - trip["p50_ms"], 1),
-            "app_memory": memory, "rss_page_served_mb": memory_started["rss_mb"],
-            "rss_all_models_loaded_mb": memory_loaded["rss_mb"], "cache": env["MLSE_CACHE"]}  # fmt: skip
+    return {
+        "prepare_s": export_s,
+        "page_served_s": round(page_s, 2),
+        "api_ready_s": round(api_s, 2),
+        "first_score_with_all_models_s": round(first_score_s, 2),
+        "start_to_first_score_s": round(api_s + first_score_s, 2),
+        "score_pair_warm": warm,
+        "http_round_trip_detect_language": trip,
+        "p50_above_round_trip_ms": round(warm["p50_ms"] - trip["p50_ms"], 1),
+        "app_memory": memory,
+        "rss_page_served_mb": memory_started["rss_mb"],
+        "rss_all_models_loaded_mb": memory_loaded["rss_mb"],
+        "cache": env["MLSE_CACHE"],
+    }
 
 
 def measure_compute(models: list[str], pairs: list[tuple[str, str]], backend: str) -> dict:
@@ -166,10 +177,16 @@ def measure_full_eval(args) -> dict:
         tatoeba = run_tatoeba(encoder, langs=langs, data_dir=args.data_dir)
         passes.append({"seconds": round(time.perf_counter() - t, 2), "stats": dict(getattr(encoder, "stats", {}))})
     warm = passes[-1]
-    return {"model": args.eval_model, "sts_pairs": len(sts_pairs), "tatoeba_languages": len(langs),
-            "first_pass_s": passes[0]["seconds"], "warm_s": warm["seconds"], "warm_encoder_stats": warm["stats"],
-            "sts_avg_spearman": sts.averages["all"]["spearman"],
-            "tatoeba_avg_accuracy": tatoeba.averages["all"]["acc_mean"]}  # fmt: skip
+    return {
+        "model": args.eval_model,
+        "sts_pairs": len(sts_pairs),
+        "tatoeba_languages": len(langs),
+        "first_pass_s": passes[0]["seconds"],
+        "warm_s": warm["seconds"],
+        "warm_encoder_stats": warm["stats"],
+        "sts_avg_spearman": sts.averages["all"]["spearman"],
+        "tatoeba_avg_accuracy": tatoeba.averages["all"]["acc_mean"],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -182,8 +199,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-eval", action="store_true", help="only the app measurements")
     parser.add_argument("--skip-compute", action="store_true", help="do not time the models alone in this process")
     parser.add_argument("--models", nargs="+", default=None, help="default: every offline model (--quick: minilm-en)")
-    parser.add_argument("--out", type=Path, default=None, help="default results/app/app-latency.json (--quick: a "
-                        "temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default results/app/app-latency.json (--quick: a temporary folder)"
+    )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     args.runs_dir = args.runs_dir.resolve()
@@ -194,9 +212,18 @@ def main(argv: list[str] | None = None) -> None:
 
     models = args.models or offline_models(args.runs_dir)
     pairs = test_pairs(args.requests + 1, args.data_dir)
-    result = {"backend": args.backend, "quick": args.quick, "runs_dir": str(args.runs_dir), "models": models,
-              "n_models": len(models), "cpus": os.cpu_count(), "cpu": cpu_name(), "isa": isa_flags(),
-              "load_average_at_start": os.getloadavg()[0], "app": measure_app(models, pairs, args)}  # fmt: skip
+    result = {
+        "backend": args.backend,
+        "quick": args.quick,
+        "runs_dir": str(args.runs_dir),
+        "models": models,
+        "n_models": len(models),
+        "cpus": os.cpu_count(),
+        "cpu": cpu_name(),
+        "isa": isa_flags(),
+        "load_average_at_start": os.getloadavg()[0],
+        "app": measure_app(models, pairs, args),
+    }
     os.environ["MLSE_BACKEND"] = args.backend
     os.environ["MLSE_CACHE"] = result["app"]["cache"]  # the prepared models (converted, exported) the app used
     if not args.skip_compute:
@@ -214,25 +241,30 @@ def main(argv: list[str] | None = None) -> None:
 def report(result: dict) -> str:
     app = result["app"]
     warm, rt = app["score_pair_warm"], app["http_round_trip_detect_language"]
-    lines = [f"{result['n_models']} offline models, backend {result['backend']}, {result['cpus']} CPUs "
-             f"({result.get('cpu', '?')}; {', '.join(result.get('isa', []))})",
-             "| measure | value |", "|---|---:|",
-             f"| `python app.py` -> page served | {app['page_served_s']:.1f} s |",
-             f"| `python app.py` -> first pair scored by all {result['n_models']} models | "
-             f"{app['start_to_first_score_s']:.1f} s |",
-             f"| warm pair scoring, all models: p50 / p95 | {warm['p50_ms']:.0f} / {warm['p95_ms']:.0f} ms |",
-             f"| HTTP + queue round trip (detect_language): p50 | {rt['p50_ms']:.0f} ms |",
-             f"| warm p50 minus round trip | {app['p50_above_round_trip_ms']:.0f} ms |",
-             f"| app memory: page served / all models loaded / peak (VmHWM) | {app['rss_page_served_mb']:.0f} / "
-             f"{app['rss_all_models_loaded_mb']:.0f} / {app['app_memory']['peak_rss_mb']:.0f} MiB |"]  # fmt: skip
+    lines = [
+        f"{result['n_models']} offline models, backend {result['backend']}, {result['cpus']} CPUs "
+        f"({result.get('cpu', '?')}; {', '.join(result.get('isa', []))})",
+        "| measure | value |",
+        "|---|---:|",
+        f"| `python app.py` -> page served | {app['page_served_s']:.1f} s |",
+        f"| `python app.py` -> first pair scored by all {result['n_models']} models | "
+        f"{app['start_to_first_score_s']:.1f} s |",
+        f"| warm pair scoring, all models: p50 / p95 | {warm['p50_ms']:.0f} / {warm['p95_ms']:.0f} ms |",
+        f"| HTTP + queue round trip (detect_language): p50 | {rt['p50_ms']:.0f} ms |",
+        f"| warm p50 minus round trip | {app['p50_above_round_trip_ms']:.0f} ms |",
+        f"| app memory: page served / all models loaded / peak (VmHWM) | {app['rss_page_served_mb']:.0f} / "
+        f"{app['rss_all_models_loaded_mb']:.0f} / {app['app_memory']['peak_rss_mb']:.0f} MiB |",
+    ]
     compute = result.get("model_compute_per_pair")
     if compute:
         per_model = ", ".join(f"{k} {v['p50_ms']:.1f}" for k, v in compute.items() if k != "sum_of_p50_ms")
         lines.append(f"| model compute per pair, p50 ({per_model}) | {compute['sum_of_p50_ms']:.1f} ms |")
     if "full_eval" in result:
         ev = result["full_eval"]
-        lines.append(f"| warm full evaluation ({ev['sts_pairs']} STS pairs + Tatoeba-{ev['tatoeba_languages']}, "
-                     f"{ev['model']}) | {ev['warm_s']:.1f} s |")  # fmt: skip
+        lines.append(
+            f"| warm full evaluation ({ev['sts_pairs']} STS pairs + Tatoeba-{ev['tatoeba_languages']}, "
+            f"{ev['model']}) | {ev['warm_s']:.1f} s |"
+        )
     return "\n".join(lines)
 
 

@@ -98,8 +98,10 @@ def measure(args, models: list[str]) -> dict:
     needed = 1 + sum(args.clients) * args.requests
     pairs = distinct_pairs(needed, args.data_dir)
     if len(pairs) < needed:
-        raise SystemExit(f"only {len(pairs)} STS test pairs without a repeated sentence for {needed} requests: lower "
-                         "--requests or --clients")  # fmt: skip
+        raise SystemExit(
+            f"only {len(pairs)} STS test pairs without a repeated sentence for {needed} requests: lower "
+            "--requests or --clients"
+        )
     port = free_port()
     env, export_s = prepared_env(port, args, models)
     started = time.perf_counter()
@@ -110,20 +112,27 @@ def measure(args, models: list[str]) -> dict:
         if len(table["data"]) != len(models):
             raise SystemExit(f"the warm-up request scored {len(table['data'])} of {len(models)} models: {status}")
         loaded = memory_mb(proc.pid)
-        print(f"page after {page_s:.1f} s, {len(models)} models loaded after {time.perf_counter() - started:.1f} s; "
-              f"RSS {loaded.get('rss_mb')} MB")  # fmt: skip
+        print(
+            f"page after {page_s:.1f} s, {len(models)} models loaded after {time.perf_counter() - started:.1f} s; "
+            f"RSS {loaded.get('rss_mb')} MB"
+        )
         idle = probe_queue(port, pairs[0][0], threading.Event(), every_s=None, limit=IDLE_PROBES)
         rounds, offset = [], 1
         for clients in args.clients:
             share = pairs[offset : offset + clients * args.requests]
             offset += clients * args.requests
-            rounds.append(run_round(port, proc.pid, clients, share, models, args.requests, args.sessions,
-                                    args.path))  # fmt: skip
+            rounds.append(run_round(port, proc.pid, clients, share, models, args.requests, args.sessions, args.path))
         final = memory_mb(proc.pid)
     finally:
         stop_app(proc)
-    return {"onnx_export_s": export_s, "page_served_s": round(page_s, 2), "memory_models_loaded": loaded,
-            "memory_at_end": final, "detect_language_idle": idle, "rounds": rounds}  # fmt: skip
+    return {
+        "onnx_export_s": export_s,
+        "page_served_s": round(page_s, 2),
+        "memory_models_loaded": loaded,
+        "memory_at_end": final,
+        "detect_language_idle": idle,
+        "rounds": rounds,
+    }
 
 
 def target_check(rounds: list[dict], path: str = "page", peak_rss_mb: float | None = None) -> dict | None:
@@ -133,33 +142,52 @@ def target_check(rounds: list[dict], path: str = "page", peak_rss_mb: float | No
         return None
     p95, target = at["score_pair"]["p95_ms"], TARGET_P95_MS[path]
     rss = peak_rss_mb if peak_rss_mb is not None else at["app_memory_after"].get("peak_rss_mb")
-    return {"clients": TARGET_CLIENTS, "p95_ms": p95, "target_p95_ms": target, "peak_rss_mb": rss,
-            "target_rss_mb": TARGET_RSS_MB, "errors_and_refusals": at["errors"] + at["busy_refused"],
-            "met": bool(at["errors"] == 0 and at["busy_refused"] == 0 and p95 is not None and p95 <= target
-                        and rss is not None and rss <= TARGET_RSS_MB)}  # fmt: skip
+    return {
+        "clients": TARGET_CLIENTS,
+        "p95_ms": p95,
+        "target_p95_ms": target,
+        "peak_rss_mb": rss,
+        "target_rss_mb": TARGET_RSS_MB,
+        "errors_and_refusals": at["errors"] + at["busy_refused"],
+        "met": bool(
+            at["errors"] == 0
+            and at["busy_refused"] == 0
+            and p95 is not None
+            and p95 <= target
+            and rss is not None
+            and rss <= TARGET_RSS_MB
+        ),
+    }
 
 
 def report(result: dict) -> str:
-    lines = [f"backend {result['backend']}, path {result.get('path', 'page')}, models {', '.join(result['models'])}, "
-             f"{result['cpus']} CPUs ({result.get('cpu', '?')}), load average {result['load_average_at_start']:.1f} "
-             "at start",
-             "| clients x requests | ok | busy (503) | errors | p50 / p95 / p99 ms | ok req/s | app CPU ms/request | "
-             "RSS after (peak) MB | detect_language p50 during round |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        f"backend {result['backend']}, path {result.get('path', 'page')}, models {', '.join(result['models'])}, "
+        f"{result['cpus']} CPUs ({result.get('cpu', '?')}), load average {result['load_average_at_start']:.1f} "
+        "at start",
+        "| clients x requests | ok | busy (503) | errors | p50 / p95 / p99 ms | ok req/s | app CPU ms/request | "
+        "RSS after (peak) MB | detect_language p50 during round |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in result["app"]["rounds"]:
         lat, probe, mem = r["score_pair"], r["detect_language_during_round"], r["app_memory_after"]
-        lines.append(f"| {r['clients']} x {r['requests_per_client']} | {r['ok']} | {r['busy_refused']} | "
-                     f"{r['errors']} | {lat['p50_ms']} / {lat['p95_ms']} / {lat['p99_ms']} | "
-                     f"{r['ok_requests_per_s']} | {r['app_cpu_ms_per_ok_request']} | "
-                     f"{mem.get('rss_mb')} ({mem.get('peak_rss_mb')}) | "
-                     f"{probe['p50_ms']} ms |")  # fmt: skip
-    lines.append(f"detect_language round trip with the app idle: p50 {result['app']['detect_language_idle']['p50_ms']}"
-                 " ms")  # fmt: skip
+        lines.append(
+            f"| {r['clients']} x {r['requests_per_client']} | {r['ok']} | {r['busy_refused']} | "
+            f"{r['errors']} | {lat['p50_ms']} / {lat['p95_ms']} / {lat['p99_ms']} | "
+            f"{r['ok_requests_per_s']} | {r['app_cpu_ms_per_ok_request']} | "
+            f"{mem.get('rss_mb')} ({mem.get('peak_rss_mb')}) | "
+            f"{probe['p50_ms']} ms |"
+        )
+    lines.append(
+        f"detect_language round trip with the app idle: p50 {result['app']['detect_language_idle']['p50_ms']} ms"
+    )
     if result["target"] is not None:
         t = result["target"]
-        lines.append(f"target ({t['clients']} clients: 0 errors, p95 <= {t['target_p95_ms']:.0f} ms, peak RSS <= "
-                     f"{t['target_rss_mb']:.0f} MB): {'met' if t['met'] else 'NOT met'} (p95 {t['p95_ms']} ms, "
-                     f"{t['errors_and_refusals']} errors, peak RSS {t['peak_rss_mb']} MB)")  # fmt: skip
+        lines.append(
+            f"target ({t['clients']} clients: 0 errors, p95 <= {t['target_p95_ms']:.0f} ms, peak RSS <= "
+            f"{t['target_rss_mb']:.0f} MB): {'met' if t['met'] else 'NOT met'} (p95 {t['p95_ms']} ms, "
+            f"{t['errors_and_refusals']} errors, peak RSS {t['peak_rss_mb']} MB)"
+        )
     return "\n".join(lines)
 
 
@@ -168,24 +196,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default=os.environ.get("MLSE_BACKEND", "onnx-int8"))
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 20, 60])
     parser.add_argument("--requests", type=int, default=50, help="requests per client (each a distinct pair)")
-    parser.add_argument("--models", nargs="+", default=None,
-                        help="default: what the page ticks for a visitor (AppState.default_selection)")  # fmt: skip
-    parser.add_argument("--path", choices=["page", "direct", "json"], default="page",
-                        help="page: the Score button's queued event, as the page sends it (default); direct: Gradio's "
-                             "unqueued endpoint 'score' (POST /gradio_api/run/score); json: the plain route for "
-                             "scripts beside the page (POST /api/score)")  # fmt: skip
-    parser.add_argument("--sessions", choices=["client", "request"], default="client",
-                        help="client: one Gradio session per simulated user, as a page keeps (default); request: "
-                             "a new session with every request, as bare HTTP calls without a session hash "
-                             "open")  # fmt: skip
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="an embedding-cache folder kept between runs: the models are prepared in it once "
-                             "(conversions, ONNX exports) and its embeddings emptied before each run")  # fmt: skip
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=None,
+        help="default: what the page ticks for a visitor (AppState.default_selection)",
+    )
+    parser.add_argument(
+        "--path",
+        choices=["page", "direct", "json"],
+        default="page",
+        help="page: the Score button's queued event, as the page sends it (default); direct: Gradio's "
+        "unqueued endpoint 'score' (POST /gradio_api/run/score); json: the plain route for "
+        "scripts beside the page (POST /api/score)",
+    )
+    parser.add_argument(
+        "--sessions",
+        choices=["client", "request"],
+        default="client",
+        help="client: one Gradio session per simulated user, as a page keeps (default); request: "
+        "a new session with every request, as bare HTTP calls without a session hash "
+        "open",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="an embedding-cache folder kept between runs: the models are prepared in it once "
+        "(conversions, ONNX exports) and its embeddings emptied before each run",
+    )
     parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("MLSE_RUNS", "runs")))
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="default: results/app/app-load-<backend>[-direct|-json].json (--quick: a temporary "
-                             "folder)")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default: results/app/app-load-<backend>[-direct|-json].json (--quick: a temporary folder)",
+    )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP + "; minilm-en on torch, 2 clients x 2")
     args = parser.parse_args(argv)
     if args.quick:
@@ -204,10 +251,19 @@ def main(argv: list[str] | None = None) -> None:
 
     given = argv if argv is not None else sys.argv[1:]
     command = "python -m benchmarks.app_load " + " ".join(portable_path(a) if os.path.isabs(a) else a for a in given)
-    result = {"command": command.strip(), "backend": args.backend, "models": models, "path": args.path,
-              "sessions": args.sessions, "quick": args.quick, **machine(), "reniced": reniced,
-              "load_average_at_start": os.getloadavg()[0], "busy_pause_s": BUSY_PAUSE_S,
-              "app": measure(args, models)}  # fmt: skip
+    result = {
+        "command": command.strip(),
+        "backend": args.backend,
+        "models": models,
+        "path": args.path,
+        "sessions": args.sessions,
+        "quick": args.quick,
+        **machine(),
+        "reniced": reniced,
+        "load_average_at_start": os.getloadavg()[0],
+        "busy_pause_s": BUSY_PAUSE_S,
+        "app": measure(args, models),
+    }
     peak = result["app"]["memory_at_end"].get("peak_rss_mb")
     result["target"] = target_check(result["app"]["rounds"], args.path, peak)
     result["load_average_at_end"] = os.getloadavg()[0]

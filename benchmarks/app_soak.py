@@ -46,8 +46,12 @@ from mlse.atomic import atomic_write_text
 from mlse.serving.procmem import memory_mb
 
 # endpoint -> inputs that have no default on the page (the Results tab's free-text filter starts empty, not unset)
-TAB_ENDPOINTS = {"/language_map": {}, "/tatoeba_errors": {}, "/predicted_vs_gold": {},
-                 "/results_refresh": {"key_contains": ""}}
+TAB_ENDPOINTS = {
+    "/language_map": {},
+    "/tatoeba_errors": {},
+    "/predicted_vs_gold": {},
+    "/results_refresh": {"key_contains": ""},
+}
 TARGET_PEAK_MB, TARGET_RETURN_MB = 1.5e9 / 2**20, 100e6 / 2**20  # 1.5 GB and 100 MB, in MiB as VmRSS is read
 FINETUNE_TIMEOUT_S = 1800
 REST_S = 10
@@ -115,9 +119,20 @@ def run_finetunes(client, runs_dir: Path, count: int, steps: int, student: str |
         name = f"soak-{os.getpid()}-{i}"
         t = time.perf_counter()
         models = {"model": student, "teacher": student} if student else {}
-        status = client.predict(language_pairs=["en-de"], max_pairs=200, budget_minutes=5, run_name=name,
-                                overwrite=True, max_steps=steps, eval_every_steps=steps, dev_max_pairs=50,
-                                learning_rate=None, max_epochs=None, **models, api_name="/finetune_start")
+        status = client.predict(
+            language_pairs=["en-de"],
+            max_pairs=200,
+            budget_minutes=5,
+            run_name=name,
+            overwrite=True,
+            max_steps=steps,
+            eval_every_steps=steps,
+            dev_max_pairs=50,
+            learning_rate=None,
+            max_epochs=None,
+            **models,
+            api_name="/finetune_start",
+        )
         print(f"  fine-tune {name}: {str(status)[:160]}")
         while not any(spec.name.endswith(name) for spec in list_runs()):
             if time.perf_counter() - t > FINETUNE_TIMEOUT_S:
@@ -132,9 +147,14 @@ def summarise(samples: list[dict]) -> dict:
     after_load1 = [s["rss_mb"] for s in samples if s["phase"] == "load-1" and s["rss_mb"] is not None]
     peak, final = max(rss), rss[-1]
     reference = after_load1[-1] if after_load1 else None
-    summary = {"peak_rss_mb": peak, "final_rss_mb": final, "rss_after_load1_mb": reference,
-               "start_rss_mb": rss[0], "target_peak_mb": round(TARGET_PEAK_MB, 1),
-               "target_return_mb": round(TARGET_RETURN_MB, 1)}  # fmt: skip
+    summary = {
+        "peak_rss_mb": peak,
+        "final_rss_mb": final,
+        "rss_after_load1_mb": reference,
+        "start_rss_mb": rss[0],
+        "target_peak_mb": round(TARGET_PEAK_MB, 1),
+        "target_return_mb": round(TARGET_RETURN_MB, 1),
+    }
     summary["peak_met"] = peak <= TARGET_PEAK_MB
     summary["return_met"] = reference is not None and abs(final - reference) <= TARGET_RETURN_MB
     return summary
@@ -146,8 +166,15 @@ def write_plot(samples: list[dict], path: Path, title: str) -> None:
     fig = go.Figure()
     for phase in dict.fromkeys(s["phase"] for s in samples):
         points = [s for s in samples if s["phase"] == phase and s["rss_mb"] is not None]
-        fig.add_trace(go.Scatter(x=[p["t_s"] for p in points], y=[p["rss_mb"] for p in points], mode="lines+markers",
-                                 name=phase, marker={"size": 3}))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[p["t_s"] for p in points],
+                y=[p["rss_mb"] for p in points],
+                mode="lines+markers",
+                name=phase,
+                marker={"size": 3},
+            )
+        )
     fig.add_hline(y=TARGET_PEAK_MB, line_dash="dash", annotation_text="target peak (1.5 GB)")
     fig.update_layout(title=title, xaxis_title="seconds since start", yaxis_title="RSS (MiB)")
     atomic_write_text(path, fig.to_html(include_plotlyjs="cdn", full_html=True))
@@ -162,8 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--finetune-steps", type=int, default=20)
     parser.add_argument("--models", nargs="+", default=None, help="default: the offline defaults that load here")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=None, help="default results/app/app-soak.json (--quick: a "
-                        "temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default results/app/app-soak.json (--quick: a temporary folder)"
+    )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     args.rest_s = REST_S
@@ -194,8 +222,7 @@ def main(argv: list[str] | None = None) -> None:
             sampler.phase = "tabs"
             phases["tabs"] = open_tabs(client, models, pairs[0], tabs)
             sampler.phase = "load-1"
-            phases["load-1"] = run_round(port, proc.pid, args.clients, pairs[1 : 1 + per_round], models,
-                                         args.requests)  # fmt: skip
+            phases["load-1"] = run_round(port, proc.pid, args.clients, pairs[1 : 1 + per_round], models, args.requests)
             sampler.sample()  # the reference point: RSS right after the first load round
             sampler.phase = "finetunes"
             student = models[0] if args.quick else None  # --quick: minilm-en, not the page's me5-small
@@ -210,9 +237,19 @@ def main(argv: list[str] | None = None) -> None:
         for folder in (runs_dir, env["MLSE_CACHE"]):  # the fine-tuned runs and the fresh cache: of no further use
             shutil.rmtree(folder, ignore_errors=True)
     summary = {**summarise(sampler.samples), "peak_vmhwm_mb": peak_hwm}
-    result = {"backend": args.backend, "quick": args.quick, "models": models, **machine(), "onnx_export_s": export_s,
-              "clients": args.clients, "requests_per_client": args.requests, "finetunes": args.finetunes,
-              "summary": summary, "phases": phases, "samples": sampler.samples}  # fmt: skip
+    result = {
+        "backend": args.backend,
+        "quick": args.quick,
+        "models": models,
+        **machine(),
+        "onnx_export_s": export_s,
+        "clients": args.clients,
+        "requests_per_client": args.requests,
+        "finetunes": args.finetunes,
+        "summary": summary,
+        "phases": phases,
+        "samples": sampler.samples,
+    }
     atomic_write_text(args.out, json.dumps(result, indent=1))
     plot = args.out.with_suffix(".html")
     write_plot(sampler.samples, plot, f"RSS of python app.py ({args.backend}, {', '.join(models)})")

@@ -58,8 +58,17 @@ def throughput(model: str, backend: str, limit: int | None = None) -> dict:
         finally:
             os.environ.pop("MLSE_CACHE", None) if previous is None else os.environ.update(MLSE_CACHE=previous)
     n = len(texts)
-    return {"model": model, "backend": backend, "sentences": n, "cold_per_s": (n - 8) / cold, "cold_s": cold,
-            "cached_per_s": n / warm, "cached_s": warm, "cpu_count": os.cpu_count(), **machine()}  # fmt: skip
+    return {
+        "model": model,
+        "backend": backend,
+        "sentences": n,
+        "cold_per_s": (n - 8) / cold,
+        "cold_s": cold,
+        "cached_per_s": n / warm,
+        "cached_s": warm,
+        "cpu_count": os.cpu_count(),
+        **machine(),
+    }
 
 
 def sts_table(results: dict[str, EvalResult]) -> str:
@@ -74,8 +83,11 @@ def sts_table(results: dict[str, EvalResult]) -> str:
             cells.append(f"{s['spearman']:.1f} [{lo:.1f}, {hi:.1f}]")
         lines.append(f"| {pair} | " + " | ".join(cells) + " |")
     for group in first.averages:
-        lines.append(f"| *avg {group}* | " + " | ".join(f"**{results[m].averages[group]['spearman']:.1f}**"
-                                                         for m in models) + " |")  # fmt: skip
+        lines.append(
+            f"| *avg {group}* | "
+            + " | ".join(f"**{results[m].averages[group]['spearman']:.1f}**" for m in models)
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -108,21 +120,27 @@ def mining_table(results: dict[str, list[EvalResult]], pairs: list[str] = MINING
 def throughput_table(rows: list[dict]) -> str:
     lines = ["| model | backend | cold (model forward) | cache-served |", "|---|---|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['backend']} | {r['cold_per_s']:,.0f} sentences/s | "
-                     f"{r['cached_per_s']:,.0f} sentences/s |")  # fmt: skip
+        lines.append(
+            f"| {r['model']} | {r['backend']} | {r['cold_per_s']:,.0f} sentences/s | "
+            f"{r['cached_per_s']:,.0f} sentences/s |"
+        )
     return "\n".join(lines)
 
 
 def tatoeba_all_table(results: dict[str, EvalResult]) -> str:
     """Averages over every LASER language, and how many languages reach 90% / fall under 50% mean accuracy."""
-    lines = ["| model | languages | mean acc (both directions) | margin | xSIM error | ≥ 90% | < 50% |",
-             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| model | languages | mean acc (both directions) | margin | xSIM error | ≥ 90% | < 50% |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for m, r in results.items():
         avg = r.averages["all"]
         accs = [s["acc_mean"] for s in r.scores.values()]
         high, low = sum(a >= 90 for a in accs), sum(a < 50 for a in accs)
-        lines.append(f"| {m} | {len(accs)} | {avg['acc_mean']:.1f} | {avg['acc_mean_margin']:.1f} | "
-                     f"{avg['xsim_error']:.1f} | {high} | {low} |")  # fmt: skip
+        lines.append(
+            f"| {m} | {len(accs)} | {avg['acc_mean']:.1f} | {avg['acc_mean_margin']:.1f} | "
+            f"{avg['xsim_error']:.1f} | {high} | {low} |"
+        )
     return "\n".join(lines)
 
 
@@ -133,8 +151,12 @@ def model_folder(model: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.baseline", description=__doc__.split("\n")[0])
-    parser.add_argument("--models", type=lambda s: s.split(","), default=None, help="default "
-                        f"{','.join(DEFAULT_MODELS)} (--quick: minilm-en)")  # fmt: skip
+    parser.add_argument(
+        "--models",
+        type=lambda s: s.split(","),
+        default=None,
+        help=f"default {','.join(DEFAULT_MODELS)} (--quick: minilm-en)",
+    )
     parser.add_argument("--backend", default="torch")
     parser.add_argument("--out", default=None, help="default results/baseline (--quick: a temporary folder)")
     parser.add_argument("--skip-throughput", action="store_true")
@@ -162,15 +184,20 @@ def main(argv: list[str] | None = None) -> None:
         for r in mining[model]:
             r.write_json(folder / f"mining-{next(iter(r.scores))}.json")
         if args.tatoeba_all:
-            tatoeba_all[model] = run_tatoeba(enc, langs=tatoeba_languages()[: 2 if args.quick else None],
-                                             keep_errors=False)  # fmt: skip
+            tatoeba_all[model] = run_tatoeba(
+                enc, langs=tatoeba_languages()[: 2 if args.quick else None], keep_errors=False
+            )
             tatoeba_all[model].write_json(out / "tatoeba-all" / f"{model_folder(model)}.json")
         print(f"{model}: {time.perf_counter() - t0:.0f} s", flush=True)
-    sections = [f"# Baseline ({', '.join(args.models)}; backend {args.backend})",
-                "## STS Multi MT test (Spearman × 100, 95% bootstrap CI)", sts_table(sts),
-                "## Tatoeba, LASER test set (accuracy %, xSIM error %)", tatoeba_table(tatoeba),
-                "## BUCC-like mining (threshold from train; P / R / F1 % on test)",
-                mining_table(mining, mining_pairs)]  # fmt: skip
+    sections = [
+        f"# Baseline ({', '.join(args.models)}; backend {args.backend})",
+        "## STS Multi MT test (Spearman × 100, 95% bootstrap CI)",
+        sts_table(sts),
+        "## Tatoeba, LASER test set (accuracy %, xSIM error %)",
+        tatoeba_table(tatoeba),
+        "## BUCC-like mining (threshold from train; P / R / F1 % on test)",
+        mining_table(mining, mining_pairs),
+    ]
     if speed:
         sections += ["## Encode throughput (STS en test sentences)", throughput_table(speed)]
     if tatoeba_all:

@@ -46,10 +46,18 @@ def main(argv: list[str] | None = None) -> None:
         first, out1 = run_once(cmd, env)
         second, out2 = run_once(cmd, env)
     counts = [re.search(r"encoded (\d+) texts, served (\d+)", o).groups() for o in (out1, out2)]
-    result = {"benchmark": "cache-speedup", "quick": args.quick, "command": " ".join(cmd[1:]), **machine(),
-              "cold_s": round(first, 2), "warm_s": round(second, 2), "speedup": round(first / second, 1),
-              "encoded": [int(c[0]) for c in counts], "served": [int(c[1]) for c in counts],
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    result = {
+        "benchmark": "cache-speedup",
+        "quick": args.quick,
+        "command": " ".join(cmd[1:]),
+        **machine(),
+        "cold_s": round(first, 2),
+        "warm_s": round(second, 2),
+        "speedup": round(first / second, 1),
+        "encoded": [int(c[0]) for c in counts],
+        "served": [int(c[1]) for c in counts],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     atomic_write_text(out / "cache-speedup.json", json.dumps(result, indent=1) + "\n")
     print("| run | wall time | texts encoded | texts served from cache |\n|---|---:|---:|---:|")
     print(f"| first (cold cache) | {first:.1f} s | {counts[0][0]} | {counts[0][1]} |")

@@ -38,13 +38,23 @@ from mlse.models import load_model
 MODELS = {"student": "me5-small", "priority teacher": "minilm-en", "average teacher": "muse"}
 
 
-def batches(n_batches: int, batch_size: int, seed: int, data_dir=None, pairs: list[str] | None = None,
-            max_pairs: int | None = None) -> list[tuple[list[str], list[str]]]:  # fmt: skip
+def batches(
+    n_batches: int,
+    batch_size: int,
+    seed: int,
+    data_dir=None,
+    pairs: list[str] | None = None,
+    max_pairs: int | None = None,
+) -> list[tuple[list[str], list[str]]]:
     """``n_batches`` seeded batches of the study's training pairs (or ``pairs``, ``max_pairs`` each), mixed across
     languages."""
-    bitext = load_filtered_bitext(pairs or COMMON["pairs"], max_pairs=max_pairs or COMMON["max_pairs"],
-                                  sample_seed=seed_per_pair(seed), data_dir=data_dir,
-                                  label="contrastive-start")  # fmt: skip
+    bitext = load_filtered_bitext(
+        pairs or COMMON["pairs"],
+        max_pairs=max_pairs or COMMON["max_pairs"],
+        sample_seed=seed_per_pair(seed),
+        data_dir=data_dir,
+        label="contrastive-start",
+    )
     order = np.random.default_rng(seed).permutation(len(bitext.src))[: n_batches * batch_size]
     chunks = order.reshape(n_batches, batch_size)
     return [([bitext.src[i] for i in c], [bitext.tgt[i] for i in c]) for c in chunks]
@@ -105,18 +115,24 @@ def table(result: dict) -> str:
     lines = ["| model | cos(translation) | cos(non-matching) |", "|---|---:|---:|"]
     lines += [f"| {m} | {c['translation']:.3f} | {c['non_matching']:.3f} |" for m, c in result["cosines"].items()]
     labels = list(next(iter(result["temperatures"].values()))["labels"])
-    lines += ["", "| T | student p(translation) | " + " | ".join(f"{lab}: label mass / start KL" for lab in labels)
-              + " |", "|---:|---:|" + "---:|" * len(labels)]  # fmt: skip
+    lines += [
+        "",
+        "| T | student p(translation) | " + " | ".join(f"{lab}: label mass / start KL" for lab in labels) + " |",
+        "|---:|---:|" + "---:|" * len(labels),
+    ]
     for temp, r in result["temperatures"].items():
-        cells = [f"{r['labels'][lab]['label_mass_on_translation']:.3f} / {r['labels'][lab]['start_kl']:.2f}"
-                 for lab in labels]  # fmt: skip
+        cells = [
+            f"{r['labels'][lab]['label_mass_on_translation']:.3f} / {r['labels'][lab]['start_kl']:.2f}"
+            for lab in labels
+        ]
         lines.append(f"| {temp} | {r['student_p_translation']:.3f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.contrastive_start",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.contrastive_start", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=COMMON["batch_size"])
     parser.add_argument("--temperatures", default="0.1,0.05,0.02,0.01")
@@ -129,12 +145,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.batches, args.batch_size, args.temperatures = 1, 8, "0.1,0.02"
-    models = {role: getattr(args, role.replace(" ", "_")) or ("minilm-en" if args.quick else name)
-              for role, name in MODELS.items()}  # fmt: skip
+    models = {
+        role: getattr(args, role.replace(" ", "_")) or ("minilm-en" if args.quick else name)
+        for role, name in MODELS.items()
+    }
     temps = [float(t) for t in args.temperatures.split(",")]
     data = batches(args.batches, args.batch_size, args.seed, args.data_dir, *((["en-de"], 64) if args.quick else ()))
-    result = {"batches": args.batches, "batch_size": args.batch_size, "seed": args.seed, "quick": args.quick,
-              "models": models, **machine(), **measure(data, temps, models)}  # fmt: skip
+    result = {
+        "batches": args.batches,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "quick": args.quick,
+        "models": models,
+        **machine(),
+        **measure(data, temps, models),
+    }
     out = output_dir(args.out, args.quick, "results/contrastive-start", "contrastive-start")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "contrastive-start.json", json.dumps(result, indent=1) + "\n")

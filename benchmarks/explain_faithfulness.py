@@ -62,41 +62,63 @@ def measure_model(name: str, args) -> dict:
             print(f"{name}: {n} pairs, {time.perf_counter() - started:.0f} s", flush=True)
     per_k = []
     for (how, rank, k), got in rows.items():
-        per_k.append({"how": how, "rank": rank, "k": k, "pairs": len(got),
-                      "top_drop": float(np.mean([p.top_drop for p in got])),
-                      "random_drop": float(np.mean([p.random_drop for p in got])),
-                      "top_wins": float(np.mean([p.top_wins for p in got])),
-                      "top_beats_every_draw": float(np.mean([p.top_drop > max(p.random_drops) for p in got])),
-                      "top_words": float(np.mean([p.top_words for p in got])),
-                      "random_words": float(np.mean([p.random_words for p in got]))})  # fmt: skip
-    return {"model": name, "layer": e.layer, "steps": e.steps, "rule": e.rule, "pairs": len(residuals),
-            "within_2pct": float(np.mean(np.asarray(residuals) <= EXPLAIN_TOLERANCE)),
-            "median_rel_residual": float(np.median(residuals)), "median_explain_s": float(np.median(seconds)),
-            "per_k": per_k, "total_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+        per_k.append(
+            {
+                "how": how,
+                "rank": rank,
+                "k": k,
+                "pairs": len(got),
+                "top_drop": float(np.mean([p.top_drop for p in got])),
+                "random_drop": float(np.mean([p.random_drop for p in got])),
+                "top_wins": float(np.mean([p.top_wins for p in got])),
+                "top_beats_every_draw": float(np.mean([p.top_drop > max(p.random_drops) for p in got])),
+                "top_words": float(np.mean([p.top_words for p in got])),
+                "random_words": float(np.mean([p.random_words for p in got])),
+            }
+        )
+    return {
+        "model": name,
+        "layer": e.layer,
+        "steps": e.steps,
+        "rule": e.rule,
+        "pairs": len(residuals),
+        "within_2pct": float(np.mean(np.asarray(residuals) <= EXPLAIN_TOLERANCE)),
+        "median_rel_residual": float(np.median(residuals)),
+        "median_explain_s": float(np.median(seconds)),
+        "per_k": per_k,
+        "total_s": round(time.perf_counter() - started, 1),
+    }
 
 
 def markdown(results: dict) -> str:
-    lines = [f"# Faithfulness of token-pair attributions ({results['created']})", "",
-             f"{results['pairs']} cross-lingual STS Multi MT test pairs per model "
-             f"({', '.join(EXPLAIN_LANG_PAIRS)}), the "
-             "default explanation settings; the words of the k most positive word pairs deleted vs the words of k "
-             f"random word pairs ({results['draws']} draws, mean). Score = the model's cosine. CPU "
-             f"{results['cpu']}.", "",
-             "| model | layer | steps | removal | pairs ranked by | k | top-k drop | random drop | top-k drops more | "
-             "top-k beats every draw | words removed (top / random) | residual within 2 % |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# Faithfulness of token-pair attributions ({results['created']})",
+        "",
+        f"{results['pairs']} cross-lingual STS Multi MT test pairs per model "
+        f"({', '.join(EXPLAIN_LANG_PAIRS)}), the "
+        "default explanation settings; the words of the k most positive word pairs deleted vs the words of k "
+        f"random word pairs ({results['draws']} draws, mean). Score = the model's cosine. CPU "
+        f"{results['cpu']}.",
+        "",
+        "| model | layer | steps | removal | pairs ranked by | k | top-k drop | random drop | top-k drops more | "
+        "top-k beats every draw | words removed (top / random) | residual within 2 % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results["models"]:
         for p in r["per_k"]:
-            lines.append(f"| {r['model']} | {r['layer']} | {r['steps']} | {p['how']} | {p['rank']} | {p['k']} | "
-                         f"{p['top_drop']:+.4f} | {p['random_drop']:+.4f} | {p['top_wins']:.0%} | "
-                         f"{p['top_beats_every_draw']:.0%} | "
-                         f"{p['top_words']:.1f} / {p['random_words']:.1f} | {r['within_2pct']:.0%} |")  # fmt: skip
+            lines.append(
+                f"| {r['model']} | {r['layer']} | {r['steps']} | {p['how']} | {p['rank']} | {p['k']} | "
+                f"{p['top_drop']:+.4f} | {p['random_drop']:+.4f} | {p['top_wins']:.0%} | "
+                f"{p['top_beats_every_draw']:.0%} | "
+                f"{p['top_words']:.1f} / {p['random_words']:.1f} | {r['within_2pct']:.0%} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.explain_faithfulness",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.explain_faithfulness", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--models", default="me5-small,minilm-en")
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--draws", type=int, default=5, help="random draws of k pairs per sentence pair")
@@ -109,9 +131,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.pairs, args.draws = 3, 2
     started = time.perf_counter()
-    results = {"benchmark": "explain-faithfulness", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-               "cpu": cpu_name(), "isa": isa_flags(), "threads": args.threads, "pairs": args.pairs,
-               "draws": args.draws, "load_start": list(os.getloadavg()), "quick": args.quick, "models": []}  # fmt: skip
+    results = {
+        "benchmark": "explain-faithfulness",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpu": cpu_name(),
+        "isa": isa_flags(),
+        "threads": args.threads,
+        "pairs": args.pairs,
+        "draws": args.draws,
+        "load_start": list(os.getloadavg()),
+        "quick": args.quick,
+        "models": [],
+    }
     for name in args.models.split(","):
         results["models"].append(measure_model(name, args))
         print(markdown(results), flush=True)

@@ -37,8 +37,10 @@ from benchmarks.common import EXPLAIN_LANG_PAIRS, EXPLAIN_TOLERANCE, cpu_name, c
 from mlse.atomic import atomic_write_text
 from mlse.serving.procmem import memory_mb
 
-LONG_PAIR = ("A man with a red hat is playing a silver flute on the street corner.",
-             "Ein Mann mit rotem Hut spielt an der Ecke eine silberne Flöte.")  # ~20 tokens a side
+LONG_PAIR = (
+    "A man with a red hat is playing a silver flute on the street corner.",
+    "Ein Mann mit rotem Hut spielt an der Ecke eine silberne Flöte.",
+)  # ~20 tokens a side
 
 
 def layers_for(n_layers: int, quick: bool) -> list[int]:
@@ -68,11 +70,18 @@ def measure_setting(model, pairs, layer: int | None, steps: int | None) -> dict:
         seconds.append(e.seconds)
         rel.append(e.relative_residual)
         tokens.append((len(e.tokens1) + len(e.tokens2)) / 2)
-    return {"layer": e.layer, "steps": e.steps, "rule": e.rule, "pairs": len(pairs),
-            "median_s": statistics.median(seconds),
-            "p90_s": float(np.percentile(seconds, 90)), "median_rel_residual": statistics.median(rel),
-            "max_rel_residual": max(rel), "share_within_2pct": float(np.mean(np.asarray(rel) <= EXPLAIN_TOLERANCE)),
-            "mean_tokens": float(np.mean(tokens))}  # fmt: skip
+    return {
+        "layer": e.layer,
+        "steps": e.steps,
+        "rule": e.rule,
+        "pairs": len(pairs),
+        "median_s": statistics.median(seconds),
+        "p90_s": float(np.percentile(seconds, 90)),
+        "median_rel_residual": statistics.median(rel),
+        "max_rel_residual": max(rel),
+        "share_within_2pct": float(np.mean(np.asarray(rel) <= EXPLAIN_TOLERANCE)),
+        "mean_tokens": float(np.mean(tokens)),
+    }
 
 
 def headline(model, quick: bool) -> dict:
@@ -87,12 +96,21 @@ def headline(model, quick: bool) -> dict:
     memory = memory_mb()
     aligns = [align_tokens(model, s1, s2).seconds for _ in range(3 if quick else 20)]
     e = runs[-1]
-    return {"sentence1": s1, "sentence2": s2, "tokens1": len(e.tokens1), "tokens2": len(e.tokens2),
-            "layer": e.layer, "steps": e.steps, "rule": e.rule, "explain_s": statistics.median(r.seconds for r in runs),
-            "relative_residual": e.relative_residual, "align_s": statistics.median(aligns),
-            "added_peak_mb": round(memory["peak_rss_mb"] - rss_before, 1) if peak_reset else None,
-            "rss_after_minus_before_mb": round(memory["rss_mb"] - rss_before, 1),
-            "top_pairs": [list(p) for p in e.top_pairs(5)]}  # fmt: skip
+    return {
+        "sentence1": s1,
+        "sentence2": s2,
+        "tokens1": len(e.tokens1),
+        "tokens2": len(e.tokens2),
+        "layer": e.layer,
+        "steps": e.steps,
+        "rule": e.rule,
+        "explain_s": statistics.median(r.seconds for r in runs),
+        "relative_residual": e.relative_residual,
+        "align_s": statistics.median(aligns),
+        "added_peak_mb": round(memory["peak_rss_mb"] - rss_before, 1) if peak_reset else None,
+        "rss_after_minus_before_mb": round(memory["rss_mb"] - rss_before, 1),
+        "top_pairs": [list(p) for p in e.top_pairs(5)],
+    }
 
 
 def measure_model(name: str, args) -> dict:
@@ -107,11 +125,15 @@ def measure_model(name: str, args) -> dict:
     model = load_model(name)
     backbone = attributable(model)
     pairs = cross_pairs(args.pairs, data_dir=args.data_dir)
-    result = {"model": name, "layers": backbone.n_layers if hasattr(backbone, "n_layers") else 0,
-              "default_layer": default_layer(backbone),
-              "default_steps": getattr(backbone, "default_steps", DEFAULT_STEPS),
-              "default_rule": getattr(backbone, "default_rule", DEFAULT_RULE),
-              "headline": headline(model, args.quick), "grid": []}  # fmt: skip
+    result = {
+        "model": name,
+        "layers": backbone.n_layers if hasattr(backbone, "n_layers") else 0,
+        "default_layer": default_layer(backbone),
+        "default_steps": getattr(backbone, "default_steps", DEFAULT_STEPS),
+        "default_rule": getattr(backbone, "default_rule", DEFAULT_RULE),
+        "headline": headline(model, args.quick),
+        "grid": [],
+    }
     if args.headline_only:
         return result
     n_layers = getattr(backbone, "n_layers", 0)
@@ -119,42 +141,67 @@ def measure_model(name: str, args) -> dict:
         for steps in args.steps if n_layers or args.quick else args.native_steps:
             row = measure_setting(model, pairs, layer, steps)
             result["grid"].append(row)
-            print(f"{name} layer {layer} steps {steps}: {row['median_s']:.2f} s, residual "
-                  f"{row['median_rel_residual']:.2%} (within 2 %: {row['share_within_2pct']:.0%})", flush=True)
+            print(
+                f"{name} layer {layer} steps {steps}: {row['median_s']:.2f} s, residual "
+                f"{row['median_rel_residual']:.2%} (within 2 %: {row['share_within_2pct']:.0%})",
+                flush=True,
+            )
     many = cross_pairs(args.convergence_pairs, data_dir=args.data_dir)
     result["convergence"] = measure_setting(model, many, None, None)
     return result
 
 
 def markdown(results: dict) -> str:
-    lines = [f"# Token-pair attributions: speed and convergence ({results['created']})", "",
-             f"CPU {results['cpu']} ({', '.join(results['isa']) or 'no AVX2'}), {results['threads']} torch threads, "
-             f"load average {results['load_start'][0]:.1f} at start, {results['load_end'][0]:.1f} at end. Pairs: "
-             f"cross-lingual STS Multi MT test ({', '.join(EXPLAIN_LANG_PAIRS)}). Relative residual = |residual| / "
-             "|score - reference terms|.", ""]  # fmt: skip
-    lines += ["| model | layer | steps | tokens/side (two ~20-token sentences) | explain s | residual | align s | "
-              "added peak MB |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# Token-pair attributions: speed and convergence ({results['created']})",
+        "",
+        f"CPU {results['cpu']} ({', '.join(results['isa']) or 'no AVX2'}), {results['threads']} torch threads, "
+        f"load average {results['load_start'][0]:.1f} at start, {results['load_end'][0]:.1f} at end. Pairs: "
+        f"cross-lingual STS Multi MT test ({', '.join(EXPLAIN_LANG_PAIRS)}). Relative residual = |residual| / "
+        "|score - reference terms|.",
+        "",
+    ]
+    lines += [
+        "| model | layer | steps | tokens/side (two ~20-token sentences) | explain s | residual | align s | "
+        "added peak MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results["models"]:
         h = r["headline"]
-        lines.append(f"| {r['model']} | {h['layer']} (default) | {h['steps']} (default) | {h['tokens1']}, "
-                     f"{h['tokens2']} | {h['explain_s']:.2f} | {h['relative_residual']:.2%} | {h['align_s']:.3f} | "
-                     f"{h['added_peak_mb']} |")  # fmt: skip
-    lines += ["", "Convergence with the defaults:", "",
-              "| model | layer | steps | rule | pairs | within 2 % | median | max | median s |",
-              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines.append(
+            f"| {r['model']} | {h['layer']} (default) | {h['steps']} (default) | {h['tokens1']}, "
+            f"{h['tokens2']} | {h['explain_s']:.2f} | {h['relative_residual']:.2%} | {h['align_s']:.3f} | "
+            f"{h['added_peak_mb']} |"
+        )
+    lines += [
+        "",
+        "Convergence with the defaults:",
+        "",
+        "| model | layer | steps | rule | pairs | within 2 % | median | max | median s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in (r for r in results["models"] if "convergence" in r):
         c = r["convergence"]
-        lines.append(f"| {r['model']} | {c['layer']} | {c['steps']} | {c['rule']} | {c['pairs']} | "
-                     f"{c['share_within_2pct']:.1%} | {c['median_rel_residual']:.3%} | {c['max_rel_residual']:.2%} | "
-                     f"{c['median_s']:.2f} |")  # fmt: skip
-    lines += ["", "Grid (median over the pairs):", "",
-              "| model | layer | steps | pairs | tokens/side | median s | p90 s | median residual | max residual | "
-              "within 2 % |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines.append(
+            f"| {r['model']} | {c['layer']} | {c['steps']} | {c['rule']} | {c['pairs']} | "
+            f"{c['share_within_2pct']:.1%} | {c['median_rel_residual']:.3%} | {c['max_rel_residual']:.2%} | "
+            f"{c['median_s']:.2f} |"
+        )
+    lines += [
+        "",
+        "Grid (median over the pairs):",
+        "",
+        "| model | layer | steps | pairs | tokens/side | median s | p90 s | median residual | max residual | "
+        "within 2 % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results["models"]:
         for g in r["grid"]:
-            lines.append(f"| {r['model']} | {g['layer']} | {g['steps']} | {g['pairs']} | {g['mean_tokens']:.0f} | "
-                         f"{g['median_s']:.2f} | {g['p90_s']:.2f} | {g['median_rel_residual']:.2%} | "
-                         f"{g['max_rel_residual']:.1%} | {g['share_within_2pct']:.0%} |")  # fmt: skip
+            lines.append(
+                f"| {r['model']} | {g['layer']} | {g['steps']} | {g['pairs']} | {g['mean_tokens']:.0f} | "
+                f"{g['median_s']:.2f} | {g['p90_s']:.2f} | {g['median_rel_residual']:.2%} | "
+                f"{g['max_rel_residual']:.1%} | {g['share_within_2pct']:.0%} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -177,9 +224,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.pairs, args.convergence_pairs, args.steps = 2, 3, [2, 4]
     started = time.perf_counter()
-    results = {"benchmark": "explain-speed", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpu": cpu_name(),
-               "isa": isa_flags(), "threads": args.threads, "load_start": list(os.getloadavg()),
-               "quick": args.quick, "models": []}  # fmt: skip
+    results = {
+        "benchmark": "explain-speed",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpu": cpu_name(),
+        "isa": isa_flags(),
+        "threads": args.threads,
+        "load_start": list(os.getloadavg()),
+        "quick": args.quick,
+        "models": [],
+    }
     for name in args.models.split(","):
         results["models"].append(measure_model(name, args))
     results["load_end"] = list(os.getloadavg())

@@ -35,9 +35,14 @@ METHODS = {
     "hard": {"method": "hard", "teacher": None},
 }
 # --quick: the settings of every run (2 steps of 8 en-de pairs, dev on 32 rows) and the test pairs
-QUICK = {"config": {"pairs": ["en-de"], "max_steps": 2, "batch_size": 8, "dev_pairs": ["en-de"], "eval_every_steps": 1},
-         "max_pairs": 16, "extend_vocab": 128, "budget_minutes": 2.0, "dev_max_pairs": 32,
-         "test_pairs": ["en-en", "en-de"]}  # fmt: skip
+QUICK = {
+    "config": {"pairs": ["en-de"], "max_steps": 2, "batch_size": 8, "dev_pairs": ["en-de"], "eval_every_steps": 1},
+    "max_pairs": 16,
+    "extend_vocab": 128,
+    "budget_minutes": 2.0,
+    "dev_max_pairs": 32,
+    "test_pairs": ["en-en", "en-de"],
+}
 
 
 def write_curves_html(curves: dict[str, list], path: Path, budget: float) -> None:
@@ -47,8 +52,11 @@ def write_curves_html(curves: dict[str, list], path: Path, budget: float) -> Non
     fig = go.Figure()
     for name, points in curves.items():
         fig.add_trace(go.Scatter(x=[m for m, _ in points], y=[s for _, s in points], mode="lines+markers", name=name))
-    fig.update_layout(title=f"STS Multi MT dev Spearman (mean of dev pairs) vs training minutes, {budget:g}-min budget",
-                      xaxis_title="minutes", yaxis_title="dev Spearman x 100")  # fmt: skip
+    fig.update_layout(
+        title=f"STS Multi MT dev Spearman (mean of dev pairs) vs training minutes, {budget:g}-min budget",
+        xaxis_title="minutes",
+        yaxis_title="dev Spearman x 100",
+    )
     atomic_write_text(path, fig.to_html(include_plotlyjs="cdn", full_html=True))
 
 
@@ -69,26 +77,48 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     quick = QUICK if args.quick else {"config": {}, "dev_max_pairs": 500, "test_pairs": TEST_PAIRS}
     if args.quick:
-        args.max_pairs, args.extend_vocab, args.budget_minutes = quick["max_pairs"], quick["extend_vocab"], \
-            quick["budget_minutes"]  # fmt: skip
+        args.max_pairs, args.extend_vocab, args.budget_minutes = (
+            quick["max_pairs"],
+            quick["extend_vocab"],
+            quick["budget_minutes"],
+        )
     out = output_dir(args.out, args.quick, "results/finetune", "finetune-compare")
     runs = output_dir(args.runs, args.quick, "runs/compare", "finetune-compare-runs")
     suffix = f"-{args.tag}" if args.tag else ""
     stem = f"finetune-compare{suffix}"
-    results = {"budget_minutes": args.budget_minutes, "max_pairs": args.max_pairs or None, "quick": args.quick,
-               "extend_vocab": args.extend_vocab, "lr": args.lr, **machine(), "scores": {}, "curves": {},
-               "metrics": {}}  # fmt: skip
+    results = {
+        "budget_minutes": args.budget_minutes,
+        "max_pairs": args.max_pairs or None,
+        "quick": args.quick,
+        "extend_vocab": args.extend_vocab,
+        "lr": args.lr,
+        **machine(),
+        "scores": {},
+        "curves": {},
+        "metrics": {},
+    }
     test_pairs = quick["test_pairs"]
     results["scores"][f"{args.student} (baseline)"] = test_scores(load_encoder(args.student), test_pairs)
     for name in args.methods.split(","):
         run = runs / f"{name}{suffix}"
-        cfg = FinetuneConfig(**{"teacher": args.teacher, **METHODS[name]}, student=args.student,
-                             budget_minutes=args.budget_minutes, max_pairs=args.max_pairs or None,
-                             extend_vocab=args.extend_vocab, lr=args.lr, dev_max_pairs=quick["dev_max_pairs"],
-                             out=str(run), **{"eval_every_steps": args.eval_every, **quick["config"]})  # fmt: skip
+        cfg = FinetuneConfig(
+            **{"teacher": args.teacher, **METHODS[name]},
+            student=args.student,
+            budget_minutes=args.budget_minutes,
+            max_pairs=args.max_pairs or None,
+            extend_vocab=args.extend_vocab,
+            lr=args.lr,
+            dev_max_pairs=quick["dev_max_pairs"],
+            out=str(run),
+            **{"eval_every_steps": args.eval_every, **quick["config"]},
+        )
         t0 = time.perf_counter()
-        metrics = finetune(cfg, progress=lambda r, n=name: print(n, {k: r[k] for k in ("step", "elapsed_s",
-                           "loss", "dev_spearman") if k in r}, flush=True))  # fmt: skip
+        metrics = finetune(
+            cfg,
+            progress=lambda r, n=name: print(
+                n, {k: r[k] for k in ("step", "elapsed_s", "loss", "dev_spearman") if k in r}, flush=True
+            ),
+        )
         results["metrics"][name] = {**metrics, "wall_s": time.perf_counter() - t0}
         log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
         results["curves"][name] = [(r["elapsed_s"] / 60, r["dev_spearman"]) for r in log]

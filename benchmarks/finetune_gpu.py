@@ -29,24 +29,58 @@ from mlse.train.config import DEFAULT_TEACHER
 from mlse.train.finetune import finetune
 
 PRECISIONS = ("fp32", "bf16", "fp16", "auto")  # auto last: on a GPU with native bf16 it repeats bf16
-KEEP = ("precision", "grad_scaler", "grad_scale", "device", "sentences_per_s", "steps", "train_s", "prepare_s",
-        "training_data", "best_dev_spearman", "stop_reason")  # fmt: skip
+KEEP = (
+    "precision",
+    "grad_scaler",
+    "grad_scale",
+    "device",
+    "sentences_per_s",
+    "steps",
+    "train_s",
+    "prepare_s",
+    "training_data",
+    "best_dev_spearman",
+    "stop_reason",
+)
 
 
-def run(student: str, method: str, precision: str, steps: int, batch_size: int, data_dir: str | None, device: str,
-        max_pairs: int = 2000) -> dict:  # fmt: skip
+def run(
+    student: str,
+    method: str,
+    precision: str,
+    steps: int,
+    batch_size: int,
+    data_dir: str | None,
+    device: str,
+    max_pairs: int = 2000,
+) -> dict:
     from mlse.train.config import finetune_config
 
     out = tempfile.mkdtemp(prefix=f"mlse-gpu-{method}-{precision}-")
-    cfg = finetune_config(method=method, student=student, teacher=student if method in ("mse", "soft") else None,
-                          pairs=["en-de", "en-fr", "en-ru", "en-zh"], max_pairs=max_pairs, batch_size=batch_size,
-                          max_steps=steps, eval_every_steps=10_000, dev_max_pairs=100, precision=precision,
-                          device=device, data_dir=data_dir, out=out, budget_minutes=30)  # fmt: skip
+    cfg = finetune_config(
+        method=method,
+        student=student,
+        teacher=student if method in ("mse", "soft") else None,
+        pairs=["en-de", "en-fr", "en-ru", "en-zh"],
+        max_pairs=max_pairs,
+        batch_size=batch_size,
+        max_steps=steps,
+        eval_every_steps=10_000,
+        dev_max_pairs=100,
+        precision=precision,
+        device=device,
+        data_dir=data_dir,
+        out=out,
+        budget_minutes=30,
+    )
     started = time.perf_counter()
     metrics = finetune(cfg)
     record = {k: metrics.get(k) for k in KEEP} | {"wall_s": round(time.perf_counter() - started, 2)}
-    record["finetune_config"] = {k: v for k, v in json.loads((Path(out) / "finetune_config.json").read_text()).items()
-                                 if k in ("precision_effective", "grad_scaler", "gpu", "native_bf16")}  # fmt: skip
+    record["finetune_config"] = {
+        k: v
+        for k, v in json.loads((Path(out) / "finetune_config.json").read_text()).items()
+        if k in ("precision_effective", "grad_scaler", "gpu", "native_bf16")
+    }
     return record
 
 
@@ -71,19 +105,35 @@ def main() -> None:
     plan += [] if args.quick else [("ema", "fp16"), ("soft", "fp16")]
     for method, precision in plan:
         if not args.quick:  # each new batch shape is slow the first time in a dtype (kernel selection): the same run
-            run(args.student, method, precision, steps if method == "mse" else 10, args.batch_size, args.data_dir,
-                device)  # once untimed, so that the timed run sees only shapes seen before  # fmt: skip
-        runs[f"{method} {precision}"] = run(args.student, method, precision, steps if method == "mse" else 10,
-                                            args.batch_size, args.data_dir, device,
-                                            32 if args.quick else 2000)  # fmt: skip
+            run(
+                args.student,
+                method,
+                precision,
+                steps if method == "mse" else 10,
+                args.batch_size,
+                args.data_dir,
+                device,
+            )  # once untimed, so that the timed run sees only shapes seen before
+        runs[f"{method} {precision}"] = run(
+            args.student,
+            method,
+            precision,
+            steps if method == "mse" else 10,
+            args.batch_size,
+            args.data_dir,
+            device,
+            32 if args.quick else 2000,
+        )
         print(f"{method} {precision}: {runs[f'{method} {precision}']}", flush=True)
     result = {
         "command": " ".join(["python -m benchmarks.finetune_gpu", *sys.argv[1:]]),
-        "student": args.student, "student_note": args.student_note, "batch_size": args.batch_size,
-        "machine": machine() | {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-                                "torch": torch.__version__},
+        "student": args.student,
+        "student_note": args.student_note,
+        "batch_size": args.batch_size,
+        "machine": machine()
+        | {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__},
         "runs": runs,
-    }  # fmt: skip
+    }
     out = output_file(args.out, args.quick, "results/finetune/finetune-gpu.json")
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")

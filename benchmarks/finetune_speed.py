@@ -35,13 +35,27 @@ SETTINGS = {
 QUICK = {"steps": 3, "batch_size": 8, "max_pairs": 32, "extend_vocab": 128}
 
 
-def measure(settings: dict, steps: int, batch_size: int, student: str = "minilm-en", max_pairs: int = 2000,
-            extend_vocab: int | None = None) -> dict:  # fmt: skip
+def measure(
+    settings: dict,
+    steps: int,
+    batch_size: int,
+    student: str = "minilm-en",
+    max_pairs: int = 2000,
+    extend_vocab: int | None = None,
+) -> dict:
     """``extend_vocab``: the size of the extension in the settings that extend (None: the setting's own)."""
     if extend_vocab is not None and settings["extend_vocab"]:
         settings = {**settings, "extend_vocab": extend_vocab}
-    cfg = FinetuneConfig(method="mse", max_pairs=max_pairs, batch_size=batch_size, out="/tmp/mlse-finetune-speed",
-                         dev_max_pairs=8, student=student, teacher=student, **settings)  # fmt: skip
+    cfg = FinetuneConfig(
+        method="mse",
+        max_pairs=max_pairs,
+        batch_size=batch_size,
+        out="/tmp/mlse-finetune-speed",
+        dev_max_pairs=8,
+        student=student,
+        teacher=student,
+        **settings,
+    )
     data = prepare_data(cfg)
     model = load_student(cfg.student, "cpu", cfg.max_seq_length)
     if cfg.extend_vocab:
@@ -50,8 +64,9 @@ def measure(settings: dict, steps: int, batch_size: int, student: str = "minilm-
     precision = resolve_precision(cfg.precision, "cpu")
     method = build_method(cfg, model, data, (t_src, t_tgt), "cpu", precision)
     lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if cfg.bucket_by_length else None
-    run = TrainingLoop(cfg, model, method, len(data.src), lengths, evaluate=lambda should_stop: {},
-                       save=lambda: None, device="cpu")  # fmt: skip
+    run = TrainingLoop(
+        cfg, model, method, len(data.src), lengths, evaluate=lambda should_stop: {}, save=lambda: None, device="cpu"
+    )
     run.started = run.clock()
     for _ in range(2):
         run.train_step()
@@ -59,8 +74,11 @@ def measure(settings: dict, steps: int, batch_size: int, student: str = "minilm-
     for _ in range(steps - 2):
         run.train_step()
     seconds = time.perf_counter() - t0
-    return {"sentences_per_s": round((run.sentences - sentences) / seconds, 1), "timed_steps": steps - 2,
-            "precision": precision}  # fmt: skip
+    return {
+        "sentences_per_s": round((run.sentences - sentences) / seconds, 1),
+        "timed_steps": steps - 2,
+        "precision": precision,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,8 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--student", default="minilm-en", help="student and teacher of the mse step")
-    parser.add_argument("--out", default=None, help="default results/finetune/finetune-speed.json (--quick: a "
-                        "temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--out", default=None, help="default results/finetune/finetune-speed.json (--quick: a temporary folder)"
+    )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     quick = QUICK if args.quick else {"max_pairs": 2000, "extend_vocab": None}
@@ -78,11 +97,17 @@ def main(argv: list[str] | None = None) -> None:
     out = output_file(args.out, args.quick, "results/finetune/finetune-speed.json")
     results = {}
     for name, settings in SETTINGS.items():
-        results[name] = measure(settings, args.steps, args.batch_size, args.student, quick["max_pairs"],
-                                quick["extend_vocab"])  # fmt: skip
+        results[name] = measure(
+            settings, args.steps, args.batch_size, args.student, quick["max_pairs"], quick["extend_vocab"]
+        )
         print(name, results[name], flush=True)
-    result = {"batch_size": args.batch_size, "student": args.student, "quick": args.quick, **machine(),
-              "results": results}  # fmt: skip
+    result = {
+        "batch_size": args.batch_size,
+        "student": args.student,
+        "quick": args.quick,
+        **machine(),
+        "results": results,
+    }
     atomic_write_text(out, json.dumps(result, indent=1))
     print(f"wrote {out}")
 

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks._first_result_report import TARGETS, markdown, verdict
 from benchmarks.common import QUICK_HELP, app_env, free_port, machine, output_file, stop_app, wait_for_page
 from mlse.atomic import atomic_write_text
 from mlse.data.portable import portable_record
@@ -44,7 +45,6 @@ from mlse.serving.procmem import memory_mb
 from tests.browser import TABS, click, fill_textbox, missing_browser, open_app, open_tab, start_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"warm_s": 3.0, "cold_s": 60.0, "rss_mb": 1200.0}
 SENTENCES = ("A man is playing a flute.", "Un homme joue de la flûte.")
 QUICK_MODEL = "minilm-en"
 QUICK_TABS = ("score", "results")
@@ -62,8 +62,14 @@ class Step:
     press: bool = True  # False: nothing to press, the tab's first view is its result
 
 
-STEPS = (Step("score", ROW), Step("map", PLOT), Step("tatoeba", ROW), Step("gold", PLOT),
-         Step("finetune", "//button[normalize-space()='Start']", press=False), Step("results", ROW))  # fmt: skip
+STEPS = (
+    Step("score", ROW),
+    Step("map", PLOT),
+    Step("tatoeba", ROW),
+    Step("gold", PLOT),
+    Step("finetune", "//button[normalize-space()='Start']", press=False),
+    Step("results", ROW),
+)
 
 # Gradio shows a status tracker on each output while an event runs (class "hide" when idle). The observer notes that
 # one was shown after the press, so a fast answer is not mistaken for no answer and a slow one not for a finished one.
@@ -97,11 +103,19 @@ def tree_rss_mb(pid: int) -> dict:
         proc = psutil.Process(pid)
         members = [proc, *proc.children(recursive=True)]
         total = sum(p.memory_info().rss for p in members if p.is_running()) / 2**20
-        return {"rss_mb": round(total, 1), "processes": len(members), "app_rss_mb": own["rss_mb"],
-                "app_peak_rss_mb": own["peak_rss_mb"]}  # fmt: skip
+        return {
+            "rss_mb": round(total, 1),
+            "processes": len(members),
+            "app_rss_mb": own["rss_mb"],
+            "app_peak_rss_mb": own["peak_rss_mb"],
+        }
     except ImportError:  # psutil comes with the requirements; without it, the app process alone
-        return {"rss_mb": own["rss_mb"], "processes": 1, "app_rss_mb": own["rss_mb"],
-                "app_peak_rss_mb": own["peak_rss_mb"]}  # fmt: skip
+        return {
+            "rss_mb": own["rss_mb"],
+            "processes": 1,
+            "app_rss_mb": own["rss_mb"],
+            "app_peak_rss_mb": own["peak_rss_mb"],
+        }
 
 
 def keep_only_models(driver, keep: str) -> list[str]:
@@ -109,8 +123,10 @@ def keep_only_models(driver, keep: str) -> list[str]:
     its checkboxes read "name · kind"."""
     from tests.browser import visible
 
-    group = ("(//*[normalize-space(text())='Models'])[1]/ancestor::*[contains(concat(' ', normalize-space(@class), "
-             "' '), ' block ')][1]//label[input[@type='checkbox']][contains(normalize-space(), ' · ')]")  # fmt: skip
+    group = (
+        "(//*[normalize-space(text())='Models'])[1]/ancestor::*[contains(concat(' ', normalize-space(@class), "
+        "' '), ' block ')][1]//label[input[@type='checkbox']][contains(normalize-space(), ' · ')]"
+    )
     unticked = []
     for label in visible(driver, group):
         name = label.text.split(" · ")[0].strip()
@@ -142,8 +158,14 @@ def wait_for_result(driver, step: Step, started: float) -> dict:
         if drawn and status["shown"] and not status["busy"]:
             return {"seconds": round(elapsed, 2), "result": text, "samples": samples}
         if step.press and elapsed >= next_sample:  # still waiting: what does the page show meanwhile?
-            samples.append({"t": round(elapsed, 2), "busy": status.get("busy", 0), "timer": status.get("timer", []),
-                            "described": status.get("described", [])})  # fmt: skip
+            samples.append(
+                {
+                    "t": round(elapsed, 2),
+                    "busy": status.get("busy", 0),
+                    "timer": status.get("timer", []),
+                    "described": status.get("described", []),
+                }
+            )
             next_sample = elapsed + SAMPLE_EVERY_S
         time.sleep(0.1)
 
@@ -186,8 +208,12 @@ def run_tab(driver, step: Step, quick: bool) -> dict:
     if not step.press:
         waited = wait_for_result(driver, step, started)
         print(f"  {tab.name}: drawn in {waited['seconds']} s {waited.get('error') or ''}", flush=True)
-        return out | {"tab_open_s": waited["seconds"], "seconds": waited["seconds"], "result": waited.get("result"),
-                      "error": waited.get("error")}  # fmt: skip
+        return out | {
+            "tab_open_s": waited["seconds"],
+            "seconds": waited["seconds"],
+            "result": waited.get("result"),
+            "error": waited.get("error"),
+        }
     from tests.browser import button
 
     button(driver, tab.marker, timeout=60)
@@ -202,10 +228,17 @@ def run_tab(driver, step: Step, quick: bool) -> dict:
     pressed = time.perf_counter()
     click(driver, tab.marker)
     waited = wait_for_result(driver, step, pressed)
-    out |= {"seconds": waited["seconds"], "result": waited.get("result"), "error": waited.get("error"),
-            "progress": progress_summary(waited["samples"], waited["seconds"])}  # fmt: skip
-    print(f"  {tab.name}: {out['seconds']} s (tab drawn in {out['tab_open_s']} s); progress "
-          f"{out['progress']['visible_share']} of the wait {out.get('error') or ''}", flush=True)  # fmt: skip
+    out |= {
+        "seconds": waited["seconds"],
+        "result": waited.get("result"),
+        "error": waited.get("error"),
+        "progress": progress_summary(waited["samples"], waited["seconds"]),
+    }
+    print(
+        f"  {tab.name}: {out['seconds']} s (tab drawn in {out['tab_open_s']} s); progress "
+        f"{out['progress']['visible_share']} of the wait {out.get('error') or ''}",
+        flush=True,
+    )
     return out
 
 
@@ -218,15 +251,20 @@ def warm_cache(env: dict, backend: str, quick: bool) -> dict:
     started = time.perf_counter()
     with log_path.open("w") as log:
         try:
-            rc = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                timeout=WARM_TIMEOUT_S).returncode  # fmt: skip
+            rc = subprocess.run(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=WARM_TIMEOUT_S
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = None
     tail = log_path.read_text(errors="replace").strip().splitlines()[-4:]
     tail += [] if rc is not None else [f"stopped after {WARM_TIMEOUT_S} s"]
     print(f"  warm: rc {rc} in {time.perf_counter() - started:.0f} s: {tail[-1:]}", flush=True)
-    return {"command": " ".join(["python", *command[1:]]), "rc": rc, "seconds": round(time.perf_counter() - started, 1),
-            "tail": tail}  # fmt: skip
+    return {
+        "command": " ".join(["python", *command[1:]]),
+        "rc": rc,
+        "seconds": round(time.perf_counter() - started, 1),
+        "tail": tail,
+    }
 
 
 def measure_mode(mode: str, args) -> dict:
@@ -244,8 +282,13 @@ def measure_mode(mode: str, args) -> dict:
     print(f"{mode}: starting python app.py (log {log_path})", flush=True)
     with log_path.open("w") as log:
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "app.py", "--backend", args.backend], cwd=ROOT, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--backend", args.backend],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     driver = None
     try:
         result["page_served_s"] = round(wait_for_page(url, proc, started), 2)
@@ -262,47 +305,6 @@ def measure_mode(mode: str, args) -> dict:
         stop_app(proc)
     result["app_log_tail"] = log_path.read_text(errors="replace").strip().splitlines()[-5:]
     return result
-
-
-def verdict(mode: dict) -> dict:
-    """Each target for one mode: met, or not (None where it was not measured)."""
-    limit = TARGETS["warm_s"] if mode["mode"] == "warm" else TARGETS["cold_s"]
-    tabs = mode.get("tabs", {})
-    out = {slug: tab["seconds"] is not None and tab["seconds"] <= limit for slug, tab in tabs.items()}
-    if mode["mode"] == "cold":
-        out |= {f"{slug}_progress": tab["progress"]["throughout"] for slug, tab in tabs.items() if "progress" in tab}
-    rss = mode.get("rss_after_pass", {}).get("rss_mb")
-    out["rss"] = None if rss is None else rss <= TARGETS["rss_mb"]
-    return out
-
-
-def markdown(report: dict) -> str:
-    lines = [f"# First result per tab ({report['backend']})", "",
-             f"`{report['command']}` on {report['machine']['cpu']} ({report['machine']['cpus']} CPUs; ISA "
-             f"{', '.join(report['machine']['isa'])}); load average {report['machine']['load_average']:.1f} at start, "
-             f"{report['load_average_end']:.1f} at the end. Targets: warm <= {TARGETS['warm_s']:.0f} s, cold <= "
-             f"{TARGETS['cold_s']:.0f} s with progress shown throughout, RSS after the pass <= "
-             f"{TARGETS['rss_mb']:.0f} MB.", ""]  # fmt: skip
-    for mode in report["modes"]:
-        if "error" in mode:
-            lines += [f"**{mode['mode']}**: {mode['error']}", ""]
-            continue
-        warm = f"; `mlse warm` took {mode['warm']['seconds']} s" if "warm" in mode else ""
-        rss = mode.get("rss_after_pass", {})
-        lines += [f"**{mode['mode']}**: page served in {mode['page_served_s']} s, drawn in {mode['page_drawn_s']} s"
-                  f"{warm}; RSS after the pass {rss.get('rss_mb')} MB ({rss.get('processes')} processes).", "",
-                  "| tab | first result (s) | tab drawn (s) | progress shown | longest gap (s) | target met |",
-                  "|---|---:|---:|---:|---:|:---:|"]  # fmt: skip
-        met = verdict(mode)
-        for slug, tab in mode.get("tabs", {}).items():
-            progress = tab.get("progress") or {}
-            shown = "-" if progress.get("visible_share") is None else f"{progress['visible_share']:.0%}"
-            ok = met[slug] and met.get(f"{slug}_progress", True)
-            lines.append(f"| {tab['tab']} | {tab['seconds'] if tab['seconds'] is not None else tab.get('error')} | "
-                         f"{tab['tab_open_s']} | {shown} | {progress.get('longest_gap_s', '-')} | "
-                         f"{'yes' if ok else 'no'} |")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -324,9 +326,17 @@ def main() -> None:
         raise SystemExit(f"unknown tab(s) {', '.join(unknown)}: choose from {', '.join(known)}")
     args.runs_dir = (args.runs_dir or Path(tempfile.mkdtemp(prefix="mlse-first-result-runs-"))).resolve()
     out = output_file(args.out, args.quick, f"results/app/first-result-{args.backend}.json")
-    report = {"benchmark": "first-result", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "backend": args.backend,
-              "command": " ".join(["python", "-m", "benchmarks.first_result", *sys.argv[1:]]), "quick": args.quick,
-              "machine": machine(), "targets": TARGETS, "runs_dir": str(args.runs_dir), "modes": []}  # fmt: skip
+    report = {
+        "benchmark": "first-result",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "backend": args.backend,
+        "command": " ".join(["python", "-m", "benchmarks.first_result", *sys.argv[1:]]),
+        "quick": args.quick,
+        "machine": machine(),
+        "targets": TARGETS,
+        "runs_dir": str(args.runs_dir),
+        "modes": [],
+    }
     for mode in ("cold", "warm") if args.mode == "both" else (args.mode,):
         try:
             report["modes"].append(measure_mode(mode, args))

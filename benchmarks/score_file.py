@@ -56,8 +56,13 @@ from mlse.runs.results import library_versions
 from mlse.serving.procmem import memory_mb
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"cold_pairs_per_s": 150.0, "warm_speedup": 20.0, "peak_rss_mb": 1536.0, "app_cold_s": 15.0,
-           "app_cached_s": 2.0}  # fmt: skip
+TARGETS = {
+    "cold_pairs_per_s": 150.0,
+    "warm_speedup": 20.0,
+    "peak_rss_mb": 1536.0,
+    "app_cold_s": 15.0,
+    "app_cached_s": 2.0,
+}
 # What a model's first use leaves under the cache root (mlse.dirs): conversions, ONNX exports, tokenizers, muse's table
 MODEL_FOLDERS = ("converted", "onnx", "tokenizers", "muse", "shipped")
 QUICK = {"pairs": 40, "memory_pairs": 120, "app_rows": 30, "models": "minilm-en", "backend": "torch"}
@@ -83,9 +88,12 @@ def cross_pairs(n: int, data_dir: str | None) -> tuple[list[tuple[str, str, floa
 
     pairs = list(itertools.islice(every(), n))
     available = sum(1 for ds in sets for a, b in zip(ds.s1, ds.s2) if a.strip() and b.strip())
-    info = {"source": f"STS Multi MT train, (A.sentence1[r], B.sentence2[r]) of {', '.join(CROSS_12)}",
-            "order": f"row-major, pair k offset by k x {stride} rows", "distinct_pairs_available": available,
-            "suffix": "' [2]', ' [3]' ... appended to both sentences of a repeated pair"}  # fmt: skip
+    info = {
+        "source": f"STS Multi MT train, (A.sentence1[r], B.sentence2[r]) of {', '.join(CROSS_12)}",
+        "order": f"row-major, pair k offset by k x {stride} rows",
+        "distinct_pairs_available": available,
+        "suffix": "' [2]', ' [3]' ... appended to both sentences of a repeated pair",
+    }
     return pairs, info
 
 
@@ -129,11 +137,14 @@ def empty_embeddings(root: Path) -> None:
 
 def prepare(models: list[str], backend: str, env: dict) -> float:
     """Use every model once (conversions, exports), in its own process; then empty the embedding cache."""
-    code = ("import sys\nfrom mlse.api import load_model\n"
-            "for name in sys.argv[2:]:\n    load_model(name, backend=sys.argv[1]).encode(['warm up'])")  # fmt: skip
+    code = (
+        "import sys\nfrom mlse.api import load_model\n"
+        "for name in sys.argv[2:]:\n    load_model(name, backend=sys.argv[1]).encode(['warm up'])"
+    )
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, backend, *models], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", code, backend, *models], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
+    )
     empty_embeddings(Path(env["MLSE_CACHE"]))
     return round(time.perf_counter() - started, 1)
 
@@ -141,8 +152,19 @@ def prepare(models: list[str], backend: str, env: dict) -> float:
 # -- one CLI run ------------------------------------------------------------------------------------------------------
 def run_cli(pairs_file: Path, n: int, out: Path, args, env: dict, log: Path) -> dict:
     """``python -m mlse score`` as a child: wall time, its own peak RSS, what it encoded and served."""
-    cmd = [sys.executable, "-m", "mlse", "score", str(pairs_file), "--models", args.models, "--backend", args.backend,
-           "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlse",
+        "score",
+        str(pairs_file),
+        "--models",
+        args.models,
+        "--backend",
+        args.backend,
+        "--out",
+        str(out),
+    ]
     polled, done = [0.0], threading.Event()
     with open(log, "w", encoding="utf-8") as err:
         started = time.perf_counter()
@@ -166,12 +188,20 @@ def run_cli(pairs_file: Path, n: int, out: Path, args, env: dict, log: Path) -> 
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n" + "\n".join(text.splitlines()[-15:]))
     counts = [(int(a.replace(",", "")), int(b.replace(",", ""))) for a, b in ENCODED.findall(text)]
     rate = RATE.findall(text)
-    print(f"  {n:,} pairs in {seconds:.1f} s ({n / seconds:,.1f} pairs/s), peak RSS {usage.ru_maxrss / 1024:,.0f} MiB",
-          flush=True)  # fmt: skip
-    return {"pairs": n, "seconds": round(seconds, 2), "pairs_per_s": round(n / seconds, 1),
-            "cli_scoring_rows_per_s": int(rate[-1].replace(",", "")) if rate else None,
-            "encoded": sum(c[0] for c in counts), "served": sum(c[1] for c in counts),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "vmhwm_polled_mb": round(polled[0], 1)}  # fmt: skip
+    print(
+        f"  {n:,} pairs in {seconds:.1f} s ({n / seconds:,.1f} pairs/s), peak RSS {usage.ru_maxrss / 1024:,.0f} MiB",
+        flush=True,
+    )
+    return {
+        "pairs": n,
+        "seconds": round(seconds, 2),
+        "pairs_per_s": round(n / seconds, 1),
+        "cli_scoring_rows_per_s": int(rate[-1].replace(",", "")) if rate else None,
+        "encoded": sum(c[0] for c in counts),
+        "served": sum(c[1] for c in counts),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "vmhwm_polled_mb": round(polled[0], 1),
+    }
 
 
 # -- the app ----------------------------------------------------------------------------------------------------------
@@ -232,16 +262,17 @@ def markdown(result: dict) -> str:
         met = v[key]["met"]
         return "not measured" if met is None else ("PASS" if met else "FALL SHORT")
 
-    app_cold = f"{a['cold_s']:.2f} s (models loaded before: {a['models_load_s']:.1f} s)" if "cold_s" in a else \
-        a.get("skipped", "-")  # fmt: skip
+    app_cold = (
+        f"{a['cold_s']:.2f} s (models loaded before: {a['models_load_s']:.1f} s)"
+        if "cold_s" in a
+        else a.get("skipped", "-")
+    )
     app_cached = f"{a['cached_s']:.2f} s" if "cached_s" in a else "-"
     lines = [
         "# Scoring a pairs file: `mlse score` and the app's Score a file",
         "",
         f"`{result['command']}`"
-        + (
-            " (quick mode: proves the script runs; not comparable with the targets)" if result["quick"] else ""
-        ),  # fmt: skip
+        + (" (quick mode: proves the script runs; not comparable with the targets)" if result["quick"] else ""),
         "",
         f"{result['created']}; CPU {result['cpu']} ({', '.join(result['isa']) or 'no AVX2'}), {result['cpus']} CPUs, "
         f"load average {result['load_average_at_start']:.1f} at start; backend {result['backend']}, models "
@@ -277,12 +308,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=20_000, help="(a) and (b): pairs in the file")
     parser.add_argument("--memory-pairs", type=int, default=100_000, help="(c): pairs in the file")
     parser.add_argument("--app-rows", type=int, default=1_000, help="(d): rows of the upload")
-    parser.add_argument("--model-cache", type=Path, default=None,
-                        help="cache root whose converted and exported models are reused (default: MLSE_CACHE or "
-                             "the user's cache dir); its embeddings are never used")  # fmt: skip
+    parser.add_argument(
+        "--model-cache",
+        type=Path,
+        default=None,
+        help="cache root whose converted and exported models are reused (default: MLSE_CACHE or "
+        "the user's cache dir); its embeddings are never used",
+    )
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=None, help="folder for score-file.json and score-file.md "
-                        "(default results/score-file; with --quick a temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for score-file.json and score-file.md "
+        "(default results/score-file; with --quick a temporary folder)",
+    )
     parser.add_argument("--quick", action="store_true", help="a few dozen pairs, minilm-en, torch: proves it works")
     args = parser.parse_args(argv)
     if args.quick:  # the quick settings, except those given on the command line
@@ -295,11 +335,21 @@ def main(argv: list[str] | None = None) -> None:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     source_cache = (args.model_cache or cache_root()).expanduser()
     command = "python -m benchmarks.score_file " + " ".join(sys.argv[1:] if argv is None else argv)
-    result = {"benchmark": "score-file", "command": command.strip(), "quick": args.quick, "backend": args.backend,
-              "models": ",".join(models), "cpu": cpu_name(), "isa": isa_flags(), "cpus": os.cpu_count(),
-              "mlse_threads": os.environ.get("MLSE_THREADS"), "load_average_at_start": os.getloadavg()[0],
-              "versions": library_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "model_cache": str(source_cache)}  # fmt: skip
+    result = {
+        "benchmark": "score-file",
+        "command": command.strip(),
+        "quick": args.quick,
+        "backend": args.backend,
+        "models": ",".join(models),
+        "cpu": cpu_name(),
+        "isa": isa_flags(),
+        "cpus": os.cpu_count(),
+        "mlse_threads": os.environ.get("MLSE_THREADS"),
+        "load_average_at_start": os.getloadavg()[0],
+        "versions": library_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "model_cache": str(source_cache),
+    }
     with tempfile.TemporaryDirectory(prefix="mlse-score-file-") as tmp_name:
         tmp = Path(tmp_name)
         os.environ.setdefault("MLSE_RUNS", str(tmp / "runs"))  # the app's model scan: no trained runs, nothing moved

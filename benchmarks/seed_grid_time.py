@@ -31,16 +31,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backbone", default="minilm-en")
     parser.add_argument("--max-pairs", default="2000")
     parser.add_argument("--s1-max-epochs", default=None, help="Stage 1 epochs (default: the experiment's)")
-    parser.add_argument("--out", default=None, help="the experiment's results folder (default its own, "
-                        "results/seed-grid/<backbone>; --quick: a temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="the experiment's results folder (default its own, "
+        "results/seed-grid/<backbone>; --quick: a temporary folder)",
+    )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     if args.quick:
         args.max_pairs, args.s1_max_epochs = QUICK["max_pairs"], QUICK["s1_max_epochs"]
     name = Path(args.backbone).name if Path(args.backbone).is_absolute() else args.backbone
     out = output_dir(args.out, args.quick, Path("results") / "seed-grid" / name, "seed-grid-time")
-    cmd = [sys.executable, "-m", "mlse", "-q", "experiment", "seed-grid", "--backbone", args.backbone,
-           "--max-pairs", args.max_pairs, "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlse",
+        "-q",
+        "experiment",
+        "seed-grid",
+        "--backbone",
+        args.backbone,
+        "--max-pairs",
+        args.max_pairs,
+        "--out",
+        str(out),
+    ]
     cmd += ["--s1-max-epochs", args.s1_max_epochs] if args.s1_max_epochs else []
     times = []
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as runs:
@@ -50,13 +66,21 @@ def main(argv: list[str] | None = None) -> None:
             subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL if label == "cold" else None)
             times.append(time.perf_counter() - t0)
             print(f"{label}: {times[-1]:.0f} s", flush=True)
-    result = {"benchmark": "seed-grid-time", "quick": args.quick, "command": " ".join(cmd[1:]), **machine(),
-              "cold_s": round(times[0], 1), "warm_s": round(times[1], 1),
-              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    result = {
+        "benchmark": "seed-grid-time",
+        "quick": args.quick,
+        "command": " ".join(cmd[1:]),
+        **machine(),
+        "cold_s": round(times[0], 1),
+        "warm_s": round(times[1], 1),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     atomic_write_text(out / "seed-grid-time.json", json.dumps(result, indent=1) + "\n")
     print(f"\n| seed grid ({args.backbone}, --max-pairs {args.max_pairs}) | cold cache | warm cache |")
-    print(f"|---|---:|---:|\n| wall time, {os.cpu_count()} CPU cores | {times[0] / 60:.1f} min | "
-          f"{times[1] / 60:.1f} min |")  # fmt: skip
+    print(
+        f"|---|---:|---:|\n| wall time, {os.cpu_count()} CPU cores | {times[0] / 60:.1f} min | "
+        f"{times[1] / 60:.1f} min |"
+    )
     print(f"wrote {out / 'seed-grid-time.json'}")
 
 

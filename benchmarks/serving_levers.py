@@ -79,11 +79,15 @@ def run_config(state, config: str, names: list[str], pairs: list[tuple[str, str]
         thread.join()
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     stats = state.batcher.stats if state.batcher is not None else None
-    return {"config": config, **latency_summary(times), "requests_per_s": round(len(times) / wall, 2),
-            "cpu_ms_per_request": round(1000 * cpu / max(1, len(times)), 1),
-            "failures": [f"{n}: {why}"[:200] for n, why in failures[:5]],
-            "batcher_calls": stats.calls if stats else None,
-            "largest_batch": stats.largest_batch if stats else None}  # fmt: skip
+    return {
+        "config": config,
+        **latency_summary(times),
+        "requests_per_s": round(len(times) / wall, 2),
+        "cpu_ms_per_request": round(1000 * cpu / max(1, len(times)), 1),
+        "failures": [f"{n}: {why}"[:200] for n, why in failures[:5]],
+        "batcher_calls": stats.calls if stats else None,
+        "largest_batch": stats.largest_batch if stats else None,
+    }
 
 
 def per_model_ms(state, names: list[str], pairs: list[tuple[str, str]], torch_threads: int) -> dict:
@@ -101,8 +105,10 @@ def per_model_ms(state, names: list[str], pairs: list[tuple[str, str]], torch_th
             score_models(state, [name], s1, s2)
             wall[name].append(1000 * (time.perf_counter() - t))
             cpu[name].append(1000 * (time.process_time() - c))
-    return {name: {"cpu_ms": round(float(np.median(cpu[name])), 2), "wall_ms": round(float(np.median(wall[name])), 2)}
-            for name in names}  # fmt: skip
+    return {
+        name: {"cpu_ms": round(float(np.median(cpu[name])), 2), "wall_ms": round(float(np.median(wall[name])), 2)}
+        for name in names
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -113,9 +119,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2, help="rounds of every configuration, interleaved")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--models", nargs="+", default=None, help="default: what the page ticks for a visitor")
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="a cache folder with the models prepared (conversions, exports); its embeddings are "
-                             "emptied first (default: a new temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="a cache folder with the models prepared (conversions, exports); its embeddings are "
+        "emptied first (default: a new temporary folder)",
+    )
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", type=Path, default=None, help="default: results/app/serving-levers-<backend>.json")
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
@@ -142,11 +152,19 @@ def main(argv: list[str] | None = None) -> None:
     if failed:
         raise SystemExit(f"models that do not score here: {failed}")
     loaded = memory_mb()
-    result = {"command": "python -m benchmarks.serving_levers " + " ".join(sys.argv[1:] if argv is None else argv),
-              "backend": args.backend, "threads_env": os.environ.get("MLSE_THREADS"), "models": names,
-              "clients": args.clients, "requests": args.requests,
-              "quick": args.quick, **machine(), "reniced": reniced, "memory_models_loaded": loaded,
-              "rounds": []}  # fmt: skip
+    result = {
+        "command": "python -m benchmarks.serving_levers " + " ".join(sys.argv[1:] if argv is None else argv),
+        "backend": args.backend,
+        "threads_env": os.environ.get("MLSE_THREADS"),
+        "models": names,
+        "clients": args.clients,
+        "requests": args.requests,
+        "quick": args.quick,
+        **machine(),
+        "reniced": reniced,
+        "memory_models_loaded": loaded,
+        "rounds": [],
+    }
     import torch
 
     threads_before = torch.get_num_threads()  # each measurement sets its own; restored after
@@ -161,9 +179,11 @@ def main(argv: list[str] | None = None) -> None:
             r = run_config(state, config, names, pairs[offset : offset + per_round], args.clients)
             offset += per_round
             result["rounds"].append({"repeat": repeat, **r})
-            print(f"{config:>17}: p50 {r['p50_ms']} / p95 {r['p95_ms']} ms, {r['requests_per_s']} req/s, "
-                  f"CPU {r['cpu_ms_per_request']} ms/request, "
-                  f"encoder calls {r['batcher_calls']}, largest batch {r['largest_batch']}")  # fmt: skip
+            print(
+                f"{config:>17}: p50 {r['p50_ms']} / p95 {r['p95_ms']} ms, {r['requests_per_s']} req/s, "
+                f"CPU {r['cpu_ms_per_request']} ms/request, "
+                f"encoder calls {r['batcher_calls']}, largest batch {r['largest_batch']}"
+            )
     torch.set_num_threads(threads_before)
     result["memory_at_end"] = memory_mb()
     result["load_average_at_end"] = os.getloadavg()[0]

@@ -77,15 +77,20 @@ def score_lesson_pairs(models: dict) -> dict:
                     groups[f"{kind} en-{lang}"] = _means(cos, cal, rows)
             groups[f"{kind} all"] = _means(cos, cal, [i for i in range(len(s1)) if kinds[i] == kind])
         calibrated = cal if cal is not None else [None] * len(cos)
-        rows = [{"cosine": round(float(c), 4), "calibrated": None if v is None else round(float(v), 3)}
-                for c, v in zip(cos, calibrated)]  # fmt: skip
+        rows = [
+            {"cosine": round(float(c), 4), "calibrated": None if v is None else round(float(v), 3)}
+            for c, v in zip(cos, calibrated)
+        ]
         out["models"][name] = {"groups": groups, "order_holds": _order_holds(cos, kinds, langs, s1), "rows": rows}
     return out
 
 
 def _means(cos: np.ndarray, cal: np.ndarray | None, rows: list[int]) -> dict:
-    return {"n": len(rows), "cosine": round(float(np.mean(cos[rows])), 3),
-            "calibrated": None if cal is None else round(float(np.mean(cal[rows])), 2)}  # fmt: skip
+    return {
+        "n": len(rows),
+        "cosine": round(float(np.mean(cos[rows])), 3),
+        "calibrated": None if cal is None else round(float(np.mean(cal[rows])), 2),
+    }
 
 
 def _order_holds(cos: np.ndarray, kinds: list[str], langs: list[str], s1: list[str]) -> dict:
@@ -116,8 +121,11 @@ def calibration_levels(models: dict) -> dict:
         for level in CALIBRATED_LEVELS:
             above = np.flatnonzero(y >= level)
             levels[f"{level:g}"] = None if above.size == 0 else round(float(np.interp(level, y, x)), 3)
-        out[name] = {"file": str(path.relative_to(ROOT)), "cosine_for_score": levels,
-                     "cosine_range": [round(float(x[0]), 3), round(float(x[-1]), 3)]}  # fmt: skip
+        out[name] = {
+            "file": str(path.relative_to(ROOT)),
+            "cosine_for_score": levels,
+            "cosine_range": [round(float(x[0]), 3), round(float(x[-1]), 3)],
+        }
     return out
 
 
@@ -129,17 +137,24 @@ def map_metrics() -> dict:
     from mlse.models import load_model
 
     sample = flores_sample(DEFAULT_MAP_LANGS, MAP_SENTENCES, seed=0)
-    out = {"languages": list(DEFAULT_MAP_LANGS), "sentences_per_language": MAP_SENTENCES, "seed": 0,
-           "chance": round(1 / len(DEFAULT_MAP_LANGS), 3), "models": {}}  # fmt: skip
+    out = {
+        "languages": list(DEFAULT_MAP_LANGS),
+        "sentences_per_language": MAP_SENTENCES,
+        "seed": 0,
+        "chance": round(1 / len(DEFAULT_MAP_LANGS), 3),
+        "models": {},
+    }
     for name in MAP_MODELS:
         model = load_model(name)
         spaces = available_spaces(model)
         embeddings = embed_spaces(model, sample.texts, spaces)
         out["models"][name] = {
-            space: {"language_id": round(language_id_accuracy(emb, sample.lang_idx, sample.sentence_ids), 3),
-                    "retrieval_at1": round(retrieval_at1(emb, sample.lang_idx, sample.sentence_ids), 3)}
+            space: {
+                "language_id": round(language_id_accuracy(emb, sample.lang_idx, sample.sentence_ids), 3),
+                "retrieval_at1": round(retrieval_at1(emb, sample.lang_idx, sample.sentence_ids), 3),
+            }
             for space, emb in embeddings.items()
-        }  # fmt: skip
+        }
     return out
 
 
@@ -159,8 +174,12 @@ def tatoeba_margin() -> dict:
             wrong_margin = {e["index"]: e for e in by_margin[direction]}
             fixed = sorted(set(wrong_cos) - set(wrong_margin))
             made = set(wrong_margin) - set(wrong_cos)
-            entry[direction] = {"errors_cosine": len(wrong_cos), "errors_margin": len(wrong_margin),
-                                "fixed_by_margin": len(fixed), "made_by_margin": len(made)}  # fmt: skip
+            entry[direction] = {
+                "errors_cosine": len(wrong_cos),
+                "errors_margin": len(wrong_margin),
+                "fixed_by_margin": len(fixed),
+                "made_by_margin": len(made),
+            }
             if direction == "to_en" and fixed:
                 error = wrong_cos[fixed[0]]
                 entry["example_fixed"] = {key: (round(v, 3) if isinstance(v, float) else v) for key, v in error.items()}
@@ -179,20 +198,32 @@ def finetune_curves() -> dict:
             points = [tuple(p) for p in data["curves"]["mse"]]
         cut = next((i for i, (m, _) in enumerate(points) if m > CURVE_MINUTES), len(points))
         shown = points[: cut + 1]
-        out[name] = {"file": path, "command": command,
-                     "points": [[round(m, 1), round(d, 1)] for m, d in shown],
-                     "start": round(points[0][1], 1), "last": round(points[-1][1], 1),
-                     "last_minutes": round(points[-1][0], 1)}  # fmt: skip
+        out[name] = {
+            "file": path,
+            "command": command,
+            "points": [[round(m, 1), round(d, 1)] for m, d in shown],
+            "start": round(points[0][1], 1),
+            "last": round(points[-1][1], 1),
+            "last_minutes": round(points[-1][0], 1),
+        }
     return out
 
 
 def markdown(report: dict) -> str:
-    lines = ["# Teaching guide: the measured observations", "",
-             f"`{report['command']}` ({report['created']}). Models on the torch backend; every number is computed from "
-             "the models and data named here, not timed.", ""]  # fmt: skip
+    lines = [
+        "# Teaching guide: the measured observations",
+        "",
+        f"`{report['command']}` ({report['created']}). Models on the torch backend; every number is computed from "
+        "the models and data named here, not timed.",
+        "",
+    ]
     pairs = report["pairs"]
-    lines += ["## 1. Translation, paraphrase, unrelated (`docs/teaching/lesson-pairs.tsv`)", "",
-              "Mean cosine / mean calibrated 0-5 score of each kind of pair (5 pairs a cell).", ""]  # fmt: skip
+    lines += [
+        "## 1. Translation, paraphrase, unrelated (`docs/teaching/lesson-pairs.tsv`)",
+        "",
+        "Mean cosine / mean calibrated 0-5 score of each kind of pair (5 pairs a cell).",
+        "",
+    ]
     groups = list(next(iter(pairs["models"].values()))["groups"])
     lines += ["| pairs | " + " | ".join(pairs["models"]) + " |", "|---|" + "---:|" * len(pairs["models"])]
     for group in groups:
@@ -201,47 +232,79 @@ def markdown(report: dict) -> str:
             g = entry["groups"][group]
             cells.append(f"{g['cosine']:.3f}" + ("" if g["calibrated"] is None else f" / {g['calibrated']:.2f}"))
         lines.append(f"| {group} | " + " | ".join(cells) + " |")
-    lines += ["", "Order per English sentence and language (20 cases): translation > paraphrase > unrelated, and "
-              "both related pairs above the unrelated one.", "",
-              "| model | translation > paraphrase > unrelated | both related above unrelated |",
-              "|---|---:|---:|"]  # fmt: skip
+    lines += [
+        "",
+        "Order per English sentence and language (20 cases): translation > paraphrase > unrelated, and "
+        "both related pairs above the unrelated one.",
+        "",
+        "| model | translation > paraphrase > unrelated | both related above unrelated |",
+        "|---|---:|---:|",
+    ]
     for name, entry in pairs["models"].items():
         o = entry["order_holds"]
-        lines.append(f"| {name} | {o['translation>paraphrase>unrelated']} of {o['cases']} | "
-                     f"{o['both related above unrelated']} of {o['cases']} |")  # fmt: skip
-    lines += ["", "## 2. The cosine each model needs for a calibrated score", "",
-              "| model | cosine for 1 | for 2.5 | for 4 | knots span |", "|---|---:|---:|---:|---|"]  # fmt: skip
+        lines.append(
+            f"| {name} | {o['translation>paraphrase>unrelated']} of {o['cases']} | "
+            f"{o['both related above unrelated']} of {o['cases']} |"
+        )
+    lines += [
+        "",
+        "## 2. The cosine each model needs for a calibrated score",
+        "",
+        "| model | cosine for 1 | for 2.5 | for 4 | knots span |",
+        "|---|---:|---:|---:|---|",
+    ]
     for name, entry in report["calibration"].items():
         c = entry["cosine_for_score"]
         cells = [("–" if c[k] is None else f"{c[k]:.3f}") for k in ("1", "2.5", "4")]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {entry['cosine_range'][0]:.3f} – "
-                     f"{entry['cosine_range'][1]:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {entry['cosine_range'][0]:.3f} – {entry['cosine_range'][1]:.3f} |"
+        )
     m = report["map"]
-    lines += ["", f"## 3. Language vs meaning (FLORES devtest, {len(m['languages'])} languages × "
-              f"{m['sentences_per_language']} sentences, chance {m['chance']:.3f})", "",
-              "| model | space | language-ID probe | translation retrieval@1 |", "|---|---|---:|---:|"]  # fmt: skip
+    lines += [
+        "",
+        f"## 3. Language vs meaning (FLORES devtest, {len(m['languages'])} languages × "
+        f"{m['sentences_per_language']} sentences, chance {m['chance']:.3f})",
+        "",
+        "| model | space | language-ID probe | translation retrieval@1 |",
+        "|---|---|---:|---:|",
+    ]
     for name, spaces in m["models"].items():
         for space, v in spaces.items():
             lines.append(f"| {name} | {space} | {v['language_id']:.3f} | {v['retrieval_at1']:.3f} |")
     t = report["tatoeba"]
-    lines += ["", f"## 4. Tatoeba errors of `{t['model']}`: cosine vs ratio margin", "",
-              "| language | direction | pairs | errors by cosine | errors by margin | fixed by margin "
-              "| made by margin |", "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines += [
+        "",
+        f"## 4. Tatoeba errors of `{t['model']}`: cosine vs ratio margin",
+        "",
+        "| language | direction | pairs | errors by cosine | errors by margin | fixed by margin | made by margin |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for lang, entry in t["languages"].items():
         for direction in ("to_en", "from_en"):
             d = entry[direction]
-            lines.append(f"| {lang} | {direction} | {entry['pairs']} | {d['errors_cosine']} | {d['errors_margin']} | "
-                         f"{d['fixed_by_margin']} | {d['made_by_margin']} |")  # fmt: skip
-    lines += ["", "Accuracy (%, mean of both directions) by cosine and by margin: " + "; ".join(
-        f"{lang} {e['metrics']['acc_mean']:.1f} → {e['metrics']['acc_mean_margin']:.1f}"
-        for lang, e in t["languages"].items()) + "."]  # fmt: skip
+            lines.append(
+                f"| {lang} | {direction} | {entry['pairs']} | {d['errors_cosine']} | {d['errors_margin']} | "
+                f"{d['fixed_by_margin']} | {d['made_by_margin']} |"
+            )
+    lines += [
+        "",
+        "Accuracy (%, mean of both directions) by cosine and by margin: "
+        + "; ".join(
+            f"{lang} {e['metrics']['acc_mean']:.1f} → {e['metrics']['acc_mean_margin']:.1f}"
+            for lang, e in t["languages"].items()
+        )
+        + ".",
+    ]
     for lang, entry in t["languages"].items():
         e = entry.get("example_fixed")
         if e:
-            lines += ["", f"An error margin fixes ({lang} → English, row {e['index']}): query *{e['query']}*; "
-                      f"cosine retrieves *{e['retrieved']}* (cosine {e['sim_retrieved']:.3f}, margin "
-                      f"{e['margin_retrieved']:.3f}) instead of *{e['gold']}* (cosine {e['sim_gold']:.3f}, margin "
-                      f"{e['margin_gold']:.3f})."]  # fmt: skip
+            lines += [
+                "",
+                f"An error margin fixes ({lang} → English, row {e['index']}): query *{e['query']}*; "
+                f"cosine retrieves *{e['retrieved']}* (cosine {e['sim_retrieved']:.3f}, margin "
+                f"{e['margin_retrieved']:.3f}) instead of *{e['gold']}* (cosine {e['sim_gold']:.3f}, margin "
+                f"{e['margin_gold']:.3f}).",
+            ]
     lines += [
         "",
         f"## 5. The first {CURVE_MINUTES:g} minutes of two dev curves",
@@ -251,16 +314,22 @@ def markdown(report: dict) -> str:
     ]
     for name, c in report["finetune"].items():
         points = ", ".join(f"{mn} min → {d}" for mn, d in c["points"])
-        lines += [f"- **{name}** (`{c['file']}`; `{c['command']}`): {points}; last evaluation "
-                  f"{c['last']} at {c['last_minutes']} min.", ""]  # fmt: skip
+        lines += [
+            f"- **{name}** (`{c['file']}`; `{c['command']}`): {points}; last evaluation "
+            f"{c['last']} at {c['last_minutes']} min.",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.teaching_numbers", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for the two files (default results/teaching)")
-    parser.add_argument("--quick", action="store_true",
-                        help="minilm-en only, no map, no Tatoeba, into a temporary folder: proves the script runs")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="minilm-en only, no map, no Tatoeba, into a temporary folder: proves the script runs",
+    )
     parser.add_argument("--skip-map", action="store_true", help="leave out exercise 3 (FLORES encoding)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the .md from the .json, measuring nothing")
     args = parser.parse_args(argv)
@@ -273,14 +342,19 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     models = {name: load_model(name) for name in (["minilm-en"] if args.quick else PAIR_MODELS)}
-    report = {"command": "python -m benchmarks.teaching_numbers",
-              "created": time.strftime("%Y-%m-%d", time.gmtime()),
-              "identities": {name: model.identity for name, model in models.items()}}  # fmt: skip
+    report = {
+        "command": "python -m benchmarks.teaching_numbers",
+        "created": time.strftime("%Y-%m-%d", time.gmtime()),
+        "identities": {name: model.identity for name, model in models.items()},
+    }
     report["pairs"] = score_lesson_pairs(models)
     print(f"pairs scored ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     report["calibration"] = calibration_levels(models)
-    report["map"] = {"languages": [], "sentences_per_language": 0, "chance": 0, "models": {}} \
-        if args.skip_map or args.quick else map_metrics()  # fmt: skip
+    report["map"] = (
+        {"languages": [], "sentences_per_language": 0, "chance": 0, "models": {}}
+        if args.skip_map or args.quick
+        else map_metrics()
+    )
     print(f"map metrics ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     report["tatoeba"] = {"model": "(quick mode: not measured)", "languages": {}} if args.quick else tatoeba_margin()
     print(f"tatoeba ({time.perf_counter() - started:.0f} s)", file=sys.stderr)

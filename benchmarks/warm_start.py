@@ -35,8 +35,10 @@ from mlse.atomic import atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 600.0
 QUICK_MODEL = "minilm-en"
-STEP = re.compile(r"\[\s*(\d+) %\] (.+?): (already warm|computed in ([\d.]+) s|skipped: (.*)|failed after .*|"
-                  r"stopped after .*)$")  # fmt: skip
+STEP = re.compile(
+    r"\[\s*(\d+) %\] (.+?): (already warm|computed in ([\d.]+) s|skipped: (.*)|failed after .*|"
+    r"stopped after .*)$"
+)
 
 
 def run_warm(command: list[str], env: dict) -> dict:
@@ -52,30 +54,51 @@ def run_warm(command: list[str], env: dict) -> dict:
         match = STEP.match(line.strip())
         if match:
             outcome = match.group(3).split(":")[0].split(" in ")[0].split(" after ")[0]
-            steps.append({"step": match.group(2), "outcome": outcome, "percent": int(match.group(1)),
-                          "seconds": float(match.group(4)) if match.group(4) else None,
-                          "note": match.group(5) or ""})  # fmt: skip
+            steps.append(
+                {
+                    "step": match.group(2),
+                    "outcome": outcome,
+                    "percent": int(match.group(1)),
+                    "seconds": float(match.group(4)) if match.group(4) else None,
+                    "note": match.group(5) or "",
+                }
+            )
     lines = done.stdout.strip().splitlines()
-    return {"rc": done.returncode, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "steps": steps,
-            "last_line": lines[-1] if lines else "", "stderr_tail": done.stderr.strip().splitlines()[-5:]}  # fmt: skip
+    return {
+        "rc": done.returncode,
+        "seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "steps": steps,
+        "last_line": lines[-1] if lines else "",
+        "stderr_tail": done.stderr.strip().splitlines()[-5:],
+    }
 
 
 def markdown(report: dict) -> str:
     first, second = report["first"], report["second"]
     rows = ["| step | outcome | seconds |", "|---|---|---:|"]
-    rows += [f"| {s['step']} | {s['outcome']}{': ' + s['note'] if s['note'] else ''} | "
-             f"{'' if s['seconds'] is None else s['seconds']} |" for s in first["steps"]]  # fmt: skip
+    rows += [
+        f"| {s['step']} | {s['outcome']}{': ' + s['note'] if s['note'] else ''} | "
+        f"{'' if s['seconds'] is None else s['seconds']} |"
+        for s in first["steps"]
+    ]
     m = report["machine"]
-    return "\n".join([
-        f"# `python -m mlse warm --backend {report['backend']}` from an empty cache", "",
-        f"Command: `{report['command']}`. {m['cpu']} ({', '.join(m['isa'])}), {m['cpus']} CPUs, load average "
-        f"{m['load_average']:.1f} at the start and {report['load_average_end']:.1f} at the end (a shared machine: "
-        "wall times move with its load; CPU seconds less so).", "",
-        f"First run: **{first['seconds']:.0f} s** wall, {first['cpu_seconds']:.0f} CPU s, exit {first['rc']} "
-        f"(target <= {TARGET_S / 60:.0f} min on 2 cores). Second run: {second['seconds']:.1f} s wall, "
-        f"{second['cpu_seconds']:.1f} CPU s, exit {second['rc']}: {second['last_line']}", "",
-        *rows, "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"# `python -m mlse warm --backend {report['backend']}` from an empty cache",
+            "",
+            f"Command: `{report['command']}`. {m['cpu']} ({', '.join(m['isa'])}), {m['cpus']} CPUs, load average "
+            f"{m['load_average']:.1f} at the start and {report['load_average_end']:.1f} at the end (a shared machine: "
+            "wall times move with its load; CPU seconds less so).",
+            "",
+            f"First run: **{first['seconds']:.0f} s** wall, {first['cpu_seconds']:.0f} CPU s, exit {first['rc']} "
+            f"(target <= {TARGET_S / 60:.0f} min on 2 cores). Second run: {second['seconds']:.1f} s wall, "
+            f"{second['cpu_seconds']:.1f} CPU s, exit {second['rc']}: {second['last_line']}",
+            "",
+            *rows,
+            "",
+        ]
+    )
 
 
 def main() -> int:
@@ -94,9 +117,13 @@ def main() -> int:
     elif args.data_dir:
         command += ["--data-dir", args.data_dir]
     env = {**os.environ, "MLSE_CACHE": str(scratch / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    report = {"backend": args.backend, "command": "python -m benchmarks.warm_start " + " ".join(sys.argv[1:]),
-              "warm_command": " ".join(["python", *command[1:]]), "machine": machine(),
-              "target_s": TARGET_S}  # fmt: skip
+    report = {
+        "backend": args.backend,
+        "command": "python -m benchmarks.warm_start " + " ".join(sys.argv[1:]),
+        "warm_command": " ".join(["python", *command[1:]]),
+        "machine": machine(),
+        "target_s": TARGET_S,
+    }
     try:
         for run in ("first", "second"):
             print(f"{run} run: {' '.join(command[1:])} (MLSE_CACHE={env['MLSE_CACHE']})", flush=True)
@@ -105,8 +132,9 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report["load_average_end"] = os.getloadavg()[0]
-    report["second_run_did_nothing"] = report["second"]["rc"] == 0 and \
-        report["second"]["last_line"].startswith("everything is already warm")  # fmt: skip
+    report["second_run_did_nothing"] = report["second"]["rc"] == 0 and report["second"]["last_line"].startswith(
+        "everything is already warm"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(report, indent=1) + "\n")
     atomic_write_text(out.with_suffix(".md"), markdown(report))

@@ -39,10 +39,16 @@ def main() -> None:
             browser.fill_textbox(driver, "Sentence 2", GERMAN)
             browser.pick_dropdown(driver, "Model to explain", args.model)
             browser.click(driver, "Explain")
-            browser.wait_for(driver, lambda d: "Top 5 word pairs" in d.find_element("tag name", "body").text, TIMEOUT,
-                             "the explanation")  # fmt: skip
-            xpath = "//div[contains(concat(' ', normalize-space(@class), ' '), ' row ')]" \
-                    "[.//*[normalize-space()='Attribution: which word pairs make up the cosine']]"  # fmt: skip
+            browser.wait_for(
+                driver,
+                lambda d: "Top 5 word pairs" in d.find_element("tag name", "body").text,
+                TIMEOUT,
+                "the explanation",
+            )
+            xpath = (
+                "//div[contains(concat(' ', normalize-space(@class), ' '), ' row ')]"
+                "[.//*[normalize-space()='Attribution: which word pairs make up the cosine']]"
+            )
             rows = browser.wait_for(driver, lambda d: browser.visible(d, xpath), 30, "the two heatmaps")
             row = min(rows, key=lambda e: len(e.find_elements("xpath", ".//div")))  # the row of the two plots
             driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", row)

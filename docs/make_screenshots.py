@@ -78,8 +78,10 @@ def capture(out_dir: Path) -> list[Path]:
                 time.sleep(1.5)  # let Plotly finish drawing and the progress bar fade out
                 path = browser.screenshot(driver, out_dir / browser.screenshot_name(index, tab), MAX_HEIGHT)
                 browser.optimise_png(path)
-                print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: "
-                      f"{path.stat().st_size // 1024} KB, {time.monotonic() - started:.0f} s")  # fmt: skip
+                print(
+                    f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: "
+                    f"{path.stat().st_size // 1024} KB, {time.monotonic() - started:.0f} s"
+                )
                 written.append(path)
         finally:
             driver.quit()

@@ -49,9 +49,16 @@ def _label(value: float) -> str:
     return f"{value:g}"
 
 
-def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str,
-               x_range: tuple[float, float] | None = None, y_range: tuple[float, float] | None = None,
-               markers: bool = True) -> str:  # fmt: skip
+def line_chart(
+    series: list[Series],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    x_range: tuple[float, float] | None = None,
+    y_range: tuple[float, float] | None = None,
+    markers: bool = True,
+) -> str:
     """One SVG document: a line per series, axes with round ticks, a legend on the right."""
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
@@ -66,25 +73,36 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str,
     def py(y: float) -> float:
         return MARGIN["top"] + plot_h - (y - y0) / ((y1 - y0) or 1) * plot_h
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
-             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
-             f'<text x="{MARGIN["left"]}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>']  # fmt: skip
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{MARGIN["left"]}" y="20" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
     for tick in _ticks(x0, x1):
-        parts.append(f'<line x1="{px(tick):.1f}" y1="{MARGIN["top"]}" x2="{px(tick):.1f}" '
-                     f'y2="{MARGIN["top"] + plot_h}" stroke="#e3e3e3"/>')  # fmt: skip
-        parts.append(f'<text x="{px(tick):.1f}" y="{MARGIN["top"] + plot_h + 16}" text-anchor="middle">'
-                     f"{_label(tick)}</text>")  # fmt: skip
+        parts.append(
+            f'<line x1="{px(tick):.1f}" y1="{MARGIN["top"]}" x2="{px(tick):.1f}" '
+            f'y2="{MARGIN["top"] + plot_h}" stroke="#e3e3e3"/>'
+        )
+        parts.append(
+            f'<text x="{px(tick):.1f}" y="{MARGIN["top"] + plot_h + 16}" text-anchor="middle">{_label(tick)}</text>'
+        )
     for tick in _ticks(y0, y1):
-        parts.append(f'<line x1="{MARGIN["left"]}" y1="{py(tick):.1f}" x2="{MARGIN["left"] + plot_w}" '
-                     f'y2="{py(tick):.1f}" stroke="#e3e3e3"/>')  # fmt: skip
+        parts.append(
+            f'<line x1="{MARGIN["left"]}" y1="{py(tick):.1f}" x2="{MARGIN["left"] + plot_w}" '
+            f'y2="{py(tick):.1f}" stroke="#e3e3e3"/>'
+        )
         parts.append(f'<text x="{MARGIN["left"] - 6}" y="{py(tick) + 4:.1f}" text-anchor="end">{_label(tick)}</text>')
-    parts.append(f'<rect x="{MARGIN["left"]}" y="{MARGIN["top"]}" width="{plot_w}" height="{plot_h}" fill="none" '
-                 'stroke="#888"/>')  # fmt: skip
-    parts.append(f'<text x="{MARGIN["left"] + plot_w / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle">'
-                 f"{escape(x_label)}</text>")  # fmt: skip
-    parts.append(f'<text transform="translate(16 {MARGIN["top"] + plot_h / 2:.1f}) rotate(-90)" '
-                 f'text-anchor="middle">{escape(y_label)}</text>')  # fmt: skip
+    parts.append(
+        f'<rect x="{MARGIN["left"]}" y="{MARGIN["top"]}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#888"/>'
+    )
+    parts.append(
+        f'<text x="{MARGIN["left"] + plot_w / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle">{escape(x_label)}</text>'
+    )
+    parts.append(
+        f'<text transform="translate(16 {MARGIN["top"] + plot_h / 2:.1f}) rotate(-90)" '
+        f'text-anchor="middle">{escape(y_label)}</text>'
+    )
     for i, (name, points) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
         path = [f"{px(x):.1f},{py(y):.1f}" for x, y in points]
@@ -105,19 +123,34 @@ def _read(path: Path) -> dict:
 
 def calibration_figure() -> str:
     folder = ROOT / "assets" / "models" / "calibration"
-    names = {"me5-small": "me5-small", "muse": "muse", "minilm-en": "minilm-en",
-             "shipped_me5-small-student": "me5-small student"}  # fmt: skip
+    names = {
+        "me5-small": "me5-small",
+        "muse": "muse",
+        "minilm-en": "minilm-en",
+        "shipped_me5-small-student": "me5-small student",
+    }
     series = []
     for stem, label in names.items():
         data = _read(folder / f"{stem}.json")
         xs, ys = data["x"], data["y"]
         series.append((label, [(-0.2, ys[0]), *zip(xs, ys), (1.0, ys[-1])]))  # flat beyond the knots, as applied
-    return line_chart(series, title="Shipped calibrations: cosine -> 0-5", x_label="cosine of the two embeddings",
-                      y_label="calibrated score (0-5)", x_range=(-0.2, 1.0), y_range=(0, 5), markers=False)  # fmt: skip
+    return line_chart(
+        series,
+        title="Shipped calibrations: cosine -> 0-5",
+        x_label="cosine of the two embeddings",
+        y_label="calibrated score (0-5)",
+        x_range=(-0.2, 1.0),
+        y_range=(0, 5),
+        markers=False,
+    )
 
 
-STUDENT_RECIPES = {"ema-frozen": "ema-frozen", "hard-t0.01": "hard, T = 0.01", "mse-minilm-bridge": "mse-minilm-bridge",
-                   "hard": "hard, T = 0.1"}  # fmt: skip
+STUDENT_RECIPES = {
+    "ema-frozen": "ema-frozen",
+    "hard-t0.01": "hard, T = 0.01",
+    "mse-minilm-bridge": "mse-minilm-bridge",
+    "hard": "hard, T = 0.1",
+}
 
 
 def students_figure() -> str:
@@ -125,19 +158,30 @@ def students_figure() -> str:
     for recipe, label in STUDENT_RECIPES.items():
         curve = _read(ROOT / "results" / "students" / f"{recipe}.json")["curve"]
         series.append((label, [(p["elapsed_s"] / 60, p["dev_spearman"]) for p in curve]))
-    return line_chart(series, title="me5-small as the student: dev while training", x_label="training CPU-minutes",
-                      y_label="STS dev Spearman x 100")  # fmt: skip
+    return line_chart(
+        series,
+        title="me5-small as the student: dev while training",
+        x_label="training CPU-minutes",
+        y_label="STS dev Spearman x 100",
+    )
 
 
 def finetune_compare_figure() -> str:
     curves = _read(ROOT / "results" / "finetune" / "finetune-compare-vocab30k-6min.json")["curves"]
     series = [(method, [(m, d) for m, d in points]) for method, points in curves.items()]
-    return line_chart(series, title="minilm-en, four methods, 6 minutes each", x_label="training minutes",
-                      y_label="STS dev Spearman x 100")  # fmt: skip
+    return line_chart(
+        series,
+        title="minilm-en, four methods, 6 minutes each",
+        x_label="training minutes",
+        y_label="STS dev Spearman x 100",
+    )
 
 
-FIGURES = {"calibration.svg": calibration_figure, "students-dev.svg": students_figure,
-           "finetune-compare-dev.svg": finetune_compare_figure}  # fmt: skip
+FIGURES = {
+    "calibration.svg": calibration_figure,
+    "students-dev.svg": students_figure,
+    "finetune-compare-dev.svg": finetune_compare_figure,
+}
 
 
 def write_all(out: Path = OUT) -> list[Path]:

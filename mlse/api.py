@@ -57,8 +57,9 @@ def column_name(model: str, what: str) -> str:
     return f"{model} {what}"
 
 
-def pair_scores(model, sentences1: Sequence[str], sentences2: Sequence[str], *, batch_size: int = 64,
-                encode: Callable | None = None) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+def pair_scores(
+    model, sentences1: Sequence[str], sentences2: Sequence[str], *, batch_size: int = 64, encode: Callable | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """(cosine [n], calibrated 0-5 [n] or None) of ``sentences1[i]`` vs ``sentences2[i]`` under ``model``.
 
     Both sides are encoded in one call (a text on both sides is encoded once). ``encode(model, texts)``: another way
@@ -72,7 +73,7 @@ def pair_scores(model, sentences1: Sequence[str], sentences2: Sequence[str], *, 
     texts = [*s1, *s2]
     emb = encode(model, texts) if encode is not None else model.encode(texts, batch_size=batch_size)  # [2n, d]
     emb = np.asarray(emb, dtype=np.float32)
-    cos = np.clip(cosine_predictions(emb[: len(s1)], emb[len(s1):]), -1.0, 1.0).astype(np.float32)  # [n], shown
+    cos = np.clip(cosine_predictions(emb[: len(s1)], emb[len(s1) :]), -1.0, 1.0).astype(np.float32)  # [n], shown
     calibrate = getattr(model, "calibrated_score", None)
     calibrated = calibrate(cos) if calibrate is not None else None
     return cos, (None if calibrated is None else np.asarray(calibrated, dtype=np.float32))
@@ -92,9 +93,16 @@ class ScoreRun:
         return self.done / self.seconds if self.seconds > 0 else float("nan")
 
 
-def score_rows(models: dict[str, object], s1: Sequence[str], s2: Sequence[str], *, chunk: int = CHUNK_PAIRS,
-               progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
-               encode: Callable | None = None) -> tuple[dict[str, np.ndarray], ScoreRun]:  # fmt: skip
+def score_rows(
+    models: dict[str, object],
+    s1: Sequence[str],
+    s2: Sequence[str],
+    *,
+    chunk: int = CHUNK_PAIRS,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    encode: Callable | None = None,
+) -> tuple[dict[str, np.ndarray], ScoreRun]:
     """Score every pair with every model, ``chunk`` pairs at a time -> ({column: values [n]}, run).
 
     Rows past a stop stay NaN; each chunk is scored by every model before the next starts, so a stopped run keeps
@@ -154,16 +162,23 @@ def _as_table(pairs) -> UserTable:
         size = len(pair) if hasattr(pair, "__len__") and not isinstance(pair, str | bytes) else None
         if size not in (2, 3):
             got = f"{size} value(s)" if size is not None else f"a {type(pair).__name__}"
-            raise MlseError(f"score_pairs: pair {i}: expected (sentence1, sentence2) or (sentence1, sentence2, score),"
-                            f" got {got}")  # fmt: skip
+            raise MlseError(
+                f"score_pairs: pair {i}: expected (sentence1, sentence2) or (sentence1, sentence2, score), got {got}"
+            )
         rows.append(list(pair))
     names = ["sentence1", "sentence2", "score"][: len(rows[0])] if rows else None  # the frame's first columns
     return read_rows(rows, columns=names, name="pairs")
 
 
-def score_pairs(pairs, models: Sequence[str] | str = (DEFAULT_MODEL,), *, backend: str = DEFAULT_BACKEND,
-                chunk: int = CHUNK_PAIRS, progress: Progress | None = None,
-                should_stop: Callable[[], bool] | None = None):  # fmt: skip
+def score_pairs(
+    pairs,
+    models: Sequence[str] | str = (DEFAULT_MODEL,),
+    *,
+    backend: str = DEFAULT_BACKEND,
+    chunk: int = CHUNK_PAIRS,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+):
     """Score sentence pairs with each model -> pandas DataFrame.
 
     ``pairs``: a path or a file's bytes (read by :func:`mlse.read_pairs`), a
@@ -185,8 +200,14 @@ def score_pairs(pairs, models: Sequence[str] | str = (DEFAULT_MODEL,), *, backen
             loaded[m] = load_model(m, backend=backend)
         else:
             loaded[getattr(m, "name", f"model{len(loaded) + 1}")] = m
-    scores, run = score_rows(loaded, table.role("sentence1"), table.role("sentence2"), chunk=chunk,
-                             progress=progress, should_stop=should_stop)  # fmt: skip
+    scores, run = score_rows(
+        loaded,
+        table.role("sentence1"),
+        table.role("sentence2"),
+        chunk=chunk,
+        progress=progress,
+        should_stop=should_stop,
+    )
     frame = pairs.copy() if _is_frame(pairs) else table.frame()  # a frame keeps its own dtypes and index
     for key, values in scores.items():
         frame[key] = values

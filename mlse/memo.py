@@ -43,8 +43,9 @@ def approx_bytes(value, _depth: int = 0, _seen: set[int] | None = None) -> int:
     if _depth >= _MAX_DEPTH or isinstance(value, str | bytes | bytearray | int | float | bool | type(None)):
         return size
     if isinstance(value, dict):
-        return size + sum(approx_bytes(k, _depth + 1, seen) + approx_bytes(v, _depth + 1, seen)
-                          for k, v in value.items())  # fmt: skip
+        return size + sum(
+            approx_bytes(k, _depth + 1, seen) + approx_bytes(v, _depth + 1, seen) for k, v in value.items()
+        )
     if isinstance(value, list | tuple | set | frozenset):
         return size + sum(approx_bytes(item, _depth + 1, seen) for item in value)
     attributes = getattr(value, "__dict__", None)
@@ -135,5 +136,7 @@ def bytes_memoized(name: str, max_bytes: int):
 
 def memo_report() -> dict[str, dict]:
     """{memo name: {"entries", "bytes", "max_bytes"}} for every live memo."""
-    return {name: {"entries": len(m), "bytes": m.total_bytes, "max_bytes": m.max_bytes}
-            for name, m in sorted(_registry.items())}  # fmt: skip
+    return {
+        name: {"entries": len(m), "bytes": m.total_bytes, "max_bytes": m.max_bytes}
+        for name, m in sorted(_registry.items())
+    }

@@ -39,4 +39,3 @@ def load_model(
         recorded = resolve_model(backbone_name(spec.location))
         backbone = encoder_from_spec(recorded, backend=backend, device=device, cache=cache, **kwargs)
     return Scorer.load(spec.location, backbone=backbone, name=spec.name.removeprefix("runs/"))
-

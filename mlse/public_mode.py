@@ -131,8 +131,10 @@ def check_finetune_request(req, listed_models: list[str]) -> None:
             raise MlseError(f"{label}: {value:g} is over this public deployment's limit; expected at most {limit:g}")
     if req.max_pairs is None and req.method not in ("stage2",):
         limit = FINETUNE_LIMITS["Max pairs per language pair"][1]
-        raise MlseError(f"Max pairs per language pair: empty means all pairs, which this public deployment does not "
-                        f"allow; expected at most {limit:g}")  # fmt: skip
+        raise MlseError(
+            f"Max pairs per language pair: empty means all pairs, which this public deployment does not "
+            f"allow; expected at most {limit:g}"
+        )
     if req.overwrite:
         raise MlseError("Overwrite: this public deployment never replaces an existing run; choose a new run name")
     for role, model in (("model", req.model), ("teacher", req.teacher)):

@@ -63,8 +63,11 @@ def missing_browser() -> str | None:
         missing.append("the Python package selenium (pip install -r requirements.txt)")
     if not missing:
         return None
-    return ("no headless browser: missing " + ", ".join(missing) +
-            " (apt-get install chromium chromium-driver; .ci/run does this)")  # fmt: skip
+    return (
+        "no headless browser: missing "
+        + ", ".join(missing)
+        + " (apt-get install chromium chromium-driver; .ci/run does this)"
+    )
 
 
 def start_chromium(window: tuple[int, int] = WINDOW):
@@ -105,8 +108,12 @@ def visible(driver, xpath: str) -> list:
 def open_app(driver, url: str) -> None:
     """Load the page and wait until Gradio has rendered the first tab's content."""
     driver.get(url)
-    wait_for(driver, lambda d: visible(d, f"//button[@role='tab'][normalize-space()={_literal(TABS[0].name)}]"),
-             PAGE_TIMEOUT, f"the tab {TABS[0].name!r}")  # fmt: skip
+    wait_for(
+        driver,
+        lambda d: visible(d, f"//button[@role='tab'][normalize-space()={_literal(TABS[0].name)}]"),
+        PAGE_TIMEOUT,
+        f"the tab {TABS[0].name!r}",
+    )
     button(driver, TABS[0].marker)
 
 
@@ -114,8 +121,12 @@ def open_tab(driver, name: str) -> None:
     """Click the tab called ``name`` and wait until it is the selected one."""
     xpath = f"//button[@role='tab'][normalize-space()={_literal(name)}]"
     wait_for(driver, lambda d: visible(d, xpath), 10, f"the tab {name!r}")[0].click()
-    wait_for(driver, lambda d: d.find_element("xpath", xpath).get_attribute("aria-selected") == "true", 10,
-             f"the tab {name!r} to be selected")  # fmt: skip
+    wait_for(
+        driver,
+        lambda d: d.find_element("xpath", xpath).get_attribute("aria-selected") == "true",
+        10,
+        f"the tab {name!r} to be selected",
+    )
 
 
 def button(driver, label: str, timeout: float = 10):
@@ -155,8 +166,12 @@ def pick_dropdown(driver, label: str, option: str) -> None:
     listbox = field.get_attribute("aria-controls")
     choice = f"//*[@id={_literal(listbox)}]/li[@role='option'][@aria-label={_literal(option)}]"  # text has a ✓ too
     wait_for(driver, lambda d: visible(d, choice), 10, f"the option {option!r} of {label!r}")[0].click()
-    wait_for(driver, lambda d: d.find_element("xpath", xpath).get_attribute("value") == option, 10,
-             f"{label!r} to show {option!r}")  # fmt: skip
+    wait_for(
+        driver,
+        lambda d: d.find_element("xpath", xpath).get_attribute("value") == option,
+        10,
+        f"{label!r} to show {option!r}",
+    )
 
 
 def set_slider(driver, label: str, value: int) -> None:
@@ -250,8 +265,10 @@ def upload_file(driver, label: str, path: Path, timeout: float = 20) -> None:
     Gradio hides the real ``<input type=file>`` behind its drop zone; Selenium may still send a path to it, which is
     what the browser does after a user picks a file. The field must belong to the open tab (its block is visible).
     """
-    block = (f"//div[contains(concat(' ', normalize-space(@class), ' '), ' block ')]"
-             f"[.//*[normalize-space()={_literal(label)}]][.//input[@type='file']]")  # fmt: skip
+    block = (
+        f"//div[contains(concat(' ', normalize-space(@class), ' '), ' block ')]"
+        f"[.//*[normalize-space()={_literal(label)}]][.//input[@type='file']]"
+    )
     shown = wait_for(driver, lambda d: visible(d, block), timeout, f"a file field labelled {label!r}")
     # the innermost such block: the field itself, not a group around several fields
     field = min(shown, key=lambda e: len(e.find_elements("xpath", ".//div")))

@@ -46,8 +46,28 @@ class TinyE5:
 def tiny_vocabulary() -> tuple[list[str], list[float]]:
     """Specials, ▁, single characters, and some words whose scores make the best segmentation predictable."""
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("äöüßéè.,:!?'-0123456789") + ["東", "京"]
-    words = ["▁the", "▁cat", "▁sat", "▁on", "▁mat", "▁query", "▁a", "▁c", "at", "th", "he", "er", "▁東京", "ing",
-             "▁man", "▁is", "▁play", "▁flute", "▁Ein", "▁Mann"]  # fmt: skip
+    words = [
+        "▁the",
+        "▁cat",
+        "▁sat",
+        "▁on",
+        "▁mat",
+        "▁query",
+        "▁a",
+        "▁c",
+        "at",
+        "th",
+        "he",
+        "er",
+        "▁東京",
+        "ing",
+        "▁man",
+        "▁is",
+        "▁play",
+        "▁flute",
+        "▁Ein",
+        "▁Mann",
+    ]
     capitals = [chr(c) for c in range(ord("A"), ord("Z") + 1)]
     pieces = SPECIALS + ["▁"] + letters + capitals + words
     scores = [0.0] * len(SPECIALS) + [-2.0] + [-6.0] * (len(letters) + len(capitals))
@@ -109,17 +129,32 @@ def pack_q4(q: np.ndarray, d: np.ndarray) -> bytes:
 
 def write_e5(path: Path, spec: TinyE5) -> Path:
     """Write ``spec`` as an E5S1 file: the tensors in ``spec.q4`` as Q4_0, the others as float32."""
-    head = b"E5S1" + struct.pack("<I7ifi", 1, spec.hidden, spec.layers, spec.heads, spec.ffn, spec.vocab,
-                                 spec.max_positions, spec.type_vocab, spec.eps, 32)  # fmt: skip
+    head = b"E5S1" + struct.pack(
+        "<I7ifi",
+        1,
+        spec.hidden,
+        spec.layers,
+        spec.heads,
+        spec.ffn,
+        spec.vocab,
+        spec.max_positions,
+        spec.type_vocab,
+        spec.eps,
+        32,
+    )
     blob = b"".join(p.encode("utf-8") for p in spec.pieces)
     offsets = np.cumsum([0] + [len(p.encode("utf-8")) for p in spec.pieces]).astype("<u4")
     vocab = struct.pack("<5iQ", len(spec.pieces), BOS, EOS, PAD, UNK, len(blob))
     vocab += offsets.tobytes() + np.asarray(spec.scores, dtype="<f4").tobytes() + blob
-    records = b"".join(struct.pack("<IB", ord(src), len(out)) + struct.pack(f"<{len(out)}I", *map(ord, out))
-                       for src, out in sorted(spec.normalization.items()))  # fmt: skip  (e5.c binary-searches)
+    records = b"".join(
+        struct.pack("<IB", ord(src), len(out)) + struct.pack(f"<{len(out)}I", *map(ord, out))
+        for src, out in sorted(spec.normalization.items())
+    )  # sorted: e5.c binary-searches
     vocab += struct.pack("<iI", len(spec.normalization), len(records)) + records
-    payloads = {name: pack_q4(*spec.q4[name]) if name in spec.q4 else arr.astype("<f4").tobytes()
-                for name, arr in spec.tensors.items()}  # fmt: skip
+    payloads = {
+        name: pack_q4(*spec.q4[name]) if name in spec.q4 else arr.astype("<f4").tobytes()
+        for name, arr in spec.tensors.items()
+    }
     directory_size = 4 + sum(2 + len(name.encode()) + 1 + 4 + 8 + 8 for name in payloads)
     offset = len(head) + len(vocab) + directory_size
     directory = struct.pack("<i", len(payloads))

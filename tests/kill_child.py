@@ -28,9 +28,26 @@ def finetune_after_checkpoint(model: str, data_dir: str, out: str) -> None:
         if record["step"] >= 2:  # a training step done and a checkpoint on disk (step 0's, at least)
             hang("CHECKPOINT")
 
-    finetune(FinetuneConfig(method="hard", teacher=None, student=model, pairs=["en-de"], max_pairs=48, batch_size=8,
-                            lr=1e-3, eval_every_steps=2, max_steps=50, dev_pairs=["en-de"], dev_max_pairs=32,
-                            device="cpu", data_dir=data_dir, out=out, budget_minutes=5), progress=progress)  # fmt: skip
+    finetune(
+        FinetuneConfig(
+            method="hard",
+            teacher=None,
+            student=model,
+            pairs=["en-de"],
+            max_pairs=48,
+            batch_size=8,
+            lr=1e-3,
+            eval_every_steps=2,
+            max_steps=50,
+            dev_pairs=["en-de"],
+            dev_max_pairs=32,
+            device="cpu",
+            data_dir=data_dir,
+            out=out,
+            budget_minutes=5,
+        ),
+        progress=progress,
+    )
 
 
 def head_job(point: str, model: str, data_dir: str, name: str) -> None:
@@ -47,8 +64,18 @@ def head_job(point: str, model: str, data_dir: str, name: str) -> None:
             hang(point)
 
         safetensors.torch.save_file = save_then_hang
-    req = TrainRequest(method="stage1", model=model, name=name, pairs=["eng-deu"], max_pairs=40, max_epochs=3,
-                       budget_minutes=5, probe=False, overwrite=True, data_dir=data_dir)  # fmt: skip
+    req = TrainRequest(
+        method="stage1",
+        model=model,
+        name=name,
+        pairs=["eng-deu"],
+        max_pairs=40,
+        max_epochs=3,
+        budget_minutes=5,
+        probe=False,
+        overwrite=True,
+        data_dir=data_dir,
+    )
 
     def report(record: dict) -> None:
         if point == "TRAINING" and record.get("event") == "eval":

@@ -19,8 +19,12 @@ def test_compare_errors_hand_made():
     rows, counts = compare_errors(a, b)
     assert counts == {"fixed": 3, "broken": 1, "both_wrong": 1}
     got = {(r["change"], r["direction"], r["index"]) for r in rows}
-    assert got == {("fixed by B", "to_en", 1), ("fixed by B", "to_en", 3), ("fixed by B", "from_en", 7),
-                   ("broken by B", "to_en", 4)}  # fmt: skip
+    assert got == {
+        ("fixed by B", "to_en", 1),
+        ("fixed by B", "to_en", 3),
+        ("fixed by B", "from_en", 7),
+        ("broken by B", "to_en", 4),
+    }
     broken = next(r for r in rows if r["change"] == "broken by B")
     assert broken["retrieved_a"] == "g4" and broken["retrieved_b"] == "r4"
     fixed = next(r for r in rows if r["index"] == 1)

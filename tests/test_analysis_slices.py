@@ -78,8 +78,7 @@ def test_length_rule_and_terciles():
 
 def test_language_labels_and_detection():
     assert list(language_pair_labels(["en", "DE ", ""], ["de", "de", "fr"])) == ["en-de", "de-de", "und-fr"]
-    codes, detected = languages_or_detected(["The weather is lovely today.", "Das Wetter ist heute schön."],
-                                            ["", None])  # fmt: skip
+    codes, detected = languages_or_detected(["The weather is lovely today.", "Das Wetter ist heute schön."], ["", None])
     assert codes == ["en", "de"] and detected == 2
     codes, detected = languages_or_detected(["whatever"], ["fr"])
     assert codes == ["fr"] and detected == 0

@@ -21,8 +21,11 @@ from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder, fake_vector
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS = [("A man is playing a flute.", "Ein Mann spielt Flöte.", 4.2), ("The cat sleeps.", "It is raining.", 0.4),
-         ("Two dogs run.", "Dogs are running.", 3.5)]  # fmt: skip
+PAIRS = [
+    ("A man is playing a flute.", "Ein Mann spielt Flöte.", 4.2),
+    ("The cat sleeps.", "It is raining.", 0.4),
+    ("Two dogs run.", "Dogs are running.", 3.5),
+]
 
 
 class OneModelState(AppState):
@@ -58,8 +61,15 @@ def test_tuples_give_named_columns_then_the_models_cosine_equal_to_the_score_tab
 
 
 def test_a_dataframe_keeps_its_columns_dtypes_and_index(fake):
-    df = pd.DataFrame({"id": [7, 8, 9], "Text_A": [p[0] for p in PAIRS], "TEXT_B": [p[1] for p in PAIRS],
-                       "Score": [p[2] for p in PAIRS]}, index=["x", "y", "z"])  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "id": [7, 8, 9],
+            "Text_A": [p[0] for p in PAIRS],
+            "TEXT_B": [p[1] for p in PAIRS],
+            "Score": [p[2] for p in PAIRS],
+        },
+        index=["x", "y", "z"],
+    )
     frame = mlse.score_pairs(df, [fake])
     assert list(frame.columns) == ["id", "Text_A", "TEXT_B", "Score", "fake cosine"]
     assert frame["id"].dtype == df["id"].dtype and list(frame.index) == ["x", "y", "z"]
@@ -74,8 +84,10 @@ def test_a_dataframe_keeps_its_columns_dtypes_and_index(fake):
 
 def test_a_path_gives_the_files_columns_then_the_models(fake, tmp_path):
     path = tmp_path / "mine.tsv"
-    path.write_text("sentence1\tsentence2\tscore\tnote\n" + "".join(f"{a}\t{b}\t{s}\tn{i}\n" for i, (a, b, s)
-                                                                   in enumerate(PAIRS)), encoding="utf-8")  # fmt: skip
+    path.write_text(
+        "sentence1\tsentence2\tscore\tnote\n" + "".join(f"{a}\t{b}\t{s}\tn{i}\n" for i, (a, b, s) in enumerate(PAIRS)),
+        encoding="utf-8",
+    )
     frame = mlse.score_pairs(path, [fake])
     assert list(frame.columns) == ["sentence1", "sentence2", "score", "note", "fake cosine"]
     assert frame["note"].tolist() == ["n0", "n1", "n2"]
@@ -93,23 +105,40 @@ def test_sentences_are_scored_exactly_as_given(fake):
     assert frame["fake cosine"].tolist() == _tab_cosines(fake, [("one\ttwo", "three\nfour"), (" padded ", "x\u2028y")])
 
 
-@pytest.mark.parametrize(("pairs", "message"), [
-    ([("a", "b"), ("c", " ")], "pairs:2: column 'sentence2': empty sentence"),
-    ([("a", "b", 1), ("c", "d", "high")], "pairs:2: column 'score': expected a number, got 'high'"),
-    ([("a", "b", 1), ("c", "d")], "pairs:2: column 'score': missing (the row has 2 field(s), expected 3: "
-                                  "sentence1, sentence2, score)"),
-    ([("a", "b"), "cd"], "score_pairs: pair 2: expected (sentence1, sentence2) or (sentence1, sentence2, score), "
-                         "got a str"),
-    ([("a",)], "score_pairs: pair 1: expected (sentence1, sentence2) or (sentence1, sentence2, score), got 1 value(s)"),
-    ([], "pairs: no rows found (expected rows of sentence1, sentence2 and an optional score)"),
-    (pd.DataFrame({"sentence1": ["a", None], "sentence2": ["b", "c"]}),
-     "DataFrame:2: column 'sentence1': empty sentence"),
-    (pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [float("nan")]}),
-     "DataFrame:1: column 'score': expected a number, got ''"),
-    (pd.DataFrame([list("abcd")], columns=list("ABCD")), "DataFrame: the header has 'A', 'B', 'C', 'D'; expected "
-                                                         "columns named sentence1 and sentence2 (optional: score, "
-                                                         "lang1, lang2)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        ([("a", "b"), ("c", " ")], "pairs:2: column 'sentence2': empty sentence"),
+        ([("a", "b", 1), ("c", "d", "high")], "pairs:2: column 'score': expected a number, got 'high'"),
+        (
+            [("a", "b", 1), ("c", "d")],
+            "pairs:2: column 'score': missing (the row has 2 field(s), expected 3: sentence1, sentence2, score)",
+        ),
+        (
+            [("a", "b"), "cd"],
+            "score_pairs: pair 2: expected (sentence1, sentence2) or (sentence1, sentence2, score), got a str",
+        ),
+        (
+            [("a",)],
+            "score_pairs: pair 1: expected (sentence1, sentence2) or (sentence1, sentence2, score), got 1 value(s)",
+        ),
+        ([], "pairs: no rows found (expected rows of sentence1, sentence2 and an optional score)"),
+        (
+            pd.DataFrame({"sentence1": ["a", None], "sentence2": ["b", "c"]}),
+            "DataFrame:2: column 'sentence1': empty sentence",
+        ),
+        (
+            pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [float("nan")]}),
+            "DataFrame:1: column 'score': expected a number, got ''",
+        ),
+        (
+            pd.DataFrame([list("abcd")], columns=list("ABCD")),
+            "DataFrame: the header has 'A', 'B', 'C', 'D'; expected "
+            "columns named sentence1 and sentence2 (optional: score, "
+            "lang1, lang2)",
+        ),
+    ],
+)
 def test_bad_pairs_are_refused_with_one_message(fake, pairs, message):
     with pytest.raises(MlseError) as info:
         mlse.score_pairs(pairs, [fake])
@@ -143,13 +172,15 @@ def test_minilm_en_loads_calibrated_and_scores_as_the_score_tab():
 
 
 def test_import_mlse_is_cheap_and_exports_the_api_lazily():
-    code = ("import sys, json, mlse; heavy = ('torch', 'gradio', 'sentence_transformers', 'transformers'); "
-            "before = [m for m in heavy if m in sys.modules]; "
-            "fns = [callable(mlse.read_pairs), callable(mlse.score_pairs), callable(mlse.load_model), "
-            "callable(mlse.read_table), callable(mlse.read_rows), mlse.UserTable.__name__ == 'UserTable']; "
-            "after = [m for m in heavy if m in sys.modules]; "
-            "api = {'load_model', 'score_pairs', 'read_pairs'}; "
-            "print(json.dumps([before, fns, after, sorted(set(dir(mlse)) & api)]))")  # fmt: skip
+    code = (
+        "import sys, json, mlse; heavy = ('torch', 'gradio', 'sentence_transformers', 'transformers'); "
+        "before = [m for m in heavy if m in sys.modules]; "
+        "fns = [callable(mlse.read_pairs), callable(mlse.score_pairs), callable(mlse.load_model), "
+        "callable(mlse.read_table), callable(mlse.read_rows), mlse.UserTable.__name__ == 'UserTable']; "
+        "after = [m for m in heavy if m in sys.modules]; "
+        "api = {'load_model', 'score_pairs', 'read_pairs'}; "
+        "print(json.dumps([before, fns, after, sorted(set(dir(mlse)) & api)]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     before, fns, after, listed = json.loads(out.stdout)
     assert before == [] and all(fns) and after == [], out.stdout
@@ -168,6 +199,8 @@ def test_any_tuples_give_a_frame_row_for_row_or_one_message(pairs):
         assert str(exc).startswith("pairs") and (not pairs or any(not a.strip() or not b.strip() for a, b in pairs))
         return
     assert frame[["sentence1", "sentence2"]].to_records(index=False).tolist() == pairs
-    expected = [float(np.clip(fake_vector(a, identity="fake:api") @ fake_vector(b, identity="fake:api"), -1, 1))
-                for a, b in pairs]  # fmt: skip
+    expected = [
+        float(np.clip(fake_vector(a, identity="fake:api") @ fake_vector(b, identity="fake:api"), -1, 1))
+        for a, b in pairs
+    ]
     np.testing.assert_allclose(frame["fake cosine"], expected, atol=1e-6)

@@ -135,8 +135,10 @@ def test_score_a_file_upload_and_download(browser, tmp_path):
     upload_file(browser, "File of sentence pairs", EXAMPLES / "pairs_to_score.tsv")
     click(browser, "Score file")
     # the summary's row for minilm-en (the pair table above may hold a minilm-en row of an earlier test)
-    summary = "//*[@role='row'][*[@role='gridcell'][1][normalize-space()='minilm-en']][*[@role='gridcell'][3]" \
-              "[normalize-space()='30']]"  # fmt: skip
+    summary = (
+        "//*[@role='row'][*[@role='gridcell'][1][normalize-space()='minilm-en']][*[@role='gridcell'][3]"
+        "[normalize-space()='30']]"
+    )
     wait_for(browser, lambda d: visible(d, summary), SCORE_TIMEOUT, "the summary row: minilm-en scored 30 rows")
     allow_downloads(browser, tmp_path)
     scored = pd.read_csv(download(browser, "pairs_to_score-scored.csv", tmp_path), keep_default_na=False)
@@ -153,8 +155,9 @@ def test_score_a_file_upload_and_download(browser, tmp_path):
 def test_predicted_vs_gold_on_an_uploaded_file(browser):
     open_tab(browser, "Predicted vs gold")
     _choose(browser, "Your file")
-    upload_file(browser, "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)",
-                EXAMPLES / "rated_pairs.tsv")  # fmt: skip
+    upload_file(
+        browser, "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)", EXAMPLES / "rated_pairs.tsv"
+    )
     click(browser, "Compare file with gold")
     _model, n, pearson, *_ = table_row(browser, "minilm-en", SCORE_TIMEOUT)
     assert n == "41" and -100 <= float(pearson) <= 100
@@ -164,22 +167,29 @@ def test_predicted_vs_gold_on_an_uploaded_file(browser):
 
 def test_language_map_of_uploaded_sentences(browser):
     open_tab(browser, TABS[1].name)
-    accordion = "//button[.//span[normalize-space()='Map your own sentences']] | " \
-                "//*[@role='button'][normalize-space()='Map your own sentences']"  # fmt: skip
+    accordion = (
+        "//button[.//span[normalize-space()='Map your own sentences']] | "
+        "//*[@role='button'][normalize-space()='Map your own sentences']"
+    )
     if not visible(browser, "//button[normalize-space()='Project my sentences']"):
         wait_for(browser, lambda d: visible(d, accordion), 10, "the accordion 'Map your own sentences'")[0].click()
     upload_file(browser, "Sentences file (TSV, CSV or JSONL)", EXAMPLES / "sentences.tsv")
     click(browser, "Project my sentences")
-    wait_for(browser, lambda d: "30 sentences from sentences.tsv" in _page_text(d), SCORE_TIMEOUT,
-             "the map of the uploaded sentences")  # fmt: skip
+    wait_for(
+        browser,
+        lambda d: "30 sentences from sentences.tsv" in _page_text(d),
+        SCORE_TIMEOUT,
+        "the map of the uploaded sentences",
+    )
     visible_plot(browser, 10)
 
 
 def test_tatoeba_errors_on_an_uploaded_bitext(browser):
     open_tab(browser, TABS[2].name)
     _choose(browser, "Your bitext")
-    upload_file(browser, "Bitext: two aligned columns, header of language codes optional (en, de)",
-                EXAMPLES / "bitext.tsv")  # fmt: skip
+    upload_file(
+        browser, "Bitext: two aligned columns, header of language codes optional (en, de)", EXAMPLES / "bitext.tsv"
+    )
     click(browser, "Show errors on my bitext")
     wait_for(browser, lambda d: "en→de: en queries de" in _page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
     assert "xSIM error" in _page_text(browser)
@@ -205,8 +215,12 @@ def test_explain_a_pair_from_score_a_pair(browser):
     pick_dropdown(browser, "Model to explain", "minilm-en")
     click(browser, "Explain")
     wait_for(browser, lambda d: "Top 5 word pairs" in _page_text(d), EXPLAIN_TIMEOUT, "the explanation's text")
-    labels = wait_for(browser, lambda d: [s for s in _plot_labels(d) if {"flute", "Flöte"} <= s], 30,
-                      "a heatmap with the words of both sentences as its labels")  # fmt: skip
+    labels = wait_for(
+        browser,
+        lambda d: [s for s in _plot_labels(d) if {"flute", "Flöte"} <= s],
+        30,
+        "a heatmap with the words of both sentences as its labels",
+    )
     assert {"man", "playing", "Mann", "spielt"} <= labels[0]
     page = _page_text(browser)
     assert "residual" in page and "not an explanation of the score" in page.lower().replace("\n", " ")
@@ -216,8 +230,9 @@ def test_explain_a_tatoeba_error_row(browser):
     open_tab(browser, TABS[2].name)
     _choose(browser, "Your bitext")
     click(browser, "Paste the example")  # empties the file field, where an earlier test may have left the bitext
-    upload_file(browser, "Bitext: two aligned columns, header of language codes optional (en, de)",
-                EXAMPLES / "bitext.tsv")  # fmt: skip
+    upload_file(
+        browser, "Bitext: two aligned columns, header of language codes optional (en, de)", EXAMPLES / "bitext.tsv"
+    )
     click(browser, "Show errors on my bitext")
     wait_for(browser, lambda d: "en→de: en queries de" in _page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
     first = "[normalize-space()='en→de' or normalize-space()='de→en']"

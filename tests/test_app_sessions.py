@@ -17,8 +17,9 @@ from tests.app_server import HOST, free_port
 def call_detect_language(port: int, text: str) -> None:
     """One API call as curl or gradio_client makes it: POST the inputs (a new session), read the event stream."""
     conn = http.client.HTTPConnection(HOST, port, timeout=60)
-    conn.request("POST", "/gradio_api/call/detect_language", json.dumps({"data": [text]}),
-                 {"Content-Type": "application/json"})  # fmt: skip
+    conn.request(
+        "POST", "/gradio_api/call/detect_language", json.dumps({"data": [text]}), {"Content-Type": "application/json"}
+    )
     event_id = json.loads(conn.getresponse().read())["event_id"]
     conn.request("GET", f"/gradio_api/call/detect_language/{event_id}")
     body = conn.getresponse().read().decode()

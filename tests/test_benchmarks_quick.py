@@ -36,10 +36,17 @@ SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers"}  # serving_lev
 # app_soak 26), the CLI three times and the app's state with minilm-en (score_file 27), the seed-grid experiment twice,
 # whose evaluation suite is fixed (seed_grid_time ~240). Everything else together: ~60 CPU-s.
 SLOW = APP | {"score_file", "seed_grid_time", "warm_start", "serving_levers"}
-OUT_FILE = {"app_latency": "app-latency.json", "app_soak": "app-soak.json", "finetune_speed": "finetune-speed.json",
-            "mining_scale": "mining-scale.json", "first_result": "first-result.json", "warm_start": "warm-start.json",
-            "finetune_gpu": "finetune-gpu.json", "app_load": "app-load.json",
-            "serving_levers": "serving-levers.json"}  # fmt: skip
+OUT_FILE = {
+    "app_latency": "app-latency.json",
+    "app_soak": "app-soak.json",
+    "finetune_speed": "finetune-speed.json",
+    "mining_scale": "mining-scale.json",
+    "first_result": "first-result.json",
+    "warm_start": "warm-start.json",
+    "finetune_gpu": "finetune-gpu.json",
+    "app_load": "app-load.json",
+    "serving_levers": "serving-levers.json",
+}
 # (--out names a file for the scripts in OUT_FILE, a folder for the others)
 TIMEOUT_S = {"seed_grid_time": 1800}  # a hang guard, not a speed target; 600 s for the others
 
@@ -127,8 +134,13 @@ def run_in_process(script: str, argv: list[str], monkeypatch) -> object:
 
 
 def run_subprocess(script: str, argv: list[str]) -> int:
-    proc = subprocess.run([sys.executable, "-m", f"benchmarks.{script}", *argv], cwd=ROOT, capture_output=True,
-                          text=True, timeout=TIMEOUT_S.get(script, 600))  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{script}", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S.get(script, 600),
+    )
     assert proc.returncode == 0, f"benchmarks.{script} --quick exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     return proc.returncode
 

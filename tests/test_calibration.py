@@ -83,8 +83,9 @@ def test_lookup_uses_a_match_and_reports_a_mismatch(fitted, monkeypatch, tmp_pat
     calibration, report, _, identity = fitted
     monkeypatch.setattr(bc, "SHIPPED_DIR", tmp_path / "shipped")
     same = FakeEncoder(identity=identity, name="tiny")
-    bc.save_calibration(bc.BackboneCalibration("tiny", identity, calibration.mapping), report, tmp_path / "shipped",
-                        command="test")  # fmt: skip
+    bc.save_calibration(
+        bc.BackboneCalibration("tiny", identity, calibration.mapping), report, tmp_path / "shipped", command="test"
+    )
     wrapped, note = bc.with_calibration(same)
     assert note == "" and isinstance(wrapped, bc.CalibratedEncoder)
     assert wrapped.calibrated_score(np.array([0.3])) == pytest.approx(calibration(np.array([0.3])))
@@ -102,8 +103,9 @@ def test_run_local_calibration_wins_over_the_shipped_one(fitted, monkeypatch, tm
     calibration, report, _, identity = fitted
     monkeypatch.setattr(bc, "SHIPPED_DIR", tmp_path / "shipped")
     flat = IsotonicMap((0.0, 1.0), (2.0, 2.0))
-    bc.save_calibration(bc.BackboneCalibration("tiny", identity, calibration.mapping), report, tmp_path / "shipped",
-                        command="test")  # fmt: skip
+    bc.save_calibration(
+        bc.BackboneCalibration("tiny", identity, calibration.mapping), report, tmp_path / "shipped", command="test"
+    )
     bc.save_calibration(bc.BackboneCalibration("tiny", identity, flat), report, bc.local_dir(), command="test")
     found, _ = bc.find_calibration(FakeEncoder(identity=identity, name="tiny"))
     assert found.mapping == flat and found.source.startswith(str(bc.local_dir()))
@@ -128,8 +130,9 @@ def test_app_shows_a_backbones_calibrated_score(fitted, tiny_bert, monkeypatch):
     from mlse.ui.state import AppState
 
     calibration, report, _, identity = fitted
-    bc.save_calibration(bc.BackboneCalibration(str(tiny_bert), identity, calibration.mapping), report,
-                        bc.local_dir(), command="test")  # fmt: skip
+    bc.save_calibration(
+        bc.BackboneCalibration(str(tiny_bert), identity, calibration.mapping), report, bc.local_dir(), command="test"
+    )
     state = AppState()
     table, status = score_pair(state, "A man is playing a flute.", "A man plays the flute.", [str(tiny_bert)])
     # the table rounds the cosine to 4 decimals, and the tiny model's map is steep: recompute from the exact cosine
@@ -141,8 +144,22 @@ def test_app_shows_a_backbones_calibrated_score(fitted, tiny_bert, monkeypatch):
 
 
 def test_cli_calibrate_writes_both_files(tiny_bert, data_dir, tmp_path, capsys):
-    code = main(["-q", "calibrate", "--model", str(tiny_bert), "--pairs", "en-en,en-fr", "--max-rows", "30",
-                 "--data-dir", str(data_dir), "--out", str(tmp_path)])  # fmt: skip
+    code = main(
+        [
+            "-q",
+            "calibrate",
+            "--model",
+            str(tiny_bert),
+            "--pairs",
+            "en-en,en-fr",
+            "--max-rows",
+            "30",
+            "--data-dir",
+            str(data_dir),
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert len(written) == 2 and any(n.endswith(".manifest.json") for n in written)

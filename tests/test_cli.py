@@ -14,8 +14,6 @@ from mlse.cli.main import main
 REPO = Path(__file__).resolve().parent.parent
 
 
-
-
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -111,9 +109,11 @@ def test_eval_sts_malformed_pairs_file_names_file_and_line(capsys, tmp_path, tin
 def test_eval_pairs_file_goes_through_the_one_reader(capsys, tmp_path, tiny_bert):
     """Any file ``score`` and the app read works here too (CSV, extra columns); without a score column: one line."""
     rated = tmp_path / "rated.csv"
-    rated.write_text('lang1,sentence1,sentence2,score\nen,"A man, smiling.",A man smiles.,4.5\n'
-                     "en,A dog runs.,The market fell.,0.2\nen,Kids play.,Children are playing.,4.0\n",
-                     encoding="utf-8")  # fmt: skip
+    rated.write_text(
+        'lang1,sentence1,sentence2,score\nen,"A man, smiling.",A man smiles.,4.5\n'
+        "en,A dog runs.,The market fell.,0.2\nen,Kids play.,Children are playing.,4.0\n",
+        encoding="utf-8",
+    )
     code, out, err = _run(capsys, "eval", "--task", "sts", "--pairs-file", str(rated), "--model", str(tiny_bert))
     assert code == 0, err
     assert "rated" in _model_rows(out.split("\n", 1)[1])
@@ -166,7 +166,7 @@ def test_eval_non_numeric_score_column_names_file_line_and_value(capsys, tmp_pat
         "n-gold-large",
         "batch-size",
         "sts-nothing",
-    ],  # fmt: skip
+    ],
 )
 def test_eval_user_mistakes_exit_2_with_one_line(capsys, argv, fragments):
     named = [] if "--model" in argv else ["--model", "minilm-en"]  # never the default: it would convert e5 here
@@ -176,8 +176,7 @@ def test_eval_user_mistakes_exit_2_with_one_line(capsys, argv, fragments):
 
 
 @pytest.mark.parametrize(
-    "argv",
-    [["eval", "--task", "nope"], ["eval"], ["frobnicate"], [], ["eval", "--task", "mining", "--n-gold", "x"]],
+    "argv", [["eval", "--task", "nope"], ["eval"], ["frobnicate"], [], ["eval", "--task", "mining", "--n-gold", "x"]]
 )
 def test_argparse_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as exc:
@@ -205,8 +204,13 @@ def test_subprocess_unknown_model_is_one_error_line():
 def test_subprocess_score_with_a_bad_file_is_one_error_line(tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence1\tsentence2\tscore\na\tb\t1\nc\td\tlots\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "mlse", "score", str(bad), "--models", "minilm-en"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlse", "score", str(bad), "--models", "minilm-en"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [f"error: {bad}:3: column 'score': expected a number, got 'lots'"]
     assert proc.stdout == ""
@@ -218,9 +222,17 @@ def test_subprocess_score_with_a_bad_file_is_one_error_line(tmp_path):
 def test_eval_tatoeba_writes_error_lists(capsys, tmp_path, tiny_bert):
     errors_json = tmp_path / "e.json"
     code, out, err = _run(
-        capsys, "eval", "--task", "tatoeba", "--langs", "deu,fra", "--model", str(tiny_bert),
-        "--errors-out", str(errors_json),
-    )  # fmt: skip
+        capsys,
+        "eval",
+        "--task",
+        "tatoeba",
+        "--langs",
+        "deu,fra",
+        "--model",
+        str(tiny_bert),
+        "--errors-out",
+        str(errors_json),
+    )
     assert code == 0, err
     assert "deu" in out and "fra" in out and "acc_mean" in out and f"wrote {errors_json}" in out
     errors = json.loads(errors_json.read_text(encoding="utf-8"))
@@ -260,8 +272,18 @@ def test_eval_tatoeba_all_means_every_language_in_the_data(capsys, tmp_path, tin
             (folder / name).symlink_to(data_dir / TATOEBA_DIR / name)
     out_json = tmp_path / "all.json"
     code, out, err = _run(
-        capsys, "eval", "--task", "tatoeba", "--langs", "all", "--model", str(tiny_bert),
-        "--data-dir", str(tmp_path / "data"), "--json-out", str(out_json),
-    )  # fmt: skip
+        capsys,
+        "eval",
+        "--task",
+        "tatoeba",
+        "--langs",
+        "all",
+        "--model",
+        str(tiny_bert),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--json-out",
+        str(out_json),
+    )
     assert code == 0, err
     assert sorted(json.loads(out_json.read_text(encoding="utf-8"))["scores"]) == ["afr", "fra"]

@@ -50,12 +50,15 @@ def _encoded(err: str) -> list[tuple[int, int]]:
 @pytest.fixture()
 def pairs_file(tmp_path) -> Path:
     path = tmp_path / "pairs.tsv"
-    path.write_text("sentence1\tsentence2\tscore\tnote\n"
-                    "A man plays a flute.\tA man is playing the flute.\t4.6\tfirst\n"
-                    "A dog runs.\tThe market fell.\t0.2\t\n"
-                    "Kids play football.\tChildren are playing soccer.\t4.1\tx\n"
-                    "She reads a book.\tA woman is reading.\t3.5\ty\n"
-                    "The sun is hot.\tIt is cold at night.\t1.0\tz\n", encoding="utf-8")  # fmt: skip
+    path.write_text(
+        "sentence1\tsentence2\tscore\tnote\n"
+        "A man plays a flute.\tA man is playing the flute.\t4.6\tfirst\n"
+        "A dog runs.\tThe market fell.\t0.2\t\n"
+        "Kids play football.\tChildren are playing soccer.\t4.1\tx\n"
+        "She reads a book.\tA woman is reading.\t3.5\ty\n"
+        "The sun is hot.\tIt is cold at night.\t1.0\tz\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -105,8 +108,11 @@ def test_stdout_mode_tsv_out_and_extra_columns(capsys, tmp_path, tiny_bert, pair
 
 def test_format_overrides_the_suffix(capsys, tmp_path, tiny_bert):
     rows = tmp_path / "rows.txt"
-    rows.write_text('{"sentence1": "A cat sleeps.", "sentence2": "Un chat dort.", "id": 7}\n'
-                    '{"sentence1": "It rains.", "sentence2": "Es regnet.", "id": 8}\n', encoding="utf-8")  # fmt: skip
+    rows.write_text(
+        '{"sentence1": "A cat sleeps.", "sentence2": "Un chat dort.", "id": 7}\n'
+        '{"sentence1": "It rains.", "sentence2": "Es regnet.", "id": 8}\n',
+        encoding="utf-8",
+    )
     code, stdout, err = _run(capsys, str(rows), "--models", str(tiny_bert), "--format", "jsonl")
     assert code == 0, err
     scored = _table(stdout)
@@ -124,8 +130,10 @@ def test_skip_bad_rows_lists_each_skipped_row(capsys, tmp_path, tiny_bert):
     code, _, err = _run(capsys, str(bad), "--models", str(tiny_bert), "--out", str(out), "--skip-bad-rows")
     assert code == 0, err
     skipped = [line for line in err.splitlines() if line.startswith("skipped ")]
-    assert skipped[:2] == [f"skipped {bad}:3: column 'sentence2': empty sentence",
-                           f"skipped {bad}:4: column 'score': expected a number, got 'high'"]  # fmt: skip
+    assert skipped[:2] == [
+        f"skipped {bad}:3: column 'sentence2': empty sentence",
+        f"skipped {bad}:4: column 'score': expected a number, got 'high'",
+    ]
     assert len(skipped) == 3 and skipped[2].startswith(f"skipped {bad}:6: column 'sentence2': missing")
     assert "the row has 1 field(s), expected 3" in skipped[2]
     assert "3 bad row(s) skipped, 2 kept" in err
@@ -189,8 +197,9 @@ class _InterruptAfter:
         return getattr(self.inner, attr)
 
 
-def test_ctrl_c_writes_nothing_and_the_rerun_reuses_the_finished_chunks(capsys, monkeypatch, tmp_path, tiny_bert,
-                                                                       pairs_file):  # fmt: skip
+def test_ctrl_c_writes_nothing_and_the_rerun_reuses_the_finished_chunks(
+    capsys, monkeypatch, tmp_path, tiny_bert, pairs_file
+):
     out = tmp_path / "scored.csv"
     out.write_text("an older result\n", encoding="utf-8")
     load = api.load_model
@@ -198,8 +207,10 @@ def test_ctrl_c_writes_nothing_and_the_rerun_reuses_the_finished_chunks(capsys, 
     argv = [str(pairs_file), "--models", str(tiny_bert), "--out", str(out), "--chunk", "2"]
     code, stdout, err = _run(capsys, *argv)
     assert code == 130
-    assert "interrupted after 4 of 5 rows; run the same command again: the embedding cache already holds the " \
-           "finished rows" in err  # fmt: skip
+    assert (
+        "interrupted after 4 of 5 rows; run the same command again: the embedding cache already holds the "
+        "finished rows" in err
+    )
     assert "Traceback" not in err and stdout == ""
     assert out.read_text(encoding="utf-8") == "an older result\n"  # nothing partial replaced it
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".scored.csv")]  # no temporary file left
@@ -224,8 +235,13 @@ def test_progress_lines_carry_rows_rate_and_eta(capsys, monkeypatch, tiny_bert, 
 @pytest.mark.slow  # three CLI processes each load torch and MiniLM: about a minute on two busy cores
 def test_the_benchmark_quick_mode_runs(tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.score_file", "--quick", "--out", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.score_file", "--quick", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / "score-file.json").read_text(encoding="utf-8"))
     assert result["quick"] is True and result["command"].startswith("python -m benchmarks.score_file")

@@ -49,8 +49,11 @@ def test_real_deu_eng_overlap_with_laser_tatoeba(data_dir):
     corpus = load_parallel("deu-eng", data_dir)
     laser = load_tatoeba("deu", data_dir)
     laser_pairs = {(normalize_sentence(s), normalize_sentence(t)) for s, t in zip(laser.src, laser.tgt)}
-    identical = {p for p in ((normalize_sentence(s), normalize_sentence(t)) for s, t in zip(corpus.src, corpus.tgt))
-                 if p in laser_pairs}  # fmt: skip
+    identical = {
+        p
+        for p in ((normalize_sentence(s), normalize_sentence(t)) for s, t in zip(corpus.src, corpus.tgt))
+        if p in laser_pairs
+    }
     assert len(identical) >= 35  # OVERLAP_WITH_LASER_TATOEBA_V1.md: 35 identical pairs
 
     eval_set = evaluation_sentences(data_dir, tatoeba=["de"], sts_splits=())
@@ -60,8 +63,9 @@ def test_real_deu_eng_overlap_with_laser_tatoeba(data_dir):
     assert dropped == len(corpus) - len(clean)
     remaining = {(normalize_sentence(s), normalize_sentence(t)) for s, t in zip(clean.src, clean.tgt)}
     assert not remaining & laser_pairs
-    assert not any(normalize_sentence(s) in eval_set or normalize_sentence(t) in eval_set
-                   for s, t in zip(clean.src, clean.tgt))  # fmt: skip
+    assert not any(
+        normalize_sentence(s) in eval_set or normalize_sentence(t) in eval_set for s, t in zip(clean.src, clean.tgt)
+    )
 
 
 def test_evaluation_sentences_scope_and_memo(data_dir):

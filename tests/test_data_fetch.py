@@ -31,12 +31,17 @@ def stand_in_hub(tmp_path) -> Path:
     hub = tmp_path / "hub"
     sts = hub / "PhilipMay/stsb_multi_mt"
     for lang, (s1, s2, score) in STS.items():
-        write_parquet(sts / lang / "test-00000-of-00002.parquet",
-                      [{"sentence1": s1, "sentence2": s2, "similarity_score": score}])  # fmt: skip
-        write_parquet(sts / lang / "test-00001-of-00002.parquet",
-                      [{"sentence1": f"{lang} second, with comma", "sentence2": "b", "similarity_score": 0.0}])
-        write_parquet(sts / lang / "train-00000-of-00001.parquet",
-                      [{"sentence1": "t1", "sentence2": "t2", "similarity_score": 5.0}])  # fmt: skip
+        write_parquet(
+            sts / lang / "test-00000-of-00002.parquet", [{"sentence1": s1, "sentence2": s2, "similarity_score": score}]
+        )
+        write_parquet(
+            sts / lang / "test-00001-of-00002.parquet",
+            [{"sentence1": f"{lang} second, with comma", "sentence2": "b", "similarity_score": 0.0}],
+        )
+        write_parquet(
+            sts / lang / "train-00000-of-00001.parquet",
+            [{"sentence1": "t1", "sentence2": "t2", "similarity_score": 5.0}],
+        )
     flores = hub / "openlanguagedata/flores_plus"
     for lang, script in (("eng", "Latn"), ("deu", "Latn"), ("cmn", "Hans"), ("fin", "Latn")):
         rows = [{"id": i, "iso_639_3": lang, "iso_15924": script, "text": f"{lang} sentence {i}"} for i in (2, 1)]
@@ -83,8 +88,11 @@ def test_fetch_missing_builds_what_the_loaders_read(served, tmp_path):
     data, lines = tmp_path / "data", []
     outcome = fetch.fetch_missing(data, progress=lines.append, token="hf_test")
     assert outcome == {"stsb_multi_mt": None, "tatoeba": None, "flores200": None}
-    assert [repo for repo, _, _ in served] == ["PhilipMay/stsb_multi_mt", "mteb/tatoeba-bitext-mining",
-                                               "openlanguagedata/flores_plus"]  # fmt: skip
+    assert [repo for repo, _, _ in served] == [
+        "PhilipMay/stsb_multi_mt",
+        "mteb/tatoeba-bitext-mining",
+        "openlanguagedata/flores_plus",
+    ]
     assert lines[0].startswith("[1/3] fetching STS Multi MT from PhilipMay/stsb_multi_mt")
     assert any(line.startswith("[3/3] FLORES+ devtest ready: 3 files") for line in lines)
 
@@ -111,8 +119,11 @@ def test_gated_flores_without_a_token_fails_alone_and_says_how(served, tmp_path,
     assert outcome["stsb_multi_mt"] is None and outcome["tatoeba"] is None
     assert "gated" in outcome["flores200"] and "HF_TOKEN" in outcome["flores200"]
     assert not (data / "flores200_devtest").exists()  # nothing half-made left behind
-    with pytest.raises(DataError, match=r"FLORES\+ devtest \(needed by the Map tab\) is missing: its download failed "
-                                        r"\(cannot download openlanguagedata/flores_plus: it is gated"):  # fmt: skip
+    with pytest.raises(
+        DataError,
+        match=r"FLORES\+ devtest \(needed by the Map tab\) is missing: its download failed "
+        r"\(cannot download openlanguagedata/flores_plus: it is gated",
+    ):
         flores_languages(data)
 
 
@@ -121,10 +132,15 @@ def test_start_fetch_reports_an_unreachable_hub_once(tmp_path, monkeypatch):
     lines = []
     thread = fetch.start_fetch(tmp_path, progress=lines.append, reachable=lambda: False)
     thread.join(10)
-    assert lines == ["not fetching stsb_multi_mt, tatoeba, flores200: the hub is not reachable from here (no network, "
-                     "or HF_HUB_OFFLINE is set)"]  # fmt: skip
-    with pytest.raises(DataError, match=r"Tatoeba \(LASER test set\) \(needed by the Tatoeba tab\) is missing: its "
-                                        r"download failed \(the hub is not reachable"):  # fmt: skip
+    assert lines == [
+        "not fetching stsb_multi_mt, tatoeba, flores200: the hub is not reachable from here (no network, "
+        "or HF_HUB_OFFLINE is set)"
+    ]
+    with pytest.raises(
+        DataError,
+        match=r"Tatoeba \(LASER test set\) \(needed by the Tatoeba tab\) is missing: its "
+        r"download failed \(the hub is not reachable",
+    ):
         tatoeba_languages(tmp_path)
 
 

@@ -239,9 +239,17 @@ def test_flores_all_languages(data_dir):
 
 @pytest.mark.parametrize(
     ("alias", "code"),
-    [("en", "eng_Latn"), ("eng", "eng_Latn"), ("zh", "zho_Hans"), ("zho", "zho_Hans"), ("zho_hant", "zho_Hant"),
-     ("deu", "deu_Latn"), ("ar", "arb_Arab"), ("uk", "ukr_Cyrl")],
-)  # fmt: skip
+    [
+        ("en", "eng_Latn"),
+        ("eng", "eng_Latn"),
+        ("zh", "zho_Hans"),
+        ("zho", "zho_Hans"),
+        ("zho_hant", "zho_Hant"),
+        ("deu", "deu_Latn"),
+        ("ar", "arb_Arab"),
+        ("uk", "ukr_Cyrl"),
+    ],
+)
 def test_flores_aliases(data_dir, alias, code):
     assert list(load_flores([alias], data_dir)) == [code]
 

@@ -144,8 +144,17 @@ def test_getting_started_shows_the_data():
 def test_getting_started_scores_a_file(tmp_path):
     """The getting-started command, writing into a temporary folder instead of ./scored.csv."""
     out = tmp_path / "scored.csv"
-    done = _python("-m", "mlse", "score", "assets/examples/pairs_to_score.tsv", "--models", "minilm-en",
-                   "--out", str(out), timeout=600)  # fmt: skip
+    done = _python(
+        "-m",
+        "mlse",
+        "score",
+        "assets/examples/pairs_to_score.tsv",
+        "--models",
+        "minilm-en",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     header = out.read_text(encoding="utf-8").splitlines()[0]
     assert "minilm-en cosine" in header

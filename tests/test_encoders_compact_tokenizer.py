@@ -16,24 +16,59 @@ from tests.ci import missing
 from tests.e5_format_writer import build_tiny, write_e5
 
 EDGE_TEXTS = [
-    "", " ", "  ", "  hello   world  ", "end ", "tab\there", "x\u00a0\u00a0y", "\u2581", "a\u2581\u2581b", "\u200b",
-    "\x01\x02", "the ☃☃x ☃", "a <s> b", "<mask>", "x</s>", "<pad><unk>", "<s", "a < b", "👨\u200d👩\u200d👧 family",
-    "क्\u200dष", "می\u200cخواهم", "❤\ufe0f love", "e\u0301t\u0301e\u0301", "Tiếng Việt", "ﾃｽﾄ", "① ② ③", "\u0301x",
-    " \u0301x", "\u00b4\u200c", "\ufb01 東京",
-]  # fmt: skip
+    "",
+    " ",
+    "  ",
+    "  hello   world  ",
+    "end ",
+    "tab\there",
+    "x\u00a0\u00a0y",
+    "\u2581",
+    "a\u2581\u2581b",
+    "\u200b",
+    "\x01\x02",
+    "the ☃☃x ☃",
+    "a <s> b",
+    "<mask>",
+    "x</s>",
+    "<pad><unk>",
+    "<s",
+    "a < b",
+    "👨\u200d👩\u200d👧 family",
+    "क्\u200dष",
+    "می\u200cخواهم",
+    "❤\ufe0f love",
+    "e\u0301t\u0301e\u0301",
+    "Tiếng Việt",
+    "ﾃｽﾄ",
+    "① ② ③",
+    "\u0301x",
+    " \u0301x",
+    "\u00b4\u200c",
+    "\ufb01 東京",
+]
 
 
 def garbage(n: int, seed: int = 0) -> list[str]:
     """Random strings over the characters that make tokenisation hard: controls, spaces of every kind, combining
     marks, joiners, variation selectors, emoji, CJK, private use, ▁."""
     rng = random.Random(seed)
-    pools = [(0x20, 0x7E), (0xA0, 0x2FFF), (0x3000, 0xD7FF), (0xE000, 0xFFFF), (0x1F300, 0x1FAFF), (0, 0x1F),
-             (0x300, 0x36F)]  # fmt: skip
+    pools = [
+        (0x20, 0x7E),
+        (0xA0, 0x2FFF),
+        (0x3000, 0xD7FF),
+        (0xE000, 0xFFFF),
+        (0x1F300, 0x1FAFF),
+        (0, 0x1F),
+        (0x300, 0x36F),
+    ]
     singles = [0x20, 0x20, 0x9, 0x3000, 0x2581, 0xA0, 0x200D, 0x200C, 0xFE0F]
     out = []
     for _ in range(n):
-        chars = [rng.choice(singles) if rng.random() < 0.3 else rng.randint(*rng.choice(pools))
-                 for _ in range(rng.randint(1, 12))]  # fmt: skip
+        chars = [
+            rng.choice(singles) if rng.random() < 0.3 else rng.randint(*rng.choice(pools))
+            for _ in range(rng.randint(1, 12))
+        ]
         out.append("".join(map(chr, chars)))
     return out
 

@@ -52,7 +52,14 @@ def test_reader_returns_the_written_values_exactly(tiny):
     model_file = E5File(path)
     h = model_file.header
     assert (h.hidden, h.layers, h.heads, h.ffn, h.vocab, h.max_positions, h.type_vocab) == (
-        spec.hidden, spec.layers, spec.heads, spec.ffn, spec.vocab, spec.max_positions, spec.type_vocab)  # fmt: skip
+        spec.hidden,
+        spec.layers,
+        spec.heads,
+        spec.ffn,
+        spec.vocab,
+        spec.max_positions,
+        spec.type_vocab,
+    )
     vocab = model_file.vocabulary
     assert vocab.pieces == spec.pieces
     assert vocab.scores.tolist() == pytest.approx(spec.scores)

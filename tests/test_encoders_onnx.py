@@ -167,8 +167,9 @@ def test_half_written_export_is_never_used(tiny_bert, monkeypatch):
     folder = enc.export_dir
     (folder / onnx_export.META_FILE).unlink()  # as if a writer died before finishing (pre-rename layouts)
     (folder / onnx_export.MODEL_FILE).write_bytes(b"truncated")
-    np.testing.assert_allclose(load_encoder(str(tiny_bert), backend="onnx", cache=False).encode(["hello there"]), good,
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        load_encoder(str(tiny_bert), backend="onnx", cache=False).encode(["hello there"]), good, atol=1e-6
+    )
     assert calls["fp32"] == 2 and onnx_export.is_complete(folder)
 
 
@@ -267,13 +268,29 @@ def test_plan_batches_sorts_by_length_and_respects_the_token_budget():
 
 def test_cli_eval_backend_reaches_the_encoder(capsys, tmp_path, tiny_bert):
     tsv = tmp_path / "mine.tsv"
-    tsv.write_text("A man plays a flute.\tA man is playing the flute.\t4.6\nA dog runs.\tThe market fell.\t0.2\n"
-                   "Kids play football.\tChildren are playing soccer.\t4.1\n", encoding="utf-8")  # fmt: skip
+    tsv.write_text(
+        "A man plays a flute.\tA man is playing the flute.\t4.6\nA dog runs.\tThe market fell.\t0.2\n"
+        "Kids play football.\tChildren are playing soccer.\t4.1\n",
+        encoding="utf-8",
+    )
     results = {}
     for backend in BACKENDS:
         out = tmp_path / f"{backend}.json"
-        code = main(["eval", "--task", "sts", "--pairs-file", str(tsv), "--model", str(tiny_bert),
-                     "--backend", backend, "--json-out", str(out)])  # fmt: skip
+        code = main(
+            [
+                "eval",
+                "--task",
+                "sts",
+                "--pairs-file",
+                str(tsv),
+                "--model",
+                str(tiny_bert),
+                "--backend",
+                backend,
+                "--json-out",
+                str(out),
+            ]
+        )
         assert code == 0, capsys.readouterr().err
         results[backend] = json.loads(out.read_text())
     assert backend_of(results["onnx-int8"]["model_identity"]) == "onnx-int8"
@@ -296,15 +313,17 @@ def test_cli_backend_on_train_experiment_and_finetune(capsys, monkeypatch, tmp_p
 
         return fake
 
-    import mlse.cli.main as cli
+    import mlse.cli.experiment as cli_experiment
     import mlse.train.head_training as heads
 
     monkeypatch.setattr(heads, "train_stage1", capture("stage1"))  # what `train stage1/2` runs (train_heads)
     monkeypatch.setattr(heads, "train_stage2", capture("stage2"))
-    monkeypatch.setattr(cli, "run_seed_grid", capture("grid"))
-    for argv in (["train", "stage1", "--backend", "onnx-int8"],
-                 ["train", "stage2", "--stage1", "x", "--backend", "onnx"],
-                 ["experiment", "seed-grid", "--backend", "onnx-int8", "--out", str(tmp_path)]):  # fmt: skip
+    monkeypatch.setattr(cli_experiment, "run_seed_grid", capture("grid"))
+    for argv in (
+        ["train", "stage1", "--backend", "onnx-int8"],
+        ["train", "stage2", "--stage1", "x", "--backend", "onnx"],
+        ["experiment", "seed-grid", "--backend", "onnx-int8", "--out", str(tmp_path)],
+    ):
         with pytest.raises(Done):
             main(argv)
     assert seen == {"stage1": "onnx-int8", "stage2": "onnx", "grid": "onnx-int8"}
@@ -321,8 +340,16 @@ def test_scorer_trained_on_onnx_backbone_loads_on_every_backend(tiny_bert, tmp_p
     from mlse.train.head_training import train_stage1
 
     out = tmp_path / "tiny+s1"
-    trained = train_stage1(str(tiny_bert), out=out, pairs=["eng-deu"], max_pairs=30, data_dir=data_dir, probe=False,
-                           max_epochs=2, backend="onnx")  # fmt: skip
+    trained = train_stage1(
+        str(tiny_bert),
+        out=out,
+        pairs=["eng-deu"],
+        max_pairs=30,
+        data_dir=data_dir,
+        probe=False,
+        max_epochs=2,
+        backend="onnx",
+    )
     manifest = json.loads((out / SCORER_FILE).read_text())
     torch_identity = load_encoder(str(tiny_bert), cache=False).identity
     assert manifest["backbone_identity"] == torch_identity and manifest["backbone_backend"] == "onnx"

@@ -13,8 +13,17 @@ from mlse.encoders.torch import CompactRunner, load_sentence_transformer
 from tests.ci import missing
 from tests.e5_format_writer import build_tiny, write_e5
 
-TEXTS = ["the cat sat on the mat", "Ein Mann spielt", "東京", "a man is playing a flute", "x", "the ☃☃x",
-         "c\x01at  on the \u00a0 mat", "a <s> b", ""]  # fmt: skip
+TEXTS = [
+    "the cat sat on the mat",
+    "Ein Mann spielt",
+    "東京",
+    "a man is playing a flute",
+    "x",
+    "the ☃☃x",
+    "c\x01at  on the \u00a0 mat",
+    "a <s> b",
+    "",
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,5 +84,6 @@ def test_real_me5_small_is_bit_identical(data_dir):
     texts = [s for sents in flores.values() for s in sents[:6]]
     encoder = load_encoder("me5-small", cache=False)
     ours = encoder.encode(texts, batch_size=8)
-    assert np.array_equal(ours, encoder.model.encode(texts, batch_size=8, normalize_embeddings=True,
-                                                     convert_to_numpy=True))  # fmt: skip
+    assert np.array_equal(
+        ours, encoder.model.encode(texts, batch_size=8, normalize_embeddings=True, convert_to_numpy=True)
+    )

@@ -19,9 +19,21 @@ from mlse.errors import MlseError
 from mlse.models import load_model
 
 # The issue's table (STS Multi MT test, Spearman x 100) for USE multilingual v3 through the package.
-ISSUE_TABLE = {"en-en": 80.1, "en-de": 72.3, "en-es": 74.5, "en-fr": 72.6, "en-it": 75.0, "en-nl": 70.8,
-               "en-pl": 69.2, "en-pt": 73.8, "en-ru": 71.2, "en-zh": 69.3, "de-fr": 69.3, "fr-es": 70.2,
-               "pt-pl": 66.7}  # fmt: skip
+ISSUE_TABLE = {
+    "en-en": 80.1,
+    "en-de": 72.3,
+    "en-es": 74.5,
+    "en-fr": 72.6,
+    "en-it": 75.0,
+    "en-nl": 70.8,
+    "en-pl": 69.2,
+    "en-pt": 73.8,
+    "en-ru": 71.2,
+    "en-zh": 69.3,
+    "de-fr": 69.3,
+    "fr-es": 70.2,
+    "pt-pl": 66.7,
+}
 CROSS_12 = 71.2
 FLORES_PER_LANG = 20  # x 15 languages = 300 sentences
 
@@ -112,7 +124,8 @@ def test_embeddings_and_tokens_equal_the_package_on_flores(muse, flores_sample):
 
 
 def test_finetune_refuses_muse_as_student_before_loading_anything():
-    from mlse.train.config import FinetuneConfig, validate
+    from mlse.train.config import FinetuneConfig
+    from mlse.train.config_validation import validate
 
     with pytest.raises(MlseError) as err:
         validate(FinetuneConfig(method="soft", student="muse", teacher="minilm-en"))
@@ -164,9 +177,11 @@ def test_onnx_backends_run_the_exported_graph(muse, flores_sample, backend):
 
 def test_onnx_muse_never_imports_torch(muse):
     load_encoder("muse", backend="onnx", cache=False).encode(["export first"])  # the one-time export uses torch
-    code = ("import sys; from mlse.encoders.load import load_encoder\n"
-            "load_encoder('muse', backend='onnx-int8', cache=False).encode(['Der Himmel ist blau.'])\n"
-            "print('torch' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys; from mlse.encoders.load import load_encoder\n"
+        "load_encoder('muse', backend='onnx-int8', cache=False).encode(['Der Himmel ist blau.'])\n"
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -176,8 +191,9 @@ def test_stage1_heads_train_on_muse_through_the_real_path(tmp_path, data_dir):
     from mlse.train.head_training import train_stage1
 
     out = tmp_path / "muse+s1"
-    scorer = train_stage1("muse", out=out, pairs=["eng-deu"], max_pairs=24, data_dir=data_dir, probe=False,
-                          max_epochs=2)  # fmt: skip
+    scorer = train_stage1(
+        "muse", out=out, pairs=["eng-deu"], max_pairs=24, data_dir=data_dir, probe=False, max_epochs=2
+    )
     manifest = json.loads((out / SCORER_FILE).read_text())
     assert manifest["backbone"] == "muse" and manifest["backbone_identity"] == UseEncoder().identity
     loaded = load_model(str(out))
@@ -192,8 +208,24 @@ def test_cli_eval_sts_reproduces_the_issue_table(tmp_path):
     """``python -m mlse eval --model muse --task sts``: every pair and cross-12 within +-0.3 of the issue's table."""
     out = tmp_path / "muse-sts.json"
     pairs = ",".join(ISSUE_TABLE)
-    subprocess.run([sys.executable, "-m", "mlse", "-q", "eval", "--model", "muse", "--task", "sts", "--pairs", pairs,
-                    "--json-out", str(out)], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlse",
+            "-q",
+            "eval",
+            "--model",
+            "muse",
+            "--task",
+            "sts",
+            "--pairs",
+            pairs,
+            "--json-out",
+            str(out),
+        ],
+        check=True,
+    )
     result = json.loads(out.read_text())
     got = {pair: result["scores"][pair]["spearman"] for pair in ISSUE_TABLE}
     off = {pair: (round(got[pair], 2), want) for pair, want in ISSUE_TABLE.items() if abs(got[pair] - want) > 0.3}

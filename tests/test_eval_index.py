@@ -181,8 +181,9 @@ def test_one_built_index_serves_a_sweep():
     assert hnsw_recalls[1] >= hnsw_recalls[0] and hnsw_recalls[1] >= 0.98
     # Same seed, same k-means, same answers.
     again = build_ivf(base, 64, seed=0)
-    np.testing.assert_array_equal(search_index(again, queries, 8, nprobe=4)[1], search_index(ivf, queries, 8,
-                                                                                             nprobe=4)[1])
+    np.testing.assert_array_equal(
+        search_index(again, queries, 8, nprobe=4)[1], search_index(ivf, queries, 8, nprobe=4)[1]
+    )
 
 
 def test_ivf_empty_slots_are_marked_and_skipped_by_the_margin():

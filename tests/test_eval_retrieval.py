@@ -29,7 +29,12 @@ def test_identical_embeddings_are_perfect():
     x = l2_normalize(rng.standard_normal((100, 16)).astype(np.float32))
     m = tatoeba_metrics(x, x.copy())
     assert set(m) == {
-        "acc_to_en", "acc_from_en", "acc_mean", "acc_to_en_margin", "acc_from_en_margin", "acc_mean_margin",
+        "acc_to_en",
+        "acc_from_en",
+        "acc_mean",
+        "acc_to_en_margin",
+        "acc_from_en_margin",
+        "acc_mean_margin",
         "xsim_error",
     }
     assert m["acc_mean"] == m["acc_mean_margin"] == 100.0
@@ -50,7 +55,14 @@ def test_one_wrong_query_in_one_direction():
     assert e["sim_retrieved"] > e["sim_gold"]
     assert e["rank_of_gold"] == 2
     assert set(e) == {
-        "index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold", "margin_retrieved", "margin_gold",
+        "index",
+        "query",
+        "retrieved",
+        "gold",
+        "sim_retrieved",
+        "sim_gold",
+        "margin_retrieved",
+        "margin_gold",
         "rank_of_gold",
     }
     assert retrieval_errors(["s0", "s1", "s2"], ["en0", "en1", "en2"], src, tgt, direction="from_en", k=1) == []

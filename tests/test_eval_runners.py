@@ -20,8 +20,6 @@ STS_TEST_N = 1379  # rows of stsb_multi_mt test
 SCHEMA_KEYS = {"model", "task", "split", "config", "data", "versions", "created", "scores"}
 
 
-
-
 USER_TSV = (
     "sentence1\tsentence2\tscore\n"
     "A man is playing a flute.\tA man plays the flute.\t4.8\n"
@@ -179,8 +177,15 @@ def test_tatoeba_two_languages(tiny_bert, data_dir):
     enc = load_encoder(str(tiny_bert))
     result = run_tatoeba(enc, langs=["de", "fra"], data_dir=data_dir)
     assert result.task == "tatoeba" and list(result.scores) == ["deu", "fra"]
-    keys = {"acc_to_en", "acc_from_en", "acc_mean", "acc_to_en_margin", "acc_from_en_margin", "acc_mean_margin",
-            "xsim_error"}  # fmt: skip
+    keys = {
+        "acc_to_en",
+        "acc_from_en",
+        "acc_mean",
+        "acc_to_en_margin",
+        "acc_from_en_margin",
+        "acc_mean_margin",
+        "xsim_error",
+    }
     for lang, s in result.scores.items():
         assert set(s) == keys
         assert all(0.0 <= v <= 100.0 for v in s.values())

@@ -91,4 +91,3 @@ def test_resample_ranks_equal_scipy_average_ranks_with_ties():
         values, levels = np.unique(x, return_inverse=True)
         idx = rng.integers(0, len(x), size=(40, len(x)))  # resamples with replacement: new ties
         assert np.array_equal(level_ranks(levels[idx], len(values)), stats.rankdata(x[idx], axis=1))
-

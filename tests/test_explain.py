@@ -67,8 +67,9 @@ def test_linear_encoder_gets_its_exact_attribution_and_no_residual(steps, rule):
     np.testing.assert_allclose(e.token_terms1, a @ p / len(a_words), atol=1e-6)
     np.testing.assert_allclose(e.token_terms2, b @ p / len(b_words), atol=1e-6)
     assert e.reference_constant == pytest.approx(float(p @ p), abs=1e-5)
-    assert e.token_terms1.sum() + e.token_terms2.sum() + e.reference_constant == pytest.approx(e.reference_terms,
-                                                                                               abs=1e-5)
+    assert e.token_terms1.sum() + e.token_terms2.sum() + e.reference_constant == pytest.approx(
+        e.reference_terms, abs=1e-5
+    )
     np.testing.assert_allclose(e.word_totals1, a @ fb / len(a_words), atol=1e-5)  # P_a[i]·f(b)
     assert e.words1 == tuple(a_words) and e.words2 == tuple(b_words)
     assert e.steps == steps and e.layer == 0 and e.seconds >= 0
@@ -183,8 +184,24 @@ def test_cli_prints_the_split_and_writes_the_json(tiny_bert, tmp_path, capsys):
     from mlse.cli.main import main
 
     out = tmp_path / "explain.json"
-    rc = main(["explain", "--model", str(tiny_bert), S1, S2, "--steps", "4", "--layer", "1", "--top", "3",
-               "--align", "--json-out", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "explain",
+            "--model",
+            str(tiny_bert),
+            S1,
+            S2,
+            "--steps",
+            "4",
+            "--layer",
+            "1",
+            "--top",
+            "3",
+            "--align",
+            "--json-out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert rc == 0
     assert "cosine" in printed and "reference terms" in printed and "residual" in printed
@@ -196,11 +213,14 @@ def test_cli_prints_the_split_and_writes_the_json(tiny_bert, tmp_path, capsys):
     assert data["layer"] == 1 and data["steps"] == 4 and "alignment" in data
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--steps", "0"], "--steps must be a positive integer"),
-    (["--layer", "9"], "layer must be 0"),
-    (["--backend", "onnx"], "ONNX backend"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "0"], "--steps must be a positive integer"),
+        (["--layer", "9"], "layer must be 0"),
+        (["--backend", "onnx"], "ONNX backend"),
+    ],
+)
 def test_cli_errors_are_one_line(tiny_bert, capsys, argv, message):
     from mlse.cli.main import main
 

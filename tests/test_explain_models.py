@@ -35,8 +35,9 @@ def _check(encoder, layers=(0, 1, 2)):
             np.testing.assert_allclose(ours, own, atol=2e-5)  # the same vector as the model's own encode
             tail = partial(backbone.tail, layer=layer)
             dual = token_contributions(tail, x, r, steps=3, rule="gauss")
-            by_hand = token_contributions(tail, x, r, steps=3, rule="gauss",
-                                          jvp=partial(backbone.tail_jvp, layer=layer))  # fmt: skip
+            by_hand = token_contributions(
+                tail, x, r, steps=3, rule="gauss", jvp=partial(backbone.tail_jvp, layer=layer)
+            )
             np.testing.assert_allclose(by_hand, dual, atol=2e-5, rtol=1e-4)
 
 

@@ -59,8 +59,13 @@ def test_real_tokenizers_cover_every_character(tiny_bert, tiny_xlmr):
     from mlse.encoders.load import load_encoder
     from mlse.explain.backbones import attributable
 
-    sentences = ["A man is playing a flute.", "Ein Mann spielt Flöte.", "Le chat dort sur le canapé.",
-                 "狗在院子里跑。", "Собака бежит по двору!"]  # fmt: skip
+    sentences = [
+        "A man is playing a flute.",
+        "Ein Mann spielt Flöte.",
+        "Le chat dort sur le canapé.",
+        "狗在院子里跑。",
+        "Собака бежит по двору!",
+    ]
     for folder in (tiny_bert, tiny_xlmr):
         backbone = attributable(load_encoder(str(folder), cache=False))
         for text in sentences:

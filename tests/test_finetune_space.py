@@ -83,8 +83,13 @@ def stand_in(tmp_path) -> Path:
 def test_the_sample_is_filtered_reproducible_and_oriented_as_asked(stand_in, tmp_path):
     manifest = build_sample(stand_in, tmp_path / "sample", per_pair=5, command="test")
     counts = manifest["pairs"]
-    assert counts["deu-eng"] == {**counts["deu-eng"], "available": 10, "contaminated_dropped": 2, "clean": 8,
-                                 "shipped": 5}  # fmt: skip
+    assert counts["deu-eng"] == {
+        **counts["deu-eng"],
+        "available": 10,
+        "contaminated_dropped": 2,
+        "clean": 8,
+        "shipped": 5,
+    }
     assert counts["eng-zho"] == {**counts["eng-zho"], "available": 2, "contaminated_dropped": 0, "shipped": 2}
     banned = evaluation_sentences(stand_in)
     shipped = sample_sentences(tmp_path / "sample")
@@ -181,9 +186,20 @@ def start_on_the_space(state, method: str, name: str, **overrides) -> dict:
     it, return the job's result."""
     from mlse.ui import finetune_tab as ft
 
-    form = dict(method=method, model="runs/tiny-student", teacher="runs/tiny-student", pairs=["en-de", "en-zh"],
-                max_pairs=48, budget_minutes=5, name=name, batch_size=8, eval_every=2, max_steps=4, dev_max_pairs=16,
-                lr=1e-3)  # fmt: skip
+    form = dict(
+        method=method,
+        model="runs/tiny-student",
+        teacher="runs/tiny-student",
+        pairs=["en-de", "en-zh"],
+        max_pairs=48,
+        budget_minutes=5,
+        name=name,
+        batch_size=8,
+        eval_every=2,
+        max_steps=4,
+        dev_max_pairs=16,
+        lr=1e-3,
+    )
     form.update(overrides)
     assert "shipped sample" in ft.method_settings(state, method)["note"]
     message = ft.start_run(state, **form)
@@ -225,8 +241,9 @@ def test_every_fine_tune_method_runs_on_the_sample_in_public_mode(space, method)
 def test_stage1_trains_on_the_sample_in_public_mode(space):
     from mlse.heads.scorer import Scorer
 
-    start_on_the_space(space, "stage1", "space-s1", pairs=["eng-deu", "spa-zho"], max_epochs=3, probe=False,
-                       teacher=None)  # fmt: skip
+    start_on_the_space(
+        space, "stage1", "space-s1", pairs=["eng-deu", "spa-zho"], max_epochs=3, probe=False, teacher=None
+    )
     scorer = Scorer.load(runs_dir() / "space-s1")
     assert scorer.metadata["training"]["stage1"]["n_pairs"] == 96
     assert any(p.endswith("spa-zho.tsv.gz") for p in scorer.metadata["data"])
@@ -280,10 +297,27 @@ def test_the_loop_scales_the_loss_only_under_fp16(tmp_path, precision):
     model = nn.Linear(1, 1, bias=False)
     with torch.no_grad():
         model.weight.fill_(0.0)
-    cfg = FinetuneConfig(out=str(tmp_path), batch_size=2, lr=0.1, max_steps=3, eval_every_steps=100,
-                         warmup_fraction=0.0, weight_decay=0.0, eval_at_start=False)  # fmt: skip
-    loop = TrainingLoop(cfg, model, PullToTwo(model), 6, None, evaluate=lambda s: {"a": 1.0}, save=lambda: None,
-                        device="cpu", precision=precision)  # fmt: skip
+    cfg = FinetuneConfig(
+        out=str(tmp_path),
+        batch_size=2,
+        lr=0.1,
+        max_steps=3,
+        eval_every_steps=100,
+        warmup_fraction=0.0,
+        weight_decay=0.0,
+        eval_at_start=False,
+    )
+    loop = TrainingLoop(
+        cfg,
+        model,
+        PullToTwo(model),
+        6,
+        None,
+        evaluate=lambda s: {"a": 1.0},
+        save=lambda: None,
+        device="cpu",
+        precision=precision,
+    )
     assert loop.run() == "max_steps"
     assert 0.25 < float(model.weight.detach()) < 0.35  # three AdamW steps of 0.1 towards 2, scaled or not
     metrics = loop.metrics("max_steps")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.first_result import STEPS, markdown, progress_summary, verdict
+from benchmarks._first_result_report import markdown, verdict
+from benchmarks.first_result import STEPS, progress_summary
 from tests.browser import TABS, missing_browser
 from tests.ci import missing
 
@@ -26,8 +27,13 @@ def test_progress_shown_throughout_or_with_its_longest_gap():
     summary = progress_summary(steady, 4.0)
     assert summary["throughout"] and summary["visible_share"] == 1.0 and summary["longest_gap_s"] == 0.0
     assert summary["messages"] == ["loading me5-small: 30%"]  # a description wins over the bare clock
-    gappy = [sample(0.5, "processing | 0.5s"), sample(1.0), sample(1.5), sample(2.0, busy=0),
-             sample(2.5, "processing | 2s")]  # fmt: skip
+    gappy = [
+        sample(0.5, "processing | 0.5s"),
+        sample(1.0),
+        sample(1.5),
+        sample(2.0, busy=0),
+        sample(2.5, "processing | 2s"),
+    ]
     summary = progress_summary(gappy, 3.0)
     assert not summary["throughout"] and summary["visible_share"] == 0.4 and summary["longest_gap_s"] == 1.5
     assert summary["indicator_share"] == 0.8  # a spinner without text counts as an indicator, not as a message
@@ -37,18 +43,36 @@ def test_progress_shown_throughout_or_with_its_longest_gap():
 
 
 def test_verdict_and_table_follow_the_targets():
-    tab = {"tab": "Score a pair", "seconds": 2.5, "tab_open_s": 0.3, "result": "x",
-           "progress": {"visible_share": 1.0, "longest_gap_s": 0.0, "throughout": True}}  # fmt: skip
+    tab = {
+        "tab": "Score a pair",
+        "seconds": 2.5,
+        "tab_open_s": 0.3,
+        "result": "x",
+        "progress": {"visible_share": 1.0, "longest_gap_s": 0.0, "throughout": True},
+    }
     slow = tab | {"tab": "Results", "seconds": 4.0}
-    warm = {"mode": "warm", "page_served_s": 7.0, "page_drawn_s": 9.0, "warm": {"seconds": 80.0},
-            "tabs": {"score": tab, "results": slow}, "rss_after_pass": {"rss_mb": 900.0, "processes": 1}}  # fmt: skip
+    warm = {
+        "mode": "warm",
+        "page_served_s": 7.0,
+        "page_drawn_s": 9.0,
+        "warm": {"seconds": 80.0},
+        "tabs": {"score": tab, "results": slow},
+        "rss_after_pass": {"rss_mb": 900.0, "processes": 1},
+    }
     assert verdict(warm) == {"score": True, "results": False, "rss": True}
-    cold = warm | {"mode": "cold", "tabs": {"score": tab | {"progress": tab["progress"] | {"throughout": False}}},
-                   "rss_after_pass": {"rss_mb": 1500.0}}  # fmt: skip
+    cold = warm | {
+        "mode": "cold",
+        "tabs": {"score": tab | {"progress": tab["progress"] | {"throughout": False}}},
+        "rss_after_pass": {"rss_mb": 1500.0},
+    }
     assert verdict(cold) == {"score": True, "score_progress": False, "rss": False}
-    report = {"backend": "torch", "command": "python -m benchmarks.first_result", "load_average_end": 1.0,
-              "machine": {"cpu": "cpu", "cpus": 2, "isa": ["avx2"], "load_average": 0.5},
-              "modes": [cold, warm, {"mode": "warm", "error": "python -m mlse warm failed"}]}  # fmt: skip
+    report = {
+        "backend": "torch",
+        "command": "python -m benchmarks.first_result",
+        "load_average_end": 1.0,
+        "machine": {"cpu": "cpu", "cpus": 2, "isa": ["avx2"], "load_average": 0.5},
+        "modes": [cold, warm, {"mode": "warm", "error": "python -m mlse warm failed"}],
+    }
     text = markdown(report)
     assert "| Results | 4.0 | 0.3 | 100% | 0.0 | no |" in text and "| Score a pair | 2.5 |" in text
     assert "python -m mlse warm failed" in text
@@ -64,9 +88,14 @@ def test_quick_run_times_two_tabs_cold_and_warm(tmp_path):
     if reason:
         missing(reason)
     out = tmp_path / "first-result.json"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.first_result", "--quick", "--out", str(out)], cwd=ROOT,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
-                          timeout=1800)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.first_result", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert [m["mode"] for m in report["modes"]] == ["cold", "warm"] and report["machine"]["isa"]

@@ -57,8 +57,9 @@ def test_nan_never_improves_and_should_stop_waits_for_weights_worth_keeping():
         asked.append(True)
         return True
 
-    stopping, history = _run([math.nan, math.nan, 1.0, 0.5], mode="min", min_delta=0.0, patience=5,
-                             should_stop=should_stop)  # fmt: skip
+    stopping, history = _run(
+        [math.nan, math.nan, 1.0, 0.5], mode="min", min_delta=0.0, patience=5, should_stop=should_stop
+    )
     # not asked while no epoch was worth keeping; asked (and obeyed) right after epoch 3
     assert len(history) == 3 and len(asked) == 1 and stopping.stopped and stopping.best_epoch == 3
     stopping, _ = _run([math.nan, math.nan], mode="min", min_delta=0.0, patience=5)

@@ -42,8 +42,15 @@ def trained(tmp_path_factory, tiny_bert, data_dir):
         mp.setenv("MLSE_RUNS", str(runs))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("MLSE_DEVICE", "cpu")
-        s1 = train_stage1(str(tiny_bert), out=runs / S1_NAME, pairs=S1_PAIRS, max_pairs=30, data_dir=data_dir,
-                          probe=False, max_epochs=3)  # fmt: skip
+        s1 = train_stage1(
+            str(tiny_bert),
+            out=runs / S1_NAME,
+            pairs=S1_PAIRS,
+            max_pairs=30,
+            data_dir=data_dir,
+            probe=False,
+            max_epochs=3,
+        )
         s2 = train_stage2(runs / S1_NAME, out=runs / S2_NAME, pairs=["en-de"], data_dir=data_dir, max_epochs=2)
     return SimpleNamespace(s1=s1, s2=s2, runs=runs, s1_dir=runs / S1_NAME, s2_dir=runs / S2_NAME)
 
@@ -66,7 +73,12 @@ def test_training_saves_run_folders(trained, tiny_bert):
     assert sorted(p.name for p in trained.runs.iterdir()) == [S1_NAME, S2_NAME]
     assert {p.name for p in trained.s1_dir.iterdir()} == {SCORER_FILE, "stage1.safetensors", "stage1.json"}
     assert {p.name for p in trained.s2_dir.iterdir()} == {
-        SCORER_FILE, "stage1.safetensors", "stage1.json", "stage2.safetensors", "stage2.json"}  # fmt: skip
+        SCORER_FILE,
+        "stage1.safetensors",
+        "stage1.json",
+        "stage2.safetensors",
+        "stage2.json",
+    }
     assert trained.s1.name == S1_NAME and trained.s2.name == S2_NAME
     assert trained.s1.stage2 is None and trained.s2.stage1 is not None and trained.s2.stage2 is not None
     # Stage 2 trained on the saved Stage-1 head: same weights
@@ -170,8 +182,9 @@ def test_end_to_end_trains_saves_reloads_and_scores_identically(trained, data_di
         assert np.isfinite(before.scores["en-de"][metric])
         # predictions equal within 1e-6 reorder near-ties of this tiny model's scores: ranks move by ~3e-4
         assert after.scores["en-de"][metric] == pytest.approx(before.scores["en-de"][metric], abs=2e-3)
-    exact = run_sts(Scorer.load(trained.s2_dir, backbone=trained.s2.backbone), pairs=["en-de"], data_dir=data_dir,
-                    n_boot=0)  # fmt: skip
+    exact = run_sts(
+        Scorer.load(trained.s2_dir, backbone=trained.s2.backbone), pairs=["en-de"], data_dir=data_dir, n_boot=0
+    )
     np.testing.assert_array_equal(exact.extras["predictions"]["en-de"], pred_before)
     assert exact.scores["en-de"]["pearson"] == before.scores["en-de"]["pearson"]
     # and the calibrated 0-5 score survives the round trip
@@ -200,8 +213,9 @@ def test_cli_eval_of_run_with_edited_backbone_identity_exits_2(trained, tmp_path
     manifest["backbone_identity"] = manifest["backbone_identity"].rsplit(":", 1)[0] + ":0000000000000000"
     (folder / SCORER_FILE).write_text(json.dumps(manifest))
     capsys.readouterr()
-    code = main(["-q", "eval", "--model", str(folder), "--task", "sts", "--pairs", "en-de", "--data-dir",
-                 str(data_dir)])  # fmt: skip
+    code = main(
+        ["-q", "eval", "--model", str(folder), "--task", "sts", "--pairs", "en-de", "--data-dir", str(data_dir)]
+    )
     out, err = capsys.readouterr()
     assert code == 2
     assert "Traceback" not in err
@@ -272,8 +286,20 @@ def test_cli_train_stage2_on_plain_backbone_exits_2(tiny_bert, tmp_path, data_di
 
 def test_cli_train_stage1_on_a_scorer_exits_2(trained, tmp_path, data_dir, capsys):
     out = tmp_path / "never"
-    code = main(["-q", "train", "stage1", "--backbone", str(trained.s1_dir), "--out", str(out), "--no-probe",
-                 "--data-dir", str(data_dir)])  # fmt: skip
+    code = main(
+        [
+            "-q",
+            "train",
+            "stage1",
+            "--backbone",
+            str(trained.s1_dir),
+            "--out",
+            str(out),
+            "--no-probe",
+            "--data-dir",
+            str(data_dir),
+        ]
+    )
     _, err = capsys.readouterr()
     assert code == 2
     assert "already has heads" in _one_error_line(err)

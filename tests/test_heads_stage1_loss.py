@@ -39,8 +39,15 @@ def _neutral(B: int = 4, d: int = 8):
     partner = torch.stack([_unit(4 + i % 2, d) for i in range(B)])  # orthogonal to every meaning
     lang = torch.stack([_unit(7, d)] * B)  # [B, d]
     langs = torch.zeros(B, dtype=torch.long)
-    return dict(e=meaning + lang, m=meaning, lang_emb=lang, m_rand=partner, l_rand=lang.clone(),
-                logits=_confident(langs, 3), langs=langs)  # fmt: skip
+    return dict(
+        e=meaning + lang,
+        m=meaning,
+        lang_emb=lang,
+        m_rand=partner,
+        l_rand=lang.clone(),
+        logits=_confident(langs, 3),
+        langs=langs,
+    )
 
 
 def test_neutral_inputs_give_zero_total():
@@ -122,10 +129,15 @@ def test_language_term_zero_for_identical_language_embeddings():
 def test_weights_scale_terms_and_total_is_their_sum():
     torch.manual_seed(2)
     B, d, k = 6, 8, 3
-    args = dict(e=(torch.randn(B, d), torch.randn(B, d)), m=(torch.randn(B, d), torch.randn(B, d)),
-                lang_emb=(torch.randn(B, d), torch.randn(B, d)), m_rand=(torch.randn(B, d), torch.randn(B, d)),
-                l_rand=(torch.randn(B, d), torch.randn(B, d)), logits=(torch.randn(B, k), torch.randn(B, k)),
-                langs=(torch.randint(0, k, (B,)), torch.randint(0, k, (B,))))  # fmt: skip
+    args = dict(
+        e=(torch.randn(B, d), torch.randn(B, d)),
+        m=(torch.randn(B, d), torch.randn(B, d)),
+        lang_emb=(torch.randn(B, d), torch.randn(B, d)),
+        m_rand=(torch.randn(B, d), torch.randn(B, d)),
+        l_rand=(torch.randn(B, d), torch.randn(B, d)),
+        logits=(torch.randn(B, k), torch.randn(B, k)),
+        langs=(torch.randint(0, k, (B,)), torch.randint(0, k, (B,))),
+    )
     plain = _terms(**args)
     assert float(plain["total"]) == pytest.approx(sum(float(plain[t]) for t in TERMS), rel=1e-6)
     assert all(float(plain[t]) > 0 for t in TERMS)

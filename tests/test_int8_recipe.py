@@ -19,8 +19,14 @@ from mlse.encoders.load import load_encoder
 from mlse.encoders.onnx.int8_nodes import MatMulNode, matmul_roles, outlier_nodes, select
 
 # The role each torch module name implies, for checking (the tiny models are BERTs exported by torch).
-NAME_ROLES = {"query": "qkv", "key": "qkv", "value": "qkv", "attention/output": "attn_out", "intermediate": "ffn_in",
-              "output/dense": "ffn_out"}  # fmt: skip
+NAME_ROLES = {
+    "query": "qkv",
+    "key": "qkv",
+    "value": "qkv",
+    "attention/output": "attn_out",
+    "intermediate": "ffn_in",
+    "output/dense": "ffn_out",
+}
 
 
 def _fp32_dir(path: Path) -> Path:
@@ -67,14 +73,22 @@ def _matmul_graph(*chain: tuple[str, tuple[int, int] | None]):
             inputs.append(f"w{i}")
         nodes.append(helper.make_node(op, inputs, [f"t{i}"], name=f"{op.lower()}{i}"))
         tensor = f"t{i}"
-    return helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                             [helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None)], inits)  # fmt: skip
+    return helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None)],
+        inits,
+    )
 
 
 def test_a_matmul_after_the_last_feed_forward_block_is_a_head():
     graph = _matmul_graph(("MatMul", (4, 8)), ("Relu", None), ("MatMul", (8, 4)), ("MatMul", (4, 3)))
     assert [(n.name, n.role, n.layer) for n in matmul_roles(graph)] == [
-        ("matmul0", "ffn_in", 0), ("matmul2", "ffn_out", 0), ("matmul3", "other", 1)]  # fmt: skip
+        ("matmul0", "ffn_in", 0),
+        ("matmul2", "ffn_out", 0),
+        ("matmul3", "other", 1),
+    ]
     assert select(matmul_roles(graph), ["other"]) == ["matmul3"]
 
 
@@ -168,11 +182,16 @@ def test_quick_benchmark_runs(tiny_bert, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["python -m benchmarks.int8_options"])
     from benchmarks import int8_options
 
-    int8_options.main(["--quick", "--model", str(tiny_bert), "--out", str(tmp_path), "--work", str(tmp_path / "w"),
-                       "--threads", "1"])  # fmt: skip
+    int8_options.main(
+        ["--quick", "--model", str(tiny_bert), "--out", str(tmp_path), "--work", str(tmp_path / "w"), "--threads", "1"]
+    )
     result = json.loads((tmp_path / "int8-options-tiny-bert.json").read_text())
-    assert list(result["accuracy"]) == ["fp32 ONNX", "previous recipe", "default (INT8_RECIPE)",
-                                        int8_options.SKIP_LN_OFF]  # fmt: skip
+    assert list(result["accuracy"]) == [
+        "fp32 ONNX",
+        "previous recipe",
+        "default (INT8_RECIPE)",
+        int8_options.SKIP_LN_OFF,
+    ]
     assert len(result["sensitivity"]) == 3  # 2 groups + the whole recipe
     assert all(np.isfinite(a["cross"]) for a in result["accuracy"].values())
     assert set(result["speed"]) == {"torch", *result["accuracy"]} and result["speed"]["torch"]["vs_torch"] == 1.0

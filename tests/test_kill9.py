@@ -32,8 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_and_kill(point: str, *args: str) -> None:
     """Start ``tests.kill_child`` at ``point``, wait until it says it is there, SIGKILL it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    child = subprocess.Popen([sys.executable, "-m", "tests.kill_child", point, *args], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.kill_child", point, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         reached = threading.Event()
 
@@ -70,18 +76,41 @@ def test_fine_tune_killed_after_a_checkpoint(tiny_bert, data_dir):
     assert "(partial: interrupted" in runs["runs/ft-killed"]  # usable, and marked
     assert load_encoder("runs/ft-killed", cache=False).encode(["still loads"]).shape == (1, 32)
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no half-written checkpoint left in view
-    metrics = finetune(FinetuneConfig(method="hard", teacher=None, student=str(tiny_bert), pairs=["en-de"],
-                                      max_pairs=48, batch_size=8, lr=1e-3, eval_every_steps=2, max_steps=2,
-                                      dev_pairs=["en-de"], dev_max_pairs=32, device="cpu", data_dir=str(data_dir),
-                                      out=str(out)))  # fmt: skip
+    metrics = finetune(
+        FinetuneConfig(
+            method="hard",
+            teacher=None,
+            student=str(tiny_bert),
+            pairs=["en-de"],
+            max_pairs=48,
+            batch_size=8,
+            lr=1e-3,
+            eval_every_steps=2,
+            max_steps=2,
+            dev_pairs=["en-de"],
+            dev_max_pairs=32,
+            device="cpu",
+            data_dir=str(data_dir),
+            out=str(out),
+        )
+    )
     assert metrics["steps"] == 2 and "(partial" not in listed(AppState())["runs/ft-killed"]
 
 
 @pytest.mark.parametrize("point", [pytest.param("TRAINING", marks=pytest.mark.slow), "SAVING"])
 def test_head_job_killed_puts_back_the_run_it_was_replacing(tiny_bert, data_dir, point):
     name = f"s1-{point.lower()}"
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name=name, pairs=["eng-deu"], max_pairs=40,
-                       max_epochs=2, budget_minutes=5, probe=False, data_dir=str(data_dir))  # fmt: skip
+    req = TrainRequest(
+        method="stage1",
+        model=str(tiny_bert),
+        name=name,
+        pairs=["eng-deu"],
+        max_pairs=40,
+        max_epochs=2,
+        budget_minutes=5,
+        probe=False,
+        data_dir=str(data_dir),
+    )
     training_job(req)(lambda record: None, threading.Event())  # the run the killed job replaces
     before = Scorer.load(runs_dir() / name).metadata["metrics"]
     run_and_kill(point, str(tiny_bert), str(data_dir), name)

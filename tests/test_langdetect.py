@@ -10,8 +10,21 @@ from mlse.text.language_id import PROJECT_LANGUAGES, UNDETERMINED, detect_langua
 
 # ISO 639-1 code -> Tatoeba file code; accuracy floor on the first 60 sentences (short, hard: 2-8 words each).
 # Measured on 150 sentences: 0.89 (pt) to 1.0 (ja); Russian / Ukrainian without a telling letter are the weakest.
-TATOEBA = {"de": "deu", "es": "spa", "fr": "fra", "it": "ita", "nl": "nld", "pl": "pol", "pt": "por", "ru": "rus",
-           "uk": "ukr", "zh": "cmn", "ar": "ara", "tr": "tur", "ja": "jpn"}  # fmt: skip
+TATOEBA = {
+    "de": "deu",
+    "es": "spa",
+    "fr": "fra",
+    "it": "ita",
+    "nl": "nld",
+    "pl": "pol",
+    "pt": "por",
+    "ru": "rus",
+    "uk": "ukr",
+    "zh": "cmn",
+    "ar": "ara",
+    "tr": "tur",
+    "ja": "jpn",
+}
 N, FLOOR = 60, 0.8
 
 

@@ -68,8 +68,12 @@ def test_the_map_opens_on_the_shipped_head_and_shows_three_panels(fresh_app, tmp
     chosen = wait_for(driver, lambda d: visible(d, model), 10, "the map's model picker")[0].get_attribute("value")
     assert chosen == "shipped/me5-small+s1"
     click(driver, TABS[1].marker)  # "Project", every setting as it opened
-    reading = wait_for(driver, lambda d: [e.text for e in visible(d, _READING) if e.text.startswith("Reading:")],
-                       MAP_TIMEOUT, "the reading line under the panels")[0]  # fmt: skip
+    reading = wait_for(
+        driver,
+        lambda d: [e.text for e in visible(d, _READING) if e.text.startswith("Reading:")],
+        MAP_TIMEOUT,
+        "the reading line under the panels",
+    )[0]
     panels = wait_for(driver, lambda d: len(_drawn_panels(d)) == 3 and _drawn_panels(d), 30, "three drawn panels")
     titles = [panel.find_element("xpath", _TITLE).get_attribute("textContent") for panel in panels]
     assert [t.split(" — ")[0] for t in titles] == ["Raw (backbone)", "Meaning (Stage 1)", "Language (Stage 1)"]

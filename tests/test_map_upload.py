@@ -30,8 +30,6 @@ SENTENCES, PARALLEL = EXAMPLES / "sentences.tsv", EXAMPLES / "parallel.tsv"
 PASTED = "The cat sleeps on the sofa.\nDie Katze schläft auf dem Sofa.\nКошка спит на диване.\n猫在沙发上睡觉。\n"
 
 
-
-
 def _numbers(markdown: str) -> tuple[float, float]:
     """(probe accuracy 0-1, retrieval@1) from a panel's markdown."""
     probe = markdown.split("**Language-ID probe:** ")[1].split(" %")[0]
@@ -52,8 +50,10 @@ def test_sentences_with_lang_and_id_make_translation_groups():
 
 
 def test_named_ids_blank_ids_and_blank_languages():
-    text = ("sentence\tlang\tgroup\nGood morning.\ten\tgreet\nGuten Morgen.\tde\tgreet\nGood night.\ten\tnight\n"
-            "Gute Nacht.\t\tnight\nA lone sentence.\ten\t\n")  # fmt: skip
+    text = (
+        "sentence\tlang\tgroup\nGood morning.\ten\tgreet\nGuten Morgen.\tde\tgreet\nGood night.\ten\tnight\n"
+        "Gute Nacht.\t\tnight\nA lone sentence.\ten\t\n"
+    )
     sample = user_sample(read_table(text=text, kind=("sentences", "parallel")), detect=lambda t: ("de", 1.0))
     assert sample.langs == ["en", "de"] and sample.lang_idx.tolist() == [0, 1, 0, 1, 0]
     assert sample.sentence_ids.tolist() == [0, 0, 1, 1, 2] and sample.group_names == {0: "greet", 1: "night"}
@@ -77,8 +77,10 @@ def test_parallel_columns_make_one_group_per_row():
     assert sample.sentence_ids.tolist() == list(range(12)) * 5 and sample.translated == 12
     assert sample.text("zh", 9) == "猫在沙发上睡觉。"
     assert sample.shown_text(9) == ("en", "The cat is sleeping on the sofa.")
-    headless = read_table(text="Where is the station?\tWo ist der Bahnhof?\nI am hungry.\tIch habe Hunger.\n",
-                          kind=("sentences", "parallel"))  # fmt: skip
+    headless = read_table(
+        text="Where is the station?\tWo ist der Bahnhof?\nI am hungry.\tIch habe Hunger.\n",
+        kind=("sentences", "parallel"),
+    )
     assert headless.kind == "parallel"
     sample = user_sample(headless)
     assert sample.langs == ["en", "de"] and "each column's language was detected" in sample.notes[0]

@@ -80,9 +80,14 @@ def test_bytes_memoized_computes_once_per_arguments_and_reports():
 def test_the_apps_memos_are_bounded_by_bytes():
     from mlse.data import contamination, stsb
     from mlse.runs import results_index
-    from mlse.ui import gold_tab, tatoeba_tab
+    from mlse.ui import gold_tab, tatoeba_views
 
-    memos = [results_index._memo, tatoeba_tab._memo, gold_tab._memo, stsb._parse_sts_cached.memo,
-             contamination._evaluation_sentences.memo]  # fmt: skip
+    memos = [
+        results_index._memo,
+        tatoeba_views._memo,
+        gold_tab._memo,
+        stsb._parse_sts_cached.memo,
+        contamination._evaluation_sentences.memo,
+    ]
     assert all(isinstance(m, BytesMemo) and 0 < m.max_bytes <= 256 * MB for m in memos)
     assert {m.name for m in memos} <= set(memo_report())

@@ -32,9 +32,18 @@ class SizedFake(FakeEncoder):
 
 
 # -- sizes ----------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "expected"), [("1.5GB", 1_500_000_000), ("800MB", 800 * MB), ("800 mb", 800 * MB),
-                                                ("512MiB", 512 * 2**20), ("123456", 123456), (2_000_000, 2 * MB),
-                                                ("0.5gib", 2**29)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1.5GB", 1_500_000_000),
+        ("800MB", 800 * MB),
+        ("800 mb", 800 * MB),
+        ("512MiB", 512 * 2**20),
+        ("123456", 123456),
+        (2_000_000, 2 * MB),
+        ("0.5gib", 2**29),
+    ],
+)
 def test_parse_memory_size(text, expected):
     assert parse_memory_size(text) == expected
 
@@ -129,8 +138,9 @@ def folders(tmp_path, tiny_bert):
         (out[name] / "model.safetensors").write_bytes(b"\0" * 400)
     scorer = tmp_path / "scorer"
     scorer.mkdir()
-    (scorer / "scorer.json").write_text(json.dumps({"backbone": str(out["m1"]), "backbone_identity": "m1:x",
-                                                    "heads": []}))  # fmt: skip
+    (scorer / "scorer.json").write_text(
+        json.dumps({"backbone": str(out["m1"]), "backbone_identity": "m1:x", "heads": []})
+    )
     out["scorer"] = scorer
     return {k: str(v) for k, v in out.items()}
 
@@ -195,8 +205,9 @@ def test_bad_max_memory_in_app_py_is_one_line():
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "app.py", "--max-memory", "plenty"], cwd=root, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "app.py", "--max-memory", "plenty"], cwd=root, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode != 0 and "--max-memory" in done.stderr and "Traceback" not in done.stderr
 
 

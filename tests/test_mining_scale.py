@@ -24,10 +24,25 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_benchmark_writes_a_complete_result(tmp_path):
     out = tmp_path / "scale.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.mining_scale", "--quick", "--sizes", "300,600",
-         "--nprobe", "1,200", "--ef-search", "16,64", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.mining_scale",
+            "--quick",
+            "--sizes",
+            "300,600",
+            "--nprobe",
+            "1,200",
+            "--ef-search",
+            "16,64",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "EXTRAPOLATION" in proc.stdout and "Growth" in proc.stdout
     res = json.loads(out.read_text())
@@ -35,8 +50,13 @@ def test_quick_benchmark_writes_a_complete_result(tmp_path):
     assert {"versions", "created", "config", "scores", "averages"} <= set(res)
     keys = set(res["scores"])
     for n, nlist in ((300, 69), (600, 98)):  # nlist = 4 * sqrt(N)
-        assert {f"N={n} exact", f"N={n} ivf nprobe=1", f"N={n} ivf nprobe={nlist}", f"N={n} hnsw ef_search=16",
-                f"N={n} hnsw ef_search=64"} <= keys  # fmt: skip
+        assert {
+            f"N={n} exact",
+            f"N={n} ivf nprobe=1",
+            f"N={n} ivf nprobe={nlist}",
+            f"N={n} hnsw ef_search=16",
+            f"N={n} hnsw ef_search=64",
+        } <= keys
         assert res["scores"][f"N={n} exact"]["knn_recall"] == 1.0  # faiss flat vs the numpy oracle
         # nprobe=200 is clipped to nlist: every list visited, an exact search again
         assert res["scores"][f"N={n} ivf nprobe={nlist}"]["knn_recall"] == 1.0
@@ -71,8 +91,9 @@ def test_build_mining_task_gold_candidates_and_src_share():
     hidden = {(s, t) for s, t in parallel if s in all_src and t in all_tgt}
     assert hidden == gold  # no translation crosses the pools except gold
     # Without the new arguments the task is exactly what it was.
-    assert build_mining_task(parallel, n_gold=40, seed=2) == build_mining_task(parallel, n_gold=40, seed=2,
-                                                                              src_share=0.5)  # fmt: skip
+    assert build_mining_task(parallel, n_gold=40, seed=2) == build_mining_task(
+        parallel, n_gold=40, seed=2, src_share=0.5
+    )
     with pytest.raises(ValueError, match="src_share"):
         build_mining_task(parallel, n_gold=40, src_share=1.5)
 

@@ -43,15 +43,20 @@ def write_safetensors(record: Path) -> None:
     from safetensors.numpy import save_file
 
     data = json.loads(record.read_text())
-    tensors = {name: np.asarray(t["values"], dtype=np.float32).reshape(t["shape"])
-               for name, t in data["tensors"].items()}  # fmt: skip
+    tensors = {
+        name: np.asarray(t["values"], dtype=np.float32).reshape(t["shape"]) for name, t in data["tensors"].items()
+    }
     save_file(tensors, str(record.with_suffix("")), metadata=data["metadata"])
     record.unlink()
 
 
 def test_old_runs_are_listed_with_their_kinds(old_runs):
-    assert {s.name: s.source for s in list_runs()} == {"runs/micro-bert": "run", "runs/micro+hard": "run",
-                                                       "runs/micro+s1": "scorer", "runs/micro+s1+s2": "scorer"}
+    assert {s.name: s.source for s in list_runs()} == {
+        "runs/micro-bert": "run",
+        "runs/micro+hard": "run",
+        "runs/micro+s1": "scorer",
+        "runs/micro+s1+s2": "scorer",
+    }
     kinds = {m.name: m.kind for m in AppState().models()}
     assert kinds["runs/micro+s1"] == STAGE1 and kinds["runs/micro+s1+s2"] == STAGE12
     assert kinds["runs/micro+hard"] == STUDENT

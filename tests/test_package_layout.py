@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +26,17 @@ def test_import_mlse_loads_no_heavy_library():
 
 def test_the_command_line_and_the_training_package_start_without_torch():
     """``python -m mlse`` and the fine-tune tab import the training package; torch loads only when a run starts."""
-    modules = ("mlse.cli.main", "mlse.train.jobs", "mlse.train.finetune", "mlse.train.head_training",
-               "mlse.ui.finetune_tab")
-    code = (f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
-            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'peft') if m in sys.modules))")
+    modules = (
+        "mlse.cli.main",
+        "mlse.train.jobs",
+        "mlse.train.finetune",
+        "mlse.train.head_training",
+        "mlse.ui.finetune_tab",
+    )
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'peft') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 
@@ -43,8 +51,11 @@ def test_no_import_cycle():
 
 
 def test_no_module_over_400_lines():
-    long = {str(p.relative_to(ROOT / "mlse")): n for p in (ROOT / "mlse").rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}  # fmt: skip
+    long = {
+        str(p.relative_to(ROOT / "mlse")): n
+        for p in (ROOT / "mlse").rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not long, long
 
 
@@ -56,8 +67,10 @@ def test_package_root_holds_few_modules():
 
 def test_public_api_names_resolve_lazily():
     """Every name ``mlse`` exports is defined where the package says, and none is loaded before it is asked for."""
-    code = ("import sys, mlse; lazy = [n for n in mlse.__all__ if n not in vars(mlse)]; "
-            "missing = [n for n in lazy if getattr(mlse, n, None) is None]; print(len(lazy), missing)")
+    code = (
+        "import sys, mlse; lazy = [n for n in mlse.__all__ if n not in vars(mlse)]; "
+        "missing = [n for n in lazy if getattr(mlse, n, None) is None]; print(len(lazy), missing)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     count, missing = out.stdout.split(" ", 1)
     assert int(count) >= 5 and missing.strip() == "[]", out.stdout
@@ -103,8 +116,11 @@ def test_benchmarks_is_a_package_of_scripts():
 
 
 def test_no_benchmark_module_over_400_lines():
-    long = {m: n for m, p in _benchmark_modules().items()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {
+        m: n
+        for m, p in _benchmark_modules().items()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not long, long
 
 
@@ -135,7 +151,40 @@ def test_benchmarks_import_one_way_without_path_edits():
 
 def test_the_shared_benchmark_helpers_load_no_heavy_library():
     """``benchmarks.common`` is imported by every script, the light ones too (and by their worker processes)."""
-    code = ("import sys, benchmarks.common; "
-            "print(sorted(m for m in ('torch', 'gradio', 'umap', 'plotly', 'faiss') if m in sys.modules))")
+    code = (
+        "import sys, benchmarks.common; "
+        "print(sorted(m for m in ('torch', 'gradio', 'umap', 'plotly', 'faiss') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# -- one style, checked: the formatter and the linter as pyproject.toml configures them -------------------------------
+
+
+def _ruff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ruff", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_code_is_formatted_and_lint_clean():
+    """``ruff format`` owns the layout of every Python file (no hand-kept exceptions) and ``ruff check`` passes."""
+    fmt = _ruff("format", "--check", ".")
+    assert fmt.returncode == 0, "run `ruff format .`:\n" + fmt.stdout + fmt.stderr
+    lint = _ruff("check", ".")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+# the formatter's exemption comments, spelled so that this file does not hold them
+EXEMPTIONS = re.compile(r"#\s*fmt:\s*(skip|off)\b".replace(":", "[:]"))
+
+
+def test_no_formatter_exceptions():
+    """No formatter exemptions (fmt skip / off comments): a line the formatter would spoil is rewritten instead."""
+    marked = []
+    for path in ROOT.rglob("*.py"):
+        if any(part in {"site", "__pycache__"} or part.startswith(".") for part in path.relative_to(ROOT).parts):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if EXEMPTIONS.search(line):
+                marked.append(f"{path.relative_to(ROOT)}:{n}")
+    assert not marked, marked

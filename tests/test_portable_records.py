@@ -108,8 +108,10 @@ def test_old_absolute_paths_of_another_machine_map_by_their_tail(tmp_path, monke
 
 
 def test_free_text_keeps_urls_routes_and_relative_paths():
-    text = ("model /work/runs/s1:0123abcd, see https://huggingface.co/datasets/a/b, POST /gradio_api/run/score, "
-            "read /proc/cpuinfo and results/app/x.json; saved under /tmp/run-7.")  # fmt: skip
+    text = (
+        "model /work/runs/s1:0123abcd, see https://huggingface.co/datasets/a/b, POST /gradio_api/run/score, "
+        "read /proc/cpuinfo and results/app/x.json; saved under /tmp/run-7."
+    )
     assert find_absolute_paths(text) == ["/work/runs/s1", "/tmp/run-7."]
     out = portable_text(text)
     assert "model outside:s1:0123abcd," in out and out.endswith("saved under outside:run-7.")
@@ -161,8 +163,12 @@ def test_an_old_manifest_with_absolute_paths_still_reads_and_its_files_check_out
 def _old_tree(root: Path) -> dict[str, Path]:
     head = root / "models" / "heads" / "muse+s1"
     head.mkdir(parents=True)
-    scorer = {"format": "mlse-scorer/1", "backbone": "muse", "data": json.loads(OLD_MANIFEST)["data"],
-              "stage1_run": "/work/runs-exp/assets/muse+s1"}  # fmt: skip
+    scorer = {
+        "format": "mlse-scorer/1",
+        "backbone": "muse",
+        "data": json.loads(OLD_MANIFEST)["data"],
+        "stage1_run": "/work/runs-exp/assets/muse+s1",
+    }
     (head / "scorer.json").write_text(json.dumps(scorer, indent=2))
     (head / "stage1.json").write_text("{}")
     manifest = json.loads(OLD_MANIFEST)
@@ -257,8 +263,11 @@ def test_an_evaluation_result_names_its_files_portably(small_data, tmp_path, mon
     text = path.read_text(encoding="utf-8")
     assert str(tmp_path) not in text and find_absolute_paths(text) == []
     record = json.loads(text)
-    assert set(record["data"]) == {"data:stsb_multi_mt/stsb-en-test.csv", "data:stsb_multi_mt/stsb-de-test.csv",
-                                   "outside:mine.tsv"}  # fmt: skip
+    assert set(record["data"]) == {
+        "data:stsb_multi_mt/stsb-en-test.csv",
+        "data:stsb_multi_mt/stsb-de-test.csv",
+        "outside:mine.tsv",
+    }
     assert record["config"]["pairs_files"] == ["outside:mine.tsv"]
     assert record["data_identity"] == data_identity(record["data"])
     assert check_data_files({k: v for k, v in record["data"].items() if k.startswith("data:")}, small_data) == []
@@ -273,8 +282,9 @@ def test_a_calibration_manifest_names_its_files_portably(small_data, tmp_path, m
     text = manifest_path.read_text(encoding="utf-8")
     assert str(tmp_path) not in text and find_absolute_paths(text) == []
     manifest = json.loads(text)
-    assert sorted(manifest["data"]) == [f"data:stsb_multi_mt/stsb-{lang}-{split}.csv"
-                                        for lang in ("de", "en") for split in ("dev", "test")]  # fmt: skip
+    assert sorted(manifest["data"]) == [
+        f"data:stsb_multi_mt/stsb-{lang}-{split}.csv" for lang in ("de", "en") for split in ("dev", "test")
+    ]
     assert manifest["data_identity"] == data_identity(manifest["data"])
 
 

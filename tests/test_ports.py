@@ -28,8 +28,9 @@ def busy_port():
 
 def run_app(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
-    return subprocess.run([sys.executable, "app.py", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "app.py", *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])

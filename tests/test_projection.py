@@ -110,8 +110,9 @@ def test_bad_sample_requests_are_user_errors(tmp_path, monkeypatch, data_dir):
 def test_second_call_is_served_from_the_cache_without_encoding(data_dir):
     enc = FakeEncoder()
     steps = []
-    first = language_map(enc, ["en", "fr", "de"], 8, data_dir=data_dir, method="pca",
-                         progress=lambda f, m: steps.append(f))  # fmt: skip
+    first = language_map(
+        enc, ["en", "fr", "de"], 8, data_dir=data_dir, method="pca", progress=lambda f, m: steps.append(f)
+    )
     assert enc.calls == 1 and list(first.views) == ["raw"] and not first.views["raw"].from_cache
     assert steps[0] == 0.0 and steps[-1] == 1.0 and steps == sorted(steps)
     files = sorted(os.listdir(projection_dir()))

@@ -18,7 +18,7 @@ from mlse.cli.main import build_parser, main
 from mlse.data.tsv import load_parallel_tsv, load_scored_tsv
 from mlse.errors import MlseError
 from mlse.train.runner import Job, JobRunner
-from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, tatoeba_tab
+from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, sentence_input, tatoeba_tab
 from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder
 
@@ -27,10 +27,33 @@ FEW = settings(max_examples=12, deadline=None, suppress_health_check=list(Health
 VERY_FEW = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 
 # Text that reaches the handlers in practice: anything, plus names that mean something to them.
-texts = st.one_of(st.text(max_size=60), st.sampled_from(["", " ", FAKE, "deu", "en-de", "cosine", "test", "runs/x",
-                                                         ".", "..", "/", "~", "-1", "nan", "1e309", "\x00", "\u202e"]))
-numbers = st.one_of(st.none(), st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=True),
-                    texts, st.booleans())  # fmt: skip
+texts = st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            FAKE,
+            "deu",
+            "en-de",
+            "cosine",
+            "test",
+            "runs/x",
+            ".",
+            "..",
+            "/",
+            "~",
+            "-1",
+            "nan",
+            "1e309",
+            "\x00",
+            "\u202e",
+        ]
+    ),
+)
+numbers = st.one_of(
+    st.none(), st.integers(-(10**12), 10**12), st.floats(allow_nan=True, allow_infinity=True), texts, st.booleans()
+)
 text_lists = st.one_of(st.none(), texts, st.lists(texts, max_size=4))
 
 
@@ -72,13 +95,14 @@ def answers_or_refuses(call) -> None:
 
 @VERY_FEW
 @given(s1=texts, s2=texts, models=text_lists, lang1=texts, lang2=texts, gold=numbers)
-@example(s1="A man plays a flute.", s2="Ein Mann spielt Flöte.", models=[FAKE, "nope"], lang1="en", lang2="xx",
-         gold="3.8")  # the path that scores, next to one that refuses  # fmt: skip
+@example(
+    s1="A man plays a flute.", s2="Ein Mann spielt Flöte.", models=[FAKE, "nope"], lang1="en", lang2="xx", gold="3.8"
+)  # the path that scores, next to one that refuses
 def test_score_tab(state, s1, s2, models, lang1, lang2, gold):
     table, status = score_tab.score_pair(state, s1, s2, models, lang1, lang2, gold)
     assert isinstance(table, pd.DataFrame) and isinstance(status, str) and status
-    assert isinstance(score_tab.detect_handler(s1), str)
-    code, confidence = score_tab.detect_api(s2)
+    assert isinstance(sentence_input.detect_handler(s1), str)
+    code, confidence = sentence_input.detect_api(s2)
     assert isinstance(code, str) and 0.0 <= confidence <= 1.0
     answer = score_tab.score_api(state, s1, s2, models, lang1, lang2)  # the direct API: JSON, never an exception
     assert set(answer) == {"scores", "languages", "notices", "not_scored"}
@@ -119,14 +143,59 @@ def test_gold_tab(state, pair, models, split, low, high, k):
 
 
 @FEW
-@given(method=texts, model=texts, teacher=st.one_of(st.none(), texts), pairs=text_lists, max_pairs=numbers,
-       budget=numbers, name=texts, batch=numbers, lr=numbers, every=numbers, steps=numbers, epochs=numbers,
-       dev=numbers, vocab=numbers, precision=texts)  # fmt: skip
-def test_finetune_tab(state, method, model, teacher, pairs, max_pairs, budget, name, batch, lr, every, steps, epochs,
-                      dev, vocab, precision):  # fmt: skip
-    message = finetune_tab.start_run(state, method, model, teacher, pairs, max_pairs, budget, name, batch_size=batch,
-                                     lr=lr, eval_every=every, max_steps=steps, max_epochs=epochs, dev_max_pairs=dev,
-                                     extend_vocab=vocab, precision=precision)  # fmt: skip
+@given(
+    method=texts,
+    model=texts,
+    teacher=st.one_of(st.none(), texts),
+    pairs=text_lists,
+    max_pairs=numbers,
+    budget=numbers,
+    name=texts,
+    batch=numbers,
+    lr=numbers,
+    every=numbers,
+    steps=numbers,
+    epochs=numbers,
+    dev=numbers,
+    vocab=numbers,
+    precision=texts,
+)
+def test_finetune_tab(
+    state,
+    method,
+    model,
+    teacher,
+    pairs,
+    max_pairs,
+    budget,
+    name,
+    batch,
+    lr,
+    every,
+    steps,
+    epochs,
+    dev,
+    vocab,
+    precision,
+):
+    message = finetune_tab.start_run(
+        state,
+        method,
+        model,
+        teacher,
+        pairs,
+        max_pairs,
+        budget,
+        name,
+        batch_size=batch,
+        lr=lr,
+        eval_every=every,
+        max_steps=steps,
+        max_epochs=epochs,
+        dev_max_pairs=dev,
+        extend_vocab=vocab,
+        precision=precision,
+    )
     assert isinstance(message, str) and message
 
 
@@ -135,8 +204,22 @@ def test_finetune_tab(state, method, model, teacher, pairs, max_pairs, budget, n
 @example(task="sts", model="m", metric="", text=None, key=None)  # the frame's one row: a bar
 @example(task="sts", model="m", metric="spearman", text=None, key="avg:en")  # another key: none
 def test_results_tab(task, model, metric, text, key):
-    frame = pd.DataFrame([{"model": "m", "task": "sts", "split": "test", "key": "avg:all", "metric": "spearman",
-                           "value": 80.123, "kind": "eval", "experiment": "e", "date": "", "source": "s"}])
+    frame = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "task": "sts",
+                "split": "test",
+                "key": "avg:all",
+                "metric": "spearman",
+                "value": 80.123,
+                "kind": "eval",
+                "experiment": "e",
+                "date": "",
+                "source": "s",
+            }
+        ]
+    )
     assert isinstance(results_tab.filter_table(frame, task, model, metric, text), pd.DataFrame)
     options = results_tab.plot_options(frame, task)
     assert isinstance(options["keys"], list)
@@ -145,8 +228,26 @@ def test_results_tab(task, model, metric, text, key):
     assert len(fig.data) == int(matches) and fig.layout.title.text  # the one bar, or a title saying there is none
 
 
-CLI_WORDS = ["eval", "models", "train", "finetune", "data", "experiment", "--model", "--task", "--pairs", "--split",
-             "--pairs-file", "--budget-minutes", "--max-pairs", "--batch-size", "--backend", "sts", "tatoeba", "-h"]
+CLI_WORDS = [
+    "eval",
+    "models",
+    "train",
+    "finetune",
+    "data",
+    "experiment",
+    "--model",
+    "--task",
+    "--pairs",
+    "--split",
+    "--pairs-file",
+    "--budget-minutes",
+    "--max-pairs",
+    "--batch-size",
+    "--backend",
+    "sts",
+    "tatoeba",
+    "-h",
+]
 
 
 @FEW
@@ -188,4 +289,3 @@ def test_tsv_loaders(tmp_path_factory, content):
             assert str(path) in str(exc)
         else:
             assert len(loaded) > 0
-

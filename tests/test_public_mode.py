@@ -39,8 +39,9 @@ def test_every_model_loader_in_mlse_passes_trust_remote_code_false():
             if name in LOADERS:
                 trust = [k.value for k in node.keywords if k.arg == "trust_remote_code"]
                 found.append(path.name)
-                assert trust and isinstance(trust[0], ast.Constant) and trust[0].value is False, \
-                    f"{path}:{node.lineno}: {name}(...) must pass trust_remote_code=False"  # fmt: skip
+                assert trust and isinstance(trust[0], ast.Constant) and trust[0].value is False, (
+                    f"{path}:{node.lineno}: {name}(...) must pass trust_remote_code=False"
+                )
     assert "torch.py" in found and "export.py" in found  # the walk saw the loaders it guards (encoders/, onnx/)
 
 
@@ -129,8 +130,17 @@ def public_state(public_env, monkeypatch):
 
 
 def form(**overrides) -> dict:
-    values = dict(method="hard", model="minilm-en", teacher=None, pairs=["en-de"], max_pairs=500, budget_minutes=5,
-                  name="visitor-run", overwrite=False, batch_size=32)  # fmt: skip
+    values = dict(
+        method="hard",
+        model="minilm-en",
+        teacher=None,
+        pairs=["en-de"],
+        max_pairs=500,
+        budget_minutes=5,
+        name="visitor-run",
+        overwrite=False,
+        batch_size=32,
+    )
     values.update(overrides)
     return values
 
@@ -138,7 +148,10 @@ def form(**overrides) -> dict:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"budget_minutes": 30}, "Time budget (minutes): 30 is over this public deployment's limit; expected at most 10"),  # noqa: E501
+        (
+            {"budget_minutes": 30},
+            "Time budget (minutes): 30 is over this public deployment's limit; expected at most 10",
+        ),  # noqa: E501
         ({"max_pairs": 20000}, "Max pairs per language pair: 20000 is over"),
         ({"max_pairs": None}, "empty means all pairs"),
         ({"batch_size": 256}, "Batch size: 256 is over"),
@@ -209,7 +222,12 @@ def test_every_file_input_is_read_through_the_capped_reader():
         assert not names & {"Files", "UploadButton", "Image", "Audio", "Video"}, path
         if "File" in names:
             imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-            readers = [m for m in imported if m.startswith("mlse.ui.") and "read_upload(" in
-                       (ROOT / (m.replace(".", "/") + ".py")).read_text(encoding="utf-8")]  # fmt: skip
-            assert "read_upload(" in text or readers, \
+            readers = [
+                m
+                for m in imported
+                if m.startswith("mlse.ui.")
+                and "read_upload(" in (ROOT / (m.replace(".", "/") + ".py")).read_text(encoding="utf-8")
+            ]
+            assert "read_upload(" in text or readers, (
                 f"{path.name} builds a gr.File but does not read it with read_upload"
+            )

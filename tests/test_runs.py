@@ -45,9 +45,11 @@ def test_find_runs_sees_scorers_students_and_groups_but_not_hidden_folders(tmp_p
     _model(tmp_path / ".half-written" / "model")
     (tmp_path / "empty").mkdir()
     found = {(r.name, r.kind, r.location) for r in find_runs(tmp_path)}
-    assert found == {("runs/a+s1", "scorer", tmp_path / "a+s1"),
-                     ("runs/student", "run", tmp_path / "student" / "model"),
-                     ("runs/grid/s1+s2", "run", tmp_path / "grid" / "s1+s2" / "model")}  # fmt: skip
+    assert found == {
+        ("runs/a+s1", "scorer", tmp_path / "a+s1"),
+        ("runs/student", "run", tmp_path / "student" / "model"),
+        ("runs/grid/s1+s2", "run", tmp_path / "grid" / "s1+s2" / "model"),
+    }
     assert is_finetuned_model(tmp_path / "student" / "model") and is_finetuned_model(tmp_path / "student")
     assert not is_finetuned_model(tmp_path / "grid" / "s1+s2" / "model")
     assert find_runs(tmp_path / "missing") == []

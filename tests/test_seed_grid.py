@@ -12,15 +12,12 @@ from mlse.experiments.seed_grid import (
     STAGE1_VARIANTS,
     STAGE2_VARIANTS,
     VARIANTS,
-    group_means,
     markdown_table,
-    relative_pearson,
     rewrite_reports,
     run_seed_grid,
-    seed_summary,
     stage2_contrasts,
-    verdict,
 )
+from mlse.experiments.seed_grid_stats import group_means, relative_pearson, seed_summary, verdict
 
 
 def _s(pearson: float, spearman: float = 0.0) -> dict:
@@ -72,10 +69,17 @@ def test_run_seed_grid_end_to_end(tiny_bert, data_dir, tmp_path):
     out, runs = tmp_path / "out", tmp_path / "runs"
     messages: list[str] = []
     results = run_seed_grid(
-        str(tiny_bert), out=out, runs=runs, max_pairs=20, data_dir=data_dir, pairs=["en-en", "en-de"],
-        stage1_config={"max_epochs": 2}, stage2_config={"max_epochs": 1, "pairs": ["en-de"]}, probe=False,
+        str(tiny_bert),
+        out=out,
+        runs=runs,
+        max_pairs=20,
+        data_dir=data_dir,
+        pairs=["en-en", "en-de"],
+        stage1_config={"max_epochs": 2},
+        stage2_config={"max_epochs": 1, "pairs": ["en-de"]},
+        probe=False,
         progress=messages.append,
-    )  # fmt: skip
+    )
     assert len(VARIANTS) == 7
     trained = [*STAGE1_VARIANTS, *STAGE2_VARIANTS]
 
@@ -136,9 +140,13 @@ def test_verdict_calls_a_change_only_beyond_twice_the_seed_deviation():
 
 def test_seed_summary_on_hand_made_scores():
     baseline = {"en-de": _s(70.0, 60.0), "en-en": _s(80.0, 70.0)}
-    seed_scores = {"s1": {"0": {"en-de": _s(72.0, 61.0), "en-en": _s(80.0, 70.0)},
-                          "1": {"en-de": _s(74.0, 63.0), "en-en": _s(82.0, 72.0)},
-                          "2": {"en-de": _s(73.0, 62.0), "en-en": _s(81.0, 71.0)}}}  # fmt: skip
+    seed_scores = {
+        "s1": {
+            "0": {"en-de": _s(72.0, 61.0), "en-en": _s(80.0, 70.0)},
+            "1": {"en-de": _s(74.0, 63.0), "en-en": _s(82.0, 72.0)},
+            "2": {"en-de": _s(73.0, 62.0), "en-en": _s(81.0, 71.0)},
+        }
+    }
     summary = seed_summary(baseline, seed_scores)["s1"]
     trained = summary["stage2-train/pearson"]  # en-de alone: +2, +4, +3
     assert trained["deltas"] == [2.0, 4.0, 3.0] and trained["mean"] == pytest.approx(3.0)
@@ -152,10 +160,17 @@ def test_seed_summary_on_hand_made_scores():
 def test_run_seed_grid_with_three_seeds(tiny_bert, data_dir, tmp_path):
     out, runs = tmp_path / "out", tmp_path / "runs"
     results = run_seed_grid(
-        str(tiny_bert), out=out, runs=runs, max_pairs=20, data_dir=data_dir, pairs=["en-en", "en-de"],
-        stage1_config={"max_epochs": 1}, stage2_config={"max_epochs": 1, "pairs": ["en-de"]}, probe=False,
+        str(tiny_bert),
+        out=out,
+        runs=runs,
+        max_pairs=20,
+        data_dir=data_dir,
+        pairs=["en-en", "en-de"],
+        stage1_config={"max_epochs": 1},
+        stage2_config={"max_epochs": 1, "pairs": ["en-de"]},
+        probe=False,
         seeds=[0, 1, 2],
-    )  # fmt: skip
+    )
     trained = [*STAGE1_VARIANTS, *STAGE2_VARIANTS]
     repeated = [v for v in trained if v != "s1+prelayer"]  # the extra seeds leave the prelayer out
     assert results["config"]["seeds"] == [0, 1, 2]
@@ -185,9 +200,17 @@ def test_seed_summary_reports_en_en_on_its_own():
 
 def test_rewrite_reports_recomputes_the_summaries_from_the_recorded_scores(tmp_path):
     seed_scores = {"s1": {"0": SCORES["s1"], "1": {**SCORES["s1"], "en-en": _s(76.0)}}}
-    stale = {"experiment": "seed-grid", "backbone": "b", "config": {"seeds": [0, 1]}, "metrics": {},
-             "scores": {"baseline": SCORES["baseline"], "s1": SCORES["s1"]}, "seed_scores": seed_scores,
-             "relative_pearson": {}, "groups": {}, "seed_summary": {"s1": {}}}  # fmt: skip
+    stale = {
+        "experiment": "seed-grid",
+        "backbone": "b",
+        "config": {"seeds": [0, 1]},
+        "metrics": {},
+        "scores": {"baseline": SCORES["baseline"], "s1": SCORES["s1"]},
+        "seed_scores": seed_scores,
+        "relative_pearson": {},
+        "groups": {},
+        "seed_summary": {"s1": {}},
+    }
     (tmp_path / "seed-grid.json").write_text(json.dumps(stale))
     results = rewrite_reports(tmp_path)
     assert results["relative_pearson"]["s1"]["ru-de"] == pytest.approx(6.0)
@@ -206,9 +229,11 @@ def test_report_only_without_a_grid_is_a_clear_error(tmp_path, capsys):
 
 
 def test_stage2_contrasts_compare_each_seed_with_its_own_s1_s2():
-    seed_scores = {"s1+s2": {"0": {"en-de": _s(70.0)}, "1": {"en-de": _s(80.0)}},
-                   "s1+s2+conv": {"0": {"en-de": _s(71.0)}, "1": {"en-de": _s(81.5)}},
-                   "s1": {"0": {"en-de": _s(10.0)}, "1": {"en-de": _s(10.0)}}}  # fmt: skip
+    seed_scores = {
+        "s1+s2": {"0": {"en-de": _s(70.0)}, "1": {"en-de": _s(80.0)}},
+        "s1+s2+conv": {"0": {"en-de": _s(71.0)}, "1": {"en-de": _s(81.5)}},
+        "s1": {"0": {"en-de": _s(10.0)}, "1": {"en-de": _s(10.0)}},
+    }
     contrasts = stage2_contrasts(seed_scores)
     assert list(contrasts) == ["s1+s2+conv"]  # Stage-1 variants and the reference itself are not contrasted
     # +1.0 and +1.5 against the same seed's s1+s2; against seed 0's alone it would read +1.0 and +11.5

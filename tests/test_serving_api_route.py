@@ -30,8 +30,11 @@ class FakeState:
     """What the route reads from the app's state: the offered models, their kinds, the defaults, the encoders."""
 
     def __init__(self):
-        self.encoders = {"fake-a": FakeEncoder("a:v1", "fake-a"), "fake-b": FakeEncoder("b:v1", "fake-b"),
-                         "broken": BrokenEncoder()}  # fmt: skip
+        self.encoders = {
+            "fake-a": FakeEncoder("a:v1", "fake-a"),
+            "fake-b": FakeEncoder("b:v1", "fake-b"),
+            "broken": BrokenEncoder(),
+        }
         self.kinds = {"fake-a": BACKBONE, "fake-b": STAGE12, "broken": BACKBONE}
         self.calibration_notes = {}
 

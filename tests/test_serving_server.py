@@ -44,8 +44,9 @@ def test_the_page_the_queue_and_the_json_route_are_served_together(state, monkey
         answer = client.post(SCORE_PATH, json={"sentence1": EN, "sentence2": DE, "models": ["minilm-en"]})
         assert answer.status_code == 200 and answer.json()["scores"][0]["model"] == "minilm-en"
         # the page's own queued event still runs: the queue started with the mounted app
-        posted = client.post("/gradio_api/call/score_pair", json={"data": [EN, DE, ["minilm-en"], "auto", "auto",
-                                                                           None]})  # fmt: skip
+        posted = client.post(
+            "/gradio_api/call/score_pair", json={"data": [EN, DE, ["minilm-en"], "auto", "auto", None]}
+        )
         stream = client.get(f"/gradio_api/call/score_pair/{posted.json()['event_id']}").text
         assert "event: complete" in stream and "minilm-en" in stream
         result = json.loads(stream.split("event: complete", 1)[1].split("data:", 1)[1].strip())

@@ -23,8 +23,9 @@ print(started is not None, seen[0], torch.get_num_threads())
 
 def _threads(backend: str) -> list[str]:
     env = {"PATH": "", "OMP_NUM_THREADS": "2"}  # torch's default is then 2 threads on any machine
-    out = subprocess.run([sys.executable, "-c", CHECK, backend], capture_output=True, text=True, cwd=ROOT, check=True,
-                         env=env)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, backend], capture_output=True, text=True, cwd=ROOT, check=True, env=env
+    )
     return out.stdout.split()
 
 

@@ -24,14 +24,18 @@ from mlse.train.head_training import train_stage1
 @pytest.fixture()
 def scorer_run(tmp_path, tiny_bert, data_dir):
     run = tmp_path / "runs" / "tiny+s1"
-    train_stage1(str(tiny_bert), out=run, pairs=["eng-deu"], max_pairs=30, data_dir=data_dir, probe=False,
-                 max_epochs=2)  # fmt: skip
+    train_stage1(str(tiny_bert), out=run, pairs=["eng-deu"], max_pairs=30, data_dir=data_dir, probe=False, max_epochs=2)
     return run
 
 
 def _manifest(backbone: str) -> dict:
-    return {"backbone": backbone, "backbone_identity": "x", "command": "python -m mlse reproduce assets",
-            "data": {"f": "0" * 64}, "scores": {}}  # fmt: skip
+    return {
+        "backbone": backbone,
+        "backbone_identity": "x",
+        "command": "python -m mlse reproduce assets",
+        "data": {"f": "0" * 64},
+        "scores": {},
+    }
 
 
 def test_export_writes_float16_heads_that_load_and_score_like_the_run(scorer_run, tiny_bert, tmp_path):
@@ -148,8 +152,9 @@ def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert,
     monkeypatch.setattr(assets, "HEADS", {"tiny+s1": (str(tiny_bert), "s1"), "tiny+s1+s2": (str(tiny_bert), "s1+s2")})
     monkeypatch.setattr(assets, "STUDENTS", {})  # the real one trains 20 CPU-minutes; its path is tested below
     monkeypatch.setattr(assets, "DEFAULT_S1_EPOCHS", 2)
-    monkeypatch.setattr(assets, "train_stage1", partial(assets.train_stage1, pairs=["eng-deu"], max_pairs=30,
-                                                        probe=False))  # fmt: skip
+    monkeypatch.setattr(
+        assets, "train_stage1", partial(assets.train_stage1, pairs=["eng-deu"], max_pairs=30, probe=False)
+    )
     monkeypatch.setattr(assets, "train_stage2", partial(assets.train_stage2, pairs=["en-de"], max_epochs=1))
     out = tmp_path / "assets"
     assert main(["reproduce", "assets", "--out", str(out)]) == 0
@@ -161,13 +166,15 @@ def test_reproduce_assets_trains_exports_and_measures_heads(tmp_path, tiny_bert,
         scores = item.manifest["scores"]
         assert len(scores["sts_test_spearman"]) == 17 and f"{item.name}: cross-12 {scores['cross-12']:.2f}" in printed
         assert item.manifest["data"] and item.manifest["backbone_identity"].endswith(
-            json.loads((item.folder / "scorer.json").read_text())["backbone_identity"].rsplit(":", 1)[1])
+            json.loads((item.folder / "scorer.json").read_text())["backbone_identity"].rsplit(":", 1)[1]
+        )
     assert read_shipped_manifest(out / "heads" / "tiny+s1+s2")["variant"] == "s1+s2"
     assert main(["reproduce", "assets", "--only", "nope", "--out", str(out)]) == 2
 
 
-def test_reproduce_student_exports_the_adapter_and_measures_the_exported_files(tmp_path, tiny_bert, data_dir,
-                                                                               monkeypatch):  # fmt: skip
+def test_reproduce_student_exports_the_adapter_and_measures_the_exported_files(
+    tmp_path, tiny_bert, data_dir, monkeypatch
+):
     """The student path of ``reproduce assets`` on a tiny LoRA run: the measured scores and the calibration come from
     the adapter written to ``--out`` (not from whatever ships in assets/models)."""
     from mlse.dirs import runs_dir

@@ -44,8 +44,11 @@ def en_de_now(data_dir, tmp_path_factory):
         torch.set_num_threads(2)
         try:
             return {
-                name: float(run_sts(load_model(item.name), pairs=["en-de"], data_dir=data_dir, n_boot=0)
-                            .scores["en-de"]["spearman"])  # fmt: skip
+                name: float(
+                    run_sts(load_model(item.name), pairs=["en-de"], data_dir=data_dir, n_boot=0).scores["en-de"][
+                        "spearman"
+                    ]
+                )
                 for name, item in SHIPPED.items()
             }
         finally:

@@ -66,10 +66,16 @@ def test_docker_build_context_leaves_out_runs_and_history():
 def test_python_app_py_serves_the_page_on_the_port_it_is_given(tmp_path):
     """The real entry point, as Spaces and the Dockerfile start it: host and port from the environment."""
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "MLSE_RUNS": str(tmp_path / "runs"), "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "MLSE_RUNS": str(tmp_path / "runs"),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline, page = time.monotonic() + 180, None
         while page is None and time.monotonic() < deadline and proc.poll() is None:
@@ -86,4 +92,3 @@ def test_python_app_py_serves_the_page_on_the_port_it_is_given(tmp_path):
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-

@@ -36,6 +36,7 @@ HANG_S = 120  # only a guard against a hang: nothing here measures time
 def slow_encoder(monkeypatch) -> SlowFakeEncoder:
     """Every model name loads the slow fake (through the real embedding cache): 4,000 texts take ~20 s."""
     slow = SlowFakeEncoder(seconds_per_text=0.005)
+
     def load(*args, **kwargs):
         return CachedEncoder(slow)
 
@@ -52,8 +53,16 @@ def wait_until(condition, timeout: float = 30.0) -> None:
 
 
 def stage1_request(name: str, **overrides) -> TrainRequest:
-    fields = dict(method="stage1", model="slow-backbone", name=name, pairs=["eng-deu"], max_pairs=2000,
-                  budget_minutes=5, probe=False, max_epochs=3)  # fmt: skip
+    fields = dict(
+        method="stage1",
+        model="slow-backbone",
+        name=name,
+        pairs=["eng-deu"],
+        max_pairs=2000,
+        budget_minutes=5,
+        probe=False,
+        max_epochs=3,
+    )
     return TrainRequest(**{**fields, **overrides})
 
 
@@ -86,9 +95,19 @@ def test_a_budget_shorter_than_the_encoding_ends_the_job(slow_encoder, monkeypat
 
 
 def test_stop_during_teacher_targets_ends_a_fine_tune_after_the_chunk_in_flight(slow_encoder, tiny_bert):
-    req = TrainRequest(method="soft", model=str(tiny_bert), teacher="slow-teacher", name="ft-slow", pairs=["en-de"],
-                       max_pairs=4000, budget_minutes=5, batch_size=16, dev_pairs=["en-de"], dev_max_pairs=32,
-                       device="cpu")  # fmt: skip
+    req = TrainRequest(
+        method="soft",
+        model=str(tiny_bert),
+        teacher="slow-teacher",
+        name="ft-slow",
+        pairs=["en-de"],
+        max_pairs=4000,
+        budget_minutes=5,
+        batch_size=16,
+        dev_pairs=["en-de"],
+        dev_max_pairs=32,
+        device="cpu",
+    )
     runner = JobRunner()
     job = runner.submit("ft-slow", training_job(req))
     wait_until(lambda: slow_encoder.texts_encoded > 1, timeout=HANG_S)  # past the one-text dimension probe
@@ -103,8 +122,16 @@ def test_stop_during_teacher_targets_ends_a_fine_tune_after_the_chunk_in_flight(
 
 def test_a_head_stopped_in_training_is_saved_marked_partial(tiny_bert, monkeypatch):
     """Stop pressed after the first epoch: that epoch is the run, and its metadata says how far it got."""
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-partial", pairs=["eng-deu"], max_pairs=40,
-                       max_epochs=50, budget_minutes=5, probe=False)  # fmt: skip
+    req = TrainRequest(
+        method="stage1",
+        model=str(tiny_bert),
+        name="s1-partial",
+        pairs=["eng-deu"],
+        max_pairs=40,
+        max_epochs=50,
+        budget_minutes=5,
+        probe=False,
+    )
     job_fn = training_job(req)
 
     stop_after_first_epoch = on_first_eval(job_fn, lambda stop: stop.set())
@@ -122,8 +149,16 @@ def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):
     offset = [0.0]
     real_now = mlse.runs.stop_signal._now
     monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: real_now() + offset[0])
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-clock", pairs=["eng-deu"], max_pairs=40,
-                       max_epochs=50, budget_minutes=1, probe=False)  # fmt: skip
+    req = TrainRequest(
+        method="stage1",
+        model=str(tiny_bert),
+        name="s1-clock",
+        pairs=["eng-deu"],
+        max_pairs=40,
+        max_epochs=50,
+        budget_minutes=1,
+        probe=False,
+    )
     job_fn = training_job(req)
 
     a_minute_passes_in_the_first_epoch = on_first_eval(job_fn, lambda stop: offset.__setitem__(0, 61.0))

@@ -22,9 +22,9 @@ from mlse.ui.tatoeba_tab import (
     bitext_compare,
     bitext_details,
     bitext_retrieval,
-    source_view,
 )
 from mlse.ui.tatoeba_upload import EXAMPLE, read_bitext, to_bitext
+from mlse.ui.tatoeba_views import source_view
 from tests.fake_encoder import FakeEncoder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,8 +104,12 @@ def test_three_language_columns_use_two_and_say_which(tmp_path):
     assert "Using columns fr and en of 3" in message
     corpus, _ = read_bitext(str(path), None, "2 3")
     assert (corpus.src_lang, corpus.tgt_lang) == ("de", "fr")
-    for choice, problem in (("en", "expected two column names"), ("en it", "no column 'it'"),
-                            ("de de", "the same column twice"), ("1 4", "no column '4'")):  # fmt: skip
+    for choice, problem in (
+        ("en", "expected two column names"),
+        ("en it", "no column 'it'"),
+        ("de de", "the same column twice"),
+        ("1 4", "no column '4'"),
+    ):
         corpus, message = read_bitext(str(path), None, choice)
         assert corpus is None and problem in message and "1 = en, 2 = de, 3 = fr" in message
 

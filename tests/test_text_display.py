@@ -7,7 +7,7 @@ import pytest
 
 from mlse.text.control_chars import strip_controls
 from mlse.ui import results_tab
-from mlse.ui.score_tab import clean_text
+from mlse.ui.sentence_input import clean_text
 
 MEANINGFUL = {
     "family emoji (ZWJ sequence)": "👨\u200d👩\u200d👧",
@@ -31,10 +31,34 @@ def test_controls_surrogates_and_bidi_overrides_are_removed_and_counted():
 
 
 def test_results_table_rounds_values_for_display():
-    frame = pd.DataFrame([{"model": "m", "task": "sts", "split": "test", "key": "avg:all", "metric": "spearman",
-                           "value": 52.09125475285172, "kind": "eval", "experiment": "", "date": "", "source": "x"},
-                          {"model": "m", "task": "sts", "split": "test", "key": "avg:all", "metric": "p",
-                           "value": 0.0012345, "kind": "eval", "experiment": "", "date": "", "source": "x"}])
+    frame = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "task": "sts",
+                "split": "test",
+                "key": "avg:all",
+                "metric": "spearman",
+                "value": 52.09125475285172,
+                "kind": "eval",
+                "experiment": "",
+                "date": "",
+                "source": "x",
+            },
+            {
+                "model": "m",
+                "task": "sts",
+                "split": "test",
+                "key": "avg:all",
+                "metric": "p",
+                "value": 0.0012345,
+                "kind": "eval",
+                "experiment": "",
+                "date": "",
+                "source": "x",
+            },
+        ]
+    )
     shown = results_tab.filter_table(frame)
     assert shown["value"].tolist() == [52.09, 0.0012]
     assert len(results_tab.COLUMN_WIDTHS) == len(results_tab.TABLE_COLUMNS)

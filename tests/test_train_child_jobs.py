@@ -48,8 +48,17 @@ def test_a_training_job_in_a_child_saves_its_run_and_reports_epochs(tiny_bert, d
     from mlse.train.jobs import training_job
     from mlse.train.runner import JobRunner
 
-    req = TrainRequest(method="stage1", model=str(tiny_bert), name="s1-child", pairs=["eng-deu"], max_pairs=40,
-                       max_epochs=2, budget_minutes=5, probe=False, data_dir=str(data_dir))  # fmt: skip
+    req = TrainRequest(
+        method="stage1",
+        model=str(tiny_bert),
+        name="s1-child",
+        pairs=["eng-deu"],
+        max_pairs=40,
+        max_epochs=2,
+        budget_minutes=5,
+        probe=False,
+        data_dir=str(data_dir),
+    )
     runner = JobRunner()
     job = runner.submit("s1-child", training_job(req, child_process=True))
     assert runner.wait(300)

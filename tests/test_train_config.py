@@ -35,14 +35,53 @@ from mlse.train.config import (
 
 ROOT = Path(__file__).resolve().parents[1]
 # every flag the command line had before its options were built from the dataclasses
-FINETUNE_FLAGS = ["--method", "--teacher", "--student", "--pairs", "--max-pairs", "--budget-minutes", "--out",
-                  "--batch-size", "--lr", "--eval-every", "--max-steps", "--dev-pairs", "--dev-max-pairs",
-                  "--tau-base", "--label", "--temperature", "--tcm-alpha", "--no-src-term", "--extend-vocab",
-                  "--vocab-init", "--precision", "--no-bucket", "--freeze-embeddings", "--lora-r", "--lora-alpha",
-                  "--bridge", "--bridge-sentences", "--budget-clock", "--seed", "--data-dir", "--device",
-                  "--backend"]  # fmt: skip
-STAGE1_FLAGS = ["--backbone", "--prelayer", "--pairs", "--max-pairs", "--lr", "--max-epochs", "--no-probe",
-                "--backend", "--out", "--seed", "--data-dir"]  # fmt: skip
+FINETUNE_FLAGS = [
+    "--method",
+    "--teacher",
+    "--student",
+    "--pairs",
+    "--max-pairs",
+    "--budget-minutes",
+    "--out",
+    "--batch-size",
+    "--lr",
+    "--eval-every",
+    "--max-steps",
+    "--dev-pairs",
+    "--dev-max-pairs",
+    "--tau-base",
+    "--label",
+    "--temperature",
+    "--tcm-alpha",
+    "--no-src-term",
+    "--extend-vocab",
+    "--vocab-init",
+    "--precision",
+    "--no-bucket",
+    "--freeze-embeddings",
+    "--lora-r",
+    "--lora-alpha",
+    "--bridge",
+    "--bridge-sentences",
+    "--budget-clock",
+    "--seed",
+    "--data-dir",
+    "--device",
+    "--backend",
+]
+STAGE1_FLAGS = [
+    "--backbone",
+    "--prelayer",
+    "--pairs",
+    "--max-pairs",
+    "--lr",
+    "--max-epochs",
+    "--no-probe",
+    "--backend",
+    "--out",
+    "--seed",
+    "--data-dir",
+]
 STAGE2_FLAGS = ["--stage1", "--conv", "--nonlinearity", "--max-epochs", "--backend", "--out", "--seed", "--data-dir"]
 
 
@@ -62,8 +101,10 @@ def _parse(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(list(argv))
 
 
-@pytest.mark.parametrize(("path", "flags"), [(("finetune",), FINETUNE_FLAGS), (("train", "stage1"), STAGE1_FLAGS),
-                                             (("train", "stage2"), STAGE2_FLAGS)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "flags"),
+    [(("finetune",), FINETUNE_FLAGS), (("train", "stage1"), STAGE1_FLAGS), (("train", "stage2"), STAGE2_FLAGS)],
+)
 def test_every_flag_of_before_is_still_offered(path, flags):
     assert set(flags) <= _flags(_subparser(*path))
 
@@ -77,8 +118,13 @@ def test_the_command_line_takes_every_default_from_the_dataclass():
             assert getattr(config, f.name) == getattr(expected, f.name), f.name
     assert config.out == str(runs_dir() / "minilm-en+mse")
     s1 = stage1_settings(**config_options(_parse("train", "stage1"), Stage1Settings))
-    assert (s1.backbone, s1.pairs, s1.max_pairs, s1.probe, s1.lr) == ("minilm-en", SEED_PARALLEL_PAIRS, MAX_PAIRS,
-                                                                       True, None)  # fmt: skip
+    assert (s1.backbone, s1.pairs, s1.max_pairs, s1.probe, s1.lr) == (
+        "minilm-en",
+        SEED_PARALLEL_PAIRS,
+        MAX_PAIRS,
+        True,
+        None,
+    )
     assert s1.out == str(runs_dir() / "minilm-en+s1")
 
 
@@ -96,20 +142,48 @@ def test_no_default_is_written_in_the_parser():
 
 
 def test_flags_reach_the_configuration():
-    args = _parse("finetune", "--method", "soft", "--teacher", "labse", "--student", "runs/x", "--pairs", "de-en,fr-en",
-                  "--max-pairs", "0", "--batch-size", "16", "--eval-every", "7", "--dev-max-pairs", "0", "--no-bucket",
-                  "--no-src-term", "--label", "average", "--lora-alpha", "8", "--no-eval-at-start")  # fmt: skip
+    args = _parse(
+        "finetune",
+        "--method",
+        "soft",
+        "--teacher",
+        "labse",
+        "--student",
+        "runs/x",
+        "--pairs",
+        "de-en,fr-en",
+        "--max-pairs",
+        "0",
+        "--batch-size",
+        "16",
+        "--eval-every",
+        "7",
+        "--dev-max-pairs",
+        "0",
+        "--no-bucket",
+        "--no-src-term",
+        "--label",
+        "average",
+        "--lora-alpha",
+        "8",
+        "--no-eval-at-start",
+    )
     config = finetune_config(**config_options(args, FinetuneConfig))
     assert (config.teacher, config.student, config.pairs) == ("labse", "runs/x", ["de-en", "fr-en"])
     assert config.max_pairs is None and config.dev_max_pairs is None  # 0: all
     assert (config.batch_size, config.eval_every_steps, config.label, config.lora_alpha) == (16, 7, "average", 8.0)
     assert config.bucket_by_length is False and config.include_src is False and config.eval_at_start is False
     assert config.out == str(runs_dir() / "x+soft")
-    s2 = stage2_settings(**config_options(_parse("train", "stage2", "--stage1", "runs/m+s1", "--conv",
-                                                 "--nonlinearity", "tanh"), Stage2Settings))  # fmt: skip
+    s2 = stage2_settings(
+        **config_options(
+            _parse("train", "stage2", "--stage1", "runs/m+s1", "--conv", "--nonlinearity", "tanh"), Stage2Settings
+        )
+    )
     assert s2.out == str(runs_dir() / "m+s1+s2+conv+tanh") and s2.pairs == STAGE2_PAIRS
-    assert tuple(next(a for a in _subparser("train", "stage2")._actions if a.dest == "nonlinearity").choices) \
-        == NONLINEARITIES  # fmt: skip
+    assert (
+        tuple(next(a for a in _subparser("train", "stage2")._actions if a.dest == "nonlinearity").choices)
+        == NONLINEARITIES
+    )
 
 
 def test_the_teacher_defaults_only_where_the_method_has_a_frozen_one():
@@ -120,8 +194,16 @@ def test_the_teacher_defaults_only_where_the_method_has_a_frozen_one():
 
 
 def test_none_zero_and_empty_lists():
-    config = finetune_config(method="hard", lr=None, batch_size=None, pairs=[], dev_pairs=None, max_steps=None,
-                             max_pairs=None, dev_max_pairs=0)  # fmt: skip
+    config = finetune_config(
+        method="hard",
+        lr=None,
+        batch_size=None,
+        pairs=[],
+        dev_pairs=None,
+        max_steps=None,
+        max_pairs=None,
+        dev_max_pairs=0,
+    )
     assert config.lr == default_of(FinetuneConfig, "lr")
     assert config.batch_size == default_of(FinetuneConfig, "batch_size")
     assert config.pairs == ENGLISH_PAIRS and config.dev_pairs == DEV_PAIRS  # empty: the default pairs
@@ -134,8 +216,15 @@ def test_none_zero_and_empty_lists():
 
 def test_the_app_request_defaults_are_the_configurations():
     req = TrainRequest("mse", "m", "n")
-    for name in ("budget_minutes", "batch_size", "eval_every_steps", "dev_max_pairs", "extend_vocab", "precision",
-                 "max_pairs"):  # fmt: skip
+    for name in (
+        "budget_minutes",
+        "batch_size",
+        "eval_every_steps",
+        "dev_max_pairs",
+        "extend_vocab",
+        "precision",
+        "max_pairs",
+    ):
         assert getattr(req, name) == default_of(FinetuneConfig, name), name
     assert req.max_pairs == default_of(Stage1Settings, "max_pairs") and req.probe == default_of(Stage1Settings, "probe")
     # the defaults a visitor's form starts from pass the public deployment's limits
@@ -146,11 +235,42 @@ def test_the_app_request_defaults_are_the_configurations():
 
 def test_the_app_and_the_command_line_make_the_same_configuration():
     out = runs_dir() / "same"
-    req = TrainRequest(method="soft", model="runs/student", name="same", teacher="labse", pairs=["en-de"],
-                       max_pairs=None, batch_size=16, lr=0, eval_every_steps=5, dev_max_pairs=None, seed=3)  # fmt: skip
-    args = _parse("finetune", "--method", "soft", "--student", "runs/student", "--teacher", "labse", "--pairs", "en-de",
-                  "--max-pairs", "0", "--batch-size", "16", "--eval-every", "5", "--dev-max-pairs", "0", "--seed", "3",
-                  "--out", str(out))  # fmt: skip
+    req = TrainRequest(
+        method="soft",
+        model="runs/student",
+        name="same",
+        teacher="labse",
+        pairs=["en-de"],
+        max_pairs=None,
+        batch_size=16,
+        lr=0,
+        eval_every_steps=5,
+        dev_max_pairs=None,
+        seed=3,
+    )
+    args = _parse(
+        "finetune",
+        "--method",
+        "soft",
+        "--student",
+        "runs/student",
+        "--teacher",
+        "labse",
+        "--pairs",
+        "en-de",
+        "--max-pairs",
+        "0",
+        "--batch-size",
+        "16",
+        "--eval-every",
+        "5",
+        "--dev-max-pairs",
+        "0",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    )
     assert request_config(req, out) == finetune_config(**config_options(args, FinetuneConfig))
     # a hidden teacher field does not count for a method without a frozen teacher
     assert request_config(TrainRequest(method="hard", model="m", name="h", teacher="stale"), out).teacher is None
@@ -170,8 +290,11 @@ def test_train_stage1_and_stage2_keyword_defaults_come_from_the_settings():
         assert {"seed", "backend"} <= set(shared)
         for name in shared:
             if name != "data_dir":
-                assert list(params[name].default) == default_of(cls, name) if name == "pairs" else \
-                    params[name].default == default_of(cls, name), (fn.__name__, name)  # fmt: skip
+                assert (
+                    list(params[name].default) == default_of(cls, name)
+                    if name == "pairs"
+                    else params[name].default == default_of(cls, name)
+                ), (fn.__name__, name)
 
 
 def test_cli_and_jobs_hold_no_literal_defaults_of_their_own():

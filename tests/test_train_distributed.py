@@ -13,11 +13,47 @@ from mlse.encoders.load import load_encoder
 
 def test_torchrun_two_processes_average_gradients_and_rank0_writes_the_run(tiny_bert, data_dir):
     out = runs_dir() / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mlse",
-           "finetune", "--method", "mse", "--teacher", str(tiny_bert), "--student", str(tiny_bert), "--pairs", "en-de",
-           "--max-pairs", "48", "--batch-size", "8", "--lr", "1e-3", "--max-steps", "3", "--eval-every", "3",
-           "--dev-pairs", "en-de", "--dev-max-pairs", "32", "--device", "cpu", "--data-dir", str(data_dir),
-           "--extend-vocab", "500", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "mlse",
+        "finetune",
+        "--method",
+        "mse",
+        "--teacher",
+        str(tiny_bert),
+        "--student",
+        str(tiny_bert),
+        "--pairs",
+        "en-de",
+        "--max-pairs",
+        "48",
+        "--batch-size",
+        "8",
+        "--lr",
+        "1e-3",
+        "--max-steps",
+        "3",
+        "--eval-every",
+        "3",
+        "--dev-pairs",
+        "en-de",
+        "--dev-max-pairs",
+        "32",
+        "--device",
+        "cpu",
+        "--data-dir",
+        str(data_dir),
+        "--extend-vocab",
+        "500",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -28,10 +28,19 @@ from mlse.train.student_model import load_student, parameter_checksum, tokenize
 def tiny_config(name: str, teacher: Path | None, student: Path, **overrides) -> FinetuneConfig:
     """A run of 4 steps of 8 en-de pairs, evaluated every 2 steps on 64 en-de dev rows, saved under $MLSE_RUNS."""
     settings = dict(
-        teacher=str(teacher) if teacher else None, student=str(student), pairs=["en-de"], max_pairs=32,
-        budget_minutes=2.0, max_steps=4, batch_size=8, lr=1e-3, eval_every_steps=2, dev_pairs=["en-de"],
-        dev_max_pairs=64, out=str(runs_dir() / name),
-    )  # fmt: skip
+        teacher=str(teacher) if teacher else None,
+        student=str(student),
+        pairs=["en-de"],
+        max_pairs=32,
+        budget_minutes=2.0,
+        max_steps=4,
+        batch_size=8,
+        lr=1e-3,
+        eval_every_steps=2,
+        dev_pairs=["en-de"],
+        dev_max_pairs=64,
+        out=str(runs_dir() / name),
+    )
     settings.update(overrides)
     return FinetuneConfig(**settings)
 
@@ -74,8 +83,17 @@ def test_each_method_writes_a_loadable_run(method, teacher, extra, request, tiny
 
 
 def test_budget_stops_the_run(tiny_bert):
-    metrics = finetune(tiny_config("tiny-budget", tiny_bert, tiny_bert, budget_minutes=0.02, max_steps=None,
-                                   eval_every_steps=1000, eval_at_start=False))  # fmt: skip
+    metrics = finetune(
+        tiny_config(
+            "tiny-budget",
+            tiny_bert,
+            tiny_bert,
+            budget_minutes=0.02,
+            max_steps=None,
+            eval_every_steps=1000,
+            eval_at_start=False,
+        )
+    )
     assert metrics["stop_reason"] == "budget" and metrics["steps"] >= 1
     assert metrics["final_dev_step"] == metrics["steps"]  # evaluated once more at the end
     assert (runs_dir() / "tiny-budget" / "model" / "modules.json").is_file()
@@ -186,8 +204,24 @@ def test_cli_unknown_method_exits_2(capsys):
 
 
 def test_cli_dimension_mismatch_is_one_error_line(tiny_bert, tiny_labse, capsys):
-    code = main(["-q", "finetune", "--method", "mse", "--teacher", str(tiny_labse), "--student", str(tiny_bert),
-                 "--pairs", "en-de", "--max-pairs", "16", "--out", str(runs_dir() / "x")])  # fmt: skip
+    code = main(
+        [
+            "-q",
+            "finetune",
+            "--method",
+            "mse",
+            "--teacher",
+            str(tiny_labse),
+            "--student",
+            str(tiny_bert),
+            "--pairs",
+            "en-de",
+            "--max-pairs",
+            "16",
+            "--out",
+            str(runs_dir() / "x"),
+        ]
+    )
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error:")]  # (transformers may draw a load bar)
     assert code == 2 and "Traceback" not in err and len(errors) == 1 and err.strip().endswith(errors[0])
@@ -196,9 +230,32 @@ def test_cli_dimension_mismatch_is_one_error_line(tiny_bert, tiny_labse, capsys)
 
 def test_cli_runs_and_prints_progress(tiny_bert, capsys):
     out = runs_dir() / "tiny-cli"
-    code = main(["-q", "finetune", "--method", "hard", "--student", str(tiny_bert), "--pairs", "de-en",
-                 "--max-pairs", "16", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2",
-                 "--dev-pairs", "en-de", "--dev-max-pairs", "32", "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "-q",
+            "finetune",
+            "--method",
+            "hard",
+            "--student",
+            str(tiny_bert),
+            "--pairs",
+            "de-en",
+            "--max-pairs",
+            "16",
+            "--batch-size",
+            "8",
+            "--max-steps",
+            "2",
+            "--eval-every",
+            "2",
+            "--dev-pairs",
+            "en-de",
+            "--dev-max-pairs",
+            "32",
+            "--out",
+            str(out),
+        ]
+    )
     lines = capsys.readouterr().out.splitlines()
     assert code == 0 and lines[0].startswith("step 0 |") and lines[1].startswith("step 2 |")
     assert json.loads((out / "metrics.json").read_text())["data"]["en-de"]["used"] == 16  # English made the src side

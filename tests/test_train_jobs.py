@@ -152,8 +152,16 @@ def previous_run(name: str):
 
 def stage1_request(tiny_bert, name: str, **overrides) -> TrainRequest:
     """Stage 1 on the tiny BERT, 40 eng-deu pairs, no language probe (the heads train in about a second)."""
-    fields = dict(method="stage1", model=str(tiny_bert), name=name, pairs=["eng-deu"], max_pairs=40, max_epochs=50,
-                  budget_minutes=5, probe=False)  # fmt: skip
+    fields = dict(
+        method="stage1",
+        model=str(tiny_bert),
+        name=name,
+        pairs=["eng-deu"],
+        max_pairs=40,
+        max_epochs=50,
+        budget_minutes=5,
+        probe=False,
+    )
     return TrainRequest(**{**fields, **overrides})
 
 
@@ -225,8 +233,9 @@ def test_the_requests_backend_reaches_head_training(tiny_bert, monkeypatch):
         return SimpleNamespace(metadata={"metrics": {}})
 
     monkeypatch.setattr(mlse.train.head_training, "train_stage1", fake_stage1)
-    result = training_job(stage1_request(tiny_bert, "s1-onnx", backend="onnx-int8"))(lambda record: None,
-                                                                                     threading.Event())  # fmt: skip
+    result = training_job(stage1_request(tiny_bert, "s1-onnx", backend="onnx-int8"))(
+        lambda record: None, threading.Event()
+    )
     assert result["run"] == "runs/s1-onnx" and seen["backbone"] == str(tiny_bert)
     assert (seen["backend"], seen["max_pairs"], seen["probe"], seen["max_epochs"]) == ("onnx-int8", 40, False, 50)
     assert seen["out"] == str(runs_dir() / "s1-onnx")

@@ -44,8 +44,16 @@ def _loop(tmp_path: Path, scores=None, **overrides):
     model = nn.Linear(1, 1, bias=False)
     with torch.no_grad():
         model.weight.fill_(0.0)
-    settings = dict(out=str(tmp_path), batch_size=2, lr=0.1, eval_every_steps=2, max_steps=4, warmup_fraction=0.5,
-                    weight_decay=0.0, budget_minutes=5.0)  # fmt: skip
+    settings = dict(
+        out=str(tmp_path),
+        batch_size=2,
+        lr=0.1,
+        eval_every_steps=2,
+        max_steps=4,
+        warmup_fraction=0.5,
+        weight_decay=0.0,
+        budget_minutes=5.0,
+    )
     cfg = FinetuneConfig(**{**settings, **overrides})
     method = PullToTwo(model)
     saved, scores = [], list(scores or [10.0, 20.0, 15.0, 30.0, 5.0])
@@ -54,8 +62,9 @@ def _loop(tmp_path: Path, scores=None, **overrides):
     def evaluate(should_stop):
         return {"a": scores.pop(0), "b": 0.0}
 
-    loop = TrainingLoop(cfg, model, method, 6, None, evaluate=evaluate, save=lambda: saved.append(loop.step),
-                        device="cpu")  # fmt: skip
+    loop = TrainingLoop(
+        cfg, model, method, 6, None, evaluate=evaluate, save=lambda: saved.append(loop.step), device="cpu"
+    )
     return loop, method, saved
 
 

@@ -52,13 +52,31 @@ CASES: dict[str, tuple[str | None, dict]] = {
     "hard-frozen-embeddings": (None, dict(method="hard", freeze_embeddings=True, lr=1e-2)),
 }
 # wall-clock dependent: never compared
-CLOCK_KEYS = {"elapsed_s", "wall_s", "sentences_per_s", "pairs_per_s", "train_s", "eval_s", "prepare_s",
-              "estimated_total_steps", "teacher_encode_s", "teacher_cache"}  # fmt: skip
+CLOCK_KEYS = {
+    "elapsed_s",
+    "wall_s",
+    "sentences_per_s",
+    "pairs_per_s",
+    "train_s",
+    "eval_s",
+    "prepare_s",
+    "estimated_total_steps",
+    "teacher_encode_s",
+    "teacher_cache",
+}
 # a hash of trained weights: another CPU's last bits change it (the weights' numbers are compared instead)
 LAST_BITS = {"teacher_checksum_end"}
 # follow the dev Spearman's ranking, which differs by CPU (module docstring): checked by the checkpoint rule instead
-RANKED = {"dev_spearman", "best_dev_spearman", "dev", "saved", "best_step", "final_dev", "final_dev_spearman",
-          "embedding"}  # fmt: skip
+RANKED = {
+    "dev_spearman",
+    "best_dev_spearman",
+    "dev",
+    "saved",
+    "best_step",
+    "final_dev",
+    "final_dev_spearman",
+    "embedding",
+}
 # the heads' outputs, compared with VECTOR_ATOL
 VECTORS = {"stage1_meaning", "stage2_embedding"}
 # Losses (and the other training numbers: taus, loss terms, the Stage-2 dev Pearson over many pairs) relative to the
@@ -91,8 +109,14 @@ def build_fixed_bert(data_dir: Path, out: Path, *, labse_like: bool = False) -> 
     (hf_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     fast = BertTokenizerFast(vocab_file=str(hf_dir / "vocab.txt"), do_lower_case=True)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     BertModel(config).save_pretrained(hf_dir)
     fast.save_pretrained(hf_dir)
     if labse_like:
@@ -103,8 +127,10 @@ def build_fixed_bert(data_dir: Path, out: Path, *, labse_like: bool = False) -> 
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory, data_dir) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("fixed-models")
-    return {"bert": build_fixed_bert(data_dir, root / "bert"), "labse": build_fixed_bert(data_dir, root / "labse",
-                                                                                           labse_like=True)}
+    return {
+        "bert": build_fixed_bert(data_dir, root / "bert"),
+        "labse": build_fixed_bert(data_dir, root / "labse", labse_like=True),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +144,21 @@ def run_case(case: str, fixed: dict[str, Path], name: str | None = None, **overr
     ``overrides`` change its settings, ``name`` its folder (default: the case)."""
     teacher, extra = CASES[case]
     out = runs_dir() / (name or case)
-    settings = dict(teacher=str(fixed[teacher]) if teacher else None, student=str(fixed["bert"]), pairs=["en-de"],
-                    max_pairs=32, budget_minutes=5.0, max_steps=4, batch_size=8, lr=1e-3, eval_every_steps=2,
-                    dev_pairs=["en-de"], dev_max_pairs=64, precision="fp32", out=str(out))  # fmt: skip
+    settings = dict(
+        teacher=str(fixed[teacher]) if teacher else None,
+        student=str(fixed["bert"]),
+        pairs=["en-de"],
+        max_pairs=32,
+        budget_minutes=5.0,
+        max_steps=4,
+        batch_size=8,
+        lr=1e-3,
+        eval_every_steps=2,
+        dev_pairs=["en-de"],
+        dev_max_pairs=64,
+        precision="fp32",
+        out=str(out),
+    )
     records: list[dict] = []
     metrics = finetune(FinetuneConfig(**{**settings, **extra, **overrides}), progress=records.append)
     emb = load_encoder(str(out / "model"), cache=False).encode(TEXTS)  # [3, d]
@@ -129,9 +167,12 @@ def run_case(case: str, fixed: dict[str, Path], name: str | None = None, **overr
         "metrics": {k: v for k, v in metrics.items() if k not in CLOCK_KEYS and k not in DEVICE_RECORDS},
         "embedding": [round(float(x), 7) for x in emb.ravel()],
         "files": sorted(p.name for p in out.iterdir()),
-        "config": {k: v for k, v in json.loads((out / "finetune_config.json").read_text()).items()
-                   if k not in CLOCK_KEYS and k not in ("out", "student", "teacher", "versions", "data_files",
-                                                        "teacher_identity", *DEVICE_RECORDS)},  # fmt: skip
+        "config": {
+            k: v
+            for k, v in json.loads((out / "finetune_config.json").read_text()).items()
+            if k not in CLOCK_KEYS
+            and k not in ("out", "student", "teacher", "versions", "data_files", "teacher_identity", *DEVICE_RECORDS)
+        },
     }
 
 
@@ -141,10 +182,24 @@ DEVICE_RECORDS = ("gpu", "native_bf16", "grad_scaler", "grad_scale", "training_d
 
 
 def run_heads(fixed: dict[str, Path], data_dir: Path) -> dict:
-    s1 = train_stage1(str(fixed["bert"]), out=runs_dir() / "s1", pairs=["eng-deu", "eng-fra"], max_pairs=60,
-                      data_dir=data_dir, probe=False, max_epochs=6, patience=2)  # fmt: skip
-    s2 = train_stage2(runs_dir() / "s1", out=runs_dir() / "s2", pairs=["en-de"], data_dir=data_dir, max_epochs=4,
-                      nonlinearity="sigmoid")  # fmt: skip
+    s1 = train_stage1(
+        str(fixed["bert"]),
+        out=runs_dir() / "s1",
+        pairs=["eng-deu", "eng-fra"],
+        max_pairs=60,
+        data_dir=data_dir,
+        probe=False,
+        max_epochs=6,
+        patience=2,
+    )
+    s2 = train_stage2(
+        runs_dir() / "s1",
+        out=runs_dir() / "s2",
+        pairs=["en-de"],
+        data_dir=data_dir,
+        max_epochs=4,
+        nonlinearity="sigmoid",
+    )
     x = np.random.default_rng(0).normal(size=(3, 32)).astype(np.float32)
     return {
         "stage1_history": [{k: v for k, v in r.items() if k != "seconds"} for r in s1.stage1.history_],
@@ -182,8 +237,9 @@ def assert_fine_tune_like_old(run: dict, old: dict, case: str = "") -> None:
     """:func:`assert_like_old`, and the saved embeddings within VECTOR_ATOL where the run kept the same checkpoint."""
     assert_like_old(run, old, case)
     if old["metrics"]["best_step"] == run["metrics"]["best_step"]:
-        np.testing.assert_allclose(run["embedding"], old["embedding"], rtol=0, atol=VECTOR_ATOL,
-                                   err_msg=f"{case}.embedding")  # fmt: skip
+        np.testing.assert_allclose(
+            run["embedding"], old["embedding"], rtol=0, atol=VECTOR_ATOL, err_msg=f"{case}.embedding"
+        )
 
 
 def assert_checkpoint_rule(run: dict) -> None:

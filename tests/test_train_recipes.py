@@ -12,7 +12,7 @@ from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.encoders.lora_merge import build_merged
 from mlse.errors import MlseError
-from mlse.train.config import validate
+from mlse.train.config_validation import validate
 from mlse.train.finetune import finetune
 from mlse.train.recipes.bridge import fit_linear_map, r2_score
 from mlse.train.student_model import load_student
@@ -117,8 +117,19 @@ def test_frozen_embeddings_stay_while_the_rest_trains(tiny_bert):
 # --------------------------------------------------------------------------------------------------- budget clock
 def test_cpu_budget_clock_is_recorded_and_stops_the_run(tiny_bert):
     name = "tiny-cpu-clock"
-    metrics = finetune(tiny_config(name, None, tiny_bert, method="hard", budget_clock="cpu", budget_minutes=0.002,
-                                   max_steps=None, eval_every_steps=1000, eval_at_start=False))  # fmt: skip
+    metrics = finetune(
+        tiny_config(
+            name,
+            None,
+            tiny_bert,
+            method="hard",
+            budget_clock="cpu",
+            budget_minutes=0.002,
+            max_steps=None,
+            eval_every_steps=1000,
+            eval_at_start=False,
+        )
+    )
     assert metrics["budget_clock"] == "cpu" and metrics["stop_reason"] == "budget" and metrics["steps"] >= 1
     assert metrics["wall_s"] > 0 and metrics["elapsed_s"] >= 0.002 * 60
 
@@ -155,15 +166,36 @@ def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path)
 def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
     from mlse.experiments.distillation import run_recipe, write_report
 
-    overrides = dict(student=str(tiny_bert), pairs=["en-de"], max_pairs=32, max_steps=2, batch_size=8,
-                     eval_every_steps=2, dev_pairs=["en-de"], dev_max_pairs=64, freeze_embeddings=False)  # fmt: skip
+    overrides = dict(
+        student=str(tiny_bert),
+        pairs=["en-de"],
+        max_pairs=32,
+        max_steps=2,
+        batch_size=8,
+        eval_every_steps=2,
+        dev_pairs=["en-de"],
+        dev_max_pairs=64,
+        freeze_embeddings=False,
+    )
     messages: list[str] = []
-    result = run_recipe("hard", {"method": "hard", "teacher": None}, runs=tmp_path / "runs", out=tmp_path / "out",
-                        progress=messages.append, **overrides)  # fmt: skip
+    result = run_recipe(
+        "hard",
+        {"method": "hard", "teacher": None},
+        runs=tmp_path / "runs",
+        out=tmp_path / "out",
+        progress=messages.append,
+        **overrides,
+    )
     assert result["train"]["steps"] == 2 and len(result["sts"]["scores"]) == 17
     assert set(result["tatoeba"]["scores"]) and result["curve"][0]["step"] == 0
-    again = run_recipe("hard", {"method": "hard", "teacher": None}, runs=tmp_path / "runs", out=tmp_path / "out",
-                       progress=messages.append, **overrides)  # fmt: skip
+    again = run_recipe(
+        "hard",
+        {"method": "hard", "teacher": None},
+        runs=tmp_path / "runs",
+        out=tmp_path / "out",
+        progress=messages.append,
+        **overrides,
+    )
     assert again == json.loads((tmp_path / "out" / "hard.json").read_text()) and "skipped" in messages[-1]
     table = write_report(tmp_path / "out")
     assert "| hard |" in table and (tmp_path / "out" / "students.html").is_file()
@@ -178,8 +210,11 @@ def test_students_report_only_trains_nothing(tmp_path, capsys):
 
     out = tmp_path / "out"
     out.mkdir()
-    row = {"model": "hard", "sts": {"scores": {p: {"spearman": 70.0} for p in ["en-en", *CROSS_12]}},
-           "tatoeba": {"averages": {"all": {"acc_mean": 90.0, "xsim_error": 6.0}}}}  # fmt: skip
+    row = {
+        "model": "hard",
+        "sts": {"scores": {p: {"spearman": 70.0} for p in ["en-en", *CROSS_12]}},
+        "tatoeba": {"averages": {"all": {"acc_mean": 90.0, "xsim_error": 6.0}}},
+    }
     (out / "hard.json").write_text(json.dumps(row))
     assert main(["experiment", "students", "--report-only", "--recipes", "mse-minilm-direct", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.glob("*.json")) == ["hard.json"]  # the named recipe did not run

@@ -114,9 +114,11 @@ def test_a_model_that_cannot_be_explained_gives_the_librarys_message():
     state = SimpleNamespace(encoder=lambda name: FakeEncoder(name=name), backend="torch")
     with pytest.raises(MlseError) as refused:
         explain_pair(FakeEncoder(name="fake"), S1, S2)
-    for fig, other, text, *_ in (explain_scored_pair(state, "fake", S1, S2),
-                                 explain_retrieval_error(state, "fake", S1, S2, S2),
-                                 explain_listed_pair(state, "fake", S1, S2, 3.0, 0.5)):  # fmt: skip
+    for fig, other, text, *_ in (
+        explain_scored_pair(state, "fake", S1, S2),
+        explain_retrieval_error(state, "fake", S1, S2, S2),
+        explain_listed_pair(state, "fake", S1, S2, 3.0, 0.5),
+    ):
         assert fig is None and other is None
         assert text == md_escape(str(refused.value)) and "cannot be explained" in text
 
@@ -147,10 +149,16 @@ def test_a_tatoeba_error_is_explained_side_by_side(bert):
     assert corpus is not None and len(table) > 0  # the tiny BERT retrieves wrongly: there are errors to explain
     row = table.iloc[0].tolist()  # what gr.SelectData.row_value carries
     picked = picked_error((corpus, model), row, ERROR_COLUMNS)
-    assert picked == {"model": model, "query": row[2], "retrieved": row[3], "gold": row[4],
-                      "label": f"{row[0]} #{row[1]}"}  # fmt: skip
+    assert picked == {
+        "model": model,
+        "query": row[2],
+        "retrieved": row[3],
+        "gold": row[4],
+        "label": f"{row[0]} #{row[1]}",
+    }
     wrong_fig, gold_fig, summary, wrong_text, gold_text = explain_retrieval_error(
-        state, model, picked["query"], picked["retrieved"], picked["gold"], picked["label"])  # fmt: skip
+        state, model, picked["query"], picked["retrieved"], picked["gold"], picked["label"]
+    )
     wrong, right = explain_pair(encoder, row[2], row[3]), explain_pair(encoder, row[2], row[4])
     assert _ticks(wrong_fig) == [list(wrong.words_only()[0]), list(wrong.words_only()[1])]
     assert _ticks(gold_fig) == [list(right.words_only()[0]), list(right.words_only()[1])]
@@ -179,8 +187,9 @@ def test_a_disagreement_row_opens_its_pairs_explanation(bert):
     row = table.iloc[0].tolist()
     picked = picked_pair(row, list(table.columns))
     assert picked["sentence1"] == row[1] and picked["sentence2"] == row[2] and picked["label"] == f"line {row[0]}"
-    fig, align_fig, text = explain_listed_pair(state, model, picked["sentence1"], picked["sentence2"], picked["gold"],
-                                               picked["cosine"], picked["label"])  # fmt: skip
+    fig, align_fig, text = explain_listed_pair(
+        state, model, picked["sentence1"], picked["sentence2"], picked["gold"], picked["cosine"], picked["label"]
+    )
     expected = explain_pair(encoder, row[1], row[2])
     np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), expected.words_only()[2], atol=1e-6)
     assert expected.score == pytest.approx(row[4], abs=1e-3)  # the cosine the table listed

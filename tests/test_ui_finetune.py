@@ -8,15 +8,29 @@ import time
 import pytest
 
 from mlse.dirs import runs_dir
-from mlse.train.runner import JobRunner
+from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab as ft
+from mlse.ui.finetune_methods import method_settings
+from mlse.ui.finetune_progress import job_fraction
 from mlse.ui.state import AppState
 
 
 def tiny_form(tiny_bert, run_name: str, **overrides) -> dict:
     """A hard-contrastive run on 32 en-de pairs, batch 8, dev every 2 steps on 64 rows per dev pair."""
-    form = dict(method="hard", model=str(tiny_bert), teacher=None, pairs=["en-de"], max_pairs=32, budget_minutes=2.0,
-                name=run_name, overwrite=False, batch_size=8, eval_every=2, dev_max_pairs=64, lr=1e-3)  # fmt: skip
+    form = dict(
+        method="hard",
+        model=str(tiny_bert),
+        teacher=None,
+        pairs=["en-de"],
+        max_pairs=32,
+        budget_minutes=2.0,
+        name=run_name,
+        overwrite=False,
+        batch_size=8,
+        eval_every=2,
+        dev_max_pairs=64,
+        lr=1e-3,
+    )
     form.update(overrides)
     return form
 
@@ -32,7 +46,7 @@ def wait_for(predicate, timeout: float = 600.0) -> bool:
 
 def test_method_settings_follow_the_method():
     state = AppState()
-    mse, hard, stage1, stage2 = (ft.method_settings(state, m) for m in ("mse", "hard", "stage1", "stage2"))
+    mse, hard, stage1, stage2 = (method_settings(state, m) for m in ("mse", "hard", "stage1", "stage2"))
     assert mse["teacher_visible"] and not hard["teacher_visible"] and not stage1["teacher_visible"]
     assert "en-de" in mse["pairs"] and "eng-deu" in stage1["pairs"] and "en-de" in stage2["pairs_value"]
     assert not stage2["max_pairs_visible"] and mse["max_pairs_visible"]
@@ -108,16 +122,16 @@ def test_a_tiny_run_shows_progress_stops_and_joins_the_model_lists(tiny_bert):
 
 def test_progress_fraction_uses_the_budget_clock():
     req = ft.TrainRequest(method="hard", model="m", name="x", budget_minutes=10, max_steps=100)
-    job = ft.Job(1, "x", lambda r, s: None, meta={"request": req})
+    job = Job(1, "x", lambda r, s: None, meta={"request": req})
     job.state, job.started = "running", 1000.0
-    assert ft.job_fraction(job, [], now=1001.0) == (0.02, "preparing")
+    assert job_fraction(job, [], now=1001.0) == (0.02, "preparing")
     records = [{"event": "eval", "x": 10, "minutes": 2.0, "t": 60.0}]
-    fraction, label = ft.job_fraction(job, records, now=1000.0 + 60.0 + 60.0)  # one more minute since the record
+    fraction, label = job_fraction(job, records, now=1000.0 + 60.0 + 60.0)  # one more minute since the record
     assert fraction == pytest.approx(0.3) and label == "3.0 of 10 min"
     records = [{"event": "eval", "x": 80, "minutes": 1.0, "t": 60.0}]
-    assert ft.job_fraction(job, records, now=1060.0)[0] == pytest.approx(0.8)  # step cap is further along
+    assert job_fraction(job, records, now=1060.0)[0] == pytest.approx(0.8)  # step cap is further along
     job.state = "finished"
-    assert ft.job_fraction(job, records) == (1.0, "finished")
+    assert job_fraction(job, records) == (1.0, "finished")
 
 
 def test_tabs_build_inside_blocks():

@@ -22,9 +22,14 @@ def _model(name, kind="backbone", backbone=None):
 
 
 def test_the_map_opens_on_the_shipped_stage1_head_of_the_first_backbone():
-    models = [_model("me5-small"), _model("muse"), _model("shipped/muse+s1", STAGE1, "muse"),
-              _model("shipped/me5-small+s1+s2", STAGE12, "me5-small"), _model("runs/me5-small+s1", STAGE1, "me5-small"),
-              _model("shipped/me5-small+s1", STAGE1, "me5-small")]  # fmt: skip
+    models = [
+        _model("me5-small"),
+        _model("muse"),
+        _model("shipped/muse+s1", STAGE1, "muse"),
+        _model("shipped/me5-small+s1+s2", STAGE12, "me5-small"),
+        _model("runs/me5-small+s1", STAGE1, "me5-small"),
+        _model("shipped/me5-small+s1", STAGE1, "me5-small"),
+    ]
     assert map_default(models, "me5-small") == ("shipped/me5-small+s1", "")
     assert map_default(models, "muse") == ("shipped/muse+s1", "")
     # only a Stage 1+2 scorer shipped: it has the same three spaces
@@ -69,8 +74,10 @@ def test_scorer_gives_three_panels_and_highlighting(fake_scorer, data_dir):
     assert "train stage1" not in out.note and "0 of 3 panels from cache" in out.note
     for fig, space in zip(out.figures, SPACES):  # each title carries its space's two numbers
         view = out.result.views[space]
-        assert f"language probe {pct(view.lang_id_accuracy)}, retrieval@1 {pct(view.retrieval_at1)}" in \
-            fig.layout.title.text  # fmt: skip
+        assert (
+            f"language probe {pct(view.lang_id_accuracy)}, retrieval@1 {pct(view.retrieval_at1)}"
+            in fig.layout.title.text
+        )
         assert fig.layout.height >= 500 and fig.layout.width is None  # as wide as its half of the page
     assert out.reading == reading_of(out.result) and out.reading.startswith("Languages ")
     assert all(f"| {title} |" in out.summary for title in ("Raw (backbone)", "Meaning (Stage 1)", "Language (Stage 1)"))
@@ -171,5 +178,8 @@ def test_on_a_fresh_clone_the_map_opens_with_three_panels_and_a_reading():
     out = project_map(state, model, langs[:3], 8, method="pca")
     assert not note and not warning and all(fig is not None for fig in out.figures)
     assert [fig.layout.title.text.split(" — ")[0] for fig in out.figures] == [
-        "Raw (backbone)", "Meaning (Stage 1)", "Language (Stage 1)"]  # fmt: skip
+        "Raw (backbone)",
+        "Meaning (Stage 1)",
+        "Language (Stage 1)",
+    ]
     assert out.reading.startswith("Languages mix in the meaning space")  # the shipped head does its job

@@ -35,36 +35,77 @@ def write(path: Path, obj) -> Path:
 def hand_made(tmp_path) -> Path:
     """A results/ and runs/ pair holding each schema once, variations, a corrupt file and non-result JSON."""
     results, runs = tmp_path / "results", tmp_path / "runs"
-    write(results / "a" / "sts.json", {
-        "model": "m1", "task": "sts", "split": "test", "created": "2026-01-02T03:04:05+02:00",
-        "scores": {"en-de": {"pearson": 50.0, "spearman": 40.0, "spearman_ci95": [30, 50], "n": 10}},
-        "averages": {"all": {"spearman": 40.0, "n_pairs": 1, "missing": []}},
-    })  # fmt: skip
-    write(results / "b" / "tatoeba.json", {  # no averages, no created, a NaN-turned-null value
-        "model": "m2", "task": "tatoeba", "scores": {"deu": {"acc_mean": 90.5, "xsim_error": None}},
-    })  # fmt: skip
-    write(results / "grid" / "seed-grid.json", {
-        "experiment": "seed-grid", "backbone": "bb", "created": "2026-01-01T00:00:00+0000",
-        "scores": {"baseline": {"en-de": {"pearson": 10.0, "spearman": 9.0}},
-                   "s1": {"en-de": {"pearson": 12.0, "spearman": 11.0}}},
-        "relative_pearson": {"s1": {"en-de": 2.0}}, "groups": {"s1": {"held-out": 3.0}},
-        "metrics": {"s1": {"stage1_dev_loss": 1.5, "language_probe": {"meaning": 40.0, "chance": 8.3}}},
-    })  # fmt: skip
-    write(results / "ft" / "compare.json", {
-        "scores": {"soft": {"en-de": 33.0}}, "curves": {"soft": [[0.5, 30.0], [1.0, 31.0]]},
-        "metrics": {"soft": {"method": "soft", "stop_reason": "budget", "best_dev_spearman": 31.0,
-                             "final_dev": {"en-de": 31.0}, "data": {"en-de": {"used": 5}}}},
-    })  # fmt: skip
+    write(
+        results / "a" / "sts.json",
+        {
+            "model": "m1",
+            "task": "sts",
+            "split": "test",
+            "created": "2026-01-02T03:04:05+02:00",
+            "scores": {"en-de": {"pearson": 50.0, "spearman": 40.0, "spearman_ci95": [30, 50], "n": 10}},
+            "averages": {"all": {"spearman": 40.0, "n_pairs": 1, "missing": []}},
+        },
+    )
+    write(
+        results / "b" / "tatoeba.json",
+        {  # no averages, no created, a NaN-turned-null value
+            "model": "m2",
+            "task": "tatoeba",
+            "scores": {"deu": {"acc_mean": 90.5, "xsim_error": None}},
+        },
+    )
+    write(
+        results / "grid" / "seed-grid.json",
+        {
+            "experiment": "seed-grid",
+            "backbone": "bb",
+            "created": "2026-01-01T00:00:00+0000",
+            "scores": {
+                "baseline": {"en-de": {"pearson": 10.0, "spearman": 9.0}},
+                "s1": {"en-de": {"pearson": 12.0, "spearman": 11.0}},
+            },
+            "relative_pearson": {"s1": {"en-de": 2.0}},
+            "groups": {"s1": {"held-out": 3.0}},
+            "metrics": {"s1": {"stage1_dev_loss": 1.5, "language_probe": {"meaning": 40.0, "chance": 8.3}}},
+        },
+    )
+    write(
+        results / "ft" / "compare.json",
+        {
+            "scores": {"soft": {"en-de": 33.0}},
+            "curves": {"soft": [[0.5, 30.0], [1.0, 31.0]]},
+            "metrics": {
+                "soft": {
+                    "method": "soft",
+                    "stop_reason": "budget",
+                    "best_dev_spearman": 31.0,
+                    "final_dev": {"en-de": 31.0},
+                    "data": {"en-de": {"used": 5}},
+                }
+            },
+        },
+    )
     write(results / "broken.json", '{"model": "m3", "task": "sts", "scores": {')  # truncated: corrupt
     write(results / "odd.json", {"model": "m4", "task": "sts", "scores": ["not", "a", "dict"]})  # known, bad shape
     write(results / "errors.json", [{"src": "a", "tgt": "b"}])  # a list: not a result
     run = runs / "my-run"
-    write(run / "metrics.json", {"method": "mse", "stop_reason": "stopped", "best_dev_spearman": 20.0, "steps": 4,
-                                 "final_dev": {"en-de": 19.0}, "device": "cpu"})  # fmt: skip
+    write(
+        run / "metrics.json",
+        {
+            "method": "mse",
+            "stop_reason": "stopped",
+            "best_dev_spearman": 20.0,
+            "steps": 4,
+            "final_dev": {"en-de": 19.0},
+            "device": "cpu",
+        },
+    )
     write(run / "finetune_config.json", {"method": "mse", "student": "x"})
     write(run / "model" / "config.json", {"hidden_size": 8})  # inside a model folder: never read
-    (run / "log.jsonl").write_text('{"step": 0, "elapsed_s": 6.0, "dev_spearman": 18.0, "loss": null}\n'
-                                   'not json\n{"step": 2, "elapsed_s": 12.0, "dev_spearman": 20.0, "loss": 0.5}\n')
+    (run / "log.jsonl").write_text(
+        '{"step": 0, "elapsed_s": 6.0, "dev_spearman": 18.0, "loss": null}\n'
+        'not json\n{"step": 2, "elapsed_s": 12.0, "dev_spearman": 20.0, "loss": 0.5}\n'
+    )
     write(runs / "heads" / "scorer.json", {"format": "mlse-scorer/1", "metrics": {"stage2_dev_pearson": 35.0}})
     return tmp_path
 
@@ -179,7 +220,8 @@ def test_tatoeba_over_many_languages_gets_one_plot(tmp_path):
     for model, shift in (("good", 50.0), ("bad", 0.0)):
         scores = {lang: {"acc_mean": shift + i, "acc_to_en": 1.0} for i, lang in enumerate(langs)}
         EvalResult(model=model, task="tatoeba", split="test", scores=scores).write_json(
-            tmp_path / "results" / "tatoeba-all" / f"{model}.json")
+            tmp_path / "results" / "tatoeba-all" / f"{model}.json"
+        )
     few = {lang: {"acc_mean": 99.0} for lang in langs[:14]}
     EvalResult(model="few", task="tatoeba", split="test", scores=few).write_json(tmp_path / "results" / "few.json")
     frame, _ = load_index(None, [tmp_path / "results"])
@@ -191,16 +233,34 @@ def test_tatoeba_over_many_languages_gets_one_plot(tmp_path):
 
 
 def test_student_study_results_are_rows_and_curves(tmp_path):
-    sts = {"model": "/runs/students/ema", "task": "sts", "split": "test",
-           "scores": {"en-de": {"pearson": 70.0, "spearman": 68.5}}, "averages": {"cross-12": {"spearman": 66.0}}}
-    tatoeba = {"model": "/runs/students/ema", "task": "tatoeba", "split": "test",
-               "scores": {"deu": {"acc_mean": 97.0}}, "averages": {"all": {"acc_mean": 91.0}}}
-    write(tmp_path / "students" / "ema.json", {
-        "recipe": "ema-frozen", "config": {"method": "ema"}, "sts": sts, "tatoeba": tatoeba,
-        "train": {"method": "ema", "stop_reason": "budget", "best_dev_spearman": 80.9, "steps": 410},
-        "curve": [{"step": 0, "elapsed_s": 60.0, "dev_spearman": 75.3}, {"step": 50, "elapsed_s": 282.0,
-                                                                           "dev_spearman": 80.8}],
-    })  # fmt: skip
+    sts = {
+        "model": "/runs/students/ema",
+        "task": "sts",
+        "split": "test",
+        "scores": {"en-de": {"pearson": 70.0, "spearman": 68.5}},
+        "averages": {"cross-12": {"spearman": 66.0}},
+    }
+    tatoeba = {
+        "model": "/runs/students/ema",
+        "task": "tatoeba",
+        "split": "test",
+        "scores": {"deu": {"acc_mean": 97.0}},
+        "averages": {"all": {"acc_mean": 91.0}},
+    }
+    write(
+        tmp_path / "students" / "ema.json",
+        {
+            "recipe": "ema-frozen",
+            "config": {"method": "ema"},
+            "sts": sts,
+            "tatoeba": tatoeba,
+            "train": {"method": "ema", "stop_reason": "budget", "best_dev_spearman": 80.9, "steps": 410},
+            "curve": [
+                {"step": 0, "elapsed_s": 60.0, "dev_spearman": 75.3},
+                {"step": 50, "elapsed_s": 282.0, "dev_spearman": 80.8},
+            ],
+        },
+    )
     frame, warnings = build_index([tmp_path])
     assert not warnings and set(frame["kind"]) == {"student"}
     rows = frame[(frame["model"] == "student:ema-frozen")]

@@ -20,19 +20,8 @@ from mlse.heads.stage2 import Stage2Head
 from mlse.models import load_model
 from mlse.text.language_id import detect_language
 from mlse.ui import state as state_module
-from mlse.ui.score_tab import (
-    COLUMNS,
-    MAX_CHARS,
-    ApiBusy,
-    DirectApi,
-    clean_text,
-    detect_api,
-    detect_handler,
-    load_examples,
-    model_choices,
-    score_api,
-    score_pair,
-)
+from mlse.ui.score_tab import COLUMNS, ApiBusy, DirectApi, load_examples, model_choices, score_api, score_pair
+from mlse.ui.sentence_input import MAX_CHARS, clean_text, detect_api, detect_handler
 from mlse.ui.state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
 
 EN, DE = "A man is playing a flute.", "Ein Mann spielt eine Bambusflöte."
@@ -73,8 +62,10 @@ S1, S12, STU = "runs/grid/s1", "runs/grid/s1+s2", "runs/student"
 def test_import_mlse_does_not_load_gradio():
     import subprocess
 
-    code = ("import sys, mlse, mlse.encoders, mlse.data, mlse.text.language_id, mlse.ui.state, mlse.ui.score_tab; "
-            "print('gradio' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, mlse, mlse.encoders, mlse.data, mlse.text.language_id, mlse.ui.state, mlse.ui.score_tab; "
+        "print('gradio' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -106,15 +97,21 @@ def test_default_selection_ticks_heads_that_reuse_a_ticked_backbone(monkeypatch,
     monkeypatch.setenv("MLSE_RUNS", str(tmp_path))
     state = AppState(default_models=("bb-a", "bb-b"))
     info = state_module.ModelInfo
-    _listing(state, monkeypatch, [
-        info("bb-a", BACKBONE, "package", "a"), info("bb-b", BACKBONE, "package", "b"),
-        info("runs/a+s1+s2", STAGE12, "scorer", "r1", backbone="bb-a"),
-        info("shipped/a+s1+s2", STAGE12, "scorer", "s1", backbone="bb-a"),
-        info("shipped/b+s1+s2", STAGE12, "scorer", "s2", backbone="bb-b"),
-        info("shipped/c+s1+s2", STAGE12, "scorer", "s3", backbone="bb-c"),  # its backbone is not ticked
-        info("shipped/a+s1", STAGE1, "scorer", "s4", backbone="bb-a"),
-        info("shipped/student", STUDENT, "package", "s5"), info("runs/student", STUDENT, "run", "r2"),
-    ])  # fmt: skip
+    _listing(
+        state,
+        monkeypatch,
+        [
+            info("bb-a", BACKBONE, "package", "a"),
+            info("bb-b", BACKBONE, "package", "b"),
+            info("runs/a+s1+s2", STAGE12, "scorer", "r1", backbone="bb-a"),
+            info("shipped/a+s1+s2", STAGE12, "scorer", "s1", backbone="bb-a"),
+            info("shipped/b+s1+s2", STAGE12, "scorer", "s2", backbone="bb-b"),
+            info("shipped/c+s1+s2", STAGE12, "scorer", "s3", backbone="bb-c"),  # its backbone is not ticked
+            info("shipped/a+s1", STAGE1, "scorer", "s4", backbone="bb-a"),
+            info("shipped/student", STUDENT, "package", "s5"),
+            info("runs/student", STUDENT, "run", "r2"),
+        ],
+    )
     chosen, note = state.default_selection(limit=4)
     # the backbones, then one of each kind in turn: shipped first, on the first ticked backbone first
     assert chosen == ["bb-a", "bb-b", "shipped/a+s1+s2", "shipped/a+s1"] and "tick more" in note
@@ -374,7 +371,7 @@ def test_direct_api_refuses_past_its_limit_at_once(state, runs):
 
 def test_detector_is_warmed_up_in_the_background():
     from mlse.text import language_id
-    from mlse.ui.score_tab import warm_up_detector
+    from mlse.ui.sentence_input import warm_up_detector
 
     thread = warm_up_detector()
     thread.join(30)

@@ -23,8 +23,9 @@ from tests.fake_encoder import FakeEncoder
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "examples" / "pairs_to_score.tsv"
 PASTED = "A cat sleeps.\tEine Katze schläft.\nThe sun is hot.\tIt rains today.\nI read a book.\tJe lis un livre.\n"
-RATED = ("sentence1\tsentence2\tscore\n" + "".join(f"pair {i} left side\tpair {i} right side {i % 3}\t{i % 5}\n"
-                                                   for i in range(12)))  # fmt: skip
+RATED = "sentence1\tsentence2\tscore\n" + "".join(
+    f"pair {i} left side\tpair {i} right side {i % 3}\t{i % 5}\n" for i in range(12)
+)
 
 
 class CalibratedFake(FakeEncoder):
@@ -105,8 +106,9 @@ def test_scores_an_uploaded_file_and_keeps_its_columns(state, tmp_path):
     assert Path(out.csv_path).name == "pairs_to_score-scored.csv"
     assert list(frame.columns) == ["sentence1", "sentence2", "lang1", "lang2", "fake-b cosine", "fake-b 0-5"]
     assert frame[["sentence1", "sentence2", "lang1", "lang2"]].equals(example)
-    assert_matches_pair_scores(frame, state.encoders["fake-b"], "fake-b", list(example["sentence1"]),
-                               list(example["sentence2"]))  # fmt: skip
+    assert_matches_pair_scores(
+        frame, state.encoders["fake-b"], "fake-b", list(example["sentence1"]), list(example["sentence2"])
+    )
     assert list(out.summary["rows scored"]) == [len(example)]
     assert "pairs\\_to\\_score.tsv" in out.message or "pairs_to_score.tsv" in out.message
     assert str(tmp_path) not in out.message and "gradio-upload-cache" not in out.message
@@ -149,16 +151,23 @@ def test_stop_after_the_first_chunk_keeps_those_rows(state, monkeypatch):
         return len(polls) > 1  # polled before each chunk: the first runs, the second does not
 
     reports = []
-    out = score_file(state, None, RATED, ["fake-a", "fake-b"], should_stop=should_stop,
-                     progress=lambda d, t, r: reports.append((d, t)))  # fmt: skip
+    out = score_file(
+        state,
+        None,
+        RATED,
+        ["fake-a", "fake-b"],
+        should_stop=should_stop,
+        progress=lambda d, t, r: reports.append((d, t)),
+    )
     assert reports == [(2, 12)]
     assert "Stopped after 2 of 12 rows" in out.message and list(out.summary["rows scored"]) == [2, 2]
     frame = read_csv(out.csv_path)
     assert len(frame) == 12  # every row, blank where not scored
     for column in ("fake-a cosine", "fake-b cosine", "fake-b 0-5"):
         assert frame[column][:2].notna().all() and frame[column][2:].isna().all()
-    assert_matches_pair_scores(frame[:2], state.encoders["fake-a"], "fake-a", list(frame["sentence1"][:2]),
-                               list(frame["sentence2"][:2]))  # fmt: skip
+    assert_matches_pair_scores(
+        frame[:2], state.encoders["fake-a"], "fake-a", list(frame["sentence1"][:2]), list(frame["sentence2"][:2])
+    )
     assert out.preview["fake-a cosine"][2] == ""  # the preview shows blanks too
     expected = 100 * stats.pearsonr(frame["fake-a cosine"][:2], frame["score"][:2])[0]  # on the rows scored only
     assert out.summary.loc[0, "Pearson ×100"] == pytest.approx(expected, abs=0.01)
@@ -247,8 +256,9 @@ def test_scores_with_the_tiny_bert_through_the_app_state(tiny_bert, tmp_path, mo
     out = score_file(state, None, RATED, ["runs/student"])
     assert out.summary.loc[0, "kind"] == state.model_kind("runs/student") and out.summary.loc[0, "rows scored"] == 12
     frame = read_csv(out.csv_path)
-    assert_matches_pair_scores(frame, state.encoder("runs/student"), "runs/student", list(frame["sentence1"]),
-                               list(frame["sentence2"]))  # fmt: skip
+    assert_matches_pair_scores(
+        frame, state.encoder("runs/student"), "runs/student", list(frame["sentence1"]), list(frame["sentence2"])
+    )
     assert isinstance(out.summary.loc[0, "Spearman ×100"], float | str)
 
 

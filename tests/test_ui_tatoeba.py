@@ -6,19 +6,10 @@ import numpy as np
 import pytest
 
 from mlse.ui.state import AppState
-from mlse.ui.tatoeba_tab import (
-    COMPARE_COLUMNS,
-    ERROR_COLUMNS,
-    ERROR_TYPES,
-    compare,
-    details,
-    languages,
-    retrieval,
-    tatoeba_view,
-)
+from mlse.ui.tatoeba_tab import COMPARE_COLUMNS, ERROR_COLUMNS, ERROR_TYPES, compare, details, retrieval
+from mlse.ui.tatoeba_views import languages, tatoeba_view
 
 SMALL = "tzl"  # the smallest LASER Tatoeba language (~100 pairs): keeps encoding fast
-
 
 
 @pytest.fixture()

@@ -24,8 +24,28 @@ FEWER = settings(max_examples=60, deadline=None, suppress_health_check=list(Heal
 FORMATS = ("tsv", "csv", "jsonl")
 HEADER = ["sentence1", "sentence2", "score", "note"]
 # Cells people write: quotes, commas, emoji, right-to-left text and marks, separators that are no line break here
-SPECIAL = ['"quoted"', "a, b", 'say ""hi""', "🙂👍🏽 ok", "שלום עולם", "مرحبا بك", "\u202eevil", "it's", ",", '"',
-           " lead", "trail ", "x\u2028y", "x\u0085y", "tab\u000bbed", "{not json}", "[1]", "3,5", "NaN", "sentence1"]
+SPECIAL = [
+    '"quoted"',
+    "a, b",
+    'say ""hi""',
+    "🙂👍🏽 ok",
+    "שלום עולם",
+    "مرحبا بك",
+    "\u202eevil",
+    "it's",
+    ",",
+    '"',
+    " lead",
+    "trail ",
+    "x\u2028y",
+    "x\u0085y",
+    "tab\u000bbed",
+    "{not json}",
+    "[1]",
+    "3,5",
+    "NaN",
+    "sentence1",
+]
 # No NUL (a binary file) and no U+FEFF (at the start of a file it is the byte-order mark the reader drops); TSV cells
 # hold no tab, line feed or carriage return (TSV has no quoting)
 ANY_CHAR = st.characters(blacklist_characters="\x00\ufeff", blacklist_categories=("Cs",))
@@ -84,16 +104,48 @@ def read(fmt: str, raw: bytes, header: bool = True):
 
 
 # -- any input: a table or one DataError ------------------------------------------------------------------------------
-PIECES = [b"\t", b",", b'"', b"\n", b"\r\n", b"\r", b"{", b"}", b"[", b"]", b"a", b"1", b"3,5", b" ", b"sentence1",
-          b"sentence2", b"score", b"text", b"en", b"de", b":", b"\xff", b"\xc3\xa9", b"\xe2\x80\xa8", b'"x":', b"null",
-          b"\xef\xbb\xbf", b"\x00", b"PK\x03\x04"]  # fmt: skip
+PIECES = [
+    b"\t",
+    b",",
+    b'"',
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"a",
+    b"1",
+    b"3,5",
+    b" ",
+    b"sentence1",
+    b"sentence2",
+    b"score",
+    b"text",
+    b"en",
+    b"de",
+    b":",
+    b"\xff",
+    b"\xc3\xa9",
+    b"\xe2\x80\xa8",
+    b'"x":',
+    b"null",
+    b"\xef\xbb\xbf",
+    b"\x00",
+    b"PK\x03\x04",
+]
 inputs = st.one_of(st.binary(max_size=300), st.lists(st.sampled_from(PIECES), max_size=60).map(b"".join))
 
 
 @SOME
-@given(raw=inputs, name=st.sampled_from([None, "x.tsv", "x.csv", "x.jsonl", "x.json", "x.txt"]),
-       kind=st.sampled_from(["auto", "pairs", "sentences", "parallel", ("sentences", "parallel")]),
-       header=st.sampled_from([None, True, False]), bad_rows=st.sampled_from(["raise", "skip"]))  # fmt: skip
+@given(
+    raw=inputs,
+    name=st.sampled_from([None, "x.tsv", "x.csv", "x.jsonl", "x.json", "x.txt"]),
+    kind=st.sampled_from(["auto", "pairs", "sentences", "parallel", ("sentences", "parallel")]),
+    header=st.sampled_from([None, True, False]),
+    bad_rows=st.sampled_from(["raise", "skip"]),
+)
 def test_any_bytes_give_a_table_or_one_data_error(raw, name, kind, header, bad_rows):
     try:
         table = read_table(raw, name=name, kind=kind, header=header, bad_rows=bad_rows, gold_range=(0, 5))
@@ -195,13 +247,22 @@ def test_a_row_with_a_field_removed_or_added_gets_the_exact_ragged_message(case,
 
 
 # -- rows already split (mlse.score_pairs's tuples and DataFrames) ----------------------------------------------------
-cell_values = st.one_of(st.text(ANY_CHAR, max_size=12), st.none(), st.integers(-5, 10), st.floats(allow_nan=True),
-                        st.booleans(), st.sampled_from(["", " ", "3,5", "nan"]))  # fmt: skip
+cell_values = st.one_of(
+    st.text(ANY_CHAR, max_size=12),
+    st.none(),
+    st.integers(-5, 10),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.sampled_from(["", " ", "3,5", "nan"]),
+)
 
 
 @FEWER
-@given(rows=st.lists(st.lists(cell_values, min_size=1, max_size=4), max_size=5),
-       named=st.booleans(), bad_rows=st.sampled_from(["raise", "skip"]))  # fmt: skip
+@given(
+    rows=st.lists(st.lists(cell_values, min_size=1, max_size=4), max_size=5),
+    named=st.booleans(),
+    bad_rows=st.sampled_from(["raise", "skip"]),
+)
 def test_any_rows_give_a_table_or_one_data_error(rows, named, bad_rows):
     columns = HEADER[: len(rows[0])] if named and rows else None
     try:

@@ -120,9 +120,22 @@ def test_extension_refuses_sentencepiece_and_empty_text(tiny_xlmr, tiny_bert):
 
 def test_finetune_with_extended_vocabulary_saves_a_model_with_it(tiny_bert):
     out = runs_dir() / "ext"
-    cfg = FinetuneConfig(method="mse", teacher=str(tiny_bert), student=str(tiny_bert), pairs=["en-ru"], max_pairs=64,
-                         budget_minutes=2.0, max_steps=2, batch_size=8, lr=1e-3, eval_every_steps=2,
-                         dev_pairs=["en-ru"], dev_max_pairs=32, out=str(out), extend_vocab=1000)  # fmt: skip
+    cfg = FinetuneConfig(
+        method="mse",
+        teacher=str(tiny_bert),
+        student=str(tiny_bert),
+        pairs=["en-ru"],
+        max_pairs=64,
+        budget_minutes=2.0,
+        max_steps=2,
+        batch_size=8,
+        lr=1e-3,
+        eval_every_steps=2,
+        dev_pairs=["en-ru"],
+        dev_max_pairs=32,
+        out=str(out),
+        extend_vocab=1000,
+    )
     finetune(cfg)
     config = json.loads((out / "finetune_config.json").read_text())
     added = config["vocab_extension"]["added"]
@@ -133,8 +146,11 @@ def test_finetune_with_extended_vocabulary_saves_a_model_with_it(tiny_bert):
 
 
 def test_finetune_refuses_bad_precision_and_vocab_options(tiny_bert):
-    for bad, match in [({"precision": "fp8"}, "precision"), ({"vocab_init": "random"}, "vocab_init"),
-                       ({"extend_vocab": 5}, "extend_vocab")]:  # fmt: skip
+    for bad, match in [
+        ({"precision": "fp8"}, "precision"),
+        ({"vocab_init": "random"}, "vocab_init"),
+        ({"extend_vocab": 5}, "extend_vocab"),
+    ]:
         with pytest.raises(MlseError, match=match):
             finetune(FinetuneConfig(student=str(tiny_bert), teacher=str(tiny_bert), **bad))
 

@@ -25,15 +25,8 @@ from mlse.runs.stop_signal import Stopped
 from mlse.serving import warm
 from mlse.serving.warm import StepStatus, check_steps, run_warm, wait_for_fetch, warm_status
 from mlse.serving.warm_plan import warm_plan
-from mlse.serving.warm_steps import (
-    TAB_DEFAULTS,
-    WARM_UP_TEXT,
-    TabDefaults,
-    WarmStep,
-    example_texts,
-    map_languages,
-)
-from mlse.ui import gold_tab, map_tab, score_tab, tatoeba_tab
+from mlse.serving.warm_steps import TAB_DEFAULTS, WARM_UP_TEXT, TabDefaults, WarmStep, example_texts, map_languages
+from mlse.ui import gold_tab, map_tab, score_tab, sentence_input, tatoeba_tab, tatoeba_views
 from mlse.ui.preparing import preparing_note, with_preparing_note
 from mlse.ui.state import AppState
 from mlse.ui.warm_start import tab_openings
@@ -57,8 +50,11 @@ def forwards(monkeypatch):
 
 def cache_files() -> dict[str, tuple[int, int]]:
     """(size, mtime) of every file the warm writes besides the SQLite journals (which a mere read may touch)."""
-    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in cache_root().rglob("*")
-            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}  # fmt: skip
+    return {
+        str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in cache_root().rglob("*")
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    }
 
 
 def steps_for(model, data_dir, defaults=FAST, scope="disk"):
@@ -69,26 +65,37 @@ def test_tab_defaults_are_the_tabs_own(data_dir):
     state = AppState(data_dir=str(data_dir))
     assert TAB_DEFAULTS.map_sentences == map_tab.DEFAULT_SENTENCES
     assert map_languages(data_dir) == map_tab.language_choices(state)[1]
-    assert (TAB_DEFAULTS.tatoeba_lang, TAB_DEFAULTS.tatoeba_k) == (tatoeba_tab.DEFAULT_LANG, tatoeba_tab.MARGIN_K)
-    assert TAB_DEFAULTS.sts_pair == gold_tab.DEFAULT_PAIR and TAB_DEFAULTS.example_max_chars == score_tab.MAX_CHARS
-    shown = [score_tab.clean_text(e[side])[0] for e in score_tab.load_examples() for side in ("sentence1", "sentence2")]
+    assert (TAB_DEFAULTS.tatoeba_lang, TAB_DEFAULTS.tatoeba_k) == (tatoeba_tab.DEFAULT_LANG, tatoeba_views.MARGIN_K)
+    assert TAB_DEFAULTS.sts_pair == gold_tab.DEFAULT_PAIR and TAB_DEFAULTS.example_max_chars == sentence_input.MAX_CHARS
+    shown = [
+        sentence_input.clean_text(e[side])[0] for e in score_tab.load_examples() for side in ("sentence1", "sentence2")
+    ]
     assert example_texts() == list(dict.fromkeys(shown)) and len(example_texts()) > 10
     openings = tab_openings(state)  # what the app and the command hand the plan
-    assert openings == {"gold": state.preferred_model(), "tatoeba": state.preferred_model(),
-                        "map": map_tab.default_model(state)}  # fmt: skip
+    assert openings == {
+        "gold": state.preferred_model(),
+        "tatoeba": state.preferred_model(),
+        "map": map_tab.default_model(state),
+    }
     names = [s.name for s in warm_plan(state, openings=openings, scope="all")]
     ticked = state.default_selection()[0]  # the Score tab's first press scores these
     assert [n for n in names if n.startswith("load:")][: len(ticked)] == [f"load:{m}" for m in ticked]
-    assert {"results", f"map:{openings['map']}", f"gold:{openings['gold']}", f"tatoeba:{openings['tatoeba']}"} \
-        <= set(names)  # fmt: skip
+    assert {"results", f"map:{openings['map']}", f"gold:{openings['gold']}", f"tatoeba:{openings['tatoeba']}"} <= set(
+        names
+    )
 
 
 def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(tiny_bert, data_dir, forwards):
     name = str(tiny_bert)
     report = run_warm(steps_for(tiny_bert, data_dir))
     states = {s.name.split(":")[0]: s.state for s in report.steps}
-    assert states == {"files": "warm", "examples": "computed", "gold": "computed", "tatoeba": "computed",
-                      "map": "computed"}, report.steps  # fmt: skip
+    assert states == {
+        "files": "warm",
+        "examples": "computed",
+        "gold": "computed",
+        "tatoeba": "computed",
+        "map": "computed",
+    }, report.steps
     assert forwards and not report.stopped
     before, forwards[:] = cache_files(), []
 
@@ -102,10 +109,10 @@ def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(ti
     langs = map_tab.language_choices(state)[1]
     out = map_tab.project_map(state, name, langs, FAST.map_sentences, method=FAST.map_method)
     assert "1 of 1 panels from cache" in out.note, out.note
-    assert len(tatoeba_tab.tatoeba_view(state, tatoeba_tab.DEFAULT_LANG, name).src) > 100
+    assert len(tatoeba_views.tatoeba_view(state, tatoeba_tab.DEFAULT_LANG, name).src) > 100
     assert len(gold_tab.predictions(state, gold_tab.DEFAULT_PAIR, name, "test")[1]) > 100
     first = score_tab.load_examples()[0]
-    s1, s2 = (score_tab.clean_text(first[side])[0] for side in ("sentence1", "sentence2"))
+    s1, s2 = (sentence_input.clean_text(first[side])[0] for side in ("sentence1", "sentence2"))
     assert len(score_tab.score_models(state, [name], s1, s2)[0]) == 1
     assert forwards == []
 
@@ -185,8 +192,16 @@ def test_the_command_checks_warms_once_and_then_does_nothing(capsys, tiny_bert, 
 
 
 def _step(name, tabs, weight=1.0, run=None, done=False, needs=None, data=False):
-    return WarmStep(name, f"step {name}", tabs, run or (lambda progress, stop: None), done=lambda: done,
-                    needs=lambda: needs, weight=weight, data=data)  # fmt: skip
+    return WarmStep(
+        name,
+        f"step {name}",
+        tabs,
+        run or (lambda progress, stop: None),
+        done=lambda: done,
+        needs=lambda: needs,
+        weight=weight,
+        data=data,
+    )
 
 
 def test_ctrl_c_stops_cleanly_with_exit_130(capsys, monkeypatch):
@@ -219,14 +234,21 @@ def test_status_fractions_and_the_preparing_note():
 
     def slow(progress, should_stop):
         progress(0.5, "half way")
-        seen["status"], seen["score"], seen["map"] = warm_status(), preparing_note(None, "score"), \
-            preparing_note(None, "map")  # fmt: skip
+        seen["status"], seen["score"], seen["map"] = (
+            warm_status(),
+            preparing_note(None, "score"),
+            preparing_note(None, "map"),
+        )
         seen["results"] = with_preparing_note(None, "results", "42 numbers.")
         inside.set()
         release.wait(10)
 
-    steps = [_step("files", ("score", "map"), weight=2.0, done=True), _step("slow", ("map",), weight=4.0, run=slow),
-             _step("later", ("score",), weight=2.0), _step("skip", ("results",), needs="no data")]  # fmt: skip
+    steps = [
+        _step("files", ("score", "map"), weight=2.0, done=True),
+        _step("slow", ("map",), weight=4.0, run=slow),
+        _step("later", ("score",), weight=2.0),
+        _step("skip", ("results",), needs="no data"),
+    ]
     thread = threading.Thread(target=run_warm, args=(steps,))
     thread.start()
     assert inside.wait(10)
@@ -241,8 +263,11 @@ def test_status_fractions_and_the_preparing_note():
     assert seen["score"].startswith("⏳ Preparing (50 %)")
     assert seen["results"].startswith("⏳ Preparing (0 %)") and seen["results"].endswith("\n\n42 numbers.")
     after = warm_status()
-    assert not after.active and after.fraction == 1.0 and [s.state for s in after.steps] == \
-        ["warm", "computed", "computed", "skipped"]  # fmt: skip
+    assert (
+        not after.active
+        and after.fraction == 1.0
+        and [s.state for s in after.steps] == ["warm", "computed", "computed", "skipped"]
+    )
     assert preparing_note(None, "map") == "" and with_preparing_note(None, "map", "text") == "text"
 
 
@@ -251,8 +276,10 @@ def test_the_app_warm_says_preparing_at_once_and_waits_for_its_data_fetch(monkey
 
     def plan(*args, **kwargs):
         listed.wait(10)
-        return [_step("model", ("score",), run=lambda p, s: order.append("model")),
-                _step("data", ("gold",), run=lambda p, s: order.append("data"), data=True)]  # fmt: skip
+        return [
+            _step("model", ("score",), run=lambda p, s: order.append("model")),
+            _step("data", ("gold",), run=lambda p, s: order.append("data"), data=True),
+        ]
 
     monkeypatch.setattr("mlse.serving.warm_plan.warm_plan", plan)
     monkeypatch.setattr(warm, "FETCH_POLL_S", 0.01)
@@ -280,7 +307,9 @@ def test_serving_imports_no_ui_and_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, mlse.serving.warm, mlse.serving.warm_plan, mlse.cli.warm; "
-            "print(sorted(m for m in sys.modules if m in ('torch', 'gradio') or m.startswith('mlse.ui')))")  # fmt: skip
+    code = (
+        "import sys, mlse.serving.warm, mlse.serving.warm_plan, mlse.cli.warm; "
+        "print(sorted(m for m in sys.modules if m in ('torch', 'gradio') or m.startswith('mlse.ui')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert done.stdout.strip() == "[]", done.stderr

@@ -46,11 +46,23 @@ def build_tiny_bert(data_dir: Path, out: Path, *, labse_like: bool = False) -> P
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     trainer = trainers.WordPieceTrainer(vocab_size=2000, special_tokens=specials)
     tok.train_from_iterator(training_sentences(data_dir), trainer)
-    fast = BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                             sep_token="[SEP]", mask_token="[MASK]")  # fmt: skip
+    fast = BertTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     hf_dir = out.parent / f"{out.name}-hf"
     BertModel(config).save_pretrained(hf_dir)
     fast.save_pretrained(hf_dir)
@@ -65,15 +77,35 @@ def build_tiny_xlmr(data_dir: Path, out: Path) -> Path:
     from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast
 
     sp = SentencePieceUnigramTokenizer()
-    sp.train_from_iterator(training_sentences(data_dir), vocab_size=3000, show_progress=False, unk_token="<unk>",
-                           special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])  # fmt: skip
-    fast = XLMRobertaTokenizerFast(tokenizer_object=sp._tokenizer, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", pad_token="<pad>", cls_token="<s>", sep_token="</s>",
-                                   mask_token="<mask>")  # fmt: skip
+    sp.train_from_iterator(
+        training_sentences(data_dir),
+        vocab_size=3000,
+        show_progress=False,
+        unk_token="<unk>",
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    fast = XLMRobertaTokenizerFast(
+        tokenizer_object=sp._tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        cls_token="<s>",
+        sep_token="</s>",
+        mask_token="<mask>",
+    )
     torch.manual_seed(0)
-    config = XLMRobertaConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=64, max_position_embeddings=130, pad_token_id=fast.pad_token_id,
-                              bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id)  # fmt: skip
+    config = XLMRobertaConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+        pad_token_id=fast.pad_token_id,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+    )
     hf_dir = out.parent / f"{out.name}-hf"
     XLMRobertaModel(config).save_pretrained(hf_dir)
     fast.save_pretrained(hf_dir)

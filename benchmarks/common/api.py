@@ -63,8 +63,7 @@ def direct_call(conn: http.client.HTTPConnection, api_name: str, *data, session_
     stream); :class:`ApiError` when refused or failed (``busy`` when the app says it is at its limit).
     ``session_hash`` as in :class:`ApiCaller` (gradio_client sends its own with every call)."""
     payload = {"data": list(data)} | ({"session_hash": session_hash} if session_hash else {})
-    conn.request("POST", f"/gradio_api/run/{api_name}", json.dumps(payload),
-                 {"Content-Type": "application/json"})  # fmt: skip
+    conn.request("POST", f"/gradio_api/run/{api_name}", json.dumps(payload), {"Content-Type": "application/json"})
     response = conn.getresponse()
     answer = response.read()
     if response.status != 200:

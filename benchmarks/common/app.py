@@ -38,15 +38,23 @@ def wait_for_page(url: str, proc: subprocess.Popen, started: float) -> float:
 def app_env(port: int, runs_dir: Path, backend: str, cache: str | None = None) -> dict:
     """The environment ``python app.py`` runs in for a benchmark: loopback, offline, its own (fresh) cache."""
     cache = cache or tempfile.mkdtemp(prefix="mlse-bench-cache-")
-    return {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "MLSE_CACHE": cache,
-            "MLSE_RUNS": str(runs_dir), "MLSE_BACKEND": backend, "HF_HUB_OFFLINE": "1",
-            "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
+    return {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "MLSE_CACHE": cache,
+        "MLSE_RUNS": str(runs_dir),
+        "MLSE_BACKEND": backend,
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
 
 
 def start_app(env: dict) -> subprocess.Popen:
     """``python app.py`` (the real entry point) in ``env``, its output discarded."""
-    return subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def stop_app(proc: subprocess.Popen) -> None:
@@ -64,11 +72,19 @@ def prepare_models(models: list[str], env: dict) -> float:
     table, the ONNX exports); the app is measured as it starts every later time (exporting needs torch and costs
     memory that a started app does not pay again). The time is reported.
     """
-    code = ("import sys; from mlse.models import load_model\n"
-            "for name in sys.argv[1:]:\n    load_model(name, backend=sys.argv[0]).encode(['warm up'])")  # fmt: skip
+    code = (
+        "import sys; from mlse.models import load_model\n"
+        "for name in sys.argv[1:]:\n    load_model(name, backend=sys.argv[0]).encode(['warm up'])"
+    )
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code.replace("sys.argv[0]", repr(env["MLSE_BACKEND"])), *models], cwd=ROOT,
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", code.replace("sys.argv[0]", repr(env["MLSE_BACKEND"])), *models],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     seconds = time.perf_counter() - started
     shutil.rmtree(Path(env["MLSE_CACHE"]) / "embeddings", ignore_errors=True)  # no pair may come from the cache
     print(f"prepared {len(models)} models for {env['MLSE_BACKEND']} in {seconds:.1f} s")

@@ -6,8 +6,20 @@ from __future__ import annotations
 
 import numpy as np
 
-EXPLAIN_LANG_PAIRS = ["en-de", "de-en", "en-fr", "en-es", "en-ru", "en-zh", "en-ja", "de-fr", "fr-es", "it-pt",
-                      "nl-pl", "ru-zh"]  # fmt: skip
+EXPLAIN_LANG_PAIRS = [
+    "en-de",
+    "de-en",
+    "en-fr",
+    "en-es",
+    "en-ru",
+    "en-zh",
+    "en-ja",
+    "de-fr",
+    "fr-es",
+    "it-pt",
+    "nl-pl",
+    "ru-zh",
+]
 EXPLAIN_TOLERANCE = 0.02  # the convergence target: |residual| <= 2 % of |score - reference terms|
 
 

@@ -26,8 +26,14 @@ def latency_summary(seconds: list[float]) -> dict:
         return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None, "mean_ms": None, "max_ms": None}
     ms = 1000 * np.asarray(seconds)
     p50, p95, p99 = (round(float(v), 1) for v in np.percentile(ms, [50, 95, 99]))
-    return {"n": len(ms), "p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "mean_ms": round(float(ms.mean()), 1),
-            "max_ms": round(float(ms.max()), 1)}  # fmt: skip
+    return {
+        "n": len(ms),
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "p99_ms": p99,
+        "mean_ms": round(float(ms.mean()), 1),
+        "max_ms": round(float(ms.max()), 1),
+    }
 
 
 class RoundLog:
@@ -61,8 +67,15 @@ def _score(call: ApiCaller, path: str, s1: str, s2: str, models: list[str], sess
     return (len(table.get("data", [])) if isinstance(table, dict) else 0), status
 
 
-def one_client(port: int, pairs: list[tuple[str, str]], models: list[str], start: threading.Barrier,
-               log: RoundLog, session: str | None = None, path: str = "page") -> None:  # fmt: skip
+def one_client(
+    port: int,
+    pairs: list[tuple[str, str]],
+    models: list[str],
+    start: threading.Barrier,
+    log: RoundLog,
+    session: str | None = None,
+    path: str = "page",
+) -> None:
     """Score ``pairs`` one after another, as one user clicking Score again as soon as the table appears.
 
     ``session``: the Gradio session hash of this user's page (None: every request opens its own session).
@@ -119,22 +132,36 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
-def run_round(port: int, pid: int, clients: int, pairs: list[tuple[str, str]], models: list[str],
-              requests: int, sessions: str = "client", path: str = "page") -> dict:  # fmt: skip
+def run_round(
+    port: int,
+    pid: int,
+    clients: int,
+    pairs: list[tuple[str, str]],
+    models: list[str],
+    requests: int,
+    sessions: str = "client",
+    path: str = "page",
+) -> dict:
     """``clients`` users x ``requests`` each, released together, with the queue probe running alongside.
 
     ``sessions``: "client" gives each user one Gradio session for all their requests, as their page would; "request"
     opens a new session with every request, as bare HTTP calls without a session hash do."""
     log, start = RoundLog(), threading.Barrier(clients + 1)
     hashes = [uuid.uuid4().hex if sessions == "client" else None for _ in range(clients)]
-    threads = [threading.Thread(target=one_client, args=(port, pairs[i * requests : (i + 1) * requests], models, start,
-                                                         log, hashes[i], path), daemon=True)
-               for i in range(clients)]  # fmt: skip
+    threads = [
+        threading.Thread(
+            target=one_client,
+            args=(port, pairs[i * requests : (i + 1) * requests], models, start, log, hashes[i], path),
+            daemon=True,
+        )
+        for i in range(clients)
+    ]
     for thread in threads:
         thread.start()
     probe_stop, probe = threading.Event(), {}
-    prober = threading.Thread(target=lambda: probe.update(probe_queue(port, pairs[0][0], probe_stop, PROBE_EVERY_S)),
-                              daemon=True)  # fmt: skip
+    prober = threading.Thread(
+        target=lambda: probe.update(probe_queue(port, pairs[0][0], probe_stop, PROBE_EVERY_S)), daemon=True
+    )
     start.wait()
     began, app_cpu, own_cpu = time.perf_counter(), cpu_seconds(pid), time.process_time()
     prober.start()
@@ -144,17 +171,28 @@ def run_round(port: int, pid: int, clients: int, pairs: list[tuple[str, str]], m
     app_cpu, own_cpu = cpu_seconds(pid) - app_cpu, time.process_time() - own_cpu
     probe_stop.set()
     prober.join()
-    result = {"clients": clients, "requests_per_client": requests, "sent": clients * requests, "ok": len(log.ok),
-              "busy_refused": log.busy, "errors": len(log.errors), "error_examples": log.errors[:MAX_ERROR_EXAMPLES],
-              "wall_s": round(wall, 2), "ok_requests_per_s": round(len(log.ok) / wall, 2),
-              "score_pair": latency_summary(log.ok), "detect_language_during_round": probe,
-              "app_cpu_ms_per_ok_request": round(1000 * app_cpu / max(1, len(log.ok)), 1),
-              "client_cpu_ms_per_ok_request": round(1000 * own_cpu / max(1, len(log.ok)), 1),
-              "app_memory_after": memory_mb(pid)}  # fmt: skip
+    result = {
+        "clients": clients,
+        "requests_per_client": requests,
+        "sent": clients * requests,
+        "ok": len(log.ok),
+        "busy_refused": log.busy,
+        "errors": len(log.errors),
+        "error_examples": log.errors[:MAX_ERROR_EXAMPLES],
+        "wall_s": round(wall, 2),
+        "ok_requests_per_s": round(len(log.ok) / wall, 2),
+        "score_pair": latency_summary(log.ok),
+        "detect_language_during_round": probe,
+        "app_cpu_ms_per_ok_request": round(1000 * app_cpu / max(1, len(log.ok)), 1),
+        "client_cpu_ms_per_ok_request": round(1000 * own_cpu / max(1, len(log.ok)), 1),
+        "app_memory_after": memory_mb(pid),
+    }
     lat, mem = result["score_pair"], result["app_memory_after"]
-    print(f"{clients:>3} clients: ok {result['ok']}, busy {log.busy}, errors {len(log.errors)}; "
-          f"p50 {lat['p50_ms']} / p95 {lat['p95_ms']} / p99 {lat['p99_ms']} ms; {result['ok_requests_per_s']} req/s; "
-          f"app CPU {result['app_cpu_ms_per_ok_request']} ms/request (clients "
-          f"{result['client_cpu_ms_per_ok_request']}); RSS {mem.get('rss_mb')} MB (peak "
-          f"{mem.get('peak_rss_mb')})")  # fmt: skip
+    print(
+        f"{clients:>3} clients: ok {result['ok']}, busy {log.busy}, errors {len(log.errors)}; "
+        f"p50 {lat['p50_ms']} / p95 {lat['p95_ms']} / p99 {lat['p99_ms']} ms; {result['ok_requests_per_s']} req/s; "
+        f"app CPU {result['app_cpu_ms_per_ok_request']} ms/request (clients "
+        f"{result['client_cpu_ms_per_ok_request']}); RSS {mem.get('rss_mb')} MB (peak "
+        f"{mem.get('peak_rss_mb')})"
+    )
     return result

@@ -12,8 +12,18 @@ import os
 import platform
 from pathlib import Path
 
-ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile",
-             "amx_int8")  # fmt: skip
+ISA_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_int8",
+)
 
 
 def _cpuinfo_lines() -> list[str]:

@@ -59,23 +59,31 @@ def map_reading(
         if raw is None:
             return _no_probe(no_probe_reason)
         found = f" and translation retrieval@1 is {pct(raw_retrieval)}" if raw_retrieval is not None else ""
-        return (f"Only the raw space is shown (no Stage-1 head): {PROBE} is right {pct(raw)} of the time (chance "
-                f"{pct(chance)}){found}; choose a model with a Stage-1 head to see language and meaning pulled "
-                "apart.")  # fmt: skip
+        return (
+            f"Only the raw space is shown (no Stage-1 head): {PROBE} is right {pct(raw)} of the time (chance "
+            f"{pct(chance)}){found}; choose a model with a Stage-1 head to see language and meaning pulled "
+            "apart."
+        )
     meaning, language = probe["meaning"], probe["language"]
     if meaning is None or language is None:
         return _no_probe(no_probe_reason)
-    numbers = f"{PROBE} is right {pct(meaning)} of the time there vs {pct(language)} in the language space (chance " \
-              f"{pct(chance)})"  # fmt: skip
+    numbers = (
+        f"{PROBE} is right {pct(meaning)} of the time there vs {pct(language)} in the language space (chance "
+        f"{pct(chance)})"
+    )
     verdict = separation(meaning, language, chance)
     if verdict == "separated":
         line = f"Languages mix in the meaning space: {numbers}, so the head separated meaning from language"
     elif verdict == "partly":
-        line = f"Languages only partly mix in the meaning space: {numbers}, so the head separated meaning from " \
-               "language only in part"  # fmt: skip
+        line = (
+            f"Languages only partly mix in the meaning space: {numbers}, so the head separated meaning from "
+            "language only in part"
+        )
     else:
-        line = f"Languages stay apart in the meaning space: {numbers}, so the head did not separate meaning from " \
-               "language on this sample"  # fmt: skip
+        line = (
+            f"Languages stay apart in the meaning space: {numbers}, so the head did not separate meaning from "
+            "language on this sample"
+        )
     kept = retrieval.get("meaning")
     if kept is None:
         return line + "."
@@ -92,6 +100,9 @@ def _no_probe(reason: str | None) -> str:
 def reading_of(result) -> str:
     """:func:`map_reading` of a computed :class:`~mlse.analysis.projection.LanguageMap`."""
     views = result.views
-    return map_reading({s: v.lang_id_accuracy for s, v in views.items()},
-                       {s: v.retrieval_at1 for s, v in views.items()}, result.chance,
-                       no_probe_reason=result.sample.probe_problem())  # fmt: skip
+    return map_reading(
+        {s: v.lang_id_accuracy for s, v in views.items()},
+        {s: v.retrieval_at1 for s, v in views.items()},
+        result.chance,
+        no_probe_reason=result.sample.probe_problem(),
+    )

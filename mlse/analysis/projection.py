@@ -94,8 +94,7 @@ def projection_plan(n_points: int, method: str = "umap") -> tuple[str, int | Non
         return "pca", None, f"PCA (cosine): {n_points} points are too few for UMAP (it needs {MIN_UMAP_POINTS})"
     n_neighbors = min(UMAP_NEIGHBORS, n_points - 1)
     if n_neighbors < UMAP_NEIGHBORS:
-        return "umap", n_neighbors, (f"UMAP (cosine) with n_neighbors shrunk to {n_neighbors} for "
-                                     f"{n_points} points")  # fmt: skip
+        return "umap", n_neighbors, (f"UMAP (cosine) with n_neighbors shrunk to {n_neighbors} for {n_points} points")
     return "umap", n_neighbors, f"UMAP (cosine, {n_neighbors} neighbours)"
 
 
@@ -117,8 +116,15 @@ def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0) 
         return _pca_2d(X), described
     import umap  # lazy: umap costs seconds to import; only a projection needs it
 
-    reducer = umap.UMAP(n_components=2, metric="cosine", n_neighbors=n_neighbors, min_dist=0.1, random_state=seed,
-                        n_jobs=1, init="spectral" if len(X) > 50 else "random")  # fmt: skip
+    reducer = umap.UMAP(
+        n_components=2,
+        metric="cosine",
+        n_neighbors=n_neighbors,
+        min_dist=0.1,
+        random_state=seed,
+        n_jobs=1,
+        init="spectral" if len(X) > 50 else "random",
+    )
     with warnings.catch_warnings():  # n_jobs / random_state notices are expected, not user-facing
         warnings.simplefilter("ignore")
         try:
@@ -280,13 +286,23 @@ def _load_view(path: Path, space: str, n_points: int, method: str) -> SpaceView 
     if coords.shape != (n_points, 2):
         return None
     projection = metrics.get("projection") or projection_plan(n_points, method)[2]
-    return SpaceView(space, coords, metrics.get("lang_id_accuracy"), metrics.get("retrieval_at1"), from_cache=True,
-                     projection=projection)  # fmt: skip
+    return SpaceView(
+        space,
+        coords,
+        metrics.get("lang_id_accuracy"),
+        metrics.get("retrieval_at1"),
+        from_cache=True,
+        projection=projection,
+    )
 
 
 def _save_view(path: Path, view: SpaceView, identity: str) -> None:
-    metrics = {"lang_id_accuracy": view.lang_id_accuracy, "retrieval_at1": view.retrieval_at1, "identity": identity,
-               "projection": view.projection}  # fmt: skip
+    metrics = {
+        "lang_id_accuracy": view.lang_id_accuracy,
+        "retrieval_at1": view.retrieval_at1,
+        "identity": identity,
+        "projection": view.projection,
+    }
     buf = io.BytesIO()
     np.savez_compressed(buf, coords=view.coords, metrics=np.array(json.dumps(metrics)))
     try:

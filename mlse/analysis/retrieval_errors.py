@@ -28,9 +28,9 @@ def query_neighbours(queries: np.ndarray, base: np.ndarray, index: int, *, k: in
     if not 0 <= index < q.shape[0]:
         raise ValueError(f"query index {index} is out of range 0..{q.shape[0] - 1}")
     means = neighbourhood_means(q, b, margin_k)  # ([n], [n])
-    sims, ids = knn(q[index:index + 1], b, k)  # [1, k], [1, k]
+    sims, ids = knn(q[index : index + 1], b, k)  # [1, k], [1, k]
     cos_all = b @ q[index]  # [n]
-    marg_all = ratio_margin_scores(q[index:index + 1], b, margin_k, means=(means[0][index:index + 1], means[1]))[0]
+    marg_all = ratio_margin_scores(q[index : index + 1], b, margin_k, means=(means[0][index : index + 1], means[1]))[0]
     return {
         "ids": ids[0],
         "cosine": sims[0],
@@ -60,7 +60,16 @@ def compare_errors(errors_a: dict[str, list[dict]], errors_b: dict[str, list[dic
             for i in sorted(wrong.keys() - other.keys()):
                 e = wrong[i]
                 retrieved_a, retrieved_b = (e["retrieved"], e["gold"]) if wrong is a else (e["gold"], e["retrieved"])
-                rows.append({"change": change, "direction": direction, "index": i, "query": e["query"],
-                             "gold": e["gold"], "retrieved_a": retrieved_a, "retrieved_b": retrieved_b})  # fmt: skip
+                rows.append(
+                    {
+                        "change": change,
+                        "direction": direction,
+                        "index": i,
+                        "query": e["query"],
+                        "gold": e["gold"],
+                        "retrieved_a": retrieved_a,
+                        "retrieved_b": retrieved_b,
+                    }
+                )
                 counts["fixed" if wrong is a else "broken"] += 1
     return rows, counts

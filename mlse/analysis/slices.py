@@ -33,13 +33,24 @@ MIN_CI_PAIRS = 10  # ... and this many for a 95% bootstrap confidence interval
 # Languages written without spaces between words: their length is counted in characters.
 SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "zho", "jpn", "tha", "lao", "khm", "mya"})
 _SPACELESS_SCRIPTS = ("Han", "Kana", "Thai")
-SLICE_COLUMNS = ["slice", "value", "model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo",
-                 "spearman_hi", "note"]  # fmt: skip
+SLICE_COLUMNS = [
+    "slice",
+    "value",
+    "model",
+    "n",
+    "pearson",
+    "pearson_lo",
+    "pearson_hi",
+    "spearman",
+    "spearman_lo",
+    "spearman_hi",
+    "note",
+]
 
 
 # -- labelling the pairs ----------------------------------------------------------------------------------------------
 def language_pair_labels(lang1: Sequence[str], lang2: Sequence[str]) -> np.ndarray:
-    """"en-de" for each pair [n] from the two sentences' language codes (lower-cased, blanks as "und")."""
+    """ "en-de" for each pair [n] from the two sentences' language codes (lower-cased, blanks as "und")."""
     if len(lang1) != len(lang2):
         raise ValueError(f"{len(lang1)} first languages but {len(lang2)} second languages")
     codes = [f"{_code(a)}-{_code(b)}" for a, b in zip(lang1, lang2)]
@@ -87,13 +98,15 @@ def text_length(text: str, lang: str | None = None) -> int:
     return len(text.split())
 
 
-def pair_lengths(s1: Sequence[str], s2: Sequence[str], lang1: Sequence[str] | None = None,
-                 lang2: Sequence[str] | None = None) -> np.ndarray:  # fmt: skip
+def pair_lengths(
+    s1: Sequence[str], s2: Sequence[str], lang1: Sequence[str] | None = None, lang2: Sequence[str] | None = None
+) -> np.ndarray:
     """The mean length of each pair's two sentences [n] (:func:`text_length`; languages optional)."""
     l1 = lang1 if lang1 is not None else [None] * len(s1)
     l2 = lang2 if lang2 is not None else [None] * len(s2)
-    return np.array([(text_length(a, x) + text_length(b, y)) / 2.0 for a, b, x, y in zip(s1, s2, l1, l2)],
-                    dtype=np.float64)  # fmt: skip
+    return np.array(
+        [(text_length(a, x) + text_length(b, y)) / 2.0 for a, b, x, y in zip(s1, s2, l1, l2)], dtype=np.float64
+    )
 
 
 def length_bands(lengths: np.ndarray, unit: str = "words") -> tuple[np.ndarray, list[str]]:
@@ -128,8 +141,15 @@ def length_bands(lengths: np.ndarray, unit: str = "words") -> tuple[np.ndarray, 
 
 
 # -- metrics per slice ------------------------------------------------------------------------------------------------
-def slice_metrics(pred: np.ndarray, gold: np.ndarray, labels: np.ndarray, *, order: Sequence[str] | None = None,
-                  n_boot: int = 1000, seed: int = 0) -> list[dict]:  # fmt: skip
+def slice_metrics(
+    pred: np.ndarray,
+    gold: np.ndarray,
+    labels: np.ndarray,
+    *,
+    order: Sequence[str] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[dict]:
     """One dict per slice: value, n, pearson, pearson_lo, pearson_hi, spearman, spearman_lo, spearman_hi, note.
 
     Correlations are x 100 (:func:`mlse.evaluation.sts.sts_metrics`); CIs are 95% percentile bootstrap over the
@@ -149,8 +169,17 @@ def slice_metrics(pred: np.ndarray, gold: np.ndarray, labels: np.ndarray, *, ord
 
 def _one_slice(value: str, p: np.ndarray, g: np.ndarray, n_boot: int, seed: int) -> dict:
     n = int(p.size)
-    row = {"value": value, "n": n, "pearson": math.nan, "pearson_lo": math.nan, "pearson_hi": math.nan,
-           "spearman": math.nan, "spearman_lo": math.nan, "spearman_hi": math.nan, "note": ""}  # fmt: skip
+    row = {
+        "value": value,
+        "n": n,
+        "pearson": math.nan,
+        "pearson_lo": math.nan,
+        "pearson_hi": math.nan,
+        "spearman": math.nan,
+        "spearman_lo": math.nan,
+        "spearman_hi": math.nan,
+        "note": "",
+    }
     if n < MIN_PAIRS:
         row["note"] = f"fewer than {MIN_PAIRS} pairs: no correlation"
         return row
@@ -168,8 +197,14 @@ def _one_slice(value: str, p: np.ndarray, g: np.ndarray, n_boot: int, seed: int)
     return row
 
 
-def slice_rows(preds: dict[str, np.ndarray], gold: np.ndarray, slices: dict[str, tuple[np.ndarray, Sequence[str]]],
-               *, n_boot: int = 1000, seed: int = 0) -> list[dict]:  # fmt: skip
+def slice_rows(
+    preds: dict[str, np.ndarray],
+    gold: np.ndarray,
+    slices: dict[str, tuple[np.ndarray, Sequence[str]]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[dict]:
     """Rows of the slices table (:data:`SLICE_COLUMNS`): for each slice kind, each of its values, each model.
 
     ``preds``: model -> predictions [n]; ``slices``: kind (e.g. :data:`LANGUAGE_PAIR`) -> (label per pair [n],
@@ -177,8 +212,10 @@ def slice_rows(preds: dict[str, np.ndarray], gold: np.ndarray, slices: dict[str,
     """
     rows = []
     for kind, (labels, order) in slices.items():
-        per_model = {name: slice_metrics(pred, gold, labels, order=order, n_boot=n_boot, seed=seed)
-                     for name, pred in preds.items()}  # fmt: skip
+        per_model = {
+            name: slice_metrics(pred, gold, labels, order=order, n_boot=n_boot, seed=seed)
+            for name, pred in preds.items()
+        }
         first = next(iter(per_model.values()), [])
         for i in range(len(first)):
             for name, found in per_model.items():

@@ -36,11 +36,14 @@ def user_sample(table: UserTable, *, detect: Detector | None = None) -> Sample:
     elif table.kind == "parallel":
         sample = _from_parallel(table, detect)
     else:
-        raise DataError(f"{table.name}: expected sentences (with an optional lang and id column) or one column per "
-                        f"language, got {table.kind}")  # fmt: skip
+        raise DataError(
+            f"{table.name}: expected sentences (with an optional lang and id column) or one column per "
+            f"language, got {table.kind}"
+        )
     if len(sample.texts) > MAX_POINTS:
-        raise DataError(f"{table.name}: {len(sample.texts):,} sentences; a map shows at most {MAX_POINTS:,} "
-                        "(upload fewer rows)")  # fmt: skip
+        raise DataError(
+            f"{table.name}: {len(sample.texts):,} sentences; a map shows at most {MAX_POINTS:,} (upload fewer rows)"
+        )
     return sample
 
 
@@ -68,8 +71,10 @@ def _from_sentences(table: UserTable, detect: Detector | None) -> Sample:
             labels[k] = detector(texts[k])[0]
         found = _counts([labels[k] for k in blank])
         if given is None:
-            notes.append(f"No language column: each sentence's language was detected ({name}): {found}. "
-                         "Hover a point to check; add a lang column to set them.")  # fmt: skip
+            notes.append(
+                f"No language column: each sentence's language was detected ({name}): {found}. "
+                "Hover a point to check; add a lang column to set them."
+            )
         else:
             notes.append(f"{len(blank)} sentence(s) without a language: detected ({name}): {found}.")
     langs = list(dict.fromkeys(labels))
@@ -80,8 +85,18 @@ def _from_sentences(table: UserTable, detect: Detector | None) -> Sample:
         sentence_ids = np.arange(len(texts), dtype=np.int64)  # every sentence its own meaning
     else:
         sentence_ids, group_names = _number_groups(groups)
-    return Sample(langs, np.unique(sentence_ids), texts, lang_idx, sentence_ids, source=table.name,
-                  group_names=group_names, grouped=groups is not None, notes=notes, from_user=True)  # fmt: skip
+    return Sample(
+        langs,
+        np.unique(sentence_ids),
+        texts,
+        lang_idx,
+        sentence_ids,
+        source=table.name,
+        group_names=group_names,
+        grouped=groups is not None,
+        notes=notes,
+        from_user=True,
+    )
 
 
 def _number_groups(cells: list[str]) -> tuple[np.ndarray, dict[int, str] | None]:
@@ -122,11 +137,22 @@ def _from_parallel(table: UserTable, detect: Detector | None) -> Sample:
             code = votes.most_common(1)[0][0]
             labels.append(code if code not in labels else f"{code} ({c})")
         shown = ", ".join(f"{c} = {lang}" for c, lang in zip(columns, labels))
-        notes.append(f"No header: each column's language was detected ({name}): {shown}. "
-                     "Add a header row (en, de, ...) to name them.")  # fmt: skip
+        notes.append(
+            f"No header: each column's language was detected ({name}): {shown}. "
+            "Add a header row (en, de, ...) to name them."
+        )
     n_rows = len(table)
     texts = [cell.strip() for c in columns for cell in table.column(c)]  # language-major, like FLORES
     lang_idx = np.repeat(np.arange(len(columns), dtype=np.int64), n_rows)  # [L * rows]
     sentence_ids = np.tile(np.arange(n_rows, dtype=np.int64), len(columns))  # [L * rows]
-    return Sample(labels, np.arange(n_rows, dtype=np.int64), texts, lang_idx, sentence_ids, source=table.name,
-                  grouped=True, notes=notes, from_user=True)  # fmt: skip
+    return Sample(
+        labels,
+        np.arange(n_rows, dtype=np.int64),
+        texts,
+        lang_idx,
+        sentence_ids,
+        source=table.name,
+        grouped=True,
+        notes=notes,
+        from_user=True,
+    )

@@ -62,8 +62,12 @@ class BackboneCalibration:
         return self.mapping(cosine)
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "model": self.model, "weights_identity": self.weights_identity,
-                **self.mapping.to_dict()}  # fmt: skip
+        return {
+            "format": FORMAT,
+            "model": self.model,
+            "weights_identity": self.weights_identity,
+            **self.mapping.to_dict(),
+        }
 
 
 def local_dir() -> Path:
@@ -84,16 +88,23 @@ def read_calibration(path: str | Path) -> BackboneCalibration:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise MlseError(f"{path}: not a calibration file (expected format {FORMAT!r})")
     try:
-        return BackboneCalibration(str(data["model"]), str(data["weights_identity"]), IsotonicMap.from_dict(data),
-                                   source=str(path))  # fmt: skip
+        return BackboneCalibration(
+            str(data["model"]), str(data["weights_identity"]), IsotonicMap.from_dict(data), source=str(path)
+        )
     except KeyError as exc:
         raise MlseError(f"{path}: calibration without {exc}") from None
 
 
 # -- fitting --------------------------------------------------------------------------------------------------------
-def fit_calibration(encoder, *, data_dir=None, pairs: Sequence[str] = CALIBRATION_PAIRS, max_rows: int | None = None,
-                    batch_size: int = 64, progress: Callable[[str], None] | None = None,
-                    ) -> tuple[BackboneCalibration, dict]:  # fmt: skip
+def fit_calibration(
+    encoder,
+    *,
+    data_dir=None,
+    pairs: Sequence[str] = CALIBRATION_PAIRS,
+    max_rows: int | None = None,
+    batch_size: int = 64,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[BackboneCalibration, dict]:
     """Fit on the dev split of ``pairs`` (pooled), evaluate on dev and test -> (calibration, report).
 
     ``max_rows`` keeps the first rows of each pair (quick checks and tests; shipped calibrations use every row).
@@ -107,8 +118,7 @@ def fit_calibration(encoder, *, data_dir=None, pairs: Sequence[str] = CALIBRATIO
     started = time.perf_counter()
     say(f"encoding {sum(len(d) for d in dev.values())} dev and {sum(len(d) for d in test.values())} test pairs")
     dev_cos, test_cos = _cosines(encoder, dev, batch_size), _cosines(encoder, test, batch_size)
-    mapping = IsotonicMap.fit(np.concatenate(list(dev_cos.values())),
-                              np.concatenate([d.scores for d in dev.values()]))  # fmt: skip
+    mapping = IsotonicMap.fit(np.concatenate(list(dev_cos.values())), np.concatenate([d.scores for d in dev.values()]))
     calibration = BackboneCalibration(encoder.name, weights_identity(encoder.identity), mapping)
     report = {
         "pairs": list(pairs),
@@ -147,8 +157,10 @@ def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
     gold_all = np.concatenate([d.scores for d in datasets.values()])
     cos_all = np.concatenate(list(cosines.values()))
     calibrated = mapping(cos_all)
-    per_pair = {p: (spearman_x100(cosines[p], d.scores), spearman_x100(mapping(cosines[p]), d.scores))
-                for p, d in datasets.items()}  # fmt: skip
+    per_pair = {
+        p: (spearman_x100(cosines[p], d.scores), spearman_x100(mapping(cosines[p]), d.scores))
+        for p, d in datasets.items()
+    }
     return {
         "n": int(len(gold_all)),
         "spearman_cosine_pooled": spearman_x100(cos_all, gold_all),
@@ -167,13 +179,20 @@ def _data_hashes(datasets, data_dir) -> dict[str, str]:
     return dict(sorted(data_hashes((path for ds in datasets for path in ds.sources), root).items()))
 
 
-def save_calibration(calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str
-                     ) -> tuple[Path, Path]:  # fmt: skip
+def save_calibration(
+    calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str
+) -> tuple[Path, Path]:
     """Write ``<name>.json`` and ``<name>.manifest.json`` into ``folder`` (each atomically) -> their paths."""
 
     path = calibration_file(calibration.model, folder)
-    manifest = {"model": calibration.model, "weights_identity": calibration.weights_identity, "command": command,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mlse_version": __version__, **report}  # fmt: skip
+    manifest = {
+        "model": calibration.model,
+        "weights_identity": calibration.weights_identity,
+        "command": command,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "mlse_version": __version__,
+        **report,
+    }
     manifest_path = path.with_name(path.name.removesuffix(".json") + MANIFEST_SUFFIX)
     atomic_write_text(manifest_path, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     atomic_write_text(path, json.dumps(calibration.to_dict(), indent=1) + "\n")
@@ -207,8 +226,11 @@ def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
         mismatched.append(f"{path} was fitted on {found.weights_identity}")
     if not mismatched:
         return None, ""
-    note = (f"{encoder.name}: no calibration for its weights ({mine}); " + "; ".join(mismatched)
-            + f" — not used. Fit one: python -m mlse calibrate --model {encoder.name}")  # fmt: skip
+    note = (
+        f"{encoder.name}: no calibration for its weights ({mine}); "
+        + "; ".join(mismatched)
+        + f" — not used. Fit one: python -m mlse calibrate --model {encoder.name}"
+    )
     log.warning("%s", note)
     return None, note
 

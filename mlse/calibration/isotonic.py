@@ -29,8 +29,9 @@ class IsotonicMap:
 
     def __post_init__(self):
         if len(self.x) != len(self.y) or not self.x:
-            raise MlseError(f"a calibration needs as many x as y knots and at least one, got {len(self.x)} and "
-                            f"{len(self.y)}")  # fmt: skip
+            raise MlseError(
+                f"a calibration needs as many x as y knots and at least one, got {len(self.x)} and {len(self.y)}"
+            )
 
     @classmethod
     def fit(cls, cosine: np.ndarray, gold: np.ndarray) -> IsotonicMap:

@@ -3,13 +3,16 @@ its help text are written once, in the dataclass field.
 
 Every option is added with ``default=argparse.SUPPRESS``: an option not given stays out of the parsed namespace, and
 the configuration function (:func:`mlse.train.config.finetune_config` ...) gives it the field's default, as it does
-for the app. The help text ends with that default, read from the field.
+for the app. The help text ends with that default, read from the field. The ``--backend`` option that several
+commands share is added here too.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, Field, fields
+
+from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 
 
 def csv_list(value: str) -> list[str]:
@@ -59,3 +62,14 @@ def config_options(args: argparse.Namespace, cls: type) -> dict:
     """The fields of ``cls`` given on the command line (what the configuration function needs)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in vars(args).items() if k in names}
+
+
+def add_backend_argument(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
+    """``--backend`` (torch, onnx or onnx-int8), its help naming ``what`` runs on it."""
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
+        "cached; MLSE_THREADS sets the CPU threads, default 2)",
+    )

@@ -21,22 +21,35 @@ from mlse.errors import MlseError
 
 def add_explain_parser(sub) -> None:
     """Register ``explain`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
-    ex = sub.add_parser("explain", help="why this score? token-pair attributions of a model's cosine for two sentences",
-                        description="Attribute a model's cosine of two sentences to word pairs with integrated "
-                                    "Jacobians (Moeller, Nikolaev & Pado, EMNLP 2023): cosine = sum of the pairs "
-                                    "+ reference terms + residual.")  # fmt: skip
+    ex = sub.add_parser(
+        "explain",
+        help="why this score? token-pair attributions of a model's cosine for two sentences",
+        description="Attribute a model's cosine of two sentences to word pairs with integrated "
+        "Jacobians (Moeller, Nikolaev & Pado, EMNLP 2023): cosine = sum of the pairs "
+        "+ reference terms + residual.",
+    )
     ex.add_argument("sentence1")
     ex.add_argument("sentence2")
-    ex.add_argument("--model", default=DEFAULT_MODEL, help=f"a torch sentence-transformers model or muse (default "
-                    f"{DEFAULT_MODEL})")  # fmt: skip
-    ex.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                    help="runtime (only torch can be differentiated)")
+    ex.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"a torch sentence-transformers model or muse (default {DEFAULT_MODEL})"
+    )
+    ex.add_argument(
+        "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="runtime (only torch can be differentiated)"
+    )
     ex.add_argument("--steps", type=int, default=None, help="integration points (default 12; muse 64)")
-    ex.add_argument("--layer", type=int, default=None,
-                    help="attribute to the hidden states after this many layers (0: the word-piece embeddings; "
-                         "default: half the model's depth)")  # fmt: skip
-    ex.add_argument("--rule", choices=["gauss", "midpoint"], default=None,
-                    help="quadrature: Gauss-Legendre (default) or the midpoint Riemann sum (muse's default)")
+    ex.add_argument(
+        "--layer",
+        type=int,
+        default=None,
+        help="attribute to the hidden states after this many layers (0: the word-piece embeddings; "
+        "default: half the model's depth)",
+    )
+    ex.add_argument(
+        "--rule",
+        choices=["gauss", "midpoint"],
+        default=None,
+        help="quadrature: Gauss-Legendre (default) or the midpoint Riemann sum (muse's default)",
+    )
     ex.add_argument("--top", type=int, default=5, help="word pairs to print (default 5)")
     ex.add_argument("--align", action="store_true", help="also print each word's best contextual match")
     ex.add_argument("--json-out", default=None, help="write the matrix, the words and the numbers to this JSON file")
@@ -55,8 +68,9 @@ def explanation_lines(explanation, top: int) -> list[str]:
         f"{_signed(e.residual)}  (residual {100 * e.relative_residual:.1f}% of cosine - reference terms)",
     ]
     if any(e.special1) or any(e.special2):
-        lines.append(f"  of the token pairs, {_signed(e.special_terms)} sit in rows or columns of special tokens or "
-                     "the prompt")  # fmt: skip
+        lines.append(
+            f"  of the token pairs, {_signed(e.special_terms)} sit in rows or columns of special tokens or the prompt"
+        )
     lines += [f"  note: {note}" for note in e.notes]
     pairs = e.top_pairs(top)
     if pairs:
@@ -64,8 +78,9 @@ def explanation_lines(explanation, top: int) -> list[str]:
         width = max(len(w1) for w1, _, _ in pairs)
         lines += [f"  {_signed(v)}  {w1.ljust(width)} <-> {w2}" for w1, w2, v in pairs]
     if e.token_terms1 is not None and top:
-        lines.append("words carrying the most (all their pairs + their own term against the other sentence's "
-                     "reference):")  # fmt: skip
+        lines.append(
+            "words carrying the most (all their pairs + their own term against the other sentence's reference):"
+        )
         for n, ranked in enumerate(e.top_words(3), 1):
             lines.append(f"  sentence {n}: " + ", ".join(f"{w} {_signed(v)}" for w, v in ranked))
     return lines
@@ -92,8 +107,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise MlseError(f"--json-out {args.json_out}: is a folder, expected a file name such as explanation.json")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     model = api.load_model(args.model, backend=args.backend)
-    explanation = explain_pair(model, args.sentence1, args.sentence2, steps=args.steps, layer=args.layer,
-                               rule=args.rule)  # fmt: skip
+    explanation = explain_pair(
+        model, args.sentence1, args.sentence2, steps=args.steps, layer=args.layer, rule=args.rule
+    )
     lines = explanation_lines(explanation, args.top)
     payload = explanation.to_dict()
     if args.align:
@@ -105,7 +121,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         try:
             atomic_write_text(out, json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
         except OSError as exc:
-            raise MlseError(f"--json-out {args.json_out}: cannot write it ({exc.strerror or type(exc).__name__})"
-                            ) from None  # fmt: skip
+            raise MlseError(
+                f"--json-out {args.json_out}: cannot write it ({exc.strerror or type(exc).__name__})"
+            ) from None
         print(f"wrote {out}", file=sys.stderr)
     return 0

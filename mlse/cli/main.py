@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -17,36 +16,26 @@ from pathlib import Path
 
 from mlse.atomic import atomic_write_text
 from mlse.calibration.backbone import fit_calibration, local_dir, save_calibration
-from mlse.cli.args import add_config_arguments, config_options, csv_list
+from mlse.cli.args import add_backend_argument, add_config_arguments, config_options, csv_list
+from mlse.cli.data import add_data_parser, cmd_data
+from mlse.cli.experiment import add_experiment_parser, cmd_experiment
 from mlse.cli.explain import add_explain_parser, cmd_explain
 from mlse.cli.records import add_records_parser, cmd_records
 from mlse.cli.score import add_score_parser, cmd_score
 from mlse.cli.warm import add_warm_parser, cmd_warm
-from mlse.data.bitext_sample import build_sample, sample_dir
-from mlse.data.fetch import fetch_missing
-from mlse.data.flores import flores_languages
-from mlse.data.hub_download import download_from_hub
-from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import CALIBRATION_PAIRS
-from mlse.data.parallel import parallel_pairs
 from mlse.data.paths import resolve_data_dir
 from mlse.data.tatoeba import tatoeba_languages
-from mlse.data.wmt import wmt_sets
 from mlse.dirs import runs_dir
-from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.encoders.registry import DEFAULT_MODEL
 from mlse.encoders.resolve import available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
 from mlse.experiments.assets import reproduce_assets
-from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, write_report
-from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
-from mlse.runs.folders import safe_name
 from mlse.runs.results import format_table, result_table
 from mlse.train.config import (
-    MAX_PAIRS,
     FinetuneConfig,
     Stage1Settings,
     Stage2Settings,
@@ -60,12 +49,6 @@ from mlse.train.head_training import train_heads
 log = logging.getLogger("mlse")
 
 
-def _add_backend(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                        help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
-                             "cached; MLSE_THREADS sets the CPU threads, default 2)")  # fmt: skip
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mlse", description="Multilingual semantic textual similarity.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -77,16 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_parser(sub)
     add_warm_parser(sub)
     add_records_parser(sub)
-
-    data = sub.add_parser("data", help="show the data directory in use, fetch datasets from the hub, or rebuild the "
-                          "shipped training bitext sample (sample-bitext)")  # fmt: skip
-    data.add_argument("action", choices=["info", "fetch", "sample-bitext"])
-    data.add_argument("--out", default=None, help="sample-bitext: target folder (default: assets/data/finetune-bitext)")
-    data.add_argument("--dataset", choices=["all", "stsb_multi_mt", "flores200", "tatoeba"], default="all",
-                      help="fetch: one dataset (downloaded again if present), or all (default: those missing)")
-    data.add_argument("--to", default=os.environ.get("MLSE_DATA") or None,
-                      help="fetch: target folder (default: MLSE_DATA; then pass it as --data-dir)")
-    data.add_argument("--data-dir", default=None)
+    add_data_parser(sub)
 
     # train and finetune: one option per field of the configuration dataclasses (mlse.train.config), which hold the
     # defaults and the help texts
@@ -97,40 +71,32 @@ def build_parser() -> argparse.ArgumentParser:
     s2 = tr_sub.add_parser("stage2", help="STS head on Stage-1 meaning embeddings")
     add_config_arguments(s2, Stage2Settings)
 
-    ex = sub.add_parser("experiment", help="reproducible experiment recipes")
-    ex.add_argument("recipe", choices=["seed-grid", "students"])
-    ex.add_argument("--backbone", default="minilm-en")
-    _add_backend(ex, "the backbone")
-    ex.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="Stage-1 pairs per language pair (0: all)")
-    ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
-    ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
-    ex.add_argument("--recipes", type=csv_list, default=None,
-                    help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute "
-                         "budget")  # fmt: skip
-    ex.add_argument("--seed", type=int, default=0)
-    ex.add_argument("--seeds", type=csv_list, default=None,
-                    help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
-                         "the first seed only; default: --seed alone)")
-    ex.add_argument("--report-only", action="store_true",
-                    help="rewrite the reports under --out from the results already there (seed-grid.json, or the "
-                         "students' per-recipe JSON) without training anything")  # fmt: skip
-    ex.add_argument("--data-dir", default=None)
+    add_experiment_parser(sub)
 
     ft = sub.add_parser("finetune", help="fine-tune a student encoder: MSE / EMA distillation, soft / hard contrastive")
     add_config_arguments(ft, FinetuneConfig)
-    _add_backend(ft, "training (only torch: evaluate the saved run with eval --backend instead)")
+    add_backend_argument(ft, "training (only torch: evaluate the saved run with eval --backend instead)")
 
     ev = sub.add_parser("eval", help="evaluate a model on STS, Tatoeba or bitext mining")
-    ev.add_argument("--model", default=DEFAULT_MODEL, help=f"registry name, local folder, run, or hub id (default "
-                    f"{DEFAULT_MODEL})")  # fmt: skip
-    _add_backend(ev, "the model (a scorer's backbone)")
+    ev.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"registry name, local folder, run, or hub id (default {DEFAULT_MODEL})"
+    )
+    add_backend_argument(ev, "the model (a scorer's backbone)")
     ev.add_argument("--task", required=True, choices=["sts", "tatoeba", "mining"])
     ev.add_argument("--pairs", type=csv_list, default=[], help="STS pairs, e.g. en-en,en-de (STS Multi MT)")
-    ev.add_argument("--pairs-file", action="append", default=[],
-                    help="your rated pairs: sentence1, sentence2, score; TSV, CSV or JSONL (repeatable)")
+    ev.add_argument(
+        "--pairs-file",
+        action="append",
+        default=[],
+        help="your rated pairs: sentence1, sentence2, score; TSV, CSV or JSONL (repeatable)",
+    )
     ev.add_argument("--split", default="test", choices=["train", "dev", "test"], help="STS Multi MT split")
-    ev.add_argument("--langs", type=csv_list, default=[], help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all "
-                    "(every language in the data)")  # fmt: skip
+    ev.add_argument(
+        "--langs",
+        type=csv_list,
+        default=[],
+        help="Tatoeba languages, e.g. deu,fra,rus,cmn,swh, or all (every language in the data)",
+    )
     ev.add_argument("--pair", default="de-en", help="mining pair, e.g. de-en, ru-en, zh-en")
     ev.add_argument("--n-gold", type=int, default=600, help="mining: gold pairs hidden (split between train/test)")
     ev.add_argument("--seed", type=int, default=0, help="mining: seed of the task construction")
@@ -143,12 +109,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", help="fit a backbone's cosine -> 0-5 map on STS Multi MT dev (isotonic)")
     cal.add_argument("--model", required=True, help="registry name, local folder, run, or hub id")
-    cal.add_argument("--out", default=None, help="folder for <name>.json and <name>.manifest.json (default: "
-                     "$MLSE_RUNS/calibration; the shipped ones live in assets/models/calibration)")  # fmt: skip
-    cal.add_argument("--pairs", type=csv_list, default=None, help="STS pairs pooled in the fit (default: en-en and the "
-                     "12 cross-lingual pairs)")  # fmt: skip
+    cal.add_argument(
+        "--out",
+        default=None,
+        help="folder for <name>.json and <name>.manifest.json (default: "
+        "$MLSE_RUNS/calibration; the shipped ones live in assets/models/calibration)",
+    )
+    cal.add_argument(
+        "--pairs",
+        type=csv_list,
+        default=None,
+        help="STS pairs pooled in the fit (default: en-en and the 12 cross-lingual pairs)",
+    )
     cal.add_argument("--max-rows", type=int, default=None, help="first rows per pair only (a quick check)")
-    _add_backend(cal, "the model (the calibration applies to every backend of the same weights)")
+    add_backend_argument(cal, "the model (the calibration applies to every backend of the same weights)")
     cal.add_argument("--data-dir", default=None)
     cal.add_argument("--batch-size", type=int, default=64)
 
@@ -163,36 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_models(args: argparse.Namespace) -> int:
     rows = [vars(m) | {"name": m.name} for m in available_models()]
     print(format_table(rows, ["name", "source", "status", "description", "location"]))
-    return 0
-
-
-def cmd_data(args: argparse.Namespace) -> int:
-    if args.action == "fetch":
-        if not args.to:
-            raise MlseError("data fetch needs --to FOLDER (or MLSE_DATA set)")
-        if args.dataset != "all":
-            path = download_from_hub(args.dataset, args.to)
-            print(f"wrote {args.dataset} to {path}; use --data-dir {path}")
-            return 0
-        failed = {key: why for key, why in fetch_missing(args.to).items() if why}
-        if failed:
-            raise MlseError("not fetched: " + "; ".join(f"{key} ({why})" for key, why in failed.items()))
-        print(f"the app's datasets are in {args.to}; use --data-dir {args.to}")
-        return 0
-    if args.action == "sample-bitext":
-        out = args.out or str(sample_dir())
-        command = " ".join(["python -m mlse data sample-bitext", *(["--out", args.out] if args.out else [])])
-        manifest = build_sample(args.data_dir, out, command=command)
-        print(f"wrote {sum(v['shipped'] for v in manifest['pairs'].values()):,} pairs of {len(manifest['pairs'])} "
-              f"language pairs ({manifest['total_bytes']:,} bytes) to {out}")  # fmt: skip
-        return 0
-    root = resolve_data_dir(args.data_dir)
-    print(f"data directory: {root}")
-    print(f"STS Multi MT languages: {', '.join(STS_LANGS)}")
-    print(f"Tatoeba (LASER) languages: {len(tatoeba_languages(root))}")
-    print(f"Tatoeba-Challenge parallel pairs: {', '.join(parallel_pairs(root))}")
-    print(f"FLORES-200 devtest: {', '.join(flores_languages(root))}")
-    print("WMT news tests: " + ", ".join(f"{y} {p}" for y, p in wmt_sets(root)))
     return 0
 
 
@@ -211,51 +155,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_experiment(args: argparse.Namespace) -> int:
-    if args.recipe == "students":
-        return _students(args)
-    tag = "" if args.backend == "torch" else f"-{args.backend}"
-    out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
-    if args.report_only:
-        try:
-            results = rewrite_reports(out)
-        except FileNotFoundError as err:
-            raise MlseError(str(err)) from None
-        print(markdown_table(results))
-        print(f"rewrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
-        return 0
-    stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
-    results = run_seed_grid(args.backbone, out=out, max_pairs=args.max_pairs or None, data_dir=args.data_dir,
-                            seed=args.seed, seeds=_int_list(args.seeds, "--seeds"), stage1_config=stage1_config,
-                            backend=args.backend,
-                            progress=lambda msg: print(msg, flush=True))  # fmt: skip
-    print(markdown_table(results))
-    print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
-    return 0
-
-
-def _int_list(values: list[str] | None, flag: str) -> list[int] | None:
-    if not values:
-        return None
-    try:
-        return [int(v) for v in values]
-    except ValueError:
-        raise MlseError(f"{flag} takes whole numbers separated by commas, got {','.join(values)!r}") from None
-
-
-def _students(args: argparse.Namespace) -> int:
-    out = Path(args.out or Path("results") / "students")
-    names = args.recipes or list(RECIPES)
-    plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
-    if not args.report_only:
-        for name, recipe in plans:
-            run_recipe(name, recipe, runs=runs_dir() / "students", out=out, data_dir=args.data_dir,
-                       progress=lambda msg: print(msg, flush=True))  # fmt: skip
-    print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
-    print(f"wrote {out}/students.md, students.html")
-    return 0
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.batch_size < 1:
@@ -264,9 +163,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     encoder = load_model(args.model, backend=args.backend, device=args.device, cache=not args.no_cache)
     if args.task == "sts":
         result = runners.run_sts(
-            encoder, pairs=args.pairs, pairs_files=args.pairs_file, split=args.split, data_dir=data_dir,
+            encoder,
+            pairs=args.pairs,
+            pairs_files=args.pairs_file,
+            split=args.split,
+            data_dir=data_dir,
             batch_size=args.batch_size,
-        )  # fmt: skip
+        )
     elif args.task == "tatoeba":
         if not args.langs:
             raise MlseError("--task tatoeba needs --langs, e.g. --langs deu,fra,rus")
@@ -276,9 +179,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         result = runners.run_tatoeba(encoder, langs=langs, data_dir=data_dir, batch_size=args.batch_size)
     else:
         result = runners.run_mining(
-            encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed,
-            batch_size=args.batch_size,
-        )  # fmt: skip
+            encoder, pair=args.pair, data_dir=data_dir, n_gold=args.n_gold, seed=args.seed, batch_size=args.batch_size
+        )
     elapsed = time.perf_counter() - started
     print(f"{result.task} | model {result.model} ({result.model_identity}) | split {result.split}")
     print(result_table(result))
@@ -299,19 +201,28 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise MlseError(f"--max-rows must be at least 2, got {args.max_rows}")
     encoder = load_model(args.model, backend=args.backend)
     if isinstance(encoder, Scorer):
-        raise MlseError(f"{args.model!r} is a scorer (backbone + heads): calibrate its backbone instead; a Stage-2 "
-                        "head carries its own calibration")  # fmt: skip
+        raise MlseError(
+            f"{args.model!r} is a scorer (backbone + heads): calibrate its backbone instead; a Stage-2 "
+            "head carries its own calibration"
+        )
     started = time.perf_counter()
-    calibration, report = fit_calibration(encoder, data_dir=args.data_dir, pairs=args.pairs or CALIBRATION_PAIRS,
-                                          max_rows=args.max_rows, batch_size=args.batch_size,
-                                          progress=lambda msg: log.info("%s", msg))  # fmt: skip
+    calibration, report = fit_calibration(
+        encoder,
+        data_dir=args.data_dir,
+        pairs=args.pairs or CALIBRATION_PAIRS,
+        max_rows=args.max_rows,
+        batch_size=args.batch_size,
+        progress=lambda msg: log.info("%s", msg),
+    )
     command = "python -m mlse " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
     path, manifest = save_calibration(calibration, report, args.out or local_dir(), command=command)
     for split in ("dev", "test"):
         m = report[split]
-        print(f"{split}: {m['n']} pairs, Spearman x 100 pooled {m['spearman_cosine_pooled']:.2f} (cosine) -> "
-              f"{m['spearman_calibrated_pooled']:.2f} (calibrated), mean over pairs {m['spearman_cosine_mean']:.2f} "
-              f"-> {m['spearman_calibrated_mean']:.2f}; mean |calibrated - gold| {m['mae_calibrated']:.3f}")
+        print(
+            f"{split}: {m['n']} pairs, Spearman x 100 pooled {m['spearman_cosine_pooled']:.2f} (cosine) -> "
+            f"{m['spearman_calibrated_pooled']:.2f} (calibrated), mean over pairs {m['spearman_cosine_mean']:.2f} "
+            f"-> {m['spearman_calibrated_mean']:.2f}; mean |calibrated - gold| {m['mae_calibrated']:.3f}"
+        )
     print(f"{report['knots']} knots, weights {calibration.weights_identity}; {time.perf_counter() - started:.1f}s")
     print(f"wrote {path} and {manifest}")
     return 0
@@ -321,9 +232,12 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     def line(record: dict) -> None:
         dev, best = record["dev_spearman"], record["best_dev_spearman"]
         loss = "-" if record["loss"] is None else f"{record['loss']:.5f}"
-        print(f"step {record['step']} | epoch {record['epoch']:.3f} | loss {loss} | {record['elapsed_s']:.0f}s | "
-              f"dev {dev if dev is None else round(dev, 2)} (best {best if best is None else round(best, 2)})"
-              + (" saved" if record.get("saved") else ""), flush=True)  # fmt: skip
+        print(
+            f"step {record['step']} | epoch {record['epoch']:.3f} | loss {loss} | {record['elapsed_s']:.0f}s | "
+            f"dev {dev if dev is None else round(dev, 2)} (best {best if best is None else round(best, 2)})"
+            + (" saved" if record.get("saved") else ""),
+            flush=True,
+        )
 
     if args.backend != "torch":
         raise MlseError(
@@ -334,19 +248,36 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     metrics = finetune(config, progress=line)
     if metrics.get("rank", 0) != 0:  # one summary per run: ranks printing at once would interleave their lines
         return 0
-    keys = ("stop_reason", "steps", "best_dev_spearman", "best_step", "final_dev_spearman", "sentences_per_s",
-            "elapsed_s", "world_size", "parameter_checksum", "rank_checksums")  # fmt: skip
+    keys = (
+        "stop_reason",
+        "steps",
+        "best_dev_spearman",
+        "best_step",
+        "final_dev_spearman",
+        "sentences_per_s",
+        "elapsed_s",
+        "world_size",
+        "parameter_checksum",
+        "rank_checksums",
+    )
     print(json.dumps({k: metrics[k] for k in keys if k in metrics}), flush=True)
     print(f"saved {config.out}; use it as --model {config.out}")
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    items = reproduce_assets(only=args.only, out=Path(args.out) if args.out else None, runs=runs_dir() / "assets",
-                             data_dir=args.data_dir, progress=lambda msg: print(msg, flush=True))  # fmt: skip
+    items = reproduce_assets(
+        only=args.only,
+        out=Path(args.out) if args.out else None,
+        runs=runs_dir() / "assets",
+        data_dir=args.data_dir,
+        progress=lambda msg: print(msg, flush=True),
+    )
     for item in items:
-        print(f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
-              f"{item.manifest['scores']['en-en']:.2f} ({item.folder})")
+        print(
+            f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
+            f"{item.manifest['scores']['en-en']:.2f} ({item.folder})"
+        )
     return 0
 
 

@@ -18,17 +18,23 @@ DEFAULT_PATHS = ("assets", "results")
 
 def add_records_parser(sub) -> None:
     """Register ``records`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
-    rec = sub.add_parser("records", help="rewrite manifests and result files to name data files portably",
-                         description="Replace the absolute paths that old manifests, result files and reports hold by "
-                                     "paths relative to the data directory (data:...), the cache (cache:...) or the "
-                                     "repository (repo:...); anything else keeps only its file name (outside:...). "
-                                     "Idempotent; shipped manifests get the new hashes of the files they "
-                                     "list.")  # fmt: skip
+    rec = sub.add_parser(
+        "records",
+        help="rewrite manifests and result files to name data files portably",
+        description="Replace the absolute paths that old manifests, result files and reports hold by "
+        "paths relative to the data directory (data:...), the cache (cache:...) or the "
+        "repository (repo:...); anything else keeps only its file name (outside:...). "
+        "Idempotent; shipped manifests get the new hashes of the files they "
+        "list.",
+    )
     actions = rec.add_subparsers(dest="action", required=True)
     mig = actions.add_parser("migrate", help="rewrite absolute paths into portable ones (idempotent)")
     mig.add_argument("paths", nargs="*", help="files or folders (default: the repository's assets/ and results/)")
-    mig.add_argument("--check", action="store_true",
-                     help="write nothing; list the files that still hold an absolute path (exit 1 if any)")  # fmt: skip
+    mig.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; list the files that still hold an absolute path (exit 1 if any)",
+    )
     mig.add_argument("--data-dir", default=None, help="datasets folder (else $MLSE_DATA, else ../shared/data)")
 
 

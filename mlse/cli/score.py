@@ -38,24 +38,47 @@ INTERRUPTED_EXIT = 130
 
 def add_score_parser(sub) -> None:
     """Register ``score`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
-    sc = sub.add_parser("score", help="score every sentence pair of a file (TSV, CSV, JSONL) with one or more models",
-                        description="Score every pair of FILE with each model and write the input's columns, then "
-                                    "'<model> cosine' and '<model> 0-5' per model. A rerun is served by the "
-                                    "embedding cache.")  # fmt: skip
+    sc = sub.add_parser(
+        "score",
+        help="score every sentence pair of a file (TSV, CSV, JSONL) with one or more models",
+        description="Score every pair of FILE with each model and write the input's columns, then "
+        "'<model> cosine' and '<model> 0-5' per model. A rerun is served by the "
+        "embedding cache.",
+    )
     sc.add_argument("file", help="pairs file: sentence1, sentence2, optional score (header optional)")
-    sc.add_argument("--models", type=csv_list, default=list(DEFAULT_MODELS),
-                    help=f"comma-separated models (default {','.join(DEFAULT_MODELS)})")  # fmt: skip
-    sc.add_argument("--out", default=None, help="scored file to write (TSV when it ends in .tsv, else CSV); "
-                    "default: CSV on stdout")  # fmt: skip
-    sc.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                    help="runtime of the models: torch, onnx (fp32) or onnx-int8 (exported once and cached)")
-    sc.add_argument("--format", choices=[f for f in FORMATS if f != "lines"], default=None,
-                    help="how to read FILE (default: from its suffix, else its content)")
-    sc.add_argument("--skip-bad-rows", action="store_true",
-                    help="skip malformed rows (each listed on stderr) instead of stopping at the first")
+    sc.add_argument(
+        "--models",
+        type=csv_list,
+        default=list(DEFAULT_MODELS),
+        help=f"comma-separated models (default {','.join(DEFAULT_MODELS)})",
+    )
+    sc.add_argument(
+        "--out", default=None, help="scored file to write (TSV when it ends in .tsv, else CSV); default: CSV on stdout"
+    )
+    sc.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help="runtime of the models: torch, onnx (fp32) or onnx-int8 (exported once and cached)",
+    )
+    sc.add_argument(
+        "--format",
+        choices=[f for f in FORMATS if f != "lines"],
+        default=None,
+        help="how to read FILE (default: from its suffix, else its content)",
+    )
+    sc.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="skip malformed rows (each listed on stderr) instead of stopping at the first",
+    )
     sc.add_argument("--gold-range", default=None, help="refuse scores outside LOW:HIGH, e.g. 0:5")
-    sc.add_argument("--chunk", type=int, default=api.CHUNK_PAIRS,
-                    help=f"pairs encoded per step (default {api.CHUNK_PAIRS}): memory, and how much a Ctrl-C loses")
+    sc.add_argument(
+        "--chunk",
+        type=int,
+        default=api.CHUNK_PAIRS,
+        help=f"pairs encoded per step (default {api.CHUNK_PAIRS}): memory, and how much a Ctrl-C loses",
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -83,18 +106,29 @@ class ProgressLines:
             return
         self.last = now
         eta = (total - done) / rows_per_s if rows_per_s > 0 else math.inf
-        print(f"{done:,} / {total:,} rows ({100 * done / total:.0f}%), {rows_per_s:,.0f} rows/s, ETA {_duration(eta)}",
-              file=self.stream, flush=True)  # fmt: skip
+        print(
+            f"{done:,} / {total:,} rows ({100 * done / total:.0f}%), {rows_per_s:,.0f} rows/s, ETA {_duration(eta)}",
+            file=self.stream,
+            flush=True,
+        )
 
 
 def _read(args) -> UserTable:
-    table = read_pairs(args.file, name=str(args.file), format=args.format, gold_range=parse_range(args.gold_range),
-                       bad_rows="skip" if args.skip_bad_rows else "raise")  # fmt: skip
+    table = read_pairs(
+        args.file,
+        name=str(args.file),
+        format=args.format,
+        gold_range=parse_range(args.gold_range),
+        bad_rows="skip" if args.skip_bad_rows else "raise",
+    )
     for problem in table.skipped:
         print(f"skipped {problem}", file=sys.stderr)
     if table.n_skipped > len(table.skipped):
-        print(f"skipped {table.n_skipped - len(table.skipped):,} more rows (only the first {len(table.skipped)} "
-              "are listed)", file=sys.stderr)  # fmt: skip
+        print(
+            f"skipped {table.n_skipped - len(table.skipped):,} more rows (only the first {len(table.skipped)} "
+            "are listed)",
+            file=sys.stderr,
+        )
     if table.n_skipped:
         print(f"{table.n_skipped:,} bad row(s) skipped, {len(table):,} kept", file=sys.stderr)
     return table
@@ -122,6 +156,7 @@ def scored_text(table: UserTable, scores: dict[str, np.ndarray], tsv: bool) -> s
     values = [np.asarray(v) for v in scores.values()]
     buffer = io.StringIO()
     if tsv:  # TSV has no quoting: a tab or line break inside a cell becomes a space
+
         def clean(cell: str) -> str:
             return cell.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
@@ -146,8 +181,10 @@ def _summary(table: UserTable, scores: dict[str, np.ndarray], models: dict[str, 
         line = f"{name}: mean cosine {float(np.mean(cos)):.3f}"
         if gold is not None and len(gold) >= 2:
             m = sts_metrics(cos, gold, n_boot=0)
-            line += (f"; against {table.roles['gold']!r}: Pearson {m['pearson']:.2f}, Spearman {m['spearman']:.2f} "
-                     "(x 100, cosine)")  # fmt: skip
+            line += (
+                f"; against {table.roles['gold']!r}: Pearson {m['pearson']:.2f}, Spearman {m['spearman']:.2f} "
+                "(x 100, cosine)"
+            )
         stats = getattr(model, "stats", None)
         if isinstance(stats, dict) and "encoded" in stats:
             line += f"; encoded {stats['encoded']:,} texts, served {stats['served']:,} from the embedding cache"
@@ -177,16 +214,22 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
     table = _read(args)
     models = _models(args.models, args.backend)
     total = len(table)
-    print(f"scoring {total:,} pairs with {', '.join(models)} ({args.chunk} pairs per step)", file=sys.stderr,
-          flush=True)  # fmt: skip
+    print(
+        f"scoring {total:,} pairs with {', '.join(models)} ({args.chunk} pairs per step)", file=sys.stderr, flush=True
+    )
     progress = ProgressLines()
     started = time.perf_counter()
     try:
-        scores, run = api.score_rows(models, table.role("sentence1"), table.role("sentence2"), chunk=args.chunk,
-                                     progress=progress)  # fmt: skip
+        scores, run = api.score_rows(
+            models, table.role("sentence1"), table.role("sentence2"), chunk=args.chunk, progress=progress
+        )
     except KeyboardInterrupt:
-        print(f"interrupted after {progress.done:,} of {total:,} rows; run the same command again: the embedding "
-              "cache already holds the finished rows", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"interrupted after {progress.done:,} of {total:,} rows; run the same command again: the embedding "
+            "cache already holds the finished rows",
+            file=sys.stderr,
+            flush=True,
+        )
         return INTERRUPTED_EXIT
     seconds = time.perf_counter() - started
     text = scored_text(table, scores, tsv=out is not None and out.suffix.lower() == ".tsv")
@@ -197,12 +240,15 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
         try:
             atomic_write_text(out, text)
         except OSError as exc:
-            raise MlseError(f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
-                            "cache holds what was encoded, so running again with another --out is quick") from None
+            raise MlseError(
+                f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
+                "cache holds what was encoded, so running again with another --out is quick"
+            ) from None
     for line in _summary(table, scores, models):
         print(line, file=sys.stderr)
     rate = run.done / seconds if seconds > 0 else float("nan")
     where = f"wrote {out}" if out is not None else "wrote the scores to stdout"
-    print(f"{where}: {total:,} rows, {len(scores)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"{where}: {total:,} rows, {len(scores)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)", file=sys.stderr
+    )
     return 0

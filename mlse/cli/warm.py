@@ -30,16 +30,26 @@ LOG_EVERY_S = 30.0  # elsewhere (a log file, a docker build) a running step prin
 
 def add_warm_parser(sub) -> None:
     """Register ``warm`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
-    wa = sub.add_parser("warm", help="compute what each tab of the app shows first into the cache (idempotent)",
-                        description="Compute what each tab's first view needs for the default models (model files, "
-                                    "example embeddings, the default STS pair, Tatoeba language and map) into the "
-                                    "cache. A second run computes nothing; a stopped run resumes.")  # fmt: skip
-    wa.add_argument("--backend", choices=BACKENDS, default=os.environ.get("MLSE_BACKEND", DEFAULT_BACKEND),
-                    help="runtime the app will use: torch, onnx or onnx-int8 (default: MLSE_BACKEND, "
-                         "else torch)")  # fmt: skip
-    wa.add_argument("--models", type=csv_list, default=None,
-                    help="comma-separated models (default: those the Score tab ticks, and the one each other tab "
-                         "opens on; given, the first stands for the Map, Tatoeba and Gold tabs)")  # fmt: skip
+    wa = sub.add_parser(
+        "warm",
+        help="compute what each tab of the app shows first into the cache (idempotent)",
+        description="Compute what each tab's first view needs for the default models (model files, "
+        "example embeddings, the default STS pair, Tatoeba language and map) into the "
+        "cache. A second run computes nothing; a stopped run resumes.",
+    )
+    wa.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=os.environ.get("MLSE_BACKEND", DEFAULT_BACKEND),
+        help="runtime the app will use: torch, onnx or onnx-int8 (default: MLSE_BACKEND, else torch)",
+    )
+    wa.add_argument(
+        "--models",
+        type=csv_list,
+        default=None,
+        help="comma-separated models (default: those the Score tab ticks, and the one each other tab "
+        "opens on; given, the first stands for the Map, Tatoeba and Gold tabs)",
+    )
     wa.add_argument("--data-dir", default=None, help="datasets folder (else $MLSE_DATA, else ../shared/data)")
     wa.add_argument("--check", action="store_true", help="list what is warm and what is missing; compute nothing")
 
@@ -54,30 +64,40 @@ def cmd_warm(args: argparse.Namespace) -> int:
         logging.getLogger("mlse.encoders.cache").setLevel(logging.WARNING)
     state = AppState(backend=args.backend, data_dir=args.data_dir)
     steps = warm_plan(state, models=args.models, openings=tab_openings(state), scope="disk")
-    print(f"warm: {len(steps)} steps on {args.backend}; cache {cache_root()}; data {_data_dir(args.data_dir)}",
-          flush=True)  # fmt: skip
+    print(
+        f"warm: {len(steps)} steps on {args.backend}; cache {cache_root()}; data {_data_dir(args.data_dir)}", flush=True
+    )
     if args.check:
         return _check(check_steps(steps))
     event = threading.Event()
     live = _Live() if sys.stderr.isatty() else _Periodic()  # a log (docker build) gets a line every half minute
     previous = _catch_sigint(event)
     try:
-        report = run_warm(steps, on_step=lambda status, fraction: _line(live, status, fraction),
-                          on_progress=live.show, should_stop=event.is_set)  # fmt: skip
+        report = run_warm(
+            steps,
+            on_step=lambda status, fraction: _line(live, status, fraction),
+            on_progress=live.show,
+            should_stop=event.is_set,
+        )
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
     failed = [s for s in report.steps if s.state == "failed"]
     if report.stopped:
         left = sum(s.state not in ("warm", "computed", "skipped", "failed") for s in report.steps)
-        print(f"stopped after {report.seconds:.0f} s: {left} step(s) left; run it again to go on from here",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"stopped after {report.seconds:.0f} s: {left} step(s) left; run it again to go on from here",
+            file=sys.stderr,
+            flush=True,
+        )
         return INTERRUPTED_EXIT
     if report.all_warm:
         print(f"everything is already warm ({len(steps)} steps, {report.count('skipped')} skipped): nothing computed")
         return 0
-    print(f"warm in {report.seconds:.0f} s: {report.count('computed')} computed, {report.count('warm')} already warm, "
-          f"{report.count('skipped')} skipped, {len(failed)} failed")  # fmt: skip
+    print(
+        f"warm in {report.seconds:.0f} s: {report.count('computed')} computed, {report.count('warm')} already warm, "
+        f"{report.count('skipped')} skipped, {len(failed)} failed"
+    )
     if failed:
         raise MlseError(f"{len(failed)} warm step(s) failed: " + "; ".join(f"{s.label} ({s.note})" for s in failed))
     return 0

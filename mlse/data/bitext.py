@@ -102,6 +102,5 @@ def load_filtered_bitext(
         out.tgt_lang += [b] * len(keep)
         out.info["pairs"][pair] = {"available": len(corpus), "contaminated_dropped": dropped, "used": len(keep)}
         out.info["data"].update(data_hashes(corpus.sources, data_dir))
-        log.info("%s %s: %d pairs, %d dropped as contaminated, %d used", label, pair, len(corpus), dropped,
-                 len(keep))  # fmt: skip
+        log.info("%s %s: %d pairs, %d dropped as contaminated, %d used", label, pair, len(corpus), dropped, len(keep))
     return out

@@ -78,8 +78,10 @@ class BitextSource:
     def describe(self) -> str:
         if self.shipped:
             where = "assets/data/finetune-bitext" if self.path == sample_dir() else str(self.path)
-            return (f"the shipped sample ({where}: at most {SAMPLE_PER_PAIR:,} contamination-filtered "
-                    f"Tatoeba-Challenge pairs per language pair, {LICENCE})")  # fmt: skip
+            return (
+                f"the shipped sample ({where}: at most {SAMPLE_PER_PAIR:,} contamination-filtered "
+                f"Tatoeba-Challenge pairs per language pair, {LICENCE})"
+            )
         return f"the data directory's Tatoeba-Challenge bitext ({self.path})"
 
 
@@ -98,8 +100,10 @@ def training_bitext_source(data_dir: str | os.PathLike[str] | None = None, root:
     root = root or sample_dir()
     if not (root / MANIFEST).is_file():
         where = f"{parallel.parent}" if parallel is not None else "the data directory"
-        raise DataError(f"no training bitext: {where} has no {PARALLEL_DIR} folder and the shipped sample {root} is "
-                        "missing; copy that folder into the data directory")  # fmt: skip
+        raise DataError(
+            f"no training bitext: {where} has no {PARALLEL_DIR} folder and the shipped sample {root} is "
+            "missing; copy that folder into the data directory"
+        )
     return BitextSource("shipped sample", root)
 
 
@@ -120,11 +124,19 @@ def load_sample_pair(pair: str, root: Path | None = None) -> ParallelCorpus:
         if sep and folder in available:
             first, second = _read_pairs(root / f"{folder}{SUFFIX}")
             src, tgt = (second, first) if swap else (first, second)
-            return ParallelCorpus(src=src, tgt=tgt, src_lang=a, tgt_lang=b, name=f"shipped sample/{a}-{b}",
-                                  sources=[root / f"{folder}{SUFFIX}"])  # fmt: skip
-    raise DataError(f"language pair {pair!r} is not in the shipped training sample {root} (it has "
-                    f"{', '.join(available) or 'nothing'}); for other pairs copy {PARALLEL_DIR} into the data "
-                    "directory")  # fmt: skip
+            return ParallelCorpus(
+                src=src,
+                tgt=tgt,
+                src_lang=a,
+                tgt_lang=b,
+                name=f"shipped sample/{a}-{b}",
+                sources=[root / f"{folder}{SUFFIX}"],
+            )
+    raise DataError(
+        f"language pair {pair!r} is not in the shipped training sample {root} (it has "
+        f"{', '.join(available) or 'nothing'}); for other pairs copy {PARALLEL_DIR} into the data "
+        "directory"
+    )
 
 
 def _read_pairs(path: Path) -> tuple[list[str], list[str]]:
@@ -143,8 +155,14 @@ def _read_pairs(path: Path) -> tuple[list[str], list[str]]:
 
 
 # ----------------------------------------------------------------------------------------------------------- building
-def build_sample(data_dir: str | os.PathLike[str] | None, out: str | os.PathLike[str], *,
-                 per_pair: int = SAMPLE_PER_PAIR, seed: int = 0, command: str = "") -> dict:  # fmt: skip
+def build_sample(
+    data_dir: str | os.PathLike[str] | None,
+    out: str | os.PathLike[str],
+    *,
+    per_pair: int = SAMPLE_PER_PAIR,
+    seed: int = 0,
+    command: str = "",
+) -> dict:
     """Write the sample of every Tatoeba-Challenge folder of ``data_dir`` to ``out`` (see the module docstring);
     returns the manifest. Folder ``f`` is sampled with ``numpy.random.default_rng([seed, crc32(f)])``."""
     if per_pair < 1:
@@ -154,13 +172,18 @@ def build_sample(data_dir: str | os.PathLike[str] | None, out: str | os.PathLike
     manifest: dict = {
         "command": command or f"python -m mlse data sample-bitext --out {out}",
         "what": "contamination-filtered sample of the Tatoeba-Challenge v2021-08-07 bitext (mlse.data.bitext_sample)",
-        "per_pair": per_pair, "seed": seed, "format": "{folder}.tsv.gz: first language <TAB> second language",
+        "per_pair": per_pair,
+        "seed": seed,
+        "format": "{folder}.tsv.gz: first language <TAB> second language",
         "labels": "the standard written language of each side (mlse.data.parallel.default_labels)",
         "filter": "pairs whose either side (NFC, whitespace-normalised) occurs in LASER Tatoeba (every language) or "
-                  "STS Multi MT test/dev (every language) dropped (mlse.data.contamination.filter_contaminated)",
-        "licence": LICENCE, "attribution": ATTRIBUTION,
-        "pairs": {}, "source_files": {}, "evaluation_files": _evaluation_files(root),
-    }  # fmt: skip
+        "STS Multi MT test/dev (every language) dropped (mlse.data.contamination.filter_contaminated)",
+        "licence": LICENCE,
+        "attribution": ATTRIBUTION,
+        "pairs": {},
+        "source_files": {},
+        "evaluation_files": _evaluation_files(root),
+    }
     with atomic_dir(out) as folder:
         for name in parallel_pairs(root):
             a, _, b = name.partition("-")
@@ -175,9 +198,15 @@ def build_sample(data_dir: str | os.PathLike[str] | None, out: str | os.PathLike
                 raise DataError(f"{name}: a sentence holds a tab or newline; the sample's TSV cannot store it")
             path = folder / f"{name}{SUFFIX}"
             path.write_bytes(gzip.compress("".join(f"{s}\t{t}\n" for s, t in rows).encode("utf-8"), mtime=0))
-            manifest["pairs"][name] = {"available": len(corpus), "contaminated_dropped": dropped,
-                                       "clean": len(clean), "shipped": len(rows), "file": path.name,
-                                       "sha256": file_sha256(path), "bytes": path.stat().st_size}  # fmt: skip
+            manifest["pairs"][name] = {
+                "available": len(corpus),
+                "contaminated_dropped": dropped,
+                "clean": len(clean),
+                "shipped": len(rows),
+                "file": path.name,
+                "sha256": file_sha256(path),
+                "bytes": path.stat().st_size,
+            }
             manifest["source_files"].update({_relative(p, root): file_sha256(p) for p in corpus.sources})
             log.info("sample %s: %d pairs, %d contaminated, %d shipped", name, len(corpus), dropped, len(rows))
         manifest["total_bytes"] = sum(v["bytes"] for v in manifest["pairs"].values())
@@ -198,8 +227,10 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def _readme(manifest: dict) -> str:
-    rows = "\n".join(f"| {name} | {v['available']:,} | {v['contaminated_dropped']:,} | {v['shipped']:,} |"
-                     for name, v in manifest["pairs"].items())  # fmt: skip
+    rows = "\n".join(
+        f"| {name} | {v['available']:,} | {v['contaminated_dropped']:,} | {v['shipped']:,} |"
+        for name, v in manifest["pairs"].items()
+    )
     paragraphs = [
         f"A small sample of the Tatoeba-Challenge v2021-08-07 bitext, so that a deployment whose data directory has no "
         f"`{PARALLEL_DIR}` folder (a Hugging Face Space) can still fine-tune and train Stage 1. When that folder is in "
@@ -213,6 +244,8 @@ def _readme(manifest: dict) -> str:
     ]
     licence = [ATTRIBUTION, f"Licence: {LICENCE}, https://creativecommons.org/licenses/by/2.0/fr/."]
     text = "\n\n".join(textwrap.fill(p, 118) for p in paragraphs)
-    return (f"# Training bitext shipped with mlse\n\n{text}\n\n"
-            "| folder | pairs (standard written language) | dropped as contaminated | shipped |\n|---|---|---|---|\n"
-            f"{rows}\n\n## Licence\n\n" + "\n\n".join(textwrap.fill(p, 118) for p in licence) + "\n")  # fmt: skip
+    return (
+        f"# Training bitext shipped with mlse\n\n{text}\n\n"
+        "| folder | pairs (standard written language) | dropped as contaminated | shipped |\n|---|---|---|---|\n"
+        f"{rows}\n\n## Licence\n\n" + "\n\n".join(textwrap.fill(p, 118) for p in licence) + "\n"
+    )

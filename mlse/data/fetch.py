@@ -39,8 +39,9 @@ def missing_datasets(data_dir: Path, datasets=APP_DATASETS) -> list[str]:
     return [key for key in datasets if not (Path(data_dir) / HUB_DATASETS[key].folder).is_dir()]
 
 
-def fetch_missing(data_dir: str | Path, *, datasets=APP_DATASETS, progress: Progress = print_progress,
-                  token: str | None = None) -> dict[str, str | None]:  # fmt: skip
+def fetch_missing(
+    data_dir: str | Path, *, datasets=APP_DATASETS, progress: Progress = print_progress, token: str | None = None
+) -> dict[str, str | None]:
     """Download every dataset of ``datasets`` missing from ``data_dir`` -> {key: None when fetched, else why not}.
 
     Never raises for one dataset's failure: the others are still fetched. Creates ``data_dir`` when needed.
@@ -70,8 +71,9 @@ def fetch_missing(data_dir: str | Path, *, datasets=APP_DATASETS, progress: Prog
     return outcome
 
 
-def start_fetch(data_dir: str | Path, *, progress: Progress = print_progress,
-                reachable: Callable[[], bool] | None = None) -> threading.Thread | None:  # fmt: skip
+def start_fetch(
+    data_dir: str | Path, *, progress: Progress = print_progress, reachable: Callable[[], bool] | None = None
+) -> threading.Thread | None:
     """:func:`fetch_missing` in a daemon thread (None when nothing is missing); the app serves meanwhile.
 
     ``reachable``: asked first, in the thread (default :func:`mlse.serving.hub_probe.probe_hub`, a few seconds at most);
@@ -115,6 +117,7 @@ def app_data_dir() -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise MlseError(f"cannot create the data directory {folder} ({exc.strerror}); set {ENV_VAR} to a writable "
-                        "folder") from None  # fmt: skip
+        raise MlseError(
+            f"cannot create the data directory {folder} ({exc.strerror}); set {ENV_VAR} to a writable folder"
+        ) from None
     return folder.resolve()

@@ -20,8 +20,11 @@ _LOCAL_ONLY = {
     PARALLEL_DIR: "Tatoeba-Challenge bitext (training data of the Fine-tune tab and Stage 1)",
     WMT_DIR: "WMT news test sets (CLI evaluation only)",
 }
-_USED_BY = {"stsb_multi_mt": "the Gold tab, Stage 2 and fine-tuning's dev set", "tatoeba": "the Tatoeba tab",
-            "flores200": "the Map tab"}  # fmt: skip
+_USED_BY = {
+    "stsb_multi_mt": "the Gold tab, Stage 2 and fine-tuning's dev set",
+    "tatoeba": "the Tatoeba tab",
+    "flores200": "the Map tab",
+}
 
 
 @dataclass

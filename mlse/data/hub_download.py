@@ -52,12 +52,11 @@ def _flores_patterns() -> tuple[str, ...]:
 
 
 HUB_DATASETS: dict[str, HubDataset] = {
-    "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", STS_DIR,
-                                ("*.parquet",)),  # fmt: skip
-    "flores200": HubDataset("flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR,
-                            _flores_patterns(), gated=True),  # fmt: skip
-    "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR,
-                          None),  # fmt: skip
+    "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", STS_DIR, ("*.parquet",)),
+    "flores200": HubDataset(
+        "flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR, _flores_patterns(), gated=True
+    ),
+    "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR, None),
 }
 HUB_REPOS: dict[str, str] = {key: dataset.repo for key, dataset in HUB_DATASETS.items()}
 
@@ -75,15 +74,17 @@ def download_from_hub(dataset: str, target_dir: str | os.PathLike[str], *, token
         raise DataError(f"unknown hub dataset {dataset!r}; available: {', '.join(HUB_DATASETS)}")
     spec = HUB_DATASETS[dataset]
     if hub_offline():
-        raise DataError(f"cannot download {spec.repo}: HF_HUB_OFFLINE is set, the hub is not reachable; "
-                        "pass --data-dir")
+        raise DataError(
+            f"cannot download {spec.repo}: HF_HUB_OFFLINE is set, the hub is not reachable; pass --data-dir"
+        )
     local = _snapshot(spec, token)
     target = Path(target_dir)
     convert = {"stsb_multi_mt": _write_sts, "flores200": _write_flores, "tatoeba": _write_tatoeba}[dataset]
     with atomic_dir(target / spec.folder) as folder:
         if not convert(local, folder):  # raised inside: the empty folder is discarded, an old one stays
-            raise DataError(f"{spec.repo}: no tables in the expected layout were downloaded "
-                            "(see mlse/data/hub_download.py)")
+            raise DataError(
+                f"{spec.repo}: no tables in the expected layout were downloaded (see mlse/data/hub_download.py)"
+            )
     return target
 
 
@@ -143,8 +144,7 @@ def _write_sts(local: Path, folder: Path) -> int:
             shards.setdefault((lang, split.group(1)), []).append(table)
     for (lang, split), tables in sorted(shards.items()):
         df = pd.concat([_read_table(t)[["sentence1", "sentence2", "similarity_score"]] for t in tables])
-        df.to_csv(folder / f"stsb-{lang}-{split}.csv", header=False, index=False, lineterminator="\n",
-                  encoding="utf-8")  # fmt: skip
+        df.to_csv(folder / f"stsb-{lang}-{split}.csv", header=False, index=False, lineterminator="\n", encoding="utf-8")
     return len(shards)
 
 

@@ -58,4 +58,3 @@ def read_aligned(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str])
             f"line-aligned files differ in length: {path_a} has {len(a)} lines, {path_b} has {len(b)} lines"
         )
     return a, b
-

@@ -15,9 +15,22 @@ FLORES_DIR = "flores200_devtest"  # {code}.devtest, e.g. eng_Latn.devtest
 FLORES_SUFFIX = ".devtest"
 # The FLORES-200 languages of the local copy (and what the hub download fetches).
 FLORES_CODES: tuple[str, ...] = (
-    "arb_Arab", "ces_Latn", "deu_Latn", "eng_Latn", "fra_Latn", "ita_Latn", "nld_Latn", "pol_Latn",
-    "por_Latn", "rus_Cyrl", "spa_Latn", "tur_Latn", "ukr_Cyrl", "zho_Hans", "zho_Hant",
-)  # fmt: skip
+    "arb_Arab",
+    "ces_Latn",
+    "deu_Latn",
+    "eng_Latn",
+    "fra_Latn",
+    "ita_Latn",
+    "nld_Latn",
+    "pol_Latn",
+    "por_Latn",
+    "rus_Cyrl",
+    "spa_Latn",
+    "tur_Latn",
+    "ukr_Cyrl",
+    "zho_Hans",
+    "zho_Hant",
+)
 
 TATOEBA_DIR = "tatoeba_laser_v1"  # tatoeba.{xxx}-eng.{xxx} and tatoeba.{xxx}-eng.eng
 PARALLEL_DIR = "parallel/tatoeba_challenge_v2021-08-07"  # Tatoeba-Challenge bitext, one folder per pair

@@ -15,8 +15,23 @@ from mlse.data.layout import STS_LANGS
 # calibration); HELD_OUT_PAIRS are never trained on. SEED_STS_PAIRS is both groups, in the seed's order.
 STAGE2_PAIRS = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "fr-de"]
 HELD_OUT_PAIRS = ["en-en", "en-pl", "en-pt", "en-ru", "ru-de", "fr-es", "es-zh", "zh-ru", "pt-pl"]
-SEED_STS_PAIRS = ["en-en", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "fr-de", "fr-es",
-                  "ru-de", "es-zh", "zh-ru", "pt-pl"]  # fmt: skip
+SEED_STS_PAIRS = [
+    "en-en",
+    "en-de",
+    "en-es",
+    "en-fr",
+    "en-it",
+    "en-nl",
+    "en-pl",
+    "en-pt",
+    "en-ru",
+    "fr-de",
+    "fr-es",
+    "ru-de",
+    "es-zh",
+    "zh-ru",
+    "pt-pl",
+]
 # The 12 cross-lingual pairs the fine-tuning issue reports its average over.
 CROSS_12 = ["en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-zh", "de-fr", "fr-es", "pt-pl"]
 # A backbone's cosine -> 0-5 calibration is fitted on the dev split of these, pooled (see mlse.calibration.backbone).
@@ -30,20 +45,60 @@ STUDY_DEV_PAIRS = ["en-en", *DEV_PAIRS]
 
 # -- Tatoeba-Challenge bitext (training) ------------------------------------------------------------------------------
 # The seed's Stage-1 training pairs, as folder names of parallel/tatoeba_challenge_v2021-08-07.
-SEED_PARALLEL_PAIRS = ["eng-ara", "eng-deu", "eng-spa", "eng-fra", "eng-ita", "eng-nld", "eng-pol", "eng-rus",
-                       "eng-tur", "spa-zho", "fra-spa", "rus-deu", "tur-pol", "ukr-spa", "zho-rus"]  # fmt: skip
+SEED_PARALLEL_PAIRS = [
+    "eng-ara",
+    "eng-deu",
+    "eng-spa",
+    "eng-fra",
+    "eng-ita",
+    "eng-nld",
+    "eng-pol",
+    "eng-rus",
+    "eng-tur",
+    "spa-zho",
+    "fra-spa",
+    "rus-deu",
+    "tur-pol",
+    "ukr-spa",
+    "zho-rus",
+]
 # Every Tatoeba-Challenge folder that pairs English with another language (English is the src / anchor side): the
 # fine-tuning methods' training pairs.
-ENGLISH_PAIRS = ["en-ar", "en-de", "en-es", "en-fr", "en-it", "en-nl", "en-pl", "en-pt", "en-ru", "en-tr", "en-uk",
-                 "en-zh"]  # fmt: skip
+ENGLISH_PAIRS = [
+    "en-ar",
+    "en-de",
+    "en-es",
+    "en-fr",
+    "en-it",
+    "en-nl",
+    "en-pl",
+    "en-pt",
+    "en-ru",
+    "en-tr",
+    "en-uk",
+    "en-zh",
+]
 # What the app's Fine-tune tab ticks for a fine-tuning method (a quick run; the CLI trains on all ENGLISH_PAIRS).
 APP_FINETUNE_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]
 
 # -- LASER Tatoeba (evaluation) -----------------------------------------------------------------------------------
 # The 14 languages of the Ham & Kim comparison, as Tatoeba codes.
 HAM_KIM_14: tuple[str, ...] = (
-    "ara", "deu", "spa", "fra", "ita", "jpn", "kor", "nld", "pol", "por", "rus", "tha", "tur", "cmn",
-)  # fmt: skip
+    "ara",
+    "deu",
+    "spa",
+    "fra",
+    "ita",
+    "jpn",
+    "kor",
+    "nld",
+    "pol",
+    "por",
+    "rus",
+    "tha",
+    "tur",
+    "cmn",
+)
 
 # -- FLORES-200 (analysis) ----------------------------------------------------------------------------------------
 # The language-ID probe of Stage 1: FLORES-200 languages matching the Stage-1 training languages.

@@ -50,10 +50,7 @@ PARALLEL_ALIASES: dict[str, str] = {
 }
 
 # Label sets for the "standard" written form where a side mixes varieties.
-_DEFAULT_LABELS: dict[str, frozenset[str]] = {
-    "zho": frozenset({"cmn_Hans", "cmn_Hant"}),
-    "ara": frozenset({"ara"}),
-}
+_DEFAULT_LABELS: dict[str, frozenset[str]] = {"zho": frozenset({"cmn_Hans", "cmn_Hant"}), "ara": frozenset({"ara"})}
 
 
 def default_labels(lang: str) -> set[str]:

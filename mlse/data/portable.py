@@ -41,9 +41,30 @@ _DATASET_DIRS = tuple(tuple(d.split("/")) for d in (PARALLEL_DIR, STS_DIR, TATOE
 _CACHE_TAIL = (".cache", "mlse")
 # first folders of absolute paths that name a place on one machine (homes, mounts, temporary folders); a path under
 # another root, such as /proc/cpuinfo or an HTTP route like /gradio_api/run, is left alone in free text
-MACHINE_ROOTS = frozenset({"home", "root", "Users", "tmp", "var", "mnt", "media", "opt", "srv", "work",
-                           "workspace", "data", "scratch", "private", "content", "kaggle", "usr", "app", "nfs",
-                           "storage"})  # fmt: skip
+MACHINE_ROOTS = frozenset(
+    {
+        "home",
+        "root",
+        "Users",
+        "tmp",
+        "var",
+        "mnt",
+        "media",
+        "opt",
+        "srv",
+        "work",
+        "workspace",
+        "data",
+        "scratch",
+        "private",
+        "content",
+        "kaggle",
+        "usr",
+        "app",
+        "nfs",
+        "storage",
+    }
+)
 _NAME = r"[\w.+@=~%-]+"
 _POSIX = rf"(?<![\w./~\\-])/{_NAME}(?:/{_NAME})+/?"
 _WINDOWS = r"(?<![\w])[A-Za-z]:\\(?:[^\\\s\"'<>|:*?]+\\)*[^\\\s\"'<>|:*?]*"
@@ -190,8 +211,11 @@ def _portable_key(path, data_dir) -> str:
 
 def is_hash_map(value: Any) -> bool:
     """True for a non-empty ``{file: sha256 hex}`` mapping (a record's ``data``)."""
-    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, str) and _SHA256.match(v)
-                                                                for v in value.values())  # fmt: skip
+    return (
+        isinstance(value, Mapping)
+        and bool(value)
+        and all(isinstance(v, str) and _SHA256.match(v) for v in value.values())
+    )
 
 
 def data_identity(hashes: Mapping[str, str]) -> str:

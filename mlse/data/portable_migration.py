@@ -22,8 +22,25 @@ from mlse.data.portable import data_identity, find_absolute_paths, is_hash_map, 
 from mlse.errors import MlseError
 
 MANIFEST = "manifest.json"
-BINARY_SUFFIXES = frozenset({".gz", ".safetensors", ".onnx", ".bin", ".npy", ".npz", ".png", ".jpg", ".jpeg", ".gif",
-                             ".webp", ".zip", ".pt", ".parquet", ".sqlite"})  # fmt: skip
+BINARY_SUFFIXES = frozenset(
+    {
+        ".gz",
+        ".safetensors",
+        ".onnx",
+        ".bin",
+        ".npy",
+        ".npz",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+        ".zip",
+        ".pt",
+        ".parquet",
+        ".sqlite",
+    }
+)
 
 
 @dataclass

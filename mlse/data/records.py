@@ -49,10 +49,14 @@ def _read_path(path: Path, name: str | None, max_bytes: int | None) -> tuple[byt
 
 
 # the first bytes of files people mistake for a table's text
-_NOT_TEXT = {b"PK\x03\x04": "a zip archive or a spreadsheet (.xlsx, .ods); save it as CSV or TSV",
-             b"\xd0\xcf\x11\xe0": "an old Office file (.xls); save it as CSV or TSV",
-             b"\x1f\x8b": "a gzip archive; unpack it first", b"%PDF": "a PDF",
-             b"\xff\xfe": "UTF-16 text; save it as UTF-8", b"\xfe\xff": "UTF-16 text; save it as UTF-8"}  # fmt: skip
+_NOT_TEXT = {
+    b"PK\x03\x04": "a zip archive or a spreadsheet (.xlsx, .ods); save it as CSV or TSV",
+    b"\xd0\xcf\x11\xe0": "an old Office file (.xls); save it as CSV or TSV",
+    b"\x1f\x8b": "a gzip archive; unpack it first",
+    b"%PDF": "a PDF",
+    b"\xff\xfe": "UTF-16 text; save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text; save it as UTF-8",
+}
 
 
 def decode(raw: bytes, label: str) -> str:
@@ -98,8 +102,11 @@ def _split_lines(content: str, keep_ends: bool = False) -> list[str]:
 def delimited_records(content: str, fmt: str, label: str) -> list[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank record."""
     if fmt in ("tsv", "lines"):
-        return [(i, line.split("\t") if fmt == "tsv" else [line])
-                for i, line in enumerate(_split_lines(content), start=1) if line.strip()]  # fmt: skip
+        return [
+            (i, line.split("\t") if fmt == "tsv" else [line])
+            for i, line in enumerate(_split_lines(content), start=1)
+            if line.strip()
+        ]
     records = []
     # lines split on "\n" only, so that line numbers count what an editor shows (a quoted field may span lines)
     reader = csv.reader(_split_lines(content, keep_ends=True), strict=True)
@@ -188,7 +195,7 @@ def reads_as_number(text: str) -> bool:
 
 
 def parse_range(text: str | None) -> tuple[float, float] | None:
-    """"0:5" or "0-5" or "0,5" -> (0.0, 5.0); "" or None -> None. DataError for anything else."""
+    """ "0:5" or "0-5" or "0,5" -> (0.0, 5.0); "" or None -> None. DataError for anything else."""
     if text is None or not str(text).strip():
         return None
     parts = [p for p in re.split(r"\s*(?::|,|\.\.|\s-\s|(?<=\d)-(?=[\d.]))\s*", str(text).strip()) if p]

@@ -57,12 +57,7 @@ def load_tatoeba(lang: str, data_dir: str | os.PathLike[str] | None = None) -> P
     tgt_path = folder / f"tatoeba.{code}-eng.eng"
     src, tgt = read_aligned(src_path, tgt_path)
     return ParallelCorpus(
-        src=src,
-        tgt=tgt,
-        src_lang=code,
-        tgt_lang="eng",
-        name=f"{TATOEBA_DIR}/{code}-eng",
-        sources=[src_path, tgt_path],
+        src=src, tgt=tgt, src_lang=code, tgt_lang="eng", name=f"{TATOEBA_DIR}/{code}-eng", sources=[src_path, tgt_path]
     )
 
 

@@ -33,7 +33,8 @@ def load_parallel_tsv(path: str | os.PathLike[str], src_lang: str = "src", tgt_l
     p = Path(path)
     table = read_table(p, kind="parallel", format="tsv", header=False, name=str(p))
     if len(table.languages) != 2:
-        raise DataError(f"{p}:{table.lines[0]}: expected 2 tab-separated fields (source, target), found "
-                        f"{len(table.languages)}")  # fmt: skip
+        raise DataError(
+            f"{p}:{table.lines[0]}: expected 2 tab-separated fields (source, target), found {len(table.languages)}"
+        )
     corpus = table.to_parallel()
     return ParallelCorpus(corpus.src, corpus.tgt, src_lang=src_lang, tgt_lang=tgt_lang, name=p.stem, sources=[p])

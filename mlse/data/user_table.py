@@ -93,21 +93,22 @@ class UserTable:
         return df
 
     def skipped_summary(self, limit: int = 10) -> str:
-        """"" when nothing was skipped, else "N rows skipped: first problems ..." (one line each)."""
+        """ "" when nothing was skipped, else "N rows skipped: first problems ..." (one line each)."""
         if not self.n_skipped:
             return ""
         shown = [str(p) for p in self.skipped[:limit]]
         more = self.n_skipped - len(shown)
-        return (f"{self.n_skipped} row(s) skipped:\n" + "\n".join(shown)
-                + (f"\n... and {more} more" if more > 0 else ""))  # fmt: skip
+        return f"{self.n_skipped} row(s) skipped:\n" + "\n".join(shown) + (f"\n... and {more} more" if more > 0 else "")
 
     def to_scored_pairs(self):
         """A :class:`mlse.data.types.ScoredPairs` (needs a gold column)."""
         from mlse.data.types import ScoredPairs
 
         if self.kind != "pairs" or "gold" not in self.roles:
-            raise DataError(f"{self.name}: no score column, so it cannot be compared with gold "
-                            f"(expected a column named {', '.join(ROLE_NAMES['gold'][:3])})")  # fmt: skip
+            raise DataError(
+                f"{self.name}: no score column, so it cannot be compared with gold "
+                f"(expected a column named {', '.join(ROLE_NAMES['gold'][:3])})"
+            )
         return ScoredPairs(self.role("sentence1"), self.role("sentence2"), self.gold, name=stem(self.name))
 
     def to_parallel(self, first: str | None = None, second: str | None = None):

@@ -104,9 +104,16 @@ def supported_spec(tok: dict) -> dict | None:
     unknown = python_class(split["pattern"]["Regex"])
     if unknown is None:
         return None
-    return {"vocab": vocab, "unk": int(model["unk_id"]), "bos": bos, "eos": eos, "unknown": unknown,
-            "charsmap": norms[0]["precompiled_charsmap"], "specials": sorted(added),
-            "special_texts": sorted(a["content"] for a in added.values())}  # fmt: skip
+    return {
+        "vocab": vocab,
+        "unk": int(model["unk_id"]),
+        "bos": bos,
+        "eos": eos,
+        "unknown": unknown,
+        "charsmap": norms[0]["precompiled_charsmap"],
+        "specials": sorted(added),
+        "special_texts": sorted(a["content"] for a in added.values()),
+    }
 
 
 def python_class(pattern: str) -> str | None:
@@ -129,8 +136,9 @@ def write_model(spec: dict, out: Path) -> None:
     for i, (piece, score) in enumerate(spec["vocab"]):
         entry = proto.pieces.add()
         entry.piece, entry.score = piece, float(score)
-        entry.type = piece_type.UNKNOWN if i == spec["unk"] else piece_type.CONTROL if i in control else \
-            piece_type.NORMAL  # fmt: skip
+        entry.type = (
+            piece_type.UNKNOWN if i == spec["unk"] else piece_type.CONTROL if i in control else piece_type.NORMAL
+        )
     trainer = proto.trainer_spec
     trainer.model_type = pb.TrainerSpec.UNIGRAM
     trainer.vocab_size = len(spec["vocab"])
@@ -141,17 +149,29 @@ def write_model(spec: dict, out: Path) -> None:
     proto.normalizer_spec.remove_extra_whitespaces = False
     proto.normalizer_spec.escape_whitespaces = True
     (out / MODEL_FILE).write_bytes(proto.SerializeToString())
-    normalizer = pb.NormalizerSpec(name="precompiled", precompiled_charsmap=base64.b64decode(spec["charsmap"]),
-                                   add_dummy_prefix=False, remove_extra_whitespaces=False,
-                                   escape_whitespaces=False)  # fmt: skip
+    normalizer = pb.NormalizerSpec(
+        name="precompiled",
+        precompiled_charsmap=base64.b64decode(spec["charsmap"]),
+        add_dummy_prefix=False,
+        remove_extra_whitespaces=False,
+        escape_whitespaces=False,
+    )
     (out / NORMALIZER_FILE).write_bytes(normalizer.SerializeToString())
     # A combining mark at the start, after white space or after a character the normaliser changes: the two
     # normalisers group such a pair differently (see CompactTokenizer._needs_exact).
     changed = changed_characters(normalizer.SerializeToString())
     fragile = f"(?:^|[\\s\u2581]|{changed}){character_class(combining_marks())}"
-    meta = {"supported": True, "version": VERSION, "bos": spec["bos"], "eos": spec["eos"], "unk": spec["unk"],
-            "special_texts": spec["special_texts"], "pieces": len(spec["vocab"]), "unknown": spec["unknown"],
-            "fragile": fragile}  # fmt: skip
+    meta = {
+        "supported": True,
+        "version": VERSION,
+        "bos": spec["bos"],
+        "eos": spec["eos"],
+        "unk": spec["unk"],
+        "special_texts": spec["special_texts"],
+        "pieces": len(spec["vocab"]),
+        "unknown": spec["unknown"],
+        "fragile": fragile,
+    }
     (out / META_FILE).write_text(json.dumps(meta, ensure_ascii=False))
 
 

@@ -102,14 +102,18 @@ def convert(source: Path, out: Path) -> None:
     build_tokenizer(vocab).save(str(out / "tokenizer.json"))
     _write_json(out / "tokenizer_config.json", tokenizer_config(vocab))
     _write_json(out / "sentence_bert_config.json", {"max_seq_length": MAX_SEQ_LENGTH, "do_lower_case": False})
-    _write_json(out / "1_Pooling" / "config.json", {"word_embedding_dimension": header.hidden,
-                                                    "pooling_mode_mean_tokens": True})  # fmt: skip
+    _write_json(
+        out / "1_Pooling" / "config.json", {"word_embedding_dimension": header.hidden, "pooling_mode_mean_tokens": True}
+    )
     (out / "2_Normalize").mkdir()
-    _write_json(out / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ])  # fmt: skip
+    _write_json(
+        out / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ],
+    )
     # Written last: is_converted() looks for it.
     prompts = {"prompts": {"query": PREFIX}, "default_prompt_name": "query", "similarity_fn_name": "cosine"}
     _write_json(out / "config_sentence_transformers.json", prompts)
@@ -124,14 +128,26 @@ def transformer_config(model_file: E5File) -> dict:
     """transformers' ``config.json`` of the ``XLMRobertaModel`` (post-LayerNorm BERT, erf GELU, as in the engine)."""
     h, vocab = model_file.header, model_file.vocabulary
     return {
-        "architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta", "vocab_size": h.vocab,
-        "hidden_size": h.hidden, "num_hidden_layers": h.layers, "num_attention_heads": h.heads,
-        "intermediate_size": h.ffn, "hidden_act": "gelu", "max_position_embeddings": position_rows(h, vocab.pad),
-        "type_vocab_size": h.type_vocab, "layer_norm_eps": h.eps, "position_embedding_type": "absolute",
-        "pad_token_id": vocab.pad, "bos_token_id": vocab.bos, "eos_token_id": vocab.eos,
-        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+        "architectures": ["XLMRobertaModel"],
+        "model_type": "xlm-roberta",
+        "vocab_size": h.vocab,
+        "hidden_size": h.hidden,
+        "num_hidden_layers": h.layers,
+        "num_attention_heads": h.heads,
+        "intermediate_size": h.ffn,
+        "hidden_act": "gelu",
+        "max_position_embeddings": position_rows(h, vocab.pad),
+        "type_vocab_size": h.type_vocab,
+        "layer_norm_eps": h.eps,
+        "position_embedding_type": "absolute",
+        "pad_token_id": vocab.pad,
+        "bos_token_id": vocab.bos,
+        "eos_token_id": vocab.eos,
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02,
         "torch_dtype": "float32",
-    }  # fmt: skip
+    }
 
 
 def position_rows(header: Header, pad_id: int) -> int:
@@ -165,10 +181,16 @@ def weight_plan(model_file: E5File) -> dict[str, tuple[tuple[int, ...], Callable
         "embeddings.LayerNorm.bias": read("emb.ln.b", (h.hidden,)),
     }
     # file name -> (transformers module, output size, input size); LayerNorms have no input size
-    modules = {"q": ("attention.self.query", h.hidden, h.hidden), "k": ("attention.self.key", h.hidden, h.hidden),
-               "v": ("attention.self.value", h.hidden, h.hidden), "ao": ("attention.output.dense", h.hidden, h.hidden),
-               "aln": ("attention.output.LayerNorm", h.hidden, None), "fi": ("intermediate.dense", h.ffn, h.hidden),
-               "fo": ("output.dense", h.hidden, h.ffn), "oln": ("output.LayerNorm", h.hidden, None)}  # fmt: skip
+    modules = {
+        "q": ("attention.self.query", h.hidden, h.hidden),
+        "k": ("attention.self.key", h.hidden, h.hidden),
+        "v": ("attention.self.value", h.hidden, h.hidden),
+        "ao": ("attention.output.dense", h.hidden, h.hidden),
+        "aln": ("attention.output.LayerNorm", h.hidden, None),
+        "fi": ("intermediate.dense", h.ffn, h.hidden),
+        "fo": ("output.dense", h.hidden, h.ffn),
+        "oln": ("output.LayerNorm", h.hidden, None),
+    }
     for layer in range(h.layers):
         for short, (module, n_out, n_in) in modules.items():
             prefix = f"encoder.layer.{layer}.{module}"
@@ -199,23 +221,24 @@ def build_tokenizer(vocab: Vocabulary):
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     tokenizer = Tokenizer(models.Unigram([(p, float(s)) for p, s in zip(vocab.pieces, vocab.scores)], vocab.unk, False))
-    tokenizer.normalizer = normalizers.Sequence([
-        normalizers.Precompiled(compiled_charsmap(vocab.normalization)),
-        normalizers.Replace(Regex(" {2,}"), " "),
-    ])  # fmt: skip
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=True),
-        # tokenizers' Unigram fuses a run of unknown characters into one <unk>; the engine emits one per character.
-        # A character is unknown exactly when it has no single-character piece (every character of every piece
-        # has one), so isolating those characters gives one <unk> each without changing any other segmentation.
-        pre_tokenizers.Split(Regex(unknown_character_class(vocab.pieces)), "isolated"),
-    ])  # fmt: skip
+    tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.Precompiled(compiled_charsmap(vocab.normalization)), normalizers.Replace(Regex(" {2,}"), " ")]
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=True),
+            # tokenizers' Unigram fuses a run of unknown characters into one <unk>; the engine emits one per character.
+            # A character is unknown exactly when it has no single-character piece (every character of every piece
+            # has one), so isolating those characters gives one <unk> each without changing any other segmentation.
+            pre_tokenizers.Split(Regex(unknown_character_class(vocab.pieces)), "isolated"),
+        ]
+    )
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{vocab.pieces[vocab.bos]} $A {vocab.pieces[vocab.eos]}",
         pair=f"{vocab.pieces[vocab.bos]} $A {vocab.pieces[vocab.eos]} {vocab.pieces[vocab.eos]} $B "
-             f"{vocab.pieces[vocab.eos]}",
+        f"{vocab.pieces[vocab.eos]}",
         special_tokens=[(vocab.pieces[vocab.bos], vocab.bos), (vocab.pieces[vocab.eos], vocab.eos)],
-    )  # fmt: skip
+    )
     tokenizer.decoder = decoders.Metaspace(replacement=META, prepend_scheme="always", split=True)
     specials = [vocab.pieces[i] for i in (vocab.bos, vocab.pad, vocab.eos, vocab.unk)]
     if "<mask>" in vocab.pieces:
@@ -228,8 +251,14 @@ def tokenizer_config(vocab: Vocabulary) -> dict:
     """tokenizer_config.json: the generic tokenizers-backed class, which uses tokenizer.json as it is. (Not
     ``XLMRobertaTokenizer``: in transformers 5 it rebuilds its own normaliser and pre-tokenizer on load, dropping ours.)
     """
-    names = {"bos_token": vocab.bos, "eos_token": vocab.eos, "sep_token": vocab.eos, "cls_token": vocab.bos,
-             "unk_token": vocab.unk, "pad_token": vocab.pad}  # fmt: skip
+    names = {
+        "bos_token": vocab.bos,
+        "eos_token": vocab.eos,
+        "sep_token": vocab.eos,
+        "cls_token": vocab.bos,
+        "unk_token": vocab.unk,
+        "pad_token": vocab.pad,
+    }
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": MAX_SEQ_LENGTH}
     config.update({key: vocab.pieces[i] for key, i in names.items()})
     if "<mask>" in vocab.pieces:
@@ -251,8 +280,9 @@ def compiled_charsmap(normalization: dict[str, str]) -> bytes:
     try:
         normalizer = spm.SentencePieceNormalizer(norm_map=rules)
     except (AttributeError, TypeError):  # older releases have no normaliser built from a map
-        raise MlseError(f"converting {NAME} needs sentencepiece >= 0.2.3, found {spm.__version__} "
-                        "(pip install -U sentencepiece)") from None  # fmt: skip
+        raise MlseError(
+            f"converting {NAME} needs sentencepiece >= 0.2.3, found {spm.__version__} (pip install -U sentencepiece)"
+        ) from None
     spec = sentencepiece_model_pb2.NormalizerSpec()
     spec.ParseFromString(normalizer.serialized_normalizer_spec())
     return spec.precompiled_charsmap
@@ -274,4 +304,3 @@ def unknown_character_class(pieces: list[str]) -> str:
 
     body = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
     return f"[^{body}]"
-

@@ -25,7 +25,6 @@ def hub_cached(repo_id: str) -> Path | None:
     """The local HF-cache snapshot of ``repo_id`` if one exists (never touches the network)."""
     from huggingface_hub import snapshot_download  # lazy: only a hub model needs it (~0.3 s to import)
 
-
     try:
         path = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=os.environ.get("HF_HUB_CACHE")))
     except Exception:  # LocalEntryNotFoundError and friends: simply not cached

@@ -39,12 +39,14 @@ def load_encoder(
     return encoder_from_spec(resolve_model(name), backend=backend, device=device, cache=cache, **kwargs)
 
 
-def encoder_from_spec(spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, device: str | None = None,
-                      cache: bool = True, **kwargs) -> Encoder:  # fmt: skip
+def encoder_from_spec(
+    spec: ModelSpec, *, backend: str = DEFAULT_BACKEND, device: str | None = None, cache: bool = True, **kwargs
+) -> Encoder:
     """:func:`load_encoder` for a spec already resolved."""
     if spec.source == "scorer":
-        raise MlseError(f"{spec.name!r} is a scorer (a backbone plus trained heads): load it with "
-                        "mlse.models.load_model")  # fmt: skip
+        raise MlseError(
+            f"{spec.name!r} is a scorer (a backbone plus trained heads): load it with mlse.models.load_model"
+        )
     if spec.source == "native":
         encoder = UseEncoder(materialise(spec), name=spec.name, backend=backend, **kwargs)
     elif backend == "torch":

@@ -47,8 +47,11 @@ def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
     if getattr(result, "unexpected_keys", None):
         raise ValueError(f"{adapter_folder}: adapter weights that fit no module: {result.unexpected_keys[:3]}")
     set_hf_model(transformer, peft_model.merge_and_unload())
-    entries = json.loads((adapter_folder / EXTRA_DIR / EXTRA_FILE).read_text()) if (
-        adapter_folder / EXTRA_DIR / EXTRA_FILE).is_file() else []  # fmt: skip
+    entries = (
+        json.loads((adapter_folder / EXTRA_DIR / EXTRA_FILE).read_text())
+        if (adapter_folder / EXTRA_DIR / EXTRA_FILE).is_file()
+        else []
+    )
     modules = list(model)
     for entry in entries:
         cls = getattr(models, entry["type"].rsplit(".", 1)[1])

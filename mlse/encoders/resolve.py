@@ -40,8 +40,15 @@ def list_shipped_models() -> list[ModelSpec]:
         if item.kind == "scorer":
             specs.append(ModelSpec(item.name, "scorer", str(item.folder), item.description))
         else:
-            specs.append(ModelSpec(item.name, "package", str(student_dir(item)), item.description,
-                                   build=partial(_build_shipped_student, item)))  # fmt: skip
+            specs.append(
+                ModelSpec(
+                    item.name,
+                    "package",
+                    str(student_dir(item)),
+                    item.description,
+                    build=partial(_build_shipped_student, item),
+                )
+            )
     return specs
 
 
@@ -142,5 +149,7 @@ def spec_status(spec: ModelSpec) -> str:
 
 def available_models() -> list[ModelStatus]:
     """Every registry entry, shipped artifact and run, with whether it loads here (no network access is attempted)."""
-    return [ModelStatus(spec.name, spec.source, spec.location, spec_status(spec), spec.description)
-            for spec in [*registry().values(), *list_shipped_models(), *list_runs()]]  # fmt: skip
+    return [
+        ModelStatus(spec.name, spec.source, spec.location, spec_status(spec), spec.description)
+        for spec in [*registry().values(), *list_shipped_models(), *list_runs()]
+    ]

@@ -27,8 +27,14 @@ import numpy as np
 # Rows kept after reading, least recently used evicted: frequent tokens (most of any text) cost no system call.
 # 16 MB is ~11,000 of me5-small's rows, ~32,000 of muse's.
 CACHE_BYTES = 16 * 2**20
-_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64, "U8": np.uint8,
-                       "I8": np.int8}  # fmt: skip
+_SAFETENSORS_DTYPES = {
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": None,
+    "F64": np.float64,
+    "U8": np.uint8,
+    "I8": np.int8,
+}
 
 
 class RowFile:
@@ -101,8 +107,10 @@ class RowFile:
                     self._cache.move_to_end(row)
                     buffer[k] = cached
                     continue
-                if os.preadv(fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes) != \
-                        self.row_bytes:  # fmt: skip
+                if (
+                    os.preadv(fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes)
+                    != self.row_bytes
+                ):
                     raise OSError(f"{self.path}: short read at row {row}")
                 if self.cache_rows:
                     self._cache[row] = buffer[k].copy()

@@ -16,8 +16,11 @@ from pathlib import Path
 import numpy as np
 
 
-def write_safetensors(path: Path, tensors: dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]],
-                      metadata: dict[str, str] | None = None) -> None:  # fmt: skip
+def write_safetensors(
+    path: Path,
+    tensors: dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]],
+    metadata: dict[str, str] | None = None,
+) -> None:
     """Write ``{name: (shape, make_array)}`` to ``path``; each float32 array is made, written and dropped in turn."""
     header: dict = {"__metadata__": dict(metadata or {})}
     offset = 0

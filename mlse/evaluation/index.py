@@ -96,7 +96,7 @@ def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray
     out_ids = np.empty((n, k), dtype=np.int64)
     block = max(1, _NUMPY_BLOCK_ELEMENTS // m)
     for start in range(0, n, block):
-        sims = q[start:start + block] @ b.T  # [r, m]
+        sims = q[start : start + block] @ b.T  # [r, m]
         if k < m:
             top = np.argpartition(-sims, k - 1, axis=1)[:, :k]  # [r, k] unordered
         else:
@@ -104,8 +104,8 @@ def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray
         top_sims = np.take_along_axis(sims, top, axis=1)  # [r, k]
         # Sort by (-sim, id): lexsort's last key is the primary one.
         order = np.lexsort((top, -top_sims), axis=1)  # [r, k]
-        out_ids[start:start + block] = np.take_along_axis(top, order, axis=1)
-        out_sims[start:start + block] = np.take_along_axis(top_sims, order, axis=1)
+        out_ids[start : start + block] = np.take_along_axis(top, order, axis=1)
+        out_sims[start : start + block] = np.take_along_axis(top_sims, order, axis=1)
     return out_sims, out_ids
 
 
@@ -215,10 +215,17 @@ def make_search(method: str = "exact", **params: Any) -> SearchFn:
     """A search function by name: "exact" (`knn`), "numpy" (`knn_numpy`), "ivf" (`knn_ivf`: nlist, nprobe, seed),
     "hnsw" (`knn_hnsw`: m, ef_search, ef_construction). Unknown names or parameters raise ValueError."""
     functions: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
-        "exact": knn, "numpy": knn_numpy, "ivf": knn_ivf, "hnsw": knn_hnsw,
-    }  # fmt: skip
-    allowed = {"exact": set(), "numpy": set(), "ivf": {"nlist", "nprobe", "seed"},
-               "hnsw": {"m", "ef_search", "ef_construction"}}  # fmt: skip
+        "exact": knn,
+        "numpy": knn_numpy,
+        "ivf": knn_ivf,
+        "hnsw": knn_hnsw,
+    }
+    allowed = {
+        "exact": set(),
+        "numpy": set(),
+        "ivf": {"nlist", "nprobe", "seed"},
+        "hnsw": {"m", "ef_search", "ef_construction"},
+    }
     if method not in functions:
         raise ValueError(f"unknown search method {method!r}; choose from {', '.join(functions)}")
     unknown = set(params) - allowed[method]
@@ -250,7 +257,7 @@ def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
     # [n, k, k] comparison: fine for k up to a few dozen; chunked so 100k queries stay at a few MB at a time.
     hits = 0
     for start in range(0, a.shape[0], 65536):
-        blk_a, blk_e = a[start:start + 65536], e[start:start + 65536]
+        blk_a, blk_e = a[start : start + 65536], e[start : start + 65536]
         match = (blk_e[:, :, None] == blk_a[:, None, :]) & (blk_a[:, None, :] >= 0)  # [r, k, k]
         hits += int(match.any(axis=2).sum())
     return hits / e.size

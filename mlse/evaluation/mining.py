@@ -132,8 +132,11 @@ def build_mining_task(
     gold: list[tuple[str, str]] = []
     used: set[int] = set()
     # (index into clean, pair) in the order gold is drawn; gold candidates given apart have no index there
-    offers = [(int(p), clean[p]) for p in order] if gold_candidates is None else [
-        (None, pair) for pair in _shuffled_clean(gold_candidates, rng)]
+    offers = (
+        [(int(p), clean[p]) for p in order]
+        if gold_candidates is None
+        else [(None, pair) for pair in _shuffled_clean(gold_candidates, rng)]
+    )
     for p, (s, t) in offers:
         if len(gold) == n_gold:
             break

@@ -41,9 +41,7 @@ def _encoder_stats(encoder, before: dict[str, int] | None = None) -> dict[str, i
     return {k: v - (before or {}).get(k, 0) for k, v in now.items()}
 
 
-def encode_lookup(
-    encoder, texts: Sequence[str], batch_size: int = 64, should_stop=None
-) -> dict[str, np.ndarray]:
+def encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64, should_stop=None) -> dict[str, np.ndarray]:
     """Encode the unique texts once; return a text -> row lookup.
 
     With ``should_stop`` the texts are encoded a few batches at a time and a stop raises
@@ -118,8 +116,12 @@ def run_sts(
         split=split if pairs else "file",
         scores=scores,
         averages=averages,
-        config={"pairs": list(pairs), "pairs_files": [str(f) for f in pairs_files], "n_boot": n_boot,
-                "similarity": "cosine"},  # fmt: skip
+        config={
+            "pairs": list(pairs),
+            "pairs_files": [str(f) for f in pairs_files],
+            "n_boot": n_boot,
+            "similarity": "cosine",
+        },
         data=_hash_sources((ds.sources for ds in datasets.values()), data_dir),
         encode_stats=_encoder_stats(encoder, stats_before),
         extras={"predictions": preds, "datasets": datasets},
@@ -209,15 +211,24 @@ class TatoebaLanguage:
             raise MlseError(f"unknown retrieval criterion {criterion!r}; choose one of: cosine, margin")
         if criterion not in self._errors:
             self._errors[criterion] = {
-                d: retrieval_errors(self.src, self.tgt, self.src_emb, self.tgt_emb, direction=d, k=self.k,
-                                    margin=criterion == "margin", neighbours=self.neighbours)  # fmt: skip
+                d: retrieval_errors(
+                    self.src,
+                    self.tgt,
+                    self.src_emb,
+                    self.tgt_emb,
+                    direction=d,
+                    k=self.k,
+                    margin=criterion == "margin",
+                    neighbours=self.neighbours,
+                )
                 for d in DIRECTIONS
             }
         return self._errors[criterion]
 
 
-def tatoeba_language(encoder, lang: str, *, data_dir: str | Path | None = None, k: int = 4, batch_size: int = 64,
-                     memo=None) -> TatoebaLanguage:  # fmt: skip
+def tatoeba_language(
+    encoder, lang: str, *, data_dir: str | Path | None = None, k: int = 4, batch_size: int = 64, memo=None
+) -> TatoebaLanguage:
     """One Tatoeba language scored with ``encoder`` (the app's Tatoeba tab). ``memo``: a :class:`mlse.memo.BytesMemo`
     to keep the result in, keyed by the encoder's identity and the data file, so a second look costs nothing."""
     corpus = load_tatoeba(lang, data_dir)  # DataError for an unknown language or a missing data dir
@@ -230,8 +241,9 @@ def tatoeba_language(encoder, lang: str, *, data_dir: str | Path | None = None, 
     return memo.get_or_compute((encoder.identity, corpus.src_lang, str(corpus.sources[0]), k), compute)
 
 
-def sts_pair_predictions(encoder, pair: str, split: str = "test", *, data_dir: str | Path | None = None,
-                         batch_size: int = 64, memo=None) -> tuple[ScoredPairs, np.ndarray]:  # fmt: skip
+def sts_pair_predictions(
+    encoder, pair: str, split: str = "test", *, data_dir: str | Path | None = None, batch_size: int = 64, memo=None
+) -> tuple[ScoredPairs, np.ndarray]:
     """(the STS Multi MT pair, its cosine predictions [n]) for ``encoder`` (the app's predicted-vs-gold tab).
     ``memo``: as for :func:`tatoeba_language`, keyed by the encoder's identity and the data files."""
     ds = load_sts(pair, split, data_dir)  # DataError: unknown pair / split, missing data directory
@@ -305,11 +317,7 @@ def run_mining(
             f"--n-gold {n_gold} is too large for {gold.name} ({len(gold)} pairs); use at most {len(gold) // 2}"
         )
     train, test = build_mining_task(
-        list(zip(gold.src, gold.tgt)),
-        n_gold=n_gold,
-        seed=seed,
-        distractors_src=extra_src,
-        distractors_tgt=extra_tgt,
+        list(zip(gold.src, gold.tgt)), n_gold=n_gold, seed=seed, distractors_src=extra_src, distractors_tgt=extra_tgt
     )
     lookup = encode_lookup(encoder, [*train.src, *train.tgt, *test.src, *test.tgt], batch_size)
 
@@ -325,10 +333,17 @@ def run_mining(
         task="mining",
         split="test",
         scores={key: metrics},
-        config={"pair": key, "n_gold": n_gold, "seed": seed, "k": k, "margin": "ratio", "retrieval": "max-score 1:1",
-                "gold_source": gold.name, "distractors": [flores_note, "WMT 2013 halves (if not gold)"]},  # fmt: skip
+        config={
+            "pair": key,
+            "n_gold": n_gold,
+            "seed": seed,
+            "k": k,
+            "margin": "ratio",
+            "retrieval": "max-score 1:1",
+            "gold_source": gold.name,
+            "distractors": [flores_note, "WMT 2013 halves (if not gold)"],
+        },
         data=_hash_sources([sources], data_dir),
         encode_stats=_encoder_stats(encoder, stats_before),
         extras={"train": train, "test": test},
     )
-

@@ -63,7 +63,7 @@ def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: boo
             a, b = level_ranks(p_levels[idx], len(p_values)), level_ranks(g_levels[idx], len(g_values))
         else:
             a, b = p[idx], g[idx]  # [rows, n]
-        out[start:start + rows] = 100.0 * rowwise_pearson(a, b)
+        out[start : start + rows] = 100.0 * rowwise_pearson(a, b)
     return out
 
 

@@ -56,8 +56,11 @@ def measure(model: str, *, data_dir=None) -> dict:
     """The scores a manifest records: STS test Spearman x 100 per pair (17 pairs), cross-12 and en-en."""
     result = run_sts(load_model(model), pairs=SEED_AND_CROSS_PAIRS, data_dir=data_dir, n_boot=0)
     spearman = {pair: round(float(s["spearman"]), 2) for pair, s in result.scores.items()}
-    return {"sts_test_spearman": spearman, "cross-12": round(float(np.mean([spearman[p] for p in CROSS_12])), 2),
-            "en-en": spearman["en-en"]}  # fmt: skip
+    return {
+        "sts_test_spearman": spearman,
+        "cross-12": round(float(np.mean([spearman[p] for p in CROSS_12])), 2),
+        "en-en": spearman["en-en"],
+    }
 
 
 def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> ShippedArtifact:
@@ -69,24 +72,33 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
     if is_scorer_folder(run):  # resumed: a run this command finished before (delete the folder to train again)
         pass
     elif variant in STAGE1_VARIANTS:
-        train_stage1(backbone, out=run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
-                     **STAGE1_VARIANTS[variant])  # fmt: skip
+        train_stage1(
+            backbone, out=run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS, **STAGE1_VARIANTS[variant]
+        )
     else:  # Stage 2 on the grid's plain Stage 1 ("s1"), trained first unless this command already did
         base = runs / f"{backbone}+s1"
         if not is_scorer_folder(base):
-            train_stage1(backbone, out=base, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS,
-                         **STAGE1_VARIANTS["s1"])  # fmt: skip
+            train_stage1(
+                backbone, out=base, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS, **STAGE1_VARIANTS["s1"]
+            )
         train_stage2(base, out=run, seed=0, data_dir=data_dir, **STAGE2_VARIANTS[variant])
     meta = read_scorer_json(run)  # scorer.json as written: backbone identity, training data hashes
-    manifest = {"title": f"{variant} heads (seed grid, seed 0)", "backbone": backbone,
-                "backbone_identity": meta["backbone_identity"], "command": f"{COMMAND} --only {name}",
-                "data": meta.get("data", {}), "variant": variant, "scores": {}}  # fmt: skip
+    manifest = {
+        "title": f"{variant} heads (seed grid, seed 0)",
+        "backbone": backbone,
+        "backbone_identity": meta["backbone_identity"],
+        "command": f"{COMMAND} --only {name}",
+        "data": meta.get("data", {}),
+        "variant": variant,
+        "scores": {},
+    }
     item = export("scorer", run, out / "heads" / name, manifest)
     return update_scores(item, measure(str(item.folder), data_dir=data_dir))
 
 
-def reproduce_student(name: str, *, runs: Path, out: Path, data_dir=None,
-                      progress: Callable[[str], None] | None = None) -> ShippedArtifact:  # fmt: skip
+def reproduce_student(
+    name: str, *, runs: Path, out: Path, data_dir=None, progress: Callable[[str], None] | None = None
+) -> ShippedArtifact:
     """Train the student recipe, export its LoRA adapter, measure the student rebuilt from the exported adapter."""
     from mlse.calibration.backbone import fit_calibration, save_calibration
 
@@ -96,9 +108,15 @@ def reproduce_student(name: str, *, runs: Path, out: Path, data_dir=None,
     result = run_recipe(recipe_name, recipe, runs=runs, out=runs / "results", data_dir=data_dir, progress=progress)
     run = resolve_record_path(result["run"]) or runs / recipe_name  # a result file names it portably
     config = json.loads((run / "finetune_config.json").read_text())
-    manifest = {"title": f"student {recipe_name} (LoRA adapter)", "backbone": config["student"],
-                "backbone_identity": _identity_of(config["student"]), "command": f"{COMMAND} --only {name}",
-                "data": config.get("data_files", {}), "recipe": recipe_name, "scores": {}}  # fmt: skip
+    manifest = {
+        "title": f"student {recipe_name} (LoRA adapter)",
+        "backbone": config["student"],
+        "backbone_identity": _identity_of(config["student"]),
+        "command": f"{COMMAND} --only {name}",
+        "data": config.get("data_files", {}),
+        "recipe": recipe_name,
+        "scores": {},
+    }
     item = export("lora-student", run / "adapter", out / "students" / name, manifest)
     with _shipped_from(out):  # measure the adapter just exported, also when --out is not the shipped folder
         item = update_scores(item, measure(item.name, data_dir=data_dir))
@@ -128,8 +146,14 @@ def _identity_of(model: str) -> str:
     return load_encoder(model, cache=False).identity
 
 
-def reproduce_assets(*, only: list[str] | None = None, out: Path | None = None, runs: Path, data_dir=None,
-                     progress: Callable[[str], None] | None = None) -> list[ShippedArtifact]:  # fmt: skip
+def reproduce_assets(
+    *,
+    only: list[str] | None = None,
+    out: Path | None = None,
+    runs: Path,
+    data_dir=None,
+    progress: Callable[[str], None] | None = None,
+) -> list[ShippedArtifact]:
     """Regenerate the named artifacts (default: every one) into ``out`` (default: the shipped folder)."""
     say = progress or (lambda msg: log.info("%s", msg))
     out = out or shipped_root()

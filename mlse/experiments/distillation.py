@@ -39,9 +39,19 @@ STUDENT = "me5-small"
 TEST_PAIRS = SEED_AND_CROSS_PAIRS  # the seed's 15 + en-zh, de-fr
 DEV_PAIRS = STUDY_DEV_PAIRS
 COMMON = dict(
-    student=STUDENT, pairs=list(ENGLISH_PAIRS), max_pairs=5000, batch_size=64, lr=5e-5, eval_every_steps=50,
-    dev_pairs=DEV_PAIRS, dev_max_pairs=500, freeze_embeddings=True, budget_clock="cpu", budget_minutes=20.0, seed=0,
-)  # fmt: skip
+    student=STUDENT,
+    pairs=list(ENGLISH_PAIRS),
+    max_pairs=5000,
+    batch_size=64,
+    lr=5e-5,
+    eval_every_steps=50,
+    dev_pairs=DEV_PAIRS,
+    dev_max_pairs=500,
+    freeze_embeddings=True,
+    budget_clock="cpu",
+    budget_minutes=20.0,
+    seed=0,
+)
 LORA_LR = 5e-4  # LoRA's low-rank updates start at zero and need a ~10x larger step than full fine-tuning
 # name -> what differs from COMMON (teacher None: the method needs none, or EMA's teacher is the student itself)
 RECIPES: dict[str, dict] = {
@@ -79,8 +89,10 @@ def parse_recipe(name: str) -> tuple[str, dict]:
     base, _, minutes = name.partition("@")
     base, _, variant = base.partition("+")
     if base not in RECIPES or variant not in ("", "lora"):
-        raise MlseError(f"unknown student recipe {name!r}; expected one of {', '.join(RECIPES)}, optionally with "
-                        f"+lora and/or @MINUTES")  # fmt: skip
+        raise MlseError(
+            f"unknown student recipe {name!r}; expected one of {', '.join(RECIPES)}, optionally with "
+            f"+lora and/or @MINUTES"
+        )
     recipe = lora_variant(RECIPES[base]) if variant else dict(RECIPES[base])
     if minutes:
         try:
@@ -102,8 +114,16 @@ def evaluate_student(model: str, *, data_dir=None) -> dict:
     return {"model": model, "identity": encoder.identity, "sts": sts.to_dict(), "tatoeba": tatoeba.to_dict()}
 
 
-def run_recipe(name: str, recipe: dict, *, runs: Path, out: Path, progress: Callable[[str], None] | None = None,
-               data_dir=None, **overrides) -> dict:  # fmt: skip
+def run_recipe(
+    name: str,
+    recipe: dict,
+    *,
+    runs: Path,
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+    data_dir=None,
+    **overrides,
+) -> dict:
     """Train (unless a finished run exists) and evaluate one recipe; write and return ``<out>/<name>.json``."""
     say = progress or (lambda msg: log.info("%s", msg))
     target = out / f"{name}.json"
@@ -114,8 +134,12 @@ def run_recipe(name: str, recipe: dict, *, runs: Path, out: Path, progress: Call
     run = Path(config.out)
     if not (run / "metrics.json").is_file() or _config_changed(run, config):
         say(f"{name}: training {config.method} for {config.budget_minutes:g} CPU-minutes")
-        finetune(config, progress=lambda r: say(f"{name}: step {r['step']} dev {r['dev_spearman']:.2f} "
-                                                  f"({r['elapsed_s'] / 60:.1f} min)"))  # fmt: skip
+        finetune(
+            config,
+            progress=lambda r: say(
+                f"{name}: step {r['step']} dev {r['dev_spearman']:.2f} ({r['elapsed_s'] / 60:.1f} min)"
+            ),
+        )
     say(f"{name}: evaluating on STS test and Tatoeba-14")
     t0 = time.perf_counter()
     result = {
@@ -147,29 +171,42 @@ def summary_row(result: dict) -> dict:
     """The numbers the README table shows for one result file (student or baseline)."""
     sts, tat = result["sts"], result["tatoeba"]
     spearman = {p: s["spearman"] for p, s in sts["scores"].items()}
-    row = {"model": result.get("recipe") or result["model"], "en-en": spearman.get("en-en"),
-           "cross-12": float(np.mean([spearman[p] for p in CROSS_12])),
-           "tatoeba-14": tat["averages"]["all"]["acc_mean"], "xsim": tat["averages"]["all"]["xsim_error"],
-           "pairs": spearman}  # fmt: skip
+    row = {
+        "model": result.get("recipe") or result["model"],
+        "en-en": spearman.get("en-en"),
+        "cross-12": float(np.mean([spearman[p] for p in CROSS_12])),
+        "tatoeba-14": tat["averages"]["all"]["acc_mean"],
+        "xsim": tat["averages"]["all"]["xsim_error"],
+        "pairs": spearman,
+    }
     if "train" in result:
         train = result["train"]
-        row |= {"steps": train["steps"], "pairs_seen": train["pairs_seen"], "best_step": train["best_step"],
-                "minutes": train["elapsed_s"] / 60, "wall_minutes": train.get("wall_s", train["elapsed_s"]) / 60}
+        row |= {
+            "steps": train["steps"],
+            "pairs_seen": train["pairs_seen"],
+            "best_step": train["best_step"],
+            "minutes": train["elapsed_s"] / 60,
+            "wall_minutes": train.get("wall_s", train["elapsed_s"]) / 60,
+        }
     return row
 
 
 def markdown(rows: list[dict]) -> str:
     pairs = ["en-en", *CROSS_12]
     # "picked / run": the test scores are the dev-picked checkpoint's; picked 0 is the untouched student
-    head = ("| model | cross-12 | en-en | Tatoeba-14 acc | xSIM err | steps picked / run | pairs seen | "
-            + " | ".join(pairs[1:]) + " |")  # fmt: skip
+    head = (
+        "| model | cross-12 | en-en | Tatoeba-14 acc | xSIM err | steps picked / run | pairs seen | "
+        + " | ".join(pairs[1:])
+        + " |"
+    )
     lines = [head, "|---|" + "---:|" * (6 + len(pairs) - 1)]
     for r in rows:
         steps = f"{r['best_step']} / {r['steps']}" if "steps" in r else "–"
         seen = f"{r['pairs_seen']:,}" if "pairs_seen" in r else "–"
-        lines.append(f"| {r['model']} | **{r['cross-12']:.1f}** | {r['en-en']:.1f} | {r['tatoeba-14']:.1f} | "
-                     f"{r['xsim']:.1f} | {steps} | {seen} | "
-                     + " | ".join(f"{r['pairs'][p]:.1f}" for p in pairs[1:]) + " |")  # fmt: skip
+        lines.append(
+            f"| {r['model']} | **{r['cross-12']:.1f}** | {r['en-en']:.1f} | {r['tatoeba-14']:.1f} | "
+            f"{r['xsim']:.1f} | {steps} | {seen} | " + " | ".join(f"{r['pairs'][p]:.1f}" for p in pairs[1:]) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -200,10 +237,14 @@ def curves_figure(results: list[dict]):
     for r in results:
         points = [(c["elapsed_s"] / 60, c["dev_spearman"]) for c in r.get("curve", []) if c.get("dev_spearman")]
         if points:
-            fig.add_trace(go.Scatter(x=[m for m, _ in points], y=[s for _, s in points], mode="lines+markers",
-                                     name=r["recipe"]))  # fmt: skip
-    fig.update_layout(title="STS Multi MT dev Spearman (en-en + 4 cross-lingual pairs) vs training CPU-minutes",
-                      xaxis_title="CPU-minutes (process CPU time / 2 threads)", yaxis_title="dev Spearman x 100")
+            fig.add_trace(
+                go.Scatter(x=[m for m, _ in points], y=[s for _, s in points], mode="lines+markers", name=r["recipe"])
+            )
+    fig.update_layout(
+        title="STS Multi MT dev Spearman (en-en + 4 cross-lingual pairs) vs training CPU-minutes",
+        xaxis_title="CPU-minutes (process CPU time / 2 threads)",
+        yaxis_title="dev Spearman x 100",
+    )
     return fig
 
 
@@ -214,8 +255,9 @@ def write_report(out: Path, baselines: dict[str, Path] | None = None) -> str:
     for name, folder in (baselines or {}).items():
         sts, tat = folder / "sts.json", folder / "tatoeba.json"
         if sts.is_file() and tat.is_file():
-            rows.append(summary_row({"model": name, "sts": json.loads(sts.read_text()),
-                                     "tatoeba": json.loads(tat.read_text())}))  # fmt: skip
+            rows.append(
+                summary_row({"model": name, "sts": json.loads(sts.read_text()), "tatoeba": json.loads(tat.read_text())})
+            )
     rows += sorted((summary_row(r) for r in results), key=lambda r: -r["cross-12"])
     table = markdown(rows)
     shift = dev_shift_markdown(results)

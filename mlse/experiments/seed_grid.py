@@ -10,9 +10,9 @@ heads' initialisation and the batch order); the first seed's runs keep the plain
 the FC prelayer (the costliest variant, ~10 CPU-minutes a run on a real backbone, and not one of the paper's main
 results: ``all_variants=True`` repeats it too) and the language-ID probe (measured once, on the first seed). The
 report then gives, per variant and group of pairs, the mean change over seeds and its seed standard deviation, and
-calls a change only when the mean exceeds twice that deviation (:func:`seed_verdicts`): a difference below seed
-noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson and Spearman per pair
-(test-set sampling noise).
+calls a change only when the mean exceeds twice that deviation (:func:`mlse.experiments.seed_grid_stats.verdict`): a
+difference below seed noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson
+and Spearman per pair (test-set sampling noise).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from mlse.data.stsb import load_sts
 from mlse.dirs import runs_dir
 from mlse.evaluation.runners import predict_sts
 from mlse.evaluation.sts import bootstrap_pearson, percentile_ci95, sts_metrics
+from mlse.experiments.seed_grid_stats import group_changes, group_means, relative_pearson, seed_summary
 from mlse.models import load_model
 from mlse.runs.folders import safe_name
 from mlse.runs.results import library_versions
@@ -102,19 +103,34 @@ def run_seed_grid(
                 continue
             t0 = time.perf_counter()
             say(f"{variant}{suffix}: training Stage 1")
-            trained[variant] = train_stage1(encoder, out=runs / f"{variant}{suffix}", max_pairs=max_pairs,
-                                            data_dir=data_dir, seed=s, probe=probe and i == 0, **cfg,
-                                            **(stage1_config or {}))  # fmt: skip
-            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir,
-                                                                    n_boot=1000 if i == 0 else 0)  # fmt: skip
+            trained[variant] = train_stage1(
+                encoder,
+                out=runs / f"{variant}{suffix}",
+                max_pairs=max_pairs,
+                data_dir=data_dir,
+                seed=s,
+                probe=probe and i == 0,
+                **cfg,
+                **(stage1_config or {}),
+            )
+            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(
+                trained[variant], pairs, data_dir, n_boot=1000 if i == 0 else 0
+            )
             timings[f"{variant}{suffix}"] = time.perf_counter() - t0
         for variant, cfg in STAGE2_VARIANTS.items():
             t0 = time.perf_counter()
             say(f"{variant}{suffix}: training Stage 2")
-            trained[variant] = train_stage2(trained["s1"], out=runs / f"{variant}{suffix}", data_dir=data_dir, seed=s,
-                                            **cfg, **(stage2_config or {}))  # fmt: skip
-            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir,
-                                                                    n_boot=1000 if i == 0 else 0)  # fmt: skip
+            trained[variant] = train_stage2(
+                trained["s1"],
+                out=runs / f"{variant}{suffix}",
+                data_dir=data_dir,
+                seed=s,
+                **cfg,
+                **(stage2_config or {}),
+            )
+            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(
+                trained[variant], pairs, data_dir, n_boot=1000 if i == 0 else 0
+            )
             timings[f"{variant}{suffix}"] = time.perf_counter() - t0
         if i == 0:
             scorers = trained
@@ -125,8 +141,14 @@ def run_seed_grid(
         "backbone": backbone,
         "backbone_identity": encoder.identity,
         "backend": backend,
-        "config": {"max_pairs": max_pairs, "seed": seeds[0], "seeds": seeds, "pairs": list(pairs),
-                   "stage1": stage1_config or {}, "stage2": stage2_config or {}},  # fmt: skip
+        "config": {
+            "max_pairs": max_pairs,
+            "seed": seeds[0],
+            "seeds": seeds,
+            "pairs": list(pairs),
+            "stage1": stage1_config or {},
+            "stage2": stage2_config or {},
+        },
         "versions": library_versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "runs": {v: str(runs / v) for v in scorers},
@@ -171,9 +193,12 @@ def rewrite_reports(out: str | Path) -> dict:
 def summaries(scores: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict:
     """Everything the reports derive from the per-pair scores (first seed's ``scores``, every seed's
     ``seed_scores``): the one place both a fresh grid and a rewritten report compute it."""
-    return {"relative_pearson": relative_pearson(scores), "groups": group_means(scores),
-            "seed_summary": seed_summary(scores["baseline"], seed_scores),
-            "stage2_contrasts": stage2_contrasts(seed_scores)}  # fmt: skip
+    return {
+        "relative_pearson": relative_pearson(scores),
+        "groups": group_means(scores),
+        "seed_summary": seed_summary(scores["baseline"], seed_scores),
+        "stage2_contrasts": stage2_contrasts(seed_scores),
+    }
 
 
 def _json_default(obj):
@@ -191,79 +216,24 @@ def _evaluate(encoder, pairs, data_dir, n_boot: int = 0) -> dict[str, dict]:
         m = sts_metrics(preds[p], ds.scores, n_boot=n_boot)
         row = {"pearson": m["pearson"], "spearman": m["spearman"]}
         if n_boot:
-            row |= {"spearman_ci95": m["spearman_ci95"],
-                    "pearson_ci95": percentile_ci95(bootstrap_pearson(preds[p], ds.scores, n_boot=n_boot))}
+            row |= {
+                "spearman_ci95": m["spearman_ci95"],
+                "pearson_ci95": percentile_ci95(bootstrap_pearson(preds[p], ds.scores, n_boot=n_boot)),
+            }
         out[p] = row
     return out
 
 
-def seed_summary(baseline: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
-    """Per variant and group (trained pairs, held-out pairs, EN-EN alone, every pair): the change of mean Pearson and
-    Spearman against the baseline for each seed, their mean and standard deviation, and the verdict (see
-    :func:`verdict`)."""
-    return {variant: _group_changes(by_seed, lambda seed: baseline) for variant, by_seed in seed_scores.items()}
-
-
 def stage2_contrasts(seed_scores: dict[str, dict[str, dict]], reference: str = "s1+s2") -> dict[str, dict]:
     """Each other Stage-2 variant against plain S1+S2 *of the same seed* (same Stage-1 head, same data), summarised
-    as :func:`seed_summary` does: whether the conv prelayer or a non-linearity pays beyond seed noise."""
+    as :func:`~mlse.experiments.seed_grid_stats.seed_summary` does: whether the conv prelayer or a non-linearity pays
+    beyond seed noise."""
     ref = seed_scores.get(reference) or {}
-    return {variant: _group_changes({s: sc for s, sc in by_seed.items() if s in ref}, ref.__getitem__)
-            for variant, by_seed in seed_scores.items()
-            if variant in STAGE2_VARIANTS and variant != reference}  # fmt: skip
-
-
-_GROUPS = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "en-en": ["en-en"], "all": None}
-
-
-def _group_changes(by_seed: dict[str, dict], reference_of: Callable[[str], dict]) -> dict[str, dict]:
-    row: dict[str, dict] = {}
-    for group, members in _GROUPS.items():
-        for metric in ("pearson", "spearman"):
-            deltas = []
-            for seed, scores in by_seed.items():
-                ref = reference_of(seed)
-                present = [p for p in (members or scores) if p in scores and p in ref]
-                if present:
-                    deltas.append(float(np.mean([scores[p][metric] - ref[p][metric] for p in present])))
-            if deltas:
-                row[f"{group}/{metric}"] = summarise(deltas)
-    return row
-
-
-def summarise(deltas: list[float]) -> dict:
-    """Mean and sample standard deviation of per-seed changes, with the verdict on them."""
-    mean = float(np.mean(deltas))
-    sd = float(np.std(deltas, ddof=1)) if len(deltas) > 1 else float("nan")
-    return {"deltas": deltas, "mean": mean, "sd": sd, "verdict": verdict(mean, sd)}
-
-
-def verdict(mean: float, sd: float) -> str:
-    """"better" / "worse" when the mean change exceeds twice its seed standard deviation, else "within seed noise"
-    ("one seed" when there is no deviation to compare with)."""
-    if not np.isfinite(sd):
-        return "one seed"
-    if abs(mean) > 2 * sd:
-        return "better" if mean > 0 else "worse"
-    return "within seed noise"
-
-
-def relative_pearson(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
-    """Pearson of each variant minus the baseline's, per pair (the seed's figures)."""
-    base = scores["baseline"]
-    return {v: {p: s[p]["pearson"] - base[p]["pearson"] for p in s} for v, s in scores.items() if v != "baseline"}
-
-
-def group_means(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
-    """Mean Pearson over the Stage-2 training pairs and over the held-out pairs, per variant."""
-    out = {}
-    for v, s in scores.items():
-        row = {}
-        for group, members in (("stage2-train", STAGE2_PAIRS), ("held-out", HELD_OUT_PAIRS)):
-            present = [p for p in members if p in s]
-            row[group] = float(np.mean([s[p]["pearson"] for p in present])) if present else float("nan")
-        out[v] = row
-    return out
+    return {
+        variant: group_changes({s: sc for s, sc in by_seed.items() if s in ref}, ref.__getitem__)
+        for variant, by_seed in seed_scores.items()
+        if variant in STAGE2_VARIANTS and variant != reference
+    }
 
 
 def markdown_table(results: dict) -> str:
@@ -274,16 +244,22 @@ def markdown_table(results: dict) -> str:
     lines = [head, "|---|" + "---:|" * (len(pairs) + 2)]
     base = scores["baseline"]
     g = groups["baseline"]
-    lines.append("| baseline (Pearson) | " + " | ".join(f"{base[p]['pearson']:.1f}" for p in pairs)
-                 + f" | {g['stage2-train']:.1f} | {g['held-out']:.1f} |")  # fmt: skip
+    lines.append(
+        "| baseline (Pearson) | "
+        + " | ".join(f"{base[p]['pearson']:.1f}" for p in pairs)
+        + f" | {g['stage2-train']:.1f} | {g['held-out']:.1f} |"
+    )
     for v, row in rel.items():
         g = groups[v]
         d_train = g["stage2-train"] - groups["baseline"]["stage2-train"]
         d_held = g["held-out"] - groups["baseline"]["held-out"]
-        lines.append(f"| {v} (Δ) | " + " | ".join(f"{row[p]:+.1f}" for p in pairs)
-                     + f" | {d_train:+.1f} | {d_held:+.1f} |")  # fmt: skip
-    note = ("Columns " + ", ".join(STAGE2_PAIRS) + " are the pairs Stage 2 trains on; the rest are held out. "
-            "Rows after the first: Pearson x 100 minus the baseline's.")  # fmt: skip
+        lines.append(
+            f"| {v} (Δ) | " + " | ".join(f"{row[p]:+.1f}" for p in pairs) + f" | {d_train:+.1f} | {d_held:+.1f} |"
+        )
+    note = (
+        "Columns " + ", ".join(STAGE2_PAIRS) + " are the pairs Stage 2 trains on; the rest are held out. "
+        "Rows after the first: Pearson x 100 minus the baseline's."
+    )
     return "\n".join(lines) + "\n\n" + note + seed_table(results) + probe_table(results)
 
 
@@ -294,8 +270,10 @@ def seed_table(results: dict) -> str:
     summary = results.get("seed_summary") or {}
     if len(seeds) < 2 or not summary:
         return ""
-    intro = (f"Mean change over {len(seeds)} seeds ({', '.join(map(str, seeds))}), ± the seeds' standard deviation; "
-             "a change is called only when the mean exceeds twice the deviation.")  # fmt: skip
+    intro = (
+        f"Mean change over {len(seeds)} seeds ({', '.join(map(str, seeds))}), ± the seeds' standard deviation; "
+        "a change is called only when the mean exceeds twice the deviation."
+    )
     out = ["", "", intro, "", "Against the baseline:", "", *_summary_rows(summary)]
     contrasts = results.get("stage2_contrasts") or {}
     if contrasts:
@@ -304,10 +282,18 @@ def seed_table(results: dict) -> str:
 
 
 def _summary_rows(summary: dict[str, dict]) -> list[str]:
-    cols = [("stage2-train", "pearson"), ("held-out", "pearson"), ("en-en", "pearson"), ("all", "pearson"),
-            ("all", "spearman")]  # fmt: skip
-    lines = ["| variant | trained pairs, Pearson | held-out pairs, Pearson | EN-EN, Pearson | all pairs, Pearson | "
-             "all pairs, Spearman |", "|---|---|---|---|---|---|"]  # fmt: skip
+    cols = [
+        ("stage2-train", "pearson"),
+        ("held-out", "pearson"),
+        ("en-en", "pearson"),
+        ("all", "pearson"),
+        ("all", "spearman"),
+    ]
+    lines = [
+        "| variant | trained pairs, Pearson | held-out pairs, Pearson | EN-EN, Pearson | all pairs, Pearson | "
+        "all pairs, Spearman |",
+        "|---|---|---|---|---|---|",
+    ]
     for variant, row in summary.items():
         cells = []
         for group, metric in cols:
@@ -328,8 +314,12 @@ def probe_table(results: dict) -> str:
     rows = [(v, metrics[v]["language_probe"]) for v in STAGE1_VARIANTS if "language_probe" in metrics.get(v, {})]
     if not rows:
         return ""
-    lines = ["", "", "| Stage 1 variant | probe on backbone | probe on meaning | probe on language | chance |",
-             "|---|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "",
+        "",
+        "| Stage 1 variant | probe on backbone | probe on meaning | probe on language | chance |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for v, p in rows:
         lines.append(f"| {v} | {p['backbone']:.1f} | {p['meaning']:.1f} | {p['language']:.1f} | {p['chance']:.1f} |")
     return "\n".join(lines)
@@ -341,16 +331,31 @@ def figure(results: dict):
     from plotly.subplots import make_subplots
 
     rel = results["relative_pearson"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("pairs Stage 2 trains on", "held-out pairs"),
-                        column_widths=[0.4, 0.6], shared_yaxes=True)  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("pairs Stage 2 trains on", "held-out pairs"),
+        column_widths=[0.4, 0.6],
+        shared_yaxes=True,
+    )
     for i, (variant, row) in enumerate(rel.items()):
         for col, members in ((1, STAGE2_PAIRS), (2, HELD_OUT_PAIRS)):
             present = [p for p in members if p in row]
-            bar = go.Bar(name=variant, x=present, y=[row[p] for p in present], legendgroup=variant,
-                         showlegend=col == 1, marker_color=_COLOURS[i % len(_COLOURS)])  # fmt: skip
+            bar = go.Bar(
+                name=variant,
+                x=present,
+                y=[row[p] for p in present],
+                legendgroup=variant,
+                showlegend=col == 1,
+                marker_color=_COLOURS[i % len(_COLOURS)],
+            )
             fig.add_trace(bar, row=1, col=col)
-    fig.update_layout(barmode="group", title=f"Pearson relative to {results['backbone']} (STS Multi MT test)",
-                      yaxis_title="Δ Pearson × 100", height=450)  # fmt: skip
+    fig.update_layout(
+        barmode="group",
+        title=f"Pearson relative to {results['backbone']} (STS Multi MT test)",
+        yaxis_title="Δ Pearson × 100",
+        height=450,
+    )
     return fig
 
 

@@ -11,5 +11,4 @@ Importing this package does not import torch; computing does.
 from mlse.explain.alignment import Alignment, align_tokens
 from mlse.explain.explanation import DEFAULT_RULE, DEFAULT_STEPS, Explanation, default_layer, explain_pair
 
-__all__ = ["Alignment", "DEFAULT_RULE", "DEFAULT_STEPS", "Explanation", "align_tokens", "default_layer",
-           "explain_pair"]
+__all__ = ["Alignment", "DEFAULT_RULE", "DEFAULT_STEPS", "Explanation", "align_tokens", "default_layer", "explain_pair"]

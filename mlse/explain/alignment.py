@@ -34,24 +34,35 @@ class Alignment:
 
     def matches1(self) -> list[tuple[str, str, float]]:
         """(word of sentence 1, its best match in sentence 2, cosine), in sentence order."""
-        return [(w, self.words2[j], float(self.similarity[i, j])) for i, (w, j) in enumerate(zip(self.words1,
-                                                                                                  self.best1))]
+        return [
+            (w, self.words2[j], float(self.similarity[i, j])) for i, (w, j) in enumerate(zip(self.words1, self.best1))
+        ]
 
     def matches2(self) -> list[tuple[str, str, float]]:
         """(word of sentence 2, its best match in sentence 1, cosine), in sentence order."""
-        return [(w, self.words1[i], float(self.similarity[i, j])) for j, (w, i) in enumerate(zip(self.words2,
-                                                                                                  self.best2))]
+        return [
+            (w, self.words1[i], float(self.similarity[i, j])) for j, (w, i) in enumerate(zip(self.words2, self.best2))
+        ]
 
     def mutual(self) -> list[tuple[str, str, float]]:
         """Pairs that are each other's best match (a one-to-one alignment)."""
-        return [(self.words1[i], self.words2[j], float(self.similarity[i, j]))
-                for i, j in enumerate(self.best1) if self.best2[j] == i]  # fmt: skip
+        return [
+            (self.words1[i], self.words2[j], float(self.similarity[i, j]))
+            for i, j in enumerate(self.best1)
+            if self.best2[j] == i
+        ]
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "words1": list(self.words1), "words2": list(self.words2),
-                "similarity": np.asarray(self.similarity, dtype=float).tolist(), "best1": list(self.best1),
-                "best2": list(self.best2), "seconds": self.seconds,
-                "note": "contextual token similarity; not an explanation of the score"}  # fmt: skip
+        return {
+            "model": self.model,
+            "words1": list(self.words1),
+            "words2": list(self.words2),
+            "similarity": np.asarray(self.similarity, dtype=float).tolist(),
+            "best1": list(self.best1),
+            "best2": list(self.best2),
+            "seconds": self.seconds,
+            "note": "contextual token similarity; not an explanation of the score",
+        }
 
 
 def _word_vectors(backbone, text: str) -> tuple[tuple[str, ...], np.ndarray]:
@@ -76,5 +87,12 @@ def align_tokens(model, sentence1: str, sentence2: str) -> Alignment:
     similarity = v1 @ v2.T  # [W1, W2]
     best1 = tuple(int(j) for j in similarity.argmax(axis=1)) if similarity.size else ()
     best2 = tuple(int(i) for i in similarity.argmax(axis=0)) if similarity.size else ()
-    return Alignment(str(getattr(model, "name", getattr(backbone, "name", "model"))), words1, words2, similarity,
-                     best1, best2, time.perf_counter() - started)  # fmt: skip
+    return Alignment(
+        str(getattr(model, "name", getattr(backbone, "name", "model"))),
+        words1,
+        words2,
+        similarity,
+        best1,
+        best2,
+        time.perf_counter() - started,
+    )

@@ -45,12 +45,15 @@ def attributable(model):
     if is_backbone(model):
         return model
     name = getattr(model, "name", type(model).__name__)
-    if getattr(model, "backbone", None) is not None and (getattr(model, "stage1", None) is not None
-                                                         or getattr(model, "stage2", None) is not None):
+    if getattr(model, "backbone", None) is not None and (
+        getattr(model, "stage1", None) is not None or getattr(model, "stage2", None) is not None
+    ):
         backbone = getattr(model.backbone, "name", "its backbone")
-        raise MlseError(f"{name} is a scorer (a backbone plus trained heads): its score is not a dot product of two "
-                        f"sentence vectors that the method can split; explain its backbone instead "
-                        f"(--model {backbone})")  # fmt: skip
+        raise MlseError(
+            f"{name} is a scorer (a backbone plus trained heads): its score is not a dot product of two "
+            f"sentence vectors that the method can split; explain its backbone instead "
+            f"(--model {backbone})"
+        )
     encoder = computing_encoder(model)
     with _lock:
         try:
@@ -80,7 +83,11 @@ def _build(encoder, name: str):
         return UseBackbone(encoder)
     kind = type(encoder).__name__
     if "onnx" in kind.lower() or getattr(encoder, "backend", "") in ("onnx", "onnx-int8"):
-        raise MlseError(f"{name} runs on the ONNX backend, which cannot be differentiated: load it with "
-                        "backend='torch' (--backend torch) to explain a score")  # fmt: skip
-    raise MlseError(f"{name} cannot be explained: token attributions need a torch model (a sentence-transformers "
-                    f"model or muse); this is a {kind}")  # fmt: skip
+        raise MlseError(
+            f"{name} runs on the ONNX backend, which cannot be differentiated: load it with "
+            "backend='torch' (--backend torch) to explain a score"
+        )
+    raise MlseError(
+        f"{name} cannot be explained: token attributions need a torch model (a sentence-transformers "
+        f"model or muse); this is a {kind}"
+    )

@@ -138,8 +138,10 @@ class Explanation:
         :attr:`word_totals1` / :attr:`word_totals2`) as (word, total), largest first. Removing these words lowers
         the score more than removing random ones (``benchmarks/explain_faithfulness.py``)."""
         out = []
-        for words, special, totals in ((self.words1, self.special1, self.word_totals1),
-                                       (self.words2, self.special2, self.word_totals2)):  # fmt: skip
+        for words, special, totals in (
+            (self.words1, self.special1, self.word_totals1),
+            (self.words2, self.special2, self.word_totals2),
+        ):
             keep = [i for i in range(len(words)) if not (special and special[i])]
             ranked = sorted(keep, key=lambda i: -float(totals[i]))[: max(int(k), 0)]
             out.append([(words[i], float(totals[i])) for i in ranked])
@@ -149,31 +151,49 @@ class Explanation:
         """(words1, words2, matrix) without the special entries: what a heatmap of the sentences shows."""
         keep1 = [i for i in range(len(self.words1)) if not (self.special1 and self.special1[i])]
         keep2 = [j for j in range(len(self.words2)) if not (self.special2 and self.special2[j])]
-        return (tuple(self.words1[i] for i in keep1), tuple(self.words2[j] for j in keep2),
-                self.matrix[np.ix_(keep1, keep2)])  # fmt: skip
+        return (
+            tuple(self.words1[i] for i in keep1),
+            tuple(self.words2[j] for j in keep2),
+            self.matrix[np.ix_(keep1, keep2)],
+        )
 
     def to_dict(self) -> dict:
         """Everything as JSON-ready values (the matrices as nested lists)."""
         return {
-            "model": self.model, "sentence1": self.sentence1, "sentence2": self.sentence2,
-            "score": self.score, "attributed": self.attributed, "reference_terms": self.reference_terms,
-            "residual": self.residual, "relative_residual": self.relative_residual,
-            "special_terms": self.special_terms, "forward_score": self.forward_score,
-            "steps": self.steps, "layer": self.layer, "rule": self.rule, "seconds": self.seconds,
-            "words1": list(self.words1), "words2": list(self.words2),
-            "special1": list(self.special1), "special2": list(self.special2),
+            "model": self.model,
+            "sentence1": self.sentence1,
+            "sentence2": self.sentence2,
+            "score": self.score,
+            "attributed": self.attributed,
+            "reference_terms": self.reference_terms,
+            "residual": self.residual,
+            "relative_residual": self.relative_residual,
+            "special_terms": self.special_terms,
+            "forward_score": self.forward_score,
+            "steps": self.steps,
+            "layer": self.layer,
+            "rule": self.rule,
+            "seconds": self.seconds,
+            "words1": list(self.words1),
+            "words2": list(self.words2),
+            "special1": list(self.special1),
+            "special2": list(self.special2),
             "spans1": [None if s is None else list(s) for s in self.spans1],
             "spans2": [None if s is None else list(s) for s in self.spans2],
             "matrix": np.asarray(self.matrix, dtype=float).tolist(),
-            "tokens1": list(self.tokens1), "tokens2": list(self.tokens2),
-            "word_of_token1": list(self.word_of_token1), "word_of_token2": list(self.word_of_token2),
+            "tokens1": list(self.tokens1),
+            "tokens2": list(self.tokens2),
+            "word_of_token1": list(self.word_of_token1),
+            "word_of_token2": list(self.word_of_token2),
             "token_matrix": None if self.token_matrix is None else np.asarray(self.token_matrix, dtype=float).tolist(),
-            "top_pairs": [list(p) for p in self.top_pairs(10)], "notes": list(self.notes),
+            "top_pairs": [list(p) for p in self.top_pairs(10)],
+            "notes": list(self.notes),
             "token_terms1": None if self.token_terms1 is None else np.asarray(self.token_terms1, dtype=float).tolist(),
             "token_terms2": None if self.token_terms2 is None else np.asarray(self.token_terms2, dtype=float).tolist(),
             "reference_constant": self.reference_constant,
-            "word_totals1": self.word_totals1.tolist(), "word_totals2": self.word_totals2.tolist(),
-        }  # fmt: skip
+            "word_totals1": self.word_totals1.tolist(),
+            "word_totals2": self.word_totals2.tolist(),
+        }
 
 
 def check_sentence(text, which: str) -> str:
@@ -190,8 +210,15 @@ def _merge_matrix(word_of_token: tuple[int, ...], n_words: int) -> np.ndarray:
     return merge
 
 
-def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = None, layer: int | None = None,
-                 rule: str | None = None) -> Explanation:  # fmt: skip
+def explain_pair(
+    model,
+    sentence1: str,
+    sentence2: str,
+    *,
+    steps: int | None = None,
+    layer: int | None = None,
+    rule: str | None = None,
+) -> Explanation:
     """Attribute ``model``'s cosine of two sentences to their word pairs (see the module docstring).
 
     ``model``: a loaded model (``mlse.api.load_model``, the app's encoders) whose computing encoder is a torch
@@ -227,18 +254,38 @@ def explain_pair(model, sentence1: str, sentence2: str, *, steps: int | None = N
     merges = [_merge_matrix(w.word_of_token, len(w.labels)) for w in words]
     matrix = merges[0] @ token_matrix @ merges[1].T  # [W1, W2]
     return Explanation(
-        model=str(getattr(model, "name", getattr(backbone, "name", "model"))), sentence1=sentence1,
-        sentence2=sentence2, words1=words[0].labels, words2=words[1].labels, matrix=matrix, score=score,
-        reference_terms=reference_terms, residual=float(score - token_matrix.sum() - reference_terms), steps=int(steps),
-        layer=int(layer), seconds=time.perf_counter() - started, rule=rule, special1=words[0].special,
-        special2=words[1].special, tokens1=tokens[0].pieces, tokens2=tokens[1].pieces, token_matrix=token_matrix,
-        word_of_token1=words[0].word_of_token, word_of_token2=words[1].word_of_token, forward_score=forward_score,
-        spans1=words[0].spans, spans2=words[1].spans,
-        token_terms1=merges[0] @ (parts[0] @ rb), token_terms2=merges[1] @ (parts[1] @ ra),
+        model=str(getattr(model, "name", getattr(backbone, "name", "model"))),
+        sentence1=sentence1,
+        sentence2=sentence2,
+        words1=words[0].labels,
+        words2=words[1].labels,
+        matrix=matrix,
+        score=score,
+        reference_terms=reference_terms,
+        residual=float(score - token_matrix.sum() - reference_terms),
+        steps=int(steps),
+        layer=int(layer),
+        seconds=time.perf_counter() - started,
+        rule=rule,
+        special1=words[0].special,
+        special2=words[1].special,
+        tokens1=tokens[0].pieces,
+        tokens2=tokens[1].pieces,
+        token_matrix=token_matrix,
+        word_of_token1=words[0].word_of_token,
+        word_of_token2=words[1].word_of_token,
+        forward_score=forward_score,
+        spans1=words[0].spans,
+        spans2=words[1].spans,
+        token_terms1=merges[0] @ (parts[0] @ rb),
+        token_terms2=merges[1] @ (parts[1] @ ra),
         reference_constant=float(ra @ rb),
-        notes=tuple(f"sentence {i} is longer than the model reads ({len(tok.ids)} tokens): its last words are not in "
-                    "the matrix" for i, (tok, w) in enumerate(zip(tokens, words), 1) if w.truncated),
-    )  # fmt: skip
+        notes=tuple(
+            f"sentence {i} is longer than the model reads ({len(tok.ids)} tokens): its last words are not in the matrix"
+            for i, (tok, w) in enumerate(zip(tokens, words), 1)
+            if w.truncated
+        ),
+    )
 
 
 def model_cosine(model, sentence1: str, sentence2: str, forward_score: float) -> float:
@@ -247,7 +294,9 @@ def model_cosine(model, sentence1: str, sentence2: str, forward_score: float) ->
     emb = np.asarray(model.encode([sentence1, sentence2]), dtype=np.float64)  # [2, d], unit rows
     cosine = float(np.clip(emb[0] @ emb[1], -1.0, 1.0))
     if abs(cosine - forward_score) > SCORE_TOLERANCE:
-        raise MlseError(f"{getattr(model, 'name', 'model')}: the forward pass used for attribution gives "
-                        f"{forward_score:.4f}, the model {cosine:.4f}; this model's architecture is not reproduced "
-                        "faithfully, so it is not explained")  # fmt: skip
+        raise MlseError(
+            f"{getattr(model, 'name', 'model')}: the forward pass used for attribution gives "
+            f"{forward_score:.4f}, the model {cosine:.4f}; this model's architecture is not reproduced "
+            "faithfully, so it is not explained"
+        )
     return cosine

@@ -34,8 +34,10 @@ class UseBackbone:
         from mlse.encoders.use_torch import UseTorchModel
 
         if getattr(encoder, "backend", "torch") != "torch":
-            raise MlseError(f"{encoder.name} runs on the ONNX backend, which cannot be differentiated: load it with "
-                            "backend='torch' (--backend torch) to explain a score")  # fmt: skip
+            raise MlseError(
+                f"{encoder.name} runs on the ONNX backend, which cannot be differentiated: load it with "
+                "backend='torch' (--backend torch) to explain a score"
+            )
         self.name = encoder.name
         encoder.token_ids(["."])  # loads the network (no reference to the encoder is kept: see backbones._made)
         model = getattr(encoder, "_model", None)
@@ -69,8 +71,7 @@ class UseBackbone:
     def states(self, tokens: TokenInfo, layer: int):
         self.check_layer(layer)
         unk = self._sp.unk_id()
-        return self._embed(list(tokens.ids)), self._embed([i if s else unk for i, s in zip(tokens.ids,
-                                                                                           tokens.special)])
+        return self._embed(list(tokens.ids)), self._embed([i if s else unk for i, s in zip(tokens.ids, tokens.special)])
 
     def _run(self, z, capture: list | None = None):
         import torch  # lazy: only computing needs it

@@ -41,8 +41,11 @@ def top_cells(explanation, k: int, rank: str = "cell") -> list[tuple[int, int]]:
     if rank == "cell":
         value = np.asarray(explanation.matrix, dtype=np.float64)
     elif rank == "words":
-        value = (explanation.word_totals1[:, None] + explanation.word_totals2[None, :]
-                 - np.asarray(explanation.matrix, dtype=np.float64))  # fmt: skip
+        value = (
+            explanation.word_totals1[:, None]
+            + explanation.word_totals2[None, :]
+            - np.asarray(explanation.matrix, dtype=np.float64)
+        )
     else:
         raise ValueError(f"rank must be 'cell' or 'words', got {rank!r}")
     cells = [(i, j) for i, j, _ in explanation.top_cells(explanation.matrix.size)]
@@ -64,8 +67,11 @@ def without_cells(explanation, cells: list[tuple[int, int]]) -> tuple[str, str, 
     cols = sorted({j for _, j in cells})
     spans1 = [explanation.spans1[i] for i in rows if explanation.spans1[i] is not None]
     spans2 = [explanation.spans2[j] for j in cols if explanation.spans2[j] is not None]
-    return (delete_spans(explanation.sentence1, spans1), delete_spans(explanation.sentence2, spans2),
-            len(spans1) + len(spans2))  # fmt: skip
+    return (
+        delete_spans(explanation.sentence1, spans1),
+        delete_spans(explanation.sentence2, spans2),
+        len(spans1) + len(spans2),
+    )
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,16 @@ class Perturbation:
         return self.top_drop > self.random_drop
 
 
-def perturb(model, explanation, k: int, *, draws: int = 5, rng: np.random.Generator | None = None,
-            how: str = "delete", rank: str = "cell") -> Perturbation:  # fmt: skip
+def perturb(
+    model,
+    explanation,
+    k: int,
+    *,
+    draws: int = 5,
+    rng: np.random.Generator | None = None,
+    how: str = "delete",
+    rank: str = "cell",
+) -> Perturbation:
     """Remove the words of the top-``k`` cells by ``rank`` and of ``draws`` random ``k`` cells (``how``: ``delete`` or
     ``reference``; see the module docstring) and report the score drops."""
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -104,8 +118,13 @@ def perturb(model, explanation, k: int, *, draws: int = 5, rng: np.random.Genera
         drops, counts = _reference_drops(model, explanation, choices)
     else:
         raise ValueError(f"how must be 'delete' or 'reference', got {how!r}")
-    return Perturbation(k=k, top_drop=float(drops[0]), random_drops=tuple(float(d) for d in drops[1:]),
-                        top_words=counts[0], random_words=float(np.mean(counts[1:])))  # fmt: skip
+    return Perturbation(
+        k=k,
+        top_drop=float(drops[0]),
+        random_drops=tuple(float(d) for d in drops[1:]),
+        top_words=counts[0],
+        random_words=float(np.mean(counts[1:])),
+    )
 
 
 def _reference_drops(model, explanation, choices: list[list[tuple[int, int]]]) -> tuple[np.ndarray, list[int]]:
@@ -117,8 +136,10 @@ def _reference_drops(model, explanation, choices: list[list[tuple[int, int]]]) -
     backbone = attributable(model)
     layer = explanation.layer
     sides = []
-    for text, owner in ((explanation.sentence1, explanation.word_of_token1),
-                        (explanation.sentence2, explanation.word_of_token2)):  # fmt: skip
+    for text, owner in (
+        (explanation.sentence1, explanation.word_of_token1),
+        (explanation.sentence2, explanation.word_of_token2),
+    ):
         x, r = backbone.states(backbone.tokenize(text), layer)
         sides.append((x, r, np.asarray(owner)))
     batches: list[list] = [[], []]

@@ -48,8 +48,7 @@ class TransformerBackbone:
         self.width = int(config.intermediate_size)
         self.pad_id = int(config.pad_token_id if config.pad_token_id is not None else 0)
         emb = self.hf.embeddings
-        self._position_offset = (int(getattr(emb, "padding_idx", self.pad_id)) + 1
-                                 if config.model_type != "bert" else 0)  # fmt: skip
+        self._position_offset = int(getattr(emb, "padding_idx", self.pad_id)) + 1 if config.model_type != "bert" else 0
         self._pieces = None
 
     @classmethod
@@ -75,8 +74,10 @@ class TransformerBackbone:
             if kind == "Pooling":
                 modes = (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
                 if any(m not in POOLING for m in modes) or not getattr(module, "include_prompt", True):
-                    raise MlseError(f"{self.name}: pooling {module.pooling_mode!r} (include_prompt="
-                                    f"{getattr(module, 'include_prompt', True)}) is not supported")  # fmt: skip
+                    raise MlseError(
+                        f"{self.name}: pooling {module.pooling_mode!r} (include_prompt="
+                        f"{getattr(module, 'include_prompt', True)}) is not supported"
+                    )
             elif kind not in ("Dense", "Normalize"):
                 raise MlseError(f"{self.name}: the module {kind} after the transformer is not supported")
 
@@ -129,8 +130,10 @@ class TransformerBackbone:
 
     def check_layer(self, layer: int) -> None:
         if not isinstance(layer, int) or not 0 <= layer <= self.n_layers:
-            raise MlseError(f"{self.name}: layer must be 0 (the word embeddings) to {self.n_layers} (the last layer's "
-                            f"output), got {layer!r}")  # fmt: skip
+            raise MlseError(
+                f"{self.name}: layer must be 0 (the word embeddings) to {self.n_layers} (the last layer's "
+                f"output), got {layer!r}"
+            )
 
     def embed(self, words):
         """Word embeddings [..., T, H] -> the embedding layer's output (positions and token type added, LayerNorm)."""
@@ -169,8 +172,15 @@ class TransformerBackbone:
         for module in list(self.st)[1:]:
             kind = type(module).__name__
             if kind == "Pooling":
-                out = torch.cat([_pool(tokens, m) for m in (
-                    (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode)], dim=-1)
+                out = torch.cat(
+                    [
+                        _pool(tokens, m)
+                        for m in (
+                            (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
+                        )
+                    ],
+                    dim=-1,
+                )
             elif kind == "Dense":
                 value = module.activation_function(module.linear(out))
                 if getattr(module, "use_residual", False):

@@ -70,8 +70,9 @@ def _block(backbone, block, h, dh):
     context, dcontext = merge(p @ v), merge(dp @ v + p @ dv)
     out = block.attention.output
     a, da = _layer_norm(out.dense(context) + h, _linear(dcontext, out.dense) + dh, out.LayerNorm)
-    inner, dinner = _elementwise(block.intermediate.intermediate_act_fn, block.intermediate.dense(a),
-                                 _linear(da, block.intermediate.dense))  # fmt: skip
+    inner, dinner = _elementwise(
+        block.intermediate.intermediate_act_fn, block.intermediate.dense(a), _linear(da, block.intermediate.dense)
+    )
     return _layer_norm(block.output.dense(inner) + a, _linear(dinner, block.output.dense) + da, block.output.LayerNorm)
 
 

@@ -18,8 +18,12 @@ from torch import nn
 from mlse.heads._torch import snapshot
 
 
-def train_epoch(optimiser: torch.optim.Optimizer, order: np.ndarray, batch_size: int,
-                batch_loss: Callable[[np.ndarray], torch.Tensor]) -> float:  # fmt: skip
+def train_epoch(
+    optimiser: torch.optim.Optimizer,
+    order: np.ndarray,
+    batch_size: int,
+    batch_loss: Callable[[np.ndarray], torch.Tensor],
+) -> float:
     """One pass over ``order`` in slices of ``batch_size``: ``batch_loss(rows)``, backward, step. Returns the mean
     batch loss (0.0 when ``order`` is empty)."""
     total, steps = 0.0, 0
@@ -43,8 +47,16 @@ class EarlyStopping:
     there are weights worth keeping.
     """
 
-    def __init__(self, net: nn.Module, *, mode: str, min_delta: float, patience: int,
-                 should_stop: Callable[[], bool] | None = None, best: float | None = None):  # fmt: skip
+    def __init__(
+        self,
+        net: nn.Module,
+        *,
+        mode: str,
+        min_delta: float,
+        patience: int,
+        should_stop: Callable[[], bool] | None = None,
+        best: float | None = None,
+    ):
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
         self.net, self.mode, self.min_delta, self.patience = net, mode, min_delta, patience
@@ -80,8 +92,14 @@ class EarlyStopping:
         self.net.eval()
 
 
-def fit_epochs(max_epochs: int, run_epoch: Callable[[int], dict], key: str, stopping: EarlyStopping,
-               history: list[dict], progress: Callable[[dict], None] | None = None) -> None:  # fmt: skip
+def fit_epochs(
+    max_epochs: int,
+    run_epoch: Callable[[int], dict],
+    key: str,
+    stopping: EarlyStopping,
+    history: list[dict],
+    progress: Callable[[dict], None] | None = None,
+) -> None:
     """Epochs ``1 .. max_epochs``: ``run_epoch(epoch)`` trains one epoch and returns its record (with the dev score
     under ``key``), which joins ``history`` and goes to ``progress``; ``stopping`` decides when to end."""
     for epoch in range(1, max_epochs + 1):

@@ -143,8 +143,13 @@ class Scorer:
         for kind in manifest["heads"]:
             meta = json.loads((folder / f"{kind}.json").read_text())
             heads[kind] = loaders[kind].from_state(load_file(str(folder / f"{kind}.safetensors")), meta)
-        return cls(backbone, stage1=heads.get("stage1"), stage2=heads.get("stage2"), name=name or folder.name,
-                   metadata=manifest)  # fmt: skip
+        return cls(
+            backbone,
+            stage1=heads.get("stage1"),
+            stage2=heads.get("stage2"),
+            name=name or folder.name,
+            metadata=manifest,
+        )
 
 
 def backbone_name(folder: str | Path) -> str:
@@ -163,4 +168,3 @@ def read_scorer_json(folder: Path) -> dict:
         if key not in manifest:
             raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
     return manifest
-

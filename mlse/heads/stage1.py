@@ -129,7 +129,6 @@ class Stage1Config:
         return cls(**d)
 
 
-
 class Stage1Head:
     """scikit-learn style: ``fit(...) -> self``; learned attributes end in ``_``; ``transform`` gives meaning."""
 
@@ -192,8 +191,7 @@ class Stage1Head:
         dev_gen = np.random.default_rng(cfg.seed + 1)
         dev_partners = (partners(ya[dev], dev_gen), partners(yb[dev], dev_gen))
 
-        stopping = EarlyStopping(self.net_, mode="min", min_delta=1e-6, patience=cfg.patience,
-                                 should_stop=should_stop)  # fmt: skip
+        stopping = EarlyStopping(self.net_, mode="min", min_delta=1e-6, patience=cfg.patience, should_stop=should_stop)
         started = time.perf_counter()
 
         def batch_loss(b: np.ndarray) -> torch.Tensor:
@@ -205,9 +203,13 @@ class Stage1Head:
             self.net_.eval()
             with torch.no_grad():
                 dev_terms = self._terms(ea[dev], eb[dev], *dev_partners, ta[dev], tb[dev])
-            return {"epoch": epoch, "train_loss": train_loss, "dev_loss": float(dev_terms["total"]),
-                    "dev_terms": {k: float(v) for k, v in dev_terms.items() if k != "total"},
-                    "seconds": time.perf_counter() - started}  # fmt: skip
+            return {
+                "epoch": epoch,
+                "train_loss": train_loss,
+                "dev_loss": float(dev_terms["total"]),
+                "dev_terms": {k: float(v) for k, v in dev_terms.items() if k != "total"},
+                "seconds": time.perf_counter() - started,
+            }
 
         self.history_ = []
         fit_epochs(cfg.max_epochs, run_epoch, "dev_loss", stopping, self.history_, progress)
@@ -259,9 +261,17 @@ class Stage1Head:
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         """(tensors, JSON-able metadata) for saving."""
         self._check_fitted()
-        meta = {"kind": "stage1", "config": self.config.to_dict(), "languages": self.languages_, "dim": self.dim_,
-                "best_epoch": self.best_epoch_, "dev_loss": self.dev_loss_, "n_train": self.n_train_,
-                "n_dev": self.n_dev_, "history": self.history_}  # fmt: skip
+        meta = {
+            "kind": "stage1",
+            "config": self.config.to_dict(),
+            "languages": self.languages_,
+            "dim": self.dim_,
+            "best_epoch": self.best_epoch_,
+            "dev_loss": self.dev_loss_,
+            "n_train": self.n_train_,
+            "n_dev": self.n_dev_,
+            "history": self.history_,
+        }
         return dict(self.net_.state_dict()), meta
 
     @classmethod

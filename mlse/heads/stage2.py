@@ -37,7 +37,6 @@ from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
 log = logging.getLogger(__name__)
 
 
-
 def stage2_loss(similarity: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """MSE between ``f(cos)`` of each pair (:meth:`Stage2Net.similarity`, [B]) and its gold score / 5 ([B])."""
     return F.mse_loss(similarity, target)
@@ -91,7 +90,6 @@ class Stage2Config:
             raise ValueError(f"nonlinearity must be one of {NONLINEARITIES}, got {self.nonlinearity!r}")
 
 
-
 class Stage2Head:
     """scikit-learn style: ``fit(M1, M2, gold, dev=...) -> self``; ``transform`` gives refined embeddings."""
 
@@ -126,8 +124,14 @@ class Stage2Head:
         a, b, y = as_tensor(M1), as_tensor(M2), as_tensor(gold / 5.0)
         dev_m1, dev_m2, dev_gold = (np.asarray(x, np.float32) for x in dev)
 
-        stopping = EarlyStopping(self.net_, mode="max", min_delta=1e-5, patience=cfg.patience,
-                                 should_stop=should_stop, best=self._dev_pearson(dev_m1, dev_m2, dev_gold))  # fmt: skip
+        stopping = EarlyStopping(
+            self.net_,
+            mode="max",
+            min_delta=1e-5,
+            patience=cfg.patience,
+            should_stop=should_stop,
+            best=self._dev_pearson(dev_m1, dev_m2, dev_gold),
+        )
         self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": stopping.best}]
 
         def batch_loss(rows: np.ndarray) -> torch.Tensor:
@@ -183,9 +187,15 @@ class Stage2Head:
     # -- persistence ------------------------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         self._check_fitted()
-        meta = {"kind": "stage2", "config": asdict(self.config), "dim": self.dim_, "best_epoch": self.best_epoch_,
-                "dev_pearson": self.dev_pearson_, "history": self.history_,
-                "calibration": self.calibration_.to_dict()}  # fmt: skip
+        meta = {
+            "kind": "stage2",
+            "config": asdict(self.config),
+            "dim": self.dim_,
+            "best_epoch": self.best_epoch_,
+            "dev_pearson": self.dev_pearson_,
+            "history": self.history_,
+            "calibration": self.calibration_.to_dict(),
+        }
         return dict(self.net_.state_dict()), meta
 
     @classmethod

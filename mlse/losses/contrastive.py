@@ -24,11 +24,7 @@ __all__ = ["HardContrastiveLoss", "hard_contrastive_loss"]
 
 
 def hard_contrastive_loss(
-    student_src: Tensor,
-    student_tgt: Tensor,
-    *,
-    temperature: float = DEFAULT_TEMPERATURE,
-    bidirectional: bool = True,
+    student_src: Tensor, student_tgt: Tensor, *, temperature: float = DEFAULT_TEMPERATURE, bidirectional: bool = True
 ) -> Tensor:
     """In-batch-negatives InfoNCE over cosine similarities (paper 003, Eqs. 2-3; LaBSE / mE5 style, no margin).
 

@@ -47,14 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mlse.losses.common import (
-    check_2d,
-    check_pair,
-    check_temperature,
-    cos_logits,
-    embed,
-    soft_cross_entropy,
-)
+from mlse.losses.common import check_2d, check_pair, check_temperature, cos_logits, embed, soft_cross_entropy
 from mlse.losses.defaults import DEFAULT_TEMPERATURE, LABEL_MODES
 
 __all__ = ["LABEL_MODES", "SoftContrastiveLoss", "soft_contrastive_loss", "soft_labels", "tcm_loss"]

@@ -211,11 +211,11 @@ def _read_seed_grid(obj: dict, path: Path) -> Iterator[dict]:
     for variant, pairs in (obj.get("relative_pearson") or {}).items():
         for pair, value in pairs.items():
             yield from _metric_rows({"relative_pearson": value}, model=model(variant), task="sts", split="test",
-                                    key=pair)  # fmt: skip
+                                    key=pair)
     for variant, groups in (obj.get("groups") or {}).items():
         for group, value in groups.items():
             yield from _metric_rows({"pearson": value}, model=model(variant), task="sts", split="test",
-                                    key=f"avg:{group}")  # fmt: skip
+                                    key=f"avg:{group}")
     for variant, metrics in (obj.get("metrics") or {}).items():
         yield from _metric_rows(metrics, model=model(variant), task="training", split="", key="")
 
@@ -318,13 +318,13 @@ def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
             if isinstance(r, dict):
                 yield {"run": f"student:{obj['recipe']}", "step": r.get("step"),
                        "minutes": _number(r["elapsed_s"]) / 60, "dev_spearman": _number(r.get("dev_spearman")),
-                       "loss": _number(r.get("loss")), "source": str(path)}  # fmt: skip
+                       "loss": _number(r.get("loss")), "source": str(path)}
     if kind == "finetune-compare" and isinstance(obj.get("curves"), dict):
         for method, points in obj["curves"].items():
             for point in points if isinstance(points, list) else []:
                 if isinstance(point, list) and len(point) == 2:
                     yield {"run": f"{method} ({path.stem})", "step": None, "minutes": _number(point[0]),
-                           "dev_spearman": _number(point[1]), "loss": None, "source": str(path)}  # fmt: skip
+                           "dev_spearman": _number(point[1]), "loss": None, "source": str(path)}
 
 
 def _log_rows(log_file: Path, run: str) -> list[dict]:
@@ -334,7 +334,7 @@ def _log_rows(log_file: Path, run: str) -> list[dict]:
             record = json.loads(line)
             rows.append({"run": run, "step": record["step"], "minutes": _number(record["elapsed_s"]) / 60,
                          "dev_spearman": _number(record.get("dev_spearman")), "loss": _number(record.get("loss")),
-                         "source": str(log_file)})  # fmt: skip
+                         "source": str(log_file)})
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             log.warning("skipped line %d of %s: %s", i, log_file, exc)
     return rows

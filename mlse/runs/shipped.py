@@ -123,7 +123,7 @@ def total_bytes(root: Path | None = None) -> int:
 def student_dir(item: ShippedArtifact) -> Path:
     """Where the merged student lives in the user cache: keyed by the adapter's files and the backbone identity."""
     key = hashlib.sha256(json.dumps([item.manifest["files"], item.manifest["backbone_identity"]],
-                                    sort_keys=True).encode()).hexdigest()[:16]  # fmt: skip
+                                    sort_keys=True).encode()).hexdigest()[:16]
     return cache_root() / "shipped" / f"{item.folder.name}-{key}"
 
 
@@ -153,7 +153,7 @@ def export(kind: str, source: Path, dest: Path, manifest: dict) -> ShippedArtifa
                 shutil.copyfile(path, target)
         data = portable_hashes(manifest.get("data", {}))
         body = {**manifest, "data": data, "data_identity": data_identity(data), "kind": kind, "name": dest.name,
-                "files": file_hashes(tmp)}  # fmt: skip
+                "files": file_hashes(tmp)}
         (tmp / MANIFEST).write_text(json.dumps(body, indent=1, default=str) + "\n", encoding="utf-8")
     return ShippedArtifact(PREFIX + dest.name, kind, dest, read_shipped_manifest(dest))
 
@@ -171,4 +171,4 @@ def _float16_copy(source: Path, target: Path) -> None:
 
     tensors = load_file(str(source))
     save_file({k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()},
-              str(target))  # fmt: skip
+              str(target))

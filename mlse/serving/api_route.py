@@ -29,7 +29,8 @@ from starlette.concurrency import run_in_threadpool
 
 from mlse.text.language_id import language_choices
 from mlse.ui.inputs import choice_problem
-from mlse.ui.score_tab import AUTO, MAX_CHARS, MAX_MODELS, ApiBusy, DirectApi, clean_text
+from mlse.ui.score_tab import MAX_MODELS, ApiBusy, DirectApi
+from mlse.ui.sentence_input import AUTO, MAX_CHARS, clean_text
 
 SCORE_PATH, MODELS_PATH = "/api/score", "/api/models"
 FIELDS = ("sentence1", "sentence2", "models", "lang1", "lang2")
@@ -122,8 +123,10 @@ def score_request(direct: DirectApi, raw: bytes) -> tuple[int, dict]:
 
 def models_answer(state) -> dict:
     """``GET /api/models``: the models offered here with their kind, and the page's default selection."""
-    return {"models": [{"name": m.name, "kind": m.kind} for m in state.models()],
-            "default": state.default_selection()[0]}  # fmt: skip
+    return {
+        "models": [{"name": m.name, "kind": m.kind} for m in state.models()],
+        "default": state.default_selection()[0],
+    }
 
 
 def json_api(state, direct: DirectApi | None = None):

@@ -38,8 +38,18 @@ DEFAULT_MAX_MEMORY = "1.5GB"
 UNKNOWN_BYTES = 256 * 2**20
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx", ".npz", ".npy")
 INT8_FRACTION = 0.25
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 
@@ -50,8 +60,9 @@ def parse_memory_size(value: str | int | float, *, what: str = "--max-memory") -
     else:
         match = _SIZE.match(str(value))
         if match is None or match.group(2).lower() not in _UNITS:
-            raise MlseError(f"{what} {value!r} is not a memory size: use e.g. 1.5GB, 800MB, 512MiB or a number of "
-                            "bytes")  # fmt: skip
+            raise MlseError(
+                f"{what} {value!r} is not a memory size: use e.g. 1.5GB, 800MB, 512MiB or a number of bytes"
+            )
         number, unit = float(match.group(1)), match.group(2).lower()
     size = int(number * _UNITS[unit])
     if size <= 0:
@@ -160,8 +171,9 @@ class EncoderPool:
             self._touch(key)
             return entry.encoder
 
-    def put(self, key: Hashable, encoder, size: int, *, stamp: object = None, depends_on: Hashable | None = None
-            ) -> list[Hashable]:  # fmt: skip
+    def put(
+        self, key: Hashable, encoder, size: int, *, stamp: object = None, depends_on: Hashable | None = None
+    ) -> list[Hashable]:
         """Add (or replace) an entry as the most recently used, then evict to fit -> the evicted keys."""
         with self._lock:
             evicted = self._remove(key) if key in self._entries else []

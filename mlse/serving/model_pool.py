@@ -79,8 +79,13 @@ class ModelPool:
             model = self._load(spec, name, backbone)
             # The stamp after loading: a folder built by the load (me5-small's conversion) has one only now, and
             # stamping it "missing" would reload the model on the next request.
-            self._entries.put(key, model, estimate_resident_bytes(model, backend=self.backend), stamp=_stamp(spec),
-                              depends_on=backbone_key)  # fmt: skip
+            self._entries.put(
+                key,
+                model,
+                estimate_resident_bytes(model, backend=self.backend),
+                stamp=_stamp(spec),
+                depends_on=backbone_key,
+            )
             return model
 
     def forget_names(self) -> None:

@@ -59,7 +59,11 @@ def choose_port(host: str, requested: int | None, source: str = "--port") -> tup
         if port_is_free(host, port):
             if port == DEFAULT_PORT:
                 return port, ""
-            return port, (f"port {DEFAULT_PORT} is in use; serving on {port} instead "
-                          "(choose one with --port N or GRADIO_SERVER_PORT=N)")  # fmt: skip
-    raise PortError(f"ports {DEFAULT_PORT}-{DEFAULT_PORT + SEARCH} on {host} are all in use: choose a free one "
-                        "with --port N or GRADIO_SERVER_PORT=N")  # fmt: skip
+            return port, (
+                f"port {DEFAULT_PORT} is in use; serving on {port} instead "
+                "(choose one with --port N or GRADIO_SERVER_PORT=N)"
+            )
+    raise PortError(
+        f"ports {DEFAULT_PORT}-{DEFAULT_PORT + SEARCH} on {host} are all in use: choose a free one "
+        "with --port N or GRADIO_SERVER_PORT=N"
+    )

@@ -143,9 +143,14 @@ def check_steps(steps: Sequence[WarmStep]) -> list[StepStatus]:
     return out
 
 
-def run_warm(steps: Sequence[WarmStep], *, on_step: StepLine | None = None,
-             on_progress: StepLine | None = None, should_stop: ShouldStop | None = None,
-             before_data: Callable[[], None] | None = None) -> WarmReport:  # fmt: skip
+def run_warm(
+    steps: Sequence[WarmStep],
+    *,
+    on_step: StepLine | None = None,
+    on_progress: StepLine | None = None,
+    should_stop: ShouldStop | None = None,
+    before_data: Callable[[], None] | None = None,
+) -> WarmReport:
     """Take the steps in order; ``on_step`` is told each one's outcome, ``on_progress`` how a running one advances.
 
     ``should_stop``: asked between steps and between the chunks of a step's encoding; a stop ends the warm with
@@ -183,8 +188,9 @@ def _run_step(step: WarmStep, stop: ShouldStop, on_step: StepLine | None, on_pro
     else:
 
         def progress(fraction: float, message: str = "") -> None:
-            _set_step(step.name, fraction=min(max(float(fraction), 0.0), 0.99), seconds=time.perf_counter() - t0,
-                      note=message)  # fmt: skip
+            _set_step(
+                step.name, fraction=min(max(float(fraction), 0.0), 0.99), seconds=time.perf_counter() - t0, note=message
+            )
             if on_progress is not None:
                 on_progress(_step_status(step.name), warm_status().fraction)
 
@@ -242,9 +248,14 @@ def wait_for_fetch(should_stop: ShouldStop | None = None, poll_s: float = FETCH_
         time.sleep(poll_s)
 
 
-def start_app_warm(state, *, openings: dict[str, str | None] | None = None, on_step: StepLine | None = None,
-                   models: Sequence[str] | None = None,
-                   stop: threading.Event | None = None) -> threading.Thread:  # fmt: skip
+def start_app_warm(
+    state,
+    *,
+    openings: dict[str, str | None] | None = None,
+    on_step: StepLine | None = None,
+    models: Sequence[str] | None = None,
+    stop: threading.Event | None = None,
+) -> threading.Thread:
     """Warm the app in a daemon thread: every step (those held in memory too), data steps after the data fetch.
 
     ``openings``: the model each single-model tab opens on (see :func:`mlse.serving.warm_plan.warm_plan`). The status
@@ -263,8 +274,12 @@ def start_app_warm(state, *, openings: dict[str, str | None] | None = None, on_s
             log.warning("warm start not run: %s", exc)
             _set(active=False, planning=False)
             return
-        report = run_warm(steps, on_step=on_step or print_step, should_stop=event.is_set,
-                          before_data=lambda: wait_for_fetch(event.is_set))  # fmt: skip
+        report = run_warm(
+            steps,
+            on_step=on_step or print_step,
+            should_stop=event.is_set,
+            before_data=lambda: wait_for_fetch(event.is_set),
+        )
         log.info("warm start finished in %.0f s: %d computed", report.seconds, report.count("computed"))
 
     thread = threading.Thread(target=run, name="mlse-warm", daemon=True)
@@ -274,9 +289,13 @@ def start_app_warm(state, *, openings: dict[str, str | None] | None = None, on_s
 
 def step_line(status: StepStatus, fraction: float) -> str:
     """``[ 45 %] me5-small: model files (torch): computed in 5.2 s`` -- one line per finished step."""
-    outcome = {"warm": "already warm", "computed": f"computed in {status.seconds:.1f} s",
-               "skipped": f"skipped: {status.note}", "failed": f"failed after {status.seconds:.1f} s: {status.note}",
-               "stopped": f"stopped after {status.seconds:.1f} s"}.get(status.state, status.state)  # fmt: skip
+    outcome = {
+        "warm": "already warm",
+        "computed": f"computed in {status.seconds:.1f} s",
+        "skipped": f"skipped: {status.note}",
+        "failed": f"failed after {status.seconds:.1f} s: {status.note}",
+        "stopped": f"stopped after {status.seconds:.1f} s",
+    }.get(status.state, status.state)
     return f"[{fraction * 100:3.0f} %] {status.label}: {outcome}"
 
 

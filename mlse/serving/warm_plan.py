@@ -44,8 +44,14 @@ class WarmContext:
     data_dir: str | None = None
 
 
-def warm_plan(state, *, models: Sequence[str] | None = None, openings: dict[str, str | None] | None = None,
-              scope: str = "disk", defaults: TabDefaults = TAB_DEFAULTS) -> list[WarmStep]:  # fmt: skip
+def warm_plan(
+    state,
+    *,
+    models: Sequence[str] | None = None,
+    openings: dict[str, str | None] | None = None,
+    scope: str = "disk",
+    defaults: TabDefaults = TAB_DEFAULTS,
+) -> list[WarmStep]:
     """The steps that make each tab's first view quick.
 
     ``models``: what the Score tab scores (default: what it ticks, ``state.default_selection()``). ``openings``: the
@@ -113,9 +119,15 @@ def files_step(ctx: WarmContext, name: str) -> WarmStep:
         progress(0.1, "loading")
         uncached(ctx.encoder(name)).encode([WARM_UP_TEXT])
 
-    return WarmStep(f"files:{name}", f"{name}: model files ({ctx.backend})", ALL_TABS, run,
-                    done=lambda: files_ready(name, ctx.backend), needs=lambda: model_problem(name),
-                    weight=2.0)  # fmt: skip
+    return WarmStep(
+        f"files:{name}",
+        f"{name}: model files ({ctx.backend})",
+        ALL_TABS,
+        run,
+        done=lambda: files_ready(name, ctx.backend),
+        needs=lambda: model_problem(name),
+        weight=2.0,
+    )
 
 
 def examples_step(ctx: WarmContext, name: str, texts: list[str]) -> WarmStep:
@@ -127,8 +139,15 @@ def examples_step(ctx: WarmContext, name: str, texts: list[str]) -> WarmStep:
     def done() -> bool:
         return files_ready(name, ctx.backend) and _cached(lambda: cache_only(ctx.encoder(name)).encode(texts))
 
-    return WarmStep(f"examples:{name}", f"{name}: embeddings of the {len(texts)} example sentences", ("score",), run,
-                    done, needs=lambda: model_problem(name), weight=0.5)  # fmt: skip
+    return WarmStep(
+        f"examples:{name}",
+        f"{name}: embeddings of the {len(texts)} example sentences",
+        ("score",),
+        run,
+        done,
+        needs=lambda: model_problem(name),
+        weight=0.5,
+    )
 
 
 def gold_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
@@ -147,9 +166,16 @@ def gold_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS)
     def done() -> bool:
         return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
 
-    return WarmStep(f"gold:{name}", f"{name}: STS Multi MT {pair} {split} (Predicted vs gold)", ("gold",), run, done,
-                    needs=lambda: model_problem(name) or _data_problem(lambda: load_sts(pair, split, ctx.data_dir)),
-                    weight=4.0, data=True)  # fmt: skip
+    return WarmStep(
+        f"gold:{name}",
+        f"{name}: STS Multi MT {pair} {split} (Predicted vs gold)",
+        ("gold",),
+        run,
+        done,
+        needs=lambda: model_problem(name) or _data_problem(lambda: load_sts(pair, split, ctx.data_dir)),
+        weight=4.0,
+        data=True,
+    )
 
 
 def tatoeba_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
@@ -168,9 +194,16 @@ def tatoeba_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAUL
     def done() -> bool:
         return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
 
-    return WarmStep(f"tatoeba:{name}", f"{name}: Tatoeba {lang} (Tatoeba errors)", ("tatoeba",), run, done,
-                    needs=lambda: model_problem(name) or _data_problem(lambda: load_tatoeba(lang, ctx.data_dir)),
-                    weight=4.0, data=True)  # fmt: skip
+    return WarmStep(
+        f"tatoeba:{name}",
+        f"{name}: Tatoeba {lang} (Tatoeba errors)",
+        ("tatoeba",),
+        run,
+        done,
+        needs=lambda: model_problem(name) or _data_problem(lambda: load_tatoeba(lang, ctx.data_dir)),
+        weight=4.0,
+        data=True,
+    )
 
 
 def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
@@ -180,8 +213,9 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
     n, method, seed = defaults.map_sentences, defaults.map_method, defaults.map_seed
 
     def project(model, progress: Progress | None = None):
-        return language_map(model, map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed, method=method,
-                            progress=progress)  # fmt: skip
+        return language_map(
+            model, map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed, method=method, progress=progress
+        )
 
     def run(progress: Progress, should_stop: ShouldStop) -> None:
         project(_stoppable(ctx.encoder(name), should_stop, progress, 0.05, 0.25), progress)
@@ -191,14 +225,22 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
             return False
         model = ctx.encoder(name)
         sample = flores_sample(map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed)
-        keys = [projection_key(model.identity, sample.langs, sample.n, seed, space, method)
-                for space in available_spaces(model)]  # fmt: skip
+        keys = [
+            projection_key(model.identity, sample.langs, sample.n, seed, space, method)
+            for space in available_spaces(model)
+        ]
         return all((projection_dir() / f"{key}.npz").is_file() for key in keys)
 
-    return WarmStep(f"map:{name}", f"{name}: FLORES map, {n} sentences per language, {method.upper()} (Map)",
-                    ("map",), run, done,
-                    needs=lambda: model_problem(name) or _data_problem(lambda: map_languages(ctx.data_dir)),
-                    weight=8.0, data=True)  # fmt: skip
+    return WarmStep(
+        f"map:{name}",
+        f"{name}: FLORES map, {n} sentences per language, {method.upper()} (Map)",
+        ("map",),
+        run,
+        done,
+        needs=lambda: model_problem(name) or _data_problem(lambda: map_languages(ctx.data_dir)),
+        weight=8.0,
+        data=True,
+    )
 
 
 # -- steps held by the app's own process ----------------------------------------------------------------------------
@@ -208,8 +250,16 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
     def run(progress: Progress, should_stop: ShouldStop) -> None:
         uncached(ctx.encoder(name)).encode([WARM_UP_TEXT])
 
-    return WarmStep(f"load:{name}", f"{name}: loaded in the app", ("score",), run, done=lambda: False,
-                    needs=lambda: model_problem(name), scope="process", weight=1.0)  # fmt: skip
+    return WarmStep(
+        f"load:{name}",
+        f"{name}: loaded in the app",
+        ("score",),
+        run,
+        done=lambda: False,
+        needs=lambda: model_problem(name),
+        scope="process",
+        weight=1.0,
+    )
 
 
 def results_step() -> WarmStep:
@@ -220,5 +270,6 @@ def results_step() -> WarmStep:
 
         build_index()
 
-    return WarmStep("results", "the Results tab's index", ("results",), run, done=lambda: False, scope="process",
-                    weight=0.2)  # fmt: skip
+    return WarmStep(
+        "results", "the Results tab's index", ("results",), run, done=lambda: False, scope="process", weight=0.2
+    )

@@ -50,11 +50,11 @@ class TabDefaults:
     """What each tab computes on its first press when nothing was changed (the tabs' own constants)."""
 
     examples_file: Path = EXAMPLES_FILE
-    example_max_chars: int = 2000  # score_tab.MAX_CHARS
+    example_max_chars: int = 2000  # sentence_input.MAX_CHARS
     sts_pair: str = "en-de"  # gold_tab.DEFAULT_PAIR
     sts_split: str = "test"
     tatoeba_lang: str = "deu"  # tatoeba_tab.DEFAULT_LANG
-    tatoeba_k: int = 4  # tatoeba_tab.MARGIN_K
+    tatoeba_k: int = 4  # tatoeba_views.MARGIN_K
     map_sentences: int = 100  # map_tab.DEFAULT_SENTENCES
     map_method: str = "umap"
     map_seed: int = 0
@@ -132,8 +132,15 @@ class Chunked:
         self._progress = progress
 
     def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
-        return encode_in_chunks(self._model, list(texts), should_stop=self._should_stop, batch_size=batch_size,
-                                progress=self._progress, normalize=normalize, show_progress=False)  # fmt: skip
+        return encode_in_chunks(
+            self._model,
+            list(texts),
+            should_stop=self._should_stop,
+            batch_size=batch_size,
+            progress=self._progress,
+            normalize=normalize,
+            show_progress=False,
+        )
 
     def __getattr__(self, attr):
         if attr.startswith("_"):
@@ -210,8 +217,10 @@ def example_texts(defaults: TabDefaults = TAB_DEFAULTS) -> list[str]:
         return []
     texts: dict[str, None] = {}
     for row in rows:
-        pair = [strip_controls(row.get(key) or "")[0].strip()[: defaults.example_max_chars]
-                for key in ("sentence1", "sentence2")]  # fmt: skip
+        pair = [
+            strip_controls(row.get(key) or "")[0].strip()[: defaults.example_max_chars]
+            for key in ("sentence1", "sentence2")
+        ]
         if all(pair):
             texts.update(dict.fromkeys(pair))
     return list(texts)

@@ -37,8 +37,9 @@ def run_in_child(target: str, *args, report: Callable[[dict], None], stop: threa
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
     child_stop = context.Event()
-    child = context.Process(target=_child_main, args=(target, args, messages, child_stop), daemon=True,
-                            name=f"mlse-job:{target}")  # fmt: skip
+    child = context.Process(
+        target=_child_main, args=(target, args, messages, child_stop), daemon=True, name=f"mlse-job:{target}"
+    )
     child.start()
     outcome, stop_seen = None, None
     try:
@@ -90,8 +91,10 @@ def _result(outcome: tuple, target: str):
         raise MlseError(payload)
     if kind == "error":
         raise RuntimeError(payload)
-    raise MlseError(f"the training process ended without an answer (exit code {payload}); if it ran out of memory, "
-                    "try fewer pairs or a smaller batch")  # fmt: skip
+    raise MlseError(
+        f"the training process ended without an answer (exit code {payload}); if it ran out of memory, "
+        "try fewer pairs or a smaller batch"
+    )
 
 
 def _child_main(target: str, args: tuple, messages, stop) -> None:

@@ -1,5 +1,5 @@
-"""What a training run is: the configuration dataclasses, their validation, and the one way from what a user asked
-for (the command line's flags, the app's form) to a configuration.
+"""What a training run is: the configuration dataclasses, and the one way from what a user asked for (the command
+line's flags, the app's form) to a configuration (their validation is :mod:`mlse.train.config_validation`'s).
 
 **The one source of defaults.** Every option's default and its help text live in a field below
 (``field(metadata={"help": ...})``, through :func:`option`). The command line builds its flags from these fields
@@ -21,9 +21,6 @@ from typing import Any
 from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import registry
-from mlse.encoders.resolve import resolve_model, spec_status
-from mlse.encoders.use import refuse_as_student
 from mlse.errors import MlseError
 from mlse.heads.choices import NONLINEARITIES
 from mlse.losses.defaults import DEFAULT_TEMPERATURE, LABEL_MODES
@@ -44,16 +41,31 @@ DEFAULT_TEACHER = "minilm-en"
 MAX_PAIRS = 2000
 
 
-def option(default: Any = MISSING, help: str = "", *, factory=None, flag: str | None = None, choices=None,
-           zero_is_none: bool = False, required: bool = False, const: Any = None):  # fmt: skip
+def option(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    factory=None,
+    flag: str | None = None,
+    choices=None,
+    zero_is_none: bool = False,
+    required: bool = False,
+    const: Any = None,
+):
     """A dataclass field with what the command line needs to offer it.
 
     ``flag``: the option's name when it is not ``--field-name`` (a bool that defaults to True gets ``--no-field-name``
     unless named here); ``const``: the value a bare flag stores (a flag of a ``bool | None`` field);
     ``zero_is_none``: 0 means None ("all"); ``required``: the command line insists on it.
     """
-    metadata = {"help": help, "flag": flag, "choices": choices, "zero_is_none": zero_is_none, "required": required,
-                "const": const}  # fmt: skip
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "choices": choices,
+        "zero_is_none": zero_is_none,
+        "required": required,
+        "const": const,
+    }
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -63,14 +75,17 @@ def option(default: Any = MISSING, help: str = "", *, factory=None, flag: str | 
 class FinetuneConfig:
     """Everything that defines a fine-tuning run (written to ``out/finetune_config.json``)."""
 
-    method: str = option("mse", "the method: MSE / EMA distillation, soft / hard contrastive", choices=METHODS,
-                         required=True)  # fmt: skip
-    teacher: str | None = option(DEFAULT_TEACHER, "mse/soft: the frozen teacher; ema: none or the student itself; "
-                                 "hard: unused")  # fmt: skip
+    method: str = option(
+        "mse", "the method: MSE / EMA distillation, soft / hard contrastive", choices=METHODS, required=True
+    )
+    teacher: str | None = option(
+        DEFAULT_TEACHER, "mse/soft: the frozen teacher; ema: none or the student itself; hard: unused"
+    )
     student: str = option("minilm-en", "a sentence-transformers model name, folder or run")
     pairs: list[str] = option(help="English-X parallel pairs", factory=lambda: list(ENGLISH_PAIRS))
-    max_pairs: int | None = option(MAX_PAIRS, "cap per language pair after the contamination filter (0: all)",
-                                   zero_is_none=True)  # fmt: skip
+    max_pairs: int | None = option(
+        MAX_PAIRS, "cap per language pair after the contamination filter (0: all)", zero_is_none=True
+    )
     budget_minutes: float = option(10.0, "training + dev evaluation time (loading and teacher encoding come before)")
     batch_size: int = option(64, "translation pairs per step")
     lr: float = option(1e-4, "learning rate (AdamW; linear warm-up, then constant)")
@@ -82,37 +97,56 @@ class FinetuneConfig:
     label: str = option("priority", "soft: teacher labels", choices=LABELS)
     temperature: float = option(DEFAULT_TEMPERATURE, "soft/hard: softmax temperature (Park et al.'s released value)")
     tcm_alpha: float = option(0.0, "soft: weight of the mono-lingual TCM term")
-    include_src: bool | None = option(None, "mse: only MSE(student(tgt), teacher(src)) (ema has no src term unless "
-                                      "a caller sets include_src)", flag="--no-src-term", const=False)  # fmt: skip
+    include_src: bool | None = option(
+        None,
+        "mse: only MSE(student(tgt), teacher(src)) (ema has no src term unless a caller sets include_src)",
+        flag="--no-src-term",
+        const=False,
+    )
     seed: int = option(0, "seed of the data sample, the batches and the initialisation")
     out: str | None = option(None, "run folder (default: $MLSE_RUNS/<student>+<method>)")
     max_steps: int | None = option(None, "stop after this many steps even if budget is left")
-    eval_at_start: bool = option(True, "evaluate (and save) the untouched student first: the curve starts at the "
-                                 "baseline")  # fmt: skip
+    eval_at_start: bool = option(
+        True, "evaluate (and save) the untouched student first: the curve starts at the baseline"
+    )
     warmup_fraction: float = option(0.05, "linear learning-rate warm-up over this fraction of the estimated steps")
     weight_decay: float = option(0.01, "AdamW weight decay")
     max_grad_norm: float = option(1.0, "gradient norm clipping")
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
     device: str | None = option(None, "cpu, cuda, ... (default: cuda if available)")
-    extend_vocab: int = option(0, "learn a WordPiece vocabulary of this size on the non-English side and add it "
-                               "(mlse.train.recipes.vocab; 0: off)")  # fmt: skip
-    vocab_init: str = option("aligned", "embeddings of added pieces: from parallel-data alignment, or from their old "
-                             "sub-words", choices=VOCAB_INITS)  # fmt: skip
-    precision: str = option("auto", "autocast of the transformer: bf16, or fp16 with loss scaling (CUDA only); auto: "
-                            "bf16 where the CPU/GPU computes it natively, else fp16 on a GPU, else fp32",
-                            choices=PRECISIONS)  # fmt: skip
-    bucket_by_length: bool = option(True, "batches of similar length (less padding); the batch order stays random",
-                                    flag="--no-bucket")  # fmt: skip
+    extend_vocab: int = option(
+        0,
+        "learn a WordPiece vocabulary of this size on the non-English side and add it "
+        "(mlse.train.recipes.vocab; 0: off)",
+    )
+    vocab_init: str = option(
+        "aligned",
+        "embeddings of added pieces: from parallel-data alignment, or from their old sub-words",
+        choices=VOCAB_INITS,
+    )
+    precision: str = option(
+        "auto",
+        "autocast of the transformer: bf16, or fp16 with loss scaling (CUDA only); auto: "
+        "bf16 where the CPU/GPU computes it natively, else fp16 on a GPU, else fp32",
+        choices=PRECISIONS,
+    )
+    bucket_by_length: bool = option(
+        True, "batches of similar length (less padding); the batch order stays random", flag="--no-bucket"
+    )
     freeze_embeddings: bool = option(False, "keep the token embedding matrix fixed (e5: 96M of its 118M weights)")
     lora_r: int = option(0, "> 0: train LoRA adapters of this rank instead of the transformer's weights (peft)")
     lora_alpha: float | None = option(None, "LoRA scale numerator (default: 2 x rank)")
-    bridge: str = option("none", "mse: start from a least-squares map of the student's space onto the teacher's",
-                         choices=BRIDGES)  # fmt: skip
+    bridge: str = option(
+        "none", "mse: start from a least-squares map of the student's space onto the teacher's", choices=BRIDGES
+    )
     bridge_sentences: int = option(5000, "English training sentences the bridge is fitted on")
     # "cpu": the budget (and the step-time estimate) counts the process's CPU seconds divided by its torch threads, so
     # runs sharing a machine with other work still get equal compute; "wall": seconds on the clock (the app's jobs)
-    budget_clock: str = option("wall", "cpu: count the budget in process CPU seconds / threads (equal compute on a "
-                               "shared machine)", choices=CLOCKS)  # fmt: skip
+    budget_clock: str = option(
+        "wall",
+        "cpu: count the budget in process CPU seconds / threads (equal compute on a shared machine)",
+        choices=CLOCKS,
+    )
 
     def src_term(self) -> bool:
         """Whether the MSE losses include the src term (the method's default unless set)."""
@@ -126,15 +160,21 @@ class Stage1Settings:
 
     backbone: str = option("minilm-en", "any model name the registry accepts")
     prelayer: bool = option(False, "a fully connected layer before Stage 1")
-    pairs: list[str] = option(help="Tatoeba-Challenge parallel pairs (the seed's 15)",
-                              factory=lambda: list(SEED_PARALLEL_PAIRS))  # fmt: skip
-    max_pairs: int | None = option(MAX_PAIRS, "cap per language pair after the contamination filter (0: all)",
-                                   zero_is_none=True)  # fmt: skip
+    pairs: list[str] = option(
+        help="Tatoeba-Challenge parallel pairs (the seed's 15)", factory=lambda: list(SEED_PARALLEL_PAIRS)
+    )
+    max_pairs: int | None = option(
+        MAX_PAIRS, "cap per language pair after the contamination filter (0: all)", zero_is_none=True
+    )
     lr: float | None = option(None, "learning rate (default: the head's own, mlse.heads.stage1)")
     max_epochs: int | None = option(None, "epochs at most (default: the head's own)")
     probe: bool = option(True, "the language-ID probe on FLORES after training")
-    backend: str = option(DEFAULT_BACKEND, "runtime of the backbone: torch, onnx (fp32) or onnx-int8 (dynamic int8; "
-                          "exported once and cached; MLSE_THREADS sets the CPU threads)", choices=BACKENDS)  # fmt: skip
+    backend: str = option(
+        DEFAULT_BACKEND,
+        "runtime of the backbone: torch, onnx (fp32) or onnx-int8 (dynamic int8; "
+        "exported once and cached; MLSE_THREADS sets the CPU threads)",
+        choices=BACKENDS,
+    )
     out: str | None = option(None, "run folder (default: under $MLSE_RUNS, named after the heads)")
     seed: int = option(0, "seed of the data sample and the head")
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
@@ -155,8 +195,9 @@ class Stage2Settings:
     pairs: list[str] = option(help="STS Multi MT train pairs (the seed's six)", factory=lambda: list(STAGE2_PAIRS))
     lr: float | None = option(None, "learning rate (default: the head's own, mlse.heads.stage2)")
     max_epochs: int | None = option(None, "epochs at most (default: the head's own)")
-    backend: str = option(DEFAULT_BACKEND, "runtime of the Stage-1 scorer's backbone: torch, onnx or onnx-int8",
-                          choices=BACKENDS)  # fmt: skip
+    backend: str = option(
+        DEFAULT_BACKEND, "runtime of the Stage-1 scorer's backbone: torch, onnx or onnx-int8", choices=BACKENDS
+    )
     out: str | None = option(None, "run folder (default: under $MLSE_RUNS, named after the heads)")
     seed: int = option(0, "seed of the head")
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
@@ -226,7 +267,7 @@ def finetune_config(**options) -> FinetuneConfig:
 
     The teacher defaults only where the method has a frozen teacher (``mse``, ``soft``); ``out`` defaults to the run
     folder :func:`mlse.runs.folders.training_run_name` names under the runs directory. Validation is
-    :func:`validate`'s (``finetune`` calls it before anything loads).
+    :func:`mlse.train.config_validation.validate`'s (``finetune`` calls it before anything loads).
     """
     config = _settings(FinetuneConfig, {k: v for k, v in options.items() if k != "teacher"})
     teacher = options.get("teacher")
@@ -243,8 +284,9 @@ def default_out(config: FinetuneConfig) -> str:
 def stage1_settings(**options) -> Stage1Settings:
     """A Stage-1 run of ``options`` (Stage1Settings fields); ``out`` defaults to the folder named after the heads."""
     settings = _settings(Stage1Settings, options)
-    settings.out = settings.out or str(runs_dir() / training_run_name(settings.backbone, "stage1",
-                                                                      prelayer=settings.prelayer))  # fmt: skip
+    settings.out = settings.out or str(
+        runs_dir() / training_run_name(settings.backbone, "stage1", prelayer=settings.prelayer)
+    )
     return settings
 
 
@@ -253,8 +295,10 @@ def stage2_settings(**options) -> Stage2Settings:
     settings = _settings(Stage2Settings, options)
     if not settings.stage1:
         raise MlseError("Stage 2 needs a Stage-1 scorer (a run name or folder)")
-    settings.out = settings.out or str(runs_dir() / training_run_name(
-        str(settings.stage1), "stage2", conv=settings.conv, nonlinearity=settings.nonlinearity))  # fmt: skip
+    settings.out = settings.out or str(
+        runs_dir()
+        / training_run_name(str(settings.stage1), "stage2", conv=settings.conv, nonlinearity=settings.nonlinearity)
+    )
     return settings
 
 
@@ -268,73 +312,29 @@ def request_config(req: TrainRequest, out: Path) -> FinetuneConfig | Stage1Setti
     """
     common = dict(pairs=req.pairs, lr=req.lr or None, seed=req.seed, data_dir=req.data_dir, out=str(out))
     if req.method == "stage1":
-        return stage1_settings(backbone=req.model, max_pairs=req.max_pairs, max_epochs=req.max_epochs or None,
-                               probe=req.probe, backend=req.backend, **common)  # fmt: skip
+        return stage1_settings(
+            backbone=req.model,
+            max_pairs=req.max_pairs,
+            max_epochs=req.max_epochs or None,
+            probe=req.probe,
+            backend=req.backend,
+            **common,
+        )
     if req.method == "stage2":
         return stage2_settings(stage1=req.model, max_epochs=req.max_epochs or None, backend=req.backend, **common)
-    return finetune_config(method=req.method, student=req.model,
-                           teacher=req.teacher if req.method in TEACHER_METHODS else None,
-                           max_pairs=req.max_pairs, budget_minutes=req.budget_minutes, batch_size=req.batch_size,
-                           eval_every_steps=req.eval_every_steps, max_steps=req.max_steps or None,
-                           dev_pairs=req.dev_pairs, dev_max_pairs=req.dev_max_pairs, device=req.device,
-                           extend_vocab=req.extend_vocab, precision=req.precision, **common)  # fmt: skip
-
-
-# ------------------------------------------------------------------------------------------------------- validation
-def validate(cfg: FinetuneConfig) -> None:
-    """Refuse a configuration that cannot run, with a message naming the option (before anything is loaded)."""
-    choices = [("fine-tuning method", cfg.method, METHODS), ("soft label", cfg.label, LABELS),
-               ("precision", cfg.precision, PRECISIONS), ("vocab_init", cfg.vocab_init, VOCAB_INITS),
-               ("bridge", cfg.bridge, BRIDGES), ("budget_clock", cfg.budget_clock, CLOCKS)]  # fmt: skip
-    for what, value, allowed in choices:
-        if value not in allowed:
-            raise MlseError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
-    checks = [
-        (cfg.extend_vocab == 0 or cfg.extend_vocab > 100, f"extend_vocab must be 0 or > 100, got {cfg.extend_vocab}"),
-        (cfg.batch_size >= 1, f"batch_size must be >= 1, got {cfg.batch_size}"),
-        (cfg.lr > 0, f"lr must be > 0, got {cfg.lr}"),
-        (cfg.budget_minutes > 0, f"budget_minutes must be > 0, got {cfg.budget_minutes}"),
-        (cfg.eval_every_steps >= 1, f"eval_every_steps must be >= 1, got {cfg.eval_every_steps}"),
-        (cfg.max_seq_length >= 8, f"max_seq_length must be >= 8, got {cfg.max_seq_length}"),
-        (cfg.max_pairs is None or cfg.max_pairs >= 0, f"max_pairs must be >= 0, got {cfg.max_pairs}"),
-        (cfg.max_steps is None or cfg.max_steps >= 1, f"max_steps must be >= 1, got {cfg.max_steps}"),
-        (0.0 <= cfg.tau_base <= 1.0, f"tau_base must be in [0, 1], got {cfg.tau_base}"),
-        (cfg.temperature > 0, f"temperature must be > 0, got {cfg.temperature}"),
-        (cfg.tcm_alpha >= 0, f"tcm_alpha must be >= 0, got {cfg.tcm_alpha}"),
-        (bool(cfg.pairs), "no training pairs given"),
-        (cfg.lora_r >= 0, f"lora_r must be >= 0, got {cfg.lora_r}"),
-        (cfg.lora_alpha is None or cfg.lora_alpha > 0, f"lora_alpha must be > 0, got {cfg.lora_alpha}"),
-        (cfg.bridge_sentences >= 2, f"bridge_sentences must be >= 2, got {cfg.bridge_sentences}"),
-        (cfg.bridge == "none" or cfg.method == "mse",
-         f"bridge {cfg.bridge!r} maps the student into a frozen teacher's space: only method 'mse' has one"),
-        (not cfg.extend_vocab or not (cfg.lora_r or cfg.freeze_embeddings),
-         "extend_vocab adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings"),
-        (bool(cfg.dev_pairs), "no dev pairs given"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise MlseError(message)
-    refuse_frozen_student(cfg.student)
-    if cfg.method in TEACHER_METHODS and not cfg.teacher:
-        raise MlseError(f"method {cfg.method!r} needs a teacher model")
-    if cfg.method == "ema" and cfg.teacher and cfg.teacher != cfg.student:
-        raise MlseError(
-            f"method 'ema': the teacher is an EMA copy of the student ({cfg.student!r}); "
-            f"leave the teacher out or set it to the student, not {cfg.teacher!r}"
-        )
-
-
-def refuse_frozen_student(name: str) -> None:
-    """A ``native`` model (``muse``: numpy weights, no gradients) cannot be a student; say what can.
-
-    Only the registry is consulted (no model is loaded); a name that does not resolve is left to the loading step,
-    whose message lists what is available.
-    """
-    try:
-        spec = resolve_model(name)
-    except MlseError:
-        return
-    if spec.source != "native":
-        return
-    trainable = [s.name for s in registry().values() if s.source != "native" and spec_status(s).startswith("available")]
-    raise refuse_as_student(spec.name, [*trainable, "any sentence-transformers folder or run"])
+    return finetune_config(
+        method=req.method,
+        student=req.model,
+        teacher=req.teacher if req.method in TEACHER_METHODS else None,
+        max_pairs=req.max_pairs,
+        budget_minutes=req.budget_minutes,
+        batch_size=req.batch_size,
+        eval_every_steps=req.eval_every_steps,
+        max_steps=req.max_steps or None,
+        dev_pairs=req.dev_pairs,
+        dev_max_pairs=req.dev_max_pairs,
+        device=req.device,
+        extend_vocab=req.extend_vocab,
+        precision=req.precision,
+        **common,
+    )

@@ -36,8 +36,10 @@ class Capabilities:
 def choose_precision(requested: str, caps: Capabilities) -> str:
     """``"fp32"``, ``"bf16"`` or ``"fp16"`` for a request of ``"auto"``, ``"fp32"``, ``"bf16"`` or ``"fp16"``."""
     if requested == "fp16" and caps.device_type != "cuda":
-        raise MlseError(f"precision fp16 needs a CUDA GPU (float16 with loss scaling); this run is on "
-                        f"{caps.device_type}: choose auto, bf16 or fp32")  # fmt: skip
+        raise MlseError(
+            f"precision fp16 needs a CUDA GPU (float16 with loss scaling); this run is on "
+            f"{caps.device_type}: choose auto, bf16 or fp32"
+        )
     if requested != "auto":
         return requested
     if caps.native_bf16 and caps.device_type in ("cuda", "cpu"):
@@ -82,5 +84,10 @@ def autocast_dtype(precision: str):
 def precision_record(device: str, precision: str) -> dict:
     """What a run records about its device and precision."""
     caps = device_capabilities(device)
-    return {"device": device, "precision_effective": precision, "grad_scaler": needs_grad_scaler(precision),
-            "gpu": caps.name or None, "native_bf16": caps.native_bf16}  # fmt: skip
+    return {
+        "device": device,
+        "precision_effective": precision,
+        "grad_scaler": needs_grad_scaler(precision),
+        "gpu": caps.name or None,
+        "native_bf16": caps.native_bf16,
+    }

@@ -64,7 +64,8 @@ from mlse.atomic import atomic_write_text
 from mlse.encoders.torch import default_device
 from mlse.runs.folders import FINETUNE_CONFIG_FILE
 from mlse.runs.stop_signal import Stopped, StopSignal, check
-from mlse.train.config import FinetuneConfig, default_out, validate
+from mlse.train.config import FinetuneConfig, default_out
+from mlse.train.config_validation import validate
 from mlse.train.device import precision_record, resolve_precision
 from mlse.train.distributed import (
     barrier,
@@ -126,8 +127,18 @@ def finetune(
 class _Run:
     """What the end of a run needs: the loop, the method, the data, where it writes."""
 
-    def __init__(self, cfg: FinetuneConfig, loop: TrainingLoop, method: PairMethod, data: TrainingData, student,
-                 device: str, precision: str, base_modules: int, ctx):  # fmt: skip
+    def __init__(
+        self,
+        cfg: FinetuneConfig,
+        loop: TrainingLoop,
+        method: PairMethod,
+        data: TrainingData,
+        student,
+        device: str,
+        precision: str,
+        base_modules: int,
+        ctx,
+    ):
         self.cfg, self.loop, self.method, self.data, self.student = cfg, loop, method, data, student
         self.device, self.precision, self.base_modules, self.ctx = device, precision, base_modules, ctx
         self.out = Path(cfg.out)
@@ -168,8 +179,9 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
             if config.extend_vocab and ctx.active:
                 save_model_atomically(student, initial)
         else:  # the same tokenizer and weights as rank 0 (a re-learned vocabulary could differ)
-            student = load_student(str(initial) if config.extend_vocab else config.student, device,
-                                   config.max_seq_length)  # fmt: skip
+            student = load_student(
+                str(initial) if config.extend_vocab else config.student, device, config.max_seq_length
+            )
             vocab_info = {}
     broadcast_parameters(student, ctx)
     check(halt, "preparing the student")
@@ -189,14 +201,31 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
     method = build_method(config, student, data, (t_src, t_tgt), device, precision)
     # characters of the longer side: a cheap proxy of the padded token length
     lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if config.bucket_by_length else None
-    loop = TrainingLoop(config, student, method, len(data.src), lengths,
-                        evaluate=lambda should_stop: dev_scores(student, dev, config.batch_size, should_stop),
-                        save=lambda: save_checkpoint(student, out, base_modules), device=device, progress=progress,
-                        stop=stop, signal=signal, ctx=ctx, precision=precision)  # fmt: skip
+    loop = TrainingLoop(
+        config,
+        student,
+        method,
+        len(data.src),
+        lengths,
+        evaluate=lambda should_stop: dev_scores(student, dev, config.batch_size, should_stop),
+        save=lambda: save_checkpoint(student, out, base_modules),
+        device=device,
+        progress=progress,
+        stop=stop,
+        signal=signal,
+        ctx=ctx,
+        precision=precision,
+    )
     run = _Run(config, loop, method, data, student, device, precision, base_modules, ctx)
-    record = {**asdict(config), "include_src_effective": config.src_term(), **precision_record(device, precision),
-              "world_size": ctx.world, "training_data": data.info.get("source"), **teacher_info,
-              **vocab_info}  # fmt: skip
+    record = {
+        **asdict(config),
+        "include_src_effective": config.src_term(),
+        **precision_record(device, precision),
+        "world_size": ctx.world,
+        "training_data": data.info.get("source"),
+        **teacher_info,
+        **vocab_info,
+    }
     if ctx.is_main:
         _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
     prepare_s = time.perf_counter() - prepare_started
@@ -222,8 +251,7 @@ def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> di
     if not run.ctx.is_main:
         checksum = parameter_checksum(run.student)
         gather(run.ctx, checksum)  # rank 0 records every rank's checksum (collective: every rank takes part)
-        return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world,
-                                      "parameter_checksum": checksum}  # fmt: skip
+        return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world, "parameter_checksum": checksum}
     shutil.rmtree(run.out / ".initial-model", ignore_errors=True)
     if final_eval and loop.last_eval_step != loop.step:
         loop.evaluate()
@@ -236,8 +264,14 @@ def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> di
         metrics["parameter_checksum"] = parameter_checksum(run.student)
         metrics["rank_checksums"] = gather(run.ctx, metrics["parameter_checksum"])
     _write_json(run.out / "metrics.json", metrics)
-    log.info("finetune %s: %s after %d steps, best dev %.2f at step %s", run.cfg.method, reason, loop.step,
-             loop.best, loop.best_step)  # fmt: skip
+    log.info(
+        "finetune %s: %s after %d steps, best dev %.2f at step %s",
+        run.cfg.method,
+        reason,
+        loop.step,
+        loop.best,
+        loop.best_step,
+    )
     return metrics
 
 
@@ -250,5 +284,8 @@ def _versions() -> dict[str, str]:
     import torch
     import transformers
 
-    return {"torch": torch.__version__, "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__}  # fmt: skip
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+    }

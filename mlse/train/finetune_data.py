@@ -53,8 +53,14 @@ def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> 
     """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
     ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
     pairs = ["-".join(english_first(pair)) for pair in cfg.pairs]
-    bitext = load_filtered_bitext(pairs, max_pairs=cfg.max_pairs, sample_seed=seed_per_pair(cfg.seed),
-                                  data_dir=cfg.data_dir, should_stop=should_stop, label="finetune data")  # fmt: skip
+    bitext = load_filtered_bitext(
+        pairs,
+        max_pairs=cfg.max_pairs,
+        sample_seed=seed_per_pair(cfg.seed),
+        data_dir=cfg.data_dir,
+        should_stop=should_stop,
+        label="finetune data",
+    )
     src, tgt, info = bitext.src, bitext.tgt, bitext.info
     if not src:
         raise MlseError(
@@ -136,9 +142,15 @@ def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | 
     student.eval()
     try:
         with torch.no_grad():
-            emb = encode_in_chunks(student, dev.texts, should_stop=should_stop, batch_size=batch_size,
-                                   convert_to_numpy=True, show_progress_bar=False,
-                                   normalize_embeddings=True)  # [n_texts, d]  # fmt: skip
+            emb = encode_in_chunks(
+                student,
+                dev.texts,
+                should_stop=should_stop,
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+                normalize_embeddings=True,
+            )  # [n_texts, d]
     finally:
         student.train()
     return {

@@ -55,8 +55,14 @@ def stage1_data(
     """
     if not pairs:
         raise DataError("no parallel pairs given for Stage 1")
-    bitext = load_filtered_bitext(pairs, max_pairs=max_pairs or None, sample_seed=same_seed(seed), data_dir=data_dir,
-                                  should_stop=should_stop, label="stage 1 data")  # fmt: skip
+    bitext = load_filtered_bitext(
+        pairs,
+        max_pairs=max_pairs or None,
+        sample_seed=same_seed(seed),
+        data_dir=data_dir,
+        should_stop=should_stop,
+        label="stage 1 data",
+    )
     lookup = encode_lookup(encoder, bitext.src + bitext.tgt, should_stop=should_stop)
     X_a = np.stack([lookup[t] for t in bitext.src])
     X_b = np.stack([lookup[t] for t in bitext.tgt])
@@ -141,18 +147,31 @@ def train_stage1(
         data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, should_stop=should_stop
     )
     scorer = Scorer(encoder, stage1=head)
-    metrics = {"stage1_dev_loss": head.dev_loss_, "stage1_best_epoch": head.best_epoch_,
-               "stage1_epochs": len(head.history_), "stage1_stopped": head.stopped_}  # fmt: skip
+    metrics = {
+        "stage1_dev_loss": head.dev_loss_,
+        "stage1_best_epoch": head.best_epoch_,
+        "stage1_epochs": len(head.history_),
+        "stage1_stopped": head.stopped_,
+    }
     partial = {"phase": "training", "epochs": len(head.history_)} if head.stopped_ else None
     if probe and not head.stopped_:
         try:
             metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, should_stop=should_stop)
         except Stopped:
             partial = {"phase": "language probe (skipped)", "epochs": len(head.history_)}
-    scorer.metadata = {"training": {"stage1": {"pairs": data.info["pairs"], "n_pairs": data.info["n_pairs"],
-                                               "max_pairs": max_pairs, "seed": seed}},
-                       "data": data.info["data"], "data_identity": data_identity(data.info["data"]),
-                       "metrics": metrics}  # fmt: skip
+    scorer.metadata = {
+        "training": {
+            "stage1": {
+                "pairs": data.info["pairs"],
+                "n_pairs": data.info["n_pairs"],
+                "max_pairs": max_pairs,
+                "seed": seed,
+            }
+        },
+        "data": data.info["data"],
+        "data_identity": data_identity(data.info["data"]),
+        "metrics": metrics,
+    }
     if partial:
         scorer.metadata["partial"] = partial
     scorer.save(out)
@@ -189,21 +208,42 @@ def train_stage2(
     d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir, should_stop)
     s1 = base.stage1
     head = Stage2Head(conv=conv, nonlinearity=nonlinearity, seed=seed, **config).fit(
-        s1.transform(e1), s1.transform(e2), gold, dev=(s1.transform(d1), s1.transform(d2), dgold), progress=progress,
+        s1.transform(e1),
+        s1.transform(e2),
+        gold,
+        dev=(s1.transform(d1), s1.transform(d2), dgold),
+        progress=progress,
         should_stop=should_stop,
     )
     scorer = Scorer(base.backbone, stage1=s1, stage2=head)
     training = dict(base.metadata.get("training", {}))
-    training["stage2"] = {"pairs": list(pairs), "n_train": len(gold), "n_dev": len(dgold), "seed": seed,
-                          "conv": conv, "nonlinearity": nonlinearity}  # fmt: skip
+    training["stage2"] = {
+        "pairs": list(pairs),
+        "n_train": len(gold),
+        "n_dev": len(dgold),
+        "seed": seed,
+        "conv": conv,
+        "nonlinearity": nonlinearity,
+    }
     metrics = dict(base.metadata.get("metrics", {}))
-    metrics.update({"stage2_dev_pearson": 100 * head.dev_pearson_, "stage2_best_epoch": head.best_epoch_,
-                    "stage2_epochs": len(head.history_) - 1, "stage2_stopped": head.stopped_})  # fmt: skip
+    metrics.update(
+        {
+            "stage2_dev_pearson": 100 * head.dev_pearson_,
+            "stage2_best_epoch": head.best_epoch_,
+            "stage2_epochs": len(head.history_) - 1,
+            "stage2_stopped": head.stopped_,
+        }
+    )
     # an in-memory Stage-1 scorer (the seed grid passes one) is recorded by its run name, not its repr
     stage1_run = portable_text(str(stage1)) if isinstance(stage1, (str, Path)) else base.name  # never an absolute path
     data = {**portable_hashes(base.metadata.get("data", {}), data_dir), **hashes, **dev_hashes}
-    scorer.metadata = {"training": training, "data": data, "data_identity": data_identity(data),
-                       "metrics": metrics, "stage1_run": stage1_run}  # fmt: skip
+    scorer.metadata = {
+        "training": training,
+        "data": data,
+        "data_identity": data_identity(data),
+        "metrics": metrics,
+        "stage1_run": stage1_run,
+    }
     if head.stopped_:
         scorer.metadata["partial"] = {"phase": "training", "epochs": len(head.history_) - 1}
     scorer.save(out)
@@ -211,14 +251,38 @@ def train_stage2(
     return scorer
 
 
-def train_heads(settings: Stage1Settings | Stage2Settings, *, progress: Callable[[dict], None] | None = None,
-                should_stop: Callable[[], bool] | None = None) -> Scorer:  # fmt: skip
+def train_heads(
+    settings: Stage1Settings | Stage2Settings,
+    *,
+    progress: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Scorer:
     """Run the Stage-1 or Stage-2 settings the command line and the app make (``out`` must be set)."""
     if isinstance(settings, Stage1Settings):
-        return train_stage1(settings.backbone, out=settings.out, prelayer=settings.prelayer, pairs=settings.pairs,
-                            max_pairs=settings.max_pairs, data_dir=settings.data_dir, seed=settings.seed,
-                            probe=settings.probe, progress=progress, should_stop=should_stop, backend=settings.backend,
-                            **settings.head_options())  # fmt: skip
-    return train_stage2(settings.stage1, out=settings.out, conv=settings.conv, nonlinearity=settings.nonlinearity,
-                        pairs=settings.pairs, data_dir=settings.data_dir, seed=settings.seed, progress=progress,
-                        should_stop=should_stop, backend=settings.backend, **settings.head_options())  # fmt: skip
+        return train_stage1(
+            settings.backbone,
+            out=settings.out,
+            prelayer=settings.prelayer,
+            pairs=settings.pairs,
+            max_pairs=settings.max_pairs,
+            data_dir=settings.data_dir,
+            seed=settings.seed,
+            probe=settings.probe,
+            progress=progress,
+            should_stop=should_stop,
+            backend=settings.backend,
+            **settings.head_options(),
+        )
+    return train_stage2(
+        settings.stage1,
+        out=settings.out,
+        conv=settings.conv,
+        nonlinearity=settings.nonlinearity,
+        pairs=settings.pairs,
+        data_dir=settings.data_dir,
+        seed=settings.seed,
+        progress=progress,
+        should_stop=should_stop,
+        backend=settings.backend,
+        **settings.head_options(),
+    )

@@ -54,8 +54,10 @@ def validate_run_name(name: str | None) -> str:
     if not name:
         raise MlseError("give the run a name")
     if not _RUN_NAME.match(name) or ".." in name:
-        raise MlseError(f"run name {name!r} is not a safe folder name: use letters, digits and . _ + - (max 80), "
-                        "starting with a letter or digit")  # fmt: skip
+        raise MlseError(
+            f"run name {name!r} is not a safe folder name: use letters, digits and . _ + - (max 80), "
+            "starting with a letter or digit"
+        )
     return name
 
 
@@ -134,34 +136,66 @@ def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, sig
     checkpoint)."""
 
     def on_eval(record: dict) -> None:
-        report({"event": "eval", "x": record["step"], "minutes": record["elapsed_s"] / 60, "loss": record["loss"],
-                "dev": record["dev_spearman"], "best": record["best_dev_spearman"], "saved": record.get("saved"),
+        report(
+            {
+                "event": "eval",
+                "x": record["step"],
+                "minutes": record["elapsed_s"] / 60,
+                "loss": record["loss"],
+                "dev": record["dev_spearman"],
+                "best": record["best_dev_spearman"],
+                "saved": record.get("saved"),
                 "message": f"training: step {record['step']}, dev Spearman "
-                           f"{_fmt(record['dev_spearman'])} (best {_fmt(record['best_dev_spearman'])})"})  # fmt: skip
+                f"{_fmt(record['dev_spearman'])} (best {_fmt(record['best_dev_spearman'])})",
+            }
+        )
 
     metrics = finetune(config, progress=on_eval, stop=signal.event, signal=signal)
-    report({"event": "phase", "message": f"done: {metrics['stop_reason']} after {metrics['steps']} steps, best dev "
-                                         f"Spearman {_fmt(metrics['best_dev_spearman'])} at step "
-                                         f"{metrics['best_step']}"})  # fmt: skip
+    report(
+        {
+            "event": "phase",
+            "message": f"done: {metrics['stop_reason']} after {metrics['steps']} steps, best dev "
+            f"Spearman {_fmt(metrics['best_dev_spearman'])} at step "
+            f"{metrics['best_step']}",
+        }
+    )
     return {"run": f"runs/{Path(config.out).name}", "metrics": metrics}
 
 
 def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) -> dict:
     """Stage 1 / Stage 2 heads; the budget and the stop button end them in any phase (see the module docstring)."""
+
     def on_epoch(record: dict) -> None:
         dev = record.get("dev_pearson")
-        report({"event": "eval", "x": record["epoch"], "minutes": signal.elapsed() / 60,
-                "loss": record.get("train_loss"), "dev": None if dev is None else 100 * dev,
-                "dev_loss": record.get("dev_loss"), "message": f"training: epoch {record['epoch']}"})  # fmt: skip
+        report(
+            {
+                "event": "eval",
+                "x": record["epoch"],
+                "minutes": signal.elapsed() / 60,
+                "loss": record.get("train_loss"),
+                "dev": None if dev is None else 100 * dev,
+                "dev_loss": record.get("dev_loss"),
+                "message": f"training: epoch {record['epoch']}",
+            }
+        )
 
     stop = signal.event
     scorer = train_heads(settings, progress=on_epoch, should_stop=signal.should_stop)
     if not stop.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
-        report({"event": "phase", "message": f"the {req.budget_minutes:g}-minute budget ran out; the best epoch so "
-                                             "far is saved"})  # fmt: skip
+        report(
+            {
+                "event": "phase",
+                "message": f"the {req.budget_minutes:g}-minute budget ran out; the best epoch so far is saved",
+            }
+        )
     metrics = scorer.metadata.get("metrics", {})
-    report({"event": "phase", "message": "done: " + ", ".join(f"{k} {_fmt(v)}" for k, v in metrics.items()
-                                                             if isinstance(v, (int, float)))})  # fmt: skip
+    report(
+        {
+            "event": "phase",
+            "message": "done: "
+            + ", ".join(f"{k} {_fmt(v)}" for k, v in metrics.items() if isinstance(v, (int, float))),
+        }
+    )
     return {"run": f"runs/{Path(settings.out).name}", "metrics": metrics}
 
 

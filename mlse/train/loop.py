@@ -57,8 +57,13 @@ def budget_clock(kind: str) -> Callable[[], float]:
     return lambda: time.process_time() / threads
 
 
-def epoch_batches(n: int, batch_size: int, rng: np.random.Generator, lengths: np.ndarray | None = None,
-                  chunk_batches: int = BUCKET_BATCHES) -> list[np.ndarray]:  # fmt: skip
+def epoch_batches(
+    n: int,
+    batch_size: int,
+    rng: np.random.Generator,
+    lengths: np.ndarray | None = None,
+    chunk_batches: int = BUCKET_BATCHES,
+) -> list[np.ndarray]:
     """One epoch of batches over ``range(n)``: every index exactly once, a short last batch kept.
 
     Without ``lengths``: consecutive slices of a seeded permutation. With ``lengths`` (length bucketing): the
@@ -84,11 +89,23 @@ class TrainingLoop:
     to ``out/log.jsonl`` and hands it to ``progress``.
     """
 
-    def __init__(self, cfg: FinetuneConfig, model, method: Method, n: int, lengths: np.ndarray | None, *,
-                 evaluate: Callable[[ShouldStop | None], dict[str, float]], save: Callable[[], None], device: str,
-                 progress: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
-                 signal: StopSignal | None = None, ctx: DistContext | None = None,
-                 precision: str = "fp32"):  # fmt: skip
+    def __init__(
+        self,
+        cfg: FinetuneConfig,
+        model,
+        method: Method,
+        n: int,
+        lengths: np.ndarray | None,
+        *,
+        evaluate: Callable[[ShouldStop | None], dict[str, float]],
+        save: Callable[[], None],
+        device: str,
+        progress: Callable[[dict], None] | None = None,
+        stop: threading.Event | None = None,
+        signal: StopSignal | None = None,
+        ctx: DistContext | None = None,
+        precision: str = "fp32",
+    ):
         import torch  # lazy: as in budget_clock
 
         self.cfg, self.model, self.method, self.n, self.lengths = cfg, model, method, n, lengths

@@ -90,8 +90,11 @@ class EmaTargets(NoTeacher):
         return {"tau": self.teacher.tau}
 
     def final_metrics(self) -> dict:
-        return {"tau_final": self.teacher.tau, "teacher_checksum_start": self.checksum_start,
-                "teacher_checksum_end": parameter_checksum(self.teacher.model)}  # fmt: skip
+        return {
+            "tau_final": self.teacher.tau,
+            "teacher_checksum_start": self.checksum_start,
+            "teacher_checksum_end": parameter_checksum(self.teacher.model),
+        }
 
 
 class PairMethod:
@@ -146,8 +149,9 @@ def build_teacher(cfg: FinetuneConfig, student, targets: tuple, device: str, dty
     return NoTeacher() if t_src is None else PrecomputedTeacher(t_src, t_tgt, device)
 
 
-def build_method(cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, device: str,
-                 precision: str) -> PairMethod:  # fmt: skip
+def build_method(
+    cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, device: str, precision: str
+) -> PairMethod:
     """The method of ``cfg`` on ``student`` (after every recipe reshaped it), in the resolved ``precision``."""
     dtype = autocast_dtype(precision)
     loss_fn = build_loss(cfg, AutocastForward(student, device, dtype))

@@ -19,7 +19,8 @@ from mlse.encoders.identity import text_prefix
 from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
-from mlse.train.config import FinetuneConfig, refuse_frozen_student
+from mlse.train.config import FinetuneConfig
+from mlse.train.config_validation import refuse_frozen_student
 from mlse.train.device import resolve_precision  # noqa: F401  (the student's precision: mlse.train.device decides)
 from mlse.train.finetune_data import TrainingData
 from mlse.train.recipes.bridge import dense_layer, fit_linear_map, r2_score
@@ -104,8 +105,9 @@ def parameter_checksum(module) -> str:
 def extend_vocabulary(cfg: FinetuneConfig, student, data: TrainingData) -> dict:
     """Learn a WordPiece vocabulary on the non-English side, add its new pieces to the student
     (:mod:`mlse.train.recipes.vocab`)."""
-    report = extend_model_vocabulary(student, data.tgt, vocab_size=cfg.extend_vocab, parallel=(data.src, data.tgt),
-                                     init=cfg.vocab_init)  # fmt: skip
+    report = extend_model_vocabulary(
+        student, data.tgt, vocab_size=cfg.extend_vocab, parallel=(data.src, data.tgt), init=cfg.vocab_init
+    )
     return {"vocab_extension": vars(report)}
 
 
@@ -114,15 +116,26 @@ def fit_bridge(cfg: FinetuneConfig, student, data: TrainingData, t_src: np.ndarr
     n = min(cfg.bridge_sentences, len(data.src))
     student.eval()
     try:
-        source = student.encode(data.src[:n], batch_size=cfg.batch_size, convert_to_numpy=True,
-                                show_progress_bar=False, normalize_embeddings=False)  # [n, d_s]  # fmt: skip
+        source = student.encode(
+            data.src[:n],
+            batch_size=cfg.batch_size,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+            normalize_embeddings=False,
+        )  # [n, d_s]
     finally:
         student.train()
     w, b = fit_linear_map(source, t_src[:n])
     dense = dense_layer(w, b).to(next(student.parameters()).device)
     student.append(dense)
-    return {"bridge": {"kind": cfg.bridge, "sentences": n, "r2": round(r2_score(source, t_src[:n], w, b), 4),
-                       "dims": [int(w.shape[0]), int(w.shape[1])]}}  # fmt: skip
+    return {
+        "bridge": {
+            "kind": cfg.bridge,
+            "sentences": n,
+            "r2": round(r2_score(source, t_src[:n], w, b), 4),
+            "dims": [int(w.shape[0]), int(w.shape[1])],
+        }
+    }
 
 
 def restrict_training(cfg: FinetuneConfig, student) -> dict:
@@ -131,8 +144,10 @@ def restrict_training(cfg: FinetuneConfig, student) -> dict:
         student[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
     if cfg.lora_r:
         apply_lora(student, cfg.lora_r, cfg.lora_alpha)
-    return {"trainable_parameters": trainable_parameters(student),
-            "parameters": sum(p.numel() for p in student.parameters())}  # fmt: skip
+    return {
+        "trainable_parameters": trainable_parameters(student),
+        "parameters": sum(p.numel() for p in student.parameters()),
+    }
 
 
 # -------------------------------------------------------------------------------------------------- checkpoints

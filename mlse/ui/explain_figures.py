@@ -28,10 +28,22 @@ def _height(n_rows: int) -> int:
 def _axes(fig, words1, words2) -> None:
     """Positions as axes, the (escaped) words as their tick labels; sentence 1 read from the top, sentence 2 along the
     bottom (the titles stay clear of the figure's own title)."""
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(words2))), ticktext=[html_text(w) for w in words2],
-                     tickangle=-40, title_text="sentence 2", showgrid=False)  # fmt: skip
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(words1))), ticktext=[html_text(w) for w in words1],
-                     autorange="reversed", title_text="sentence 1", showgrid=False)  # fmt: skip
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(len(words2))),
+        ticktext=[html_text(w) for w in words2],
+        tickangle=-40,
+        title_text="sentence 2",
+        showgrid=False,
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(words1))),
+        ticktext=[html_text(w) for w in words1],
+        autorange="reversed",
+        title_text="sentence 1",
+        showgrid=False,
+    )
 
 
 def _word_pairs(words1, words2) -> np.ndarray:
@@ -50,15 +62,24 @@ def attribution_heatmap(words1, words2, matrix, title: str):
     z = np.asarray(matrix, dtype=np.float64)  # [W1, W2]
     cells = z.size <= MAX_CELL_TEXT
     heatmap = go.Heatmap(
-        z=z, x=list(range(len(words2))), y=list(range(len(words1))), colorscale=DIVERGING, zmid=0.0,
-        customdata=_word_pairs(words1, words2), colorbar={"title": {"text": "attribution"}},
+        z=z,
+        x=list(range(len(words2))),
+        y=list(range(len(words1))),
+        colorscale=DIVERGING,
+        zmid=0.0,
+        customdata=_word_pairs(words1, words2),
+        colorbar={"title": {"text": "attribution"}},
         hovertemplate="%{customdata[0]} ↔ %{customdata[1]}<br>attribution %{z:+.4f}<extra></extra>",
-        texttemplate="%{z:.2f}" if cells else None, textfont={"size": 10},
-    )  # fmt: skip
+        texttemplate="%{z:.2f}" if cells else None,
+        textfont={"size": 10},
+    )
     fig = go.Figure(heatmap)
     _axes(fig, words1, words2)
-    fig.update_layout(title={"text": html_text(title), "font": {"size": 13}}, height=_height(len(words1)),
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10})  # fmt: skip
+    fig.update_layout(
+        title={"text": html_text(title), "font": {"size": 13}},
+        height=_height(len(words1)),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
     return fig
 
 
@@ -81,13 +102,22 @@ def alignment_heatmap(alignment, title: str = ALIGNMENT_TITLE):
     z = np.asarray(alignment.similarity, dtype=np.float64)  # [W1, W2]
     marks = alignment_marks(alignment.best1, alignment.best2, z.shape)
     heatmap = go.Heatmap(
-        z=z, x=list(range(len(words2))), y=list(range(len(words1))), colorscale=SEQUENTIAL,
-        customdata=_word_pairs(words1, words2), text=marks, texttemplate="%{text}", textfont={"size": 14},
+        z=z,
+        x=list(range(len(words2))),
+        y=list(range(len(words1))),
+        colorscale=SEQUENTIAL,
+        customdata=_word_pairs(words1, words2),
+        text=marks,
+        texttemplate="%{text}",
+        textfont={"size": 14},
         colorbar={"title": {"text": "cosine"}},
         hovertemplate="%{customdata[0]} ~ %{customdata[1]}<br>token cosine %{z:.3f}<extra></extra>",
-    )  # fmt: skip
+    )
     fig = go.Figure(heatmap)
     _axes(fig, words1, words2)
-    fig.update_layout(title={"text": f"{title}<br><sub>{ALIGNMENT_MARKS}</sub>", "font": {"size": 13}},
-                      height=_height(len(words1)), margin={"l": 10, "r": 10, "t": 90, "b": 10})  # fmt: skip
+    fig.update_layout(
+        title={"text": f"{title}<br><sub>{ALIGNMENT_MARKS}</sub>", "font": {"size": 13}},
+        height=_height(len(words1)),
+        margin={"l": 10, "r": 10, "t": 90, "b": 10},
+    )
     return fig

@@ -51,8 +51,12 @@ def build_score_section(state, sentence1, sentence2, models) -> None:
     with gr.Group():
         gr.Markdown(INTRO + (f"\n\n{note}" if note else ""))
         with gr.Row(equal_height=True):
-            model = gr.Dropdown(explainable_models(state), value=default_explained(state, models.value),
-                                label="Model to explain", scale=3)  # fmt: skip
+            model = gr.Dropdown(
+                explainable_models(state),
+                value=default_explained(state, models.value),
+                label="Model to explain",
+                scale=3,
+            )
             steps = gr.Slider(1, MAX_STEPS, value=DEFAULT_STEPS, step=1, label="Integration steps", scale=2)
             layer = gr.Dropdown(layer_choices(), value=DEFAULT_LAYER, label="Attribute at layer", scale=2)
             special = gr.Checkbox(False, label="Show special tokens and prefix", scale=1)
@@ -61,16 +65,23 @@ def build_score_section(state, sentence1, sentence2, models) -> None:
 
     def explain_pair(model, sentence1, sentence2, steps, layer, show_special_tokens, progress=gr.Progress()):
         """Explain one model's cosine of two sentences: (attribution heatmap, alignment heatmap, markdown)."""
-        return explain_scored_pair(state, model, sentence1, sentence2, steps, layer, show_special_tokens,
-                                   progress=_progress(progress))  # fmt: skip
+        return explain_scored_pair(
+            state, model, sentence1, sentence2, steps, layer, show_special_tokens, progress=_progress(progress)
+        )
 
     def follow_models(ticked, current):
         return gr.update(choices=explainable_models(state), value=default_explained(state, ticked, current))
 
-    button.click(explain_pair, [model, sentence1, sentence2, steps, layer, special], [attribution, alignment, summary],
-                 api_name="explain_pair", **EXPLAIN_EVENTS)  # fmt: skip
-    models.change(follow_models, [models, model], model, show_progress="hidden", concurrency_limit=4,
-                  api_visibility="private")  # fmt: skip
+    button.click(
+        explain_pair,
+        [model, sentence1, sentence2, steps, layer, special],
+        [attribution, alignment, summary],
+        api_name="explain_pair",
+        **EXPLAIN_EVENTS,
+    )
+    models.change(
+        follow_models, [models, model], model, show_progress="hidden", concurrency_limit=4, api_visibility="private"
+    )
     check_inputs(steps, layer)
     check_inputs(model, allowed=lambda: explainable_models(state))
 
@@ -109,13 +120,19 @@ def build_error_section(state, table, shown, columns: list[str]) -> None:
         if not selected_error:
             return explain_retrieval_error(state, None, None, None, None)
         e = selected_error
-        return explain_retrieval_error(state, e["model"], e["query"], e["retrieved"], e["gold"], e["label"],
-                                       progress=_progress(progress))  # fmt: skip
+        return explain_retrieval_error(
+            state, e["model"], e["query"], e["retrieved"], e["gold"], e["label"], progress=_progress(progress)
+        )
 
     table.select(remember_error, [shown], [picked], show_progress="hidden", api_visibility="private")
     table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")  # a new table
-    button.click(explain_tatoeba_error, [picked], [retrieved_plot, gold_plot, message, retrieved_text, gold_text],
-                 api_name="explain_tatoeba_error", **EXPLAIN_EVENTS)  # fmt: skip
+    button.click(
+        explain_tatoeba_error,
+        [picked],
+        [retrieved_plot, gold_plot, message, retrieved_text, gold_text],
+        api_name="explain_tatoeba_error",
+        **EXPLAIN_EVENTS,
+    )
 
 
 def build_pair_section(state, table, model) -> None:
@@ -134,10 +151,23 @@ def build_pair_section(state, table, model) -> None:
     def explain_disagreement(selected_pair, scorer, progress=gr.Progress()):
         """The selected disagreement's pair explained with the scorer: (attribution, alignment, markdown)."""
         p = selected_pair or {}
-        return explain_listed_pair(state, scorer, p.get("sentence1"), p.get("sentence2"), p.get("gold"),
-                                   p.get("cosine"), p.get("label", ""), progress=_progress(progress))  # fmt: skip
+        return explain_listed_pair(
+            state,
+            scorer,
+            p.get("sentence1"),
+            p.get("sentence2"),
+            p.get("gold"),
+            p.get("cosine"),
+            p.get("label", ""),
+            progress=_progress(progress),
+        )
 
     table.select(remember_pair, [table], [picked], show_progress="hidden", api_visibility="private")
     table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")
-    button.click(explain_disagreement, [picked, model], [attribution, alignment, message],
-                 api_name="explain_disagreement", **EXPLAIN_EVENTS)  # fmt: skip
+    button.click(
+        explain_disagreement,
+        [picked, model],
+        [attribution, alignment, message],
+        api_name="explain_disagreement",
+        **EXPLAIN_EVENTS,
+    )

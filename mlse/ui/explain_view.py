@@ -63,8 +63,11 @@ def _steps(steps) -> int | None:
 def layer_choices(deepest: int = MAX_LAYER) -> list[tuple[str, str]]:
     """(label, value) of the layer picker: the model's default first, then 0 (the word-piece embeddings) to
     ``deepest``; a layer past a model's depth is refused by the library with the depth named."""
-    return [("the model's default", DEFAULT_LAYER), ("0: the word-piece embeddings", "0"),
-            *((str(n), str(n)) for n in range(1, deepest + 1))]  # fmt: skip
+    return [
+        ("the model's default", DEFAULT_LAYER),
+        ("0: the word-piece embeddings", "0"),
+        *((str(n), str(n)) for n in range(1, deepest + 1)),
+    ]
 
 
 def _layer(layer) -> int | None:
@@ -103,10 +106,13 @@ def top_words_text(explanation, k: int = 3) -> str:
     """Per sentence, the words whose removal the explanation predicts to cost the most (their word totals)."""
     if getattr(explanation, "token_terms1", None) is None:
         return ""
-    sides = [" · ".join(f"{md_escape(w)} **{v:+.3f}**" for w, v in ranked) or "(none)"
-             for ranked in explanation.top_words(k)]  # fmt: skip
-    return (f"Words carrying the most (all their pairs + their own term; removing them lowers the score more than "
-            f"removing random words): sentence 1: {sides[0]}; sentence 2: {sides[1]}")  # fmt: skip
+    sides = [
+        " · ".join(f"{md_escape(w)} **{v:+.3f}**" for w, v in ranked) or "(none)" for ranked in explanation.top_words(k)
+    ]
+    return (
+        f"Words carrying the most (all their pairs + their own term; removing them lowers the score more than "
+        f"removing random words): sentence 1: {sides[0]}; sentence 2: {sides[1]}"
+    )
 
 
 def _share(value: float, whole: float) -> str:
@@ -139,22 +145,31 @@ def decomposition_table(explanation) -> str:
 def residual_note(explanation) -> str:
     target = abs(explanation.score - explanation.reference_terms)
     if target > 1e-12 and abs(explanation.residual) > RESIDUAL_WARNING * target:
-        return (f"**The residual is {100 * abs(explanation.residual) / target:.1f} % of what is to be split** (over "
-                f"{100 * RESIDUAL_WARNING:.0f} %): the matrix does not add up yet; raise the steps or attribute at a "
-                "later layer.")  # fmt: skip
+        return (
+            f"**The residual is {100 * abs(explanation.residual) / target:.1f} % of what is to be split** (over "
+            f"{100 * RESIDUAL_WARNING:.0f} %): the matrix does not add up yet; raise the steps or attribute at a "
+            "later layer."
+        )
     return ""
 
 
 def method_line(explanation) -> str:
-    return (f"Integrated Jacobians at layer {explanation.layer} (0 = the word-piece embeddings), {explanation.steps} "
-            f"steps, {explanation.seconds:.1f} s; method of {PAPER}.")  # fmt: skip
+    return (
+        f"Integrated Jacobians at layer {explanation.layer} (0 = the word-piece embeddings), {explanation.steps} "
+        f"steps, {explanation.seconds:.1f} s; method of {PAPER}."
+    )
 
 
 def explanation_text(explanation, title: str) -> str:
     """The markdown beside a heatmap: what is explained, the top pairs, the decomposition, the method."""
-    parts = [f"{title} — cosine **{explanation.score:.4f}**", f"Top {TOP_K} word pairs: {top_pairs_text(explanation)}",
-             top_words_text(explanation), decomposition_table(explanation), residual_note(explanation),
-             method_line(explanation)]  # fmt: skip
+    parts = [
+        f"{title} — cosine **{explanation.score:.4f}**",
+        f"Top {TOP_K} word pairs: {top_pairs_text(explanation)}",
+        top_words_text(explanation),
+        decomposition_table(explanation),
+        residual_note(explanation),
+        method_line(explanation),
+    ]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -179,8 +194,16 @@ def heatmap(explanation, title: str, show_special: bool = False):
 
 
 # -- handlers ------------------------------------------------------------------------------------------------------
-def explain_scored_pair(state, model: str | None, sentence1: str | None, sentence2: str | None, steps=None,
-                        layer=None, show_special: bool = False, progress: Progress = None):  # fmt: skip
+def explain_scored_pair(
+    state,
+    model: str | None,
+    sentence1: str | None,
+    sentence2: str | None,
+    steps=None,
+    layer=None,
+    show_special: bool = False,
+    progress: Progress = None,
+):
     """Explain ``model``'s cosine of the pair -> (attribution heatmap or None, alignment heatmap or None, markdown).
 
     ``steps`` / ``layer``: None for the library's defaults; ``show_special``: keep the rows and columns of special
@@ -205,12 +228,23 @@ def explain_scored_pair(state, model: str | None, sentence1: str | None, sentenc
         return None, None, " ".join([_fail(model, exc), *notices])
     title = f"**{md_escape(model)}** explains its cosine of sentence 1 (rows) and sentence 2 (columns)"
     text = "\n\n".join([*notices, explanation_text(explanation, title), alignment_text(alignment)])
-    return (heatmap(explanation, f"{model}: cosine {explanation.score:.4f}", show_special),
-            alignment_heatmap(alignment), text)  # fmt: skip
+    return (
+        heatmap(explanation, f"{model}: cosine {explanation.score:.4f}", show_special),
+        alignment_heatmap(alignment),
+        text,
+    )
 
 
-def explain_listed_pair(state, model: str | None, sentence1: str | None, sentence2: str | None, gold=None,
-                        listed_cosine=None, label: str = "", progress: Progress = None):  # fmt: skip
+def explain_listed_pair(
+    state,
+    model: str | None,
+    sentence1: str | None,
+    sentence2: str | None,
+    gold=None,
+    listed_cosine=None,
+    label: str = "",
+    progress: Progress = None,
+):
     """A row of the largest-disagreements table explained with ``model`` -> (attribution heatmap, alignment heatmap,
     markdown); ``gold`` / ``listed_cosine`` / ``label`` (e.g. "line 12") repeat what the row said."""
     if not (sentence1 or "").strip() and not (sentence2 or "").strip():
@@ -219,16 +253,24 @@ def explain_listed_pair(state, model: str | None, sentence1: str | None, sentenc
     if attribution is None:
         return None, None, text
     gold, listed_cosine = finite_or_none(gold), finite_or_none(listed_cosine)
-    facts = [f"pair {md_escape(label)}" if label else "", f"gold **{gold:.2f}**" if gold is not None else "",
-             f"listed cosine {listed_cosine:.4f}" if listed_cosine is not None else ""]  # fmt: skip
+    facts = [
+        f"pair {md_escape(label)}" if label else "",
+        f"gold **{gold:.2f}**" if gold is not None else "",
+        f"listed cosine {listed_cosine:.4f}" if listed_cosine is not None else "",
+    ]
     heading = "From the largest disagreements: " + ", ".join(f for f in facts if f) + "."
     return attribution, alignment, f"{heading}\n\n{text}"
 
 
-
-
-def explain_retrieval_error(state, model: str | None, query: str | None, retrieved: str | None, gold: str | None,
-                            label: str = "", progress: Progress = None):  # fmt: skip
+def explain_retrieval_error(
+    state,
+    model: str | None,
+    query: str | None,
+    retrieved: str | None,
+    gold: str | None,
+    label: str = "",
+    progress: Progress = None,
+):
     """A Tatoeba retrieval error explained with the scorer that made it -> (query vs retrieved heatmap, query vs
     gold heatmap, summary markdown, query vs retrieved markdown, query vs gold markdown); the figures are None and
     the summary says why when nothing could be explained."""
@@ -248,14 +290,22 @@ def explain_retrieval_error(state, model: str | None, query: str | None, retriev
     except Exception as exc:  # the library's message (MlseError); anything else named, never a traceback
         return None, None, _fail(model, exc), "", ""
     notices = [n for _, n in texts if n]
-    summary = (f"**{md_escape(model)}**{' on ' + md_escape(label) if label else ''}: the retrieved sentence scores "
-               f"{wrong.score:.4f}, the gold {right.score:.4f} ({wrong.score - right.score:+.4f}). Rows: the "
-               "query's words; columns: the candidate's. Compare the two heatmaps for the word pairs that lift the "
-               "wrong candidate or hold the gold back.")  # fmt: skip
-    figures = (heatmap(wrong, f"query vs retrieved: cosine {wrong.score:.4f}"),
-               heatmap(right, f"query vs gold: cosine {right.score:.4f}"))  # fmt: skip
-    return (*figures, "\n\n".join([*notices, summary]), explanation_text(wrong, "**Query vs retrieved**"),
-            explanation_text(right, "**Query vs gold**"))  # fmt: skip
+    summary = (
+        f"**{md_escape(model)}**{' on ' + md_escape(label) if label else ''}: the retrieved sentence scores "
+        f"{wrong.score:.4f}, the gold {right.score:.4f} ({wrong.score - right.score:+.4f}). Rows: the "
+        "query's words; columns: the candidate's. Compare the two heatmaps for the word pairs that lift the "
+        "wrong candidate or hold the gold back."
+    )
+    figures = (
+        heatmap(wrong, f"query vs retrieved: cosine {wrong.score:.4f}"),
+        heatmap(right, f"query vs gold: cosine {right.score:.4f}"),
+    )
+    return (
+        *figures,
+        "\n\n".join([*notices, summary]),
+        explanation_text(wrong, "**Query vs retrieved**"),
+        explanation_text(right, "**Query vs gold**"),
+    )
 
 
 # -- rows of the tabs' tables --------------------------------------------------------------------------------------
@@ -278,8 +328,13 @@ def picked_error(shown, row, columns: list[str]) -> dict | None:
     if not shown or not all(isinstance(cells.get(c), str) for c in ("query", "retrieved", "gold")):
         return None
     label = f"{cells.get('direction', '')} #{cells.get('index', '')}".strip()
-    return {"model": shown[1], "query": cells["query"], "retrieved": cells["retrieved"], "gold": cells["gold"],
-            "label": label}  # fmt: skip
+    return {
+        "model": shown[1],
+        "query": cells["query"],
+        "retrieved": cells["retrieved"],
+        "gold": cells["gold"],
+        "label": label,
+    }
 
 
 def picked_pair(row, columns: list[str]) -> dict | None:
@@ -290,8 +345,13 @@ def picked_pair(row, columns: list[str]) -> dict | None:
         return None
     first = columns[0] if columns else "index"
     label = f"{first} {cells[first]}" if cells.get(first) not in (None, "") else ""
-    return {"sentence1": cells["sentence1"], "sentence2": cells["sentence2"], "gold": cells.get("gold"),
-            "cosine": cells.get("cosine"), "label": label}  # fmt: skip
+    return {
+        "sentence1": cells["sentence1"],
+        "sentence2": cells["sentence2"],
+        "gold": cells.get("gold"),
+        "cosine": cells.get("cosine"),
+        "label": label,
+    }
 
 
 # -- which models -------------------------------------------------------------------------------------------------
@@ -316,6 +376,8 @@ def default_explained(state, ticked, current: str | None = None) -> str | None:
 def unavailable_note(state) -> str:
     """Why nothing can be explained here ("" when something can)."""
     if getattr(state, "backend", "torch") != "torch":
-        return (f"Models run on `{md_code(state.backend)}` here, which has no gradients: start the app with the torch "
-                "backend (`--backend torch`) to explain scores.")  # fmt: skip
+        return (
+            f"Models run on `{md_code(state.backend)}` here, which has no gradients: start the app with the torch "
+            "backend (`--backend torch`) to explain scores."
+        )
     return "" if explainable_models(state) else "No model that can be explained loads here."

@@ -2,51 +2,28 @@
 
 The run itself happens in :mod:`mlse.train.jobs` (one background run for the whole app, a short queue); this module
 only turns the form into a :class:`mlse.train.config.TrainRequest` (whose defaults, and the form's, are the
-configurations' own) and renders the job's progress records, which a ``gr.Timer`` polls. Handlers are plain
+configurations' own) and polls the job's progress records with a ``gr.Timer``. What the form offers for each method is
+:mod:`mlse.ui.finetune_methods`; how the progress is drawn, :mod:`mlse.ui.finetune_progress`. Handlers are plain
 functions ``handler(state, ...)`` returning plain values, so tests call them directly. A finished run lives in
 ``runs/NAME``, which every model list of the app reads on its next refresh.
 """
 
 from __future__ import annotations
 
-import time
-
-from mlse.data.bitext_sample import training_bitext_source
-from mlse.data.pairs import training_pair_choices
 from mlse.errors import MlseError
 from mlse.public_mode import FINETUNE_LIMITS, check_finetune_request, public_mode
 from mlse.runs.folders import training_run_name
-from mlse.train.config import HEAD_METHODS, JOB_METHODS, PRECISIONS, TEACHER_METHODS, TrainRequest
+from mlse.train.config import HEAD_METHODS, PRECISIONS, TrainRequest
 from mlse.train.jobs import training_job
-from mlse.train.runner import Job, JobRunner
+from mlse.train.runner import JobRunner
+from mlse.ui.finetune_methods import METHOD_LABELS, all_pair_choices, method_settings, training_data_note
+from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
 from mlse.ui.inputs import check_inputs, number_problem
 from mlse.ui.preparing import with_preparing_note
-from mlse.ui.text import html_text, md_code, md_escape
+from mlse.ui.text import md_code, md_escape
 
 QUEUE_SIZE = 2  # runs that may wait behind the running one
 POLL_SECONDS = 2.0
-METHOD_LABELS = {
-    "stage1": "Stage 1 head (meaning / language split)",
-    "stage2": "Stage 2 head (STS regression on Stage-1 meaning)",
-    "mse": "MSE distillation (Reimers & Gurevych)",
-    "ema": "EMA teacher (Ham & Kim)",
-    "soft": "Soft contrastive (Park et al.)",
-    "hard": "Hard contrastive (in-batch negatives)",
-}
-METHOD_NOTES = {
-    "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
-              "The budget counts the whole run; Stop ends it within seconds in any phase. Stopped while encoding, it "
-              "saves nothing (the encoded sentences are cached for the next try); in training, it saves the best "
-              "epoch so far, marked partial.",
-    "stage2": "Needs a Stage-1 scorer (a `runs/...` model with heads) as the model; trains on STS Multi MT train, "
-              "early-stops on dev. Max pairs does not apply. Budget and Stop end it within seconds; once training has "
-              "begun the best epoch so far is saved, marked partial.",
-    "mse": "The student learns to reproduce the frozen teacher's embedding of the English side for both sides. "
-           "Teacher and student must have the same dimension.",
-    "ema": "The teacher is an exponential moving average of the student itself (no separate teacher).",
-    "soft": "Contrastive loss with the frozen teacher's similarities as soft labels; dimensions may differ.",
-    "hard": "Contrastive loss with in-batch negatives; no teacher.",
-}  # fmt: skip
 DEFAULTS = TrainRequest("mse", "", "")  # the form's initial values: the configurations' defaults
 
 
@@ -61,58 +38,29 @@ def runner(state) -> JobRunner:
     return state.jobs
 
 
-# ----------------------------------------------------------------------------------------------- form contents
-def model_choices(state, method: str) -> list[str]:
-    """Stage 2 trains on a Stage-1 scorer; every other method on a plain encoder (scorers have frozen backbones)."""
-    want_scorer = method == "stage2"
-    return [m.name for m in state.models() if (m.source == "scorer") == want_scorer]  # the state's scan, not a new one
-
-
-def pair_choices(method: str) -> tuple[list[str], list[str]]:
-    """(all offered pairs, the default selection) for a method (:func:`mlse.data.pairs.training_pair_choices`)."""
-    return training_pair_choices(method)
-
-
-def all_pair_choices() -> list[str]:
-    """Every language pair some method offers (what the API may send, whichever method the page shows)."""
-    return list(dict.fromkeys(p for m in JOB_METHODS for p in pair_choices(m)[0]))
-
-
-def method_settings(state, method: str) -> dict:
-    """What the form shows for ``method``: model list, whether a teacher applies, pair lists, an explanation."""
-    models = model_choices(state, method)
-    offered, default = pair_choices(method)
-    preferred = state.preferred_model()
-    default_model = preferred if preferred in models else (models[0] if models else None)
-    return {
-        "models": models,
-        "model": default_model,
-        "teacher_visible": method in TEACHER_METHODS,
-        "teachers": [n for n in model_choices(state, "mse")],
-        "teacher": preferred if method in TEACHER_METHODS else None,
-        "pairs": offered,
-        "pairs_value": default,
-        "max_pairs_visible": method != "stage2",
-        "note": METHOD_NOTES.get(method, "") + ("" if method == "stage2" else " " + training_data_note(state)),
-        "name": training_run_name(default_model, method) if default_model else "",
-    }
-
-
-def training_data_note(state) -> str:
-    """Where the bitext methods' training pairs come from: the data directory, or the sample shipped with the app."""
-    try:
-        return md_escape(f"Training pairs: {training_bitext_source(state.data_dir).describe()}.")
-    except MlseError as exc:
-        return md_escape(str(exc))
-
-
 # ------------------------------------------------------------------------------------------------ start and stop
-def start_run(state, method: str, model: str, teacher: str | None, pairs: list[str] | None, max_pairs: float | None,
-              budget_minutes: float, name: str, overwrite: bool = False, *, batch_size: int = DEFAULTS.batch_size,
-              lr: float | None = None, eval_every: int = DEFAULTS.eval_every_steps, max_steps: int | None = None,
-              max_epochs: int | None = None, dev_max_pairs: int | None = DEFAULTS.dev_max_pairs,
-              extend_vocab: int = DEFAULTS.extend_vocab, precision: str = DEFAULTS.precision,
-              probe: bool = DEFAULTS.probe, device: str | None = None) -> str:  # fmt: skip
+def start_run(
+    state,
+    method: str,
+    model: str,
+    teacher: str | None,
+    pairs: list[str] | None,
+    max_pairs: float | None,
+    budget_minutes: float,
+    name: str,
+    overwrite: bool = False,
+    *,
+    batch_size: int = DEFAULTS.batch_size,
+    lr: float | None = None,
+    eval_every: int = DEFAULTS.eval_every_steps,
+    max_steps: int | None = None,
+    max_epochs: int | None = None,
+    dev_max_pairs: int | None = DEFAULTS.dev_max_pairs,
+    extend_vocab: int = DEFAULTS.extend_vocab,
+    precision: str = DEFAULTS.precision,
+    probe: bool = DEFAULTS.probe,
+    device: str | None = None,
+) -> str:
     """Validate the form and queue the run; returns the status message (never raises on bad input). The job runs on
     the app's backend (``state.backend``: the heads' backbone; fine-tuning trains on torch)."""
     jobs = runner(state)
@@ -120,21 +68,26 @@ def start_run(state, method: str, model: str, teacher: str | None, pairs: list[s
     try:
         name = name or (training_run_name(model, method) if model else "")
         req = TrainRequest(
-            method=method, model=model, name=name, teacher=teacher or None,
+            method=method,
+            model=model,
+            name=name,
+            teacher=teacher or None,
             pairs=[p for p in (pairs if isinstance(pairs, list) else [pairs]) if isinstance(p, str) and p.strip()],
             max_pairs=_form_number("Max pairs per language pair", max_pairs, minimum=1, whole=True),
             budget_minutes=_form_number("Time budget (minutes)", budget_minutes, minimum=0, required=True),
-            overwrite=bool(overwrite), batch_size=_form_number("Batch size", batch_size, minimum=1, whole=True,
-                                                               required=True),
+            overwrite=bool(overwrite),
+            batch_size=_form_number("Batch size", batch_size, minimum=1, whole=True, required=True),
             lr=_form_number("Learning rate", lr, minimum=0),
             eval_every_steps=_form_number("Evaluate every N steps", eval_every, minimum=1, whole=True, required=True),
             max_steps=_form_number("Max steps", max_steps, minimum=1, whole=True),
             max_epochs=_form_number("Max epochs", max_epochs, minimum=1, whole=True),
             dev_max_pairs=_form_number("Dev rows per dev pair", dev_max_pairs, minimum=1, whole=True),
             extend_vocab=_form_number("Extend vocabulary", extend_vocab, minimum=0, whole=True) or 0,
-            precision=_text(precision) or DEFAULTS.precision, probe=bool(probe), device=device,
+            precision=_text(precision) or DEFAULTS.precision,
+            probe=bool(probe),
+            device=device,
             backend=state.backend,
-        )  # fmt: skip
+        )
         if req.precision not in PRECISIONS:
             raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
         if public_mode():
@@ -193,75 +146,7 @@ def stop_run(state) -> str:
     return md_escape(runner(state).stop())
 
 
-# ---------------------------------------------------------------------------------------------------- rendering
-def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tuple[float, str]:
-    """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count."""
-    if job.done:
-        return 1.0, job.state
-    if job.state == "queued":
-        return 0.0, "queued"
-    req: TrainRequest | None = job.meta.get("request")
-    evals = [r for r in records if r.get("event") == "eval"]
-    if req is None or not evals:
-        return 0.02, "preparing"
-    now = now or time.time()
-    last = evals[-1]
-    live_minutes = (last.get("minutes") or 0.0) + max(0.0, now - (job.started or now) - last["t"]) / 60
-    fraction = live_minutes / req.budget_minutes
-    cap = req.max_epochs if req.method in HEAD_METHODS else req.max_steps
-    if cap:
-        fraction = max(fraction, last["x"] / cap)
-    return min(fraction, 0.99), f"{live_minutes:.1f} of {req.budget_minutes:g} min"
-
-
-def progress_html(fraction: float, label: str) -> str:
-    """A plain HTML progress bar (gr.Progress only lives inside a running event; this one is polled)."""
-    pct = max(0.0, min(1.0, fraction)) * 100
-    return (f'<div style="border:1px solid #999;border-radius:4px;height:18px;width:100%;position:relative">'
-            f'<div style="background:#4f7be0;height:100%;width:{pct:.1f}%;border-radius:3px"></div>'
-            f'<span style="position:absolute;left:8px;top:0;font-size:12px;line-height:18px">{pct:.0f}% — '
-            f'{html_text(label)}</span></div>')  # fmt: skip
-
-
-def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tuple:
-    """(loss figure, dev-score figure) of the job's evaluation records, against step (epoch) or minutes."""
-    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
-
-    evals = [r for r in records if r.get("event") == "eval"]
-    heads = method in HEAD_METHODS
-    use_minutes = x_axis == "minutes"
-    xs = [r["minutes"] if use_minutes else r["x"] for r in evals]
-    x_title = "minutes" if use_minutes else ("epoch" if heads else "step")
-    loss = go.Figure(go.Scatter(x=xs, y=[r.get("loss") for r in evals], mode="lines+markers", name="train loss"))
-    loss.update_layout(title="Training loss", xaxis_title=x_title, yaxis_title="loss", height=320,
-                       margin=dict(l=40, r=10, t=40, b=40))  # fmt: skip
-    if any(r.get("dev") is not None for r in evals):
-        ys, y_title = [r.get("dev") for r in evals], "dev Pearson x100" if method == "stage2" else "dev Spearman x100"
-    else:
-        ys, y_title = [r.get("dev_loss") for r in evals], "dev loss"
-    dev = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name=y_title))
-    saved = [(x, y) for x, y, r in zip(xs, ys, evals) if r.get("saved")]
-    if saved:
-        dev.add_trace(go.Scatter(x=[p[0] for p in saved], y=[p[1] for p in saved], mode="markers", name="checkpoint",
-                                 marker=dict(symbol="star", size=11)))  # fmt: skip
-    dev.update_layout(title=f"Dev score ({y_title})", xaxis_title=x_title, yaxis_title=y_title, height=320,
-                      margin=dict(l=40, r=10, t=40, b=40))  # fmt: skip
-    return loss, dev
-
-
-def job_markdown(jobs: JobRunner, job: Job | None) -> str:
-    """Status for every session: what runs (or ran last), its state and message, where its model went."""
-    lines = [md_escape(jobs.status_text())]
-    if job is not None:
-        lines.append(f"**{md_escape(job.name)}** — {md_escape(job.description)} — *{job.state}*, "
-                     f"{job.elapsed() / 60:.1f} min: {md_escape(job.message)}")  # fmt: skip
-        result = job.result if isinstance(job.result, dict) else None
-        if result and job.state in ("finished", "stopped"):
-            lines.append(f"Model saved as `{md_code(result['run'])}`: it is in the other tabs' model lists "
-                         "(refresh them).")  # fmt: skip
-    return "\n\n".join(lines)
-
-
+# --------------------------------------------------------------------------------------------- the timer's poll
 def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
     """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
 
@@ -288,41 +173,67 @@ def build_tab(state) -> list:
     first = method_settings(state, "mse")
     public = public_mode()
     with gr.Tab("Fine-tune"):
-        gr.Markdown("Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
-                    "One run at a time for the whole app; " + (public_note() if public else
-                    "a few more may wait in a queue. ") + "Uses the GPU when there is one.")  # fmt: skip
+        gr.Markdown(
+            "Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
+            "One run at a time for the whole app; "
+            + (public_note() if public else "a few more may wait in a queue. ")
+            + "Uses the GPU when there is one."
+        )
         with gr.Row():
             method = gr.Radio([(label, key) for key, label in METHOD_LABELS.items()], value="mse", label="Method")
         note = gr.Markdown(first["note"])
         with gr.Row():
-            model = gr.Dropdown(first["models"], value=first["model"], label="Student / backbone / Stage-1 scorer",
-                                allow_custom_value=True)  # fmt: skip
-            teacher = gr.Dropdown(first["teachers"], value=first["teacher"], label="Teacher", allow_custom_value=True,
-                                  visible=first["teacher_visible"])  # fmt: skip
+            model = gr.Dropdown(
+                first["models"],
+                value=first["model"],
+                label="Student / backbone / Stage-1 scorer",
+                allow_custom_value=True,
+            )
+            teacher = gr.Dropdown(
+                first["teachers"],
+                value=first["teacher"],
+                label="Teacher",
+                allow_custom_value=True,
+                visible=first["teacher_visible"],
+            )
         pairs = gr.CheckboxGroup(first["pairs"], value=first["pairs_value"], label="Language pairs")
         with gr.Row():
-            max_pairs = gr.Slider(100, slider_max(20000, "Max pairs per language pair", public),
-                                  value=DEFAULTS.max_pairs, step=100, label="Max pairs per language pair")  # fmt: skip
-            budget = gr.Slider(0.5, slider_max(60, "Time budget (minutes)", public), value=DEFAULTS.budget_minutes,
-                               step=0.5, label="Time budget (minutes)")  # fmt: skip
+            max_pairs = gr.Slider(
+                100,
+                slider_max(20000, "Max pairs per language pair", public),
+                value=DEFAULTS.max_pairs,
+                step=100,
+                label="Max pairs per language pair",
+            )
+            budget = gr.Slider(
+                0.5,
+                slider_max(60, "Time budget (minutes)", public),
+                value=DEFAULTS.budget_minutes,
+                step=0.5,
+                label="Time budget (minutes)",
+            )
         with gr.Row():
             name = gr.Textbox(first["name"], label="Run name (folder under runs/)", max_lines=1)
             overwrite = gr.Checkbox(False, label="Overwrite an existing run of that name")
         with gr.Accordion("Advanced", open=False):
             with gr.Row():
-                batch_size = gr.Slider(4, slider_max(256, "Batch size", public), value=DEFAULTS.batch_size, step=4,
-                                       label="Batch size")  # fmt: skip
+                batch_size = gr.Slider(
+                    4, slider_max(256, "Batch size", public), value=DEFAULTS.batch_size, step=4, label="Batch size"
+                )
                 lr = gr.Number(None, label="Learning rate (empty: the method's default)")
-                eval_every = gr.Slider(1, 500, value=DEFAULTS.eval_every_steps, step=1,
-                                       label="Evaluate on dev every N steps")  # fmt: skip
+                eval_every = gr.Slider(
+                    1, 500, value=DEFAULTS.eval_every_steps, step=1, label="Evaluate on dev every N steps"
+                )
             with gr.Row():
                 max_steps = gr.Number(None, label="Max steps (fine-tuning; empty: budget only)", precision=0)
                 max_epochs = gr.Number(None, label="Max epochs (Stage 1/2; empty: default)", precision=0)
-                dev_max_pairs = gr.Number(DEFAULTS.dev_max_pairs, label="Dev rows per dev pair (empty: all)",
-                                          precision=0)  # fmt: skip
+                dev_max_pairs = gr.Number(
+                    DEFAULTS.dev_max_pairs, label="Dev rows per dev pair (empty: all)", precision=0
+                )
             with gr.Row():
-                extend_vocab = gr.Number(DEFAULTS.extend_vocab, label="Extend vocabulary by N pieces (0: off)",
-                                         precision=0)  # fmt: skip
+                extend_vocab = gr.Number(
+                    DEFAULTS.extend_vocab, label="Extend vocabulary by N pieces (0: off)", precision=0
+                )
                 precision = gr.Radio(list(PRECISIONS), value=DEFAULTS.precision, label="Precision")
                 probe = gr.Checkbox(DEFAULTS.probe, label="Stage 1: language-ID probe after training")
         with gr.Row():
@@ -339,19 +250,49 @@ def build_tab(state) -> list:
 
         def on_method(m):
             s = method_settings(state, m)
-            return (gr.update(choices=s["models"], value=s["model"]),
-                    gr.update(choices=s["teachers"], value=s["teacher"], visible=s["teacher_visible"]),
-                    gr.update(choices=s["pairs"], value=s["pairs_value"]), gr.update(visible=s["max_pairs_visible"]),
-                    s["note"], s["name"])  # fmt: skip
+            return (
+                gr.update(choices=s["models"], value=s["model"]),
+                gr.update(choices=s["teachers"], value=s["teacher"], visible=s["teacher_visible"]),
+                gr.update(choices=s["pairs"], value=s["pairs_value"]),
+                gr.update(visible=s["max_pairs_visible"]),
+                s["note"],
+                s["name"],
+            )
 
         # the API's parameter names (gradio_client callers pass them by name): the form's labels, as words
-        def on_start(method, model, teacher, language_pairs, max_pairs, budget_minutes, run_name, overwrite, batch_size,
-                     learning_rate, eval_every_steps, max_steps, max_epochs, dev_max_pairs, extend_vocab, precision,
-                     language_probe):
+        def on_start(
+            method,
+            model,
+            teacher,
+            language_pairs,
+            max_pairs,
+            budget_minutes,
+            run_name,
+            overwrite,
+            batch_size,
+            learning_rate,
+            eval_every_steps,
+            max_steps,
+            max_epochs,
+            dev_max_pairs,
+            extend_vocab,
+            precision,
+            language_probe,
+        ):
             form = (method, model, teacher, language_pairs, max_pairs, budget_minutes, run_name, overwrite)
-            return start_run(state, *form, batch_size=batch_size, lr=learning_rate, eval_every=eval_every_steps,
-                             max_steps=max_steps, max_epochs=max_epochs, dev_max_pairs=dev_max_pairs,
-                             extend_vocab=extend_vocab, precision=precision, probe=language_probe)
+            return start_run(
+                state,
+                *form,
+                batch_size=batch_size,
+                lr=learning_rate,
+                eval_every=eval_every_steps,
+                max_steps=max_steps,
+                max_epochs=max_epochs,
+                dev_max_pairs=dev_max_pairs,
+                extend_vocab=extend_vocab,
+                precision=precision,
+                probe=language_probe,
+            )
 
         def on_tick(axis, last):
             text, bar, loss, dev, version = poll(state, axis)
@@ -359,18 +300,58 @@ def build_tab(state) -> list:
                 return text, bar, gr.skip(), gr.skip(), last
             return text, bar, loss, dev, version
 
-        method.change(on_method, method, [model, teacher, pairs, max_pairs, note, name], concurrency_limit=4,
-                      api_visibility="private")  # fmt: skip
-        start.click(on_start, [method, model, teacher, pairs, max_pairs, budget, name, overwrite, batch_size, lr,
-                               eval_every, max_steps, max_epochs, dev_max_pairs, extend_vocab, precision, probe],
-                    status, api_name="finetune_start", concurrency_limit=4)  # fmt: skip
+        method.change(
+            on_method,
+            method,
+            [model, teacher, pairs, max_pairs, note, name],
+            concurrency_limit=4,
+            api_visibility="private",
+        )
+        start.click(
+            on_start,
+            [
+                method,
+                model,
+                teacher,
+                pairs,
+                max_pairs,
+                budget,
+                name,
+                overwrite,
+                batch_size,
+                lr,
+                eval_every,
+                max_steps,
+                max_epochs,
+                dev_max_pairs,
+                extend_vocab,
+                precision,
+                probe,
+            ],
+            status,
+            api_name="finetune_start",
+            concurrency_limit=4,
+        )
         stop.click(lambda: stop_run(state), None, status, api_name="finetune_stop", concurrency_limit=4)
         outputs = [status, progress, loss_plot, dev_plot, seen]
-        timer.tick(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
-                   api_visibility="private")  # fmt: skip
-        x_axis.change(on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden",
-                      api_visibility="private")  # fmt: skip
-        check_inputs(method, max_pairs, budget, batch_size, lr, eval_every, max_steps, max_epochs, dev_max_pairs,
-                     extend_vocab, precision)  # fmt: skip
+        timer.tick(
+            on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
+        )
+        x_axis.change(
+            on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
+        )
+        check_inputs(
+            method,
+            max_pairs,
+            budget,
+            batch_size,
+            lr,
+            eval_every,
+            max_steps,
+            max_epochs,
+            dev_max_pairs,
+            extend_vocab,
+            precision,
+        )
         check_inputs(pairs, allowed=all_pair_choices)  # the page shows one method's pairs; the API may ask another's
     return []  # no model picker the app refreshes (the method change refreshes this tab's own)

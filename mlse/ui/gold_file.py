@@ -79,9 +79,11 @@ def load_rated(file, pasted: str | None, gold_range: str | None = "") -> tuple[U
             return None, message
     if table.kind != "pairs" or "gold" not in table.roles:
         names = ", ".join(ROLE_NAMES["gold"][:4])
-        return None, (f"{message}\n\n**{md_escape(table.name)} has no score column.** This tab needs a score column "
-                      f"(named {names}, or the third column of a file without header) with a gold rating per pair; "
-                      "*Score a file* in the first tab (Score a pair) scores files without gold.")  # fmt: skip
+        return None, (
+            f"{message}\n\n**{md_escape(table.name)} has no score column.** This tab needs a score column "
+            f"(named {names}, or the third column of a file without header) with a gold rating per pair; "
+            "*Score a file* in the first tab (Score a pair) scores files without gold."
+        )
     if len(table) < MIN_PAIRS:
         return None, f"{message}\n\nAt least {MIN_PAIRS} rated pairs are needed to compare with gold."
     return table, message
@@ -115,8 +117,9 @@ def pair_languages(table: UserTable) -> tuple[list[str], list[str], int]:
     return _languages.get_or_compute(_digest(s1, s2, given1, given2), compute)
 
 
-def file_slices(table: UserTable, preds: dict[str, np.ndarray], gold: np.ndarray,
-                n_boot: int = N_BOOT) -> tuple[pd.DataFrame, str]:  # fmt: skip
+def file_slices(
+    table: UserTable, preds: dict[str, np.ndarray], gold: np.ndarray, n_boot: int = N_BOOT
+) -> tuple[pd.DataFrame, str]:
     """(slices table: one row per (slice, model), a note on how the slices were made)."""
     s1, s2 = table.role("sentence1"), table.role("sentence2")
     lang1, lang2, detected = pair_languages(table)
@@ -130,8 +133,10 @@ def file_slices(table: UserTable, preds: dict[str, np.ndarray], gold: np.ndarray
         langs = f"Languages of {detected:,} sentence(s) were **detected** (langid; {where}), so may be wrong."
     else:
         langs = "Language pairs from the file's lang1 / lang2 columns."
-    note = (f"Slices: {langs} Length bands: terciles of the pair's mean length in words (characters for Chinese, "
-            f"Japanese, Thai). No correlation under {MIN_PAIRS} pairs, no CI under {MIN_CI_PAIRS}.")  # fmt: skip
+    note = (
+        f"Slices: {langs} Length bands: terciles of the pair's mean length in words (characters for Chinese, "
+        f"Japanese, Thai). No correlation under {MIN_PAIRS} pairs, no CI under {MIN_CI_PAIRS}."
+    )
     return table_df, note
 
 
@@ -140,8 +145,9 @@ def _no_results():
     return *empty_figures(), pd.DataFrame(columns=METRIC_COLUMNS), pd.DataFrame(columns=SLICE_COLUMNS)
 
 
-def compare_file(state, file, pasted: str | None, models: list[str] | str, gold_range: str | None = "",
-                 n_boot: int = N_BOOT):  # fmt: skip
+def compare_file(
+    state, file, pasted: str | None, models: list[str] | str, gold_range: str | None = "", n_boot: int = N_BOOT
+):
     """Distributions, scatter, calibration, metrics and slices of each model's cosine against the file's scores.
 
     Returns (histograms, scatter, calibration figure, metrics DataFrame, slices DataFrame, message). Pearson and
@@ -167,13 +173,23 @@ def compare_file(state, file, pasted: str | None, models: list[str] | str, gold_
     slices, slice_note = file_slices(table, preds, gold, n_boot)
     notes = [f"{len(gold):,} rated pairs; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
-        notes.append("pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
-                     "against your scores; meaningful when they are on the 0–5 STS scale.")  # fmt: skip
+        notes.append(
+            "pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
+            "against your scores; meaningful when they are on the 0–5 STS scale."
+        )
     return hist, scatter, calib, metrics, slices, "\n\n".join([message, " ".join(notes), slice_note, *problems])
 
 
-def file_disagreements(state, file, pasted: str | None, model: str, gold_range: str | None = "", low: float = 0.0,
-                       high: float = 5.0, k: int = 20) -> tuple[pd.DataFrame, str]:  # fmt: skip
+def file_disagreements(
+    state,
+    file,
+    pasted: str | None,
+    model: str,
+    gold_range: str | None = "",
+    low: float = 0.0,
+    high: float = 5.0,
+    k: int = 20,
+) -> tuple[pd.DataFrame, str]:
     """The k pairs of the file with gold score in [low, high] whose predicted rank disagrees most with the gold rank
     (as :func:`mlse.ui.gold_tab.disagreements`); ``line`` is the pair's line in the file."""
     empty = pd.DataFrame(columns=FILE_DISAGREE_COLUMNS)
@@ -187,8 +203,15 @@ def file_disagreements(state, file, pasted: str | None, model: str, gold_range: 
         pred = file_predictions(state, table, model)
     except MlseError as exc:
         return empty, md_escape(str(exc))
-    found, listed = disagreement_table(pred, table.gold, table.role("sentence1"), table.role("sentence2"), *request,
-                                       name=table.name, index=("line", table.lines))  # fmt: skip
+    found, listed = disagreement_table(
+        pred,
+        table.gold,
+        table.role("sentence1"),
+        table.role("sentence2"),
+        *request,
+        name=table.name,
+        index=("line", table.lines),
+    )
     return found, listed if not table.n_skipped else f"{message}\n\n{listed}"
 
 
@@ -208,13 +231,24 @@ def build_inputs() -> FileInputs:
 
     with gr.Column(visible=False) as group:
         with gr.Row():
-            file = gr.File(label="Rated pairs: sentence1, sentence2, score (optional lang1, lang2)", type="filepath",
-                           file_types=[".tsv", ".csv", ".jsonl", ".txt"])  # fmt: skip
-            pasted = gr.Textbox(label="...or paste rows (used when no file is given)", lines=6, max_lines=12,
-                                placeholder="sentence1\tsentence2\tscore\tlang1\tlang2")  # fmt: skip
+            file = gr.File(
+                label="Rated pairs: sentence1, sentence2, score (optional lang1, lang2)",
+                type="filepath",
+                file_types=[".tsv", ".csv", ".jsonl", ".txt"],
+            )
+            pasted = gr.Textbox(
+                label="...or paste rows (used when no file is given)",
+                lines=6,
+                max_lines=12,
+                placeholder="sentence1\tsentence2\tscore\tlang1\tlang2",
+            )
         with gr.Row():
-            gold_range = gr.Textbox(label="Score range (optional)", placeholder="0:5", scale=1,
-                                    info="Rows whose score lies outside it are skipped and listed.")  # fmt: skip
+            gold_range = gr.Textbox(
+                label="Score range (optional)",
+                placeholder="0:5",
+                scale=1,
+                info="Rows whose score lies outside it are skipped and listed.",
+            )
             example = gr.Button("Paste the example file", size="sm", scale=0)
         gr.Markdown(md_escape(limits_note()))
     return FileInputs(group, file, pasted, gold_range, example)
@@ -223,8 +257,12 @@ def build_inputs() -> FileInputs:
 def build_slices():
     import gradio as gr  # lazy: handlers are tested without gradio
 
-    return gr.Dataframe(headers=SLICE_COLUMNS, label="Slices: Pearson / Spearman x 100 per language pair and length",
-                        interactive=False, visible=False)  # fmt: skip
+    return gr.Dataframe(
+        headers=SLICE_COLUMNS,
+        label="Slices: Pearson / Spearman x 100 per language pair and length",
+        interactive=False,
+        visible=False,
+    )
 
 
 def _key(file, pasted, gold_range) -> tuple:
@@ -247,15 +285,25 @@ def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, lis
         table, message = load_rated(held[1] if held and held[0] == key else file, pasted_rows, score_range)
         return table, message, ((key, table) if table is not None else None)
 
-    def compare_file_with_gold(file, pasted_rows, scorers, score_range, held=None,
-                               progress=gr.Progress(track_tqdm=True)):  # fmt: skip
+    def compare_file_with_gold(
+        file, pasted_rows, scorers, score_range, held=None, progress=gr.Progress(track_tqdm=True)
+    ):
         table, message, held = read(file, pasted_rows, score_range, held)
         if table is None:
             return *_no_results(), message, held
         return *compare_file(state, table, None, scorers), held
 
-    def list_file_disagreements(file, pasted_rows, scorer, score_range, gold_from, gold_to, pairs, held=None,
-                                progress=gr.Progress(track_tqdm=True)):  # fmt: skip
+    def list_file_disagreements(
+        file,
+        pasted_rows,
+        scorer,
+        score_range,
+        gold_from,
+        gold_to,
+        pairs,
+        held=None,
+        progress=gr.Progress(track_tqdm=True),
+    ):
         table, message, held = read(file, pasted_rows, score_range, held)
         if table is None:
             return pd.DataFrame(columns=FILE_DISAGREE_COLUMNS), message, held
@@ -265,9 +313,20 @@ def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, lis
         return EXAMPLE.read_text(encoding="utf-8"), None
 
     fields = [inputs.file, inputs.pasted]
-    run.click(compare_file_with_gold, [*fields, models, inputs.gold_range, kept], [*outputs, kept],
-              api_name="compare_file_with_gold", concurrency_limit=1)  # fmt: skip
-    find.click(list_file_disagreements, [*fields, model, inputs.gold_range, low, high, k, kept], [*listed, kept],
-               api_name="file_disagreements", concurrency_limit=1)  # fmt: skip
-    inputs.example.click(paste_example, None, [inputs.pasted, inputs.file], api_visibility="private",
-                         concurrency_limit=4)  # fmt: skip
+    run.click(
+        compare_file_with_gold,
+        [*fields, models, inputs.gold_range, kept],
+        [*outputs, kept],
+        api_name="compare_file_with_gold",
+        concurrency_limit=1,
+    )
+    find.click(
+        list_file_disagreements,
+        [*fields, model, inputs.gold_range, low, high, k, kept],
+        [*listed, kept],
+        api_name="file_disagreements",
+        concurrency_limit=1,
+    )
+    inputs.example.click(
+        paste_example, None, [inputs.pasted, inputs.file], api_visibility="private", concurrency_limit=4
+    )

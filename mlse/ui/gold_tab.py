@@ -34,8 +34,17 @@ from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_escape
 
-__all__ = ["DISAGREE_COLUMNS", "DISAGREE_TYPES", "METRIC_COLUMNS", "N_BOOT", "build_tab", "disagreements",
-           "predicted_vs_gold", "predictions", "sts_pairs"]  # fmt: skip
+__all__ = [
+    "DISAGREE_COLUMNS",
+    "DISAGREE_TYPES",
+    "METRIC_COLUMNS",
+    "N_BOOT",
+    "build_tab",
+    "disagreements",
+    "predicted_vs_gold",
+    "predictions",
+    "sts_pairs",
+]
 
 DEFAULT_PAIR = "en-de"
 SPLITS = ("test", "dev", "train")
@@ -96,14 +105,17 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
     hist, scatter, calib, table, calibrated = compare(state, gold, preds, f"{pair} ({split})", n_boot)
     notes = [f"{len(gold)} pairs of {md_escape(ds.name)}; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
-        notes.append("pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
-                     "against gold; blank for models without one." + (" Dev pairs were used to fit it."
-                                                                       if split == "dev" else ""))  # fmt: skip
+        notes.append(
+            "pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
+            "against gold; blank for models without one."
+            + (" Dev pairs were used to fit it." if split == "dev" else "")
+        )
     return hist, scatter, calib, table, with_preparing_note(state, "gold", " ".join([*notes, *problems]))
 
 
-def disagreements(state, pair: str, model: str, split: str = "test", low: float = 0.0, high: float = 5.0,
-                  k: int = 20) -> tuple[pd.DataFrame, str]:  # fmt: skip
+def disagreements(
+    state, pair: str, model: str, split: str = "test", low: float = 0.0, high: float = 5.0, k: int = 20
+) -> tuple[pd.DataFrame, str]:
     """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank.
 
     Each cosine is mapped to the gold score at the same percentile over the whole split (``pred_as_gold``); pairs
@@ -127,8 +139,12 @@ def build_tab(state) -> list[ModelPicker]:
     preferred = state.preferred_model()  # me5-small on a full install
     pairs = sts_pairs()
     with gr.Tab("Predicted vs gold"):
-        source = gr.Radio([STS_SOURCE, FILE_SOURCE], value=STS_SOURCE, label="Data",
-                          info="STS Multi MT, or your own pairs rated by people")  # fmt: skip
+        source = gr.Radio(
+            [STS_SOURCE, FILE_SOURCE],
+            value=STS_SOURCE,
+            label="Data",
+            info="STS Multi MT, or your own pairs rated by people",
+        )
         with gr.Row(visible=True) as sts_inputs:
             pair = gr.Dropdown(pairs, value=DEFAULT_PAIR, label="STS Multi MT pair (sentence1 lang - sentence2 lang)")
             split = gr.Radio(list(SPLITS), value="test", label="Split")
@@ -138,15 +154,18 @@ def build_tab(state) -> list[ModelPicker]:
             run = gr.Button("Compare with gold", variant="primary")
             run_file = gr.Button("Compare file with gold", variant="primary", visible=False)
         message = gr.Markdown(latex_delimiters=[])
-        metrics = gr.Dataframe(headers=METRIC_COLUMNS, label="Pearson / Spearman x 100 (95% bootstrap CI)",
-                               interactive=False)  # fmt: skip
+        metrics = gr.Dataframe(
+            headers=METRIC_COLUMNS, label="Pearson / Spearman x 100 (95% bootstrap CI)", interactive=False
+        )
         slices = gold_file.build_slices()
         hist = gr.Plot(label="Distributions")
         with gr.Row():
             scatter = gr.Plot(label="Predicted vs gold")
             calib = gr.Plot(label="Calibration")
-        gr.Markdown("### Largest disagreements\nPairs whose **gold** score lies in the range, ranked by how far the "
-                    "model's rank puts them from their gold rank.")  # fmt: skip
+        gr.Markdown(
+            "### Largest disagreements\nPairs whose **gold** score lies in the range, ranked by how far the "
+            "model's rank puts them from their gold rank."
+        )
         with gr.Row():
             model = gr.Dropdown(names, value=preferred, label="Scorer")
             low = gr.Number(value=0.0, step=0.2, label="gold from")
@@ -170,15 +189,39 @@ def build_tab(state) -> list[ModelPicker]:
         def on_find(language_pair, scorer, split, gold_from, gold_to, pairs, progress=gr.Progress(track_tqdm=True)):
             return disagreements(state, language_pair, scorer, split, gold_from, gold_to, pairs)
 
-        source.change(on_source, source, [sts_inputs, file_inputs.group, run, run_file, slices, find, find_file],
-                      concurrency_limit=4, api_visibility="private")  # fmt: skip
-        run.click(on_run, [pair, models, split], [hist, scatter, calib, metrics, message],
-                  api_name="predicted_vs_gold", concurrency_limit=1)  # fmt: skip
-        find.click(on_find, [pair, model, split, low, high, k], [dis_table, dis_msg], api_name="disagreements",
-                   concurrency_limit=1)  # fmt: skip
-        gold_file.wire(state, file_inputs, models, model, low, high, k,
-                       outputs=(hist, scatter, calib, metrics, slices, message), listed=(dis_table, dis_msg),
-                       buttons=(run_file, find_file))  # fmt: skip
+        source.change(
+            on_source,
+            source,
+            [sts_inputs, file_inputs.group, run, run_file, slices, find, find_file],
+            concurrency_limit=4,
+            api_visibility="private",
+        )
+        run.click(
+            on_run,
+            [pair, models, split],
+            [hist, scatter, calib, metrics, message],
+            api_name="predicted_vs_gold",
+            concurrency_limit=1,
+        )
+        find.click(
+            on_find,
+            [pair, model, split, low, high, k],
+            [dis_table, dis_msg],
+            api_name="disagreements",
+            concurrency_limit=1,
+        )
+        gold_file.wire(
+            state,
+            file_inputs,
+            models,
+            model,
+            low,
+            high,
+            k,
+            outputs=(hist, scatter, calib, metrics, slices, message),
+            listed=(dis_table, dis_msg),
+            buttons=(run_file, find_file),
+        )
         check_inputs(pair, split, low, high, k, source)
         check_inputs(models, model, allowed=state.model_names)
     return [ModelPicker(models, multi=True), ModelPicker(model)]

@@ -20,8 +20,18 @@ from mlse.ui.text import html_text, md_escape
 N_BOOT = 1000
 N_BINS = 10
 
-METRIC_COLUMNS = ["model", "n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo", "spearman_hi",
-                  "pearson_calibrated", "mae_calibrated"]  # fmt: skip
+METRIC_COLUMNS = [
+    "model",
+    "n",
+    "pearson",
+    "pearson_lo",
+    "pearson_hi",
+    "spearman",
+    "spearman_lo",
+    "spearman_hi",
+    "pearson_calibrated",
+    "mae_calibrated",
+]
 DISAGREE_COLUMNS = ["index", "sentence1", "sentence2", "gold", "cosine", "pred_as_gold", "diff", "rank_gap"]
 DISAGREE_TYPES = ["number", "str", "str", "number", "number", "number", "number", "number"]
 
@@ -39,9 +49,18 @@ def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, cal
     if calibrated is not None:
         cal_pearson = sts_metrics(calibrated, gold, n_boot=0)["pearson"]
         cal_mae = float(np.mean(np.abs(calibrated - gold)))
-    return {"model": model, "n": m["n"], "pearson": m["pearson"], "pearson_lo": p_lo, "pearson_hi": p_hi,
-            "spearman": m["spearman"], "spearman_lo": s_lo, "spearman_hi": s_hi, "pearson_calibrated": cal_pearson,
-            "mae_calibrated": cal_mae}  # fmt: skip
+    return {
+        "model": model,
+        "n": m["n"],
+        "pearson": m["pearson"],
+        "pearson_lo": p_lo,
+        "pearson_hi": p_hi,
+        "spearman": m["spearman"],
+        "spearman_lo": s_lo,
+        "spearman_hi": s_hi,
+        "pearson_calibrated": cal_pearson,
+        "mae_calibrated": cal_mae,
+    }
 
 
 def calibrated_scores(state, model: str, pred: np.ndarray) -> np.ndarray | None:
@@ -56,8 +75,9 @@ def compare(state, gold: np.ndarray, preds: dict[str, np.ndarray], title: str, n
     calibrated) of each model's cosine ``preds[name]`` [n] against ``gold`` [n]. ``title``: plain text naming the
     data in the figures' titles (escaped here)."""
     calibrated = {name: calibrated_scores(state, name, p) for name, p in preds.items()}
-    table = pd.DataFrame([metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()],
-                         columns=METRIC_COLUMNS)  # fmt: skip
+    table = pd.DataFrame(
+        [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()], columns=METRIC_COLUMNS
+    )
     maps = {n: _curve(p, c) for n, p in preds.items() if (c := calibrated[n]) is not None}
     return *figures(title, gold, preds, maps), table.round(2), bool(maps)
 
@@ -68,8 +88,12 @@ def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.nda
     return pred[order], calibrated[order]
 
 
-def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray],
-            maps: dict[str, tuple[np.ndarray, np.ndarray]] | None = None):  # fmt: skip
+def figures(
+    title: str,
+    gold: np.ndarray,
+    preds: dict[str, np.ndarray],
+    maps: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+):
     """(histograms, scatter, calibration) plotly figures; the title and legend names are HTML-escaped (plotly renders
     tags).
 
@@ -83,30 +107,83 @@ def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray],
     for i, (name, pred) in enumerate(preds.items()):
         label = html_text(name)
         color = _color(i)
-        hist.add_trace(go.Histogram(x=pred, name=label, nbinsx=40, histnorm="probability density", opacity=0.55,
-                                    marker_color=color, legendgroup=label), row=1, col=1)  # fmt: skip
-        scatter.add_trace(go.Scattergl(x=gold, y=pred, mode="markers", name=label, customdata=np.arange(len(gold)),
-                                       marker={"size": 4, "opacity": 0.45, "color": color},
-                                       hovertemplate=_HOVER_PAIR))  # fmt: skip
+        hist.add_trace(
+            go.Histogram(
+                x=pred,
+                name=label,
+                nbinsx=40,
+                histnorm="probability density",
+                opacity=0.55,
+                marker_color=color,
+                legendgroup=label,
+            ),
+            row=1,
+            col=1,
+        )
+        scatter.add_trace(
+            go.Scattergl(
+                x=gold,
+                y=pred,
+                mode="markers",
+                name=label,
+                customdata=np.arange(len(gold)),
+                marker={"size": 4, "opacity": 0.45, "color": color},
+                hovertemplate=_HOVER_PAIR,
+            )
+        )
         bins = calibration_bins(pred, gold, N_BINS)
-        calib.add_trace(go.Scatter(x=bins["mean_pred"], y=bins["mean_gold"], mode="lines+markers", name=label,
-                                   error_y={"type": "data", "array": bins["sem_gold"]}, line={"color": color},
-                                   legendgroup=label, customdata=bins["count"],
-                                   hovertemplate=_HOVER_BIN))  # fmt: skip
+        calib.add_trace(
+            go.Scatter(
+                x=bins["mean_pred"],
+                y=bins["mean_gold"],
+                mode="lines+markers",
+                name=label,
+                error_y={"type": "data", "array": bins["sem_gold"]},
+                line={"color": color},
+                legendgroup=label,
+                customdata=bins["count"],
+                hovertemplate=_HOVER_BIN,
+            )
+        )
         x_iso, y_iso = isotonic_fit(pred, gold)
-        calib.add_trace(go.Scatter(x=x_iso, y=y_iso, mode="lines", name=f"{label} (isotonic)", legendgroup=label,
-                                   line={"color": color, "dash": "dot", "width": 1}, hoverinfo="skip"))  # fmt: skip
+        calib.add_trace(
+            go.Scatter(
+                x=x_iso,
+                y=y_iso,
+                mode="lines",
+                name=f"{label} (isotonic)",
+                legendgroup=label,
+                line={"color": color, "dash": "dot", "width": 1},
+                hoverinfo="skip",
+            )
+        )
         if maps and name in maps:
             x_map, y_map = maps[name]
-            calib.add_trace(go.Scatter(x=x_map, y=y_map, mode="lines", name=f"{label} (its calibration)",
-                                       legendgroup=label, line={"color": color, "width": 2},
-                                       hoverinfo="skip"))  # fmt: skip
-    hist.add_trace(go.Histogram(x=gold, name="gold", nbinsx=26, histnorm="probability density",
-                                marker_color="#444", showlegend=False), row=1, col=2)  # fmt: skip
+            calib.add_trace(
+                go.Scatter(
+                    x=x_map,
+                    y=y_map,
+                    mode="lines",
+                    name=f"{label} (its calibration)",
+                    legendgroup=label,
+                    line={"color": color, "width": 2},
+                    hoverinfo="skip",
+                )
+            )
+    hist.add_trace(
+        go.Histogram(
+            x=gold, name="gold", nbinsx=26, histnorm="probability density", marker_color="#444", showlegend=False
+        ),
+        row=1,
+        col=2,
+    )
     hist.update_layout(title=f"Score distributions, {title}", barmode="overlay")
     scatter.update_layout(title=f"Predicted vs gold, {title}", xaxis_title="gold score", yaxis_title="cosine")
-    calib.update_layout(title=f"Calibration: mean gold per {N_BINS} equal-count bins of cosine, {title}",
-                        xaxis_title="cosine (bin mean)", yaxis_title="gold score (bin mean, ±1 s.e.)")  # fmt: skip
+    calib.update_layout(
+        title=f"Calibration: mean gold per {N_BINS} equal-count bins of cosine, {title}",
+        xaxis_title="cosine (bin mean)",
+        yaxis_title="gold score (bin mean, ±1 s.e.)",
+    )
     return hist, scatter, calib
 
 
@@ -145,8 +222,17 @@ def disagreement_request(low, high, k) -> tuple[float, float, int] | str:
     return low, high, k
 
 
-def disagreement_table(pred: np.ndarray, gold: np.ndarray, s1: list[str], s2: list[str], low: float, high: float,
-                       k: int, name: str, index: tuple[str, list[int]] | None = None):  # fmt: skip
+def disagreement_table(
+    pred: np.ndarray,
+    gold: np.ndarray,
+    s1: list[str],
+    s2: list[str],
+    low: float,
+    high: float,
+    k: int,
+    name: str,
+    index: tuple[str, list[int]] | None = None,
+):
     """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank.
 
     Each cosine is mapped to the gold score at the same percentile over all the pairs (``pred_as_gold``); pairs are
@@ -160,12 +246,26 @@ def disagreement_table(pred: np.ndarray, gold: np.ndarray, s1: list[str], s2: li
     n_in = int(found["n_in_range"])
     if n_in == 0:
         return pd.DataFrame(columns=columns), f"No pair of {md_escape(name)} has a gold score in [{low:g}, {high:g}]."
-    rows = [[int(i) if positions is None else int(positions[i]), s1[i], s2[i], float(g), float(p), float(a),
-             float(d), float(r)]
-            for i, g, p, a, d, r in zip(found["index"], found["gold"], found["pred"], found["pred_as_gold"],
-                                        found["diff"], found["rank_gap"])]  # fmt: skip
-    table = pd.DataFrame(rows, columns=columns).round({"gold": 2, "cosine": 4, "pred_as_gold": 2, "diff": 2,
-                                                       "rank_gap": 1})  # fmt: skip
-    message = (f"{len(rows)} of the {n_in} pairs with gold score in [{low:g}, {high:g}], largest |diff| first "
-               "(diff = gold score at the cosine's percentile minus the gold score).")  # fmt: skip
+    rows = [
+        [
+            int(i) if positions is None else int(positions[i]),
+            s1[i],
+            s2[i],
+            float(g),
+            float(p),
+            float(a),
+            float(d),
+            float(r),
+        ]
+        for i, g, p, a, d, r in zip(
+            found["index"], found["gold"], found["pred"], found["pred_as_gold"], found["diff"], found["rank_gap"]
+        )
+    ]
+    table = pd.DataFrame(rows, columns=columns).round(
+        {"gold": 2, "cosine": 4, "pred_as_gold": 2, "diff": 2, "rank_gap": 1}
+    )
+    message = (
+        f"{len(rows)} of the {n_in} pairs with gold score in [{low:g}, {high:g}], largest |diff| first "
+        "(diff = gold score at the cosine's percentile minus the gold score)."
+    )
     return table, message

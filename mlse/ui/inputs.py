@@ -66,8 +66,11 @@ def _number_check(component) -> Callable:
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     original = component.preprocess
-    whole = component.precision == 0 if isinstance(component, gr.Number) else (
-        float(component.step or 0).is_integer() and float(component.minimum or 0).is_integer())  # fmt: skip
+    whole = (
+        component.precision == 0
+        if isinstance(component, gr.Number)
+        else (float(component.step or 0).is_integer() and float(component.minimum or 0).is_integer())
+    )
     optional = isinstance(component, gr.Number)  # an empty Number means "not given"; a slider always has a value
 
     def preprocess(payload):

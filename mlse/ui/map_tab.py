@@ -33,9 +33,11 @@ MAX_SENTENCES = 1012  # FLORES devtest size
 DEFAULT_SENTENCES = 100
 
 
-INTRO = ("Project the same FLORES sentences in several languages. In the **raw** space of a multilingual model "
-         "translations lie close but languages stay identifiable; Stage 1 splits that into a **meaning** space "
-         "(colours should mix) and a **language** space (colours should separate).")  # fmt: skip
+INTRO = (
+    "Project the same FLORES sentences in several languages. In the **raw** space of a multilingual model "
+    "translations lie close but languages stay identifiable; Stage 1 splits that into a **meaning** space "
+    "(colours should mix) and a **language** space (colours should separate)."
+)
 
 
 # -- handlers -------------------------------------------------------------------------------------------------------
@@ -45,8 +47,11 @@ def project_map(
     """Project the FLORES sample in every space of the chosen model (cached) -> figures, metrics, note, table."""
     if not model_name or not isinstance(model_name, str):
         return empty_output("Choose a model.")
-    langs = [lang for lang in (langs if isinstance(langs, (list, tuple)) else [langs])
-             if isinstance(lang, str) and lang.strip()]  # an API caller may send anything  # fmt: skip
+    langs = [
+        lang
+        for lang in (langs if isinstance(langs, (list, tuple)) else [langs])
+        if isinstance(lang, str) and lang.strip()
+    ]  # an API caller may send anything
     if not langs:
         return empty_output("Choose at least one language (two or more for retrieval and the language probe).")
     try:
@@ -55,8 +60,7 @@ def project_map(
         return empty_output(f"Sentences per language must be a whole number from 1 to {MAX_SENTENCES}.")
     try:
         model = state.encoder(model_name)
-        result = language_map(model, langs, n, data_dir=state.data_dir, method=method,
-                              progress=progress)  # fmt: skip
+        result = language_map(model, langs, n, data_dir=state.data_dir, method=method, progress=progress)
     except MlseError as exc:
         return empty_output(f"⚠️ {md_escape(str(exc))}")
     out = render(result, model_name)
@@ -96,8 +100,15 @@ def build_tab(state) -> list[ModelPicker]:
         return [*figure_updates(out.figures), *numbers, reading, out.note, out.sentences, out.result, ""]
 
     def on_project(model_name, languages, sentences_per_language, progress=gr.Progress()):
-        return show(project_map(state, model_name, languages, sentences_per_language,
-                                progress=lambda fraction, message: progress(fraction, desc=message)))  # fmt: skip
+        return show(
+            project_map(
+                state,
+                model_name,
+                languages,
+                sentences_per_language,
+                progress=lambda fraction, message: progress(fraction, desc=message),
+            )
+        )
 
     def on_select(result, evt):
         row = evt.row_value or []
@@ -141,8 +152,9 @@ def build_tab(state) -> list[ModelPicker]:
         reading = gr.Markdown(elem_id="map-reading")
         gr.Markdown("**Highlight a sentence:** click a row to emphasise its translations in every panel.")
         with gr.Row():
-            table = gr.Dataframe(interactive=False, max_height=300, wrap=True, scale=3,
-                                 label="Sentences (one row per meaning)")  # fmt: skip
+            table = gr.Dataframe(
+                interactive=False, max_height=300, wrap=True, scale=3, label="Sentences (one row per meaning)"
+            )
             with gr.Column(scale=2):
                 details = gr.Markdown()
                 clear = gr.Button("Clear highlight", size="sm")

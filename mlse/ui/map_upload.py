@@ -29,14 +29,17 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
 EXAMPLE_FILES = {"sentences": EXAMPLES / "sentences.tsv", "parallel": EXAMPLES / "parallel.tsv"}
 MIN_SENTENCES = 2
 
-HELP = ("**Your own sentences.** Upload or paste sentences: one per line, or `sentence<TAB>lang`, or a table with "
-        "columns `sentence`, `lang` and `id` (rows with the same id are translations of one another); or parallel "
-        "columns with a header of language codes (`en de fr …`), one meaning per row. Without a language, each "
-        "sentence's language is detected. Uses the model chosen above.")  # fmt: skip
+HELP = (
+    "**Your own sentences.** Upload or paste sentences: one per line, or `sentence<TAB>lang`, or a table with "
+    "columns `sentence`, `lang` and `id` (rows with the same id are translations of one another); or parallel "
+    "columns with a header of language codes (`en de fr …`), one meaning per row. Without a language, each "
+    "sentence's language is detected. Uses the model chosen above."
+)
 
 
-def project_upload(state, model_name: str, file, pasted: str | None, progress=None, *, method: str = "umap"
-                   ) -> MapOutput:  # fmt: skip
+def project_upload(
+    state, model_name: str, file, pasted: str | None, progress=None, *, method: str = "umap"
+) -> MapOutput:
     """Project a visitor's sentences (an uploaded file, else pasted text) in every space of the chosen model."""
     if not model_name or not isinstance(model_name, str):
         return empty_output("Choose a model.")
@@ -48,8 +51,10 @@ def project_upload(state, model_name: str, file, pasted: str | None, progress=No
     except MlseError as exc:
         return empty_output(f"{message}\n\n⚠️ {md_escape(str(exc))}")
     if len(sample.texts) < MIN_SENTENCES:
-        return empty_output(f"{message}\n\n⚠️ One sentence makes no map: give at least {MIN_SENTENCES} (for the "
-                            "numbers, sentences in 2 languages, and translations marked with an id).")  # fmt: skip
+        return empty_output(
+            f"{message}\n\n⚠️ One sentence makes no map: give at least {MIN_SENTENCES} (for the "
+            "numbers, sentences in 2 languages, and translations marked with an id)."
+        )
     try:
         model = state.encoder(model_name)
         result = language_map(model, sample=sample, method=method, progress=progress)
@@ -82,8 +87,9 @@ def build_section() -> Section:
         with gr.Row():
             upload = gr.File(label="Sentences file (TSV, CSV or JSONL)", file_types=FILE_TYPES, type="filepath")
             with gr.Column():
-                pasted = gr.Textbox(label="…or paste sentences: one per line, or sentence <TAB> lang", lines=6,
-                                    max_lines=15)  # fmt: skip
+                pasted = gr.Textbox(
+                    label="…or paste sentences: one per line, or sentence <TAB> lang", lines=6, max_lines=15
+                )
                 with gr.Row():
                     sentences_example = gr.Button("Paste example: sentences with lang and id", size="sm")
                     parallel_example = gr.Button("Paste example: parallel columns", size="sm")
@@ -101,12 +107,18 @@ def wire(section: Section, state, model, outputs: list, show: Callable[[MapOutpu
     import gradio as gr  # lazy: importing the handlers (tests) must not load gradio
 
     def map_my_sentences(model_name: str, sentences_file, pasted_text: str, progress=gr.Progress()):
-        out = project_upload(state, model_name, sentences_file, pasted_text,
-                             progress=lambda fraction, message: progress(fraction, desc=message))  # fmt: skip
+        out = project_upload(
+            state,
+            model_name,
+            sentences_file,
+            pasted_text,
+            progress=lambda fraction, message: progress(fraction, desc=message),
+        )
         return show(out)
 
-    section.button.click(map_my_sentences, [model, section.upload, section.pasted], outputs,
-                         api_name="map_my_sentences", **event)  # fmt: skip
+    section.button.click(
+        map_my_sentences, [model, section.upload, section.pasted], outputs, api_name="map_my_sentences", **event
+    )
 
 
 def _paster(kind: str) -> Callable[[], tuple[None, str]]:

@@ -59,12 +59,20 @@ def map_default(models, preferred: str | None, prefix: str = SHIPPED_PREFIX) -> 
     """
     if preferred is None:
         return None, ""
-    heads = [m for m in models if m.name.startswith(prefix) and m.backbone == preferred and m.kind in STAGE1_KINDS
-             and not getattr(m, "needs_download", False)]  # fmt: skip
+    heads = [
+        m
+        for m in models
+        if m.name.startswith(prefix)
+        and m.backbone == preferred
+        and m.kind in STAGE1_KINDS
+        and not getattr(m, "needs_download", False)
+    ]
     if heads:
         return min(heads, key=lambda m: (STAGE1_KINDS.index(m.kind), m.name)).name, ""
-    return preferred, (f"No shipped Stage-1 head for **{md_escape(preferred)}**: the map opens on the backbone "
-                       "alone (raw panel only). Choose a `+s1` model for the meaning and language panels.")  # fmt: skip
+    return preferred, (
+        f"No shipped Stage-1 head for **{md_escape(preferred)}**: the map opens on the backbone "
+        "alone (raw panel only). Choose a `+s1` model for the meaning and language panels."
+    )
 
 
 # -- text helpers ---------------------------------------------------------------------------------------------------
@@ -76,9 +84,11 @@ def hover_text(text: str) -> str:
 
 def stage1_hint(model_name: str) -> str:
     backbone = shlex.quote(model_name.replace("`", ""))
-    return (f"**{md_escape(model_name)}** has no Stage-1 head, so only the raw panel is shown. Train one on this "
-            f"backbone with `python -m mlse train stage1 --backbone {backbone}`; the run then appears in the model "
-            f"list as `runs/<backbone>+s1` (reload the page).")  # fmt: skip
+    return (
+        f"**{md_escape(model_name)}** has no Stage-1 head, so only the raw panel is shown. Train one on this "
+        f"backbone with `python -m mlse train stage1 --backbone {backbone}`; the run then appears in the model "
+        f"list as `runs/<backbone>+s1` (reload the page)."
+    )
 
 
 # -- figures --------------------------------------------------------------------------------------------------------
@@ -105,18 +115,33 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
         # instead of the last language drawn hiding the others.
         marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.45}
         if highlight_id is not None:
-            marker.update(size=np.where(chosen, 16, 5).tolist(), opacity=np.where(chosen, 1.0, 0.12).tolist(),
-                          line={"width": np.where(chosen, 2, 0).tolist(), "color": "black"})  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=view.coords[rows, 0], y=view.coords[rows, 1], mode="markers", name=lang, marker=marker,
-            text=[hover_text(sample.texts[k]) for k in rows], customdata=sample.sentence_ids[rows],
-            hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
-        ))  # fmt: skip
+            marker.update(
+                size=np.where(chosen, 16, 5).tolist(),
+                opacity=np.where(chosen, 1.0, 0.12).tolist(),
+                line={"width": np.where(chosen, 2, 0).tolist(), "color": "black"},
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=view.coords[rows, 0],
+                y=view.coords[rows, 1],
+                mode="markers",
+                name=lang,
+                marker=marker,
+                text=[hover_text(sample.texts[k]) for k in rows],
+                customdata=sample.sentence_ids[rows],
+                hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
+            )
+        )
     # the legend goes below the map, so the points keep the panel's whole width
-    fig.update_layout(title={"text": panel_title(result, space), "font": {"size": 15}}, template="plotly_white",
-                      height=FIGURE_HEIGHT, autosize=True, hoverlabel={"align": "left"},
-                      legend={"itemsizing": "constant", "orientation": "h", "x": 0, "y": 0, "yanchor": "top"},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10})  # fmt: skip
+    fig.update_layout(
+        title={"text": panel_title(result, space), "font": {"size": 15}},
+        template="plotly_white",
+        height=FIGURE_HEIGHT,
+        autosize=True,
+        hoverlabel={"align": "left"},
+        legend={"itemsizing": "constant", "orientation": "h", "x": 0, "y": 0, "yanchor": "top"},
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
@@ -130,19 +155,24 @@ def _pct(x: float | None) -> str:
 def panel_title(result: LanguageMap, space: str) -> str:
     """The panel's name and its two numbers: "Meaning (Stage 1) — language probe 35.9 %, retrieval@1 99.5 %"."""
     view = result.views[space]
-    return f"{html_text(view.title)} — language probe {pct(view.lang_id_accuracy)}, " \
-           f"retrieval@1 {pct(view.retrieval_at1)}"  # fmt: skip
+    return (
+        f"{html_text(view.title)} — language probe {pct(view.lang_id_accuracy)}, retrieval@1 {pct(view.retrieval_at1)}"
+    )
 
 
 def summary_markdown(result: LanguageMap) -> str:
     """The spaces' numbers side by side, what Stage 1 aims for in each, and what the two numbers are."""
-    rows = [f"| {SPACE_TITLES[s]} | {pct(v.lang_id_accuracy)} | {pct(v.retrieval_at1)} | {GOALS[s]} |"
-            for s, v in result.views.items()]  # fmt: skip
+    rows = [
+        f"| {SPACE_TITLES[s]} | {pct(v.lang_id_accuracy)} | {pct(v.retrieval_at1)} | {GOALS[s]} |"
+        for s, v in result.views.items()
+    ]
     table = "| space | language probe | retrieval@1 | Stage 1 aims for |\n|---|---|---|---|\n" + "\n".join(rows)
-    legend = (f"<small>**Language probe**: how often a linear classifier names a sentence's language (5 folds, a "
-              f"sentence's translations held out together); chance {pct(result.chance)}. **Retrieval@1**: how often "
-              "a sentence's nearest neighbour in another language is its translation. Each colour is a language, "
-              "each point a sentence; hover a point to read it.</small>")  # fmt: skip
+    legend = (
+        f"<small>**Language probe**: how often a linear classifier names a sentence's language (5 folds, a "
+        f"sentence's translations held out together); chance {pct(result.chance)}. **Retrieval@1**: how often "
+        "a sentence's nearest neighbour in another language is its translation. Each colour is a language, "
+        "each point a sentence; hover a point to read it.</small>"
+    )
     return f"**The spaces side by side**\n\n{table}\n\n{legend}"
 
 
@@ -159,8 +189,10 @@ def metrics_markdown(result: LanguageMap, space: str) -> str:
     else:
         probe = f"{_pct(view.lang_id_accuracy)} (chance {_pct(result.chance)})"
     cached = " · from cache" if view.from_cache else ""
-    return (f"**Language-ID probe:** {probe}  \n**Translation retrieval@1:** {retrieval}  \n"
-            f"<small>{EXPECTED.get(space, '')}{cached}</small>")  # fmt: skip
+    return (
+        f"**Language-ID probe:** {probe}  \n**Translation retrieval@1:** {retrieval}  \n"
+        f"<small>{EXPECTED.get(space, '')}{cached}</small>"
+    )
 
 
 def sentence_table(result: LanguageMap) -> pd.DataFrame:
@@ -189,17 +221,22 @@ def render(result: LanguageMap, model_name: str, highlight_id: int | None = None
     how = f"{md_escape(result.projection)}, seed {result.seed}; {cached} of {len(result.views)} panels from cache."
     if sample.from_user:
         langs = ", ".join(md_escape(lang) for lang in sample.langs)
-        note = (f"{len(sample.texts)} sentences from {md_escape(sample.source)}: {len(sample.langs)} language(s) "
-                f"({langs}), {sample.n} meaning(s), {sample.translated} with translations. {how} Hover a point to "
-                "read it; pick a row below to highlight its translations.")  # fmt: skip
+        note = (
+            f"{len(sample.texts)} sentences from {md_escape(sample.source)}: {len(sample.langs)} language(s) "
+            f"({langs}), {sample.n} meaning(s), {sample.translated} with translations. {how} Hover a point to "
+            "read it; pick a row below to highlight its translations."
+        )
         note = "\n\n".join([part for part in (read_note, note) if part] + [md_escape(n) for n in sample.notes])
     else:
-        note = (f"{len(sample.texts)} points: {len(sample.langs)} languages × {sample.n} FLORES sentences, {how} "
-                "Hover a point to read it; pick a sentence below to highlight its translations.")  # fmt: skip
+        note = (
+            f"{len(sample.texts)} points: {len(sample.langs)} languages × {sample.n} FLORES sentences, {how} "
+            "Hover a point to read it; pick a sentence below to highlight its translations."
+        )
     if "meaning" not in result.views:
         note += "\n\n" + stage1_hint(model_name)
-    return MapOutput(figures, metrics, note, sentence_table(result), result, summary_markdown(result),
-                     reading_of(result))  # fmt: skip
+    return MapOutput(
+        figures, metrics, note, sentence_table(result), result, summary_markdown(result), reading_of(result)
+    )
 
 
 def highlight(result: LanguageMap | None, sentence_id) -> tuple[list, str]:

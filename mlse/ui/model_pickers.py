@@ -68,5 +68,11 @@ def wire(state, pickers: list[ModelPicker], every: float = POLL_SECONDS) -> None
         return (version, *[gr.update(**u) for u in updates])
 
     # Polls are cheap and must not queue behind an encode: no concurrency limit, never shown as progress.
-    timer.tick(on_tick, [seen, *components], [seen, *components], concurrency_limit=None, show_progress="hidden",
-               api_visibility="private")  # fmt: skip
+    timer.tick(
+        on_tick,
+        [seen, *components],
+        [seen, *components],
+        concurrency_limit=None,
+        show_progress="hidden",
+        api_visibility="private",
+    )

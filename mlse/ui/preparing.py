@@ -23,8 +23,10 @@ def preparing_note(state, tab: str) -> str:
     current = status.current
     doing = f" (now: {md_escape(current.label)})" if current is not None else ""
     percent = f"{status.tab_fraction(tab) * 100:.0f} %"
-    return (f"⏳ Preparing ({percent}): the app is still computing what this tab shows first{doing}. This result "
-            "was computed on the spot, so it took longer than it will next time.")  # fmt: skip
+    return (
+        f"⏳ Preparing ({percent}): the app is still computing what this tab shows first{doing}. This result "
+        "was computed on the spot, so it took longer than it will next time."
+    )
 
 
 def with_preparing_note(state, tab: str, text: str) -> str:

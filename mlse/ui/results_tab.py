@@ -20,8 +20,13 @@ TABLE_COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "ex
 # Share of the table's width per column: names and paths get room, short codes and numbers little.
 COLUMN_WIDTHS = ["15%", "6%", "5%", "10%", "11%", "7%", "8%", "14%", "8%", "16%"]
 MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
-DEFAULT_METRICS = {"sts": "spearman", "tatoeba": "acc_mean", "mining": "f1", "finetune": "best_dev_spearman",
-                   "training": "stage2_dev_pearson"}  # fmt: skip
+DEFAULT_METRICS = {
+    "sts": "spearman",
+    "tatoeba": "acc_mean",
+    "mining": "f1",
+    "finetune": "best_dev_spearman",
+    "training": "stage2_dev_pearson",
+}
 
 
 def load_index(state=None, roots: list[str | Path] | None = None):
@@ -40,12 +45,17 @@ def choices(frame) -> dict[str, list[str]]:
     def values(column: str) -> list[str]:
         return sorted({str(v) for v in frame[column].dropna() if str(v)})
 
-    return {"tasks": [ALL, *values("task")], "models": [ALL, *values("model")], "keys": values("key"),
-            "metrics": values("metric")}  # fmt: skip
+    return {
+        "tasks": [ALL, *values("task")],
+        "models": [ALL, *values("model")],
+        "keys": values("key"),
+        "metrics": values("metric"),
+    }
 
 
-def filter_table(frame, task: str | None = ALL, model: str | None = ALL, metric: str | None = ALL,
-                 text: str | None = ""):  # fmt: skip
+def filter_table(
+    frame, task: str | None = ALL, model: str | None = ALL, metric: str | None = ALL, text: str | None = ""
+):
     """Rows of one task / model / metric (ALL or empty: no filter) whose key or source contains ``text``."""
     out = frame
     for column, value in (("task", task), ("model", model), ("metric", metric)):
@@ -59,8 +69,14 @@ def filter_table(frame, task: str | None = ALL, model: str | None = ALL, metric:
     return out.assign(value=out["value"].map(display_number))
 
 
-def table_view(frame, task: str | None = ALL, model: str | None = ALL, metric: str | None = ALL,
-               text: str | None = "", limit: int = MAX_TABLE_ROWS):  # fmt: skip
+def table_view(
+    frame,
+    task: str | None = ALL,
+    model: str | None = ALL,
+    metric: str | None = ALL,
+    text: str | None = "",
+    limit: int = MAX_TABLE_ROWS,
+):
     """(the rows the table shows, its label): the filtered rows, averages and run-level numbers first (per pair and
     per language after them), at most ``limit`` of them; the label says how many matched when some are left out."""
     rows = filter_table(frame, task, model, metric, text)
@@ -98,8 +114,12 @@ def plot_options(frame, task: str | None) -> dict:
     metrics = sorted(set(rows["metric"]))
     key = "avg:all" if "avg:all" in keys else (keys[0] if keys else "")
     metric = DEFAULT_METRICS.get(task or "")
-    return {"keys": keys, "key": key, "metrics": metrics, "metric": metric if metric in metrics else
-            (metrics[0] if metrics else None)}  # fmt: skip
+    return {
+        "keys": keys,
+        "key": key,
+        "metrics": metrics,
+        "metric": metric if metric in metrics else (metrics[0] if metrics else None),
+    }
 
 
 def _labels(rows) -> list[str]:
@@ -121,10 +141,22 @@ def metric_plot(frame, task: str, key: str | None, metric: str | None):
         fig.update_layout(title=f"No {metric or 'metric'} for {task} {key or ''} yet", height=380)
         return fig
     rows = rows.sort_values("value", ascending=False)
-    fig.add_trace(go.Bar(x=_labels(rows), y=rows["value"], text=[f"{v:.1f}" for v in rows["value"]],
-                         hovertext=rows["source"], textposition="outside"))  # fmt: skip
-    fig.update_layout(title=f"{task} {key or ''}: {metric} per model", yaxis_title=metric, height=420,
-                      margin=dict(l=40, r=10, t=50, b=120), xaxis_tickangle=-30)  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=_labels(rows),
+            y=rows["value"],
+            text=[f"{v:.1f}" for v in rows["value"]],
+            hovertext=rows["source"],
+            textposition="outside",
+        )
+    )
+    fig.update_layout(
+        title=f"{task} {key or ''}: {metric} per model",
+        yaxis_title=metric,
+        height=420,
+        margin=dict(l=40, r=10, t=50, b=120),
+        xaxis_tickangle=-30,
+    )
     return fig
 
 
@@ -143,8 +175,13 @@ def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative
     rows = rows[rows["experiment"] == experiment]
     for model, group in rows.groupby("model", sort=False):
         fig.add_trace(go.Bar(name=model, x=group["key"], y=group["value"]))
-    fig.update_layout(barmode="group", title=f"Seed grid ({Path(experiment).name}): {metric} per pair",
-                      yaxis_title=metric, height=420, margin=dict(l=40, r=10, t=50, b=60))  # fmt: skip
+    fig.update_layout(
+        barmode="group",
+        title=f"Seed grid ({Path(experiment).name}): {metric} per pair",
+        yaxis_title=metric,
+        height=420,
+        margin=dict(l=40, r=10, t=50, b=60),
+    )
     return fig
 
 
@@ -162,17 +199,23 @@ def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
     rows = rows[rows["source"].isin(sizes[sizes >= MIN_LANGS_FOR_LANGUAGE_PLOT].index)]
     fig = go.Figure()
     if rows.empty:
-        fig.update_layout(title="No Tatoeba result over many languages yet (python -m benchmarks.baseline "
-                                "--tatoeba-all)", height=380)  # fmt: skip
+        fig.update_layout(
+            title="No Tatoeba result over many languages yet (python -m benchmarks.baseline --tatoeba-all)", height=380
+        )
         return fig
     order = rows.groupby("key")["value"].mean().sort_values(ascending=False).index.tolist()
     for source, group in rows.groupby("source", sort=True):
         values = group.set_index("key")["value"].reindex(order)
         label = f"{group['model'].iloc[0]} ({Path(source).stem})"
         fig.add_trace(go.Scatter(x=order, y=values, mode="markers+lines", name=label))
-    fig.update_layout(title=f"Tatoeba over {len(order)} languages: {metric} (sorted by the mean over models)",
-                      yaxis_title=metric, height=440, margin=dict(l=40, r=10, t=50, b=80), xaxis_tickangle=-90,
-                      xaxis_tickfont_size=8)  # fmt: skip
+    fig.update_layout(
+        title=f"Tatoeba over {len(order)} languages: {metric} (sorted by the mean over models)",
+        yaxis_title=metric,
+        height=440,
+        margin=dict(l=40, r=10, t=50, b=80),
+        xaxis_tickangle=-90,
+        xaxis_tickfont_size=8,
+    )
     return fig
 
 
@@ -185,8 +228,13 @@ def curves_plot(roots=None):
     for run, group in curves.groupby("run", sort=True):
         fig.add_trace(go.Scatter(x=group["minutes"], y=group["dev_spearman"], mode="lines+markers", name=run))
     title = "Fine-tuning: dev Spearman vs minutes" if len(curves) else "No fine-tuning runs yet"
-    fig.update_layout(title=title, xaxis_title="minutes", yaxis_title="dev Spearman x100", height=420,
-                      margin=dict(l=40, r=10, t=50, b=40))  # fmt: skip
+    fig.update_layout(
+        title=title,
+        xaxis_title="minutes",
+        yaxis_title="dev Spearman x100",
+        height=420,
+        margin=dict(l=40, r=10, t=50, b=40),
+    )
     return fig
 
 
@@ -198,8 +246,10 @@ def build_tab(state) -> list:
     tasks = found["tasks"][1:]
     first_task = "sts" if "sts" in tasks else (tasks[0] if tasks else None)
     with gr.Tab("Results"):
-        gr.Markdown("Every result file under `results/` and every trained run under `runs/`, one number per row. "
-                    "Click a column header to sort; the filters search every row.")  # fmt: skip
+        gr.Markdown(
+            "Every result file under `results/` and every trained run under `runs/`, one number per row. "
+            "Click a column header to sort; the filters search every row."
+        )
         with gr.Row():
             task = gr.Dropdown(found["tasks"], value=ALL, label="Task")
             model = gr.Dropdown(found["models"], value=ALL, label="Model")
@@ -214,15 +264,27 @@ def build_tab(state) -> list:
         with gr.Tabs():
             with gr.Tab("Table"):
                 # no in-table search box: it would search the shown rows only; the filters above search them all
-                table = gr.Dataframe(rows, label=label, interactive=False, max_height=420, column_widths=COLUMN_WIDTHS,
-                                     wrap=True, elem_id="results-table")  # fmt: skip
+                table = gr.Dataframe(
+                    rows,
+                    label=label,
+                    interactive=False,
+                    max_height=420,
+                    column_widths=COLUMN_WIDTHS,
+                    wrap=True,
+                    elem_id="results-table",
+                )
             with gr.Tab("Plots"):
                 with gr.Row():
                     plot_task = gr.Dropdown(tasks, value=first_task, label="Plot: task")
-                    plot_key = gr.Dropdown(options["keys"], value=options["key"], allow_custom_value=True,
-                                           label="Plot: pair / language / average")  # fmt: skip
-                    plot_metric = gr.Dropdown(options["metrics"], value=options["metric"], label="Plot: metric",
-                                              allow_custom_value=True)  # fmt: skip
+                    plot_key = gr.Dropdown(
+                        options["keys"],
+                        value=options["key"],
+                        allow_custom_value=True,
+                        label="Plot: pair / language / average",
+                    )
+                    plot_metric = gr.Dropdown(
+                        options["metrics"], value=options["metric"], label="Plot: metric", allow_custom_value=True
+                    )
                 bar = gr.Plot(metric_plot(frame, first_task, options["key"], options["metric"]) if first_task else None)
                 with gr.Row():
                     grid = gr.Plot(seed_grid_plot(frame))
@@ -236,10 +298,17 @@ def build_tab(state) -> list:
 
         def on_refresh(task, model, metric, key_contains, plot_task, plot_key, plot_metric):
             (shown, shown_label), found_now, note_now, full = refresh(state, task, model, metric, key_contains)
-            return (gr.update(value=shown, label=shown_label), note_now, gr.update(choices=found_now["tasks"]),
-                    gr.update(choices=found_now["models"]), gr.update(choices=[ALL, *found_now["metrics"]]),
-                    metric_plot(full, plot_task, plot_key, plot_metric), seed_grid_plot(full), curves_plot(),
-                    tatoeba_languages_plot(full))  # fmt: skip
+            return (
+                gr.update(value=shown, label=shown_label),
+                note_now,
+                gr.update(choices=found_now["tasks"]),
+                gr.update(choices=found_now["models"]),
+                gr.update(choices=[ALL, *found_now["metrics"]]),
+                metric_plot(full, plot_task, plot_key, plot_metric),
+                seed_grid_plot(full),
+                curves_plot(),
+                tatoeba_languages_plot(full),
+            )
 
         def on_plot(pt, pk, pm):
             full, _ = load_index(state)
@@ -248,19 +317,28 @@ def build_tab(state) -> list:
         def on_plot_task(pt):
             full, _ = load_index(state)
             o = plot_options(full, pt)
-            return (gr.update(choices=o["keys"], value=o["key"]), gr.update(choices=o["metrics"], value=o["metric"]),
-                    metric_plot(full, pt, o["key"], o["metric"]))  # fmt: skip
+            return (
+                gr.update(choices=o["keys"], value=o["key"]),
+                gr.update(choices=o["metrics"], value=o["metric"]),
+                metric_plot(full, pt, o["key"], o["metric"]),
+            )
 
         filters = [task, model, metric, text]
         for control in (task, model, metric):
             control.change(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
         text.submit(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
-        refresh_button.click(on_refresh, [*filters, plot_task, plot_key, plot_metric],
-                             [table, status, task, model, metric, bar, grid, curve, languages],
-                             api_name="results_refresh", concurrency_limit=2)  # fmt: skip
-        plot_task.input(on_plot_task, plot_task, [plot_key, plot_metric, bar], concurrency_limit=4,
-                        api_visibility="private")  # fmt: skip
+        refresh_button.click(
+            on_refresh,
+            [*filters, plot_task, plot_key, plot_metric],
+            [table, status, task, model, metric, bar, grid, curve, languages],
+            api_name="results_refresh",
+            concurrency_limit=2,
+        )
+        plot_task.input(
+            on_plot_task, plot_task, [plot_key, plot_metric, bar], concurrency_limit=4, api_visibility="private"
+        )
         for control in (plot_key, plot_metric):
-            control.input(on_plot, [plot_task, plot_key, plot_metric], bar, concurrency_limit=4,
-                           api_visibility="private")  # fmt: skip
+            control.input(
+                on_plot, [plot_task, plot_key, plot_metric], bar, concurrency_limit=4, api_visibility="private"
+            )
     return []  # no model picker

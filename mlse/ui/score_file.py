@@ -48,9 +48,11 @@ FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
 EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "pairs_to_score.tsv"
 SUMMARY_COLUMNS = ["model", "kind", "rows scored", "mean cosine", "mean 0–5"]
 GOLD_COLUMNS = ["Pearson ×100", "Spearman ×100"]  # of cosine vs the file's score column
-INTRO = ("Score many pairs at once: upload a file or paste rows, one pair per line (sentence 1, a tab, sentence 2, "
-         "and optionally a tab and a 0–5 score). With a score column the summary shows how well each model agrees "
-         "with it. Stop keeps the rows already scored.")  # fmt: skip
+INTRO = (
+    "Score many pairs at once: upload a file or paste rows, one pair per line (sentence 1, a tab, sentence 2, "
+    "and optionally a tab and a 0–5 score). With a score column the summary shows how well each model agrees "
+    "with it. Stop keeps the rows already scored."
+)
 
 
 class ScoreFileOutput(NamedTuple):
@@ -103,8 +105,15 @@ STOP_FLAGS = StopFlags()
 
 
 # -- the handler ----------------------------------------------------------------------------------------------------
-def score_file(state, file, pasted, models, *, progress: Callable[[int, int, float], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> ScoreFileOutput:  # fmt: skip
+def score_file(
+    state,
+    file,
+    pasted,
+    models,
+    *,
+    progress: Callable[[int, int, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> ScoreFileOutput:
     """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
 
     ``progress(done, total, rows_per_s)`` after each chunk; ``should_stop()`` polled before each chunk (True: keep
@@ -126,8 +135,9 @@ def score_file(state, file, pasted, models, *, progress: Callable[[int, int, flo
             loaded[name] = state.encoder(name)
         except Exception as exc:  # an unknown name, missing files, a broken run: the others still score
             failures.append((name, _why(exc)))
-    columns, run, failed_while_scoring = _score(loaded, table.role("sentence1"), table.role("sentence2"),
-                                                progress, should_stop)  # fmt: skip
+    columns, run, failed_while_scoring = _score(
+        loaded, table.role("sentence1"), table.role("sentence2"), progress, should_stop
+    )
     failures += failed_while_scoring
     scored = [name for name in loaded if column_name(name, COSINE) in columns]
     frame = table.frame()
@@ -158,8 +168,9 @@ def _chosen(state, models) -> tuple[list[str], list[str], list[tuple[str, str]]]
     return [n for n in names if n in offered], notes, refused
 
 
-def _score(loaded: dict, s1: list[str], s2: list[str], progress, should_stop
-           ) -> tuple[dict[str, np.ndarray], ScoreRun, list[tuple[str, str]]]:  # fmt: skip
+def _score(
+    loaded: dict, s1: list[str], s2: list[str], progress, should_stop
+) -> tuple[dict[str, np.ndarray], ScoreRun, list[tuple[str, str]]]:
     """:func:`mlse.api.score_rows` over the file; a model whose encoding fails is dropped and named, and the others
     are scored again (their embedding caches make the rows already done cheap)."""
     failures: list[tuple[str, str]] = []
@@ -176,8 +187,9 @@ def _score(loaded: dict, s1: list[str], s2: list[str], progress, should_stop
                 raise
 
         try:
-            columns, run = score_rows(models, s1, s2, chunk=FILE_CHUNK, progress=progress, should_stop=should_stop,
-                                      encode=encode)  # fmt: skip
+            columns, run = score_rows(
+                models, s1, s2, chunk=FILE_CHUNK, progress=progress, should_stop=should_stop, encode=encode
+            )
             return columns, run, failures
         except Exception as exc:  # noqa: BLE001 - one model's failure must not take the others down
             bad = failing[-1] if failing and failing[-1] in models else None
@@ -194,8 +206,9 @@ def _why(exc: Exception) -> str:
     return f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"
 
 
-def _outcome_notes(state, scored: list[str], failures: list[tuple[str, str]], run: ScoreRun,
-                   columns: dict[str, np.ndarray]) -> list[str]:  # fmt: skip
+def _outcome_notes(
+    state, scored: list[str], failures: list[tuple[str, str]], run: ScoreRun, columns: dict[str, np.ndarray]
+) -> list[str]:
     notes = []
     if failures:
         notes.append("**Not scored:** " + "; ".join(f"`{md_code(n)}`: {md_escape(why)}" for n, why in failures))
@@ -203,8 +216,10 @@ def _outcome_notes(state, scored: list[str], failures: list[tuple[str, str]], ru
         return notes
     speed = f" ({run.rows_per_second:,.0f} rows/s)" if math.isfinite(run.rows_per_second) else ""
     if run.stopped:
-        notes.append(f"**Stopped after {run.done:,} of {run.total:,} rows**{speed}. The summary covers those rows; "
-                     "the download holds every row, blank where not scored.")  # fmt: skip
+        notes.append(
+            f"**Stopped after {run.done:,} of {run.total:,} rows**{speed}. The summary covers those rows; "
+            "the download holds every row, blank where not scored."
+        )
     else:
         notes.append(f"Scored {run.total:,} row(s) with {len(scored)} model(s) in {run.seconds:.1f} s{speed}.")
     uncalibrated = [n for n in scored if column_name(n, CALIBRATED) not in columns]
@@ -264,8 +279,13 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
     rows = []
     for name in names:
         cosine = columns[column_name(name, COSINE)]
-        row = [name, _kind(state, name), int(np.isfinite(cosine).sum()), _shown(_mean(cosine), 4),
-               _shown(_mean(columns.get(column_name(name, CALIBRATED))), 2)]  # fmt: skip
+        row = [
+            name,
+            _kind(state, name),
+            int(np.isfinite(cosine).sum()),
+            _shown(_mean(cosine), 4),
+            _shown(_mean(columns.get(column_name(name, CALIBRATED))), 2),
+        ]
         if gold is not None:
             row += [_shown(r, 2) for r in correlations(cosine, gold)]
         rows.append(row)
@@ -332,8 +352,9 @@ def build_section(state) -> list[ModelPicker]:
         with gr.Row():
             upload = gr.File(label="File of sentence pairs", file_types=FILE_TYPES, type="filepath")
             with gr.Column():
-                pasted = gr.Textbox(label="…or paste pairs: sentence 1 <TAB> sentence 2 [<TAB> score]", lines=5,
-                                    max_lines=12)  # fmt: skip
+                pasted = gr.Textbox(
+                    label="…or paste pairs: sentence 1 <TAB> sentence 2 [<TAB> score]", lines=5, max_lines=12
+                )
                 example = gr.Button("Paste the example file", size="sm")
         gr.Markdown(limits_note())
         models = gr.CheckboxGroup(choices, value=selected, label="Models for the file")
@@ -364,11 +385,16 @@ def build_section(state) -> list[ModelPicker]:
 
         for handler in (score_pairs_file, stop_scoring):  # real objects: this module's annotations are strings, and
             handler.__annotations__ = {"request": gr.Request}  # gr (imported here) is not among its globals
-        start.click(score_pairs_file, [upload, pasted, models], [message, summary, preview, download],
-                    api_name="score_file", concurrency_limit=FILE_CONCURRENCY, concurrency_id="score_file")  # fmt: skip
+        start.click(
+            score_pairs_file,
+            [upload, pasted, models],
+            [message, summary, preview, download],
+            api_name="score_file",
+            concurrency_limit=FILE_CONCURRENCY,
+            concurrency_id="score_file",
+        )
         # Unqueued, so it is handled at once while the file is being scored (not behind it)
         stop.click(stop_scoring, None, None, api_name="stop_score_file", queue=False)
-        example.click(lambda: (None, example_text()), None, [upload, pasted], api_visibility="private",
-                      queue=False)  # fmt: skip
+        example.click(lambda: (None, example_text()), None, [upload, pasted], api_visibility="private", queue=False)
         check_inputs(models, allowed=state.model_names)
     return [ModelPicker(models, multi=True, labelled=True)]

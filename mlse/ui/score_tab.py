@@ -2,8 +2,9 @@
 
 The table has one row per model: backbones, backbones with the Stage-1 head, with Stage 1+2, and fine-tuned students,
 so one glance shows what each training step changes for this pair. The language of each sentence is detected offline
-(mlse.text.language_id) and can be overridden; the choice is shown with the result. Handlers are plain functions of
-``(state, ...)`` returning DataFrames and markdown, so tests call them without a browser.
+(mlse.text.language_id) and can be overridden; the choice is shown with the result (how a sentence is cleaned and
+its language found: :mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)`` returning
+DataFrames and markdown, so tests call them without a browser.
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ import pandas as pd
 from mlse.api import pair_scores
 from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
-from mlse.text.control_chars import strip_controls
-from mlse.text.language_id import UNDETERMINED, detect_language, detector_name, language_choices, language_name
+from mlse.text.language_id import detector_name, language_name
 from mlse.ui import explain_sections, score_file
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
+from mlse.ui.sentence_input import (
+    AUTO,
+    clean_text,
+    detect_api,
+    detect_handler,
+    language_options,
+    resolve_language,
+    warm_up_detector,
+)
 from mlse.ui.text import md_code, md_escape
 
-MAX_CHARS = 2000  # sentence encoders truncate long inputs anyway (MiniLM: 256 tokens); keep requests small
 MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
 # each model's encoder call, while the work per request outside it (detection, a small table) stays light.
@@ -34,7 +42,6 @@ SCORE_CONCURRENCY = 20
 # Direct API calls scored at once: Gradio runs unqueued calls in its 40 worker threads, so more would wait anyway
 API_MAX_IN_FLIGHT = 32
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
-AUTO = "auto"
 COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
@@ -48,62 +55,9 @@ CALIBRATION_NOTE = (
 )
 
 
-# -- input hygiene --------------------------------------------------------------------------------------------------
-def clean_text(text: str | None) -> tuple[str, str]:
-    """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "").
-
-    Which characters go is :mod:`mlse.text.control_chars`'s rule: real controls and bidi overrides; joiners (U+200C,
-    U+200D), variation selectors and other meaningful format characters stay: removing them changes the text scored.
-    """
-    raw = text if isinstance(text, str) else ""
-    kept, removed = strip_controls(raw)
-    notices = []
-    if removed:
-        notices.append(f"removed {removed} control character(s)")
-    kept = kept.strip()
-    if len(kept) > MAX_CHARS:
-        notices.append(f"truncated from {len(kept):,} to {MAX_CHARS:,} characters")
-        kept = kept[:MAX_CHARS]
-    return kept, "; ".join(notices)
-
-
 def _echo(text: str) -> str:
     short = text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
     return md_escape(short)
-
-
-# -- languages ------------------------------------------------------------------------------------------------------
-def language_options() -> list[tuple[str, str]]:
-    """Choices for the language pickers: auto-detect first, then the project's languages, then the others."""
-    return [("auto-detect", AUTO), *language_choices()]
-
-
-def detect_handler(text: str | None) -> str:
-    """Live label under a sentence box: the detected language and how sure the detector is."""
-    cleaned, _ = clean_text(text)
-    if not cleaned:
-        return ""
-    code, confidence = detect_language(cleaned)
-    if code == UNDETERMINED:
-        return "Detected language: undetermined"
-    return f"Detected language: **{language_name(code)}** (`{code}`, {confidence:.0%})"
-
-
-def detect_api(text: str) -> tuple[str, float]:
-    """The API's language detector: (ISO 639-1-ish code or "und", confidence) for one text."""
-    return detect_language(clean_text(text)[0])
-
-
-def resolve_language(text: str, override: str | None) -> tuple[str, str]:
-    """(code, how it was chosen) for one sentence: the user's override if it is a known code, else detection."""
-    code, confidence = detect_language(text)
-    known = {c for _, c in language_choices()}
-    if override and override != AUTO:
-        if override in known:
-            how = "set by you" + (f"; detector said {code}" if code not in (override, UNDETERMINED) else "")
-            return override, how
-        return code, f"detected, {confidence:.0%}; unknown language “{md_escape(str(override))}” ignored"
-    return code, (f"detected, {confidence:.0%}" if code != UNDETERMINED else "could not be detected")
 
 
 # -- models ---------------------------------------------------------------------------------------------------------
@@ -131,8 +85,9 @@ def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]
     """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
     :func:`mlse.api.pair_scores`, through the app's micro-batcher (concurrent requests share one encoder call)."""
     batcher = getattr(state, "batcher", None)
-    cos, calibrated = pair_scores(state.encoder(name), [s1], [s2],
-                                  encode=batcher.encode if batcher is not None else None)  # fmt: skip
+    cos, calibrated = pair_scores(
+        state.encoder(name), [s1], [s2], encode=batcher.encode if batcher is not None else None
+    )
     return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
 
 
@@ -181,8 +136,11 @@ def score_pair(
     problems = [f"`{md_code(name)}`: {md_escape(why)}" for name, why in failures]
     table = pd.DataFrame(rows, columns=COLUMNS)
     calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
-    return table, with_preparing_note(state, "score", _status(s1, s2, lang1, lang2, gold, notices, problems,
-                                      scored=len(rows), calibration_notes=calibration_notes))  # fmt: skip
+    return table, with_preparing_note(
+        state,
+        "score",
+        _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows), calibration_notes=calibration_notes),
+    )
 
 
 def _clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:
@@ -196,8 +154,9 @@ def _capped(names: list[str]) -> tuple[list[str], int]:
     return names[:MAX_MODELS], len(names)
 
 
-def score_models(state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
-                 ) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:  # fmt: skip
+def score_models(
+    state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
+) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:
     """(name, kind, cosine, calibrated or None) for every model that scored the (cleaned) pair, and (name, why) for
     every one that could not: one broken model never takes the others down with it."""
     scores, failures = [], []
@@ -235,16 +194,21 @@ def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) 
     # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
     # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
     offered = set(state.model_names())
-    refused = [(name, "not a model offered here (the Models list of the Score tab names them)")
-               for name in names if name not in offered]  # fmt: skip
+    refused = [
+        (name, "not a model offered here (the Models list of the Score tab names them)")
+        for name in names
+        if name not in offered
+    ]
     scores, failures = score_models(state, [n for n in names if n in offered], s1, s2)
     failures = refused + failures
-    answer["scores"] = [{"model": name, "kind": kind, "cosine": round(cos, 4),
-                         "calibrated": round(cal, 2) if cal is not None else None}
-                        for name, kind, cos, cal in scores]  # fmt: skip
+    answer["scores"] = [
+        {"model": name, "kind": kind, "cosine": round(cos, 4), "calibrated": round(cal, 2) if cal is not None else None}
+        for name, kind, cos, cal in scores
+    ]
     answer["not_scored"] = [{"model": name, "why": why} for name, why in failures]
-    answer["languages"] = [dict(zip(("code", "how"), resolve_language(text, override)))
-                           for text, override in ((s1, lang1), (s2, lang2))]  # fmt: skip
+    answer["languages"] = [
+        dict(zip(("code", "how"), resolve_language(text, override))) for text, override in ((s1, lang1), (s2, lang2))
+    ]
     return answer
 
 
@@ -313,15 +277,6 @@ def example_label(example: dict) -> str:
     return f"{example.get('lang1', '?')}–{example.get('lang2', '?')}{gold} · {example.get('note', '')}"
 
 
-def warm_up_detector() -> threading.Thread:
-    """Load the language detector now, in the background: unpacking langid's model briefly takes ~100 MB more than it
-    keeps, which at start-up (before any model is loaded) does not add to the app's peak memory, and the first
-    request does not wait ~1 s for it."""
-    thread = threading.Thread(target=detector_name, name="mlse-langid-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
 # -- layout ---------------------------------------------------------------------------------------------------------
 def build_tab(state) -> list[ModelPicker]:
     import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
@@ -331,8 +286,10 @@ def build_tab(state) -> list[ModelPicker]:
     languages = language_options()
     examples = load_examples()
     with gr.Tab("Score a pair"):
-        gr.Markdown("Type two sentences in any languages (or pick an example below) and compare every model: "
-                    "backbones, +Stage 1, +Stage 1+2 and fine-tuned students.")  # fmt: skip
+        gr.Markdown(
+            "Type two sentences in any languages (or pick an example below) and compare every model: "
+            "backbones, +Stage 1, +Stage 1+2 and fine-tuned students."
+        )
         with gr.Row():
             with gr.Column():
                 s1 = gr.Textbox(label="Sentence 1", lines=2, max_length=100_000)
@@ -351,8 +308,12 @@ def build_tab(state) -> list[ModelPicker]:
         table = gr.Dataframe(value=empty_table(), label="Similarity", interactive=False, wrap=True)
         status = gr.Markdown()
         if examples:
-            gr.Examples([[e["sentence1"], e["sentence2"], e["gold"]] for e in examples], inputs=[s1, s2, gold],
-                        example_labels=[example_label(e) for e in examples], label="Examples")  # fmt: skip
+            gr.Examples(
+                [[e["sentence1"], e["sentence2"], e["gold"]] for e in examples],
+                inputs=[s1, s2, gold],
+                example_labels=[example_label(e) for e in examples],
+                label="Examples",
+            )
 
         def run(sentence1, sentence2, models, lang1, lang2, gold, progress=gr.Progress()):
             return score_pair(state, sentence1, sentence2, models, lang1, lang2, gold, lambda f, d: progress(f, desc=d))
@@ -362,8 +323,15 @@ def build_tab(state) -> list[ModelPicker]:
             return gr.update(choices=c, value=sel), n
 
         for box, label in ((s1, detected1), (s2, detected2)):
-            box.change(detect_handler, box, label, trigger_mode="always_last", show_progress="hidden",
-                       concurrency_limit=4, api_visibility="private")  # fmt: skip
+            box.change(
+                detect_handler,
+                box,
+                label,
+                trigger_mode="always_last",
+                show_progress="hidden",
+                concurrency_limit=4,
+                api_visibility="private",
+            )
             # typed text is no longer the example: its reference score no longer applies
             box.input(lambda: None, None, gold, show_progress="hidden", concurrency_limit=4, api_visibility="private")
         inputs = [s1, s2, models, lang1, lang2, gold]
@@ -375,8 +343,9 @@ def build_tab(state) -> list[ModelPicker]:
         gr.api(detect_api, api_name="detect_language", concurrency_limit=4)
         direct = DirectApi(state)
 
-        def score(sentence1: str, sentence2: str, models: list[str] | None = None, lang1: str = AUTO,
-                  lang2: str = AUTO) -> dict:  # fmt: skip
+        def score(
+            sentence1: str, sentence2: str, models: list[str] | None = None, lang1: str = AUTO, lang2: str = AUTO
+        ) -> dict:
             """Score a pair of sentences with each model named (none: the page's default selection). Returns
             {"scores": [{"model", "kind", "cosine", "calibrated"}], "languages", "notices", "not_scored"}."""
             try:

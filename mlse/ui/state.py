@@ -61,9 +61,16 @@ class ModelInfo:
 
     @property
     def label(self) -> str:
-        notes = [n for n in (MODEL_NOTES.get(self.name), "downloads on first use" if self.needs_download else "",
-                             "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
-                             f"partial: {self.partial}" if self.partial else "") if n]  # fmt: skip
+        notes = [
+            n
+            for n in (
+                MODEL_NOTES.get(self.name),
+                "downloads on first use" if self.needs_download else "",
+                "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
+                f"partial: {self.partial}" if self.partial else "",
+            )
+            if n
+        ]
         return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes)
 
 
@@ -240,4 +247,3 @@ def _loads_offline(name: str) -> bool:
     except MlseError:
         return False
     return spec.source != "scorer" and spec_status(spec).startswith("available")
-

@@ -6,7 +6,7 @@ browser. Their ``source`` is a Tatoeba language code or a user's bitext (a :clas
 read by :func:`mlse.ui.tatoeba_upload.read_bitext` and held in ``gr.State``): both are scored by the same
 :class:`~mlse.evaluation.runners.TatoebaLanguage` (for a language, the same numbers as ``python -m mlse eval --task
 tatoeba``), so retrieval, details and compare share one code path. Each (model, language or bitext content) result is
-kept in a small in-process memo, so a second look costs nothing.
+kept in a small in-process memo, so a second look costs nothing (:mod:`mlse.ui.tatoeba_views`).
 
 No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
 handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
@@ -15,17 +15,16 @@ handler (a string annotation naming a local import cannot be resolved, and the e
 import pandas as pd
 
 from mlse.analysis.retrieval_errors import compare_errors, query_neighbours
-from mlse.data.tatoeba import tatoeba_languages
 from mlse.data.types import ParallelCorpus
 from mlse.errors import MlseError
-from mlse.evaluation.bitext_view import bitext_notes, score_bitext
-from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage, tatoeba_language
-from mlse.memo import MB, BytesMemo
+from mlse.evaluation.bitext_view import bitext_notes
+from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage
 from mlse.ui.explain_sections import build_error_section
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
+from mlse.ui.tatoeba_views import MARGIN_K, languages, source_view
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import limits_note
 
@@ -33,12 +32,21 @@ DEFAULT_LANG = "deu"
 DATA_CHOICES = ("Tatoeba", "Your bitext")
 NO_BITEXT = "Read your bitext first: upload a file or paste rows, then press *Show errors on my bitext*."
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
-MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 N_NEIGHBOURS = 10
 DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
 
-ERROR_COLUMNS = ["direction", "index", "query", "retrieved", "gold", "sim_retrieved", "sim_gold",
-                 "margin_retrieved", "margin_gold", "rank_of_gold"]  # fmt: skip
+ERROR_COLUMNS = [
+    "direction",
+    "index",
+    "query",
+    "retrieved",
+    "gold",
+    "sim_retrieved",
+    "sim_gold",
+    "margin_retrieved",
+    "margin_gold",
+    "rank_of_gold",
+]
 ERROR_TYPES = ["str", "number", "str", "str", "str", "number", "number", "number", "number", "number"]
 ERROR_WIDTHS = ["7%", "6%", "22%", "22%", "22%", "4%", "4%", "4%", "4%", "5%"]  # the sentences get the room
 NEIGHBOUR_COLUMNS = ["rank", "sentence", "cosine", "margin", "note"]
@@ -47,37 +55,6 @@ NEIGHBOUR_WIDTHS = ["7%", "63%", "10%", "10%", "10%"]
 COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
 COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
-
-# (model identity, language, file, k) or ("bitext", model identity, content hash, k) -> TatoebaLanguage: two embedding
-# matrices each, so bounded by bytes (mlse.memo)
-_memo = BytesMemo("tatoeba_tab.views", 128 * MB)
-
-
-def languages(state) -> list[str]:
-    """The LASER Tatoeba languages found in the data directory ([] when it is missing)."""
-    try:
-        return tatoeba_languages(state.data_dir)
-    except MlseError:
-        return []
-
-
-def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
-    """One language scored with one model (through the embedding cache); memoised per model identity and data file."""
-    if not (lang or "").strip():
-        raise MlseError("Choose a Tatoeba language.")
-    if not (model or "").strip():
-        raise MlseError("Choose a model.")
-    encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
-    return tatoeba_language(encoder, lang, data_dir=state.data_dir, k=MARGIN_K, memo=_memo)
-
-
-def source_view(state, source, model: str) -> TatoebaLanguage:
-    """A Tatoeba language (its code) or a user's bitext (a ParallelCorpus) scored with one model, memoised."""
-    if not isinstance(source, ParallelCorpus):
-        return tatoeba_view(state, source, model)
-    if not (model or "").strip():
-        raise MlseError("Choose a model.")
-    return score_bitext(state.encoder(model), source, k=MARGIN_K, memo=_memo)
 
 
 def _labels(source) -> dict[str, str]:
@@ -98,19 +75,21 @@ def _summary(source, view: TatoebaLanguage, model: str, criterion: str, n_errors
     m = view.metrics
     title, src, tgt, label = _sides(source, view)
     to, back = label["to_en"], label["from_en"]
-    return "\n".join([
-        f"**{md_escape(model)}** on {title} ({len(view.src)} pairs); errors listed under the **{criterion}** "
-        "criterion.",
-        "",
-        "| direction | accuracy (cosine) | accuracy (margin) | errors listed |",
-        "|---|---|---|---|",
-        f"| {to}: {src} queries {tgt} | {m['acc_to_en']:.1f} | {m['acc_to_en_margin']:.1f} | {n_errors['to_en']} |",
-        f"| {back}: {tgt} queries {src} | {m['acc_from_en']:.1f} | {m['acc_from_en_margin']:.1f} "
-        f"| {n_errors['from_en']} |",
-        f"| mean | {m['acc_mean']:.1f} | {m['acc_mean_margin']:.1f} | |",
-        "",
-        f"xSIM error ({src} as source, ratio margin): {m['xsim_error']:.1f}%. Select a row for its neighbours.",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"**{md_escape(model)}** on {title} ({len(view.src)} pairs); errors listed under the **{criterion}** "
+            "criterion.",
+            "",
+            "| direction | accuracy (cosine) | accuracy (margin) | errors listed |",
+            "|---|---|---|---|",
+            f"| {to}: {src} queries {tgt} | {m['acc_to_en']:.1f} | {m['acc_to_en_margin']:.1f} | {n_errors['to_en']} |",
+            f"| {back}: {tgt} queries {src} | {m['acc_from_en']:.1f} | {m['acc_from_en_margin']:.1f} "
+            f"| {n_errors['from_en']} |",
+            f"| mean | {m['acc_mean']:.1f} | {m['acc_mean_margin']:.1f} | |",
+            "",
+            f"xSIM error ({src} as source, ratio margin): {m['xsim_error']:.1f}%. Select a row for its neighbours.",
+        ]
+    )
 
 
 def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
@@ -165,22 +144,26 @@ def details(state, source, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str,
     except MlseError as exc:
         return md_escape(str(exc)), empty
     q_emb, b_emb, q_texts, b_texts = (
-        (view.src_emb, view.tgt_emb, view.src, view.tgt) if direction == "to_en"
+        (view.src_emb, view.tgt_emb, view.src, view.tgt)
+        if direction == "to_en"
         else (view.tgt_emb, view.src_emb, view.tgt, view.src)
-    )  # fmt: skip
+    )
     nn = query_neighbours(q_emb, b_emb, index, k=int(k), margin_k=MARGIN_K)
     rows = []
     for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
-        rows.append([rank, b_texts[j], round(float(cos), DECIMALS), round(float(marg), DECIMALS),
-                     "gold" if j == index else ""])  # fmt: skip
-    text = "\n".join([
-        f"**Query** ({_sides(source, view)[3][direction]}, #{index}): {md_escape(q_texts[index])}",
-        "",
-        f"**Gold translation**: {md_escape(b_texts[index])}",
-        "",
-        f"Gold: cosine {nn['gold_cosine']:.4f} (rank {nn['gold_rank_cosine']}), ratio margin {nn['gold_margin']:.4f} "
-        f"(rank {nn['gold_rank_margin']}) among {len(b_texts)} candidates.",
-    ])  # fmt: skip
+        rows.append(
+            [rank, b_texts[j], round(float(cos), DECIMALS), round(float(marg), DECIMALS), "gold" if j == index else ""]
+        )
+    text = "\n".join(
+        [
+            f"**Query** ({_sides(source, view)[3][direction]}, #{index}): {md_escape(q_texts[index])}",
+            "",
+            f"**Gold translation**: {md_escape(b_texts[index])}",
+            "",
+            f"Gold: cosine {nn['gold_cosine']:.4f} (rank {nn['gold_rank_cosine']}), "
+            f"ratio margin {nn['gold_margin']:.4f} (rank {nn['gold_rank_margin']}) among {len(b_texts)} candidates.",
+        ]
+    )
     return text, pd.DataFrame(rows, columns=NEIGHBOUR_COLUMNS)
 
 
@@ -205,8 +188,9 @@ def compare(state, source, model_a: str, model_b: str, criterion: str = "cosine"
     return text, pd.DataFrame(rows, columns=COMPARE_COLUMNS) if rows else empty
 
 
-def bitext_retrieval(state, file, pasted: str | None, model: str, criterion: str = "cosine",
-                     columns: str | None = "") -> tuple[str, pd.DataFrame, ParallelCorpus | None]:  # fmt: skip
+def bitext_retrieval(
+    state, file, pasted: str | None, model: str, criterion: str = "cosine", columns: str | None = ""
+) -> tuple[str, pd.DataFrame, ParallelCorpus | None]:
     """The user's bitext (an upload, else pasted rows; ``columns`` picks two of more) scored like a Tatoeba language
     -> (what was read + the summary + caveats, errors table, the corpus to hold for details and compare, or None)."""
     corpus, message = read_bitext(file, pasted, columns)
@@ -237,23 +221,40 @@ def build_tab(state) -> list[ModelPicker]:
     names = state.model_names()
     preferred = state.preferred_model()  # me5-small on a full install
     with gr.Tab("Tatoeba errors"):
-        data = gr.Radio(list(DATA_CHOICES), value=DATA_CHOICES[0], label="Data",
-                        info="A LASER Tatoeba language paired with English, or your own aligned sentences")  # fmt: skip
+        data = gr.Radio(
+            list(DATA_CHOICES),
+            value=DATA_CHOICES[0],
+            label="Data",
+            info="A LASER Tatoeba language paired with English, or your own aligned sentences",
+        )
         with gr.Column(visible=True) as tatoeba_inputs:
             if not langs:
                 gr.Markdown("No Tatoeba data found: set MLSE_DATA to the data directory (it needs tatoeba_laser_v1/).")
-            lang = gr.Dropdown(langs, value=DEFAULT_LANG if DEFAULT_LANG in langs else (langs or [None])[0],
-                               label="Language (paired with English)")  # fmt: skip
+            lang = gr.Dropdown(
+                langs,
+                value=DEFAULT_LANG if DEFAULT_LANG in langs else (langs or [None])[0],
+                label="Language (paired with English)",
+            )
         with gr.Column(visible=False) as bitext_inputs:
             with gr.Row():
-                file = gr.File(label="Bitext: two aligned columns, header of language codes optional (en, de)",
-                               type="filepath", file_types=[".tsv", ".csv", ".jsonl", ".txt"])  # fmt: skip
-                pasted = gr.Textbox(label="...or paste rows: source TAB target (used when no file is given)",
-                                    lines=6, max_lines=12, placeholder="en\tde\nIt is raining.\tEs regnet.")
+                file = gr.File(
+                    label="Bitext: two aligned columns, header of language codes optional (en, de)",
+                    type="filepath",
+                    file_types=[".tsv", ".csv", ".jsonl", ".txt"],
+                )
+                pasted = gr.Textbox(
+                    label="...or paste rows: source TAB target (used when no file is given)",
+                    lines=6,
+                    max_lines=12,
+                    placeholder="en\tde\nIt is raining.\tEs regnet.",
+                )
             with gr.Row():
-                columns = gr.Textbox(label="Columns (optional)", placeholder="en, fr  or  1 3", scale=1,
-                                     info="Two of the file's language columns, when it has more; the first two "
-                                     "by default.")  # fmt: skip
+                columns = gr.Textbox(
+                    label="Columns (optional)",
+                    placeholder="en, fr  or  1 3",
+                    scale=1,
+                    info="Two of the file's language columns, when it has more; the first two by default.",
+                )
                 example = gr.Button("Paste the example", scale=0)
             gr.Markdown(md_escape(limits_note()))
         with gr.Row():
@@ -262,13 +263,25 @@ def build_tab(state) -> list[ModelPicker]:
             run = gr.Button("Show errors", variant="primary")
             run_bitext = gr.Button("Show errors on my bitext", variant="primary", visible=False)
         summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
-        table = gr.Dataframe(headers=ERROR_COLUMNS, datatype=ERROR_TYPES, label="Errors (select a row)",
-                             interactive=False, wrap=True, column_widths=ERROR_WIDTHS)  # fmt: skip
+        table = gr.Dataframe(
+            headers=ERROR_COLUMNS,
+            datatype=ERROR_TYPES,
+            label="Errors (select a row)",
+            interactive=False,
+            wrap=True,
+            column_widths=ERROR_WIDTHS,
+        )
         shown = gr.State(None)  # (source, model) the table was computed for, so a later dropdown change is harmless
         held = gr.State(None)  # the user's bitext as last read: an upload is deleted once read in public mode
         detail_md = gr.Markdown(latex_delimiters=[])
-        neighbours = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours",
-                                  interactive=False, wrap=True, column_widths=NEIGHBOUR_WIDTHS)  # fmt: skip
+        neighbours = gr.Dataframe(
+            headers=NEIGHBOUR_COLUMNS,
+            datatype=NEIGHBOUR_TYPES,
+            label="Nearest neighbours",
+            interactive=False,
+            wrap=True,
+            column_widths=NEIGHBOUR_WIDTHS,
+        )
         build_error_section(state, table, shown, ERROR_COLUMNS)  # the selected error explained, side by side
         with gr.Accordion("Compare two scorers", open=False):
             with gr.Row():
@@ -277,8 +290,13 @@ def build_tab(state) -> list[ModelPicker]:
                 cmp_button = gr.Button("Compare")
                 cmp_bitext = gr.Button("Compare on my bitext", visible=False)
             cmp_md = gr.Markdown(latex_delimiters=[])
-            cmp_table = gr.Dataframe(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, wrap=True,
-                                     column_widths=COMPARE_WIDTHS)  # fmt: skip
+            cmp_table = gr.Dataframe(
+                headers=COMPARE_COLUMNS,
+                datatype=COMPARE_TYPES,
+                interactive=False,
+                wrap=True,
+                column_widths=COMPARE_WIDTHS,
+            )
 
         def on_data(choice):
             mine = choice == DATA_CHOICES[1]
@@ -288,10 +306,17 @@ def build_tab(state) -> list[ModelPicker]:
             text, df = retrieval(state, language, scorer, retrieval_criterion)
             return text, df, (language, scorer)
 
-        def on_run_bitext(bitext_file, pasted_rows, language_columns, scorer, retrieval_criterion,
-                          progress=gr.Progress(track_tqdm=True)):  # fmt: skip
-            text, df, corpus = bitext_retrieval(state, bitext_file, pasted_rows, scorer, retrieval_criterion,
-                                                language_columns)  # fmt: skip
+        def on_run_bitext(
+            bitext_file,
+            pasted_rows,
+            language_columns,
+            scorer,
+            retrieval_criterion,
+            progress=gr.Progress(track_tqdm=True),
+        ):
+            text, df, corpus = bitext_retrieval(
+                state, bitext_file, pasted_rows, scorer, retrieval_criterion, language_columns
+            )
             return text, df, (corpus, scorer) if corpus is not None else None, corpus
 
         def on_select(shown_, evt: gr.SelectData):
@@ -308,17 +333,38 @@ def build_tab(state) -> list[ModelPicker]:
         def paste_example():
             return EXAMPLE.read_text(encoding="utf-8"), None
 
-        data.change(on_data, data, [tatoeba_inputs, bitext_inputs, run, run_bitext, cmp_button, cmp_bitext],
-                    concurrency_limit=4, api_visibility="private")  # fmt: skip
-        run.click(on_run, [lang, model, criterion], [summary, table, shown], api_name="tatoeba_errors",
-                  concurrency_limit=1)  # fmt: skip
-        run_bitext.click(on_run_bitext, [file, pasted, columns, model, criterion], [summary, table, shown, held],
-                         api_name="tatoeba_bitext_errors", concurrency_limit=1)  # fmt: skip
+        data.change(
+            on_data,
+            data,
+            [tatoeba_inputs, bitext_inputs, run, run_bitext, cmp_button, cmp_bitext],
+            concurrency_limit=4,
+            api_visibility="private",
+        )
+        run.click(
+            on_run, [lang, model, criterion], [summary, table, shown], api_name="tatoeba_errors", concurrency_limit=1
+        )
+        run_bitext.click(
+            on_run_bitext,
+            [file, pasted, columns, model, criterion],
+            [summary, table, shown, held],
+            api_name="tatoeba_bitext_errors",
+            concurrency_limit=1,
+        )
         table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2, api_visibility="private")
-        cmp_button.click(on_compare, [lang, model_a, model_b, criterion], [cmp_md, cmp_table],
-                         api_name="tatoeba_compare", concurrency_limit=1)  # fmt: skip
-        cmp_bitext.click(on_compare_bitext, [held, model_a, model_b, criterion], [cmp_md, cmp_table],
-                         api_name="tatoeba_bitext_compare", concurrency_limit=1)  # fmt: skip
+        cmp_button.click(
+            on_compare,
+            [lang, model_a, model_b, criterion],
+            [cmp_md, cmp_table],
+            api_name="tatoeba_compare",
+            concurrency_limit=1,
+        )
+        cmp_bitext.click(
+            on_compare_bitext,
+            [held, model_a, model_b, criterion],
+            [cmp_md, cmp_table],
+            api_name="tatoeba_bitext_compare",
+            concurrency_limit=1,
+        )
         example.click(paste_example, None, [pasted, file], api_visibility="private", concurrency_limit=4)
         check_inputs(data, lang, criterion)
         check_inputs(model, model_a, model_b, allowed=state.model_names)

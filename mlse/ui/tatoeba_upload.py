@@ -35,9 +35,15 @@ def pick_columns(table: UserTable, choice: str | None = None) -> tuple[str, str,
     if not wanted:
         if len(columns) == 2:
             return columns[0], columns[1], ""
-        return columns[0], columns[1], (f"The file has {len(columns)} language columns ({offer}); using the first "
-                                        f"two, {columns[0]} and {columns[1]}. Name two under Columns to use "
-                                        "others.")  # fmt: skip
+        return (
+            columns[0],
+            columns[1],
+            (
+                f"The file has {len(columns)} language columns ({offer}); using the first "
+                f"two, {columns[0]} and {columns[1]}. Name two under Columns to use "
+                "others."
+            ),
+        )
     if len(wanted) != 2:
         raise DataError(f"Columns: expected two column names or numbers, got {choice.strip()!r}; the file has {offer}")
     picked = [_column(table, w, offer) for w in wanted]

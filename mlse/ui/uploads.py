@@ -40,8 +40,7 @@ def limits_note() -> str:
     """One line for the page: how large an upload may be here."""
     rows, size = upload_limits()
     where = "this public deployment" if public_mode() else "this app"
-    return (f"Files up to {rows:,} rows and {size / 1e6:g} MB on {where}: TSV, CSV or JSONL, UTF-8, "
-            "header optional.")  # fmt: skip
+    return f"Files up to {rows:,} rows and {size / 1e6:g} MB on {where}: TSV, CSV or JSONL, UTF-8, header optional."
 
 
 def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[UserTable | None, str]:
@@ -56,15 +55,25 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
         return None, "Upload a file or paste rows first."
     max_rows, max_bytes = upload_limits()
     if path is not None and not os.path.exists(path):
-        return None, (f"{md_escape(display_name(path))}: the uploaded file is gone (uploads are deleted once read"
-                      f"{' on this public deployment' if public_mode() else ''}); upload it again.")  # fmt: skip
+        return None, (
+            f"{md_escape(display_name(path))}: the uploaded file is gone (uploads are deleted once read"
+            f"{' on this public deployment' if public_mode() else ''}); upload it again."
+        )
     try:
         if path is not None:
-            table = read_table(path, kind=kind, name=display_name(path), gold_range=gold_range, bad_rows="skip",
-                               max_rows=max_rows, max_bytes=max_bytes)  # fmt: skip
+            table = read_table(
+                path,
+                kind=kind,
+                name=display_name(path),
+                gold_range=gold_range,
+                bad_rows="skip",
+                max_rows=max_rows,
+                max_bytes=max_bytes,
+            )
         else:
-            table = read_table(text=text, kind=kind, gold_range=gold_range, bad_rows="skip", max_rows=max_rows,
-                               max_bytes=max_bytes)  # fmt: skip
+            table = read_table(
+                text=text, kind=kind, gold_range=gold_range, bad_rows="skip", max_rows=max_rows, max_bytes=max_bytes
+            )
     except MlseError as exc:
         return None, md_escape(str(exc))
     finally:
@@ -74,15 +83,20 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
 
 
 def read_message(table: UserTable) -> str:
-    """"Read 30 sentence pairs from pairs.tsv (sentence1, sentence2)." plus the skipped rows, escaped for markdown."""
+    """ "Read 30 sentence pairs from pairs.tsv (sentence1, sentence2)." plus the skipped rows, escaped for markdown."""
     noun = {"pairs": "sentence pair", "sentences": "sentence", "parallel": "parallel row"}.get(table.kind, "row")
-    lines = [f"Read {len(table):,} {noun}{'' if len(table) == 1 else 's'} from {md_escape(table.name)}"
-             + (f" ({', '.join(md_escape(c) for c in table.columns)})." if table.has_header else ".")]  # fmt: skip
+    lines = [
+        f"Read {len(table):,} {noun}{'' if len(table) == 1 else 's'} from {md_escape(table.name)}"
+        + (f" ({', '.join(md_escape(c) for c in table.columns)})." if table.has_header else ".")
+    ]
     if table.n_skipped:
         shown = [md_escape(str(p)) for p in table.skipped[:MAX_SHOWN_PROBLEMS]]
         more = table.n_skipped - len(shown)
-        lines.append(f"**{table.n_skipped:,} row(s) skipped:** " + "; ".join(shown)
-                     + (f"; and {more:,} more." if more > 0 else "."))  # fmt: skip
+        lines.append(
+            f"**{table.n_skipped:,} row(s) skipped:** "
+            + "; ".join(shown)
+            + (f"; and {more:,} more." if more > 0 else ".")
+        )
     return "\n\n".join(lines)
 
 

@@ -71,9 +71,14 @@ _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # - 7-bit weights (reduce_range): an AVX2 CPU's u8 x s8 kernel adds pairs of products in int16, which 8-bit weights
 #   overflow on ~0.6% of outputs (emulated in the benchmark); with 7 bits no pair can, so the accuracy measured on a
 #   VNNI machine is the accuracy everywhere. It cost no accuracy on me5-small.
-INT8_RECIPE = {"op_types_to_quantize": ["MatMul"], "per_channel": True, "reduce_range": True, "weight_type": "QInt8",
-               "smooth_alpha": 0.5,
-               "keep_outliers": {"roles": ["ffn_out"], "min_ratio": 9.0, "max_share": 0.25}}  # fmt: skip
+INT8_RECIPE = {
+    "op_types_to_quantize": ["MatMul"],
+    "per_channel": True,
+    "reduce_range": True,
+    "weight_type": "QInt8",
+    "smooth_alpha": 0.5,
+    "keep_outliers": {"roles": ["ffn_out"], "min_ratio": 9.0, "max_share": 0.25},
+}
 
 
 def export_root() -> Path:
@@ -152,8 +157,13 @@ def export_fp32(model_dir: Path, out: Path) -> None:
     # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimiser fuses and its quantiser handles;
     # the SDPA path adds NaN guards (IsNaN/Where) that it does not.
     try:
-        st = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True, trust_remote_code=False,
-                                 model_kwargs={"attn_implementation": "eager"})  # fmt: skip
+        st = SentenceTransformer(
+            str(model_dir),
+            device="cpu",
+            local_files_only=True,
+            trust_remote_code=False,
+            model_kwargs={"attn_implementation": "eager"},
+        )
     except (OSError, ValueError) as exc:
         raise MlseError(f"could not load {model_dir} for ONNX export: {exc}") from None
     st.eval()
@@ -175,12 +185,22 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         # compare the mask's length with the sequence length, which are equal for every input we feed.
         warnings.simplefilter("ignore")
         try:
-            torch.onnx.export(wrapper, tuple(sample[n] for n in names), str(out / MODEL_FILE), input_names=names,
-                              output_names=["sentence_embedding"], dynamic_axes=dynamic, opset_version=OPSET,
-                              do_constant_folding=True, dynamo=False)  # fmt: skip
+            torch.onnx.export(
+                wrapper,
+                tuple(sample[n] for n in names),
+                str(out / MODEL_FILE),
+                input_names=names,
+                output_names=["sentence_embedding"],
+                dynamic_axes=dynamic,
+                opset_version=OPSET,
+                do_constant_folding=True,
+                dynamo=False,
+            )
         except Exception as exc:  # an architecture the tracer cannot handle: say which model, keep the cause
-            raise MlseError(f"could not export {model_dir} to ONNX ({type(exc).__name__}: {exc}); "
-                            "use --backend torch for this model") from exc  # fmt: skip
+            raise MlseError(
+                f"could not export {model_dir} to ONNX ({type(exc).__name__}: {exc}); "
+                "use --backend torch for this model"
+            ) from exc
     _save_tokenizer(backend, out / TOKENIZER_FILE)
     meta = {
         "format": "mlse-onnx/1",
@@ -291,8 +311,13 @@ def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: 
     shutil.copyfile(fp32_dir / TOKENIZER_FILE, out / TOKENIZER_FILE)
     if meta.get("embedding_table"):  # the same rows: a second name for the fp32 file where the disk allows it
         _link_or_copy(fp32_dir / meta["embedding_table"], out / meta["embedding_table"])
-    meta.update(variant="int8", quantization=recipe, int8_version=INT8_VERSION, **done,
-                quantize_s=round(time.perf_counter() - started, 2))  # fmt: skip
+    meta.update(
+        variant="int8",
+        quantization=recipe,
+        int8_version=INT8_VERSION,
+        **done,
+        quantize_s=round(time.perf_counter() - started, 2),
+    )
     (out / META_FILE).write_text(json.dumps(meta, indent=1))
 
 

@@ -56,8 +56,9 @@ def matmul_roles(graph) -> list[MatMulNode]:
     def constant(name: str) -> bool:
         return name in inits or (name in producer and producer[name].op_type == "Constant")
 
-    weighted = [n for n in graph.node
-                if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2]  # fmt: skip
+    weighted = [
+        n for n in graph.node if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
+    ]
     shared: dict[str, int] = {}
     for node in weighted:
         shared[node.input[0]] = shared.get(node.input[0], 0) + 1
@@ -145,8 +146,9 @@ def select(nodes: list[MatMulNode], selectors: list[str]) -> list[str]:
         layers = _layers(spec, n_layers)
         hits = {n.name for n in nodes if (role == "*" or n.role == role) and n.layer in layers}
         if not hits:
-            log.warning("int8: no MatMul matches %r in this graph (%d layers found); it is quantised", selector,
-                        n_layers)  # fmt: skip
+            log.warning(
+                "int8: no MatMul matches %r in this graph (%d layers found); it is quantised", selector, n_layers
+            )
         chosen |= hits
     return [n.name for n in nodes if n.name in chosen]
 

@@ -112,8 +112,15 @@ def smooth_matmuls(model, calibrate, alpha: float = ALPHA, roles=SMOOTH_ROLES, s
     return len(groups)
 
 
-def calibration_feeds(tokenizer_path: Path, inputs: list[str], pad_id: int, texts: list[str],
-                      table: np.ndarray | None = None, batch_size: int = 32, same_width: bool = False):  # fmt: skip
+def calibration_feeds(
+    tokenizer_path: Path,
+    inputs: list[str],
+    pad_id: int,
+    texts: list[str],
+    table: np.ndarray | None = None,
+    batch_size: int = 32,
+    same_width: bool = False,
+):
     """Input dicts for the fp32 graph, ``batch_size`` texts each (length-sorted, so little padding): int64 ids and
     mask [b, T], and for a graph that takes ``inputs_embeds`` the word-embedding rows [b, T, H] from ``table``.
     ``same_width``: every batch padded to the longest text (onnxruntime's histogram calibrators need one shape)."""
@@ -136,18 +143,30 @@ def calibration_feeds(tokenizer_path: Path, inputs: list[str], pad_id: int, text
         yield {k: v for k, v in feed.items() if k in inputs}
 
 
-def channel_absmax(model_path: Path, tokenizer_path: Path, inputs: list[str], pad_id: int, tensors: list[str],
-                   texts: list[str] = CALIBRATION_TEXTS, table: np.ndarray | None = None
-                   ) -> dict[str, np.ndarray]:  # fmt: skip
+def channel_absmax(
+    model_path: Path,
+    tokenizer_path: Path,
+    inputs: list[str],
+    pad_id: int,
+    tensors: list[str],
+    texts: list[str] = CALIBRATION_TEXTS,
+    table: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """Per-channel max |x| [K] of each tensor in ``tensors``, running the fp32 graph at ``model_path`` on ``texts``
     (``table``: the word-embedding rows [V, H] for a graph that takes ``inputs_embeds``)."""
     stats = activation_stats(model_path, tokenizer_path, inputs, pad_id, tensors, texts, table)
     return {name: s["absmax"] for name, s in stats.items()}
 
 
-def activation_stats(model_path: Path, tokenizer_path: Path, inputs: list[str], pad_id: int, tensors: list[str],
-                     texts: list[str] = CALIBRATION_TEXTS, table: np.ndarray | None = None
-                     ) -> dict[str, dict]:  # fmt: skip
+def activation_stats(
+    model_path: Path,
+    tokenizer_path: Path,
+    inputs: list[str],
+    pad_id: int,
+    tensors: list[str],
+    texts: list[str] = CALIBRATION_TEXTS,
+    table: np.ndarray | None = None,
+) -> dict[str, dict]:
     """For each tensor in ``tensors`` of the fp32 graph run on ``texts``: ``absmax``, the per-channel max |x| [K],
     and ``outlier_ratio``, the largest per-token max |x| over the median one (real tokens only, not padding).
 
@@ -172,8 +191,10 @@ def activation_stats(model_path: Path, tokenizer_path: Path, inputs: list[str], 
             real = rows[mask.reshape(-1)] if out.shape[:2] == mask.shape else rows
             token_max[name].append(real.max(axis=1))  # [tokens]
     ratios = {name: np.concatenate(t) for name, t in token_max.items()}
-    return {name: {"absmax": amax[name], "outlier_ratio": float(r.max() / max(float(np.median(r)), 1e-12))}
-            for name, r in ratios.items()}  # fmt: skip
+    return {
+        name: {"absmax": amax[name], "outlier_ratio": float(r.max() / max(float(np.median(r)), 1e-12))}
+        for name, r in ratios.items()
+    }
 
 
 def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts: list[str]) -> dict:
@@ -195,8 +216,15 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
     rule = recipe.get("keep_outliers")
     if rule:  # measure which MatMuls meet outlier tokens, keep the worst in fp32
         inputs = {n.name: n.input[0] for n in model.graph.node if n.name in {m.name for m in nodes}}
-        stats = activation_stats(fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"],
-                                 sorted(set(inputs.values())), texts, table)  # fmt: skip
+        stats = activation_stats(
+            fp32_dir / "model.onnx",
+            tokenizer,
+            meta["inputs"],
+            meta["pad_token_id"],
+            sorted(set(inputs.values())),
+            texts,
+            table,
+        )
         ratios = {name: stats[tensor]["outlier_ratio"] for name, tensor in inputs.items()}
         outliers = outlier_nodes(nodes, ratios, rule)
         keep = [m.name for m in nodes if m.name in set(keep) | set(outliers)]
@@ -205,10 +233,13 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
     if recipe.get("smooth_alpha"):
         groups = smooth_matmuls(
             model,
-            lambda names: channel_absmax(fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"],
-                                         names, texts, table=table),  # fmt: skip
-            alpha=recipe["smooth_alpha"], roles=recipe.get("smooth_roles", SMOOTH_ROLES), skip=keep,
-        )  # fmt: skip
+            lambda names: channel_absmax(
+                fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"], names, texts, table=table
+            ),
+            alpha=recipe["smooth_alpha"],
+            roles=recipe.get("smooth_roles", SMOOTH_ROLES),
+            skip=keep,
+        )
     big = model.ByteSize() > 1_500_000_000  # protobuf's 2 GB limit: weights go beside the graph
     smoothed = target.parent / "smoothed-fp32.onnx"  # intermediate, removed below
     onnx.save(model, str(smoothed), save_as_external_data=big)
@@ -218,23 +249,34 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
     if nodes and not chosen:  # everything kept in fp32: nothing to quantise
         smoothed.rename(target)
         return done
-    common = dict(op_types_to_quantize=list(recipe.get("op_types_to_quantize", ["MatMul"])),
-                  per_channel=bool(recipe.get("per_channel", True)), reduce_range=bool(recipe.get("reduce_range")),
-                  weight_type=getattr(QuantType, recipe.get("weight_type", "QInt8")),
-                  nodes_to_quantize=chosen or None, use_external_data_format=big)  # fmt: skip
+    common = dict(
+        op_types_to_quantize=list(recipe.get("op_types_to_quantize", ["MatMul"])),
+        per_channel=bool(recipe.get("per_channel", True)),
+        reduce_range=bool(recipe.get("reduce_range")),
+        weight_type=getattr(QuantType, recipe.get("weight_type", "QInt8")),
+        nodes_to_quantize=chosen or None,
+        use_external_data_format=big,
+    )
     # The quantiser logs a generic "consider pre-processing" warning through the root logger; it does not apply here.
     with warnings.catch_warnings(), _root_logging_quiet():
         warnings.simplefilter("ignore")
         if recipe.get("method", "dynamic") == "dynamic":
             quantize_dynamic(smoothed, target, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **common)
         else:  # static: activation scales fixed from the calibration text (QDQ nodes that onnxruntime fuses)
-            feeds = list(calibration_feeds(tokenizer, meta["inputs"], meta["pad_token_id"], texts, table,
-                                           same_width=True))  # fmt: skip
+            feeds = list(
+                calibration_feeds(tokenizer, meta["inputs"], meta["pad_token_id"], texts, table, same_width=True)
+            )
             feeds = [f for f in feeds if len(f["attention_mask"]) == len(feeds[0]["attention_mask"])]  # one shape
-            quantize_static(smoothed, target, _Feeds(feeds), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QUInt8,
-                            calibrate_method=getattr(CalibrationMethod, recipe.get("calibrate_method", "MinMax")),
-                            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **common)  # fmt: skip
+            quantize_static(
+                smoothed,
+                target,
+                _Feeds(feeds),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                calibrate_method=getattr(CalibrationMethod, recipe.get("calibrate_method", "MinMax")),
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+                **common,
+            )
     for leftover in target.parent.glob("smoothed-fp32.onnx*"):
         leftover.unlink()
     return done

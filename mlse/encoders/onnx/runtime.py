@@ -83,8 +83,16 @@ class OnnxEncoder:
     ``max_tokens``: padded tokens per batch (None: only ``batch_size`` limits a batch).
     """
 
-    def __init__(self, spec, *, quantized: bool = False, threads: int | None = None, parallel: str = "batches",
-                 max_tokens: int | None = DEFAULT_MAX_TOKENS, max_seq_length: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        spec,
+        *,
+        quantized: bool = False,
+        threads: int | None = None,
+        parallel: str = "batches",
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        max_seq_length: int | None = None,
+    ):
         if parallel not in PARALLEL_MODES:
             raise MlseError(f"unknown parallel mode {parallel!r}; expected one of {', '.join(PARALLEL_MODES)}")
         self.spec = spec
@@ -136,8 +144,9 @@ class OnnxEncoder:
             if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
                 self._table = RowFile.from_npy(folder / self.meta["embedding_table"])  # [V, H]
             intra = self.threads if self.parallel == "intra" else 1
-            session = ort.InferenceSession(str(folder / MODEL_FILE), session_options(intra),
-                                           providers=["CPUExecutionProvider"])  # fmt: skip
+            session = ort.InferenceSession(
+                str(folder / MODEL_FILE), session_options(intra), providers=["CPUExecutionProvider"]
+            )
             self._tokenizer, self._session = tok, session
 
     @property

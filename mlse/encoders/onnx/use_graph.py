@@ -78,18 +78,36 @@ def export_fp32(weights_file: Path, out: Path) -> None:
             return network(w, emb, window, lambda feats: sentence @ feats, lengths)
 
     lengths = np.array([3, 5])
-    sample = (torch.zeros(8, 512), torch.from_numpy(window_index(lengths)),
-              torch.from_numpy(sentence_matrix(lengths)), torch.tensor([[3.0], [5.0]]))  # fmt: skip
+    sample = (
+        torch.zeros(8, 512),
+        torch.from_numpy(window_index(lengths)),
+        torch.from_numpy(sentence_matrix(lengths)),
+        torch.tensor([[3.0], [5.0]]),
+    )
     names = ["emb", "window", "sentence", "lengths"]
-    dynamic = {"emb": {0: "tokens"}, "window": {0: "tokens"}, "sentence": {0: "batch", 1: "tokens"},
-               "lengths": {0: "batch"}, "embedding": {0: "batch"}}  # fmt: skip
+    dynamic = {
+        "emb": {0: "tokens"},
+        "window": {0: "tokens"},
+        "sentence": {0: "batch", 1: "tokens"},
+        "lengths": {0: "batch"},
+        "embedding": {0: "batch"},
+    }
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's own deprecation notice
-        torch.onnx.export(Core().eval(), sample, str(out / MODEL_FILE), input_names=names, output_names=["embedding"],
-                          dynamic_axes=dynamic, opset_version=OPSET, do_constant_folding=True,
-                          dynamo=False)  # fmt: skip
-    (out / META_FILE).write_text(json.dumps({"variant": "fp32", "graph_version": GRAPH_VERSION, "opset": OPSET,
-                                             "torch": torch.__version__}))  # fmt: skip
+        torch.onnx.export(
+            Core().eval(),
+            sample,
+            str(out / MODEL_FILE),
+            input_names=names,
+            output_names=["embedding"],
+            dynamic_axes=dynamic,
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    (out / META_FILE).write_text(
+        json.dumps({"variant": "fp32", "graph_version": GRAPH_VERSION, "opset": OPSET, "torch": torch.__version__})
+    )
 
 
 def _flat(weights: dict, prefix: str = ""):
@@ -125,12 +143,17 @@ class UseOnnxModel:
         with np.load(weights_file, allow_pickle=False) as z:
             self.scale, self.lo = z["scale"].astype(np.float32), z["lo"].astype(np.float32)  # [17]
         self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read as tokens need them
-        self.session = ort.InferenceSession(str(graph / MODEL_FILE), session_options(1),
-                                            providers=["CPUExecutionProvider"])  # fmt: skip
+        self.session = ort.InferenceSession(
+            str(graph / MODEL_FILE), session_options(1), providers=["CPUExecutionProvider"]
+        )
 
     def forward(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         ids = np.ascontiguousarray(token_ids, dtype=np.int64)  # [T]
         lengths = np.ascontiguousarray(lengths, dtype=np.int64)  # [B]
-        feed = {"emb": dequantized_rows(self.table, ids, self.scale, self.lo), "window": window_index(lengths),
-                "sentence": sentence_matrix(lengths), "lengths": lengths.astype(np.float32)[:, None]}  # fmt: skip
+        feed = {
+            "emb": dequantized_rows(self.table, ids, self.scale, self.lo),
+            "window": window_index(lengths),
+            "sentence": sentence_matrix(lengths),
+            "lengths": lengths.astype(np.float32)[:, None],
+        }
         return self.session.run(None, feed)[0]  # [B, 512]

@@ -47,8 +47,14 @@ def dense_layer(w: np.ndarray, b: np.ndarray):
 
     models = st_modules()
     weight = torch.from_numpy(np.ascontiguousarray(w.T))  # Dense stores [d_out, d_in]
-    return models.Dense(w.shape[0], w.shape[1], bias=True, activation_function=torch.nn.Identity(),
-                        init_weight=weight, init_bias=torch.from_numpy(b.copy()))  # fmt: skip
+    return models.Dense(
+        w.shape[0],
+        w.shape[1],
+        bias=True,
+        activation_function=torch.nn.Identity(),
+        init_weight=weight,
+        init_bias=torch.from_numpy(b.copy()),
+    )
 
 
 def r2_score(source: np.ndarray, target: np.ndarray, w: np.ndarray, b: np.ndarray) -> float:

@@ -24,8 +24,10 @@ from mlse.encoders.st_compat import set_hf_model
 
 # Every linear map inside the encoder blocks of BERT / XLM-R models (attention q, k, v, output; FFN in and out), matched
 # against peft's full module names; the pooler (unused by mean pooling) is not among them.
-TARGET_MODULES = (r"(.*\.)?encoder\.layer\.\d+\."
-                  r"(attention\.(self\.(query|key|value)|output\.dense)|intermediate\.dense|output\.dense)")
+TARGET_MODULES = (
+    r"(.*\.)?encoder\.layer\.\d+\."
+    r"(attention\.(self\.(query|key|value)|output\.dense)|intermediate\.dense|output\.dense)"
+)
 
 
 def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0):
@@ -36,8 +38,13 @@ def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0
     """
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=r, lora_alpha=alpha if alpha is not None else 2 * r, lora_dropout=dropout,
-                        target_modules=TARGET_MODULES, bias="none")  # fmt: skip
+    config = LoraConfig(
+        r=r,
+        lora_alpha=alpha if alpha is not None else 2 * r,
+        lora_dropout=dropout,
+        target_modules=TARGET_MODULES,
+        bias="none",
+    )
     set_hf_model(student[0], get_peft_model(student[0].auto_model, config))
     return student
 

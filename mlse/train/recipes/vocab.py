@@ -73,18 +73,29 @@ def wordpiece_tokenizer(student):
     return module, tokenizer, dict(model["vocab"])
 
 
-def learn_wordpiece(texts: Sequence[str], vocab_size: int, *, lowercase: bool = True, strip_accents: bool = False,
-                    min_frequency: int = 2) -> list[str]:  # fmt: skip
+def learn_wordpiece(
+    texts: Sequence[str],
+    vocab_size: int,
+    *,
+    lowercase: bool = True,
+    strip_accents: bool = False,
+    min_frequency: int = 2,
+) -> list[str]:
     """Pieces of a WordPiece vocabulary learned on ``texts`` (BERT normaliser and pre-tokeniser), specials first."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers  # lazy: only tokenising needs it
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                strip_accents=strip_accents, lowercase=lowercase)  # fmt: skip
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
+    )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##",
-                                        show_progress=False)  # fmt: skip
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        continuing_subword_prefix="##",
+        show_progress=False,
+    )
     tok.train_from_iterator(list(texts), trainer)
     vocab = tok.get_vocab()
     return sorted(vocab, key=vocab.__getitem__)
@@ -103,8 +114,12 @@ def build_tokenizer(vocab: dict[str, int], old_tokenizer, strip_accents: bool):
     """A ``BertTokenizer`` over ``vocab`` with the old one's casing and length limit."""
     from transformers import BertTokenizer  # lazy: transformers costs seconds to import
 
-    return BertTokenizer(vocab=vocab, do_lower_case=bool(getattr(old_tokenizer, "do_lower_case", True)),
-                         strip_accents=strip_accents, model_max_length=old_tokenizer.model_max_length)  # fmt: skip
+    return BertTokenizer(
+        vocab=vocab,
+        do_lower_case=bool(getattr(old_tokenizer, "do_lower_case", True)),
+        strip_accents=strip_accents,
+        model_max_length=old_tokenizer.model_max_length,
+    )
 
 
 def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
@@ -223,8 +238,9 @@ def extend_model_vocabulary(
     if init == "aligned" and parallel is None:
         raise MlseError("init='aligned' needs parallel (english, other) sentences")
     module, old_tok, old_vocab = wordpiece_tokenizer(student)
-    learned = learn_wordpiece(texts, vocab_size, lowercase=bool(getattr(old_tok, "do_lower_case", True)),
-                              strip_accents=strip_accents)  # fmt: skip
+    learned = learn_wordpiece(
+        texts, vocab_size, lowercase=bool(getattr(old_tok, "do_lower_case", True)), strip_accents=strip_accents
+    )
     vocab = merged_vocab(old_vocab, learned)
     new_tok = build_tokenizer(vocab, old_tok, strip_accents)
     embedding = module.auto_model.get_input_embeddings()
@@ -267,10 +283,15 @@ def extend_model_vocabulary(
             weight[int(row)] = torch.as_tensor(vec, dtype=weight.dtype)
     module.processor = new_tok  # sentence-transformers >= 6: ``tokenizer`` is a read-only view of ``processor``
     report = ExtensionReport(
-        old_size=len(old_vocab), new_size=n_old + len(added), added=len(added), init_aligned=n_aligned,
-        init_subword=n_subword, init_mean=len(added) - n_aligned - n_subword,
-        tokens_per_sentence_before=round(before, 2), tokens_per_sentence_after=round(after, 2),
+        old_size=len(old_vocab),
+        new_size=n_old + len(added),
+        added=len(added),
+        init_aligned=n_aligned,
+        init_subword=n_subword,
+        init_mean=len(added) - n_aligned - n_subword,
+        tokens_per_sentence_before=round(before, 2),
+        tokens_per_sentence_after=round(after, 2),
         strip_accents=strip_accents,
-    )  # fmt: skip
+    )
     log.info("vocabulary extended: %s", vars(report))
     return report

@@ -1,0 +1,110 @@
+"""``python -m mlse experiment seed-grid|students``: the reproducible experiment recipes.
+
+``seed-grid`` runs the seed paper's grid (Stage 1 and Stage 2 variants on one backbone, over one or more seeds) with
+:func:`mlse.experiments.seed_grid.run_seed_grid`; ``students`` trains the distillation study's recipes
+(:mod:`mlse.experiments.distillation`). Both write their reports under ``--out``; ``--report-only`` rewrites the
+reports from the results already there without training anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlse.cli.args import add_backend_argument, csv_list
+from mlse.dirs import runs_dir
+from mlse.errors import MlseError
+from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, write_report
+from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
+from mlse.runs.folders import safe_name
+from mlse.train.config import MAX_PAIRS
+
+
+def add_experiment_parser(sub) -> None:
+    """Register ``experiment`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
+    ex = sub.add_parser("experiment", help="reproducible experiment recipes")
+    ex.add_argument("recipe", choices=["seed-grid", "students"])
+    ex.add_argument("--backbone", default="minilm-en")
+    add_backend_argument(ex, "the backbone")
+    ex.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="Stage-1 pairs per language pair (0: all)")
+    ex.add_argument("--out", default=None, help="results folder (default: results/seed-grid/<backbone>)")
+    ex.add_argument("--s1-max-epochs", type=int, default=None, help="Stage 1 epochs in the grid (default 50)")
+    ex.add_argument(
+        "--recipes",
+        type=csv_list,
+        default=None,
+        help="students: recipes to run (default all); NAME+lora trains LoRA adapters, NAME@60 a 60-minute budget",
+    )
+    ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument(
+        "--seeds",
+        type=csv_list,
+        default=None,
+        help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
+        "the first seed only; default: --seed alone)",
+    )
+    ex.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite the reports under --out from the results already there (seed-grid.json, or the "
+        "students' per-recipe JSON) without training anything",
+    )
+    ex.add_argument("--data-dir", default=None)
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    if args.recipe == "students":
+        return _students(args)
+    tag = "" if args.backend == "torch" else f"-{args.backend}"
+    out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
+    if args.report_only:
+        try:
+            results = rewrite_reports(out)
+        except FileNotFoundError as err:
+            raise MlseError(str(err)) from None
+        print(markdown_table(results))
+        print(f"rewrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+        return 0
+    stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
+    results = run_seed_grid(
+        args.backbone,
+        out=out,
+        max_pairs=args.max_pairs or None,
+        data_dir=args.data_dir,
+        seed=args.seed,
+        seeds=_int_list(args.seeds, "--seeds"),
+        stage1_config=stage1_config,
+        backend=args.backend,
+        progress=lambda msg: print(msg, flush=True),
+    )
+    print(markdown_table(results))
+    print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+    return 0
+
+
+def _int_list(values: list[str] | None, flag: str) -> list[int] | None:
+    if not values:
+        return None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise MlseError(f"{flag} takes whole numbers separated by commas, got {','.join(values)!r}") from None
+
+
+def _students(args: argparse.Namespace) -> int:
+    out = Path(args.out or Path("results") / "students")
+    names = args.recipes or list(RECIPES)
+    plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
+    if not args.report_only:
+        for name, recipe in plans:
+            run_recipe(
+                name,
+                recipe,
+                runs=runs_dir() / "students",
+                out=out,
+                data_dir=args.data_dir,
+                progress=lambda msg: print(msg, flush=True),
+            )
+    print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
+    print(f"wrote {out}/students.md, students.html")
+    return 0
