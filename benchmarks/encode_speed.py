@@ -41,6 +41,7 @@ from benchmarks._encode_speed_report import tables
 from benchmarks.common import QUICK_HELP, Quiet, cpu_name, isa_flags, make_encoder, onnx_versions, output_dir, renice
 from mlse.atomic import atomic_write_text
 from mlse.data import load_sts
+from mlse.data.pairs import CALIBRATION_PAIRS
 from mlse.encoders.identity import BACKENDS
 from mlse.runs.results import library_versions
 from mlse.serving.procmem import peak_rss_mb
@@ -48,21 +49,7 @@ from mlse.serving.procmem import peak_rss_mb
 ROOT = Path(__file__).resolve().parents[1]
 
 # EN-EN and the 12 cross-lingual pairs (cross-12): int8 must stay within 0.5 of fp32 on their average.
-STS_PAIRS = [
-    "en-en",
-    "en-de",
-    "en-es",
-    "en-fr",
-    "en-it",
-    "en-nl",
-    "en-pl",
-    "en-pt",
-    "en-ru",
-    "en-zh",
-    "de-fr",
-    "fr-es",
-    "pt-pl",
-]
+STS_PAIRS = list(CALIBRATION_PAIRS)
 TATOEBA_LANGS = ["deu", "fra", "spa", "rus", "cmn"]
 SWEEP_TOKENS = [128, 256, 512, 1024, 2048, 0]  # 0: no token budget, only --batch-size
 QUICK_TEXTS = 24  # sentences timed in --quick
