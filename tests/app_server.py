@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from mlse.serving.http_server import free_port
 from mlse.ui.app import build_app, launch_options
 from mlse.ui.state import AppState
@@ -26,3 +28,15 @@ def served_app(state: AppState | None = None) -> Iterator[str]:
         yield f"http://{HOST}:{port}/"
     finally:
         demo.close()
+
+
+@contextmanager
+def fresh_app_environment(tmp_path_factory, prefix: str) -> Iterator[None]:
+    """An empty runs folder and embedding cache, offline, on the CPU, for a module-scoped app fixture (conftest's
+    per-test environment comes too late for those): what a fresh clone serves."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp(f"{prefix}-runs")))
+        env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp(f"{prefix}-cache")))
+        env.setenv("HF_HUB_OFFLINE", "1")
+        env.setenv("MLSE_DEVICE", "cpu")
+        yield

