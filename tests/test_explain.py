@@ -99,7 +99,9 @@ def test_residual_shrinks_as_steps_grow_on_a_real_transformer(bert):
     assert midpoint[2] < midpoint[1] < midpoint[0], midpoint
     gauss = [abs(explain_pair(bert, S1, S2, steps=s, layer=0, rule="gauss").residual) for s in (1, 2, 8)]
     assert gauss[1] < gauss[0] and gauss[2] < 1e-5, gauss  # Gauss-Legendre: float32 noise within a few points
-    assert gauss[1] < midpoint[1]
+    # 2 Gauss points beat 4 midpoints, unless both are already at float32 noise (~1e-5 here): at that level the
+    # order of the two moves with the summation order, i.e. with the torch thread count earlier tests leave behind
+    assert gauss[1] < midpoint[1] or max(gauss[1], midpoint[1]) < 1e-5, (gauss, midpoint)
 
 
 @pytest.mark.parametrize("layer", [0, 1, 2])
