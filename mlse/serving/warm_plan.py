@@ -150,31 +150,43 @@ def examples_step(ctx: WarmContext, name: str, texts: list[str]) -> WarmStep:
     )
 
 
+def _scored_data_step(ctx: WarmContext, name: str, key: str, label: str, tab: str, compute, load, share: float):
+    """A tab's first press over a dataset: ``compute(model)`` run once through the embedding cache (``share`` of the
+    step's progress goes to encoding), done when the files are there and the cache alone answers it."""
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        compute(_stoppable(ctx.encoder(name), should_stop, progress, 0.0, share))
+
+    def done() -> bool:
+        return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
+
+    return WarmStep(
+        f"{key}:{name}",
+        label,
+        (tab,),
+        run,
+        done,
+        needs=lambda: model_problem(name) or _data_problem(load),
+        weight=4.0,
+        data=True,
+    )
+
+
 def gold_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
     """The Predicted-vs-gold tab's first press: the default pair's predictions (through the embedding cache)."""
     from mlse.data.stsb import load_sts
     from mlse.evaluation.runners import sts_pair_predictions
 
     pair, split = defaults.sts_pair, defaults.sts_split
-
-    def compute(model):
-        return sts_pair_predictions(model, pair, split, data_dir=ctx.data_dir)
-
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
-        compute(_stoppable(ctx.encoder(name), should_stop, progress, 0.0, 0.95))
-
-    def done() -> bool:
-        return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
-
-    return WarmStep(
-        f"gold:{name}",
+    return _scored_data_step(
+        ctx,
+        name,
+        "gold",
         f"{name}: STS Multi MT {pair} {split} (Predicted vs gold)",
-        ("gold",),
-        run,
-        done,
-        needs=lambda: model_problem(name) or _data_problem(lambda: load_sts(pair, split, ctx.data_dir)),
-        weight=4.0,
-        data=True,
+        "gold",
+        lambda model: sts_pair_predictions(model, pair, split, data_dir=ctx.data_dir),
+        lambda: load_sts(pair, split, ctx.data_dir),
+        0.95,
     )
 
 
@@ -184,25 +196,15 @@ def tatoeba_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAUL
     from mlse.evaluation.runners import tatoeba_language
 
     lang, k = defaults.tatoeba_lang, defaults.tatoeba_k
-
-    def compute(model):
-        return tatoeba_language(model, lang, data_dir=ctx.data_dir, k=k)
-
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
-        compute(_stoppable(ctx.encoder(name), should_stop, progress, 0.0, 0.9))
-
-    def done() -> bool:
-        return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
-
-    return WarmStep(
-        f"tatoeba:{name}",
+    return _scored_data_step(
+        ctx,
+        name,
+        "tatoeba",
         f"{name}: Tatoeba {lang} (Tatoeba errors)",
-        ("tatoeba",),
-        run,
-        done,
-        needs=lambda: model_problem(name) or _data_problem(lambda: load_tatoeba(lang, ctx.data_dir)),
-        weight=4.0,
-        data=True,
+        "tatoeba",
+        lambda model: tatoeba_language(model, lang, data_dir=ctx.data_dir, k=k),
+        lambda: load_tatoeba(lang, ctx.data_dir),
+        0.9,
     )
 
 
