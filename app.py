@@ -135,6 +135,10 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     state.start()  # runs a killed job left aside are put back; the hub probe starts in the background
+    if not args.no_warm:  # the Score tab's defaults load while the page is built (those already on disk)
+        from mlse.ui.warm_start import start_preload
+
+        start_preload(state)
     try:
         server = build_server(state)  # the page mounted on the JSON routes for scripts (POST /api/score)
         if not args.no_warm:  # after the page is built, so the warm does not slow it down; data steps after the fetch

@@ -57,5 +57,14 @@ def markdown(report: dict) -> str:
                 f"{tab['tab_open_s']} | {shown} | {progress.get('longest_gap_s', '-')} | "
                 f"{'yes' if ok else 'no'} |"
             )
+        for tab in mode.get("tabs", {}).values():  # a tab that draws its cached result when opened (the map)
+            if "drawn_on_open_s" in tab:
+                when = tab["drawn_on_open_s"]
+                lines += [
+                    "",
+                    f"{tab['tab']}: drawn on opening, before any press, {when} s after the tab was clicked."
+                    if when is not None
+                    else f"{tab['tab']}: not drawn on opening (nothing cached for it); the press above drew it.",
+                ]
         lines.append("")
     return "\n".join(lines)

@@ -53,6 +53,7 @@ WARM_TIMEOUT_S = 3600  # python -m mlse warm for every default model, on a busy 
 SAMPLE_EVERY_S = 0.5
 ROW = "//*[@role='row'][*[@role='gridcell']]"  # a drawn table row (Gradio 6 draws rows as an ARIA grid)
 PLOT = "//div[contains(@class, 'js-plotly-plot')]"  # a drawn Plotly figure
+ON_OPEN_WAIT_S = 8.0  # how long a tab that draws on opening is given before its button is pressed anyway
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,12 @@ class Step:
     slug: str  # tests/browser.py's TABS slug
     result: str  # XPath of an element only the answer draws (only the open tab's elements are displayed)
     press: bool = True  # False: nothing to press, the tab's first view is its result
+    on_open: bool = False  # True: the tab may draw its result when opened (warm); how soon is recorded before pressing
 
 
 STEPS = (
     Step("score", ROW),
-    Step("map", PLOT),
+    Step("map", PLOT, on_open=True),
     Step("tatoeba", ROW),
     Step("gold", PLOT),
     Step("finetune", "//button[normalize-space()='Start']", press=False),
@@ -135,6 +137,17 @@ def keep_only_models(driver, keep: str) -> list[str]:
             label.click()
             unticked += [name] if name != keep else []
     return unticked
+
+
+def drawn_within(driver, xpath: str, started: float, limit_s: float) -> float | None:
+    """Seconds from ``started`` until ``xpath`` is drawn without a press, or None within ``limit_s``."""
+    from tests.browser import visible
+
+    while time.perf_counter() - started < limit_s:
+        if visible(driver, xpath):
+            return round(time.perf_counter() - started, 2)
+        time.sleep(0.1)
+    return None
 
 
 def wait_for_result(driver, step: Step, started: float) -> dict:
@@ -218,6 +231,8 @@ def run_tab(driver, step: Step, quick: bool) -> dict:
 
     button(driver, tab.marker, timeout=60)
     out["tab_open_s"] = round(time.perf_counter() - started, 2)
+    if step.on_open:
+        out["drawn_on_open_s"] = drawn_within(driver, step.result, started, ON_OPEN_WAIT_S)
     if step.slug == "score":
         if quick:
             out["unticked"] = keep_only_models(driver, QUICK_MODEL)

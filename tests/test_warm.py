@@ -313,3 +313,33 @@ def test_serving_imports_no_ui_and_no_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_the_map_tab_draws_the_warmed_map_on_opening_and_never_computes_one(tiny_bert, data_dir, forwards):
+    name, state = str(tiny_bert), AppState(data_dir=str(data_dir))
+    langs = map_tab.language_choices(state)[1]
+
+    def opened(shown=None):
+        return map_tab.open_map(state, name, langs, FAST.map_sentences, shown, method=FAST.map_method)
+
+    assert opened() is None  # cold: looking at the tab starts nothing (the visitor presses Project)
+    assert forwards == [] and not list((cache_root() / "projections").glob("*.npz"))
+    run_warm([s for s in steps_for(tiny_bert, data_dir) if s.name.startswith(("files:", "map:"))])
+    forwards[:] = []
+    out = opened()
+    assert out is not None and out.figures[0] is not None and "1 of 1 panels from cache" in out.note
+    assert forwards == []  # drawn from the cache alone
+    assert opened(shown=out) is None  # a map already on screen is left as it is
+    assert map_tab.open_map(state, "no-such-model", langs, FAST.map_sentences, method="pca") is None
+
+
+def test_the_preload_loads_the_score_defaults_whose_files_are_ready(tiny_bert, tmp_path, monkeypatch, forwards):
+    from mlse.ui.warm_start import start_preload
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf"))
+    state = AppState()
+    # what the Score tab ticks; labse: a hub model never downloaded here, so its files are not ready
+    monkeypatch.setattr(state, "default_selection", lambda: ([str(tiny_bert), "labse"], ""))
+    start_preload(state).join(timeout=120)
+    assert [WARM_UP_TEXT] in forwards  # run once, past the embedding cache
+    assert len(state.loaded()) == 1, state.loaded()  # tiny_bert; labse (no files here) waits for a press

@@ -353,6 +353,14 @@ def language_map(
     return _map_sample(model, sample, keys, seed=seed, method=method, spaces=spaces, report=report)
 
 
+def is_projected(model, langs: Sequence[str], n: int, *, data_dir=None, seed: int = 0, method: str = "umap") -> bool:
+    """True when every panel of :func:`language_map` for this FLORES request is in the cache (looked up as it looks
+    them up; nothing is encoded or projected): a caller can then draw the map at once."""
+    sample = flores_sample(langs, n, data_dir=data_dir, seed=seed)
+    keys = [projection_key(model.identity, sample.langs, sample.n, seed, s, method) for s in available_spaces(model)]
+    return all(_cache_path(key).is_file() for key in keys)
+
+
 def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, spaces, report) -> LanguageMap:
     identity = model.identity
     result = LanguageMap(model.name, identity, method, seed, sample)

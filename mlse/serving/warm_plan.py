@@ -210,7 +210,7 @@ def tatoeba_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAUL
 
 def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) -> WarmStep:
     """The Map tab's first press: the default FLORES sample projected in every space of the model (cached .npz)."""
-    from mlse.analysis.projection import available_spaces, flores_sample, language_map, projection_dir, projection_key
+    from mlse.analysis.projection import is_projected, language_map
 
     n, method, seed = defaults.map_sentences, defaults.map_method, defaults.map_seed
 
@@ -225,13 +225,9 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
     def done() -> bool:  # the panels' files, looked up as language_map looks them up: nothing is projected here
         if not files_ready(name, ctx.backend):
             return False
-        model = ctx.encoder(name)
-        sample = flores_sample(map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed)
-        keys = [
-            projection_key(model.identity, sample.langs, sample.n, seed, space, method)
-            for space in available_spaces(model)
-        ]
-        return all((projection_dir() / f"{key}.npz").is_file() for key in keys)
+        return is_projected(
+            ctx.encoder(name), map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed, method=method
+        )
 
     return WarmStep(
         f"map:{name}",

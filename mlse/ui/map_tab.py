@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlse.analysis.projection import SPACE_TITLES, SPACES, language_map
+from mlse.analysis.projection import SPACE_TITLES, SPACES, is_projected, language_map
 from mlse.data.flores import flores_languages
 from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.errors import MlseError
@@ -67,6 +67,25 @@ def project_map(
     return out._replace(note=with_preparing_note(state, "map", out.note))  # while the app's warm start still runs
 
 
+def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -> MapOutput | None:
+    """What the tab draws when it is opened: the map for its current settings when every panel is in the cache (after
+    ``mlse warm`` or the app's warm start; a quarter second, nothing encoded), else None (the visitor presses
+    Project; a cold map takes a minute and must not start because a tab was looked at). None as well once a map
+    is shown."""
+    if shown is not None or not isinstance(model_name, str) or not model_name:
+        return None
+    try:
+        langs = [lang for lang in (langs or []) if isinstance(lang, str) and lang.strip()]
+        count = int(DEFAULT_SENTENCES if n in (None, "") else n)
+        if not langs or not is_projected(
+            state.encoder(model_name), langs, count, data_dir=state.data_dir, method=method
+        ):
+            return None
+    except (MlseError, TypeError, ValueError):  # a model or data that does not load: the press says why
+        return None
+    return project_map(state, model_name, langs, count, method=method)
+
+
 def default_choice(state) -> tuple[str | None, str]:
     """(the model the map opens on, a note when it has no Stage-1 head): the shipped Stage-1 scorer of the app's
     preferred backbone (``shipped/me5-small+s1`` on a full install), else that backbone (see ``map_default``)."""
@@ -110,6 +129,10 @@ def build_tab(state) -> list[ModelPicker]:
             )
         )
 
+    def on_open(model_name, languages, sentences_per_language, shown):
+        out = open_map(state, model_name, languages, sentences_per_language, shown)
+        return [gr.skip()] * len(outputs) if out is None else show(out)
+
     def on_select(result, evt):
         row = evt.row_value or []
         figures, details = highlight(result, row[0] if row else None)
@@ -125,7 +148,7 @@ def build_tab(state) -> list[ModelPicker]:
 
     languages, default_langs, data_warning = language_choices(state)
     opening, opening_note = default_choice(state)
-    with gr.Tab("Language vs meaning map"):
+    with gr.Tab("Language vs meaning map") as tab:
         gr.Markdown(INTRO)
         with gr.Row():
             model = gr.Dropdown(state.model_names(), value=opening, label="Model", scale=2)
@@ -163,6 +186,8 @@ def build_tab(state) -> list[ModelPicker]:
         one_map_at_a_time = {"concurrency_limit": 1, "concurrency_id": "language_map"}  # UMAP is CPU-bound
         button.click(on_project, [model, langs, n], outputs, api_name="language_map", **one_map_at_a_time)
         map_upload.wire(own, state, model, outputs, show, **one_map_at_a_time)
+        # opened: the cached map drawn at once (open_map), so the tab's point shows without a press
+        tab.select(on_open, [model, langs, n, result], outputs, api_visibility="private", **one_map_at_a_time)
         table.select(on_select, [result], [*plots, details], api_name="map_highlight", concurrency_limit=4)
         clear.click(on_clear, [result], [*plots, details], api_name=False, concurrency_limit=4)
         check_inputs(n, langs)

@@ -6,9 +6,12 @@ the tabs' own functions, and handed to it, so that the warm computes exactly wha
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from mlse.ui import map_tab
+
+log = logging.getLogger(__name__)
 
 
 def tab_openings(state) -> dict[str, str | None]:
@@ -16,6 +19,25 @@ def tab_openings(state) -> dict[str, str | None]:
     is built on the preferred backbone, see :func:`mlse.ui.map_tab.default_choice`)."""
     preferred = state.preferred_model()
     return {"gold": preferred, "tatoeba": preferred, "map": map_tab.default_model(state)}
+
+
+def start_preload(state) -> threading.Thread:
+    """Load the Score tab's default models in the background while the page is built, those whose files are all on
+    disk (after ``mlse warm``: nothing converted or exported here), so a first press waits for no load. The warm
+    start's own load steps then find them loaded."""
+    from mlse.serving.warm_steps import WARM_UP_TEXT, files_ready, uncached
+
+    def run() -> None:
+        for name in state.default_selection()[0]:
+            try:
+                if files_ready(name, state.backend):
+                    uncached(state.encoder(name)).encode([WARM_UP_TEXT])
+            except Exception as exc:  # a model that does not load says so on its first press; the page still serves
+                log.info("preload of %s skipped: %s", name, exc)
+
+    thread = threading.Thread(target=run, name="mlse-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def start_warm(state) -> threading.Thread:
