@@ -18,6 +18,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import DEV_PAIRS, ENGLISH_PAIRS, SEED_PARALLEL_PAIRS, STAGE2_PAIRS
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
@@ -26,10 +27,15 @@ from mlse.heads.choices import NONLINEARITIES
 from mlse.losses.defaults import DEFAULT_TEMPERATURE, LABEL_MODES
 from mlse.runs.folders import training_run_name
 
-METHODS = ("mse", "ema", "soft", "hard")  # fine-tuning methods (mlse.train.methods)
+PAIR_METHODS = ("mse", "ema", "soft", "hard")  # methods that learn from translation pairs (mlse.train.methods)
+METHODS = (*PAIR_METHODS, "sts")  # every fine-tuning method; sts: the supervised STS term alone (scored pairs)
+STS_LOSSES = ("none", "cosent", "angle")  # the supervised STS term (mlse.losses.cosent, mlse.losses.angle)
 TEACHER_METHODS = ("mse", "soft")  # the methods with a frozen teacher
 HEAD_METHODS = ("stage1", "stage2")  # heads on a frozen backbone (mlse.train.head_training)
-JOB_METHODS = (*HEAD_METHODS, *METHODS)  # what the app's fine-tune tab trains
+JOB_METHODS = (
+    *HEAD_METHODS,
+    *PAIR_METHODS,
+)  # the STS term is a command-line and experiment option, not a tab's yet  # what the app's fine-tune tab trains
 LABELS = LABEL_MODES
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # mlse.train.device: auto -> bf16 / fp16 (CUDA, loss-scaled) / fp32
 VOCAB_INITS = ("aligned", "subword")
@@ -76,7 +82,10 @@ class FinetuneConfig:
     """Everything that defines a fine-tuning run (written to ``out/finetune_config.json``)."""
 
     method: str = option(
-        "mse", "the method: MSE / EMA distillation, soft / hard contrastive", choices=METHODS, required=True
+        "mse",
+        "the method: MSE / EMA distillation, soft / hard contrastive, sts: the supervised STS term alone",
+        choices=METHODS,
+        required=True,
     )
     teacher: str | None = option(
         DEFAULT_TEACHER, "mse/soft: the frozen teacher; ema: none or the student itself; hard: unused"
@@ -146,6 +155,18 @@ class FinetuneConfig:
         "wall",
         "cpu: count the budget in process CPU seconds / threads (equal compute on a shared machine)",
         choices=CLOCKS,
+    )
+
+    # the supervised STS term (mlse.train.sts_term): scored pairs of the STS Multi MT *train* split, every language
+    # pairing built from its aligned translations, added to the method's loss (method "sts": the term alone)
+    sts_loss: str = option(
+        "none", "a supervised STS loss on STS Multi MT train pairs added to the method's", choices=STS_LOSSES
+    )
+    sts_weight: float = option(1.0, "weight of the STS term beside the method's loss")
+    sts_batch_size: int = option(32, "scored pairs per step in the STS term")
+    sts_langs: list[str] = option(
+        help="STS Multi MT languages the STS term pairs (every ordered pairing, same-language included)",
+        factory=lambda: list(STS_LANGS),
     )
 
     def src_term(self) -> bool:

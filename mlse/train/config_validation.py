@@ -12,7 +12,17 @@ from mlse.encoders.registry import registry
 from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.encoders.use import refuse_as_student
 from mlse.errors import MlseError
-from mlse.train.config import BRIDGES, CLOCKS, LABELS, METHODS, PRECISIONS, TEACHER_METHODS, VOCAB_INITS, FinetuneConfig
+from mlse.train.config import (
+    BRIDGES,
+    CLOCKS,
+    LABELS,
+    METHODS,
+    PRECISIONS,
+    STS_LOSSES,
+    TEACHER_METHODS,
+    VOCAB_INITS,
+    FinetuneConfig,
+)
 
 
 def validate(cfg: FinetuneConfig) -> None:
@@ -24,6 +34,7 @@ def validate(cfg: FinetuneConfig) -> None:
         ("vocab_init", cfg.vocab_init, VOCAB_INITS),
         ("bridge", cfg.bridge, BRIDGES),
         ("budget_clock", cfg.budget_clock, CLOCKS),
+        ("sts_loss", cfg.sts_loss, STS_LOSSES),
     ]
     for what, value, allowed in choices:
         if value not in allowed:
@@ -53,6 +64,10 @@ def validate(cfg: FinetuneConfig) -> None:
             "extend_vocab adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings",
         ),
         (bool(cfg.dev_pairs), "no dev pairs given"),
+        (cfg.method != "sts" or cfg.sts_loss != "none", "method 'sts' trains the STS term alone: set sts_loss"),
+        (cfg.sts_weight > 0, f"sts_weight must be > 0, got {cfg.sts_weight}"),
+        (cfg.sts_batch_size >= 2, f"sts_batch_size must be >= 2 (a ranking needs two pairs), got {cfg.sts_batch_size}"),
+        (bool(cfg.sts_langs), "no STS training languages given"),
     ]
     for ok, message in checks:
         if not ok:

@@ -198,7 +198,14 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
         out.mkdir(parents=True, exist_ok=True)
         (out / "log.jsonl").write_text("")  # a new run starts a new log
     barrier(ctx)
-    method = build_method(config, student, data, (t_src, t_tgt), device, precision)
+    sts_rows = None
+    if config.sts_loss != "none":
+        from mlse.data.sts_train import load_sts_train
+
+        check(halt, "loading the STS training pairs")
+        sts_rows = load_sts_train(config.sts_langs, config.data_dir)
+        teacher_info |= {"sts_training": sts_rows.info}
+    method = build_method(config, student, data, (t_src, t_tgt), device, precision, sts_rows)
     # characters of the longer side: a cheap proxy of the padded token length
     lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if config.bucket_by_length else None
     loop = TrainingLoop(

@@ -10,7 +10,10 @@ share one step -- tokenise both sides, the teacher's embeddings, the method's lo
 * ``ema``  -- the same loss (``include_src`` False unless set) against an :class:`~mlse.losses.ema.EmaTeacher`'s
   forward, updated after every step by the schedule ``tau = ema_tau(k, K, tau_base)``;
 * ``soft`` -- :class:`~mlse.losses.soft_contrastive.SoftContrastiveLoss` with the frozen teacher's embeddings;
-* ``hard`` -- :class:`~mlse.losses.contrastive.HardContrastiveLoss`, no teacher.
+* ``hard`` -- :class:`~mlse.losses.contrastive.HardContrastiveLoss`, no teacher;
+* ``sts``  -- no translation loss: the supervised STS term alone.
+
+With ``sts_loss`` set, any of them adds the STS term on scored pairs (:mod:`mlse.train.sts_term`).
 
 Adding a method: its loss module in ``mlse/losses/``, a branch in :func:`build_loss` (and :func:`build_teacher` when it
 has a teacher of a new kind), its name in :data:`mlse.train.config.METHODS` and its options in ``FinetuneConfig``.
@@ -150,9 +153,20 @@ def build_teacher(cfg: FinetuneConfig, student, targets: tuple, device: str, dty
 
 
 def build_method(
-    cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, device: str, precision: str
-) -> PairMethod:
-    """The method of ``cfg`` on ``student`` (after every recipe reshaped it), in the resolved ``precision``."""
+    cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, device: str, precision: str, sts_rows=None
+) -> Method:
+    """The method of ``cfg`` on ``student`` (after every recipe reshaped it), in the resolved ``precision``; with
+    ``cfg.sts_loss`` set, plus the supervised STS term on ``sts_rows`` (:mod:`mlse.train.sts_term`)."""
     dtype = autocast_dtype(precision)
-    loss_fn = build_loss(cfg, AutocastForward(student, device, dtype))
-    return PairMethod(loss_fn, student, data, device, build_teacher(cfg, student, targets, device, dtype))
+    forward = AutocastForward(student, device, dtype)
+    method = None
+    if cfg.method != "sts":
+        method = PairMethod(
+            build_loss(cfg, forward), student, data, device, build_teacher(cfg, student, targets, device, dtype)
+        )
+    if cfg.sts_loss == "none":
+        return method
+    from mlse.train.sts_term import StsTerm, WithStsTerm, build_sts_loss
+
+    term = StsTerm(build_sts_loss(cfg, forward), student, sts_rows, cfg.sts_batch_size, device, cfg.seed)
+    return WithStsTerm(method, term, cfg.sts_weight, cfg.batch_size)

@@ -1,0 +1,66 @@
+"""CoSENT -- Su Jianlin 2022, "CoSENT: a more efficient sentence vector scheme than Sentence-BERT" (the scored-pairs
+loss sentence-transformers ships as ``CoSENTLoss``)::
+
+    L = log(1 + sum_{(i, j): y_i > y_j} exp(lambda * (s_j - s_i)))                       (cosent_loss)
+
+over every two pairs ``i, j`` of a batch of scored sentence pairs, ``s`` the model's similarity of a pair (the cosine
+here), ``y`` the gold score, ``lambda`` a scale (20, the paper's and sentence-transformers' value). Only the *order*
+of the gold scores matters: each time a pair rated higher is scored lower than a pair rated lower, the loss grows.
+Unlike a regression on the cosine (sentence-BERT's CosineSimilarityLoss) it never asks the cosine to equal a given
+number, so a model keeps its own scale -- what Spearman correlation, the STS measure, rewards.
+
+The log-sum-exp is computed stably as ``logsumexp([0, lambda (s_j - s_i) for every ordered pair])``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mlse.losses.common import check_2d, embed
+
+__all__ = ["CoSENTLoss", "cosent_loss", "ranking_loss"]
+
+DEFAULT_SCALE = 20.0  # lambda: Su 2022, and sentence-transformers' CoSENTLoss default
+
+
+def ranking_loss(similarity: Tensor, scores: Tensor, scale: float = DEFAULT_SCALE) -> Tensor:
+    """``log(1 + sum_{y_i > y_j} exp(scale * (s_j - s_i)))`` for ``similarity`` ``s`` [B] and gold ``scores`` ``y`` [B].
+
+    The ranking core of CoSENT, shared with AnglE (:mod:`mlse.losses.angle`), which ranks another similarity. Pairs
+    with equal gold scores are not compared. Raises ValueError on mismatched shapes or a scale that is not > 0.
+    """
+    if similarity.dim() != 1 or similarity.shape != scores.shape:
+        raise ValueError(
+            f"similarity and scores must be [B] tensors of one length, got {tuple(similarity.shape)} and "
+            f"{tuple(scores.shape)}"
+        )
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    scores = scores.to(similarity.dtype)
+    diff = scale * (similarity[None, :] - similarity[:, None])  # [B, B]: entry (i, j) = scale * (s_j - s_i)
+    ordered = scores[:, None] > scores[None, :]  # [B, B]: y_i > y_j
+    terms = diff[ordered]  # [P] one per ordered pair
+    zero = torch.zeros(1, dtype=terms.dtype, device=terms.device)
+    return torch.logsumexp(torch.cat([zero, terms]), dim=0)
+
+
+def cosent_loss(emb1: Tensor, emb2: Tensor, scores: Tensor, scale: float = DEFAULT_SCALE) -> Tensor:
+    """CoSENT on the cosines of the pairs ``(emb1[i], emb2[i])`` ([B, d] each) against gold ``scores`` [B]."""
+    check_2d("emb1", emb1)
+    check_2d("emb2", emb2)
+    if emb1.shape != emb2.shape:
+        raise ValueError(f"emb1 and emb2 must have one shape [B, d], got {tuple(emb1.shape)} and {tuple(emb2.shape)}")
+    return ranking_loss(F.cosine_similarity(emb1, emb2, dim=-1), scores, scale)
+
+
+class CoSENTLoss(nn.Module):
+    """:func:`cosent_loss` for a sentence-transformers model: ``forward(features1, features2, scores)``."""
+
+    def __init__(self, model: nn.Module, scale: float = DEFAULT_SCALE):
+        super().__init__()
+        self.model, self.scale = model, scale
+
+    def forward(self, features1: dict[str, Tensor], features2: dict[str, Tensor], scores: Tensor) -> Tensor:
+        return cosent_loss(embed(self.model, features1), embed(self.model, features2), scores, self.scale)

@@ -1,0 +1,75 @@
+"""The supervised STS term of a fine-tuning run: scored pairs beside (or instead of) the translation pairs.
+
+Tiyajamorn et al.'s premise is that multilingual STS needs parallel sentences *and* human-annotated pairs; the
+distillation methods see only the first. With ``sts_loss`` set, every training step also draws ``sts_batch_size``
+scored pairs of the STS Multi MT train split in a random language pairing (:mod:`mlse.data.sts_train`, contamination
+filtered) and adds ``sts_weight`` x a ranking loss on the student's cosines of them -- CoSENT (Su 2022,
+:mod:`mlse.losses.cosent`) or AnglE (Li & Li 2023, :mod:`mlse.losses.angle`). Method ``sts`` is the term alone.
+
+:class:`WithStsTerm` wraps any :class:`mlse.train.methods.Method`, so the loop still knows no method.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlse.data.sts_train import StsTrainRows
+from mlse.train.config import FinetuneConfig
+from mlse.train.student_model import tokenize
+
+
+def build_sts_loss(cfg: FinetuneConfig, forward):
+    """The loss module of ``cfg.sts_loss`` on the student's (autocast) ``forward``."""
+    from mlse.losses.angle import AnglELoss  # lazy: the loss modules import torch
+    from mlse.losses.cosent import CoSENTLoss
+
+    if cfg.sts_loss == "cosent":
+        return CoSENTLoss(forward)
+    if cfg.sts_loss == "angle":
+        return AnglELoss(forward)
+    raise ValueError(f"no STS loss called {cfg.sts_loss!r}")
+
+
+class StsTerm:
+    """Draws a batch of scored pairs (seeded) and returns the STS loss of the student on it."""
+
+    def __init__(self, loss_fn, student, rows: StsTrainRows, batch_size: int, device: str, seed: int):
+        self.loss_fn, self.student, self.rows, self.batch_size, self.device = loss_fn, student, rows, batch_size, device
+        self.rng = np.random.default_rng([seed, 7])  # its own stream: the translation batches stay as they were
+        self.last = float("nan")
+
+    def loss(self):
+        import torch  # lazy, as above
+
+        batch = self.rows.sample(self.rng, self.batch_size)
+        f1 = tokenize(self.student, batch.texts1, self.device)
+        f2 = tokenize(self.student, batch.texts2, self.device)
+        value = self.loss_fn(f1, f2, torch.from_numpy(batch.scores).to(self.device))
+        self.last = float(value.detach())
+        return value
+
+
+class WithStsTerm:
+    """A method plus the weighted STS term (``base`` None: the term alone, method ``sts``)."""
+
+    def __init__(self, base, term: StsTerm, weight: float, batch_size: int):
+        self.base, self.term, self.weight = base, term, weight
+        # sentences the student runs per translation pair of the loop's batch (its throughput figure)
+        own = 2 * term.batch_size / max(1, batch_size)
+        self.sentences_per_pair = (base.sentences_per_pair if base is not None else 0) + own
+
+    def batch_loss(self, idx: np.ndarray):
+        sts = self.term.loss()
+        if self.base is None:
+            return sts
+        return self.base.batch_loss(idx) + self.weight * sts
+
+    def after_step(self, step: int, total_steps: int) -> None:
+        if self.base is not None:
+            self.base.after_step(step, total_steps)
+
+    def record(self) -> dict:
+        return {**(self.base.record() if self.base is not None else {}), "sts_loss": self.term.last}
+
+    def final_metrics(self) -> dict:
+        return {**(self.base.final_metrics() if self.base is not None else {}), "sts_rows": len(self.term.rows)}
