@@ -52,6 +52,7 @@ COMMON = dict(
     budget_minutes=20.0,
     seed=0,
 )
+STS_WEIGHT = 1e-3  # the STS term beside a distillation loss (see the scored-pairs recipes below)
 LORA_LR = 5e-4  # LoRA's low-rank updates start at zero and need a ~10x larger step than full fine-tuning
 # name -> what differs from COMMON (teacher None: the method needs none, or EMA's teacher is the student itself)
 RECIPES: dict[str, dict] = {
@@ -76,6 +77,17 @@ RECIPES: dict[str, dict] = {
     # e5's own pre-training temperature, where the untouched student gives the translation 90.5%: does going all
     # the way to it add over 0.02?
     "hard-t0.01": dict(method="hard", teacher=None, temperature=0.01),
+    # Scored pairs (issue 30): the supervised STS term (mlse.train.sts_term) on STS Multi MT train, every language
+    # pairing, alone or beside a distillation loss. Beside one it is weighted STS_WEIGHT: at the untouched student
+    # its gradient is ~3,700x the EMA loss's (python -m benchmarks.sts_term_balance), so 1e-3 makes it ~4x.
+    "sts-cosent": dict(method="sts", teacher=None, sts_loss="cosent"),
+    "sts-angle": dict(method="sts", teacher=None, sts_loss="angle"),
+    "ema-frozen-cosent": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=STS_WEIGHT),
+    "ema-frozen-angle": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="angle", sts_weight=STS_WEIGHT),
+    # a stronger teacher than the student itself: mUSE (512-d) through the least-squares bridge, plus the STS term
+    "mse-muse-bridge-cosent": dict(
+        method="mse", teacher="muse", bridge="linear", sts_loss="cosent", sts_weight=STS_WEIGHT
+    ),
 }
 
 
