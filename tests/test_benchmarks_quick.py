@@ -78,6 +78,7 @@ MODEL_ARGS = {
     "finetune_compare": lambda r: ["--student", _tiny(r), "--teacher", _tiny(r), "--runs", _tmp(r, "runs")],
     "finetune_speed": lambda r: ["--student", _tiny(r)],
     "sts_term_balance": lambda r: ["--model", _tiny(r)],
+    "paired_sts": lambda r: ["--a", _tiny(r), "--b", _tiny(r)],
     "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],
     "muse_speed": lambda r: ["--threads", "1"],
     "seed_grid_time": lambda r: ["--backbone", _tiny(r)],

@@ -91,3 +91,24 @@ def test_resample_ranks_equal_scipy_average_ranks_with_ties():
         values, levels = np.unique(x, return_inverse=True)
         idx = rng.integers(0, len(x), size=(40, len(x)))  # resamples with replacement: new ties
         assert np.array_equal(level_ranks(levels[idx], len(values)), stats.rankdata(x[idx], axis=1))
+
+
+def test_paired_difference_matches_an_explicit_paired_bootstrap():
+    from scipy.stats import spearmanr
+
+    from mlse.evaluation.sts import paired_spearman_difference
+
+    rng = np.random.default_rng(3)
+    gold = rng.uniform(0, 5, 60)
+    a = gold + rng.normal(0, 1.0, 60)  # the better model
+    b = gold + rng.normal(0, 2.0, 60)
+    out = paired_spearman_difference(a, b, gold, n_boot=300, seed=5)
+    # the oracle: the same 300 resamples of the pairs (drawn as the library draws them), both models on each
+    idx = np.random.default_rng(5).integers(0, 60, size=(300, 60))
+    diffs = [100 * (spearmanr(a[i], gold[i])[0] - spearmanr(b[i], gold[i])[0]) for i in idx]
+    assert out["ci95"] == pytest.approx(list(np.percentile(diffs, [2.5, 97.5])), abs=1e-9)
+    assert out["difference"] == pytest.approx(100 * (spearmanr(a, gold)[0] - spearmanr(b, gold)[0]))
+    assert out["share_a_ahead"] == pytest.approx(np.mean(np.array(diffs) > 0))
+    assert 0 < out["ci95"][0] < out["difference"] < out["ci95"][1]  # A is ahead, and the CI says so
+    same = paired_spearman_difference(a, a, gold, n_boot=100)
+    assert same["ci95"] == [0.0, 0.0] and same["share_a_ahead"] == 0.0  # a model against itself: no difference
