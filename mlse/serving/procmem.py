@@ -7,9 +7,14 @@ allocations (torch, onnxruntime, faiss).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import resource
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+_TRIM = None  # glibc's malloc_trim once looked up, False where there is none
 
 
 def memory_mb(pid: int | str = "self") -> dict[str, float]:
@@ -34,3 +39,35 @@ def memory_mb(pid: int | str = "self") -> dict[str, float]:
 
 def peak_rss_mb(pid: int | str = "self") -> float:
     return memory_mb(pid)["peak_rss_mb"]
+
+
+def release_free_memory() -> bool:
+    """Hand the C allocator's free pages back to the system (glibc ``malloc_trim(0)``); True where it ran.
+
+    After a large temporary allocation -- encoding 800 sentences, converting a model -- the freed memory stays in the
+    process (RSS at its peak) until the allocator trims it: 855 -> 681 MB after the map's 800-sentence encode with
+    ``me5-small``. A no-op (False) without glibc.
+    """
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if not _TRIM:
+        return False
+    _TRIM(0)
+    return True
+
+
+def releases_memory(fn: Callable) -> Callable:
+    """``fn``, then :func:`release_free_memory` (for the handlers that encode thousands of sentences at once)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            release_free_memory()
+
+    return wrapper

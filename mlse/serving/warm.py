@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from mlse.errors import MlseError
 from mlse.runs.stop_signal import Stopped
+from mlse.serving.procmem import release_free_memory
 from mlse.serving.warm_steps import ShouldStop, WarmStep
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ def _run_step(step: WarmStep, stop: ShouldStop, on_step: StepLine | None, on_pro
                 on_progress(_step_status(step.name), warm_status().fraction)
 
         outcome, note = _compute(step, progress, stop)
+        release_free_memory()  # a step's encode or conversion buffers: back to the system, not kept at the peak
     _set_step(step.name, state=outcome, note=note, seconds=time.perf_counter() - t0, fraction=0.0)
     if on_step is not None:
         on_step(_step_status(step.name), warm_status().fraction)

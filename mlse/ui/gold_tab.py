@@ -16,6 +16,7 @@ from mlse.data.pairs import sts_pair_choices
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import sts_pair_predictions
 from mlse.memo import MB, BytesMemo
+from mlse.serving.procmem import releases_memory
 from mlse.ui import gold_file
 from mlse.ui.explain_sections import build_pair_section
 from mlse.ui.gold_views import (
@@ -66,6 +67,7 @@ def _check_pair(pair: str, split: str) -> None:
         raise MlseError("Choose a split.")
 
 
+@releases_memory
 def predictions(state, pair: str, model: str, split: str = "test"):
     """(ScoredPairs, cosine predictions [n]) for one model; memoised per model identity and data file."""
     if not (model or "").strip():

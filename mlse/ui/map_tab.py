@@ -20,6 +20,7 @@ from mlse.analysis.projection import SPACE_TITLES, SPACES, is_projected, languag
 from mlse.data.flores import flores_languages
 from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.errors import MlseError
+from mlse.serving.procmem import releases_memory
 from mlse.ui import map_upload
 from mlse.ui.inputs import check_inputs
 from mlse.ui.map_views import MapOutput, empty_output, highlight, hover_text, map_default, render  # noqa: F401
@@ -41,6 +42,7 @@ INTRO = (
 
 
 # -- handlers -------------------------------------------------------------------------------------------------------
+@releases_memory
 def project_map(
     state, model_name: str, langs: list[str] | None, n, *, method: str = "umap", progress=None
 ) -> MapOutput:

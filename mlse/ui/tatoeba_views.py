@@ -14,6 +14,7 @@ from mlse.errors import MlseError
 from mlse.evaluation.bitext_view import score_bitext
 from mlse.evaluation.runners import TatoebaLanguage, tatoeba_language
 from mlse.memo import MB, BytesMemo
+from mlse.serving.procmem import releases_memory
 
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
 # (model identity, language, file, k) or ("bitext", model identity, content hash, k) -> TatoebaLanguage: two embedding
@@ -29,6 +30,7 @@ def languages(state) -> list[str]:
         return []
 
 
+@releases_memory
 def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
     """One language scored with one model (through the embedding cache); memoised per model identity and data file."""
     if not (lang or "").strip():
@@ -39,6 +41,7 @@ def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
     return tatoeba_language(encoder, lang, data_dir=state.data_dir, k=MARGIN_K, memo=_memo)
 
 
+@releases_memory
 def source_view(state, source, model: str) -> TatoebaLanguage:
     """A Tatoeba language (its code) or a user's bitext (a ParallelCorpus) scored with one model, memoised."""
     if not isinstance(source, ParallelCorpus):
