@@ -28,36 +28,13 @@ import json
 import numpy as np
 import torch
 
-from benchmarks.common import QUICK_HELP, machine, output_dir
+from benchmarks.common import QUICK_HELP, machine, output_dir, study_batches
 from mlse.atomic import atomic_write_text
-from mlse.data.bitext import load_filtered_bitext, seed_per_pair
 from mlse.experiments.distillation import COMMON
 from mlse.losses.soft_contrastive import soft_contrastive_loss, soft_labels
 from mlse.models import load_model
 
 MODELS = {"student": "me5-small", "priority teacher": "minilm-en", "average teacher": "muse"}
-
-
-def batches(
-    n_batches: int,
-    batch_size: int,
-    seed: int,
-    data_dir=None,
-    pairs: list[str] | None = None,
-    max_pairs: int | None = None,
-) -> list[tuple[list[str], list[str]]]:
-    """``n_batches`` seeded batches of the study's training pairs (or ``pairs``, ``max_pairs`` each), mixed across
-    languages."""
-    bitext = load_filtered_bitext(
-        pairs or COMMON["pairs"],
-        max_pairs=max_pairs or COMMON["max_pairs"],
-        sample_seed=seed_per_pair(seed),
-        data_dir=data_dir,
-        label="contrastive-start",
-    )
-    order = np.random.default_rng(seed).permutation(len(bitext.src))[: n_batches * batch_size]
-    chunks = order.reshape(n_batches, batch_size)
-    return [([bitext.src[i] for i in c], [bitext.tgt[i] for i in c]) for c in chunks]
 
 
 def entropy(labels: torch.Tensor) -> float:
@@ -150,7 +127,8 @@ def main(argv=None) -> int:
         for role, name in MODELS.items()
     }
     temps = [float(t) for t in args.temperatures.split(",")]
-    data = batches(args.batches, args.batch_size, args.seed, args.data_dir, *((["en-de"], 64) if args.quick else ()))
+    quick = (["en-de"], 64) if args.quick else ()
+    data = study_batches(args.batches, args.batch_size, args.seed, args.data_dir, *quick)
     result = {
         "batches": args.batches,
         "batch_size": args.batch_size,

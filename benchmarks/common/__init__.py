@@ -9,7 +9,8 @@ imports another. One module per job:
   page, its models prepared beforehand and the models it ticks for a new visitor.
 - :mod:`~benchmarks.common.api`: calling the running app over HTTP (queued and unqueued endpoints, the JSON route).
 - :mod:`~benchmarks.common.load`: a round of concurrent clients against the app, and its latency summary.
-- :mod:`~benchmarks.common.pairs`: the STS Multi MT test pairs the app benchmarks send.
+- :mod:`~benchmarks.common.pairs`: the STS Multi MT test pairs the app benchmarks send; the students study's
+  training batches (:func:`study_batches`).
 - :mod:`~benchmarks.common.explain`: the pair sample and the convergence target of the two explain benchmarks.
 - :mod:`~benchmarks.common.encoders`: encoders as the speed benchmarks time them.
 - :mod:`~benchmarks.common.sts_scores`: a fine-tuned model's test Spearman per pair and their table.
@@ -32,7 +33,7 @@ from benchmarks.common.explain import EXPLAIN_LANG_PAIRS, EXPLAIN_TOLERANCE, cro
 from benchmarks.common.load import BUSY_PAUSE_S, PROBE_EVERY_S, latency_summary, probe_queue, run_round
 from benchmarks.common.machine import ISA_FLAGS, cpu_name, isa_flags, machine, renice
 from benchmarks.common.output import QUICK_HELP, output_dir, output_file
-from benchmarks.common.pairs import APP_LANG_PAIRS, distinct_pairs, test_pairs
+from benchmarks.common.pairs import APP_LANG_PAIRS, distinct_pairs, study_batches, test_pairs
 from benchmarks.common.sts_scores import TEST_PAIRS, spearman_table, test_scores
 from mlse.serving.http_server import free_port
 
@@ -56,6 +57,7 @@ __all__ = [
     "default_models",
     "direct_call",
     "distinct_pairs",
+    "study_batches",
     "free_port",
     "isa_flags",
     "json_call",

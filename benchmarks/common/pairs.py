@@ -46,3 +46,30 @@ def distinct_pairs(n: int, data_dir: str | None) -> list[tuple[str, str]]:
                 if len(pairs) == n:
                     return pairs
     return pairs
+
+
+def study_batches(
+    n_batches: int,
+    batch_size: int,
+    seed: int,
+    data_dir=None,
+    pairs: list[str] | None = None,
+    max_pairs: int | None = None,
+) -> list[tuple[list[str], list[str]]]:
+    """``n_batches`` seeded batches of the study's training pairs (or ``pairs``, ``max_pairs`` each), mixed across
+    languages."""
+    import numpy as np
+
+    from mlse.data.bitext import load_filtered_bitext, seed_per_pair
+    from mlse.experiments.distillation import COMMON
+
+    bitext = load_filtered_bitext(
+        pairs or COMMON["pairs"],
+        max_pairs=max_pairs or COMMON["max_pairs"],
+        sample_seed=seed_per_pair(seed),
+        data_dir=data_dir,
+        label="study batches",
+    )
+    order = np.random.default_rng(seed).permutation(len(bitext.src))[: n_batches * batch_size]
+    chunks = order.reshape(n_batches, batch_size)
+    return [([bitext.src[i] for i in c], [bitext.tgt[i] for i in c]) for c in chunks]
