@@ -9,9 +9,9 @@ pairs hard. Here every resample of a pair's rows scores both models (:func:`mlse
 paired_spearman_difference`), so the interval is that of A - B. Predictions come from the embedding cache when the
 models were evaluated before. Pairs: en-en and the cross-12 (:data:`mlse.data.pairs.CROSS_12`).
 
-Writes ``<out>/paired-<name>.json`` and ``.md`` atomically (default out ``results/students``); the table marks a pair
-where A is ahead by >= 2 points (the issue's target) and where the CI excludes 0. ``--quick``: en-de only, 50
-resamples, a temporary folder unless ``--out`` is given.
+Writes ``<out>/paired-<name>.json`` and ``.md`` atomically (default out ``results/students/sts-term``); the table
+marks a pair where A is ahead by >= 2 points (the issue's target) and where the CI excludes 0. ``--quick``: en-de
+only, 50 resamples, a temporary folder unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -71,14 +71,14 @@ def main(argv=None) -> int:
     parser.add_argument("--b", default="muse", help="model B (default muse)")
     parser.add_argument("--name", default=None, help="result file name (default: A's last path part vs B)")
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
-    parser.add_argument("--out", default=None, help="result folder (default results/students)")
+    parser.add_argument("--out", default=None, help="result folder (default results/students/sts-term)")
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     pairs = ["en-de"] if args.quick else ["en-en", *CROSS_12]
     rows = compare(args.a, args.b, pairs, 50 if args.quick else args.boot)
     name = args.name or f"{Path(args.a).name}-vs-{Path(args.b).name}"
     table = markdown(args.a, args.b, rows)
-    out = output_dir(args.out, args.quick, "results/students", "paired-sts")
+    out = output_dir(args.out, args.quick, "results/students/sts-term", "paired-sts")
     out.mkdir(parents=True, exist_ok=True)
     command = f"python -m benchmarks.paired_sts --a {args.a} --b {args.b}"
     record = {"a": args.a, "b": args.b, "command": command, "quick": args.quick, "rows": rows, **machine()}

@@ -77,14 +77,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="me5-small")
     parser.add_argument("--batches", type=int, default=5)
-    parser.add_argument("--out", default=None, help="result folder (default results/students)")
+    parser.add_argument("--out", default=None, help="result folder (default results/students/sts-term)")
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
     sizes = (8, 8) if args.quick else (64, 32)
     pairs = ["en-de"] if args.quick else None  # quick: 64 en-de pairs, not the study's 5,000 per pair
     measured = measure(args.model, 1 if args.quick else args.batches, *sizes, pairs=pairs)
     result = {**measured, "quick": args.quick, **machine()}
-    out = output_dir(args.out, args.quick, "results/students", "sts-term-balance")
+    out = output_dir(args.out, args.quick, "results/students/sts-term", "sts-term-balance")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "sts-term-balance.json", json.dumps(result, indent=1) + "\n")
     ratio = result["ratio_to_ema_frozen"]

@@ -216,6 +216,7 @@ def test_students_report_only_trains_nothing(tmp_path, capsys):
         "tatoeba": {"averages": {"all": {"acc_mean": 90.0, "xsim_error": 6.0}}},
     }
     (out / "hard.json").write_text(json.dumps(row))
+    (out / "gradient-norms.json").write_text(json.dumps({"ratio": 3700.0}))  # another analysis's file: not a row
     assert main(["experiment", "students", "--report-only", "--recipes", "mse-minilm-direct", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.glob("*.json")) == ["hard.json"]  # the named recipe did not run
+    assert sorted(p.name for p in out.glob("*.json")) == ["gradient-norms.json", "hard.json"]  # nothing ran
     assert "| hard |" in (out / "students.md").read_text()

@@ -262,7 +262,10 @@ def curves_figure(results: list[dict]):
 
 def write_report(out: Path, baselines: dict[str, Path] | None = None) -> str:
     """``students.md`` and ``students.html`` from every result file in ``out`` (plus baseline result folders)."""
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    # one file per recipe; a file of another analysis (no STS and Tatoeba results) is not a row
+    results = [
+        r for r in (json.loads(p.read_text()) for p in sorted(out.glob("*.json"))) if "sts" in r and "tatoeba" in r
+    ]
     rows = []
     for name, folder in (baselines or {}).items():
         sts, tat = folder / "sts.json", folder / "tatoeba.json"
