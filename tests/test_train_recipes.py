@@ -197,6 +197,8 @@ def test_a_recipe_trains_evaluates_and_is_not_run_twice(tiny_bert, tmp_path):
         **overrides,
     )
     assert again == json.loads((tmp_path / "out" / "hard.json").read_text()) and "skipped" in messages[-1]
+    # the run folder is recorded in a portable form, never as a bare relative path (which reads as a data path)
+    assert again["run"].startswith(("repo:", "outside:", "cache:")), again["run"]
     table = write_report(tmp_path / "out")
     assert "| hard |" in table and (tmp_path / "out" / "students.html").is_file()
     assert f"| {result['train']['best_step']} / 2 |" in table  # the picked checkpoint is named beside the run

@@ -49,7 +49,7 @@ HEADS: dict[str, tuple[str, str]] = {
     "muse+s1+s2": ("muse", "s1+s2"),
 }
 # shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter)
-STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen+lora"}
+STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen-cosent+lora"}
 
 
 def measure(model: str, *, data_dir=None) -> dict:
@@ -106,7 +106,9 @@ def reproduce_student(
     if not recipe.get("lora_r"):
         raise MlseError(f"{name}: recipe {recipe_name!r} is not a LoRA recipe; only adapters ship")
     result = run_recipe(recipe_name, recipe, runs=runs, out=runs / "results", data_dir=data_dir, progress=progress)
-    run = resolve_record_path(result["run"]) or runs / recipe_name  # a result file names it portably
+    run = resolve_record_path(result["run"])  # a result file names it portably
+    if run is None or not (run / "finetune_config.json").is_file():  # trained elsewhere: this command's own folder
+        run = runs / recipe_name
     config = json.loads((run / "finetune_config.json").read_text())
     manifest = {
         "title": f"student {recipe_name} (LoRA adapter)",

@@ -159,7 +159,7 @@ def run_recipe(
         "config": asdict(config),
         "train": json.loads((run / "metrics.json").read_text()),
         "curve": [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()],
-        "run": str(run),
+        "run": str(run.resolve()),  # absolute, so the record names it portably (repo:runs/... under the checkout)
         **evaluate_student(str(run), data_dir=data_dir),
         "eval_s": round(time.perf_counter() - t0, 1),
     }
