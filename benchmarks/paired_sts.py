@@ -66,7 +66,7 @@ def markdown(a: str, b: str, rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.paired_sts", description=__doc__.splitlines()[0])
     parser.add_argument("--a", required=True, help="model A (a name, a folder, a run)")
     parser.add_argument("--b", default="muse", help="model B (default muse)")
     parser.add_argument("--name", default=None, help="result file name (default: A's last path part vs B)")

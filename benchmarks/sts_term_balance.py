@@ -74,7 +74,7 @@ def measure(model: str, n_batches: int, batch_size: int, sts_batch_size: int, se
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sts_term_balance", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="me5-small")
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--out", default=None, help="result folder (default results/students/sts-term)")
