@@ -30,7 +30,6 @@ def languages(state) -> list[str]:
         return []
 
 
-@releases_memory
 def tatoeba_view(state, lang: str, model: str) -> TatoebaLanguage:
     """One language scored with one model (through the embedding cache); memoised per model identity and data file."""
     if not (lang or "").strip():
