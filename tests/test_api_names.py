@@ -51,6 +51,8 @@ ENDPOINTS = {
         "extend_vocab",
         "precision",
         "language_probe",
+        "sts_loss",
+        "sts_weight",
     ],
     "/finetune_stop": [],
     "/results_refresh": ["task", "model", "metric", "key_contains", "plot_task", "plot_key", "plot_metric"],
@@ -134,6 +136,8 @@ def test_score_pair_and_finetune_start_name_each_field_of_their_form(api_info):
         "extend_vocab": "Extend vocabulary by N pieces (0: off)",
         "precision": "Precision",
         "language_probe": "Stage 1: language-ID probe after training",
+        "sts_loss": "STS loss on scored pairs (STS Multi MT train)",
+        "sts_weight": "STS term weight beside the method's loss",
     }
 
 

@@ -231,6 +231,37 @@ def test_a_fine_tune_starts_in_public_mode_with_nothing_copied(space, monkeypatc
     check_fine_tune(start_on_the_space(space, "hard", "space-hard"), "space-hard")
 
 
+@pytest.mark.parametrize(("method", "loss", "weight"), [("sts", "cosent", 1e-3), ("ema", "angle", 0.01)])
+def test_scored_pairs_train_from_the_tab_in_public_mode(space, monkeypatch, method, loss, weight):
+    """The STS term, alone or beside EMA, from the tab on a Space: STS Multi MT train comes with the start-up fetch."""
+    from mlse.train import jobs
+    from mlse.ui import finetune_tab as ft
+
+    monkeypatch.setattr(ft, "training_job", lambda req, child_process: jobs.training_job(req))
+    name = f"space-{method}-{loss}"
+    form = dict(
+        model="runs/tiny-student",
+        pairs=["en-de"],
+        max_pairs=48,
+        budget_minutes=5,
+        name=name,
+        batch_size=8,
+        eval_every=2,
+    )
+    message = ft.start_run(
+        space, method, **form, max_steps=4, dev_max_pairs=16, lr=1e-3, teacher=None, sts_loss=loss, sts_weight=weight
+    )
+    assert message.startswith(f"Started **{name}**"), message
+    job = ft.runner(space).latest()
+    assert ft.runner(space).wait(600) and job.state == "finished", job.message
+    assert job.result["metrics"]["steps"] == 4 and job.result["metrics"]["sts_rows"] > 1000
+    config = json.loads((runs_dir() / name / "finetune_config.json").read_text())
+    assert (config["method"], config["sts_loss"], config["sts_weight"]) == (method, loss, weight)
+    _, _, loss_figure, _, _ = ft.poll(space)
+    sts_curve = [t for t in loss_figure.data if t.name == "STS term (unweighted)"]
+    assert sts_curve and all(y is not None and y > 0 for y in sts_curve[0].y[1:])  # every evaluation after a step
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["hard", "mse", "ema", "soft"])
 def test_every_fine_tune_method_runs_on_the_sample_in_public_mode(space, method):

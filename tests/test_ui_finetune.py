@@ -10,7 +10,8 @@ import pytest
 from mlse.dirs import runs_dir
 from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab as ft
-from mlse.ui.finetune_methods import method_settings
+from mlse.train.config import STS_LOSSES
+from mlse.ui.finetune_methods import STS_LOSS_LABELS, method_settings
 from mlse.ui.finetune_progress import job_fraction
 from mlse.ui.state import AppState
 
@@ -55,9 +56,25 @@ def test_method_settings_follow_the_method():
     assert mse["name"] == f"{state.preferred_model()}+mse" and "saves the best epoch so far" in stage1["note"]
 
 
+def test_the_scored_pairs_fields_follow_the_method():
+    state = AppState()
+    alone, ema, stage1 = (method_settings(state, m) for m in ("sts", "ema", "stage1"))
+    assert alone["sts_visible"] and alone["sts_loss"] == "cosent"  # the term alone needs a loss: CoSENT unless chosen
+    assert not alone["sts_weight_visible"] and not alone["pairs_visible"]  # no weight, no translation pairs
+    assert ema["sts_visible"] and ema["sts_weight_visible"] and ema["sts_loss"] == "none" and ema["pairs_visible"]
+    assert not stage1["sts_visible"] and "Scored pairs" not in stage1["note"] and "Scored pairs" in ema["note"]
+    assert method_settings(state, "sts", "angle")["sts_loss"] == "angle"  # a chosen loss is kept
+    assert method_settings(state, "mse", "angle")["sts_loss"] == "angle"
+    assert set(STS_LOSS_LABELS) == set(STS_LOSSES)
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
+        ({"method": "sts", "sts_loss": "none"}, "choose an STS loss"),
+        ({"sts_loss": "cosent", "sts_weight": 0}, "STS term weight: must be &gt; 0"),
+        ({"sts_loss": "hinge"}, "STS loss: 'hinge' is not offered"),
+        ({"sts_loss": "cosent", "sts_weight": "lots"}, "STS term weight"),
         ({"name": "../escape"}, "not a safe folder name"),
         ({"name": "<b>x</b>"}, "&lt;b&gt;"),  # echoed escaped, never as HTML
         ({"pairs": []}, "at least one language pair"),

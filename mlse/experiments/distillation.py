@@ -84,6 +84,8 @@ RECIPES: dict[str, dict] = {
     "sts-angle": dict(method="sts", teacher=None, sts_loss="angle"),
     "ema-frozen-cosent": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=STS_WEIGHT),
     "ema-frozen-angle": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="angle", sts_weight=STS_WEIGHT),
+    # the STS term ten times heavier (~37x the EMA loss's pull at the start): does the EMA term still hold retrieval?
+    "ema-frozen-cosent-w0.01": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=1e-2),
     # a stronger teacher than the student itself: mUSE (512-d) through the least-squares bridge, plus the STS term
     "mse-muse-bridge-cosent": dict(
         method="mse", teacher="muse", bridge="linear", sts_loss="cosent", sts_weight=STS_WEIGHT

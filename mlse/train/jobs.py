@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import re
 import shutil
 import threading
@@ -132,7 +133,7 @@ def train_in_this_process(req: TrainRequest, started: float, *, report: Report, 
 
 
 def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, signal: StopSignal) -> dict:
-    """mse / ema / soft / hard through :func:`mlse.train.finetune.finetune` (a stop in training keeps the best
+    """mse / ema / soft / hard / sts through :func:`mlse.train.finetune.finetune` (a stop in training keeps the best
     checkpoint)."""
 
     def on_eval(record: dict) -> None:
@@ -142,6 +143,7 @@ def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, sig
                 "x": record["step"],
                 "minutes": record["elapsed_s"] / 60,
                 "loss": record["loss"],
+                "sts_loss": _finite(record.get("sts_loss")),  # the STS term's own loss (None without one)
                 "dev": record["dev_spearman"],
                 "best": record["best_dev_spearman"],
                 "saved": record.get("saved"),
@@ -197,6 +199,11 @@ def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) 
         }
     )
     return {"run": f"runs/{Path(settings.out).name}", "metrics": metrics}
+
+
+def _finite(value) -> float | None:
+    """A loss as a plain float, None when absent or not finite (no STS batch yet: NaN)."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _fmt(value) -> str:

@@ -11,7 +11,7 @@ from mlse.data.bitext_sample import training_bitext_source
 from mlse.data.pairs import training_pair_choices
 from mlse.errors import MlseError
 from mlse.runs.folders import training_run_name
-from mlse.train.config import JOB_METHODS, TEACHER_METHODS
+from mlse.train.config import JOB_METHODS, METHODS, PAIR_METHODS, STS_LOSSES, TEACHER_METHODS
 from mlse.ui.text import md_escape
 
 METHOD_LABELS = {
@@ -21,7 +21,13 @@ METHOD_LABELS = {
     "ema": "EMA teacher (Ham & Kim)",
     "soft": "Soft contrastive (Park et al.)",
     "hard": "Hard contrastive (in-batch negatives)",
+    "sts": "Scored pairs only (CoSENT / AnglE)",
 }
+STS_LOSS_LABELS = {"none": "none", "cosent": "CoSENT (Su 2022)", "angle": "AnglE (Li & Li 2023)"}
+STS_NOTE = (
+    "Scored pairs: the STS Multi MT train split's human-scored pairs, in every pairing of its 11 languages "
+    "(sentences of STS dev/test and Tatoeba left out), ranked by the student's cosines."
+)
 METHOD_NOTES = {
     "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
     "The budget counts the whole run; Stop ends it within seconds in any phase. Stopped while encoding, it "
@@ -35,6 +41,9 @@ METHOD_NOTES = {
     "ema": "The teacher is an exponential moving average of the student itself (no separate teacher).",
     "soft": "Contrastive loss with the frozen teacher's similarities as soft labels; dimensions may differ.",
     "hard": "Contrastive loss with in-batch negatives; no teacher.",
+    "sts": "No translation loss: the student learns only from scored pairs (the STS loss below), the recipe with "
+    "the best cross-lingual STS in the students study; beside EMA instead, it keeps Tatoeba retrieval. "
+    "The language pairs are not used.",
 }
 
 
@@ -54,8 +63,16 @@ def all_pair_choices() -> list[str]:
     return list(dict.fromkeys(p for m in JOB_METHODS for p in pair_choices(m)[0]))
 
 
-def method_settings(state, method: str) -> dict:
-    """What the form shows for ``method``: model list, whether a teacher applies, pair lists, an explanation."""
+def sts_loss_for(method: str, current: str | None) -> str:
+    """The STS loss the form shows after choosing ``method``: the term alone needs one (CoSENT unless another is
+    chosen); the other methods keep the current choice (none by default)."""
+    current = current if current in STS_LOSSES else "none"
+    return "cosent" if method == "sts" and current == "none" else current
+
+
+def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
+    """What the form shows for ``method``: model list, whether a teacher applies, pair lists, the STS term's fields
+    (``sts_loss``: the form's current choice), an explanation."""
     models = model_choices(state, method)
     offered, default = pair_choices(method)
     preferred = state.preferred_model()
@@ -68,8 +85,14 @@ def method_settings(state, method: str) -> dict:
         "teacher": preferred if method in TEACHER_METHODS else None,
         "pairs": offered,
         "pairs_value": default,
-        "max_pairs_visible": method != "stage2",
-        "note": METHOD_NOTES.get(method, "") + ("" if method == "stage2" else " " + training_data_note(state)),
+        "pairs_visible": method != "sts",
+        "max_pairs_visible": method in PAIR_METHODS or method == "stage1",
+        "sts_visible": method in METHODS,
+        "sts_loss": sts_loss_for(method, sts_loss),
+        "sts_weight_visible": method in PAIR_METHODS,
+        "note": METHOD_NOTES.get(method, "")
+        + (" " + STS_NOTE if method in METHODS else "")
+        + (" " + training_data_note(state) if method in PAIR_METHODS or method == "stage1" else ""),
         "name": training_run_name(default_model, method) if default_model else "",
     }
 

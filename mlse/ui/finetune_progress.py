@@ -59,6 +59,14 @@ def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tup
     loss.update_layout(
         title="Training loss", xaxis_title=x_title, yaxis_title="loss", height=320, margin=dict(l=40, r=10, t=40, b=40)
     )
+    sts = [r.get("sts_loss") for r in evals]
+    if any(v is not None for v in sts):  # the STS term on its own axis: beside a method it is weighted ~0.001
+        loss.add_trace(go.Scatter(x=xs, y=sts, mode="lines+markers", name="STS term (unweighted)", yaxis="y2"))
+        loss.update_layout(
+            yaxis2=dict(title="STS term", overlaying="y", side="right"),
+            legend=dict(orientation="h", y=-0.25),
+            margin=dict(l=40, r=50, t=40, b=40),
+        )
     if any(r.get("dev") is not None for r in evals):
         ys, y_title = [r.get("dev") for r in evals], "dev Pearson x100" if method == "stage2" else "dev Spearman x100"
     else:

@@ -13,10 +13,16 @@ from __future__ import annotations
 from mlse.errors import MlseError
 from mlse.public_mode import FINETUNE_LIMITS, check_finetune_request, public_mode
 from mlse.runs.folders import training_run_name
-from mlse.train.config import HEAD_METHODS, PRECISIONS, TrainRequest
+from mlse.train.config import PAIR_METHODS, PRECISIONS, STS_LOSSES, TrainRequest
 from mlse.train.jobs import training_job
 from mlse.train.runner import JobRunner
-from mlse.ui.finetune_methods import METHOD_LABELS, all_pair_choices, method_settings, training_data_note
+from mlse.ui.finetune_methods import (
+    METHOD_LABELS,
+    STS_LOSS_LABELS,
+    all_pair_choices,
+    method_settings,
+    training_data_note,
+)
 from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
 from mlse.ui.inputs import check_inputs, number_problem
 from mlse.ui.preparing import with_preparing_note
@@ -60,6 +66,8 @@ def start_run(
     precision: str = DEFAULTS.precision,
     probe: bool = DEFAULTS.probe,
     device: str | None = None,
+    sts_loss: str = DEFAULTS.sts_loss,
+    sts_weight: float = DEFAULTS.sts_weight,
 ) -> str:
     """Validate the form and queue the run; returns the status message (never raises on bad input). The job runs on
     the app's backend (``state.backend``: the heads' backbone; fine-tuning trains on torch)."""
@@ -87,14 +95,17 @@ def start_run(
             probe=bool(probe),
             device=device,
             backend=state.backend,
+            sts_loss=_text(sts_loss) or DEFAULTS.sts_loss,
+            sts_weight=_form_number("STS term weight", sts_weight, minimum=0, required=True),
         )
         if req.precision not in PRECISIONS:
             raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
+        check_sts_term(req)
         if public_mode():
             check_finetune_request(req, state.model_names())
     except MlseError as exc:
         return md_escape(str(exc))
-    if method not in HEAD_METHODS and not req.pairs:
+    if method in PAIR_METHODS and not req.pairs:
         return "Choose at least one language pair."
     try:
         fn = training_job(req, child_process=True)  # its memory goes back to the system when it ends
@@ -108,7 +119,17 @@ def start_run(
         return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
     started = f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
     started = with_preparing_note(state, "finetune", started)  # while the app's warm start prepares the models
-    return started if method == "stage2" else f"{started} {training_data_note(state)}"
+    return f"{started} {training_data_note(state)}" if method in PAIR_METHODS or method == "stage1" else started
+
+
+def check_sts_term(req: TrainRequest) -> None:
+    """Refuse an STS-term setting that cannot train: an unknown loss, the term alone without one, a weight of 0."""
+    if req.sts_loss not in STS_LOSSES:
+        raise MlseError(f"STS loss: {req.sts_loss!r} is not offered; choose from {', '.join(STS_LOSSES)}")
+    if req.method == "sts" and req.sts_loss == "none":
+        raise MlseError("Scored pairs only: choose an STS loss (CoSENT or AnglE); 'none' leaves nothing to learn")
+    if req.method in PAIR_METHODS and req.sts_loss != "none" and not req.sts_weight > 0:
+        raise MlseError(f"STS term weight: must be > 0 when an STS loss is chosen, got {req.sts_weight:g}")
 
 
 def public_note() -> str:
@@ -198,6 +219,18 @@ def build_tab(state) -> list:
             )
         pairs = gr.CheckboxGroup(first["pairs"], value=first["pairs_value"], label="Language pairs")
         with gr.Row():
+            sts_loss = gr.Radio(
+                [(label, key) for key, label in STS_LOSS_LABELS.items()],
+                value=first["sts_loss"],
+                label="STS loss on scored pairs (STS Multi MT train)",
+                visible=first["sts_visible"],
+            )
+            sts_weight = gr.Number(
+                DEFAULTS.sts_weight,
+                label="STS term weight beside the method's loss",
+                visible=first["sts_weight_visible"],
+            )
+        with gr.Row():
             max_pairs = gr.Slider(
                 100,
                 slider_max(20000, "Max pairs per language pair", public),
@@ -248,13 +281,15 @@ def build_tab(state) -> list:
         seen = gr.State(None)
         timer = gr.Timer(POLL_SECONDS)
 
-        def on_method(m):
-            s = method_settings(state, m)
+        def on_method(m, current_sts_loss):
+            s = method_settings(state, m, current_sts_loss)
             return (
                 gr.update(choices=s["models"], value=s["model"]),
                 gr.update(choices=s["teachers"], value=s["teacher"], visible=s["teacher_visible"]),
-                gr.update(choices=s["pairs"], value=s["pairs_value"]),
+                gr.update(choices=s["pairs"], value=s["pairs_value"], visible=s["pairs_visible"]),
                 gr.update(visible=s["max_pairs_visible"]),
+                gr.update(value=s["sts_loss"], visible=s["sts_visible"]),
+                gr.update(visible=s["sts_weight_visible"]),
                 s["note"],
                 s["name"],
             )
@@ -278,6 +313,8 @@ def build_tab(state) -> list:
             extend_vocab,
             precision,
             language_probe,
+            sts_loss,
+            sts_weight,
         ):
             form = (method, model, teacher, language_pairs, max_pairs, budget_minutes, run_name, overwrite)
             return start_run(
@@ -292,6 +329,8 @@ def build_tab(state) -> list:
                 extend_vocab=extend_vocab,
                 precision=precision,
                 probe=language_probe,
+                sts_loss=sts_loss,
+                sts_weight=sts_weight,
             )
 
         def on_tick(axis, last):
@@ -302,8 +341,8 @@ def build_tab(state) -> list:
 
         method.change(
             on_method,
-            method,
-            [model, teacher, pairs, max_pairs, note, name],
+            [method, sts_loss],
+            [model, teacher, pairs, max_pairs, sts_loss, sts_weight, note, name],
             concurrency_limit=4,
             api_visibility="private",
         )
@@ -327,6 +366,8 @@ def build_tab(state) -> list:
                 extend_vocab,
                 precision,
                 probe,
+                sts_loss,
+                sts_weight,
             ],
             status,
             api_name="finetune_start",
@@ -352,6 +393,8 @@ def build_tab(state) -> list:
             dev_max_pairs,
             extend_vocab,
             precision,
+            sts_loss,
+            sts_weight,
         )
         check_inputs(pairs, allowed=all_pair_choices)  # the page shows one method's pairs; the API may ask another's
     return []  # no model picker the app refreshes (the method change refreshes this tab's own)
