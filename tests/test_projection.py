@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 
+from mlse.analysis import projection as projection_module
 from mlse.analysis.projection import (
     flores_sample,
     language_id_accuracy,
@@ -148,3 +151,45 @@ def test_import_does_not_load_umap_or_gradio():
     code = "import sys, mlse.analysis.projection; print('umap' in sys.modules, 'gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
     assert out == "False False"
+
+
+def test_the_same_map_asked_twice_at_once_is_computed_once(data_dir):
+    """A press and the warm start (or two visitors) asking for the same map: the second waits and reads the first's
+    cache files, encoding nothing."""
+    started, release = threading.Event(), threading.Event()
+
+    class Held(FakeEncoder):  # the first request's encode waits until the second one is waiting too
+        def encode(self, texts, **kwargs):
+            started.set()
+            assert release.wait(30)
+            return super().encode(texts, **kwargs)
+
+    enc = Held()
+    results, messages = {}, []
+    first = threading.Thread(
+        target=lambda: results.setdefault(1, language_map(enc, ["en", "de"], 6, data_dir=data_dir, method="pca"))
+    )
+    first.start()
+    assert started.wait(30)
+    second = threading.Thread(
+        target=lambda: results.setdefault(
+            2,
+            language_map(
+                enc, ["en", "de"], 6, data_dir=data_dir, method="pca", progress=lambda f, m: messages.append(m)
+            ),
+        )
+    )
+    second.start()
+    deadline = time.monotonic() + 30
+    while not any("waiting" in m for m in messages) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert any("being computed for another request" in m for m in messages)
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert enc.calls == 1  # encoded once, for both
+    assert not results[1].views["raw"].from_cache and results[2].views["raw"].from_cache
+    np.testing.assert_array_equal(results[1].views["raw"].coords, results[2].views["raw"].coords)
+    # a different map is not held up by this one's lock, and the lock table is emptied
+    language_map(enc, ["en", "fr"], 6, data_dir=data_dir, method="pca")
+    assert enc.calls == 2 and not projection_module._flights

@@ -23,8 +23,10 @@ import hashlib
 import io
 import json
 import logging
+import threading
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -370,6 +372,47 @@ def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, sp
         if view is not None:
             result.views[s] = view
     todo = [s for s in spaces if s not in result.views]
+    if not todo:
+        report(1.0, "done")
+        return result
+    with _single_flight(tuple(str(paths[s]) for s in spaces), report):
+        _compute_views(model, sample, result, todo, paths, seed=seed, method=method, report=report)
+    result.views = {s: result.views[s] for s in spaces}  # panel order = requested order
+    report(1.0, "done")
+    return result
+
+
+# One computation per map at a time: a visitor's press and the app's warm start (or twenty visitors opening the map
+# at once) asking for the same views wait for the first to finish and read its cache files, instead of encoding and
+# projecting the same sentences side by side on the same cores.
+_flights: dict[tuple, threading.Lock] = {}
+_flights_guard = threading.Lock()
+
+
+@contextmanager
+def _single_flight(key: tuple, report):
+    with _flights_guard:
+        lock = _flights.setdefault(key, threading.Lock())
+    if not lock.acquire(blocking=False):
+        report(0.05, "the same map is being computed for another request; waiting for it")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+        with _flights_guard:
+            if not lock.locked() and _flights.get(key) is lock:
+                del _flights[key]
+
+
+def _compute_views(model, sample: Sample, result: LanguageMap, todo, paths, *, seed, method, report) -> None:
+    """Fill ``result.views`` for the spaces in ``todo``: from the cache where another request has just written them,
+    else encode once and project each space (writing its cache file)."""
+    for s in list(todo):
+        view = _load_view(paths[s], s, len(sample.texts), method)
+        if view is not None:  # computed by the request this one waited for
+            result.views[s] = view
+    todo = [s for s in todo if s not in result.views]
     if todo:
         report(0.05, f"embedding {len(sample.texts)} sentences with {model.name}")
         embeddings = embed_spaces(model, sample.texts, todo)  # {space: [N, d]}
@@ -387,8 +430,5 @@ def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, sp
                 retrieval_at1(embeddings[s], sample.lang_idx, sample.sentence_ids),
                 projection=projection,
             )
-            _save_view(paths[s], view, identity)
+            _save_view(paths[s], view, model.identity)
             result.views[s] = view
-    result.views = {s: result.views[s] for s in spaces}  # panel order = requested order
-    report(1.0, "done")
-    return result
