@@ -8,9 +8,9 @@ import time
 import pytest
 
 from mlse.dirs import runs_dir
+from mlse.train.config import STS_LOSSES
 from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab as ft
-from mlse.train.config import STS_LOSSES
 from mlse.ui.finetune_methods import STS_LOSS_LABELS, method_settings
 from mlse.ui.finetune_progress import job_fraction
 from mlse.ui.state import AppState

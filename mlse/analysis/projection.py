@@ -23,10 +23,8 @@ import hashlib
 import io
 import json
 import logging
-import threading
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from mlse.analysis.map_sample import Sample, flores_sample  # re-exported: the m
 from mlse.atomic import atomic_write_bytes
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
+from mlse.single_flight import single_flight
 
 log = logging.getLogger(__name__)
 
@@ -364,71 +363,34 @@ def is_projected(model, langs: Sequence[str], n: int, *, data_dir=None, seed: in
 
 
 def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, spaces, report) -> LanguageMap:
-    identity = model.identity
-    result = LanguageMap(model.name, identity, method, seed, sample)
+    result = LanguageMap(model.name, model.identity, method, seed, sample)
     paths = {s: _cache_path(keys[s]) for s in spaces}
-    for s in spaces:
-        view = _load_view(paths[s], s, len(sample.texts), method)
-        if view is not None:
-            result.views[s] = view
-    todo = [s for s in spaces if s not in result.views]
-    if not todo:
-        report(1.0, "done")
-        return result
-    with _single_flight(tuple(str(paths[s]) for s in spaces), report):
-        _compute_views(model, sample, result, todo, paths, seed=seed, method=method, report=report)
+    cached = lambda: {s: v for s in spaces if (v := _load_view(paths[s], s, len(sample.texts), method))}  # noqa: E731
+    result.views = cached()
+    if len(result.views) < len(spaces):
+        # one computation per map at a time (a press and the warm start, or two visitors): who waited reads the cache
+        waiting = "the same map is being computed for another request; waiting for it"
+        with single_flight(("map", *(str(paths[s]) for s in spaces)), on_wait=lambda: report(0.05, waiting)):
+            result.views = cached()
+            _compute_views(model, sample, result, paths, seed, method, report)
     result.views = {s: result.views[s] for s in spaces}  # panel order = requested order
     report(1.0, "done")
     return result
 
 
-# One computation per map at a time: a visitor's press and the app's warm start (or twenty visitors opening the map
-# at once) asking for the same views wait for the first to finish and read its cache files, instead of encoding and
-# projecting the same sentences side by side on the same cores.
-_flights: dict[tuple, threading.Lock] = {}
-_flights_guard = threading.Lock()
-
-
-@contextmanager
-def _single_flight(key: tuple, report):
-    with _flights_guard:
-        lock = _flights.setdefault(key, threading.Lock())
-    if not lock.acquire(blocking=False):
-        report(0.05, "the same map is being computed for another request; waiting for it")
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
-        with _flights_guard:
-            if not lock.locked() and _flights.get(key) is lock:
-                del _flights[key]
-
-
-def _compute_views(model, sample: Sample, result: LanguageMap, todo, paths, *, seed, method, report) -> None:
-    """Fill ``result.views`` for the spaces in ``todo``: from the cache where another request has just written them,
-    else encode once and project each space (writing its cache file)."""
-    for s in list(todo):
-        view = _load_view(paths[s], s, len(sample.texts), method)
-        if view is not None:  # computed by the request this one waited for
-            result.views[s] = view
-    todo = [s for s in todo if s not in result.views]
-    if todo:
+def _compute_views(model, sample: Sample, result: LanguageMap, paths, seed, method, report) -> None:
+    """Encode once and project each space of ``paths`` not in ``result.views`` yet (writing its cache file)."""
+    if todo := [s for s in paths if s not in result.views]:
         report(0.05, f"embedding {len(sample.texts)} sentences with {model.name}")
         embeddings = embed_spaces(model, sample.texts, todo)  # {space: [N, d]}
         probe_problem = sample.probe_problem()  # e.g. every language in one sentence only: nothing to learn from
-        lang_idx, groups = sample.lang_idx, sample.sentence_ids
         for i, s in enumerate(todo):
             base = 0.3 + 0.7 * i / len(todo)
             report(base, f"{SPACE_TITLES[s]}: {method.upper()} projection")
             coords, projection = project_2d_explained(embeddings[s], method=method, seed=seed)  # [N, 2]
             report(base + 0.35 / len(todo), f"{SPACE_TITLES[s]}: language-ID probe and retrieval")
-            view = SpaceView(
-                s,
-                coords,
-                None if probe_problem else language_id_accuracy(embeddings[s], lang_idx, groups, seed=seed),
-                retrieval_at1(embeddings[s], sample.lang_idx, sample.sentence_ids),
-                projection=projection,
-            )
+            X, langs, ids = embeddings[s], sample.lang_idx, sample.sentence_ids
+            probe = None if probe_problem else language_id_accuracy(X, langs, ids, seed=seed)
+            view = SpaceView(s, coords, probe, retrieval_at1(X, langs, ids), projection=projection)
             _save_view(paths[s], view, model.identity)
             result.views[s] = view
