@@ -10,7 +10,8 @@ Every recipe shares :data:`COMMON`: the same contamination-filtered Tatoeba-Chal
 per pair, seeded), the same dev evaluation (STS Multi MT dev, en-en + four cross-lingual pairs, 500 rows each), frozen
 token embeddings (e5's 250k x 384 matrix is 81 % of its weights; freezing it makes a step ~40 % faster and leaves the
 vocabulary of languages outside the training data untouched), and a budget counted in CPU time (``budget_clock="cpu"``:
-process CPU seconds / threads, so runs sharing the machine with other work still get equal compute).
+process CPU seconds / threads, so runs sharing the machine with light work still get equal compute; an oversubscribed
+machine charges torch's spin-waiting threads too, so the study's runs are made alone).
 """
 
 from __future__ import annotations

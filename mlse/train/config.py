@@ -147,10 +147,11 @@ class FinetuneConfig:
     )
     bridge_sentences: int = option(5000, "English training sentences the bridge is fitted on")
     # "cpu": the budget (and the step-time estimate) counts the process's CPU seconds divided by its torch threads, so
-    # runs sharing a machine with other work still get equal compute; "wall": seconds on the clock (the app's jobs)
+    # runs sharing a machine with light work still get equal compute (not an oversubscribed one: torch's threads are
+    # charged while they spin-wait for a core); "wall": seconds on the clock (the app's jobs)
     budget_clock: str = option(
         "wall",
-        "cpu: count the budget in process CPU seconds / threads (equal compute on a shared machine)",
+        "cpu: count the budget in process CPU seconds / threads (equal compute beside light work)",
         choices=CLOCKS,
     )
 
