@@ -18,6 +18,8 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
+from mlse.single_flight import single_flight
+
 MB = 2**20
 _registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _MAX_DEPTH = 6  # deeper structures are counted by their shell only: estimates, not an audit
@@ -95,12 +97,18 @@ class BytesMemo:
                 self._bytes -= evicted
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], object]):
-        """The memoised value, or ``compute()`` stored. Two threads may compute one key at once; both get a value."""
+        """The memoised value, or ``compute()`` stored. A second thread asking for a key being computed waits for it
+        (:func:`mlse.single_flight.single_flight`: the app's warm start and a press, or two visitors, compute it once);
+        other keys are not held up. ``compute`` must not ask this memo for the same key."""
         sentinel = object()
         value = self.get(key, sentinel)
-        if value is sentinel:
-            value = compute()
-            self.put(key, value)
+        if value is not sentinel:
+            return value
+        with single_flight(("memo", self.name, key)):
+            value = self.get(key, sentinel)  # computed by the thread this one waited for (unless too big to keep)
+            if value is sentinel:
+                value = compute()
+                self.put(key, value)
         return value
 
     def clear(self) -> None:

@@ -62,6 +62,31 @@ def test_memo_is_safe_from_many_threads():
     assert 0 < memo.total_bytes <= memo.max_bytes
 
 
+def test_a_key_asked_twice_at_once_is_computed_once():
+    """The warm start and a press (or two visitors) asking for the same view: the second waits for the first."""
+    memo = BytesMemo("test.single", max_bytes=1 * MB)
+    inside, release, calls, got = threading.Event(), threading.Event(), [], []
+
+    def slow():
+        calls.append(1)
+        inside.set()
+        assert release.wait(10)
+        return np.arange(3)
+
+    first = threading.Thread(target=lambda: got.append(memo.get_or_compute("k", slow)))
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=lambda: got.append(memo.get_or_compute("k", slow)))
+    second.start()
+    assert memo.get_or_compute("other", lambda: np.zeros(1)).shape == (1,)  # another key is not held up
+    second.join(0.3)
+    assert second.is_alive() and len(calls) == 1  # waiting for the first, not computing beside it
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert len(calls) == 1 and len(got) == 2 and got[0] is got[1]
+
+
 def test_bytes_memoized_computes_once_per_arguments_and_reports():
     calls = []
 
