@@ -19,8 +19,8 @@ _guard = threading.Lock()
 def single_flight(key: Hashable, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold ``key`` for the block; a caller already holding it makes this one wait (``on_wait()`` is called first).
 
-    After the block, check again for what the other caller produced before computing it. The table keeps a key only
-    while someone holds or waits for it.
+    Inside the block, look first for what the caller this one waited for produced, then compute what is missing. The
+    table keeps a key only while someone holds or waits for it.
     """
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
