@@ -63,6 +63,11 @@ def all_pair_choices() -> list[str]:
     return list(dict.fromkeys(p for m in JOB_METHODS for p in pair_choices(m)[0]))
 
 
+def uses_bitext(method: str) -> bool:
+    """Whether ``method`` trains on translation pairs (then the form names where they come from)."""
+    return method in PAIR_METHODS or method == "stage1"
+
+
 def sts_loss_for(method: str, current: str | None) -> str:
     """The STS loss the form shows after choosing ``method``: the term alone needs one (CoSENT unless another is
     chosen); the other methods keep the current choice (none by default)."""
@@ -86,13 +91,13 @@ def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
         "pairs": offered,
         "pairs_value": default,
         "pairs_visible": method != "sts",
-        "max_pairs_visible": method in PAIR_METHODS or method == "stage1",
+        "max_pairs_visible": uses_bitext(method),
         "sts_visible": method in METHODS,
         "sts_loss": sts_loss_for(method, sts_loss),
         "sts_weight_visible": method in PAIR_METHODS,
         "note": METHOD_NOTES.get(method, "")
         + (" " + STS_NOTE if method in METHODS else "")
-        + (" " + training_data_note(state) if method in PAIR_METHODS or method == "stage1" else ""),
+        + (" " + training_data_note(state) if uses_bitext(method) else ""),
         "name": training_run_name(default_model, method) if default_model else "",
     }
 

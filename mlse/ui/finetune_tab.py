@@ -5,8 +5,7 @@ only turns the form into a :class:`mlse.train.config.TrainRequest` (whose defaul
 configurations' own) and polls the job's progress records with a ``gr.Timer``. What the form offers for each method is
 :mod:`mlse.ui.finetune_methods`; how the progress is drawn, :mod:`mlse.ui.finetune_progress`. Handlers are plain
 functions ``handler(state, ...)`` returning plain values, so tests call them directly. A finished run lives in
-``runs/NAME``, which every model list of the app reads on its next refresh.
-"""
+``runs/NAME``, in every model list of the app from its next refresh."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from mlse.ui.finetune_methods import (
     all_pair_choices,
     method_settings,
     training_data_note,
+    uses_bitext,
 )
 from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
 from mlse.ui.inputs import check_inputs, number_problem
@@ -119,7 +119,7 @@ def start_run(
         return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
     started = f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
     started = with_preparing_note(state, "finetune", started)  # while the app's warm start prepares the models
-    return f"{started} {training_data_note(state)}" if method in PAIR_METHODS or method == "stage1" else started
+    return f"{started} {training_data_note(state)}" if uses_bitext(method) else started
 
 
 def check_sts_term(req: TrainRequest) -> None:
