@@ -11,7 +11,8 @@ translation pairs; 32 scored STS Multi MT train pairs in random language pairing
 loss sends into the student's weights, and the ratio of the medians.
 
 Losses: ``ema-frozen`` (MSE(student(tgt), start(src)), Ham & Kim's loss with the frozen start as teacher; before the
-first step the student *is* its start), ``cosent`` and ``angle``. Writes ``<out>/sts-term-balance.json`` atomically.
+first step the student *is* its start), ``hard-t0.01`` / ``hard-t0.02`` (in-batch InfoNCE at e5-like temperatures,
+the study's contrastive recipes), ``cosent`` and ``angle``. Writes ``<out>/sts-term-balance.json`` atomically.
 ``--quick``: one batch of 8 pairs, a temporary folder unless ``--out`` is given.
 """
 
@@ -27,8 +28,11 @@ from benchmarks.common import QUICK_HELP, machine, output_dir, study_batches
 from mlse.atomic import atomic_write_text
 from mlse.data.sts_train import load_sts_train
 from mlse.losses.angle import angle_loss
+from mlse.losses.contrastive import hard_contrastive_loss
 from mlse.losses.cosent import cosent_loss
 from mlse.train.student_model import load_student, tokenize
+
+HARD = {"hard-t0.01": 0.01, "hard-t0.02": 0.02}  # the study's contrastive recipes at e5-like temperatures
 
 
 def gradient_norm(student, loss) -> float:
@@ -46,7 +50,7 @@ def measure(model: str, n_batches: int, batch_size: int, sts_batch_size: int, se
 
     rows = load_sts_train()
     rng = np.random.default_rng(seed)
-    norms: dict[str, list[float]] = {"ema-frozen": [], "cosent": [], "angle": []}
+    norms: dict[str, list[float]] = {k: [] for k in ("ema-frozen", *HARD, "cosent", "angle")}
     losses: dict[str, list[float]] = {k: [] for k in norms}
     for src, tgt in study_batches(n_batches, batch_size, seed, pairs=pairs, max_pairs=64 if pairs else None):
         with torch.no_grad():
@@ -54,6 +58,10 @@ def measure(model: str, n_batches: int, batch_size: int, sts_batch_size: int, se
         loss = torch.nn.functional.mse_loss(embed(tgt), start_src)
         losses["ema-frozen"].append(loss.item())
         norms["ema-frozen"].append(gradient_norm(student, loss))
+        for name, temperature in HARD.items():  # in-batch InfoNCE: both sides are the student's
+            loss = hard_contrastive_loss(embed(src), embed(tgt), temperature=temperature)
+            losses[name].append(loss.item())
+            norms[name].append(gradient_norm(student, loss))
         batch = rows.sample(rng, sts_batch_size)
         scores = torch.from_numpy(batch.scores)
         for name, fn in (("cosent", cosent_loss), ("angle", angle_loss)):
@@ -70,6 +78,7 @@ def measure(model: str, n_batches: int, batch_size: int, sts_batch_size: int, se
         "loss": losses,
         "median_gradient_norm": median,
         "ratio_to_ema_frozen": {k: median[k] / median["ema-frozen"] for k in ("cosent", "angle")},
+        "ratio_to_hard": {f"cosent/{h}": median["cosent"] / median[h] for h in HARD},
     }
 
 
@@ -91,7 +100,9 @@ def main(argv=None) -> int:
     print(
         f"median gradient norm: ema-frozen {result['median_gradient_norm']['ema-frozen']:.3g}, cosent "
         f"{result['median_gradient_norm']['cosent']:.3g} ({ratio['cosent']:.0f}x), angle "
-        f"{result['median_gradient_norm']['angle']:.3g} ({ratio['angle']:.0f}x); wrote {out}/sts-term-balance.json"
+        f"{result['median_gradient_norm']['angle']:.3g} ({ratio['angle']:.0f}x); cosent / hard: "
+        + ", ".join(f"{k.split('/')[1]} {v:.2g}x" for k, v in result["ratio_to_hard"].items())
+        + f"; wrote {out}/sts-term-balance.json"
     )
     return 0
 

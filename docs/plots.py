@@ -5,7 +5,7 @@
 Each figure is a function of files in the repository, so regenerating it after a study is rerun keeps the docs true:
 
 * ``calibration.svg``: the shipped cosine -> 0-5 maps (``assets/models/calibration/*.json``);
-* ``students-dev.svg``: dev curves of six recipes of the distillation study (``results/students/*.json``);
+* ``students-dev.svg``: dev curves of seven recipes of the distillation study (``results/students/*.json``);
 * ``finetune-compare-dev.svg``: dev curves of the four fine-tuning methods on ``minilm-en``
   (``results/finetune/finetune-compare-vocab30k-6min.json``).
 """
@@ -147,7 +147,8 @@ def calibration_figure() -> str:
 
 STUDENT_RECIPES = {
     "sts-cosent+lora": "CoSENT on scored pairs alone (LoRA)",
-    "ema-frozen-cosent+lora": "ema-frozen + CoSENT (LoRA, ships)",
+    "ema-frozen-cosent-w0.01+lora": "ema-frozen + 0.01 x CoSENT (LoRA, ships)",
+    "ema-frozen-cosent+lora": "ema-frozen + 0.001 x CoSENT (LoRA)",
     "ema-frozen": "ema-frozen",
     "hard-t0.01": "hard, T = 0.01",
     "mse-minilm-bridge": "mse-minilm-bridge",

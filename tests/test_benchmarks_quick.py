@@ -77,6 +77,7 @@ MODEL_ARGS = {
     "int8_options": lambda r: ["--model", str(r.getfixturevalue("tiny_me5")), "--threads", "1"],
     "finetune_compare": lambda r: ["--student", _tiny(r), "--teacher", _tiny(r), "--runs", _tmp(r, "runs")],
     "finetune_speed": lambda r: ["--student", _tiny(r)],
+    "gpu_student": lambda r: ["--student", _tiny(r), "--runs", _tmp(r, "runs")],
     "sts_term_balance": lambda r: ["--model", _tiny(r)],
     "paired_sts": lambda r: ["--a", _tiny(r), "--b", _tiny(r)],
     "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],

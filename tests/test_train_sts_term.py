@@ -96,7 +96,7 @@ def test_the_sts_term_lowers_its_loss_on_a_fixed_batch(tiny_bert, data_dir):
 
 def test_bad_sts_settings_are_refused(tiny_bert):
     for overrides, message in [
-        (dict(method="sts"), "set sts_loss"),
+        (dict(method="sts"), "choose an STS loss"),
         (dict(method="ema", sts_loss="cosent", sts_weight=0.0), "sts_weight"),
         (dict(method="ema", sts_loss="cosent", sts_batch_size=1), "sts_batch_size"),
         (dict(method="ema", sts_loss="ranknet"), "unknown sts_loss"),

@@ -75,11 +75,14 @@ def test_the_scored_pairs_fields_follow_the_method():
         ({"sts_loss": "cosent", "sts_weight": 0}, "STS term weight: must be &gt; 0"),
         ({"sts_loss": "hinge"}, "STS loss: 'hinge' is not offered"),
         ({"sts_loss": "cosent", "sts_weight": "lots"}, "STS term weight"),
+        # refused by the training configuration's own validation before queueing, in the form's words
+        ({"extend_vocab": 50}, "Extend vocabulary: must be 0 or &gt; 100"),
+        ({"precision": "fp8"}, "Precision: 'fp8' is not offered"),
         ({"name": "../escape"}, "not a safe folder name"),
         ({"name": "<b>x</b>"}, "&lt;b&gt;"),  # echoed escaped, never as HTML
         ({"pairs": []}, "at least one language pair"),
         ({"method": "mse", "teacher": None}, "needs a teacher"),
-        ({"budget_minutes": 0}, "budget must be &gt; 0"),
+        ({"budget_minutes": 0}, "Time budget (minutes): must be &gt; 0"),
         ({"model": ""}, "choose a model"),
     ],
 )

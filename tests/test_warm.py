@@ -83,6 +83,20 @@ def test_tab_defaults_are_the_tabs_own(data_dir):
     assert {"results", f"map:{openings['map']}", f"gold:{openings['gold']}", f"tatoeba:{openings['tatoeba']}"} <= set(
         names
     )
+    # UMAP's kernels are compiled in the app's process before the map's data steps (a cold press then waits for none)
+    assert "umap" in names and names.index("umap") < names.index(f"map:{openings['map']}")
+    assert "umap" not in [s.name for s in warm_plan(state, openings=openings)]  # held in memory: not the command's
+
+
+def test_the_umap_step_projects_once_in_this_process(monkeypatch):
+    from mlse.analysis import projection
+    from mlse.serving.warm_plan import umap_step
+
+    calls = []
+    monkeypatch.setattr(projection, "project_2d", lambda X, **kw: calls.append((X.shape, kw)) or X[:, :2])
+    step = umap_step(points=60)
+    step.run(lambda *a: None, lambda: False)
+    assert calls == [((60, 32), {"method": "umap", "seed": 0})] and step.scope == "process" and step.tabs == ("map",)
 
 
 def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(tiny_bert, data_dir, forwards):

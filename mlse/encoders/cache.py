@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.dirs import cache_root
+from mlse.foreground import foreground
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +207,13 @@ class CachedEncoder:
         found = store.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
-            new = self.inner.encode(
-                [unique[i] for i in missing], normalize=normalize, batch_size=batch_size, show_progress=show_progress
-            )  # [len(missing), d]
+            with foreground():  # background work (the warm start) pauses meanwhile: mlse.foreground
+                new = self.inner.encode(
+                    [unique[i] for i in missing],
+                    normalize=normalize,
+                    batch_size=batch_size,
+                    show_progress=show_progress,
+                )  # [len(missing), d]
             store.put_many([keys[i] for i in missing], new)
             for i, row in zip(missing, new):
                 found[keys[i]] = row

@@ -49,7 +49,7 @@ HEADS: dict[str, tuple[str, str]] = {
     "muse+s1+s2": ("muse", "s1+s2"),
 }
 # shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter)
-STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen-cosent+lora"}
+STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen-cosent-w0.01+lora"}
 
 
 def measure(model: str, *, data_dir=None) -> dict:

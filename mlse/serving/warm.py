@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mlse.errors import MlseError
+from mlse.foreground import background, wait_for_foreground
 from mlse.runs.stop_signal import Stopped
 from mlse.serving.procmem import release_free_memory
 from mlse.serving.warm_steps import ShouldStop, WarmStep
@@ -269,6 +270,10 @@ def start_app_warm(
     event = stop or threading.Event()
     _set(active=True, planning=True, steps=())
 
+    def stop_or_yield() -> bool:  # between chunks: a visitor's computing goes first (mlse.foreground)
+        wait_for_foreground(event.is_set)
+        return event.is_set()
+
     def run() -> None:
         try:
             steps = warm_plan(state, models=models, openings=openings, scope="all")
@@ -276,12 +281,13 @@ def start_app_warm(
             log.warning("warm start not run: %s", exc)
             _set(active=False, planning=False)
             return
-        report = run_warm(
-            steps,
-            on_step=on_step or print_step,
-            should_stop=event.is_set,
-            before_data=lambda: wait_for_fetch(event.is_set),
-        )
+        with background():
+            report = run_warm(
+                steps,
+                on_step=on_step or print_step,
+                should_stop=stop_or_yield,
+                before_data=lambda: wait_for_fetch(event.is_set),
+            )
         log.info("warm start finished in %.0f s: %d computed", report.seconds, report.count("computed"))
 
     thread = threading.Thread(target=run, name="mlse-warm", daemon=True)

@@ -74,6 +74,8 @@ def warm_plan(
     if scope == "all":
         steps += [load_step(ctx, name) for name in used]
         steps.append(results_step())
+        if opens.get("map"):
+            steps.append(umap_step())
     builders = {"gold": gold_step, "tatoeba": tatoeba_step, "map": map_step}
     steps += [builders[tab](ctx, name, defaults) for tab, name in opens.items() if name]
     return steps
@@ -258,6 +260,21 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
         scope="process",
         weight=1.0,
     )
+
+
+def umap_step(points: int = 120, seed: int = 0) -> WarmStep:
+    """UMAP's compiled kernels, in this process: numba compiles them on the first projection (~20 s on 2 cores, the
+    largest single wait of a cold map press after encoding), so a tiny projection of random points pays it early."""
+
+    def run(progress: Progress, should_stop: ShouldStop) -> None:
+        import numpy as np
+
+        from mlse.analysis.projection import project_2d
+
+        points_ = np.random.default_rng(seed).standard_normal((points, 32)).astype(np.float32)
+        project_2d(points_, method="umap", seed=seed)
+
+    return WarmStep("umap", "UMAP compiled for the map", ("map",), run, done=lambda: False, scope="process", weight=0.5)
 
 
 def results_step() -> WarmStep:

@@ -160,7 +160,7 @@ class FinetuneConfig:
     sts_loss: str = option(
         "none", "a supervised STS loss on STS Multi MT train pairs added to the method's", choices=STS_LOSSES
     )
-    # 0.001: at the untouched me5-small a CoSENT batch pulls ~3,700x harder than the EMA loss, so the term pulls ~4x
+    # 0.001: at the untouched me5-small a CoSENT batch pulls ~3,300-3,700x harder than the EMA loss, so the term ~3-4x
     # (python -m benchmarks.sts_term_balance); the term alone (method "sts") takes no weight
     sts_weight: float = option(1e-3, "weight of the STS term beside the method's loss (method sts: unused)")
     sts_batch_size: int = option(32, "scored pairs per step in the STS term")

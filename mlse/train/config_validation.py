@@ -64,8 +64,14 @@ def validate(cfg: FinetuneConfig) -> None:
             "extend_vocab adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings",
         ),
         (bool(cfg.dev_pairs), "no dev pairs given"),
-        (cfg.method != "sts" or cfg.sts_loss != "none", "method 'sts' trains the STS term alone: set sts_loss"),
-        (cfg.sts_weight > 0, f"sts_weight must be > 0, got {cfg.sts_weight}"),
+        (
+            cfg.method != "sts" or cfg.sts_loss != "none",
+            "method 'sts' trains the STS term alone: choose an STS loss (sts_loss cosent or angle)",
+        ),
+        (  # the weight scales the term beside another loss; unused when there is no term or nothing beside it
+            cfg.sts_loss == "none" or cfg.method == "sts" or cfg.sts_weight > 0,
+            f"sts_weight must be > 0 when an STS loss is added, got {cfg.sts_weight}",
+        ),
         (cfg.sts_batch_size >= 2, f"sts_batch_size must be >= 2 (a ranking needs two pairs), got {cfg.sts_batch_size}"),
         (bool(cfg.sts_langs), "no STS training languages given"),
     ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from mlse.errors import MlseError
 from mlse.public_mode import FINETUNE_LIMITS, check_finetune_request, public_mode
 from mlse.runs.folders import training_run_name
-from mlse.train.config import PAIR_METHODS, PRECISIONS, STS_LOSSES, TrainRequest
+from mlse.train.config import PAIR_METHODS, PRECISIONS, TrainRequest
 from mlse.train.jobs import training_job
 from mlse.train.runner import JobRunner
 from mlse.ui.finetune_methods import (
@@ -24,6 +24,7 @@ from mlse.ui.finetune_methods import (
     uses_bitext,
 )
 from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
+from mlse.ui.finetune_request import check_request
 from mlse.ui.inputs import check_inputs, number_problem
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
@@ -98,15 +99,13 @@ def start_run(
             sts_loss=_text(sts_loss) or DEFAULTS.sts_loss,
             sts_weight=_form_number("STS term weight", sts_weight, minimum=0, required=True),
         )
-        if req.precision not in PRECISIONS:
-            raise MlseError(f"Precision: {req.precision!r} is not offered; choose from {', '.join(PRECISIONS)}")
-        check_sts_term(req)
+        if method in PAIR_METHODS and not req.pairs:
+            return "Choose at least one language pair."
+        check_request(req)  # the configuration's own validation, before the job is queued
         if public_mode():
             check_finetune_request(req, state.model_names())
     except MlseError as exc:
         return md_escape(str(exc))
-    if method in PAIR_METHODS and not req.pairs:
-        return "Choose at least one language pair."
     try:
         fn = training_job(req, child_process=True)  # its memory goes back to the system when it ends
         description = f"{method} on {req.model}, {req.budget_minutes:g} min"
@@ -120,16 +119,6 @@ def start_run(
     started = f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
     started = with_preparing_note(state, "finetune", started)  # while the app's warm start prepares the models
     return f"{started} {training_data_note(state)}" if uses_bitext(method) else started
-
-
-def check_sts_term(req: TrainRequest) -> None:
-    """Refuse an STS-term setting that cannot train: an unknown loss, the term alone without one, a weight of 0."""
-    if req.sts_loss not in STS_LOSSES:
-        raise MlseError(f"STS loss: {req.sts_loss!r} is not offered; choose from {', '.join(STS_LOSSES)}")
-    if req.method == "sts" and req.sts_loss == "none":
-        raise MlseError("Scored pairs only: choose an STS loss (CoSENT or AnglE); 'none' leaves nothing to learn")
-    if req.method in PAIR_METHODS and req.sts_loss != "none" and not req.sts_weight > 0:
-        raise MlseError(f"STS term weight: must be > 0 when an STS loss is chosen, got {req.sts_weight:g}")
 
 
 def public_note() -> str:

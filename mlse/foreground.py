@@ -1,0 +1,72 @@
+"""Visitors first: background work (the app's warm start) pauses while a visitor's request computes.
+
+On 2 cores a visitor's press that must encode (an empty cache) and the app's warm start encoding other sets halve each
+other's speed: the map's first press took 86 s on a cold start, 47 of them encoding 800 sentences beside the warm
+start's STS and Tatoeba encodes. Here a thread marks the stretch where it computes for a visitor with
+:func:`foreground` (the embedding cache does so around every encode it cannot serve), a background thread marks
+itself with :func:`background` (its own computing does not count), and the background's stop check calls
+:func:`wait_for_foreground` between chunks: it returns once no foreground work is under way, or after ``max_wait_s``
+(a visitor waiting on the background's output, e.g. a map it is projecting, must not wait forever on a paused warm).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+_lock = threading.Condition()
+_active: dict[int, int] = {}  # thread id -> nesting depth of foreground() in it
+_background: set[int] = set()  # threads whose work never counts as foreground
+
+
+@contextmanager
+def foreground() -> Iterator[None]:
+    """Mark the calling thread as computing for a visitor (unless it is a background thread) for the block."""
+    me = threading.get_ident()
+    if me in _background:
+        yield
+        return
+    with _lock:
+        _active[me] = _active.get(me, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active[me] -= 1
+            if not _active[me]:
+                del _active[me]
+            _lock.notify_all()
+
+
+@contextmanager
+def background() -> Iterator[None]:
+    """Mark the calling thread as background work for the block: its foreground() blocks do not count."""
+    me = threading.get_ident()
+    _background.add(me)
+    try:
+        yield
+    finally:
+        _background.discard(me)
+
+
+def foreground_busy() -> bool:
+    """Whether any thread is computing for a visitor now."""
+    with _lock:
+        return bool(_active)
+
+
+def wait_for_foreground(
+    should_stop: Callable[[], bool] | None = None, max_wait_s: float = 120.0, poll_s: float = 0.25
+) -> float:
+    """Block while foreground work is under way (at most ``max_wait_s``; a stop ends the wait); returns the seconds
+    waited."""
+    started = time.monotonic()
+    with _lock:
+        while _active and not (should_stop and should_stop()):
+            left = max_wait_s - (time.monotonic() - started)
+            if left <= 0:
+                break
+            _lock.wait(min(poll_s, left))
+    return time.monotonic() - started
