@@ -145,14 +145,16 @@ def unpack(tar_path: Path, run: Path) -> None:
 
 def rebuild(source: Path, name: str, runs_root: Path) -> Path:
     """Unpack run ``name`` from ``source`` into ``runs_root`` and rebuild its merged model from the adapter."""
+    from mlse.atomic import atomic_dir
     from mlse.encoders.lora_merge import build_merged
     from mlse.encoders.resolve import materialise, resolve_model
 
     run = runs_root / name
     unpack(source / tar_file(name), run)
     config = json.loads((run / "finetune_config.json").read_text())
-    if not (run / "model").is_dir():  # the merged weights stay on the GPU machine: rebuilt from the adapter
-        build_merged(Path(materialise(resolve_model(config["student"]))), run / "adapter", run / "model")
+    # the merged weights stay on the GPU machine: rebuilt from the adapter just unpacked (never a stale folder)
+    with atomic_dir(run / "model") as tmp:
+        build_merged(Path(materialise(resolve_model(config["student"]))), run / "adapter", tmp)
     return run
 
 
