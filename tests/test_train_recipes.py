@@ -147,9 +147,19 @@ def test_student_recipes_parse_with_lora_and_budget_suffixes():
     assert name == "ema-frozen+lora@60" and recipe["lora_r"] == 8 and recipe["lr"] == LORA_LR
     assert recipe["budget_minutes"] == 60.0 and recipe["tau_base"] == 1.0
     assert parse_recipe("hard")[1] == RECIPES["hard"]
-    for bad in ("nope", "hard+qlora", "hard@soon"):
+    for bad in ("nope", "hard+qlora", "hard@soon", "hard~sone"):
         with pytest.raises(MlseError, match="recipe"):
             parse_recipe(bad)
+    name, recipe = parse_recipe("ema-frozen+lora@60~s2")  # another seed: another data sample, order and init
+    assert recipe["seed"] == 2 and recipe["budget_minutes"] == 60.0 and recipe["lora_r"] == 8
+    assert "seed" not in parse_recipe("ema-frozen+lora")[1]  # COMMON's seed 0
+
+
+def test_seeded_names_keep_seed_zero_plain_so_earlier_results_are_reused():
+    from mlse.experiments.distillation import seeded
+
+    assert seeded("hard+lora", 0) == "hard+lora" and seeded("hard+lora", 2) == "hard+lora~s2"
+    assert seeded("hard+lora~s2", 1) == "hard+lora~s1" and seeded("hard+lora~s2", 0) == "hard+lora"
 
 
 def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path):
@@ -222,3 +232,39 @@ def test_students_report_only_trains_nothing(tmp_path, capsys):
     assert main(["experiment", "students", "--report-only", "--recipes", "mse-minilm-direct", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.glob("*.json")) == ["gradient-norms.json", "hard.json"]  # nothing ran
     assert "| hard |" in (out / "students.md").read_text()
+
+
+def _result_row(name: str, cross: float, tatoeba: float) -> dict:
+    from mlse.data.pairs import CROSS_12
+
+    return {
+        "recipe": name,
+        "sts": {"scores": {p: {"spearman": cross} for p in ["en-en", *CROSS_12]}},
+        "tatoeba": {"averages": {"all": {"acc_mean": tatoeba, "xsim_error": 6.0}}},
+        "train": {"steps": 10, "pairs_seen": 640, "best_step": 10, "elapsed_s": 60.0},
+    }
+
+
+def test_students_over_seeds_runs_each_seed_and_reports_mean_and_spread(tmp_path, monkeypatch):
+    from mlse.cli import experiment
+    from mlse.cli.main import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    ran: list[tuple[str, int]] = []
+
+    def fake_run(name, recipe, *, out, **kw):  # the training itself is tested above; here: which runs, which seeds
+        ran.append((name, recipe.get("seed", 0)))
+        cross = {0: 76.0, 1: 77.0, 2: 78.0}[recipe.get("seed", 0)]
+        (out / f"{name}.json").write_text(json.dumps(_result_row(name, cross, 92.0)))
+
+    monkeypatch.setattr(experiment, "run_recipe", fake_run)
+    (out / "hard.json").write_text(json.dumps(_result_row("hard", 70.0, 90.0)))  # one seed: no spread row
+    assert main(["experiment", "students", "--recipes", "sts-cosent+lora", "--seeds", "0,1,2", "--out", str(out)]) == 0
+    assert ran == [("sts-cosent+lora", 0), ("sts-cosent+lora~s1", 1), ("sts-cosent+lora~s2", 2)]
+    report = (out / "students.md").read_text()
+    assert "| sts-cosent+lora | 3 | 77.0 ± 1.0 (76.0–78.0) | 77.0 ± 1.0 (76.0–78.0) | 92.0 ± 0.0" in report
+    assert "| hard | 2 |" not in report and "| hard | 1 |" not in report
+    ran.clear()  # a name with its own seed, no --seeds: that seed alone
+    assert main(["experiment", "students", "--recipes", "sts-cosent+lora~s2", "--out", str(out)]) == 0
+    assert ran == [("sts-cosent+lora~s2", 2)]

@@ -99,6 +99,28 @@ def test_the_umap_step_projects_once_in_this_process(monkeypatch):
     assert calls == [((60, 32), {"method": "umap", "seed": 0})] and step.scope == "process" and step.tabs == ("map",)
 
 
+def test_umap_is_compiled_at_start_only_when_the_maps_first_press_will_project(monkeypatch, data_dir):
+    """After `mlse warm` the map's first view is a file: compiling then (~15 s of both cores) would only hold up the
+    first visitors' presses on the other tabs."""
+    from mlse.analysis import projection
+    from mlse.serving.warm import run_warm
+    from mlse.serving.warm_plan import umap_step
+
+    calls = []
+    monkeypatch.setattr(projection, "project_2d", lambda X, **kw: calls.append(X.shape) or X[:, :2])
+    on_disk = {"map": True}
+    report = run_warm([umap_step(points=60, done=lambda: on_disk["map"])])
+    assert calls == [] and [s.state for s in report.steps] == ["warm"]
+    on_disk["map"] = False  # a cold start: the map's first press will project, so compile now
+    report = run_warm([umap_step(points=60, done=lambda: on_disk["map"])])
+    assert calls == [(60, 32)] and [s.state for s in report.steps] == ["computed"]
+    # in the app's plan the umap step asks exactly the map step's question
+    state = AppState(data_dir=str(data_dir))
+    plan = {s.name: s for s in warm_plan(state, openings=tab_openings(state), scope="all")}
+    map_step = next(s for name, s in plan.items() if name.startswith("map:"))
+    assert plan["umap"].done is map_step.done
+
+
 def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(tiny_bert, data_dir, forwards):
     name = str(tiny_bert)
     report = run_warm(steps_for(tiny_bert, data_dir))

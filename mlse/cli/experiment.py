@@ -14,7 +14,7 @@ from pathlib import Path
 from mlse.cli.args import add_backend_argument, csv_list
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
-from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, write_report
+from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, seeded, write_report
 from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
 from mlse.runs.folders import safe_name
 from mlse.train.config import MAX_PAIRS
@@ -40,8 +40,8 @@ def add_experiment_parser(sub) -> None:
         "--seeds",
         type=csv_list,
         default=None,
-        help="seed-grid: train the main variants once per seed, e.g. 0,1,2 (the prelayer and the probe on "
-        "the first seed only; default: --seed alone)",
+        help="train once per seed, e.g. 0,1,2 (seed-grid: the main variants, the prelayer and the probe on the "
+        "first seed only; students: each recipe, seed N as NAME~sN; default: --seed alone)",
     )
     ex.add_argument(
         "--report-only",
@@ -93,7 +93,10 @@ def _int_list(values: list[str] | None, flag: str) -> list[int] | None:
 
 def _students(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / "students")
+    seeds = _int_list(args.seeds, "--seeds") or ([args.seed] if args.seed else None)
     names = args.recipes or list(RECIPES)
+    if seeds:  # else each name keeps its own ~sN (or COMMON's seed 0)
+        names = [seeded(name, seed) for name in names for seed in seeds]
     plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
     if not args.report_only:
         for name, recipe in plans:

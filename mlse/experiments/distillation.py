@@ -104,13 +104,15 @@ def lora_variant(recipe: dict, rank: int = 8) -> dict:
 
 
 def parse_recipe(name: str) -> tuple[str, dict]:
-    """``"NAME"``, ``"NAME+lora"`` (LoRA adapters) or either with ``"@MINUTES"`` (another budget) -> (name, recipe)."""
-    base, _, minutes = name.partition("@")
+    """``"NAME"``, ``"NAME+lora"`` (LoRA adapters), either with ``"@MINUTES"`` (another budget) and/or ``"~sSEED"``
+    (another seed than COMMON's 0: another data sample, batch order and initialisation) -> (name, recipe)."""
+    spec, _, seed = name.partition("~s")
+    base, _, minutes = spec.partition("@")
     base, _, variant = base.partition("+")
     if base not in RECIPES or variant not in ("", "lora"):
         raise MlseError(
             f"unknown student recipe {name!r}; expected one of {', '.join(RECIPES)}, optionally with "
-            f"+lora and/or @MINUTES"
+            f"+lora, @MINUTES and/or ~sSEED"
         )
     recipe = lora_variant(RECIPES[base]) if variant else dict(RECIPES[base])
     if minutes:
@@ -118,7 +120,17 @@ def parse_recipe(name: str) -> tuple[str, dict]:
             recipe["budget_minutes"] = float(minutes)
         except ValueError:
             raise MlseError(f"student recipe {name!r}: {minutes!r} is not a number of minutes") from None
+    if seed:
+        if not seed.isdigit():
+            raise MlseError(f"student recipe {name!r}: {seed!r} after ~s is not a seed (a whole number)")
+        recipe["seed"] = int(seed)
     return name, recipe
+
+
+def seeded(name: str, seed: int) -> str:
+    """The recipe ``name`` at ``seed``: seed 0 (COMMON's) keeps the plain name, so its earlier results are reused."""
+    base = name.partition("~s")[0]
+    return base if seed == 0 else f"{base}~s{seed}"
 
 
 def recipe_config(name: str, recipe: dict, runs: Path, **overrides) -> FinetuneConfig:
@@ -248,6 +260,28 @@ def dev_shift_markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def seeds_markdown(rows: list[dict]) -> str:
+    """Mean ± standard deviation (and range) over the seeds of each recipe run with more than one seed."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if "steps" in r:  # a trained student, not a baseline
+            groups.setdefault(r["model"].partition("~s")[0], []).append(r)
+    lines = []
+    for name, group in sorted(groups.items()):
+        if len(group) >= 2:
+            cells = " | ".join(_spread([r[key] for r in group]) for key in ("cross-12", "en-en", "tatoeba-14", "xsim"))
+            lines.append(f"| {name} | {len(group)} | {cells} |")
+    if not lines:
+        return ""
+    head = "| recipe | seeds | cross-12 | en-en | Tatoeba-14 acc | xSIM err |\n|---|---:|---:|---:|---:|---:|\n"
+    return head + "\n".join(lines)
+
+
+def _spread(values: list[float]) -> str:
+    v = np.array(values, dtype=float)
+    return f"{v.mean():.1f} ± {v.std(ddof=1):.1f} ({v.min():.1f}–{v.max():.1f})"
+
+
 def curves_figure(results: list[dict]):
     """Dev Spearman (mean of the dev pairs) against training CPU-minutes, one line per recipe."""
     import plotly.graph_objects as go
@@ -282,6 +316,9 @@ def write_report(out: Path, baselines: dict[str, Path] | None = None) -> str:
             )
     rows += sorted((summary_row(r) for r in results), key=lambda r: -r["cross-12"])
     table = markdown(rows)
+    seeds = seeds_markdown(rows)
+    if seeds:
+        table += "\n\nOver seeds (mean ± sd across seeds, range in brackets; recipe~sN is seed N):\n\n" + seeds
     shift = dev_shift_markdown(results)
     if shift:
         table += "\n\nSTS Multi MT dev Spearman x 100, first -> last evaluation of each run:\n\n" + shift

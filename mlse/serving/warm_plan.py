@@ -71,14 +71,15 @@ def warm_plan(
     texts = example_texts(defaults)
     steps = [files_step(ctx, name) for name in plain]
     steps += [examples_step(ctx, name, texts) for name in plain if texts]
+    builders = {"gold": gold_step, "tatoeba": tatoeba_step, "map": map_step}
+    data_steps = [builders[tab](ctx, name, defaults) for tab, name in opens.items() if name]
     if scope == "all":
         steps += [load_step(ctx, name) for name in used]
         steps.append(results_step())
-        if opens.get("map"):
-            steps.append(umap_step())
-    builders = {"gold": gold_step, "tatoeba": tatoeba_step, "map": map_step}
-    steps += [builders[tab](ctx, name, defaults) for tab, name in opens.items() if name]
-    return steps
+        map_steps = [step for step in data_steps if step.name.startswith("map:")]
+        if map_steps:  # compiled early only when the map's first press will project (its files are not on disk)
+            steps.append(umap_step(done=map_steps[0].done))
+    return steps + data_steps
 
 
 def _cached(check: Callable[[], object]) -> bool:
@@ -262,9 +263,13 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
     )
 
 
-def umap_step(points: int = 120, seed: int = 0) -> WarmStep:
+def umap_step(points: int = 120, seed: int = 0, done: Callable[[], bool] = lambda: False) -> WarmStep:
     """UMAP's compiled kernels, in this process: numba compiles them on the first projection (~20 s on 2 cores, the
-    largest single wait of a cold map press after encoding), so a tiny projection of random points pays it early."""
+    largest single wait of a cold map press after encoding), so a tiny projection of random points pays it early.
+
+    ``done``: the map's first view is already on disk (after ``mlse warm``), so its first press projects nothing:
+    then nothing is compiled at start, where the compiling (~15 s of both cores, not interruptible) would hold up the
+    first visitors' presses on every other tab; only a visitor who projects a new map pays it."""
 
     def run(progress: Progress, should_stop: ShouldStop) -> None:
         import numpy as np
@@ -274,7 +279,7 @@ def umap_step(points: int = 120, seed: int = 0) -> WarmStep:
         points_ = np.random.default_rng(seed).standard_normal((points, 32)).astype(np.float32)
         project_2d(points_, method="umap", seed=seed)
 
-    return WarmStep("umap", "UMAP compiled for the map", ("map",), run, done=lambda: False, scope="process", weight=0.5)
+    return WarmStep("umap", "UMAP compiled for the map", ("map",), run, done=done, scope="process", weight=0.5)
 
 
 def results_step() -> WarmStep:
