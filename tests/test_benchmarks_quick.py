@@ -80,6 +80,7 @@ MODEL_ARGS = {
     "gpu_student": lambda r: ["--student", _tiny(r), "--runs", _tmp(r, "runs")],
     "sts_term_balance": lambda r: ["--model", _tiny(r)],
     "paired_sts": lambda r: ["--a", _tiny(r), "--b", _tiny(r)],
+    "ensemble_teacher": lambda r: ["--models", f"{_tiny(r)},{_tiny(r)}"],
     "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],
     "muse_speed": lambda r: ["--threads", "1"],
     "seed_grid_time": lambda r: ["--backbone", _tiny(r)],

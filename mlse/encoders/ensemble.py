@@ -1,0 +1,44 @@
+"""Several encoders as one: each member's unit embedding, concatenated and scaled by ``1 / sqrt(k)``.
+
+The concatenation of ``k`` unit vectors scaled that way is a unit vector, and the cosine of two such vectors is the
+**mean of the members' cosines**: an ensemble teacher or scorer that averages what its members say about a pair,
+whatever their dimensions (mUSE is 512-d, ``me5-small`` 384-d). It satisfies the :class:`~mlse.encoders.protocol.
+Encoder` protocol, so the evaluation runners take it as they take any model::
+
+    ensemble = EnsembleEncoder([load_model("muse"), load_model("me5-small")])
+    run_sts(ensemble, pairs=["en-de"])   # Spearman of the mean cosine
+
+Each member encodes through its own embedding cache; the ensemble caches nothing of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mlse.errors import MlseError
+
+
+class EnsembleEncoder:
+    def __init__(self, members: Sequence, name: str | None = None):
+        if len(members) < 2:
+            raise MlseError(f"an ensemble needs at least two encoders, got {len(members)}")
+        self.members = list(members)
+        self.name = name or "+".join(getattr(m, "name", "?") for m in self.members)
+
+    @property
+    def identity(self) -> str:
+        return "ensemble(" + ",".join(m.identity for m in self.members) + ")"
+
+    def encode(
+        self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
+    ) -> np.ndarray:
+        """[n, sum of the members' dimensions], unit rows whatever ``normalize`` says (the scale is the point)."""
+        scale = np.float32(1.0 / np.sqrt(len(self.members)))
+        parts = [
+            np.asarray(m.encode(texts, normalize=True, batch_size=batch_size, show_progress=show_progress), np.float32)
+            * scale
+            for m in self.members
+        ]  # each [n, d_i], rows of norm 1 / sqrt(k)
+        return np.concatenate(parts, axis=1)
