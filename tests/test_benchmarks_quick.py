@@ -81,6 +81,7 @@ MODEL_ARGS = {
     "sts_term_balance": lambda r: ["--model", _tiny(r)],
     "paired_sts": lambda r: ["--a", _tiny(r), "--b", _tiny(r)],
     "ensemble_teacher": lambda r: ["--models", f"{_tiny(r)},{_tiny(r)}"],
+    "student_soup": lambda r: ["--base", _tiny(r), "--members", f"{_tiny(r)},{_tiny(r)}", "--weights", "0.5,0.5"],
     "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],
     "muse_speed": lambda r: ["--threads", "1"],
     "seed_grid_time": lambda r: ["--backbone", _tiny(r)],

@@ -1,0 +1,99 @@
+"""Models fine-tuned from one base, combined in weight space: ``base + sum_i w_i (member_i - base)``.
+
+Each member's *task vector* (its weights minus the base's) is scaled and added to the base (Ilharco et al. 2023,
+"Editing models with task arithmetic"; weights summing to 1 give a uniform or weighted *model soup*, Wortsman et al.
+2022). The students of the distillation study share ``me5-small`` as their base and differ in what they were trained
+for (scored pairs, retrieval), so a soup asks whether one model can keep what each learned. A LoRA student is merged
+first: its run folder's ``model`` is an ordinary sentence-transformers folder, like the base.
+
+:func:`soup_tensors` is the arithmetic on named arrays; :func:`build_soup` applies it to sentence-transformers folders
+(the same modules in the same order, weights in ``model.safetensors`` files) and writes the result atomically, with a
+``soup.json`` naming the base, the members and the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mlse.atomic import atomic_dir, atomic_write_text
+from mlse.errors import MlseError
+
+WEIGHTS_FILE = "model.safetensors"
+SOUP_FILE = "soup.json"
+
+
+def soup_tensors(
+    base: Mapping[str, np.ndarray], members: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float]
+) -> dict[str, np.ndarray]:
+    """``base + sum_i weights[i] * (members[i] - base)`` per tensor, computed in float64 and stored in the base's dtype.
+
+    Every member must hold the base's tensor names and shapes. Non-float tensors (index buffers) must be equal in all
+    of them and are copied.
+    """
+    if len(members) != len(weights) or not members:
+        raise MlseError(f"a soup needs one weight per member: {len(members)} members, {len(weights)} weights")
+    out = {}
+    for name, b in base.items():
+        for i, m in enumerate(members):
+            if name not in m:
+                raise MlseError(f"member {i + 1} has no tensor {name!r}: not fine-tuned from this base")
+            if m[name].shape != b.shape:
+                raise MlseError(f"member {i + 1}: tensor {name!r} is {m[name].shape}, the base's is {b.shape}")
+        if not np.issubdtype(b.dtype, np.floating):
+            if any(not np.array_equal(m[name], b) for m in members):
+                raise MlseError(f"tensor {name!r} is not a float tensor and differs between the models")
+            out[name] = b.copy()
+            continue
+        acc = b.astype(np.float64)
+        for w, m in zip(weights, members, strict=True):
+            acc += float(w) * (m[name].astype(np.float64) - b.astype(np.float64))
+        out[name] = acc.astype(b.dtype)
+    extra = {n for m in members for n in m} - set(base)
+    if extra:
+        raise MlseError(f"members hold tensors the base has not: {sorted(extra)[:3]}")
+    return out
+
+
+def _modules(folder: Path) -> list[tuple[str, str]]:
+    """(path, class name) of each module of a sentence-transformers folder (class paths move between versions)."""
+    try:
+        entries = json.loads((folder / "modules.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise MlseError(f"{folder}: not a sentence-transformers folder ({exc})") from None
+    return [(e["path"], e["type"].rsplit(".", 1)[-1]) for e in entries]
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    """The weight files of the folder, relative to it: the root module's and each sub-module's."""
+    paths = [Path(path) / WEIGHTS_FILE for path, _ in _modules(folder)]
+    return sorted({p for p in paths if (folder / p).is_file()})
+
+
+def build_soup(base: Path, members: Sequence[Path], weights: Sequence[float], out: Path) -> Path:
+    """Write the soup of the sentence-transformers folders ``members`` (fine-tuned from ``base``) to ``out``."""
+    from safetensors.numpy import load_file, save_file  # lazy: only this needs safetensors
+
+    base, members = Path(base), [Path(m) for m in members]
+    layout = _modules(base)
+    for m in members:
+        if _modules(m) != layout:
+            raise MlseError(f"{m}: its modules {_modules(m)} are not the base's {layout}")
+    files = _weight_files(base)
+    if not files:
+        raise MlseError(f"{base}: no {WEIGHTS_FILE} to combine")
+    with atomic_dir(out) as tmp:
+        shutil.copytree(base, tmp, dirs_exist_ok=True)  # configuration and tokenizer: the base's
+        for rel in files:
+            missing = [m for m in members if not (m / rel).is_file()]
+            if missing:
+                raise MlseError(f"{missing[0]}: no {rel}")
+            souped = soup_tensors(load_file(base / rel), [load_file(m / rel) for m in members], weights)
+            save_file(souped, str(tmp / rel), metadata={"format": "pt"})
+        record = {"base": str(base), "members": [str(m) for m in members], "weights": [float(w) for w in weights]}
+        atomic_write_text(tmp / SOUP_FILE, json.dumps(record, indent=1) + "\n")
+    return out
