@@ -27,15 +27,12 @@ from pathlib import Path
 
 from benchmarks.common import QUICK_HELP, machine, output_dir
 from mlse.atomic import atomic_write_text
-from mlse.data.pairs import HAM_KIM_14
 from mlse.data.portable import portable_record
 from mlse.dirs import runs_dir
 from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.weight_soup import build_soup
 from mlse.errors import MlseError
-from mlse.evaluation.runners import run_sts, run_tatoeba
-from mlse.experiments.distillation import TEST_PAIRS
-from mlse.models import load_model
+from mlse.experiments.distillation import evaluate_student
 
 
 def model_folder(name: str) -> Path:
@@ -72,18 +69,13 @@ def main(argv=None) -> int:
     except MlseError as exc:
         raise SystemExit(f"error: {exc}") from None
     built_s = time.perf_counter() - t0
-    pairs = ["en-de"] if args.quick else list(TEST_PAIRS)
-    langs = ["deu"] if args.quick else list(HAM_KIM_14)
-    encoder = load_model(str(folder))
+    quick = {"pairs": ["en-de"], "langs": ["deu"]} if args.quick else {}
     record = {
         "recipe": name,
-        "model": str(folder),
         "soup": {"base": args.base, "members": members, "weights": weights, "build_s": round(built_s, 1)},
         "command": f"python -m benchmarks.student_soup --members {','.join(members)} --weights {args.weights}",
         "quick": args.quick,
-        "identity": encoder.identity,
-        "sts": run_sts(encoder, pairs=pairs, data_dir=args.data_dir).to_dict(),
-        "tatoeba": run_tatoeba(encoder, langs=langs, data_dir=args.data_dir, keep_errors=False).to_dict(),
+        **evaluate_student(str(folder), data_dir=args.data_dir, **quick),  # model, identity, sts, tatoeba
         **machine(),
     }
     if args.quick:

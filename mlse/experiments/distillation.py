@@ -137,11 +137,12 @@ def recipe_config(name: str, recipe: dict, runs: Path, **overrides) -> FinetuneC
     return FinetuneConfig(**{**COMMON, **recipe, **overrides, "out": str(runs / name)})
 
 
-def evaluate_student(model: str, *, data_dir=None) -> dict:
-    """STS test (17 pairs, Spearman/Pearson with CIs, group averages) and Tatoeba-14 of a model."""
+def evaluate_student(model: str, *, data_dir=None, pairs=TEST_PAIRS, langs=HAM_KIM_14) -> dict:
+    """STS test (17 pairs, Spearman/Pearson with CIs, group averages) and Tatoeba-14 of a model (fewer: a quick
+    check)."""
     encoder = load_model(model)
-    sts = run_sts(encoder, pairs=TEST_PAIRS, data_dir=data_dir)
-    tatoeba = run_tatoeba(encoder, langs=HAM_KIM_14, data_dir=data_dir, keep_errors=False)
+    sts = run_sts(encoder, pairs=pairs, data_dir=data_dir)
+    tatoeba = run_tatoeba(encoder, langs=langs, data_dir=data_dir, keep_errors=False)
     return {"model": model, "identity": encoder.identity, "sts": sts.to_dict(), "tatoeba": tatoeba.to_dict()}
 
 
