@@ -49,9 +49,10 @@ def soup_tensors(
                 raise MlseError(f"tensor {name!r} is not a float tensor and differs between the models")
             out[name] = b.copy()
             continue
-        acc = b.astype(np.float64)
+        b64 = b.astype(np.float64)
+        acc = b64.copy()
         for w, m in zip(weights, members, strict=True):
-            acc += float(w) * (m[name].astype(np.float64) - b.astype(np.float64))
+            acc += float(w) * (m[name].astype(np.float64) - b64)
         out[name] = acc.astype(b.dtype)
     extra = {n for m in members for n in m} - set(base)
     if extra:
