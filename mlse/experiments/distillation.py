@@ -127,10 +127,14 @@ def parse_recipe(name: str) -> tuple[str, dict]:
     return name, recipe
 
 
+def unseeded(name: str) -> str:
+    """The recipe ``name`` without its ``~sSEED``: what every seed of one recipe shares."""
+    return name.partition("~s")[0]
+
+
 def seeded(name: str, seed: int) -> str:
     """The recipe ``name`` at ``seed``: seed 0 (COMMON's) keeps the plain name, so its earlier results are reused."""
-    base = name.partition("~s")[0]
-    return base if seed == 0 else f"{base}~s{seed}"
+    return unseeded(name) if seed == 0 else f"{unseeded(name)}~s{seed}"
 
 
 def recipe_config(name: str, recipe: dict, runs: Path, **overrides) -> FinetuneConfig:
@@ -266,7 +270,7 @@ def seeds_markdown(rows: list[dict]) -> str:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         if "steps" in r:  # a trained student, not a baseline
-            groups.setdefault(r["model"].partition("~s")[0], []).append(r)
+            groups.setdefault(unseeded(r["model"]), []).append(r)
     lines = []
     for name, group in sorted(groups.items()):
         if len(group) >= 2:

@@ -72,14 +72,13 @@ def warm_plan(
     steps = [files_step(ctx, name) for name in plain]
     steps += [examples_step(ctx, name, texts) for name in plain if texts]
     builders = {"gold": gold_step, "tatoeba": tatoeba_step, "map": map_step}
-    data_steps = [builders[tab](ctx, name, defaults) for tab, name in opens.items() if name]
+    data_steps = {tab: builders[tab](ctx, name, defaults) for tab, name in opens.items() if name}
     if scope == "all":
         steps += [load_step(ctx, name) for name in used]
         steps.append(results_step())
-        map_steps = [step for step in data_steps if step.name.startswith("map:")]
-        if map_steps:  # compiled early only when the map's first press will project (its files are not on disk)
-            steps.append(umap_step(done=map_steps[0].done))
-    return steps + data_steps
+        if "map" in data_steps:  # compiled early only when the map's first press will project (nothing on disk)
+            steps.append(umap_step(done=data_steps["map"].done))
+    return steps + list(data_steps.values())
 
 
 def _cached(check: Callable[[], object]) -> bool:
