@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,15 @@ def forwards(monkeypatch):
 
 
 def cache_files() -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file the warm writes besides the SQLite journals (which a mere read may touch)."""
+    """(size, mtime) of every file the warm writes besides the SQLite journals (which a mere read may touch).
+
+    Each database's write-ahead log is first folded into its file: otherwise the next connection to close does it,
+    and a warm that writes nothing would still change the file (when depends on which connection closes first)."""
+    import sqlite3
+
+    for db in cache_root().rglob("*.sqlite"):
+        with closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return {
         str(p): (p.stat().st_size, p.stat().st_mtime_ns)
         for p in cache_root().rglob("*")
