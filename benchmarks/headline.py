@@ -82,7 +82,10 @@ def recorded(name: str) -> tuple[dict, dict]:
         values["cross-12"], values["en-en"] = manifest["scores"]["cross-12"], manifest["scores"]["en-en"]
         sources["cross-12"] = sources["en-en"] = _rel(manifest_path)
         study = ROOT / "results" / "students" / f"{manifest.get('recipe', '')}.json"
-        if manifest.get("recipe") and study.is_file():  # the trained run the adapter was exported from
+        if "tatoeba-14" in manifest["scores"]:  # measured on the exported adapter itself
+            values["tatoeba-14"] = manifest["scores"]["tatoeba-14"]
+            sources["tatoeba-14"] = _rel(manifest_path)
+        elif manifest.get("recipe") and study.is_file():  # the trained run the adapter was exported from
             values["tatoeba-14"] = _read(study)["tatoeba"]["averages"]["all"]["acc_mean"]
             sources["tatoeba-14"] = _rel(study) + " (the run before its fp16 export)"
     return values, sources

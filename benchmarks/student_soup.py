@@ -11,9 +11,10 @@ sentence-transformers folder fine-tuned from ``--base`` (default ``me5-small``).
 
 The soup is written to ``<runs>/soups/<name>`` and evaluated like a student (STS Multi MT test, 17 pairs with CIs;
 Tatoeba-14 both ways, margin, xSIM): ``<out>/<name>.json`` in the study's record format, so ``python -m mlse experiment
-students --report-only --out <out>`` tables it beside the students (default out ``results/students/soups``). Its CPU
-cost is the members' training (a soup trains nothing). ``--quick``: en-de and one Tatoeba language, temporary folders
-unless ``--out`` is given.
+students --report-only --out <out>`` tables it beside the students (default out ``results/students/soups``). The record
+also holds the soup's STS Multi MT **dev** Spearman (the study's dev pairs, full split, ``dev``), so that soups are
+chosen between on dev, never on test. Its CPU cost is the members' training (a soup trains nothing). ``--quick``:
+en-de and one Tatoeba language, temporary folders unless ``--out`` is given.
 """
 
 from __future__ import annotations
@@ -23,16 +24,27 @@ import json
 import shutil
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 from benchmarks.common import QUICK_HELP, machine, output_dir
 from mlse.atomic import atomic_write_text
+from mlse.data.pairs import STUDY_DEV_PAIRS
 from mlse.data.portable import portable_record
 from mlse.dirs import runs_dir
 from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.weight_soup import build_soup
 from mlse.errors import MlseError
+from mlse.evaluation.runners import run_sts
 from mlse.experiments.distillation import evaluate_student
+from mlse.models import load_model
+
+
+def dev_scores(model: str, *, data_dir=None, pairs=STUDY_DEV_PAIRS) -> dict:
+    """STS Multi MT dev Spearman x 100 per pair and their mean: what a soup is chosen on."""
+    result = run_sts(load_model(model), pairs=pairs, split="dev", data_dir=data_dir, n_boot=0)
+    spearman = {pair: round(float(s["spearman"]), 2) for pair, s in result.scores.items()}
+    return {"spearman": spearman, "mean": round(sum(spearman.values()) / len(spearman), 2)}
 
 
 def model_folder(name: str) -> Path:
@@ -47,7 +59,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.student_soup", description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="me5-small", help="the model every member was fine-tuned from")
     parser.add_argument("--members", required=True, help="comma-separated run folders or model folders")
-    parser.add_argument("--weights", required=True, help="comma-separated, one per member (e.g. 0.5,0.5 or 1,1)")
+    parser.add_argument("--weights", required=True, help="comma-separated, one per member (e.g. 0.5,0.5 or 1/3,1/3,1/3)")
     parser.add_argument("--name", default=None, help="soup name (default: members and weights)")
     parser.add_argument("--out", default=None, help="result folder (default results/students/soups)")
     parser.add_argument("--data-dir", default=None)
@@ -55,8 +67,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     members = [m.strip() for m in args.members.split(",") if m.strip()]
     try:
-        weights = [float(w) for w in args.weights.split(",")]
-    except ValueError:
+        weights = [float(Fraction(w.strip())) for w in args.weights.split(",")]  # 0.5 or 1/3
+    except (ValueError, ZeroDivisionError):
         raise SystemExit(f"--weights takes numbers separated by commas, got {args.weights!r}") from None
     if len(weights) != len(members):
         raise SystemExit(f"--weights: {len(weights)} weights for {len(members)} members")
@@ -76,6 +88,7 @@ def main(argv=None) -> int:
         "command": f"python -m benchmarks.student_soup --members {','.join(members)} --weights {args.weights}",
         "quick": args.quick,
         **evaluate_student(str(folder), data_dir=args.data_dir, **quick),  # model, identity, sts, tatoeba
+        "dev": dev_scores(str(folder), data_dir=args.data_dir, **({"pairs": ["en-de"]} if args.quick else {})),
         **machine(),
     }
     if args.quick:
@@ -85,7 +98,10 @@ def main(argv=None) -> int:
     atomic_write_text(out / f"{name}.json", json.dumps(record, indent=1) + "\n")
     spearman = {p: s["spearman"] for p, s in record["sts"]["scores"].items()}
     tatoeba = record["tatoeba"]["averages"]["all"]
-    print(f"{name}: Spearman {spearman}; Tatoeba {tatoeba['acc_mean']:.1f}, xSIM {tatoeba['xsim_error']:.1f}")
+    print(
+        f"{name}: Spearman {spearman}; Tatoeba {tatoeba['acc_mean']:.1f}, xSIM {tatoeba['xsim_error']:.1f}; "
+        f"dev mean {record['dev']['mean']:.2f}"
+    )
     return 0
 
 

@@ -192,13 +192,54 @@ def test_reproduce_student_exports_the_adapter_and_measures_the_exported_files(
 
     monkeypatch.setattr(assets, "run_recipe", tiny_recipe)
     monkeypatch.setattr(assets, "STUDENTS", {"tiny-student": "ema-frozen+lora"})
+    monkeypatch.setattr(assets, "TATOEBA_LANGS", ("deu",))  # the retrieval check on one language, for speed
     out = tmp_path / "assets"
     item = assets.reproduce_student("tiny-student", runs=tmp_path / "runs", out=out, data_dir=data_dir)
     assert item.folder == out / "students" / "tiny-student" and check_files(item) == []
     scores = read_shipped_manifest(item.folder)["scores"]
     assert len(scores["sts_test_spearman"]) == 17 and scores["en-en"] == scores["sts_test_spearman"]["en-en"]
+    assert 0 <= scores["tatoeba-14"] <= 100 and 0 <= scores["xsim-14"] <= 100
     assert read_shipped_manifest(item.folder)["backbone_identity"].startswith(str(tiny_bert))
     assert list((out / "calibration").glob("*tiny-student*.json"))
     monkeypatch.setenv("MLSE_ASSETS", str(out))  # the exported adapter scores what its manifest says
     texts = ["A man is playing a flute.", "Ein Mann spielt Flöte."]
     assert load_model("shipped/tiny-student", cache=False).encode(texts).shape[0] == 2
+
+
+def test_a_soup_student_ships_its_members_stacked_into_one_adapter(tmp_path, tiny_bert, data_dir, monkeypatch):
+    """A :class:`Soup` in STUDENTS: each member recipe trains (here: tiny runs of two methods), their adapters are
+    stacked into one of the summed rank, and the exported student encodes as the weight soup of its members."""
+    from mlse.dirs import runs_dir
+    from mlse.encoders.load import load_encoder
+    from mlse.encoders.weight_soup import build_soup
+    from mlse.experiments import assets
+    from mlse.models import load_model
+    from mlse.train.finetune import finetune
+    from tests.test_train_finetune import tiny_config
+
+    methods = {"ema-frozen+lora": ("hard", 2), "hard-t0.01-cosent+lora": ("mse", 3)}
+
+    def tiny_recipe(name, recipe, *, runs, out, data_dir=None, progress=None):
+        method, rank = methods[name]
+        run = f"tiny-soup-{method}"
+        teacher = tiny_bert if method == "mse" else None
+        finetune(tiny_config(run, teacher, tiny_bert, method=method, lora_r=rank, eval_at_start=False))
+        return {"run": str(runs_dir() / run)}
+
+    monkeypatch.setattr(assets, "run_recipe", tiny_recipe)
+    monkeypatch.setattr(assets, "STUDENTS", {"tiny-soup": assets.Soup(tuple(methods), (0.5, 0.5))})
+    monkeypatch.setattr(assets, "TATOEBA_LANGS", ("deu",))
+    out = tmp_path / "assets"
+    item = assets.reproduce_student("tiny-soup", runs=tmp_path / "runs", out=out, data_dir=data_dir)
+    manifest = read_shipped_manifest(item.folder)
+    assert check_files(item) == [] and manifest["soup"] == {"members": list(methods), "weights": [0.5, 0.5]}
+    assert json.loads((item.folder / "adapter_config.json").read_text())["r"] == 5
+    assert manifest["recipe"] == "soup 0.5 x ema-frozen+lora + 0.5 x hard-t0.01-cosent+lora"
+
+    members = [runs_dir() / "tiny-soup-hard" / "model", runs_dir() / "tiny-soup-mse" / "model"]
+    build_soup(tiny_bert, members, [0.5, 0.5], tmp_path / "dense-soup")
+    monkeypatch.setenv("MLSE_ASSETS", str(out))
+    texts = ["A man is playing a flute.", "Ein Mann spielt Flöte."]
+    shipped = load_model("shipped/tiny-soup", cache=False).encode(texts)
+    dense = load_encoder(str(tmp_path / "dense-soup"), cache=False).encode(texts)
+    np.testing.assert_allclose(shipped, dense, atol=2e-3)  # float16 adapter against the float32 weight soup

@@ -6,7 +6,9 @@ backbones"):
 * :data:`HEADS` -- Stage 1 and Stage 1 + 2 heads on both offline multilingual backbones, trained exactly as the seed
   grid trains its first seed (seed 0, the grid's defaults), so a fresh clone's map tab shows meaning vs language
   embeddings and every tab can compare the two-stage pipeline with its backbone.
-* :data:`STUDENTS` -- the best distilled student of the study, stored as its LoRA adapter (float16, ~1.3 MB).
+* :data:`STUDENTS` -- the best distilled student of the study, stored as its LoRA adapter (float16): one recipe
+  (rank 8, ~1.3 MB) or a :class:`Soup` of recipes, whose adapters are stacked into one (:mod:`mlse.encoders.lora_soup`;
+  two rank-8 members make a rank-16 adapter of ~2.7 MB).
 
 Each artifact is trained into ``<runs>/assets/<name>`` (a finished run found there is kept: the command resumes),
 exported with :func:`mlse.runs.shipped.export` (float16 weights, manifest with this command, the training data's sha256,
@@ -22,14 +24,16 @@ import logging
 import os
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from mlse.data.pairs import CROSS_12, SEED_AND_CROSS_PAIRS
+from mlse.data.pairs import CROSS_12, HAM_KIM_14, SEED_AND_CROSS_PAIRS
 from mlse.data.portable import resolve_record_path
+from mlse.encoders.lora_soup import build_lora_soup
 from mlse.errors import MlseError
-from mlse.evaluation.runners import run_sts
+from mlse.evaluation.runners import run_sts, run_tatoeba
 from mlse.experiments.distillation import parse_recipe, run_recipe
 from mlse.experiments.seed_grid import DEFAULT_S1_EPOCHS, STAGE1_VARIANTS, STAGE2_VARIANTS
 from mlse.heads.scorer import read_scorer_json
@@ -41,6 +45,7 @@ from mlse.train.head_training import train_stage1, train_stage2
 log = logging.getLogger(__name__)
 
 COMMAND = "python -m mlse reproduce assets"
+TATOEBA_LANGS = HAM_KIM_14  # a student's retrieval check: Tatoeba, Ham & Kim's 14 languages
 # shipped name -> (backbone, seed-grid variant)
 HEADS: dict[str, tuple[str, str]] = {
     "me5-small+s1": ("me5-small", "s1"),
@@ -48,19 +53,40 @@ HEADS: dict[str, tuple[str, str]] = {
     "muse+s1": ("muse", "s1"),
     "muse+s1+s2": ("muse", "s1+s2"),
 }
-# shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter)
-STUDENTS: dict[str, str] = {"me5-small-student": "ema-frozen-cosent-w0.01+lora"}
 
 
-def measure(model: str, *, data_dir=None) -> dict:
-    """The scores a manifest records: STS test Spearman x 100 per pair (17 pairs), cross-12 and en-en."""
-    result = run_sts(load_model(model), pairs=SEED_AND_CROSS_PAIRS, data_dir=data_dir, n_boot=0)
+@dataclass(frozen=True)
+class Soup:
+    """A student made of study recipes: ``base + sum_i weights[i] * (recipe_i - base)``, shipped as one adapter."""
+
+    members: tuple[str, ...]
+    weights: tuple[float, ...]
+
+    def __str__(self) -> str:
+        return "soup " + " + ".join(f"{w:g} x {m}" for m, w in zip(self.members, self.weights, strict=True))
+
+
+# shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter) or a soup
+STUDENTS: dict[str, str | Soup] = {"me5-small-student": "ema-frozen-cosent-w0.01+lora"}
+
+
+def measure(model: str, *, data_dir=None, tatoeba: bool = False) -> dict:
+    """The scores a manifest records: STS test Spearman x 100 per pair (17 pairs), cross-12 and en-en; with
+    ``tatoeba``, also Tatoeba-14 mean accuracy (both ways, %) and xSIM error (%), so that a student's manifest shows
+    whether retrieval was traded away."""
+    encoder = load_model(model)
+    result = run_sts(encoder, pairs=SEED_AND_CROSS_PAIRS, data_dir=data_dir, n_boot=0)
     spearman = {pair: round(float(s["spearman"]), 2) for pair, s in result.scores.items()}
-    return {
+    scores = {
         "sts_test_spearman": spearman,
         "cross-12": round(float(np.mean([spearman[p] for p in CROSS_12])), 2),
         "en-en": spearman["en-en"],
     }
+    if tatoeba:  # "tatoeba-14" names the study's set; a test may narrow TATOEBA_LANGS
+        averages = run_tatoeba(encoder, langs=list(TATOEBA_LANGS), data_dir=data_dir, keep_errors=False).averages["all"]
+        scores["tatoeba-14"] = round(float(averages["acc_mean"]), 2)
+        scores["xsim-14"] = round(float(averages["xsim_error"]), 2)
+    return scores
 
 
 def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> ShippedArtifact:
@@ -99,32 +125,52 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
 def reproduce_student(
     name: str, *, runs: Path, out: Path, data_dir=None, progress: Callable[[str], None] | None = None
 ) -> ShippedArtifact:
-    """Train the student recipe, export its LoRA adapter, measure the student rebuilt from the exported adapter."""
+    """Train the student's recipe(s), export its LoRA adapter (a soup's members stacked into one), measure the student
+    rebuilt from the exported adapter."""
     from mlse.calibration.backbone import fit_calibration, save_calibration
 
-    recipe_name, recipe = parse_recipe(STUDENTS[name])
+    spec = STUDENTS[name]
+    members = spec.members if isinstance(spec, Soup) else (spec,)
+    trained = [_train_recipe(recipe, runs=runs, data_dir=data_dir, progress=progress) for recipe in members]
+    backbones = {config["student"] for _, config in trained}
+    if len(backbones) != 1:
+        raise MlseError(f"{name}: the soup's members start from different backbones {sorted(backbones)}")
+    backbone = backbones.pop()
+    if isinstance(spec, Soup):
+        adapter = build_lora_soup(
+            [run / "adapter" for run, _ in trained], spec.weights, runs / name / "adapter", names=list(spec.members)
+        )
+    else:
+        adapter = trained[0][0] / "adapter"
+    data = {k: v for _, config in trained for k, v in config.get("data_files", {}).items()}
+    manifest = {
+        "title": f"student {spec} (LoRA adapter)",
+        "backbone": backbone,
+        "backbone_identity": _identity_of(backbone),
+        "command": f"{COMMAND} --only {name}",
+        "data": data,
+        "recipe": str(spec),
+        **({"soup": {"members": list(spec.members), "weights": list(spec.weights)}} if isinstance(spec, Soup) else {}),
+        "scores": {},
+    }
+    item = export("lora-student", adapter, out / "students" / name, manifest)
+    with _shipped_from(out):  # measure the adapter just exported, also when --out is not the shipped folder
+        item = update_scores(item, measure(item.name, data_dir=data_dir, tatoeba=True))
+        calibration, report = fit_calibration(load_model(item.name), data_dir=data_dir, max_rows=750)
+    save_calibration(calibration, report, out / "calibration", command=f"{COMMAND} --only {name}")
+    return item
+
+
+def _train_recipe(spec: str, *, runs: Path, data_dir=None, progress=None) -> tuple[Path, dict]:
+    """Train one LoRA recipe of the study (a finished one is reused); its run folder and ``finetune_config.json``."""
+    recipe_name, recipe = parse_recipe(spec)
     if not recipe.get("lora_r"):
-        raise MlseError(f"{name}: recipe {recipe_name!r} is not a LoRA recipe; only adapters ship")
+        raise MlseError(f"recipe {recipe_name!r} is not a LoRA recipe; only adapters ship")
     result = run_recipe(recipe_name, recipe, runs=runs, out=runs / "results", data_dir=data_dir, progress=progress)
     run = resolve_record_path(result["run"])  # a result file names it portably
     if run is None or not (run / "finetune_config.json").is_file():  # trained elsewhere: this command's own folder
         run = runs / recipe_name
-    config = json.loads((run / "finetune_config.json").read_text())
-    manifest = {
-        "title": f"student {recipe_name} (LoRA adapter)",
-        "backbone": config["student"],
-        "backbone_identity": _identity_of(config["student"]),
-        "command": f"{COMMAND} --only {name}",
-        "data": config.get("data_files", {}),
-        "recipe": recipe_name,
-        "scores": {},
-    }
-    item = export("lora-student", run / "adapter", out / "students" / name, manifest)
-    with _shipped_from(out):  # measure the adapter just exported, also when --out is not the shipped folder
-        item = update_scores(item, measure(item.name, data_dir=data_dir))
-        calibration, report = fit_calibration(load_model(item.name), data_dir=data_dir, max_rows=750)
-    save_calibration(calibration, report, out / "calibration", command=f"{COMMAND} --only {name}")
-    return item
+    return run, json.loads((run / "finetune_config.json").read_text())
 
 
 @contextmanager
