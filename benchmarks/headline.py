@@ -39,7 +39,7 @@ MODELS = {  # name -> what it is (the table's second column)
     "shipped/me5-small+s1+s2": "Stage-1 + Stage-2 heads on me5-small",
     "shipped/muse+s1": "Stage-1 head on muse",
     "shipped/muse+s1+s2": "Stage-1 + Stage-2 heads on muse",
-    "shipped/me5-small-student": "me5-small fine-tuned (EMA objective + 0.01 x CoSENT on scored pairs, LoRA)",
+    "shipped/me5-small-student": "me5-small fine-tuned: soup of an EMA + CoSENT and an InfoNCE + CoSENT student (LoRA)",
 }
 METRICS = ("cross-12", "en-en", "tatoeba-14")
 OUT = ROOT / "results" / "headline"

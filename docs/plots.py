@@ -147,7 +147,7 @@ def calibration_figure() -> str:
 
 STUDENT_RECIPES = {
     "sts-cosent+lora": "CoSENT on scored pairs alone (LoRA)",
-    "ema-frozen-cosent-w0.01+lora": "ema-frozen + 0.01 x CoSENT (LoRA, ships)",
+    "ema-frozen-cosent-w0.01+lora": "ema-frozen + 0.01 x CoSENT (LoRA)",
     "ema-frozen-cosent+lora": "ema-frozen + 0.001 x CoSENT (LoRA)",
     "ema-frozen": "ema-frozen",
     "hard-t0.01": "hard, T = 0.01",
