@@ -59,7 +59,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.student_soup", description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="me5-small", help="the model every member was fine-tuned from")
     parser.add_argument("--members", required=True, help="comma-separated run folders or model folders")
-    parser.add_argument("--weights", required=True, help="comma-separated, one per member (e.g. 0.5,0.5 or 1/3,1/3,1/3)")
+    parser.add_argument(
+        "--weights", required=True, help="comma-separated, one per member (e.g. 0.5,0.5 or 1/3,1/3,1/3)"
+    )
     parser.add_argument("--name", default=None, help="soup name (default: members and weights)")
     parser.add_argument("--out", default=None, help="result folder (default results/students/soups)")
     parser.add_argument("--data-dir", default=None)
