@@ -35,16 +35,7 @@ from mlse.dirs import runs_dir
 from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.weight_soup import build_soup
 from mlse.errors import MlseError
-from mlse.evaluation.runners import run_sts
 from mlse.experiments.distillation import evaluate_student
-from mlse.models import load_model
-
-
-def dev_scores(model: str, *, data_dir=None, pairs=STUDY_DEV_PAIRS) -> dict:
-    """STS Multi MT dev Spearman x 100 per pair and their mean: what a soup is chosen on."""
-    result = run_sts(load_model(model), pairs=pairs, split="dev", data_dir=data_dir, n_boot=0)
-    spearman = {pair: round(float(s["spearman"]), 2) for pair, s in result.scores.items()}
-    return {"spearman": spearman, "mean": round(sum(spearman.values()) / len(spearman), 2)}
 
 
 def model_folder(name: str) -> Path:
@@ -83,14 +74,16 @@ def main(argv=None) -> int:
     except MlseError as exc:
         raise SystemExit(f"error: {exc}") from None
     built_s = time.perf_counter() - t0
-    quick = {"pairs": ["en-de"], "langs": ["deu"]} if args.quick else {}
+    quick = (
+        {"pairs": ["en-de"], "langs": ["deu"], "dev_pairs": ["en-de"]} if args.quick else {"dev_pairs": STUDY_DEV_PAIRS}
+    )
     record = {
         "recipe": name,
         "soup": {"base": args.base, "members": members, "weights": weights, "build_s": round(built_s, 1)},
         "command": f"python -m benchmarks.student_soup --members {','.join(members)} --weights {args.weights}",
         "quick": args.quick,
-        **evaluate_student(str(folder), data_dir=args.data_dir, **quick),  # model, identity, sts, tatoeba
-        "dev": dev_scores(str(folder), data_dir=args.data_dir, **({"pairs": ["en-de"]} if args.quick else {})),
+        # model, identity, sts, tatoeba and dev, from one load of the soup
+        **evaluate_student(str(folder), data_dir=args.data_dir, **quick),
         **machine(),
     }
     if args.quick:

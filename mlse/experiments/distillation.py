@@ -141,13 +141,18 @@ def recipe_config(name: str, recipe: dict, runs: Path, **overrides) -> FinetuneC
     return FinetuneConfig(**{**COMMON, **recipe, **overrides, "out": str(runs / name)})
 
 
-def evaluate_student(model: str, *, data_dir=None, pairs=TEST_PAIRS, langs=HAM_KIM_14) -> dict:
+def evaluate_student(model: str, *, data_dir=None, pairs=TEST_PAIRS, langs=HAM_KIM_14, dev_pairs=()) -> dict:
     """STS test (17 pairs, Spearman/Pearson with CIs, group averages) and Tatoeba-14 of a model (fewer: a quick
-    check)."""
+    check); with ``dev_pairs``, also ``dev``: STS dev Spearman x 100 per pair and their mean (what to choose on)."""
     encoder = load_model(model)
     sts = run_sts(encoder, pairs=pairs, data_dir=data_dir)
     tatoeba = run_tatoeba(encoder, langs=langs, data_dir=data_dir, keep_errors=False)
-    return {"model": model, "identity": encoder.identity, "sts": sts.to_dict(), "tatoeba": tatoeba.to_dict()}
+    extra = {}
+    if dev_pairs:
+        dev = run_sts(encoder, pairs=dev_pairs, split="dev", data_dir=data_dir, n_boot=0)
+        spearman = {pair: round(float(s["spearman"]), 2) for pair, s in dev.scores.items()}
+        extra["dev"] = {"spearman": spearman, "mean": round(sum(spearman.values()) / len(spearman), 2)}
+    return {"model": model, "identity": encoder.identity, "sts": sts.to_dict(), "tatoeba": tatoeba.to_dict(), **extra}
 
 
 def run_recipe(
