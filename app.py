@@ -125,10 +125,12 @@ def main() -> int:
         except MlseError as exc:  # an unwritable MLSE_DATA: the tabs say what is missing; the app still serves
             print(f"warning: {exc}", file=sys.stderr)
 
+    from mlse.serving import gc_freeze
     from mlse.serving.http_server import serve
     from mlse.ui.app import build_server
     from mlse.ui.state import AppState
 
+    gc_freeze.enable()  # what the app holds for good (models, the page) is kept out of the collector's full scans
     try:
         state = AppState(backend=args.backend, max_memory=args.max_memory)
     except MlseError as exc:  # a bad --max-memory: one line naming the flag, no traceback
@@ -141,6 +143,7 @@ def main() -> int:
         start_preload(state)
     try:
         server = build_server(state)  # the page mounted on the JSON routes for scripts (POST /api/score)
+        gc_freeze.freeze_survivors()  # the page's blocks and configs live as long as the app
         if not args.no_warm:  # after the page is built, so the warm does not slow it down; data steps after the fetch
             from mlse.ui.warm_start import start_warm
 

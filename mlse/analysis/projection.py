@@ -23,7 +23,6 @@ import hashlib
 import io
 import json
 import logging
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,32 +107,27 @@ def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0) 
     """[n, d] -> ([n, 2] coordinates, how they were made: one line for the page).
 
     UMAP uses the cosine metric, a fixed ``random_state`` (deterministic, single-threaded) and ``n_neighbors`` shrunk
-    for small samples (:func:`projection_plan`). PCA runs on L2-normalised rows, so it too reflects cosine geometry;
-    it is instant and used for quick checks, tests and samples too small for UMAP.
+    for small samples (:func:`projection_plan`); it runs in a child process (:mod:`mlse.analysis.umap_process`), so
+    umap's libraries and compiled kernels never enter this one. PCA runs on L2-normalised rows, so it too reflects
+    cosine geometry; it is instant and used for quick checks, tests and samples too small for UMAP.
     """
     X = _unit_rows(X)  # [n, d]
     used, n_neighbors, described = projection_plan(len(X), method)
     if used == "pca":
         return _pca_2d(X), described
-    import umap  # lazy: umap costs seconds to import; only a projection needs it
+    from mlse.analysis.umap_process import UmapFailed, fit_umap_2d, umap_2d
 
-    reducer = umap.UMAP(
-        n_components=2,
-        metric="cosine",
-        n_neighbors=n_neighbors,
-        min_dist=0.1,
-        random_state=seed,
-        n_jobs=1,
-        init="spectral" if len(X) > 50 else "random",
-    )
-    with warnings.catch_warnings():  # n_jobs / random_state notices are expected, not user-facing
-        warnings.simplefilter("ignore")
+    failed = (ValueError, FloatingPointError, np.linalg.LinAlgError)  # degenerate input (all alike)
+    try:
+        coords = umap_2d(X, n_neighbors=n_neighbors, seed=seed)  # [n, 2] or None; umap stays out of this process
+    except UmapFailed as exc:  # the child could not run: project here rather than show no map
+        log.warning("%s; projecting in this process", exc)
         try:
-            coords = np.asarray(reducer.fit_transform(X), dtype=np.float32)  # [n, 2]
-        except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:  # degenerate input (all alike)
-            log.warning("UMAP failed on %d points (%s); using PCA", len(X), exc)
-            return _pca_2d(X), "PCA (cosine): UMAP could not lay out these points"
-    if not np.isfinite(coords).all():
+            coords = fit_umap_2d(X, n_neighbors=n_neighbors, seed=seed)
+        except failed as fit_exc:
+            log.warning("UMAP failed on %d points (%s); using PCA", len(X), fit_exc)
+            coords = None
+    if coords is None or not np.isfinite(coords).all():
         return _pca_2d(X), "PCA (cosine): UMAP could not lay out these points"
     return coords, described
 

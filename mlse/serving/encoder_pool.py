@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlse.errors import MlseError
+from mlse.serving import gc_freeze
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +133,11 @@ def _tensor_bytes(head) -> int:
 
 
 def free_memory() -> None:
-    """Collect what evictions let go of; on a GPU, hand the cached blocks back too."""
+    """Collect what evictions let go of (frozen objects included: :mod:`mlse.serving.gc_freeze`); on a GPU, hand the
+    cached blocks back too."""
+    gc_freeze.thaw()
     gc.collect()
+    gc_freeze.freeze_survivors()
     torch = sys.modules.get("torch")  # never import torch just to free memory
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()

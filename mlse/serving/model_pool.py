@@ -35,6 +35,7 @@ from mlse.encoders.resolve import resolve_model
 from mlse.heads.scorer import backbone_name
 from mlse.models import load_model
 from mlse.runs.folders import SCORER_FILE
+from mlse.serving import gc_freeze
 from mlse.serving.encoder_pool import (
     DEFAULT_MAX_MEMORY,
     EncoderPool,
@@ -86,6 +87,7 @@ class ModelPool:
                 stamp=_stamp(spec),
                 depends_on=backbone_key,
             )
+            gc_freeze.freeze_survivors()  # the model's objects live as long as it does: out of the collector's scans
             return model
 
     def forget_names(self) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from mlse.errors import MlseError
 from mlse.foreground import background, wait_for_foreground
 from mlse.runs.stop_signal import Stopped
+from mlse.serving import gc_freeze
 from mlse.serving.procmem import release_free_memory
 from mlse.serving.warm_steps import ShouldStop, WarmStep
 
@@ -198,6 +199,7 @@ def _run_step(step: WarmStep, stop: ShouldStop, on_step: StepLine | None, on_pro
 
         outcome, note = _compute(step, progress, stop)
         release_free_memory()  # a step's encode or conversion buffers: back to the system, not kept at the peak
+        gc_freeze.freeze_survivors()  # what the step keeps (models, memos) stays out of the collector's scans
     _set_step(step.name, state=outcome, note=note, seconds=time.perf_counter() - t0, fraction=0.0)
     if on_step is not None:
         on_step(_step_status(step.name), warm_status().fraction)

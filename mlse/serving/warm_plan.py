@@ -263,12 +263,13 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
 
 
 def umap_step(points: int = 120, seed: int = 0, done: Callable[[], bool] = lambda: False) -> WarmStep:
-    """UMAP's compiled kernels, in this process: numba compiles them on the first projection (~20 s on 2 cores, the
-    largest single wait of a cold map press after encoding), so a tiny projection of random points pays it early.
+    """UMAP's compiled kernels on disk: the first projection on a machine compiles them (~10-20 s on 2 cores, in the
+    projection's child process, :mod:`mlse.analysis.umap_process`), so a tiny projection of random points pays it
+    early; later children load them (~2 s).
 
     ``done``: the map's first view is already on disk (after ``mlse warm``), so its first press projects nothing:
-    then nothing is compiled at start, where the compiling (~15 s of both cores, not interruptible) would hold up the
-    first visitors' presses on every other tab; only a visitor who projects a new map pays it."""
+    then nothing is compiled at start, where the compiling (both cores, not interruptible) would hold up the first
+    visitors' presses on every other tab; only a visitor who projects a new map pays it."""
 
     def run(progress: Progress, should_stop: ShouldStop) -> None:
         import numpy as np
