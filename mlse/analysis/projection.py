@@ -24,12 +24,14 @@ import io
 import json
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mlse.analysis.map_sample import Sample, flores_sample  # re-exported: the map's sample lives there
+from mlse.analysis.umap_process import UmapWorker, umap_coords
 from mlse.atomic import atomic_write_bytes
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
@@ -103,30 +105,19 @@ def project_2d(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> np.ndar
     return project_2d_explained(X, method=method, seed=seed)[0]
 
 
-def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> tuple[np.ndarray, str]:
+def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0, worker=None) -> tuple[np.ndarray, str]:
     """[n, d] -> ([n, 2] coordinates, how they were made: one line for the page).
 
     UMAP uses the cosine metric, a fixed ``random_state`` (deterministic, single-threaded) and ``n_neighbors`` shrunk
-    for small samples (:func:`projection_plan`); it runs in a child process (:mod:`mlse.analysis.umap_process`), so
-    umap's libraries and compiled kernels never enter this one. PCA runs on L2-normalised rows, so it too reflects
-    cosine geometry; it is instant and used for quick checks, tests and samples too small for UMAP.
+    for small samples (:func:`projection_plan`); it runs in a child process, ``worker`` if one is given
+    (:mod:`mlse.analysis.umap_process`). PCA runs on L2-normalised rows, so it too reflects cosine geometry; it is
+    instant and used for quick checks, tests and samples too small for UMAP.
     """
     X = _unit_rows(X)  # [n, d]
     used, n_neighbors, described = projection_plan(len(X), method)
     if used == "pca":
         return _pca_2d(X), described
-    from mlse.analysis.umap_process import UmapFailed, fit_umap_2d, umap_2d
-
-    failed = (ValueError, FloatingPointError, np.linalg.LinAlgError)  # degenerate input (all alike)
-    try:
-        coords = umap_2d(X, n_neighbors=n_neighbors, seed=seed)  # [n, 2] or None; umap stays out of this process
-    except UmapFailed as exc:  # the child could not run: project here rather than show no map
-        log.warning("%s; projecting in this process", exc)
-        try:
-            coords = fit_umap_2d(X, n_neighbors=n_neighbors, seed=seed)
-        except failed as fit_exc:
-            log.warning("UMAP failed on %d points (%s); using PCA", len(X), fit_exc)
-            coords = None
+    coords = umap_coords(X, n_neighbors=n_neighbors, seed=seed, worker=worker)  # [n, 2] or None
     if coords is None or not np.isfinite(coords).all():
         return _pca_2d(X), "PCA (cosine): UMAP could not lay out these points"
     return coords, described
@@ -374,14 +365,17 @@ def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, sp
 
 def _compute_views(model, sample: Sample, result: LanguageMap, paths, seed, method, report) -> None:
     """Encode once and project each space of ``paths`` not in ``result.views`` yet (writing its cache file)."""
-    if todo := [s for s in paths if s not in result.views]:
+    if not (todo := [s for s in paths if s not in result.views]):
+        return
+    # the UMAP child starts now, so that its start and kernel loading overlap the encoding
+    with UmapWorker(warm=True) if projection_plan(len(sample.texts), method)[0] == "umap" else nullcontext() as worker:
         report(0.05, f"embedding {len(sample.texts)} sentences with {model.name}")
         embeddings = embed_spaces(model, sample.texts, todo)  # {space: [N, d]}
         probe_problem = sample.probe_problem()  # e.g. every language in one sentence only: nothing to learn from
         for i, s in enumerate(todo):
             base = 0.3 + 0.7 * i / len(todo)
             report(base, f"{SPACE_TITLES[s]}: {method.upper()} projection")
-            coords, projection = project_2d_explained(embeddings[s], method=method, seed=seed)  # [N, 2]
+            coords, projection = project_2d_explained(embeddings[s], method=method, seed=seed, worker=worker)
             report(base + 0.35 / len(todo), f"{SPACE_TITLES[s]}: language-ID probe and retrieval")
             X, langs, ids = embeddings[s], sample.lang_idx, sample.sentence_ids
             probe = None if probe_problem else language_id_accuracy(X, langs, ids, seed=seed)

@@ -2,8 +2,10 @@
 
 Importing ``umap`` loads numba, llvmlite, pynndescent and scikit-learn, and its first projection compiles umap's
 layout kernels: about 340 MB of resident memory that a serving process would then keep for good, and ~20 s of
-compiling per process. Here each projection runs in a short-lived ``python -m mlse.analysis.umap_process`` that
-reads its points from a ``.npy`` file and writes the coordinates back; the app's memory stays at what it serves.
+compiling per process. Here projections run in a short-lived ``python -m mlse.analysis.umap_process --serve``
+(:class:`UmapWorker`) that reads its points from ``.npy`` files and writes the coordinates back; the app's memory
+stays at what it serves. A map of three spaces uses one worker, started before its sentences are encoded, so the
+child's start overlaps the encoding.
 
 Compiling is paid once per machine, not once per child: umap's own numba functions are not cached on disk by umap
 (pynndescent's are), so the child switches numba's file cache on for them before its first projection
@@ -17,6 +19,9 @@ The result is the same as an in-process projection with the same arguments: the 
 
 from __future__ import annotations
 
+import logging
+import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -24,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-COULD_NOT_LAY_OUT = 3  # the child's exit status when UMAP rejects the points (degenerate input), not a crash
 _TIMEOUT_S = 900
+log = logging.getLogger(__name__)
 
 
 class UmapFailed(RuntimeError):
@@ -70,40 +75,138 @@ def cache_umap_kernels() -> int:
     return switched
 
 
+def umap_coords(X: np.ndarray, *, n_neighbors: int, seed: int, worker: UmapWorker | None = None) -> np.ndarray | None:
+    """[n, d] unit rows -> [n, 2] by the first way that works: ``worker``, a new child, this process (a map rather
+    than none); None when UMAP cannot lay these points out."""
+    if worker is not None:
+        try:
+            return worker.project(X, n_neighbors=n_neighbors, seed=seed)
+        except UmapFailed as exc:
+            log.warning("%s; trying a new UMAP process", exc)
+    try:
+        return umap_2d(X, n_neighbors=n_neighbors, seed=seed)
+    except UmapFailed as exc:
+        log.warning("%s; projecting in this process", exc)
+    try:
+        return fit_umap_2d(X, n_neighbors=n_neighbors, seed=seed)
+    except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:  # degenerate input (all alike)
+        log.warning("UMAP failed on %d points (%s)", len(X), exc)
+        return None
+
+
 def umap_2d(X: np.ndarray, *, n_neighbors: int, seed: int, timeout_s: float = _TIMEOUT_S) -> np.ndarray | None:
     """[n, d] -> [n, 2] float32 from a child process, or None when UMAP could not lay these points out.
 
     Raises :class:`UmapFailed` when the child itself failed."""
-    with tempfile.TemporaryDirectory(prefix="mlse-umap-") as tmp:
-        points, coords = Path(tmp) / "points.npy", Path(tmp) / "coords.npy"
-        np.save(points, np.ascontiguousarray(X, dtype=np.float32))
-        cmd = [sys.executable, "-m", __name__, str(points), str(coords), str(n_neighbors), str(seed)]
+    with UmapWorker(timeout_s=timeout_s) as worker:
+        return worker.project(X, n_neighbors=n_neighbors, seed=seed)
+
+
+class UmapWorker:
+    """One child for several projections, started ahead of them (``warm``: it also loads umap's kernels with a tiny
+    projection), so its start overlaps the caller's own work, e.g. encoding the sentences it will project.
+
+    ``with UmapWorker(warm=True) as worker: worker.project(X, n_neighbors=15, seed=0)``. Points and coordinates pass
+    through ``.npy`` files in a private temporary folder; one line on the child's stdin per job, one line back."""
+
+    def __init__(self, *, warm: bool = False, timeout_s: float = _TIMEOUT_S):
+        self._tmp = tempfile.TemporaryDirectory(prefix="mlse-umap-")
+        self._folder = Path(self._tmp.name)
+        self._stderr = open(self._folder / "stderr.txt", "w+")  # noqa: SIM115  (closed in close())
+        self._timeout_s, self._jobs, self._start_error = timeout_s, 0, None
+        cmd = [sys.executable, "-m", __name__, "--serve", *(["--warm"] if warm else [])]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise UmapFailed(f"the UMAP process did not finish: {exc}") from exc
-        if done.returncode == COULD_NOT_LAY_OUT:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1
+            )
+        except OSError as exc:
+            self._proc, self._start_error = None, exc
+
+    def project(self, X: np.ndarray, *, n_neighbors: int, seed: int) -> np.ndarray | None:
+        """[n, d] -> [n, 2] float32, or None when UMAP could not lay these points out; UmapFailed when the child
+        failed (it is not used again then)."""
+        if self._proc is None:
+            raise UmapFailed(f"the UMAP process did not start: {self._start_error}")
+        if self._proc.stdin.closed:
+            raise UmapFailed(f"the UMAP process has ended (exit status {self._proc.returncode})")
+        job = self._jobs
+        self._jobs += 1
+        points, coords = self._folder / f"points-{job}.npy", self._folder / f"coords-{job}.npy"
+        np.save(points, np.ascontiguousarray(X, dtype=np.float32))
+        try:
+            self._proc.stdin.write(f"{points}\t{coords}\t{int(n_neighbors)}\t{int(seed)}\n")
+            self._proc.stdin.flush()
+        except OSError:  # the child is gone (broken pipe)
+            raise self._failed() from None
+        ready, _, _ = select.select([self._proc.stdout], [], [], self._timeout_s)
+        if not ready:
+            self._stop()
+            raise UmapFailed(f"the UMAP process did not finish within {self._timeout_s:g} s")
+        answer = self._proc.stdout.readline().strip()
+        if answer == "ok":
+            return np.load(coords)
+        if answer == "none":
             return None
-        if done.returncode != 0 or not coords.exists():
-            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-            raise UmapFailed(f"the UMAP process failed (exit status {done.returncode}): {tail}")
-        return np.load(coords)
+        raise self._failed()
+
+    def _failed(self) -> UmapFailed:
+        status = self._stop()
+        self._stderr.seek(0)
+        tail = "\n".join(self._stderr.read().strip().splitlines()[-5:])
+        return UmapFailed(f"the UMAP process failed (exit status {status}): {tail}")
+
+    def _stop(self, wait_s: float = 0.5) -> int | None:
+        """Let the child end within ``wait_s`` (its stdin closed), else kill it -> its exit status."""
+        if self._proc is None:
+            return None
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self._proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            return self._proc.wait()
+
+    def close(self) -> None:
+        self._stop(wait_s=10.0)
+        if self._proc is not None:
+            self._proc.stdout.close()
+        self._stderr.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> UmapWorker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def _main(argv: list[str]) -> int:
-    points, coords, n_neighbors, seed = argv
-    X = np.load(points)
+def _serve(warm: bool) -> int:
+    """The child: projections for the jobs read from stdin, one answer line each on the original stdout ("ok",
+    or "none" when UMAP could not lay the points out); anything a library prints goes to stderr."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
     cache_umap_kernels()
-    try:
-        out = fit_umap_2d(X, n_neighbors=int(n_neighbors), seed=int(seed))
-    except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
-        print(f"UMAP could not lay out {len(X)} points: {exc}", file=sys.stderr)
-        return COULD_NOT_LAY_OUT
-    tmp = Path(coords).with_suffix(".part.npy")
-    np.save(tmp, out)
-    tmp.replace(coords)
+    if warm:  # load (or compile) the kernels a real projection needs: spectral initialisation takes > 50 points
+        points = np.random.default_rng(0).standard_normal((60, 8)).astype(np.float32)
+        fit_umap_2d(points / np.linalg.norm(points, axis=1, keepdims=True), n_neighbors=5, seed=0)
+    for line in sys.stdin:
+        points, coords, n_neighbors, seed = line.rstrip("\n").split("\t")
+        X = np.load(points)
+        try:
+            out = fit_umap_2d(X, n_neighbors=int(n_neighbors), seed=int(seed))
+        except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+            print(f"UMAP could not lay out {len(X)} points: {exc}", file=sys.stderr)
+            answers.write("none\n")
+            continue
+        tmp = Path(coords).with_suffix(".part.npy")
+        np.save(tmp, out)
+        tmp.replace(coords)
+        answers.write("ok\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    sys.exit(_serve(warm="--warm" in sys.argv[1:]))
