@@ -138,7 +138,11 @@ class UmapWorker:
             self._proc.stdin.flush()
         except OSError:  # the child is gone (broken pipe)
             raise self._failed() from None
-        ready, _, _ = select.select([self._proc.stdout], [], [], self._timeout_s)
+        try:
+            ready, _, _ = select.select([self._proc.stdout], [], [], self._timeout_s)
+        except (OSError, ValueError) as exc:  # no select() on pipes here (Windows)
+            self._stop()
+            raise UmapFailed(f"cannot wait for the UMAP process here: {exc}") from exc
         if not ready:
             self._stop()
             raise UmapFailed(f"the UMAP process did not finish within {self._timeout_s:g} s")
