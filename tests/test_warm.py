@@ -92,42 +92,60 @@ def test_tab_defaults_are_the_tabs_own(data_dir):
     assert {"results", f"map:{openings['map']}", f"gold:{openings['gold']}", f"tatoeba:{openings['tatoeba']}"} <= set(
         names
     )
-    # UMAP's kernels are compiled in the app's process before the map's data steps (a cold press then waits for none)
+    # UMAP's kernels are compiled before the map's data steps (a cold press then waits for none), by the app and by
+    # the command (they are kept on disk, so a Docker build's warm spares the app the compiling)
     assert "umap" in names and names.index("umap") < names.index(f"map:{openings['map']}")
-    assert "umap" not in [s.name for s in warm_plan(state, openings=openings)]  # held in memory: not the command's
+    command = [s.name for s in warm_plan(state, openings=openings)]
+    assert "umap" in command and command.index("umap") < command.index(f"map:{openings['map']}")
 
 
-def test_the_umap_step_projects_once_in_this_process(monkeypatch):
-    from mlse.analysis import projection
+def test_the_umap_step_compiles_once_per_machine_and_marks_it(monkeypatch):
+    from mlse.analysis import umap_process
+    from mlse.serving.warm import run_warm
     from mlse.serving.warm_plan import umap_step
 
     calls = []
-    monkeypatch.setattr(projection, "project_2d", lambda X, **kw: calls.append((X.shape, kw)) or X[:, :2])
-    step = umap_step(points=60)
-    step.run(lambda *a: None, lambda: False)
-    assert calls == [((60, 32), {"method": "umap", "seed": 0})] and step.scope == "process" and step.tabs == ("map",)
+    monkeypatch.setattr(umap_process, "compile_kernels", lambda: calls.append(1) or umap_process.kernels_marker())
+    report = run_warm([umap_step()])
+    assert calls == [1] and [s.state for s in report.steps] == ["computed"]
+    umap_process.kernels_marker().parent.mkdir(parents=True, exist_ok=True)
+    umap_process.kernels_marker().write_text("compiled")  # what compile_kernels leaves
+    report = run_warm([umap_step()])
+    assert calls == [1] and [s.state for s in report.steps] == ["warm"] and umap_step().scope == "disk"
+
+
+@pytest.mark.slow
+def test_compile_kernels_projects_in_a_child_and_writes_its_marker():
+    import sys
+
+    from mlse.analysis import umap_process
+
+    marker = umap_process.compile_kernels(points=60)
+    assert marker == umap_process.kernels_marker() and marker.is_file() and "umap" not in sys.modules
 
 
 def test_umap_is_compiled_at_start_only_when_the_maps_first_press_will_project(monkeypatch, data_dir):
     """After `mlse warm` the map's first view is a file: compiling then (~15 s of both cores) would only hold up the
     first visitors' presses on the other tabs."""
-    from mlse.analysis import projection
+    from mlse.analysis import umap_process
     from mlse.serving.warm import run_warm
     from mlse.serving.warm_plan import umap_step
 
     calls = []
-    monkeypatch.setattr(projection, "project_2d", lambda X, **kw: calls.append(X.shape) or X[:, :2])
+    monkeypatch.setattr(umap_process, "compile_kernels", lambda: calls.append(1))
     on_disk = {"map": True}
-    report = run_warm([umap_step(points=60, done=lambda: on_disk["map"])])
+    report = run_warm([umap_step(also_done=lambda: on_disk["map"])])
     assert calls == [] and [s.state for s in report.steps] == ["warm"]
     on_disk["map"] = False  # a cold start: the map's first press will project, so compile now
-    report = run_warm([umap_step(points=60, done=lambda: on_disk["map"])])
-    assert calls == [(60, 32)] and [s.state for s in report.steps] == ["computed"]
-    # in the app's plan the umap step asks exactly the map step's question
+    report = run_warm([umap_step(also_done=lambda: on_disk["map"])])
+    assert calls == [1] and [s.state for s in report.steps] == ["computed"]
+    # in the app's plan the umap step also asks the map step's question
     state = AppState(data_dir=str(data_dir))
     plan = {s.name: s for s in warm_plan(state, openings=tab_openings(state), scope="all")}
     map_step = next(s for name, s in plan.items() if name.startswith("map:"))
-    assert plan["umap"].done is map_step.done
+    assert not plan["umap"].done() and not map_step.done()
+    monkeypatch.setattr(map_step, "done", lambda: True)
+    assert plan["umap"].done()
 
 
 def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(tiny_bert, data_dir, forwards):
@@ -216,21 +234,31 @@ def test_the_app_also_loads_its_models_and_reads_the_results_index(tiny_bert, tm
     assert store.get_many([text_key(WARM_UP_TEXT)]) == {} and len(store) == len(example_texts())
 
 
-def test_the_command_checks_warms_once_and_then_does_nothing(capsys, tiny_bert, tmp_path, forwards):
+def test_the_command_checks_warms_once_and_then_does_nothing(capsys, tiny_bert, tmp_path, forwards, monkeypatch):
+    from mlse.analysis import umap_process
+
+    def compiled():  # the real compile runs in test_compile_kernels_projects_in_a_child_and_writes_its_marker
+        marker = umap_process.kernels_marker()
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("compiled")
+        return marker
+
+    monkeypatch.setattr(umap_process, "compile_kernels", compiled)
     empty = tmp_path / "no-data"
     empty.mkdir()
     args = ["warm", "--models", str(tiny_bert), "--data-dir", str(empty)]
     assert main([*args, "--check"]) == 1
     out = capsys.readouterr().out
-    assert "missing  " in out and "embeddings of the" in out and "skipped  " in out and "1 of 5 steps missing" in out
+    assert "missing  " in out and "embeddings of the" in out and "skipped  " in out and "2 of 6 steps missing" in out
+    assert "UMAP's kernels compiled" in out  # needs no data: a Docker build without the datasets compiles them
 
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "computed in" in out and "%]" in out and "skipped: " in out and "1 computed" in out
+    assert "computed in" in out and "%]" in out and "skipped: " in out and "2 computed" in out
     before, forwards[:] = cache_files(), []
 
     assert main(args) == 0
-    assert "everything is already warm (5 steps, 3 skipped): nothing computed" in capsys.readouterr().out
+    assert "everything is already warm (6 steps, 3 skipped): nothing computed" in capsys.readouterr().out
     assert forwards == [] and cache_files() == before
     assert main([*args, "--check"]) == 0 and "everything is warm" in capsys.readouterr().out
     assert main(["warm", "--models", "no-such-model"]) == 2 and "unknown model" in capsys.readouterr().err

@@ -29,6 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.atomic import atomic_write_text
+from mlse.dirs import cache_root
+
 _TIMEOUT_S = 900
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,26 @@ def cache_umap_kernels() -> int:
                 value.enable_caching()
                 switched += 1
     return switched
+
+
+def kernels_marker() -> Path:
+    """The file that says umap's kernels are compiled into numba's file cache for these versions of umap, numba and
+    Python (written by :func:`compile_kernels`; ``python -m mlse warm``, so a Docker build, leaves it)."""
+    from importlib.metadata import version
+
+    tag = f"umap-{version('umap-learn')}-numba-{version('numba')}-py{sys.version_info[0]}.{sys.version_info[1]}"
+    return cache_root() / "umap-kernels" / f"{tag}.done"
+
+
+def compile_kernels(points: int = 120, seed: int = 0) -> Path:
+    """Compile (or load) umap's kernels in a child with a projection of random points, then write
+    :func:`kernels_marker` -> the marker. Raises :class:`UmapFailed` when the child fails (nothing is marked)."""
+    X = np.random.default_rng(seed).standard_normal((points, 32)).astype(np.float32)
+    with UmapWorker(warm=True) as worker:
+        worker.project(X / np.linalg.norm(X, axis=1, keepdims=True), n_neighbors=15, seed=seed)
+    marker = kernels_marker()
+    atomic_write_text(marker, "umap's kernels are in numba's file cache\n")
+    return marker
 
 
 def umap_coords(X: np.ndarray, *, n_neighbors: int, seed: int, worker: UmapWorker | None = None) -> np.ndarray | None:

@@ -73,11 +73,15 @@ def warm_plan(
     steps += [examples_step(ctx, name, texts) for name in plain if texts]
     builders = {"gold": gold_step, "tatoeba": tatoeba_step, "map": map_step}
     data_steps = {tab: builders[tab](ctx, name, defaults) for tab, name in opens.items() if name}
+    projects_with_umap = "map" in data_steps and defaults.map_method == "umap"
     if scope == "all":
         steps += [load_step(ctx, name) for name in used]
         steps.append(results_step())
-        if "map" in data_steps:  # compiled early only when the map's first press will project (nothing on disk)
-            steps.append(umap_step(done=data_steps["map"].done))
+        if projects_with_umap:  # at start, compiled only when the map's first press will project (nothing on disk)
+            the_map = data_steps["map"]
+            steps.append(umap_step(also_done=lambda: the_map.done()))
+    elif projects_with_umap:
+        steps.append(umap_step())
     return steps + list(data_steps.values())
 
 
@@ -262,24 +266,26 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
     )
 
 
-def umap_step(points: int = 120, seed: int = 0, done: Callable[[], bool] = lambda: False) -> WarmStep:
-    """UMAP's compiled kernels on disk: the first projection on a machine compiles them (~10-20 s on 2 cores, in the
-    projection's child process, :mod:`mlse.analysis.umap_process`), so a tiny projection of random points pays it
-    early; later children load them (~2 s).
+def umap_step(also_done: Callable[[], bool] = lambda: False) -> WarmStep:
+    """UMAP's kernels compiled into numba's file cache: the first projection on a machine compiles them (~10-20 s on
+    2 cores, in a child process, :func:`mlse.analysis.umap_process.compile_kernels`); later children load them (~2 s).
+    Done once a marker in the cache says so, so ``python -m mlse warm`` (a Docker build) pays it, not the app.
 
-    ``done``: the map's first view is already on disk (after ``mlse warm``), so its first press projects nothing:
-    then nothing is compiled at start, where the compiling (both cores, not interruptible) would hold up the first
+    ``also_done`` (the app's plan: the map's first view is on disk, so its first press projects nothing): then
+    nothing is compiled at start either, where the compiling (both cores, not interruptible) would hold up the first
     visitors' presses on every other tab; only a visitor who projects a new map pays it."""
 
     def run(progress: Progress, should_stop: ShouldStop) -> None:
-        import numpy as np
+        from mlse.analysis import umap_process
 
-        from mlse.analysis.projection import project_2d
+        umap_process.compile_kernels()
 
-        points_ = np.random.default_rng(seed).standard_normal((points, 32)).astype(np.float32)
-        project_2d(points_, method="umap", seed=seed)
+    def done() -> bool:
+        from mlse.analysis.umap_process import kernels_marker
 
-    return WarmStep("umap", "UMAP compiled for the map", ("map",), run, done=done, scope="process", weight=0.5)
+        return kernels_marker().is_file() or also_done()
+
+    return WarmStep("umap", "UMAP's kernels compiled for the map", ("map",), run, done=done, weight=0.5)
 
 
 def results_step() -> WarmStep:
