@@ -153,6 +153,10 @@ def test_student_recipes_parse_with_lora_and_budget_suffixes():
     name, recipe = parse_recipe("ema-frozen+lora@60~s2")  # another seed: another data sample, order and init
     assert recipe["seed"] == 2 and recipe["budget_minutes"] == 60.0 and recipe["lora_r"] == 8
     assert "seed" not in parse_recipe("ema-frozen+lora")[1]  # COMMON's seed 0
+    # a recipe's own LoRA learning rate: used by +lora, dropped from the full fine-tune
+    assert parse_recipe("ema-frozen-cosent-w0.01-lr2x+lora")[1]["lr"] == 2 * LORA_LR
+    full = parse_recipe("ema-frozen-cosent-w0.01-lr2x")[1]
+    assert "lora_lr" not in full and "lr" not in full and "lora_lr" in RECIPES["ema-frozen-cosent-w0.01-lr2x"]
 
 
 def test_seeded_names_keep_seed_zero_plain_so_earlier_results_are_reused():
@@ -163,9 +167,10 @@ def test_seeded_names_keep_seed_zero_plain_so_earlier_results_are_reused():
 
 
 def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path):
-    from mlse.experiments.distillation import RECIPES, recipe_config
+    from mlse.experiments.distillation import RECIPES, parse_recipe, recipe_config
 
-    for name, recipe in RECIPES.items():
+    for name in [*RECIPES, *(f"{n}+lora" for n in RECIPES)]:
+        recipe = parse_recipe(name)[1]  # what the study runs
         cfg = recipe_config(name, recipe, runs=tmp_path)
         validate(cfg)  # a recipe the study cannot run fails here, not an hour into `experiment students`
         assert all(getattr(cfg, k) == v for k, v in recipe.items()), name
