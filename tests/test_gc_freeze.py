@@ -52,7 +52,7 @@ def test_a_frozen_cycle_is_freed_when_an_eviction_collects(freezing):
     del node
     gc.collect()
     assert probe() is not None  # frozen: the collector does not see the cycle
-    free_memory()  # what an eviction calls: thaw, collect, freeze again
+    free_memory()  # what an eviction calls: unfreeze, collect, freeze again
     assert probe() is None and gc.get_freeze_count() > 0
 
 

@@ -19,7 +19,6 @@ they hold it; otherwise its memory would stay in use and a reload would count (a
 
 from __future__ import annotations
 
-import gc
 import logging
 import re
 import sys
@@ -135,9 +134,7 @@ def _tensor_bytes(head) -> int:
 def free_memory() -> None:
     """Collect what evictions let go of (frozen objects included: :mod:`mlse.serving.gc_freeze`); on a GPU, hand the
     cached blocks back too."""
-    gc_freeze.thaw()
-    gc.collect()
-    gc_freeze.freeze_survivors()
+    gc_freeze.collect_all()
     torch = sys.modules.get("torch")  # never import torch just to free memory
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()

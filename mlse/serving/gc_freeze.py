@@ -9,8 +9,8 @@ past 500 ms in one run and under it in the next (``docs/speed.md``).
 :func:`freeze_survivors` collects once, then ``gc.freeze()``: every object alive at that moment moves to the permanent
 generation, which collections skip (reference counting still frees each one as usual). The app calls it after a model
 is loaded into its pool and after each warm step, the moments when long-lived objects appear. A frozen object that
-later becomes part of a garbage *cycle* (an evicted model) would not be collected, so an eviction calls
-:func:`thaw` first, collects, and freezes again.
+later becomes part of a garbage *cycle* (an evicted model) would not be collected, so an eviction collects with
+:func:`collect_all`: unfreeze, collect, freeze again.
 
 Off unless :func:`enable` was called (``app.py`` calls it): a library user's process keeps the collector it chose.
 """
@@ -47,8 +47,12 @@ def freeze_survivors() -> int:
         return gc.get_freeze_count()
 
 
-def thaw() -> None:
-    """Hand the frozen objects back to the collector (before collecting what an eviction let go of)."""
+def collect_all() -> None:
+    """One full collection that reaches the frozen objects too (what an eviction let go of), the survivors then frozen
+    again; a plain ``gc.collect()`` when not enabled."""
     with _lock:
         if _enabled:
             gc.unfreeze()
+        gc.collect()
+        if _enabled:
+            gc.freeze()
