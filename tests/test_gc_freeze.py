@@ -70,3 +70,22 @@ def test_the_pool_freezes_after_each_load(tiny_bert, freezing, monkeypatch):
     first = pool.get(str(tiny_bert))
     assert len(calls) == 1 and not _tracked_in_full_scans(first)
     assert pool.get(str(tiny_bert)) is first and len(calls) == 1  # served from the pool: nothing new to freeze
+
+
+def test_a_freeze_right_after_a_freeze_does_not_walk_everything_again(freezing):
+    collections = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc_freeze.freeze_survivors()
+    gc.callbacks.append(count)
+    try:
+        gc_freeze.freeze_survivors()  # nothing made in between: no full collection
+        assert 2 not in collections
+        made = [[i] for i in range(1000)]  # many new container objects: the next freeze collects first
+        gc_freeze.freeze_survivors()
+        assert 2 in collections and not _tracked_in_full_scans(made)
+    finally:
+        gc.callbacks.remove(count)

@@ -22,6 +22,7 @@ import threading
 
 _lock = threading.Lock()
 _enabled = False
+_FEW = 100  # tracked objects made since the last collection below which a freeze does not collect first
 
 
 def enable(on: bool = True) -> None:
@@ -38,11 +39,16 @@ def enabled() -> bool:
 
 
 def freeze_survivors() -> int:
-    """Collect, then freeze what is alive -> how many objects are frozen now (0 when not enabled)."""
+    """Collect, then freeze what is alive -> how many objects are frozen now (0 when not enabled).
+
+    When hardly anything was made since the last collection (a warm step that only loaded a model, which the pool
+    froze already), the full collection is skipped: it would walk everything again to find nothing."""
     with _lock:
         if not _enabled:
             return 0
-        gc.collect()
+        young, _, _ = gc.get_count()
+        if young >= _FEW or gc.get_count()[1:] != (0, 0):
+            gc.collect()
         gc.freeze()
         return gc.get_freeze_count()
 
