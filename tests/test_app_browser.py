@@ -80,6 +80,15 @@ def test_score_a_pair_by_clicking(browser):
     assert "French" in page and "English" in page  # the detected languages, shown with the score
 
 
+def test_plotly_code_is_loaded_before_any_figure(browser):
+    """mlse.ui.plotly_preload: the page fetches Gradio's Plotly component while idle, so the first figure a visitor
+    asks for does not wait for it; on the first tab no figure is drawn, so only the preload can have fetched it."""
+    open_tab(browser, TABS[0].name)
+    assert not browser.find_elements("css selector", ".js-plotly-plot")
+    fetched = "return performance.getEntriesByType('resource').map(e => e.name).filter(n => n.includes('/PlotlyPlot-'))"
+    assert wait_for(browser, lambda d: d.execute_script(fetched), 20, "Plotly's component fetched by the preload")
+
+
 @pytest.mark.parametrize("index", range(len(TABS)), ids=[tab.slug for tab in TABS])
 def test_each_tab_opens(browser, shots, index):
     tab = TABS[index]

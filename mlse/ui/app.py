@@ -47,13 +47,16 @@ SESSION_CAPACITY = 200
 
 
 def launch_options() -> dict:
-    """Extra ``launch()`` arguments: the bound on sessions kept in memory; a public deployment also caps what
+    """Extra ``launch()`` arguments: the bound on sessions kept in memory, the page's ``<head>`` script that loads
+    Plotly's page code while the page is idle (:mod:`mlse.ui.plotly_preload`); a public deployment also caps what
     Gradio's upload route accepts.
 
     Gradio serves an upload endpoint to anyone, not only to the tabs' file fields; without a cap a visitor could fill
     the disk through it.
     """
-    options = {"state_session_capacity": SESSION_CAPACITY}
+    from mlse.ui.plotly_preload import plotly_chunk, preload_head
+
+    options = {"state_session_capacity": SESSION_CAPACITY, "head": preload_head(plotly_chunk())}
     return (options | {"max_file_size": MAX_UPLOAD_BYTES}) if public_mode() else options
 
 
