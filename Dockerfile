@@ -23,10 +23,11 @@ ENV HOME=/home/user \
 ARG MLSE_BACKEND=torch
 ENV MLSE_BACKEND=${MLSE_BACKEND}
 # Warm start: compute into MLSE_CACHE what each tab shows first (me5-small converted, the backend's ONNX files, the
-# example pairs' embeddings, UMAP's compiled kernels), so the first visitor does not wait for it. The datasets are usually not in the image
-# (see above): the Gold, Tatoeba and Map steps are then skipped here, with the reason, and the app runs them in the
-# background at first start, each tab saying "preparing (n %)" meanwhile. Copy the data into /home/user/data before
-# this line to warm those at build too. A failed warm never fails the build: the app warms again at start.
+# example pairs' embeddings, UMAP's compiled kernels), so the first visitor does not wait for it. The datasets are
+# usually not in the image (see above): the Gold, Tatoeba and Map steps are then skipped here, with the reason, and
+# the app runs them in the background at first start, each tab saying "preparing (n %)" meanwhile. Copy the data into
+# /home/user/data before this line to warm those at build too. A failed warm never fails the build: the app warms
+# again at start.
 RUN python -m mlse warm || true
 EXPOSE 7860
 CMD ["python", "app.py"]

@@ -33,6 +33,8 @@ from mlse.atomic import atomic_write_text
 from mlse.dirs import cache_root
 
 _TIMEOUT_S = 900
+# what fit_umap_2d raises on points it cannot lay out (all alike): "no map of these", not a failed child
+LAYOUT_ERRORS = (ValueError, FloatingPointError, np.linalg.LinAlgError)
 log = logging.getLogger(__name__)
 
 
@@ -43,7 +45,7 @@ class UmapFailed(RuntimeError):
 def fit_umap_2d(X: np.ndarray, *, n_neighbors: int, seed: int) -> np.ndarray:
     """[n, d] unit rows -> [n, 2] float32: UMAP with the cosine metric, ``min_dist`` 0.1, a fixed seed, one thread.
 
-    Raises ValueError / FloatingPointError / LinAlgError on points UMAP cannot lay out (all alike)."""
+    Raises one of :data:`LAYOUT_ERRORS` on points UMAP cannot lay out (all alike)."""
     import warnings
 
     import umap
@@ -112,7 +114,7 @@ def umap_coords(X: np.ndarray, *, n_neighbors: int, seed: int, worker: UmapWorke
         log.warning("%s; projecting in this process", exc)
     try:
         return fit_umap_2d(X, n_neighbors=n_neighbors, seed=seed)
-    except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:  # degenerate input (all alike)
+    except LAYOUT_ERRORS as exc:
         log.warning("UMAP failed on %d points (%s)", len(X), exc)
         return None
 
@@ -224,7 +226,7 @@ def _serve(warm: bool) -> int:
         X = np.load(points)
         try:
             out = fit_umap_2d(X, n_neighbors=int(n_neighbors), seed=int(seed))
-        except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        except LAYOUT_ERRORS as exc:
             print(f"UMAP could not lay out {len(X)} points: {exc}", file=sys.stderr)
             answers.write("none\n")
             continue

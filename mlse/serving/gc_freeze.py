@@ -46,8 +46,8 @@ def freeze_survivors() -> int:
     with _lock:
         if not _enabled:
             return 0
-        young, _, _ = gc.get_count()
-        if young >= _FEW or gc.get_count()[1:] != (0, 0):
+        young, older, oldest = gc.get_count()
+        if young >= _FEW or older or oldest:
             gc.collect()
         gc.freeze()
         return gc.get_freeze_count()

@@ -78,7 +78,7 @@ def warm_plan(
         steps += [load_step(ctx, name) for name in used]
         steps.append(results_step())
         if projects_with_umap:  # at start, compiled only when the map's first press will project (nothing on disk)
-            the_map = data_steps["map"]
+            the_map = data_steps["map"]  # asked each time (not its done bound now): the step's check may be replaced
             steps.append(umap_step(also_done=lambda: the_map.done()))
     elif projects_with_umap:
         steps.append(umap_step())
