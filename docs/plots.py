@@ -6,6 +6,7 @@ Each figure is a function of files in the repository, so regenerating it after a
 
 * ``calibration.svg``: the shipped cosine -> 0-5 maps (``assets/models/calibration/*.json``);
 * ``students-dev.svg``: dev curves of seven recipes of the distillation study (``results/students/*.json``);
+* ``students-swa-dev.svg``: the shipped soup's two recipes with and without weight averaging (the same files);
 * ``finetune-compare-dev.svg``: dev curves of the four fine-tuning methods on ``minilm-en``
   (``results/finetune/finetune-compare-vocab30k-6min.json``).
 """
@@ -169,6 +170,28 @@ def students_figure() -> str:
     )
 
 
+# the shipped soup's two recipes, retrained on one machine with and without weight averaging (result file -> label)
+SWA_RECIPES = {
+    "fast-vnni/ema-frozen-cosent-w0.01+lora@40": "ema-frozen + 0.01 x CoSENT, 40 min",
+    "ema-frozen-cosent-w0.01-swa+lora@40": "the same, weights averaged from step 271",
+    "fast-vnni/hard-t0.01-cosent+lora": "InfoNCE + CoSENT, 20 min",
+    "hard-t0.01-cosent-swa+lora": "the same, weights averaged from step 111",
+}
+
+
+def swa_figure() -> str:
+    series = []
+    for recipe, label in SWA_RECIPES.items():
+        curve = _read(ROOT / "results" / "students" / f"{recipe}.json")["curve"]
+        series.append((label, [(p["step"], p["dev_spearman"]) for p in curve if p["step"] > 0]))
+    return line_chart(
+        series,
+        title="Weight averaging within a run: dev while training",
+        x_label="training step",
+        y_label="STS dev Spearman x 100",
+    )
+
+
 def finetune_compare_figure() -> str:
     curves = _read(ROOT / "results" / "finetune" / "finetune-compare-vocab30k-6min.json")["curves"]
     series = [(method, [(m, d) for m, d in points]) for method, points in curves.items()]
@@ -184,6 +207,7 @@ FIGURES = {
     "calibration.svg": calibration_figure,
     "students-dev.svg": students_figure,
     "finetune-compare-dev.svg": finetune_compare_figure,
+    "students-swa-dev.svg": swa_figure,
 }
 
 

@@ -51,6 +51,8 @@ def test_export_writes_float16_heads_that_load_and_score_like_the_run(scorer_run
     shipped = Scorer.load(item.folder).encode(texts)
     assert np.abs(original - shipped).max() < 5e-3  # float16 rounding only
     assert [a.name for a in list_shipped(root)] == ["shipped/tiny+s1"] and total_bytes(root) > 0
+    weights = [f for f in item.folder.rglob("*.safetensors")]
+    assert weights and all(f.stat().st_mode & 0o044 == 0o044 for f in weights)  # readable by the app's user
 
 
 def test_check_files_names_a_changed_an_extra_and_a_missing_file(scorer_run, tiny_bert, tmp_path):

@@ -128,3 +128,53 @@ def test_the_loop_knows_no_method():
     source = (Path(__file__).resolve().parents[1] / "mlse" / "train" / "loop.py").read_text(encoding="utf-8")
     assert not re.search(r"cfg\.method\b", source) and "mlse.losses" not in source
     assert not [m for m in METHODS if re.search(rf"[\"']{m}[\"']", source)]
+
+
+def test_weight_average_is_the_running_mean_and_swaps_back():
+    from mlse.train.weight_average import WeightAverage
+
+    model = nn.Linear(2, 1, bias=False)
+    frozen = nn.Parameter(torch.ones(3), requires_grad=False)
+    model.register_parameter("frozen", frozen)
+    average = WeightAverage(model)
+    assert len(average.params) == 1  # only what trains
+    seen = []
+    for value in ([1.0, 2.0], [3.0, -2.0], [8.0, 3.0]):
+        with torch.no_grad():
+            model.weight.copy_(torch.tensor([value]))
+        average.update()
+        seen.append(value)
+    with average.swapped_in():
+        assert torch.allclose(model.weight, torch.tensor(np.mean(seen, axis=0), dtype=torch.float32)[None])
+    assert model.weight.tolist() == [[8.0, 3.0]] and average.count == 3  # the trained weights are back
+
+
+def test_averaged_weights_are_what_is_scored_and_saved_from_the_start_fraction(tmp_path):
+    model_weights = []
+    loop, method, saved = _loop(tmp_path, scores=[1.0, 2.0, 3.0, 4.0], average_from=0.5, warmup_fraction=0.0)
+
+    def evaluate(should_stop):  # score = the weight the loop hands to evaluation
+        model_weights.append(float(loop.model.weight.detach()))
+        return {"a": float(loop.model.weight.detach())}
+
+    loop.evaluate_dev = evaluate
+    trained = []
+    loop.progress = lambda record: trained.append(record)
+    steps = []
+    real_update = loop.average.update
+    loop.average.update = lambda: (steps.append(float(loop.model.weight.detach())), real_update())[1]
+    loop.run()
+    assert loop.average_from_step == 2 and steps and len(steps) == 3  # steps 2, 3, 4 of K = 4 (max_steps)
+    assert model_weights[0] == 0.0 and model_weights[2] == pytest.approx(np.mean(steps))  # step 4: the average
+    assert float(loop.model.weight.detach()) == pytest.approx(steps[-1])  # training goes on from its own weights
+    assert trained[-1]["averaged_steps"] == 3 and "averaged_steps" in trained[0]
+    assert loop.metrics("max_steps")["weight_average"] == {"from_step": 2, "steps": 3}
+
+
+def test_without_averaging_nothing_is_averaged(tmp_path):
+    loop, _, _ = _loop(tmp_path)
+    records = []
+    loop.progress = records.append
+    loop.run()
+    assert loop.average is None and "averaged_steps" not in records[-1]
+    assert "weight_average" not in loop.metrics("max_steps")

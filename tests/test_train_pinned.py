@@ -179,7 +179,9 @@ def run_case(case: str, fixed: dict[str, Path], name: str | None = None, **overr
 
 # Options added after the pins were written, left out at their default (the old code's behaviour); set to anything
 # else they stay in the config and the comparison fails, as it should: the run is another one.
-LATER_OPTIONS = {k: default_of(FinetuneConfig, k) for k in ("sts_loss", "sts_weight", "sts_batch_size", "sts_langs")}
+LATER_OPTIONS = {
+    k: default_of(FinetuneConfig, k) for k in ("sts_loss", "sts_weight", "sts_batch_size", "sts_langs", "average_from")
+}
 
 # What a run records about the machine and where its pairs came from (not a training number): the GPU, whether it
 # computes bf16 natively, whether fp16 loss scaling ran, and the bitext source (data directory or shipped sample).

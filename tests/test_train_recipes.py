@@ -81,6 +81,26 @@ def test_lora_trains_only_the_adapter_and_the_saved_adapter_rebuilds_the_student
     np.testing.assert_allclose(rebuilt, trained, atol=1e-5)
 
 
+def test_a_run_with_weight_averaging_saves_the_averaged_adapter(tiny_bert):
+    from safetensors.numpy import load_file
+
+    def adapter(name: str, **overrides) -> tuple[dict, dict]:
+        settings = dict(method="hard", lora_r=4, eval_at_start=False, eval_every_steps=100)  # saved at the end only
+        metrics = finetune(tiny_config(name, None, tiny_bert, **settings, **overrides))
+        return load_file(runs_dir() / name / "adapter" / "adapter_model.safetensors"), metrics
+
+    plain, plain_metrics = adapter("tiny-avg-off")
+    last, last_metrics = adapter("tiny-avg-last", average_from=0.99)  # from step 4 of 4: the last weights alone
+    half, half_metrics = adapter("tiny-avg-half", average_from=0.5)  # steps 2, 3 and 4
+    assert "weight_average" not in plain_metrics
+    assert last_metrics["weight_average"] == {"from_step": 4, "steps": 1}
+    assert half_metrics["weight_average"] == {"from_step": 2, "steps": 3}
+    assert plain.keys() == last.keys() == half.keys()
+    assert all(np.array_equal(plain[k], last[k]) for k in plain)  # an average of one step is that step
+    assert any(not np.allclose(plain[k], half[k]) for k in plain)  # the average of three is not the last
+    load_encoder(str(runs_dir() / "tiny-avg-half" / "model"), cache=False).encode(["Hello world."])
+
+
 def test_lora_with_a_bridge_ships_the_bridge_in_the_adapter(tiny_bert, tiny_labse, tmp_path):
     name = "tiny-lora-bridge"
     finetune(tiny_config(name, tiny_labse, tiny_bert, method="mse", bridge="linear", bridge_sentences=16, lora_r=2))

@@ -67,10 +67,11 @@ class Soup:
 
 
 # shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter) or a soup
-# The uniform soup of the study's 40-minute STS student and its 20-minute retrieval student: 60 CPU-minutes of training,
-# chosen on STS dev over the soup of three 20-minute students (docs/results/distillation.md, "weight soup").
+# The uniform soup of the study's 40-minute STS student and its 20-minute retrieval student, each with its weights
+# averaged over the last three quarters of its run (SWA): 60 CPU-minutes of training (docs/results/distillation.md,
+# "weight soup" and "weight averaging within a run").
 STUDENTS: dict[str, str | Soup] = {
-    "me5-small-student": Soup(("ema-frozen-cosent-w0.01+lora@40", "hard-t0.01-cosent+lora"), (0.5, 0.5))
+    "me5-small-student": Soup(("ema-frozen-cosent-w0.01-swa+lora@40", "hard-t0.01-cosent-swa+lora"), (0.5, 0.5))
 }
 
 

@@ -172,3 +172,4 @@ def _float16_copy(source: Path, target: Path) -> None:
     tensors = load_file(str(source))
     save_file({k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()},
               str(target))
+    target.chmod(0o644)  # safetensors writes 0600; a shipped file is read by whoever runs the app (a Space's user)

@@ -118,6 +118,11 @@ class FinetuneConfig:
     warmup_fraction: float = option(0.05, "linear learning-rate warm-up over this fraction of the estimated steps")
     weight_decay: float = option(0.01, "AdamW weight decay")
     max_grad_norm: float = option(1.0, "gradient norm clipping")
+    average_from: float | None = option(
+        None,
+        "average the trained weights uniformly from this fraction of the estimated steps on (SWA, "
+        "mlse.train.weight_average); evaluations and checkpoints then use the average (off unless given)",
+    )
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
     device: str | None = option(None, "cpu, cuda, ... (default: cuda if available)")
     extend_vocab: int = option(

@@ -48,6 +48,10 @@ def validate(cfg: FinetuneConfig) -> None:
         (cfg.max_seq_length >= 8, f"max_seq_length must be >= 8, got {cfg.max_seq_length}"),
         (cfg.max_pairs is None or cfg.max_pairs >= 0, f"max_pairs must be >= 0, got {cfg.max_pairs}"),
         (cfg.max_steps is None or cfg.max_steps >= 1, f"max_steps must be >= 1, got {cfg.max_steps}"),
+        (
+            cfg.average_from is None or 0.0 <= cfg.average_from < 1.0,
+            f"average_from must be in [0, 1), got {cfg.average_from}",
+        ),
         (0.0 <= cfg.tau_base <= 1.0, f"tau_base must be in [0, 1], got {cfg.tau_base}"),
         (cfg.temperature > 0, f"temperature must be > 0, got {cfg.temperature}"),
         (cfg.tcm_alpha >= 0, f"tcm_alpha must be >= 0, got {cfg.tcm_alpha}"),

@@ -55,6 +55,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -263,7 +264,8 @@ def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> di
     if final_eval and loop.last_eval_step != loop.step:
         loop.evaluate()
     if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
-        save_checkpoint(run.student, run.out, run.base_modules)
+        with loop.average.swapped_in() if loop.average is not None else nullcontext():
+            save_checkpoint(run.student, run.out, run.base_modules)
     metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
     if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
         metrics["partial"] = {"reason": reason, "steps": loop.step, "best_step": loop.best_step}

@@ -18,6 +18,10 @@ stays constant: a budgeted run can stop at any moment, so there is no decay to a
 With several processes (:mod:`mlse.train.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates,
 saves and writes the log, the other ranks wait for it at the next gradient all-reduce.
 
+**Weight averaging.** With ``average_from`` set, the trainable weights are averaged uniformly after every step from the
+one that reaches that fraction of ``K`` (:mod:`mlse.train.weight_average`); each later evaluation scores, and each
+checkpoint saves, the average, while training continues from the current weights.
+
 **Precision.** The method's forward runs under the run's autocast (:mod:`mlse.train.device`); under float16 the loop
 scales the loss with a ``torch.amp.GradScaler`` and unscales the gradients before clipping (``grad_scale`` in the
 metrics).
@@ -40,6 +44,7 @@ from mlse.train.config import FinetuneConfig
 from mlse.train.device import needs_grad_scaler
 from mlse.train.distributed import DistContext, agree, average_gradients
 from mlse.train.methods import Method
+from mlse.train.weight_average import WeightAverage
 
 BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
 PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
@@ -132,6 +137,8 @@ class TrainingLoop:
         self.last_dev: dict[str, float] = {}
         self.last_eval_step: int | None = None
         self.total_steps = cfg.max_steps or PROVISIONAL_STEPS
+        self.average = WeightAverage(model) if cfg.average_from is not None else None
+        self.average_from_step: int | None = None  # the step the average starts at, once reached
         self.started = 0.0
         self.wall_started = 0.0
 
@@ -180,18 +187,36 @@ class TrainingLoop:
             self.scaler.update()
         self.method.after_step(self.step, self.total_steps)
         self.step += 1
+        self.update_average()
         self.pairs_seen += len(idx) * self.ctx.world  # every rank trains on its own batch
         self.sentences += len(idx) * self.method.sentences_per_pair * self.ctx.world
         self.losses.append(float(loss.detach()))
         self.train_s += self.clock() - t0
         self.total_steps = self.estimate_total_steps()
 
+    def update_average(self) -> None:
+        """Add the weights after this step to the running average once ``average_from`` of the estimated steps are
+        done (the estimate K is re-made every step, so the start is fixed the first time the step reaches it)."""
+        if self.average is None:
+            return
+        if self.average_from_step is None and self.step >= self.cfg.average_from * self.total_steps:
+            self.average_from_step = self.step
+        if self.average_from_step is not None:
+            self.average.update()
+
     # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
     def evaluate(self) -> dict:
-        """Score on dev, save when the mean score improves, log and report one progress record (rank 0 only)."""
+        """Score on dev, save when the mean score improves, log and report one progress record (rank 0 only).
+        Once weights are being averaged, the average is what is scored and saved."""
         if not self.ctx.is_main:
             self.last_eval_step = self.step
             return {}
+        if self.average is None:
+            return self._evaluate()
+        with self.average.swapped_in():
+            return self._evaluate()
+
+    def _evaluate(self) -> dict:
         t0 = self.clock()
         try:
             self.last_dev = self.evaluate_dev(self.should_stop)
@@ -218,6 +243,7 @@ class TrainingLoop:
             "estimated_total_steps": self.total_steps,
             "sentences_per_s": round(self.sentences / self.train_s, 2) if self.train_s else None,
             "saved": saved,
+            **({"averaged_steps": self.average.count} if self.average is not None else {}),
             **self.method.record(),
         }
         self.losses = []
@@ -275,5 +301,10 @@ class TrainingLoop:
             "wall_s": round(time.perf_counter() - self.wall_started, 2),
             "budget_clock": self.cfg.budget_clock,
             "estimated_total_steps": self.total_steps,
+            **(
+                {"weight_average": {"from_step": self.average_from_step, "steps": self.average.count}}
+                if self.average is not None
+                else {}
+            ),
             **({"grad_scale": float(self.scaler.get_scale())} if self.scaler is not None else {}),
         }
