@@ -157,16 +157,22 @@ STUDENT_RECIPES = {
 }
 
 
-def students_figure() -> str:
+def _dev_curves(recipes: dict[str, str], x, title: str, x_label: str) -> str:
+    """Dev Spearman of study runs (result file under results/students -> label) against ``x(point)`` of each curve
+    point (None: left out)."""
     series = []
-    for recipe, label in STUDENT_RECIPES.items():
+    for recipe, label in recipes.items():
         curve = _read(ROOT / "results" / "students" / f"{recipe}.json")["curve"]
-        series.append((label, [(p["elapsed_s"] / 60, p["dev_spearman"]) for p in curve]))
-    return line_chart(
-        series,
+        series.append((label, [(x(p), p["dev_spearman"]) for p in curve if x(p) is not None]))
+    return line_chart(series, title=title, x_label=x_label, y_label="STS dev Spearman x 100")
+
+
+def students_figure() -> str:
+    return _dev_curves(
+        STUDENT_RECIPES,
+        lambda p: p["elapsed_s"] / 60,
         title="me5-small as the student: dev while training",
         x_label="training CPU-minutes",
-        y_label="STS dev Spearman x 100",
     )
 
 
@@ -180,15 +186,11 @@ SWA_RECIPES = {
 
 
 def swa_figure() -> str:
-    series = []
-    for recipe, label in SWA_RECIPES.items():
-        curve = _read(ROOT / "results" / "students" / f"{recipe}.json")["curve"]
-        series.append((label, [(p["step"], p["dev_spearman"]) for p in curve if p["step"] > 0]))
-    return line_chart(
-        series,
+    return _dev_curves(
+        SWA_RECIPES,
+        lambda p: p["step"] or None,  # from the first evaluation after step 0, where every curve starts alike
         title="Weight averaging within a run: dev while training",
         x_label="training step",
-        y_label="STS dev Spearman x 100",
     )
 
 
