@@ -97,18 +97,16 @@ RECIPES: dict[str, dict] = {
     # CoSENT: at the untouched student a CoSENT batch pulls 1.7x as hard as it (python -m benchmarks.sts_term_balance),
     # so at weight 1 the scored pairs lead while the contrastive term holds retrieval
     "hard-t0.01-cosent": dict(method="hard", teacher=None, temperature=0.01, sts_loss="cosent", sts_weight=1.0),
-    # the dev curves of both soup members wander over a plateau (±0.5) from step ~150 at the constant learning rate:
-    # the same two recipes with their weights averaged over the last three quarters of the run (SWA)
-    "ema-frozen-cosent-w0.01-swa": dict(
-        method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=1e-2, average_from=SWA_FROM
-    ),
-    "hard-t0.01-cosent-swa": dict(
-        method="hard", teacher=None, temperature=0.01, sts_loss="cosent", sts_weight=1.0, average_from=SWA_FROM
-    ),
     # a stronger teacher than the student itself: mUSE (512-d) through the least-squares bridge, plus the STS term
     "mse-muse-bridge-cosent": dict(
         method="mse", teacher="muse", bridge="linear", sts_loss="cosent", sts_weight=STS_WEIGHT
     ),
+}
+# the dev curves of both soup members wander over a plateau (±0.5) from step ~150 at the constant learning rate:
+# the same two recipes with their weights averaged over the last three quarters of the run (SWA)
+RECIPES |= {
+    f"{name}-swa": {**RECIPES[name], "average_from": SWA_FROM}
+    for name in ("ema-frozen-cosent-w0.01", "hard-t0.01-cosent")
 }
 
 

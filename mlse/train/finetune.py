@@ -55,7 +55,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -264,7 +263,7 @@ def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> di
     if final_eval and loop.last_eval_step != loop.step:
         loop.evaluate()
     if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
-        with loop.average.swapped_in() if loop.average is not None else nullcontext():
+        with loop.averaged():
             save_checkpoint(run.student, run.out, run.base_modules)
     metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
     if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got

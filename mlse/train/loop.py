@@ -34,6 +34,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -211,10 +212,13 @@ class TrainingLoop:
         if not self.ctx.is_main:
             self.last_eval_step = self.step
             return {}
-        if self.average is None:
+        with self.averaged():
             return self._evaluate()
-        with self.average.swapped_in():
-            return self._evaluate()
+
+    def averaged(self) -> AbstractContextManager:
+        """The weights to score or save in the model for a ``with`` block: the average once weights are being averaged
+        (the trained ones back after the block), else the model as it is."""
+        return self.average.swapped_in() if self.average is not None else nullcontext()
 
     def _evaluate(self) -> dict:
         t0 = self.clock()
