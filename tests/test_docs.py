@@ -48,16 +48,42 @@ def _python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 # -- the site ---------------------------------------------------------------------------------------------------------
+# not --quiet: it hides the warnings that --strict turns into a failure (a broken anchor then builds with exit code 0)
+STRICT_BUILD = ("-m", "mkdocs", "build", "--strict")
+
+
 def test_mkdocs_builds_strictly(tmp_path):
     """Broken links, unknown anchors, pages missing from the nav and API entries that cannot be found all fail."""
     from tests.ci import require_module
 
     require_module("mkdocs")  # and mkdocs-material, mkdocstrings: requirements.txt
-    done = _python("-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(tmp_path / "site"), timeout=300)
+    done = _python(*STRICT_BUILD, "-d", str(tmp_path / "site"), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "teaching" / "index.html").is_file()
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert "pair_scores" in api and "Both sides are encoded in one call" in api  # written from the docstring
+
+
+def test_the_strict_build_fails_on_a_broken_anchor(tmp_path):
+    """The flags above do fail a site whose link names an anchor its page lacks (and pass it once the anchor exists)."""
+    from tests.ci import require_module
+
+    require_module("mkdocs")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: t\nnav: [a.md, b.md]\nvalidation: {anchors: warn}\n", encoding="utf-8"
+    )
+    (tmp_path / "docs" / "b.md").write_text("# B\n\n## The real heading\n", encoding="utf-8")
+
+    def build(anchor: str) -> subprocess.CompletedProcess:
+        (tmp_path / "docs" / "a.md").write_text(f"# A\n\n[see](b.md#{anchor})\n", encoding="utf-8")
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        args = [sys.executable, *STRICT_BUILD, "-d", str(tmp_path / "site")]
+        return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    broken = build("no-such-heading")
+    assert broken.returncode != 0 and "no-such-heading" in broken.stdout + broken.stderr
+    assert build("the-real-heading").returncode == 0
 
 
 def test_the_plots_are_svg_drawn_from_the_results(tmp_path):
