@@ -42,9 +42,9 @@ URL = re.compile(r"https?://\S+")
 TEXT_SUFFIXES = {".md", ".txt", ".json", ".jsonl", ".tsv", ".csv", ".html", ".py", ".js", ".svg", ".yml", ".yaml"}
 
 
-def _python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def _python(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 # -- the site ---------------------------------------------------------------------------------------------------------
@@ -77,9 +77,7 @@ def test_the_strict_build_fails_on_a_broken_anchor(tmp_path):
 
     def build(anchor: str) -> subprocess.CompletedProcess:
         (tmp_path / "docs" / "a.md").write_text(f"# A\n\n[see](b.md#{anchor})\n", encoding="utf-8")
-        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-        args = [sys.executable, *STRICT_BUILD, "-d", str(tmp_path / "site")]
-        return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        return _python(*STRICT_BUILD, "-d", str(tmp_path / "site"), cwd=tmp_path)
 
     broken = build("no-such-heading")
     assert broken.returncode != 0 and "no-such-heading" in broken.stdout + broken.stderr
