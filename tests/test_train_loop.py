@@ -171,6 +171,24 @@ def test_averaged_weights_are_what_is_scored_and_saved_from_the_start_fraction(t
     assert loop.metrics("max_steps")["weight_average"] == {"from_step": 2, "steps": 3}
 
 
+def test_once_averaging_begins_only_averages_compete_for_the_checkpoint(tmp_path):
+    # dev means (half of each score): 4.5 at step 0 (plain weights), then 1.5 and 2.0 for averages at steps 2 and 4
+    loop, _, saved = _loop(tmp_path, scores=[9.0, 3.0, 4.0, 1.0], average_from=0.5, warmup_fraction=0.0)
+    records = []
+    loop.progress = records.append
+    loop.run()
+    assert [r["averaged_steps"] > 0 for r in records] == [False, True, True]
+    assert saved == [0, 2, 4] and loop.best_step == 4  # the pre-averaging peak held the pick before
+    assert [r["saved"] for r in records] == [True, True, True]
+    assert [r["best_dev_spearman"] for r in records] == [4.5, 1.5, 2.0]
+
+
+def test_without_averaging_the_best_checkpoint_stands(tmp_path):
+    loop, _, saved = _loop(tmp_path, scores=[9.0, 3.0, 4.0, 1.0])
+    loop.run()
+    assert saved == [0] and loop.best_step == 0
+
+
 def test_without_averaging_nothing_is_averaged(tmp_path):
     loop, _, _ = _loop(tmp_path)
     records = []

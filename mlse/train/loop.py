@@ -20,7 +20,9 @@ saves and writes the log, the other ranks wait for it at the next gradient all-r
 
 **Weight averaging.** With ``average_from`` set, the trainable weights are averaged uniformly after every step from the
 one that reaches that fraction of ``K`` (:mod:`mlse.train.weight_average`); each later evaluation scores, and each
-checkpoint saves, the average, while training continues from the current weights.
+checkpoint saves, the average, while training continues from the current weights. From the first averaged evaluation
+on only averages compete for the checkpoint: a run with averaging always ends on an averaged model, whatever its plain
+weights scored on dev before averaging began.
 
 **Precision.** The method's forward runs under the run's autocast (:mod:`mlse.train.device`); under float16 the loop
 scales the loss with a ``torch.amp.GradScaler`` and unscales the gradients before clipping (``grad_scale`` in the
@@ -140,6 +142,7 @@ class TrainingLoop:
         self.total_steps = cfg.max_steps or PROVISIONAL_STEPS
         self.average = WeightAverage(model) if cfg.average_from is not None else None
         self.average_from_step: int | None = None  # the step the average starts at, once reached
+        self.picking_averaged = False  # set at the first averaged evaluation: from then on only averages compete
         self.started = 0.0
         self.wall_started = 0.0
 
@@ -208,7 +211,7 @@ class TrainingLoop:
     # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
     def evaluate(self) -> dict:
         """Score on dev, save when the mean score improves, log and report one progress record (rank 0 only).
-        Once weights are being averaged, the average is what is scored and saved."""
+        Once weights are being averaged, the average is what is scored and saved, and only averages compete."""
         if not self.ctx.is_main:
             self.last_eval_step = self.step
             return {}
@@ -228,6 +231,10 @@ class TrainingLoop:
             self.eval_s += self.clock() - t0
             return {}
         mean = float(np.mean(list(self.last_dev.values())))
+        if self.average is not None and self.average.count and not self.picking_averaged:
+            # the average is the model an averaged run stands for: a dev peak of the plain weights before averaging
+            # began (the noise averaging is there to smooth) no longer holds the pick against it
+            self.best, self.picking_averaged = -math.inf, True
         saved = math.isfinite(mean) and mean > self.best
         if saved:
             self.best, self.best_step = mean, self.step
