@@ -142,7 +142,6 @@ class TrainingLoop:
         self.total_steps = cfg.max_steps or PROVISIONAL_STEPS
         self.average = WeightAverage(model) if cfg.average_from is not None else None
         self.average_from_step: int | None = None  # the step the average starts at, once reached
-        self.picking_averaged = False  # set at the first averaged evaluation: from then on only averages compete
         self.started = 0.0
         self.wall_started = 0.0
 
@@ -231,10 +230,10 @@ class TrainingLoop:
             self.eval_s += self.clock() - t0
             return {}
         mean = float(np.mean(list(self.last_dev.values())))
-        if self.average is not None and self.average.count and not self.picking_averaged:
+        if self.average_from_step is not None and (self.best_step or 0) < self.average_from_step:
             # the average is the model an averaged run stands for: a dev peak of the plain weights before averaging
             # began (the noise averaging is there to smooth) no longer holds the pick against it
-            self.best, self.picking_averaged = -math.inf, True
+            self.best = -math.inf
         saved = math.isfinite(mean) and mean > self.best
         if saved:
             self.best, self.best_step = mean, self.step
