@@ -17,6 +17,10 @@ In public mode:
   ``MLSE_MAX_UPLOAD_ROWS`` / ``MLSE_MAX_UPLOAD_BYTES``), by default :data:`LOCAL_UPLOAD_ROWS` and
   :data:`LOCAL_UPLOAD_BYTES`.
 
+What a visitor reads names no server folder: :func:`hide_server_paths` (which every message the page shows goes
+through, :func:`mlse.ui.text.md_escape`) puts a name in place of the runs, cache, data, upload, temporary, app and
+home folders.
+
 Why not the CLI: whoever runs the CLI already runs code on the machine; the allow-list protects a machine from its
 visitors, not from its operator. The guard is keyed on the environment, so a CLI run inside a Space obeys it too.
 """
@@ -25,8 +29,11 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
+from mlse.dirs import cache_root, runs_dir
 from mlse.errors import MlseError, ModelNotFoundError
 
 PUBLIC_ENV = "MLSE_PUBLIC"
@@ -141,3 +148,40 @@ def check_finetune_request(req, listed_models: list[str]) -> None:
         if model and model not in listed_models:
             shown = ", ".join(listed_models[:12]) or "(none)"
             raise MlseError(f"{role} {model!r} is not one of the models this public deployment offers: {shown}")
+
+
+_APP_ROOT = Path(__file__).resolve().parents[1]  # the repository (or installed package's parent) the app runs from
+
+
+def server_folders() -> list[tuple[str, str]]:
+    """(folder, what a visitor reads instead) for every server folder a message may name, longest first; each folder
+    as given and resolved."""
+    named = [
+        (runs_dir(), "runs"),
+        (cache_root(), "cache"),
+        (os.environ.get("MLSE_DATA"), "data"),
+        (_APP_ROOT.parent / "shared" / "data", "data"),
+        (os.environ.get("GRADIO_TEMP_DIR"), "uploads"),
+        (tempfile.gettempdir(), "tmp"),
+        (_APP_ROOT, "app"),
+        (Path.cwd(), "app"),
+        (Path.home(), "~"),
+    ]
+    pairs: dict[str, str] = {}
+    for folder, label in named:
+        if not folder or str(folder) in ("/", "."):
+            continue
+        for form in (os.path.abspath(folder), os.path.realpath(folder)):
+            if form != os.sep:
+                pairs.setdefault(form, label)
+    return sorted(pairs.items(), key=lambda item: -len(item[0]))
+
+
+def hide_server_paths(text: str) -> str:
+    """``text`` with server folders named instead of spelled out, in public mode (as is otherwise): a visitor learns
+    nothing of the machine's layout from a message (``/srv/app/runs/x`` reads ``runs/x``)."""
+    if not public_mode() or os.sep not in text:
+        return text
+    for folder, label in server_folders():
+        text = text.replace(folder, label)
+    return text

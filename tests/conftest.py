@@ -23,6 +23,16 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MLSE_DEVICE", "cpu")
 
 
+@pytest.fixture(autouse=True)
+def _no_served_upload_folder():
+    """A test that builds the served app (build_server) installs its upload folder for the process; later tests call
+    the handlers in-process, with the paths they made."""
+    yield
+    from mlse.serving.upload_folder import install
+
+    install(None)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP spinning makes them about

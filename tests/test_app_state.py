@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from mlse.dirs import runs_dir
 from mlse.serving import hub_probe
 from mlse.serving.model_pool import ModelPool
 from mlse.ui.state import AppState
+from tests.interrupted_runs import fine_tune_run, stale_lock
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -95,3 +97,18 @@ def test_the_pool_is_a_library_object_the_state_delegates_to(tiny_bert):
     assert pool.loaded() == [("local", str(Path(tiny_bert).resolve()))] and pool.loaded_bytes > 0
     state = AppState(default_models=(), pool=pool)
     assert state.encoder(str(tiny_bert)) is first and state.loaded_bytes == pool.loaded_bytes
+
+
+def test_app_start_sweeps_and_labels_interrupted_runs(tiny_bert, monkeypatch):
+    monkeypatch.setattr("mlse.ui.state.hub_reachable", lambda: None)
+    root = runs_dir()
+    fine_tune_run(root, "killed", tiny_bert, [{"step": 0, "saved": True}])
+    finished = fine_tune_run(root, "finished", tiny_bert, [{"step": 0, "saved": True}])
+    (finished / "metrics.json").write_text("{}")
+    stale_lock(root, "killed")
+    state = AppState(default_models=()).start()  # no default backbone: trained runs are ticked instead
+    labels = {m.name: m.label for m in state.models() if m.name.startswith("runs/")}
+    assert labels["runs/killed"].endswith("(interrupted; its checkpoint of step 0 is kept)")
+    assert "interrupted" not in labels["runs/finished"] and "partial" not in labels["runs/finished"]
+    chosen, _ = state.default_selection(limit=50)
+    assert "runs/finished" in chosen and "runs/killed" not in chosen  # never offered as a finished model

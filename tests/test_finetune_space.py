@@ -248,8 +248,18 @@ def test_scored_pairs_train_from_the_tab_in_public_mode(space, monkeypatch, meth
         batch_size=8,
         eval_every=2,
     )
+    owner = ft.new_owner()  # on a public deployment only the run's owner sees its curves
     message = ft.start_run(
-        space, method, **form, max_steps=4, dev_max_pairs=16, lr=1e-3, teacher=None, sts_loss=loss, sts_weight=weight
+        space,
+        method,
+        **form,
+        max_steps=4,
+        dev_max_pairs=16,
+        lr=1e-3,
+        teacher=None,
+        sts_loss=loss,
+        sts_weight=weight,
+        owner=owner,
     )
     assert message.startswith(f"Started **{name}**"), message
     job = ft.runner(space).latest()
@@ -257,7 +267,7 @@ def test_scored_pairs_train_from_the_tab_in_public_mode(space, monkeypatch, meth
     assert job.result["metrics"]["steps"] == 4 and job.result["metrics"]["sts_rows"] > 1000
     config = json.loads((runs_dir() / name / "finetune_config.json").read_text())
     assert (config["method"], config["sts_loss"], config["sts_weight"]) == (method, loss, weight)
-    _, _, loss_figure, _, _ = ft.poll(space)
+    _, _, loss_figure, _, _ = ft.poll(space, owner=owner)
     sts_curve = [t for t in loss_figure.data if t.name == "STS term (unweighted)"]
     assert sts_curve and all(y is not None and y > 0 for y in sts_curve[0].y[1:])  # every evaluation after a step
 

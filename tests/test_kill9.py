@@ -73,7 +73,7 @@ def test_fine_tune_killed_after_a_checkpoint(tiny_bert, data_dir):
     out = runs_dir() / "ft-killed"
     run_and_kill("CHECKPOINT", str(tiny_bert), str(data_dir), str(out))
     runs = listed(AppState())
-    assert "(partial: interrupted" in runs["runs/ft-killed"]  # usable, and marked
+    assert "(interrupted" in runs["runs/ft-killed"]  # usable, and marked
     assert load_encoder("runs/ft-killed", cache=False).encode(["still loads"]).shape == (1, 32)
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no half-written checkpoint left in view
     metrics = finetune(

@@ -39,6 +39,7 @@ def test_the_page_the_queue_and_the_json_route_are_served_together(state, monkey
     gradio_app = _mounted(server)
     assert gradio_app.state_holder.capacity == ui_app.SESSION_CAPACITY  # launch()'s bound, kept when mounted
     assert gradio_app.get_blocks().max_file_size is None and gradio_app.get_blocks().show_error is False
+    assert gradio_app.get_blocks().has_launched  # else Gradio skips its own check that a file is an upload
     with TestClient(server) as client:
         assert "<html" in client.get("/").text.lower()
         answer = client.post(SCORE_PATH, json={"sentence1": EN, "sentence2": DE, "models": ["minilm-en"]})

@@ -1,14 +1,28 @@
-"""Jobs in a spawned child process (mlse.train.child_jobs): memory goes back, records and Stop cross the boundary."""
+"""Jobs in a spawned child process (mlse.train.child_jobs): memory goes back, records and Stop cross the boundary,
+and a child never outlives its parent (``kill -9`` of the app)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from mlse.errors import MlseError
+from mlse.runs.health import sweep_interrupted
+from mlse.runs.job_lock import lock_files, lock_request
 from mlse.serving.procmem import memory_mb
-from mlse.train.child_jobs import run_in_child
+from mlse.train.child_jobs import EXIT_GRACE_S, run_in_child
+from tests.orphan_parent import RUN
+
+ROOT = Path(__file__).resolve().parents[1]
+ORPHAN_DEADLINE_S = 10.0  # after its parent is killed, the child must be gone within this
 
 
 def test_the_parent_does_not_keep_the_childs_memory():
@@ -65,3 +79,65 @@ def test_a_training_job_in_a_child_saves_its_run_and_reports_epochs(tiny_bert, d
     assert job.state == "finished", job.message
     assert [r["x"] for r in runner.records(job) if r.get("event") == "eval"] == [1, 2]
     assert Scorer.load(runs_dir() / "s1-child").metadata["metrics"]["stage1_epochs"] == 2
+
+
+def start_parent_and_kill_it(root: Path, mode: str) -> tuple[int, float]:
+    """Start ``tests.orphan_parent`` (an app running one job in a child), wait for its child, SIGKILL the parent;
+    returns the child's pid and how many seconds it took to be gone (a zombie counts as gone: it runs nothing)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "tests.orphan_parent", str(root), mode],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    child_pid = None
+    try:
+        line = parent.stdout.readline()  # the child's first record, relayed by the parent
+        assert line.startswith("CHILD "), f"the parent said {line!r}"
+        child_pid = int(line.split()[1])
+        assert psutil.Process(child_pid).ppid() == parent.pid
+        os.kill(parent.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        parent.wait(10)
+        while _alive(child_pid) and time.monotonic() - killed < 30:
+            time.sleep(0.05)
+        return child_pid, time.monotonic() - killed
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if child_pid is not None and _alive(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["obedient", "stubborn"])
+def test_a_child_ends_when_its_parent_is_killed(tmp_path, mode):
+    """kill -9 of the app: its training child stops (saving, when it obeys the stop) and ends within 10 s, and the
+    job lock it leaves is swept (the next start of the app, or a new job, may then run)."""
+    child, seconds = start_parent_and_kill_it(tmp_path, mode)
+    print(f"{mode} child {child} gone {seconds:.2f} s after its parent was killed")
+    assert seconds < ORPHAN_DEADLINE_S, f"the child outlived its parent by {seconds:.1f} s"
+    if mode == "obedient":  # it saw the stop and saved before it ended
+        assert (tmp_path / "saved-on-stop").read_text() == str(child)
+        assert seconds < EXIT_GRACE_S
+    else:  # it never looked at the stop: the hard exit ended it
+        assert not (tmp_path / "saved-on-stop").exists() and seconds >= EXIT_GRACE_S - 1
+    assert [p.name for p in lock_files(tmp_path)] == [f"{RUN}.lock"]  # left behind: the job died unanswered
+    assert sweep_interrupted(tmp_path) == [RUN] and lock_files(tmp_path) == []
+
+
+def test_a_child_that_answered_leaves_no_lock_and_a_dead_one_does(tmp_path):
+    lock = lock_request(tmp_path, "done-run")
+    assert run_in_child("tests.child_targets:allocate", 1, report=lambda r: None, stop=threading.Event(), lock=lock)
+    assert lock_files(tmp_path) == []
+    with pytest.raises(MlseError, match="without an answer"):
+        run_in_child("tests.child_targets:die", report=lambda r: None, stop=threading.Event(), lock=lock)
+    assert [p.name for p in lock_files(tmp_path)] == ["done-run.lock"]  # what the sweep then finds

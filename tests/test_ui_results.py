@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mlse.runs.health import sweep_interrupted
 from mlse.runs.results_index import build_index, finetune_curves, schema_of
 from mlse.ui.results_tab import (
     ALL,
@@ -21,6 +22,7 @@ from mlse.ui.results_tab import (
     table_view,
     tatoeba_languages_plot,
 )
+from tests.interrupted_runs import fine_tune_run, stale_lock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -271,3 +273,21 @@ def test_student_study_results_are_rows_and_curves(tmp_path):
     curves = finetune_curves([tmp_path])
     mine = curves[curves["run"] == "student:ema-frozen"]
     assert list(mine["minutes"]) == [1.0, 4.7] and list(mine["dev_spearman"]) == [75.3, 80.8]
+
+
+def test_an_interrupted_run_is_shown_as_such(tmp_path, tiny_bert):
+    """A run whose job died with the app: after the sweep the table has a row ``interrupted`` and the note names it."""
+    runs = tmp_path / "runs"
+    log = [
+        {"step": 0, "elapsed_s": 1, "dev_spearman": 10.0, "saved": True},
+        {"step": 2, "elapsed_s": 2, "saved": False},
+    ]
+    fine_tune_run(runs, "killed", tiny_bert, log)
+    stale_lock(runs, "killed")
+    sweep_interrupted(runs)
+    frame, note = load_index(None, [runs])
+    row = frame[frame["model"] == "runs/killed"]
+    assert list(row["metric"]) == ["interrupted"] and list(row["kind"]) == ["interrupted-run"]
+    assert row["value"].iloc[0] == 0 and row["task"].iloc[0] == "finetune"  # the step of the checkpoint it keeps
+    assert "Interrupted" in note and "runs/killed" in note
+    assert "runs/killed" in set(finetune_curves([runs])["run"])  # its curve up to the kill is still drawn

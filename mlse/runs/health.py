@@ -10,6 +10,11 @@ a half-written run where the model lists look. Two things can still be left behi
 * **A run that stopped early.** A fine-tune killed after its first checkpoint has a usable ``model/`` but no
   ``metrics.json``; a stopped job writes ``"partial"`` into its metrics (fine-tuning) or manifest (heads).
   :func:`partial_reason` says so in one phrase, for the model lists to show.
+* **A run whose job died without answering** (its app killed, the child then ending at its next step; or the child
+  itself killed). Its job lock (:mod:`mlse.runs.job_lock`) is left behind, held by nobody. :func:`sweep_interrupted`
+  (when the app starts, and in the app after a child ends without an answer) marks such a run interrupted
+  (``interrupted.json``: when, why, the step of the checkpoint it keeps), or removes it when it holds no model at
+  all, so that a half-made run is never offered as a finished model; then it deletes the lock.
 """
 
 from __future__ import annotations
@@ -18,11 +23,21 @@ import json
 import logging
 import re
 import shutil
+import time
 from pathlib import Path
+
+from mlse.atomic import atomic_write_text
+from mlse.runs.folders import FINETUNE_CONFIG_FILE, is_model_folder, is_scorer_folder
+from mlse.runs.job_lock import claim_stale, lock_files
 
 log = logging.getLogger(__name__)
 
 _ASIDE = re.compile(r"^\.(?P<name>.+)\.(?:replaced-\d+|old-\d+)$")
+INTERRUPTED_FILE = "interrupted.json"
+INTERRUPTED_FORMAT = "mlse-interrupted-1"
+APP_ENDED = "the app ended while it trained"
+# what a fine-tune writes before its first checkpoint: a folder holding only these (and hidden temporaries) is half-made
+_HALF_MADE = {"log.jsonl", FINETUNE_CONFIG_FILE, "metrics.json", INTERRUPTED_FILE}
 
 
 def recover_runs(root: Path) -> list[str]:
@@ -50,21 +65,99 @@ def recover_runs(root: Path) -> list[str]:
     return recovered
 
 
+def sweep_interrupted(root: Path, why: str = APP_ENDED) -> list[str]:
+    """Settle the runs of jobs that died without answering (their lock left, held by nobody); returns their names.
+
+    A run with a model is marked interrupted (unless it finished: its answer was all that was lost); a half-made one
+    (no model at all) is removed, and :func:`recover_runs`, called after this, puts back a run it was replacing.
+    Locks held by a live process are left alone: that job is still running.
+    """
+    settled = []
+    for path in lock_files(root):
+        with claim_stale(path) as info:
+            if info is not None and info["run"]:
+                _settle(Path(root) / info["run"], info, why)
+                settled.append(info["run"])
+    return settled
+
+
+def _settle(run: Path, info: dict, why: str) -> None:
+    if not run.is_dir():
+        return  # ended before it made its folder: nothing to mark
+    if not (is_scorer_folder(run) or is_model_folder(run / "model")):
+        if all(p.name in _HALF_MADE or p.name.startswith(".") for p in run.iterdir()):
+            shutil.rmtree(run, ignore_errors=True)
+            log.warning("removed %s: its job died before its first checkpoint", run)
+        return
+    if _finished(run):
+        return
+    steps = _logged_steps(run / "log.jsonl")
+    marker = {
+        "format": INTERRUPTED_FORMAT,
+        "run": run.name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "why": why,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(info["started"]))
+        if isinstance(info.get("started"), (int, float))
+        else None,
+        "last_step": steps[-1][0] if steps else None,
+        "checkpoint_step": next((step for step, saved in reversed(steps) if saved), None),
+    }
+    atomic_write_text(run / INTERRUPTED_FILE, json.dumps(marker, indent=1) + "\n")
+    log.warning("marked %s interrupted: %s", run, why)
+
+
+def _finished(run: Path) -> bool:
+    """A run that wrote its final record with nothing partial in it (a scorer's manifest, a fine-tune's metrics)."""
+    record = run / ("scorer.json" if is_scorer_folder(run) else "metrics.json")
+    return record.is_file() and not _read_json(record).get("partial")
+
+
+def _logged_steps(log_file: Path) -> list[tuple[int, bool]]:
+    """(step, checkpoint saved) of every evaluation a fine-tune logged."""
+    found = []
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        try:
+            record = json.loads(line)
+            found.append((int(record["step"]), bool(record.get("saved"))))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by the kill
+    return found
+
+
 def partial_reason(location: str | Path) -> str | None:
-    """Why the run at ``location`` (a scorer folder or a fine-tune's ``model`` folder) is partial; None if complete."""
+    """Why the run at ``location`` (a scorer folder or a fine-tune's ``model`` folder) is partial; None if complete.
+
+    An interrupted run (marked by :func:`sweep_interrupted`, or a fine-tune without ``metrics.json``) says
+    ``"interrupted ..."``; the marker counts only while the run's own record is missing or partial (a later run
+    into the same folder that finished supersedes it).
+    """
     path = Path(location)
     manifest = path / "scorer.json"
     if manifest.is_file():
         partial = _read_json(manifest).get("partial")
-        return _describe(partial) if partial else None
-    run = path.parent if (path.parent / "finetune_config.json").is_file() else path
-    if not (run / "finetune_config.json").is_file():
+        return (interrupted_reason(path) or _describe(partial)) if partial else None
+    run = path.parent if (path.parent / FINETUNE_CONFIG_FILE).is_file() else path
+    if not (run / FINETUNE_CONFIG_FILE).is_file():
         return None  # not a run mlse wrote: nothing to judge
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
-        return "interrupted; its last checkpoint is kept"
+        return interrupted_reason(run) or "interrupted; its last checkpoint is kept"
     partial = _read_json(metrics_file).get("partial")
-    return _describe(partial) if partial else None
+    return (interrupted_reason(run) or _describe(partial)) if partial else None
+
+
+def interrupted_reason(run: Path) -> str | None:
+    """``"interrupted; its checkpoint of step N is kept"`` for a run :func:`sweep_interrupted` marked, else None."""
+    marker = _read_json(Path(run) / INTERRUPTED_FILE)
+    if marker.get("format") != INTERRUPTED_FORMAT:
+        return None
+    step = marker.get("checkpoint_step")
+    return f"interrupted; its checkpoint of step {step} is kept" if isinstance(step, int) else "interrupted"
 
 
 def _describe(partial) -> str:

@@ -17,6 +17,9 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
 * ``student``         -- ``results/students/*.json`` of ``python -m mlse experiment students``: one recipe's test
   scores (STS, Tatoeba), its training metrics and its dev curve (also in :func:`finetune_curves`).
 * ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
+* ``interrupted-run`` -- ``runs/**/interrupted.json`` (:func:`mlse.runs.health.sweep_interrupted`): a run whose job
+  died unanswered (its app was killed, say); one row, metric ``interrupted``, value the step of the checkpoint it
+  keeps (empty when not known), so the table shows the run's state beside its numbers.
 
 Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be
 parsed, or that has a known schema but a broken shape, is skipped with a warning. Folders named ``model`` (model
@@ -141,6 +144,8 @@ def schema_of(obj: Any) -> str | None:
         return "finetune-run"
     if str(obj.get("format", "")).startswith("mlse-scorer"):
         return "scorer-run"
+    if str(obj.get("format", "")).startswith("mlse-interrupted"):
+        return "interrupted-run"
     return None
 
 
@@ -210,12 +215,14 @@ def _read_seed_grid(obj: dict, path: Path) -> Iterator[dict]:
             yield from _metric_rows(values, model=model(variant), task="sts", split="test", key=pair)
     for variant, pairs in (obj.get("relative_pearson") or {}).items():
         for pair, value in pairs.items():
-            yield from _metric_rows({"relative_pearson": value}, model=model(variant), task="sts", split="test",
-                                    key=pair)
+            yield from _metric_rows(
+                {"relative_pearson": value}, model=model(variant), task="sts", split="test", key=pair
+            )
     for variant, groups in (obj.get("groups") or {}).items():
         for group, value in groups.items():
-            yield from _metric_rows({"pearson": value}, model=model(variant), task="sts", split="test",
-                                    key=f"avg:{group}")
+            yield from _metric_rows(
+                {"pearson": value}, model=model(variant), task="sts", split="test", key=f"avg:{group}"
+            )
     for variant, metrics in (obj.get("metrics") or {}).items():
         yield from _metric_rows(metrics, model=model(variant), task="training", split="", key="")
 
@@ -253,6 +260,13 @@ def _read_scorer(obj: dict, path: Path) -> Iterator[dict]:
     yield from _metric_rows(obj.get("metrics") or {}, model=_run_name(path), task="training", split="", key="")
 
 
+def _read_interrupted(obj: dict, path: Path) -> Iterator[dict]:
+    task = "finetune" if (path.parent / "finetune_config.json").is_file() else "training"
+    step = obj.get("checkpoint_step")
+    value = step if isinstance(step, int) and not isinstance(step, bool) else None
+    yield {"model": _run_name(path), "task": task, "split": "", "key": "", "metric": "interrupted", "value": value}
+
+
 READERS = {
     "eval": _read_eval,
     "seed-grid": _read_seed_grid,
@@ -260,6 +274,7 @@ READERS = {
     "finetune-run": _read_finetune_run,
     "scorer-run": _read_scorer,
     "student": _read_student,
+    "interrupted-run": _read_interrupted,
 }
 
 
@@ -316,15 +331,26 @@ def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
     if kind == "student":
         for r in obj.get("curve") or []:
             if isinstance(r, dict):
-                yield {"run": f"student:{obj['recipe']}", "step": r.get("step"),
-                       "minutes": _number(r["elapsed_s"]) / 60, "dev_spearman": _number(r.get("dev_spearman")),
-                       "loss": _number(r.get("loss")), "source": str(path)}
+                yield {
+                    "run": f"student:{obj['recipe']}",
+                    "step": r.get("step"),
+                    "minutes": _number(r["elapsed_s"]) / 60,
+                    "dev_spearman": _number(r.get("dev_spearman")),
+                    "loss": _number(r.get("loss")),
+                    "source": str(path),
+                }
     if kind == "finetune-compare" and isinstance(obj.get("curves"), dict):
         for method, points in obj["curves"].items():
             for point in points if isinstance(points, list) else []:
                 if isinstance(point, list) and len(point) == 2:
-                    yield {"run": f"{method} ({path.stem})", "step": None, "minutes": _number(point[0]),
-                           "dev_spearman": _number(point[1]), "loss": None, "source": str(path)}
+                    yield {
+                        "run": f"{method} ({path.stem})",
+                        "step": None,
+                        "minutes": _number(point[0]),
+                        "dev_spearman": _number(point[1]),
+                        "loss": None,
+                        "source": str(path),
+                    }
 
 
 def _log_rows(log_file: Path, run: str) -> list[dict]:
@@ -332,9 +358,16 @@ def _log_rows(log_file: Path, run: str) -> list[dict]:
     for i, line in enumerate(log_file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
             record = json.loads(line)
-            rows.append({"run": run, "step": record["step"], "minutes": _number(record["elapsed_s"]) / 60,
-                         "dev_spearman": _number(record.get("dev_spearman")), "loss": _number(record.get("loss")),
-                         "source": str(log_file)})
+            rows.append(
+                {
+                    "run": run,
+                    "step": record["step"],
+                    "minutes": _number(record["elapsed_s"]) / 60,
+                    "dev_spearman": _number(record.get("dev_spearman")),
+                    "loss": _number(record.get("loss")),
+                    "source": str(log_file),
+                }
+            )
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             log.warning("skipped line %d of %s: %s", i, log_file, exc)
     return rows

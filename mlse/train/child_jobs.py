@@ -11,34 +11,65 @@ keeps working. Outcomes come back as in-process: a return value, :class:`~mlse.r
 :class:`~mlse.errors.MlseError` (the message only), or any other exception as a ``RuntimeError`` naming it. A child
 that dies without an answer (killed, out of memory) is an ``MlseError`` with its exit code; one that ignores Stop for
 :data:`STOP_GRACE_S` seconds is terminated.
+
+**A child never outlives its app.** A ``kill -9`` of the app used to leave the child training, unseen and unstoppable
+by the next start of the app. Now the child ends with its parent, three ways: on Linux the kernel sends it SIGTERM
+when the parent dies (``prctl(PR_SET_PDEATHSIG)``; it fires when the parent *thread* that started the child ends,
+and that thread waits in :func:`run_in_child` for as long as the child lives); everywhere a watchdog thread in the
+child polls that its parent is alive; and a SIGTERM (from the kernel, ``terminate()`` or anyone) does what the
+watchdog does. Each sets the job's stop event, so training ends at its next check and keeps its best checkpoint;
+a child still alive :data:`EXIT_GRACE_S` seconds later exits hard.
+
+**The job lock.** With ``lock`` (a :class:`mlse.runs.job_lock.LockRequest`) the child holds that lock while it
+lives and removes it once it has answered a live parent; a lock left behind tells the next start of the app that the
+job died unanswered (:func:`mlse.runs.health.sweep_interrupted`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import logging
 import multiprocessing
+import os
 import queue as queue_module
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 
 from mlse.errors import MlseError
+from mlse.runs.job_lock import LockRequest, hold
 from mlse.runs.stop_signal import Stopped
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 30.0  # after Stop, how long a child may take to end on its own before it is terminated
+EXIT_GRACE_S = 7.0  # after its parent died (or a SIGTERM), how long a child may take to save and end before _exit
+PARENT_POLL_S = 0.5  # how often the child's watchdog looks for its parent
+ORPHAN_EXIT_CODE = 75  # the hard exit of a child that outlived its grace
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _POLL_S = 0.1
+_winding_down = threading.Event()  # in the child: the stop has been given, the hard exit is armed
 
 
-def run_in_child(target: str, *args, report: Callable[[dict], None], stop: threading.Event):
-    """Call ``target`` (``"module:function"``) with ``args`` in a spawned child; returns what it returns."""
+def run_in_child(
+    target: str, *args, report: Callable[[dict], None], stop: threading.Event, lock: LockRequest | None = None
+):
+    """Call ``target`` (``"module:function"``) with ``args`` in a spawned child; returns what it returns.
+
+    ``lock``: the job lock the child holds while it lives (see the module docstring). The calling thread must be the
+    one that waits for the child (it does, here): on Linux the child is signalled when that thread ends.
+    """
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
     child_stop = context.Event()
     child = context.Process(
-        target=_child_main, args=(target, args, messages, child_stop), daemon=True, name=f"mlse-job:{target}"
+        target=_child_main,
+        args=(target, args, messages, child_stop, os.getpid(), lock),
+        daemon=True,
+        name=f"mlse-job:{target}",
     )
     child.start()
     outcome, stop_seen = None, None
@@ -97,9 +128,12 @@ def _result(outcome: tuple, target: str):
     )
 
 
-def _child_main(target: str, args: tuple, messages, stop) -> None:
+def _child_main(target: str, args: tuple, messages, stop, parent_pid: int, lock: LockRequest | None = None) -> None:
     """In the child: import and call the target, sending its records and then exactly one outcome."""
+    _end_with_parent(stop, parent_pid)
+    held = None
     try:
+        held = hold(lock) if lock is not None else None  # before the imports: the lock covers the whole job
         module, _, name = target.partition(":")
         function = getattr(importlib.import_module(module), name)
         result = function(*args, report=lambda record: messages.put(("record", record)), stop=stop)
@@ -111,5 +145,58 @@ def _child_main(target: str, args: tuple, messages, stop) -> None:
     except BaseException as exc:  # noqa: BLE001 -- reported to the parent, whose job then fails with it
         messages.put(("error", f"{type(exc).__name__}: {exc}"))
     finally:
+        answered = _parent_alive(parent_pid)
         messages.close()
-        messages.join_thread()  # deliver everything before the process exits
+        if answered:
+            messages.join_thread()  # deliver everything before the process exits
+        else:
+            messages.cancel_join_thread()  # nobody reads the queue any more: do not wait to flush it
+        if held is not None:
+            held.release(remove=answered)  # a lock left behind says: this job died unanswered
+
+
+def _end_with_parent(stop, parent_pid: int) -> None:
+    """Make this child end when its parent dies (see the module docstring): the kernel's signal where there is one,
+    a SIGTERM handler, and a watchdog thread."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+                log.warning(
+                    "prctl(PR_SET_PDEATHSIG) failed (errno %d); the watchdog alone ends this job", ctypes.get_errno()
+                )
+        except (OSError, AttributeError):
+            log.warning("prctl is not available; the watchdog alone ends this job with its app")
+    if threading.current_thread() is threading.main_thread():  # a spawned child's target runs there; only it may
+        signal.signal(signal.SIGTERM, lambda signum, frame: _wind_down(stop, "SIGTERM"))
+    watchdog = threading.Thread(target=_watch_parent, args=(stop, parent_pid), daemon=True, name="mlse-parent-watch")
+    watchdog.start()
+
+
+def _watch_parent(stop, parent_pid: int) -> None:
+    """The watchdog thread: poll the parent (it may have died before the kernel was asked to tell us)."""
+    while _parent_alive(parent_pid):
+        time.sleep(PARENT_POLL_S)
+    _wind_down(stop, "its app ended")
+
+
+def _parent_alive(parent_pid: int) -> bool:
+    """Whether the process that started this child still runs: still our parent (an orphan is re-parented), and its
+    end of the spawn pipe still open (the check that also works where process ids say nothing, e.g. Windows)."""
+    if os.getppid() != parent_pid:
+        return False
+    parent = multiprocessing.parent_process()
+    return parent is None or parent.is_alive()
+
+
+def _wind_down(stop, why: str) -> None:
+    """Stop the job (it ends at its next check, keeping its best checkpoint) and exit hard if it has not ended after
+    :data:`EXIT_GRACE_S` seconds. Called from the SIGTERM handler or the watchdog; the first call counts."""
+    if _winding_down.is_set():
+        return
+    _winding_down.set()
+    log.warning("training job ending: %s", why)
+    stop.set()
+    timer = threading.Timer(EXIT_GRACE_S, os._exit, args=(ORPHAN_EXIT_CODE,))
+    timer.daemon = True
+    timer.start()

@@ -14,7 +14,12 @@ evaluations between chunks. A stop before training has anything to show ends the
 later saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's
 ``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it was replacing.
 
-The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system.
+The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system. The
+child holds the run's job lock (:mod:`mlse.runs.job_lock`) and ends with the app. A child that an earlier start of
+the app left running (it ends at its next step, but may still be saving) is the one job this app cannot see: while it
+lives, a new child job is refused (:func:`refuse_while_orphans_run`), so two runs never train at once. A lock its
+child left behind marks that run interrupted (:func:`mlse.runs.health.sweep_interrupted`, when the app starts, before
+a job starts, and after a child ended without an answer).
 
 ZeroGPU (Hugging Face Spaces): when the ``spaces`` package is importable the training call is wrapped in
 ``spaces.GPU(duration=budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware and does nothing
@@ -36,7 +41,8 @@ from pathlib import Path
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.runs.folders import is_model_folder, is_scorer_folder
-from mlse.runs.health import recover_runs
+from mlse.runs.health import recover_runs, sweep_interrupted
+from mlse.runs.job_lock import live_orphans, lock_request
 from mlse.runs.stop_signal import Stopped, StopSignal
 from mlse.train.child_jobs import run_in_child
 from mlse.train.config import JOB_METHODS, TEACHER_METHODS, FinetuneConfig, TrainRequest, request_config
@@ -92,6 +98,7 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
     out = check_request(req)
     config = request_config(req, out)  # the command line's reading of the same options
     if child_process and importlib.util.find_spec("spaces") is None:
+        refuse_while_orphans_run(out.parent)
         return _child_training_job(req, out)
 
     def job(report: Report, stop: threading.Event):
@@ -116,13 +123,34 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
     return job
 
 
+def refuse_while_orphans_run(root: Path) -> None:
+    """MlseError while a training child left by an earlier start of the app still runs (it holds its job lock).
+
+    The message names the run, never a path on the server. Stale locks are swept first, so a child that has just
+    ended is not mistaken for a live one."""
+    sweep_interrupted(root)
+    orphans = live_orphans(root)
+    if orphans:
+        names = ", ".join(sorted(info["run"] or "unnamed" for info in orphans))
+        raise MlseError(
+            f"a training run left by an earlier start of the app ({names}) is still running; it will end by itself "
+            "within seconds, keeping its best checkpoint (marked interrupted). Try again then"
+        )
+
+
 def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
     def job(report: Report, stop: threading.Event):
         started = time.monotonic()  # StopSignal's clock: system-wide, so the child keeps counting from here
+        refuse_while_orphans_run(out.parent)  # again: a queued job starts later
+        lock = lock_request(out.parent, out.name)
         try:
-            return run_in_child("mlse.train.jobs:train_in_this_process", req, started, report=report, stop=stop)
-        finally:  # a child that died mid-replacement left the old run aside: put it back now, not at next start
-            recover_runs(out.parent)
+            return run_in_child(
+                "mlse.train.jobs:train_in_this_process", req, started, report=report, stop=stop, lock=lock
+            )
+        finally:
+            # a child that died without answering left its lock: mark its run interrupted (or remove a half-made one)
+            sweep_interrupted(out.parent, "the training process ended without an answer")
+            recover_runs(out.parent)  # and a run it was replacing goes back now, not at next start
 
     return job
 

@@ -8,6 +8,10 @@ shares one runner, so everybody sees that a run is in progress, and a start whil
 ``max_queued``) or refused with a message naming the running job. A failing job ends in state ``"failed"`` with its
 message; it never takes the runner (or the app) down. The training jobs themselves are built by
 :mod:`mlse.train.jobs`.
+
+A job may have an ``owner``: an unguessable token its submitter keeps (the app keeps one per page session). Asked with
+an owner, :meth:`JobRunner.stop` and :meth:`JobRunner.latest` reach only that owner's jobs, so a public page can let
+a visitor stop and watch their own run, and tell everybody else only that a run is busy (:meth:`busy_text`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class Job:
     started: float | None = None
     finished: float | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
+    owner: str | None = None  # the submitter's token: stop / progress with an owner reach only their own jobs
 
     @property
     def done(self) -> bool:
@@ -90,14 +95,18 @@ class JobRunner:
         self._worker: threading.Thread | None = None
 
     # -- submitting and stopping ------------------------------------------------------------------------------------
-    def submit(self, name: str, fn: JobFn, description: str = "", meta: dict | None = None) -> Job:
-        """Queue ``fn``; it starts at once when nothing runs. Raises :class:`JobBusyError` when the queue is full."""
+    def submit(
+        self, name: str, fn: JobFn, description: str = "", meta: dict | None = None, owner: str | None = None
+    ) -> Job:
+        """Queue ``fn``; it starts at once when nothing runs. Raises :class:`JobBusyError` when the queue is full.
+        ``owner``: the submitter's token (see the module docstring); the busy message then names no other owner's
+        job."""
         with self._lock:
             if len(self._active_jobs()) > self.max_queued:  # one running (or about to) + max_queued waiting
-                raise JobBusyError(self._busy_text())
+                raise JobBusyError(self._busy_text() if owner is None else self.busy_text(owner, locked=True))
             if any(j.name == name for j in self._active_jobs()):
                 raise JobBusyError(f"a job named {name!r} is already running or queued")
-            job = Job(self._next_id, name, fn, description, dict(meta or {}))
+            job = Job(self._next_id, name, fn, description, dict(meta or {}), owner=owner)
             self._next_id += 1
             self._queue.append(job)
             job.message = "queued" if self._running is not None else "starting"
@@ -106,10 +115,21 @@ class JobRunner:
                 self._worker.start()
             return job
 
-    def stop(self, name: str | None = None) -> str:
-        """Ask the running job (or the named one) to stop; a queued job is cancelled. Returns what happened."""
+    def stop(self, name: str | None = None, *, owner: str | None = None) -> str:
+        """Ask the running job (or the named one) to stop; a queued job is cancelled. Returns what happened.
+
+        ``owner``: only a job of that owner is reached (the running one first, else their first queued one); another
+        owner's job is never stopped, and the answer does not name it."""
         with self._lock:
-            if name is None:  # the running job, or the one just submitted that the worker has not picked up yet
+            if owner is not None:
+                target = next((j for j in self._active_jobs() if j.owner == owner), None)
+                if target is None:
+                    return "You have no run in progress." + (
+                        " The run in progress was started by someone else; only they can stop it."
+                        if self._active_jobs()
+                        else ""
+                    )
+            elif name is None:  # the running job, or the one just submitted that the worker has not picked up yet
                 target = self._running or (self._queue[0] if self._queue else None)
             else:
                 target = next((j for j in self._active_jobs() if j.name == name), None)
@@ -150,9 +170,13 @@ class JobRunner:
         with self._lock:
             return list(self._history)
 
-    def latest(self) -> Job | None:
-        """The running job, else the next queued one, else the most recently finished one (what the tab shows)."""
+    def latest(self, owner: str | None = None) -> Job | None:
+        """The running job, else the next queued one, else the most recently finished one (what the tab shows).
+        With ``owner``: that owner's, in the same order (None when they have none)."""
         with self._lock:
+            if owner is not None:
+                jobs = [*self._active_jobs(), *reversed(self._history)]
+                return next((j for j in jobs if j.owner == owner), None)
             if self._running is not None:
                 return self._running
             if self._queue:
@@ -175,6 +199,23 @@ class JobRunner:
             if not self._active_jobs():
                 return "No training run in progress."
             return self._busy_text(refused=False)
+
+    def busy_text(self, owner: str | None, *, locked: bool = False) -> str:
+        """What a visitor who is not the owner may know: whether a run is busy, for how long, how many wait; no name,
+        description or progress of another owner's job."""
+        if not locked:
+            with self._lock:
+                return self.busy_text(owner, locked=True)
+        others = [j for j in self._active_jobs() if j.owner != owner or owner is None]
+        if not others:
+            return "No other training run in progress."
+        running = self._running if self._running in others else None
+        text = "Another visitor's training run is in progress"
+        text += f" (running for {running.elapsed() / 60:.1f} min)." if running is not None else "."
+        waiting = len([j for j in others if j is not running])
+        if waiting:
+            text += f" {waiting} more wait{'s' if waiting == 1 else ''}."
+        return text + " One run at a time: try again when it ends."
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _active_jobs(self) -> list[Job]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from mlse.public_mode import MAX_UPLOAD_BYTES, public_mode
+from mlse.public_mode import MAX_UPLOAD_BYTES, public_mode, upload_limits
+from mlse.serving.request_limits import RequestLimits, body_limit
+from mlse.serving.upload_folder import LOCAL_QUOTA, PUBLIC_QUOTA, UploadFolder, install, start_sweeper
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
 from mlse.ui.credits import CREDITS_MARKDOWN
 from mlse.ui.state import AppState
@@ -66,19 +69,39 @@ def build_server(state: AppState | None = None):
 
     What ``launch()`` would set is set here the same way: the session bound and, in public mode, the upload cap
     (:func:`launch_options`), errors kept out of the page (``show_error`` off, as ``launch()`` has it), the page
-    installable on a Space; the queue and its limits come with the Blocks (:func:`build_app`) and start with the
+    installable on a Space, and ``has_launched``, without which Gradio skips its own check that a file parameter lies
+    in its upload folder. The queue and its limits come with the Blocks (:func:`build_app`) and start with the
     server. On an ONNX backend torch is set to one thread (:mod:`mlse.serving.torch_threads`).
+
+    Beside Gradio's checks, the upload folder is owned (:mod:`mlse.serving.upload_folder`): a file parameter must be
+    an upload of the calling session, uploads have a total and a per-visitor quota, are deleted when their session
+    ends and after an hour, and every request body is capped at the transport (:mod:`mlse.serving.request_limits`).
     """
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
+    from gradio.utils import get_upload_folder  # lazy: as above
 
     from mlse.serving.api_route import json_api
     from mlse.serving.torch_threads import limit_torch_threads
 
     state = state or AppState().start()
     limit_torch_threads(state.backend)  # on ONNX, torch computes only the heads: one thread is faster
+    folder = UploadFolder(Path(get_upload_folder()), PUBLIC_QUOTA if public_mode() else LOCAL_QUOTA)
+    install(folder)  # every tab's reader asks it (mlse.ui.uploads.read_upload)
+    start_sweeper(folder)  # uploads older than the quota's age go, traffic or not (and at once: left by a restart)
     demo = build_app(state)
+
+    def end_session(request) -> None:  # the page was closed: its uploads go with it
+        folder.end_session(request.session_hash)
+
+    end_session.__annotations__["request"] = gr.Request  # Gradio passes the request to a parameter annotated so
+
+    demo.unload(end_session)
     options = launch_options()
     # launch() sets this attribute from its argument; Gradio's session store reads it when the mounted app is made
     demo.state_session_capacity = options.pop("state_session_capacity")
     on_space = bool(os.environ.get("SPACE_ID"))  # launch() makes the page installable (a PWA) on a Space
-    return gr.mount_gradio_app(json_api(state), demo, path="/", show_error=False, pwa=on_space, **options)
+    api = json_api(state)
+    api.add_middleware(RequestLimits, folder=folder, max_body_bytes=body_limit(upload_limits()[1]))
+    server = gr.mount_gradio_app(api, demo, path="/", show_error=False, pwa=on_space, **options)
+    demo.has_launched = True  # launch() sets it; Gradio's own upload-folder check runs only when it is set
+    return server

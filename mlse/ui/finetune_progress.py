@@ -93,9 +93,10 @@ def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tup
     return loss, dev
 
 
-def job_markdown(jobs: JobRunner, job: Job | None) -> str:
-    """Status for every session: what runs (or ran last), its state and message, where its model went."""
-    lines = [md_escape(jobs.status_text())]
+def job_markdown(jobs: JobRunner, job: Job | None, others: str | None = None) -> str:
+    """Status for a session: what runs (or ran last), its state and message, where its model went. ``others``: the
+    line about the runner to show instead of its full status (a public page names no other visitor's run)."""
+    lines = [md_escape(jobs.status_text() if others is None else others)]
     if job is not None:
         lines.append(
             f"**{md_escape(job.name)}** — {md_escape(job.description)} — *{job.state}*, "

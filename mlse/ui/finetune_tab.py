@@ -5,7 +5,10 @@ only turns the form into a :class:`mlse.train.config.TrainRequest` (whose defaul
 configurations' own) and polls the job's progress records with a ``gr.Timer``. What the form offers for each method is
 :mod:`mlse.ui.finetune_methods`; how the progress is drawn, :mod:`mlse.ui.finetune_progress`. Handlers are plain
 functions ``handler(state, ...)`` returning plain values, so tests call them directly. A finished run lives in
-``runs/NAME``, in every model list of the app from its next refresh."""
+``runs/NAME``, in every model list of the app from its next refresh.
+
+A run belongs to the page session that started it (an owner token kept in a ``gr.State``): who may stop and watch it
+is :mod:`mlse.ui.finetune_jobs`."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from mlse.public_mode import FINETUNE_LIMITS, check_finetune_request, public_mod
 from mlse.runs.folders import training_run_name
 from mlse.train.config import PAIR_METHODS, PRECISIONS, TrainRequest
 from mlse.train.jobs import training_job
-from mlse.train.runner import JobRunner
+from mlse.ui.finetune_jobs import QUEUE_SIZE, new_owner, poll, runner, stop_run  # noqa: F401  (QUEUE_SIZE: tests)
 from mlse.ui.finetune_methods import (
     METHOD_LABELS,
     STS_LOSS_LABELS,
@@ -23,26 +26,14 @@ from mlse.ui.finetune_methods import (
     training_data_note,
     uses_bitext,
 )
-from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
+from mlse.ui.finetune_progress import progress_html
 from mlse.ui.finetune_request import check_request
 from mlse.ui.inputs import check_inputs, number_problem
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
 
-QUEUE_SIZE = 2  # runs that may wait behind the running one
 POLL_SECONDS = 2.0
 DEFAULTS = TrainRequest("mse", "", "")  # the form's initial values: the configurations' defaults
-
-
-# ----------------------------------------------------------------------------------------------------- the runner
-def runner(state) -> JobRunner:
-    """The app-wide job runner, kept on the shared state (created on first use)."""
-    if state.jobs is None:
-        # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll. A public
-        # deployment keeps no queue: one visitor's run at a time, a second is refused with the running one named.
-        queue = 0 if public_mode() else QUEUE_SIZE
-        state.jobs = JobRunner(max_queued=queue, on_finish=lambda job: state.refresh())
-    return state.jobs
 
 
 # ------------------------------------------------------------------------------------------------ start and stop
@@ -69,9 +60,11 @@ def start_run(
     device: str | None = None,
     sts_loss: str = DEFAULTS.sts_loss,
     sts_weight: float = DEFAULTS.sts_weight,
+    owner: str | None = None,
 ) -> str:
     """Validate the form and queue the run; returns the status message (never raises on bad input). The job runs on
-    the app's backend (``state.backend``: the heads' backbone; fine-tuning trains on torch)."""
+    the app's backend (``state.backend``: the heads' backbone; fine-tuning trains on torch). ``owner``: the page
+    session's token (:func:`new_owner`); only it can stop and watch the run."""
     jobs = runner(state)
     method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
     try:
@@ -109,10 +102,12 @@ def start_run(
     try:
         fn = training_job(req, child_process=True)  # its memory goes back to the system when it ends
         description = f"{method} on {req.model}, {req.budget_minutes:g} min"
-        job = jobs.submit(name, fn, description, meta={"request": req})
+        job = jobs.submit(name, fn, description, meta={"request": req}, owner=owner)
     except MlseError as exc:
         return md_escape(str(exc))
     ahead = [j.name for j in [jobs.running(), *jobs.queued()] if j is not None and j is not job and not j.done]
+    if ahead and public_mode():  # another visitor's run: say only that one is busy
+        return f"Queued **{md_escape(name)}**. {md_escape(jobs.busy_text(owner))}"
     if ahead:
         queued_behind = md_escape(", ".join(ahead))
         return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
@@ -149,31 +144,6 @@ def _form_number(field: str, value, *, minimum: float, whole: bool = False, requ
     if problem:
         raise MlseError(problem)
     return int(float(value)) if whole else float(value)
-
-
-def stop_run(state) -> str:
-    """Ask the running job to stop (fine-tuning keeps its best checkpoint)."""
-    return md_escape(runner(state).stop())
-
-
-# --------------------------------------------------------------------------------------------- the timer's poll
-def poll(state, x_axis: str = "step") -> tuple[str, str, object, object, tuple]:
-    """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
-
-    ``version`` changes only when the curves can have changed (new job, new record, new state); the tab skips
-    re-sending the figures while it stays the same.
-    """
-    jobs = runner(state)
-    job = jobs.latest()
-    if job is None:
-        loss, dev = curves([], None, x_axis)
-        return job_markdown(jobs, None), progress_html(0.0, "no run yet"), loss, dev, (None, 0, "", x_axis)
-    records = jobs.records(job)
-    req = job.meta.get("request")
-    loss, dev = curves(records, req.method if req else None, x_axis)
-    fraction, label = job_fraction(job, records)
-    version = (job.id, len(records), job.state, x_axis)
-    return job_markdown(jobs, job), progress_html(fraction, label), loss, dev, version
 
 
 # --------------------------------------------------------------------------------------------------------- layout
@@ -261,13 +231,15 @@ def build_tab(state) -> list:
         with gr.Row():
             start = gr.Button("Start", variant="primary")
             stop = gr.Button("Stop", variant="stop")
-        status = gr.Markdown(runner(state).status_text())
+        first_status = runner(state).busy_text(None) if public else runner(state).status_text()
+        status = gr.Markdown(md_escape(first_status))
         progress = gr.HTML(progress_html(0.0, "no run yet"))
         x_axis = gr.Radio(["step", "minutes"], value="step", label="x axis")
         with gr.Row():
             loss_plot = gr.Plot(label="Loss")
             dev_plot = gr.Plot(label="Dev score")
         seen = gr.State(None)
+        owner = gr.State(None)  # this page session's owner token, made at its first Start (new_owner)
         timer = gr.Timer(POLL_SECONDS)
 
         def on_method(m, current_sts_loss):
@@ -304,9 +276,11 @@ def build_tab(state) -> list:
             language_probe,
             sts_loss,
             sts_weight,
+            token,
         ):
+            token = token or new_owner()
             form = (method, model, teacher, language_pairs, max_pairs, budget_minutes, run_name, overwrite)
-            return start_run(
+            message = start_run(
                 state,
                 *form,
                 batch_size=batch_size,
@@ -320,10 +294,12 @@ def build_tab(state) -> list:
                 probe=language_probe,
                 sts_loss=sts_loss,
                 sts_weight=sts_weight,
+                owner=token,
             )
+            return message, token
 
-        def on_tick(axis, last):
-            text, bar, loss, dev, version = poll(state, axis)
+        def on_tick(axis, last, token):
+            text, bar, loss, dev, version = poll(state, axis, token)
             if version == last:
                 return text, bar, gr.skip(), gr.skip(), last
             return text, bar, loss, dev, version
@@ -357,18 +333,20 @@ def build_tab(state) -> list:
                 probe,
                 sts_loss,
                 sts_weight,
+                owner,
             ],
-            status,
+            [status, owner],
             api_name="finetune_start",
             concurrency_limit=4,
         )
-        stop.click(lambda: stop_run(state), None, status, api_name="finetune_stop", concurrency_limit=4)
+        stop.click(lambda token: stop_run(state, token), owner, status, api_name="finetune_stop", concurrency_limit=4)
         outputs = [status, progress, loss_plot, dev_plot, seen]
+        poll_inputs = [x_axis, seen, owner]
         timer.tick(
-            on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
+            on_tick, poll_inputs, outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
         )
         x_axis.change(
-            on_tick, [x_axis, seen], outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
+            on_tick, poll_inputs, outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
         )
         check_inputs(
             method,

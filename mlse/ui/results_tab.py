@@ -30,9 +30,16 @@ DEFAULT_METRICS = {
 
 
 def load_index(state=None, roots: list[str | Path] | None = None):
-    """(the full table, a markdown line saying how many rows / files and which files were skipped)."""
+    """(the full table, a markdown line saying how many rows / files, which runs were interrupted and which files
+    were skipped). An interrupted run (its job died with the app) has a row ``interrupted`` in the table too."""
     frame, warnings = build_index(roots)
     note = f"{len(frame)} numbers from {frame['source'].nunique()} result files."
+    interrupted = sorted(set(frame.loc[frame["kind"] == "interrupted-run", "model"]))
+    if interrupted:
+        note += (
+            f" Interrupted (their job ended with the app; each keeps its last checkpoint, not a finished model): "
+            f"{md_escape(', '.join(interrupted))}."
+        )
     if warnings:
         shown = "; ".join(md_escape(w) for w in warnings[:5])
         note += f" Skipped {len(warnings)} file(s): {shown}" + (" ..." if len(warnings) > 5 else "")

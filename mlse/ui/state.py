@@ -10,8 +10,10 @@ they are never ticked by default, since their first use downloads them. The offl
 Models are loaded on first use by a :class:`mlse.serving.model_pool.ModelPool` (the memory budget ``max_memory``,
 ``--max-memory`` / ``MLSE_MAX_MEMORY``, default 1.5 GB; a scorer sharing the loaded backbone; calibrations attached).
 
-Constructing an :class:`AppState` touches neither disk nor network: :meth:`AppState.start` (which app.py calls) puts
-back runs a killed job left aside and starts the hub probe.
+Constructing an :class:`AppState` touches neither disk nor network: :meth:`AppState.start` (which app.py calls) marks
+the runs of jobs that died with an earlier start of the app interrupted, puts back runs a killed job left aside and
+starts the hub probe. A partial run (stopped early, or interrupted) is listed with what it is in its label and never
+ticked by default: it is not a finished model.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from mlse.encoders.resolve import list_runs, list_shipped_models, resolve_model,
 from mlse.errors import MlseError
 from mlse.heads.scorer import read_scorer_json
 from mlse.runs.folders import is_finetuned_model
-from mlse.runs.health import partial_reason, recover_runs
+from mlse.runs.health import partial_reason, recover_runs, sweep_interrupted
 from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
 from mlse.serving.batching import MicroBatcher
 from mlse.serving.encoder_pool import DEFAULT_MAX_MEMORY
@@ -67,11 +69,19 @@ class ModelInfo:
                 MODEL_NOTES.get(self.name),
                 "downloads on first use" if self.needs_download else "",
                 "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
-                f"partial: {self.partial}" if self.partial else "",
+                self.state_note,
             )
             if n
         ]
         return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes)
+
+    @property
+    def state_note(self) -> str:
+        """How a partial run ended, as its label says it: ``interrupted; ...`` (its job died: the app was killed, say)
+        or ``partial: stopped after N steps``; empty for a finished model."""
+        if not self.partial:
+            return ""
+        return self.partial if self.partial.startswith("interrupted") else f"partial: {self.partial}"
 
 
 @dataclass
@@ -101,8 +111,11 @@ class AppState:
             self.pool = ModelPool(self.backend, self.max_memory)
 
     def start(self) -> AppState:
-        """What a starting app does before its first scan: put back the runs a killed job left aside, and start the
-        first hub probe in the background so that the first rescan may use its answer."""
+        """What a starting app does before its first scan: mark the runs whose jobs died with an earlier start of the
+        app interrupted (removing half-made ones, so that recover_runs can put back a run one was replacing), put
+        back the runs a killed job left aside, and start the first hub probe in the background so that the first
+        rescan may use its answer."""
+        sweep_interrupted(runs_dir())
         recover_runs(runs_dir())
         hub_reachable()
         return self
@@ -179,13 +192,13 @@ class AppState:
         When no default backbone loads here, trained models of every kind are taken in turn instead, so the page
         never opens with nothing ticked.
 
-        Other registry models (a cached hub model, say) are offered but not ticked. ``limit`` caps the total; the
-        backbones always come first.
+        Other registry models (a cached hub model, say) are offered but not ticked, nor is a partial run (stopped
+        early or interrupted: not a finished model). ``limit`` caps the total; the backbones always come first.
         """
         chosen = self.loaded_defaults()[:limit]
         offline = [m for m in self.models() if not m.needs_download]
         registry_names = set(registry())  # the backbones; shipped artifacts and runs are listed apart
-        trained = [m for m in offline if m.name not in registry_names and m.name not in chosen]
+        trained = [m for m in offline if m.name not in registry_names and m.name not in chosen and not m.partial]
         if chosen:  # only what reuses a ticked backbone's forward
             trained = [m for m in trained if m.backbone in chosen]
 

@@ -3,6 +3,7 @@
 **Markdown** (:func:`md_escape`): sentences, model names and error messages are shown *literally* inside
 ``gr.Markdown`` (which renders HTML too), on one line:
 
+0. on a public deployment, server folders are named instead of spelled out (:func:`mlse.public_mode.hide_server_paths`);
 1. control characters go by :mod:`mlse.text.control_chars`'s rule (joiners and variation selectors stay);
 2. every run of whitespace, line breaks included, becomes one space (a table cell, a status line);
 3. HTML is escaped (``<``, ``>``, ``&``); quotes stay as they are, since an entity such as ``&#x27;`` would show up
@@ -24,6 +25,7 @@ from __future__ import annotations
 import html
 import re
 
+from mlse.public_mode import hide_server_paths
 from mlse.text.control_chars import strip_controls
 
 _INLINE = re.compile(r"([\\`*_{}\[\]#|~])")
@@ -33,7 +35,7 @@ _LINE_START = re.compile(r"^(\d+(?=[.)])|[-+=])")
 
 def md_escape(text) -> str:
     """``text`` shown literally inside markdown, on one line (the rule in the module docstring)."""
-    one_line = " ".join(strip_controls(str(text))[0].split())
+    one_line = " ".join(strip_controls(hide_server_paths(str(text)))[0].split())
     escaped = _INLINE.sub(r"\\\1", html.escape(one_line, quote=False))
     escaped = _LINK_TARGET.sub(r"\1\\(\2\\)", escaped)
     return _LINE_START.sub(lambda m: m.group(1) + "\\" if m.group(1)[0].isdigit() else "\\" + m.group(1), escaped)
@@ -43,7 +45,8 @@ def md_code(text) -> str:
     """``text`` for the inside of a markdown code span (between backticks), on one line: HTML escaped (the app's
     markdown renders HTML) and backticks, which would end the span, made quotes; nothing is backslashed, since
     backslashes show literally in a code span."""
-    return html.escape(" ".join(strip_controls(str(text))[0].replace("`", "'").split()), quote=False)
+    shown = strip_controls(hide_server_paths(str(text)))[0]
+    return html.escape(" ".join(shown.replace("`", "'").split()), quote=False)
 
 
 def html_text(text) -> str:

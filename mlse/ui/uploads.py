@@ -3,18 +3,26 @@ deployment's limits, with the messages a page shows.
 
 Every tab that takes the user's data calls :func:`read_upload`: bad rows are skipped and listed (never a traceback,
 never a silent skip), the file is named by its own name (never the server's temporary path), and in public mode the
-uploaded file is deleted once read. The limits are :func:`mlse.public_mode.upload_limits`. No gradio here: the
-handlers that call this are plain functions the tests call directly.
+uploaded file is deleted once read. The limits are :func:`mlse.public_mode.upload_limits`.
+
+When the app is served (:func:`mlse.ui.app.build_server` installs its
+:class:`~mlse.serving.upload_folder.UploadFolder`), a file parameter is read only if it is an upload of the calling
+page's session: any other path (a server file, a file the app wrote, another visitor's upload) is refused here, before
+anything is read or deleted, in public and local mode alike. The session comes from Gradio's request context,
+looked up only when Gradio is loaded, so the handlers stay plain functions the tests call directly (in-process, with
+no app served, a path is read as given).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from mlse.data.user_files import UserTable, read_table
 from mlse.errors import MlseError
 from mlse.public_mode import public_mode, upload_limits
+from mlse.serving.upload_folder import active, client_key
 from mlse.ui.text import md_escape
 
 MAX_SHOWN_PROBLEMS = 10
@@ -54,6 +62,13 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
     if path is None and text is None:
         return None, "Upload a file or paste rows first."
     max_rows, max_bytes = upload_limits()
+    folder = active()
+    if path is not None and folder is not None:  # a served app: only this session's own uploads
+        try:
+            session, client = caller()
+            path = str(folder.claim(path, session, md_escape(display_name(path)), client))
+        except MlseError as exc:
+            return None, str(exc)  # already escaped: the message names the file by its escaped display name
     if path is not None and not os.path.exists(path):
         return None, (
             f"{md_escape(display_name(path))}: the uploaded file is gone (uploads are deleted once read"
@@ -100,7 +115,23 @@ def read_message(table: UserTable) -> str:
     return "\n\n".join(lines)
 
 
+def caller() -> tuple[str | None, str | None]:
+    """(session, client address) of the Gradio event being handled; (None, None) outside one, or when Gradio is not
+    loaded. The address is read as the upload route reads it (:func:`mlse.serving.upload_folder.client_key`)."""
+    context = sys.modules.get("gradio.context")
+    request = context.LocalContext.request.get(None) if context is not None else None
+    if request is None:
+        return None, None
+    headers = getattr(request, "headers", None) or {}
+    peer = getattr(getattr(request, "client", None), "host", None)
+    return getattr(request, "session_hash", None) or None, client_key(lambda name: headers.get(name), peer)
+
+
 def _remove(path: str) -> None:
+    folder = active()
+    if folder is not None:
+        folder.release(path)
+        return
     try:
         os.remove(path)
     except OSError:

@@ -1,0 +1,314 @@
+"""The served app's upload folder, owned: which files a session may read, and how much the folder may hold.
+
+Why: a file parameter of a Gradio endpoint is a path the *caller* writes. A hostile client can send any server path
+(``/etc/hosts``, ``../../runs/x/metrics.json``, another visitor's scored file), and a public deployment deletes what
+it has read. Gradio's own check only lets through files in its upload folder; this module goes further, in one place
+that every tab's reader asks (:func:`mlse.ui.uploads.read_upload`):
+
+* **A file parameter must be an upload of this session.** The upload route records every file it writes and who
+  (which client address, :func:`client_key`) sent it (:meth:`UploadFolder.record`, from
+  :mod:`mlse.serving.request_limits`). Gradio's upload request carries no session, so the first session that names
+  the file, from the address that uploaded it, claims it; the claim is bound to that exact file (inode and
+  modification time), so any other session naming the same path is refused, and so is any other address. Anything
+  else -- a path outside the folder, a link out of it, a file the app wrote there itself (a scored CSV for
+  download), a file nobody uploaded through the route -- is refused with a message that names no server path, and
+  nothing is read or deleted. (Gradio names an upload by a keyed hash of its bytes, so two visitors uploading the
+  very same bytes at the same moment share a path: the second is asked to upload again once the first has read it.)
+* **The folder has quotas.** An upload is admitted (:meth:`UploadFolder.admit`) only while the folder, plus what is
+  being uploaded right now, stays under :attr:`UploadQuota.total_bytes`, and the uploads a visitor (client address)
+  still has there stay under :attr:`UploadQuota.client_bytes`. To make room, uploads older than
+  :attr:`UploadQuota.grace_s` go first (a visitor reads a file seconds after uploading it); past that the upload is
+  refused with a "try again" status. Files older than :attr:`UploadQuota.max_age_s` are deleted by :meth:`sweep`,
+  which runs at start, on every admission and on a timer, and a session's uploads are deleted when it ends
+  (:meth:`end_session`, Gradio's ``unload`` event).
+
+Pure Python on paths: no Gradio here (the UI passes the session id, the server passes the client address).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlse.errors import MlseError
+
+
+class UploadRefused(MlseError):
+    """An upload or a file parameter this deployment does not accept; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class UploadQuota:
+    """How much the upload folder may hold (bytes), for how long (seconds)."""
+
+    total_bytes: int
+    client_bytes: int
+    max_age_s: float = 3600.0
+    grace_s: float = 600.0  # uploads younger than this are never deleted to make room for others
+
+
+# A public deployment: 200 uploads of the public per-file cap (1 MB) in all, 20 from one address, kept an hour.
+PUBLIC_QUOTA = UploadQuota(total_bytes=200_000_000, client_bytes=20_000_000)
+# On one's own machine: room for a few files of the local per-file cap (100 MB); one address (loopback) may use it all.
+LOCAL_QUOTA = UploadQuota(total_bytes=2_000_000_000, client_bytes=2_000_000_000)
+
+
+@dataclass
+class _Upload:
+    client: str
+    size: int
+    at: float
+
+
+@dataclass
+class _Claim:
+    session: str
+    inode: int
+    mtime_ns: int
+
+
+@dataclass
+class Admission:
+    """An upload admitted and under way: its bytes are reserved until :meth:`UploadFolder.record` or ``cancel``."""
+
+    client: str
+    size: int
+    open: bool = True
+
+
+@dataclass
+class UploadFolder:
+    """The app's upload folder (Gradio's ``GRADIO_TEMP_DIR``) with its uploads, claims and quota."""
+
+    root: Path
+    quota: UploadQuota = LOCAL_QUOTA
+    clock: Callable[[], float] = time.time
+    _uploads: dict[str, _Upload] = field(default_factory=dict)  # real path -> who uploaded it, how big, when
+    _claims: dict[str, _Claim] = field(default_factory=dict)  # real path -> the session that read it
+    _reserved: list[Admission] = field(default_factory=list)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def __post_init__(self) -> None:
+        self.root = Path(os.path.realpath(self.root))
+
+    # -- the upload route -------------------------------------------------------------------------------------------
+    def admit(self, size: int, client: str) -> Admission:
+        """Reserve room for an upload of ``size`` bytes from ``client``, or :class:`UploadRefused` (429 for this
+        client over its share, 503 for a full folder; both say when to try again)."""
+        with self._lock:
+            self.sweep()
+            if size > self.quota.total_bytes:
+                raise UploadRefused(
+                    f"the upload is {size:,} bytes; this deployment holds at most {self.quota.total_bytes:,}", 413
+                )
+            mine = sum(u.size for u in self._uploads.values() if u.client == client)
+            mine += sum(a.size for a in self._reserved if a.client == client)
+            if mine + size > self.quota.client_bytes:
+                raise UploadRefused(
+                    f"your uploads on this deployment add up to {mine:,} bytes, and at most "
+                    f"{self.quota.client_bytes:,} are kept per visitor; they are deleted once read or after "
+                    f"{self.quota.max_age_s / 60:.0f} minutes: try again later",
+                    429,
+                )
+            if not self._make_room(size):
+                raise UploadRefused("this deployment's upload space is full right now; try again in a few minutes", 503)
+            admission = Admission(client, size)
+            self._reserved.append(admission)
+            return admission
+
+    def record(self, admission: Admission, paths: list[str]) -> None:
+        """The upload route wrote ``paths`` for ``admission``: remember them as uploads; release the reservation."""
+        with self._lock:
+            self.cancel(admission)
+            now = self.clock()
+            for path in paths:
+                real = os.path.realpath(path)
+                if self._inside(real) and os.path.isfile(real):
+                    self._uploads[real] = _Upload(admission.client, os.path.getsize(real), now)
+                    self._claims.pop(real, None)  # a new upload of the same bytes: a new file to claim
+
+    def cancel(self, admission: Admission) -> None:
+        """Release an admission's reservation (the upload ended, written or not)."""
+        with self._lock:
+            if admission.open:
+                admission.open = False
+                self._reserved.remove(admission)
+
+    # -- the tabs' reader -------------------------------------------------------------------------------------------
+    def claim(
+        self, path: str | os.PathLike, session: str | None, shown_name: str = "the file", client: str | None = None
+    ) -> Path:
+        """The real path of an upload ``session`` (calling from ``client``, when known) may read, or
+        :class:`UploadRefused` (nothing read or deleted)."""
+        again = f"{shown_name}: this file was not uploaded in this page's session; upload it here again"
+        if not session:
+            raise UploadRefused(f"{shown_name}: files are read only for a page's session; upload it from the page")
+        real = os.path.realpath(os.fspath(path))
+        with self._lock:
+            upload = self._uploads.get(real)
+            if upload is None or not self._inside(real) or not os.path.isfile(real):
+                raise UploadRefused(again)
+            if client is not None and client != upload.client:
+                raise UploadRefused(again)
+            stat = os.stat(real)
+            claim = self._claims.get(real)
+            if claim is not None and claim.session != session:
+                same_file = (claim.inode, claim.mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+                if same_file:
+                    raise UploadRefused(again)
+            self._claims[real] = _Claim(session, stat.st_ino, stat.st_mtime_ns)
+            return Path(real)
+
+    def release(self, path: str | os.PathLike) -> None:
+        """Delete an upload that has been read (a public deployment keeps no visitor's file)."""
+        with self._lock:
+            self._forget(os.path.realpath(os.fspath(path)), delete=True)
+
+    def end_session(self, session: str | None) -> int:
+        """Delete every upload ``session`` claimed (its page was closed); returns how many."""
+        if not session:
+            return 0
+        with self._lock:
+            mine = [path for path, claim in self._claims.items() if claim.session == session]
+            for path in mine:
+                self._forget(path, delete=True)
+            return len(mine)
+
+    # -- housekeeping -----------------------------------------------------------------------------------------------
+    def sweep(self) -> int:
+        """Delete files in the folder older than the quota's ``max_age_s`` (and forget uploads that are gone);
+        returns the bytes freed."""
+        cutoff = self.clock() - self.quota.max_age_s
+        freed = 0
+        with self._lock:
+            for path, size, mtime in self._files():
+                if mtime < cutoff:
+                    freed += self._delete(path, size)
+            for path in [p for p in self._uploads if not os.path.exists(p)]:
+                self._forget(path, delete=False)
+        return freed
+
+    def used_bytes(self) -> int:
+        """Bytes the folder holds now (every file under it, whoever wrote it)."""
+        return sum(size for _, size, _ in self._files())
+
+    def reserved_bytes(self) -> int:
+        with self._lock:
+            return sum(a.size for a in self._reserved)
+
+    def _make_room(self, size: int) -> bool:
+        """Delete the oldest uploads past the grace period until ``size`` more bytes fit; False when they cannot."""
+        used = self.used_bytes() + self.reserved_bytes()
+        if used + size <= self.quota.total_bytes:
+            return True
+        cutoff = self.clock() - self.quota.grace_s
+        old = sorted((u.at, path, u.size) for path, u in self._uploads.items() if u.at < cutoff)
+        for _, path, upload_size in old:
+            self._forget(path, delete=True)
+            used -= upload_size
+            if used + size <= self.quota.total_bytes:
+                return True
+        return False
+
+    def _files(self):
+        """(path, size, mtime) of every regular file under the folder."""
+        stack = [str(self.root)]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        info = entry.stat(follow_symlinks=False)
+                        yield entry.path, info.st_size, info.st_mtime
+                except OSError:
+                    continue  # deleted while walking
+
+    def _inside(self, real: str) -> bool:
+        return real.startswith(str(self.root) + os.sep)
+
+    def _forget(self, path: str, *, delete: bool) -> None:
+        upload = self._uploads.pop(path, None)
+        self._claims.pop(path, None)
+        if delete and self._inside(path):
+            self._delete(path, upload.size if upload else 0)
+
+    def _delete(self, path: str, size: int) -> int:
+        self._uploads.pop(path, None)
+        self._claims.pop(path, None)
+        try:
+            os.remove(path)
+        except OSError:
+            return 0
+        try:
+            os.rmdir(os.path.dirname(path))  # Gradio gives each upload a folder of its own: remove it when empty
+        except OSError:
+            pass
+        return size
+
+
+def client_key(header: Callable[[str], str | None], peer: str | None) -> str:
+    """Who sends a request: the connection's address, or on a Hugging Face Space (``SPACE_ID`` set; visitors reach
+    it through the Space's proxy) the last ``X-Forwarded-For`` hop, which that proxy appends (a visitor can prepend
+    hops, not append them). ``header(name)``: the request's header of that lower-case name, or None."""
+    if os.environ.get("SPACE_ID"):
+        hops = [h.strip() for h in (header("x-forwarded-for") or "").split(",") if h.strip()]
+        if hops:
+            return hops[-1]
+    return peer or "unknown"
+
+
+UPLOAD_DIR_ENV = "GRADIO_TEMP_DIR"  # where Gradio writes uploads (and the files it serves for download)
+
+
+def use_own_upload_folder() -> str:
+    """Point Gradio at a folder of this app's own unless the operator chose one (``GRADIO_TEMP_DIR``), so that the
+    quota and the sweeps see only this app's files: Gradio's default, ``<tmp>/gradio``, is shared by every Gradio app
+    on the machine. Call before any Gradio block is made (each block reads it when made)."""
+    return os.environ.setdefault(UPLOAD_DIR_ENV, str(Path(tempfile.gettempdir()) / "mlse-app-uploads"))
+
+
+# The upload folder of the app this process serves (set by mlse.ui.app.build_server); None when no app is served, so
+# handlers called in-process (tests, scripts) read the paths they are given.
+_ACTIVE: UploadFolder | None = None
+
+
+def install(folder: UploadFolder | None) -> None:
+    """Make ``folder`` the served app's upload folder (None: no app is served)."""
+    global _ACTIVE
+    _ACTIVE = folder
+
+
+def active() -> UploadFolder | None:
+    """The served app's upload folder, or None."""
+    return _ACTIVE
+
+
+def start_sweeper(folder: UploadFolder, every_s: float = 300.0) -> threading.Thread:
+    """Sweep ``folder`` now and then every ``every_s`` seconds in a daemon thread (old uploads go even without
+    traffic)."""
+
+    def loop() -> None:
+        while True:
+            try:
+                folder.sweep()
+            except Exception:  # noqa: BLE001 -- a failed sweep must not end the loop; the next one tries again
+                pass
+            time.sleep(every_s)
+
+    thread = threading.Thread(target=loop, name="mlse-upload-sweeper", daemon=True)
+    thread.start()
+    return thread
