@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 SHARED = {"common"}  # the scripts' shared helpers (a package: the glob does not see it), like every benchmarks/_*.py
 SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_") and p.stem not in SHARED)
-APP = {"app_latency", "app_soak", "first_result", "app_load"}  # start `python app.py`
+APP = {"app_latency", "app_soak", "first_result", "app_load", "upload_quota"}  # start `python app.py`
 # Run as a subprocess: the app's (a server, its own environment) and score_file (it sets up the app's state here)
 SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers"}  # serving_levers sets torch threads
 # Slow (marked so; `pytest -m slow` runs them), measured under load: the app with minilm-en (app_latency 46 CPU-s,
@@ -46,6 +46,7 @@ OUT_FILE = {
     "finetune_gpu": "finetune-gpu.json",
     "app_load": "app-load.json",
     "serving_levers": "serving-levers.json",
+    "upload_quota": "upload-quota.json",
 }
 # (--out names a file for the scripts in OUT_FILE, a folder for the others)
 TIMEOUT_S = {"seed_grid_time": 1800}  # a hang guard, not a speed target; 600 s for the others
