@@ -17,7 +17,10 @@ Five exercises, one section each of ``results/teaching/teaching-numbers.{json,md
    by ratio margin, how many margin fixes and makes, and one error it fixes.
 5. **finetune**: the first minutes of two dev curves, read from the result files of the studies that trained them.
 
-The numbers depend on the models and data, not on the machine; no timing is reported.
+The numbers depend on the models and data, not on the machine; no timing is reported. The report records the sha256
+of every file in the repository they were computed from (``artifacts``: the shipped heads, student and calibrations,
+the handout, the dev-curve result files; :func:`artifact_files`), and ``tests/test_benchmarks_teaching_numbers.py``
+fails when one of them changed after the numbers were written: rerun this script, then update docs/teaching.md.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import output_dir
+from benchmarks.common.artifacts import artifact_hashes
 from mlse.atomic import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +47,8 @@ TATOEBA_MODEL = "me5-small"
 TATOEBA_LANGS = ["deu", "jpn"]  # the Tatoeba tab's default language, and one in another script with more errors
 KINDS = ("translation", "paraphrase", "unrelated")
 CURVE_MINUTES = 3.0  # how much of each dev curve exercise 5 quotes
+SHIPPED_ASSETS = ROOT / "assets" / "models"  # the repository's, whatever $MLSE_ASSETS says
+SHIPPED_PREFIX = "shipped/"
 CURVES = {  # name -> (result file, how to read its curve, what was trained)
     "me5-small, EMA objective with a frozen teacher, LoRA": (
         "results/students/ema-frozen+lora.json",
@@ -56,6 +62,24 @@ CURVES = {  # name -> (result file, how to read its curve, what was trained)
         "--eval-every 60 --tag vocab30k-6min",
     ),
 }
+
+
+def artifact_files(pair_models: list[str] = PAIR_MODELS, map_models: list[str] = MAP_MODELS) -> list[Path]:
+    """Every file in the repository the numbers are computed from: each shipped model's folder (``shipped/<name>``:
+    heads, or a student's adapter, with its manifest), each scored model's shipped calibration and its manifest, the
+    handout and the dev-curve result files. Backbones installed as packages are recorded by identity instead."""
+    from mlse.calibration.backbone import MANIFEST_SUFFIX, SHIPPED_DIR, calibration_file  # lazy: calibration package
+    from mlse.runs.shipped import list_shipped  # lazy: loads the run folders' package
+
+    shipped = {item.name: item.folder for item in list_shipped(SHIPPED_ASSETS)}
+    files = [PAIRS_FILE]
+    for name in dict.fromkeys([*pair_models, *map_models]):
+        if name.startswith(SHIPPED_PREFIX):
+            files += sorted(p for p in shipped[name].rglob("*") if p.is_file())
+    for name in pair_models:
+        path = calibration_file(name, SHIPPED_DIR)
+        files += [path, path.with_name(path.name.removesuffix(".json") + MANIFEST_SUFFIX)]
+    return files + [ROOT / path for path, _, _ in CURVES.values()]
 
 
 def score_lesson_pairs(models: dict) -> dict:
@@ -214,7 +238,9 @@ def markdown(report: dict) -> str:
         "# Teaching guide: the measured observations",
         "",
         f"`{report['command']}` ({report['created']}). Models on the torch backend; every number is computed from "
-        "the models and data named here, not timed.",
+        "the models and data named here, not timed. The .json records the sha256 of the "
+        f"{len(report.get('artifacts', {}))} files in the repository they were computed from (shipped heads, student "
+        "and calibrations, the handout, the dev-curve results); a test fails when one changes and this file does not.",
         "",
     ]
     pairs = report["pairs"]
@@ -346,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m benchmarks.teaching_numbers",
         "created": time.strftime("%Y-%m-%d", time.gmtime()),
         "identities": {name: model.identity for name, model in models.items()},
+        "artifacts": artifact_hashes(artifact_files(list(models), [] if args.quick else MAP_MODELS), ROOT),
     }
     report["pairs"] = score_lesson_pairs(models)
     print(f"pairs scored ({time.perf_counter() - started:.0f} s)", file=sys.stderr)

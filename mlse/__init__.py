@@ -12,6 +12,9 @@ first use::
 __version__ = "0.1.0"
 
 from mlse.errors import DataError, MlseError, ModelNotFoundError
+from mlse.library_logs import quiet_library_notices
+
+quiet_library_notices()  # before any model loads: drops sentence-transformers' "Default prompt name is set to ..."
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {

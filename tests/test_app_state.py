@@ -11,7 +11,7 @@ import pytest
 from mlse.dirs import runs_dir
 from mlse.serving import hub_probe
 from mlse.serving.model_pool import ModelPool
-from mlse.ui.state import AppState
+from mlse.ui.state import STAGE1, AppState, ModelInfo
 from tests.interrupted_runs import fine_tune_run, stale_lock
 
 
@@ -108,7 +108,18 @@ def test_app_start_sweeps_and_labels_interrupted_runs(tiny_bert, monkeypatch):
     stale_lock(root, "killed")
     state = AppState(default_models=()).start()  # no default backbone: trained runs are ticked instead
     labels = {m.name: m.label for m in state.models() if m.name.startswith("runs/")}
-    assert labels["runs/killed"].endswith("(interrupted; its checkpoint of step 0 is kept)")
+    assert labels["runs/killed"].endswith("(trained here) (interrupted; its checkpoint of step 0 is kept)")
     assert "interrupted" not in labels["runs/finished"] and "partial" not in labels["runs/finished"]
+    assert labels["runs/finished"].endswith("(trained here)")
     chosen, _ = state.default_selection(limit=50)
     assert "runs/finished" in chosen and "runs/killed" not in chosen  # never offered as a finished model
+
+
+def test_a_run_trained_here_and_a_shipped_one_of_the_same_name_read_apart():
+    shipped = ModelInfo("shipped/me5-small+s1", STAGE1, "scorer", "assets", backbone="me5-small")
+    trained = ModelInfo("runs/me5-small+s1", STAGE1, "scorer", "runs", backbone="me5-small")
+    assert shipped.label == "shipped/me5-small+s1 · +Stage 1 (shipped)"
+    assert trained.label == "runs/me5-small+s1 · +Stage 1 (trained here)"
+    stopped = ModelInfo("runs/s", STAGE1, "scorer", "runs", partial="stopped after 40 steps")
+    assert stopped.label == "runs/s · +Stage 1 (trained here) (partial: stopped after 40 steps)"
+    assert "trained here" not in ModelInfo("me5-small", "backbone", "package", "x").label

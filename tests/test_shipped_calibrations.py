@@ -44,7 +44,7 @@ def test_translation_scores_far_above_an_unrelated_sentence(model):
 
     state = AppState()
     table, status = score_pair(state, FLUTE, TRANSLATION, [model])
-    translation = float(table["calibrated 0–5"][0])
+    translation = float(table["calibrated 0-5"][0])
     table, _ = score_pair(state, FLUTE, UNRELATED, [model])
-    unrelated = float(table["calibrated 0–5"][0])
+    unrelated = float(table["calibrated 0-5"][0])
     assert translation >= 3.0 and unrelated <= 1.5 and translation - unrelated >= 2.0, (translation, unrelated)

@@ -163,8 +163,9 @@ def test_a_tatoeba_error_is_explained_side_by_side(bert):
     assert _ticks(wrong_fig) == [list(wrong.words_only()[0]), list(wrong.words_only()[1])]
     assert _ticks(gold_fig) == [list(right.words_only()[0]), list(right.words_only()[1])]
     np.testing.assert_allclose(np.asarray(gold_fig.data[0].z, dtype=float), right.words_only()[2], atol=1e-6)
-    # The scores explained are the ones the errors table shows (rounded there to 2 places).
-    assert wrong.score == pytest.approx(row[5], abs=0.006) and right.score == pytest.approx(row[6], abs=0.006)
+    # The scores explained are the ones the errors table shows (written there with 3 decimals).
+    assert wrong.score == pytest.approx(float(row[5]), abs=6e-4)
+    assert right.score == pytest.approx(float(row[6]), abs=6e-4)
     assert wrong.score >= right.score - 1e-4  # an error under the cosine criterion
     assert f"the retrieved sentence scores {wrong.score:.4f}, the gold {right.score:.4f}" in summary
     assert picked["label"] in summary.replace("\\", "")  # "en→de #3" (markdown-escaped)
@@ -184,16 +185,16 @@ def test_layer_choices_start_with_the_models_default():
 def test_a_disagreement_row_opens_its_pairs_explanation(bert):
     state, model, encoder = bert
     table, _ = gold_file.file_disagreements(state, str(gold_file.EXAMPLE), None, model, k=3)
-    row = table.iloc[0].tolist()
+    row = table.iloc[0].tolist()  # line, gold, cosine, cosine as gold, off by, rank gap, sentence 1, sentence 2
     picked = picked_pair(row, list(table.columns))
-    assert picked["sentence1"] == row[1] and picked["sentence2"] == row[2] and picked["label"] == f"line {row[0]}"
+    assert picked["sentence1"] == row[6] and picked["sentence2"] == row[7] and picked["label"] == f"line {row[0]}"
     fig, align_fig, text = explain_listed_pair(
         state, model, picked["sentence1"], picked["sentence2"], picked["gold"], picked["cosine"], picked["label"]
     )
-    expected = explain_pair(encoder, row[1], row[2])
+    expected = explain_pair(encoder, row[6], row[7])
     np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), expected.words_only()[2], atol=1e-6)
-    assert expected.score == pytest.approx(row[4], abs=1e-3)  # the cosine the table listed
-    assert text.startswith(f"From the largest disagreements: pair line {row[0]}, gold **{row[3]:.2f}**")
+    assert expected.score == pytest.approx(float(row[2]), abs=1e-3)  # the cosine the table listed (3 decimals)
+    assert text.startswith(f"From the largest disagreements: pair line {row[0]}, gold **{row[1]}**")
     assert align_fig is not None
     assert picked_pair([1, 2, 3], list(table.columns)) is None  # not a row of sentences
     assert "Select a row" in explain_listed_pair(state, model, None, None)[2]

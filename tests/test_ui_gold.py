@@ -34,10 +34,10 @@ def test_predicted_vs_gold_handler(tiny_bert, data_dir):
     _, pred = predictions(state, PAIR, model, SPLIT)
     ref = sts_metrics(pred, gold, n_boot=200)  # the library's numbers, not a re-implementation
     row = table.iloc[0]
-    assert row.spearman == pytest.approx(round(ref["spearman"], 2)) and row.pearson == pytest.approx(
-        round(ref["pearson"], 2)
-    )
-    assert row.pearson_lo <= row.pearson <= row.pearson_hi and row.spearman_lo <= row.spearman <= row.spearman_hi
+    assert row["Spearman"] == f"{ref['spearman']:.1f}" and row["Pearson"] == f"{ref['pearson']:.1f}"  # x 100, as text
+    low, pearson, high = (float(row[c]) for c in ("Pearson low", "Pearson", "Pearson high"))
+    assert low <= pearson <= high and float(row["Spearman low"]) <= float(row["Spearman high"])
+    assert not any("_" in c for c in table.columns)
     assert len(hist.data) == 2 and len(scatter.data) == 1 and len(calib.data) == 2  # model + gold; bins + isotonic
     assert len(scatter.data[0].x) == len(gold) and str(len(gold)) in msg
 
@@ -62,15 +62,19 @@ def test_disagreements_range_filter(tiny_bert, data_dir):
     n_exact = int(np.isclose(gold, value, atol=1e-6).sum())
     assert n_exact > 0
     table, msg = disagreements(state, PAIR, model, SPLIT, value, value, k=500)
-    assert len(table) == n_exact and np.allclose(table.gold, value)  # an inclusive range hits float32 values
+    assert len(table) == n_exact and (table.gold == "3.80").all()  # an inclusive range hits float32 values
     table, msg = disagreements(state, PAIR, model, SPLIT, 2.0, 3.0, k=15)
     assert list(table.columns) == DISAGREE_COLUMNS and len(table) == 15
-    assert ((table.gold >= 2.0) & (table.gold <= 3.0)).all()
-    assert (np.diff(table["diff"].abs().to_numpy()) <= 1e-9).all()  # largest disagreement first
+    # The scores come first and read as words with fixed decimals; the sentences follow.
+    assert DISAGREE_COLUMNS[:6] == ["row", "gold", "cosine", "cosine as gold", "off by", "rank gap (points)"]
+    assert table.cosine.str.fullmatch(r"-?\d\.\d{3}").all() and table["off by"].str.fullmatch(r"[+-]?\d\.\d\d").all()
+    gold = table.gold.astype(float)
+    assert ((gold >= 2.0) & (gold <= 3.0)).all()
+    assert (np.diff(table["off by"].astype(float).abs().to_numpy()) <= 1e-9).all()  # largest disagreement first
     ds = load_sts(PAIR, SPLIT)
-    i = int(table["index"].iloc[0])
-    assert table.sentence1.iloc[0] == ds.s1[i] and table.sentence2.iloc[0] == ds.s2[i]
-    assert DISAGREE_TYPES[DISAGREE_COLUMNS.index("sentence1")] == "str"  # rendered as text, never as HTML
+    i = int(table["row"].iloc[0])
+    assert table["sentence 1"].iloc[0] == ds.s1[i] and table["sentence 2"].iloc[0] == ds.s2[i]
+    assert DISAGREE_TYPES[DISAGREE_COLUMNS.index("sentence 1")] == "str"  # rendered as text, never as HTML
 
 
 def test_disagreements_bad_input(tiny_bert):
@@ -109,6 +113,6 @@ def test_predicted_vs_gold_uses_a_backbones_calibration(tiny_bert, data_dir):
     _, pred = predictions(state, PAIR, model, SPLIT)
     gold = load_sts(PAIR, SPLIT).scores
     row = table.iloc[0]
-    assert row.pearson_calibrated == pytest.approx(row.pearson, abs=0.01)  # a linear map keeps Pearson
-    assert row.mae_calibrated == pytest.approx(np.mean(np.abs(2.5 * (pred + 1) - gold)), abs=0.01)
-    assert len(calib.data) == 3 and "its calibration" in calib.data[2].name and "pearson_calibrated" in msg
+    assert row["Pearson, 0-5 score"] == row["Pearson"]  # a linear map keeps Pearson
+    assert float(row["mean error, 0-5 score"]) == pytest.approx(np.mean(np.abs(2.5 * (pred + 1) - gold)), abs=0.006)
+    assert len(calib.data) == 3 and "its calibration" in calib.data[2].name and "Pearson, 0-5 score" in msg

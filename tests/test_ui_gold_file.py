@@ -7,14 +7,14 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
-import pytest
 
-from mlse.analysis.slices import LANGUAGE_PAIR, LENGTH, SLICE_COLUMNS
+from mlse.analysis.slices import LANGUAGE_PAIR, LENGTH
 from mlse.data.user_files import read_pairs
 from mlse.evaluation import sts_metrics
 from mlse.ui.gold_file import (
     EXAMPLE,
     FILE_DISAGREE_COLUMNS,
+    SLICE_HEADERS,
     compare_file,
     file_disagreements,
     file_predictions,
@@ -51,15 +51,15 @@ def test_compare_file_on_the_example(tiny_bert):
     table = read_pairs(EXAMPLE)
     pred = file_predictions(state, table, model)
     ref = sts_metrics(pred, rows.score.to_numpy(), n_boot=200)  # the library's numbers on the file's scores
-    assert metrics.pearson.iloc[0] == pytest.approx(round(ref["pearson"], 2))
-    assert metrics.spearman.iloc[0] == pytest.approx(round(ref["spearman"], 2))
-    first = metrics.iloc[0]
-    assert first.pearson_lo <= first.pearson <= first.pearson_hi and first.spearman_lo <= first.spearman_hi
+    assert metrics.Pearson.iloc[0] == f"{ref['pearson']:.1f}" and metrics.Spearman.iloc[0] == f"{ref['spearman']:.1f}"
+    first = metrics.iloc[0].replace("", np.nan)
+    assert float(first["Pearson low"]) <= float(first.Pearson) <= float(first["Pearson high"])
+    assert float(first["Spearman low"]) <= float(first["Spearman high"])
     # one trace per model (the histogram also has the gold one; calibration: bins + isotonic per model)
     assert [t.name for t in scatter.data] == [model, FAKE] and all(len(t.x) == n for t in scatter.data)
     assert len(hist.data) == 3 and len(calib.data) == 4
     # slices: every language pair of the file with its number of pairs, for each model; length bands add up
-    assert list(slices.columns) == SLICE_COLUMNS
+    assert list(slices.columns) == SLICE_HEADERS and SLICE_HEADERS[4:6] == ["Pearson", "Pearson low"]
     expected = Counter(f"{a}-{b}" for a, b in zip(rows.lang1, rows.lang2))
     for name in (model, FAKE):
         mine = slices[(slices.slice == LANGUAGE_PAIR) & (slices.model == name)]
@@ -68,9 +68,9 @@ def test_compare_file_on_the_example(tiny_bert):
         assert lengths.n.sum() == n and len(lengths) == 3 and lengths.value.iloc[0].startswith("short (≤ ")
     en_de = slices[(slices.value == "en-de") & (slices.model == model)].iloc[0]
     mask = ((rows.lang1 == "en") & (rows.lang2 == "de")).to_numpy()
-    assert en_de.spearman == pytest.approx(round(sts_metrics(pred[mask], rows.score[mask], n_boot=0)["spearman"], 2))
+    assert en_de.Spearman == f"{sts_metrics(pred[mask], rows.score[mask], n_boot=0)['spearman']:.1f}"
     small = slices[(slices.value == "fr-en") & (slices.model == model)].iloc[0]  # 3 pairs: a correlation, no CI
-    assert small.n == 3 and np.isnan(small.pearson_lo) and "no CI" in small.note
+    assert small.n == 3 and small["Pearson low"] == "" and "no CI" in small.note
     assert "lang1 / lang2 columns" in msg and "detected" not in msg
 
 
@@ -79,11 +79,13 @@ def test_file_disagreements_list_the_files_pairs(tiny_bert):
     table, msg = file_disagreements(state, str(EXAMPLE), None, model, "", 0.0, 2.0, k=5)
     rows = _example()
     assert list(table.columns) == FILE_DISAGREE_COLUMNS and len(table) == 5
-    assert ((table.gold >= 0) & (table.gold <= 2)).all() and "5 of the" in msg
+    gold = table.gold.astype(float)
+    assert ((gold >= 0) & (gold <= 2)).all() and "5 of the" in msg
     for _, row in table.iterrows():  # "line" is the pair's line in the file (the header is line 1)
         source = rows.iloc[int(row.line) - 2]
-        assert (row.sentence1, row.sentence2, row.gold) == (source.sentence1, source.sentence2, source.score)
-    assert (np.diff(table["diff"].abs().to_numpy()) <= 1e-9).all()
+        assert (row["sentence 1"], row["sentence 2"]) == (source.sentence1, source.sentence2)
+        assert row.gold == f"{source.score:.2f}"
+    assert (np.diff(table["off by"].astype(float).abs().to_numpy()) <= 1e-9).all()
     assert "Empty score range" in file_disagreements(state, str(EXAMPLE), None, model, "", 4, 1)[1]
     assert "No pair" in file_disagreements(state, str(EXAMPLE), None, model, "", 6, 9)[1]
     assert "unknown model" in file_disagreements(state, str(EXAMPLE), None, "no-such-model")[1]

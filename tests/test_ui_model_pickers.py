@@ -51,7 +51,7 @@ def test_a_new_run_bumps_the_version_and_updates_every_picker(tiny_bert, monkeyp
     assert version == seen + 1
     assert "runs/fresh" in updates[0]["choices"] and updates[0]["value"] == "minilm-en"  # the user's pick is kept
     labelled = dict((name, label) for label, name in updates[1]["choices"])
-    assert labelled["runs/fresh"] == f"runs/fresh · {STUDENT}" and updates[1]["value"] == ["minilm-en"]
+    assert labelled["runs/fresh"] == f"runs/fresh · {STUDENT} (trained here)" and updates[1]["value"] == ["minilm-en"]
     assert picker_updates(state, pickers, version, ["minilm-en", ["minilm-en"]]) == (version, None)
 
     shutil.rmtree(tmp_path / "fresh")  # a deleted run leaves the lists, and a picker pointing at it moves on

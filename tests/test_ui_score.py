@@ -200,7 +200,7 @@ def test_score_pair_one_row_per_model(state, runs):
     assert list(table["model"]) == [runs.backbone, S1, S12, STU]
     assert list(table["kind"]) == [BACKBONE, STAGE1, STAGE12, STUDENT]
     assert all(-1.0 <= c <= 1.0 for c in table["cosine"])
-    calibrated = dict(zip(table["model"], table["calibrated 0–5"], strict=True))
+    calibrated = dict(zip(table["model"], table["calibrated 0-5"], strict=True))
     assert 0.0 <= calibrated[S12] <= 5.0  # only the Stage-2 scorer has a calibration
     assert calibrated[runs.backbone] == calibrated[S1] == calibrated[STU] == ""
     # the student is a copy of the backbone; the heads change the similarity
@@ -215,7 +215,7 @@ def test_calibrated_score_matches_the_scorer(state):
     scorer = state.encoder(S12)
     emb = scorer.encode([EN, DE])
     expected = float(scorer.calibrated_score(np.array([emb[0] @ emb[1]]))[0])
-    assert table["calibrated 0–5"][0] == pytest.approx(expected, abs=0.01)
+    assert table["calibrated 0-5"][0] == pytest.approx(expected, abs=0.01)
 
 
 @pytest.mark.parametrize(("s1", "s2"), [("", DE), ("   ", DE), (EN, None), ("\x00\x07", DE)])
@@ -322,6 +322,14 @@ def test_build_tab_wires_the_events(state):
     assert {"score_pair", "score_refresh_models", "detect_language", "score"} <= names
     direct = next(d for d in demo.fns.values() if d.api_name == "score")
     assert direct.queue is False  # one POST, one JSON answer: scripts skip the queue and the event stream
+    # No example picked: the reference box is empty with a hint (a gr.Number without a placeholder would show 0)
+    reference = next(
+        b for b in demo.blocks.values() if getattr(b, "label", "") == "Reference score of the example (0–5)"
+    )
+    assert reference.value is None and reference.placeholder
+    # The similarity table: one line a row; its calibrated column is spelled as the scored CSV spells it
+    similarity = next(b for b in demo.blocks.values() if getattr(b, "label", "") == "Similarity")
+    assert similarity.wrap is False and COLUMNS[-1] == "calibrated 0-5"
 
 
 # -- the direct JSON API --------------------------------------------------------------------------------------------

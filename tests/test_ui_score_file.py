@@ -4,6 +4,7 @@ the tiny BERT through a real AppState; the section built inside a Blocks."""
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import tempfile
 import time
@@ -80,9 +81,12 @@ def assert_matches_pair_scores(frame: pd.DataFrame, model, name: str, s1: list[s
 def test_scores_pasted_rows_with_every_model(state):
     out = score_file(state, None, PASTED, ["fake-a", "fake-b"])
     assert list(out.summary["model"]) == ["fake-a", "fake-b"] and list(out.summary["rows scored"]) == [3, 3]
-    assert out.summary.loc[0, "mean 0–5"] == "" and isinstance(out.summary.loc[1, "mean 0–5"], float)
+    assert out.summary.loc[0, "mean 0-5"] == "" and re.fullmatch(r"\d\.\d\d", out.summary.loc[1, "mean 0-5"])
     assert "Pearson ×100" not in out.summary.columns  # no score column, no correlation
-    assert list(out.preview.columns) == ["column1", "column2", "fake-a cosine", "fake-b cosine", "fake-b 0-5"]
+    # The preview puts the scores first, as text with fixed decimals; the sentences follow (the CSV keeps the order).
+    assert list(out.preview.columns) == ["fake-a cosine", "fake-b cosine", "fake-b 0-5", "column1", "column2"]
+    assert out.preview["fake-a cosine"].str.fullmatch(r"-?\d\.\d{4}").all()
+    assert out.preview["fake-b 0-5"].str.fullmatch(r"\d\.\d\d").all()
     assert Path(out.csv_path).name == "pasted-scored.csv"
     frame = read_csv(out.csv_path)
     s1, s2 = [r.split("\t")[0] for r in PASTED.splitlines()], [r.split("\t")[1] for r in PASTED.splitlines()]
@@ -90,7 +94,7 @@ def test_scores_pasted_rows_with_every_model(state):
     for name in ("fake-a", "fake-b"):
         assert_matches_pair_scores(frame, state.encoders[name], name, s1, s2)
     mean = float(np.mean(pair_scores(state.encoders["fake-a"], s1, s2)[0]))
-    assert out.summary.loc[0, "mean cosine"] == pytest.approx(mean, abs=1e-4)
+    assert out.summary.loc[0, "mean cosine"] == f"{mean:.4f}"  # fixed decimals: "0.2020", not "0.202"
     assert "Read 3 sentence pairs" in out.message and "Scored 3 row(s) with 2 model(s)" in out.message
     assert "No 0–5 score for `fake-a`:" in out.message and "`fake-b`" not in out.message
 
@@ -120,8 +124,10 @@ def test_a_score_column_gives_correlations(state):
     gold = frame["score"].to_numpy(dtype=float)
     for i, name in enumerate(["fake-a", "fake-b"]):
         cos = frame[f"{name} cosine"].to_numpy(dtype=float)
-        assert out.summary.loc[i, "Pearson ×100"] == pytest.approx(100 * stats.pearsonr(cos, gold)[0], abs=0.01)
-        assert out.summary.loc[i, "Spearman ×100"] == pytest.approx(100 * stats.spearmanr(cos, gold)[0], abs=0.01)
+        assert float(out.summary.loc[i, "Pearson ×100"]) == pytest.approx(100 * stats.pearsonr(cos, gold)[0], abs=0.01)
+        assert float(out.summary.loc[i, "Spearman ×100"]) == pytest.approx(
+            100 * stats.spearmanr(cos, gold)[0], abs=0.01
+        )
     assert list(frame.columns[:3]) == ["sentence1", "sentence2", "score"]
 
 
@@ -170,7 +176,7 @@ def test_stop_after_the_first_chunk_keeps_those_rows(state, monkeypatch):
     )
     assert out.preview["fake-a cosine"][2] == ""  # the preview shows blanks too
     expected = 100 * stats.pearsonr(frame["fake-a cosine"][:2], frame["score"][:2])[0]  # on the rows scored only
-    assert out.summary.loc[0, "Pearson ×100"] == pytest.approx(expected, abs=0.01)
+    assert float(out.summary.loc[0, "Pearson ×100"]) == pytest.approx(expected, abs=0.01)
 
 
 def test_progress_reports_rows_and_speed(state, monkeypatch):

@@ -14,6 +14,7 @@ imports another. One module per job:
 - :mod:`~benchmarks.common.explain`: the pair sample and the convergence target of the two explain benchmarks.
 - :mod:`~benchmarks.common.encoders`: encoders as the speed benchmarks time them.
 - :mod:`~benchmarks.common.sts_scores`: a fine-tuned model's test Spearman per pair and their table.
+- :mod:`~benchmarks.common.artifacts`: the sha256 of the files a result was computed from, and which changed since.
 
 Importing it loads neither torch nor the app (tests/test_package_layout.py); what needs them imports them when called.
 """

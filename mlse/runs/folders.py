@@ -34,8 +34,9 @@ def run_name(model: str, *tags: str) -> str:
     return "+".join([safe_name(model).removeprefix("runs_"), *tags])
 
 
-def training_run_name(model: str, method: str, *, prelayer: bool = False, conv: bool = False,
-                      nonlinearity: str = "identity") -> str:
+def training_run_name(
+    model: str, method: str, *, prelayer: bool = False, conv: bool = False, nonlinearity: str = "identity"
+) -> str:
     """The default name of a run that trains ``model`` by ``method``: ``stage1`` -> ``x+s1`` (``x+s1-prelayer``),
     ``stage2`` -> ``x+s2`` (then ``+conv`` and ``+sigmoid`` / ``+tanh``), a fine-tuning method -> ``x+mse`` ..."""
     if method == "stage1":

@@ -109,8 +109,10 @@ def format_table(rows: Iterable[dict[str, Any]], columns: list[str], *, digits: 
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) or (
-        isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v)
+    return (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        or (isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v))
     )
 
 

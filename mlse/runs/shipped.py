@@ -122,8 +122,9 @@ def total_bytes(root: Path | None = None) -> int:
 
 def student_dir(item: ShippedArtifact) -> Path:
     """Where the merged student lives in the user cache: keyed by the adapter's files and the backbone identity."""
-    key = hashlib.sha256(json.dumps([item.manifest["files"], item.manifest["backbone_identity"]],
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps([item.manifest["files"], item.manifest["backbone_identity"]], sort_keys=True).encode()
+    ).hexdigest()[:16]
     return cache_root() / "shipped" / f"{item.folder.name}-{key}"
 
 
@@ -152,8 +153,14 @@ def export(kind: str, source: Path, dest: Path, manifest: dict) -> ShippedArtifa
             else:
                 shutil.copyfile(path, target)
         data = portable_hashes(manifest.get("data", {}))
-        body = {**manifest, "data": data, "data_identity": data_identity(data), "kind": kind, "name": dest.name,
-                "files": file_hashes(tmp)}
+        body = {
+            **manifest,
+            "data": data,
+            "data_identity": data_identity(data),
+            "kind": kind,
+            "name": dest.name,
+            "files": file_hashes(tmp),
+        }
         (tmp / MANIFEST).write_text(json.dumps(body, indent=1, default=str) + "\n", encoding="utf-8")
     return ShippedArtifact(PREFIX + dest.name, kind, dest, read_shipped_manifest(dest))
 
@@ -170,6 +177,7 @@ def _float16_copy(source: Path, target: Path) -> None:
     from safetensors.torch import load_file, save_file
 
     tensors = load_file(str(source))
-    save_file({k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()},
-              str(target))
+    save_file(
+        {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()}, str(target)
+    )
     target.chmod(0o644)  # safetensors writes 0600; a shipped file is read by whoever runs the app (a Space's user)

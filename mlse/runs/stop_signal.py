@@ -38,8 +38,9 @@ class Stopped(Exception):
 class StopSignal:
     """The Stop button (a :class:`threading.Event`) plus the job's whole-time budget, asked as one."""
 
-    def __init__(self, event: threading.Event | None = None, budget_s: float | None = None,
-                 started: float | None = None):
+    def __init__(
+        self, event: threading.Event | None = None, budget_s: float | None = None, started: float | None = None
+    ):
         """``started``: when the budget's clock started (a monotonic time; default now). The clock is the system's
         monotonic clock, so a job continued in a child process can keep the clock its parent started."""
         self.event = event or threading.Event()

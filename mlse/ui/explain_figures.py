@@ -4,6 +4,9 @@ Plain functions of words and matrices returning plotly figures (no gradio). Rows
 bottom as they are read; columns the words of sentence 2, left to right. The axes are positions with the words as tick
 labels, so a word that occurs twice ("a man ... a flute") keeps two rows instead of being merged by plotly's category
 axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
+
+The attribution cells are written as whole numbers in a unit scaled to the matrix (:func:`cell_scale`): on a long pair
+every cell is small (0.012 at most), and two decimals would print 0.00 in nearly all of them; the title names the unit.
 """
 
 from __future__ import annotations
@@ -19,6 +22,21 @@ ALIGNMENT_TITLE = "Alignment (not an explanation of the score):<br>each word's m
 ALIGNMENT_MARKS = "● each other's best match · → best match of the row's word · ↓ best match of the column's word"
 MAX_CELL_TEXT = 200  # write the value into each cell only while the cells stay big enough to read it
 ROW_PIXELS, MIN_HEIGHT, MAX_HEIGHT = 30, 320, 900
+
+
+def cell_scale(z: np.ndarray) -> int:
+    """The power of ten the cells are multiplied by so the largest |value| shows two significant digits as a whole
+    number (10 <= max|z| x scale < 100; at least 1): 0.012 -> 1000 ("12"), 0.31 -> 100 ("31"), 1.7 -> 10 ("17")."""
+    finite = np.abs(z[np.isfinite(z)])
+    peak = float(finite.max()) if finite.size else 0.0
+    if peak == 0.0:
+        return 1
+    return int(10 ** max(0, 1 - int(np.floor(np.log10(peak)))))
+
+
+def cell_labels(z: np.ndarray, scale: int) -> np.ndarray:
+    """Each cell's value x ``scale`` as a whole number ("-0" written "0")."""
+    return np.vectorize(lambda v: f"{round(v * scale) or 0:d}" if np.isfinite(v) else "", otypes=[object])(z)
 
 
 def _height(n_rows: int) -> int:
@@ -61,6 +79,8 @@ def attribution_heatmap(words1, words2, matrix, title: str):
 
     z = np.asarray(matrix, dtype=np.float64)  # [W1, W2]
     cells = z.size <= MAX_CELL_TEXT
+    scale = cell_scale(z)
+    unit = "attribution" if scale == 1 else f"attribution × {scale:,}"
     heatmap = go.Heatmap(
         z=z,
         x=list(range(len(words2))),
@@ -70,15 +90,17 @@ def attribution_heatmap(words1, words2, matrix, title: str):
         customdata=_word_pairs(words1, words2),
         colorbar={"title": {"text": "attribution"}},
         hovertemplate="%{customdata[0]} ↔ %{customdata[1]}<br>attribution %{z:+.4f}<extra></extra>",
-        texttemplate="%{z:.2f}" if cells else None,
+        text=cell_labels(z, scale) if cells else None,
+        texttemplate="%{text}" if cells else None,
         textfont={"size": 10},
     )
     fig = go.Figure(heatmap)
     _axes(fig, words1, words2)
+    note = f"<br><sub>numbers in the cells: {unit}</sub>" if cells else ""
     fig.update_layout(
-        title={"text": html_text(title), "font": {"size": 13}},
+        title={"text": html_text(title) + note, "font": {"size": 13}},
         height=_height(len(words1)),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        margin={"l": 10, "r": 10, "t": 70 if note else 50, "b": 10},
     )
     return fig
 

@@ -19,6 +19,7 @@ from mlse.errors import MlseError
 from mlse.explain import align_tokens, explain_pair
 from mlse.text.control_chars import strip_controls
 from mlse.ui.explain_figures import alignment_heatmap, attribution_heatmap
+from mlse.ui.tables import header
 from mlse.ui.text import md_code, md_escape
 
 MAX_CHARS = 300  # per sentence: the cost grows with the square of the tokens; 300 characters is ~60-80 tokens
@@ -327,7 +328,7 @@ def picked_error(shown, row, columns: list[str]) -> dict | None:
     cells = row_cells(row, columns)
     if not shown or not all(isinstance(cells.get(c), str) for c in ("query", "retrieved", "gold")):
         return None
-    label = f"{cells.get('direction', '')} #{cells.get('index', '')}".strip()
+    label = f"{cells.get('direction', '')} #{cells.get('row', cells.get('index', ''))}".strip()
     return {
         "model": shown[1],
         "query": cells["query"],
@@ -341,17 +342,12 @@ def picked_pair(row, columns: list[str]) -> dict | None:
     """What "Explain this pair" needs from a selected disagreements row: the two sentences, the gold and the
     listed cosine, and the row's first cell (index or line) as its label; None for an unusable row."""
     cells = row_cells(row, columns)
-    if not (isinstance(cells.get("sentence1"), str) and isinstance(cells.get("sentence2"), str)):
+    s1, s2 = (cells.get(header(f), cells.get(f)) for f in ("sentence1", "sentence2"))  # shown as "sentence 1"
+    if not (isinstance(s1, str) and isinstance(s2, str)):
         return None
     first = columns[0] if columns else "index"
     label = f"{first} {cells[first]}" if cells.get(first) not in (None, "") else ""
-    return {
-        "sentence1": cells["sentence1"],
-        "sentence2": cells["sentence2"],
-        "gold": cells.get("gold"),
-        "cosine": cells.get("cosine"),
-        "label": label,
-    }
+    return {"sentence1": s1, "sentence2": s2, "gold": cells.get("gold"), "cosine": cells.get("cosine"), "label": label}
 
 
 # -- which models -------------------------------------------------------------------------------------------------

@@ -46,11 +46,14 @@ from mlse.ui.gold_views import (
     empty_figures,
     selected_models,
 )
+from mlse.ui.tables import TABLE_OPTIONS, header, headers, numbers_as_text
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import limits_note, read_message, read_upload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "rated_pairs.tsv"
 FILE_DISAGREE_COLUMNS = ["line", *DISAGREE_COLUMNS[1:]]
+SLICE_HEADERS = headers(SLICE_COLUMNS)  # slice, value, model, n, Pearson, Pearson low, ..., note
+SLICE_PLACES = dict.fromkeys(SLICE_COLUMNS[4:-1], 1)  # correlations x 100, as the metrics table writes them
 
 # (model identity, digest of the pairs) -> cosine predictions [n]; digest of pairs and languages -> languages
 _memo = BytesMemo("gold_file.predictions", 16 * MB)
@@ -126,7 +129,7 @@ def file_slices(
     labels = language_pair_labels(lang1, lang2)
     bands, order = length_bands(pair_lengths(s1, s2, lang1, lang2))
     rows = slice_rows(preds, gold, {LANGUAGE_PAIR: (labels, None), LENGTH: (bands, order)}, n_boot=n_boot)
-    table_df = pd.DataFrame(rows, columns=SLICE_COLUMNS).round(2)
+    table_df = numbers_as_text(pd.DataFrame(rows, columns=SLICE_COLUMNS), SLICE_PLACES).set_axis(SLICE_HEADERS, axis=1)
     if detected:
         has = [r for r in ("lang1", "lang2") if r in table.roles]
         where = "the file gives no language" if not has else f"where the file gives none ({', '.join(has)} given)"
@@ -142,7 +145,7 @@ def file_slices(
 
 def _no_results():
     """Empty figures and tables: what the page shows when there is nothing to compare."""
-    return *empty_figures(), pd.DataFrame(columns=METRIC_COLUMNS), pd.DataFrame(columns=SLICE_COLUMNS)
+    return *empty_figures(), pd.DataFrame(columns=METRIC_COLUMNS), pd.DataFrame(columns=SLICE_HEADERS)
 
 
 def compare_file(
@@ -174,8 +177,8 @@ def compare_file(
     notes = [f"{len(gold):,} rated pairs; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
         notes.append(
-            "pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
-            "against your scores; meaningful when they are on the 0–5 STS scale."
+            f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score "
+            "(fitted on STS dev) against your scores; meaningful when they are on the 0–5 STS scale."
         )
     return hist, scatter, calib, metrics, slices, "\n\n".join([message, " ".join(notes), slice_note, *problems])
 
@@ -258,10 +261,11 @@ def build_slices():
     import gradio as gr  # lazy: handlers are tested without gradio
 
     return gr.Dataframe(
-        headers=SLICE_COLUMNS,
+        headers=SLICE_HEADERS,
         label="Slices: Pearson / Spearman x 100 per language pair and length",
         interactive=False,
         visible=False,
+        **TABLE_OPTIONS,
     )
 
 

@@ -33,6 +33,7 @@ from mlse.ui.gold_views import (
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
+from mlse.ui.tables import TABLE_OPTIONS, header
 from mlse.ui.text import md_escape
 
 __all__ = [
@@ -108,8 +109,8 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
     notes = [f"{len(gold)} pairs of {md_escape(ds.name)}; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
         notes.append(
-            "pearson_calibrated / mae_calibrated: the model's calibrated 0–5 score (fitted on STS dev) "
-            "against gold; blank for models without one."
+            f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score "
+            "(fitted on STS dev) against gold; blank for models without one."
             + (" Dev pairs were used to fit it." if split == "dev" else "")
         )
     return hist, scatter, calib, table, with_preparing_note(state, "gold", " ".join([*notes, *problems]))
@@ -157,7 +158,10 @@ def build_tab(state) -> list[ModelPicker]:
             run_file = gr.Button("Compare file with gold", variant="primary", visible=False)
         message = gr.Markdown(latex_delimiters=[])
         metrics = gr.Dataframe(
-            headers=METRIC_COLUMNS, label="Pearson / Spearman x 100 (95% bootstrap CI)", interactive=False
+            headers=METRIC_COLUMNS,
+            label="Pearson / Spearman x 100 (95% bootstrap CI)",
+            interactive=False,
+            **TABLE_OPTIONS,
         )
         slices = gold_file.build_slices()
         hist = gr.Plot(label="Distributions")
@@ -176,7 +180,13 @@ def build_tab(state) -> list[ModelPicker]:
             find = gr.Button("List")
             find_file = gr.Button("List file pairs", visible=False)
         dis_msg = gr.Markdown(latex_delimiters=[])
-        dis_table = gr.Dataframe(headers=DISAGREE_COLUMNS, datatype=DISAGREE_TYPES, interactive=False, wrap=True)
+        dis_table = gr.Dataframe(
+            headers=DISAGREE_COLUMNS,
+            datatype=DISAGREE_TYPES,
+            label="Select a row to explain its pair; a click on a sentence shows all of it",
+            interactive=False,
+            **TABLE_OPTIONS,
+        )
         build_pair_section(state, dis_table, model)  # a selected row's pair explained (mlse.ui.explain_view)
 
         def on_source(choice):

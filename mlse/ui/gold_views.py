@@ -15,12 +15,13 @@ import pandas as pd
 
 from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
 from mlse.evaluation.sts import sts_metrics
+from mlse.ui.tables import header, headers, numbers_as_text
 from mlse.ui.text import html_text, md_escape
 
 N_BOOT = 1000
 N_BINS = 10
 
-METRIC_COLUMNS = [
+METRIC_FIELDS = [
     "model",
     "n",
     "pearson",
@@ -32,8 +33,14 @@ METRIC_COLUMNS = [
     "pearson_calibrated",
     "mae_calibrated",
 ]
-DISAGREE_COLUMNS = ["index", "sentence1", "sentence2", "gold", "cosine", "pred_as_gold", "diff", "rank_gap"]
-DISAGREE_TYPES = ["number", "str", "str", "number", "number", "number", "number", "number"]
+METRIC_COLUMNS = headers(METRIC_FIELDS)  # model, n, Pearson, Pearson low, ..., mean error, 0-5 score
+# Correlations x 100 with one decimal (their 95% intervals are wider than that), the calibrated score's error with two
+METRIC_PLACES = {**dict.fromkeys(METRIC_FIELDS[2:-1], 1), "mae_calibrated": 2}
+# A disagreement's scores first (they are the point), then its two sentences
+DISAGREE_FIELDS = ["index", "gold", "cosine", "pred_as_gold", "diff", "rank_gap", "sentence1", "sentence2"]
+DISAGREE_COLUMNS = headers(DISAGREE_FIELDS)  # row, gold, cosine, cosine as gold, off by, rank gap, sentence 1, 2
+DISAGREE_TYPES = ["number", "str", "str", "str", "str", "str", "str", "str"]
+DISAGREE_PLACES = {"gold": 2, "cosine": 3, "pred_as_gold": 2, "diff": 2, "rank_gap": 1}
 
 _HOVER_PAIR = "pair #%{customdata}<br>gold %{x:.2f}<br>cosine %{y:.3f}"
 _HOVER_BIN = "mean cosine %{x:.3f}<br>mean gold %{y:.2f}<br>%{customdata} pairs"
@@ -76,10 +83,15 @@ def compare(state, gold: np.ndarray, preds: dict[str, np.ndarray], title: str, n
     data in the figures' titles (escaped here)."""
     calibrated = {name: calibrated_scores(state, name, p) for name, p in preds.items()}
     table = pd.DataFrame(
-        [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()], columns=METRIC_COLUMNS
+        [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()], columns=METRIC_FIELDS
     )
     maps = {n: _curve(p, c) for n, p in preds.items() if (c := calibrated[n]) is not None}
-    return *figures(title, gold, preds, maps), table.round(2), bool(maps)
+    return *figures(title, gold, preds, maps), metrics_table(table), bool(maps)
+
+
+def metrics_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Metrics rows (:data:`METRIC_FIELDS`) as the page shows them: words for names, numbers as text."""
+    return numbers_as_text(rows, METRIC_PLACES).set_axis(headers(list(rows.columns)), axis=1)
 
 
 def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -241,7 +253,7 @@ def disagreement_table(
     Returns (table, message).
     """
     column, positions = index if index is not None else ("index", None)
-    columns = [column, *DISAGREE_COLUMNS[1:]]
+    columns = [header(column), *DISAGREE_COLUMNS[1:]]
     found = rank_disagreements(pred, gold, low=low, high=high, k=k)
     n_in = int(found["n_in_range"])
     if n_in == 0:
@@ -249,23 +261,23 @@ def disagreement_table(
     rows = [
         [
             int(i) if positions is None else int(positions[i]),
-            s1[i],
-            s2[i],
             float(g),
             float(p),
             float(a),
             float(d),
             float(r),
+            s1[i],
+            s2[i],
         ]
         for i, g, p, a, d, r in zip(
             found["index"], found["gold"], found["pred"], found["pred_as_gold"], found["diff"], found["rank_gap"]
         )
     ]
-    table = pd.DataFrame(rows, columns=columns).round(
-        {"gold": 2, "cosine": 4, "pred_as_gold": 2, "diff": 2, "rank_gap": 1}
-    )
+    table = pd.DataFrame(rows, columns=DISAGREE_FIELDS)
+    table = numbers_as_text(table, DISAGREE_PLACES, signed=("diff", "rank_gap")).set_axis(columns, axis=1)
     message = (
-        f"{len(rows)} of the {n_in} pairs with gold score in [{low:g}, {high:g}], largest |diff| first "
-        "(diff = gold score at the cosine's percentile minus the gold score)."
+        f"{len(rows)} of the {n_in} pairs with gold score in [{low:g}, {high:g}], farthest off first. *Cosine as "
+        "gold*: the gold score at the cosine's percentile; *off by*: that minus the gold score; *rank gap*: the "
+        "cosine's percentile minus the gold score's, in points."
     )
     return table, message

@@ -26,6 +26,7 @@ from mlse.ui.inputs import check_inputs
 from mlse.ui.map_views import MapOutput, empty_output, highlight, hover_text, map_default, render  # noqa: F401
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
+from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_escape
 
 project_upload = map_upload.project_upload  # the "your own sentences" handler, beside the FLORES one
@@ -178,7 +179,11 @@ def build_tab(state) -> list[ModelPicker]:
         gr.Markdown("**Highlight a sentence:** click a row to emphasise its translations in every panel.")
         with gr.Row():
             table = gr.Dataframe(
-                interactive=False, max_height=300, wrap=True, scale=3, label="Sentences (one row per meaning)"
+                interactive=False,
+                max_height=300,
+                scale=3,
+                label="Sentences (one row per meaning; a click on a sentence shows all of it)",
+                **TABLE_OPTIONS,
             )
             with gr.Column(scale=2):
                 details = gr.Markdown()

@@ -29,6 +29,7 @@ from mlse.errors import MlseError
 from mlse.evaluation.sts import sts_metrics
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
+from mlse.ui.tables import TABLE_OPTIONS, number_text, numbers_as_text
 from mlse.ui.text import md_code, md_escape
 from mlse.ui.uploads import limits_note, read_upload
 
@@ -46,7 +47,7 @@ KEPT_DOWNLOADS = 32  # scored CSVs kept on disk; Gradio copies each into its own
 FILE_CONCURRENCY = 1
 FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
 EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "pairs_to_score.tsv"
-SUMMARY_COLUMNS = ["model", "kind", "rows scored", "mean cosine", "mean 0–5"]
+SUMMARY_COLUMNS = ["model", "kind", "rows scored", "mean cosine", f"mean {CALIBRATED}"]  # "0-5", as in the CSV
 GOLD_COLUMNS = ["Pearson ×100", "Spearman ×100"]  # of cosine vs the file's score column
 INTRO = (
     "Score many pairs at once: upload a file or paste rows, one pair per line (sentence 1, a tab, sentence 2, "
@@ -56,7 +57,7 @@ INTRO = (
 
 
 class ScoreFileOutput(NamedTuple):
-    preview: pd.DataFrame  # the first PREVIEW_ROWS rows: input columns, then "<model> cosine" / "<model> 0-5"
+    preview: pd.DataFrame  # the first PREVIEW_ROWS rows: "<model> cosine" / "<model> 0-5" as text, then the input
     summary: pd.DataFrame  # one row per model that scored
     csv_path: str | None  # every row, scored or blank (None: nothing was read)
     message: str  # markdown: what was read and skipped, models not used, stopped or how fast
@@ -253,10 +254,6 @@ def _kind(state, name: str) -> str:
         return "?"
 
 
-def _shown(value: float, digits: int):
-    return round(float(value), digits) if value is not None and math.isfinite(value) else ""
-
-
 def _mean(values: np.ndarray | None) -> float | None:
     if values is None:
         return None
@@ -275,7 +272,8 @@ def correlations(cosine: np.ndarray, gold: np.ndarray) -> tuple[float | None, fl
 
 
 def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold: np.ndarray | None) -> pd.DataFrame:
-    """One row per model: its kind, rows scored, mean cosine and 0-5, and with gold Pearson and Spearman x 100."""
+    """One row per model: its kind, rows scored, mean cosine and 0-5, and with gold Pearson and Spearman x 100 (the
+    numbers as text with fixed decimals, blank where undefined)."""
     rows = []
     for name in names:
         cosine = columns[column_name(name, COSINE)]
@@ -283,23 +281,22 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
             name,
             _kind(state, name),
             int(np.isfinite(cosine).sum()),
-            _shown(_mean(cosine), 4),
-            _shown(_mean(columns.get(column_name(name, CALIBRATED))), 2),
+            number_text(_mean(cosine), 4),
+            number_text(_mean(columns.get(column_name(name, CALIBRATED))), 2),
         ]
         if gold is not None:
-            row += [_shown(r, 2) for r in correlations(cosine, gold)]
+            row += [number_text(r, 2) for r in correlations(cosine, gold)]
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + (GOLD_COLUMNS if gold is not None else []))
 
 
 def _preview(frame: pd.DataFrame) -> pd.DataFrame:
-    """The first PREVIEW_ROWS rows, scores rounded for reading and blank where not scored."""
-    head = frame.head(PREVIEW_ROWS).copy()
-    for key in head.columns:
-        if key.endswith(f" {COSINE}") or key.endswith(f" {CALIBRATED}"):
-            digits = 4 if key.endswith(COSINE) else 2
-            head[key] = [_shown(v, digits) for v in head[key].to_numpy(dtype=np.float64)]
-    return head
+    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with 4
+    (cosine) or 2 (0-5) decimals, blank where not scored; then the input's columns."""
+    head = frame.head(PREVIEW_ROWS)
+    scores = [key for key in head.columns if key.endswith((f" {COSINE}", f" {CALIBRATED}"))]
+    head = numbers_as_text(head, {key: 4 if key.endswith(COSINE) else 2 for key in scores})
+    return head[[*scores, *(key for key in head.columns if key not in scores)]]
 
 
 # -- the download ---------------------------------------------------------------------------------------------------
@@ -363,7 +360,7 @@ def build_section(state) -> list[ModelPicker]:
             stop = gr.Button("Stop", variant="stop")
         message = gr.Markdown()
         summary = gr.Dataframe(value=empty_summary(), label="Summary (one row per model)", interactive=False)
-        preview = gr.Dataframe(label=f"Scored pairs (the first {PREVIEW_ROWS:,})", interactive=False, wrap=True)
+        preview = gr.Dataframe(label=f"Scored pairs (the first {PREVIEW_ROWS:,})", interactive=False, **TABLE_OPTIONS)
         download = gr.File(label="Scored CSV (every row)", interactive=False)
 
         def score_pairs_file(pairs_file, pasted_pairs, models, request, progress=gr.Progress()):

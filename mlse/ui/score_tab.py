@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mlse.api import pair_scores
+from mlse.api import CALIBRATED, pair_scores
 from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
 from mlse.text.language_id import detector_name, language_name
@@ -33,6 +33,7 @@ from mlse.ui.sentence_input import (
     resolve_language,
     warm_up_detector,
 )
+from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_code, md_escape
 
 MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
@@ -42,10 +43,11 @@ SCORE_CONCURRENCY = 20
 # Direct API calls scored at once: Gradio runs unqueued calls in its 40 worker threads, so more would wait anyway
 API_MAX_IN_FLIGHT = 32
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
-COLUMNS = ["model", "kind", "cosine", "calibrated 0–5"]
+COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
 # this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
+NO_REFERENCE = "none (an example with a rating sets it)"  # else gradio shows 0 in an empty number box
 REFERENCE_SOURCE = "the flute pairs' 3.8 is the seed paper's gold; other examples carry this project's own rating"
 CALIBRATION_NOTE = (
     "Cosine is in [-1, 1] and its level differs from model to model (multilingual-e5's sit around 0.7–1.0), so "
@@ -299,13 +301,15 @@ def build_tab(state) -> list[ModelPicker]:
                 s2 = gr.Textbox(label="Sentence 2", lines=2, max_length=100_000)
                 detected2 = gr.Markdown()
                 lang2 = gr.Dropdown(languages, value=AUTO, label="Language of sentence 2")
-        gold = gr.Number(label="Reference score of the example (0–5)", interactive=False)
+        gold = gr.Number(
+            value=None, label="Reference score of the example (0–5)", placeholder=NO_REFERENCE, interactive=False
+        )
         with gr.Row():
             models = gr.CheckboxGroup(choices, value=selected, label="Models", scale=5)
             refresh = gr.Button("Refresh model list", size="sm", scale=1)
         models_note = gr.Markdown(note)
         button = gr.Button("Score", variant="primary")
-        table = gr.Dataframe(value=empty_table(), label="Similarity", interactive=False, wrap=True)
+        table = gr.Dataframe(value=empty_table(), label="Similarity", interactive=False, **TABLE_OPTIONS)
         status = gr.Markdown()
         if examples:
             gr.Examples(

@@ -47,6 +47,7 @@ MAX_DEFAULT_MODELS = 4  # what a visitor's first click scores: see AppState.defa
 VISITOR_KINDS = (STAGE12, STAGE1, STUDENT)
 # Shown after a model's name in the pickers: what it is there for when that is not obvious from its kind.
 MODEL_NOTES = {"minilm-en": "English-only reference"}
+RUNS_PREFIX = "runs/"  # a run trained on this machine (the Fine-tune tab, python -m mlse train / finetune)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class ModelInfo:
                 MODEL_NOTES.get(self.name),
                 "downloads on first use" if self.needs_download else "",
                 "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
+                "trained here" if self.name.startswith(RUNS_PREFIX) else "",  # beside a shipped one of the same name
                 self.state_note,
             )
             if n

@@ -23,6 +23,7 @@ from mlse.ui.explain_sections import build_error_section
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
+from mlse.ui.tables import TABLE_OPTIONS, headers, numbers_as_text
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
 from mlse.ui.tatoeba_views import MARGIN_K, languages, source_view
 from mlse.ui.text import md_escape
@@ -33,28 +34,20 @@ DATA_CHOICES = ("Tatoeba", "Your bitext")
 NO_BITEXT = "Read your bitext first: upload a file or paste rows, then press *Show errors on my bitext*."
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
 N_NEIGHBOURS = 10
-DECIMALS = 2  # similarities and margins as shown in the tables (the summary's accuracies have 1)
+# Similarities and margins in the tables: an error's retrieved and gold cosines often differ in the third decimal
+# (the summary's accuracies have 1). Shown as text (mlse.ui.tables), so "0.870" is not cut to "0.87".
+DECIMALS = 3
+SCORE_FIELDS = ("sim_retrieved", "sim_gold", "margin_retrieved", "margin_gold")
 
-ERROR_COLUMNS = [
-    "direction",
-    "index",
-    "query",
-    "retrieved",
-    "gold",
-    "sim_retrieved",
-    "sim_gold",
-    "margin_retrieved",
-    "margin_gold",
-    "rank_of_gold",
-]
-ERROR_TYPES = ["str", "number", "str", "str", "str", "number", "number", "number", "number", "number"]
-ERROR_WIDTHS = ["7%", "6%", "22%", "22%", "22%", "4%", "4%", "4%", "4%", "5%"]  # the sentences get the room
+# The fields of an error (mlse.evaluation.retrieval.retrieval_errors) in table order; the table shows them as words.
+ERROR_FIELDS = ["direction", "index", "query", "retrieved", "gold", *SCORE_FIELDS, "rank_of_gold"]
+ERROR_COLUMNS = headers(ERROR_FIELDS)  # direction, row, query, ..., cosine retrieved, ..., rank of gold
+ERROR_TYPES = ["str", "number", "str", "str", "str", "str", "str", "str", "str", "number"]
 NEIGHBOUR_COLUMNS = ["rank", "sentence", "cosine", "margin", "note"]
-NEIGHBOUR_TYPES = ["number", "str", "number", "number", "str"]
-NEIGHBOUR_WIDTHS = ["7%", "63%", "10%", "10%", "10%"]
-COMPARE_COLUMNS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
+NEIGHBOUR_TYPES = ["number", "str", "str", "str", "str"]
+COMPARE_FIELDS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
+COMPARE_COLUMNS = headers(COMPARE_FIELDS)  # ..., row, ..., retrieved by A, retrieved by B
 COMPARE_TYPES = ["str", "str", "number", "str", "str", "str", "str"]
-COMPARE_WIDTHS = ["8%", "7%", "6%", "20%", "20%", "20%", "19%"]
 
 
 def _labels(source) -> dict[str, str]:
@@ -103,7 +96,8 @@ def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str
         return md_escape(str(exc)), empty
     label = _labels(source)
     rows = [{"direction": label[d], **e} for d in DIRECTIONS for e in errors[d]]
-    table = pd.DataFrame(rows, columns=ERROR_COLUMNS).round(DECIMALS) if rows else empty
+    scores = dict.fromkeys(SCORE_FIELDS, DECIMALS)
+    table = numbers_as_text(pd.DataFrame(rows, columns=ERROR_FIELDS), scores).set_axis(ERROR_COLUMNS, axis=1)
     summary = _summary(source, view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS})
     return with_preparing_note(state, "tatoeba", summary), table  # while the app's warm start still runs
 
@@ -116,7 +110,7 @@ def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:
     if isinstance(row, pd.Series):
         row = row.to_dict()
     if isinstance(row, dict):
-        direction, index = row.get("direction"), row.get("index")
+        direction, index = row.get("direction"), row.get(ERROR_COLUMNS[1], row.get("index"))
     elif isinstance(row, (list, tuple)):
         row = list(row)
         if len(row) < 2:
@@ -151,9 +145,7 @@ def details(state, source, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str,
     nn = query_neighbours(q_emb, b_emb, index, k=int(k), margin_k=MARGIN_K)
     rows = []
     for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
-        rows.append(
-            [rank, b_texts[j], round(float(cos), DECIMALS), round(float(marg), DECIMALS), "gold" if j == index else ""]
-        )
+        rows.append([rank, b_texts[j], f"{cos:.{DECIMALS}f}", f"{marg:.{DECIMALS}f}", "gold" if j == index else ""])
     text = "\n".join(
         [
             f"**Query** ({_sides(source, view)[3][direction]}, #{index}): {md_escape(q_texts[index])}",
@@ -179,7 +171,7 @@ def compare(state, source, model_a: str, model_b: str, criterion: str = "cosine"
     ma, mb = view_a.metrics, view_b.metrics
     key = "acc_mean" if criterion == "cosine" else "acc_mean_margin"
     title, label = _sides(source, view_a)[0], _labels(source)
-    rows = [{**r, "direction": label[r["direction"]]} for r in rows]
+    rows = [[{**r, "direction": label[r["direction"]]}[f] for f in COMPARE_FIELDS] for r in rows]
     text = (
         f"{title[0].upper()}{title[1:]}, {criterion} criterion. A = **{md_escape(model_a)}** (mean accuracy "
         f"{ma[key]:.1f}), B = **{md_escape(model_b)}** ({mb[key]:.1f}). Fixed by B: **{counts['fixed']}**, "
@@ -266,10 +258,9 @@ def build_tab(state) -> list[ModelPicker]:
         table = gr.Dataframe(
             headers=ERROR_COLUMNS,
             datatype=ERROR_TYPES,
-            label="Errors (select a row)",
+            label="Errors (select a row; a click on a sentence shows all of it)",
             interactive=False,
-            wrap=True,
-            column_widths=ERROR_WIDTHS,
+            **TABLE_OPTIONS,
         )
         shown = gr.State(None)  # (source, model) the table was computed for, so a later dropdown change is harmless
         held = gr.State(None)  # the user's bitext as last read: an upload is deleted once read in public mode
@@ -279,8 +270,7 @@ def build_tab(state) -> list[ModelPicker]:
             datatype=NEIGHBOUR_TYPES,
             label="Nearest neighbours",
             interactive=False,
-            wrap=True,
-            column_widths=NEIGHBOUR_WIDTHS,
+            **TABLE_OPTIONS,
         )
         build_error_section(state, table, shown, ERROR_COLUMNS)  # the selected error explained, side by side
         with gr.Accordion("Compare two scorers", open=False):
@@ -291,11 +281,7 @@ def build_tab(state) -> list[ModelPicker]:
                 cmp_bitext = gr.Button("Compare on my bitext", visible=False)
             cmp_md = gr.Markdown(latex_delimiters=[])
             cmp_table = gr.Dataframe(
-                headers=COMPARE_COLUMNS,
-                datatype=COMPARE_TYPES,
-                interactive=False,
-                wrap=True,
-                column_widths=COMPARE_WIDTHS,
+                headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, **TABLE_OPTIONS
             )
 
         def on_data(choice):

@@ -1,0 +1,86 @@
+"""How the app's tables read: words for column names, numbers as text at the precision that matters, one line a row.
+
+gradio shows a table as it is given: a field name such as ``sim_retrieved`` as its header, a float with all its digits,
+and with ``wrap=True`` a narrow column breaks "0.87" into "0.8 / 7" and a header mid-word. Every tab builds its tables
+from here instead:
+
+* :data:`HEADERS`: the library's field names (:func:`mlse.evaluation.retrieval.retrieval_errors`,
+  :func:`mlse.analysis.sts_errors.rank_disagreements`, the metrics rows) -> the words a table shows; :func:`headers`.
+* :func:`number_text` / :func:`numbers_as_text`: a number written with a fixed count of decimals ("0.90", not "0.9"),
+  a missing one as "" -- text, so the table shows exactly that.
+* :data:`TABLE_OPTIONS`: what every ``gr.Dataframe`` is built with: cells never wrap (a row is one line, a number one
+  piece) and a long cell, a sentence, shows its first :data:`CELL_CHARS` characters; a click on it shows all of it.
+  Without fixed column widths gradio sizes each column to its content, so a header is never cut mid-word.
+
+Plain functions of frames and values; no gradio.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+CELL_CHARS = 40  # a sentence cell shows this many characters; a click shows the whole sentence (gradio's max_chars)
+TABLE_OPTIONS = {"wrap": False, "max_chars": CELL_CHARS}
+
+HEADERS = {
+    # a retrieval error (Tatoeba or the user's bitext)
+    "index": "row",
+    "sim_retrieved": "cosine retrieved",
+    "sim_gold": "cosine gold",
+    "margin_retrieved": "margin retrieved",
+    "margin_gold": "margin gold",
+    "rank_of_gold": "rank of gold",
+    "retrieved_a": "retrieved by A",
+    "retrieved_b": "retrieved by B",
+    # a pair whose cosine disagrees with its gold score
+    "sentence1": "sentence 1",
+    "sentence2": "sentence 2",
+    "gold": "gold",
+    "pred_as_gold": "cosine as gold",
+    "diff": "off by",
+    "rank_gap": "rank gap (points)",
+    # correlations with gold (x 100) and the calibrated score's fit
+    "pearson": "Pearson",
+    "pearson_lo": "Pearson low",
+    "pearson_hi": "Pearson high",
+    "spearman": "Spearman",
+    "spearman_lo": "Spearman low",
+    "spearman_hi": "Spearman high",
+    "pearson_calibrated": "Pearson, 0-5 score",
+    "mae_calibrated": "mean error, 0-5 score",
+}
+
+
+def header(name: str) -> str:
+    """The words a table shows for field ``name`` (the name itself when it already is words)."""
+    return HEADERS.get(name, name)
+
+
+def headers(names: list[str]) -> list[str]:
+    return [header(n) for n in names]
+
+
+def number_text(value, places: int, signed: bool = False) -> str:
+    """``value`` with ``places`` decimals ("0.90"; "+0.35" when ``signed``, and "0.00", never "-0.00"), "" when it
+    is missing or not finite."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(number):
+        return ""
+    if round(number, places) == 0:
+        number = 0.0  # "-0.00" would read as a negative difference
+    return f"{number:+.{places}f}" if signed and number else f"{number:.{places}f}"
+
+
+def numbers_as_text(frame: pd.DataFrame, places: dict[str, int], signed: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A copy of ``frame`` with each column of ``places`` written by :func:`number_text` (columns it lacks are
+    skipped); the ones named in ``signed`` carry their sign ("+0.35"), for differences."""
+    out = frame.copy()
+    for column, digits in places.items():
+        if column in out.columns:
+            out[column] = [number_text(v, digits, column in signed) for v in out[column].tolist()]
+    return out
