@@ -47,6 +47,7 @@ def runs(tmp_path_factory, tiny_bert):
         Scorer(backbone, stage1=stage1, stage2=stage2).save(runs / "grid" / "s1+s2")
     shutil.copytree(tiny_bert, runs / "student" / "model")
     (runs / "student" / "finetune_config.json").write_text("{}")
+    (runs / "student" / "metrics.json").write_text("{}")  # a finished run (without it: interrupted, never ticked)
     return SimpleNamespace(root=runs, backbone=str(tiny_bert))
 
 
