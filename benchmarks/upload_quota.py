@@ -116,7 +116,7 @@ def rss_bytes(pid: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.upload_quota", description=__doc__.split("\n")[0])
     parser.add_argument("--uploads", type=int, default=1000)
     parser.add_argument("--visitors", type=int, default=10)
     parser.add_argument("--size", type=int, default=990_000, help="bytes per file (public per-file cap: 1,000,000)")

@@ -91,7 +91,7 @@ def cache_write() -> None:
     encoder = CachedEncoder(FakeEncoder())
     encoder.encode(TEXTS[:COMMITTED])
 
-    def insert_then_hang(store, rows):
+    def insert_then_hang(store, rows, dim=None):
         conn = store._connect()
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)

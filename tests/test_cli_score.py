@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from mlse import api
 from mlse.cli import score as cli_score
 from mlse.cli.main import main
 from mlse.data.user_files import read_pairs
+from mlse.encoders.progress import show_bar
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "assets" / "examples" / "my_pairs.tsv"
@@ -175,10 +178,113 @@ def test_out_may_not_be_a_folder_or_the_input(capsys, tmp_path, tiny_bert, pairs
     _one_error_line(code, err, "is a folder")
     code, _, err = _run(capsys, str(pairs_file), "--models", str(tiny_bert), "--out", str(pairs_file))
     _one_error_line(code, err, "is the input file")
-    blocked = pairs_file / "scored.csv"  # its "folder" is a file: the write fails after scoring
+    blocked = pairs_file / "scored.csv"  # its "folder" is a file: refused before anything is read or loaded
     code, _, err = _run(capsys, str(pairs_file), "--models", str(tiny_bert), "--out", str(blocked))
-    assert code == 2 and "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith(f"error: --out {blocked}: cannot write it")
+    _one_error_line(code, err, f"--out {blocked}: cannot write it", f"{pairs_file} is a file, not a folder")
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "grandparent-is-a-file", "not-writable"])
+def test_an_out_that_cannot_be_written_fails_at_once(capsys, monkeypatch, tmp_path, tiny_bert, pairs_file, where):
+    """One line naming the path, before the file is read, any model loads or anything is scored."""
+    monkeypatch.setattr(api, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(cli_score, "read_pairs", lambda *a, **k: pytest.fail("the pairs file was read"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out = {
+        "parent-is-a-file": blocker / "scored.csv",
+        "grandparent-is-a-file": blocker / "sub" / "dir" / "scored.csv",
+        "not-writable": tmp_path / "locked" / "scored.csv",
+    }[where]
+    if where == "not-writable":
+        out.parent.mkdir()
+        out.parent.chmod(0o555)
+        if os.access(out.parent, os.W_OK):  # root writes anyway: make the file system say no
+            real_mkstemp = cli_score.tempfile.mkstemp
+
+            def refuse(*args, dir=None, **kwargs):  # noqa: A002 - tempfile's name
+                if Path(dir) == out.parent:
+                    raise PermissionError(13, "Permission denied")
+                return real_mkstemp(*args, dir=dir, **kwargs)
+
+            monkeypatch.setattr(cli_score.tempfile, "mkstemp", refuse)
+    started = time.perf_counter()
+    try:
+        code, stdout, err = _run(capsys, str(pairs_file), "--models", str(tiny_bert), "--out", str(out))
+    finally:
+        if where == "not-writable":
+            out.parent.chmod(0o755)  # so that pytest can remove it
+    assert time.perf_counter() - started < 1.0 and stdout == ""
+    reason = "Permission denied" if where == "not-writable" else f"{blocker} is a file, not a folder"
+    _one_error_line(code, err, f"--out {out}: cannot write it", reason)
+    assert not out.exists() and not list(tmp_path.glob("**/.scored.csv.*"))
+
+
+def test_a_50_mb_style_field_is_scored_and_written_back_whole(capsys, tmp_path, tiny_bert):
+    """A field of megabytes: read (TSV and CSV), cut before tokenising, and written back byte for byte in slices."""
+    long = ('word, "quoted" and more ' * 200_000).strip()  # 4.8 MB: commas and quotes, so CSV quotes it
+    tsv = tmp_path / "long.tsv"
+    tsv.write_text(f"sentence1\tsentence2\n{long}\tshort\na\tb\n", encoding="utf-8")
+    for out in (tmp_path / "scored.csv", tmp_path / "scored.tsv"):
+        code, _, err = _run(capsys, str(tsv), "--models", str(tiny_bert), "--out", str(out))
+        assert code == 0, err
+        assert read_pairs(out).role("sentence1") == [long, "a"]  # every cell back intact, the CSV quoting right
+        assert len(read_pairs(out).columns) == 3
+
+
+@pytest.mark.parametrize("tsv", [False, True], ids=["csv", "tsv"])
+def test_a_row_written_in_slices_equals_the_csv_module(monkeypatch, tsv):
+    monkeypatch.setattr(cli_score, "BIG_CELL", 3)
+    cells = [
+        ["plain text here", "x"],
+        ['a "quoted" word, with a comma', "y\r\nz"],
+        ["line\nbreak\rcarriage\ttab", ""],
+        ["ab\r\ncd\r\n\r\nef", " padded "],
+        [""],
+    ]
+    for row in cells:
+        theirs = io.StringIO()
+        if tsv:
+            theirs.write("\t".join(cli_score._tsv_clean(c) for c in row) + "\n")
+        else:
+            csv.writer(theirs, lineterminator="\n").writerow(row)
+        ours = io.StringIO()
+        cli_score._write_big_row(ours, row, tsv)
+        assert ours.getvalue() == theirs.getvalue(), row
+
+
+def test_no_progress_bars_when_stderr_is_not_a_terminal(tmp_path, tiny_bert):
+    """sentence-transformers draws ``Batches:`` bars with carriage returns for 1,000 texts or more; on a pipe or in a
+    log there are none (one chunk of 512 pairs: 1,024 distinct texts in one encode call)."""
+    pairs = tmp_path / "many.tsv"
+    pairs.write_text(
+        "".join(f"sentence number {i} is here\tand its partner {i} there\n" for i in range(520)), encoding="utf-8"
+    )
+    out = tmp_path / "scored.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlse", "score", str(pairs), "--models", str(tiny_bert), "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "Batches" not in proc.stderr and "it/s" not in proc.stderr, proc.stderr[-2000:]
+    assert "encoded 1,040 texts" in proc.stderr
+
+
+def test_show_bar_only_on_a_terminal(monkeypatch):
+    class Stream(io.StringIO):
+        def __init__(self, tty: bool):
+            super().__init__()
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    monkeypatch.setattr(sys, "stderr", Stream(True))
+    assert show_bar(None, 1000) and show_bar(True, 1) and not show_bar(None, 999) and not show_bar(False, 5000)
+    monkeypatch.setattr(sys, "stderr", Stream(False))
+    assert not show_bar(None, 5000) and not show_bar(True, 5000)
 
 
 class _InterruptAfter:

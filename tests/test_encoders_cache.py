@@ -343,6 +343,71 @@ def test_row_with_truncated_blob_is_re_encoded(caplog):
     assert fake.seen == [victim]
 
 
+def _set_row(path: Path, text: str, vector: np.ndarray) -> None:
+    """Replace the row of ``text`` by ``vector`` with a valid checksum (the damage a CRC cannot see)."""
+    import zlib
+
+    blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE emb SET vec = ?, crc = ? WHERE key = ?", (blob, zlib.crc32(blob), text_key(text)))
+    conn.close()
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["dim-recorded", "file-from-before-dim"])
+def test_row_of_the_wrong_length_with_a_valid_checksum_is_re_encoded(caplog, recorded):
+    """A row whose vector has another length than the file's (its checksum valid) is dropped and re-encoded, not
+    stacked with the others (which raised on every rerun). A file written before the length was recorded gets it from
+    its rows."""
+    _, path = _populated()
+    victim = TEXTS[3]
+    _set_row(path, victim, np.ones(DIM // 2))  # 4 floats instead of 8
+    if not recorded:
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("DELETE FROM meta WHERE k = 'dim'").rowcount == 1
+        conn.close()
+    fake = FakeEncoder()
+    enc = CachedEncoder(fake)
+    with caplog.at_level(logging.WARNING, logger="mlse.encoders.cache"):
+        out = enc.encode(TEXTS)
+    np.testing.assert_array_equal(out, expected(TEXTS))
+    assert fake.seen == [victim] and enc.stats == {"encoded": 1, "served": len(TEXTS) - 1}
+    assert any("damaged rows" in r.getMessage() for r in caplog.records)
+    again = FakeEncoder()
+    np.testing.assert_array_equal(CachedEncoder(again).encode(TEXTS), out)
+    assert again.calls == 0  # repaired for good
+
+
+def test_a_file_whose_rows_are_all_of_another_length_is_moved_aside(caplog):
+    """Every row of a file from before the length was recorded has the wrong length (so it is taken for the file's):
+    the encoder's first new vector shows it; the file is moved aside and every text encoded again."""
+    _, path = _populated(TEXTS[:5])
+    for text in TEXTS[:5]:
+        _set_row(path, text, np.ones(DIM + 4))
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM meta WHERE k = 'dim'")
+    conn.close()
+    fake = FakeEncoder()
+    enc = CachedEncoder(fake)
+    with caplog.at_level(logging.WARNING, logger="mlse.encoders.cache"):
+        out = enc.encode(TEXTS[:8])  # 5 rows served with 12 floats, 3 new texts encoded with 8
+    np.testing.assert_array_equal(out, expected(TEXTS[:8]))
+    assert sorted(fake.seen) == sorted(TEXTS[:8]) and enc.stats == {"encoded": 8, "served": 0}
+    assert list(path.parent.glob(path.name + ".corrupt-*")) and any("damaged" in r.getMessage() for r in caplog.records)
+    again = FakeEncoder()
+    np.testing.assert_array_equal(CachedEncoder(again).encode(TEXTS[:8]), out)
+    assert again.calls == 0
+
+
+def test_a_meta_length_that_is_not_a_number_moves_the_file_aside():
+    _, path = _populated()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET v = 'eight' WHERE k = 'dim'")
+    conn.close()
+    fake = FakeEncoder()
+    np.testing.assert_array_equal(CachedEncoder(fake).encode(TEXTS), expected(TEXTS))
+    assert fake.texts_encoded == len(TEXTS) and list(path.parent.glob(path.name + ".corrupt-*"))
+
+
 def test_store_for_other_identity_in_same_file_is_refused(caplog):
     """A file whose meta says another model must not be trusted (e.g. a file copied under the wrong name)."""
     enc_a, path_a = _populated()

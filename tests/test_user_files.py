@@ -206,9 +206,18 @@ def test_csv_quoting_errors_name_the_line_where_the_record_starts():
     assert pairs_refused('a,b\nc,"d\ne,f\n', format="csv") == (
         'pasted text:2: not valid CSV: a quoted field opened on this line is never closed (a missing ")'
     )
+    # past the csv module's default field limit (131,072 characters), an unclosed quote reads as what it is
     assert pairs_refused('a,b\nc,"d\n' + "x" * 140_000 + "\ny,z\n", format="csv") == (
-        'pasted text:2: not valid CSV: a field longer than 131,072 characters (a missing " that closes a quote?)'
+        'pasted text:2: not valid CSV: a quoted field opened on this line is never closed (a missing ")'
     )
+
+
+def test_a_csv_field_of_megabytes_is_read():
+    """A 50 MB sentence is read, not refused (the encoders cut it to what a model reads); csv's default limit is
+    131,072 characters."""
+    long = "word, and " * 300_000  # 3 MB, commas and spaces inside a quoted field
+    table = read_pairs(text=f'sentence1,sentence2\n"{long}",short\nb,c\n', format="csv")
+    assert table.role("sentence1") == [long, "b"] and table.role("sentence2") == ["short", "c"]
 
 
 def test_too_many_rows_and_bytes():

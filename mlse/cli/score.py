@@ -4,7 +4,9 @@ The file is read by the one user-file reader (:func:`mlse.data.user_files.read_p
 :func:`mlse.api.score_rows`, chunk by chunk through the embedding cache: memory holds one chunk's embeddings, and a run
 stopped with Ctrl-C leaves the finished chunks in the cache, so running the same command again only encodes the rest.
 The scored table (the input's columns, then ``"<model> cosine"`` and ``"<model> 0-5"``) goes to ``--out`` in one
-atomic write, or to stdout; progress and the summary go to stderr.
+atomic write (streamed to a temporary file beside it, then renamed: a 50 MB field is never copied three times), or
+to stdout; progress and the summary go to stderr. An ``--out`` that cannot be written (its folder is a file, or not
+writable) is refused before any model loads.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ import logging
 import math
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from mlse import api
-from mlse.atomic import atomic_write_text
 from mlse.cli.args import csv_list
 from mlse.data.records import FORMATS
 from mlse.data.user_files import UserTable, parse_range, read_pairs
@@ -149,26 +152,114 @@ def _models(names: Sequence[str], backend: str) -> dict[str, object]:
     return loaded
 
 
-def scored_text(table: UserTable, scores: dict[str, np.ndarray], tsv: bool) -> str:
-    """The input's columns (a column named like a score column is replaced by it), then the score columns."""
+def write_scored(table: UserTable, scores: dict[str, np.ndarray], tsv: bool, stream: TextIO) -> None:
+    """The input's columns (a column named like a score column is replaced by it), then the score columns, row by row
+    to ``stream``. TSV has no quoting: a tab or line break inside a cell becomes a space. A row with a cell over
+    :data:`BIG_CELL` characters is written in slices (:func:`_write_big_row`): the csv module would hold four bytes a
+    character of it at once."""
     kept = [i for i, c in enumerate(table.columns) if c not in scores]
     header = [table.columns[i] for i in kept] + list(scores)
     values = [np.asarray(v) for v in scores.values()]
-    buffer = io.StringIO()
-    if tsv:  # TSV has no quoting: a tab or line break inside a cell becomes a space
-
-        def clean(cell: str) -> str:
-            return cell.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    if tsv:
 
         def write(cells: list[str]) -> None:
-            buffer.write("\t".join(clean(c) for c in cells) + "\n")
+            stream.write("\t".join(_tsv_clean(c) for c in cells) + "\n")
     else:
-        writer = csv.writer(buffer, lineterminator="\n")
-        write = writer.writerow
+        write = csv.writer(stream, lineterminator="\n").writerow
     write(header)
     for r, row in enumerate(table.rows):
-        write([row[i] for i in kept] + [f"{v[r]:.6f}" for v in values])
+        cells = [row[i] for i in kept] + [f"{v[r]:.6f}" for v in values]
+        if any(len(c) > BIG_CELL for c in cells):
+            _write_big_row(stream, cells, tsv)
+        else:
+            write(cells)
+
+
+BIG_CELL = 1 << 20  # characters; a cell longer than this is written in slices of this size
+
+
+def _tsv_clean(cell: str) -> str:
+    return cell.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def _csv_quoted_characters() -> str:
+    """The characters that make the csv module quote a field (``lineterminator="\\n"``; whether a lone CR does
+    depends on the Python version, so it is asked)."""
+    quoted = ""
+    for c in ',"\r\n\t':
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerow([f"a{c}b", "x"])
+        quoted += c if buffer.getvalue().startswith('"') else ""
+    return quoted
+
+
+_CSV_QUOTED = _csv_quoted_characters()
+
+
+def _write_big_row(stream: TextIO, cells: list[str], tsv: bool) -> None:
+    """One row as :func:`write_scored` writes it (the same characters as the csv module's ``writerow``), each cell in
+    slices of :data:`BIG_CELL` characters."""
+    for k, cell in enumerate(cells):
+        if k:
+            stream.write("\t" if tsv else ",")
+        quote = not tsv and (any(c in cell for c in _CSV_QUOTED) or (len(cells) == 1 and cell == ""))
+        stream.write('"' if quote else "")
+        start = 0
+        while start < len(cell):
+            stop = start + BIG_CELL
+            if tsv and cell[stop - 1 : stop] == "\r":  # keep a CRLF in one slice: it becomes one space
+                stop += 1
+            piece = cell[start:stop]
+            stream.write(_tsv_clean(piece) if tsv else piece.replace('"', '""') if quote else piece)
+            start = stop
+        stream.write('"' if quote else "")
+    stream.write("\n")
+
+
+def scored_text(table: UserTable, scores: dict[str, np.ndarray], tsv: bool) -> str:
+    """:func:`write_scored` into a string."""
+    buffer = io.StringIO()
+    write_scored(table, scores, tsv, buffer)
     return buffer.getvalue()
+
+
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that cannot be written, before anything loads: its folder (or the nearest existing one
+    above it, the folders between are created) must be a folder this process can create a file in."""
+    folder = out.parent if str(out.parent) else Path(".")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link: nothing can be created through it
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise MlseError(f"--out {out}: cannot write it: {existing} is a file, not a folder")
+    if not existing.exists():
+        raise MlseError(f"--out {out}: cannot write it: its folder {folder} cannot be created")
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=f".{out.name}.", suffix=".probe")
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise MlseError(f"--out {out}: cannot write it: cannot create a file in {existing} ({why})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def write_atomically(out: Path, fill: Callable[[TextIO], None]) -> None:
+    """``fill(stream)`` into a temporary file beside ``out``, then renamed over it: a reader sees the old file or the
+    whole new one, never half of it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a result file is meant to be readable
+        with open(fd, "w", encoding="utf-8", newline="") as fh:
+            fill(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _summary(table: UserTable, scores: dict[str, np.ndarray], models: dict[str, object]) -> list[str]:
@@ -200,6 +291,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise MlseError(f"--out {args.out}: is a folder, expected a file name such as scored.csv")
     if out is not None and out.exists() and Path(args.file).exists() and out.samefile(args.file):
         raise MlseError(f"--out {args.out} is the input file; write the scores to another file")
+    if out is not None:
+        check_out(out)  # before the file is read or any model loads
     cache_log = logging.getLogger("mlse.encoders.cache")  # one "encoded N texts" line per chunk is noise here
     level = cache_log.level
     if not getattr(args, "verbose", False):
@@ -232,13 +325,13 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
         )
         return INTERRUPTED_EXIT
     seconds = time.perf_counter() - started
-    text = scored_text(table, scores, tsv=out is not None and out.suffix.lower() == ".tsv")
+    tsv = out is not None and out.suffix.lower() == ".tsv"
     if out is None:
-        sys.stdout.write(text)
+        write_scored(table, scores, tsv, sys.stdout)
         sys.stdout.flush()
     else:
         try:
-            atomic_write_text(out, text)
+            write_atomically(out, lambda stream: write_scored(table, scores, tsv, stream))
         except OSError as exc:
             raise MlseError(
                 f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "

@@ -20,6 +20,10 @@ from mlse.errors import DataError
 
 FORMATS = ("tsv", "csv", "jsonl", "lines")
 PASTED = "pasted text"
+# The csv module refuses a field over 131,072 characters by default; a user's file may hold a 50 MB sentence, which
+# is read (encoders cut it to what a model reads: mlse.encoders.text_cut). A quote never closed is still caught: the
+# field then runs to the end of the file ("never closed"). The limit is process-wide; raising it harms no reader.
+CSV_FIELD_LIMIT = 2**31 - 1
 
 
 def raw_input(source, text, name, max_bytes: int | None = None) -> tuple[bytes, str, str]:
@@ -108,6 +112,8 @@ def delimited_records(content: str, fmt: str, label: str) -> list[tuple[int, lis
             if line.strip()
         ]
     records = []
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
     # lines split on "\n" only, so that line numbers count what an editor shows (a quoted field may span lines)
     reader = csv.reader(_split_lines(content, keep_ends=True), strict=True)
     start = 1

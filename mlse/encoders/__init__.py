@@ -8,7 +8,8 @@ defines a name, never through this face.
 - :mod:`.registry`: the named models (:class:`ModelSpec`) and the offline defaults.
 - :mod:`.resolve`: any model name -> its spec, its local folder (:func:`materialise`), whether it loads here.
 - :mod:`.hub`: hub models (the local HF cache, downloads); :mod:`.lora_merge`: shipped LoRA students rebuilt.
-- :mod:`.torch`, :mod:`.onnx` (``export``, ``quantize``, ``runtime``): the runtimes.
+- :mod:`.torch`, :mod:`.onnx` (``export``, ``quantize``, ``runtime``): the runtimes; :mod:`.text_cut`: every text
+  cut to what its model reads before tokenising; :mod:`.progress`: progress bars, on a terminal only.
 - :mod:`.use`, :mod:`.use_torch` (``muse``) and :mod:`.e5`, :mod:`.e5_format` (``me5-small``): backbones shipped in
   pip packages in a format of their own.
 - :mod:`.cache`: the SQLite embedding cache.

@@ -4,8 +4,10 @@ Files live under ``<cache root>/embeddings`` (:func:`mlse.dirs.cache_root`).
 
 Storage is one SQLite file per (model identity, normalisation). SQLite gives what the cache needs without extra code:
 writes are transactions (atomic), several processes can read and write one file (WAL journal, busy timeout), and a
-damaged file is reported as an error rather than silently read. On top of that each vector carries a CRC32, so a row
-whose bytes were altered is dropped and re-encoded instead of trusted. A file that SQLite cannot open is moved aside
+damaged file is reported as an error rather than silently read. On top of that each vector carries a CRC32, and the
+file records the vectors' length (``dim`` in its meta table; inferred from the rows of a file written before it was
+recorded), so a row whose bytes were altered, or whose length is not the file's, is dropped and re-encoded instead of
+trusted. A file that SQLite cannot open, or whose recorded length turns out not to be the encoder's, is moved aside
 (``*.corrupt-<time>``) and rebuilt.
 """
 
@@ -35,9 +37,21 @@ CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, crc INT
 """
 
 
+_KEY_SLICE = 1 << 20  # characters encoded at a time when hashing a long text (no second copy of a 50 MB field)
+
+
 def text_key(text: str) -> bytes:
-    """32-byte sha256 of the UTF-8 text: the per-text cache key."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    """32-byte sha256 of the UTF-8 text: the per-text cache key.
+
+    The whole text, not the part an encoder reads (:mod:`mlse.encoders.text_cut`): the cut is how an encoder
+    computes, and for ordinary text it changes nothing, so keys and vectors cached before it stay valid.
+    """
+    if len(text) <= _KEY_SLICE:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    digest = hashlib.sha256()  # the same bytes in slices: UTF-8 encodes each code point on its own
+    for start in range(0, len(text), _KEY_SLICE):
+        digest.update(text[start : start + _KEY_SLICE].encode("utf-8", "surrogatepass"))
+    return digest.digest()
 
 
 def _raise_if_busy(exc: sqlite3.DatabaseError) -> None:
@@ -59,6 +73,7 @@ class EmbeddingStore:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in identity.split(":")[0])[:40]
         self.path = (root or cache_root()) / "embeddings" / f"{safe}-{tag}.sqlite"
         self._conn: sqlite3.Connection | None = None
+        self._dim: int | None = None  # floats per vector, once known (the meta table's "dim")
         # One connection serves every thread (the app's encoders are shared by Gradio's worker threads); the lock
         # keeps one thread's transaction from interleaving with another's on it.
         self._lock = threading.RLock()
@@ -92,10 +107,24 @@ class EmbeddingStore:
             if not stored:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('identity', ?)", (self.identity,))
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('normalize', ?)", (str(self.normalize),))
+            self._dim = self._stored_dim(conn, stored.get("dim"))
         except BaseException:
             conn.close()
             raise
         return conn
+
+    @staticmethod
+    def _stored_dim(conn: sqlite3.Connection, recorded: str | None) -> int | None:
+        """The file's vector length: as recorded, else the commonest row length (recorded from now on)."""
+        if recorded is not None:
+            if not recorded.isdigit() or int(recorded) < 1:
+                raise sqlite3.DatabaseError(f"meta dim is {recorded!r}, not a vector length")
+            return int(recorded)
+        row = conn.execute("SELECT length(vec) AS n FROM emb GROUP BY n ORDER BY COUNT(*) DESC LIMIT 1").fetchone()
+        if row is None or not row[0] or row[0] % 4:
+            return None
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(row[0] // 4),))
+        return row[0] // 4
 
     def _quarantine(self, exc: Exception) -> None:
         """Move a damaged file (and its WAL side files) aside so that a fresh one is built."""
@@ -137,7 +166,7 @@ class EmbeddingStore:
             chunk = list(keys[start : start + _CHUNK])
             marks = ",".join("?" * len(chunk))
             for key, blob, crc in conn.execute(f"SELECT key, vec, crc FROM emb WHERE key IN ({marks})", chunk):
-                if zlib.crc32(blob) != crc or len(blob) % 4:
+                if zlib.crc32(blob) != crc or len(blob) % 4 or (self._dim is not None and len(blob) != 4 * self._dim):
                     bad.append(key)
                     continue
                 found[key] = np.frombuffer(blob, dtype=np.float32)
@@ -147,26 +176,34 @@ class EmbeddingStore:
         return found
 
     def put_many(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Store rows in one transaction: all of them land, or none."""
+        """Store rows in one transaction: all of them land, or none. Vectors of another length than the file's rows
+        mean the file is not this encoder's: it is moved aside and a new one holds them."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         rows = [(k, v.tobytes(), zlib.crc32(v.tobytes())) for k, v in zip(keys, vectors)]
+        dim = int(vectors.shape[1]) if vectors.ndim == 2 and len(rows) else None
         with self._lock:
             try:
-                self._put_rows(rows)
+                self._put_rows(rows, dim)
             except sqlite3.DatabaseError as exc:
                 _raise_if_busy(exc)
                 self._quarantine(exc)
-                self._put_rows(rows)
+                self._put_rows(rows, dim)
 
-    def _put_rows(self, rows: list[tuple[bytes, bytes, int]]) -> None:
+    def _put_rows(self, rows: list[tuple[bytes, bytes, int]], dim: int | None = None) -> None:
         conn = self._connect()
+        if dim is not None and self._dim is not None and dim != self._dim:
+            raise sqlite3.DatabaseError(f"the file's vectors hold {self._dim} floats, the encoder's {dim}")
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if dim is not None and self._dim is None:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
             conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        if dim is not None:
+            self._dim = dim
 
     def __len__(self) -> int:
         with self._lock:
@@ -207,16 +244,13 @@ class CachedEncoder:
         found = store.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
-            with foreground():  # background work (the warm start) pauses meanwhile: mlse.foreground
-                new = self.inner.encode(
-                    [unique[i] for i in missing],
-                    normalize=normalize,
-                    batch_size=batch_size,
-                    show_progress=show_progress,
-                )  # [len(missing), d]
-            store.put_many([keys[i] for i in missing], new)
-            for i, row in zip(missing, new):
-                found[keys[i]] = row
+            new = self._encode_into(store, found, keys, unique, missing, normalize, batch_size, show_progress)
+            # rows of another length than the encoder's: the file's recorded length was wrong (put_many moved it
+            # aside); encode them too
+            stale = [i for i, k in enumerate(keys) if len(found[k]) != new.shape[1]]
+            if stale:
+                self._encode_into(store, found, keys, unique, stale, normalize, batch_size, show_progress)
+                missing += stale
         n_served = len(unique) - len(missing)
         self.stats["encoded"] += len(missing)
         self.stats["served"] += n_served
@@ -226,3 +260,14 @@ class CachedEncoder:
         matrix = np.stack([found[k] for k in keys])  # [n_unique, d]
         position = {t: i for i, t in enumerate(unique)}
         return matrix[[position[t] for t in texts]]  # [n, d]
+
+    def _encode_into(self, store, found, keys, unique, which, normalize, batch_size, show_progress) -> np.ndarray:
+        """Encode ``unique[i]`` for ``i`` in ``which``, store the vectors and put them in ``found``."""
+        with foreground():  # background work (the warm start) pauses meanwhile: mlse.foreground
+            new = self.inner.encode(
+                [unique[i] for i in which], normalize=normalize, batch_size=batch_size, show_progress=show_progress
+            )  # [len(which), d]
+        store.put_many([keys[i] for i in which], new)
+        for i, row in zip(which, new):
+            found[keys[i]] = row
+        return new

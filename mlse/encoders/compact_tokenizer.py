@@ -38,6 +38,7 @@ from pathlib import Path
 from mlse.atomic import atomic_dir
 from mlse.dirs import cache_root
 from mlse.encoders.identity import file_sha256_memo
+from mlse.encoders.text_cut import tokenizer_chars_per_token
 
 VERSION = 1
 MODEL_FILE = "unigram.model"  # sentencepiece ModelProto, identity normaliser
@@ -211,6 +212,10 @@ class CompactTokenizer:
         for i, ids in zip(exact, self._exact_ids([texts[i] for i in exact])):
             out[i] = ids
         return out
+
+    def chars_per_token(self) -> int:
+        """``C`` of :mod:`mlse.encoders.text_cut`: from the longest piece (the pieces are the tokenizer file's)."""
+        return tokenizer_chars_per_token(self._model)
 
     def _needs_exact(self, text: str) -> bool:
         """A special token's literal text (the Rust tokenizer matches it, sentencepiece does not), or a combining mark

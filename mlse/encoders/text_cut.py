@@ -1,0 +1,126 @@
+"""Texts cut to what a model can read, before tokenising: a 50 MB field costs what its first words cost.
+
+A transformer reads at most ``max_tokens`` tokens (its ``max_seq_length``, special tokens included), but a tokenizer
+truncates only after segmenting the whole text: one 50 MB field cost ``mlse score`` ~180 s and 7.2 GB. Every encode
+path (:mod:`mlse.encoders.torch` with its compact tokenizer, :mod:`mlse.encoders.onnx.runtime`,
+:mod:`mlse.encoders.use`) passes its texts through :func:`cut_texts` first, so a text costs at most
+``max_tokens * C`` characters of tokenising.
+
+**Why the cut changes nothing the model reads, for ordinary text.** :func:`cut_text` keeps a text up to the end of
+its ``max_tokens``-th *word* (a run of characters other than space, tab, LF and CR that holds a letter or a digit) and
+at most ``max_tokens * C`` characters.
+
+1. Every tokenizer here splits a text at those four characters before it segments it (BERT's pre-tokenizer,
+   ``Metaspace`` with ``split``, SentencePiece's whitespace-delimited pieces, byte-level BPE's pre-tokenizer), and no
+   piece spans one, so the tokens of a text's first words are its first tokens, whatever follows them.
+2. A word holding a letter or a digit gives at least one token: normalisation deletes no letter or digit, and an
+   unknown one becomes ``<unk>``. (Words of punctuation or control characters alone are kept but not counted.)
+   So the first ``max_tokens`` words give at least ``max_tokens`` tokens; the model keeps at most that many, all of
+   them from those words and the same as the whole text's. Cutting after the ``max_tokens``-th word is exact.
+3. ``C = max(2 L, W + 1)`` (:func:`chars_per_token`): ``L`` the tokenizer's longest piece in characters (16 for
+   me5-small and muse, 18 for minilm-en), ``W`` WordPiece's ``max_input_chars_per_word`` (100; 0 for other models).
+   Words of ordinary text are far shorter than ``C``, so its first ``max_tokens`` words end long before
+   ``max_tokens * C`` characters and only 1-2 apply. Only a text of very long words (a CJK or Thai paragraph without
+   spaces, a URL, base64) meets the character bound; it is cut inside a word, keeping at least ``C`` characters of
+   that word. WordPiece reads a word over ``W`` characters as one ``[UNK]`` whole or cut. SentencePiece's best
+   segmentation of a long word's start does not depend on characters ``max_tokens * L`` further on (its Viterbi path
+   meets the same pieces again within a few), and the first ``max_tokens`` tokens end within ``max_tokens * L``
+   characters: an observation rather than a proof, which tests/test_encoders_text_cut.py checks on long CJK and
+   space-free texts with the packaged models.
+
+A text made to defeat this (thousands of "words" of control characters, a WordPiece model fed 300-character words)
+can read differently once cut; what it costs stays bounded, which is the point of cutting.
+
+The embedding cache keys on the whole text (:mod:`mlse.encoders.cache`): the cut is part of how an encoder computes,
+like its truncation, and for ordinary text it changes nothing, so the vectors cached before it stay valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+SEPARATORS = " \t\n\r"  # what every tokenizer here splits at (rule 1 of the module docstring)
+_WORD = re.compile(r"[^ \t\n\r]+")
+_SEPARATOR = re.compile(r"[ \t\n\r]")
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+# Models with no bound of their own: longer than any encoder here reads (a cut there would change vectors).
+MAX_CUT_TOKENS = 1 << 20
+
+
+def chars_per_token(longest_piece: int, word_limit: int = 0) -> int:
+    """``C`` of the module docstring: ``max(2 * longest_piece, word_limit + 1)`` (at least 2)."""
+    return max(2 * int(longest_piece), int(word_limit) + 1 if word_limit else 0, 2)
+
+
+def cut_text(text: str, max_tokens: int, chars: int) -> str:
+    """``text`` up to the end of its ``max_tokens``-th word and at most ``max_tokens * chars`` characters (cut inside a
+    word, at least ``chars`` characters of that word are kept); the module docstring says why it reads the same."""
+    if len(text) < 2 * max_tokens:  # fewer than max_tokens + 1 words, and within max_tokens * chars characters
+        return text
+    limit = max_tokens * chars
+    counted = 0
+    for word in _WORD.finditer(text, 0, limit):
+        if _LETTER_OR_DIGIT.search(text, word.start(), word.end()) is None:
+            continue
+        counted += 1
+        if counted == max_tokens:
+            if word.end() < limit or word.end() == len(text) or text[word.end()] in SEPARATORS:
+                return text[: word.end()]  # a whole word: exact (rules 1-2)
+            break  # the word runs past the character bound
+    if len(text) <= limit:
+        return text
+    cut = limit
+    if text[cut - 1] not in SEPARATORS and text[cut] not in SEPARATORS:  # inside a word: keep `chars` of it
+        start = max(text.rfind(s, 0, cut) for s in SEPARATORS) + 1
+        stop = start + chars
+        if stop > cut:
+            end = _SEPARATOR.search(text, cut, stop)
+            cut = end.start() if end is not None else min(stop, len(text))
+    return text[:cut]
+
+
+def cut_texts(texts: Sequence[str], max_tokens: int | None, chars: int | Callable[[], int]) -> list[str]:
+    """:func:`cut_text` on each text. ``max_tokens``: what the model reads (None, or over :data:`MAX_CUT_TOKENS`: no
+    cut). ``chars``: ``C``, or a function giving it, called only when some text is long enough to need it."""
+    texts = list(texts)
+    if not max_tokens or max_tokens <= 0 or max_tokens > MAX_CUT_TOKENS:
+        return texts
+    if all(len(t) < 2 * max_tokens for t in texts):
+        return texts
+    c = chars() if callable(chars) else chars
+    return [cut_text(t, max_tokens, c) for t in texts]
+
+
+def cut_groups(texts: Sequence[str], cut: Sequence[str]) -> list[list[int]]:
+    """Positions of the texts kept whole, then of those the cut shortened (empty groups left out). A shortened text
+    fills the model's whole input; a padding runtime encodes the groups apart, so that no short text in its batch is
+    padded to ``max_tokens`` (one 50 MB field among short sentences: one long sequence instead of 64)."""
+    whole = [i for i, (a, b) in enumerate(zip(texts, cut)) if len(a) == len(b)]
+    if len(whole) == len(texts):
+        return [whole]
+    shortened = [i for i, (a, b) in enumerate(zip(texts, cut)) if len(a) != len(b)]
+    return [g for g in (whole, shortened) if g]
+
+
+def tokenizer_chars_per_token(tokenizer) -> int:
+    """``C`` for a tokenizer: a ``tokenizers.Tokenizer``, a transformers tokenizer (fast or slow), a ``sentencepiece``
+    processor, or anything with a ``chars_per_token()`` method (the compact tokenizer)."""
+    own = getattr(tokenizer, "chars_per_token", None)
+    if callable(own):
+        return int(own())
+    backend = getattr(tokenizer, "backend_tokenizer", None) or tokenizer  # transformers' fast tokenizer wraps one
+    if hasattr(backend, "id_to_piece") and hasattr(backend, "get_piece_size"):  # sentencepiece
+        return chars_per_token(max(map(len, backend.id_to_piece(list(range(backend.get_piece_size())))), default=1))
+    vocab = backend.get_vocab()
+    wordpiece = getattr(tokenizer, "wordpiece_tokenizer", None)  # a slow BERT tokenizer
+    word_limit = getattr(getattr(backend, "model", None), "max_input_chars_per_word", None)
+    if word_limit is None:
+        word_limit = getattr(wordpiece, "max_input_chars_per_word", 0)
+    return chars_per_token(max(map(len, vocab), default=1), int(word_limit or 0))
+
+
+def model_max_tokens(st) -> int | None:
+    """The tokens a sentence-transformers model reads (``max_seq_length``), or None when it names no bound."""
+    value = getattr(st, "max_seq_length", None)
+    return int(value) if isinstance(value, int) and 0 < value <= MAX_CUT_TOKENS else None
