@@ -1,14 +1,16 @@
-"""``python -m mlse experiment seed-grid|students``: the reproducible experiment recipes.
+"""``python -m mlse experiment seed-grid|students|unrated``: the reproducible experiment recipes.
 
 ``seed-grid`` runs the seed paper's grid (Stage 1 and Stage 2 variants on one backbone, over one or more seeds) with
 :func:`mlse.experiments.seed_grid.run_seed_grid`; ``students`` trains the distillation study's recipes
-(:mod:`mlse.experiments.distillation`). Both write their reports under ``--out``; ``--report-only`` rewrites the
-reports from the results already there without training anything.
+(:mod:`mlse.experiments.distillation`); ``unrated`` runs those recipes under the leave-languages-out protocol
+(:mod:`mlse.experiments.unrated`). Each writes its reports under ``--out``; ``--report-only`` rewrites the reports
+from the results already there without training anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from mlse.cli.args import add_backend_argument, csv_list
@@ -16,6 +18,14 @@ from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, seeded, write_report
 from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
+from mlse.experiments.unrated import (
+    SHIPPED_RECIPE,
+    parse_folds,
+    run_unrated,
+    study_predictor,
+    study_trainer,
+    write_summary,
+)
 from mlse.runs.folders import safe_name
 from mlse.train.config import MAX_PAIRS
 
@@ -23,7 +33,7 @@ from mlse.train.config import MAX_PAIRS
 def add_experiment_parser(sub) -> None:
     """Register ``experiment`` on the subcommand parsers of :func:`mlse.cli.main.build_parser`."""
     ex = sub.add_parser("experiment", help="reproducible experiment recipes")
-    ex.add_argument("recipe", choices=["seed-grid", "students"])
+    ex.add_argument("recipe", choices=["seed-grid", "students", "unrated"])
     ex.add_argument("--backbone", default="minilm-en")
     add_backend_argument(ex, "the backbone")
     ex.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="Stage-1 pairs per language pair (0: all)")
@@ -49,12 +59,28 @@ def add_experiment_parser(sub) -> None:
         help="rewrite the reports under --out from the results already there (seed-grid.json, or the "
         "students' per-recipe JSON) without training anything",
     )
+    ex.add_argument(
+        "--folds",
+        default=None,
+        help="unrated: languages held out together, folds separated by /, e.g. de,nl,pl/es,it,ru/fr,pt,zh (the "
+        "default)",
+    )
+    ex.add_argument(
+        "--budget-minutes", type=float, default=None, help="unrated: each run's CPU budget (default: the recipe's)"
+    )
+    ex.add_argument(
+        "--shipped-recipe",
+        default=SHIPPED_RECIPE,
+        help="unrated: the recipe whose gap the summary compares the best one with",
+    )
     ex.add_argument("--data-dir", default=None)
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     if args.recipe == "students":
         return _students(args)
+    if args.recipe == "unrated":
+        return _unrated(args)
     tag = "" if args.backend == "torch" else f"-{args.backend}"
     out = args.out or Path("results") / "seed-grid" / f"{safe_name(args.backbone)}{tag}"
     if args.report_only:
@@ -110,4 +136,26 @@ def _students(args: argparse.Namespace) -> int:
             )
     print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
     print(f"wrote {out}/students.md, students.html")
+    return 0
+
+
+def _unrated(args: argparse.Namespace) -> int:
+    out = Path(args.out or Path("results") / "unrated")
+    folds = parse_folds(args.folds)  # an unknown language or an empty fold is refused before anything runs
+    plans = [parse_recipe(name) for name in (args.recipes or [])]
+    if not plans and not args.report_only:
+        raise MlseError("unrated: name the recipes to run with --recipes, e.g. sts-cosent+lora@10")
+    settings = {"budget_minutes": args.budget_minutes} if args.budget_minutes else {}
+    say = lambda msg: print(msg, flush=True)  # noqa: E731
+    if not args.report_only:
+        train = study_trainer(runs_dir() / "unrated", data_dir=args.data_dir, say=say, **settings)
+        for name, recipe in plans:
+            result = run_unrated(
+                name, recipe, folds=folds, train=train, predict=study_predictor(args.data_dir), out=out, say=say
+            )
+            state = "" if result["complete"] else " (incomplete: a run stopped early; not compared)"
+            print(f"{name}: mean gap {result['mean_gap']:+.1f} {result['mean_gap_ci95']}{state}")
+    summary = write_summary(out, args.shipped_recipe)
+    print(json.dumps({k: summary[k] for k in ("shipped_gap", "best_recipe", "best_gap", "gap_reduction_ci")}))
+    print(f"wrote {out}/summary.json, unrated.md")
     return 0

@@ -193,7 +193,7 @@ def run_recipe(
         return json.loads(target.read_text())
     config = recipe_config(name, recipe, runs, data_dir=data_dir, **overrides)
     run = Path(config.out)
-    if not (run / "metrics.json").is_file() or _config_changed(run, config):
+    if not (run / "metrics.json").is_file() or config_changed(run, config):
         say(f"{name}: training {config.method} for {config.budget_minutes:g} CPU-minutes")
         finetune(
             config,
@@ -218,7 +218,7 @@ def run_recipe(
     return result
 
 
-def _config_changed(run: Path, config: FinetuneConfig) -> bool:
+def config_changed(run: Path, config: FinetuneConfig) -> bool:
     """True when the run folder was trained with other settings than ``config`` (then it is trained again)."""
     try:
         saved = json.loads((run / "finetune_config.json").read_text())

@@ -7,8 +7,8 @@ file's schema; ``experiment`` is the folder the file sits in (it tells two seed 
 
 Schemas read (each recognised by its keys, so a file's name or place does not matter):
 
-* ``eval``            -- :class:`mlse.runs.results.EvalResult` (``python -m mlse eval --json-out``): ``scores`` per key and
-  ``averages`` per group; list-valued entries (confidence intervals) and counts are left out.
+* ``eval``            -- :class:`mlse.runs.results.EvalResult` (``python -m mlse eval --json-out``): ``scores`` per key
+  and ``averages`` per group; list-valued entries (confidence intervals) and counts are left out.
 * ``seed-grid``       -- ``results/seed-grid/*/seed-grid.json``: test Pearson / Spearman per variant and pair,
   ``relative_pearson`` (variant minus baseline), group means, and each variant's training metrics.
 * ``finetune-compare`` -- ``results/finetune/*.json`` from ``benchmarks/finetune_compare.py``: test Spearman per
@@ -20,6 +20,9 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
 * ``interrupted-run`` -- ``runs/**/interrupted.json`` (:func:`mlse.runs.health.sweep_interrupted`): a run whose job
   died unanswered (its app was killed, say); one row, metric ``interrupted``, value the step of the checkpoint it
   keeps (empty when not known), so the table shows the run's state beside its numbers.
+* ``unrated``         -- ``results/unrated/<recipe>.json`` of ``python -m mlse experiment unrated``: per held-out pair
+  the test Spearman ``rated`` (trained with the language's rated pairs), ``unrated`` (without) and their ``gap``; an
+  incomplete result says so in a row of its own (metric ``incomplete``).
 
 Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be
 parsed, or that has a known schema but a broken shape, is skipped with a warning. Folders named ``model`` (model
@@ -146,6 +149,8 @@ def schema_of(obj: Any) -> str | None:
         return "scorer-run"
     if str(obj.get("format", "")).startswith("mlse-interrupted"):
         return "interrupted-run"
+    if "recipe" in obj and "folds" in obj and "mean_gap" in obj:
+        return "unrated"
     return None
 
 
@@ -267,6 +272,17 @@ def _read_interrupted(obj: dict, path: Path) -> Iterator[dict]:
     yield {"model": _run_name(path), "task": task, "split": "", "key": "", "metric": "interrupted", "value": value}
 
 
+def _read_unrated(obj: dict, path: Path) -> Iterator[dict]:
+    common = {"model": f"unrated:{obj['recipe']}", "task": "sts", "split": "test"}
+    for fold in obj["folds"]:
+        for pair, row in fold["pairs"].items():
+            for metric, field in (("rated", "with"), ("unrated", "without"), ("gap", "gap")):
+                yield {**common, "key": pair, "metric": metric, "value": _number(row[field])}
+    yield {**common, "key": "avg:held-out", "metric": "gap", "value": _number(obj["mean_gap"])}
+    if not obj.get("complete"):
+        yield {**common, "key": "", "metric": "incomplete", "value": 1.0}
+
+
 READERS = {
     "eval": _read_eval,
     "seed-grid": _read_seed_grid,
@@ -275,6 +291,7 @@ READERS = {
     "scorer-run": _read_scorer,
     "student": _read_student,
     "interrupted-run": _read_interrupted,
+    "unrated": _read_unrated,
 }
 
 

@@ -1,0 +1,138 @@
+"""The leave-languages-out protocol (mlse.experiments.unrated): folds, gaps with paired CIs, the summary, and one
+tiny end-to-end run whose training never sees the held-out languages' rated pairs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mlse.errors import MlseError
+from mlse.experiments import unrated as u
+
+
+def test_folds_hold_out_their_languages_everywhere_but_the_bitext():
+    folds = u.parse_folds(None)
+    assert folds == [("de", "nl", "pl"), ("es", "it", "ru"), ("fr", "pt", "zh")]
+    for fold in folds:
+        assert not set(fold) & set(u.fold_sts_langs(fold)) and "en" in u.fold_sts_langs(fold)
+        dev = u.fold_dev_pairs(fold)
+        assert dev[0] == "en-en" and len(dev) == 5
+        assert not {lang for pair in dev for lang in pair.split("-")} & set(fold)
+        pairs = u.fold_eval_pairs(fold)
+        assert all(set(p.split("-")) & set(fold) and p.split("-")[0] != p.split("-")[1] for p in pairs)
+        assert [f"en-{lang}" for lang in fold] == pairs[: len(fold)]
+    assert u.fold_eval_pairs(("de", "nl", "pl")) == ["en-de", "en-nl", "en-pl", "fr-de", "ru-de", "pt-pl", "de-fr"]
+    assert u.parse_folds("de,nl/es") == [("de", "nl"), ("es",)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("de,xx", "unknown language code 'xx'"),
+        ("de,nl/", "fold 2 is empty"),
+        ("en,de", "'en' is the teacher side"),
+        ("de/de", "'de' is already in another fold"),
+    ],
+)
+def test_a_bad_fold_is_refused_naming_it(spec, message):
+    with pytest.raises(MlseError, match=message):
+        u.parse_folds(spec)
+
+
+def _scored(rng, n=300):
+    gold = rng.uniform(0, 5, n)
+    return gold, gold + rng.normal(0, 0.5, n), gold + rng.normal(0, 3.0, n)
+
+
+def test_the_gap_and_its_paired_ci():
+    rng = np.random.default_rng(0)
+    gold, good, poor = _scored(rng)
+    table, mean, ci, boots = u.pair_gaps({"en-de": good}, {"en-de": poor}, {"en-de": gold}, ["en-de"], n_boot=200)
+    row = table["en-de"]
+    assert row["gap"] == pytest.approx(row["with"] - row["without"], abs=0.02) and row["gap"] > 20
+    assert row["ci95"][0] > 0 and mean == row["gap"] and ci[0] > 0 and boots.shape == (200,)
+    same, mean0, ci0, _ = u.pair_gaps({"en-de": good}, {"en-de": good}, {"en-de": gold}, ["en-de"], n_boot=200)
+    assert mean0 == 0 and ci0 == [0.0, 0.0]
+
+
+def _fake_study(rng, quality: dict[str, float], incomplete: set[str] = frozenset()):
+    """train/predict stand-ins: a run's predictions are gold plus noise of its recipe's and fold's quality."""
+    gold = {p: rng.uniform(0, 5, 200) for p in {p for f in u.DEFAULT_FOLDS for p in u.fold_eval_pairs(f)}}
+    trained: list[tuple[str, dict]] = []
+
+    def train(run_name, recipe, overrides):
+        trained.append((run_name, overrides))
+        return {"run": run_name, "complete": run_name not in incomplete}
+
+    def predict(run, pairs):
+        noise = quality[run.split("/")[0]] * (3.0 if "/without-" in run else 1.0)
+        return {"gold": {p: gold[p] for p in pairs}, "pred": {p: gold[p] + rng.normal(0, noise, 200) for p in pairs}}
+
+    return train, predict, trained
+
+
+def test_a_recipe_runs_once_with_and_once_per_fold_without_and_the_summary_compares(tmp_path):
+    rng = np.random.default_rng(1)
+    train, predict, trained = _fake_study(rng, {"shipped": 0.8, "better": 0.3, "stopped": 0.1}, {"stopped/all"})
+    folds = u.parse_folds(None)
+    for name in ("shipped", "better", "stopped"):
+        u.run_unrated(name, {}, folds=folds, train=train, predict=predict, out=tmp_path)
+    assert [name for name, _ in trained[:4]] == [
+        "shipped/all",
+        "shipped/without-de-nl-pl",
+        "shipped/without-es-it-ru",
+        "shipped/without-fr-pt-zh",
+    ]
+    assert trained[0][1] == {} and trained[1][1]["sts_langs"] == u.fold_sts_langs(("de", "nl", "pl"))
+    shipped = json.loads((tmp_path / "shipped.json").read_text())
+    assert shipped["complete"] and len(shipped["folds"]) == 3 and shipped["mean_gap"] > 0
+    summary = u.write_summary(tmp_path, "shipped")
+    assert summary["best_recipe"] == "better" and summary["best_gap"] < summary["shipped_gap"]
+    assert summary["gap_reduction_ci"][0] > 0  # the reduction is measured on the same resamples
+    assert summary["incomplete"] == ["stopped"] and "stopped" not in summary["recipes"]
+    table = (tmp_path / "unrated.md").read_text()
+    assert "stopped (incomplete: not compared)" in table and "| **better** | all | **mean** |" in table
+
+
+def test_a_tiny_run_never_trains_on_the_held_out_languages_rated_pairs(tiny_bert, tmp_path, data_dir):
+    settings = dict(
+        student=str(tiny_bert),
+        pairs=["en-de"],
+        max_pairs=32,
+        max_steps=2,
+        batch_size=8,
+        eval_every_steps=2,
+        dev_max_pairs=32,
+        sts_batch_size=8,
+        freeze_embeddings=False,
+    )
+    train = u.study_trainer(tmp_path / "runs", **settings)
+    recipe = {"method": "sts", "teacher": None, "sts_loss": "cosent"}
+    result = u.run_unrated(
+        "sts-cosent", recipe, folds=[("nl",)], train=train, predict=u.study_predictor(), out=tmp_path / "out"
+    )
+    without = json.loads((tmp_path / "runs" / "sts-cosent" / "without-nl" / "finetune_config.json").read_text())
+    assert "nl" not in without["sts_langs"] and "nl" not in " ".join(without["dev_pairs"])
+    with_all = json.loads((tmp_path / "runs" / "sts-cosent" / "all" / "finetune_config.json").read_text())
+    assert "nl" in with_all["sts_langs"]
+    fold = result["folds"][0]
+    assert list(fold["pairs"]) == ["en-nl"] and result["complete"] and np.isfinite(fold["pairs"]["en-nl"]["gap"])
+    assert u.run_complete(tmp_path / "runs" / "sts-cosent" / "all")
+    assert not u.run_complete(tmp_path / "runs" / "nothing-here")
+
+
+def test_the_results_table_shows_rated_unrated_and_the_gap(tmp_path):
+    from mlse.runs.results_index import build_index
+
+    rng = np.random.default_rng(2)
+    train, predict, _ = _fake_study(rng, {"shipped": 0.8, "stopped": 0.1}, {"stopped/all"})
+    for name in ("shipped", "stopped"):
+        u.run_unrated(name, {}, folds=[("de", "nl", "pl")], train=train, predict=predict, out=tmp_path / "unrated")
+    frame, warnings = build_index([tmp_path])
+    rows = frame[frame["kind"] == "unrated"]
+    assert not warnings and set(rows["metric"]) == {"rated", "unrated", "gap", "incomplete"}
+    en_de = rows[(rows["model"] == "unrated:shipped") & (rows["key"] == "en-de")].set_index("metric")["value"]
+    assert en_de["gap"] == pytest.approx(en_de["rated"] - en_de["unrated"], abs=0.02)
+    assert set(rows[rows["metric"] == "incomplete"]["model"]) == {"unrated:stopped"}
