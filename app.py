@@ -126,10 +126,10 @@ def main() -> int:
             print(f"warning: {exc}", file=sys.stderr)
 
     from mlse.serving import gc_freeze
+    from mlse.serving.app_state import AppState
     from mlse.serving.http_server import serve
     from mlse.serving.upload_folder import use_own_upload_folder
     from mlse.ui.app import build_server
-    from mlse.ui.state import AppState
 
     use_own_upload_folder()  # before any block is made: uploads land where only this app's quota and sweeps look
     gc_freeze.enable()  # what the app holds for good (models, the page) is kept out of the collector's full scans

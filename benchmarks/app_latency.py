@@ -66,8 +66,8 @@ from mlse.serving.procmem import memory_mb
 def offline_models(runs_dir: Path) -> list[str]:
     """The models the app offers here without the hub (what a user ticks when comparing everything)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.serving.hub_probe import remember
-    from mlse.ui.state import AppState
+    from mlse.data.hub_probe import remember
+    from mlse.serving.app_state import AppState
 
     remember(False)  # hub models download on first use: never part of "every offline model"
     return [m.name for m in AppState().models() if not m.needs_download]

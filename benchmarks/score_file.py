@@ -213,8 +213,8 @@ def measure_app(args, models: list[str], upload: Path, cache: Path) -> dict:
         from mlse.ui.score_file import score_file
     except ImportError as exc:
         return {"skipped": f"mlse.ui.score_file is not available ({exc})"}
-    from mlse.serving.hub_probe import remember
-    from mlse.ui.state import AppState
+    from mlse.data.hub_probe import remember
+    from mlse.serving.app_state import AppState
 
     remember(False)  # never wait on the hub
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bars in the log

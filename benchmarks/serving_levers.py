@@ -53,7 +53,7 @@ def run_config(state, config: str, names: list[str], pairs: list[tuple[str, str]
     import torch
 
     from mlse.serving.batching import MicroBatcher
-    from mlse.ui.score_tab import score_models
+    from mlse.serving.pair_scoring import score_models
 
     torch.set_num_threads(1 if config.endswith("torch1") else 2)  # threads made below start with this count
     state.batcher = None if config.startswith("unbatched") else MicroBatcher()
@@ -95,7 +95,7 @@ def per_model_ms(state, names: list[str], pairs: list[tuple[str, str]], torch_th
     the page's order, torch on ``torch_threads`` intra-op threads (p50 over ``pairs``)."""
     import torch
 
-    from mlse.ui.score_tab import score_models
+    from mlse.serving.pair_scoring import score_models
 
     torch.set_num_threads(torch_threads)
     cpu, wall = {name: [] for name in names}, {name: [] for name in names}
@@ -138,9 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(cache / "embeddings", ignore_errors=True)  # every pair is new to the cache
     os.environ.update({"MLSE_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "MLSE_RUNS": tempfile.mkdtemp()})
     reniced = renice()
-    from mlse.serving.hub_probe import remember
-    from mlse.ui.score_tab import score_models
-    from mlse.ui.state import AppState
+    from mlse.data.hub_probe import remember
+    from mlse.serving.app_state import AppState
+    from mlse.serving.pair_scoring import score_models
 
     remember(False)
     state = AppState(backend=args.backend)

@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--model", default="me5-small")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "explain-flute.png")
     args = parser.parse_args()
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
 
     with served_app(AppState(default_models=(args.model,))) as url:
         driver = browser.start_chromium(window=(1400, 1400))

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 
 import pytest
 
+from mlse.serving.app_state import AppState
 from mlse.serving.http_server import free_port
 from mlse.ui.app import build_app, launch_options
-from mlse.ui.state import AppState
 
 HOST = "127.0.0.1"  # loopback only: nothing outside this machine should reach a test server
 

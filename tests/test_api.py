@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import mlse
 from mlse.errors import DataError, MlseError
-from mlse.ui.score_tab import _score_one
-from mlse.ui.state import AppState
+from mlse.serving.app_state import AppState
+from mlse.serving.pair_scoring import score_one
 from tests.fake_encoder import FakeEncoder, fake_vector
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def fake() -> FakeEncoder:
 
 def _tab_cosines(model, pairs) -> list[float]:
     state = OneModelState(model)
-    return [_score_one(state, "any", s1, s2)[0] for s1, s2, *_ in pairs]
+    return [score_one(state, "any", s1, s2)[0] for s1, s2, *_ in pairs]
 
 
 def test_tuples_give_named_columns_then_the_models_cosine_equal_to_the_score_tabs(fake):
@@ -162,7 +162,7 @@ def test_minilm_en_loads_calibrated_and_scores_as_the_score_tab():
     frame = mlse.score_pairs(PAIRS, "minilm-en")
     assert list(frame.columns) == ["sentence1", "sentence2", "score", "minilm-en cosine", "minilm-en 0-5"]
     state = OneModelState(model)
-    tab = [_score_one(state, "minilm-en", s1, s2) for s1, s2, _ in PAIRS]
+    tab = [score_one(state, "minilm-en", s1, s2) for s1, s2, _ in PAIRS]
     np.testing.assert_allclose(frame["minilm-en cosine"], [cos for cos, _ in tab], atol=1e-5)
     np.testing.assert_allclose(frame["minilm-en 0-5"], [cal for _, cal in tab], atol=1e-4)
     assert frame["minilm-en cosine"].iloc[0] > frame["minilm-en cosine"].iloc[1]  # flute pair above the unrelated one

@@ -85,8 +85,8 @@ SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 @pytest.fixture(scope="module")
 def api_info(tmp_path_factory):
     """``get_api_info`` of the app as ``python app.py`` builds it (no server, no browser), on empty runs and cache."""
+    from mlse.serving.app_state import AppState
     from mlse.ui.app import build_app
-    from mlse.ui.state import AppState
 
     with pytest.MonkeyPatch.context() as env:  # module-scoped: the per-test isolation of conftest is not set up yet
         env.setenv("MLSE_RUNS", str(tmp_path_factory.mktemp("runs")))

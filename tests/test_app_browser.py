@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mlse.ui.state import AppState
+from mlse.serving.app_state import AppState
 from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
     TABS,

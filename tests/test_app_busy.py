@@ -12,9 +12,9 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
+from mlse.serving.app_state import AppState
 from mlse.ui.app import QUEUE_MAX_SIZE
 from mlse.ui.score_tab import SCORE_CONCURRENCY
-from mlse.ui.state import AppState
 from tests.app_server import served_app
 
 BUSY_MESSAGE = "This application is currently busy. Please try again."

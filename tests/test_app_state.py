@@ -1,4 +1,4 @@
-"""mlse.ui.state.AppState: constructing it touches neither disk nor network; start() does what a starting app does."""
+"""mlse.serving.app_state.AppState: constructing it touches neither disk nor network; start() does what an app does."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from mlse.data import hub_probe
 from mlse.dirs import runs_dir
-from mlse.serving import hub_probe
+from mlse.serving.app_state import STAGE1, AppState, ModelInfo
 from mlse.serving.model_pool import ModelPool
-from mlse.ui.state import STAGE1, AppState, ModelInfo
 from tests.interrupted_runs import fine_tune_run, stale_lock
 
 
@@ -100,7 +100,7 @@ def test_the_pool_is_a_library_object_the_state_delegates_to(tiny_bert):
 
 
 def test_app_start_sweeps_and_labels_interrupted_runs(tiny_bert, monkeypatch):
-    monkeypatch.setattr("mlse.ui.state.hub_reachable", lambda: None)
+    monkeypatch.setattr("mlse.serving.app_state.hub_reachable", lambda: None)
     root = runs_dir()
     fine_tune_run(root, "killed", tiny_bert, [{"step": 0, "saved": True}])
     finished = fine_tune_run(root, "finished", tiny_bert, [{"step": 0, "saved": True}])

@@ -126,8 +126,8 @@ def test_shipped_minilm_calibration_is_well_formed():
 
 # -- in the app and the CLI -----------------------------------------------------------------------------------------
 def test_app_shows_a_backbones_calibrated_score(fitted, tiny_bert, monkeypatch):
+    from mlse.serving.app_state import AppState
     from mlse.ui.score_tab import score_pair
-    from mlse.ui.state import AppState
 
     calibration, report, _, identity = fitted
     bc.save_calibration(

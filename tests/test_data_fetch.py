@@ -170,7 +170,7 @@ def test_cli_data_fetch_all_fetches_the_missing_ones(served, tmp_path, monkeypat
 
 @pytest.fixture()
 def empty_state(tmp_path, monkeypatch):
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
     from tests.fake_encoder import FakeEncoder
 
     monkeypatch.setattr(fetch_status, "_status", fetch_status.FetchStatus())

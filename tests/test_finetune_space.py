@@ -172,7 +172,7 @@ def test_the_bitext_loader_falls_back_to_the_sample_and_says_so(space_data, data
 @pytest.fixture()
 def space(space_data, tiny_bert, monkeypatch):
     """Public mode, MLSE_DATA without parallel/, and the tiny BERT offered as a model (a run folder)."""
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
 
     monkeypatch.setenv(public_mode.PUBLIC_ENV, "1")
     monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)

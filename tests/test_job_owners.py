@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from mlse import public_mode
+from mlse.serving.app_state import AppState
 from mlse.train.runner import JobBusyError, JobRunner
 from mlse.ui import finetune_jobs
-from mlse.ui.state import AppState
 
 
 def _blocking_job(release: threading.Event, started: threading.Event):

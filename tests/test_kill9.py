@@ -19,10 +19,10 @@ from mlse.dirs import runs_dir
 from mlse.encoders.cache import CachedEncoder, text_key
 from mlse.encoders.load import load_encoder
 from mlse.heads.scorer import Scorer
+from mlse.serving.app_state import AppState
 from mlse.train.config import FinetuneConfig, TrainRequest
 from mlse.train.finetune import finetune
 from mlse.train.jobs import training_job
-from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder, fake_vector
 from tests.kill_child import COMMITTED, TEXTS
 

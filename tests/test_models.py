@@ -20,7 +20,7 @@ from mlse.evaluation.runners import run_sts
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
 from mlse.runs.results_index import build_index
-from mlse.ui.state import STAGE1, STAGE12, STUDENT, AppState
+from mlse.serving.app_state import STAGE1, STAGE12, STUDENT, AppState
 
 OLD = Path(__file__).resolve().parent / "fixtures" / "runs-v0"
 EXPECTED = json.loads((OLD / "expected.json").read_text())

@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CYCLES = ROOT.parent / "shared" / "tools" / "import_cycles.py"  # ../shared beside the checkout, as in CI
 MAX_LINES = 400
-MAX_ROOT_MODULES = 12  # the root holds the public API and what every part uses; the rest sits in packages
+# the root holds the public API and what every part uses (stop_signal: data, train, serving); the rest sits in packages
+MAX_ROOT_MODULES = 13
 
 
 def test_import_mlse_loads_no_heavy_library():
@@ -39,6 +40,14 @@ def test_the_command_line_and_the_training_package_start_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_layer_contracts_hold():
+    """pyproject.toml's [tool.importlinter] contracts: only mlse.ui imports gradio or the UI, and the packages' layers
+    (ui and cli over serving over experiments over train ... over data) import only downwards."""
+    lint_imports = Path(sys.executable).with_name("lint-imports")  # import-linter's command, beside this python
+    run = subprocess.run([str(lint_imports)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
 def test_no_import_cycle():

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from mlse.cli.main import build_parser, main
 from mlse.data.tsv import load_parallel_tsv, load_scored_tsv
 from mlse.errors import MlseError
+from mlse.serving import pair_scoring
+from mlse.serving.app_state import AppState
 from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab, gold_tab, map_tab, results_tab, score_tab, sentence_input, tatoeba_tab
-from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder
 
 FAKE = "fake-model"
@@ -104,7 +105,7 @@ def test_score_tab(state, s1, s2, models, lang1, lang2, gold):
     assert isinstance(sentence_input.detect_handler(s1), str)
     code, confidence = sentence_input.detect_api(s2)
     assert isinstance(code, str) and 0.0 <= confidence <= 1.0
-    answer = score_tab.score_api(state, s1, s2, models, lang1, lang2)  # the direct API: JSON, never an exception
+    answer = pair_scoring.score_api(state, s1, s2, models, lang1, lang2)  # the direct API: JSON, never an exception
     assert set(answer) == {"scores", "languages", "notices", "not_scored"}
     json.dumps(answer)
 

@@ -116,8 +116,8 @@ def test_space_id_turns_public_mode_on_and_the_cli_is_free_without_it(downloads,
 @pytest.fixture()
 def public_state(public_env, monkeypatch):
     """An app state whose jobs wait for Stop instead of training (the limits, not training, are under test)."""
+    from mlse.serving.app_state import AppState
     from mlse.ui import finetune_tab as ft
-    from mlse.ui.state import AppState
 
     def waiting_job(req, **_):
         def job(report, stop: threading.Event):
@@ -184,8 +184,8 @@ def test_public_fine_tunes_run_one_at_a_time_with_no_queue(public_state):
 
 
 def test_private_mode_keeps_its_queue(monkeypatch):
+    from mlse.serving.app_state import AppState
     from mlse.ui import finetune_tab as ft
-    from mlse.ui.state import AppState
 
     monkeypatch.delenv(public_mode.PUBLIC_ENV, raising=False)
     monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)

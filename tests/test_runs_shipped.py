@@ -135,7 +135,7 @@ def test_a_shipped_student_on_other_weights_is_refused(shipped_assets):
 
 
 def test_the_app_ticks_shipped_artifacts_after_the_defaults(shipped_assets):
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
 
     state = AppState(default_models=())  # none of the real defaults: the shipped ones come first
     chosen, _ = state.default_selection()

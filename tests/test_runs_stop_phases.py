@@ -1,4 +1,4 @@
-"""Stop and the time budget reach every phase of a training job, encoding included (mlse.runs.stop_signal,
+"""Stop and the time budget reach every phase of a training job, encoding included (mlse.stop_signal,
 mlse.train.jobs).
 
 A deliberately slow fake encoder (tests/fake_encoder.py) stands in for a big backbone / teacher: encoding the
@@ -16,13 +16,13 @@ import time
 import numpy as np
 import pytest
 
-import mlse.runs.stop_signal
+import mlse.stop_signal
 import mlse.train.finetune_data
 import mlse.train.head_training
 from mlse.dirs import runs_dir
 from mlse.encoders.cache import CachedEncoder
 from mlse.heads.scorer import Scorer
-from mlse.runs.stop_signal import Stopped, StopSignal, encode_in_chunks
+from mlse.stop_signal import Stopped, StopSignal, encode_in_chunks
 from mlse.train.config import TrainRequest
 from mlse.train.jobs import training_job
 from mlse.train.runner import JobRunner
@@ -84,8 +84,8 @@ def test_stop_during_encoding_ends_a_head_job_after_the_chunk_in_flight_and_keep
 
 def test_a_budget_shorter_than_the_encoding_ends_the_job(slow_encoder, monkeypatch):
     """The budget's clock jumps past the minute as soon as the first chunk is encoded: the job ends before the next."""
-    real_now = mlse.runs.stop_signal._now
-    monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: real_now() + (61.0 if slow_encoder.calls else 0.0))
+    real_now = mlse.stop_signal._now
+    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: real_now() + (61.0 if slow_encoder.calls else 0.0))
     runner = JobRunner()
     job = runner.submit("s1-budget", training_job(stage1_request("s1-budget", budget_minutes=1)))
     assert runner.wait(HANG_S)
@@ -147,8 +147,8 @@ def test_a_head_stopped_in_training_is_saved_marked_partial(tiny_bert, monkeypat
 def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):
     """Time spent before training (moved on by a fake clock at the first epoch) leaves no budget for a second epoch."""
     offset = [0.0]
-    real_now = mlse.runs.stop_signal._now
-    monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: real_now() + offset[0])
+    real_now = mlse.stop_signal._now
+    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: real_now() + offset[0])
     req = TrainRequest(
         method="stage1",
         model=str(tiny_bert),
@@ -191,6 +191,6 @@ def test_encode_in_chunks_returns_every_row_in_order_and_stops_between_chunks():
 def test_a_budget_signal_names_the_budget_and_the_phase(monkeypatch):
     signal = StopSignal(budget_s=60)
     signal.check("loading")  # within budget: nothing happens
-    monkeypatch.setattr(mlse.runs.stop_signal, "_now", lambda: signal.started + 61)
+    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: signal.started + 61)
     with pytest.raises(Stopped, match="1-minute budget ran out while loading"):
         signal.check("loading")

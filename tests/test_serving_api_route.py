@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from mlse.errors import ModelNotFoundError
 from mlse.serving import api_route
 from mlse.serving.api_route import MODELS_PATH, SCORE_PATH, json_api, score_request
-from mlse.ui.score_tab import DirectApi
-from mlse.ui.state import BACKBONE, STAGE12
+from mlse.serving.app_state import BACKBONE, STAGE12
+from mlse.serving.pair_scoring import DirectApi
 from tests.fake_encoder import FakeEncoder
 
 EN, DE = "A man is playing a flute.", "Ein Mann spielt Flöte."
@@ -42,7 +42,7 @@ class FakeState:
         return list(self.encoders)
 
     def models(self):
-        from mlse.ui.state import ModelInfo
+        from mlse.serving.app_state import ModelInfo
 
         return [ModelInfo(n, self.kinds[n], "fake", n) for n in self.encoders]
 

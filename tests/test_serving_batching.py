@@ -130,7 +130,7 @@ def test_score_pair_from_many_threads_matches_sequential_calls():
 
 def test_score_pair_on_a_real_model_is_the_same_batched_or_not(tiny_bert, monkeypatch, tmp_path):
     """A transformer pads a batch to its longest text; the attention mask must keep every row as it is alone."""
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
 
     name, pairs = str(tiny_bert), _pairs(8)
     pairs[3] = ("a much longer first sentence, so that this batch has to pad every other text to it", "short")

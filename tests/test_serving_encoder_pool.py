@@ -149,8 +149,8 @@ def folders(tmp_path, tiny_bert):
 def sized_state(folders, monkeypatch):
     """An AppState with a 1000-byte budget whose pool's loader returns fakes of 400 bytes (scorers: 10 on their
     backbone)."""
+    from mlse.serving.app_state import AppState
     from mlse.serving.model_pool import ModelPool
-    from mlse.ui.state import AppState
 
     loads = []
 
@@ -194,7 +194,7 @@ def test_state_shares_a_scorers_backbone(sized_state, folders):
 
 
 def test_state_rejects_a_bad_budget():
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
 
     with pytest.raises(MlseError, match="--max-memory"):
         AppState(max_memory="plenty")

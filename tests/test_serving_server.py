@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mlse.serving.api_route import SCORE_PATH
+from mlse.serving.app_state import AppState
 from mlse.serving.http_server import bind
 from mlse.ui import app as ui_app
-from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder
 
 EN, DE = "A man is playing a flute.", "Ein Mann spielt Flöte."

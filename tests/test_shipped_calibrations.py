@@ -39,8 +39,8 @@ def test_shipped_calibration_matches_the_backbone_loaded_here(model):
 
 @pytest.mark.parametrize("model", ["me5-small", "muse"])
 def test_translation_scores_far_above_an_unrelated_sentence(model):
+    from mlse.serving.app_state import AppState
     from mlse.ui.score_tab import score_pair
-    from mlse.ui.state import AppState
 
     state = AppState()
     table, status = score_pair(state, FLUTE, TRANSLATION, [model])

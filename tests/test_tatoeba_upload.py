@@ -14,7 +14,7 @@ from mlse.errors import DataError
 from mlse.evaluation.bitext_view import bitext_digest, bitext_notes, prepare_bitext, score_bitext
 from mlse.evaluation.retrieval import retrieval_accuracy, xsim_error
 from mlse.memo import MB, BytesMemo
-from mlse.ui.state import AppState
+from mlse.serving.app_state import AppState
 from mlse.ui.tatoeba_tab import (
     COMPARE_COLUMNS,
     ERROR_COLUMNS,

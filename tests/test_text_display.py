@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from mlse.text.control_chars import strip_controls
+from mlse.text.sentences import clean_text
 from mlse.ui import results_tab
-from mlse.ui.sentence_input import clean_text
 
 MEANINGFUL = {
     "family emoji (ZWJ sequence)": "👨\u200d👩\u200d👧",

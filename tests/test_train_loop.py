@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from mlse.runs.stop_signal import StopSignal
+from mlse.stop_signal import StopSignal
 from mlse.train.config import METHODS, FinetuneConfig
 from mlse.train.loop import TrainingLoop, budget_clock, epoch_batches
 

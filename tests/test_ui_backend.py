@@ -9,8 +9,8 @@ from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
+from mlse.serving.app_state import AppState
 from mlse.ui.score_tab import score_pair
-from mlse.ui.state import AppState
 
 
 def test_an_unknown_backend_stops_the_app_at_start(monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 from mlse.errors import MlseError
 from mlse.explain import align_tokens, default_layer, explain_pair
 from mlse.explain.backbones import attributable
+from mlse.serving.app_state import AppState
 from mlse.ui import gold_file
 from mlse.ui.explain_figures import alignment_marks
 from mlse.ui.explain_view import (
@@ -28,7 +29,6 @@ from mlse.ui.explain_view import (
     top_pairs_text,
     unavailable_note,
 )
-from mlse.ui.state import AppState
 from mlse.ui.tatoeba_tab import ERROR_COLUMNS, bitext_retrieval
 from mlse.ui.tatoeba_upload import EXAMPLE as BITEXT
 from mlse.ui.text import md_escape

@@ -8,12 +8,12 @@ import time
 import pytest
 
 from mlse.dirs import runs_dir
+from mlse.serving.app_state import AppState
 from mlse.train.config import STS_LOSSES
 from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab as ft
 from mlse.ui.finetune_methods import STS_LOSS_LABELS, method_settings
 from mlse.ui.finetune_progress import job_fraction
-from mlse.ui.state import AppState
 
 
 def tiny_form(tiny_bert, run_name: str, **overrides) -> dict:

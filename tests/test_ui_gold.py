@@ -7,6 +7,7 @@ import pytest
 
 from mlse.data import load_sts
 from mlse.evaluation import sts_metrics
+from mlse.serving.app_state import AppState
 from mlse.ui.gold_tab import (
     DISAGREE_COLUMNS,
     DISAGREE_TYPES,
@@ -16,7 +17,6 @@ from mlse.ui.gold_tab import (
     predictions,
     sts_pairs,
 )
-from mlse.ui.state import AppState
 
 PAIR, SPLIT = "en-de", "dev"
 

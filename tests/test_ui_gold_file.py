@@ -11,6 +11,7 @@ import pandas as pd
 from mlse.analysis.slices import LANGUAGE_PAIR, LENGTH
 from mlse.data.user_files import read_pairs
 from mlse.evaluation import sts_metrics
+from mlse.serving.app_state import AppState
 from mlse.ui.gold_file import (
     EXAMPLE,
     FILE_DISAGREE_COLUMNS,
@@ -22,7 +23,6 @@ from mlse.ui.gold_file import (
     pair_languages,
 )
 from mlse.ui.gold_views import METRIC_COLUMNS
-from mlse.ui.state import AppState
 from tests.fake_encoder import FakeEncoder
 
 FAKE = "fake-model"

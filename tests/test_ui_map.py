@@ -7,9 +7,9 @@ import pytest
 
 from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACES
+from mlse.serving.app_state import STAGE1, STAGE12, AppState, ModelInfo
 from mlse.ui.map_tab import highlight, hover_text, project_map
 from mlse.ui.map_views import map_default
-from mlse.ui.state import STAGE1, STAGE12, AppState, ModelInfo
 from mlse.ui.text import md_escape
 from tests.fake_encoder import FakeEncoder
 from tests.map_helpers import StubState

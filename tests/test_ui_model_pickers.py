@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from mlse.serving import hub_probe
+from mlse.data import hub_probe
+from mlse.serving.app_state import BACKBONE, STUDENT, AppState
 from mlse.train.runner import JobRunner
 from mlse.ui.model_pickers import ModelPicker, kept_value, picker_choices, picker_updates
-from mlse.ui.state import BACKBONE, STUDENT, AppState
 
 
 @pytest.fixture()

@@ -18,11 +18,13 @@ from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
 from mlse.heads.stage2 import Stage2Head
 from mlse.models import load_model
+from mlse.serving import app_state as state_module
+from mlse.serving.app_state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
+from mlse.serving.pair_scoring import ApiBusy, DirectApi, score_api
 from mlse.text.language_id import detect_language
-from mlse.ui import state as state_module
-from mlse.ui.score_tab import COLUMNS, ApiBusy, DirectApi, load_examples, model_choices, score_api, score_pair
-from mlse.ui.sentence_input import MAX_CHARS, clean_text, detect_api, detect_handler
-from mlse.ui.state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
+from mlse.text.sentences import MAX_CHARS, clean_text
+from mlse.ui.score_tab import COLUMNS, load_examples, model_choices, score_pair
+from mlse.ui.sentence_input import detect_api, detect_handler
 
 EN, DE = "A man is playing a flute.", "Ein Mann spielt eine Bambusflöte."
 
@@ -64,7 +66,7 @@ def test_import_mlse_does_not_load_gradio():
     import subprocess
 
     code = (
-        "import sys, mlse, mlse.encoders, mlse.data, mlse.text.language_id, mlse.ui.state, mlse.ui.score_tab; "
+        "import sys, mlse, mlse.encoders, mlse.data, mlse.text.language_id, mlse.serving.app_state, mlse.ui.score_tab; "
         "print('gradio' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

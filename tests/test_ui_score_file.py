@@ -252,7 +252,7 @@ def test_stop_flags_are_per_session():
 
 
 def test_scores_with_the_tiny_bert_through_the_app_state(tiny_bert, tmp_path, monkeypatch):
-    from mlse.ui.state import AppState
+    from mlse.serving.app_state import AppState
 
     runs = tmp_path / "runs"
     shutil.copytree(tiny_bert, runs / "student" / "model")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlse.ui.state import AppState
+from mlse.serving.app_state import AppState
 from mlse.ui.tables import CELL_CHARS, HEADERS, header, headers, number_text, numbers_as_text
 
 

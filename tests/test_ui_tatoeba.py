@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlse.ui.state import AppState
+from mlse.serving.app_state import AppState
 from mlse.ui.tatoeba_tab import COMPARE_COLUMNS, ERROR_COLUMNS, ERROR_TYPES, compare, details, retrieval
 from mlse.ui.tatoeba_views import languages, tatoeba_view
 

@@ -22,15 +22,15 @@ from mlse.data.stsb import load_sts
 from mlse.dirs import cache_root
 from mlse.encoders.cache import text_key
 from mlse.encoders.torch import SentenceTransformerEncoder
-from mlse.runs.stop_signal import Stopped
-from mlse.serving import warm
+from mlse.serving import pair_scoring, warm
+from mlse.serving.app_state import AppState
 from mlse.serving.warm import StepStatus, check_steps, run_warm, wait_for_fetch, warm_status
-from mlse.serving.warm_plan import warm_plan
+from mlse.serving.warm_plan import tab_openings, warm_plan
 from mlse.serving.warm_steps import TAB_DEFAULTS, WARM_UP_TEXT, TabDefaults, WarmStep, example_texts, map_languages
-from mlse.ui import gold_tab, map_tab, score_tab, sentence_input, tatoeba_tab, tatoeba_views
+from mlse.stop_signal import Stopped
+from mlse.text import sentences
+from mlse.ui import gold_tab, map_tab, score_tab, tatoeba_tab, tatoeba_views
 from mlse.ui.preparing import preparing_note, with_preparing_note
-from mlse.ui.state import AppState
-from mlse.ui.warm_start import tab_openings
 
 FAST = TabDefaults(map_sentences=5, map_method="pca")  # the tab's steps, on a map that projects in milliseconds
 
@@ -75,10 +75,8 @@ def test_tab_defaults_are_the_tabs_own(data_dir):
     assert TAB_DEFAULTS.map_sentences == map_tab.DEFAULT_SENTENCES
     assert map_languages(data_dir) == map_tab.language_choices(state)[1]
     assert (TAB_DEFAULTS.tatoeba_lang, TAB_DEFAULTS.tatoeba_k) == (tatoeba_tab.DEFAULT_LANG, tatoeba_views.MARGIN_K)
-    assert TAB_DEFAULTS.sts_pair == gold_tab.DEFAULT_PAIR and TAB_DEFAULTS.example_max_chars == sentence_input.MAX_CHARS
-    shown = [
-        sentence_input.clean_text(e[side])[0] for e in score_tab.load_examples() for side in ("sentence1", "sentence2")
-    ]
+    assert TAB_DEFAULTS.sts_pair == gold_tab.DEFAULT_PAIR and TAB_DEFAULTS.example_max_chars == sentences.MAX_CHARS
+    shown = [sentences.clean_text(e[side])[0] for e in score_tab.load_examples() for side in ("sentence1", "sentence2")]
     assert example_texts() == list(dict.fromkeys(shown)) and len(example_texts()) > 10
     openings = tab_openings(state)  # what the app and the command hand the plan
     assert openings == {
@@ -175,8 +173,8 @@ def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(ti
     assert len(tatoeba_views.tatoeba_view(state, tatoeba_tab.DEFAULT_LANG, name).src) > 100
     assert len(gold_tab.predictions(state, gold_tab.DEFAULT_PAIR, name, "test")[1]) > 100
     first = score_tab.load_examples()[0]
-    s1, s2 = (sentence_input.clean_text(first[side])[0] for side in ("sentence1", "sentence2"))
-    assert len(score_tab.score_models(state, [name], s1, s2)[0]) == 1
+    s1, s2 = (sentences.clean_text(first[side])[0] for side in ("sentence1", "sentence2"))
+    assert len(pair_scoring.score_models(state, [name], s1, s2)[0]) == 1
     assert forwards == []
 
     # A check never computes: with the map's files gone, its step is not done and nothing was projected to say so

@@ -95,8 +95,8 @@ def default_models(runs_dir: Path) -> list[str]:
     """What the page ticks for a new visitor here: ``AppState.default_selection`` (the offline default backbones,
     then one trained model of each kind)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.serving.hub_probe import remember
-    from mlse.ui.state import AppState
+    from mlse.data.hub_probe import remember
+    from mlse.serving.app_state import AppState
 
     remember(False)  # never wait on the hub to list models
     return AppState().default_selection()[0]

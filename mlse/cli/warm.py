@@ -55,10 +55,9 @@ def add_warm_parser(sub) -> None:
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
+    from mlse.serving.app_state import AppState  # the app's model list and default selection (no gradio)
     from mlse.serving.warm import check_steps, run_warm
-    from mlse.serving.warm_plan import warm_plan
-    from mlse.ui.state import AppState  # the app's model list and default selection (no gradio)
-    from mlse.ui.warm_start import tab_openings
+    from mlse.serving.warm_plan import tab_openings, warm_plan
 
     if not args.verbose:  # one line per chunk encoded would drown the step lines
         logging.getLogger("mlse.encoders.cache").setLevel(logging.WARNING)

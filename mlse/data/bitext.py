@@ -31,7 +31,7 @@ from mlse.data.bitext_sample import load_sample_pair, training_bitext_source
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.parallel import default_labels, load_parallel
 from mlse.data.portable import data_hashes
-from mlse.runs.stop_signal import ShouldStop, check
+from mlse.stop_signal import ShouldStop, check
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def load_filtered_bitext(
     given), each capped at ``max_pairs`` (None: all) by a seeded sample; see the module docstring.
 
     ``should_stop`` is asked before the evaluation sentences are read and before each language pair
-    (:class:`mlse.runs.stop_signal.Stopped` ends the call). ``label`` starts the log line of each pair.
+    (:class:`mlse.stop_signal.Stopped` ends the call). ``label`` starts the log line of each pair.
     """
     check(should_stop, "loading the evaluation sentences (contamination filter)")
     banned = evaluation_sentences(data_dir)

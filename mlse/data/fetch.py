@@ -19,10 +19,10 @@ from pathlib import Path
 
 from mlse.data import fetch_status
 from mlse.data.hub_download import HUB_DATASETS, download_from_hub
+from mlse.data.hub_probe import probe_hub
 from mlse.data.paths import ENV_VAR, resolve_data_dir
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
-from mlse.serving.hub_probe import probe_hub
 
 # In the order they are fetched: the smallest and most used first.
 APP_DATASETS = ("stsb_multi_mt", "tatoeba", "flores200")
@@ -76,7 +76,7 @@ def start_fetch(
 ) -> threading.Thread | None:
     """:func:`fetch_missing` in a daemon thread (None when nothing is missing); the app serves meanwhile.
 
-    ``reachable``: asked first, in the thread (default :func:`mlse.serving.hub_probe.probe_hub`, a few seconds at most);
+    ``reachable``: asked first, in the thread (default :func:`mlse.data.hub_probe.probe_hub`, a few seconds at most);
     when the hub does not answer, every missing dataset is marked failed with that reason instead of timing out three
     times.
     """

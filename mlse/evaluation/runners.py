@@ -29,7 +29,7 @@ from mlse.evaluation.mining_pool import disjoint_halves
 from mlse.evaluation.retrieval import Neighbours, neighbour_lists, retrieval_errors, tatoeba_metrics
 from mlse.evaluation.sts import average_scores, cosine_predictions, sts_metrics
 from mlse.runs.results import EvalResult
-from mlse.runs.stop_signal import encode_in_chunks
+from mlse.stop_signal import encode_in_chunks
 
 log = logging.getLogger(__name__)
 DIRECTIONS = ("to_en", "from_en")
@@ -45,7 +45,7 @@ def encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64, should_st
     """Encode the unique texts once; return a text -> row lookup.
 
     With ``should_stop`` the texts are encoded a few batches at a time and a stop raises
-    :class:`mlse.runs.stop_signal.Stopped` between chunks (finished chunks stay in the embedding cache).
+    :class:`mlse.stop_signal.Stopped` between chunks (finished chunks stay in the embedding cache).
     """
     unique = list(dict.fromkeys(texts))
     emb = encode_in_chunks(encoder, unique, should_stop=should_stop, batch_size=batch_size)  # [n_unique, d]

@@ -5,8 +5,8 @@ Why beside Gradio's own ``score`` endpoint: a request there goes through Gradio'
 component pre/postprocessing and pydantic models, CPU that every request pays on top of the models'
 (``benchmarks/app_load.py --path page|direct|json`` measures each). Here a request is one small JSON body in and one
 JSON object out, scored by the same
-:func:`mlse.ui.score_tab.score_api` as the page (same models, same numbers, same micro-batcher), with at most
-:data:`mlse.ui.score_tab.API_MAX_IN_FLIGHT` requests scored at once (past that: 503 "busy" at once, with
+:func:`mlse.serving.pair_scoring.score_api` as the page (same models, same numbers, same micro-batcher), with at most
+:data:`mlse.serving.pair_scoring.API_MAX_IN_FLIGHT` requests scored at once (past that: 503 "busy" at once, with
 ``Retry-After``).
 
 Request: ``{"sentence1": str, "sentence2": str, "models": [str] (optional; default: the page's default selection),
@@ -27,10 +27,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from mlse.serving.field_checks import choice_problem
+from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi
 from mlse.text.language_id import language_choices
-from mlse.ui.inputs import choice_problem
-from mlse.ui.score_tab import MAX_MODELS, ApiBusy, DirectApi
-from mlse.ui.sentence_input import AUTO, MAX_CHARS, clean_text
+from mlse.text.sentences import AUTO, MAX_CHARS, clean_text
 
 SCORE_PATH, MODELS_PATH = "/api/score", "/api/models"
 FIELDS = ("sentence1", "sentence2", "models", "lang1", "lang2")
@@ -64,7 +64,7 @@ def parse_body(raw: bytes) -> dict:
 
 
 def check_request(payload: dict, offered: list[str]) -> dict:
-    """The keyword arguments of :func:`mlse.ui.score_tab.score_api` for a request, or :class:`RequestError` 422
+    """The keyword arguments of :func:`mlse.serving.pair_scoring.score_api` for a request, or :class:`RequestError` 422
     naming the first problem: an unknown field, a sentence missing, empty or not a string, a model list that is not a
     list of names or names a model not offered here, or a language that is not "auto" or a known code."""
     unknown = sorted(set(payload) - set(FIELDS))

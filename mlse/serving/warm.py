@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 
 from mlse.errors import MlseError
 from mlse.foreground import background, wait_for_foreground
-from mlse.runs.stop_signal import Stopped
 from mlse.serving import gc_freeze
 from mlse.serving.procmem import release_free_memory
 from mlse.serving.warm_steps import ShouldStop, WarmStep
+from mlse.stop_signal import Stopped
 
 log = logging.getLogger(__name__)
 

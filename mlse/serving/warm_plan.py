@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
+from mlse.serving.app_state import map_opening
 from mlse.serving.warm_steps import (
     TAB_DEFAULTS,
     WARM_UP_TEXT,
@@ -299,3 +300,11 @@ def results_step() -> WarmStep:
     return WarmStep(
         "results", "the Results tab's index", ("results",), run, done=lambda: False, scope="process", weight=0.2
     )
+
+
+def tab_openings(state) -> dict[str, str | None]:
+    """The model the Predicted-vs-gold, Tatoeba and Map tabs open on: the preferred backbone, and for the Map a
+    shipped Stage-1 scorer on it when there is one (:func:`mlse.serving.app_state.map_opening`, the tab's own
+    choice)."""
+    preferred = state.preferred_model()
+    return {"gold": preferred, "tatoeba": preferred, "map": map_opening(state.models(), preferred)}

@@ -35,7 +35,7 @@ from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer, backbone_name
 from mlse.runs.folders import is_model_folder
-from mlse.runs.stop_signal import encode_in_chunks
+from mlse.stop_signal import encode_in_chunks
 from mlse.text.control_chars import strip_controls
 
 Progress = Callable[[float, str], None]  # (fraction of the step done, what it is doing)
@@ -50,7 +50,7 @@ class TabDefaults:
     """What each tab computes on its first press when nothing was changed (the tabs' own constants)."""
 
     examples_file: Path = EXAMPLES_FILE
-    example_max_chars: int = 2000  # sentence_input.MAX_CHARS
+    example_max_chars: int = 2000  # mlse.text.sentences.MAX_CHARS
     sts_pair: str = "en-de"  # gold_tab.DEFAULT_PAIR
     sts_split: str = "test"
     tatoeba_lang: str = "deu"  # tatoeba_tab.DEFAULT_LANG
@@ -123,7 +123,7 @@ def cache_only(model):
 
 
 class Chunked:
-    """``model`` encoding a few batches at a time (:func:`mlse.runs.stop_signal.encode_in_chunks`): a stop is honoured
+    """``model`` encoding a few batches at a time (:func:`mlse.stop_signal.encode_in_chunks`): a stop is honoured
     within seconds and each finished chunk is already in the embedding cache. Everything else is ``model``'s."""
 
     def __init__(self, model, should_stop: ShouldStop, progress: Callable[[int, int], None] | None = None):

@@ -7,7 +7,7 @@ child (a fresh interpreter, no copy of the app's loaded models) returns every pa
 The boundary is kept narrow. The job is named by an importable ``"module:function"`` called as
 ``function(*args, report=..., stop=...)``, the same contract as a :class:`mlse.train.runner.JobRunner` job. Progress
 records and the outcome travel over a queue; the Stop button is a shared event the child's stop checks read, so Stop
-keeps working. Outcomes come back as in-process: a return value, :class:`~mlse.runs.stop_signal.Stopped`, an
+keeps working. Outcomes come back as in-process: a return value, :class:`~mlse.stop_signal.Stopped`, an
 :class:`~mlse.errors.MlseError` (the message only), or any other exception as a ``RuntimeError`` naming it. A child
 that dies without an answer (killed, out of memory) is an ``MlseError`` with its exit code; one that ignores Stop for
 :data:`STOP_GRACE_S` seconds is terminated.
@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 from mlse.errors import MlseError
 from mlse.runs.job_lock import LockRequest, hold
-from mlse.runs.stop_signal import Stopped
+from mlse.stop_signal import Stopped
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ A run has two parts. **Preparation** (this module; reported as ``prepare_s``): t
 (:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.student_model`), the
 frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
 under the budget, which covers training *and* the dev evaluations inside it. A caller that needs a budget over the
-whole run (the app's jobs) passes a :class:`mlse.runs.stop_signal.StopSignal` (stop button + budget); it, or the plain
+whole run (the app's jobs) passes a :class:`mlse.stop_signal.StopSignal` (stop button + budget); it, or the plain
 ``stop`` event, is asked in every phase: between data files, between chunks of teacher encoding and of dev
 evaluation, and after every step.
 
@@ -37,7 +37,7 @@ accept it)::
 ``out/model`` is always either the previous good checkpoint or the new one. A run stops at the budget, at
 ``max_steps``, when the ``stop`` event is set (the app's stop button) or on KeyboardInterrupt (metrics are written,
 then the interrupt propagates). A run stopped before its first training step raises
-:class:`mlse.runs.stop_signal.Stopped` and leaves no model; one stopped later keeps its best checkpoint and says
+:class:`mlse.stop_signal.Stopped` and leaves no model; one stopped later keeps its best checkpoint and says
 ``"partial"`` in ``metrics.json``.
 
 **GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override), in
@@ -63,7 +63,7 @@ import numpy as np
 from mlse.atomic import atomic_write_text
 from mlse.encoders.torch import default_device
 from mlse.runs.folders import FINETUNE_CONFIG_FILE
-from mlse.runs.stop_signal import Stopped, StopSignal, check
+from mlse.stop_signal import Stopped, StopSignal, check
 from mlse.train.config import FinetuneConfig, default_out
 from mlse.train.config_validation import validate
 from mlse.train.device import precision_record, resolve_precision

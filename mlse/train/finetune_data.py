@@ -24,7 +24,7 @@ from mlse.data.stsb import load_sts
 from mlse.errors import MlseError
 from mlse.evaluation.sts import cosine_predictions, sts_metrics
 from mlse.models import load_model
-from mlse.runs.stop_signal import ShouldStop, encode_in_chunks
+from mlse.stop_signal import ShouldStop, encode_in_chunks
 from mlse.train.config import FinetuneConfig
 
 _ENGLISH = ("en", "eng")
@@ -134,7 +134,7 @@ def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, s
 def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | None = None) -> dict[str, float]:
     """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode.
 
-    ``should_stop`` is asked between chunks of the dev texts (:class:`~mlse.runs.stop_signal.Stopped` abandons the
+    ``should_stop`` is asked between chunks of the dev texts (:class:`~mlse.stop_signal.Stopped` abandons the
     evaluation).
     """
     import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run

@@ -24,7 +24,7 @@ from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import encode_lookup
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
-from mlse.runs.stop_signal import ShouldStop, Stopped, check
+from mlse.stop_signal import ShouldStop, Stopped, check
 from mlse.train.config import Stage1Settings, Stage2Settings
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def train_stage1(
     """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
 
     ``should_stop`` is asked in every phase. While loading or encoding data it ends the call with
-    :class:`~mlse.runs.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during training (asked after
+    :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during training (asked after
     every epoch) the best epoch so far is saved, marked partial in its metadata; during the language probe the probe is
     skipped and the run saved, marked partial.
     ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).

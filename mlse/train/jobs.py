@@ -6,7 +6,7 @@ and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.head_training`, on the app's 
 methods of :mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to ``runs_dir()/NAME``, where
 the model registry finds them, so a finished run appears in every model list.
 
-Stopping: every training job gets one :class:`mlse.runs.stop_signal.StopSignal` (the stop button plus the time budget,
+Stopping: every training job gets one :class:`mlse.stop_signal.StopSignal` (the stop button plus the time budget,
 whose clock starts with the job, so the budget counts loading, encoding, training, evaluation and saving alike). Every
 phase asks it: data loading between files, encoding and teacher targets between chunks of a few batches (finished chunks
 stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch (heads), dev
@@ -43,7 +43,7 @@ from mlse.errors import MlseError
 from mlse.runs.folders import is_model_folder, is_scorer_folder
 from mlse.runs.health import recover_runs, sweep_interrupted
 from mlse.runs.job_lock import live_orphans, lock_request
-from mlse.runs.stop_signal import Stopped, StopSignal
+from mlse.stop_signal import Stopped, StopSignal
 from mlse.train.child_jobs import run_in_child
 from mlse.train.config import JOB_METHODS, TEACHER_METHODS, FinetuneConfig, TrainRequest, request_config
 from mlse.train.finetune import finetune

@@ -14,7 +14,7 @@ slightly while evaluations remain), capped by ``max_steps``. Before the first st
 stays constant: a budgeted run can stop at any moment, so there is no decay to a known end.
 
 **Stopping.** Asked before every step: the ``stop`` event (the app's stop button), the caller's
-:class:`~mlse.runs.stop_signal.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget.
+:class:`~mlse.stop_signal.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget.
 With several processes (:mod:`mlse.train.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates,
 saves and writes the log, the other ranks wait for it at the next gradient all-reduce.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.json_safe import finite_or_none
-from mlse.runs.stop_signal import ShouldStop, Stopped, StopSignal
+from mlse.stop_signal import ShouldStop, Stopped, StopSignal
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import needs_grad_scaler
 from mlse.train.distributed import DistContext, agree, average_gradients
@@ -92,7 +92,7 @@ def epoch_batches(
 class TrainingLoop:
     """One run's loop over ``n`` training examples (``lengths``: their lengths, for bucketing; None: no bucketing).
 
-    ``evaluate(should_stop)`` returns the dev score per dev set (it may raise :class:`~mlse.runs.stop_signal.Stopped`);
+    ``evaluate(should_stop)`` returns the dev score per dev set (it may raise :class:`~mlse.stop_signal.Stopped`);
     ``save()`` writes a checkpoint, called whenever the mean dev score improves. Each evaluation appends one record
     to ``out/log.jsonl`` and hands it to ``progress``.
     """

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlse.errors import MlseError
-from mlse.runs.stop_signal import Stopped
+from mlse.stop_signal import Stopped
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 
 from mlse.public_mode import MAX_UPLOAD_BYTES, public_mode, upload_limits
+from mlse.serving.app_state import AppState
 from mlse.serving.request_limits import RequestLimits, body_limit
 from mlse.serving.upload_folder import LOCAL_QUOTA, PUBLIC_QUOTA, UploadFolder, install, start_sweeper
 from mlse.ui import finetune_tab, gold_tab, map_tab, model_pickers, results_tab, score_tab, tatoeba_tab
 from mlse.ui.credits import CREDITS_MARKDOWN
-from mlse.ui.state import AppState
 
 # The order users meet them: demo first, then the analyses, then training and the record of every run.
 TABS = [score_tab, map_tab, tatoeba_tab, gold_tab, finetune_tab, results_tab]

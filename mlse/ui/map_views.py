@@ -17,7 +17,7 @@ import pandas as pd
 from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACE_TITLES, SPACES, LanguageMap
 from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
-from mlse.ui.state import STAGE1, STAGE12
+from mlse.serving.app_state import map_opening
 from mlse.ui.text import html_text, md_escape
 
 HOVER_WIDTH = 70  # characters per hover line
@@ -46,29 +46,12 @@ def empty_output(note: str) -> MapOutput:
 
 
 # -- the model the map opens on -------------------------------------------------------------------------------------
-STAGE1_KINDS = (STAGE1, STAGE12)  # the kinds of scorer with a Stage-1 head, the one without Stage 2 preferred
-
-
 def map_default(models, preferred: str | None, prefix: str = SHIPPED_PREFIX) -> tuple[str | None, str]:
-    """The model the map opens on -> (name, a note for the page, "" when there is nothing to say).
-
-    The map's point needs a Stage-1 head, so it opens on the shipped scorer (name starting with ``prefix``) built on
-    ``preferred`` -- the app's first default backbone -- with a Stage-1 head only (``+Stage 1``) before one with
-    Stage 2 as well. When nothing is shipped for that backbone it opens on ``preferred`` itself, and the note says
-    so. ``models`` are :class:`mlse.ui.state.ModelInfo`-like (``name``, ``kind``, ``backbone``, ``needs_download``).
-    """
-    if preferred is None:
-        return None, ""
-    heads = [
-        m
-        for m in models
-        if m.name.startswith(prefix)
-        and m.backbone == preferred
-        and m.kind in STAGE1_KINDS
-        and not getattr(m, "needs_download", False)
-    ]
-    if heads:
-        return min(heads, key=lambda m: (STAGE1_KINDS.index(m.kind), m.name)).name, ""
+    """The model the map opens on -> (name, a note for the page, "" when there is nothing to say): the choice is
+    :func:`mlse.serving.app_state.map_opening`; when it falls back to the backbone alone the note says so."""
+    name = map_opening(models, preferred, prefix)
+    if name is None or name != preferred:
+        return name, ""
     return preferred, (
         f"No shipped Stage-1 head for **{md_escape(preferred)}**: the map opens on the backbone "
         "alone (raw panel only). Choose a `+s1` model for the meaning and language panels."

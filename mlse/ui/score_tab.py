@@ -10,38 +10,27 @@ DataFrames and markdown, so tests call them without a browser.
 from __future__ import annotations
 
 import csv
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from mlse.api import CALIBRATED, pair_scores
+from mlse.api import CALIBRATED
 from mlse.data.json_safe import finite_or_none
-from mlse.errors import MlseError
+from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi, capped, clean_pair, dedupe, score_models
 from mlse.text.language_id import detector_name, language_name
+from mlse.text.sentences import AUTO, resolve_language
 from mlse.ui import explain_sections, score_file
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
-from mlse.ui.sentence_input import (
-    AUTO,
-    clean_text,
-    detect_api,
-    detect_handler,
-    language_options,
-    resolve_language,
-    warm_up_detector,
-)
+from mlse.ui.sentence_input import detect_api, detect_handler, language_options, warm_up_detector
 from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_code, md_escape
 
-MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
 # each model's encoder call, while the work per request outside it (detection, a small table) stays light.
 SCORE_CONCURRENCY = 20
-# Direct API calls scored at once: Gradio runs unqueued calls in its 40 worker threads, so more would wait anyway
-API_MAX_IN_FLIGHT = 32
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
@@ -76,33 +65,6 @@ def model_choices(state, refresh: bool = False) -> tuple[list[tuple[str, str]], 
     return [(m.label, m.name) for m in models], selected, " ".join(notes)
 
 
-def _kind(state, name: str) -> str:
-    try:
-        return state.model_kind(name)
-    except MlseError:
-        return "?"
-
-
-def _score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
-    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
-    :func:`mlse.api.pair_scores`, through the app's micro-batcher (concurrent requests share one encoder call)."""
-    batcher = getattr(state, "batcher", None)
-    cos, calibrated = pair_scores(
-        state.encoder(name), [s1], [s2], encode=batcher.encode if batcher is not None else None
-    )
-    return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
-
-
-def _dedupe(models) -> list[str]:
-    if isinstance(models, str):
-        models = [models]
-    seen: dict[str, None] = {}
-    for name in models or []:
-        if isinstance(name, str) and name.strip():
-            seen.setdefault(name.strip(), None)
-    return list(seen)
-
-
 def empty_table() -> pd.DataFrame:
     return pd.DataFrame(columns=COLUMNS)
 
@@ -123,11 +85,11 @@ def score_pair(
     Bad input never raises: empty text, no model, unknown models and models that fail to load come back as messages.
     ``lang1``/``lang2`` override the detected languages ("auto": detect); ``gold`` is a reference score to show.
     """
-    s1, s2, cleaned = _clean_pair(sentence1, sentence2)
+    s1, s2, cleaned = clean_pair(sentence1, sentence2)
     notices = [f"Sentence {i}: {n}." for i, n in cleaned]
     if not s1 or not s2:
         return empty_table(), " ".join(["Enter two non-empty sentences.", *notices])
-    names, asked = _capped(_dedupe(models))
+    names, asked = capped(dedupe(models))
     if not names:
         return empty_table(), " ".join(["Choose at least one model.", *notices])
     if asked > len(names):
@@ -145,81 +107,12 @@ def score_pair(
     )
 
 
-def _clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:
-    """Both sentences cleaned (:func:`clean_text`), and (1 or 2, notice) for each one that was changed."""
-    (s1, n1), (s2, n2) = clean_text(sentence1), clean_text(sentence2)
-    return s1, s2, [(i, n) for i, n in ((1, n1), (2, n2)) if n]
-
-
-def _capped(names: list[str]) -> tuple[list[str], int]:
-    """The first MAX_MODELS names (one request cannot load every model on disk), and how many were asked for."""
-    return names[:MAX_MODELS], len(names)
-
-
-def score_models(
-    state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
-) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:
-    """(name, kind, cosine, calibrated or None) for every model that scored the (cleaned) pair, and (name, why) for
-    every one that could not: one broken model never takes the others down with it."""
-    scores, failures = [], []
-    for i, name in enumerate(names):
-        if progress is not None:
-            progress(i / len(names), f"scoring with {name}")
-        try:
-            cos, calibrated = _score_one(state, name, s1, s2)
-        except MlseError as exc:  # unknown model, backbone mismatch, missing files: the library's own message
-            failures.append((name, str(exc)))
-            continue
-        except Exception as exc:  # a broken run folder must not take the other models down with it
-            failures.append((name, f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"))
-            continue
-        scores.append((name, _kind(state, name), cos, calibrated))
-    return scores, failures
-
-
-def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
-    """The direct JSON API (``POST /gradio_api/run/score``): the Score tab's work without its table and markdown.
-
-    -> ``{"scores": [{"model", "kind", "cosine", "calibrated"}], "languages": [{"code", "how"}] x 2,
-    "notices": [...], "not_scored": [{"model", "why"}]}``. No model named: the page's default selection. Bad input
-    never raises: an empty sentence or an unusable model comes back in ``notices`` / ``not_scored``.
-    """
-    s1, s2, cleaned = _clean_pair(sentence1, sentence2)
-    notices = [f"sentence {i}: {n}" for i, n in cleaned]
-    answer = {"scores": [], "languages": [], "notices": notices, "not_scored": []}
-    if not s1 or not s2:
-        notices.append("enter two non-empty sentences")
-        return answer
-    names, asked = _capped(_dedupe(models) or state.default_selection()[0])
-    if asked > len(names):
-        notices.append(f"scored the first {MAX_MODELS} of {asked} models")
-    # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
-    # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
-    offered = set(state.model_names())
-    refused = [
-        (name, "not a model offered here (the Models list of the Score tab names them)")
-        for name in names
-        if name not in offered
-    ]
-    scores, failures = score_models(state, [n for n in names if n in offered], s1, s2)
-    failures = refused + failures
-    answer["scores"] = [
-        {"model": name, "kind": kind, "cosine": round(cos, 4), "calibrated": round(cal, 2) if cal is not None else None}
-        for name, kind, cos, cal in scores
-    ]
-    answer["not_scored"] = [{"model": name, "why": why} for name, why in failures]
-    answer["languages"] = [
-        dict(zip(("code", "how"), resolve_language(text, override))) for text, override in ((s1, lang1), (s2, lang2))
-    ]
-    return answer
-
-
 def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibration_notes=()) -> str:
     """The markdown under the table: the sentences with their languages, the reference score, notices, errors."""
     lines = []
     for i, (text, override) in enumerate(((s1, lang1), (s2, lang2)), start=1):
         code, how = resolve_language(text, override)
-        lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {how}): “{_echo(text)}”")
+        lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {md_escape(how)}): “{_echo(text)}”")
     gold_value = finite_or_none(gold)
     if gold_value is not None:
         lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
@@ -232,33 +125,6 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     return "\n\n".join(lines)
 
 
-class DirectApi:
-    """``score_api`` as an unqueued endpoint for scripts: each call is one HTTP POST answered with JSON, the cheapest
-    path Gradio has (no event stream, no queue bookkeeping; under 20 clients the queued path spends most of the
-    app's CPU outside the models, see the README). Calls still meet in the micro-batcher. Without the queue nothing
-    else bounds them, so past :data:`API_MAX_IN_FLIGHT` calls at once one is refused with a "busy" message at once
-    rather than left waiting."""
-
-    def __init__(self, state, max_in_flight: int | None = None):
-        self.state = state
-        self.max_in_flight = max_in_flight or API_MAX_IN_FLIGHT
-        self._slots = threading.BoundedSemaphore(self.max_in_flight)
-
-    def score(self, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
-        """``score_api``, or :class:`ApiBusy` when too many calls are in flight."""
-        if not self._slots.acquire(blocking=False):
-            raise ApiBusy(f"busy: {self.max_in_flight} requests are being scored right now; try again in a moment")
-        try:
-            return score_api(self.state, sentence1, sentence2, models, lang1, lang2)
-        finally:
-            self._slots.release()
-
-
-class ApiBusy(MlseError):
-    """The direct API is at its limit of concurrent calls (the caller should retry shortly)."""
-
-
-# -- examples -------------------------------------------------------------------------------------------------------
 def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
     """Ready-made pairs from assets/examples.tsv: sentence1, sentence2, lang1, lang2, gold (float or None), note."""
     try:

@@ -3,7 +3,7 @@
 The model list is scanned from the registry and the runs directory and kept for :data:`RESCAN_SECONDS` (so a run
 trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
 ``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
-Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.serving.hub_probe`);
+Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.data.hub_probe`);
 they are never ticked by default, since their first use downloads them. The offline defaults
 (``mlse.encoders.DEFAULT_MODELS``) come first among the backbones and are ticked whenever they load here.
 
@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlse.data.hub_probe import hub_reachable
 from mlse.dirs import runs_dir
 from mlse.encoders.identity import check_backend
 from mlse.encoders.registry import DEFAULT_MODELS, ModelSpec, registry
@@ -35,7 +36,6 @@ from mlse.runs.health import partial_reason, recover_runs, sweep_interrupted
 from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
 from mlse.serving.batching import MicroBatcher
 from mlse.serving.encoder_pool import DEFAULT_MAX_MEMORY
-from mlse.serving.hub_probe import hub_reachable
 from mlse.serving.model_pool import ModelPool
 
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
@@ -262,3 +262,26 @@ def _loads_offline(name: str) -> bool:
     except MlseError:
         return False
     return spec.source != "scorer" and spec_status(spec).startswith("available")
+
+
+STAGE1_KINDS = (STAGE1, STAGE12)  # the kinds of scorer with a Stage-1 head, the one without Stage 2 preferred
+
+
+def map_opening(models, preferred: str | None, prefix: str = SHIPPED_PREFIX) -> str | None:
+    """The model the map tab opens on: its point needs a Stage-1 head, so the shipped scorer (name starting with
+    ``prefix``) built on ``preferred`` -- the app's first default backbone -- with a Stage-1 head only (``+Stage 1``)
+    before one with Stage 2 as well; when nothing is shipped for that backbone, ``preferred`` itself. ``models`` are
+    :class:`ModelInfo`-like (``name``, ``kind``, ``backbone``, ``needs_download``)."""
+    if preferred is None:
+        return None
+    heads = [
+        m
+        for m in models
+        if m.name.startswith(prefix)
+        and m.backbone == preferred
+        and m.kind in STAGE1_KINDS
+        and not getattr(m, "needs_download", False)
+    ]
+    if heads:
+        return min(heads, key=lambda m: (STAGE1_KINDS.index(m.kind), m.name)).name
+    return preferred

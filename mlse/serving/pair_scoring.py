@@ -1,0 +1,144 @@
+"""Scoring one pair with several models, as the app does it: the Score tab's table, its direct API and the JSON route
+for scripts (:mod:`mlse.serving.api_route`) all call :func:`score_models` / :func:`score_api`, so each gives the same
+numbers through the same micro-batcher.
+
+No page here: the tab (:mod:`mlse.ui.score_tab`) turns the results into a table and markdown.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from mlse.api import pair_scores
+from mlse.errors import MlseError
+from mlse.text.sentences import AUTO, clean_text, resolve_language
+
+MAX_MODELS = 24  # per request: an API caller cannot make one click load every model on disk
+# Direct API calls scored at once: Gradio runs unqueued calls in its 40 worker threads, so more would wait anyway
+API_MAX_IN_FLIGHT = 32
+
+
+def model_kind(state, name: str) -> str:
+    try:
+        return state.model_kind(name)
+    except MlseError:
+        return "?"
+
+
+def score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
+    """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
+    :func:`mlse.api.pair_scores`, through the app's micro-batcher (concurrent requests share one encoder call)."""
+    batcher = getattr(state, "batcher", None)
+    cos, calibrated = pair_scores(
+        state.encoder(name), [s1], [s2], encode=batcher.encode if batcher is not None else None
+    )
+    return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
+
+
+def dedupe(models) -> list[str]:
+    if isinstance(models, str):
+        models = [models]
+    seen: dict[str, None] = {}
+    for name in models or []:
+        if isinstance(name, str) and name.strip():
+            seen.setdefault(name.strip(), None)
+    return list(seen)
+
+
+def clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:
+    """Both sentences cleaned (:func:`clean_text`), and (1 or 2, notice) for each one that was changed."""
+    (s1, n1), (s2, n2) = clean_text(sentence1), clean_text(sentence2)
+    return s1, s2, [(i, n) for i, n in ((1, n1), (2, n2)) if n]
+
+
+def capped(names: list[str]) -> tuple[list[str], int]:
+    """The first MAX_MODELS names (one request cannot load every model on disk), and how many were asked for."""
+    return names[:MAX_MODELS], len(names)
+
+
+def score_models(
+    state, names: list[str], s1: str, s2: str, progress: Callable[[float, str], None] | None = None
+) -> tuple[list[tuple[str, str, float, float | None]], list[tuple[str, str]]]:
+    """(name, kind, cosine, calibrated or None) for every model that scored the (cleaned) pair, and (name, why) for
+    every one that could not: one broken model never takes the others down with it."""
+    scores, failures = [], []
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(i / len(names), f"scoring with {name}")
+        try:
+            cos, calibrated = score_one(state, name, s1, s2)
+        except MlseError as exc:  # unknown model, backbone mismatch, missing files: the library's own message
+            failures.append((name, str(exc)))
+            continue
+        except Exception as exc:  # a broken run folder must not take the other models down with it
+            failures.append((name, f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"))
+            continue
+        scores.append((name, model_kind(state, name), cos, calibrated))
+    return scores, failures
+
+
+def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
+    """The direct JSON API (``POST /gradio_api/run/score``): the Score tab's work without its table and markdown.
+
+    -> ``{"scores": [{"model", "kind", "cosine", "calibrated"}], "languages": [{"code", "how"}] x 2,
+    "notices": [...], "not_scored": [{"model", "why"}]}``. No model named: the page's default selection. Bad input
+    never raises: an empty sentence or an unusable model comes back in ``notices`` / ``not_scored``.
+    """
+    s1, s2, cleaned = clean_pair(sentence1, sentence2)
+    notices = [f"sentence {i}: {n}" for i, n in cleaned]
+    answer = {"scores": [], "languages": [], "notices": notices, "not_scored": []}
+    if not s1 or not s2:
+        notices.append("enter two non-empty sentences")
+        return answer
+    names, asked = capped(dedupe(models) or state.default_selection()[0])
+    if asked > len(names):
+        notices.append(f"scored the first {MAX_MODELS} of {asked} models")
+    # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
+    # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
+    offered = set(state.model_names())
+    refused = [
+        (name, "not a model offered here (the Models list of the Score tab names them)")
+        for name in names
+        if name not in offered
+    ]
+    scores, failures = score_models(state, [n for n in names if n in offered], s1, s2)
+    failures = refused + failures
+    answer["scores"] = [
+        {"model": name, "kind": kind, "cosine": round(cos, 4), "calibrated": round(cal, 2) if cal is not None else None}
+        for name, kind, cos, cal in scores
+    ]
+    answer["not_scored"] = [{"model": name, "why": why} for name, why in failures]
+    answer["languages"] = [
+        dict(zip(("code", "how"), resolve_language(text, override))) for text, override in ((s1, lang1), (s2, lang2))
+    ]
+    return answer
+
+
+class DirectApi:
+    """``score_api`` as an unqueued endpoint for scripts: each call is one HTTP POST answered with JSON, the cheapest
+    path Gradio has (no event stream, no queue bookkeeping; under 20 clients the queued path spends most of the
+    app's CPU outside the models, see the README). Calls still meet in the micro-batcher. Without the queue nothing
+    else bounds them, so past :data:`API_MAX_IN_FLIGHT` calls at once one is refused with a "busy" message at once
+    rather than left waiting."""
+
+    def __init__(self, state, max_in_flight: int | None = None):
+        self.state = state
+        self.max_in_flight = max_in_flight or API_MAX_IN_FLIGHT
+        self._slots = threading.BoundedSemaphore(self.max_in_flight)
+
+    def score(self, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
+        """``score_api``, or :class:`ApiBusy` when too many calls are in flight."""
+        if not self._slots.acquire(blocking=False):
+            raise ApiBusy(f"busy: {self.max_in_flight} requests are being scored right now; try again in a moment")
+        try:
+            return score_api(self.state, sentence1, sentence2, models, lang1, lang2)
+        finally:
+            self._slots.release()
+
+
+class ApiBusy(MlseError):
+    """The direct API is at its limit of concurrent calls (the caller should retry shortly)."""
+
+
+# -- examples -------------------------------------------------------------------------------------------------------
