@@ -57,7 +57,9 @@ def tables(result: dict) -> str:
                 f"{result['agreement']['onnx-int8']['min_cos_alone_vs_batched']:.5f} (first 200 sentences)"
             )
     lim = result.get("limits", {})
-    if lim:
+    if "not_applicable" in lim:
+        lines += ["", f"int8 limits: not measured ({lim['not_applicable']})"]
+    elif lim:
         lines += [
             "",
             f"int8 limits: tokenisation alone {lim['tokenize_sentences_per_s']:,.0f} sentences/s; "

@@ -130,6 +130,16 @@ def interleaved(encoders: dict, texts: list[str], batch_size: int, runs: int) ->
     }
 
 
+def limits_or_why_not(args, texts: list[str], int8) -> dict:
+    """:func:`limits` for an ONNX export run by :class:`~mlse.encoders.onnx.runtime.OnnxEncoder` (token ids, batch
+    plans); another int8 runtime (muse's, on its own graph) has neither, and the result says so instead of failing."""
+    from mlse.encoders.onnx.runtime import OnnxEncoder
+
+    if not isinstance(int8, OnnxEncoder):
+        return {"not_applicable": f"{type(int8).__name__} runs its own int8 graph: no token-id tokenizer or batch plan"}
+    return limits(args, texts, int8)
+
+
 def limits(args, texts: list[str], int8) -> dict:
     """Where int8 time goes: tokenisation, padding, worker scaling, batch shape."""
     from mlse.encoders.onnx.runtime import plan_batches
@@ -288,7 +298,7 @@ def measure_model(args, model: str, texts: list[str]) -> dict:
     result["throughput"] = interleaved(encoders, texts, args.batch_size, args.runs)
     print(f"{model} throughput: { {k: v['sentences_per_s'] for k, v in result['throughput'].items()} }", flush=True)
     if "onnx-int8" in encoders and not args.no_sweep:
-        result["limits"] = limits(args, texts, encoders["onnx-int8"])
+        result["limits"] = limits_or_why_not(args, texts, encoders["onnx-int8"])
     if not args.no_accuracy and len(backends) > 1:
         result["agreement"] = agreement(args, texts, backends)
         result["accuracy"] = {b: accuracy(args, b) for b in backends}
