@@ -136,3 +136,25 @@ def test_the_results_table_shows_rated_unrated_and_the_gap(tmp_path):
     en_de = rows[(rows["model"] == "unrated:shipped") & (rows["key"] == "en-de")].set_index("metric")["value"]
     assert en_de["gap"] == pytest.approx(en_de["rated"] - en_de["unrated"], abs=0.02)
     assert set(rows[rows["metric"] == "incomplete"]["model"]) == {"unrated:stopped"}
+
+
+def test_a_protocol_run_names_its_rated_languages_and_the_gold_tab_says_which_pairs_are_unrated(tmp_path):
+    from types import SimpleNamespace
+
+    from mlse.runs.folders import rated_languages
+    from mlse.ui.gold_tab import rated_notes
+
+    run = tmp_path / "without-de"
+    (run / "model").mkdir(parents=True)
+    config = {"method": "ema", "sts_loss": "cosent", "sts_langs": u.fold_sts_langs(("de",))}
+    (run / "finetune_config.json").write_text(json.dumps(config))
+    plain = tmp_path / "no-term"
+    (plain / "model").mkdir(parents=True)
+    (plain / "finetune_config.json").write_text(json.dumps({"method": "ema", "sts_loss": "none", "sts_langs": []}))
+    assert rated_languages(run / "model") == tuple(u.fold_sts_langs(("de",))) and rated_languages(plain) is None
+    models = [SimpleNamespace(name="runs/without-de", location=str(run / "model"))]
+    state = SimpleNamespace(models=lambda: models)
+    (unrated,) = rated_notes(state, "en-de", ["runs/without-de", "me5-small"])
+    assert "**unrated**" in unrated and "without rated pairs in de" in unrated
+    (rated,) = rated_notes(state, "en-fr", ["runs/without-de"])
+    assert "**rated**" in rated

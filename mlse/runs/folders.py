@@ -15,6 +15,7 @@ The command line and the app name new runs with the same function, :func:`traini
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -99,3 +100,24 @@ def visible_dirs(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
     except OSError:  # unreadable or vanished while listing: nothing to offer there
         return []
+
+
+def rated_languages(location: str | Path) -> tuple[str, ...] | None:
+    """The languages whose rated pairs (the STS term's, STS Multi MT train) a fine-tuned run learnt from, from its
+    ``finetune_config.json`` (``location``: the run folder or its ``model`` folder); None for anything else: a
+    backbone, a scorer, a run without the STS term. A run of the leave-languages-out protocol
+    (:mod:`mlse.experiments.unrated`) names fewer than all: the others are *unrated* for it."""
+    path = Path(location)
+    for folder in (path, path.parent):
+        config_file = folder / FINETUNE_CONFIG_FILE
+        if config_file.is_file():
+            try:
+                config = json.loads(config_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            if not isinstance(config, dict):
+                return None
+            uses_term = config.get("method") == "sts" or config.get("sts_loss") not in (None, "none")
+            langs = config.get("sts_langs")
+            return tuple(langs) if uses_term and isinstance(langs, list) else None
+    return None

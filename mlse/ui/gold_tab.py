@@ -16,6 +16,7 @@ from mlse.data.pairs import sts_pair_choices
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import sts_pair_predictions
 from mlse.memo import MB, BytesMemo
+from mlse.runs.folders import rated_languages
 from mlse.serving.procmem import releases_memory
 from mlse.ui import gold_file
 from mlse.ui.explain_sections import build_pair_section
@@ -34,7 +35,7 @@ from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.tables import TABLE_OPTIONS, header
-from mlse.ui.text import md_escape
+from mlse.ui.text import md_code, md_escape
 
 __all__ = [
     "DISAGREE_COLUMNS",
@@ -113,7 +114,27 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
             "(fitted on STS dev) against gold; blank for models without one."
             + (" Dev pairs were used to fit it." if split == "dev" else "")
         )
+    notes += rated_notes(state, pair, list(preds))
     return hist, scatter, calib, table, with_preparing_note(state, "gold", " ".join([*notes, *problems]))
+
+
+def rated_notes(state, pair: str, models: list[str]) -> list[str]:
+    """For each model trained on rated pairs of only some languages (the leave-languages-out protocol): whether
+    ``pair`` is *rated* for it (it learnt from rated pairs in both languages) or *unrated*, naming the missing ones."""
+    locations = {m.name: m.location for m in state.models()}
+    notes = []
+    for name in models:
+        rated = rated_languages(locations.get(name, name))
+        if rated is None:
+            continue
+        missing = [lang for lang in dict.fromkeys(pair.split("-")) if lang not in rated]
+        split = (
+            f"**unrated** for it: trained without rated pairs in {', '.join(missing)}"
+            if missing
+            else "**rated** for it: trained with rated pairs in both languages"
+        )
+        notes.append(f"`{md_code(name)}`: {md_escape(pair)} is {split} (rated: {md_escape(', '.join(rated))}).")
+    return notes
 
 
 def disagreements(
