@@ -80,6 +80,12 @@ def test_scorer_gives_three_panels_and_highlighting(fake_scorer, data_dir):
         )
         assert fig.layout.height >= 500 and fig.layout.width is None  # as wide as its half of the page
     assert out.reading == reading_of(out.result) and out.reading.startswith("Languages ")
+    assert all("**Languages mixed on the map:**" in m and "mixed at random: 71.4 %" in m for m in out.metrics)  # 1 - 4/14
+    for fig, space in zip(out.figures, SPACES):  # each language drawn at its own small offset: shared points ring
+        coords = out.result.views[space].coords
+        first = out.result.sample.lang_idx == 0
+        shift = np.asarray(fig.data[0].y) - coords[first, 1]
+        assert np.allclose(shift, shift[0]) and shift[0] > 0  # the first language, moved up by one fixed amount
     assert all(f"| {title} |" in out.summary for title in ("Raw (backbone)", "Meaning (Stage 1)", "Language (Stage 1)"))
 
     sid = int(out.sentences["id"].iloc[2])

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from mlse.analysis.map_mixing import NEIGHBOURS, mixed_share, neighbour_mixing, ring_offsets
 from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACE_TITLES, SPACES, LanguageMap
 from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
@@ -84,19 +85,20 @@ def _palette() -> list[str]:
 def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None):
     """One plotly scatter per language (same colour per language in every panel); hover shows the sentence.
 
+    Each language is drawn shifted by its own small offset (:func:`mlse.analysis.map_mixing.ring_offsets`), so the
+    translations of a sentence that share a point show as a ring of every language's colour, in the legend's colours.
     With ``highlight_id`` the translations of that sentence are drawn large and outlined and the rest faded.
     """
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     sample, view = result.sample, result.views[space]
     colours = _palette()
+    offsets = ring_offsets(len(sample.langs), view.coords)  # [L, 2]
     fig = go.Figure()
     for li, lang in enumerate(sample.langs):
         rows = np.flatnonzero(sample.lang_idx == li)  # [n]
         chosen = sample.sentence_ids[rows] == highlight_id if highlight_id is not None else np.zeros(len(rows), bool)
-        # Translations land on one spot where languages mix: half-transparent markers blend their colours there
-        # instead of the last language drawn hiding the others.
-        marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.45}
+        marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.85}
         if highlight_id is not None:
             marker.update(
                 size=np.where(chosen, 16, 5).tolist(),
@@ -105,8 +107,8 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
             )
         fig.add_trace(
             go.Scatter(
-                x=view.coords[rows, 0],
-                y=view.coords[rows, 1],
+                x=view.coords[rows, 0] + offsets[li, 0],
+                y=view.coords[rows, 1] + offsets[li, 1],
                 mode="markers",
                 name=lang,
                 marker=marker,
@@ -174,8 +176,20 @@ def metrics_markdown(result: LanguageMap, space: str) -> str:
     cached = " · from cache" if view.from_cache else ""
     return (
         f"**Language-ID probe:** {probe}  \n**Translation retrieval@1:** {retrieval}  \n"
+        f"**Languages mixed on the map:** {mixing_text(result, space)}  \n"
         f"<small>{EXPECTED.get(space, '')}{cached}</small>"
     )
+
+
+def mixing_text(result: LanguageMap, space: str) -> str:
+    """ "61 % (fully mixed: 88 %)": the share of each point's nearest map neighbours in another language."""
+    sample = result.sample
+    share = neighbour_mixing(result.views[space].coords, sample.lang_idx)
+    mixed = mixed_share(sample.lang_idx)
+    if share is None or mixed is None:
+        return "n/a (needs 2 points)"
+    near = f"{_pct(share)} of each point's {NEIGHBOURS} nearest neighbours are in another language"
+    return f"{near} (languages mixed at random: {_pct(mixed)})"
 
 
 def sentence_table(result: LanguageMap) -> pd.DataFrame:
