@@ -11,6 +11,8 @@ In public mode:
   the local HF cache load as before: the operator put them there.
 * a fine-tune runs only within :data:`FINETUNE_LIMITS` (time budget, pairs, batch size, dev rows), one at a time with
   no queue, never overwrites an existing run, and trains only models the app lists.
+* a fine-tune's preparation (loading, and encoding the data before its budget starts) may take at most
+  :data:`PUBLIC_PREPARATION_MINUTES` (:func:`mlse.train.jobs.preparation_limit_s`).
 * an uploaded file (Score a file, Predicted vs gold, the map, Tatoeba errors) may hold at most
   :data:`PUBLIC_UPLOAD_ROWS` rows and :data:`MAX_UPLOAD_BYTES` bytes (Gradio's upload route refuses larger files),
   and is deleted once read. Locally the limits are ``--max-upload-rows`` / ``--max-upload-bytes`` (or
@@ -54,6 +56,8 @@ FINETUNE_LIMITS: dict[str, tuple[str, float]] = {
     "Max epochs": ("max_epochs", 50),
     "Extend vocabulary": ("extend_vocab", 2000),
 }
+# a fine-tune's loading and one-off encoding, before its budget's clock starts (at most 2,000 pairs per language pair)
+PUBLIC_PREPARATION_MINUTES = 15
 _TRUE = ("1", "true", "yes", "on")
 
 

@@ -1,14 +1,22 @@
-"""One stop signal for a whole job: the Stop button and the time budget, asked in every phase.
+"""One stop signal for a whole job: the Stop button, the time budget and the preparation's own limit, asked in every
+phase.
 
 Why a module of its own: a training job spends its time in several places (reading data, encoding thousands of
 sentences, teacher targets, epochs, dev evaluations, saving) and each of them must be able to end it within seconds.
 Passing one :class:`StopSignal` (or just its :meth:`StopSignal.should_stop`) through those phases, instead of an event
-here and a deadline there, keeps "the budget counts the whole job" true by construction: the clock starts when the
-signal is made, at the start of the job.
+here and a deadline there, keeps every phase stoppable by construction.
+
+Two clocks. By default the budget's clock starts when the signal is made (the budget counts the whole job). Made with
+``preparation_s``, the signal has two phases: **preparation** (loading, and the one-off encoding of the data and the
+teacher's targets, which a rerun finds in the embedding cache) is limited on its own, to ``preparation_s`` seconds
+from the start of the job, and the **budget** counts from :meth:`StopSignal.start_budget` (called when training
+begins) on. The app's jobs do this (:mod:`mlse.train.jobs`), so that a short budget is not spent encoding on a fresh
+cache; the command line's ``budget_minutes`` has always counted training only.
 
 :func:`encode_in_chunks` is the piece that makes the slowest phase, encoding, stoppable: it hands the encoder a few
 batches at a time (the embedding cache stores each finished chunk), so a stop loses at most one chunk of work and a
-rerun continues from what was cached.
+rerun continues from what was cached. While the signal is preparing it tells the signal's ``on_encoding`` callback
+how far it got (n of N texts and the rate), which the app shows as the preparation's own count.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 ShouldStop = Callable[[], bool]
+# on_encoding(done, total, texts_per_s): how far an encoding of the preparation got (rate None before the first chunk)
+OnEncoding = Callable[[int, int, float | None], None]
 
 # A chunk is sized to take about this long, so that a stop is noticed within a few seconds even on a slow model.
 _CHUNK_TARGET_S = 1.5
@@ -36,24 +46,62 @@ class Stopped(Exception):
 
 
 class StopSignal:
-    """The Stop button (a :class:`threading.Event`) plus the job's whole-time budget, asked as one."""
+    """The Stop button (a :class:`threading.Event`) plus the job's budget (and preparation limit), asked as one."""
 
     def __init__(
-        self, event: threading.Event | None = None, budget_s: float | None = None, started: float | None = None
+        self,
+        event: threading.Event | None = None,
+        budget_s: float | None = None,
+        started: float | None = None,
+        *,
+        preparation_s: float | None = None,
+        on_encoding: OnEncoding | None = None,
+        on_budget_start: Callable[[float], None] | None = None,
     ):
-        """``started``: when the budget's clock started (a monotonic time; default now). The clock is the system's
-        monotonic clock, so a job continued in a child process can keep the clock its parent started."""
+        """``started``: when the job started (a monotonic time; default now). The clock is the system's monotonic
+        clock, so a job continued in a child process can keep the clock its parent started.
+
+        ``preparation_s`` None: the budget's clock starts at ``started`` (it counts the whole job). A number: the
+        budget's clock starts at :meth:`start_budget`; until then the job is preparing, and may take at most
+        ``preparation_s`` seconds from ``started``. ``on_encoding``: told the progress of every encoding
+        (:func:`encode_in_chunks`) while preparing; ``on_budget_start``: told the seconds the preparation took when
+        the budget's clock starts."""
         self.event = event or threading.Event()
         self.budget_s = budget_s
         self.started = _now() if started is None else started
+        self.preparation_s = preparation_s
+        self.on_encoding = on_encoding
+        self.on_budget_start = on_budget_start
+        self.budget_started: float | None = self.started if preparation_s is None else None
+
+    @property
+    def preparing(self) -> bool:
+        """True until the budget's clock has started."""
+        return self.budget_started is None
+
+    def start_budget(self) -> None:
+        """Start the budget's clock now (once: training begins). A no-op when it runs already."""
+        if self.budget_started is None:
+            self.budget_started = _now()
+            if self.on_budget_start is not None:
+                self.on_budget_start(self.budget_started - self.started)
 
     def elapsed(self) -> float:
-        return _now() - self.started
+        """Seconds on the budget's clock (0 while preparing)."""
+        return 0.0 if self.budget_started is None else _now() - self.budget_started
+
+    def preparation_elapsed(self) -> float:
+        """Seconds since the job started, up to the start of the budget's clock."""
+        return (_now() if self.budget_started is None else self.budget_started) - self.started
 
     def reason(self) -> str | None:
-        """``"stopped"`` (button), ``"budget"`` (time is up) or None (go on)."""
+        """``"stopped"`` (button), ``"preparation"`` (its limit is up), ``"budget"`` (time is up) or None (go on)."""
         if self.event.is_set():
             return "stopped"
+        if self.budget_started is None:
+            if self.preparation_s is not None and self.preparation_elapsed() >= self.preparation_s:
+                return "preparation"
+            return None
         if self.budget_s is not None and self.elapsed() >= self.budget_s:
             return "budget"
         return None
@@ -70,15 +118,33 @@ class StopSignal:
     def describe(self, reason: str, phase: str) -> str:
         if reason == "budget":
             return f"the {self.budget_s / 60:.3g}-minute budget ran out while {phase}"
+        if reason == "preparation":
+            return (
+                f"the {self.preparation_s / 60:.3g}-minute limit on preparing (loading and encoding, before the "
+                f"budget starts) ran out while {phase}"
+            )
         return f"stopped while {phase}"
+
+
+def signal_of(should_stop: ShouldStop | None) -> StopSignal | None:
+    """The :class:`StopSignal` whose ``should_stop`` method this is, else None."""
+    signal = getattr(should_stop, "__self__", None)
+    return signal if isinstance(signal, StopSignal) else None
+
+
+def start_budget(should_stop: ShouldStop | None) -> None:
+    """:meth:`StopSignal.start_budget` for code that was handed only a ``should_stop`` callable (training begins)."""
+    signal = signal_of(should_stop)
+    if signal is not None:
+        signal.start_budget()
 
 
 def check(should_stop: ShouldStop | None, phase: str) -> None:
     """:meth:`StopSignal.check` for code that was handed only a ``should_stop`` callable (or None)."""
     if should_stop is None:
         return
-    signal = getattr(should_stop, "__self__", None)
-    if isinstance(signal, StopSignal):
+    signal = signal_of(should_stop)
+    if signal is not None:
         signal.check(phase)
     elif should_stop():
         raise Stopped(f"stopped while {phase}")
@@ -96,14 +162,20 @@ def encode_in_chunks(
     """``encoder.encode(texts)`` a few batches at a time, asking ``should_stop`` between chunks.
 
     The chunk grows or shrinks so one chunk takes about 1.5 s (at least one batch, at most 16), so a stop is
-    honoured within seconds whatever the model's speed. ``progress(done, total)`` is called after every chunk.
+    honoured within seconds whatever the model's speed. ``progress(done, total)`` is called after every chunk; so is
+    the signal's ``on_encoding(done, total, texts_per_s)`` when ``should_stop`` belongs to a :class:`StopSignal`
+    that is preparing (first with ``done=0`` before the first chunk).
     Raises :class:`Stopped` when stopped; chunks already encoded stay in the encoder's embedding cache.
     """
     texts = list(texts)
     if should_stop is None or not texts:
         return encoder.encode(texts, batch_size=batch_size, **encode_kwargs)
+    signal = signal_of(should_stop)
+    on_encoding = signal.on_encoding if signal is not None and signal.preparing else None
+    if on_encoding is not None:
+        on_encoding(0, len(texts), None)
     parts: list[np.ndarray] = []
-    done, n_batches = 0, 1
+    done, n_batches, began = 0, 1, time.perf_counter()
     while done < len(texts):
         check(should_stop, f"encoding ({done} of {len(texts)} texts done and cached)")
         chunk = texts[done : done + n_batches * batch_size]
@@ -113,6 +185,8 @@ def encode_in_chunks(
         done += len(chunk)
         if progress is not None:
             progress(done, len(texts))
+        if on_encoding is not None:
+            on_encoding(done, len(texts), done / max(time.perf_counter() - began, 1e-6))
         per_batch = seconds / max(1, -(-len(chunk) // batch_size))
         n_batches = int(min(_MAX_CHUNK_BATCHES, max(1, _CHUNK_TARGET_S / max(per_batch, 1e-6))))
     return np.concatenate(parts)

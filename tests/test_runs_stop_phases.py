@@ -4,8 +4,8 @@ mlse.train.jobs).
 A deliberately slow fake encoder (tests/fake_encoder.py) stands in for a big backbone / teacher: encoding the
 requested data would take ~20 s, so a job that only looked at Stop between epochs would encode all of it. Encoding
 goes in chunks and Stop is asked between them, so a stop costs at most the chunk in flight: the tests count the encoder
-calls after Stop (or after the budget ran out on a clock moved on by the test), not seconds, which on a busy machine
-would measure the machine.
+calls after Stop (or after the preparation limit ran out on a clock moved on by the test), not seconds, which on a busy
+machine would measure the machine. The budget itself counts training only: a slow encoding does not spend it.
 """
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ import pytest
 import mlse.stop_signal
 import mlse.train.finetune_data
 import mlse.train.head_training
+from mlse.data.pairs import training_pair_choices as pair_choices
 from mlse.dirs import runs_dir
 from mlse.encoders.cache import CachedEncoder
 from mlse.heads.scorer import Scorer
+from mlse.public_mode import PUBLIC_PREPARATION_MINUTES
 from mlse.stop_signal import Stopped, StopSignal, encode_in_chunks
 from mlse.train.config import TrainRequest
-from mlse.train.jobs import training_job
+from mlse.train.jobs import preparation_limit_s, training_job
 from mlse.train.runner import JobRunner
+from mlse.ui import finetune_tab as ft
 from tests.fake_encoder import FakeEncoder, SlowFakeEncoder, fake_vector
 from tests.job_helpers import on_first_eval
 
@@ -82,16 +85,93 @@ def test_stop_during_encoding_ends_a_head_job_after_the_chunk_in_flight_and_keep
     assert len(stored) == slow_encoder.texts_encoded
 
 
-def test_a_budget_shorter_than_the_encoding_ends_the_job(slow_encoder, monkeypatch):
-    """The budget's clock jumps past the minute as soon as the first chunk is encoded: the job ends before the next."""
+def test_the_preparation_limit_ends_a_job_whose_encoding_takes_too_long(slow_encoder, monkeypatch):
+    """The clock jumps past the preparation's own limit (ten 1-minute budgets) as soon as the first chunk is encoded:
+    the job ends before the next chunk, with nothing saved."""
     real_now = mlse.stop_signal._now
-    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: real_now() + (61.0 if slow_encoder.calls else 0.0))
+    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: real_now() + (601.0 if slow_encoder.calls else 0.0))
     runner = JobRunner()
     job = runner.submit("s1-budget", training_job(stage1_request("s1-budget", budget_minutes=1)))
     assert runner.wait(HANG_S)
-    assert job.state == "stopped" and "1-minute budget ran out while encoding" in job.message, job.message
-    assert slow_encoder.calls == 1 and slow_encoder.texts_encoded < 4000  # not one chunk after the budget ran out
+    assert job.state == "stopped" and "10-minute limit on preparing" in job.message, job.message
+    assert "ran out while encoding" in job.message and "a rerun continues" in job.message
+    assert slow_encoder.calls == 1 and slow_encoder.texts_encoded < 4000  # not one chunk after the limit ran out
     assert not (runs_dir() / "s1-budget").exists()
+
+
+def test_the_smallest_stage1_job_offered_saves_a_run_on_a_fresh_cache(tiny_bert, monkeypatch):
+    """The smallest job the page offers (100 pairs, 0.5 minutes) on a fresh embedding cache: every chunk of the
+    one-off encoding "takes" 31 s (a clock moved on by the test), longer than the whole budget. The budget's clock
+    starts when training does, so the job trains and saves a run; its records count the encoding, n of N texts."""
+    offset, chunks = [0.0], [0]
+    real_now = mlse.stop_signal._now
+    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: real_now() + offset[0])
+    real_load = mlse.train.head_training.load_model
+
+    def load(*args, **kwargs):  # the tiny backbone, each of whose encoding calls moves the clock on 31 s
+        encoder = real_load(*args, **kwargs)
+        encode = encoder.encode
+
+        def slow_encode(*a, **k):
+            chunks[0] += 1
+            offset[0] += 31.0
+            return encode(*a, **k)
+
+        encoder.encode = slow_encode
+        return encoder
+
+    monkeypatch.setattr(mlse.train.head_training, "load_model", load)
+    req = TrainRequest(
+        method="stage1",
+        model=str(tiny_bert),
+        name="s1-smallest",
+        pairs=pair_choices("stage1")[1],  # the page's default selection
+        max_pairs=ft.MIN_PAIRS,
+        budget_minutes=ft.MIN_BUDGET_MINUTES,
+        probe=False,
+        max_epochs=2,
+    )
+    runner = JobRunner()
+    job = runner.submit("s1-smallest", training_job(req), meta={"request": req})
+    assert runner.wait(300)
+    assert job.state == "finished", job.message
+    assert chunks[0] >= 2 and offset[0] > 60 * req.budget_minutes  # the encoding outlasted the budget
+    meta = Scorer.load(runs_dir() / "s1-smallest").metadata
+    assert meta["metrics"]["stage1_epochs"] == 2 and "partial" not in meta
+    records = runner.records(job)
+    encoding = [r for r in records if r.get("event") == "encoding"]
+    total = encoding[-1]["total"]
+    assert encoding[0]["done"] == 0 and encoding[-1]["done"] == total > 0 and encoding[-1]["rate"] > 0
+    assert any(0 < r["done"] < total for r in encoding)  # counted chunk by chunk
+    assert f"encoding {total:,} of {total:,} texts" in encoding[-1]["message"]
+    events = [r.get("event") for r in records]
+    assert events.index("training") > max(i for i, e in enumerate(events) if e == "encoding")
+    assert "0.5-minute budget starts now" in next(r["message"] for r in records if r.get("event") == "training")
+
+
+def test_preparation_limit_is_ten_budgets_at_least_five_minutes_and_capped_in_public(monkeypatch):
+    assert preparation_limit_s(0.5) == 300 and preparation_limit_s(1) == 600 and preparation_limit_s(60) == 36000
+    monkeypatch.setenv("MLSE_PUBLIC", "1")
+    assert preparation_limit_s(0.5) == 300 and preparation_limit_s(10) == PUBLIC_PREPARATION_MINUTES * 60
+
+
+def test_a_signal_with_a_preparation_limit_starts_its_budget_with_training(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(mlse.stop_signal, "_now", lambda: clock[0])
+    started = []
+    signal = StopSignal(budget_s=30, preparation_s=300, on_budget_start=started.append)
+    clock[0] += 299  # preparing longer than the budget is no reason to stop
+    assert signal.preparing and signal.reason() is None and signal.elapsed() == 0
+    signal.start_budget()
+    assert started == [299] and not signal.preparing
+    clock[0] += 29
+    assert signal.reason() is None and signal.elapsed() == 29
+    clock[0] += 1
+    assert signal.reason() == "budget"
+    late = StopSignal(budget_s=30, preparation_s=300)
+    clock[0] += 300
+    with pytest.raises(Stopped, match="5-minute limit on preparing .* ran out while encoding"):
+        late.check("encoding")
 
 
 def test_stop_during_teacher_targets_ends_a_fine_tune_after_the_chunk_in_flight(slow_encoder, tiny_bert):

@@ -202,13 +202,16 @@ def test_a_stop_before_training_saves_nothing_and_keeps_the_old_run(tiny_bert):
     assert not [p for p in runs_dir().iterdir() if p.name.startswith(".")]
 
 
-def test_a_head_run_whose_budget_is_gone_before_training_saves_nothing(tiny_bert):
+def test_a_head_run_with_a_tiny_budget_still_trains_an_epoch_and_saves_it(tiny_bert):
+    """The budget starts when training does (loading and encoding come first): a budget that is gone at once still
+    lets the first epoch run, and that epoch is saved, marked partial."""
     req = stage1_request(tiny_bert, "s1-budget", budget_minutes=1e-6)
     runner = JobRunner()
     job = runner.submit("s1-budget", training_job(req))
     assert runner.wait(600)
-    assert job.state == "stopped" and "budget ran out" in job.message, job.message
-    assert not (runs_dir() / "s1-budget").exists()
+    assert job.state == "finished", job.message
+    assert any("budget ran out; the best epoch so far is saved" in r.get("message", "") for r in runner.records(job))
+    assert Scorer.load(runs_dir() / "s1-budget").metadata["partial"] == {"phase": "training", "epochs": 1}
 
 
 def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):

@@ -10,10 +10,11 @@ import pytest
 from mlse.dirs import runs_dir
 from mlse.serving.app_state import AppState
 from mlse.train.config import STS_LOSSES
+from mlse.train.jobs import encoding_record, training_record
 from mlse.train.runner import Job, JobRunner
 from mlse.ui import finetune_tab as ft
 from mlse.ui.finetune_methods import STS_LOSS_LABELS, method_settings
-from mlse.ui.finetune_progress import job_fraction
+from mlse.ui.finetune_progress import job_fraction, progress_html
 
 
 def tiny_form(tiny_bert, run_name: str, **overrides) -> dict:
@@ -152,6 +153,36 @@ def test_progress_fraction_uses_the_budget_clock():
     assert job_fraction(job, records, now=1060.0)[0] == pytest.approx(0.8)  # step cap is further along
     job.state = "finished"
     assert job_fraction(job, records) == (1.0, "finished")
+
+
+def test_progress_counts_the_encoding_then_the_budget_from_the_start_of_training():
+    """Hand-made records of a job that encodes 4,000 texts before training: the bar shows n of N texts and the rate
+    (the budget has not started), then the budget's minutes from the ``training`` record on."""
+    req = ft.TrainRequest(method="stage1", model="m", name="x", budget_minutes=0.5)
+    job = Job(1, "x", lambda r, s: None, meta={"request": req})
+    job.state, job.started = "running", 1000.0
+    records = [
+        {"event": "phase", "message": "preparing: loading data and models", "t": 0.5},
+        encoding_record(0, 4000, None, 0.5) | {"t": 2.0},
+        encoding_record(1200, 4000, 85.4, 0.5) | {"t": 16.0},
+    ]
+    fraction, label = job_fraction(job, records, now=1020.0)
+    assert (
+        fraction == pytest.approx(0.3)
+        and label == "preparing: encoding 1,200 of 4,000 texts, 85 texts/s (budget not started)"
+    )
+    assert "1,200 of 4,000" in progress_html(fraction, label) and "30%" in progress_html(fraction, label)
+    assert job_fraction(job, records[:2], now=1003.0) == (
+        0.02,
+        "preparing: encoding 0 of 4,000 texts (budget not started)",
+    )
+    assert "encoding 1,200 of 4,000 texts, 85 texts/s" in records[-1]["message"]  # the status line says it too
+    records += [encoding_record(4000, 4000, 90.0, 0.5) | {"t": 46.0}, training_record(46.0, 0.5) | {"t": 46.5}]
+    fraction, label = job_fraction(job, records, now=1000.0 + 46.5 + 15.0)  # 15 s of the 30-second budget
+    assert fraction == pytest.approx(0.5) and label == "0.2 of 0.5 min"
+    assert "0.5-minute budget starts now" in records[-1]["message"]
+    records.append({"event": "eval", "x": 1, "minutes": 0.25, "t": 62.0})
+    assert job_fraction(job, records, now=1062.0)[0] == pytest.approx(0.5)
 
 
 def test_tabs_build_inside_blocks():

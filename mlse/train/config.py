@@ -249,7 +249,7 @@ class TrainRequest:
     teacher: str | None = None  # mse / soft
     pairs: list[str] = field(default_factory=list)  # empty: the method's default
     max_pairs: int | None = MAX_PAIRS  # per language pair (stage1 and fine-tuning); None: all
-    budget_minutes: float = default_of(FinetuneConfig, "budget_minutes")  # the whole job, loading included
+    budget_minutes: float = default_of(FinetuneConfig, "budget_minutes")  # training only (see mlse.train.jobs)
     overwrite: bool = False
     batch_size: int = default_of(FinetuneConfig, "batch_size")
     lr: float | None = None  # None: the method's default

@@ -19,8 +19,9 @@ and evaluated on STS Multi MT **dev** while training:
 A run has two parts. **Preparation** (this module; reported as ``prepare_s``): the data
 (:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.student_model`), the
 frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
-under the budget, which covers training *and* the dev evaluations inside it. A caller that needs a budget over the
-whole run (the app's jobs) passes a :class:`mlse.stop_signal.StopSignal` (stop button + budget); it, or the plain
+under the budget, which covers training *and* the dev evaluations inside it. A caller that needs to stop every phase
+(the app's jobs) passes a :class:`mlse.stop_signal.StopSignal` (stop button + budget, and a limit of its own on the
+preparation): its budget's clock is started when training begins, so it too counts training only. It, or the plain
 ``stop`` event, is asked in every phase: between data files, between chunks of teacher encoding and of dev
 evaluation, and after every step.
 
@@ -106,9 +107,9 @@ def finetune(
 
     ``progress`` receives one record per evaluation (``step, epoch, loss, elapsed_s, dev_spearman,
     best_dev_spearman``, plus per-pair ``dev``, ``lr``, ``sentences_per_s``, ``saved`` and for EMA ``tau``); setting
-    ``stop`` ends the run after the current step. ``signal`` (a stop event plus a budget over the whole call) is asked
-    in every phase, from data loading on (see the module docstring). Returns the final metrics (also in
-    ``out/metrics.json``). ``config.out`` None: ``$MLSE_RUNS/<student>+<method>``.
+    ``stop`` ends the run after the current step. ``signal`` (a stop event, a budget whose clock this call starts when
+    training begins, a preparation limit) is asked in every phase, from data loading on (see the module docstring).
+    Returns the final metrics (also in ``out/metrics.json``). ``config.out`` None: ``$MLSE_RUNS/<student>+<method>``.
     """
     validate(config)
     if not config.out:
@@ -236,6 +237,8 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
     if ctx.is_main:
         _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
     prepare_s = time.perf_counter() - prepare_started
+    if signal is not None:
+        signal.start_budget()  # a job's budget counts training, not the preparation above (mlse.stop_signal)
     try:
         reason = loop.run()
     except KeyboardInterrupt:

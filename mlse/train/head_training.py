@@ -24,7 +24,7 @@ from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import encode_lookup
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
-from mlse.stop_signal import ShouldStop, Stopped, check
+from mlse.stop_signal import ShouldStop, Stopped, check, start_budget
 from mlse.train.config import Stage1Settings, Stage2Settings
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,9 @@ def train_stage1(
     ``should_stop`` is asked in every phase. While loading or encoding data it ends the call with
     :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during training (asked after
     every epoch) the best epoch so far is saved, marked partial in its metadata; during the language probe the probe is
-    skipped and the run saved, marked partial.
+    skipped and the run saved, marked partial. A :class:`~mlse.stop_signal.StopSignal` with a preparation limit starts
+    its budget's clock once the data are encoded (:func:`~mlse.stop_signal.start_budget`): the budget counts training
+    and the probe, not the one-off encoding.
     ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
     """
     from mlse.heads.stage1 import Stage1Head  # lazy: the heads are torch modules (torch costs seconds to import)
@@ -143,6 +145,7 @@ def train_stage1(
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
     check(should_stop, "loading the backbone")
     data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed, should_stop=should_stop)
+    start_budget(should_stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
     head = Stage1Head(prelayer=prelayer, seed=seed, **config).fit(
         data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, should_stop=should_stop
     )
@@ -196,7 +199,7 @@ def train_stage2(
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
 
     ``should_stop``: as for :func:`train_stage1` (encoding ends the call with nothing saved; a stop in training saves
-    the best epoch so far, marked partial).
+    the best epoch so far, marked partial; a job's budget starts once the STS data are encoded).
     ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is a name or folder.
     """
     from mlse.heads.stage2 import Stage2Head  # lazy: the heads are torch modules (torch costs seconds to import)
@@ -206,6 +209,7 @@ def train_stage2(
         raise MlseError(f"{getattr(base, 'name', stage1)} has no Stage 1 head: train stage1 first")
     e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir, should_stop)
     d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir, should_stop)
+    start_budget(should_stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
     s1 = base.stage1
     head = Stage2Head(conv=conv, nonlinearity=nonlinearity, seed=seed, **config).fit(
         s1.transform(e1),

@@ -6,13 +6,23 @@ and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.head_training`, on the app's 
 methods of :mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to ``runs_dir()/NAME``, where
 the model registry finds them, so a finished run appears in every model list.
 
-Stopping: every training job gets one :class:`mlse.stop_signal.StopSignal` (the stop button plus the time budget,
-whose clock starts with the job, so the budget counts loading, encoding, training, evaluation and saving alike). Every
-phase asks it: data loading between files, encoding and teacher targets between chunks of a few batches (finished chunks
-stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch (heads), dev
-evaluations between chunks. A stop before training has anything to show ends the job with nothing saved; a stop
-later saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's
-``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it was replacing.
+The budget counts training, not preparation: every training job gets one :class:`mlse.stop_signal.StopSignal` (the stop
+button, the time budget and a limit of its own on the preparation). **Preparation** -- loading the data and models and
+the one-off encoding of the data (Stage 1 / 2) or of the teacher's targets (fine-tuning), which a rerun finds in the
+embedding cache -- comes first, with its own count in the progress records (``event: "encoding"``, n of N texts and
+texts/s) and its own limit (:func:`preparation_limit_s`: ten budgets, at least 5 minutes; on a public deployment at
+most :data:`mlse.public_mode.PUBLIC_PREPARATION_MINUTES`). The **budget**'s clock starts when training does (an
+``event: "training"`` record says so), and counts training, dev evaluations, the language probe and saving. So the
+smallest budget the app offers trains on a fresh cache as on a warm one, and the command line's ``--budget-minutes``
+(which never counted the preparation) means the same. Why not a whole-job budget: on a fresh cache a 0.5-minute
+budget was spent encoding, and the job ended with nothing saved.
+
+Every phase asks the signal: data loading between files, encoding and teacher targets between chunks of a few batches
+(finished chunks stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch
+(heads), dev evaluations between chunks. A stop (or the preparation limit) before training has anything to show ends
+the job with nothing saved; a stop later saves the best checkpoint so far, marked partial (``partial`` in the scorer's
+metadata / the run's ``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it
+was replacing.
 
 The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system. The
 child holds the run's job lock (:mod:`mlse.runs.job_lock`) and ends with the app. A child that an earlier start of
@@ -22,8 +32,8 @@ child left behind marks that run interrupted (:func:`mlse.runs.health.sweep_inte
 a job starts, and after a child ended without an answer).
 
 ZeroGPU (Hugging Face Spaces): when the ``spaces`` package is importable the training call is wrapped in
-``spaces.GPU(duration=budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware and does nothing
-elsewhere. ``spaces`` is not a dependency of this project; the Space's own environment provides it.
+``spaces.GPU(duration=preparation limit + budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware
+and does nothing elsewhere. ``spaces`` is not a dependency of this project; the Space's own environment provides it.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from pathlib import Path
 
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
+from mlse.public_mode import PUBLIC_PREPARATION_MINUTES, public_mode
 from mlse.runs.folders import is_model_folder, is_scorer_folder
 from mlse.runs.health import recover_runs, sweep_interrupted
 from mlse.runs.job_lock import live_orphans, lock_request
@@ -52,6 +63,10 @@ from mlse.train.runner import JobFn, Report
 
 log = logging.getLogger(__name__)
 
+# How long a job may prepare (load, encode) before its budget starts: PREPARATION_BUDGETS budgets, at least
+# PREPARATION_MIN_S (so that the smallest budget offered, 0.5 minutes, may encode a few thousand texts on a CPU).
+PREPARATION_BUDGETS = 10
+PREPARATION_MIN_S = 300.0
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,79}$")
 
 
@@ -102,12 +117,26 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
         return _child_training_job(req, out)
 
     def job(report: Report, stop: threading.Event):
-        signal = StopSignal(stop, float(req.budget_minutes) * 60, started)  # the clock of the whole job
+        budget, limit = float(req.budget_minutes), preparation_limit_s(req.budget_minutes)
+        signal = StopSignal(
+            stop,
+            budget * 60,
+            started,  # the preparation's clock starts with the job; the budget's, with training
+            preparation_s=limit,
+            on_encoding=lambda done, total, rate: report(encoding_record(done, total, rate, budget)),
+            on_budget_start=lambda seconds: report(training_record(seconds, budget)),
+        )
         aside = _move_aside(out) if out.exists() else None
         try:
-            report({"event": "phase", "message": "preparing: loading data and models"})
+            report(
+                {
+                    "event": "phase",
+                    "message": f"preparing: loading data and models (up to {limit / 60:.3g} min; the {budget:g}-minute "
+                    "budget starts when training does)",
+                }
+            )
             train = _run_finetune if isinstance(config, FinetuneConfig) else _run_heads
-            result = _maybe_on_gpu(train, req.budget_minutes)(config, req, report, signal)
+            result = _maybe_on_gpu(train, limit + budget * 60)(config, req, report, signal)
         except Stopped as exc:  # stopped before anything worth keeping: leave no half-made run behind
             if out.exists() and not _has_model(out):
                 shutil.rmtree(out, ignore_errors=True)
@@ -121,6 +150,36 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
         return result
 
     return job
+
+
+def preparation_limit_s(budget_minutes: float) -> float:
+    """Seconds a job may spend preparing (loading, the one-off encoding) before training starts: ten budgets, at least
+    5 minutes; on a public deployment at most :data:`~mlse.public_mode.PUBLIC_PREPARATION_MINUTES`."""
+    limit = max(PREPARATION_MIN_S, PREPARATION_BUDGETS * float(budget_minutes) * 60)
+    return min(limit, PUBLIC_PREPARATION_MINUTES * 60) if public_mode() else limit
+
+
+def encoding_record(done: int, total: int, rate: float | None, budget_minutes: float) -> dict:
+    """The progress record of the preparation's encoding: n of N texts, texts per second."""
+    speed = "" if rate is None else f", {rate:,.0f} texts/s"
+    return {
+        "event": "encoding",
+        "done": done,
+        "total": total,
+        "rate": rate,
+        "message": f"preparing: encoding {done:,} of {total:,} texts{speed} (before the {budget_minutes:g}-minute "
+        "budget starts; encoded texts are cached)",
+    }
+
+
+def training_record(prepare_s: float, budget_minutes: float) -> dict:
+    """The progress record of the moment the budget's clock starts."""
+    return {
+        "event": "training",
+        "prepare_s": round(prepare_s, 2),
+        "message": f"training: the {budget_minutes:g}-minute budget starts now (preparing took "
+        f"{prepare_s / 60:.1f} min)",
+    }
 
 
 def refuse_while_orphans_run(root: Path) -> None:
@@ -238,10 +297,11 @@ def _fmt(value) -> str:
     return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _maybe_on_gpu(fn: Callable, budget_minutes: float) -> Callable:
+def _maybe_on_gpu(fn: Callable, seconds: float) -> Callable:
     """``spaces.GPU(fn, duration=...)`` when the ``spaces`` package is importable (ZeroGPU Spaces), else ``fn``.
 
-    The duration covers the budget plus 10 minutes for loading, data preparation and the final evaluation.
+    The duration covers ``seconds`` (the preparation limit plus the budget) and 10 minutes for the final evaluation
+    and saving.
     """
     if importlib.util.find_spec("spaces") is None:
         return fn
@@ -250,7 +310,7 @@ def _maybe_on_gpu(fn: Callable, budget_minutes: float) -> Callable:
     except Exception:  # an unusable spaces package must not stop CPU training
         log.warning("the 'spaces' package is installed but does not import; training without spaces.GPU")
         return fn
-    return spaces.GPU(fn, duration=int(budget_minutes * 60) + 600)
+    return spaces.GPU(fn, duration=int(seconds) + 600)
 
 
 def _move_aside(out: Path) -> Path:

@@ -14,7 +14,8 @@ slightly while evaluations remain), capped by ``max_steps``. Before the first st
 stays constant: a budgeted run can stop at any moment, so there is no decay to a known end.
 
 **Stopping.** Asked before every step: the ``stop`` event (the app's stop button), the caller's
-:class:`~mlse.stop_signal.StopSignal` (stop button plus a budget over the whole job), ``max_steps``, the budget.
+:class:`~mlse.stop_signal.StopSignal` (stop button plus the job's budget, started as training begins), ``max_steps``,
+the budget.
 With several processes (:mod:`mlse.train.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates,
 saves and writes the log, the other ranks wait for it at the next gradient all-reduce.
 
@@ -272,7 +273,7 @@ class TrainingLoop:
         reason = None
         if self.stop is not None and self.stop.is_set():
             reason = "stopped"
-        elif self.signal is not None and self.signal.reason():  # the stop button, or the whole job's budget
+        elif self.signal is not None and self.signal.reason():  # the stop button, or the job's budget
             reason = self.signal.reason()
         elif self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
             reason = "max_steps"

@@ -30,9 +30,9 @@ STS_NOTE = (
 )
 METHOD_NOTES = {
     "stage1": "Trains heads on the frozen backbone's cached embeddings of Tatoeba-Challenge bitext. No teacher. "
-    "The budget counts the whole run; Stop ends it within seconds in any phase. Stopped while encoding, it "
-    "saves nothing (the encoded sentences are cached for the next try); in training, it saves the best "
-    "epoch so far, marked partial.",
+    "The budget counts training: encoding the bitext comes first, with its own count. Stop ends it within "
+    "seconds in any phase. Stopped while encoding, it saves nothing (the encoded sentences are cached for the next "
+    "try); in training, it saves the best epoch so far, marked partial.",
     "stage2": "Needs a Stage-1 scorer (a `runs/...` model with heads) as the model; trains on STS Multi MT train, "
     "early-stops on dev. Max pairs does not apply. Budget and Stop end it within seconds; once training has "
     "begun the best epoch so far is saved, marked partial.",

@@ -16,23 +16,38 @@ from mlse.ui.text import html_text, md_code, md_escape
 
 
 def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tuple[float, str]:
-    """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count."""
+    """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count.
+
+    Before training the budget has not started (:mod:`mlse.train.jobs`): while the data are encoded the bar shows the
+    encoding's own count (n of N texts and the rate, from the last ``encoding`` record). The budget's clock starts at
+    the ``training`` record, and runs on from the minutes of each evaluation."""
     if job.done:
         return 1.0, job.state
     if job.state == "queued":
         return 0.0, "queued"
     req: TrainRequest | None = job.meta.get("request")
     evals = [r for r in records if r.get("event") == "eval"]
-    if req is None or not evals:
-        return 0.02, "preparing"
+    started = [r for r in records if r.get("event") == "training"]
+    if req is None or not (evals or started):
+        encoding = [r for r in records if r.get("event") == "encoding"]
+        return encoding_fraction(encoding[-1]) if req is not None and encoding else (0.02, "preparing")
     now = now or time.time()
-    last = evals[-1]
-    live_minutes = (last.get("minutes") or 0.0) + max(0.0, now - (job.started or now) - last["t"]) / 60
+    last = evals[-1] if evals else started[-1]
+    minutes = (last.get("minutes") or 0.0) if evals else 0.0
+    live_minutes = minutes + max(0.0, now - (job.started or now) - last["t"]) / 60
     fraction = live_minutes / req.budget_minutes
     cap = req.max_epochs if req.method in HEAD_METHODS else req.max_steps
-    if cap:
+    if cap and evals:
         fraction = max(fraction, last["x"] / cap)
     return min(fraction, 0.99), f"{live_minutes:.1f} of {req.budget_minutes:g} min"
+
+
+def encoding_fraction(record: dict) -> tuple[float, str]:
+    """(the share of the texts encoded, ``"preparing: encoding n of N texts, r/s (budget not started)"``)."""
+    done, total, rate = record.get("done") or 0, record.get("total") or 0, record.get("rate")
+    speed = "" if rate is None else f", {rate:,.0f} texts/s"
+    label = f"preparing: encoding {done:,} of {total:,} texts{speed} (budget not started)"
+    return min(max(done / total if total else 0.0, 0.02), 0.99), label
 
 
 def progress_html(fraction: float, label: str) -> str:

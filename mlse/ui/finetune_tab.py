@@ -33,6 +33,7 @@ from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
 
 POLL_SECONDS = 2.0
+MIN_PAIRS, MIN_BUDGET_MINUTES = 100, 0.5  # the smallest job the sliders offer (it must save a run on a fresh cache)
 DEFAULTS = TrainRequest("mse", "", "")  # the form's initial values: the configurations' defaults
 
 
@@ -111,7 +112,11 @@ def start_run(
     if ahead:
         queued_behind = md_escape(", ".join(ahead))
         return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
-    started = f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`."
+    started = (
+        f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`. "
+        f"The {req.budget_minutes:g}-minute budget counts training; loading and encoding the data come first, with "
+        "their own count below."
+    )
     started = with_preparing_note(state, "finetune", started)  # while the app's warm start prepares the models
     return f"{started} {training_data_note(state)}" if uses_bitext(method) else started
 
@@ -191,14 +196,14 @@ def build_tab(state) -> list:
             )
         with gr.Row():
             max_pairs = gr.Slider(
-                100,
+                MIN_PAIRS,
                 slider_max(20000, "Max pairs per language pair", public),
                 value=DEFAULTS.max_pairs,
                 step=100,
                 label="Max pairs per language pair",
             )
             budget = gr.Slider(
-                0.5,
+                MIN_BUDGET_MINUTES,
                 slider_max(60, "Time budget (minutes)", public),
                 value=DEFAULTS.budget_minutes,
                 step=0.5,
