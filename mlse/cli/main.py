@@ -18,8 +18,10 @@ from mlse.atomic import atomic_write_text
 from mlse.calibration.backbone import fit_calibration, local_dir, save_calibration
 from mlse.cli.args import add_backend_argument, add_config_arguments, config_options, csv_list
 from mlse.cli.data import add_data_parser, cmd_data
+from mlse.cli.embed import add_embed_parser, cmd_embed
 from mlse.cli.experiment import add_experiment_parser, cmd_experiment
 from mlse.cli.explain import add_explain_parser, cmd_explain
+from mlse.cli.mine import add_mine_parser, cmd_mine
 from mlse.cli.records import add_records_parser, cmd_records
 from mlse.cli.score import add_score_parser, cmd_score
 from mlse.cli.warm import add_warm_parser, cmd_warm
@@ -61,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_warm_parser(sub)
     add_records_parser(sub)
     add_data_parser(sub)
+    add_embed_parser(sub)
+    add_mine_parser(sub)
 
     # train and finetune: one option per field of the configuration dataclasses (mlse.train.config), which hold the
     # defaults and the help texts
@@ -285,6 +289,8 @@ COMMANDS = {
     "reproduce": cmd_reproduce,
     "models": cmd_models,
     "score": cmd_score,
+    "embed": cmd_embed,
+    "mine": cmd_mine,
     "warm": cmd_warm,
     "records": cmd_records,
     "explain": cmd_explain,

@@ -7,6 +7,10 @@ The scored table (the input's columns, then ``"<model> cosine"`` and ``"<model> 
 atomic write (streamed to a temporary file beside it, then renamed: a 50 MB field is never copied three times), or
 to stdout; progress and the summary go to stderr. An ``--out`` that cannot be written (its folder is a file, or not
 writable) is refused before any model loads.
+
+``--engine ray`` (or ``auto`` on a large file, or ``--batch-tokens``) runs the same chunks through
+:func:`mlse.scale.score.score_on_engine` (a pool of model-holding Ray actors; finished chunks kept in ``OUT.parts``
+until the file is written): the same columns and the byte-identical file.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ import numpy as np
 
 from mlse import api
 from mlse.cli.args import csv_list
+from mlse.cli.scale_args import add_engine_arguments, engine_options
 from mlse.data.records import FORMATS
 from mlse.data.user_files import UserTable, parse_range, read_pairs
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.encoders.registry import DEFAULT_MODELS
 from mlse.encoders.resolve import resolve_model
 from mlse.errors import MlseError
+from mlse.scale.score import parts_folder, remove_parts, score_on_engine
+from mlse.scale.shards import file_fingerprint
 
 PROGRESS_EVERY_S = 5.0  # at most one progress line per this many seconds
 INTERRUPTED_EXIT = 130
@@ -82,6 +89,7 @@ def add_score_parser(sub) -> None:
         default=api.CHUNK_PAIRS,
         help=f"pairs encoded per step (default {api.CHUNK_PAIRS}): memory, and how much a Ctrl-C loses",
     )
+    add_engine_arguments(sc)
 
 
 def _duration(seconds: float) -> str:
@@ -137,12 +145,23 @@ def _read(args) -> UserTable:
     return table
 
 
-def _models(names: Sequence[str], backend: str) -> dict[str, object]:
+def _names(names: Sequence[str]) -> list[str]:
     names = list(dict.fromkeys(names))
     if not names:
         raise MlseError("--models names no model; e.g. --models minilm-en")
     for name in names:
         resolve_model(name)  # an unknown name fails before any model loads
+    return names
+
+
+def _job(args) -> dict:
+    """What decides the scored file: the parts folder of another job is never reused."""
+    keys = ("models", "backend", "chunk", "batch_tokens", "format", "skip_bad_rows", "gold_range")
+    return {"command": "score", "input_sha256": file_fingerprint(args.file)} | {k: getattr(args, k) for k in keys}
+
+
+def _models(names: Sequence[str], backend: str) -> dict[str, object]:
+    names = _names(names)
     # no "Loading weights" bars with carriage returns between the progress lines (read when transformers loads)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     loaded = {}
@@ -305,21 +324,40 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace, out: Path | None) -> int:
     table = _read(args)
-    models = _models(args.models, args.backend)
+    options = engine_options(args)
+    pipeline = options.resolve(len(table)) == "ray" or args.batch_tokens is not None  # mlse.scale's chunk pipeline
+    models = {name: None for name in _names(args.models)} if pipeline else _models(args.models, args.backend)
     total = len(table)
     print(
         f"scoring {total:,} pairs with {', '.join(models)} ({args.chunk} pairs per step)", file=sys.stderr, flush=True
     )
     progress = ProgressLines()
     started = time.perf_counter()
+    parts = parts_folder(out) if pipeline and out is not None else None
     try:
-        scores, run = api.score_rows(
-            models, table.role("sentence1"), table.role("sentence2"), chunk=args.chunk, progress=progress
-        )
+        if pipeline:
+            scores, _ = score_on_engine(
+                list(models),
+                table.role("sentence1"),
+                table.role("sentence2"),
+                backend=args.backend,
+                chunk=args.chunk,
+                options=options,
+                job=_job(args),
+                parts=parts,
+                batch_tokens=args.batch_tokens,
+                progress=lambda done, n: progress(done, n, done / max(1e-9, time.perf_counter() - started)),
+            )
+            run = api.ScoreRun(total, total, False, time.perf_counter() - started)
+        else:
+            scores, run = api.score_rows(
+                models, table.role("sentence1"), table.role("sentence2"), chunk=args.chunk, progress=progress
+            )
     except KeyboardInterrupt:
+        held = f"{parts} holds" if parts is not None else "the embedding cache already holds"
         print(
-            f"interrupted after {progress.done:,} of {total:,} rows; run the same command again: the embedding "
-            "cache already holds the finished rows",
+            f"interrupted after {progress.done:,} of {total:,} rows; run the same command again: {held} the "
+            "finished rows",
             file=sys.stderr,
             flush=True,
         )
@@ -337,6 +375,7 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
                 f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
                 "cache holds what was encoded, so running again with another --out is quick"
             ) from None
+    remove_parts(parts)
     for line in _summary(table, scores, models):
         print(line, file=sys.stderr)
     rate = run.done / seconds if seconds > 0 else float("nan")

@@ -1,0 +1,138 @@
+"""``embed``: a corpus of texts -> sharded embeddings with an ``id`` column and a manifest, resumable.
+
+The corpus (:func:`mlse.scale.corpus.read_corpus`) is cut into shards of ``shard_rows`` texts; each pending shard is
+encoded by the engine (:func:`mlse.scale.engine.run_chunks`) and written atomically as it finishes
+(:class:`mlse.scale.shards.ShardFolder`): ``id`` (int64, the text's position among the kept texts) and
+``embedding`` ([rows, d], L2-normalised, stored as fp32 or fp16). The manifest names the model and its identity (a
+hash of its weights), the backend, the dtype, every shard with its rows, the bad rows and the progress. A job killed
+at any point and run again with ``resume=True`` encodes only the shards not marked done; as each shard is computed
+from the same texts by the same code, the folder then holds what an uninterrupted run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mlse.errors import MlseError
+from mlse.scale.corpus import Corpus, read_corpus
+from mlse.scale.engine import EngineOptions, run_chunks
+from mlse.scale.progress import Progress
+from mlse.scale.shards import ShardFolder, file_fingerprint, plan_chunks
+from mlse.scale.work import WorkSpec
+
+DTYPES = {"fp32": np.float32, "fp16": np.float16}
+DEFAULT_SHARD_ROWS = 10_000
+
+
+def report_bad_rows(corpus: Corpus, stream) -> None:
+    """Each listed bad row, then the count, on ``stream`` (the reader's ``file:line: why`` messages)."""
+    for message in corpus.bad:
+        print(f"skipped {message}", file=stream)
+    if corpus.n_bad > len(corpus.bad):
+        print(
+            f"skipped {corpus.n_bad - len(corpus.bad):,} more rows (only the first {len(corpus.bad)} are listed)",
+            file=stream,
+        )
+    if corpus.n_bad:
+        print(f"{corpus.n_bad:,} bad row(s) skipped, {len(corpus.texts):,} kept", file=stream, flush=True)
+
+
+def embed_corpus(
+    corpus_path: str | Path,
+    model: str,
+    out: str | Path,
+    *,
+    backend: str = "torch",
+    dtype: str = "fp32",
+    shard_format: str = "parquet",
+    shard_rows: int = DEFAULT_SHARD_ROWS,
+    batch_tokens: int | None = None,
+    format: str | None = None,  # noqa: A002 - the option's name
+    resume: bool = False,
+    options: EngineOptions = EngineOptions(),
+    stream=None,
+    what: str | None = None,
+) -> dict:
+    """Embed every text of ``corpus_path`` with ``model`` into the folder ``out``; returns the manifest."""
+    stream = stream if stream is not None else sys.stderr
+    if dtype not in DTYPES:
+        raise MlseError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+    corpus_path = Path(corpus_path)
+    corpus = read_corpus(corpus_path, format=format)
+    report_bad_rows(corpus, stream)
+    if not corpus.texts:
+        raise MlseError(f"{corpus_path.name}: no text to embed ({corpus.n_bad:,} bad rows)")
+    job = {
+        "command": "embed",
+        "input": corpus_path.name,
+        "input_sha256": file_fingerprint(corpus_path),
+        "input_format": corpus.format,
+        "model": model,
+        "backend": backend,
+        "dtype": dtype,
+        "shard_rows": shard_rows,
+        "batch_tokens": batch_tokens,
+    }
+    planned = plan_chunks(len(corpus.texts), shard_rows)
+    folder = ShardFolder(out, job, shard_format=shard_format, resume=resume, what=what or f"--out {out}")
+    engine = options.resolve(len(corpus.texts))
+    info = {"model": model, "backend": backend, "dtype": dtype, "input": str(corpus_path), "engine": engine}
+    folder.open(planned, info | {"bad_rows": corpus.n_bad, "bad_rows_listed": corpus.bad})
+    pending = [(i, corpus.texts[lo:hi]) for i, (lo, hi) in enumerate(planned) if not folder.done(i)]
+    if len(pending) < len(planned):
+        print(
+            f"resuming {folder.id}: {len(planned) - len(pending)} of {len(planned)} shards already done",
+            file=stream,
+            flush=True,
+        )
+    print(
+        f"embedding {len(corpus.texts):,} texts with {model} ({backend}, {engine} engine) into {len(planned)} "
+        f"shard(s) of {shard_rows:,}",
+        file=stream,
+        flush=True,
+    )
+    progress = Progress("embed", len(corpus.texts), folder.rows_done, stream)
+    spec = WorkSpec("embed", (model,), backend, batch_tokens)
+
+    def identity(identities: dict[str, str]) -> None:
+        check_identity(folder, identities[model])
+
+    for index, result in run_chunks(spec, pending, options, rows=len(corpus.texts), identity=identity):
+        lo, hi = planned[index]
+        emb = result["embedding"]
+        if "dim" not in folder.manifest:
+            folder.update(dim=int(emb.shape[1]))
+        folder.write(index, {"id": np.arange(lo, hi, dtype=np.int64), "embedding": emb.astype(DTYPES[dtype])})
+        progress.update(folder.rows_done)
+    progress.close()
+    return folder.finish()
+
+
+def check_identity(folder: ShardFolder, identity: str) -> None:
+    """Record the model's identity; refuse to continue a job whose shards came from other weights."""
+    recorded = folder.manifest.get("model_identity")
+    if recorded is not None and recorded != identity:
+        raise MlseError(
+            f"{folder.what}: its shards were computed by {recorded}, but the model now loads as {identity}; "
+            "use another folder"
+        )
+    if recorded is None:
+        folder.update(model_identity=identity)
+
+
+def load_embeddings(folder: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(ids [n] int64, embeddings [n, d] float32) of a complete ``embed`` folder, in id order."""
+    store = ShardFolder(folder, {}, what=str(folder))
+    manifest = json.loads(store.path.read_text(encoding="utf-8")) if store.path.is_file() else {}
+    if not manifest.get("complete"):
+        raise MlseError(f"{folder}: not a complete embed folder (no manifest, or the job has not finished)")
+    store.manifest = manifest
+    parts = [store.read(int(i)) for i in manifest["shards"]]
+    ids = np.concatenate([p["id"] for p in parts])
+    emb = np.concatenate([p["embedding"] for p in parts]).astype(np.float32)
+    order = np.argsort(ids, kind="stable")
+    return ids[order], emb[order]

@@ -1,0 +1,176 @@
+"""``score --engine ray``: the columns :func:`mlse.api.score_rows` gives, with the encoding done by an engine.
+
+An embedding depends (in its last bits) on the texts it was batched with, and the local ``score`` encodes, chunk after
+chunk, only the texts its embedding cache does not hold yet. To give the same numbers, this module plans the same
+thing: for each chunk of ``chunk`` pairs, the texts the cache would encode (the chunk's distinct texts, in order,
+minus those the cache already held or an earlier chunk encoded). Workers encode exactly those lists, in one call each
+(:class:`mlse.scale.work.ChunkWorker`, kind ``encode``), in any order and on any node; this process then takes the
+chunks in order, puts the new vectors in the embedding cache (as the local run does) and scores every pair with
+:func:`mlse.api.pair_scores`, the function the local engine calls. The scored file is byte-identical.
+
+A model without an embedding cache around its encoder (a Stage-2 scorer) is scored whole chunk by whole chunk on the
+workers instead (kind ``score``): the same code, but its numbers match the local engine only to float precision.
+
+Each finished chunk's vectors are kept as a shard in a parts folder beside ``--out`` (``OUT.parts``, removed once the
+file is written): a killed run, started again with the same command, encodes only the chunks not done.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from mlse import api
+from mlse.encoders.cache import CachedEncoder, text_key
+from mlse.errors import MlseError
+from mlse.scale.engine import EngineOptions, run_chunks
+from mlse.scale.shards import ShardFolder, plan_chunks
+from mlse.scale.work import WorkSpec
+
+
+def parts_folder(out: Path) -> Path:
+    return out.with_name(out.name + ".parts")
+
+
+def remove_parts(parts: Path | None) -> None:
+    """Drop the parts folder once the scored file is written."""
+    if parts is not None and parts.is_dir():
+        shutil.rmtree(parts, ignore_errors=True)
+
+
+def cached_encoder(model) -> CachedEncoder | None:
+    """The embedding cache inside ``model`` (a calibrated backbone wraps one), or None."""
+    for _ in range(4):
+        if isinstance(model, CachedEncoder):
+            return model
+        model = getattr(model, "inner", None)
+    return None
+
+
+def plan_new_texts(cache: CachedEncoder, s1: list[str], s2: list[str], planned) -> tuple[dict, list[list[str]]]:
+    """({text: vector} the cache holds now, [texts chunk c encodes]) as the local engine's cache would decide."""
+    unique = list(dict.fromkeys([*s1, *s2]))
+    keys = [text_key(t) for t in unique]
+    found = cache.store(True).get_many(keys)
+    vectors = {t: found[k] for t, k in zip(unique, keys) if k in found}
+    known = set(vectors)
+    new = []
+    for lo, hi in planned:
+        fresh = [t for t in dict.fromkeys([*s1[lo:hi], *s2[lo:hi]]) if t not in known]
+        known.update(fresh)
+        new.append(fresh)
+    return vectors, new
+
+
+def score_on_engine(
+    models: list[str],
+    s1: list[str],
+    s2: list[str],
+    *,
+    backend: str,
+    chunk: int,
+    options: EngineOptions,
+    job: dict,
+    parts: Path | None,
+    batch_tokens: int | None = None,
+    progress=None,
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """({column: values [n]}, {model: identity}) for every pair; ``parts`` (None: nothing kept) holds the finished
+    chunks; ``progress(done, total)`` after each chunk in order."""
+    n, names = len(s1), list(dict.fromkeys(models))
+    planned = plan_chunks(n, chunk)
+    loaded = {name: api.load_model(name, backend=backend) for name in names}  # weights load on first encode only
+    caches = {name: cached_encoder(model) for name, model in loaded.items()}
+    exact = all(c is not None for c in caches.values()) and batch_tokens is None
+    folder = None
+    if parts is not None:
+        folder = ShardFolder(parts, job | {"exact": exact}, shard_format="npy", resume=True, what=f"{parts}")
+        folder.open(planned, {"models": names, "backend": backend})
+    identities = {name: model.identity for name, model in loaded.items()}
+
+    def identity(found: dict[str, str]) -> None:
+        for name, ident in found.items():
+            if identities[name] != ident:
+                raise MlseError(f"{name}: a worker loads {ident}, this machine {identities[name]}: other weights")
+
+    columns: dict[str, np.ndarray] = {}
+
+    def fill(index: int, result: dict[str, np.ndarray]) -> None:
+        lo, hi = planned[index]
+        for key, values in result.items():
+            columns.setdefault(key, np.full(n, np.nan, dtype=np.float32))[lo:hi] = values
+
+    if exact:
+        plans = {name: plan_new_texts(cache, s1, s2, planned) for name, cache in caches.items()}
+        payloads = [{name: plans[name][1][c] for name in names} for c in range(len(planned))]
+        spec = WorkSpec("encode", tuple(names), backend)
+    else:
+        payloads = [(s1[lo:hi], s2[lo:hi]) for lo, hi in planned]
+        spec = WorkSpec("score", tuple(names), backend, batch_tokens)
+    keys = {f"m{i}": name for i, name in enumerate(names)}  # shard column names (a model name may hold a "/")
+    results: dict[int, dict[str, np.ndarray]] = {}
+    pending = []
+    for c in range(len(planned)):
+        if folder is not None and folder.done(c):
+            stored = folder.read(c)
+            if exact:  # (texts, vectors): the texts that run encoded (the cache may hold some of them by now)
+                results[c] = {
+                    keys[k]: ([str(t) for t in stored[f"{k}_texts"]], v) for k, v in stored.items() if k in keys
+                }
+            else:
+                results[c] = {str(k): stored[f"c{i}"] for i, k in enumerate(stored["names"])}
+        else:
+            pending.append((c, payloads[c]))
+    done = 0
+
+    def take(c: int) -> None:
+        nonlocal done
+        result = results.pop(c)
+        lo, hi = planned[c]
+        if not exact:
+            fill(c, result)
+        for name in names if exact else ():
+            vectors = plans[name][0]
+            fresh, emb = result.get(name, ([], None))
+            if fresh:
+                vectors.update(zip(fresh, emb))
+                caches[name].store(True).put_many([text_key(t) for t in fresh], emb)
+
+            def lookup(_model, texts, vectors=vectors):
+                return np.stack([vectors[t] for t in texts])
+
+            cos, cal = api.pair_scores(loaded[name], s1[lo:hi], s2[lo:hi], encode=lookup)
+            fill(c, {api.column_name(name, api.COSINE): cos})
+            if cal is not None:
+                fill(c, {api.column_name(name, api.CALIBRATED): cal})
+        done += hi - lo
+        if progress is not None:
+            progress(done, n)
+
+    following = 0
+    for c, result in run_chunks(spec, pending, options, rows=n, identity=identity):
+        if exact:
+            result = {name: (payloads[c][name], emb) for name, emb in result.items()}
+        if folder is not None:
+            if exact:
+                named = {k: result[name][1] for k, name in keys.items() if name in result}
+                named |= {f"{k}_texts": np.array(result[name][0]) for k, name in keys.items() if name in result}
+            else:
+                named = {"names": np.array(list(result))} | {f"c{i}": v for i, v in enumerate(result.values())}
+            folder.write(c, named or {"empty": np.zeros(0)}, rows=planned[c][1] - planned[c][0])
+        results[c] = result
+        while following in results:
+            take(following)
+            following += 1
+    while following < len(planned):
+        take(following)
+        following += 1
+    ordered = {}
+    for name in names:  # each model's cosine, then its 0-5 score, as score_rows orders them
+        for what in (api.COSINE, api.CALIBRATED):
+            key = api.column_name(name, what)
+            if key in columns:
+                ordered[key] = columns[key]
+    return ordered, identities

@@ -1,0 +1,86 @@
+"""A real two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``: a head and a worker node, one CPU
+each): ``score --engine ray --address`` writes the byte-identical file the local engine writes, ``embed`` the same
+shards, and ``mine`` the same pairs, with one model-holding actor on each node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlse.cli.main import main
+from tests.test_scale_mine import write_bitext
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    nodes.add_node(num_cpus=1)
+    yield nodes
+    ray.shutdown()
+    nodes.shutdown()
+
+
+def _pairs(data_dir, path: Path, n: int = 120) -> Path:
+    base = Path(data_dir) / "wmt_newstest" / "2013"
+    de = (base / "newstest2013.de").read_text(encoding="utf-8").split("\n")[:n]
+    en = (base / "newstest2013.en").read_text(encoding="utf-8").split("\n")[:n]
+    rows = ["sentence1\tsentence2\tscore"] + [f"{d}\t{e}\t{i % 6}" for i, (d, e) in enumerate(zip(de, en))]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_score_embed_and_mine_on_two_nodes_equal_the_local_engine(cluster, tmp_path, tiny_bert, data_dir):
+    pairs = _pairs(data_dir, tmp_path / "pairs.tsv")
+    ray_args = ["--engine", "ray", "--address", cluster.address, "--workers", "2"]
+    common = ["score", str(pairs), "--models", str(tiny_bert), "--chunk", "32"]
+    assert main([*common, "--out", str(tmp_path / "ray.csv"), *ray_args]) == 0
+    assert main([*common, "--out", str(tmp_path / "local.csv"), "--engine", "local"]) == 0
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    local = (tmp_path / "local.csv").read_bytes()
+    assert (tmp_path / "ray.csv").read_bytes() == local and local.count(b"\n") == 121
+    assert not (tmp_path / "ray.csv.parts").exists()
+
+    src, tgt = write_bitext(data_dir, tmp_path)
+    for engine, extra in (("ray", ray_args), ("local", ["--engine", "local"])):
+        argv = [
+            "embed",
+            str(src),
+            "--model",
+            str(tiny_bert),
+            "--out",
+            str(tmp_path / f"emb-{engine}"),
+            "--shard-rows",
+            "16",
+            "--shard-format",
+            "npy",
+        ]
+        assert main([*argv, *extra]) == 0
+        assert (
+            main(
+                [
+                    "mine",
+                    str(src),
+                    str(tgt),
+                    "--model",
+                    str(tiny_bert),
+                    "--out",
+                    str(tmp_path / f"{engine}.tsv"),
+                    *extra,
+                ]
+            )
+            == 0
+        )
+    shards = json.loads((tmp_path / "emb-local" / "manifest.json").read_text())["shards"]
+    assert json.loads((tmp_path / "emb-ray" / "manifest.json").read_text())["shards"] == shards
+    for entry in shards.values():
+        assert (tmp_path / "emb-ray" / entry["file"]).read_bytes() == (
+            tmp_path / "emb-local" / entry["file"]
+        ).read_bytes()
+    mined = (tmp_path / "local.tsv").read_text(encoding="utf-8")
+    assert (tmp_path / "ray.tsv").read_text(encoding="utf-8") == mined and mined.count("\n") >= 20

@@ -1,0 +1,146 @@
+"""``python -m mlse embed``: shards and manifest, bad rows reported, a folder of another job refused, a job killed with
+SIGKILL midway resumed into exactly the output of an uninterrupted run, an --address where nothing answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlse.cli.main import main
+from mlse.scale.embed import embed_corpus, load_embeddings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _corpus(data_dir, path: Path, n: int) -> Path:
+    lines = (Path(data_dir) / "wmt_newstest" / "2013" / "newstest2013.de").read_text(encoding="utf-8").split("\n")
+    path.write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_embed_writes_shards_with_ids_and_a_manifest(tmp_path, tiny_bert, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"Hallo Welt\n\nGuten Morgen\n\xff bad\nDanke\n")
+    code = main(
+        [
+            "embed",
+            str(corpus),
+            "--model",
+            str(tiny_bert),
+            "--out",
+            str(tmp_path / "out"),
+            "--shard-rows",
+            "2",
+            "--dtype",
+            "fp16",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "c.txt:2: empty line" in err and "c.txt:4: not valid UTF-8" in err and "2 bad row(s)" in err
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["rows_total"] == 3 and manifest["bad_rows"] == 2
+    assert [s["rows"] for s in manifest["shards"].values()] == [2, 1]
+    assert manifest["model_identity"].startswith(str(tiny_bert)) and manifest["backend"] == "torch"
+    assert manifest["dtype"] == "fp16" and manifest["shards"]["0"]["file"].endswith(".parquet")
+    ids, emb = load_embeddings(tmp_path / "out")
+    assert list(ids) == [0, 1, 2] and emb.shape[0] == 3
+    assert np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-2)
+
+
+def test_an_output_folder_of_another_job_is_refused(tmp_path, tiny_bert, capsys):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("eins\nzwei\n", encoding="utf-8")
+    b.write_text("drei\n", encoding="utf-8")
+    assert main(["embed", str(a), "--model", str(tiny_bert), "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert main(["embed", str(b), "--model", str(tiny_bert), "--out", str(tmp_path / "out"), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "another job" in err and len(err.splitlines()) == 1
+    assert main(["embed", str(a), "--model", str(tiny_bert), "--out", str(tmp_path / "out")]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_sigkill_midway_then_resume_gives_the_uninterrupted_output(tmp_path, tiny_bert, data_dir):
+    corpus = _corpus(data_dir, tmp_path / "c.txt", 600)
+    out = tmp_path / "killed"
+    argv = [
+        sys.executable,
+        "-m",
+        "mlse",
+        "embed",
+        str(corpus),
+        "--model",
+        str(tiny_bert),
+        "--out",
+        str(out),
+        "--shard-rows",
+        "20",
+        "--shard-format",
+        "npy",
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    manifest = out / "manifest.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if manifest.is_file() and len(json.loads(manifest.read_text()).get("shards", {})) >= 2:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    state = json.loads(manifest.read_text())
+    assert not state["complete"] and 2 <= len(state["shards"]) < 30, "killed too late to test a resume"
+    resumed = subprocess.run([*argv, "--resume"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr
+    whole = embed_corpus(corpus, str(tiny_bert), tmp_path / "whole", shard_rows=20, shard_format="npy")
+    done = json.loads(manifest.read_text())
+    assert done["complete"] and done["shards"] == whole["shards"] and done["job_id"] == whole["job_id"]
+    for entry in whole["shards"].values():
+        assert (out / entry["file"]).read_bytes() == (tmp_path / "whole" / entry["file"]).read_bytes()
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_address_that_does_not_answer_is_one_line_within_ten_seconds(tmp_path, tiny_bert, capsys):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("eins\n", encoding="utf-8")
+    started = time.monotonic()
+    code = main(
+        [
+            "embed",
+            str(corpus),
+            "--model",
+            str(tiny_bert),
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "ray",
+            "--address",
+            f"127.0.0.1:{port}",
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and time.monotonic() - started < 10
+    assert err[-1].startswith(f"error: --address 127.0.0.1:{port}: no Ray cluster answers there")
+
+
+@pytest.mark.parametrize("bad", ["nonsense:port", "host:"])
+def test_a_malformed_address_is_refused(bad):
+    from mlse.errors import MlseError
+    from mlse.scale.cluster import probe
+
+    with pytest.raises(MlseError, match="HOST:PORT"):
+        probe(bad)

@@ -1,0 +1,48 @@
+"""mlse.scale.engine and mlse.scale.work without a cluster: which engine a job gets, the options refused, the batch
+bound of --batch-tokens, and the local engine's results for a chunk list given out of order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlse.errors import MlseError
+from mlse.scale.engine import AUTO_RAY_ROWS, EngineOptions, run_chunks
+from mlse.scale.work import WorkSpec, batch_size
+
+
+def test_auto_is_local_below_the_threshold_and_ray_with_an_address():
+    assert EngineOptions().resolve(10) == "local"
+    assert EngineOptions().resolve(AUTO_RAY_ROWS) == "ray"
+    assert EngineOptions(address="10.0.0.1:6379").resolve(10) == "ray"
+    assert EngineOptions("local").resolve(10**9) == "local"
+
+
+@pytest.mark.parametrize("kwargs", [{"engine": "spark"}, {"workers": 0}, {"engine": "local", "address": "x:1"}])
+def test_bad_engine_options_are_refused(kwargs):
+    with pytest.raises(MlseError):
+        EngineOptions(**kwargs)
+
+
+def test_batch_tokens_bound_the_texts_of_a_forward_pass():
+    assert batch_size(["a" * 400], None) == 64
+    assert batch_size(["a" * 400, "b"], 1020) == 10  # the longest text: 400 / 4 + 2 = 102 tokens
+    assert batch_size(["a" * 4000], 10) == 1
+    with pytest.raises(MlseError):
+        WorkSpec("embed", ("m",), "torch", batch_tokens=0)
+
+
+def test_local_engine_scores_chunks_like_pair_scores(tiny_bert):
+    from mlse import api
+
+    s1, s2 = ["Hallo", "Guten Tag", "Danke"], ["Hello", "Good day", "Thanks"]
+    spec = WorkSpec("score", (str(tiny_bert),), "torch")
+    seen = []
+    results = dict(
+        run_chunks(
+            spec, [(1, (s1[2:], s2[2:])), (0, (s1[:2], s2[:2]))], EngineOptions("local"), rows=3, identity=seen.append
+        )
+    )
+    model = api.load_model(str(tiny_bert))
+    cos, _ = api.pair_scores(model, s1[:2], s2[:2])
+    assert np.array_equal(results[0][f"{tiny_bert} cosine"], cos) and len(seen) == 1

@@ -1,0 +1,53 @@
+"""mlse.scale.score without a cluster: the chunk pipeline gives api.score_rows' columns bit for bit (texts repeated
+across chunks included, where the embedding cache decides what is encoded), and a run stopped midway resumes from its
+parts folder to the same numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlse import api
+from mlse.scale.engine import EngineOptions
+from mlse.scale.score import score_on_engine
+
+S1 = ["Hallo Welt", "Guten Morgen", "Hallo Welt", "Wie geht es dir?", "Danke schön", "Guten Morgen", "Tschüss"]
+S2 = ["Hello world", "Good morning", "Hi world", "How are you?", "Thanks a lot", "Good morning", "Hallo Welt"]
+
+
+def _run(tiny_bert, parts, progress=None):
+    return score_on_engine(
+        [str(tiny_bert)],
+        S1,
+        S2,
+        backend="torch",
+        chunk=2,
+        options=EngineOptions("local"),
+        job={"test": 1},
+        parts=parts,
+        progress=progress,
+    )[0]
+
+
+def test_the_pipeline_equals_score_rows_bit_for_bit(tiny_bert, tmp_path, monkeypatch):
+    ours = _run(tiny_bert, tmp_path / "parts")
+    monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "fresh-cache"))  # the local engine from an empty cache too
+    expected, _ = api.score_rows({str(tiny_bert): api.load_model(str(tiny_bert))}, S1, S2, chunk=2)
+    assert list(ours) == list(expected)
+    for key in expected:
+        assert np.array_equal(ours[key], expected[key]), key
+
+
+def test_a_stopped_run_resumes_from_its_parts(tiny_bert, tmp_path, monkeypatch):
+    def stop_after_two(done, total):
+        if done >= 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny_bert, tmp_path / "parts", progress=stop_after_two)
+    assert len(list((tmp_path / "parts").glob("shard-*.npz"))) == 2
+    resumed = _run(tiny_bert, tmp_path / "parts")
+    monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "fresh-cache"))
+    whole = _run(tiny_bert, None)
+    for key in whole:
+        assert np.array_equal(resumed[key], whole[key]), key

@@ -1,0 +1,84 @@
+"""mlse.scale.shards and mlse.scale.corpus: chunk planning, atomic shards in both formats, the manifest's job check and
+resume, and the corpus reader's bad rows (invalid UTF-8, empty lines, ragged rows, null Parquet cells)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mlse.errors import MlseError
+from mlse.scale.corpus import read_corpus
+from mlse.scale.shards import ShardFolder, job_id, plan_chunks, read_shard_file
+
+
+def test_plan_chunks_cover_the_rows_once():
+    assert plan_chunks(7, 3) == [(0, 3), (3, 6), (6, 7)]
+    assert plan_chunks(0, 3) == []
+    with pytest.raises(MlseError):
+        plan_chunks(5, 0)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "npy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_shards_round_trip(tmp_path, fmt, dtype):
+    folder = ShardFolder(tmp_path / "out", {"a": 1}, shard_format=fmt)
+    folder.open(plan_chunks(5, 3))
+    emb = np.arange(15, dtype=np.float32).reshape(5, 3).astype(dtype)
+    folder.write(0, {"id": np.arange(3), "embedding": emb[:3]})
+    folder.write(1, {"id": np.arange(3, 5), "embedding": emb[3:]})
+    manifest = folder.finish()
+    assert manifest["complete"] and manifest["rows_total"] == 5 and manifest["progress"]["rows_done"] == 5
+    back = read_shard_file(tmp_path / "out" / manifest["shards"]["1"]["file"])
+    assert back["embedding"].dtype == dtype and np.array_equal(back["embedding"], emb[3:])
+    assert list(back["id"]) == [3, 4]
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_another_jobs_folder_is_refused_and_the_same_job_resumes_only_when_asked(tmp_path):
+    first = ShardFolder(tmp_path, {"input": "a"})
+    first.open(plan_chunks(4, 2))
+    first.write(0, {"id": np.arange(2)})
+    with pytest.raises(MlseError, match="another job"):
+        ShardFolder(tmp_path, {"input": "b"}, resume=True).open(plan_chunks(4, 2))
+    with pytest.raises(MlseError, match="--resume"):
+        ShardFolder(tmp_path, {"input": "a"}).open(plan_chunks(4, 2))
+    again = ShardFolder(tmp_path, {"input": "a"}, resume=True)
+    again.open(plan_chunks(4, 2))
+    assert again.done(0) and not again.done(1) and again.rows_done == 2
+    with pytest.raises(MlseError, match="missing"):
+        again.finish()
+    assert json.loads((tmp_path / "manifest.json").read_text())["job_id"] == job_id({"input": "a"})
+
+
+def test_a_folder_of_stray_shards_is_refused(tmp_path):
+    (tmp_path / "shard-00000.npz").write_bytes(b"x")
+    with pytest.raises(MlseError, match="without a manifest"):
+        ShardFolder(tmp_path, {}).open([(0, 1)])
+
+
+def test_txt_corpus_counts_bad_lines_with_file_and_line(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"one\r\n\n\xff\xfe two\n  \nthree\tx\nfour\xc2\x85five\n")
+    corpus = read_corpus(path)
+    assert corpus.texts == ["one", "three\tx", "four\u0085five"]
+    assert corpus.n_bad == 3
+    assert corpus.bad == ["c.txt:2: empty line", "c.txt:3: not valid UTF-8 (byte 1)", "c.txt:4: empty line"]
+
+
+def test_table_corpus_skips_ragged_rows_through_the_reader(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("sentence\tlang\nHallo\tde\nzu\tviele\tfelder\nHello\ten\n", encoding="utf-8")
+    corpus = read_corpus(path)
+    assert corpus.texts == ["Hallo", "Hello"] and corpus.n_bad == 1 and "c.tsv:3" in corpus.bad[0]
+
+
+def test_parquet_corpus_counts_null_and_empty_rows(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": ["a", None, "", "b"]}), path)
+    corpus = read_corpus(path)
+    assert corpus.texts == ["a", "b"] and corpus.n_bad == 2 and corpus.bad[0].startswith("c.parquet:row 2")
