@@ -119,6 +119,7 @@ def test_a_tiny_run_never_trains_on_the_held_out_languages_rated_pairs(tiny_bert
     assert "nl" in with_all["sts_langs"]
     fold = result["folds"][0]
     assert list(fold["pairs"]) == ["en-nl"] and result["complete"] and np.isfinite(fold["pairs"]["en-nl"]["gap"])
+    assert fold["steps"] == {"with": 2, "without": 2}  # both runs' step counts are recorded beside the gap
     assert u.run_complete(tmp_path / "runs" / "sts-cosent" / "all")
     assert not u.run_complete(tmp_path / "runs" / "nothing-here")
 

@@ -69,6 +69,13 @@ def add_experiment_parser(sub) -> None:
         "--budget-minutes", type=float, default=None, help="unrated: each run's CPU budget (default: the recipe's)"
     )
     ex.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="unrated: train every run for exactly N steps (results named RECIPE:N-steps); a CPU-time budget gives "
+        "runs beside other work fewer steps",
+    )
+    ex.add_argument(
         "--shipped-recipe",
         default=SHIPPED_RECIPE,
         help="unrated: the recipe whose gap the summary compares the best one with",
@@ -139,6 +146,9 @@ def _students(args: argparse.Namespace) -> int:
     return 0
 
 
+STEPS_GUARD_MINUTES = 120.0  # with --max-steps: the budget that only stops a runaway run
+
+
 def _unrated(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / "unrated")
     folds = parse_folds(args.folds)  # an unknown language or an empty fold is refused before anything runs
@@ -146,6 +156,9 @@ def _unrated(args: argparse.Namespace) -> int:
     if not plans and not args.report_only:
         raise MlseError("unrated: name the recipes to run with --recipes, e.g. sts-cosent+lora@10")
     settings = {"budget_minutes": args.budget_minutes} if args.budget_minutes else {}
+    if args.max_steps:  # every run the same number of steps; the budget only guards against a runaway run
+        settings = {"max_steps": args.max_steps, "budget_minutes": args.budget_minutes or STEPS_GUARD_MINUTES}
+        plans = [(f"{name}:{args.max_steps}-steps", recipe) for name, recipe in plans]
     say = lambda msg: print(msg, flush=True)  # noqa: E731
     if not args.report_only:
         train = study_trainer(runs_dir() / "unrated", data_dir=args.data_dir, say=say, **settings)

@@ -176,6 +176,7 @@ def run_unrated(
                 "mean_gap_ci95": ci,
                 "complete": complete,
                 "runs": {"with": Path(with_run["run"]).name, "without": Path(without_run["run"]).name},
+                "steps": {"with": with_run.get("steps"), "without": without_run.get("steps")},
             }
         )
         result["complete"] = result["complete"] and complete
@@ -215,9 +216,18 @@ def study_trainer(runs: Path, *, data_dir=None, say: Callable[[str], None] | Non
         if not (run / "metrics.json").is_file() or config_changed(run, config):
             say(f"{run_name}: training {config.method} for {config.budget_minutes:g} CPU-minutes")
             finetune(config, progress=lambda r: say(f"{run_name}: step {r['step']} dev {r['dev_spearman']:.2f}"))
-        return {"run": str(run), "complete": run_complete(run)}
+        return {"run": str(run), "complete": run_complete(run), "steps": run_steps(run)}
 
     return train
+
+
+def run_steps(run: Path) -> int | None:
+    """How many optimiser steps a finished run took (None: no metrics)."""
+    try:
+        steps = json.loads((run / "metrics.json").read_text(encoding="utf-8")).get("steps")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return steps if isinstance(steps, int) else None
 
 
 def run_complete(run: Path) -> bool:
@@ -293,7 +303,10 @@ def markdown(results: list[dict]) -> str:
     for r in sorted(results, key=lambda r: (not r.get("complete"), r.get("mean_gap", math.inf))):
         mark = "" if r.get("complete") else " (incomplete: not compared)"
         for fold in r["folds"]:
+            steps = fold.get("steps") or {}
             langs = ",".join(fold["languages"])
+            if steps.get("with") is not None and steps.get("without") is not None:
+                langs += f" ({steps['with']} / {steps['without']} steps)"
             for pair, row in fold["pairs"].items():
                 lo, hi = row["ci95"]
                 lines.append(
