@@ -70,7 +70,7 @@ def fit(points: list[tuple[int, float]]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale_score", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm-en")
     parser.add_argument("--sizes", default="1000,4000", help="pair counts, comma-separated")
     parser.add_argument("--data-dir", default=None)
