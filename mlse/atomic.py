@@ -8,19 +8,22 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+def atomic_write_stream(path: str | Path, fill: Callable[[IO], None], *, text: bool = False) -> Path:
+    """``fill(stream)`` into a temporary file beside ``path`` (binary, or UTF-8 text with ``text``), then renamed over
+    it: a reader sees the old file or the whole new one, never half of it; on any error the temporary file goes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results and caches are meant to be readable
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        with open(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb") as fh:
+            fill(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -28,6 +31,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    return atomic_write_stream(path, lambda fh: fh.write(data))
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

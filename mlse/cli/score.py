@@ -24,13 +24,14 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
 from mlse import api
+from mlse.atomic import atomic_write_stream
 from mlse.cli.args import csv_list
 from mlse.cli.scale_args import add_engine_arguments, engine_options
 from mlse.data.records import FORMATS
@@ -264,23 +265,6 @@ def check_out(out: Path) -> None:
     os.unlink(probe)
 
 
-def write_atomically(out: Path, fill: Callable[[TextIO], None]) -> None:
-    """``fill(stream)`` into a temporary file beside ``out``, then renamed over it: a reader sees the old file or the
-    whole new one, never half of it."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a result file is meant to be readable
-        with open(fd, "w", encoding="utf-8", newline="") as fh:
-            fill(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _summary(table: UserTable, scores: dict[str, np.ndarray], models: dict[str, object]) -> list[str]:
     from mlse.evaluation.sts import sts_metrics  # scipy: only once the scoring is done
 
@@ -369,7 +353,7 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
         sys.stdout.flush()
     else:
         try:
-            write_atomically(out, lambda stream: write_scored(table, scores, tsv, stream))
+            atomic_write_stream(out, lambda stream: write_scored(table, scores, tsv, stream), text=True)
         except OSError as exc:
             raise MlseError(
                 f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
