@@ -247,8 +247,7 @@ class UploadFolder:
             self._delete(path, upload.size if upload else 0)
 
     def _delete(self, path: str, size: int) -> int:
-        self._uploads.pop(path, None)
-        self._claims.pop(path, None)
+        """Remove the file (and its upload folder when empty); the records are dropped by the caller or the sweep."""
         try:
             os.remove(path)
         except OSError:

@@ -41,7 +41,8 @@ def stop_run(state, owner: str | None = None) -> str:
     jobs = runner(state)
     if public_mode():
         return md_escape(jobs.stop(owner=owner or new_owner()))  # no token: a token nobody has, so nothing stops
-    if owner is not None and jobs.latest(owner) is not None and not jobs.latest(owner).done:
+    own = jobs.latest(owner) if owner is not None else None
+    if own is not None and not own.done:
         return md_escape(jobs.stop(owner=owner))
     return md_escape(jobs.stop())
 
