@@ -112,7 +112,7 @@ def run_finetunes(client, runs_dir: Path, count: int, steps: int, student: str |
     """``count`` tiny fine-tunes through the API, one at a time, each waited for until its run folder is listed.
     ``student``: student and teacher (default: the page's, the preferred backbone)."""
     os.environ["MLSE_RUNS"] = str(runs_dir)
-    from mlse.encoders.resolve import list_runs
+    from mlse.encoders.catalogue import list_runs
 
     done = []
     for i in range(count):

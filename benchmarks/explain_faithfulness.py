@@ -42,9 +42,9 @@ RANKS = ("cell", "words")
 def measure_model(name: str, args) -> dict:
     import torch
 
-    from mlse.api import load_model
     from mlse.explain import explain_pair
     from mlse.explain.perturb import perturb
+    from mlse.models import load_model
 
     torch.set_num_threads(args.threads)
     model = load_model(name)

@@ -116,10 +116,10 @@ def headline(model, quick: bool) -> dict:
 def measure_model(name: str, args) -> dict:
     import torch
 
-    from mlse.api import load_model
     from mlse.explain import default_layer
     from mlse.explain.backbones import attributable
     from mlse.explain.explanation import DEFAULT_RULE, DEFAULT_STEPS
+    from mlse.models import load_model
 
     torch.set_num_threads(args.threads)
     model = load_model(name)

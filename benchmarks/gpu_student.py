@@ -146,8 +146,8 @@ def unpack(tar_path: Path, run: Path) -> None:
 def rebuild(source: Path, name: str, runs_root: Path) -> Path:
     """Unpack run ``name`` from ``source`` into ``runs_root`` and rebuild its merged model from the adapter."""
     from mlse.atomic import atomic_dir
+    from mlse.encoders.catalogue import materialise, resolve_model
     from mlse.encoders.lora_merge import build_merged
-    from mlse.encoders.resolve import materialise, resolve_model
 
     run = runs_root / name
     unpack(source / tar_file(name), run)

@@ -46,8 +46,8 @@ from mlse.atomic import atomic_write_text
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.records import CSV_FIELD_LIMIT
 from mlse.dirs import cache_root
+from mlse.encoders.catalogue import DEFAULT_MODELS
 from mlse.encoders.identity import BACKENDS
-from mlse.encoders.registry import DEFAULT_MODELS
 from mlse.runs.results import library_versions
 
 ROOT = Path(__file__).resolve().parents[1]

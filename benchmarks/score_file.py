@@ -50,8 +50,8 @@ from mlse.data.pairs import CROSS_12
 from mlse.data.portable import portable_record
 from mlse.data.stsb import load_sts
 from mlse.dirs import cache_root
+from mlse.encoders.catalogue import DEFAULT_MODELS
 from mlse.encoders.identity import BACKENDS
-from mlse.encoders.registry import DEFAULT_MODELS
 from mlse.runs.results import library_versions
 from mlse.serving.procmem import memory_mb
 
@@ -138,7 +138,7 @@ def empty_embeddings(root: Path) -> None:
 def prepare(models: list[str], backend: str, env: dict) -> float:
     """Use every model once (conversions, exports), in its own process; then empty the embedding cache."""
     code = (
-        "import sys\nfrom mlse.api import load_model\n"
+        "import sys\nfrom mlse.models import load_model\n"
         "for name in sys.argv[2:]:\n    load_model(name, backend=sys.argv[1]).encode(['warm up'])"
     )
     started = time.perf_counter()

@@ -32,7 +32,7 @@ from mlse.atomic import atomic_write_text
 from mlse.data.pairs import STUDY_DEV_PAIRS
 from mlse.data.portable import portable_record
 from mlse.dirs import runs_dir
-from mlse.encoders.resolve import materialise, resolve_model
+from mlse.encoders.catalogue import materialise, resolve_model
 from mlse.encoders.weight_soup import build_soup
 from mlse.errors import MlseError
 from mlse.experiments.distillation import evaluate_student

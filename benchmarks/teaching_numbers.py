@@ -84,7 +84,6 @@ def artifact_files(pair_models: list[str] = PAIR_MODELS, map_models: list[str] =
 
 def score_lesson_pairs(models: dict) -> dict:
     """Exercise 1: every lesson pair under every model, and the means per (kind, language)."""
-    from mlse.api import pair_scores
     from mlse.data.user_files import read_pairs
 
     table = read_pairs(PAIRS_FILE)
@@ -92,7 +91,7 @@ def score_lesson_pairs(models: dict) -> dict:
     kinds, langs = table.column("kind"), table.column("lang2")
     out = {"file": str(PAIRS_FILE.relative_to(ROOT)), "n": len(s1), "models": {}}
     for name, model in models.items():
-        cos, cal = pair_scores(model, s1, s2)
+        cos, cal = model.similarity(s1, s2)
         groups = {}
         for kind in KINDS:
             for lang in dict.fromkeys(langs):
@@ -364,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads((args.out / "teaching-numbers.json").read_text(encoding="utf-8"))
         atomic_write_text(args.out / "teaching-numbers.md", markdown(report))
         return 0
-    from mlse.api import load_model
+    from mlse.models import load_model
 
     started = time.perf_counter()
     models = {name: load_model(name) for name in (["minilm-en"] if args.quick else PAIR_MODELS)}

@@ -39,7 +39,19 @@ def score(driver) -> None:
 def language_map(driver) -> None:
     browser.set_slider(driver, "Sentences per language", MAP_SENTENCES)
     browser.click(driver, "Project")
+    # the tab may open on a map in the cache (another sample size): wait for this one, not any drawn plot
+    drawn = f"languages × {MAP_SENTENCES} FLORES sentences"
+    browser.wait_for(driver, lambda d: drawn in d.find_element("tag name", "body").text, STEP_TIMEOUT, repr(drawn))
     browser.visible_plot(driver, STEP_TIMEOUT)
+
+
+# Gradio's progress display over an output that is still being computed (its status tracker's classes)
+BUSY = "//*[contains(@class, 'eta-bar') or contains(@class, 'progress-level') or contains(@class, 'progress-text')]"
+
+
+def settled(driver) -> None:
+    """Wait until no output of the page shows a progress bar or timer: a screenshot then shows results, not work."""
+    browser.wait_for(driver, lambda d: not browser.visible(d, BUSY), STEP_TIMEOUT, "the page's progress bars to end")
 
 
 def tatoeba(driver) -> None:
@@ -75,6 +87,7 @@ def capture(out_dir: Path) -> list[Path]:
                     except Exception:  # keep what the page showed when the step failed, to see why
                         browser.screenshot(driver, out_dir / f"failed-{tab.slug}.png", MAX_HEIGHT)
                         raise
+                settled(driver)
                 time.sleep(1.5)  # let Plotly finish drawing and the progress bar fade out
                 path = browser.screenshot(driver, out_dir / browser.screenshot_name(index, tab), MAX_HEIGHT)
                 browser.optimise_png(path)

@@ -5,11 +5,15 @@ first use::
 
     import mlse
     model = mlse.load_model("me5-small")                      # calibrated as in the app
+    cosine, score = model.similarity(["A man plays."], ["Ein Mann spielt."])  # score: 0-5, or None uncalibrated
     table = mlse.read_pairs("pairs.tsv")                       # one reader for TSV, CSV, JSONL
     frame = mlse.score_pairs(table, ["me5-small", "muse"])     # a pandas DataFrame, two columns per model
+    mlse.write_scored(table, frame, "scored.csv")              # the file the app and the command line write
 """
 
 __version__ = "0.1.0"
+
+from typing import TYPE_CHECKING
 
 from mlse.errors import DataError, MlseError, ModelNotFoundError
 from mlse.library_logs import quiet_library_notices
@@ -18,17 +22,29 @@ quiet_library_notices()  # before any model loads: drops sentence-transformers' 
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {
-    "load_model": "mlse.api",
+    "load_model": "mlse.models",
     "score_pairs": "mlse.api",
-    "pair_scores": "mlse.api",
+    "write_scored": "mlse.data.scored_file",
     "read_pairs": "mlse.data.user_files",
     "read_table": "mlse.data.user_files",
     "read_rows": "mlse.data.user_files",
     "UserTable": "mlse.data.user_files",
     "ModelPool": "mlse.serving.model_pool",
+    "what_if": "mlse.explain",
 }
 
 __all__ = ["DataError", "MlseError", "ModelNotFoundError", "__version__", *_LAZY]
+
+if TYPE_CHECKING:  # the names of _LAZY, for type checkers and IDEs (tests/test_packaging.py keeps the two lists equal)
+    from mlse.api import score_pairs as score_pairs
+    from mlse.data.scored_file import write_scored as write_scored
+    from mlse.data.user_files import UserTable as UserTable
+    from mlse.data.user_files import read_pairs as read_pairs
+    from mlse.data.user_files import read_rows as read_rows
+    from mlse.data.user_files import read_table as read_table
+    from mlse.explain import what_if as what_if
+    from mlse.models import load_model as load_model
+    from mlse.serving.model_pool import ModelPool as ModelPool
 
 
 def __getattr__(name: str):

@@ -1,14 +1,18 @@
-"""Where mlse keeps its own files: the cache root and the runs directory (datasets: :mod:`mlse.data.paths`).
+"""Where mlse keeps its own files: the cache root, the runs directory and the shipped assets (datasets:
+:mod:`mlse.data.paths`).
 
 * ``cache_root()``: ``MLSE_CACHE`` or the user's cache dir. The embedding cache (:mod:`mlse.encoders.cache`), the
   weight-fingerprint memo, ONNX exports, the converted e5 folder and the map's projections live under it.
 * ``runs_dir()``: ``MLSE_RUNS`` or ``./runs``. Trained runs (scorers and fine-tuned students) and local
   calibrations; what a folder there is and how runs are named: :mod:`mlse.runs.folders`.
+* ``assets_dir()``: the files mlse ships (example pairs, the sample bitext, trained heads, students, calibrations):
+  the repository's ``assets/`` in a checkout, installed beside the modules as package data ``mlse/assets``.
 """
 
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 from platformdirs import user_cache_dir
@@ -25,3 +29,12 @@ def cache_root() -> Path:
 def runs_dir() -> Path:
     """Where trained runs live: ``MLSE_RUNS`` or ``./runs``."""
     return Path(os.environ.get("MLSE_RUNS", "runs"))
+
+
+def assets_dir() -> Path:
+    """The shipped files: ``mlse/assets`` of an installed package (``importlib.resources``), else the checkout's
+    ``assets/`` beside the ``mlse`` folder (the build copies that folder into the package: pyproject.toml)."""
+    installed = resources.files("mlse").joinpath("assets")
+    if isinstance(installed, Path) and installed.is_dir():  # a zipped install has no folder to hand out
+        return installed
+    return Path(__file__).resolve().parents[1] / "assets"

@@ -6,7 +6,10 @@ memory or evicts too eagerly. Each memo here has a byte budget; the size of an e
 :func:`approx_bytes` (numpy buffers, strings, containers and objects' attributes, walked once when the entry is stored);
 the least recently used entries go first. An entry bigger than the whole budget is returned but not kept.
 
-Every memo registers itself, so :func:`memo_report` can say what each holds (the soak benchmark and tests read it).
+The bookkeeping (order of use, total size, eviction) is ``cachetools.LRUCache`` with a ``getsizeof``; this module adds
+the estimate, a lock (cachetools' caches are not thread-safe), the computing-once of :meth:`BytesMemo.get_or_compute`
+and the registry: every memo registers itself, so :func:`memo_report` can say what each holds (the soak benchmark and
+tests read it).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import functools
 import sys
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
+
+from cachetools import LRUCache
 
 from mlse.single_flight import single_flight
 
@@ -64,18 +68,15 @@ class BytesMemo:
         self.name = name
         self.max_bytes = int(max_bytes)
         self._sizeof = sizeof
-        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
-        self._bytes = 0
+        # values are stored as (value, size): the estimate is made once, outside the lock, and cachetools reads it back
+        self._entries: LRUCache = LRUCache(maxsize=self.max_bytes, getsizeof=lambda entry: entry[1])
         self._lock = threading.Lock()
         _registry[name] = self
 
     def get(self, key: Hashable, default=None):
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return default
-            self._entries.move_to_end(key)
-            return entry[0]
+            entry = self._entries.get(key)  # a hit counts as a use
+        return default if entry is None else entry[0]
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -85,16 +86,10 @@ class BytesMemo:
         """Keep ``value`` (evicting the least recently used to make room); one larger than the budget is not kept."""
         size = self._sizeof(value)
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if size > self.max_bytes:
+            if size > self.max_bytes:  # cachetools would refuse it (ValueError); an older value under key goes
+                self._entries.pop(key, None)
                 return
             self._entries[key] = (value, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, evicted) = self._entries.popitem(last=False)
-                self._bytes -= evicted
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], object]):
         """The memoised value, or ``compute()`` stored. A second thread asking for a key being computed waits for it
@@ -114,11 +109,10 @@ class BytesMemo:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._bytes = 0
 
     @property
     def total_bytes(self) -> int:
-        return self._bytes
+        return int(self._entries.currsize)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -1,5 +1,7 @@
 """One stop signal for a whole job: the Stop button, the time budget and the preparation's own limit, asked in every
-phase.
+phase. The job runner (:mod:`mlse.train.runner`) makes one per job and its Stop sets it; the job gives it its budget
+(:meth:`StopSignal.limit`) and hands it to the fine-tuning (:func:`mlse.train.finetune.finetune`) and its training
+loop (:class:`mlse.train.loop.TrainingLoop`), which ask nothing else.
 
 Why a module of its own: a training job spends its time in several places (reading data, encoding thousands of
 sentences, teacher targets, epochs, dev evaluations, saving) and each of them must be able to end it within seconds.
@@ -48,31 +50,41 @@ class Stopped(Exception):
 class StopSignal:
     """The Stop button (a :class:`threading.Event`) plus the job's budget (and preparation limit), asked as one."""
 
-    def __init__(
+    def __init__(self, event: threading.Event | None = None, budget_s: float | None = None, **limits):
+        """``event``: the Stop button (default a fresh one); ``budget_s`` and ``limits``: see :meth:`limit`."""
+        self.event = event or threading.Event()
+        self.limit(budget_s, **limits)
+
+    def set(self) -> None:
+        """Stop now (the Stop button): every phase asking the signal ends at its next check."""
+        self.event.set()
+
+    def is_set(self) -> bool:
+        """Whether Stop was pressed (not whether time is up: :meth:`reason` says which)."""
+        return self.event.is_set()
+
+    def limit(
         self,
-        event: threading.Event | None = None,
-        budget_s: float | None = None,
-        started: float | None = None,
+        budget_s: float | None,
         *,
+        started: float | None = None,
         preparation_s: float | None = None,
         on_encoding: OnEncoding | None = None,
         on_budget_start: Callable[[float], None] | None = None,
-    ):
-        """``started``: when the job started (a monotonic time; default now). The clock is the system's monotonic
-        clock, so a job continued in a child process can keep the clock its parent started.
+    ) -> StopSignal:
+        """Give this signal (the runner's, whose Stop button it already is) the job's budget -> itself.
 
-        ``preparation_s`` None: the budget's clock starts at ``started`` (it counts the whole job). A number: the
-        budget's clock starts at :meth:`start_budget`; until then the job is preparing, and may take at most
-        ``preparation_s`` seconds from ``started``. ``on_encoding``: told the progress of every encoding
-        (:func:`encode_in_chunks`) while preparing; ``on_budget_start``: told the seconds the preparation took when
-        the budget's clock starts."""
-        self.event = event or threading.Event()
-        self.budget_s = budget_s
+        ``started``: when the job started (a monotonic time; default now). The clock is the system's monotonic clock,
+        so a job continued in a child process can keep the clock its parent started. ``preparation_s`` None: the
+        budget's clock starts at ``started`` (it counts the whole job). A number: the budget's clock starts at
+        :meth:`start_budget`; until then the job is preparing, and may take at most ``preparation_s`` seconds from
+        ``started``. ``on_encoding``: told the progress of every encoding (:func:`encode_in_chunks`) while preparing;
+        ``on_budget_start``: told the seconds the preparation took when the budget's clock starts."""
+        self.budget_s, self.preparation_s = budget_s, preparation_s
+        self.on_encoding, self.on_budget_start = on_encoding, on_budget_start
         self.started = _now() if started is None else started
-        self.preparation_s = preparation_s
-        self.on_encoding = on_encoding
-        self.on_budget_start = on_budget_start
         self.budget_started: float | None = self.started if preparation_s is None else None
+        return self
 
     @property
     def preparing(self) -> bool:

@@ -9,9 +9,17 @@ import pytest
 
 from tests.conftest_data import data_dir  # noqa: F401  (re-exported fixture)
 from tests.map_helpers import fake_scorer  # noqa: F401  (re-exported fixture)
+from tests.no_silent_skips import fail_skip_under_ci
 from tests.tiny_models import build_tiny_bert, build_tiny_xlmr, install_in_hf_cache
 
 MINILM = "minilm-en"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI (``CI`` set) a skip fails the test: see tests/no_silent_skips.py."""
+    outcome = yield
+    fail_skip_under_ci(outcome.get_result())
 
 
 @pytest.fixture(autouse=True)

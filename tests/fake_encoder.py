@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.protocol import Scoring
+
 DIM = 8
 
 
@@ -27,8 +29,9 @@ def fake_vector(text: str, *, identity: str = "fake:v1", normalize: bool = True)
     return vec.astype(np.float32)
 
 
-class FakeEncoder:
-    """Satisfies :class:`mlse.encoders.Encoder`; counts calls and texts encoded."""
+class FakeEncoder(Scoring):
+    """Satisfies :class:`mlse.encoders.Encoder` (uncalibrated unless ``calibration`` is set); counts calls and texts
+    encoded."""
 
     def __init__(self, identity: str = "fake:v1", name: str = "fake"):
         self.name = name

@@ -8,7 +8,6 @@ it replaces is moved aside) or mid cache write (rows inserted, transaction not c
 from __future__ import annotations
 
 import sys
-import threading
 import time
 
 TEXTS = [f"sentence number {i}" for i in range(300)]
@@ -53,8 +52,9 @@ def finetune_after_checkpoint(model: str, data_dir: str, out: str) -> None:
 def head_job(point: str, model: str, data_dir: str, name: str) -> None:
     import safetensors.torch
 
-    from mlse.train.config import TrainRequest
+    from mlse.stop_signal import StopSignal
     from mlse.train.jobs import training_job
+    from mlse.train.request import TrainRequest
 
     if point == "SAVING":  # the first head file written into the temporary folder, the manifest not yet
         original = safetensors.torch.save_file
@@ -81,7 +81,7 @@ def head_job(point: str, model: str, data_dir: str, name: str) -> None:
         if point == "TRAINING" and record.get("event") == "eval":
             hang(point)
 
-    training_job(req)(report, threading.Event())
+    training_job(req)(report, StopSignal())
 
 
 def cache_write() -> None:

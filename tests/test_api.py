@@ -29,7 +29,7 @@ PAIRS = [
 
 
 class OneModelState(AppState):
-    """The app's state whose every model name gives ``model`` (the Score tab's path: micro-batcher, pair_scores)."""
+    """The app's state whose every model name gives ``model`` (the Score tab's path: micro-batcher, similarity)."""
 
     def __init__(self, model):
         super().__init__()
@@ -158,7 +158,7 @@ def test_other_refusals(fake, tmp_path):
 
 def test_minilm_en_loads_calibrated_and_scores_as_the_score_tab():
     model = mlse.load_model("minilm-en")
-    assert model.calibrated_score is not None  # minilm-en ships a cosine -> 0-5 calibration
+    assert model.calibrate(np.array([0.5])) is not None  # minilm-en ships a cosine -> 0-5 calibration
     frame = mlse.score_pairs(PAIRS, "minilm-en")
     assert list(frame.columns) == ["sentence1", "sentence2", "score", "minilm-en cosine", "minilm-en 0-5"]
     state = OneModelState(model)
@@ -168,7 +168,7 @@ def test_minilm_en_loads_calibrated_and_scores_as_the_score_tab():
     assert frame["minilm-en cosine"].iloc[0] > frame["minilm-en cosine"].iloc[1]  # flute pair above the unrelated one
     assert ((frame["minilm-en 0-5"] >= 0) & (frame["minilm-en 0-5"] <= 5)).all()
     plain = mlse.load_model("minilm-en", calibrated=False)
-    assert getattr(plain, "calibrated_score", None) is None
+    assert plain.calibrate(np.array([0.5])) is None and plain.similarity(["a"], ["b"])[1] is None
 
 
 def test_import_mlse_is_cheap_and_exports_the_api_lazily():

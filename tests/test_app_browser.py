@@ -150,7 +150,7 @@ def test_score_a_file_upload_and_download(browser, tmp_path):
     given = pd.read_csv(EXAMPLES / "pairs_to_score.tsv", sep="\t", keep_default_na=False)
     assert list(scored.columns[: len(given.columns)]) == list(given.columns)  # the user's columns first
     assert scored[list(given.columns)].equals(given)
-    cosine, calibrated = mlse.pair_scores(mlse.load_model("minilm-en"), given["sentence1"], given["sentence2"])
+    cosine, calibrated = mlse.load_model("minilm-en").similarity(given["sentence1"], given["sentence2"])
     for i, (expected, got) in enumerate(zip(cosine, scored["minilm-en cosine"])):
         assert abs(float(got) - float(expected)) < 1e-4, f"row {i + 1}: {got} != {expected}"
     assert calibrated is not None

@@ -10,7 +10,8 @@ import pytest
 
 from mlse.data import hub_probe
 from mlse.dirs import runs_dir
-from mlse.serving.app_state import STAGE1, AppState, ModelInfo
+from mlse.encoders.catalogue import STAGE1, ModelInfo
+from mlse.serving.app_state import AppState
 from mlse.serving.model_pool import ModelPool
 from tests.interrupted_runs import fine_tune_run, stale_lock
 

@@ -31,7 +31,8 @@ SHARED = {"common"}  # the scripts' shared helpers (a package: the glob does not
 SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_") and p.stem not in SHARED)
 APP = {"app_latency", "app_soak", "first_result", "app_load", "upload_quota"}  # start `python app.py`
 # Run as a subprocess: the app's (a server, its own environment) and score_file (it sets up the app's state here)
-SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers"}  # serving_levers sets torch threads
+# (serving_levers sets torch threads; map_during_warm sets MLSE_CACHE and runs the app's warm start)
+SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers", "map_during_warm"}
 # Slow (marked so; `pytest -m slow` runs them), measured under load: the app with minilm-en (app_latency 46 CPU-s,
 # app_soak 26), the CLI three times and the app's state with minilm-en (score_file 27), the seed-grid experiment twice,
 # whose evaluation suite is fixed (seed_grid_time ~240), score started on a local Ray (scale_score ~50 s). Everything
@@ -49,6 +50,8 @@ OUT_FILE = {
     "serving_levers": "serving-levers.json",
     "upload_quota": "upload-quota.json",
     "scale_score": "scale-score.json",
+    "scale_mine": "scale-mine.json",
+    "map_during_warm": "map-during-warm.json",
 }
 # (--out names a file for the scripts in OUT_FILE, a folder for the others)
 TIMEOUT_S = {"seed_grid_time": 1800}  # a hang guard, not a speed target; 600 s for the others
@@ -83,12 +86,15 @@ MODEL_ARGS = {
     "gpu_student": lambda r: ["--student", _tiny(r), "--runs", _tmp(r, "runs")],
     "sts_term_balance": lambda r: ["--model", _tiny(r)],
     "paired_sts": lambda r: ["--a", _tiny(r), "--b", _tiny(r)],
+    "forgetting": lambda r: ["--student", _tiny(r), "--reference", _tiny(r)],
     "ensemble_teacher": lambda r: ["--models", f"{_tiny(r)},{_tiny(r)}"],
     "student_soup": lambda r: ["--base", _tiny(r), "--members", f"{_tiny(r)},{_tiny(r)}", "--weights", "0.5,0.5"],
     "multilingual_student": lambda r: ["--student", _tiny(r), "--run", _tmp(r, "run")],
     "muse_speed": lambda r: ["--threads", "1"],
     "seed_grid_time": lambda r: ["--backbone", _tiny(r)],
     "scale_score": lambda r: ["--model", _tiny(r)],
+    "map_during_warm": lambda r: ["--model", _tiny(r)],
+    "what_if_speed": lambda r: ["--model", _tiny(r), "--threads", "1"],
 }
 
 

@@ -88,7 +88,7 @@ def test_lookup_uses_a_match_and_reports_a_mismatch(fitted, monkeypatch, tmp_pat
     )
     wrapped, note = bc.with_calibration(same)
     assert note == "" and isinstance(wrapped, bc.CalibratedEncoder)
-    assert wrapped.calibrated_score(np.array([0.3])) == pytest.approx(calibration(np.array([0.3])))
+    assert wrapped.calibrate(np.array([0.3])) == pytest.approx(calibration(np.array([0.3])))
     assert wrapped.identity == identity and wrapped.calls == 0  # everything else is the wrapped encoder's
 
     other = FakeEncoder(identity="tiny:0000000000000000", name="tiny")

@@ -247,7 +247,7 @@ def test_eval_tatoeba_writes_error_lists(capsys, tmp_path, tiny_bert):
 
 def test_eval_defaults_to_the_first_offline_default():
     from mlse.cli.main import build_parser
-    from mlse.encoders.registry import DEFAULT_MODEL, DEFAULT_MODELS
+    from mlse.encoders.catalogue import DEFAULT_MODEL, DEFAULT_MODELS
 
     assert DEFAULT_MODEL == DEFAULT_MODELS[0] == "me5-small"
     assert build_parser().parse_args(["eval", "--task", "sts"]).model == DEFAULT_MODEL

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse import api
 from mlse.cli import score as cli_score
 from mlse.cli.main import main
+from mlse.data import scored_file
 from mlse.data.user_files import read_pairs
 from mlse.encoders.progress import show_bar
+from mlse.models import load_model
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "assets" / "examples" / "my_pairs.tsv"
@@ -65,7 +66,7 @@ def pairs_file(tmp_path) -> Path:
     return path
 
 
-def test_scored_csv_equals_pair_scores_and_a_rerun_encodes_nothing(capsys, tmp_path):
+def test_scored_csv_equals_similarity_and_a_rerun_encodes_nothing(capsys, tmp_path):
     out = tmp_path / "scored.csv"
     argv = [str(EXAMPLE), "--models", "minilm-en", "--out", str(out), "--chunk", "2"]
     code, stdout, err = _run(capsys, *argv)
@@ -75,7 +76,7 @@ def test_scored_csv_equals_pair_scores_and_a_rerun_encodes_nothing(capsys, tmp_p
     rows = _table(out.read_text(encoding="utf-8"))
     assert list(rows[0]) == [*table.columns, "minilm-en cosine", "minilm-en 0-5"]
     assert [[r[c] for c in table.columns] for r in rows] == table.rows  # the input's cells come back unchanged
-    cos, cal = api.pair_scores(api.load_model("minilm-en"), table.role("sentence1"), table.role("sentence2"))
+    cos, cal = load_model("minilm-en").similarity(table.role("sentence1"), table.role("sentence2"))
     np.testing.assert_allclose([float(r["minilm-en cosine"]) for r in rows], cos, atol=2e-6)
     np.testing.assert_allclose([float(r["minilm-en 0-5"]) for r in rows], cal, atol=2e-6)
     assert "minilm-en: mean cosine" in err and "Pearson" in err and "Spearman" in err
@@ -186,7 +187,7 @@ def test_out_may_not_be_a_folder_or_the_input(capsys, tmp_path, tiny_bert, pairs
 @pytest.mark.parametrize("where", ["parent-is-a-file", "grandparent-is-a-file", "not-writable"])
 def test_an_out_that_cannot_be_written_fails_at_once(capsys, monkeypatch, tmp_path, tiny_bert, pairs_file, where):
     """One line naming the path, before the file is read, any model loads or anything is scored."""
-    monkeypatch.setattr(api, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(cli_score, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
     monkeypatch.setattr(cli_score, "read_pairs", lambda *a, **k: pytest.fail("the pairs file was read"))
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder", encoding="utf-8")
@@ -233,7 +234,7 @@ def test_a_50_mb_style_field_is_scored_and_written_back_whole(capsys, tmp_path, 
 
 @pytest.mark.parametrize("tsv", [False, True], ids=["csv", "tsv"])
 def test_a_row_written_in_slices_equals_the_csv_module(monkeypatch, tsv):
-    monkeypatch.setattr(cli_score, "BIG_CELL", 3)
+    monkeypatch.setattr(scored_file, "BIG_CELL", 3)
     cells = [
         ["plain text here", "x"],
         ['a "quoted" word, with a comma', "y\r\nz"],
@@ -244,11 +245,11 @@ def test_a_row_written_in_slices_equals_the_csv_module(monkeypatch, tsv):
     for row in cells:
         theirs = io.StringIO()
         if tsv:
-            theirs.write("\t".join(cli_score._tsv_clean(c) for c in row) + "\n")
+            theirs.write("\t".join(scored_file._tsv_clean(c) for c in row) + "\n")
         else:
             csv.writer(theirs, lineterminator="\n").writerow(row)
         ours = io.StringIO()
-        cli_score._write_big_row(ours, row, tsv)
+        scored_file._write_big_row(ours, row, tsv)
         assert ours.getvalue() == theirs.getvalue(), row
 
 
@@ -308,8 +309,8 @@ def test_ctrl_c_writes_nothing_and_the_rerun_reuses_the_finished_chunks(
 ):
     out = tmp_path / "scored.csv"
     out.write_text("an older result\n", encoding="utf-8")
-    load = api.load_model
-    monkeypatch.setattr(api, "load_model", lambda name, **kw: _InterruptAfter(load(name, **kw), calls=3))
+    load = cli_score.load_model
+    monkeypatch.setattr(cli_score, "load_model", lambda name, **kw: _InterruptAfter(load(name, **kw), calls=3))
     argv = [str(pairs_file), "--models", str(tiny_bert), "--out", str(out), "--chunk", "2"]
     code, stdout, err = _run(capsys, *argv)
     assert code == 130
@@ -321,7 +322,7 @@ def test_ctrl_c_writes_nothing_and_the_rerun_reuses_the_finished_chunks(
     assert out.read_text(encoding="utf-8") == "an older result\n"  # nothing partial replaced it
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".scored.csv")]  # no temporary file left
 
-    monkeypatch.setattr(api, "load_model", load)
+    monkeypatch.setattr(cli_score, "load_model", load)
     code, _, err = _run(capsys, *argv)
     assert code == 0, err
     encoded, served = _encoded(err)[0]
@@ -334,8 +335,9 @@ def test_progress_lines_carry_rows_rate_and_eta(capsys, monkeypatch, tiny_bert, 
     code, _, err = _run(capsys, str(pairs_file), "--models", str(tiny_bert), "--chunk", "2")
     assert code == 0, err
     progress = [line for line in err.splitlines() if "rows/s, ETA" in line]
-    assert [line.split(" rows")[0] for line in progress] == ["2 / 5", "4 / 5"]  # the last chunk: the summary instead
-    assert all(re.fullmatch(r"\d / 5 rows \(\d+%\), [\d,]+ rows/s, ETA \d+s", line) for line in progress), progress
+    # the last chunk: the summary instead
+    assert [line.split(" rows")[0] for line in progress] == ["scoring: 2 / 5", "scoring: 4 / 5"]
+    assert all(re.fullmatch(r"scoring: \d / 5 rows \(\d+%\), [\d,.]+ rows/s, ETA \d+s", x) for x in progress), progress
 
 
 @pytest.mark.slow  # three CLI processes each load torch and MiniLM: about a minute on two busy cores

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from mlse.encoders.catalogue import available_models, resolve_model
 from mlse.encoders.load import load_encoder
 from mlse.encoders.protocol import Encoder
-from mlse.encoders.resolve import available_models, resolve_model
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import ModelNotFoundError
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from mlse.encoders import e5
+from mlse.encoders.catalogue import materialise, spec_status
 from mlse.encoders.e5_format import E5File, dequantize_q4_0
 from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.load import load_encoder
 from mlse.encoders.registry import registry
-from mlse.encoders.resolve import materialise, spec_status
 from mlse.errors import MlseError
 from tests.ci import require_module
 from tests.e5_format_writer import BOS, EOS, PAD, UNK, build_tiny, pack_q4, write_e5

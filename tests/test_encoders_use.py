@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.catalogue import available_models, resolve_model
 from mlse.encoders.load import load_encoder
-from mlse.encoders.resolve import available_models, resolve_model
 from mlse.encoders.use import WEIGHT_FILES, UseEncoder, flat_batches, resources_dir
 from mlse.errors import MlseError
 from mlse.models import load_model

@@ -1,12 +1,12 @@
-"""mlse.evaluation.sts.cosine_predictions, the one cosine: evaluation, Stage-2 heads and the app's pair scores
-(mlse.api.pair_scores, what the Score tab shows) all call it and give what their own copies gave."""
+"""mlse.encoders.protocol.cosine_predictions, the one cosine: evaluation, Stage-2 heads and the app's pair scores
+(mlse.encoders.protocol.similarity, what the Score tab shows) all call it and give what their own copies gave."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mlse.evaluation.sts import cosine_predictions
+from mlse.encoders.protocol import Scoring, cosine_predictions
 
 
 def test_hand_made_numbers_and_zero_rows():
@@ -41,8 +41,8 @@ def test_old_values_are_kept():
     assert cosine_predictions(e1, e2) == pytest.approx(pinned, abs=1e-15)
 
 
-class _Unit:
-    """A model whose embeddings are given L2-normalised rows, looked up by text."""
+class _Unit(Scoring):
+    """A model whose embeddings are given L2-normalised rows, looked up by text (uncalibrated)."""
 
     name, identity = "unit", "unit"
 
@@ -53,16 +53,16 @@ class _Unit:
         return np.stack([self.table[t] for t in texts]).astype(np.float32)
 
 
-def test_pair_scores_gives_the_dot_product_it_gave_before():
-    from mlse.api import pair_scores
+def test_similarity_gives_the_dot_product_it_gave_before():
+    from mlse.encoders.protocol import similarity
 
     rng = np.random.default_rng(2)
     vectors = rng.normal(size=(6, 12))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     model = _Unit({f"s{i}": v for i, v in enumerate(vectors)})
-    cos, calibrated = pair_scores(model, ["s0", "s1", "s2"], ["s3", "s4", "s2"])
+    cos, calibrated = similarity(model, ["s0", "s1", "s2"], ["s3", "s4", "s2"])
     emb = vectors.astype(np.float32)
-    old = np.clip(np.einsum("ij,ij->i", emb[[0, 1, 2]], emb[[3, 4, 2]]), -1.0, 1.0)  # the copy pair_scores had
+    old = np.clip(np.einsum("ij,ij->i", emb[[0, 1, 2]], emb[[3, 4, 2]]), -1.0, 1.0)  # the copy pair_scores had before
     assert cos.dtype == np.float32 and calibrated is None
     assert cos == pytest.approx(old, abs=1e-6) and cos[2] == 1.0 and np.all(np.abs(cos) <= 1.0)
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mlse.evaluation.sts import average_scores, bootstrap_spearman, cosine_predictions, sts_metrics
+from mlse.encoders.protocol import cosine_predictions
+from mlse.evaluation.sts import average_scores, bootstrap_spearman, sts_metrics
 
 
 def _synthetic(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ import pytest
 
 from mlse.errors import MlseError
 from mlse.experiments import unrated as u
+from mlse.experiments import unrated_report as ur
 
 
 def test_folds_hold_out_their_languages_everywhere_but_the_bitext():
@@ -88,7 +89,7 @@ def test_a_recipe_runs_once_with_and_once_per_fold_without_and_the_summary_compa
     assert trained[0][1] == {} and trained[1][1]["sts_langs"] == u.fold_sts_langs(("de", "nl", "pl"))
     shipped = json.loads((tmp_path / "shipped.json").read_text())
     assert shipped["complete"] and len(shipped["folds"]) == 3 and shipped["mean_gap"] > 0
-    summary = u.write_summary(tmp_path, "shipped")
+    summary = ur.write_summary(tmp_path, "shipped")
     assert summary["best_recipe"] == "better" and summary["best_gap"] < summary["shipped_gap"]
     assert summary["gap_reduction_ci"][0] > 0  # the reduction is measured on the same resamples
     assert summary["incomplete"] == ["stopped"] and "stopped" not in summary["recipes"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
 
 from mlse.encoders.cache import CachedEncoder
 from mlse.foreground import background, foreground, foreground_busy, wait_for_foreground
+
+HANG_S = 60  # a hang guard, not a speed target: each wait below ends on an event long before
 
 
 def start_visitor(release: threading.Event) -> threading.Thread:
@@ -17,36 +20,62 @@ def start_visitor(release: threading.Event) -> threading.Thread:
     def visitor():
         with foreground():
             entered.set()
-            release.wait(10)
+            release.wait(HANG_S)
 
-    thread = threading.Thread(target=visitor)
+    thread = threading.Thread(target=visitor, daemon=True)
     thread.start()
-    entered.wait(5)
+    assert entered.wait(HANG_S), "the visitor never started"
     return thread
+
+
+def start_waiter(**kwargs) -> tuple[threading.Thread, dict]:
+    """``wait_for_foreground(**kwargs)`` in a background thread; the dict gets what it returned and whether foreground
+    work was under way when it returned."""
+    seen: dict = {}
+
+    def waiter():
+        seen["waited"] = wait_for_foreground(**kwargs)
+        seen["busy_at_return"] = foreground_busy()
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    return thread, seen
+
+
+def finished(thread: threading.Thread) -> bool:
+    thread.join(HANG_S)
+    return not thread.is_alive()
 
 
 def test_the_background_waits_while_a_visitor_computes_and_not_longer():
     release = threading.Event()
-    thread = start_visitor(release)
+    visitor = start_visitor(release)
     assert foreground_busy()
-    threading.Timer(0.4, release.set).start()
-    waited = wait_for_foreground(max_wait_s=5)
-    thread.join()
-    assert 0.3 <= waited < 3 and not foreground_busy()
-    assert wait_for_foreground(max_wait_s=5) < 0.1  # nothing in the foreground: no wait
+    waiter, seen = start_waiter(max_wait_s=math.inf)  # only the visitor leaving can end this wait
+    waiter.join(0.3)
+    assert waiter.is_alive() and not seen  # still waiting while the visitor computes
+    release.set()
+    assert finished(waiter) and finished(visitor)
+    assert seen["busy_at_return"] is False and not foreground_busy()
+    idle, seen = start_waiter(max_wait_s=math.inf)  # nothing in the foreground: returns at once, unbounded or not
+    assert finished(idle) and seen["busy_at_return"] is False
 
 
 def test_the_wait_is_bounded_and_a_stop_ends_it():
     release = threading.Event()
-    thread = start_visitor(release)
+    visitor = start_visitor(release)
     try:
-        assert 0.2 <= wait_for_foreground(max_wait_s=0.3) < 2  # a stuck visitor does not stall the warm for ever
+        bounded, seen = start_waiter(max_wait_s=0.3)  # a stuck visitor does not stall the warm for ever
+        assert finished(bounded) and seen["busy_at_return"] is True and seen["waited"] >= 0.3
         stop = threading.Event()
-        threading.Timer(0.2, stop.set).start()
-        assert wait_for_foreground(stop.is_set, max_wait_s=10) < 2
+        stopped, seen = start_waiter(should_stop=stop.is_set, max_wait_s=math.inf)
+        stopped.join(0.3)
+        assert stopped.is_alive()  # waits for the visitor...
+        stop.set()
+        assert finished(stopped) and seen["busy_at_return"] is True  # ...until the stop, the visitor still inside
     finally:
         release.set()
-        thread.join()
+        visitor.join(HANG_S)
 
 
 def test_a_background_threads_own_computing_does_not_count():

@@ -189,8 +189,8 @@ def test_end_to_end_trains_saves_reloads_and_scores_identically(trained, data_di
     assert exact.scores["en-de"]["pearson"] == before.scores["en-de"]["pearson"]
     # and the calibrated 0-5 score survives the round trip
     cos = np.linspace(-1, 1, 11)
-    np.testing.assert_array_equal(reloaded.calibrated_score(cos), trained.s2.calibrated_score(cos))
-    assert trained.s1.calibrated_score(cos) is None
+    np.testing.assert_array_equal(reloaded.calibrate(cos), trained.s2.calibrate(cos))
+    assert trained.s1.calibrate(cos) is None
 
 
 # -- backbone mismatch ------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def _blocking_job(release: threading.Event, started: threading.Event):
         started.set()
         report({"event": "phase", "message": "secret progress of the owner"})
         while not (release.is_set() or stop.is_set()):
-            stop.wait(0.01)
+            stop.event.wait(0.01)
 
     return job
 
@@ -37,7 +37,7 @@ def test_an_owner_reaches_only_their_own_job(running):
     assert running.latest("bob") is None and running.latest("alice").name == "alice-run"
     answer = running.stop(owner="bob")
     assert "no run in progress" in answer and "alice" not in answer
-    assert not running.latest("alice").stop_event.is_set()
+    assert not running.latest("alice").signal.is_set()
     assert "Stop requested for 'alice-run'" in running.stop(owner="alice")
     assert running.wait(5) and running.latest("alice").state == "stopped"
 
@@ -63,7 +63,7 @@ def test_on_a_public_deployment_a_stranger_sees_only_that_a_run_is_busy(app_stat
     assert version[0] is None  # no curves of another's run
     assert "no run in progress" in finetune_jobs.stop_run(app_state, None)  # no token: nothing stops
     assert "no run in progress" in finetune_jobs.stop_run(app_state, "bob")
-    assert not app_state.jobs.latest("alice").stop_event.is_set()
+    assert not app_state.jobs.latest("alice").signal.is_set()
     status, _, _, _, _ = finetune_jobs.poll(app_state, "step", "alice")
     assert "alice-run" in status and "secret progress" in status
     assert "Stop requested" in finetune_jobs.stop_run(app_state, "alice")

@@ -20,9 +20,11 @@ from mlse.encoders.cache import CachedEncoder, text_key
 from mlse.encoders.load import load_encoder
 from mlse.heads.scorer import Scorer
 from mlse.serving.app_state import AppState
-from mlse.train.config import FinetuneConfig, TrainRequest
+from mlse.stop_signal import StopSignal
+from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 from mlse.train.jobs import training_job
+from mlse.train.request import TrainRequest
 from tests.fake_encoder import FakeEncoder, fake_vector
 from tests.kill_child import COMMITTED, TEXTS
 
@@ -111,7 +113,7 @@ def test_head_job_killed_puts_back_the_run_it_was_replacing(tiny_bert, data_dir,
         probe=False,
         data_dir=str(data_dir),
     )
-    training_job(req)(lambda record: None, threading.Event())  # the run the killed job replaces
+    training_job(req)(lambda record: None, StopSignal())  # the run the killed job replaces
     before = Scorer.load(runs_dir() / name).metadata["metrics"]
     run_and_kill(point, str(tiny_bert), str(data_dir), name)
     assert not (runs_dir() / name).exists()  # the old run was moved aside when the child was killed
@@ -123,7 +125,7 @@ def test_head_job_killed_puts_back_the_run_it_was_replacing(tiny_bert, data_dir,
     demo = build_app(state)  # every tab builds over the recovered runs folder, and its model pickers offer the run
     offered = {value for block in demo.blocks.values() for _, value in getattr(block, "choices", None) or []}
     assert f"runs/{name}" in offered, sorted(offered)
-    training_job(TrainRequest(**{**vars(req), "overwrite": True, "max_epochs": 1}))(lambda r: None, threading.Event())
+    training_job(TrainRequest(**{**vars(req), "overwrite": True, "max_epochs": 1}))(lambda r: None, StopSignal())
     assert Scorer.load(runs_dir() / name).metadata["metrics"]["stage1_epochs"] == 1  # the rerun replaced it
 
 

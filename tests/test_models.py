@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.catalogue import STAGE1, STAGE12, STUDENT, list_runs
 from mlse.encoders.load import load_encoder
-from mlse.encoders.resolve import list_runs
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
 from mlse.runs.results_index import build_index
-from mlse.serving.app_state import STAGE1, STAGE12, STUDENT, AppState
+from mlse.serving.app_state import AppState
 
 OLD = Path(__file__).resolve().parent / "fixtures" / "runs-v0"
 EXPECTED = json.loads((OLD / "expected.json").read_text())

@@ -4,13 +4,12 @@ the benchmarks package held to the same bar (scripts run as ``python -m benchmar
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.ci import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 CYCLES = ROOT.parent / "shared" / "tools" / "import_cycles.py"  # ../shared beside the checkout, as in CI
@@ -52,9 +51,7 @@ def test_the_layer_contracts_hold():
 
 def test_no_import_cycle():
     if not CYCLES.is_file():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{CYCLES} is missing: CI must have ../shared beside the checkout")
-        pytest.skip(f"{CYCLES} not found (../shared is not beside this checkout)")
+        missing(f"{CYCLES} not found (../shared is not beside this checkout; CI has it)")
     run = subprocess.run([sys.executable, str(CYCLES), str(ROOT / "mlse")], capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr
 
@@ -135,9 +132,7 @@ def test_no_benchmark_module_over_400_lines():
 
 def test_no_import_cycle_in_benchmarks():
     if not CYCLES.is_file():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{CYCLES} is missing: CI must have ../shared beside the checkout")
-        pytest.skip(f"{CYCLES} not found (../shared is not beside this checkout)")
+        missing(f"{CYCLES} not found (../shared is not beside this checkout; CI has it)")
     run = subprocess.run([sys.executable, str(CYCLES), str(BENCHMARKS)], capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr
 

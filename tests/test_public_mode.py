@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mlse import public_mode
+from mlse.encoders.catalogue import materialise
 from mlse.encoders.registry import ModelSpec
-from mlse.encoders.resolve import materialise
 from mlse.errors import ModelNotFoundError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ def public_state(public_env, monkeypatch):
 
     def waiting_job(req, **_):
         def job(report, stop: threading.Event):
-            stop.wait(30)
+            stop.event.wait(30)
 
         return job
 

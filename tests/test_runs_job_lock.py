@@ -13,8 +13,8 @@ from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.runs.health import INTERRUPTED_FILE, partial_reason, sweep_interrupted
 from mlse.runs.job_lock import APP, LOCK_DIR, LockRequest, hold, live_orphans, lock_files, lock_request
-from mlse.train.config import TrainRequest
 from mlse.train.jobs import training_job
+from mlse.train.request import TrainRequest
 from tests.interrupted_runs import fine_tune_run, hold_in_another_process, stale_lock
 
 

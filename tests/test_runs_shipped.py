@@ -106,7 +106,7 @@ def shipped_assets(tmp_path, monkeypatch, scorer_run, tiny_bert):
 
 
 def test_shipped_artifacts_are_listed_resolved_and_loaded(shipped_assets):
-    from mlse.encoders.resolve import available_models, resolve_model
+    from mlse.encoders.catalogue import available_models, resolve_model
     from mlse.models import load_model
 
     root, run = shipped_assets

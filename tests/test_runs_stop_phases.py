@@ -25,8 +25,8 @@ from mlse.encoders.cache import CachedEncoder
 from mlse.heads.scorer import Scorer
 from mlse.public_mode import PUBLIC_PREPARATION_MINUTES
 from mlse.stop_signal import Stopped, StopSignal, encode_in_chunks
-from mlse.train.config import TrainRequest
 from mlse.train.jobs import preparation_limit_s, training_job
+from mlse.train.request import TrainRequest
 from mlse.train.runner import JobRunner
 from mlse.ui import finetune_tab as ft
 from tests.fake_encoder import FakeEncoder, SlowFakeEncoder, fake_vector

@@ -84,3 +84,57 @@ def test_score_embed_and_mine_on_two_nodes_equal_the_local_engine(cluster, tmp_p
         ).read_bytes()
     mined = (tmp_path / "local.tsv").read_text(encoding="utf-8")
     assert (tmp_path / "ray.tsv").read_text(encoding="utf-8") == mined and mined.count("\n") >= 20
+
+
+def test_a_worker_killed_mid_shard_is_retried_and_its_shard_written_once(
+    cluster, tmp_path, tiny_bert, data_dir, monkeypatch
+):
+    import os
+    import signal
+    import threading
+    import time
+
+    from mlse.scale.embed import embed_corpus
+    from mlse.scale.engine import EngineOptions
+    from mlse.scale.shards import ShardFolder
+    from mlse.scale.work import TRACE_ENV
+
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    monkeypatch.setenv(TRACE_ENV, str(trace))
+    ray.shutdown()  # join again, so that the workers get the trace folder in their environment
+    target, killed, stop = 3, [], threading.Event()
+
+    def kill_target() -> None:  # SIGKILL the worker that starts shard `target`, while it encodes it
+        while not stop.is_set() and not killed:
+            for started in trace.glob(f"start-{target}-*"):
+                pid = int(started.name.rsplit("-", 1)[1])
+                if not (trace / f"end-{target}-{pid}").exists():
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            time.sleep(0.005)
+
+    written = []
+    write = ShardFolder.write
+    monkeypatch.setattr(ShardFolder, "write", lambda self, i, *a, **k: (written.append(i), write(self, i, *a, **k)))
+    corpus = tmp_path / "c.txt"
+    lines = (Path(data_dir) / "wmt_newstest" / "2013" / "newstest2013.de").read_text(encoding="utf-8").split("\n")
+    corpus.write_text("\n".join(lines[:800]) + "\n", encoding="utf-8")
+    watcher = threading.Thread(target=kill_target, daemon=True)
+    watcher.start()
+    try:
+        options = EngineOptions("ray", address=cluster.address, workers=2)
+        manifest = embed_corpus(corpus, str(tiny_bert), tmp_path / "ray", shard_rows=100, options=options)
+    finally:
+        stop.set()
+        watcher.join()
+        ray.shutdown()
+    assert killed, "the watcher never saw the shard start"
+    assert not (trace / f"end-{target}-{killed[0]}").exists(), "killed after it finished the shard: nothing tested"
+    runs = sorted(p.name for p in trace.glob(f"*-{target}-*"))
+    assert len([r for r in runs if r.startswith("start-")]) >= 2 and len([r for r in runs if r.startswith("end-")]) == 1
+    assert sorted(written) == list(range(8))  # every shard written once: the retried one neither lost nor twice
+    local = embed_corpus(corpus, str(tiny_bert), tmp_path / "local", shard_rows=100, options=EngineOptions("local"))
+    assert manifest["complete"] and manifest["shards"] == local["shards"]
+    for entry in local["shards"].values():
+        assert (tmp_path / "ray" / entry["file"]).read_bytes() == (tmp_path / "local" / entry["file"]).read_bytes()

@@ -1,5 +1,6 @@
 """``python -m mlse embed``: shards and manifest, bad rows reported, a folder of another job refused, a job killed with
-SIGKILL midway resumed into exactly the output of an uninterrupted run, an --address where nothing answers."""
+SIGKILL midway (on the local engine, and on a local Ray with two actors) resumed into exactly the output of an
+uninterrupted run without redoing a finished shard, an --address where nothing answers."""
 
 from __future__ import annotations
 
@@ -104,6 +105,77 @@ def test_sigkill_midway_then_resume_gives_the_uninterrupted_output(tmp_path, tin
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stderr
     whole = embed_corpus(corpus, str(tiny_bert), tmp_path / "whole", shard_rows=20, shard_format="npy")
+    done = json.loads(manifest.read_text())
+    assert done["complete"] and done["shards"] == whole["shards"] and done["job_id"] == whole["job_id"]
+    for entry in whole["shards"].values():
+        assert (out / entry["file"]).read_bytes() == (tmp_path / "whole" / entry["file"]).read_bytes()
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def _session_members(session: int) -> list[int]:
+    """Processes of the session ``session`` (a killed Ray driver's helpers live on in it for a while)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session:  # after the ")": state, ppid, pgrp, session
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _end_session(session: int) -> None:
+    for pid in _session_members(session):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_ray_run_killed_with_sigkill_resumes_to_the_uninterrupted_output(tmp_path, tiny_bert, data_dir):
+    pytest.importorskip("ray")
+    corpus = _corpus(data_dir, tmp_path / "c.txt", 600)
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "mlse", "embed", str(corpus), "--model", str(tiny_bert), "--out", str(out)]
+    argv += ["--shard-rows", "50", "--shard-format", "npy", "--engine", "ray", "--workers", "2"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with open(tmp_path / "killed.err", "wb") as err:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    manifest = out / "manifest.json"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if manifest.is_file() and len(json.loads(manifest.read_text()).get("shards", {})) >= 2:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)  # the driver; its actors lose it mid-shard
+        proc.wait()
+    finally:
+        _end_session(proc.pid)  # Ray's helpers of the killed driver
+    state = json.loads(manifest.read_text())
+    assert not state["complete"] and 2 <= len(state["shards"]) < 12, "killed too late to test a resume"
+    assert state["engine"] == "ray" and state["workers"] and state["workers"][0]["peak_rss_mib"] > 0
+    finished = {e["file"]: (out / e["file"]).stat() for e in state["shards"].values()}
+    resumed = subprocess.Popen(
+        [*argv, "--resume"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = resumed.communicate(timeout=600)
+    finally:
+        _end_session(resumed.pid)
+    assert resumed.returncode == 0, stderr
+    assert f"{len(finished)} of 12 shards already done" in stderr
+    for name, before in finished.items():  # not written again
+        after = (out / name).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
+    whole = embed_corpus(corpus, str(tiny_bert), tmp_path / "whole", shard_rows=50, shard_format="npy")
     done = json.loads(manifest.read_text())
     assert done["complete"] and done["shards"] == whole["shards"] and done["job_id"] == whole["job_id"]
     for entry in whole["shards"].values():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mlse.errors import MlseError
-from mlse.scale.engine import AUTO_RAY_ROWS, EngineOptions, run_chunks
+from mlse.scale.engine import AUTO_RAY_ROWS, EngineOptions, Workers, run_chunks
 from mlse.scale.work import WorkSpec, batch_size
 
 
@@ -32,17 +32,17 @@ def test_batch_tokens_bound_the_texts_of_a_forward_pass():
         WorkSpec("embed", ("m",), "torch", batch_tokens=0)
 
 
-def test_local_engine_scores_chunks_like_pair_scores(tiny_bert):
-    from mlse import api
+def test_local_engine_scores_chunks_like_similarity(tiny_bert):
+    from mlse.models import load_model
 
     s1, s2 = ["Hallo", "Guten Tag", "Danke"], ["Hello", "Good day", "Thanks"]
     spec = WorkSpec("score", (str(tiny_bert),), "torch")
     seen = []
-    results = dict(
-        run_chunks(
-            spec, [(1, (s1[2:], s2[2:])), (0, (s1[:2], s2[:2]))], EngineOptions("local"), rows=3, identity=seen.append
-        )
-    )
-    model = api.load_model(str(tiny_bert))
-    cos, _ = api.pair_scores(model, s1[:2], s2[:2])
+    workers = Workers(check=seen.append)
+    chunks = iter([(1, (s1[2:], s2[2:])), (0, (s1[:2], s2[:2]))])  # a generator is taken one chunk at a time
+    results = dict(run_chunks(spec, chunks, EngineOptions("local"), rows=3, workers=workers))
+    model = load_model(str(tiny_bert))
+    cos, _ = model.similarity(s1[:2], s2[:2])
     assert np.array_equal(results[0][f"{tiny_bert} cosine"], cos) and len(seen) == 1
+    (entry,) = workers.summary()  # this process ran both chunks, and its peak memory is known
+    assert entry["chunks"] == 2 and entry["peak_rss_mib"] > 0 and seen[0] == {str(tiny_bert): model.identity}

@@ -1,5 +1,6 @@
 """``python -m mlse mine``: the TSV equals LASER's ratio-margin mining (mine_candidates) on the model's embeddings,
-the threshold filters, and the IVF path (beyond --exact-max) visiting every list gives the exact result."""
+also when both sides are cut into several shards searched one by one; the threshold filters; IVF visiting every list
+gives the exact result and IVF-PQ the same pairs; the array 1:1 selection equals select_one_to_one."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from mlse.cli.main import main
-from mlse.evaluation.mining import mine_candidates
+from mlse.evaluation.mining import mine_candidates, select_one_to_one
 from mlse.models import load_model
+from mlse.scale.margin import select_pairs
+from mlse.scale.mine import mine_files
 
 
 def write_bitext(data_dir, folder: Path, n: int = 40, extra: int = 10) -> tuple[Path, Path]:
@@ -50,7 +53,7 @@ def test_mine_writes_the_ratio_margin_pairs(tmp_path, tiny_bert, data_dir, capsy
     assert kept and all(float(line.split("\t")[0]) >= cut for line in kept) and len(kept) <= 11
 
 
-def test_ivf_beyond_exact_max_visiting_every_list_is_exact(tmp_path, tiny_bert, data_dir, capsys):
+def test_ivf_visiting_every_list_is_exact(tmp_path, tiny_bert, data_dir, capsys):
     src, tgt = write_bitext(data_dir, tmp_path)
     out = tmp_path / "mined.tsv"
     argv = [
@@ -61,11 +64,50 @@ def test_ivf_beyond_exact_max_visiting_every_list_is_exact(tmp_path, tiny_bert, 
         str(tiny_bert),
         "--out",
         str(out),
-        "--exact-max",
-        "10",
+        "--index",
+        "ivf",
         "--nprobe",
         "1000",
     ]
     assert main(argv) == 0
-    assert "IVF" in capsys.readouterr().err
+    assert "ivf, nprobe 1000 search" in capsys.readouterr().err
     assert out.read_text(encoding="utf-8").splitlines() == expected(tiny_bert, src, tgt)
+
+
+def test_sharded_search_gives_the_whole_search_result(tmp_path, tiny_bert, data_dir):
+    src, tgt = write_bitext(data_dir, tmp_path)
+    out = tmp_path / "mined.tsv"
+    summary = mine_files(src, tgt, str(tiny_bert), out, shard_rows=16, index="exact")  # 4 and 3 shards a side
+    assert summary["search"] == "exact" and set(summary["seconds"]) >= {"build", "search", "margin", "select"}
+    assert out.read_text(encoding="utf-8").splitlines() == expected(tiny_bert, src, tgt)
+    pq = mine_files(src, tgt, str(tiny_bert), tmp_path / "pq.tsv", shard_rows=16, index="ivf-pq", nprobe=1000)
+    assert pq["search"] == "ivf-pq"
+    exact = [line.split("\t") for line in expected(tiny_bert, src, tgt)]
+    approx = [line.split("\t") for line in (tmp_path / "pq.tsv").read_text(encoding="utf-8").splitlines()]
+    # every list visited and every candidate re-scored on fp16 vectors: the same pairs, scores within fp16 rounding
+    assert {tuple(r[1:]) for r in approx} == {tuple(r[1:]) for r in exact}
+    by_pair = {tuple(r[1:]): float(r[0]) for r in exact}
+    assert max(abs(float(r[0]) - by_pair[tuple(r[1:])]) for r in approx) < 5e-3
+
+
+def test_a_second_run_takes_up_the_kept_work_and_searches_nothing(tmp_path, tiny_bert, data_dir):
+    src, tgt = write_bitext(data_dir, tmp_path)
+    out = tmp_path / "mined.tsv"
+    first = mine_files(src, tgt, str(tiny_bert), out, shard_rows=16, keep_work=True)
+    mined = out.read_text(encoding="utf-8")
+    again = mine_files(src, tgt, str(tiny_bert), out, shard_rows=16)  # every shard is done: nothing is redone
+    assert "search" in first["seconds"] and "search" not in again["seconds"] and "build" not in again["seconds"]
+    assert out.read_text(encoding="utf-8") == mined and not (tmp_path / "mined.tsv.work").exists()
+
+
+def test_array_selection_equals_select_one_to_one():
+    rng = np.random.default_rng(3)
+    for n, m in ((30, 20), (7, 40), (200, 200)):
+        fwd_ids = rng.integers(-1, m, n)
+        bwd_ids = rng.integers(-1, n, m)
+        # few distinct scores: many ties, broken by (src, tgt) in both
+        fwd_scores = rng.integers(0, 5, n).astype(np.float32) / 4
+        bwd_scores = rng.integers(0, 5, m).astype(np.float32) / 4
+        want = select_one_to_one(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
+        i, j, score = select_pairs(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
+        assert list(zip(i.tolist(), j.tolist(), score.tolist())) == want

@@ -1,4 +1,4 @@
-"""mlse.scale.score without a cluster: the chunk pipeline gives api.score_rows' columns bit for bit (texts repeated
+"""mlse.scale.score without a cluster: the chunk pipeline gives api.score_pairs' columns bit for bit (texts repeated
 across chunks included, where the embedding cache decides what is encoded), and a run stopped midway resumes from its
 parts folder to the same numbers."""
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mlse import api
+from mlse.models import load_model
 from mlse.scale.engine import EngineOptions
 from mlse.scale.score import score_on_engine
 
@@ -29,10 +30,11 @@ def _run(tiny_bert, parts, progress=None):
     )[0]
 
 
-def test_the_pipeline_equals_score_rows_bit_for_bit(tiny_bert, tmp_path, monkeypatch):
+def test_the_pipeline_equals_score_pairs_bit_for_bit(tiny_bert, tmp_path, monkeypatch):
     ours = _run(tiny_bert, tmp_path / "parts")
     monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "fresh-cache"))  # the local engine from an empty cache too
-    expected, _ = api.score_rows({str(tiny_bert): api.load_model(str(tiny_bert))}, S1, S2, chunk=2)
+    frame = api.score_pairs(list(zip(S1, S2)), {str(tiny_bert): load_model(str(tiny_bert))}, chunk=2)
+    expected = {key: frame[key].to_numpy() for key in frame.attrs["run"].columns}
     assert list(ours) == list(expected)
     for key in expected:
         assert np.array_equal(ours[key], expected[key]), key

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlse.errors import MlseError
-from mlse.scale.corpus import read_corpus
+from mlse.scale.corpus import read_corpus, read_span, scan_corpus
 from mlse.scale.shards import ShardFolder, job_id, plan_chunks, read_shard_file
 
 
@@ -82,3 +82,29 @@ def test_parquet_corpus_counts_null_and_empty_rows(tmp_path):
     pq.write_table(pa.table({"text": ["a", None, "", "b"]}), path)
     corpus = read_corpus(path)
     assert corpus.texts == ["a", "b"] and corpus.n_bad == 2 and corpus.bad[0].startswith("c.parquet:row 2")
+
+
+@pytest.mark.parametrize("shard_rows", [1, 2, 3, 100])
+def test_txt_shards_read_back_the_texts_of_a_whole_read(tmp_path, shard_rows):
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"\xef\xbb\xbfone\r\n\n\xff bad\ntwo\n  \nthree\xc2\x85x\nfour\nfive")  # BOM, no final break
+    scan = scan_corpus(path, shard_rows=shard_rows)
+    assert scan.rows == 5 and scan.n_bad == 3 and len(scan.spans) == -(-5 // shard_rows)
+    shards = [read_span(scan.locator(i)) for i in range(len(scan.spans))]
+    assert [t for s in shards for t in s] == ["one", "two", "three\u0085x", "four", "five"]
+    assert all(len(s) == shard_rows for s in shards[:-1])
+    assert scan.sha256 == __import__("hashlib").sha256(path.read_bytes()).hexdigest()
+
+
+def test_parquet_shards_span_row_groups(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "c.parquet"
+    values = [f"t{i}" if i % 4 else None for i in range(40)]  # every fourth row null
+    pq.write_table(pa.table({"sentence": values}), path, row_group_size=7)
+    scan = scan_corpus(path, shard_rows=8)
+    kept = [v for v in values if v]
+    assert scan.rows == len(kept) == 30 and scan.n_bad == 10 and scan.column == "sentence"
+    assert [t for i in range(len(scan.spans)) for t in scan.shard_texts(i)] == kept
+    assert [len(scan.shard_texts(i)) for i in range(len(scan.spans))] == [8, 8, 8, 6]

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from mlse.encoders.catalogue import BACKBONE, STAGE12
 from mlse.errors import ModelNotFoundError
 from mlse.serving import api_route
 from mlse.serving.api_route import MODELS_PATH, SCORE_PATH, json_api, score_request
-from mlse.serving.app_state import BACKBONE, STAGE12
 from mlse.serving.pair_scoring import DirectApi
 from tests.fake_encoder import FakeEncoder
 
@@ -42,7 +42,7 @@ class FakeState:
         return list(self.encoders)
 
     def models(self):
-        from mlse.serving.app_state import ModelInfo
+        from mlse.encoders.catalogue import ModelInfo
 
         return [ModelInfo(n, self.kinds[n], "fake", n) for n in self.encoders]
 

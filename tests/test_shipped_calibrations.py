@@ -13,8 +13,8 @@ import json
 import pytest
 
 from mlse.calibration.backbone import SHIPPED_DIR, calibration_file, find_calibration
+from mlse.encoders.catalogue import DEFAULT_MODELS
 from mlse.encoders.load import load_encoder
-from mlse.encoders.registry import DEFAULT_MODELS
 
 FLUTE = "A man is playing a flute."
 TRANSLATION = "Ein Mann spielt Flöte."

@@ -58,8 +58,8 @@ def test_a_user_error_and_a_dead_child_are_clear_messages():
 def test_a_training_job_in_a_child_saves_its_run_and_reports_epochs(tiny_bert, data_dir):
     from mlse.dirs import runs_dir
     from mlse.heads.scorer import Scorer
-    from mlse.train.config import TrainRequest
     from mlse.train.jobs import training_job
+    from mlse.train.request import TrainRequest
     from mlse.train.runner import JobRunner
 
     req = TrainRequest(

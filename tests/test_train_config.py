@@ -25,13 +25,12 @@ from mlse.train.config import (
     FinetuneConfig,
     Stage1Settings,
     Stage2Settings,
-    TrainRequest,
     default_of,
     finetune_config,
-    request_config,
     stage1_settings,
     stage2_settings,
 )
+from mlse.train.request import TrainRequest, request_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # every flag the command line had before its options were built from the dataclasses
@@ -215,7 +214,7 @@ def test_none_zero_and_empty_lists():
 
 
 def test_the_app_request_defaults_are_the_configurations():
-    req = TrainRequest("mse", "m", "n")
+    req = TrainRequest.model_construct(method="mse", model="m", name="n")  # the form's initial values, unvalidated
     for name in (
         "budget_minutes",
         "batch_size",
@@ -273,7 +272,8 @@ def test_the_app_and_the_command_line_make_the_same_configuration():
     )
     assert request_config(req, out) == finetune_config(**config_options(args, FinetuneConfig))
     # a hidden teacher field does not count for a method without a frozen teacher
-    assert request_config(TrainRequest(method="hard", model="m", name="h", teacher="stale"), out).teacher is None
+    hard = TrainRequest(method="hard", model="m", name="h", teacher="stale", pairs=["en-de"])
+    assert request_config(hard, out).teacher is None
     s1 = request_config(TrainRequest(method="stage1", model="minilm-en", name="s", max_epochs=0, backend="onnx"), out)
     args = _parse("train", "stage1", "--backend", "onnx", "--out", str(out))
     assert s1 == stage1_settings(**config_options(args, Stage1Settings)) and s1.backend == "onnx"

@@ -6,7 +6,6 @@ Runs are kept tiny (a few dozen en-de pairs, batch 8, a handful of steps, 64 dev
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from mlse.dirs import runs_dir
 from mlse.encoders.load import load_encoder
 from mlse.errors import MlseError
 from mlse.runs.folders import FINETUNE_CONFIG_FILE as CONFIG_FILE
+from mlse.stop_signal import StopSignal
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 from mlse.train.finetune_data import prepare_data, teacher_targets
@@ -123,8 +123,8 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(method, tiny_bert, tiny_xlm
     assert losses[-1] < 0.8 * losses[0], losses
 
 
-def test_stop_event_ends_the_run_and_leaves_a_loadable_model(tiny_bert):
-    stop = threading.Event()
+def test_stop_ends_the_run_and_leaves_a_loadable_model(tiny_bert):
+    stop = StopSignal()
     records: list[dict] = []
 
     def progress(record: dict) -> None:
@@ -132,7 +132,7 @@ def test_stop_event_ends_the_run_and_leaves_a_loadable_model(tiny_bert):
         stop.set()  # the app's stop button, pressed after the first evaluation
 
     cfg = tiny_config("tiny-stop", tiny_bert, tiny_bert, max_steps=50, eval_at_start=False)
-    metrics = finetune(cfg, progress=progress, stop=stop)
+    metrics = finetune(cfg, progress=progress, signal=stop)
     out = runs_dir() / "tiny-stop"
     assert metrics["stop_reason"] == "stopped" and metrics["steps"] == 2 and len(records) == 1
     assert metrics["best_step"] == 2
@@ -171,7 +171,7 @@ def test_frozen_teacher_embeddings_come_from_the_cache_the_second_time(tiny_bert
 
 # --------------------------------------------------------------------------------------------------------- errors
 def test_unknown_method_is_refused(tiny_bert):
-    with pytest.raises(MlseError, match="unknown fine-tuning method 'distill'"):
+    with pytest.raises(MlseError, match="method: 'distill' is not offered"):
         finetune(tiny_config("x", tiny_bert, tiny_bert, method="distill"))
 
 

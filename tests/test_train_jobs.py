@@ -12,21 +12,22 @@ from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
 from mlse.runs.folders import is_scorer_folder
-from mlse.train.config import TrainRequest
-from mlse.train.jobs import check_request, training_job, validate_run_name
-from mlse.train.runner import JobBusyError, JobRunner, JobStopped
+from mlse.stop_signal import Stopped, StopSignal
+from mlse.train.jobs import training_job
+from mlse.train.request import TrainRequest, run_name
+from mlse.train.runner import JobBusyError, JobRunner
 from tests.job_helpers import on_first_eval
 
 
 def blocking_job(release: threading.Event, started: threading.Event | None = None):
-    """A job that reports once, then waits for ``release`` (or its stop event)."""
+    """A job that reports once, then waits for ``release`` (or its Stop)."""
 
     def fn(report, stop):
         report({"event": "eval", "x": 1, "message": "working"})
         if started is not None:
             started.set()
         while not (release.is_set() or stop.is_set()):
-            stop.wait(0.01)
+            stop.event.wait(0.01)
         return {"done": True}
 
     return fn
@@ -76,7 +77,7 @@ def test_a_name_cannot_run_twice_at_once():
     assert runner.wait(5)
 
 
-def test_stop_event_is_honoured_and_records_are_collected():
+def test_stop_is_honoured_and_records_are_collected():
     runner, never, started = JobRunner(), threading.Event(), threading.Event()
     job = runner.submit("long", blocking_job(never, started))
     assert started.wait(5)
@@ -104,7 +105,7 @@ def test_a_queued_job_can_be_cancelled():
     [
         (RuntimeError("boom"), "failed", "RuntimeError: boom"),
         (MlseError("unknown model 'x'"), "failed", "unknown model 'x'"),
-        (JobStopped("budget ran out"), "stopped", "budget ran out"),
+        (Stopped("budget ran out"), "stopped", "budget ran out"),
     ],
 )
 def test_an_exception_in_a_job_becomes_its_status_not_a_crash(exc, state, text):
@@ -125,21 +126,21 @@ def test_an_exception_in_a_job_becomes_its_status_not_a_crash(exc, state, text):
 @pytest.mark.parametrize("name", ["", "  ", "../evil", "a/b", ".hidden", "x" * 81, "a b", "a..b"])
 def test_unsafe_run_names_are_refused(name):
     with pytest.raises(MlseError):
-        validate_run_name(name)
+        run_name(name)
 
 
-def test_check_request_refuses_overwriting_and_self_input(tiny_bert):
+def test_a_request_refuses_overwriting_and_self_input(tiny_bert):
     (runs_dir() / "taken").mkdir(parents=True)
-    base = dict(method="hard", model=str(tiny_bert), budget_minutes=1)
+    base = dict(method="hard", model=str(tiny_bert), budget_minutes=1, pairs=["en-de"])
     with pytest.raises(MlseError, match="already exists"):
-        check_request(TrainRequest(name="taken", **base))
-    assert check_request(TrainRequest(name="taken", overwrite=True, **base)) == runs_dir() / "taken"
+        TrainRequest(name="taken", **base)
+    assert TrainRequest(name="taken", overwrite=True, **base).out == runs_dir() / "taken"
     with pytest.raises(MlseError, match="input of this run"):
-        check_request(TrainRequest(name="taken", overwrite=True, **{**base, "model": "runs/taken"}))
+        TrainRequest(name="taken", overwrite=True, **{**base, "model": "runs/taken"})
     with pytest.raises(MlseError, match="needs a teacher"):
-        check_request(TrainRequest(name="new", **{**base, "method": "mse"}))
-    with pytest.raises(MlseError, match="unknown method"):
-        check_request(TrainRequest(name="new", **{**base, "method": "sgd"}))
+        TrainRequest(name="new", **{**base, "method": "mse"})
+    with pytest.raises(MlseError, match="^Method: 'sgd' is not offered; choose from stage1, stage2, mse"):
+        TrainRequest(name="new", **{**base, "method": "sgd"})
 
 
 def previous_run(name: str):
@@ -236,9 +237,7 @@ def test_the_requests_backend_reaches_head_training(tiny_bert, monkeypatch):
         return SimpleNamespace(metadata={"metrics": {}})
 
     monkeypatch.setattr(mlse.train.head_training, "train_stage1", fake_stage1)
-    result = training_job(stage1_request(tiny_bert, "s1-onnx", backend="onnx-int8"))(
-        lambda record: None, threading.Event()
-    )
+    result = training_job(stage1_request(tiny_bert, "s1-onnx", backend="onnx-int8"))(lambda record: None, StopSignal())
     assert result["run"] == "runs/s1-onnx" and seen["backbone"] == str(tiny_bert)
     assert (seen["backend"], seen["max_pairs"], seen["probe"], seen["max_epochs"]) == ("onnx-int8", 40, False, 50)
     assert seen["out"] == str(runs_dir() / "s1-onnx")

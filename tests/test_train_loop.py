@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -102,8 +101,8 @@ def test_stop_reasons(tmp_path, how):
         overrides["budget_minutes"] = 1e-9
     loop, _, _ = _loop(tmp_path, scores=[1.0] * 100, **overrides)
     if how == "event":
-        loop.stop = threading.Event()
-        loop.progress = lambda record: loop.stop.set() if record["step"] == 2 else None
+        loop.signal = StopSignal()  # the Stop button, pressed at step 2
+        loop.progress = lambda record: loop.signal.set() if record["step"] == 2 else None
     elif how == "signal":
         loop.signal = StopSignal(budget_s=0.0)
     reason = loop.run()

@@ -1,18 +1,18 @@
-"""The training code after the package split behaves as the code before it (commit 5ed28c5): properties that hold on
-any CPU, and the old code's numbers where they do not depend on the CPU.
+"""Fine-tuning and the heads' training behave as they did when these numbers were pinned, on any CPU.
 
 Every fine-tuning method, the students' recipes (bridge, LoRA, frozen embeddings) and both heads are trained for a few
-steps on a tiny BERT whose tokenizer is built deterministically here (the session's ``tiny_bert`` learns its WordPiece
-vocabulary with a trainer whose ties fall differently in every process). What is checked:
+steps on the session's tiny BERT (``tests/tiny_models.py``: the same files in every process), and compared with one
+fixture, ``fixtures/train-pinned.json`` (written by ``fixtures/make_train_pinned.py``; the same bytes in three
+processes with different hash seeds). What is checked:
 
-- what a run writes has the old code's shape: the same files, records, settings and counts;
-- the losses are the old code's within :data:`LOSS_REL` (reason there); the old code was run on two CPU kinds
-  (``fixtures/train-pinned.json``: an AMD EPYC with AVX-512, ``fixtures/train-pinned-avx2.json``: one with AVX2 only;
-  commit 16675d4 with this file's ``run_case`` and ``run_heads``) and a run must be within it of both;
-- the dev Spearman of the untrained tiny model ranks 64 almost-equal cosines, so it differs by CPU in the first
-  decimal, and with it which checkpoint is kept: it is not compared with numbers; instead the checkpoint rule holds
-  (the best dev score is kept, ``saved`` exactly when it improved), and the saved model's embeddings are compared
-  (within :data:`VECTOR_ATOL`) only where the run kept the same checkpoint as the old one;
+- what a run writes has the pinned shape: the same files, records, settings and counts;
+- the losses (and the other training numbers) are the pinned ones within :data:`LOSS_REL`, meant to hold on any CPU
+  kind: the pins were written with torch's AVX-512 kernels, and runs with its AVX2 and its plain (no SIMD) kernels
+  stay within a seventeenth of it (measured beside the constant);
+- the dev Spearman ranks 64 close cosines of a barely trained model, so on another CPU it may differ in the first
+  decimal (the bridge run's did under the plain kernels), and with it which checkpoint is kept: the dev numbers are
+  not compared; instead the checkpoint rule holds (the best dev score is kept, ``saved`` exactly when it improved),
+  and the saved model's embeddings are compared (within :data:`VECTOR_ATOL`) where the run kept the pinned checkpoint;
 - each method lowers its loss on a batch it sees again, and the heads' losses fall epoch by epoch;
 - the same seed gives the same run twice on one machine, to the last bit.
 """
@@ -20,7 +20,6 @@ vocabulary with a trainer whose ties fall differently in every process). What is
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +30,8 @@ from mlse.encoders.load import load_encoder
 from mlse.train.config import FinetuneConfig, default_of
 from mlse.train.finetune import finetune
 from mlse.train.head_training import train_stage1, train_stage2
-from tests.tiny_models import _save_sentence_transformer, training_sentences
 
-FIXTURES = Path(__file__).parent / "fixtures"
-PINNED = {"AVX-512 CPU": FIXTURES / "train-pinned.json", "AVX2-only CPU": FIXTURES / "train-pinned-avx2.json"}
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PINNED = Path(__file__).parent / "fixtures" / "train-pinned.json"
 TEXTS = ["Hello world.", "Hallo Welt.", "A cat sits on the mat."]
 
 # case -> (teacher: None, "bert" or "labse"; what differs from the common tiny run)
@@ -66,7 +62,7 @@ CLOCK_KEYS = {
 }
 # a hash of trained weights: another CPU's last bits change it (the weights' numbers are compared instead)
 LAST_BITS = {"teacher_checksum_end"}
-# follow the dev Spearman's ranking, which differs by CPU (module docstring): checked by the checkpoint rule instead
+# follow the dev Spearman's ranking, which may differ by CPU (module docstring): checked by the checkpoint rule instead
 RANKED = {
     "dev_spearman",
     "best_dev_spearman",
@@ -79,64 +75,29 @@ RANKED = {
 }
 # the heads' outputs, compared with VECTOR_ATOL
 VECTORS = {"stage1_meaning", "stage2_embedding"}
-# Losses (and the other training numbers: taus, loss terms, the Stage-2 dev Pearson over many pairs) relative to the
-# old code's. The two CPU kinds the old code ran on agree within 8.2e-4 (the bridge run's loss: a least-squares fit on
-# 16 sentences, the most sensitive to summation order) and every other number within 2e-5, so 2e-3 leaves room for
-# another CPU or torch's next kernels; it still sees one training step more or less, which moves the contrastive
-# losses by ~5e-3 relative and the MSE losses by ~30 %.
-LOSS_REL = 2e-3
-# Components of the saved model's embeddings (and of the heads' outputs). Where both CPU kinds kept the same checkpoint
-# they agree within 3e-4 (the bridge run again; the heads within 1e-6, the rounding); one checkpoint further (two more
-# steps) moves them by 2e-2 or more.
-VECTOR_ATOL = 3e-3
-
-
-def build_fixed_bert(data_dir: Path, out: Path, *, labse_like: bool = False) -> Path:
-    """The tiny BERT of ``tests.tiny_models`` with a vocabulary chosen by rule (every character, then the most
-    frequent words, ties alphabetical), so that the model is the same in every process."""
-    import torch
-    from tokenizers import normalizers, pre_tokenizers
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    norm, split = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
-    words = Counter(w for s in training_sentences(data_dir) for w, _ in split.pre_tokenize_str(norm.normalize_str(s)))
-    chars = sorted({c for w in words for c in w})
-    vocab = [*SPECIALS, *chars, *(f"##{c}" for c in chars)]
-    vocab += [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if w not in set(vocab)]
-    vocab = vocab[:2000]
-    hf_dir = out.parent / f"{out.name}-hf"
-    hf_dir.mkdir(parents=True)
-    (hf_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    fast = BertTokenizerFast(vocab_file=str(hf_dir / "vocab.txt"), do_lower_case=True)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(fast),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(hf_dir)
-    fast.save_pretrained(hf_dir)
-    if labse_like:
-        return _save_sentence_transformer(hf_dir, out, "cls", dense_out=24)
-    return _save_sentence_transformer(hf_dir, out, "mean")
+# Losses (and the other training numbers: taus, loss terms, the heads' histories and metrics) relative to the pinned
+# ones. Other CPU kinds' kernels move them by 1.7e-5 at most (torch's plain kernels) and 2.9e-5 (its AVX2 kernels):
+# `python tests/fixtures/make_train_pinned.py OUT.json` run under `ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41
+# MKL_ENABLE_INSTRUCTIONS=SSE4_2 MKL_CBWR=COMPATIBLE` (resp. `=avx2 ... =AVX2 =AVX2 MKL_CBWR=AVX2`), then `--compare
+# OUT.json`, on an AMD EPYC (2 cores, AVX-512 VNNI + bf16) whose own kernels wrote the pins. 5e-4 leaves 17x room and
+# still sees two training steps more or less: the slowest-moving loss (soft-priority-tcm) falls by 1.2e-3 relative
+# from steps 1-2 to steps 3-4.
+LOSS_REL = 5e-4
+# Components of the saved model's embeddings (and of the heads' outputs), where a run kept the pinned checkpoint: the
+# same runs moved them by 5.9e-6 at most; one checkpoint further (two more steps) moves them by 2e-2 or more.
+VECTOR_ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def fixed(tmp_path_factory, data_dir) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("fixed-models")
-    return {
-        "bert": build_fixed_bert(data_dir, root / "bert"),
-        "labse": build_fixed_bert(data_dir, root / "labse", labse_like=True),
-    }
+def fixed(tiny_bert, tiny_labse) -> dict[str, Path]:
+    """The students and teachers: the session's tiny BERT and its LaBSE-like sibling."""
+    return {"bert": tiny_bert, "labse": tiny_labse}
 
 
 @pytest.fixture(scope="module")
 def pinned() -> dict[str, dict]:
-    """CPU kind -> what the old code wrote on such a CPU."""
-    return {kind: json.loads(path.read_text(encoding="utf-8")) for kind, path in PINNED.items()}
+    """case (and ``heads``) -> what the run wrote when the numbers were pinned."""
+    return json.loads(PINNED.read_text(encoding="utf-8"))
 
 
 def run_case(case: str, fixed: dict[str, Path], name: str | None = None, **overrides) -> dict:
@@ -177,10 +138,19 @@ def run_case(case: str, fixed: dict[str, Path], name: str | None = None, **overr
     }
 
 
-# Options added after the pins were written, left out at their default (the old code's behaviour); set to anything
+# Options added after the pins were written, left out at their default (the pinned behaviour); set to anything
 # else they stay in the config and the comparison fails, as it should: the run is another one.
 LATER_OPTIONS = {
-    k: default_of(FinetuneConfig, k) for k in ("sts_loss", "sts_weight", "sts_batch_size", "sts_langs", "average_from")
+    k: default_of(FinetuneConfig, k)
+    for k in (
+        "sts_loss",
+        "sts_weight",
+        "sts_batch_size",
+        "sts_langs",
+        "average_from",
+        "translate_train",
+        "translate_teacher",
+    )
 }
 
 # What a run records about the machine and where its pairs came from (not a training number): the GPU, whether it
@@ -219,8 +189,8 @@ def run_heads(fixed: dict[str, Path], data_dir: Path) -> dict:
     }
 
 
-def assert_like_old(got, old, where: str = "") -> None:
-    """``got`` has the structure of the old code's ``old``: equal keys, lengths, strings, ints and bools; floats
+def assert_like_pinned(got, old, where: str = "") -> None:
+    """``got`` has the structure of the pinned ``old``: equal keys, lengths, strings, ints and bools; floats
     within LOSS_REL; vectors within VECTOR_ATOL; what follows the dev ranking (RANKED) is left to
     :func:`assert_checkpoint_rule`."""
     if isinstance(old, dict):
@@ -229,20 +199,21 @@ def assert_like_old(got, old, where: str = "") -> None:
             if k in VECTORS:
                 np.testing.assert_allclose(got[k], old[k], rtol=0, atol=VECTOR_ATOL, err_msg=f"{where}.{k}")
             else:
-                assert_like_old(got[k], old[k], f"{where}.{k}")
+                assert_like_pinned(got[k], old[k], f"{where}.{k}")
     elif isinstance(old, list):
         assert isinstance(got, list) and len(got) == len(old), f"{where}: {got} != {old}"
         for i, (g, o) in enumerate(zip(got, old)):
-            assert_like_old(g, o, f"{where}[{i}]")
+            assert_like_pinned(g, o, f"{where}[{i}]")
     elif isinstance(old, float) and not isinstance(got, bool):
         assert got == pytest.approx(old, rel=LOSS_REL, abs=1e-9), f"{where}: {got} != {old}"
     else:
         assert got == old, f"{where}: {got!r} != {old!r}"
 
 
-def assert_fine_tune_like_old(run: dict, old: dict, case: str = "") -> None:
-    """:func:`assert_like_old`, and the saved embeddings within VECTOR_ATOL where the run kept the same checkpoint."""
-    assert_like_old(run, old, case)
+def assert_fine_tune_like_pinned(run: dict, old: dict, case: str = "") -> None:
+    """:func:`assert_like_pinned`, and the saved embeddings within VECTOR_ATOL where the run kept the same
+    checkpoint."""
+    assert_like_pinned(run, old, case)
     if old["metrics"]["best_step"] == run["metrics"]["best_step"]:
         np.testing.assert_allclose(
             run["embedding"], old["embedding"], rtol=0, atol=VECTOR_ATOL, err_msg=f"{case}.embedding"
@@ -271,18 +242,22 @@ def losses(run: dict) -> list[float]:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_fine_tuning_writes_what_the_old_code_wrote(case, fixed, pinned):
+def test_fine_tuning_writes_what_the_pinned_run_wrote(case, fixed, pinned):
     run = run_case(case, fixed)
-    for old in pinned.values():
-        assert_fine_tune_like_old(run, old[case], case)
+    assert_fine_tune_like_pinned(run, pinned[case], case)
     assert_checkpoint_rule(run)
     assert len(losses(run)) == 2  # steps 1-2 and 3-4
+
+
+# LoRA's adapters start at zero (B = 0): at lr 1e-3 four steps move the loss less than dropout does (1.9645 then
+# 1.9699, steps 1-2 then 3-4); at 1e-2 it falls (1.9614 then 1.9456)
+SEEN_AGAIN_OVERRIDES = {"hard-lora": dict(lr=1e-2)}
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_method_lowers_its_loss_on_a_batch_it_sees_again(case, fixed):
     """8 pairs, batch 8: all four steps train on the same batch, so the mean loss of steps 3-4 is below that of 1-2."""
-    run = run_case(case, fixed, max_pairs=8, dev_max_pairs=16)
+    run = run_case(case, fixed, max_pairs=8, dev_max_pairs=16, **SEEN_AGAIN_OVERRIDES.get(case, {}))
     first, second = losses(run)
     assert second < first, (first, second)
     assert run["metrics"]["n_pairs"] == 8 and run["metrics"]["steps"] == 4
@@ -297,10 +272,9 @@ def test_the_same_seed_gives_the_same_run_twice(case, fixed):
     assert other["embedding"] != first["embedding"]  # the seed is what fixes it
 
 
-def test_heads_train_as_the_old_code_trained(fixed, pinned, data_dir):
+def test_heads_train_as_the_pinned_run_trained(fixed, pinned, data_dir):
     run = run_heads(fixed, data_dir)
-    for old in pinned.values():
-        assert_like_old(run, old["heads"], "heads")
+    assert_like_pinned(run, pinned["heads"], "heads")
     s1, s2 = run["stage1_history"], run["stage2_history"]
     for key in ("train_loss", "dev_loss"):  # the same pairs every epoch: both fall epoch by epoch
         assert all(b[key] < a[key] for a, b in zip(s1, s1[1:])), [h[key] for h in s1]
@@ -311,24 +285,26 @@ def test_heads_train_as_the_old_code_trained(fixed, pinned, data_dir):
 
 
 def test_the_comparison_catches_a_changed_number_but_not_summation_order(pinned):
-    for runs in pinned.values():  # the old code kept its checkpoints by the same rule, on both CPU kinds
-        for case in CASES:
-            assert_checkpoint_rule(runs[case])
-    old = pinned["AVX2-only CPU"]["mse"]
+    for case in CASES:  # the pinned runs kept their checkpoints by the same rule
+        assert_checkpoint_rule(pinned[case])
+    old = pinned["mse"]
 
     def changed(edit):
         run = json.loads(json.dumps(old))
         edit(run)
         return run
 
-    assert_fine_tune_like_old(changed(lambda r: r["records"][1].update(loss=r["records"][1]["loss"] * (1 + 1e-4))), old)
+    def loss_times(factor):
+        return changed(lambda r: r["records"][1].update(loss=r["records"][1]["loss"] * factor))
+
+    assert_fine_tune_like_pinned(loss_times(1 + 1e-4), old)
     with pytest.raises(AssertionError, match="loss"):  # half of one training step's change
-        assert_fine_tune_like_old(changed(lambda r: r["records"][1].update(loss=r["records"][1]["loss"] * 1.005)), old)
+        assert_fine_tune_like_pinned(loss_times(1.005), old)
     with pytest.raises(AssertionError, match="lr"):
-        assert_fine_tune_like_old(changed(lambda r: r["config"].update(lr=2e-3)), old)
+        assert_fine_tune_like_pinned(changed(lambda r: r["config"].update(lr=2e-3)), old)
     with pytest.raises(AssertionError, match="files"):
-        assert_fine_tune_like_old(changed(lambda r: r["files"].remove("log.jsonl")), old)
+        assert_fine_tune_like_pinned(changed(lambda r: r["files"].remove("log.jsonl")), old)
     with pytest.raises(AssertionError, match="embedding"):  # one checkpoint further, the same best step
-        assert_fine_tune_like_old(changed(lambda r: r["embedding"].__setitem__(0, r["embedding"][0] + 0.02)), old)
+        assert_fine_tune_like_pinned(changed(lambda r: r["embedding"].__setitem__(0, r["embedding"][0] + 0.02)), old)
     with pytest.raises(AssertionError, match="dev_spearman"):
         assert_checkpoint_rule(changed(lambda r: r["records"][2].update(saved=not r["records"][2]["saved"])))

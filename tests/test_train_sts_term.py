@@ -99,7 +99,7 @@ def test_bad_sts_settings_are_refused(tiny_bert):
         (dict(method="sts"), "choose an STS loss"),
         (dict(method="ema", sts_loss="cosent", sts_weight=0.0), "sts_weight"),
         (dict(method="ema", sts_loss="cosent", sts_batch_size=1), "sts_batch_size"),
-        (dict(method="ema", sts_loss="ranknet"), "unknown sts_loss"),
+        (dict(method="ema", sts_loss="ranknet"), "sts_loss: 'ranknet' is not offered"),
     ]:
         with pytest.raises(MlseError, match=message):
             finetune(tiny_config("tiny-sts-bad", None, tiny_bert, **overrides))

@@ -142,7 +142,7 @@ def test_a_tiny_run_shows_progress_stops_and_joins_the_model_lists(tiny_bert):
 
 
 def test_progress_fraction_uses_the_budget_clock():
-    req = ft.TrainRequest(method="hard", model="m", name="x", budget_minutes=10, max_steps=100)
+    req = ft.TrainRequest(method="hard", model="m", name="x", pairs=["en-de"], budget_minutes=10, max_steps=100)
     job = Job(1, "x", lambda r, s: None, meta={"request": req})
     job.state, job.started = "running", 1000.0
     assert job_fraction(job, [], now=1001.0) == (0.02, "preparing")
@@ -167,15 +167,15 @@ def test_progress_counts_the_encoding_then_the_budget_from_the_start_of_training
         encoding_record(1200, 4000, 85.4, 0.5) | {"t": 16.0},
     ]
     fraction, label = job_fraction(job, records, now=1020.0)
-    assert (
-        fraction == pytest.approx(0.3)
-        and label == "preparing: encoding 1,200 of 4,000 texts, 85 texts/s (budget not started)"
+    assert fraction == pytest.approx(0.3) and label == (
+        "preparing — encoding: 1,200 / 4,000 texts (30%), 85 texts/s, ETA 33s (budget not started)"
     )
-    assert "1,200 of 4,000" in progress_html(fraction, label) and "30%" in progress_html(fraction, label)
+    assert "1,200 / 4,000" in progress_html(fraction, label) and "30%" in progress_html(fraction, label)
     assert job_fraction(job, records[:2], now=1003.0) == (
         0.02,
-        "preparing: encoding 0 of 4,000 texts (budget not started)",
+        "preparing — encoding: 0 / 4,000 texts (0%), measuring the rate (budget not started)",
     )
+    assert job_fraction(job, records[:1], now=1001.0) == (0.02, "preparing: loading data and models")
     assert "encoding 1,200 of 4,000 texts, 85 texts/s" in records[-1]["message"]  # the status line says it too
     records += [encoding_record(4000, 4000, 90.0, 0.5) | {"t": 46.0}, training_record(46.0, 0.5) | {"t": 46.5}]
     fraction, label = job_fraction(job, records, now=1000.0 + 46.5 + 15.0)  # 15 s of the 30-second budget

@@ -7,7 +7,8 @@ import pytest
 
 from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACES
-from mlse.serving.app_state import STAGE1, STAGE12, AppState, ModelInfo
+from mlse.encoders.catalogue import STAGE1, STAGE12, ModelInfo
+from mlse.serving.app_state import AppState
 from mlse.ui.map_tab import highlight, hover_text, project_map
 from mlse.ui.map_views import map_default
 from mlse.ui.text import md_escape

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import http.server
 import shutil
+import socket
 import threading
-import time
 
 import pytest
 
 from mlse.data import hub_probe
-from mlse.serving.app_state import BACKBONE, STUDENT, AppState
+from mlse.encoders.catalogue import BACKBONE, STUDENT
+from mlse.serving.app_state import AppState
 from mlse.train.runner import JobRunner
 from mlse.ui.model_pickers import ModelPicker, kept_value, picker_choices, picker_updates
+
+HANG_S = 60  # a hang guard, not a speed target: every wait below ends on an event or a short timeout
 
 
 @pytest.fixture()
@@ -139,24 +142,49 @@ def test_probe_counts_any_http_answer_as_reachable(monkeypatch):
         server.shutdown()
 
 
-def test_probe_of_a_closed_port_is_unreachable_and_quick(monkeypatch):
+def test_probe_of_a_closed_port_is_unreachable(monkeypatch):
     from mlse.serving.http_server import free_port
 
     port = free_port()  # a port nobody listens on
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    started = time.monotonic()
     assert hub_probe.probe_hub(timeout=3) is False
-    assert time.monotonic() - started < 3
+
+
+def test_probe_of_a_silent_server_gives_up_after_its_timeout(monkeypatch):
+    """A server that accepts the connection and never answers: the probe's timeout ends the wait (without it, the
+    probe would hang here for ever; the join below is only a guard against that)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # the kernel accepts the connection; nobody reads or answers
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    answers: list[bool] = []
+    probe = threading.Thread(target=lambda: answers.append(hub_probe.probe_hub(timeout=0.2)), daemon=True)
+    try:
+        probe.start()
+        probe.join(HANG_S)
+        assert answers == [False]
+    finally:
+        silent.close()
 
 
 def test_background_probe_remembers_its_answer(hub_answer, monkeypatch):
-    monkeypatch.setattr(hub_probe, "probe_hub", lambda timeout=hub_probe.TIMEOUT_SECONDS: True)
+    answered = threading.Event()
+
+    def probe(timeout=hub_probe.TIMEOUT_SECONDS):
+        answered.wait(HANG_S)  # answers once the test has looked
+        return True
+
+    monkeypatch.setattr(hub_probe, "probe_hub", probe)
     hub_answer(None)
     assert hub_probe.hub_reachable() is None  # not known yet: the caller does not wait
-    deadline = time.monotonic() + 10
-    while hub_probe.hub_reachable() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    threads = [t for t in threading.enumerate() if t.name == "mlse-hub-probe"]
+    assert len(threads) == 1
+    assert hub_probe.hub_reachable() is None  # asked again while it runs: still no wait, and no second probe
+    assert [t for t in threading.enumerate() if t.name == "mlse-hub-probe"] == threads
+    answered.set()
+    threads[0].join(HANG_S)
     assert hub_probe.hub_reachable() is True
 
 

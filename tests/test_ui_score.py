@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mlse.encoders import catalogue
+from mlse.encoders.catalogue import BACKBONE, STAGE1, STAGE12, STUDENT, list_runs, resolve_model
 from mlse.encoders.load import load_encoder
-from mlse.encoders.resolve import list_runs, resolve_model
 from mlse.heads.scorer import Scorer
 from mlse.heads.stage1 import Stage1Head
 from mlse.heads.stage2 import Stage2Head
 from mlse.models import load_model
-from mlse.serving import app_state as state_module
-from mlse.serving.app_state import BACKBONE, STAGE1, STAGE12, STUDENT, AppState
+from mlse.serving.app_state import AppState
 from mlse.serving.pair_scoring import ApiBusy, DirectApi, score_api
 from mlse.text.language_id import detect_language
 from mlse.text.sentences import MAX_CHARS, clean_text
@@ -86,7 +86,7 @@ def test_state_lists_models_with_their_kind(state, runs):
     assert kinds[S1] == STAGE1 and kinds[S12] == STAGE12 and kinds[STU] == STUDENT
     assert kinds.get("minilm-en") == BACKBONE
     order = [m.kind for m in state.models()]
-    assert order == sorted(order, key=state_module.KIND_ORDER.index)  # backbones, +S1, +S1+2, students
+    assert order == sorted(order, key=catalogue.KIND_ORDER.index)  # backbones, +S1, +S1+2, students
     assert state.model_kind(runs.backbone) == BACKBONE  # a folder path that is not listed
     assert next(m for m in state.models() if m.name == S12).backbone == runs.backbone
 
@@ -99,7 +99,7 @@ def _listing(state, monkeypatch, models):
 def test_default_selection_ticks_heads_that_reuse_a_ticked_backbone(monkeypatch, tmp_path):
     monkeypatch.setenv("MLSE_RUNS", str(tmp_path))
     state = AppState(default_models=("bb-a", "bb-b"))
-    info = state_module.ModelInfo
+    info = catalogue.ModelInfo
     _listing(
         state,
         monkeypatch,
@@ -136,7 +136,7 @@ def test_a_visitor_sees_the_backbones_and_the_heads_on_one_of_them(tmp_path, mon
     state = AppState()
     chosen, note = state.default_selection()
     loaded = state.loaded_defaults()
-    assert chosen[: len(loaded)] == loaded and len(chosen) <= state_module.MAX_DEFAULT_MODELS
+    assert chosen[: len(loaded)] == loaded and len(chosen) <= catalogue.MAX_DEFAULT_MODELS
     trained = [next(m for m in state.models() if m.name == n) for n in chosen[len(loaded) :]]
     if "me5-small" in loaded and "shipped/me5-small+s1+s2" in state.model_names():
         assert [m.name for m in trained] == ["shipped/me5-small+s1+s2"]  # heads reusing me5-small's forward
@@ -217,7 +217,7 @@ def test_calibrated_score_matches_the_scorer(state):
     table, _ = score_pair(state, EN, DE, [S12])
     scorer = state.encoder(S12)
     emb = scorer.encode([EN, DE])
-    expected = float(scorer.calibrated_score(np.array([emb[0] @ emb[1]]))[0])
+    expected = float(scorer.calibrate(np.array([emb[0] @ emb[1]]))[0])
     assert table["calibrated 0-5"][0] == pytest.approx(expected, abs=0.01)
 
 

@@ -3,7 +3,6 @@ the tiny BERT through a real AppState; the section built inside a Blocks."""
 
 from __future__ import annotations
 
-import math
 import re
 import shutil
 import tempfile
@@ -16,10 +15,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from mlse.api import pair_scores
+from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.ui import score_file as sf
-from mlse.ui.score_file import StopFlags, progress_text, score_file, scored_file_name
+from mlse.ui.score_file import StopFlags, score_file, scored_file_name
 from tests.fake_encoder import FakeEncoder
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "examples" / "pairs_to_score.tsv"
@@ -32,7 +31,7 @@ RATED = "sentence1\tsentence2\tscore\n" + "".join(
 class CalibratedFake(FakeEncoder):
     """A fake with a cosine -> 0-5 map, as a backbone with its calibration attached."""
 
-    def calibrated_score(self, cos):
+    def calibrate(self, cos):
         return (np.asarray(cos) + 1.0) * 2.5
 
 
@@ -69,8 +68,8 @@ def read_csv(path: str) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
-def assert_matches_pair_scores(frame: pd.DataFrame, model, name: str, s1: list[str], s2: list[str]) -> None:
-    cos, calibrated = pair_scores(model, s1, s2)
+def assert_matches_similarity(frame: pd.DataFrame, model, name: str, s1: list[str], s2: list[str]) -> None:
+    cos, calibrated = similarity(model, s1, s2)
     assert np.allclose(frame[f"{name} cosine"].to_numpy(dtype=float), cos, atol=1e-6)
     if calibrated is not None:
         assert np.allclose(frame[f"{name} 0-5"].to_numpy(dtype=float), calibrated, atol=1e-5)
@@ -92,8 +91,8 @@ def test_scores_pasted_rows_with_every_model(state):
     s1, s2 = [r.split("\t")[0] for r in PASTED.splitlines()], [r.split("\t")[1] for r in PASTED.splitlines()]
     assert list(frame["column1"]) == s1 and list(frame["column2"]) == s2  # the input's columns first, as given
     for name in ("fake-a", "fake-b"):
-        assert_matches_pair_scores(frame, state.encoders[name], name, s1, s2)
-    mean = float(np.mean(pair_scores(state.encoders["fake-a"], s1, s2)[0]))
+        assert_matches_similarity(frame, state.encoders[name], name, s1, s2)
+    mean = float(np.mean(similarity(state.encoders["fake-a"], s1, s2)[0]))
     assert out.summary.loc[0, "mean cosine"] == f"{mean:.4f}"  # fixed decimals: "0.2020", not "0.202"
     assert "Read 3 sentence pairs" in out.message and "Scored 3 row(s) with 2 model(s)" in out.message
     assert "No 0–5 score for `fake-a`:" in out.message and "`fake-b`" not in out.message
@@ -110,7 +109,7 @@ def test_scores_an_uploaded_file_and_keeps_its_columns(state, tmp_path):
     assert Path(out.csv_path).name == "pairs_to_score-scored.csv"
     assert list(frame.columns) == ["sentence1", "sentence2", "lang1", "lang2", "fake-b cosine", "fake-b 0-5"]
     assert frame[["sentence1", "sentence2", "lang1", "lang2"]].equals(example)
-    assert_matches_pair_scores(
+    assert_matches_similarity(
         frame, state.encoders["fake-b"], "fake-b", list(example["sentence1"]), list(example["sentence2"])
     )
     assert list(out.summary["rows scored"]) == [len(example)]
@@ -163,7 +162,7 @@ def test_stop_after_the_first_chunk_keeps_those_rows(state, monkeypatch):
         RATED,
         ["fake-a", "fake-b"],
         should_stop=should_stop,
-        progress=lambda d, t, r: reports.append((d, t)),
+        progress=lambda p: reports.append((p.done, p.total)) if p.what == "scoring" else None,
     )
     assert reports == [(2, 12)]
     assert "Stopped after 2 of 12 rows" in out.message and list(out.summary["rows scored"]) == [2, 2]
@@ -171,7 +170,7 @@ def test_stop_after_the_first_chunk_keeps_those_rows(state, monkeypatch):
     assert len(frame) == 12  # every row, blank where not scored
     for column in ("fake-a cosine", "fake-b cosine", "fake-b 0-5"):
         assert frame[column][:2].notna().all() and frame[column][2:].isna().all()
-    assert_matches_pair_scores(
+    assert_matches_similarity(
         frame[:2], state.encoders["fake-a"], "fake-a", list(frame["sentence1"][:2]), list(frame["sentence2"][:2])
     )
     assert out.preview["fake-a cosine"][2] == ""  # the preview shows blanks too
@@ -179,14 +178,29 @@ def test_stop_after_the_first_chunk_keeps_those_rows(state, monkeypatch):
     assert float(out.summary.loc[0, "Pearson ×100"]) == pytest.approx(expected, abs=0.01)
 
 
-def test_progress_reports_rows_and_speed(state, monkeypatch):
+def test_progress_reports_each_step_then_rows_and_speed(state, monkeypatch):
     monkeypatch.setattr(sf, "FILE_CHUNK", 5)
     reports = []
-    score_file(state, None, RATED, ["fake-a"], progress=lambda d, t, r: reports.append((d, t, r)))
-    assert [(d, t) for d, t, _ in reports] == [(5, 12), (10, 12), (12, 12)]
-    assert all(r > 0 for _, _, r in reports)
-    assert progress_text(512, 1000, 240.4) == "scored 512 / 1,000 rows · 240 rows/s"
-    assert progress_text(0, 10, math.nan) == "scored 0 / 10 rows"
+    score_file(
+        state,
+        None,
+        RATED,
+        ["fake-a", "fake-b"],
+        progress=lambda p: reports.append((p.what, p.done, p.total, p.fraction(), p.line())),
+    )
+    # reading the file and loading the models are steps of their own (no bar, not "0.0 %"), then the rows
+    assert reports[0] == ("reading the file", 0, 0, None, "reading the file")
+    assert [r[4] for r in reports[1:3]] == [
+        "loading the models (now fake-a): 0 / 2 models (0%)",
+        "loading the models (now fake-b): 1 / 2 models (50%)",
+    ]
+    assert [(what, d, t) for what, d, t, _, _ in reports[3:]] == [
+        ("scoring", 5, 12),
+        ("scoring", 10, 12),
+        ("scoring", 12, 12),
+    ]
+    assert re.fullmatch(r"scoring: 5 / 12 rows \(41%\), [\d,.]+ rows/s, ETA \d+s", reports[3][4]), reports[3]
+    assert re.fullmatch(r"scoring: 12 / 12 rows \(100%\), [\d,.]+ rows/s", reports[-1][4]), reports[-1]
 
 
 def test_a_failing_model_is_named_and_the_others_score():
@@ -262,7 +276,7 @@ def test_scores_with_the_tiny_bert_through_the_app_state(tiny_bert, tmp_path, mo
     out = score_file(state, None, RATED, ["runs/student"])
     assert out.summary.loc[0, "kind"] == state.model_kind("runs/student") and out.summary.loc[0, "rows scored"] == 12
     frame = read_csv(out.csv_path)
-    assert_matches_pair_scores(
+    assert_matches_similarity(
         frame, state.encoder("runs/student"), "runs/student", list(frame["sentence1"]), list(frame["sentence2"])
     )
     assert isinstance(out.summary.loc[0, "Spearman ×100"], float | str)

@@ -35,8 +35,9 @@ from mlse.data.paths import resolve_data_dir
 from mlse.data.portable import data_hashes, data_identity
 from mlse.data.stsb import load_sts
 from mlse.data.types import ScoredPairs
-from mlse.dirs import runs_dir
+from mlse.dirs import assets_dir, runs_dir
 from mlse.encoders.identity import weights_identity
+from mlse.encoders.protocol import Scoring
 from mlse.errors import MlseError
 from mlse.evaluation.correlation import spearman
 from mlse.evaluation.runners import predict_sts
@@ -45,7 +46,7 @@ from mlse.runs.folders import safe_name
 log = logging.getLogger(__name__)
 
 FORMAT = "mlse-calibration/1"
-SHIPPED_DIR = Path(__file__).resolve().parents[2] / "assets" / "models" / "calibration"
+SHIPPED_DIR = assets_dir() / "models" / "calibration"
 MANIFEST_SUFFIX = ".manifest.json"
 
 
@@ -235,8 +236,8 @@ def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
     return None, note
 
 
-class CalibratedEncoder:
-    """An encoder plus ``calibrated_score(cos) -> 0..5``; everything else is the wrapped encoder's."""
+class CalibratedEncoder(Scoring):
+    """An encoder whose ``calibrate(cos) -> 0..5`` applies ``calibration``; everything else is the wrapped encoder's."""
 
     def __init__(self, inner, calibration: BackboneCalibration):
         self.inner = inner
@@ -249,9 +250,6 @@ class CalibratedEncoder:
 
     def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
         return self.inner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show_progress)
-
-    def calibrated_score(self, cosine) -> np.ndarray:
-        return self.calibration(cosine)
 
     def __getattr__(self, attr):  # stats, path, dim, ...: whatever the wrapped encoder offers
         if attr == "inner":  # not set yet (unpickling): do not recurse

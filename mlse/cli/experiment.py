@@ -17,15 +17,18 @@ from mlse.cli.args import add_backend_argument, csv_list
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.experiments.distillation import RECIPES, parse_recipe, run_recipe, seeded, write_report
+from mlse.experiments.forgetting import outside_scores
 from mlse.experiments.seed_grid import markdown_table, rewrite_reports, run_seed_grid
 from mlse.experiments.unrated import (
     SHIPPED_RECIPE,
     parse_folds,
+    parse_protocol_recipe,
+    protocol_trainer,
     run_unrated,
+    steps_named,
     study_predictor,
-    study_trainer,
-    write_summary,
 )
+from mlse.experiments.unrated_report import write_summary
 from mlse.runs.folders import safe_name
 from mlse.train.config import MAX_PAIRS
 
@@ -79,6 +82,11 @@ def add_experiment_parser(sub) -> None:
         "--shipped-recipe",
         default=SHIPPED_RECIPE,
         help="unrated: the recipe whose gap the summary compares the best one with",
+    )
+    ex.add_argument(
+        "--no-outside",
+        action="store_true",
+        help="unrated: skip Tatoeba ara/tur/ukr and FLORES en-X retrieval of each recipe's run with every rated pair",
     )
     ex.add_argument("--data-dir", default=None)
 
@@ -152,19 +160,27 @@ STEPS_GUARD_MINUTES = 120.0  # with --max-steps: the budget that only stops a ru
 def _unrated(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / "unrated")
     folds = parse_folds(args.folds)  # an unknown language or an empty fold is refused before anything runs
-    plans = [parse_recipe(name) for name in (args.recipes or [])]
+    plans = [parse_protocol_recipe(name) for name in (args.recipes or [])]  # an unknown name is refused first
     if not plans and not args.report_only:
         raise MlseError("unrated: name the recipes to run with --recipes, e.g. sts-cosent+lora@10")
     settings = {"budget_minutes": args.budget_minutes} if args.budget_minutes else {}
     if args.max_steps:  # every run the same number of steps; the budget only guards against a runaway run
         settings = {"max_steps": args.max_steps, "budget_minutes": args.budget_minutes or STEPS_GUARD_MINUTES}
-        plans = [(f"{name}:{args.max_steps}-steps", recipe) for name, recipe in plans]
+    plans = steps_named(plans, args.max_steps)
     say = lambda msg: print(msg, flush=True)  # noqa: E731
+    outside = None if args.no_outside else (lambda run: outside_scores(run, data_dir=args.data_dir))
     if not args.report_only:
-        train = study_trainer(runs_dir() / "unrated", data_dir=args.data_dir, say=say, **settings)
+        train = protocol_trainer(runs_dir() / "unrated", data_dir=args.data_dir, say=say, **settings)
         for name, recipe in plans:
             result = run_unrated(
-                name, recipe, folds=folds, train=train, predict=study_predictor(args.data_dir), out=out, say=say
+                name,
+                recipe,
+                folds=folds,
+                train=train,
+                predict=study_predictor(args.data_dir),
+                out=out,
+                say=say,
+                outside=outside,
             )
             state = "" if result["complete"] else " (incomplete: a run stopped early; not compared)"
             print(f"{name}: mean gap {result['mean_gap']:+.1f} {result['mean_gap_ci95']}{state}")

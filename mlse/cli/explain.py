@@ -3,6 +3,10 @@
 Prints the cosine, how it splits (token pairs + reference terms + residual, see :mod:`mlse.explain.explanation`) and
 the top word pairs; ``--align`` adds the contextual word alignment (a different, cheaper view: not an explanation of
 the score); ``--json-out FILE`` writes the matrix, the words and every number in one atomic write.
+
+What if? ``--drop WORD`` (repeatable; ``--drop1`` / ``--drop2`` for one sentence only) or ``--edit1`` / ``--edit2
+TEXT`` scores the edited pair as ``python -m mlse score`` does (:func:`mlse.explain.what_if`) and prints the original
+and the new cosine and 0-5 score, the change, and the change the explanation predicted for the deleted words.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ import sys
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
+from mlse.encoders.catalogue import DEFAULT_MODEL
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import DEFAULT_MODEL
 from mlse.errors import MlseError
 
 
@@ -53,6 +57,18 @@ def add_explain_parser(sub) -> None:
     ex.add_argument("--top", type=int, default=5, help="word pairs to print (default 5)")
     ex.add_argument("--align", action="store_true", help="also print each word's best contextual match")
     ex.add_argument("--json-out", default=None, help="write the matrix, the words and the numbers to this JSON file")
+    what = ex.add_argument_group("what if? (score and explain an edit of the pair)")
+    what.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="WORD",
+        help="delete WORD from whichever sentence holds it (repeatable; all given words are deleted together)",
+    )
+    what.add_argument("--drop1", action="append", default=[], metavar="WORD", help="delete WORD from sentence 1 only")
+    what.add_argument("--drop2", action="append", default=[], metavar="WORD", help="delete WORD from sentence 2 only")
+    what.add_argument("--edit1", default=None, metavar="TEXT", help="score sentence 1 rewritten as TEXT instead")
+    what.add_argument("--edit2", default=None, metavar="TEXT", help="score sentence 2 rewritten as TEXT instead")
 
 
 def _signed(value: float) -> str:
@@ -86,6 +102,42 @@ def explanation_lines(explanation, top: int) -> list[str]:
     return lines
 
 
+def _calibrated(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def what_if_lines(change, top: int) -> list[str]:
+    """The printed report of a :class:`mlse.explain.WhatIf`: the edited pair, old vs new score, the change and the
+    change the explanation predicted, then the edited pair's explanation."""
+    w = change
+    lines = ["what if?"]
+    for n, (before, after) in enumerate(((w.sentence1, w.edited1), (w.sentence2, w.edited2)), 1):
+        if after != before:
+            lines.append(f"  sentence {n}: {after}")
+    lines.append(f"  cosine {w.score:.4f} -> {w.new_score:.4f}  (change {_signed(w.delta)})")
+    if w.calibrated_delta is not None:
+        before, after = _calibrated(w.calibrated), _calibrated(w.new_calibrated)
+        lines.append(f"  0-5    {before} -> {after}  (change {w.calibrated_delta:+.2f})")
+    if w.predicted_delta is None:
+        lines.append("  predicted: none (the edit is not a deletion of whole words; the explanation speaks of words)")
+    else:
+        pairs, own = -w.predicted_delta_pairs, w.predicted_delta_pairs - w.predicted_delta
+        missed = w.delta - w.predicted_delta
+        lines.append(
+            f"  predicted by the explanation: {_signed(w.predicted_delta)} (minus what the dropped words contribute: "
+            f"their pairs {_signed(pairs)}, their own terms {_signed(own)}); missed {_signed(missed)}"
+        )
+        for effect in w.word_effects():
+            lines.append(
+                f"    sentence {effect['sentence']}: {effect['word']}  total {_signed(effect['total'])} = pairs "
+                f"{_signed(effect['pairs'])} + own term {_signed(effect['own_term'])}"
+            )
+    if w.new_explanation is not None:
+        lines.append("the edited pair explained:")
+        lines += [f"  {line}" for line in explanation_lines(w.new_explanation, top)]
+    return lines
+
+
 def alignment_lines(alignment) -> list[str]:
     lines = ["alignment (contextual token similarity; not an explanation of the score):"]
     width = max((len(w) for w in alignment.words1), default=0)
@@ -95,8 +147,8 @@ def alignment_lines(alignment) -> list[str]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from mlse import api
-    from mlse.explain import align_tokens, explain_pair
+    from mlse.explain import align_tokens, explain_pair, what_if
+    from mlse.models import load_model
 
     if args.steps is not None and args.steps < 1:
         raise MlseError(f"--steps must be a positive integer, got {args.steps}")
@@ -106,7 +158,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if out is not None and out.is_dir():
         raise MlseError(f"--json-out {args.json_out}: is a folder, expected a file name such as explanation.json")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    model = api.load_model(args.model, backend=args.backend)
+    model = load_model(args.model, backend=args.backend)
     explanation = explain_pair(
         model, args.sentence1, args.sentence2, steps=args.steps, layer=args.layer, rule=args.rule
     )
@@ -116,6 +168,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
         alignment = align_tokens(model, args.sentence1, args.sentence2)
         lines += alignment_lines(alignment)
         payload["alignment"] = alignment.to_dict()
+    if args.drop or args.drop1 or args.drop2 or args.edit1 is not None or args.edit2 is not None:
+        change = what_if(
+            model,
+            args.sentence1,
+            args.sentence2,
+            drop=args.drop,
+            drop1=args.drop1,
+            drop2=args.drop2,
+            edited1=args.edit1,
+            edited2=args.edit2,
+            explanation=explanation,
+        )
+        lines += what_if_lines(change, args.top)
+        payload["what_if"] = {k: v for k, v in change.to_dict().items() if k != "explanation"}
     print("\n".join(lines))
     if out is not None:
         try:

@@ -29,8 +29,7 @@ from mlse.data.pairs import CALIBRATION_PAIRS
 from mlse.data.paths import resolve_data_dir
 from mlse.data.tatoeba import tatoeba_languages
 from mlse.dirs import runs_dir
-from mlse.encoders.registry import DEFAULT_MODEL
-from mlse.encoders.resolve import available_models
+from mlse.encoders.catalogue import DEFAULT_MODEL, available_models
 from mlse.errors import MlseError
 from mlse.evaluation import runners
 from mlse.experiments.assets import reproduce_assets

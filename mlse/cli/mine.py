@@ -8,7 +8,8 @@ import sys
 
 from mlse.cli.scale_args import add_engine_arguments, add_model_backend, engine_options
 from mlse.scale.corpus import CORPUS_FORMATS
-from mlse.scale.mine import EXACT_MAX, NPROBE, mine_files
+from mlse.scale.mine import APPROXIMATE, EXACT_MAX, INDEX_CHOICES, NPROBE, mine_files
+from mlse.scale.search import REFINE
 
 
 def add_mine_parser(sub) -> None:
@@ -30,10 +31,24 @@ def add_mine_parser(sub) -> None:
         "--exact-max",
         type=int,
         default=EXACT_MAX,
-        help=f"exact search up to this many texts per side, faiss IVF beyond (default {EXACT_MAX:,})",
+        help=f"--index auto: exact search up to this many texts per side (default {EXACT_MAX:,})",
+    )
+    mi.add_argument(
+        "--index",
+        choices=INDEX_CHOICES,
+        default="auto",
+        help=f"neighbour search: exact (faiss flat), ivf, ivf-pq (IVF lists, 4-bit PQ, fp16 re-scoring); auto: exact "
+        f"up to --exact-max texts a side, {APPROXIMATE} beyond (default auto)",
     )
     mi.add_argument("--nprobe", type=int, default=NPROBE, help=f"IVF lists visited per query (default {NPROBE})")
+    mi.add_argument(
+        "--refine",
+        type=int,
+        default=REFINE,
+        help=f"ivf-pq: candidates re-scored on fp16 vectors, times --candidates (default {REFINE})",
+    )
     mi.add_argument("--format", choices=CORPUS_FORMATS, default=None, help="how to read SRC and TGT")
+    mi.add_argument("--shard-rows", type=int, default=10_000, help="texts per shard (embedded and searched as one)")
     mi.add_argument("--keep-work", action="store_true", help="keep the embeddings (FILE.work/) after mining")
     add_engine_arguments(mi)
 
@@ -48,8 +63,11 @@ def cmd_mine(args: argparse.Namespace) -> int:
         k=args.k,
         candidates=args.candidates,
         threshold=args.threshold,
+        index=args.index,
         exact_max=args.exact_max,
         nprobe=args.nprobe,
+        refine=args.refine,
+        shard_rows=args.shard_rows,
         batch_tokens=args.batch_tokens,
         format=args.format,
         options=engine_options(args),

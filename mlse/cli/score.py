@@ -1,12 +1,12 @@
 """``python -m mlse score FILE``: score every pair of a user's file with one or more models, write a scored CSV.
 
 The file is read by the one user-file reader (:func:`mlse.data.user_files.read_pairs`) and scored by
-:func:`mlse.api.score_rows`, chunk by chunk through the embedding cache: memory holds one chunk's embeddings, and a run
-stopped with Ctrl-C leaves the finished chunks in the cache, so running the same command again only encodes the rest.
-The scored table (the input's columns, then ``"<model> cosine"`` and ``"<model> 0-5"``) goes to ``--out`` in one
-atomic write (streamed to a temporary file beside it, then renamed: a 50 MB field is never copied three times), or
-to stdout; progress and the summary go to stderr. An ``--out`` that cannot be written (its folder is a file, or not
-writable) is refused before any model loads.
+:func:`mlse.api.score_pairs` (the app's Score a file and scripts call it too), chunk by chunk through the embedding
+cache: memory holds one chunk's embeddings, and a run stopped with Ctrl-C leaves the finished chunks in the cache, so
+running the same command again only encodes the rest. The scored table (the input's columns, then
+``"<model> cosine"`` and ``"<model> 0-5"``) is written by the one writer (:func:`mlse.data.scored_file.write_scored`)
+to ``--out`` in one atomic write, or to stdout; progress and the summary go to stderr. An ``--out`` that cannot be
+written (its folder is a file, or not writable) is refused before any model loads.
 
 ``--engine ray`` (or ``auto`` on a large file, or ``--batch-tokens``) runs the same chunks through
 :func:`mlse.scale.score.score_on_engine` (a pool of model-holding Ray actors; finished chunks kept in ``OUT.parts``
@@ -16,30 +16,27 @@ until the file is written): the same columns and the byte-identical file.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import logging
-import math
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
 from mlse import api
-from mlse.atomic import atomic_write_stream
 from mlse.cli.args import csv_list
 from mlse.cli.scale_args import add_engine_arguments, engine_options
 from mlse.data.records import FORMATS
+from mlse.data.scored_file import write_scored
 from mlse.data.user_files import UserTable, parse_range, read_pairs
+from mlse.encoders.catalogue import DEFAULT_MODELS, resolve_model
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
-from mlse.encoders.registry import DEFAULT_MODELS
-from mlse.encoders.resolve import resolve_model
+from mlse.encoders.progress import CacheCounter, ProgressLog
 from mlse.errors import MlseError
+from mlse.models import load_model
 from mlse.scale.score import parts_folder, remove_parts, score_on_engine
 from mlse.scale.shards import file_fingerprint
 
@@ -93,38 +90,6 @@ def add_score_parser(sub) -> None:
     add_engine_arguments(sc)
 
 
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
-class ProgressLines:
-    """Prints ``rows done / total, rows/s, ETA`` on stderr, at most one line per :data:`PROGRESS_EVERY_S` (whole
-    lines, no carriage returns, so a log file stays readable), and remembers how far the run got."""
-
-    def __init__(self, stream=None):
-        self.stream = stream if stream is not None else sys.stderr
-        self.done = 0
-        self.last = time.monotonic()
-
-    def __call__(self, done: int, total: int, rows_per_s: float) -> None:
-        self.done = done
-        now = time.monotonic()
-        if now - self.last < PROGRESS_EVERY_S or done >= total:
-            return
-        self.last = now
-        eta = (total - done) / rows_per_s if rows_per_s > 0 else math.inf
-        print(
-            f"{done:,} / {total:,} rows ({100 * done / total:.0f}%), {rows_per_s:,.0f} rows/s, ETA {_duration(eta)}",
-            file=self.stream,
-            flush=True,
-        )
-
-
 def _read(args) -> UserTable:
     table = read_pairs(
         args.file,
@@ -168,79 +133,8 @@ def _models(names: Sequence[str], backend: str) -> dict[str, object]:
     loaded = {}
     for name in names:
         print(f"loading {name} ({backend})", file=sys.stderr, flush=True)
-        loaded[name] = api.load_model(name, backend=backend)
+        loaded[name] = load_model(name, backend=backend)
     return loaded
-
-
-def write_scored(table: UserTable, scores: dict[str, np.ndarray], tsv: bool, stream: TextIO) -> None:
-    """The input's columns (a column named like a score column is replaced by it), then the score columns, row by row
-    to ``stream``. TSV has no quoting: a tab or line break inside a cell becomes a space. A row with a cell over
-    :data:`BIG_CELL` characters is written in slices (:func:`_write_big_row`): the csv module would hold four bytes a
-    character of it at once."""
-    kept = [i for i, c in enumerate(table.columns) if c not in scores]
-    header = [table.columns[i] for i in kept] + list(scores)
-    values = [np.asarray(v) for v in scores.values()]
-    if tsv:
-
-        def write(cells: list[str]) -> None:
-            stream.write("\t".join(_tsv_clean(c) for c in cells) + "\n")
-    else:
-        write = csv.writer(stream, lineterminator="\n").writerow
-    write(header)
-    for r, row in enumerate(table.rows):
-        cells = [row[i] for i in kept] + [f"{v[r]:.6f}" for v in values]
-        if any(len(c) > BIG_CELL for c in cells):
-            _write_big_row(stream, cells, tsv)
-        else:
-            write(cells)
-
-
-BIG_CELL = 1 << 20  # characters; a cell longer than this is written in slices of this size
-
-
-def _tsv_clean(cell: str) -> str:
-    return cell.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-
-
-def _csv_quoted_characters() -> str:
-    """The characters that make the csv module quote a field (``lineterminator="\\n"``; whether a lone CR does
-    depends on the Python version, so it is asked)."""
-    quoted = ""
-    for c in ',"\r\n\t':
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerow([f"a{c}b", "x"])
-        quoted += c if buffer.getvalue().startswith('"') else ""
-    return quoted
-
-
-_CSV_QUOTED = _csv_quoted_characters()
-
-
-def _write_big_row(stream: TextIO, cells: list[str], tsv: bool) -> None:
-    """One row as :func:`write_scored` writes it (the same characters as the csv module's ``writerow``), each cell in
-    slices of :data:`BIG_CELL` characters."""
-    for k, cell in enumerate(cells):
-        if k:
-            stream.write("\t" if tsv else ",")
-        quote = not tsv and (any(c in cell for c in _CSV_QUOTED) or (len(cells) == 1 and cell == ""))
-        stream.write('"' if quote else "")
-        start = 0
-        while start < len(cell):
-            stop = start + BIG_CELL
-            if tsv and cell[stop - 1 : stop] == "\r":  # keep a CRLF in one slice: it becomes one space
-                stop += 1
-            piece = cell[start:stop]
-            stream.write(_tsv_clean(piece) if tsv else piece.replace('"', '""') if quote else piece)
-            start = stop
-        stream.write('"' if quote else "")
-    stream.write("\n")
-
-
-def scored_text(table: UserTable, scores: dict[str, np.ndarray], tsv: bool) -> str:
-    """:func:`write_scored` into a string."""
-    buffer = io.StringIO()
-    write_scored(table, scores, tsv, buffer)
-    return buffer.getvalue()
 
 
 def check_out(out: Path) -> None:
@@ -315,7 +209,9 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
     print(
         f"scoring {total:,} pairs with {', '.join(models)} ({args.chunk} pairs per step)", file=sys.stderr, flush=True
     )
-    progress = ProgressLines()
+    # one progress model (mlse.encoders.progress): the rate counts the rows encoded, not those the cache served
+    progress = ProgressLog("scoring", total, every=PROGRESS_EVERY_S)
+    counter = CacheCounter(models.values()) if not pipeline else None
     started = time.perf_counter()
     parts = parts_folder(out) if pipeline and out is not None else None
     try:
@@ -330,13 +226,18 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
                 job=_job(args),
                 parts=parts,
                 batch_tokens=args.batch_tokens,
-                progress=lambda done, n: progress(done, n, done / max(1e-9, time.perf_counter() - started)),
+                progress=lambda done, n: progress.update(done),
             )
-            run = api.ScoreRun(total, total, False, time.perf_counter() - started)
+            run = api.ScoreRun(total, total, False, time.perf_counter() - started, list(scores))
         else:
-            scores, run = api.score_rows(
-                models, table.role("sentence1"), table.role("sentence2"), chunk=args.chunk, progress=progress
+            frame = api.score_pairs(
+                table,
+                models,
+                chunk=args.chunk,
+                progress=lambda done, n, _rate: progress.update(done, counter.items(done)),
             )
+            run = frame.attrs["run"]
+            scores = {key: frame[key].to_numpy() for key in run.columns}
     except KeyboardInterrupt:
         held = f"{parts} holds" if parts is not None else "the embedding cache already holds"
         print(
@@ -347,13 +248,12 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
         )
         return INTERRUPTED_EXIT
     seconds = time.perf_counter() - started
-    tsv = out is not None and out.suffix.lower() == ".tsv"
     if out is None:
-        write_scored(table, scores, tsv, sys.stdout)
+        write_scored(table, scores, sys.stdout, tsv=False)
         sys.stdout.flush()
     else:
         try:
-            atomic_write_stream(out, lambda stream: write_scored(table, scores, tsv, stream), text=True)
+            write_scored(table, scores, out)  # TSV when it ends in .tsv; atomic
         except OSError as exc:
             raise MlseError(
                 f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
@@ -365,6 +265,7 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
     rate = run.done / seconds if seconds > 0 else float("nan")
     where = f"wrote {out}" if out is not None else "wrote the scores to stdout"
     print(
-        f"{where}: {total:,} rows, {len(scores)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)", file=sys.stderr
+        f"{where}: {total:,} rows, {len(run.columns)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)",
+        file=sys.stderr,
     )
     return 0

@@ -42,6 +42,7 @@ from mlse.data.paths import resolve_data_dir
 from mlse.data.stsb import sts_file
 from mlse.data.tatoeba import load_tatoeba, tatoeba_languages
 from mlse.data.types import ParallelCorpus
+from mlse.dirs import assets_dir
 from mlse.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ ATTRIBUTION = (
 
 def sample_dir() -> Path:
     """The shipped sample: ``assets/data/finetune-bitext`` of the repository."""
-    return Path(__file__).resolve().parents[2] / "assets" / "data" / "finetune-bitext"
+    return assets_dir() / "data" / "finetune-bitext"
 
 
 # ---------------------------------------------------------------------------------------------- where bitext comes from

@@ -5,7 +5,7 @@ A record names a file it used in one of four forms, never by the absolute path o
 * ``data:<relative>`` -- under the data directory (:func:`mlse.data.paths.resolve_data_dir`),
   e.g. ``data:stsb_multi_mt/stsb-de-test.csv``;
 * ``cache:<relative>`` -- under mlse's cache root (:func:`mlse.dirs.cache_root`);
-* ``repo:<relative>`` -- under the folder holding the ``mlse`` package (the repository root in a checkout),
+* ``repo:<relative>`` -- under the folder holding ``assets/`` (the repository root in a checkout, else the package),
   e.g. ``repo:assets/data/finetune-bitext/deu-eng.tsv.gz`` or ``repo:runs``;
 * ``outside:<file name>`` -- anywhere else: only the last name is kept (where it lay says nothing on another machine).
 
@@ -33,6 +33,7 @@ from typing import Any
 
 from mlse.data.hashing import file_sha256
 from mlse.data.layout import FLORES_DIR, PARALLEL_DIR, STS_DIR, TATOEBA_DIR, WMT_DIR
+from mlse.dirs import assets_dir
 
 DATA, CACHE, REPO, OUTSIDE = "data:", "cache:", "repo:", "outside:"
 PREFIXES = (DATA, CACHE, REPO, OUTSIDE)
@@ -73,7 +74,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return assets_dir().parent  # the repository in a checkout, the installed package (holding assets/) otherwise
 
 
 def _data_root(data_dir) -> Path | None:

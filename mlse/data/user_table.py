@@ -84,10 +84,11 @@ class UserTable:
         return None if cells is None else np.array([float(c) for c in cells], dtype=np.float64)
 
     def frame(self):
-        """The input's columns as a pandas DataFrame of strings (the gold column as numbers)."""
+        """The input's columns as a pandas DataFrame of the strings as read (the gold column as numbers). The columns
+        are object columns holding the same strings, not copies (a 50 MB field stays one 50 MB string)."""
         import pandas as pd  # lazy: reading a file must not pay for pandas when nobody asks for a frame
 
-        df = pd.DataFrame(self.rows, columns=self.columns)
+        df = pd.DataFrame(self.rows, columns=self.columns, dtype=object)
         if "gold" in self.roles:
             df[self.roles["gold"]] = self.gold
         return df

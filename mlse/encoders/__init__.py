@@ -5,8 +5,9 @@ defines a name, never through this face.
 
 - :mod:`.protocol`: the ``Encoder`` protocol every model satisfies.
 - :mod:`.identity`: weight fingerprints (the cache key), the text prefix, backend tags.
-- :mod:`.registry`: the named models (:class:`ModelSpec`) and the offline defaults.
-- :mod:`.resolve`: any model name -> its spec, its local folder (:func:`materialise`), whether it loads here.
+- :mod:`.registry`: the named models (:class:`ModelSpec`).
+- :mod:`.catalogue`: every model offered (the defaults, shipped artifacts, runs), any name -> its spec, its local
+  folder (:func:`materialise`), whether it loads here, what kind it is.
 - :mod:`.hub`: hub models (the local HF cache, downloads); :mod:`.lora_merge`: shipped LoRA students rebuilt.
 - :mod:`.torch`, :mod:`.onnx` (``export``, ``quantize``, ``runtime``): the runtimes; :mod:`.text_cut`: every text
   cut to what its model reads before tokenising; :mod:`.progress`: progress bars, on a terminal only.
@@ -18,6 +19,16 @@ defines a name, never through this face.
 """
 
 from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.catalogue import (
+    DEFAULT_MODEL,
+    DEFAULT_MODELS,
+    ModelStatus,
+    available_models,
+    list_runs,
+    materialise,
+    resolve_model,
+    spec_status,
+)
 from mlse.encoders.identity import (
     BACKENDS,
     DEFAULT_BACKEND,
@@ -30,8 +41,7 @@ from mlse.encoders.identity import (
 )
 from mlse.encoders.load import load_encoder
 from mlse.encoders.protocol import Encoder
-from mlse.encoders.registry import DEFAULT_MODEL, DEFAULT_MODELS, ModelSpec, registry
-from mlse.encoders.resolve import ModelStatus, available_models, list_runs, materialise, resolve_model, spec_status
+from mlse.encoders.registry import ModelSpec, registry
 from mlse.encoders.torch import SentenceTransformerEncoder, default_device, load_sentence_transformer
 
 __all__ = [

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.dirs import cache_root
+from mlse.encoders.protocol import Scoring
 from mlse.foreground import foreground
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,7 @@ class EmbeddingStore:
             return int(self._connect().execute("SELECT COUNT(*) FROM emb").fetchone()[0])
 
 
-class CachedEncoder:
+class CachedEncoder(Scoring):
     """Wraps any :class:`~mlse.encoders.protocol.Encoder`: texts already embedded are served from disk, the rest
     encoded once.
 

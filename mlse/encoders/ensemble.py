@@ -17,10 +17,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mlse.encoders.protocol import Scoring
 from mlse.errors import MlseError
 
 
-class EnsembleEncoder:
+class EnsembleEncoder(Scoring):
     def __init__(self, members: Sequence, name: str | None = None):
         if len(members) < 2:
             raise MlseError(f"an ensemble needs at least two encoders, got {len(members)}")

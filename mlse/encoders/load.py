@@ -8,11 +8,11 @@ adds the heads. Encoders never depend on heads.
 from __future__ import annotations
 
 from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.catalogue import DEFAULT_MODEL, materialise, resolve_model
 from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
 from mlse.encoders.onnx.runtime import make_onnx_encoder
 from mlse.encoders.protocol import Encoder
-from mlse.encoders.registry import DEFAULT_MODEL, ModelSpec
-from mlse.encoders.resolve import materialise, resolve_model
+from mlse.encoders.registry import ModelSpec
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.encoders.use import UseEncoder
 from mlse.errors import MlseError

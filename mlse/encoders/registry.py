@@ -1,9 +1,10 @@
-"""Model names: the registry of named models and the offline defaults. Nothing else.
+"""Model names: the registry of named models. Nothing else.
 
 A name here is a short name for a model and where it comes from (:class:`ModelSpec`): ``me5-small``, ``muse``,
-``minilm-en`` (shipped in pip packages), ``labse``, ``xlmr`` (Hugging Face hub ids). Resolving any other name (a
-shipped artifact, a folder, a run, a hub id) and finding a model's files is :mod:`mlse.encoders.resolve`; the hub
-itself is :mod:`mlse.encoders.hub`. Nothing here loads a model, lists a folder or touches the network.
+``minilm-en`` (shipped in pip packages), ``labse``, ``xlmr`` (Hugging Face hub ids). The defaults, resolving any
+other name (a shipped artifact, a folder, a run, a hub id) and finding a model's files are
+:mod:`mlse.encoders.catalogue`'s; the hub itself is :mod:`mlse.encoders.hub`. Nothing here loads a model, lists a
+folder or touches the network.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _muse_spec() -> ModelSpec:
 
 
 def registry() -> dict[str, ModelSpec]:
-    """The named models, the offline defaults (:data:`DEFAULT_MODELS`) first; nothing is converted by listing."""
+    """The named models, the offline defaults (:data:`mlse.encoders.catalogue.DEFAULT_MODELS`) first; nothing is
+    converted by listing."""
     return {
         "me5-small": _me5_spec(),
         "muse": _muse_spec(),
@@ -83,13 +85,6 @@ def registry() -> dict[str, ModelSpec]:
             "XLM-R distilled from paraphrase-distilroberta (needs the hub)",
         ),
     }
-
-
-# The offline defaults, in the order the app offers them: the two multilingual backbones, then the English-only
-# reference. The app ticks those that load here and opens its single-model tabs on the first of them.
-DEFAULT_MODELS = ("me5-small", "muse", "minilm-en")
-# What a command uses when no model is named. Tests always name their model, so none converts e5 by accident.
-DEFAULT_MODEL = DEFAULT_MODELS[0]
 
 
 def registered_hub_ids() -> list[str]:

@@ -19,10 +19,10 @@ import json
 import os
 import struct
 import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+from cachetools import LRUCache
 
 # Rows kept after reading, least recently used evicted: frequent tokens (most of any text) cost no system call.
 # 16 MB is ~11,000 of me5-small's rows, ~32,000 of muse's.
@@ -44,7 +44,8 @@ class RowFile:
         self.path, self.offset, self.shape, self.dtype = Path(path), int(offset), tuple(shape), np.dtype(dtype)
         self.row_bytes = self.shape[1] * self.dtype.itemsize
         self.cache_rows = max(cache_bytes // self.row_bytes, 0)
-        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()  # row id -> its values, least recently used first
+        # row id -> its values (cachetools' LRU: a hit counts as a use; the least recently used row goes first)
+        self._cache: LRUCache | None = LRUCache(maxsize=self.cache_rows) if self.cache_rows else None
         expected = self.offset + self.shape[0] * self.row_bytes
         if self.path.stat().st_size < expected:
             raise ValueError(f"{self.path} is shorter ({self.path.stat().st_size} bytes) than its table ({expected})")
@@ -91,7 +92,7 @@ class RowFile:
 
     @property
     def cached_bytes(self) -> int:
-        return len(self._cache) * self.row_bytes
+        return len(self._cache or ()) * self.row_bytes
 
     def __getitem__(self, ids) -> np.ndarray:
         ids = np.asarray(ids)
@@ -102,9 +103,8 @@ class RowFile:
         fd = self._descriptor()
         with self._lock:
             for k, row in enumerate(unique.tolist()):
-                cached = self._cache.get(row)
+                cached = None if self._cache is None else self._cache.get(row)
                 if cached is not None:
-                    self._cache.move_to_end(row)
                     buffer[k] = cached
                     continue
                 if (
@@ -112,10 +112,8 @@ class RowFile:
                     != self.row_bytes
                 ):
                     raise OSError(f"{self.path}: short read at row {row}")
-                if self.cache_rows:
-                    self._cache[row] = buffer[k].copy()
-                    if len(self._cache) > self.cache_rows:
-                        self._cache.popitem(last=False)
+                if self._cache is not None:
+                    self._cache[row] = buffer[k].copy()  # evicts the least recently used row when full
         return buffer[inverse].reshape(*ids.shape, self.shape[1])
 
     def __len__(self) -> int:

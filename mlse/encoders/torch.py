@@ -24,17 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.catalogue import materialise
 from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.progress import progress_bar, show_bar
+from mlse.encoders.protocol import Scoring
 from mlse.encoders.registry import ModelSpec
-from mlse.encoders.resolve import materialise
 from mlse.encoders.rows import RowFile, file_embedding
 from mlse.encoders.text_cut import cut_groups, cut_texts, model_max_tokens, tokenizer_chars_per_token
 from mlse.errors import ModelNotFoundError
 
 
-class SentenceTransformerEncoder:
+class SentenceTransformerEncoder(Scoring):
     """A sentence-transformers model loaded from a local folder on first use."""
 
     def __init__(self, spec: ModelSpec, *, device: str | None = None, max_seq_length: int | None = None):

@@ -50,6 +50,7 @@ from filelock import FileLock
 from mlse.dirs import cache_root
 from mlse.encoders.identity import files_fingerprint, with_backend
 from mlse.encoders.progress import progress_bar, show_bar
+from mlse.encoders.protocol import Scoring
 from mlse.encoders.text_cut import chars_per_token, cut_texts
 from mlse.encoders.threads import default_threads
 from mlse.encoders.use_torch import write_table
@@ -114,7 +115,7 @@ def refuse_as_student(name: str, fine_tunable: Sequence[str]) -> MlseError:
     )
 
 
-class UseEncoder:
+class UseEncoder(Scoring):
     """USE multilingual v3, satisfying :class:`mlse.encoders.Encoder`; loads its weights on first encode.
 
     ``resources``: the folder with ``weights.npz`` and ``sp.model`` (default: the installed package's; tests point it

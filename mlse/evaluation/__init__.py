@@ -5,6 +5,7 @@ an encoder; :mod:`.runners` binds an encoder, a dataset and the metrics into one
 this face re-exports the metrics only).
 """
 
+from mlse.encoders.protocol import cosine_predictions
 from mlse.evaluation.mining import (
     MiningSplit,
     best_threshold,
@@ -14,7 +15,7 @@ from mlse.evaluation.mining import (
     mining_prf,
 )
 from mlse.evaluation.retrieval import retrieval_accuracy, retrieval_errors, tatoeba_metrics, xsim_error
-from mlse.evaluation.sts import average_scores, bootstrap_spearman, cosine_predictions, sts_metrics
+from mlse.evaluation.sts import average_scores, bootstrap_spearman, sts_metrics
 
 __all__ = [
     "MiningSplit",

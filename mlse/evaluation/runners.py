@@ -23,11 +23,12 @@ from mlse.data.tatoeba import load_tatoeba
 from mlse.data.tsv import load_scored_tsv
 from mlse.data.types import ParallelCorpus, ScoredPairs
 from mlse.data.wmt import load_wmt, wmt_sets
+from mlse.encoders.protocol import cosine_predictions
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.mining import build_mining_task, evaluate_mining
 from mlse.evaluation.mining_pool import disjoint_halves
 from mlse.evaluation.retrieval import Neighbours, neighbour_lists, retrieval_errors, tatoeba_metrics
-from mlse.evaluation.sts import average_scores, cosine_predictions, sts_metrics
+from mlse.evaluation.sts import average_scores, sts_metrics
 from mlse.runs.results import EvalResult
 from mlse.stop_signal import encode_in_chunks
 

@@ -1,12 +1,14 @@
 """STS evaluation: predictions (cosine) kept apart from metrics (Pearson / Spearman x 100, bootstrap CI).
 
 Keeping them apart lets the app and the CLI score any prediction vector (cosine, a trained head, a baseline) with
-the same metric code, as in the STS17 tables of Reimers & Gurevych (2020) and Park et al.
+the same metric code (the cosine itself is :func:`mlse.encoders.protocol.cosine_predictions`), as in the STS17
+tables of Reimers & Gurevych (2020) and Park et al.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -14,26 +16,6 @@ from mlse.evaluation.correlation import level_ranks, pearson, rowwise_pearson, s
 
 # Bootstrap resamples are ranked block-wise so that n_boot x n stays within this many elements (~64 MB float64).
 _BOOT_BLOCK_ELEMENTS = 8_000_000
-
-
-def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
-    """Row-wise cosine between two [n, d] embedding matrices -> [n] float64.
-
-    The one cosine of the package: evaluation, Stage-2 heads and the app's pair scores all call it. Rows need not be
-    normalised. A row pair where either vector is all-zero gets cosine 0 (no direction, no similarity) rather than
-    NaN, so a single degenerate sentence cannot turn the whole metric into NaN. Rounding may put a cosine an ulp past
-    +-1; it is left there, since clipping would tie nearly parallel pairs and change their ranking.
-    """
-    a = np.asarray(emb1, dtype=np.float64)
-    b = np.asarray(emb2, dtype=np.float64)
-    if a.ndim != 2 or b.ndim != 2 or a.shape != b.shape:
-        raise ValueError(f"emb1 and emb2 must be 2-D arrays of equal shape, got {a.shape} and {b.shape}")
-    dots = np.einsum("nd,nd->n", a, b)  # [n]
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)  # [n]
-    out = np.zeros(a.shape[0], dtype=np.float64)
-    ok = norms > 0
-    out[ok] = dots[ok] / norms[ok]
-    return out
 
 
 def check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
@@ -49,22 +31,41 @@ def check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: bool) -> np.ndarray:
-    """Pearson (x 100) of ``n_boot`` resamples of the pairs, drawn with replacement, of the values or their ranks."""
+    """Pearson (x 100) of ``n_boot`` resamples of the pairs, drawn with replacement, of the values or their ranks.
+
+    The resampling is ``scipy.stats.bootstrap`` (``paired=True``: a pair's prediction and gold are drawn together),
+    in blocks of ``_BOOT_BLOCK_ELEMENTS`` so that any ``n_boot`` x n fits; the statistic is this package's vectorised
+    one (:func:`level_ranks`, :func:`rowwise_pearson`), which ranks by counting over the distinct values instead of
+    sorting each resample, and gives NaN, silently, where one side of a resample is constant."""
+    from scipy.stats import DegenerateDataWarning, bootstrap  # lazy: a noticeable import, for CIs only
+
     n = p.shape[0]
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_boot, dtype=np.float64)
-    block = max(1, _BOOT_BLOCK_ELEMENTS // n)
-    if ranked:  # rank by counting over the distinct values (see level_ranks): the same ranks, no sort per row
+    if ranked:  # resample the values' levels (their index among the distinct values): ranks of levels = ranks
+
+        def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:  # [rows, n] x 2 -> [rows]
+            return 100.0 * rowwise_pearson(level_ranks(a, len(p_values)), level_ranks(b, len(g_values)))
+
         (p_values, p_levels), (g_values, g_levels) = (np.unique(x, return_inverse=True) for x in (p, g))
-    for start in range(0, n_boot, block):
-        rows = min(block, n_boot - start)
-        idx = rng.integers(0, n, size=(rows, n))  # [rows, n]
-        if ranked:
-            a, b = level_ranks(p_levels[idx], len(p_values)), level_ranks(g_levels[idx], len(g_values))
-        else:
-            a, b = p[idx], g[idx]  # [rows, n]
-        out[start : start + rows] = 100.0 * rowwise_pearson(a, b)
-    return out
+        data = (p_levels, g_levels)
+    else:
+
+        def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+            return 100.0 * rowwise_pearson(a, b)
+
+        data = (p, g)
+    with warnings.catch_warnings():  # the CI is taken by percentile_ci95 (NaN resamples left out), not scipy's
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        result = bootstrap(
+            data,
+            statistic,
+            n_resamples=n_boot,
+            batch=max(1, _BOOT_BLOCK_ELEMENTS // n),
+            paired=True,
+            vectorized=True,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    return np.asarray(result.bootstrap_distribution, dtype=np.float64)
 
 
 def bootstrap_spearman(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:

@@ -13,13 +13,21 @@ of its ten non-English languages, so the study simulates their absence (``python
   is with minus without. Its 95 % CI comes from a paired bootstrap: both runs are scored on the same resamples of the
   test rows, and since row ``i`` is the same sentence pair in every language, one resample of rows serves every pair
   of a fold (a cluster bootstrap over source rows); the mean gap's CI averages over pairs within each resample.
-* **Recipes** are the distillation study's (:mod:`mlse.experiments.distillation`, e.g. ``sts-cosent+lora@10``), so a
-  recipe means the same here as there; ``--budget-minutes`` overrides each run's budget.
+* **Recipes** (:func:`parse_protocol_recipe`) are the distillation study's (:mod:`mlse.experiments.distillation`, e.g.
+  ``sts-cosent+lora@10``, ``mse-minilm-bridge-cosent``, ``soft-minilm-priority-tcm-cosent``, ``ema-0.999-cosent-w0.01``,
+  translate-train ``sts-cosent-tt``), so a recipe means the same here as there, plus the two-stage meaning head
+  (:mod:`mlse.experiments.unrated_heads`: ``two-stage``). Every one goes through :func:`protocol_trainer` with the same
+  :func:`fold_overrides`: the fine-tuning recipes' STS term and dev pick, and the heads' Stage 2 and its early stopping,
+  see only the rated pairs left. ``--budget-minutes`` / ``--max-steps`` set each fine-tuning run's budget.
+* **Languages outside STS Multi MT** (``outside``, :func:`mlse.experiments.forgetting.outside_scores`): the run with
+  every rated pair is also scored on Tatoeba ara / tur / ukr and FLORES-200 en-X retrieval.
 
 A recipe's results go to ``<out>/<recipe>.json`` (per fold, per pair) with its predictions beside it
-(``<recipe>.predictions.json``), ``<out>/unrated.md`` tabulates every recipe, and ``<out>/summary.json`` names the
-shipped recipe's gap, the best recipe's gap and the CI of the reduction (:func:`write_summary`). A run that stopped
-before its budget (Stop, a crash) is marked incomplete and left out of the tables and the summary, never mixed in.
+(``<recipe>.predictions.json``); :mod:`mlse.experiments.unrated_report` writes ``<out>/unrated.md`` and
+``<out>/summary.json``. The result file is rewritten after every fold, marked incomplete (``folds_done`` of
+``folds_total``) until the last: a run stopped halfway (Stop, a crash, a killed job) keeps its best checkpoint, its
+result says incomplete, and the tables and the summary leave it out, never mixed in. Rerunning the command trains
+what is missing (a run stopped before its end is trained again) and reuses every finished run with the same settings.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -38,8 +47,10 @@ from mlse.data.pairs import SEED_AND_CROSS_PAIRS, STUDY_DEV_PAIRS
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.evaluation.sts import bootstrap_spearman, percentile_ci95, spearman
-from mlse.experiments.distillation import config_changed, recipe_config
+from mlse.experiments.distillation import config_changed, parse_recipe, recipe_config
+from mlse.experiments.unrated_heads import HEAD_METHOD, HEAD_RECIPES, head_trainer, parse_head_recipe
 from mlse.models import load_model
+from mlse.stop_signal import StopSignal
 from mlse.train.finetune import finetune
 
 log = logging.getLogger(__name__)
@@ -102,6 +113,30 @@ def fold_overrides(fold: Sequence[str]) -> dict:
     return {"sts_langs": fold_sts_langs(fold), "dev_pairs": fold_dev_pairs(fold)}
 
 
+# ------------------------------------------------------------------------------------------------------ the recipes
+def parse_protocol_recipe(name: str) -> tuple[str, dict]:
+    """A head recipe (``two-stage``, :data:`~mlse.experiments.unrated_heads.HEAD_RECIPES`) or a distillation-study
+    recipe (:func:`mlse.experiments.distillation.parse_recipe`; an unknown name is an MlseError naming it)."""
+    head = parse_head_recipe(name)
+    if head is not None:
+        return head
+    try:
+        return parse_recipe(name)
+    except MlseError as exc:
+        raise MlseError(f"{exc}; or a head recipe: {', '.join(HEAD_RECIPES)} (optionally ~sSEED)") from None
+
+
+def is_head_recipe(recipe: dict) -> bool:
+    return recipe.get("method") == HEAD_METHOD
+
+
+def steps_named(plans: list[tuple[str, dict]], max_steps: int | None) -> list[tuple[str, dict]]:
+    """With ``max_steps``, each fine-tuning recipe's result is named ``NAME:N-steps`` (a head trains by epochs)."""
+    if not max_steps:
+        return plans
+    return [(name if is_head_recipe(recipe) else f"{name}:{max_steps}-steps", recipe) for name, recipe in plans]
+
+
 # -------------------------------------------------------------------------------------------------------- the gaps
 def pair_gaps(with_preds: dict, without_preds: dict, gold: dict, pairs: Sequence[str], *, n_boot: int = N_BOOT):
     """Per pair: Spearman x 100 with and without, the gap and its paired CI; plus the mean gap over ``pairs`` with its
@@ -145,19 +180,30 @@ def run_unrated(
     predict: Callable[[str, list[str]], dict],
     out: Path,
     say: Callable[[str], None] | None = None,
+    outside: Callable[[str], dict] | None = None,
 ) -> dict:
     """Run the protocol for one recipe and write ``<out>/<name>.json`` and ``<name>.predictions.json``.
 
-    ``train(run_name, recipe, overrides) -> {"run": folder, "complete": bool}`` trains (or finds) one run;
-    ``predict(run_folder, pairs) -> {"gold": {pair: scores}, "pred": {pair: cosines}}`` scores STS test pairs. Both
-    are injected so the protocol is tested on a tiny model and the CLI passes the real training and evaluation.
+    ``train(run_name, recipe, overrides) -> {"run": folder, "complete": bool, "steps": n}`` trains (or finds) one run
+    (it may also say the ``sts_langs`` and ``dev_pairs`` it used); ``predict(run_folder, pairs) -> {"gold": {pair:
+    scores}, "pred": {pair: cosines}}`` scores STS test pairs; ``outside(run_folder)``, when given, scores the run with
+    every rated pair on languages outside STS Multi MT. All are injected so the protocol is tested on a tiny model and
+    the CLI passes the real training and evaluation. Both files are written after every fold; until the last fold
+    the result says ``complete: false`` with ``folds_done`` of ``folds_total``.
     """
     say = say or (lambda msg: log.info("%s", msg))
+    if not folds:
+        raise MlseError(f"{name}: no folds to hold out; give one or more, e.g. de,nl,pl/es,it,ru")
     with_run = train(f"{name}/all", recipe, {})
-    result = {"recipe": name, "folds": [], "complete": bool(with_run["complete"])}
+    result = {"recipe": name, "folds": [], "complete": False, "folds_done": 0, "folds_total": len(folds)}
+    result["steps_with"] = with_run.get("steps")
     predictions = {"recipe": name, "folds": []}
     every_pair = sorted({p for fold in folds for p in fold_eval_pairs(fold)})
     with_scored = predict(with_run["run"], every_pair)
+    if outside is not None:
+        say(f"{name}: languages outside STS Multi MT")
+        scores = outside(with_run["run"])  # its model name and identity hold the run's absolute path: not recorded
+        result["outside"] = {k: v for k, v in scores.items() if k not in ("model", "identity")}
     for k, fold in enumerate(folds, 1):
         pairs = fold_eval_pairs(fold)
         say(f"{name}: fold {k} ({', '.join(fold)}): training without their rated pairs")
@@ -169,8 +215,8 @@ def run_unrated(
         result["folds"].append(
             {
                 "languages": list(fold),
-                "sts_langs": fold_sts_langs(fold),
-                "dev_pairs": fold_dev_pairs(fold),
+                "sts_langs": list(without_run.get("sts_langs") or fold_sts_langs(fold)),
+                "dev_pairs": list(without_run.get("dev_pairs") or fold_dev_pairs(fold)),
                 "pairs": table,
                 "mean_gap": mean_gap,
                 "mean_gap_ci95": ci,
@@ -179,7 +225,6 @@ def run_unrated(
                 "steps": {"with": with_run.get("steps"), "without": without_run.get("steps")},
             }
         )
-        result["complete"] = result["complete"] and complete
         predictions["folds"].append(
             {
                 "languages": list(fold),
@@ -188,13 +233,20 @@ def run_unrated(
                 "without": _rounded(scored["pred"]),
             }
         )
+        result["folds_done"] = k
+        result["complete"] = k == len(folds) and all(f["complete"] for f in result["folds"])
+        _write(out, name, result, predictions)
+    return result
+
+
+def _write(out: Path, name: str, result: dict, predictions: dict) -> None:
+    """Both files of a recipe, the mean gap over the folds so far (the predictions first: a result names them)."""
     boots = recipe_gap_boots(predictions)
     result["mean_gap"] = round(float(np.mean([r["gap"] for f in result["folds"] for r in f["pairs"].values()])), 2)
     result["mean_gap_ci95"] = [round(x, 2) for x in percentile_ci95(boots)]
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / f"{_file_name(name)}.predictions.json", json.dumps(predictions) + "\n")
     atomic_write_text(out / f"{_file_name(name)}.json", json.dumps(result, indent=1) + "\n")
-    return result
 
 
 def _rounded(values: dict) -> dict:
@@ -205,18 +257,51 @@ def _file_name(recipe: str) -> str:
     return recipe.replace("/", "_").replace("@", "_at_")
 
 
-def study_trainer(runs: Path, *, data_dir=None, say: Callable[[str], None] | None = None, **settings):
+def study_trainer(
+    runs: Path,
+    *,
+    data_dir=None,
+    say: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+    **settings,
+):
     """``train`` for :func:`run_unrated`: the distillation study's training of a recipe (``settings`` override it,
-    e.g. ``budget_minutes``), into ``runs/<run name>``; a finished run with the same settings is reused."""
+    e.g. ``budget_minutes``), into ``runs/<run name>``. A finished run with the same settings is reused; one stopped
+    before its end (``partial`` in its metrics) is trained again. ``stop`` ends a run after its current step (it keeps
+    its best checkpoint and says ``partial``)."""
     say = say or (lambda msg: log.info("%s", msg))
 
     def train(run_name: str, recipe: dict, overrides: dict) -> dict:
         config = recipe_config(run_name, recipe, runs, data_dir=data_dir, **{**settings, **overrides})
         run = Path(config.out)
-        if not (run / "metrics.json").is_file() or config_changed(run, config):
+        if not run_complete(run) or config_changed(run, config):
             say(f"{run_name}: training {config.method} for {config.budget_minutes:g} CPU-minutes")
-            finetune(config, progress=lambda r: say(f"{run_name}: step {r['step']} dev {r['dev_spearman']:.2f}"))
-        return {"run": str(run), "complete": run_complete(run), "steps": run_steps(run)}
+            signal = StopSignal(stop) if stop is not None else None
+            finetune(
+                config,
+                progress=lambda r: say(f"{run_name}: step {r['step']} dev {r['dev_spearman']:.2f}"),
+                signal=signal,
+            )
+        return {
+            "run": str(run),
+            "complete": run_complete(run),
+            "steps": run_steps(run),
+            "sts_langs": list(config.sts_langs),
+            "dev_pairs": list(config.dev_pairs),
+        }
+
+    return train
+
+
+def protocol_trainer(runs: Path, *, data_dir=None, say=None, stop: threading.Event | None = None, **settings):
+    """``train`` for :func:`run_unrated` of any protocol recipe: a head recipe through
+    :func:`mlse.experiments.unrated_heads.head_trainer`, every other through :func:`study_trainer`; both take the same
+    overrides (``sts_langs``, ``dev_pairs``) the same way."""
+    finetuned = study_trainer(runs, data_dir=data_dir, say=say, stop=stop, **settings)
+    heads = head_trainer(runs, data_dir=data_dir, say=say, stop=stop.is_set if stop is not None else None)
+
+    def train(run_name: str, recipe: dict, overrides: dict) -> dict:
+        return (heads if is_head_recipe(recipe) else finetuned)(run_name, recipe, overrides)
 
     return train
 
@@ -240,7 +325,8 @@ def run_complete(run: Path) -> bool:
 
 
 def study_predictor(data_dir=None):
-    """``predict`` for :func:`run_unrated`: the best checkpoint's cosines on STS Multi MT test pairs, with gold."""
+    """``predict`` for :func:`run_unrated`: the best checkpoint's cosines on STS Multi MT test pairs, with gold (a head
+    recipe's run: the cosines of its Stage-2 embeddings)."""
 
     def predict(run: str, pairs: list[str]) -> dict:
         scored = run_sts(load_model(run), pairs=pairs, data_dir=data_dir, n_boot=0)
@@ -248,73 +334,3 @@ def study_predictor(data_dir=None):
         return {"pred": {p: preds[p] for p in pairs}, "gold": {p: datasets[p].scores for p in pairs}}
 
     return predict
-
-
-# ------------------------------------------------------------------------------------------------------- summaries
-def load_results(out: Path) -> list[dict]:
-    """Every recipe's result under ``out`` (the summary and the predictions are not results)."""
-    found = []
-    for path in sorted(out.glob("*.json")):
-        if path.name == "summary.json" or path.name.endswith(".predictions.json"):
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and "folds" in data:
-            found.append(data)
-    return found
-
-
-def write_summary(out: Path, shipped_recipe: str) -> dict:
-    """``summary.json`` and ``unrated.md`` from the complete results under ``out``: the shipped recipe's gap, the best
-    recipe's (smallest mean gap), and the paired CI of the reduction (shipped minus best gap, same resamples).
-    Incomplete results are listed apart and never compared."""
-    results = load_results(out)
-    complete = [r for r in results if r.get("complete")]
-    by_name = {r["recipe"]: r for r in complete}
-    summary: dict = {
-        "shipped_recipe": shipped_recipe,
-        "shipped_gap": None,
-        "best_recipe": None,
-        "best_gap": None,
-        "gap_reduction_ci": None,
-        "recipes": {r["recipe"]: {"mean_gap": r["mean_gap"], "ci95": r["mean_gap_ci95"]} for r in complete},
-        "incomplete": sorted(r["recipe"] for r in results if not r.get("complete")),
-    }
-    if complete:
-        best = min(complete, key=lambda r: r["mean_gap"])
-        summary |= {"best_recipe": best["recipe"], "best_gap": best["mean_gap"]}
-    if shipped_recipe in by_name:
-        summary["shipped_gap"] = by_name[shipped_recipe]["mean_gap"]
-        if summary["best_recipe"] and summary["best_recipe"] != shipped_recipe:
-            shipped_boots = recipe_gap_boots(_predictions(out, shipped_recipe))
-            best_boots = recipe_gap_boots(_predictions(out, summary["best_recipe"]))
-            summary["gap_reduction_ci"] = [round(x, 2) for x in percentile_ci95(shipped_boots - best_boots)]
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
-    atomic_write_text(out / "unrated.md", markdown(results) + "\n")
-    return summary
-
-
-def _predictions(out: Path, recipe: str) -> dict:
-    return json.loads((out / f"{_file_name(recipe)}.predictions.json").read_text(encoding="utf-8"))
-
-
-def markdown(results: list[dict]) -> str:
-    """One row per recipe and fold pair: with, without, gap [CI]; incomplete runs marked, never averaged in."""
-    lines = ["| recipe | fold | pair | with rated pairs | without | gap [95 % CI] |", "|---|---|---|---:|---:|---:|"]
-    for r in sorted(results, key=lambda r: (not r.get("complete"), r.get("mean_gap", math.inf))):
-        mark = "" if r.get("complete") else " (incomplete: not compared)"
-        for fold in r["folds"]:
-            steps = fold.get("steps") or {}
-            langs = ",".join(fold["languages"])
-            if steps.get("with") is not None and steps.get("without") is not None:
-                langs += f" ({steps['with']} / {steps['without']} steps)"
-            for pair, row in fold["pairs"].items():
-                lo, hi = row["ci95"]
-                lines.append(
-                    f"| {r['recipe']}{mark} | {langs} | {pair} | {row['with']:.1f} | {row['without']:.1f} | "
-                    f"{row['gap']:+.1f} [{lo:+.1f}, {hi:+.1f}] |"
-                )
-        lo, hi = r["mean_gap_ci95"]
-        lines.append(
-            f"| **{r['recipe']}**{mark} | all | **mean** | | | **{r['mean_gap']:+.1f}** [{lo:+.1f}, {hi:+.1f}] |"
-        )
-    return "\n".join(lines)

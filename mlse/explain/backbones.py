@@ -1,6 +1,6 @@
 """Which models can be explained, and their attributable backbone.
 
-A model as the app and :func:`mlse.api.load_model` hand it over is a stack of wrappers (calibration, embedding
+A model as the app and :func:`mlse.load_model` hand it over is a stack of wrappers (calibration, embedding
 cache) around an encoder; :func:`attributable` looks through them to the encoder that computes and returns its
 backbone:
 

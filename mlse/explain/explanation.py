@@ -86,6 +86,8 @@ class Explanation:
     token_terms1: np.ndarray | None = field(default=None, repr=False)  # u_i per word of sentence 1 (see above)
     token_terms2: np.ndarray | None = field(default=None, repr=False)  # v_j per word of sentence 2
     reference_constant: float = float("nan")  # c = f(r_a)·f(r_b)
+    # each sentence's integrated contributions, kept so that an edit of one sentence re-attributes only that one
+    sides: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def attributed(self) -> float:
@@ -210,6 +212,38 @@ def _merge_matrix(word_of_token: tuple[int, ...], n_words: int) -> np.ndarray:
     return merge
 
 
+@dataclass(frozen=True)
+class Side:
+    """One sentence's attribution at one setting: what it read (``tokens``), each token's integrated contribution
+    ``parts`` [T, d] to ``embedding − reference`` (f(x) − f(r)), and the setting. It depends on that sentence alone, so
+    an explanation of an edited pair recomputes only the side that changed (:func:`explain_pair`'s ``reuse``)."""
+
+    text: str
+    tokens: object  # TokenInfo
+    parts: np.ndarray
+    embedding: np.ndarray
+    reference: np.ndarray
+    setting: tuple  # (layer, steps, rule)
+
+
+def _side(backbone, text: str, setting: tuple, reuse) -> Side:
+    """``text``'s :class:`Side` at ``setting``: taken from ``reuse`` (an Explanation of the same backbone) when it
+    holds it, else computed."""
+    for kept in getattr(reuse, "sides", ()) or ():
+        if kept.text == text and kept.setting == setting:
+            return kept
+    layer, steps, rule = setting
+    tokens = backbone.tokenize(text)
+    tail = partial(backbone.tail, layer=layer)
+    jvp = partial(backbone.tail_jvp, layer=layer) if callable(getattr(backbone, "tail_jvp", None)) else None
+    x, r = backbone.states(tokens, layer)
+    parts = token_contributions(
+        tail, x, r, steps=steps, rule=rule, width=int(getattr(backbone, "width", 0)), jvp=jvp
+    )  # [T, d]
+    fx, fr = endpoints(tail, x, r)
+    return Side(text, tokens, parts, fx, fr, setting)
+
+
 def explain_pair(
     model,
     sentence1: str,
@@ -218,14 +252,17 @@ def explain_pair(
     steps: int | None = None,
     layer: int | None = None,
     rule: str | None = None,
+    reuse: Explanation | None = None,
 ) -> Explanation:
     """Attribute ``model``'s cosine of two sentences to their word pairs (see the module docstring).
 
-    ``model``: a loaded model (``mlse.api.load_model``, the app's encoders) whose computing encoder is a torch
+    ``model``: a loaded model (``mlse.load_model``, the app's encoders) whose computing encoder is a torch
     sentence-transformers model or muse (others raise an MlseError saying why), or a backbone object.
     ``steps``: quadrature points (default :data:`DEFAULT_STEPS`, muse 64); ``layer``: 0 for the word-piece
     embeddings, up to the model's depth (default :func:`default_layer`); ``rule``: ``gauss`` or ``midpoint`` (a
-    Riemann sum; default gauss, muse midpoint).
+    Riemann sum; default gauss, muse midpoint). ``reuse``: an explanation by the same model whose sentence(s) and
+    setting recur here: their attribution is taken from it instead of recomputed (the same numbers; what
+    :func:`mlse.explain.what_if` uses after an edit of one sentence).
     """
     check_sentence(sentence1, "1")
     check_sentence(sentence2, "2")
@@ -235,17 +272,17 @@ def explain_pair(
     layer = default_layer(backbone) if layer is None else layer
     if hasattr(backbone, "check_layer"):
         backbone.check_layer(layer)
+    name = str(getattr(model, "name", getattr(backbone, "name", "model")))
+    if reuse is not None and reuse.model != name:
+        reuse = None  # another model's attributions are never mixed in
     started = time.perf_counter()
-    tokens = [backbone.tokenize(sentence1), backbone.tokenize(sentence2)]
-    tail = partial(backbone.tail, layer=layer)
-    jvp = partial(backbone.tail_jvp, layer=layer) if callable(getattr(backbone, "tail_jvp", None)) else None
-    width = int(getattr(backbone, "width", 0))
-    parts, ends = [], []
-    for tok in tokens:
-        x, r = backbone.states(tok, layer)
-        parts.append(token_contributions(tail, x, r, steps=steps, rule=rule, width=width, jvp=jvp))  # [T, d]
-        ends.append(endpoints(tail, x, r))
-    (fa, ra), (fb, rb) = ends
+    sides = (
+        _side(backbone, sentence1, (layer, steps, rule), reuse),
+        _side(backbone, sentence2, (layer, steps, rule), reuse),
+    )
+    tokens = [side.tokens for side in sides]
+    parts = [side.parts for side in sides]
+    fa, ra, fb, rb = sides[0].embedding, sides[0].reference, sides[1].embedding, sides[1].reference
     forward_score = float(fa @ fb)
     score = forward_score if is_backbone(model) else model_cosine(model, sentence1, sentence2, forward_score)
     reference_terms = float(fa @ rb + ra @ fb - ra @ rb)
@@ -254,7 +291,7 @@ def explain_pair(
     merges = [_merge_matrix(w.word_of_token, len(w.labels)) for w in words]
     matrix = merges[0] @ token_matrix @ merges[1].T  # [W1, W2]
     return Explanation(
-        model=str(getattr(model, "name", getattr(backbone, "name", "model"))),
+        model=name,
         sentence1=sentence1,
         sentence2=sentence2,
         words1=words[0].labels,
@@ -285,6 +322,7 @@ def explain_pair(
             for i, (tok, w) in enumerate(zip(tokens, words), 1)
             if w.truncated
         ),
+        sides=sides,
     )
 
 

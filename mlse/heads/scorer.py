@@ -24,15 +24,16 @@ import numpy as np
 from mlse.atomic import atomic_dir
 from mlse.encoders.identity import backend_of, weights_identity
 from mlse.encoders.load import load_encoder
-from mlse.errors import MlseError, ModelNotFoundError
-from mlse.runs.folders import SCORER_FILE
+from mlse.encoders.protocol import Scoring
+from mlse.errors import MlseError
+from mlse.runs.folders import SCORER_FILE, read_scorer_json
 
 
 class BackboneMismatchError(MlseError):
     """The heads were trained on another backbone (or other weights) than the one supplied."""
 
 
-class Scorer:
+class Scorer(Scoring):
     """backbone -> [Stage 1 meaning] -> [Stage 2 refinement]; satisfies the Encoder protocol."""
 
     def __init__(self, backbone, *, stage1=None, stage2=None, name: str | None = None, metadata: dict | None = None):
@@ -84,7 +85,7 @@ class Scorer:
             emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         return emb
 
-    def calibrated_score(self, cos: np.ndarray) -> np.ndarray | None:
+    def calibrate(self, cos: np.ndarray) -> np.ndarray | None:
         """Cosine -> 0-5 when a Stage 2 head (with its dev calibration) is present, else None."""
         return self.stage2.calibrate(cos) if self.stage2 is not None else None
 
@@ -156,15 +157,3 @@ def backbone_name(folder: str | Path) -> str:
     """The name of the backbone a scorer run's heads were trained on, as its ``scorer.json`` records it: the one lookup
     the model factory (:func:`mlse.models.load_model`) and the app's model pool load a scorer's backbone by."""
     return str(read_scorer_json(Path(folder))["backbone"])
-
-
-def read_scorer_json(folder: Path) -> dict:
-    """A scorer run's ``scorer.json`` (backbone, its identity, the heads); ModelNotFoundError when unreadable."""
-    try:
-        manifest = json.loads((folder / SCORER_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise ModelNotFoundError(f"{folder}: not a readable scorer run ({exc})") from None
-    for key in ("backbone", "backbone_identity", "heads"):
-        if key not in manifest:
-            raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
-    return manifest

@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlse.calibration.isotonic import IsotonicMap
+from mlse.encoders.protocol import cosine_predictions
 from mlse.evaluation.correlation import pearson
-from mlse.evaluation.sts import cosine_predictions
 from mlse.heads._torch import as_tensor
 from mlse.heads.choices import NONLINEARITIES
 from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch

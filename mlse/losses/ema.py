@@ -9,16 +9,20 @@ pulled to the teacher's embedding of the English sentence); the teacher ``f_xi``
 under ``no_grad`` in eval mode and follows the student by an exponential moving average (:class:`EmaTeacher` owns the
 copy, its update and its forward). tau_base = 0.99999 in the paper (Table 4: 0.9999 and 0.999999 are worse; a frozen
 teacher, ``tau_base = 1``, is about as bad as 0.999999).
+
+The averaging is torch's (``torch.optim.swa_utils``): the teacher is an ``AveragedModel`` of the student whose average
+is ``get_ema_multi_avg_fn`` at the step's tau (a ``lerp``, see :func:`ema_update`); what is this module's own is the
+schedule, the frozen teacher at tau = 1 and the checks.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 __all__ = ["EmaTeacher", "ema_tau", "ema_update"]
 
@@ -46,14 +50,21 @@ def ema_update(teacher: nn.Module, student: nn.Module, tau: float) -> None:
             raise ValueError(f"parameter {name!r}: teacher {tuple(xi.shape)} vs student {tuple(s_params[name].shape)}")
     if tau == 1.0:
         return
-    for name, xi in t_params.items():
-        theta = s_params[name].detach().to(device=xi.device, dtype=xi.dtype)
-        if xi.is_floating_point():
-            xi.lerp_(theta, 1.0 - tau)  # xi + (1 - tau) (theta - xi)
-        else:
-            xi.copy_(theta)
+    pairs = [(xi, s_params[name].detach().to(device=xi.device, dtype=xi.dtype)) for name, xi in t_params.items()]
+    _average([xi for xi, _ in pairs], [theta for _, theta in pairs], tau)
     for name, buf in t_bufs.items():
         buf.copy_(s_bufs[name].detach())
+
+
+def _average(averaged: list[Tensor], current: list[Tensor], tau: float) -> None:
+    """torch's EMA step (``get_ema_multi_avg_fn``: ``lerp`` to ``current`` by 1 - tau) on the floating tensors; any
+    other (an integer parameter) is copied, as it cannot move by a fraction."""
+    floating = [(a, c) for a, c in zip(averaged, current) if a.is_floating_point()]
+    if floating:
+        get_ema_multi_avg_fn(tau)([a for a, _ in floating], [c for _, c in floating], None)
+    for a, c in zip(averaged, current):
+        if not a.is_floating_point():
+            a.copy_(c)
 
 
 def ema_tau(step: int, total_steps: int, tau_base: float) -> float:
@@ -95,9 +106,12 @@ class EmaTeacher:
         if not 0.0 <= tau_base <= 1.0:
             raise ValueError(f"tau_base must be in [0, 1], got {tau_base}")
         self.student = student
-        self.model = copy.deepcopy(student).eval().requires_grad_(False)
         self.tau_base = tau_base
         self.tau = 1.0
+        # torch's averaged copy: parameters follow by _average at the last tau, buffers are copied from the student
+        self.averaged = AveragedModel(student, multi_avg_fn=lambda xi, theta, _: _average(xi, theta, self.tau))
+        self.averaged.n_averaged.fill_(1)  # the copy is the teacher's start, not a slot for the next update to fill
+        self.model = self.averaged.module.eval().requires_grad_(False)
         self._forward = wrap(self.model) if wrap is not None else self.model
 
     def __call__(self, features: dict[str, Tensor]) -> Tensor:
@@ -109,5 +123,7 @@ class EmaTeacher:
         """After optimiser step ``step`` of an estimated ``total_steps``: ``xi <- tau xi + (1 - tau) theta`` with
         ``tau = ema_tau(step, total_steps, tau_base)``; returns tau."""
         self.tau = ema_tau(step, total_steps, self.tau_base)
-        ema_update(self.model, self.student, self.tau)
+        if self.tau < 1.0:  # tau = 1 is a frozen teacher: nothing is touched, buffers included
+            with torch.no_grad():
+                self.averaged.update_parameters(self.student)
         return self.tau

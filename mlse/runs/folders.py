@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from mlse.errors import ModelNotFoundError
+
 SCORER_FILE = "scorer.json"
 # not ``config.json``: a ``config.json`` at the top of a folder would make it look like a plain transformers model
 FINETUNE_CONFIG_FILE = "finetune_config.json"
@@ -60,6 +62,18 @@ def is_scorer_folder(path: Path) -> bool:
 def is_finetuned_model(path: Path) -> bool:
     """A model folder written by fine-tuning (``out/model`` beside ``out/finetune_config.json``), or its run folder."""
     return (path.parent / FINETUNE_CONFIG_FILE).is_file() or (path / FINETUNE_CONFIG_FILE).is_file()
+
+
+def read_scorer_json(folder: Path) -> dict:
+    """A scorer run's ``scorer.json`` (backbone, its identity, the heads); ModelNotFoundError when unreadable."""
+    try:
+        manifest = json.loads((folder / SCORER_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelNotFoundError(f"{folder}: not a readable scorer run ({exc})") from None
+    for key in ("backbone", "backbone_identity", "heads"):
+        if key not in manifest:
+            raise ModelNotFoundError(f"{folder / SCORER_FILE}: missing {key!r}")
+    return manifest
 
 
 class RunFolder(NamedTuple):
@@ -106,8 +120,16 @@ def rated_languages(location: str | Path) -> tuple[str, ...] | None:
     """The languages whose rated pairs (the STS term's, STS Multi MT train) a fine-tuned run learnt from, from its
     ``finetune_config.json`` (``location``: the run folder or its ``model`` folder); None for anything else: a
     backbone, a scorer, a run without the STS term. A run of the leave-languages-out protocol
-    (:mod:`mlse.experiments.unrated`) names fewer than all: the others are *unrated* for it."""
+    (:mod:`mlse.experiments.unrated`) names fewer than all: the others are *unrated* for it. A scorer the protocol
+    trained (the two-stage head) names them in its ``scorer.json`` (``rated_languages``: its Stage 2's)."""
     path = Path(location)
+    scorer = path / SCORER_FILE
+    if scorer.is_file():
+        try:
+            langs = json.loads(scorer.read_text(encoding="utf-8")).get("rated_languages")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return tuple(langs) if isinstance(langs, list) and all(isinstance(x, str) for x in langs) else None
     for folder in (path, path.parent):
         config_file = folder / FINETUNE_CONFIG_FILE
         if config_file.is_file():

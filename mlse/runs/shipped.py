@@ -31,7 +31,7 @@ from pathlib import Path
 
 from mlse.atomic import atomic_dir, atomic_write_text
 from mlse.data.hashing import file_sha256
-from mlse.dirs import cache_root
+from mlse.dirs import assets_dir, cache_root
 from mlse.errors import MlseError
 
 MANIFEST = "manifest.json"
@@ -59,7 +59,7 @@ class ShippedArtifact:
 
 def shipped_root() -> Path:
     """``$MLSE_ASSETS`` or the repository's ``assets/models``."""
-    return Path(os.environ.get("MLSE_ASSETS") or Path(__file__).resolve().parents[2] / "assets" / "models")
+    return Path(os.environ.get("MLSE_ASSETS") or assets_dir() / "models")
 
 
 def list_shipped(root: Path | None = None) -> list[ShippedArtifact]:

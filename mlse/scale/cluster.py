@@ -30,6 +30,7 @@ PASSED_ENV = (
     "HF_HUB_CACHE",
     "HF_HUB_OFFLINE",
     "TRANSFORMERS_OFFLINE",
+    "MLSE_SCALE_TRACE",  # mlse.scale.work.TRACE_ENV
 )
 CHECKOUT = Path(__file__).resolve().parents[2]  # the folder that holds the mlse package
 

@@ -1,5 +1,13 @@
-"""The texts a scale job embeds or mines: one sentence per line (TXT), a table (TSV, CSV, JSONL: the one user-file
-reader, :func:`mlse.data.user_files.read_table`), or a Parquet file (its ``text`` / ``sentence`` column).
+"""The texts a scale job embeds or mines: one sentence per line (TXT), a Parquet file (its ``text`` / ``sentence``
+column), or a table (TSV, CSV, JSONL: the one user-file reader, :func:`mlse.data.user_files.read_table`).
+
+A corpus is never held whole when it need not be. :func:`scan_corpus` reads it once, streaming, and keeps per shard
+of ``shard_rows`` kept texts only where the shard lies in the file (a byte range of a TXT file, a row range of a
+Parquet file), the count of kept texts, the bad rows and the file's sha256. :func:`read_span` then reads one shard's
+texts back from the file: in this process (local engine) or in a worker (Ray engine, which needs the corpus at the
+same path on every node). A table (TSV / CSV / JSONL) goes through the user-file reader, which reads the whole file
+(its quoting and bad-row rules need it): its texts are held and sent to workers inline, so for millions of lines use
+TXT or Parquet.
 
 A bad row never stops the job midway: in a TXT file a line that is not UTF-8 or is empty (blank) is counted and
 listed as ``file:line: why``; a table's ragged or empty rows are skipped by the reader with the same messages; a
@@ -8,6 +16,7 @@ Parquet row with a null or empty text is listed as ``file:row N``. Kept texts ge
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +26,7 @@ from mlse.errors import DataError, MlseError
 CORPUS_FORMATS = ("txt", "tsv", "csv", "jsonl", "parquet")
 MAX_LISTED = 20  # bad rows listed by message; all of them are counted
 _BY_SUFFIX = {".txt": "txt", ".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -34,8 +44,43 @@ class Corpus:
         if len(self.bad) < MAX_LISTED:
             self.bad.append(message)
 
-    def report(self) -> dict:
-        return {"rows": len(self.texts), "bad_rows": self.n_bad, "bad_rows_listed": list(self.bad)}
+
+@dataclass
+class CorpusScan:
+    """What one streaming pass learned: ``rows`` kept texts, where each shard of ``shard_rows`` of them lies
+    (``spans``: [start, end) bytes of a TXT file or rows of a Parquet file), the bad rows, the file's ``sha256``;
+    ``texts`` only for a table format (held whole)."""
+
+    path: Path
+    format: str
+    shard_rows: int
+    rows: int = 0
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)
+    n_bad: int = 0
+    sha256: str = ""
+    column: str | None = None  # Parquet: the text column
+    texts: list[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def refuse(self, message: str) -> None:
+        self.n_bad += 1
+        if len(self.bad) < MAX_LISTED:
+            self.bad.append(message)
+
+    def locator(self, index: int) -> tuple:
+        """What a worker needs to read shard ``index`` (:func:`read_span`): a file span, or a table's texts."""
+        if self.texts is not None:
+            lo = index * self.shard_rows
+            return ("texts", self.texts[lo : lo + self.shard_rows])
+        start, end = self.spans[index]
+        return (self.format, str(self.path), start, end, self.column)
+
+    def shard_texts(self, index: int) -> list[str]:
+        return read_span(self.locator(index))
 
 
 def corpus_format(path: Path, format: str | None) -> str:  # noqa: A002 - the option's name
@@ -46,69 +91,149 @@ def corpus_format(path: Path, format: str | None) -> str:  # noqa: A002 - the op
     return _BY_SUFFIX.get(path.suffix.lower(), "txt")
 
 
-def read_corpus(path: str | Path, *, format: str | None = None) -> Corpus:  # noqa: A002 - the option's name
-    """The texts of ``path`` (format from ``format`` or the suffix; an unknown suffix is read as TXT)."""
+def scan_corpus(path: str | Path, *, format: str | None = None, shard_rows: int = 10_000) -> CorpusScan:  # noqa: A002
+    """One streaming pass over ``path`` (format from ``format`` or the suffix; an unknown suffix is read as TXT)."""
     path = Path(path)
     if not path.is_file():
         raise MlseError(f"{path}: no such file")
-    fmt = corpus_format(path, format)
-    if fmt == "txt":
-        return _read_txt(path)
-    if fmt == "parquet":
-        return _read_parquet(path)
-    return _read_table(path, fmt)
+    if shard_rows < 1:
+        raise MlseError(f"rows per shard must be a positive integer, got {shard_rows}")
+    scan = CorpusScan(path, corpus_format(path, format), shard_rows)
+    if scan.format == "txt":
+        _scan_txt(scan)
+    elif scan.format == "parquet":
+        _scan_parquet(scan)
+    else:
+        _scan_table(scan)
+    return scan
 
 
-def _read_txt(path: Path) -> Corpus:
-    corpus = Corpus(path.name, "txt", [])
-    with open(path, "rb") as fh:
-        data = fh.read()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    lines = data.split(b"\n")  # "\n" only: U+0085 and U+2028 occur inside real sentences
-    if lines and lines[-1] == b"":
-        lines.pop()  # the file's final line break
-    for number, raw in enumerate(lines, start=1):
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            corpus.refuse(f"{path.name}:{number}: not valid UTF-8 (byte {exc.start + 1})")
-            continue
-        if not text.strip():
-            corpus.refuse(f"{path.name}:{number}: empty line")
-            continue
-        corpus.texts.append(text)
-    return corpus
+def read_corpus(path: str | Path, *, format: str | None = None) -> Corpus:  # noqa: A002 - the option's name
+    """Every kept text of ``path`` in memory (small corpora and tests; the pipelines read shard by shard)."""
+    scan = scan_corpus(path, format=format, shard_rows=1 << 62)
+    texts = scan.shard_texts(0) if scan.rows else []
+    return Corpus(scan.name, scan.format, texts, list(scan.bad), scan.n_bad)
 
 
-def _read_table(path: Path, fmt: str) -> Corpus:
+def _txt_text(raw: bytes, name: str, number: int, refuse) -> str | None:
+    """The text of one TXT line (its line break removed), or None after ``refuse(message)``."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
     try:
-        table = read_table(path, kind="sentences", format=fmt, bad_rows="skip", name=path.name)
-    except DataError as exc:
-        raise MlseError(f"{exc} (a plain text file with one sentence per line is read with --format txt)") from None
-    corpus = Corpus(path.name, fmt, list(table.role("sentence") or []))
-    corpus.bad = [str(p) for p in table.skipped[:MAX_LISTED]]
-    corpus.n_bad = table.n_skipped
-    return corpus
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        refuse(f"{name}:{number}: not valid UTF-8 (byte {exc.start + 1})")
+        return None
+    if not text.strip():
+        refuse(f"{name}:{number}: empty line")
+        return None
+    return text
 
 
-def _read_parquet(path: Path) -> Corpus:
-    import pyarrow.parquet as pq  # lazy: only Parquet input needs Arrow
+def _scan_txt(scan: CorpusScan) -> None:
+    digest = hashlib.sha256()
+    offset = 0
+    with open(scan.path, "rb") as fh:  # a binary file iterates on "\n" only: U+0085 and U+2028 stay inside lines
+        for number, raw in enumerate(fh, start=1):
+            digest.update(raw)
+            line = raw[len(_BOM) :] if number == 1 and raw.startswith(_BOM) else raw
+            if _txt_text(line, scan.name, number, scan.refuse) is not None:
+                if scan.rows % scan.shard_rows == 0:
+                    scan.spans.append((offset, -1))
+                scan.rows += 1
+            offset += len(raw)
+    scan.sha256 = digest.hexdigest()
+    scan.spans = [
+        (s, scan.spans[i + 1][0] if i + 1 < len(scan.spans) else offset) for i, (s, _) in enumerate(scan.spans)
+    ]
 
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # noqa: BLE001 - Arrow raises many types for a file that is not Parquet
-        raise MlseError(f"{path.name}: cannot be read as Parquet ({type(exc).__name__}: {exc})") from None
-    names = {n.lower(): n for n in table.column_names}
-    column = next((names[n] for n in ROLE_NAMES["sentence"] if n in names), None)
+
+def _parquet_column(path: Path, names: list[str]) -> str:
+    lower = {n.lower(): n for n in names}
+    column = next((lower[n] for n in ROLE_NAMES["sentence"] if n in lower), None)
     if column is None:
         raise MlseError(f"{path.name}: no text column; name it one of {', '.join(ROLE_NAMES['sentence'])}")
-    corpus = Corpus(path.name, "parquet", [])
-    for number, value in enumerate(table.column(column).to_pylist(), start=1):
-        if not isinstance(value, str) or not value.strip():
-            corpus.refuse(f"{path.name}:row {number}: column {column!r}: " + ("null" if value is None else "empty"))
-            continue
-        corpus.texts.append(value)
-    return corpus
+    return column
+
+
+def _parquet_text(value, name: str, column: str, number: int, refuse) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        refuse(f"{name}:row {number}: column {column!r}: " + ("null" if value is None else "empty"))
+        return None
+    return value
+
+
+def _scan_parquet(scan: CorpusScan) -> None:
+    import pyarrow.parquet as pq  # lazy: only Parquet input needs Arrow
+
+    from mlse.scale.shards import file_fingerprint
+
+    try:
+        source = pq.ParquetFile(scan.path)
+        scan.column = _parquet_column(scan.path, source.schema_arrow.names)
+        raw_row = 0
+        for batch in source.iter_batches(columns=[scan.column], batch_size=65_536):
+            for value in batch.column(0).to_pylist():
+                raw_row += 1
+                if _parquet_text(value, scan.name, scan.column, raw_row, scan.refuse) is not None:
+                    if scan.rows % scan.shard_rows == 0:
+                        scan.spans.append((raw_row - 1, -1))
+                    scan.rows += 1
+    except MlseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Arrow raises many types for a file that is not Parquet
+        raise MlseError(f"{scan.name}: cannot be read as Parquet ({type(exc).__name__}: {exc})") from None
+    scan.spans = [
+        (s, scan.spans[i + 1][0] if i + 1 < len(scan.spans) else raw_row) for i, (s, _) in enumerate(scan.spans)
+    ]
+    scan.sha256 = file_fingerprint(scan.path)
+
+
+def _scan_table(scan: CorpusScan) -> None:
+    from mlse.scale.shards import file_fingerprint
+
+    try:
+        table = read_table(scan.path, kind="sentences", format=scan.format, bad_rows="skip", name=scan.name)
+    except DataError as exc:
+        raise MlseError(f"{exc} (a plain text file with one sentence per line is read with --format txt)") from None
+    scan.texts = list(table.role("sentence") or [])
+    scan.rows = len(scan.texts)
+    scan.bad = [str(p) for p in table.skipped[:MAX_LISTED]]
+    scan.n_bad = table.n_skipped
+    scan.sha256 = file_fingerprint(scan.path)
+
+
+def read_span(locator: tuple) -> list[str]:
+    """The kept texts of one shard (a :meth:`CorpusScan.locator`), by the rules the scan applied."""
+    kind = locator[0]
+    if kind == "texts":
+        return list(locator[1])
+    _, path, start, end, column = locator
+    path = Path(path)
+    ignore = lambda _message: None  # noqa: E731 - the scan counted the bad rows already
+    texts: list[str] = []
+    if kind == "txt":
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(end - start)
+        if start == 0 and data.startswith(_BOM):
+            data = data[len(_BOM) :]
+        for raw in data.split(b"\n"):
+            text = _txt_text(raw, path.name, 0, ignore)
+            if text is not None:
+                texts.append(text)
+        return texts
+    import pyarrow.parquet as pq  # lazy: only Parquet input needs Arrow
+
+    source = pq.ParquetFile(path)
+    first = 0
+    for group in range(source.num_row_groups):
+        rows = source.metadata.row_group(group).num_rows
+        lo, hi = max(start, first), min(end, first + rows)
+        if lo < hi:
+            values = source.read_row_group(group, columns=[column]).column(0).slice(lo - first, hi - lo)
+            texts += [v for v in values.to_pylist() if _parquet_text(v, path.name, column, 0, ignore) is not None]
+        first += rows
+    return texts

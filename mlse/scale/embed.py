@@ -1,12 +1,15 @@
 """``embed``: a corpus of texts -> sharded embeddings with an ``id`` column and a manifest, resumable.
 
-The corpus (:func:`mlse.scale.corpus.read_corpus`) is cut into shards of ``shard_rows`` texts; each pending shard is
-encoded by the engine (:func:`mlse.scale.engine.run_chunks`) and written atomically as it finishes
-(:class:`mlse.scale.shards.ShardFolder`): ``id`` (int64, the text's position among the kept texts) and
-``embedding`` ([rows, d], L2-normalised, stored as fp32 or fp16). The manifest names the model and its identity (a
-hash of its weights), the backend, the dtype, every shard with its rows, the bad rows and the progress. A job killed
-at any point and run again with ``resume=True`` encodes only the shards not marked done; as each shard is computed
-from the same texts by the same code, the folder then holds what an uninterrupted run writes.
+The corpus is scanned once, streaming (:func:`mlse.scale.corpus.scan_corpus`), and cut into shards of
+``shard_rows`` texts; each pending shard goes to the engine (:func:`mlse.scale.engine.run_chunks`) as where it lies in
+the file, a worker reads and encodes its texts, and this process writes the result atomically as it arrives
+(:class:`mlse.scale.shards.ShardFolder`) and forgets it: no process holds the corpus or more than one shard's vectors
+(a TSV / CSV / JSONL table excepted: its reader holds the file's texts). Each shard holds ``id`` (int64, the text's
+position among the kept texts) and ``embedding`` ([rows, d], L2-normalised, stored as fp32 or fp16). The manifest
+names the model and its identity (a hash of its weights), the backend, the dtype, every shard with its rows, the bad
+rows, the progress and the workers (host, process, chunks run, peak memory). A job killed at any point and run again
+with ``resume=True`` encodes only the shards not marked done; as each shard is computed from the same texts by the
+same code, the folder then holds what an uninterrupted run writes.
 """
 
 from __future__ import annotations
@@ -17,18 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.progress import ProgressLog as Progress
 from mlse.errors import MlseError
-from mlse.scale.corpus import Corpus, read_corpus
-from mlse.scale.engine import EngineOptions, run_chunks
-from mlse.scale.progress import Progress
-from mlse.scale.shards import ShardFolder, file_fingerprint, plan_chunks
+from mlse.scale.corpus import CorpusScan, scan_corpus
+from mlse.scale.engine import EngineOptions, Workers, run_chunks
+from mlse.scale.shards import MANIFEST, ShardFolder, plan_chunks, read_shard_file
 from mlse.scale.work import WorkSpec
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16}
 DEFAULT_SHARD_ROWS = 10_000
 
 
-def report_bad_rows(corpus: Corpus, stream) -> None:
+def report_bad_rows(corpus: CorpusScan, stream) -> None:
     """Each listed bad row, then the count, on ``stream`` (the reader's ``file:line: why`` messages)."""
     for message in corpus.bad:
         print(f"skipped {message}", file=stream)
@@ -38,7 +41,7 @@ def report_bad_rows(corpus: Corpus, stream) -> None:
             file=stream,
         )
     if corpus.n_bad:
-        print(f"{corpus.n_bad:,} bad row(s) skipped, {len(corpus.texts):,} kept", file=stream, flush=True)
+        print(f"{corpus.n_bad:,} bad row(s) skipped, {corpus.rows:,} kept", file=stream, flush=True)
 
 
 def embed_corpus(
@@ -62,14 +65,14 @@ def embed_corpus(
     if dtype not in DTYPES:
         raise MlseError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     corpus_path = Path(corpus_path)
-    corpus = read_corpus(corpus_path, format=format)
+    corpus = scan_corpus(corpus_path, format=format, shard_rows=shard_rows)
     report_bad_rows(corpus, stream)
-    if not corpus.texts:
+    if not corpus.rows:
         raise MlseError(f"{corpus_path.name}: no text to embed ({corpus.n_bad:,} bad rows)")
     job = {
         "command": "embed",
         "input": corpus_path.name,
-        "input_sha256": file_fingerprint(corpus_path),
+        "input_sha256": corpus.sha256,
         "input_format": corpus.format,
         "model": model,
         "backend": backend,
@@ -77,39 +80,42 @@ def embed_corpus(
         "shard_rows": shard_rows,
         "batch_tokens": batch_tokens,
     }
-    planned = plan_chunks(len(corpus.texts), shard_rows)
+    planned = plan_chunks(corpus.rows, shard_rows)
     folder = ShardFolder(out, job, shard_format=shard_format, resume=resume, what=what or f"--out {out}")
-    engine = options.resolve(len(corpus.texts))
+    engine = options.resolve(corpus.rows)
     info = {"model": model, "backend": backend, "dtype": dtype, "input": str(corpus_path), "engine": engine}
     folder.open(planned, info | {"bad_rows": corpus.n_bad, "bad_rows_listed": corpus.bad})
-    pending = [(i, corpus.texts[lo:hi]) for i, (lo, hi) in enumerate(planned) if not folder.done(i)]
-    if len(pending) < len(planned):
+    todo = [i for i in range(len(planned)) if not folder.done(i)]
+    if not todo and folder.manifest.get("complete"):  # finished before: its record (progress, workers) stays
+        return folder.manifest
+    if len(todo) < len(planned):
         print(
-            f"resuming {folder.id}: {len(planned) - len(pending)} of {len(planned)} shards already done",
+            f"resuming {folder.id}: {len(planned) - len(todo)} of {len(planned)} shards already done",
             file=stream,
             flush=True,
         )
     print(
-        f"embedding {len(corpus.texts):,} texts with {model} ({backend}, {engine} engine) into {len(planned)} "
+        f"embedding {corpus.rows:,} texts with {model} ({backend}, {engine} engine) into {len(planned)} "
         f"shard(s) of {shard_rows:,}",
         file=stream,
         flush=True,
     )
-    progress = Progress("embed", len(corpus.texts), folder.rows_done, stream)
+    progress = Progress("embed", corpus.rows, folder.rows_done, stream)
     spec = WorkSpec("embed", (model,), backend, batch_tokens)
-
-    def identity(identities: dict[str, str]) -> None:
-        check_identity(folder, identities[model])
-
-    for index, result in run_chunks(spec, pending, options, rows=len(corpus.texts), identity=identity):
+    workers = Workers(check=lambda identities: check_identity(folder, identities[model]))
+    pending = ((i, corpus.locator(i)) for i in todo)  # where each shard lies: the workers read the texts
+    for index, result in run_chunks(spec, pending, options, rows=corpus.rows, workers=workers):
         lo, hi = planned[index]
         emb = result["embedding"]
+        if len(emb) != hi - lo:
+            raise MlseError(f"{corpus_path.name}: shard {index} gave {len(emb)} rows, expected {hi - lo}")
         if "dim" not in folder.manifest:
             folder.update(dim=int(emb.shape[1]))
+        folder.manifest["workers"] = workers.summary()
         folder.write(index, {"id": np.arange(lo, hi, dtype=np.int64), "embedding": emb.astype(DTYPES[dtype])})
         progress.update(folder.rows_done)
     progress.close()
-    return folder.finish()
+    return folder.finish(workers=workers.summary())
 
 
 def check_identity(folder: ShardFolder, identity: str) -> None:
@@ -124,14 +130,29 @@ def check_identity(folder: ShardFolder, identity: str) -> None:
         folder.update(model_identity=identity)
 
 
-def load_embeddings(folder: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """(ids [n] int64, embeddings [n, d] float32) of a complete ``embed`` folder, in id order."""
-    store = ShardFolder(folder, {}, what=str(folder))
-    manifest = json.loads(store.path.read_text(encoding="utf-8")) if store.path.is_file() else {}
+def complete_manifest(folder: str | Path) -> dict:
+    """The manifest of a complete ``embed`` folder (MlseError if there is none, or the job has not finished)."""
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
     if not manifest.get("complete"):
         raise MlseError(f"{folder}: not a complete embed folder (no manifest, or the job has not finished)")
-    store.manifest = manifest
-    parts = [store.read(int(i)) for i in manifest["shards"]]
+    return manifest
+
+
+def embedding_shards(folder: str | Path) -> list[tuple[Path, int, int]]:
+    """(shard file, first id, end id) of every shard of a complete ``embed`` folder, in id order."""
+    manifest = complete_manifest(folder)
+    shards = sorted(manifest["shards"].values(), key=lambda e: e["lo"])
+    return [(Path(folder) / e["file"], int(e["lo"]), int(e["hi"])) for e in shards]
+
+
+def load_embeddings(folder: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(ids [n] int64, embeddings [n, d] float32) of a complete ``embed`` folder, in id order: all of it in memory
+    (small folders; the pipelines read :func:`embedding_shards` one at a time)."""
+    parts = [read_shard_file(path) for path, _, _ in embedding_shards(folder)]
     ids = np.concatenate([p["id"] for p in parts])
     emb = np.concatenate([p["embedding"] for p in parts]).astype(np.float32)
     order = np.argsort(ids, kind="stable")

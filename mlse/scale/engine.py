@@ -3,8 +3,11 @@
 ``local``: one :class:`~mlse.scale.work.ChunkWorker` here, chunk after chunk. ``ray``: the chunks become a Ray
 Dataset (one row a chunk, pickled), mapped by a pool of ``workers`` actors that each load the models once
 (``map_batches(ChunkWorker, compute=ActorPoolStrategy(size=workers))``; one CPU each, or one GPU each when the
-cluster has GPUs); results stream back as they finish, in any order, each with its chunk index. Both engines run
-the same code on the same chunks, so their numbers are the same. ``auto`` picks local below :data:`AUTO_RAY_ROWS`
+cluster has GPUs); results stream back as they finish, in any order, each with its chunk index, and the driver writes
+each one once. An actor that dies mid-chunk (a killed process, a lost node) is restarted by Ray and its chunk run
+again (Ray Data's actor pools retry: ``max_restarts=-1``, ``max_task_retries=-1``): a chunk is never lost, and only
+the attempt that finished comes back. Both engines run the same code on the same chunks, so their numbers are the
+same. ``auto`` picks local below :data:`AUTO_RAY_ROWS`
 rows, or whenever ``--address`` is not given and this machine is all there is to use.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,62 +54,91 @@ class EngineOptions:
         return "ray" if self.address or rows >= AUTO_RAY_ROWS else "local"
 
 
-Identity = Callable[[dict[str, str]], None]
+class Workers:
+    """What the workers reported, one entry per process (host, pid): chunks run, peak resident memory (MiB) and CPU
+    time (s, the process's since it started, model loading included);
+    ``check(identities)`` is called with each new worker's model identities (a worker with other weights stops the
+    job). :meth:`summary` goes into a job's manifest, :meth:`lines` to stderr."""
+
+    def __init__(self, check: Callable[[dict[str, str]], None] | None = None):
+        self.check = check
+        self.seen: dict[tuple[str, int], dict] = {}
+
+    def note(self, about: dict) -> None:
+        key = (about["host"], about["pid"])
+        entry = self.seen.get(key)
+        if entry is None:
+            if self.check is not None:
+                self.check(about["identities"])
+            entry = self.seen[key] = {"host": about["host"], "pid": about["pid"], "chunks": 0, "peak_rss_mib": 0.0}
+        entry["chunks"] += 1
+        entry["peak_rss_mib"] = max(entry["peak_rss_mib"], about["peak_rss_mib"])
+        entry["cpu_s"] = max(entry.get("cpu_s", 0.0), about.get("cpu_s", 0.0))  # so far: the last report is the most
+
+    def summary(self) -> list[dict]:
+        return sorted(self.seen.values(), key=lambda e: (e["host"], e["pid"]))
+
+    def lines(self, what: str) -> list[str]:
+        return [
+            f"{what} worker {e['host']}:{e['pid']}: {e['chunks']} chunk(s), peak memory {e['peak_rss_mib']:,.0f} MiB, "
+            f"{e['cpu_s']:,.1f} CPU-s"
+            for e in self.summary()
+        ]
 
 
 def run_chunks(
-    spec: WorkSpec, chunks: list[tuple[int, object]], options: EngineOptions, *, rows: int, identity: Identity
+    spec: WorkSpec, chunks: Iterable[tuple[int, object]], options: EngineOptions, *, rows: int, workers: Workers
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """(chunk index, result) for every (index, payload) of ``chunks``, as they finish; ``identity(models)`` is
-    called with the models' identities before the first result (once per worker on Ray)."""
-    if not chunks:
-        return
+    """(chunk index, result) for every (index, payload) of ``chunks``, as they finish. ``chunks`` may be a generator:
+    the local engine takes one chunk at a time from it; the Ray engine needs the payloads up front, so they should be
+    small (where a shard lies, not its rows). ``workers`` notes who ran each chunk."""
     if options.resolve(rows) == "local":
-        worker = ChunkWorker(spec)
-        identity(worker.identities())
+        worker = None
         for index, payload in chunks:
-            yield index, worker.run(payload)
+            worker = worker or ChunkWorker(spec)
+            result = worker.traced_run(index, payload)
+            workers.note(worker.about())
+            yield index, result
         return
-    yield from _run_ray(spec, chunks, options, identity)
+    chunks = list(chunks)
+    if chunks:
+        yield from _run_ray(spec, chunks, options, workers)
 
 
 def _run_ray(
-    spec: WorkSpec, chunks: list[tuple[int, object]], options: EngineOptions, identity: Identity
+    spec: WorkSpec, chunks: list[tuple[int, object]], options: EngineOptions, workers: Workers
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     import ray.data  # lazy: only the Ray engine needs Ray
 
     connect(options.address)
     have = resources()
-    gpus = int(have["GPU"])
+    gpus = 0 if spec.kind == "search" else int(have["GPU"])  # a search runs on CPUs
     per_actor = {"num_gpus": 1} if gpus else {"num_cpus": 1}
     slots = gpus or int(have["CPU"]) or 1
-    workers = min(options.workers or slots, len(chunks))
-    if workers > slots:
+    actors = min(options.workers or slots, len(chunks))
+    if actors > slots:
         raise MlseError(
-            f"--workers {workers}: the cluster has {slots} {'GPU' if gpus else 'CPU'}(s), so only {slots} "
+            f"--workers {actors}: the cluster has {slots} {'GPU' if gpus else 'CPU'}(s), so only {slots} "
             "workers can run; ask for fewer or add nodes"
         )
     items = [{"index": index, "payload": pickle.dumps(payload, protocol=5)} for index, payload in chunks]
     dataset = ray.data.from_items(items, override_num_blocks=len(items))
     mapped = dataset.map_batches(
         ChunkWorker,
-        fn_constructor_kwargs={"spec": spec.as_dict(), "threads": _threads(have, workers, gpus)},
-        compute=ray.data.ActorPoolStrategy(size=workers),
+        fn_constructor_kwargs={"spec": spec.as_dict(), "threads": _threads(have, actors, gpus)},
+        compute=ray.data.ActorPoolStrategy(size=actors),
         batch_size=1,
         batch_format="numpy",
         **per_actor,
     )
-    seen: set[bytes] = set()
     for batch in mapped.iter_batches(batch_size=1, batch_format="numpy", prefetch_batches=0):
-        for index, result, ident in zip(batch["index"], batch["result"], batch["identity"]):
-            if ident not in seen:
-                seen.add(ident)
-                identity(pickle.loads(ident))
+        for index, result, about in zip(batch["index"], batch["result"], batch["worker"]):
+            workers.note(pickle.loads(about))
             yield int(index), pickle.loads(result)
 
 
 def _threads(have: dict[str, float], workers: int, gpus: int) -> int | None:
-    """Torch threads per CPU actor: the local machine's cores shared among the actors (None on a GPU)."""
+    """Threads per CPU actor: the local machine's cores shared among the actors (None on a GPU)."""
     if gpus:
         return None
     per_node = os.cpu_count() or 1

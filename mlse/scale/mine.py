@@ -1,33 +1,39 @@
 """``mine``: bitext mining between two corpora, LASER's ratio margin (``mine_bitexts.py --mode mine --retrieval
-max``) through :func:`mlse.evaluation.mining.mine_candidates`: each side's best candidate by ratio margin among its
-``candidates`` cosine neighbours (margin neighbourhood ``k``), forward and backward, union, greedy 1:1.
+max``): each side's best candidate by ratio margin among its ``candidates`` cosine neighbours (margin neighbourhood
+``k``), forward and backward, union, greedy 1:1 -- :func:`mlse.evaluation.mining.mine_candidates`, run shard by shard
+(:func:`mlse.scale.margin.mine_folders`).
 
 Both corpora are embedded by the ``embed`` pipeline into a work folder beside the output (``OUT.work/src``,
-``OUT.work/tgt``: fp32 shards, resumed when the same command runs again, removed at the end). The neighbour search is
-exact (faiss ``IndexFlatIP``) while both sides hold at most ``exact_max`` texts (:data:`EXACT_MAX`: at 100k per side
-exact search took 229 s on 2 cores against 97 s for IVF with nprobe 64, 0.4 F1 points less; docs/speed.md, "Bitext
-mining at scale"), else faiss IVF (``nlist`` about 4 * sqrt(n), ``nprobe`` lists visited). Pairs scoring at least
-``threshold`` are written as TSV ``score<TAB>source<TAB>target``, best first (a tab or line break inside a text
-becomes a space), in one atomic write.
+``OUT.work/tgt``: fp32 shards), then searched both ways, query shard by query shard (``OUT.work/fwd``, ``bwd``); all
+of it is resumed when the same command runs again and removed at the end. The index (``--index``): ``exact`` (faiss
+``IndexFlatIP``) while both sides hold at most ``exact_max`` texts (:data:`EXACT_MAX`: at 100k per side exact search
+took 229 s on 2 cores against 97 s for IVF with nprobe 64, 0.4 F1 points less; docs/speed.md, "Bitext mining at
+scale"), else ``ivf-pq`` (IVF lists, 4-bit PQ codes, the shortlist re-scored on fp16 vectors; docs/scale.md has its
+F1 against exact search and its cost at 1M x 1M), or ``ivf`` (IVF with full vectors) when asked. Pairs scoring at
+least ``threshold`` are written as TSV ``score<TAB>source<TAB>target``, best first (a tab or line break inside a text
+becomes a space), in one atomic write; the texts of the pairs kept are read back from the corpora shard by shard.
 """
 
 from __future__ import annotations
 
-import io
 import shutil
 import sys
 from pathlib import Path
 
-from mlse.atomic import atomic_write_text
-from mlse.errors import MlseError
-from mlse.evaluation.index import knn, make_search
-from mlse.evaluation.mining import mine_candidates
-from mlse.scale.corpus import read_corpus
-from mlse.scale.embed import embed_corpus, load_embeddings
-from mlse.scale.engine import EngineOptions
+import numpy as np
 
-EXACT_MAX = 100_000  # texts per side searched exactly; IVF beyond
+from mlse.atomic import atomic_write_stream
+from mlse.errors import MlseError
+from mlse.scale.corpus import scan_corpus
+from mlse.scale.embed import embed_corpus
+from mlse.scale.engine import EngineOptions
+from mlse.scale.margin import mine_folders
+from mlse.scale.search import INDEX_KINDS, REFINE, IndexSpec
+
+EXACT_MAX = 100_000  # texts per side searched exactly; an approximate index beyond
 NPROBE = 64
+APPROXIMATE = "ivf-pq"  # the index --index auto uses beyond EXACT_MAX
+INDEX_CHOICES = ("auto", *INDEX_KINDS)
 
 
 def work_folder(out: Path) -> Path:
@@ -36,6 +42,28 @@ def work_folder(out: Path) -> Path:
 
 def clean(text: str) -> str:
     return text.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def pick_index(kind: str, n_src: int, n_tgt: int, exact_max: int) -> str:
+    """The index ``--index kind`` means for sides of ``n_src`` and ``n_tgt`` texts."""
+    if kind not in INDEX_CHOICES:
+        raise MlseError(f"unknown index {kind!r}; choose from {', '.join(INDEX_CHOICES)}")
+    if kind != "auto":
+        return kind
+    return "exact" if max(n_src, n_tgt) <= exact_max else APPROXIMATE
+
+
+def texts_by_id(path: Path, format: str | None, shard_rows: int, wanted: np.ndarray) -> dict[int, str]:  # noqa: A002
+    """{id: text} for the ``wanted`` ids of a corpus, read shard by shard (only the shards that hold one)."""
+    scan = scan_corpus(path, format=format, shard_rows=shard_rows)
+    wanted = np.unique(wanted)
+    out: dict[int, str] = {}
+    for index in np.unique(wanted // shard_rows).tolist():
+        texts = scan.shard_texts(index)
+        lo = index * shard_rows
+        for i in wanted[(wanted >= lo) & (wanted < lo + len(texts))].tolist():
+            out[i] = texts[i - lo]
+    return out
 
 
 def mine_files(
@@ -48,8 +76,10 @@ def mine_files(
     k: int = 4,
     candidates: int = 16,
     threshold: float | None = None,
+    index: str = "auto",
     exact_max: int = EXACT_MAX,
     nprobe: int = NPROBE,
+    refine: int = REFINE,
     shard_rows: int = 10_000,
     batch_tokens: int | None = None,
     format: str | None = None,  # noqa: A002 - the option's name
@@ -64,11 +94,12 @@ def mine_files(
         raise MlseError(f"--out {out}: is a folder, expected a file name such as mined.tsv")
     if k < 1 or candidates < 1:
         raise MlseError(f"-k and --candidates must be positive integers, got {k} and {candidates}")
+    pick_index(index, 0, 0, exact_max)  # an unknown --index is refused before any work
     work = work_folder(out)
-    sides = {}
+    manifests = {}
     for side, path in (("src", src), ("tgt", tgt)):
         print(f"{side}: {path}", file=stream, flush=True)
-        manifest = embed_corpus(
+        manifests[side] = embed_corpus(
             path,
             model,
             work / side,
@@ -83,33 +114,43 @@ def mine_files(
             stream=stream,
             what=f"{work / side} (the work folder of --out)",
         )
-        sides[side] = (manifest, load_embeddings(work / side)[1])
-    src_texts = read_corpus(src, format=format).texts
-    tgt_texts = read_corpus(tgt, format=format).texts
-    src_emb, tgt_emb = sides["src"][1], sides["tgt"][1]
-    exact = max(len(src_emb), len(tgt_emb)) <= exact_max
-    search = knn if exact else make_search("ivf", nprobe=nprobe)
+    n_src, n_tgt = manifests["src"]["rows_total"], manifests["tgt"]["rows_total"]
+    kind = pick_index(index, n_src, n_tgt, exact_max)
+    spec = IndexSpec(kind, nprobe=nprobe, refine=refine)
     print(
-        f"mining {len(src_emb):,} x {len(tgt_emb):,} ({'exact' if exact else f'IVF, nprobe {nprobe}'} search)",
+        f"mining {n_src:,} x {n_tgt:,} ({'exact' if kind == 'exact' else f'{kind}, nprobe {nprobe}'} search)",
         file=stream,
         flush=True,
     )
-    mined = mine_candidates(
-        src_emb, tgt_emb, k=k, candidates=min(candidates, len(src_emb), len(tgt_emb)), search=search
+    mined = mine_folders(
+        work / "src",
+        work / "tgt",
+        work,
+        index=spec,
+        k=k,
+        candidates=min(candidates, n_src, n_tgt),
+        options=options,
+        stream=stream,
     )
-    kept = [m for m in mined if threshold is None or m[2] >= threshold]
-    buffer = io.StringIO()
-    for i, j, score in kept:
-        buffer.write(f"{score:.6f}\t{clean(src_texts[i])}\t{clean(tgt_texts[j])}\n")
-    atomic_write_text(out, buffer.getvalue())
+    keep = np.ones(len(mined.score), dtype=bool) if threshold is None else mined.score >= threshold
+    src_ids, tgt_ids, scores = mined.src[keep], mined.tgt[keep], mined.score[keep]
+    src_text = texts_by_id(Path(src), format, shard_rows, src_ids)
+    tgt_text = texts_by_id(Path(tgt), format, shard_rows, tgt_ids)
+
+    def fill(stream_out) -> None:
+        for i, j, score in zip(src_ids.tolist(), tgt_ids.tolist(), scores.tolist()):
+            stream_out.write(f"{score:.6f}\t{clean(src_text[i])}\t{clean(tgt_text[j])}\n")
+
+    atomic_write_stream(out, fill, text=True)
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return {
-        "pairs": len(kept),
-        "candidates": len(mined),
-        "search": "exact" if exact else "ivf",
-        "src_rows": len(src_emb),
-        "tgt_rows": len(tgt_emb),
-        "model_identity": sides["src"][0].get("model_identity"),
-        "bad_rows": sides["src"][0].get("bad_rows", 0) + sides["tgt"][0].get("bad_rows", 0),
+        "pairs": int(keep.sum()),
+        "candidates": len(mined.score),
+        "search": kind,
+        "src_rows": n_src,
+        "tgt_rows": n_tgt,
+        "model_identity": manifests["src"].get("model_identity"),
+        "bad_rows": manifests["src"].get("bad_rows", 0) + manifests["tgt"].get("bad_rows", 0),
+        "seconds": mined.seconds,
     }

@@ -1,12 +1,14 @@
-"""``score --engine ray``: the columns :func:`mlse.api.score_rows` gives, with the encoding done by an engine.
+"""``score --engine ray``: the columns :func:`mlse.api.score_pairs` gives, with the encoding done by an engine.
 
 An embedding depends (in its last bits) on the texts it was batched with, and the local ``score`` encodes, chunk after
 chunk, only the texts its embedding cache does not hold yet. To give the same numbers, this module plans the same
 thing: for each chunk of ``chunk`` pairs, the texts the cache would encode (the chunk's distinct texts, in order,
 minus those the cache already held or an earlier chunk encoded). Workers encode exactly those lists, in one call each
 (:class:`mlse.scale.work.ChunkWorker`, kind ``encode``), in any order and on any node; this process then takes the
-chunks in order, puts the new vectors in the embedding cache (as the local run does) and scores every pair with
-:func:`mlse.api.pair_scores`, the function the local engine calls. The scored file is byte-identical.
+chunks in order, puts the new vectors in the embedding cache (as the local run does), reads the chunk's other vectors
+back from it (fp32: the same bytes) and scores every pair with :func:`mlse.encoders.protocol.similarity`, the function
+the local engine calls. The scored file is byte-identical, and this process never holds more than a few chunks'
+vectors: the plan keeps texts only, the scores one float a pair and model.
 
 A model without an embedding cache around its encoder (a Stage-2 scorer) is scored whole chunk by whole chunk on the
 workers instead (kind ``score``): the same code, but its numbers match the local engine only to float precision.
@@ -18,14 +20,17 @@ file is written): a killed run, started again with the same command, encodes onl
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from mlse import api
 from mlse.encoders.cache import CachedEncoder, text_key
+from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
-from mlse.scale.engine import EngineOptions, run_chunks
+from mlse.models import load_model
+from mlse.scale.engine import EngineOptions, Workers, run_chunks
 from mlse.scale.shards import ShardFolder, plan_chunks
 from mlse.scale.work import WorkSpec
 
@@ -49,19 +54,46 @@ def cached_encoder(model) -> CachedEncoder | None:
     return None
 
 
-def plan_new_texts(cache: CachedEncoder, s1: list[str], s2: list[str], planned) -> tuple[dict, list[list[str]]]:
-    """({text: vector} the cache holds now, [texts chunk c encodes]) as the local engine's cache would decide."""
+PRESENCE_BLOCK = 4096  # texts looked up in the embedding cache at a time while planning (their vectors dropped)
+
+
+def plan_new_texts(cache: CachedEncoder, s1: list[str], s2: list[str], planned) -> list[list[str]]:
+    """[texts chunk c encodes], as the local engine's cache would decide: a chunk's distinct texts that neither the
+    cache held at the start nor an earlier chunk encoded. The cache is asked in blocks and its vectors are dropped:
+    only the texts are kept."""
     unique = list(dict.fromkeys([*s1, *s2]))
-    keys = [text_key(t) for t in unique]
-    found = cache.store(True).get_many(keys)
-    vectors = {t: found[k] for t, k in zip(unique, keys) if k in found}
-    known = set(vectors)
+    store = cache.store(True)
+    known: set[str] = set()
+    for start in range(0, len(unique), PRESENCE_BLOCK):
+        block = unique[start : start + PRESENCE_BLOCK]
+        found = store.get_many([text_key(t) for t in block])
+        known.update(t for t in block if text_key(t) in found)
     new = []
     for lo, hi in planned:
         fresh = [t for t in dict.fromkeys([*s1[lo:hi], *s2[lo:hi]]) if t not in known]
         known.update(fresh)
         new.append(fresh)
-    return vectors, new
+    return new
+
+
+def chunk_vectors(cache: CachedEncoder, texts: list[str], fresh: list[str], emb) -> dict[str, np.ndarray]:
+    """{text: vector} for one chunk, as the local engine's cache gives them: ``fresh`` (encoded for this chunk, put in
+    the cache here) with ``emb``, the others read from the cache (fp32, so the same bytes that were put)."""
+    store = cache.store(True)
+    if fresh:
+        store.put_many([text_key(t) for t in fresh], emb)
+    vectors = dict(zip(fresh, emb)) if fresh else {}
+    rest = [t for t in dict.fromkeys(texts) if t not in vectors]
+    keys = [text_key(t) for t in rest]
+    found = store.get_many(keys)
+    for t, key in zip(rest, keys):
+        if key not in found:
+            raise MlseError(
+                f"the embedding cache {store.path} lost a text this run counted on (another process cleared it?); "
+                "run the same command again"
+            )
+        vectors[t] = found[key]
+    return vectors
 
 
 def score_on_engine(
@@ -76,12 +108,16 @@ def score_on_engine(
     parts: Path | None,
     batch_tokens: int | None = None,
     progress=None,
+    stream=None,
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """({column: values [n]}, {model: identity}) for every pair; ``parts`` (None: nothing kept) holds the finished
-    chunks; ``progress(done, total)`` after each chunk in order."""
+    chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to
+    ``stream`` (stderr) at the end. Memory here: the scores, the texts' plan, and the vectors of the chunks that
+    finished out of order (one, or a few, at a time)."""
+    stream = stream if stream is not None else sys.stderr
     n, names = len(s1), list(dict.fromkeys(models))
     planned = plan_chunks(n, chunk)
-    loaded = {name: api.load_model(name, backend=backend) for name in names}  # weights load on first encode only
+    loaded = {name: load_model(name, backend=backend) for name in names}  # weights load on first encode only
     caches = {name: cached_encoder(model) for name, model in loaded.items()}
     exact = all(c is not None for c in caches.values()) and batch_tokens is None
     folder = None
@@ -104,44 +140,40 @@ def score_on_engine(
 
     if exact:
         plans = {name: plan_new_texts(cache, s1, s2, planned) for name, cache in caches.items()}
-        payloads = [{name: plans[name][1][c] for name in names} for c in range(len(planned))]
         spec = WorkSpec("encode", tuple(names), backend)
     else:
-        payloads = [(s1[lo:hi], s2[lo:hi]) for lo, hi in planned]
         spec = WorkSpec("score", tuple(names), backend, batch_tokens)
+
+    def payload(c: int):
+        lo, hi = planned[c]
+        return {name: plans[name][c] for name in names} if exact else (s1[lo:hi], s2[lo:hi])
+
     keys = {f"m{i}": name for i, name in enumerate(names)}  # shard column names (a model name may hold a "/")
-    results: dict[int, dict[str, np.ndarray]] = {}
-    pending = []
-    for c in range(len(planned)):
-        if folder is not None and folder.done(c):
-            stored = folder.read(c)
-            if exact:  # (texts, vectors): the texts that run encoded (the cache may hold some of them by now)
-                results[c] = {
-                    keys[k]: ([str(t) for t in stored[f"{k}_texts"]], v) for k, v in stored.items() if k in keys
-                }
-            else:
-                results[c] = {str(k): stored[f"c{i}"] for i, k in enumerate(stored["names"])}
-        else:
-            pending.append((c, payloads[c]))
+
+    def stored(c: int) -> dict:
+        part = folder.read(c)
+        if exact:  # (texts, vectors): the texts that run encoded (the cache may hold some of them by now)
+            return {keys[k]: ([str(t) for t in part[f"{k}_texts"]], v) for k, v in part.items() if k in keys}
+        return {str(k): part[f"c{i}"] for i, k in enumerate(part["names"])}
+
+    done_before = {c for c in range(len(planned)) if folder is not None and folder.done(c)}
+    results: dict[int, dict] = {}  # finished chunks waiting for the ones before them
     done = 0
 
     def take(c: int) -> None:
         nonlocal done
-        result = results.pop(c)
+        result = results.pop(c) if c in results else stored(c)
         lo, hi = planned[c]
         if not exact:
             fill(c, result)
         for name in names if exact else ():
-            vectors = plans[name][0]
             fresh, emb = result.get(name, ([], None))
-            if fresh:
-                vectors.update(zip(fresh, emb))
-                caches[name].store(True).put_many([text_key(t) for t in fresh], emb)
+            vectors = chunk_vectors(caches[name], [*s1[lo:hi], *s2[lo:hi]], fresh, emb)
 
             def lookup(_model, texts, vectors=vectors):
                 return np.stack([vectors[t] for t in texts])
 
-            cos, cal = api.pair_scores(loaded[name], s1[lo:hi], s2[lo:hi], encode=lookup)
+            cos, cal = similarity(loaded[name], s1[lo:hi], s2[lo:hi], encode=lookup)
             fill(c, {api.column_name(name, api.COSINE): cos})
             if cal is not None:
                 fill(c, {api.column_name(name, api.CALIBRATED): cal})
@@ -150,9 +182,18 @@ def score_on_engine(
             progress(done, n)
 
     following = 0
-    for c, result in run_chunks(spec, pending, options, rows=n, identity=identity):
+
+    def take_ready() -> None:
+        nonlocal following
+        while following < len(planned) and (following in results or following in done_before):
+            take(following)
+            following += 1
+
+    workers = Workers(check=identity)
+    pending = ((c, payload(c)) for c in range(len(planned)) if c not in done_before)
+    for c, result in run_chunks(spec, pending, options, rows=n, workers=workers):
         if exact:
-            result = {name: (payloads[c][name], emb) for name, emb in result.items()}
+            result = {name: (plans[name][c], emb) for name, emb in result.items()}
         if folder is not None:
             if exact:
                 named = {k: result[name][1] for k, name in keys.items() if name in result}
@@ -161,14 +202,14 @@ def score_on_engine(
                 named = {"names": np.array(list(result))} | {f"c{i}": v for i, v in enumerate(result.values())}
             folder.write(c, named or {"empty": np.zeros(0)}, rows=planned[c][1] - planned[c][0])
         results[c] = result
-        while following in results:
-            take(following)
-            following += 1
-    while following < len(planned):
-        take(following)
-        following += 1
+        take_ready()
+    take_ready()
+    if following < len(planned):
+        raise MlseError(f"score: chunk {following} of {len(planned)} never finished")
+    for line in workers.lines("score"):
+        print(line, file=stream, flush=True)
     ordered = {}
-    for name in names:  # each model's cosine, then its 0-5 score, as score_rows orders them
+    for name in names:  # each model's cosine, then its 0-5 score, as score_pairs orders them
         for what in (api.COSINE, api.CALIBRATED):
             key = api.column_name(name, what)
             if key in columns:

@@ -1,11 +1,19 @@
 """What a worker does with one chunk of rows, the same in-process (local engine) and in a Ray actor (Ray engine), so
 both engines compute the same numbers from the same chunks.
 
-A :class:`ChunkWorker` loads its models once (``mlse.api.load_model``, as the ``score`` command does) and then
-``run``s chunks: ``embed`` turns texts into float32 L2-normalised embeddings [n, d]; ``score`` turns (sentences1,
-sentences2) into the columns :func:`mlse.api.score_rows` gives (each model's cosine, then its 0-5 score when it is
-calibrated), through :func:`mlse.api.pair_scores`, the one place a pair's scores are computed. Called with a Ray Data
-batch (``__call__``), it unpickles each chunk, runs it and pickles the result.
+A :class:`ChunkWorker` loads what its :class:`WorkSpec` names once (models through :func:`mlse.load_model`, as the
+``score`` command does, or a search index) and then ``run``s chunks:
+
+- ``embed``: a shard of a corpus -> float32 L2-normalised embeddings [n, d]. The payload is where the shard lies
+  (:meth:`mlse.scale.corpus.CorpusScan.locator`): the worker reads its texts itself, so no process holds the corpus;
+- ``encode``: ``{model: texts}`` -> ``{model: embeddings}``, each list encoded in one call (``score``'s plan);
+- ``score``: (sentences1, sentences2) -> the columns :func:`mlse.api.score_pairs` gives (each model's cosine, then its
+  0-5 score when it is calibrated), through :func:`mlse.encoders.protocol.similarity`;
+- ``search``: the path of one embedding shard -> its ``depth`` nearest neighbours in the index ``index`` names
+  (:mod:`mlse.scale.search`): ``sims`` [n, depth] and ``ids`` [n, depth].
+
+Called with a Ray Data batch (``__call__``), it unpickles each chunk, runs it and pickles the result, with what it
+is (:meth:`ChunkWorker.about`: process id, host, model identities, peak resident memory and CPU time so far).
 
 ``batch_tokens`` bounds the texts of one forward pass by an estimate of their token count (UTF-8 bytes / 4 + 2 per
 text, the longest text of the chunk times the batch size); without it a batch holds 64 texts, as ``score`` uses.
@@ -15,25 +23,34 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from mlse import api
+from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
+from mlse.models import load_model
 
-KINDS = ("embed", "encode", "score")
+KINDS = ("embed", "encode", "score", "search")
 DEFAULT_BATCH = 64
+TRACE_ENV = "MLSE_SCALE_TRACE"  # a folder: each worker notes there which chunk it starts and ends (tests, debugging)
 
 
 @dataclass(frozen=True)
 class WorkSpec:
-    """What every worker loads and does: ``kind`` (embed or score), the models, their backend, the batch bound."""
+    """What every worker loads and does: ``kind``, the models and their backend, the batch bound; for ``search`` the
+    index file, the neighbours wanted (``depth``) and the lists visited (``nprobe``)."""
 
     kind: str
-    models: tuple[str, ...]
-    backend: str
+    models: tuple[str, ...] = ()
+    backend: str = "torch"
     batch_tokens: int | None = None
+    index: str | None = None
+    depth: int = 16
+    nprobe: int | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -56,23 +73,44 @@ def batch_size(texts: list[str], batch_tokens: int | None) -> int:
     return max(1, batch_tokens // max(estimated_tokens(t) for t in texts))
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) this process has used so far, seconds."""
+    times = os.times()
+    return round(times.user + times.system, 2)
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, MiB (``ru_maxrss``)."""
+    try:
+        import resource  # lazy: not on Windows
+    except ImportError:
+        return float("nan")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)  # bytes on macOS, KiB on Linux
+
+
 class ChunkWorker:
-    """Holds the models of ``spec`` (a :class:`WorkSpec` or its dict) and runs chunks through them."""
+    """Holds the models (or the index) of ``spec`` (a :class:`WorkSpec` or its dict) and runs chunks through them."""
 
     def __init__(self, spec: dict | WorkSpec, threads: int | None = None):
         self.spec = spec if isinstance(spec, WorkSpec) else WorkSpec(**(spec | {"models": tuple(spec["models"])}))
-        if threads:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        self.index = None
+        if self.spec.kind == "search":
+            from mlse.scale.search import load_index  # lazy: only search workers need faiss
+
+            self.index = load_index(self.spec.index, nprobe=self.spec.nprobe, threads=threads)
+        elif threads:
             import torch  # lazy: only a worker that sets its thread count needs torch here
 
             torch.set_num_threads(threads)
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         embed = self.spec.kind in ("embed", "encode")
         # embed and encode use no embedding cache (the shards, or the driver, keep the vectors); score uses it
         self.models = {
             name: (
-                api.load_model(name, backend=self.spec.backend, calibrated=False, cache=False)
+                load_model(name, backend=self.spec.backend, calibrated=False, cache=False)
                 if embed
-                else api.load_model(name, backend=self.spec.backend)
+                else load_model(name, backend=self.spec.backend)
             )
             for name in dict.fromkeys(self.spec.models)
         }
@@ -80,12 +118,28 @@ class ChunkWorker:
     def identities(self) -> dict[str, str]:
         return {name: str(getattr(model, "identity", name)) for name, model in self.models.items()}
 
+    def about(self) -> dict:
+        """Who ran a chunk: process id, host, model identities, peak resident memory (MiB) and CPU time (s) so far."""
+        return {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "identities": self.identities(),
+            "peak_rss_mib": peak_rss_mib(),
+            "cpu_s": cpu_seconds(),
+        }
+
     def run(self, payload) -> dict[str, np.ndarray]:
         if self.spec.kind == "embed":
-            texts = list(payload)
+            from mlse.scale.corpus import read_span  # lazy: a locator names where the shard's texts are
+
+            texts = read_span(payload) if isinstance(payload, tuple) else list(payload)
             (model,) = self.models.values()
             emb = model.encode(texts, batch_size=batch_size(texts, self.spec.batch_tokens))
             return {"embedding": np.asarray(emb, dtype=np.float32)}
+        if self.spec.kind == "search":
+            from mlse.scale.search import search_shard  # lazy: as above
+
+            return search_shard(self.index, payload, self.spec.depth)
         if self.spec.kind == "encode":  # {model: texts} -> {model: embeddings}, each list encoded in one call
             return {
                 name: np.asarray(
@@ -99,18 +153,32 @@ class ChunkWorker:
         size = batch_size(s1 + s2, self.spec.batch_tokens)
         out: dict[str, np.ndarray] = {}
         for name, model in self.models.items():
-            cos, cal = api.pair_scores(model, s1, s2, batch_size=size)
+            cos, cal = similarity(model, s1, s2, batch_size=size)
             out[api.column_name(name, api.COSINE)] = cos
             if cal is not None:
                 out[api.column_name(name, api.CALIBRATED)] = cal
         return out
 
+    def traced_run(self, index: int, payload) -> dict[str, np.ndarray]:
+        """:meth:`run`, noted in the folder :data:`TRACE_ENV` names (when set) as ``start-<chunk>-<pid>`` before and
+        ``end-<chunk>-<pid>`` after: a test can kill the worker mid-chunk and see the chunk run again."""
+        trace = os.environ.get(TRACE_ENV)
+        if trace:
+            open(os.path.join(trace, f"start-{index}-{os.getpid()}"), "w").close()
+        result = self.run(payload)
+        if trace:
+            open(os.path.join(trace, f"end-{index}-{os.getpid()}"), "w").close()
+        return result
+
     def __call__(self, batch: dict) -> dict:
-        """A Ray Data batch of pickled chunks -> their pickled results, with the worker's model identities."""
-        results = [pickle.dumps(self.run(pickle.loads(p)), protocol=5) for p in batch["payload"]]
-        ident = pickle.dumps(self.identities())
+        """A Ray Data batch of pickled chunks -> their pickled results, each with :meth:`about` this worker."""
+        indices = [int(i) for i in batch["index"]]
+        results = [
+            pickle.dumps(self.traced_run(i, pickle.loads(p)), protocol=5) for i, p in zip(indices, batch["payload"])
+        ]
+        about = pickle.dumps(self.about())
         return {
-            "index": np.asarray(batch["index"]),
+            "index": np.asarray(indices),
             "result": np.array(results, dtype=object),
-            "identity": np.array([ident] * len(results), dtype=object),
+            "worker": np.array([about] * len(results), dtype=object),
         }

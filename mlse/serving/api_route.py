@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from mlse.encoders.catalogue import chosen_models
 from mlse.serving.field_checks import choice_problem
 from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi
 from mlse.text.language_id import language_choices
@@ -63,7 +64,7 @@ def parse_body(raw: bytes) -> dict:
     return payload
 
 
-def check_request(payload: dict, offered: list[str]) -> dict:
+def score_arguments(payload: dict, offered: list[str]) -> dict:
     """The keyword arguments of :func:`mlse.serving.pair_scoring.score_api` for a request, or :class:`RequestError` 422
     naming the first problem: an unknown field, a sentence missing, empty or not a string, a model list that is not a
     list of names or names a model not offered here, or a language that is not "auto" or a known code."""
@@ -99,21 +100,20 @@ def _models(value, offered: list[str]) -> list[str] | None:
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise RequestError(422, "models must be a list of model names (GET /api/models lists them)")
-    names = [n.strip() for n in names if n.strip()]
-    if not names:
+    names, asked, refused = chosen_models(names, offered)  # the app's one clean-up of a model list
+    if not asked:
         raise RequestError(422, "models is empty; name at least one model, or leave models out for the defaults")
-    if len(set(names)) > MAX_MODELS:
-        raise RequestError(422, f"{len(set(names))} models named; at most {MAX_MODELS} per request")
-    problem = choice_problem("models", names, offered)
-    if problem:
-        raise RequestError(422, problem + " (GET /api/models lists them)")
+    if asked > MAX_MODELS:
+        raise RequestError(422, f"{asked} models named; at most {MAX_MODELS} per request")
+    if refused:
+        raise RequestError(422, choice_problem("models", refused[0][0], offered) + " (GET /api/models lists them)")
     return names
 
 
 def score_request(direct: DirectApi, raw: bytes) -> tuple[int, dict]:
     """(HTTP status, JSON answer) for one request body: the whole route without the HTTP framework, for tests."""
     try:
-        request = check_request(parse_body(raw), direct.state.model_names())
+        request = score_arguments(parse_body(raw), direct.state.model_names())
         return 200, direct.score(**request)
     except RequestError as exc:
         return exc.status, {"error": exc.message}

@@ -1,11 +1,12 @@
-"""State shared by the app's tabs: which models load here, what kind each is, and the loaded encoders.
+"""State shared by the app's tabs: the models offered here and the loaded encoders.
 
-The model list is scanned from the registry and the runs directory and kept for :data:`RESCAN_SECONDS` (so a run
+The model list is read from the catalogue (:mod:`mlse.encoders.catalogue`: what is offered, what kind each model
+is, the defaults, the default selection) and kept for :data:`RESCAN_SECONDS` (so a run
 trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
 ``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
 Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.data.hub_probe`);
-they are never ticked by default, since their first use downloads them. The offline defaults
-(``mlse.encoders.DEFAULT_MODELS``) come first among the backbones and are ticked whenever they load here.
+they are never ticked by default, since their first use downloads them. The offline defaults come first among
+the backbones and are ticked whenever they load here.
 
 Models are loaded on first use by a :class:`mlse.serving.model_pool.ModelPool` (the memory budget ``max_memory``,
 ``--max-memory`` / ``MLSE_MAX_MEMORY``, default 1.5 GB; a scorer sharing the loaded backbone; calibrations attached).
@@ -22,68 +23,29 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from mlse.data.hub_probe import hub_reachable
 from mlse.dirs import runs_dir
+from mlse.encoders.catalogue import (
+    DEFAULT_MODELS,
+    MAX_DEFAULT_MODELS,
+    STAGE1,
+    STAGE12,
+    ModelInfo,
+    default_selection,
+    describe,
+    offered_models,
+    resolve_model,
+)
 from mlse.encoders.identity import check_backend
-from mlse.encoders.registry import DEFAULT_MODELS, ModelSpec, registry
-from mlse.encoders.resolve import list_runs, list_shipped_models, resolve_model, spec_status
 from mlse.errors import MlseError
-from mlse.heads.scorer import read_scorer_json
-from mlse.runs.folders import is_finetuned_model
-from mlse.runs.health import partial_reason, recover_runs, sweep_interrupted
+from mlse.runs.health import recover_runs, sweep_interrupted
 from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
 from mlse.serving.batching import MicroBatcher
 from mlse.serving.encoder_pool import DEFAULT_MAX_MEMORY
 from mlse.serving.model_pool import ModelPool
 
-BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
-KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
 RESCAN_SECONDS = 30.0
-MAX_DEFAULT_MODELS = 4  # what a visitor's first click scores: see AppState.default_selection
-# The trained kinds a default shows, in this order: the full method (Stage 1+2), Stage 1 alone (an intermediate step);
-# students only when no backbone loads (see AppState.default_selection).
-VISITOR_KINDS = (STAGE12, STAGE1, STUDENT)
-# Shown after a model's name in the pickers: what it is there for when that is not obvious from its kind.
-MODEL_NOTES = {"minilm-en": "English-only reference"}
-RUNS_PREFIX = "runs/"  # a run trained on this machine (the Fine-tune tab, python -m mlse train / finetune)
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """One model the app can use: its name (what load_model takes), kind, and for scorers the backbone."""
-
-    name: str
-    kind: str
-    source: str
-    location: str
-    backbone: str | None = None
-    needs_download: bool = False  # a hub model not in the local cache: its first use downloads it
-    partial: str | None = None  # a run that ended early (stopped, or killed after a checkpoint): how far it got
-
-    @property
-    def label(self) -> str:
-        notes = [
-            n
-            for n in (
-                MODEL_NOTES.get(self.name),
-                "downloads on first use" if self.needs_download else "",
-                "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
-                "trained here" if self.name.startswith(RUNS_PREFIX) else "",  # beside a shipped one of the same name
-                self.state_note,
-            )
-            if n
-        ]
-        return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes)
-
-    @property
-    def state_note(self) -> str:
-        """How a partial run ended, as its label says it: ``interrupted; ...`` (its job died: the app was killed, say)
-        or ``partial: stopped after N steps``; empty for a finished model."""
-        if not self.partial:
-            return ""
-        return self.partial if self.partial.startswith("interrupted") else f"partial: {self.partial}"
 
 
 @dataclass
@@ -124,19 +86,9 @@ class AppState:
 
     # -- the model list ---------------------------------------------------------------------------------------------
     def refresh(self) -> list[ModelInfo]:
-        """Rescan the registry and the runs directory now: models that load here, plus hub models while it answers."""
-        found, skipped = [], []
-        hub_answers = hub_reachable()  # None (not known yet) counts as unreachable: never block on the network
-        for spec in [*registry().values(), *list_shipped_models(), *list_runs()]:
-            if not spec_status(spec).startswith("available"):
-                if spec.source == "hub" and hub_answers:
-                    found.append(ModelInfo(spec.name, BACKBONE, spec.source, spec.location, needs_download=True))
-                continue
-            try:
-                found.append(describe(spec))
-            except MlseError as exc:
-                skipped.append((spec.name, str(exc)))
-        found.sort(key=self._order)
+        """Rescan the catalogue now (:func:`mlse.encoders.catalogue.offered_models`): the models that load here, plus
+        hub models while the hub answers (None, not known yet, counts as unreachable: never block on the network)."""
+        found, skipped = offered_models(hub_reachable(), self.default_models)
         with self._lock:
             if self._models is not None and found != self._models:
                 self.version += 1
@@ -155,16 +107,14 @@ class AppState:
         return [m.name for m in self.models()]
 
     def model_kind(self, name: str) -> str:
-        """The kind of a listed model, or of any loadable name (a folder path, say)."""
+        """The kind of a listed model, or of any loadable name (a folder path, say); "?" for a name that is neither."""
         for m in self.models():
             if m.name == name:
                 return m.kind
-        return describe(resolve_model(name)).kind
-
-    def _order(self, model: ModelInfo) -> tuple:
-        """Kinds in KIND_ORDER; within a kind the defaults first (in their order), then offline before hub, by name."""
-        rank = self.default_models.index(model.name) if model.name in self.default_models else len(self.default_models)
-        return KIND_ORDER.index(model.kind), rank, model.needs_download, model.name
+        try:
+            return describe(resolve_model(name)).kind
+        except MlseError:
+            return "?"
 
     def loaded_defaults(self) -> list[str]:
         """The default models that load here, in order (no download: hub models not cached are not defaults)."""
@@ -180,47 +130,8 @@ class AppState:
         return names[0] if names else None
 
     def default_selection(self, limit: int = MAX_DEFAULT_MODELS) -> tuple[list[str], str]:
-        """Models ticked by default + a note: what a visitor's first click scores, informative but not everything.
-
-        First the offline default backbones that load here (raw cosines: what each pretrained model says), then
-        trained models that cost no encoder forward of their own: scorers whose backbone is ticked (their heads
-        reuse the backbone's forward through the embedding cache), Stage 1+2 before Stage 1, shipped artifacts
-        (their scores are recorded in their manifests, the same on every machine) before runs trained here, one of
-        each kind in turn until ``limit``. So the table shows raw against trained side by side. With the
-        repository's artifacts: me5-small, muse, minilm-en and shipped/me5-small+s1+s2, three encoder forwards per
-        pair. A student is a model of its own: ticking the shipped one adds a fourth forward, about 1.5 times the
-        app's CPU per request (``benchmarks/app_load.py``), so it is offered one tick away; so are scorers on unticked
-        backbones.
-        When no default backbone loads here, trained models of every kind are taken in turn instead, so the page
-        never opens with nothing ticked.
-
-        Other registry models (a cached hub model, say) are offered but not ticked, nor is a partial run (stopped
-        early or interrupted: not a finished model). ``limit`` caps the total; the backbones always come first.
-        """
-        chosen = self.loaded_defaults()[:limit]
-        offline = [m for m in self.models() if not m.needs_download]
-        registry_names = set(registry())  # the backbones; shipped artifacts and runs are listed apart
-        trained = [m for m in offline if m.name not in registry_names and m.name not in chosen and not m.partial]
-        if chosen:  # only what reuses a ticked backbone's forward
-            trained = [m for m in trained if m.backbone in chosen]
-
-        def preference(m: ModelInfo) -> tuple:
-            on_ticked = chosen.index(m.backbone) if m.backbone in chosen else len(chosen)
-            return not m.name.startswith(SHIPPED_PREFIX), on_ticked
-
-        by_kind = [sorted((m for m in trained if m.kind == kind), key=preference) for kind in VISITOR_KINDS]
-        while len(chosen) < limit and any(by_kind):
-            for candidates in by_kind:  # in turns: every kind is represented before any kind gets a second model
-                if candidates and len(chosen) < limit:
-                    chosen.append(candidates.pop(0).name)
-        offered = len(offline)
-        note = ""
-        if offered > len(chosen):
-            note = (
-                f"{offered} models load here; {len(chosen)} are selected (the backbones and the trained heads that "
-                "reuse their forward; a student costs a forward of its own): tick more to add."
-            )
-        return chosen, note
+        """Models ticked by default + a note (:func:`mlse.encoders.catalogue.default_selection`)."""
+        return default_selection(self.models(), self.default_models, limit)
 
     # -- loading ----------------------------------------------------------------------------------------------------
     def encoder(self, name: str):
@@ -238,30 +149,6 @@ class AppState:
     @property
     def loaded_bytes(self) -> int:
         return self.pool.loaded_bytes
-
-
-def describe(spec: ModelSpec) -> ModelInfo:
-    """Kind of a model from its spec and, for runs, the files beside it; MlseError when a scorer cannot load here."""
-    if spec.source == "scorer":
-        manifest = read_scorer_json(Path(spec.location))  # ModelNotFoundError when unreadable
-        backbone = str(manifest["backbone"])
-        if not _loads_offline(backbone):
-            raise MlseError(f"its backbone {backbone!r} is not available offline here")
-        kind = STAGE12 if "stage2" in manifest["heads"] else STAGE1
-        return ModelInfo(spec.name, kind, spec.source, spec.location, backbone, partial=partial_reason(spec.location))
-    shipped_student = spec.name.startswith(SHIPPED_PREFIX) and spec.source == "package"
-    if spec.source == "run" or shipped_student or is_finetuned_model(Path(spec.location)):
-        return ModelInfo(spec.name, STUDENT, spec.source, spec.location, partial=partial_reason(spec.location))
-    return ModelInfo(spec.name, BACKBONE, spec.source, spec.location)
-
-
-def _loads_offline(name: str) -> bool:
-    """A plain model (not a scorer: heads on heads are not a thing mlse trains) that loads without the hub."""
-    try:
-        spec = resolve_model(name)
-    except MlseError:
-        return False
-    return spec.source != "scorer" and spec_status(spec).startswith("available")
 
 
 STAGE1_KINDS = (STAGE1, STAGE12)  # the kinds of scorer with a Stage-1 head, the one without Stage 2 preferred

@@ -15,19 +15,25 @@ activations while encoding. Evicting drops the pool's reference and runs the gar
 cache on a GPU). A request that is still using an evicted encoder keeps its own reference, so nothing is freed under
 it: Python frees the model when that request ends. Evicting a backbone also evicts the scorers built on it, since
 they hold it; otherwise its memory would stay in use and a reload would count (and hold) it twice.
+
+The order of use and the sizes' total are a ``cachetools.LRUCache`` (sized by each entry's bytes); the pool evicts
+itself rather than letting the cache do it, since what it may evict depends on what is being loaded (the newcomer and
+the backbone it sits on stay, however large).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sys
 import threading
 import zipfile
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cachetools import LRUCache
 
 from mlse.errors import MlseError
 from mlse.serving import gc_freeze
@@ -146,7 +152,11 @@ class _Entry:
     stamp: object
     encoder: object
     size: int
-    depends_on: Hashable | None = None
+
+
+def _new_entries() -> LRUCache:
+    """cachetools' LRU order and size total; unbounded, since :class:`EncoderPool` decides what to evict."""
+    return LRUCache(maxsize=math.inf, getsizeof=lambda entry: entry.size)
 
 
 @dataclass
@@ -160,7 +170,8 @@ class EncoderPool:
 
     max_bytes: int
     evictions: int = 0
-    _entries: OrderedDict = field(default_factory=OrderedDict)
+    _entries: LRUCache = field(default_factory=_new_entries)
+    _backbone_of: dict = field(default_factory=dict)  # key -> the key of the backbone it is built on
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def get(self, key: Hashable, stamp: object = None):
@@ -178,7 +189,9 @@ class EncoderPool:
         """Add (or replace) an entry as the most recently used, then evict to fit -> the evicted keys."""
         with self._lock:
             evicted = self._remove(key) if key in self._entries else []
-            self._entries[key] = _Entry(stamp, encoder, int(size), depends_on)
+            self._entries[key] = _Entry(stamp, encoder, int(size))
+            if depends_on is not None:
+                self._backbone_of[key] = depends_on
             self._touch(key)
             evicted += self._evict_until(self.max_bytes, keep={key, depends_on})
         if evicted:
@@ -186,8 +199,12 @@ class EncoderPool:
         return evicted
 
     def make_room(self, size: int, *, keep: set | frozenset = frozenset()) -> list[Hashable]:
-        """Evict before a load of ``size`` bytes, so the load itself stays within the budget -> the evicted keys."""
+        """Evict before a load of ``size`` bytes, so the load itself stays within the budget -> the evicted keys.
+        What ``keep`` names is about to be used (a scorer's backbone): it counts as just used."""
         with self._lock:
+            for key in keep:
+                if key in self._entries:
+                    self._touch(key)
             evicted = self._evict_until(self.max_bytes - int(size), keep=set(keep))
         if evicted:
             free_memory()
@@ -196,7 +213,7 @@ class EncoderPool:
     @property
     def total_bytes(self) -> int:
         with self._lock:
-            return sum(e.size for e in self._entries.values())
+            return int(self._entries.currsize)
 
     def keys(self) -> list[Hashable]:
         """Loaded keys, least recently used first."""
@@ -208,18 +225,25 @@ class EncoderPool:
             return key in self._entries
 
     def _touch(self, key: Hashable) -> None:
-        entry = self._entries[key]
-        if entry.depends_on in self._entries:  # using a scorer uses its backbone: the backbone is at least as recent
-            self._entries.move_to_end(entry.depends_on)
-        self._entries.move_to_end(key)
+        """Mark ``key`` (and the backbone it sits on, first: it is at least as recent) as just used. Re-inserting
+        rather than reading keeps the cache's listing order (insertion) its eviction order (use), so :meth:`keys`
+        lists least recently used first."""
+        backbone = self._backbone_of.get(key)
+        if backbone in self._entries:
+            self._entries[backbone] = self._entries.pop(backbone)
+        self._entries[key] = self._entries.pop(key)
 
     def _evict_until(self, limit: int, keep: set) -> list[Hashable]:
+        """Evict the least recently used until the total is within ``limit``. What ``keep`` names was touched last,
+        so the cache's least recently used is never kept while anything else is left."""
         evicted: list[Hashable] = []
-        while sum(e.size for e in self._entries.values()) > limit:
-            victim = next((k for k in self._entries if k not in keep), None)
-            if victim is None:
+        while self._entries.currsize > limit and any(k not in keep for k in self._entries):
+            victim, entry = self._entries.popitem()
+            if victim in keep:  # cannot happen (kept keys were touched last), but a kept entry must never go
+                self._entries[victim] = entry
                 break
-            evicted += self._remove(victim)
+            self._backbone_of.pop(victim, None)
+            evicted += [victim, *self._remove_dependents(victim)]
         if evicted:
             self.evictions += len(evicted)
             log.info("memory budget %.0f MB: evicted %s", self.max_bytes / 1e6, ", ".join(map(str, evicted)))
@@ -227,7 +251,12 @@ class EncoderPool:
 
     def _remove(self, key: Hashable) -> list[Hashable]:
         """Drop ``key`` and every entry built on it -> the keys dropped."""
+        self._backbone_of.pop(key, None)
         removed = [key] if self._entries.pop(key, None) is not None else []
-        for other in [k for k, e in self._entries.items() if e.depends_on == key]:
+        return removed + self._remove_dependents(key)
+
+    def _remove_dependents(self, key: Hashable) -> list[Hashable]:
+        removed: list[Hashable] = []
+        for other in [k for k, backbone in self._backbone_of.items() if backbone == key]:
             removed += self._remove(other)
         return removed

@@ -7,8 +7,8 @@ use the same way::
     pool.get("me5-small").encode(["..."])           # loaded once, through the embedding cache, calibrated
 
 * **Loading** goes through :func:`mlse.models.load_model`. A plain model gets its cosine -> 0-5 calibration attached
-  when one was fitted on its weights (:func:`mlse.api.attach_calibration`); a calibration of other weights is noted in
-  ``calibration_notes`` and not used.
+  when one was fitted on its weights (:func:`mlse.calibration.backbone.with_calibration`); a calibration of other
+  weights is noted in ``calibration_notes`` and not used.
 * **Backbone sharing.** A scorer (backbone + trained heads) reuses the backbone the pool holds instead of loading its
   own copy; the backbone is counted once and evicting it evicts the scorers built on it.
 * **Memory budget.** When the estimated size of the loaded models would pass ``max_memory``, the least recently used
@@ -28,10 +28,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.api import attach_calibration
+from mlse.calibration.backbone import with_calibration
+from mlse.encoders.catalogue import resolve_model
 from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
 from mlse.encoders.registry import ModelSpec
-from mlse.encoders.resolve import resolve_model
 from mlse.heads.scorer import backbone_name
 from mlse.models import load_model
 from mlse.runs.folders import SCORER_FILE
@@ -122,7 +122,7 @@ class ModelPool:
         """A plain model (with its calibration when one fits its weights), or a scorer on ``backbone``."""
         if spec.source == "scorer":
             return load_model(name, backbone=backbone)  # the heads around the backbone the pool already holds
-        model, note = attach_calibration(load_model(name, backend=self.backend))
+        model, note = with_calibration(load_model(name, backend=self.backend, calibrated=False))
         if note:
             self.calibration_notes[name] = note
         else:

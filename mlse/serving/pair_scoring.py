@@ -10,7 +10,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from mlse.api import pair_scores
+from mlse.api import failure_text
+from mlse.encoders.catalogue import chosen_models
+from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.text.sentences import AUTO, clean_text, resolve_language
 
@@ -19,42 +21,21 @@ MAX_MODELS = 24  # per request: an API caller cannot make one click load every m
 API_MAX_IN_FLIGHT = 32
 
 
-def model_kind(state, name: str) -> str:
-    try:
-        return state.model_kind(name)
-    except MlseError:
-        return "?"
-
-
 def score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
     """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
-    :func:`mlse.api.pair_scores`, through the app's micro-batcher (concurrent requests share one encoder call)."""
+    :func:`mlse.encoders.protocol.similarity`, through the app's micro-batcher (concurrent requests share one encoder
+    call)."""
     batcher = getattr(state, "batcher", None)
-    cos, calibrated = pair_scores(
+    cos, calibrated = similarity(
         state.encoder(name), [s1], [s2], encode=batcher.encode if batcher is not None else None
     )
     return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
-
-
-def dedupe(models) -> list[str]:
-    if isinstance(models, str):
-        models = [models]
-    seen: dict[str, None] = {}
-    for name in models or []:
-        if isinstance(name, str) and name.strip():
-            seen.setdefault(name.strip(), None)
-    return list(seen)
 
 
 def clean_pair(sentence1, sentence2) -> tuple[str, str, list[tuple[int, str]]]:
     """Both sentences cleaned (:func:`clean_text`), and (1 or 2, notice) for each one that was changed."""
     (s1, n1), (s2, n2) = clean_text(sentence1), clean_text(sentence2)
     return s1, s2, [(i, n) for i, n in ((1, n1), (2, n2)) if n]
-
-
-def capped(names: list[str]) -> tuple[list[str], int]:
-    """The first MAX_MODELS names (one request cannot load every model on disk), and how many were asked for."""
-    return names[:MAX_MODELS], len(names)
 
 
 def score_models(
@@ -68,13 +49,10 @@ def score_models(
             progress(i / len(names), f"scoring with {name}")
         try:
             cos, calibrated = score_one(state, name, s1, s2)
-        except MlseError as exc:  # unknown model, backbone mismatch, missing files: the library's own message
-            failures.append((name, str(exc)))
+        except Exception as exc:  # unknown model, missing files, a broken run: never takes the other models down
+            failures.append((name, failure_text(exc)))
             continue
-        except Exception as exc:  # a broken run folder must not take the other models down with it
-            failures.append((name, f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"))
-            continue
-        scores.append((name, model_kind(state, name), cos, calibrated))
+        scores.append((name, state.model_kind(name), cos, calibrated))
     return scores, failures
 
 
@@ -91,19 +69,14 @@ def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) 
     if not s1 or not s2:
         notices.append("enter two non-empty sentences")
         return answer
-    names, asked = capped(dedupe(models) or state.default_selection()[0])
-    if asked > len(names):
-        notices.append(f"scored the first {MAX_MODELS} of {asked} models")
     # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
     # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
-    offered = set(state.model_names())
-    refused = [
-        (name, "not a model offered here (the Models list of the Score tab names them)")
-        for name in names
-        if name not in offered
-    ]
-    scores, failures = score_models(state, [n for n in names if n in offered], s1, s2)
-    failures = refused + failures
+    asked_for = models if chosen_models(models)[0] else state.default_selection()[0]
+    names, asked, refused = chosen_models(asked_for, set(state.model_names()), MAX_MODELS)
+    if asked > len(names) + len(refused):
+        notices.append(f"scored the first {MAX_MODELS} of {asked} models")
+    scores, failures = score_models(state, names, s1, s2)
+    failures = [(name, f"{why} (the Models list of the Score tab names them)") for name, why in refused] + failures
     answer["scores"] = [
         {"model": name, "kind": kind, "cosine": round(cos, 4), "calibrated": round(cal, 2) if cal is not None else None}
         for name, kind, cos, cal in scores

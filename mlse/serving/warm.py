@@ -24,13 +24,14 @@ from mlse.errors import MlseError
 from mlse.foreground import background, wait_for_foreground
 from mlse.serving import gc_freeze
 from mlse.serving.procmem import release_free_memory
-from mlse.serving.warm_steps import ShouldStop, WarmStep
+from mlse.serving.warm_steps import TAB_DEFAULTS, ShouldStop, TabDefaults, WarmStep
 from mlse.stop_signal import Stopped
 
 log = logging.getLogger(__name__)
 
 FINAL = ("warm", "computed", "skipped", "failed")  # a step in one of these states needs nothing more from the warm
 FETCH_POLL_S = 1.0
+FOLLOW_POLL_S = 0.2  # follow_step: how often a visitor's wait reads the warm's status
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class StepStatus:
     fraction: float = 0.0  # of this step, while it runs
     seconds: float = 0.0
     note: str = ""
+    request: tuple = ()  # the step's WarmStep.request (the map: sentences, method, seed)
 
     @property
     def finished(self) -> bool:
@@ -234,11 +236,32 @@ def _done(step: WarmStep) -> bool:
 
 
 def _status_of(step: WarmStep) -> StepStatus:
-    return StepStatus(step.name, step.label, tuple(step.tabs), float(step.weight))
+    return StepStatus(step.name, step.label, tuple(step.tabs), float(step.weight), request=tuple(step.request))
 
 
 def _step_status(name: str) -> StepStatus:
     return next(s for s in warm_status().steps if s.name == name)
+
+
+def step_status(name: str) -> StepStatus | None:
+    """The running or last warm's step ``name`` now, or None when it has no such step."""
+    return next((s for s in warm_status().steps if s.name == name), None)
+
+
+def follow_step(name: str, on_progress: StepLine | None = None, poll_s: float = FOLLOW_POLL_S) -> StepStatus | None:
+    """Wait while the warm runs step ``name``, telling ``on_progress`` its status now and then -> its status after.
+
+    For a visitor who asks for what the warm is computing: the answer is the warm's (single-flight keeps the
+    computation one in any case; this is the wait with the warm's own count and ETA shown). Returns at once when the
+    step is not running (waiting for its turn, done, or no such step)."""
+    while True:
+        status = warm_status()
+        step = next((s for s in status.steps if s.name == name), None)
+        if step is None or step.state != "running" or not status.active:
+            return step
+        if on_progress is not None:
+            on_progress(step, status.fraction)
+        time.sleep(poll_s)
 
 
 # -- the app --------------------------------------------------------------------------------------------------------
@@ -260,12 +283,15 @@ def start_app_warm(
     on_step: StepLine | None = None,
     models: Sequence[str] | None = None,
     stop: threading.Event | None = None,
+    only: Callable[[str], bool] | None = None,
+    defaults: TabDefaults = TAB_DEFAULTS,
 ) -> threading.Thread:
     """Warm the app in a daemon thread: every step (those held in memory too), data steps after the data fetch.
 
     ``openings``: the model each single-model tab opens on (see :func:`mlse.serving.warm_plan.warm_plan`). The status
     says "planning" at once, so a tab asked before the thread has listed the steps already says it is preparing.
-    ``stop``: set it to end the warm after the current chunk.
+    ``stop``: set it to end the warm after the current chunk. ``only`` (a benchmark's): keep the steps whose names it
+    accepts; ``defaults``: the tabs' first views (:data:`mlse.serving.warm_steps.TAB_DEFAULTS`).
     """
     from mlse.serving.warm_plan import warm_plan
 
@@ -278,7 +304,8 @@ def start_app_warm(
 
     def run() -> None:
         try:
-            steps = warm_plan(state, models=models, openings=openings, scope="all")
+            steps = warm_plan(state, models=models, openings=openings, scope="all", defaults=defaults)
+            steps = [step for step in steps if only is None or only(step.name)]
         except MlseError as exc:
             log.warning("warm start not run: %s", exc)
             _set(active=False, planning=False)

@@ -12,6 +12,8 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mlse.encoders.progress import CacheCounter
+from mlse.encoders.progress import Progress as Counted
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
 from mlse.serving.app_state import map_opening
@@ -105,10 +107,16 @@ def _data_problem(load: Callable[[], object]) -> str | None:
 
 
 def _stoppable(model, should_stop: ShouldStop, progress: Progress, start: float, span: float):
-    """``model`` encoding a few batches at a time (a scorer: its backbone), telling ``progress`` how far it got."""
+    """``model`` encoding a few batches at a time (a scorer: its backbone), telling ``progress`` how far it got: n of
+    N sentences, the rate over those encoded (not those the cache served) and the ETA (mlse.encoders.progress)."""
+    job: list[tuple[Counted, CacheCounter]] = []
 
     def report(done: int, total: int) -> None:
-        progress(start + span * done / max(total, 1), f"{done} of {total} sentences encoded")
+        if done == 0 or not job:  # an encoding starts: a fresh clock
+            job[:] = [(Counted("encoding", total, unit="sentences"), CacheCounter([model]))]
+        counted, counter = job[0]
+        counted.update(done, total=total, encoded=counter.items(done))
+        progress(start + span * done / max(total, 1), counted.line())
 
     if isinstance(model, Scorer):
         chunked = copy.copy(model)
@@ -245,6 +253,7 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
         needs=lambda: model_problem(name) or _data_problem(lambda: map_languages(ctx.data_dir)),
         weight=8.0,
         data=True,
+        request=(n, method, seed),
     )
 
 

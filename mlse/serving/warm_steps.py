@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlse.data.pairs import DEFAULT_MAP_LANGS
+from mlse.dirs import assets_dir
 from mlse.encoders.cache import CachedEncoder
+from mlse.encoders.catalogue import resolve_model, spec_status
 from mlse.encoders.hub import hub_cached
 from mlse.encoders.registry import ModelSpec
-from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer, backbone_name
 from mlse.runs.folders import is_model_folder
@@ -41,7 +42,7 @@ from mlse.text.control_chars import strip_controls
 Progress = Callable[[float, str], None]  # (fraction of the step done, what it is doing)
 ShouldStop = Callable[[], bool]
 TABS = ("score", "map", "tatoeba", "gold", "finetune", "results")
-EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
+EXAMPLES_FILE = assets_dir() / "examples.tsv"
 WARM_UP_TEXT = "warm-up"  # one text run through a model, past the cache, so that it loads and prepares its files
 
 
@@ -77,6 +78,7 @@ class WarmStep:
     scope: str = "disk"  # "disk": output in the cache, done() reads it; "process": held by this process only
     weight: float = 1.0  # rough share of the work, for the overall percentage
     data: bool = False  # reads a dataset (the app waits for its data fetch before such a step)
+    request: tuple = ()  # what the step computes beyond its name (the map: sentences, method, seed), for a tab to match
 
 
 class NotWarm(Exception):
@@ -124,7 +126,8 @@ def cache_only(model):
 
 class Chunked:
     """``model`` encoding a few batches at a time (:func:`mlse.stop_signal.encode_in_chunks`): a stop is honoured
-    within seconds and each finished chunk is already in the embedding cache. Everything else is ``model``'s."""
+    within seconds and each finished chunk is already in the embedding cache. ``progress(done, total)``: at the start
+    of each encoding (``done`` 0) and after each chunk. Everything else is ``model``'s."""
 
     def __init__(self, model, should_stop: ShouldStop, progress: Callable[[int, int], None] | None = None):
         self._model = model
@@ -132,9 +135,12 @@ class Chunked:
         self._progress = progress
 
     def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
+        texts = list(texts)
+        if self._progress is not None:
+            self._progress(0, len(texts))  # an encoding starts: its clock and its "0 of N"
         return encode_in_chunks(
             self._model,
-            list(texts),
+            texts,
             should_stop=self._should_stop,
             batch_size=batch_size,
             progress=self._progress,

@@ -1,13 +1,14 @@
 """What a training run is: the configuration dataclasses, and the one way from what a user asked for (the command
 line's flags, the app's form) to a configuration (their validation is :mod:`mlse.train.config_validation`'s).
 
-**The one source of defaults.** Every option's default and its help text live in a field below
-(``field(metadata={"help": ...})``, through :func:`option`). The command line builds its flags from these fields
-(:mod:`mlse.cli.args`) and leaves an option it was not given to the dataclass; the app's :class:`TrainRequest` and its
-form read their initial values from the same fields. The command line and the app then both go through
-:func:`finetune_config`, :func:`stage1_settings` and :func:`stage2_settings` (the app through
-:func:`request_config`), which read "left out", "0: all" and "empty list: the default pairs" the same way and name
-a run folder by :func:`mlse.runs.folders.training_run_name`.
+**The one source of defaults and rules.** Every option's default, its help text and what values it allows live in a
+field below (``field(metadata={"help": ..., "choices": ..., "bounds": ...})``, through :func:`option`). The command
+line builds its flags from these fields (:mod:`mlse.cli.args`) and leaves an option it was not given to the
+dataclass; the app's :class:`mlse.train.request.TrainRequest` and its form read their initial values from the same
+fields. The command line and the app then both go through :func:`finetune_config`, :func:`stage1_settings` and
+:func:`stage2_settings` (the app through :func:`mlse.train.request.request_config`), which read "left out", "0: all"
+and "empty list: the default pairs" the same way and name a run folder by
+:func:`mlse.runs.folders.training_run_name`.
 
 Nothing here imports torch: the command line and the app import this module to start a run.
 """
@@ -15,7 +16,6 @@ Nothing here imports torch: the command line and the app import this module to s
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from mlse.data.layout import STS_LANGS
@@ -54,12 +54,15 @@ def option(
     zero_is_none: bool = False,
     required: bool = False,
     const: Any = None,
+    **bounds: float,
 ):
-    """A dataclass field with what the command line needs to offer it.
+    """A dataclass field with what the command line needs to offer it and what values it allows.
 
     ``flag``: the option's name when it is not ``--field-name`` (a bool that defaults to True gets ``--no-field-name``
     unless named here); ``const``: the value a bare flag stores (a flag of a ``bool | None`` field);
-    ``zero_is_none``: 0 means None ("all"); ``required``: the command line insists on it.
+    ``zero_is_none``: 0 means None ("all"); ``required``: the command line insists on it. ``choices`` and ``bounds``
+    (``ge``, ``gt``, ``le``, ``lt``: a number's range; None is always allowed where the field may be None) are what
+    :func:`mlse.train.config_validation.validate` checks, for the command line and the app's form alike.
     """
     metadata = {
         "help": help,
@@ -68,6 +71,7 @@ def option(
         "zero_is_none": zero_is_none,
         "required": required,
         "const": const,
+        "bounds": bounds,
     }
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
@@ -90,19 +94,25 @@ class FinetuneConfig:
     student: str = option("minilm-en", "a sentence-transformers model name, folder or run")
     pairs: list[str] = option(help="English-X parallel pairs", factory=lambda: list(ENGLISH_PAIRS))
     max_pairs: int | None = option(
-        MAX_PAIRS, "cap per language pair after the contamination filter (0: all)", zero_is_none=True
+        MAX_PAIRS, "cap per language pair after the contamination filter (0: all)", zero_is_none=True, ge=0
     )
-    budget_minutes: float = option(10.0, "training + dev evaluation time (loading and teacher encoding come before)")
-    batch_size: int = option(64, "translation pairs per step")
-    lr: float = option(1e-4, "learning rate (AdamW; linear warm-up, then constant)")
-    max_seq_length: int = option(128, "tokens per sentence")
-    eval_every_steps: int = option(50, "steps between STS dev evaluations", flag="--eval-every")
+    budget_minutes: float = option(
+        10.0, "training + dev evaluation time (loading and teacher encoding come before)", gt=0
+    )
+    batch_size: int = option(64, "translation pairs per step", ge=1)
+    lr: float = option(1e-4, "learning rate (AdamW; linear warm-up, then constant)", gt=0)
+    max_seq_length: int = option(128, "tokens per sentence", ge=8)
+    eval_every_steps: int = option(50, "steps between STS dev evaluations", flag="--eval-every", ge=1)
     dev_pairs: list[str] = option(help="STS Multi MT dev pairs", factory=lambda: list(DEV_PAIRS))
-    dev_max_pairs: int | None = option(500, "seeded subset of rows per dev pair (0: all, ~1,500)", zero_is_none=True)
-    tau_base: float = option(0.999, "ema: tau_base (1.0 = frozen teacher)")
+    dev_max_pairs: int | None = option(
+        500, "seeded subset of rows per dev pair (0: all, ~1,500)", zero_is_none=True, ge=1
+    )
+    tau_base: float = option(0.999, "ema: tau_base (1.0 = frozen teacher)", ge=0, le=1)
     label: str = option("priority", "soft: teacher labels", choices=LABELS)
-    temperature: float = option(DEFAULT_TEMPERATURE, "soft/hard: softmax temperature (Park et al.'s released value)")
-    tcm_alpha: float = option(0.0, "soft: weight of the mono-lingual TCM term")
+    temperature: float = option(
+        DEFAULT_TEMPERATURE, "soft/hard: softmax temperature (Park et al.'s released value)", gt=0
+    )
+    tcm_alpha: float = option(0.0, "soft: weight of the mono-lingual TCM term", ge=0)
     include_src: bool | None = option(
         None,
         "mse: only MSE(student(tgt), teacher(src)) (ema has no src term unless a caller sets include_src)",
@@ -111,7 +121,7 @@ class FinetuneConfig:
     )
     seed: int = option(0, "seed of the data sample, the batches and the initialisation")
     out: str | None = option(None, "run folder (default: $MLSE_RUNS/<student>+<method>)")
-    max_steps: int | None = option(None, "stop after this many steps even if budget is left")
+    max_steps: int | None = option(None, "stop after this many steps even if budget is left", ge=1)
     eval_at_start: bool = option(
         True, "evaluate (and save) the untouched student first: the curve starts at the baseline"
     )
@@ -122,13 +132,16 @@ class FinetuneConfig:
         None,
         "average the trained weights uniformly from this fraction of the estimated steps on (SWA, "
         "mlse.train.weight_average); evaluations and checkpoints then use the average (off unless given)",
+        ge=0,
+        lt=1,
     )
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
     device: str | None = option(None, "cpu, cuda, ... (default: cuda if available)")
     extend_vocab: int = option(
         0,
         "learn a WordPiece vocabulary of this size on the non-English side and add it "
-        "(mlse.train.recipes.vocab; 0: off)",
+        "(mlse.train.recipes.vocab; 0: off; else more than 100)",
+        ge=0,
     )
     vocab_init: str = option(
         "aligned",
@@ -145,12 +158,12 @@ class FinetuneConfig:
         True, "batches of similar length (less padding); the batch order stays random", flag="--no-bucket"
     )
     freeze_embeddings: bool = option(False, "keep the token embedding matrix fixed (e5: 96M of its 118M weights)")
-    lora_r: int = option(0, "> 0: train LoRA adapters of this rank instead of the transformer's weights (peft)")
-    lora_alpha: float | None = option(None, "LoRA scale numerator (default: 2 x rank)")
+    lora_r: int = option(0, "> 0: train LoRA adapters of this rank instead of the transformer's weights (peft)", ge=0)
+    lora_alpha: float | None = option(None, "LoRA scale numerator (default: 2 x rank)", gt=0)
     bridge: str = option(
         "none", "mse: start from a least-squares map of the student's space onto the teacher's", choices=BRIDGES
     )
-    bridge_sentences: int = option(5000, "English training sentences the bridge is fitted on")
+    bridge_sentences: int = option(5000, "English training sentences the bridge is fitted on", ge=2)
     # "cpu": the budget (and the step-time estimate) counts the process's CPU seconds divided by its torch threads, so
     # runs sharing a machine with light work still get equal compute (not an oversubscribed one: torch's threads are
     # charged while they spin-wait for a core); "wall": seconds on the clock (the app's jobs)
@@ -167,11 +180,22 @@ class FinetuneConfig:
     )
     # 0.001: at the untouched me5-small a CoSENT batch pulls ~3,300-3,700x harder than the EMA loss, so the term ~3-4x
     # (python -m benchmarks.sts_term_balance); the term alone (method "sts") takes no weight
-    sts_weight: float = option(1e-3, "weight of the STS term beside the method's loss (method sts: unused)")
-    sts_batch_size: int = option(32, "scored pairs per step in the STS term")
+    sts_weight: float = option(1e-3, "weight of the STS term beside the method's loss (method sts: unused)", ge=0)
+    sts_batch_size: int = option(32, "scored pairs per step in the STS term (a ranking needs two pairs)", ge=2)
     sts_langs: list[str] = option(
         help="STS Multi MT languages the STS term pairs (every ordered pairing, same-language included)",
         factory=lambda: list(STS_LANGS),
+    )
+    # translate-train (mlse.train.recipes.translate_train): pseudo-rated pairs for the bitext languages outside
+    # sts_langs, from the bitext's own translations scored by a teacher on the English side; None: off
+    translate_train: bool | None = option(
+        None,
+        "add pseudo-rated pairs for bitext languages without rated pairs to the STS term (translate-train)",
+        flag="--translate-train",
+        const=True,
+    )
+    translate_teacher: str | None = option(
+        None, "translate-train: the model scoring the English side (default: the student)"
     )
 
     def src_term(self) -> bool:
@@ -190,10 +214,10 @@ class Stage1Settings:
         help="Tatoeba-Challenge parallel pairs (the seed's 15)", factory=lambda: list(SEED_PARALLEL_PAIRS)
     )
     max_pairs: int | None = option(
-        MAX_PAIRS, "cap per language pair after the contamination filter (0: all)", zero_is_none=True
+        MAX_PAIRS, "cap per language pair after the contamination filter (0: all)", zero_is_none=True, ge=0
     )
-    lr: float | None = option(None, "learning rate (default: the head's own, mlse.heads.stage1)")
-    max_epochs: int | None = option(None, "epochs at most (default: the head's own)")
+    lr: float | None = option(None, "learning rate (default: the head's own, mlse.heads.stage1)", gt=0)
+    max_epochs: int | None = option(None, "epochs at most (default: the head's own)", ge=1)
     probe: bool = option(True, "the language-ID probe on FLORES after training")
     backend: str = option(
         DEFAULT_BACKEND,
@@ -219,8 +243,8 @@ class Stage2Settings:
     conv: bool = option(False, "1-D convolutional prelayer")
     nonlinearity: str = option("identity", "f of the cosine", choices=NONLINEARITIES)
     pairs: list[str] = option(help="STS Multi MT train pairs (the seed's six)", factory=lambda: list(STAGE2_PAIRS))
-    lr: float | None = option(None, "learning rate (default: the head's own, mlse.heads.stage2)")
-    max_epochs: int | None = option(None, "epochs at most (default: the head's own)")
+    lr: float | None = option(None, "learning rate (default: the head's own, mlse.heads.stage2)", gt=0)
+    max_epochs: int | None = option(None, "epochs at most (default: the head's own)", ge=1)
     backend: str = option(
         DEFAULT_BACKEND, "runtime of the Stage-1 scorer's backbone: torch, onnx or onnx-int8", choices=BACKENDS
     )
@@ -236,37 +260,6 @@ def default_of(cls: type, name: str) -> Any:
     """The default of field ``name`` of dataclass ``cls`` (a fresh list for a list field)."""
     f = next(f for f in fields(cls) if f.name == name)
     return f.default_factory() if f.default_factory is not MISSING else f.default
-
-
-@dataclass
-class TrainRequest:
-    """What the app's fine-tune tab asks for; :func:`request_config` makes it a configuration and
-    :func:`mlse.train.jobs.training_job` a job. Left-out options take the configurations' defaults."""
-
-    method: str  # one of JOB_METHODS
-    model: str  # stage1: backbone; stage2: a Stage-1 scorer; others: the student
-    name: str  # run folder name under runs_dir()
-    teacher: str | None = None  # mse / soft
-    pairs: list[str] = field(default_factory=list)  # empty: the method's default
-    max_pairs: int | None = MAX_PAIRS  # per language pair (stage1 and fine-tuning); None: all
-    budget_minutes: float = default_of(FinetuneConfig, "budget_minutes")  # training only (see mlse.train.jobs)
-    overwrite: bool = False
-    batch_size: int = default_of(FinetuneConfig, "batch_size")
-    lr: float | None = None  # None: the method's default
-    eval_every_steps: int = default_of(FinetuneConfig, "eval_every_steps")
-    max_steps: int | None = None
-    max_epochs: int | None = None  # stage1 / stage2
-    dev_pairs: list[str] | None = None
-    dev_max_pairs: int | None = default_of(FinetuneConfig, "dev_max_pairs")  # None: all
-    extend_vocab: int = default_of(FinetuneConfig, "extend_vocab")
-    precision: str = default_of(FinetuneConfig, "precision")
-    probe: bool = default_of(Stage1Settings, "probe")  # stage1: the language-ID probe (FLORES; slow the first time)
-    seed: int = 0
-    data_dir: str | None = None
-    device: str | None = None  # default: cuda when available, else cpu
-    backend: str = DEFAULT_BACKEND  # the app's --backend: the heads' backbone (fine-tuning trains on torch)
-    sts_loss: str = default_of(FinetuneConfig, "sts_loss")  # fine-tuning: the STS term on scored pairs (sts: required)
-    sts_weight: float = default_of(FinetuneConfig, "sts_weight")  # beside a translation method's loss
 
 
 # ------------------------------------------------------------------------------------------- request -> configuration
@@ -328,43 +321,3 @@ def stage2_settings(**options) -> Stage2Settings:
         / training_run_name(str(settings.stage1), "stage2", conv=settings.conv, nonlinearity=settings.nonlinearity)
     )
     return settings
-
-
-def request_config(req: TrainRequest, out: Path) -> FinetuneConfig | Stage1Settings | Stage2Settings:
-    """The configuration of an app request whose run folder is ``out``, through the command line's functions.
-
-    The form's fields are read as the command line's flags are; what is the form's own: its teacher field counts only
-    for a method with a frozen teacher (it may hold a stale value while hidden), and 0 in the optional learning-rate,
-    max-steps and max-epochs fields means empty. The app's backend reaches the heads' backbone; fine-tuning trains and
-    evaluates the student on torch, as ``python -m mlse finetune`` does.
-    """
-    common = dict(pairs=req.pairs, lr=req.lr or None, seed=req.seed, data_dir=req.data_dir, out=str(out))
-    if req.method == "stage1":
-        return stage1_settings(
-            backbone=req.model,
-            max_pairs=req.max_pairs,
-            max_epochs=req.max_epochs or None,
-            probe=req.probe,
-            backend=req.backend,
-            **common,
-        )
-    if req.method == "stage2":
-        return stage2_settings(stage1=req.model, max_epochs=req.max_epochs or None, backend=req.backend, **common)
-    return finetune_config(
-        method=req.method,
-        student=req.model,
-        teacher=req.teacher if req.method in TEACHER_METHODS else None,
-        max_pairs=req.max_pairs,
-        budget_minutes=req.budget_minutes,
-        batch_size=req.batch_size,
-        eval_every_steps=req.eval_every_steps,
-        max_steps=req.max_steps or None,
-        dev_pairs=req.dev_pairs,
-        dev_max_pairs=req.dev_max_pairs,
-        device=req.device,
-        extend_vocab=req.extend_vocab,
-        precision=req.precision,
-        sts_loss=req.sts_loss,
-        sts_weight=req.sts_weight,
-        **common,
-    )

@@ -1,95 +1,115 @@
-"""Whether a fine-tuning configuration can run: :func:`validate` refuses one that cannot, with a message naming the
-option, before anything is loaded (:func:`mlse.train.finetune.finetune` calls it); :func:`refuse_frozen_student`
-refuses a student that cannot train.
+"""Whether a training configuration can run: :func:`validate` refuses one that cannot, before anything is loaded, with
+an :class:`OptionError` naming the option and what it allows; :func:`refuse_frozen_student` refuses a student that
+cannot train.
 
-The configuration itself, its defaults and the way from a user's request to it are :mod:`mlse.train.config`'s.
+The rules live with the options: each field's ``choices`` and ``bounds`` (:func:`mlse.train.config.option`), checked
+by :func:`option_problem`, then the rules that tie options together (:func:`_finetune_rules`). The command line's
+configurations are validated here when a run starts (:func:`mlse.train.finetune.finetune`); the app's form when its
+request is made (:class:`mlse.train.request.TrainRequest`, which names its own fields from ``option`` and ``problem``).
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import operator
+from dataclasses import fields
+
+from mlse.encoders.catalogue import resolve_model, spec_status
 from mlse.encoders.registry import registry
-from mlse.encoders.resolve import resolve_model, spec_status
 from mlse.encoders.use import refuse_as_student
 from mlse.errors import MlseError
-from mlse.train.config import (
-    BRIDGES,
-    CLOCKS,
-    LABELS,
-    METHODS,
-    PRECISIONS,
-    STS_LOSSES,
-    TEACHER_METHODS,
-    VOCAB_INITS,
-    FinetuneConfig,
-)
+from mlse.train.config import TEACHER_METHODS, FinetuneConfig
+
+_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
 
 
-def validate(cfg: FinetuneConfig) -> None:
-    """Refuse a configuration that cannot run, with a message naming the option (before anything is loaded)."""
-    choices = [
-        ("fine-tuning method", cfg.method, METHODS),
-        ("soft label", cfg.label, LABELS),
-        ("precision", cfg.precision, PRECISIONS),
-        ("vocab_init", cfg.vocab_init, VOCAB_INITS),
-        ("bridge", cfg.bridge, BRIDGES),
-        ("budget_clock", cfg.budget_clock, CLOCKS),
-        ("sts_loss", cfg.sts_loss, STS_LOSSES),
-    ]
-    for what, value, allowed in choices:
-        if value not in allowed:
-            raise MlseError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
-    checks = [
-        (cfg.extend_vocab == 0 or cfg.extend_vocab > 100, f"extend_vocab must be 0 or > 100, got {cfg.extend_vocab}"),
-        (cfg.batch_size >= 1, f"batch_size must be >= 1, got {cfg.batch_size}"),
-        (cfg.lr > 0, f"lr must be > 0, got {cfg.lr}"),
-        (cfg.budget_minutes > 0, f"budget_minutes must be > 0, got {cfg.budget_minutes}"),
-        (cfg.eval_every_steps >= 1, f"eval_every_steps must be >= 1, got {cfg.eval_every_steps}"),
-        (cfg.max_seq_length >= 8, f"max_seq_length must be >= 8, got {cfg.max_seq_length}"),
-        (cfg.max_pairs is None or cfg.max_pairs >= 0, f"max_pairs must be >= 0, got {cfg.max_pairs}"),
-        (cfg.max_steps is None or cfg.max_steps >= 1, f"max_steps must be >= 1, got {cfg.max_steps}"),
+class OptionError(MlseError):
+    """A configuration refused: ``option`` names the option as the configuration spells it, ``problem`` says what is
+    wrong with its value and what is allowed; the message is ``"option: problem"``."""
+
+    def __init__(self, option: str, problem: str):
+        super().__init__(f"{option}: {problem}")
+        self.option, self.problem = option, problem
+
+
+def allowed(bounds: dict) -> str:
+    """A number's range in words: ``> 0``, ``>= 1``, ``>= 0 and < 1``."""
+    return " and ".join(f"{_BOUNDS[key][1]} {bound:g}" for key, bound in bounds.items())
+
+
+def option_problem(value, metadata) -> str | None:
+    """What is wrong with ``value`` for an option of this field ``metadata`` (its ``choices`` and ``bounds``), None
+    when it is allowed. None is always allowed here (a field that may not be None says so by its type)."""
+    if value is None:
+        return None
+    choices = metadata.get("choices")
+    if choices is not None and value not in choices:
+        return f"{value!r} is not offered; choose from {', '.join(map(str, choices))}"
+    bounds = metadata.get("bounds") or {}
+    if bounds and not all(_BOUNDS[key][0](value, bound) for key, bound in bounds.items()):
+        return f"must be {allowed(bounds)}, got {value:g}"
+    return None
+
+
+def validate(cfg) -> None:
+    """Refuse a configuration (:class:`~mlse.train.config.FinetuneConfig`, ``Stage1Settings``, ``Stage2Settings``) that
+    cannot run: :class:`OptionError` naming the first option at fault (before anything is loaded)."""
+    for f in fields(cfg):
+        problem = option_problem(getattr(cfg, f.name), f.metadata)
+        if problem:
+            raise OptionError(f.name, problem)
+    if isinstance(cfg, FinetuneConfig):
+        _finetune_rules(cfg)
+
+
+def _finetune_rules(cfg: FinetuneConfig) -> None:
+    """The rules of a fine-tuning configuration that tie options together."""
+    rules = [
         (
-            cfg.average_from is None or 0.0 <= cfg.average_from < 1.0,
-            f"average_from must be in [0, 1), got {cfg.average_from}",
+            "extend_vocab",
+            cfg.extend_vocab == 0 or cfg.extend_vocab > 100,
+            f"must be 0 or > 100, got {cfg.extend_vocab}",
         ),
-        (0.0 <= cfg.tau_base <= 1.0, f"tau_base must be in [0, 1], got {cfg.tau_base}"),
-        (cfg.temperature > 0, f"temperature must be > 0, got {cfg.temperature}"),
-        (cfg.tcm_alpha >= 0, f"tcm_alpha must be >= 0, got {cfg.tcm_alpha}"),
-        (bool(cfg.pairs), "no training pairs given"),
-        (cfg.lora_r >= 0, f"lora_r must be >= 0, got {cfg.lora_r}"),
-        (cfg.lora_alpha is None or cfg.lora_alpha > 0, f"lora_alpha must be > 0, got {cfg.lora_alpha}"),
-        (cfg.bridge_sentences >= 2, f"bridge_sentences must be >= 2, got {cfg.bridge_sentences}"),
+        ("pairs", bool(cfg.pairs), "no training pairs given"),
+        ("dev_pairs", bool(cfg.dev_pairs), "no dev pairs given"),
+        ("sts_langs", bool(cfg.sts_langs), "no STS training languages given"),
         (
+            "bridge",
             cfg.bridge == "none" or cfg.method == "mse",
-            f"bridge {cfg.bridge!r} maps the student into a frozen teacher's space: only method 'mse' has one",
+            f"{cfg.bridge!r} maps the student into a frozen teacher's space: only method 'mse' has one",
         ),
         (
+            "extend_vocab",
             not cfg.extend_vocab or not (cfg.lora_r or cfg.freeze_embeddings),
-            "extend_vocab adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings",
+            "adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings",
         ),
-        (bool(cfg.dev_pairs), "no dev pairs given"),
         (
+            "sts_loss",
             cfg.method != "sts" or cfg.sts_loss != "none",
-            "method 'sts' trains the STS term alone: choose an STS loss (sts_loss cosent or angle)",
+            "method 'sts' trains the STS term alone: choose an STS loss (cosent or angle)",
         ),
         (  # the weight scales the term beside another loss; unused when there is no term or nothing beside it
+            "sts_weight",
             cfg.sts_loss == "none" or cfg.method == "sts" or cfg.sts_weight > 0,
-            f"sts_weight must be > 0 when an STS loss is added, got {cfg.sts_weight}",
+            f"must be > 0 when an STS loss is added, got {cfg.sts_weight:g}",
         ),
-        (cfg.sts_batch_size >= 2, f"sts_batch_size must be >= 2 (a ranking needs two pairs), got {cfg.sts_batch_size}"),
-        (bool(cfg.sts_langs), "no STS training languages given"),
+        (
+            "translate_train",
+            not cfg.translate_train or cfg.sts_loss != "none",
+            "adds pseudo-rated pairs to the STS term: choose an STS loss (sts_loss cosent or angle)",
+        ),
+        ("teacher", cfg.method not in TEACHER_METHODS or bool(cfg.teacher), f"method {cfg.method!r} needs a teacher"),
+        (
+            "teacher",
+            cfg.method != "ema" or not cfg.teacher or cfg.teacher == cfg.student,
+            f"method 'ema': the teacher is an EMA copy of the student ({cfg.student!r}); leave the teacher out or "
+            f"set it to the student, not {cfg.teacher!r}",
+        ),
     ]
-    for ok, message in checks:
+    for option, ok, problem in rules:
         if not ok:
-            raise MlseError(message)
+            raise OptionError(option, problem)
     refuse_frozen_student(cfg.student)
-    if cfg.method in TEACHER_METHODS and not cfg.teacher:
-        raise MlseError(f"method {cfg.method!r} needs a teacher model")
-    if cfg.method == "ema" and cfg.teacher and cfg.teacher != cfg.student:
-        raise MlseError(
-            f"method 'ema': the teacher is an EMA copy of the student ({cfg.student!r}); "
-            f"leave the teacher out or set it to the student, not {cfg.teacher!r}"
-        )
 
 
 def refuse_frozen_student(name: str) -> None:

@@ -21,8 +21,8 @@ A run has two parts. **Preparation** (this module; reported as ``prepare_s``): t
 frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
 under the budget, which covers training *and* the dev evaluations inside it. A caller that needs to stop every phase
 (the app's jobs) passes a :class:`mlse.stop_signal.StopSignal` (stop button + budget, and a limit of its own on the
-preparation): its budget's clock is started when training begins, so it too counts training only. It, or the plain
-``stop`` event, is asked in every phase: between data files, between chunks of teacher encoding and of dev
+preparation): its budget's clock is started when training begins, so it too counts training only. It is the one
+way to stop a run, asked in every phase: between data files, between chunks of teacher encoding and of dev
 evaluation, and after every step.
 
 **Output** (``out``, e.g. ``runs/NAME``; ``load_encoder("runs/NAME")`` and ``python -m mlse eval --model runs/NAME``
@@ -36,7 +36,7 @@ accept it)::
     out/metrics.json           final and best dev scores, steps, speed, data counts
 
 ``out/model`` is always either the previous good checkpoint or the new one. A run stops at the budget, at
-``max_steps``, when the ``stop`` event is set (the app's stop button) or on KeyboardInterrupt (metrics are written,
+``max_steps``, when the signal says stop (the app's stop button) or on KeyboardInterrupt (metrics are written,
 then the interrupt propagates). A run stopped before its first training step raises
 :class:`mlse.stop_signal.Stopped` and leaves no model; one stopped later keeps its best checkpoint and says
 ``"partial"`` in ``metrics.json``.
@@ -53,7 +53,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -93,30 +92,35 @@ from mlse.train.student_model import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["finetune"]
+__all__ = ["finetune", "run_finetune"]
 
 
 def finetune(
-    config: FinetuneConfig,
-    *,
-    progress: Callable[[dict], None] | None = None,
-    stop: threading.Event | None = None,
-    signal: StopSignal | None = None,
+    config: FinetuneConfig, *, progress: Callable[[dict], None] | None = None, signal: StopSignal | None = None
 ) -> dict:
     """Train ``config.student`` by ``config.method`` within the budget and write the run to ``config.out``.
 
-    ``progress`` receives one record per evaluation (``step, epoch, loss, elapsed_s, dev_spearman,
-    best_dev_spearman``, plus per-pair ``dev``, ``lr``, ``sentences_per_s``, ``saved`` and for EMA ``tau``); setting
-    ``stop`` ends the run after the current step. ``signal`` (a stop event, a budget whose clock this call starts when
-    training begins, a preparation limit) is asked in every phase, from data loading on (see the module docstring).
-    Returns the final metrics (also in ``out/metrics.json``). ``config.out`` None: ``$MLSE_RUNS/<student>+<method>``.
+    ``config`` is validated first (:func:`mlse.train.config_validation.validate`; the app's requests are validated
+    when they are made and come in through :func:`run_finetune`). ``progress`` receives one record per evaluation
+    (``step, epoch, loss, elapsed_s, dev_spearman, best_dev_spearman``, plus per-pair ``dev``, ``lr``,
+    ``sentences_per_s``, ``saved`` and for EMA ``tau``). ``signal`` (the Stop button, a budget whose clock this call
+    starts when training begins, a preparation limit) is asked in every phase, from data loading on (see the module
+    docstring); a stop ends the run after the current step. Returns the final metrics (also in ``out/metrics.json``).
+    ``config.out`` None: ``$MLSE_RUNS/<student>+<method>``.
     """
     validate(config)
+    return run_finetune(config, progress=progress, signal=signal)
+
+
+def run_finetune(
+    config: FinetuneConfig, *, progress: Callable[[dict], None] | None = None, signal: StopSignal | None = None
+) -> dict:
+    """:func:`finetune` of a configuration already validated (an app request's)."""
     if not config.out:
         config = replace(config, out=default_out(config))
     ctx = init_from_env(config.device or default_device())
     try:
-        metrics = _finetune(config, ctx, progress, stop, signal)
+        metrics = _finetune(config, ctx, progress, signal)
         # Leave together: a rank that tears the process group down while rank 0 still writes the run folder can
         # abort in gloo's teardown ("terminate called without an active exception", seen once in CI).
         barrier(ctx)
@@ -159,7 +163,7 @@ class _Run:
         }
 
 
-def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | None = None) -> dict:
+def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) -> dict:
     import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
 
     prepare_started = time.perf_counter()
@@ -167,8 +171,6 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
     precision = resolve_precision(config.precision, device)  # before anything loads: fp16 on a CPU is refused
     torch.manual_seed(config.seed)
     out = Path(config.out)
-    if signal is None and stop is not None:  # the stop event alone also ends the preparation phases
-        signal = StopSignal(stop)
     halt = signal.should_stop if signal is not None else None
     data = prepare_data(config, halt)
     check(halt, "loading the student model")
@@ -205,6 +207,10 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
 
         check(halt, "loading the STS training pairs")
         sts_rows = load_sts_train(config.sts_langs, config.data_dir)
+        if config.translate_train:  # pseudo-rated pairs for the bitext's unrated languages (translate-train)
+            from mlse.train.recipes.translate_train import with_translated_pairs
+
+            sts_rows = with_translated_pairs(config, sts_rows, device, halt)
         teacher_info |= {"sts_training": sts_rows.info}
     method = build_method(config, student, data, (t_src, t_tgt), device, precision, sts_rows)
     # characters of the longer side: a cheap proxy of the padded token length
@@ -219,7 +225,6 @@ def _finetune(config: FinetuneConfig, ctx, progress, stop, signal: StopSignal | 
         save=lambda: save_checkpoint(student, out, base_modules),
         device=device,
         progress=progress,
-        stop=stop,
         signal=signal,
         ctx=ctx,
         precision=precision,

@@ -21,8 +21,9 @@ import numpy as np
 
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair
 from mlse.data.stsb import load_sts
+from mlse.encoders.protocol import cosine_predictions
 from mlse.errors import MlseError
-from mlse.evaluation.sts import cosine_predictions, sts_metrics
+from mlse.evaluation.sts import sts_metrics
 from mlse.models import load_model
 from mlse.stop_signal import ShouldStop, encode_in_chunks
 from mlse.train.config import FinetuneConfig

@@ -1,26 +1,27 @@
-"""The app's training jobs: a :class:`~mlse.train.config.TrainRequest` becomes a job for the
+"""The app's training jobs: a :class:`~mlse.train.request.TrainRequest` becomes a job for the
 :class:`~mlse.train.runner.JobRunner`.
 
-The request becomes a configuration through the command line's own functions (:func:`mlse.train.config.request_config`)
-and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.head_training`, on the app's backend) or one of the fine-tuning
-methods of :mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs go to ``runs_dir()/NAME``, where
-the model registry finds them, so a finished run appears in every model list.
+The request was validated when it was made (:mod:`mlse.train.request`); a job trusts it. It becomes a configuration
+through the command line's own functions (:func:`mlse.train.request.request_config`), once, where the training runs (in
+the app's process or its child), and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.head_training`, on the app's
+backend) or one of the fine-tuning methods of :mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs
+go to ``runs_dir()/NAME``, where the model registry finds them, so a finished run appears in every model list.
 
-The budget counts training, not preparation: every training job gets one :class:`mlse.stop_signal.StopSignal` (the stop
-button, the time budget and a limit of its own on the preparation). **Preparation** -- loading the data and models and
-the one-off encoding of the data (Stage 1 / 2) or of the teacher's targets (fine-tuning), which a rerun finds in the
-embedding cache -- comes first, with its own count in the progress records (``event: "encoding"``, n of N texts and
-texts/s) and its own limit (:func:`preparation_limit_s`: ten budgets, at least 5 minutes; on a public deployment at
-most :data:`mlse.public_mode.PUBLIC_PREPARATION_MINUTES`). The **budget**'s clock starts when training does (an
-``event: "training"`` record says so), and counts training, dev evaluations, the language probe and saving. So the
-smallest budget the app offers trains on a fresh cache as on a warm one, and the command line's ``--budget-minutes``
-(which never counted the preparation) means the same. Why not a whole-job budget: on a fresh cache a 0.5-minute
-budget was spent encoding, and the job ended with nothing saved.
+The budget counts training, not preparation: a job gets the runner's :class:`mlse.stop_signal.StopSignal` (the stop
+button) and gives it the time budget and a limit of its own on the preparation. **Preparation** -- loading the data and
+models and the one-off encoding of the data (Stage 1 / 2) or of the teacher's targets (fine-tuning), which a rerun finds
+in the embedding cache -- comes first, with its own count in the progress records (``event: "encoding"``, n of N texts
+and texts/s) and its own limit (:func:`preparation_limit_s`: ten budgets, at least 5 minutes; on a public deployment at
+most :data:`mlse.public_mode.PUBLIC_PREPARATION_MINUTES`). The **budget**'s clock starts when training does (an ``event:
+"training"`` record says so), and counts training, dev evaluations, the language probe and saving. So the smallest
+budget the app offers trains on a fresh cache as on a warm one, and the command line's ``--budget-minutes`` (which never
+counted the preparation) means the same. Why not a whole-job budget: on a fresh cache a 0.5-minute budget was spent
+encoding, and the job ended with nothing saved.
 
 Every phase asks the signal: data loading between files, encoding and teacher targets between chunks of a few batches
 (finished chunks stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch
-(heads), dev evaluations between chunks. A stop (or the preparation limit) before training has anything to show ends
-the job with nothing saved; a stop later saves the best checkpoint so far, marked partial (``partial`` in the scorer's
+(heads), dev evaluations between chunks. A stop (or the preparation limit) before training has anything to show ends the
+job with nothing saved; a stop later saves the best checkpoint so far, marked partial (``partial`` in the scorer's
 metadata / the run's ``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it
 was replacing.
 
@@ -41,14 +42,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
-import re
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.public_mode import PUBLIC_PREPARATION_MINUTES, public_mode
 from mlse.runs.folders import is_model_folder, is_scorer_folder
@@ -56,9 +54,10 @@ from mlse.runs.health import recover_runs, sweep_interrupted
 from mlse.runs.job_lock import live_orphans, lock_request
 from mlse.stop_signal import Stopped, StopSignal
 from mlse.train.child_jobs import run_in_child
-from mlse.train.config import JOB_METHODS, TEACHER_METHODS, FinetuneConfig, TrainRequest, request_config
-from mlse.train.finetune import finetune
+from mlse.train.config import FinetuneConfig
+from mlse.train.finetune import run_finetune
 from mlse.train.head_training import train_heads
+from mlse.train.request import TrainRequest, request_config
 from mlse.train.runner import JobFn, Report
 
 log = logging.getLogger(__name__)
@@ -67,65 +66,31 @@ log = logging.getLogger(__name__)
 # PREPARATION_MIN_S (so that the smallest budget offered, 0.5 minutes, may encode a few thousand texts on a CPU).
 PREPARATION_BUDGETS = 10
 PREPARATION_MIN_S = 300.0
-_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,79}$")
-
-
-def validate_run_name(name: str | None) -> str:
-    """A safe folder name (letters, digits, ``. _ + -``; no path separators, no leading dot) or an MlseError."""
-    name = (name or "").strip()
-    if not name:
-        raise MlseError("give the run a name")
-    if not _RUN_NAME.match(name) or ".." in name:
-        raise MlseError(
-            f"run name {name!r} is not a safe folder name: use letters, digits and . _ + - (max 80), "
-            "starting with a letter or digit"
-        )
-    return name
-
-
-def check_request(req: TrainRequest) -> Path:
-    """Refuse a request that cannot run, before anything is queued; returns the run folder."""
-    if req.method not in JOB_METHODS:
-        raise MlseError(f"unknown method {req.method!r}; expected one of {', '.join(JOB_METHODS)}")
-    if not (req.model or "").strip():
-        raise MlseError("choose a model")
-    if not req.budget_minutes or req.budget_minutes <= 0:
-        raise MlseError(f"the time budget must be > 0 minutes, got {req.budget_minutes}")
-    name = validate_run_name(req.name)
-    out = runs_dir() / name
-    if req.model.strip() in (f"runs/{name}", str(out)) or (req.teacher or "").strip() in (f"runs/{name}", str(out)):
-        raise MlseError(f"run {name!r} is an input of this run; choose another name")
-    if out.exists() and not req.overwrite:
-        raise MlseError(f"run {name!r} already exists ({out}); tick 'overwrite' or choose another name")
-    if req.method in TEACHER_METHODS and not req.teacher:
-        raise MlseError(f"method {req.method!r} needs a teacher")
-    return out
 
 
 def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
-    """A job function for :meth:`JobRunner.submit` (call :func:`check_request` first for early errors).
+    """A job function for :meth:`JobRunner.submit`. It trusts ``req``: a :class:`~mlse.train.request.TrainRequest` is
+    validated when it is made, where it enters (the form), and never again (here, in a child, or in the training).
 
     ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`), so that the job's memory returns to the
     system when it ends (the app does this); progress and Stop work as in-process. Not under ZeroGPU (``spaces``),
     whose GPU is attached to the calling process. ``started``: when the budget's clock started (a child continues
     its parent's clock); default: when the job starts.
     """
-    out = check_request(req)
-    config = request_config(req, out)  # the command line's reading of the same options
     if child_process and importlib.util.find_spec("spaces") is None:
-        refuse_while_orphans_run(out.parent)
-        return _child_training_job(req, out)
+        refuse_while_orphans_run(req.out.parent)
+        return _child_training_job(req)
 
-    def job(report: Report, stop: threading.Event):
-        budget, limit = float(req.budget_minutes), preparation_limit_s(req.budget_minutes)
-        signal = StopSignal(
-            stop,
+    def job(report: Report, signal: StopSignal):
+        out, budget, limit = req.out, float(req.budget_minutes), preparation_limit_s(req.budget_minutes)
+        signal.limit(
             budget * 60,
-            started,  # the preparation's clock starts with the job; the budget's, with training
+            started=started,  # the preparation's clock starts with the job; the budget's, with training
             preparation_s=limit,
             on_encoding=lambda done, total, rate: report(encoding_record(done, total, rate, budget)),
             on_budget_start=lambda seconds: report(training_record(seconds, budget)),
         )
+        config = request_config(req, out)  # the command line's reading of the same options
         aside = _move_aside(out) if out.exists() else None
         try:
             report(
@@ -146,7 +111,7 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
         except BaseException:
             _restore(aside, out)
             raise
-        _discard(aside, out)
+        _restore(aside, out)  # keeps the new run when it saved a model, else puts the old one back
         return result
 
     return job
@@ -197,14 +162,15 @@ def refuse_while_orphans_run(root: Path) -> None:
         )
 
 
-def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
-    def job(report: Report, stop: threading.Event):
+def _child_training_job(req: TrainRequest) -> JobFn:
+    def job(report: Report, signal: StopSignal):
+        out = req.out
         started = time.monotonic()  # StopSignal's clock: system-wide, so the child keeps counting from here
         refuse_while_orphans_run(out.parent)  # again: a queued job starts later
         lock = lock_request(out.parent, out.name)
         try:
             return run_in_child(
-                "mlse.train.jobs:train_in_this_process", req, started, report=report, stop=stop, lock=lock
+                "mlse.train.jobs:train_in_this_process", req, started, report=report, stop=signal, lock=lock
             )
         finally:
             # a child that died without answering left its lock: mark its run interrupted (or remove a half-made one)
@@ -215,8 +181,10 @@ def _child_training_job(req: TrainRequest, out: Path) -> JobFn:
 
 
 def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop) -> dict:
-    """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry)."""
-    return training_job(req, started=started)(report, stop)
+    """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry): the
+    request as the parent validated it, the parent's Stop button (``stop``, an event shared with the parent) in a
+    signal of the child's own."""
+    return training_job(req, started=started)(report, StopSignal(stop))
 
 
 def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, signal: StopSignal) -> dict:
@@ -239,7 +207,7 @@ def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, sig
             }
         )
 
-    metrics = finetune(config, progress=on_eval, stop=signal.event, signal=signal)
+    metrics = run_finetune(config, progress=on_eval, signal=signal)  # validated with the request
     report(
         {
             "event": "phase",
@@ -268,9 +236,8 @@ def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) 
             }
         )
 
-    stop = signal.event
     scorer = train_heads(settings, progress=on_epoch, should_stop=signal.should_stop)
-    if not stop.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
+    if not signal.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
         report(
             {
                 "event": "phase",
@@ -329,11 +296,6 @@ def _restore(aside: Path | None, out: Path) -> None:
         return
     shutil.rmtree(out, ignore_errors=True)
     aside.rename(out)
-
-
-def _discard(aside: Path | None, out: Path) -> None:
-    if aside is not None:
-        _restore(aside, out)  # keeps the new run when it saved a model, else puts the old one back
 
 
 def _has_model(folder: Path) -> bool:

@@ -13,9 +13,8 @@ slightly while evaluations remain), capped by ``max_steps``. Before the first st
 ``max_steps`` or 10,000 (so the very first step runs at a tiny learning rate). After the warm-up the learning rate
 stays constant: a budgeted run can stop at any moment, so there is no decay to a known end.
 
-**Stopping.** Asked before every step: the ``stop`` event (the app's stop button), the caller's
-:class:`~mlse.stop_signal.StopSignal` (stop button plus the job's budget, started as training begins), ``max_steps``,
-the budget.
+**Stopping.** Asked before every step: the caller's :class:`~mlse.stop_signal.StopSignal` (the Stop button, and a
+job's budget, started as training begins), then the run's own ``max_steps`` and budget.
 With several processes (:mod:`mlse.train.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates,
 saves and writes the log, the other ranks wait for it at the next gradient all-reduce.
 
@@ -34,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -110,7 +108,6 @@ class TrainingLoop:
         save: Callable[[], None],
         device: str,
         progress: Callable[[dict], None] | None = None,
-        stop: threading.Event | None = None,
         signal: StopSignal | None = None,
         ctx: DistContext | None = None,
         precision: str = "fp32",
@@ -120,7 +117,7 @@ class TrainingLoop:
         self.cfg, self.model, self.method, self.n, self.lengths = cfg, model, method, n, lengths
         self.evaluate_dev, self.save, self.device = evaluate, save, device
         self.ctx = ctx or DistContext()
-        self.progress, self.stop, self.signal = progress, stop, signal
+        self.progress, self.signal = progress, signal
         self.should_stop = signal.should_stop if signal is not None else None
         self.out = Path(cfg.out)
         trainable = [p for p in model.parameters() if p.requires_grad]
@@ -270,14 +267,10 @@ class TrainingLoop:
 
     def stop_reason(self) -> str | None:
         """Why to stop now (None: go on); with several processes rank 0 decides for all (it owns the clock)."""
-        reason = None
-        if self.stop is not None and self.stop.is_set():
-            reason = "stopped"
-        elif self.signal is not None and self.signal.reason():  # the stop button, or the job's budget
-            reason = self.signal.reason()
-        elif self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
+        reason = self.signal.reason() if self.signal is not None else None  # the stop button, or the job's budget
+        if reason is None and self.cfg.max_steps is not None and self.step >= self.cfg.max_steps:
             reason = "max_steps"
-        elif self.elapsed() >= self.cfg.budget_minutes * 60:
+        if reason is None and self.elapsed() >= self.cfg.budget_minutes * 60:
             reason = "budget"
         if self.ctx.active:
             reasons = [None, "stopped", "max_steps", "budget"]

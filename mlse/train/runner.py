@@ -2,8 +2,9 @@
 
 Why a runner of its own: a training run lasts minutes, far longer than a web request should block, and two runs at
 once would fight over the one CPU/GPU. :class:`JobRunner` runs one job at a time in a daemon thread; a job is a plain
-callable ``fn(report, stop) -> result`` that calls ``report(record)`` with progress records (appended to
-``job.records``, which the UI polls) and checks the ``stop`` event (the app's stop button). Every session of the app
+callable ``fn(report, signal) -> result`` that calls ``report(record)`` with progress records (appended to
+``job.records``, which the UI polls) and asks ``signal``, the job's :class:`~mlse.stop_signal.StopSignal` (the app's
+stop button sets it; the job gives it its budget), whether to stop. Every session of the app
 shares one runner, so everybody sees that a run is in progress, and a start while one runs is queued (up to
 ``max_queued``) or refused with a message naming the running job. A failing job ends in state ``"failed"`` with its
 message; it never takes the runner (or the app) down. The training jobs themselves are built by
@@ -25,22 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlse.errors import MlseError
-from mlse.stop_signal import Stopped
+from mlse.stop_signal import Stopped, StopSignal
 
 log = logging.getLogger(__name__)
 
 Report = Callable[[dict], None]
-JobFn = Callable[[Report, threading.Event], Any]
+JobFn = Callable[[Report, StopSignal], Any]
 
 FINISHED_STATES = ("finished", "stopped", "failed", "cancelled")
 
 
 class JobBusyError(MlseError):
     """A job was submitted while the runner (and its queue) is full."""
-
-
-# Raised inside a job (by a stop check or a progress callback) to end it early; the job ends as ``"stopped"``.
-JobStopped = Stopped
 
 
 @dataclass
@@ -60,7 +57,7 @@ class Job:
     submitted: float = field(default_factory=time.time)
     started: float | None = None
     finished: float | None = None
-    stop_event: threading.Event = field(default_factory=threading.Event)
+    signal: StopSignal = field(default_factory=StopSignal)  # its Stop button; the job adds its budget
     owner: str | None = None  # the submitter's token: stop / progress with an owner reach only their own jobs
 
     @property
@@ -141,7 +138,7 @@ class JobRunner:
                 self._history.append(target)
                 self._idle.notify_all()
                 return f"Cancelled the queued job {target.name!r}."
-            target.stop_event.set()
+            target.signal.set()
             target.message = "stop requested; finishing the current step"
             return f"Stop requested for {target.name!r}; it ends after the current step."
 
@@ -272,14 +269,14 @@ class JobRunner:
                     job.message = str(record["message"])
 
         try:
-            result = job.fn(report, job.stop_event)
+            result = job.fn(report, job.signal)
             last = job.message if job.records else ""
-            if job.stop_event.is_set():
+            if job.signal.is_set():
                 state, message = "stopped", f"stopped; the last good checkpoint is kept. {last}".strip()
             else:
                 state, message = "finished", last or "finished"
             error = None
-        except JobStopped as exc:
+        except Stopped as exc:  # the job ended early: a stop check raised it
             result, state, message, error = None, "stopped", str(exc) or "stopped", None
         except MlseError as exc:  # the user's input or environment: the message is the whole story
             result, state, message, error = None, "failed", f"failed: {exc}", str(exc)

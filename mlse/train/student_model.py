@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import atomic_dir
+from mlse.encoders.catalogue import materialise, resolve_model
 from mlse.encoders.identity import text_prefix
-from mlse.encoders.resolve import materialise, resolve_model
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
 from mlse.train.config import FinetuneConfig

@@ -5,6 +5,10 @@ With the learning rate constant after its warm-up (:mod:`mlse.train.loop`), a ru
 where its dev score moves by ±0.5 between evaluations; their average sits nearer the plateau's centre, which is
 where weight soups of whole runs (:mod:`mlse.encoders.weight_soup`) found their gains. Only the trainable tensors are
 averaged (for a LoRA student the adapters' A and B factors, each on its own; the average stays a rank-r adapter).
+
+The average is torch's (``torch.optim.swa_utils.AveragedModel``: the first update copies, each later one moves the
+mean by 1/n), kept over a module that holds only the trainable parameters, so the copy it makes is of them alone (a
+LoRA student's adapters, not its frozen backbone). What is this module's own is swapping the average in and out.
 """
 
 from __future__ import annotations
@@ -13,31 +17,40 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def _trainable_view(params: list):
+    """An ``nn.Module`` whose parameters are ``params`` themselves (not copies): what AveragedModel copies and reads."""
+    from torch import nn
+
+    view = nn.Module()
+    view.params = nn.ParameterList(params)
+    return view
+
+
 class WeightAverage:
-    """The running mean of ``model``'s trainable parameters, kept in float32 beside them."""
+    """The running mean of ``model``'s trainable parameters, in a copy of them beside the model (their dtype)."""
 
     def __init__(self, model):
+        from torch.optim.swa_utils import AveragedModel  # lazy: the command line imports the training modules early
+
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.mean = None
-        self.count = 0
+        self._view = _trainable_view(self.params)
+        self._average = AveragedModel(self._view).requires_grad_(False)
+        self.mean = list(self._average.module.parameters())  # [same shapes as params], valid once count > 0
+
+    @property
+    def count(self) -> int:
+        """How many weights the average holds (0: none yet)."""
+        return int(self._average.n_averaged)
 
     def update(self) -> None:
         """Add the current weights to the average."""
-        import torch  # lazy: the command line imports the training modules before torch is needed
-
-        with torch.no_grad():
-            if self.mean is None:
-                self.mean = [p.detach().float().clone() for p in self.params]
-            else:
-                for m, p in zip(self.mean, self.params):
-                    m.add_(p.detach().float() - m, alpha=1.0 / (self.count + 1))
-        self.count += 1
+        self._average.update_parameters(self._view)
 
     @contextmanager
     def swapped_in(self) -> Iterator[None]:
         """The averaged weights in the model for the ``with`` block (to evaluate or save them), the trained ones after.
         Without any update yet, the model is left as it is."""
-        if self.mean is None:
+        if self.count == 0:
             yield
             return
         import torch

@@ -1,7 +1,8 @@
 """The "Why this score?" sections of three tabs: widgets wired to the handlers of :mod:`mlse.ui.explain_view`.
 
 - :func:`build_score_section`: in "Score a pair", under the scores: one model, Explain, the attribution heatmap with
-  the alignment beside it;
+  the alignment beside it; then What if? (:mod:`mlse.ui.what_if_view`): tick words to drop or edit a sentence, and
+  the edited pair's score and heatmap come beside the explained pair's;
 - :func:`build_error_section`: in "Tatoeba errors", under a selected row's neighbours: query vs retrieved and query vs
   gold side by side, for the scorer the table was made with;
 - :func:`build_pair_section`: in "Predicted vs gold", under the largest disagreements: the selected row's pair.
@@ -19,9 +20,9 @@ from mlse.ui.explain_view import (
     MAX_STEPS,
     TEACHING,
     default_explained,
+    explain_and_keep,
     explain_listed_pair,
     explain_retrieval_error,
-    explain_scored_pair,
     explainable_models,
     layer_choices,
     picked_error,
@@ -29,6 +30,8 @@ from mlse.ui.explain_view import (
     unavailable_note,
 )
 from mlse.ui.inputs import check_inputs
+from mlse.ui.what_if_view import INTRO as WHAT_IF_INTRO
+from mlse.ui.what_if_view import drop_picked, start_what_if, what_if_pair
 
 EXPLAIN_EVENTS = {"concurrency_limit": 1, "concurrency_id": "explain"}
 INTRO = (
@@ -62,28 +65,65 @@ def build_score_section(state, sentence1, sentence2, models) -> None:
             special = gr.Checkbox(False, label="Show special tokens and prefix", scale=1)
             button = gr.Button("Explain", variant="primary", scale=1)
         attribution, alignment, summary = _results(gr)
+    kept = gr.State(None)  # the explained pair What if? edits: {"model", "explanation"}
 
     def explain_pair(model, sentence1, sentence2, steps, layer, show_special_tokens, progress=gr.Progress()):
         """Explain one model's cosine of two sentences: (attribution heatmap, alignment heatmap, markdown)."""
-        return explain_scored_pair(
+        return explain_and_keep(
             state, model, sentence1, sentence2, steps, layer, show_special_tokens, progress=_progress(progress)
         )
 
     def follow_models(ticked, current):
         return gr.update(choices=explainable_models(state), value=default_explained(state, ticked, current))
 
-    button.click(
+    explained = button.click(
         explain_pair,
         [model, sentence1, sentence2, steps, layer, special],
-        [attribution, alignment, summary],
+        [attribution, alignment, summary, kept],
         api_name="explain_pair",
         **EXPLAIN_EVENTS,
     )
+    _what_if_section(gr, state, kept, explained, special)
     models.change(
         follow_models, [models, model], model, show_progress="hidden", concurrency_limit=4, api_visibility="private"
     )
     check_inputs(steps, layer)
     check_inputs(model, allowed=lambda: explainable_models(state))
+
+
+def _what_if_section(gr, state, kept, explained, special) -> None:
+    """What if? under the explanation: the words to drop, the two edit boxes, the two heatmaps and the numbers."""
+    with gr.Group():
+        gr.Markdown(WHAT_IF_INTRO)
+        picker = gr.CheckboxGroup([], value=[], label="Drop words (sentence · word)")
+        with gr.Row(equal_height=True):
+            edited1 = gr.Textbox(label="Sentence 1, edited", lines=2, scale=3)
+            edited2 = gr.Textbox(label="Sentence 2, edited", lines=2, scale=3)
+            button = gr.Button("What if?", variant="primary", scale=1)
+        with gr.Row():
+            before = gr.Plot(label="Before: the explained pair")
+            after = gr.Plot(label="After: the edited pair")
+        numbers = gr.Markdown(latex_delimiters=[])
+
+    def open_what_if(kept_pair):
+        sentence1, sentence2, choices = start_what_if(kept_pair)
+        return sentence1, sentence2, gr.update(choices=choices, value=[])
+
+    def what_if(kept_pair, sentence1_edited, sentence2_edited, show_special_tokens, progress=gr.Progress()):
+        """The edited pair scored (shown at once), then explained: (the explained pair's heatmap, the edited
+        pair's, markdown)."""
+        edit = (state, kept_pair, sentence1_edited, sentence2_edited, show_special_tokens)
+        numbers = what_if_pair(*edit, explain_new=False)
+        yield numbers
+        if numbers[0] is not None:  # scored: now the heatmap (a refusal was said already)
+            yield what_if_pair(*edit, progress=_progress(progress))
+
+    private = {"show_progress": "hidden", "api_visibility": "private"}
+    explained.then(open_what_if, [kept], [edited1, edited2, picker], **private)
+    picker.input(drop_picked, [kept, picker], [edited1, edited2], **private)
+    button.click(
+        what_if, [kept, edited1, edited2, special], [before, after, numbers], api_visibility="private", **EXPLAIN_EVENTS
+    )
 
 
 def _results(gr):

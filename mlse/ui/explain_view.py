@@ -210,13 +210,19 @@ def explain_scored_pair(
     ``steps`` / ``layer``: None for the library's defaults; ``show_special``: keep the rows and columns of special
     tokens ([CLS], </s>) and the model's prefix in the heatmap.
     """
+    return explain_and_keep(state, model, sentence1, sentence2, steps, layer, show_special, progress)[:3]
+
+
+def explain_and_keep(state, model, sentence1, sentence2, steps=None, layer=None, show_special=False, progress=None):
+    """:func:`explain_scored_pair`'s three outputs, then what What if? starts from: {"model", "explanation"} (None
+    when nothing was explained)."""
     s1, n1 = clean_sentence(sentence1, "1")
     s2, n2 = clean_sentence(sentence2, "2")
     notices = [n for n in (n1, n2) if n]
     if not s1 or not s2:
-        return None, None, "Enter two non-empty sentences to explain."
+        return None, None, "Enter two non-empty sentences to explain.", None
     if not (model or "").strip():
-        return None, None, "Choose a model to explain."
+        return None, None, "Choose a model to explain.", None
     try:
         steps, layer = _steps(steps), _layer(layer)
         _say(progress, 0.05, f"loading {model}")
@@ -226,13 +232,14 @@ def explain_scored_pair(
         _say(progress, 0.9, "aligning the words")
         alignment = align_tokens(encoder, s1, s2)
     except Exception as exc:  # the library's message (MlseError); anything else named, never a traceback
-        return None, None, " ".join([_fail(model, exc), *notices])
+        return None, None, " ".join([_fail(model, exc), *notices]), None
     title = f"**{md_escape(model)}** explains its cosine of sentence 1 (rows) and sentence 2 (columns)"
     text = "\n\n".join([*notices, explanation_text(explanation, title), alignment_text(alignment)])
     return (
         heatmap(explanation, f"{model}: cosine {explanation.score:.4f}", show_special),
         alignment_heatmap(alignment),
         text,
+        {"model": model, "explanation": explanation},
     )
 
 

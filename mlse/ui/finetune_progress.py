@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 
-from mlse.train.config import HEAD_METHODS, TrainRequest
+from mlse.encoders.progress import Progress
+from mlse.train.config import HEAD_METHODS
+from mlse.train.request import TrainRequest
 from mlse.train.runner import Job, JobRunner
 from mlse.ui.text import html_text, md_code, md_escape
 
@@ -30,7 +32,10 @@ def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tup
     started = [r for r in records if r.get("event") == "training"]
     if req is None or not (evals or started):
         encoding = [r for r in records if r.get("event") == "encoding"]
-        return encoding_fraction(encoding[-1]) if req is not None and encoding else (0.02, "preparing")
+        if req is not None and encoding:
+            return encoding_fraction(encoding[-1])
+        phases = [r.get("message") for r in records if r.get("event") == "phase" and r.get("message")]
+        return 0.02, phases[-1] if phases else "preparing"  # e.g. "preparing: loading data and models"
     now = now or time.time()
     last = evals[-1] if evals else started[-1]
     minutes = (last.get("minutes") or 0.0) if evals else 0.0
@@ -43,11 +48,11 @@ def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tup
 
 
 def encoding_fraction(record: dict) -> tuple[float, str]:
-    """(the share of the texts encoded, ``"preparing: encoding n of N texts, r/s (budget not started)"``)."""
+    """(the share of the texts encoded, ``"preparing — encoding: n / N texts (p%), r texts/s, ETA t (budget not
+    started)"``): the record's count and rate in the one progress model (mlse.encoders.progress)."""
     done, total, rate = record.get("done") or 0, record.get("total") or 0, record.get("rate")
-    speed = "" if rate is None else f", {rate:,.0f} texts/s"
-    label = f"preparing: encoding {done:,} of {total:,} texts{speed} (budget not started)"
-    return min(max(done / total if total else 0.0, 0.02), 0.99), label
+    job = Progress("encoding", total, done, unit="texts", measured=rate if rate is not None else 0.0)
+    return min(max(job.fraction() or 0.0, 0.02), 0.99), f"preparing — {job.line()} (budget not started)"
 
 
 def progress_html(fraction: float, label: str) -> str:

@@ -1,7 +1,7 @@
 """Tab 5: fine-tune. Pick a method, models, language pairs, data size and a time budget; watch the run; stop it.
 
 The run itself happens in :mod:`mlse.train.jobs` (one background run for the whole app, a short queue); this module
-only turns the form into a :class:`mlse.train.config.TrainRequest` (whose defaults, and the form's, are the
+only turns the form into a :class:`mlse.train.request.TrainRequest` (whose defaults, and the form's, are the
 configurations' own) and polls the job's progress records with a ``gr.Timer``. What the form offers for each method is
 :mod:`mlse.ui.finetune_methods`; how the progress is drawn, :mod:`mlse.ui.finetune_progress`. Handlers are plain
 functions ``handler(state, ...)`` returning plain values, so tests call them directly. A finished run lives in
@@ -13,10 +13,11 @@ is :mod:`mlse.ui.finetune_jobs`."""
 from __future__ import annotations
 
 from mlse.errors import MlseError
-from mlse.public_mode import FINETUNE_LIMITS, check_finetune_request, public_mode
+from mlse.public_mode import FINETUNE_LIMITS, public_mode
 from mlse.runs.folders import training_run_name
-from mlse.train.config import PAIR_METHODS, PRECISIONS, TrainRequest
+from mlse.train.config import PRECISIONS
 from mlse.train.jobs import training_job
+from mlse.train.request import TrainRequest
 from mlse.ui.finetune_jobs import QUEUE_SIZE, new_owner, poll, runner, stop_run  # noqa: F401  (QUEUE_SIZE: tests)
 from mlse.ui.finetune_methods import (
     METHOD_LABELS,
@@ -27,14 +28,13 @@ from mlse.ui.finetune_methods import (
     uses_bitext,
 )
 from mlse.ui.finetune_progress import progress_html
-from mlse.ui.finetune_request import check_request
-from mlse.ui.inputs import check_inputs, number_problem
+from mlse.ui.inputs import check_inputs
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
 
 POLL_SECONDS = 2.0
 MIN_PAIRS, MIN_BUDGET_MINUTES = 100, 0.5  # the smallest job the sliders offer (it must save a run on a fresh cache)
-DEFAULTS = TrainRequest("mse", "", "")  # the form's initial values: the configurations' defaults
+DEFAULTS = TrainRequest.model_construct(method="mse", model="", name="")  # the form's initial values: the defaults
 
 
 # ------------------------------------------------------------------------------------------------ start and stop
@@ -63,49 +63,44 @@ def start_run(
     sts_weight: float = DEFAULTS.sts_weight,
     owner: str | None = None,
 ) -> str:
-    """Validate the form and queue the run; returns the status message (never raises on bad input). The job runs on
-    the app's backend (``state.backend``: the heads' backbone; fine-tuning trains on torch). ``owner``: the page
-    session's token (:func:`new_owner`); only it can stop and watch the run."""
+    """Make the run's request from the form and queue it; returns the status message (never raises on bad input). The
+    request is validated once, as it is made (:class:`mlse.train.request.TrainRequest`: each refusal names the field
+    and what it allows); the job trusts it. The job runs on the app's backend (``state.backend``: the heads' backbone;
+    fine-tuning trains on torch). ``owner``: the page session's token (:func:`new_owner`); only it can stop and watch
+    the run."""
     jobs = runner(state)
     method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
+    form = dict(
+        method=method,
+        model=model,
+        name=name or (training_run_name(model, method) if model else ""),
+        teacher=teacher or None,
+        pairs=[p for p in (pairs if isinstance(pairs, list) else [pairs]) if isinstance(p, str) and p.strip()],
+        max_pairs=max_pairs,
+        budget_minutes=budget_minutes,
+        overwrite=bool(overwrite),
+        batch_size=batch_size,
+        lr=lr,
+        eval_every_steps=eval_every,
+        max_steps=max_steps,
+        max_epochs=max_epochs,
+        dev_max_pairs=dev_max_pairs,
+        extend_vocab=extend_vocab,
+        precision=_text(precision) or DEFAULTS.precision,
+        probe=bool(probe),
+        device=device,
+        backend=state.backend,
+        sts_loss=_text(sts_loss) or DEFAULTS.sts_loss,
+        sts_weight=sts_weight,
+    )
     try:
-        name = name or (training_run_name(model, method) if model else "")
-        req = TrainRequest(
-            method=method,
-            model=model,
-            name=name,
-            teacher=teacher or None,
-            pairs=[p for p in (pairs if isinstance(pairs, list) else [pairs]) if isinstance(p, str) and p.strip()],
-            max_pairs=_form_number("Max pairs per language pair", max_pairs, minimum=1, whole=True),
-            budget_minutes=_form_number("Time budget (minutes)", budget_minutes, minimum=0, required=True),
-            overwrite=bool(overwrite),
-            batch_size=_form_number("Batch size", batch_size, minimum=1, whole=True, required=True),
-            lr=_form_number("Learning rate", lr, minimum=0),
-            eval_every_steps=_form_number("Evaluate every N steps", eval_every, minimum=1, whole=True, required=True),
-            max_steps=_form_number("Max steps", max_steps, minimum=1, whole=True),
-            max_epochs=_form_number("Max epochs", max_epochs, minimum=1, whole=True),
-            dev_max_pairs=_form_number("Dev rows per dev pair", dev_max_pairs, minimum=1, whole=True),
-            extend_vocab=_form_number("Extend vocabulary", extend_vocab, minimum=0, whole=True) or 0,
-            precision=_text(precision) or DEFAULTS.precision,
-            probe=bool(probe),
-            device=device,
-            backend=state.backend,
-            sts_loss=_text(sts_loss) or DEFAULTS.sts_loss,
-            sts_weight=_form_number("STS term weight", sts_weight, minimum=0, required=True),
-        )
-        if method in PAIR_METHODS and not req.pairs:
-            return "Choose at least one language pair."
-        check_request(req)  # the configuration's own validation, before the job is queued
-        if public_mode():
-            check_finetune_request(req, state.model_names())
-    except MlseError as exc:
-        return md_escape(str(exc))
-    try:
+        req = TrainRequest.model_validate(form, context={"offered": state.model_names})  # the one validation
         fn = training_job(req, child_process=True)  # its memory goes back to the system when it ends
         description = f"{method} on {req.model}, {req.budget_minutes:g} min"
-        job = jobs.submit(name, fn, description, meta={"request": req}, owner=owner)
+        job = jobs.submit(req.name, fn, description, meta={"request": req}, owner=owner)
     except MlseError as exc:
         return md_escape(str(exc))
+    name = req.name
     ahead = [j.name for j in [jobs.running(), *jobs.queued()] if j is not None and j is not job and not j.done]
     if ahead and public_mode():  # another visitor's run: say only that one is busy
         return f"Queued **{md_escape(name)}**. {md_escape(jobs.busy_text(owner))}"
@@ -135,20 +130,6 @@ def slider_max(default: float, label: str, public: bool) -> float:
 def _text(value) -> str:
     """A form's text field as a stripped string (an API caller may send a number, a list or nothing)."""
     return value.strip() if isinstance(value, str) else ""
-
-
-def _form_number(field: str, value, *, minimum: float, whole: bool = False, required: bool = False):
-    """A form number, or None when left empty (0 counts as empty where ``minimum`` > 0 and it is optional).
-
-    Refused with a message naming the field, the value and what is allowed.
-    """
-    empty = value is None or (isinstance(value, str) and not value.strip()) or (value == 0 and minimum > 0)
-    if empty and not required and not isinstance(value, bool):
-        return None
-    problem = number_problem(field, value, minimum, None, whole)
-    if problem:
-        raise MlseError(problem)
-    return int(float(value)) if whole else float(value)
 
 
 # --------------------------------------------------------------------------------------------------------- layout
@@ -316,34 +297,9 @@ def build_tab(state) -> list:
             concurrency_limit=4,
             api_visibility="private",
         )
-        start.click(
-            on_start,
-            [
-                method,
-                model,
-                teacher,
-                pairs,
-                max_pairs,
-                budget,
-                name,
-                overwrite,
-                batch_size,
-                lr,
-                eval_every,
-                max_steps,
-                max_epochs,
-                dev_max_pairs,
-                extend_vocab,
-                precision,
-                probe,
-                sts_loss,
-                sts_weight,
-                owner,
-            ],
-            [status, owner],
-            api_name="finetune_start",
-            concurrency_limit=4,
-        )
+        form = [method, model, teacher, pairs, max_pairs, budget, name, overwrite, batch_size, lr, eval_every]
+        form += [max_steps, max_epochs, dev_max_pairs, extend_vocab, precision, probe, sts_loss, sts_weight]
+        start.click(on_start, [*form, owner], [status, owner], api_name="finetune_start", concurrency_limit=4)
         stop.click(lambda token: stop_run(state, token), owner, status, api_name="finetune_stop", concurrency_limit=4)
         outputs = [status, progress, loss_plot, dev_plot, seen]
         poll_inputs = [x_axis, seen, owner]
@@ -353,20 +309,6 @@ def build_tab(state) -> list:
         x_axis.change(
             on_tick, poll_inputs, outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
         )
-        check_inputs(
-            method,
-            max_pairs,
-            budget,
-            batch_size,
-            lr,
-            eval_every,
-            max_steps,
-            max_epochs,
-            dev_max_pairs,
-            extend_vocab,
-            precision,
-            sts_loss,
-            sts_weight,
-        )
+        check_inputs(*(c for c in form if c is not pairs))  # numbers and choices refused naming the field
         check_inputs(pairs, allowed=all_pair_choices)  # the page shows one method's pairs; the API may ask another's
     return []  # no model picker the app refreshes (the method change refreshes this tab's own)

@@ -2,11 +2,12 @@
 score (optional lang1, lang2).
 
 The file is read by the one reader (:func:`mlse.ui.uploads.read_upload`: deployment limits, bad rows skipped and
-listed); predictions are :func:`mlse.api.pair_scores` of each model from ``state.encoder`` (the embedding cache makes a
-rerun cheap), memoised per (model identity, content of the pairs). Metrics and figures are those of the benchmark view
-(:mod:`mlse.ui.gold_views`), plus slices per language pair and length band (:mod:`mlse.analysis.slices`). Handlers are
-plain functions; ``file`` may also be a :class:`~mlse.data.user_files.UserTable` already read (the page keeps the
-table it read, since a public deployment deletes an upload once read).
+listed); predictions are :func:`mlse.encoders.protocol.similarity` of each model from ``state.encoder`` (the
+embedding cache makes a rerun cheap), memoised per (model identity, content of the pairs). Metrics and figures are
+those of the benchmark view (:mod:`mlse.ui.gold_views`), plus slices per language pair and length band
+(:mod:`mlse.analysis.slices`). Handlers are plain functions; ``file`` may also be a
+:class:`~mlse.data.user_files.UserTable` already read (the page keeps the table it read, since a public deployment
+deletes an upload once read).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,26 +31,33 @@ from mlse.analysis.slices import (
     pair_lengths,
     slice_rows,
 )
-from mlse.api import pair_scores
 from mlse.data.user_files import UserTable, parse_range
 from mlse.data.user_table import ROLE_NAMES
+from mlse.dirs import assets_dir
+from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.memo import MB, BytesMemo
 from mlse.ui.gold_views import (
     DISAGREE_COLUMNS,
     METRIC_COLUMNS,
     N_BOOT,
+    RATED,
+    RATED_SLICE,
+    UNKNOWN,
+    UNRATED,
     compare,
     disagreement_request,
     disagreement_table,
     empty_figures,
+    model_rated_languages,
+    rated_labels,
     selected_models,
 )
 from mlse.ui.tables import TABLE_OPTIONS, header, headers, numbers_as_text
-from mlse.ui.text import md_escape
+from mlse.ui.text import md_code, md_escape
 from mlse.ui.uploads import limits_note, read_message, read_upload
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "rated_pairs.tsv"
+EXAMPLE = assets_dir() / "examples" / "rated_pairs.tsv"
 FILE_DISAGREE_COLUMNS = ["line", *DISAGREE_COLUMNS[1:]]
 SLICE_HEADERS = headers(SLICE_COLUMNS)  # slice, value, model, n, Pearson, Pearson low, ..., note
 SLICE_PLACES = dict.fromkeys(SLICE_COLUMNS[4:-1], 1)  # correlations x 100, as the metrics table writes them
@@ -93,15 +100,15 @@ def load_rated(file, pasted: str | None, gold_range: str | None = "") -> tuple[U
 
 
 def file_predictions(state, table: UserTable, model: str) -> np.ndarray:
-    """Cosine of each pair of ``table`` under ``model`` [n] (:func:`mlse.api.pair_scores`), memoised per model
-    identity and the pairs' text."""
+    """Cosine of each pair of ``table`` under ``model`` [n] (:func:`mlse.encoders.protocol.similarity`), memoised
+    per model identity and the pairs' text."""
     if not (model or "").strip():
         raise MlseError("Choose a model.")
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
     s1, s2 = table.role("sentence1"), table.role("sentence2")
 
     def compute() -> np.ndarray:
-        return np.asarray(pair_scores(encoder, s1, s2)[0], dtype=np.float64)
+        return np.asarray(similarity(encoder, s1, s2)[0], dtype=np.float64)
 
     return _memo.get_or_compute((encoder.identity, _digest(s1, s2)), compute)
 
@@ -121,14 +128,25 @@ def pair_languages(table: UserTable) -> tuple[list[str], list[str], int]:
 
 
 def file_slices(
-    table: UserTable, preds: dict[str, np.ndarray], gold: np.ndarray, n_boot: int = N_BOOT
+    table: UserTable,
+    preds: dict[str, np.ndarray],
+    gold: np.ndarray,
+    n_boot: int = N_BOOT,
+    rated: dict[str, tuple[str, ...]] | None = None,
 ) -> tuple[pd.DataFrame, str]:
-    """(slices table: one row per (slice, model), a note on how the slices were made)."""
+    """(slices table: one row per (slice, model), a note on how the slices were made). ``rated``: model -> the
+    languages it learnt rated pairs in (:func:`~mlse.ui.gold_views.model_rated_languages`); each such model also gets
+    the slice :data:`~mlse.ui.gold_views.RATED_SLICE` (its own: which pairs are rated depends on the model)."""
     s1, s2 = table.role("sentence1"), table.role("sentence2")
     lang1, lang2, detected = pair_languages(table)
     labels = language_pair_labels(lang1, lang2)
     bands, order = length_bands(pair_lengths(s1, s2, lang1, lang2))
     rows = slice_rows(preds, gold, {LANGUAGE_PAIR: (labels, None), LENGTH: (bands, order)}, n_boot=n_boot)
+    for name, langs in (rated or {}).items():
+        if name in preds:
+            split = rated_labels(lang1, lang2, langs)
+            present = [v for v in (RATED, UNRATED, UNKNOWN) if v in set(split)]
+            rows += slice_rows({name: preds[name]}, gold, {RATED_SLICE: (split, present)}, n_boot=n_boot)
     table_df = numbers_as_text(pd.DataFrame(rows, columns=SLICE_COLUMNS), SLICE_PLACES).set_axis(SLICE_HEADERS, axis=1)
     if detected:
         has = [r for r in ("lang1", "lang2") if r in table.roles]
@@ -140,6 +158,14 @@ def file_slices(
         f"Slices: {langs} Length bands: terciles of the pair's mean length in words (characters for Chinese, "
         f"Japanese, Thai). No correlation under {MIN_PAIRS} pairs, no CI under {MIN_CI_PAIRS}."
     )
+    if rated:
+        note += (
+            f" *{RATED_SLICE}*: for a model trained on rated pairs of only some languages (a run of the "
+            "leave-languages-out protocol), a pair is *rated* when it learnt from rated pairs in both languages, "
+            "else *unrated* — "
+            + "; ".join(f"`{md_code(name)}` rated: {md_escape(', '.join(langs))}" for name, langs in rated.items())
+            + "."
+        )
     return table_df, note
 
 
@@ -173,7 +199,7 @@ def compare_file(
         return *_no_results(), "\n\n".join([message, " ".join(problems)])
     gold = table.gold  # [n]
     hist, scatter, calib, metrics, calibrated = compare(state, gold, preds, table.name, n_boot)
-    slices, slice_note = file_slices(table, preds, gold, n_boot)
+    slices, slice_note = file_slices(table, preds, gold, n_boot, model_rated_languages(state, list(preds)))
     notes = [f"{len(gold):,} rated pairs; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
         notes.append(

@@ -16,7 +16,6 @@ from mlse.data.pairs import sts_pair_choices
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import sts_pair_predictions
 from mlse.memo import MB, BytesMemo
-from mlse.runs.folders import rated_languages
 from mlse.serving.procmem import releases_memory
 from mlse.ui import gold_file
 from mlse.ui.explain_sections import build_pair_section
@@ -29,6 +28,7 @@ from mlse.ui.gold_views import (
     disagreement_request,
     disagreement_table,
     empty_figures,
+    model_rated_languages,
     selected_models,
 )
 from mlse.ui.inputs import check_inputs
@@ -121,12 +121,8 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
 def rated_notes(state, pair: str, models: list[str]) -> list[str]:
     """For each model trained on rated pairs of only some languages (the leave-languages-out protocol): whether
     ``pair`` is *rated* for it (it learnt from rated pairs in both languages) or *unrated*, naming the missing ones."""
-    locations = {m.name: m.location for m in state.models()}
     notes = []
-    for name in models:
-        rated = rated_languages(locations.get(name, name))
-        if rated is None:
-            continue
+    for name, rated in model_rated_languages(state, models).items():
         missing = [lang for lang in dict.fromkeys(pair.split("-")) if lang not in rated]
         split = (
             f"**unrated** for it: trained without rated pairs in {', '.join(missing)}"

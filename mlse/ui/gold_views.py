@@ -15,6 +15,7 @@ import pandas as pd
 
 from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
 from mlse.evaluation.sts import sts_metrics
+from mlse.runs.folders import rated_languages
 from mlse.ui.tables import header, headers, numbers_as_text
 from mlse.ui.text import html_text, md_escape
 
@@ -41,6 +42,12 @@ DISAGREE_FIELDS = ["index", "gold", "cosine", "pred_as_gold", "diff", "rank_gap"
 DISAGREE_COLUMNS = headers(DISAGREE_FIELDS)  # row, gold, cosine, cosine as gold, off by, rank gap, sentence 1, 2
 DISAGREE_TYPES = ["number", "str", "str", "str", "str", "str", "str", "str"]
 DISAGREE_PLACES = {"gold": 2, "cosine": 3, "pred_as_gold": 2, "diff": 2, "rank_gap": 1}
+
+RATED_SLICE = "rated / unrated languages"  # the slice of a model trained on rated pairs of only some languages
+RATED, UNRATED, UNKNOWN = "rated", "unrated", "language unknown"
+# ISO 639-3 (and a macrolanguage) -> the STS Multi MT code: a file's lang1 / lang2 may use either
+_TO_STS = {"eng": "en", "deu": "de", "spa": "es", "fra": "fr", "ita": "it", "jpn": "ja", "nld": "nl", "pol": "pl"}
+_TO_STS |= {"por": "pt", "rus": "ru", "zho": "zh", "cmn": "zh"}
 
 _HOVER_PAIR = "pair #%{customdata}<br>gold %{x:.2f}<br>cosine %{y:.3f}"
 _HOVER_BIN = "mean cosine %{x:.3f}<br>mean gold %{y:.2f}<br>%{customdata} pairs"
@@ -72,8 +79,7 @@ def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, cal
 
 def calibrated_scores(state, model: str, pred: np.ndarray) -> np.ndarray | None:
     """The model's calibrated 0-5 scores for the cosines ``pred`` [n], or None when it has no calibration."""
-    calibrate = getattr(state.encoder(model), "calibrated_score", None)
-    scores = calibrate(pred) if calibrate is not None else None
+    scores = state.encoder(model).calibrate(pred)
     return None if scores is None else np.asarray(scores, dtype=np.float64)
 
 
@@ -281,3 +287,33 @@ def disagreement_table(
         "cosine's percentile minus the gold score's, in points."
     )
     return table, message
+
+
+# -- rated / unrated languages (the leave-languages-out protocol, mlse.experiments.unrated) ---------------------------
+def model_rated_languages(state, models: list[str]) -> dict[str, tuple[str, ...]]:
+    """The models among ``models`` trained on rated pairs of known languages (a fine-tuned run with the STS term, a
+    scorer the protocol trained): name -> those languages (:func:`mlse.runs.folders.rated_languages`)."""
+    locations = {m.name: m.location for m in state.models()}
+    found = {}
+    for name in models:
+        rated = rated_languages(locations.get(name, name))
+        if rated is not None:
+            found[name] = rated
+    return found
+
+
+def sts_code(lang) -> str:
+    """A language code as STS Multi MT writes it: "deu", "de_DE", "deu_Latn" -> "de"; blank or "und" -> ""."""
+    text = str(lang or "").strip().lower().replace("-", "_").split("_")[0]
+    return "" if text in ("", "und") else _TO_STS.get(text, text)
+
+
+def rated_labels(lang1, lang2, rated) -> np.ndarray:
+    """Per pair [n]: "rated" when the model learnt from rated pairs in both languages, "unrated" when one of them had
+    none, "language unknown" when a language is blank or undetected."""
+    rated = set(rated)
+    labels = []
+    for a, b in zip(lang1, lang2):
+        codes = (sts_code(a), sts_code(b))
+        labels.append(UNKNOWN if "" in codes else (RATED if set(codes) <= rated else UNRATED))
+    return np.array(labels, dtype=object)

@@ -14,6 +14,8 @@ sentences into the same panels, numbers and table.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from mlse.analysis.projection import SPACE_TITLES, SPACES, is_projected, language_map
@@ -21,11 +23,12 @@ from mlse.data.flores import flores_languages
 from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.errors import MlseError
 from mlse.serving.procmem import releases_memory
+from mlse.serving.warm import follow_step
 from mlse.ui import map_upload
 from mlse.ui.inputs import check_inputs
 from mlse.ui.map_views import MapOutput, empty_output, highlight, hover_text, map_default, render  # noqa: F401
 from mlse.ui.model_pickers import ModelPicker
-from mlse.ui.preparing import with_preparing_note
+from mlse.ui.preparing import map_warm_note, warm_map_step, with_preparing_note
 from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_escape
 
@@ -33,6 +36,7 @@ project_upload = map_upload.project_upload  # the "your own sentences" handler, 
 
 MAX_SENTENCES = 1012  # FLORES devtest size
 DEFAULT_SENTENCES = 100
+WARM_POLL_S = 2.0  # while the app's warm start prepares the default map, the tab reads its progress this often
 
 
 INTRO = (
@@ -63,11 +67,52 @@ def project_map(
         return empty_output(f"Sentences per language must be a whole number from 1 to {MAX_SENTENCES}.")
     try:
         model = state.encoder(model_name)
+        waited = wait_for_warm(state, model_name, langs, n, method, progress)
         result = language_map(model, langs, n, data_dir=state.data_dir, method=method, progress=progress)
     except MlseError as exc:
         return empty_output(f"⚠️ {md_escape(str(exc))}")
     out = render(result, model_name)
+    if waited is not None and all(view.from_cache for view in result.views.values()):
+        reused = (
+            f"Drawn from the app's warm start, which was computing this map when Project was pressed (waited "
+            f"{waited:.0f} s for it; nothing computed twice)."
+        )
+        return out._replace(note=f"{reused}\n\n{out.note}")
     return out._replace(note=with_preparing_note(state, "map", out.note))  # while the app's warm start still runs
+
+
+def wait_for_warm(state, model_name, langs, n, method, progress=None) -> float | None:
+    """When the app's warm start is computing this very map: wait for it, showing its count and ETA, -> seconds
+    waited (its result is then in the cache); None when it is not (the caller computes the map itself).
+
+    The computation is one in any case (:func:`mlse.single_flight.single_flight` in ``language_map``); this wait only
+    shows the warm's progress instead of a bar stuck at "waiting"."""
+    step = warm_map_step(state, model_name, langs, n, method)
+    if step is None or step.state != "running":
+        return None
+    report = progress or (lambda fraction, message: None)
+    started = time.monotonic()
+    follow_step(
+        step.name,
+        lambda status, _: report(0.95 * status.fraction, f"the app's warm start is computing this map: {status.note}"),
+    )
+    return time.monotonic() - started
+
+
+def warm_view(state, model_name, langs, n, shown=None, *, method: str = "umap") -> tuple[MapOutput | None, str]:
+    """What the tab shows, opened or polled, while the app's warm start prepares its default map -> (the map once it
+    is in the cache, else None; the warm's note, "" when it prepares nothing for these settings: stop polling)."""
+    if shown is not None:
+        return None, ""
+    out = open_map(state, model_name, langs, n, method=method)
+    if out is not None:
+        return out, ""
+    try:
+        count = int(DEFAULT_SENTENCES if n in (None, "") else n)
+    except (TypeError, ValueError):
+        return None, ""
+    step = warm_map_step(state, model_name, langs, count, method)
+    return None, "" if step is None else map_warm_note(step)
 
 
 def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -> MapOutput | None:
@@ -132,9 +177,20 @@ def build_tab(state) -> list[ModelPicker]:
             )
         )
 
+    def watch(model_name, languages, sentences_per_language, shown, polled: bool) -> list:
+        """The cached map drawn at once, else the warm start's count and ETA in the note (polling on while it says
+        something; when it stops, a poll puts the tab's own note back)."""
+        out, preparing = warm_view(state, model_name, languages, sentences_per_language, shown)
+        if out is not None:
+            return [*show(out), gr.Timer(active=False)]
+        note_now = preparing or (base_note if polled and shown is None else gr.skip())
+        return [*[gr.skip()] * (len(outputs) - 4), note_now, *[gr.skip()] * 3, gr.Timer(active=bool(preparing))]
+
     def on_open(model_name, languages, sentences_per_language, shown):
-        out = open_map(state, model_name, languages, sentences_per_language, shown)
-        return [gr.skip()] * len(outputs) if out is None else show(out)
+        return watch(model_name, languages, sentences_per_language, shown, polled=False)
+
+    def on_poll(model_name, languages, sentences_per_language, shown):
+        return watch(model_name, languages, sentences_per_language, shown, polled=True)
 
     def on_select(result, evt):
         row = evt.row_value or []
@@ -159,7 +215,9 @@ def build_tab(state) -> list[ModelPicker]:
         langs = gr.CheckboxGroup(languages, value=default_langs, label="Languages (FLORES-200 devtest)")
         button = gr.Button("Project", variant="primary")
         own = map_upload.build_section()
-        note = gr.Markdown("\n\n".join(part for part in (data_warning, opening_note) if part))
+        base_note = "\n\n".join(part for part in (data_warning, opening_note) if part)
+        note = gr.Markdown(base_note)
+        warm_poll = gr.Timer(WARM_POLL_S, active=False)  # on while the warm start prepares the default map
         plots, metrics = [], []
 
         def panel(space: str) -> None:  # half the page wide; a narrow screen stacks them
@@ -191,10 +249,15 @@ def build_tab(state) -> list[ModelPicker]:
         result = gr.State(None)
         outputs = [*plots, *metrics, summary, reading, note, table, result, details]
         one_map_at_a_time = {"concurrency_limit": 1, "concurrency_id": "language_map"}  # UMAP is CPU-bound
+        polls = {"concurrency_limit": 4, "concurrency_id": "map_warm_poll"}  # a status read: not behind a press
         button.click(on_project, [model, langs, n], outputs, api_name="language_map", **one_map_at_a_time)
         map_upload.wire(own, state, model, outputs, show, **one_map_at_a_time)
         # opened: the cached map drawn at once (open_map), so the tab's point shows without a press
-        tab.select(on_open, [model, langs, n, result], outputs, api_visibility="private", **one_map_at_a_time)
+        watched = [*outputs, warm_poll]
+        tab.select(on_open, [model, langs, n, result], watched, api_visibility="private", **one_map_at_a_time)
+        warm_poll.tick(
+            on_poll, [model, langs, n, result], watched, api_visibility="private", show_progress="hidden", **polls
+        )
         table.select(on_select, [result], [*plots, details], api_name="map_highlight", concurrency_limit=4)
         clear.click(on_clear, [result], [*plots, details], api_name=False, concurrency_limit=4)
         check_inputs(n, langs)

@@ -13,11 +13,11 @@ the same panels, numbers and sentence table show it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 from mlse.analysis.projection import language_map
 from mlse.analysis.user_sample import user_sample
+from mlse.dirs import assets_dir
 from mlse.errors import MlseError
 from mlse.ui.map_views import MapOutput, empty_output, render
 from mlse.ui.text import md_escape
@@ -25,7 +25,7 @@ from mlse.ui.uploads import limits_note, read_upload
 
 KINDS = ("sentences", "parallel")
 FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
-EXAMPLES = Path(__file__).resolve().parents[2] / "assets" / "examples"
+EXAMPLES = assets_dir() / "examples"
 EXAMPLE_FILES = {"sentences": EXAMPLES / "sentences.tsv", "parallel": EXAMPLES / "parallel.tsv"}
 MIN_SENTENCES = 2
 

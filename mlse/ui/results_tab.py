@@ -13,12 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlse.runs.results_index import build_index, finetune_curves
+from mlse.ui.results_rated import rated_split
+from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_escape
 
 ALL = "(all)"
-TABLE_COLUMNS = ["model", "task", "split", "key", "metric", "value", "kind", "experiment", "date", "source"]
-# Share of the table's width per column: names and paths get room, short codes and numbers little.
-COLUMN_WIDTHS = ["15%", "6%", "5%", "10%", "11%", "7%", "8%", "14%", "8%", "16%"]
+# The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling; the
+# columns are sized to their content and never wrap (mlse.ui.tables.TABLE_OPTIONS: fixed shares of the width broke
+# "66.75" into five lines and headers mid-word at 390 px); a long path shows its start, a click shows all of it.
+TABLE_COLUMNS = ["model", "metric", "value", "task", "key", "split", "kind", "experiment", "date", "source"]
 MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
 DEFAULT_METRICS = {
     "sts": "spearman",
@@ -272,13 +275,12 @@ def build_tab(state) -> list:
             with gr.Tab("Table"):
                 # no in-table search box: it would search the shown rows only; the filters above search them all
                 table = gr.Dataframe(
-                    rows,
-                    label=label,
-                    interactive=False,
-                    max_height=420,
-                    column_widths=COLUMN_WIDTHS,
-                    wrap=True,
-                    elem_id="results-table",
+                    rows, label=label, interactive=False, max_height=420, elem_id="results-table", **TABLE_OPTIONS
+                )
+                split_rows, split_note = rated_split(frame)  # the leave-languages-out protocol's gap on screen
+                split_status = gr.Markdown(split_note)
+                split_table = gr.Dataframe(
+                    split_rows, label="Rated / unrated languages", interactive=False, max_height=300, **TABLE_OPTIONS
                 )
             with gr.Tab("Plots"):
                 with gr.Row():
@@ -305,6 +307,7 @@ def build_tab(state) -> list:
 
         def on_refresh(task, model, metric, key_contains, plot_task, plot_key, plot_metric):
             (shown, shown_label), found_now, note_now, full = refresh(state, task, model, metric, key_contains)
+            split_now, split_note_now = rated_split(full)
             return (
                 gr.update(value=shown, label=shown_label),
                 note_now,
@@ -315,6 +318,8 @@ def build_tab(state) -> list:
                 seed_grid_plot(full),
                 curves_plot(),
                 tatoeba_languages_plot(full),
+                split_now,
+                split_note_now,
             )
 
         def on_plot(pt, pk, pm):
@@ -337,7 +342,7 @@ def build_tab(state) -> list:
         refresh_button.click(
             on_refresh,
             [*filters, plot_task, plot_key, plot_metric],
-            [table, status, task, model, metric, bar, grid, curve, languages],
+            [table, status, task, model, metric, bar, grid, curve, languages, split_table, split_status],
             api_name="results_refresh",
             concurrency_limit=2,
         )

@@ -1,9 +1,11 @@
 """The Score tab's "Score a file" section: a file of sentence pairs (or pasted rows), scored by every ticked model.
 
 The rows are read by :func:`mlse.ui.uploads.read_upload` within this deployment's limits and go through
-:func:`mlse.api.score_rows` a chunk at a time, so the progress bar moves and Stop lands between chunks, keeping the
-rows already scored. The answer: one summary row per model (with Pearson and Spearman against the file's own scores
-when it has a score column), a preview of the scored rows and a CSV of every row, the input's columns first. The
+:func:`mlse.api.score_pairs` (the command line's and the Python API's scoring) a chunk at a time, so the progress bar
+moves and Stop lands between chunks, keeping the rows already scored; a model that fails is named and the others
+score. The answer: one summary row per model (with Pearson and Spearman against the file's own scores when it has a
+score column), a preview of the scored rows and a CSV of every row (:func:`mlse.data.scored_file.write_scored`, the
+file ``python -m mlse score`` writes). The
 handler :func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
 """
 
@@ -22,10 +24,12 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from mlse.api import CALIBRATED, COSINE, ScoreRun, column_name, score_rows
-from mlse.atomic import atomic_write_text
-from mlse.data.user_table import stem
-from mlse.errors import MlseError
+from mlse.api import CALIBRATED, COSINE, ScoreRun, column_name, failure_text, score_pairs
+from mlse.data.scored_file import write_scored
+from mlse.data.user_table import UserTable, stem
+from mlse.dirs import assets_dir
+from mlse.encoders.catalogue import chosen_models
+from mlse.encoders.progress import CacheCounter, Progress
 from mlse.evaluation.sts import sts_metrics
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
@@ -37,16 +41,13 @@ from mlse.ui.uploads import limits_note, read_upload
 # pads less, but a Stop waits for the chunk under way. With the three default models on two busy cores, 256 and 512
 # pairs scored as fast (the noise was larger than the difference), and 256 answers a Stop twice as soon.
 FILE_CHUNK = 256
-# Texts per forward pass inside one encode call: the library's default. 128 was no faster beyond the noise, and with
-# long texts (512 tokens) its attention maps would take twice the memory.
-ENCODE_BATCH = 64
 PREVIEW_ROWS = 500  # rows shown on the page; the download has them all
 MAX_MODELS = 12  # per file: one request cannot load every model on disk
 KEPT_DOWNLOADS = 32  # scored CSVs kept on disk; Gradio copies each into its own cache when it answers
 # One file at a time: a file keeps both cores busy, so two at once would each take twice as long
 FILE_CONCURRENCY = 1
 FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
-EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "pairs_to_score.tsv"
+EXAMPLE_FILE = assets_dir() / "examples" / "pairs_to_score.tsv"
 SUMMARY_COLUMNS = ["model", "kind", "rows scored", "mean cosine", f"mean {CALIBRATED}"]  # "0-5", as in the CSV
 GOLD_COLUMNS = ["Pearson ×100", "Spearman ×100"]  # of cosine vs the file's score column
 INTRO = (
@@ -112,103 +113,63 @@ def score_file(
     pasted,
     models,
     *,
-    progress: Callable[[int, int, float], None] | None = None,
+    progress: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> ScoreFileOutput:
     """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
 
-    ``progress(done, total, rows_per_s)`` after each chunk; ``should_stop()`` polled before each chunk (True: keep
-    what is scored, leave the rest blank). Bad input never raises: the message says what went wrong.
+    ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts (reading, loading model n of N)
+    and after each chunk, its rate over the rows encoded (not those the cache served); ``should_stop()`` polled before
+    each chunk (True: keep what is scored, leave the rest blank). Bad input never raises: the message says why.
     """
+    report = progress or (lambda step: None)
+    report(Progress("reading the file"))
     table, read_note = read_upload(file, pasted, kind="pairs")
     if table is None:
         return _nothing(read_note)
     notes = [read_note]
     if not len(table):
         return _nothing(_join(notes, "No pair left to score."))
-    names, name_notes, failures = _chosen(state, models)
-    notes += name_notes
+    names, asked, failures = chosen_models(models, set(state.model_names()), MAX_MODELS)
+    if asked > len(names) + len(failures):
+        notes.append(f"Scored with the first {MAX_MODELS} of the {asked} models ticked.")
     if not names and not failures:
         return _nothing(_join(notes, "Choose at least one model."))
     loaded = {}
-    for name in names:
+    for i, name in enumerate(names):
+        report(Progress(f"loading the models (now {name})", len(names), i, unit="models", timed=False))
         try:
             loaded[name] = state.encoder(name)
         except Exception as exc:  # an unknown name, missing files, a broken run: the others still score
-            failures.append((name, _why(exc)))
-    columns, run, failed_while_scoring = _score(
-        loaded, table.role("sentence1"), table.role("sentence2"), progress, should_stop
+            failures.append((name, failure_text(exc)))
+    if not loaded:  # nothing loaded: say why, score nothing
+        notes += _outcome_notes(state, [], failures, None, {})
+        return ScoreFileOutput(_preview(table.frame()), empty_summary(table.gold is not None), None, _join(notes))
+    job, counter = Progress("scoring", len(table)), CacheCounter(loaded.values())
+
+    def chunk_done(done: int, total: int, _rate: float) -> None:
+        report(job.update(done, total=total, encoded=counter.items(done)))
+
+    # one model's failure leaves the others scoring (mlse.api.score_pairs, skip_failing)
+    frame = score_pairs(
+        table, loaded, chunk=FILE_CHUNK, progress=chunk_done, should_stop=should_stop, skip_failing=True
     )
-    failures += failed_while_scoring
+    run = frame.attrs["run"]
+    failures += run.failures
+    columns = {key: frame[key].to_numpy() for key in run.columns}
     scored = [name for name in loaded if column_name(name, COSINE) in columns]
-    frame = table.frame()
-    for key, values in columns.items():
-        frame[key] = values
     notes += _outcome_notes(state, scored, failures, run, columns)
     if not scored:
         return ScoreFileOutput(_preview(frame), empty_summary(table.gold is not None), None, _join(notes))
-    csv_path = write_scored_csv(frame, table.name)
+    csv_path = write_scored_csv(table, frame, table.name)
     if len(frame) > PREVIEW_ROWS:
         notes.append(f"The preview shows the first {PREVIEW_ROWS:,} of {len(frame):,} rows; the download holds all.")
     summary = summary_table(state, scored, columns, table.gold)
     return ScoreFileOutput(_preview(frame), summary, csv_path, _join(notes))
 
 
-def _chosen(state, models) -> tuple[list[str], list[str], list[tuple[str, str]]]:
-    """(names to load, notes, (name, why) refused): deduplicated, capped, and only models the page offers (a name
-    must not reach the loader as a path on disk or a hub id)."""
-    if isinstance(models, str):
-        models = [models]
-    names = list(dict.fromkeys(m.strip() for m in models or [] if isinstance(m, str) and m.strip()))
-    notes = []
-    if len(names) > MAX_MODELS:
-        notes.append(f"Scored with the first {MAX_MODELS} of the {len(names)} models ticked.")
-        names = names[:MAX_MODELS]
-    offered = set(state.model_names())
-    refused = [(n, "not a model offered here") for n in names if n not in offered]
-    return [n for n in names if n in offered], notes, refused
-
-
-def _score(
-    loaded: dict, s1: list[str], s2: list[str], progress, should_stop
-) -> tuple[dict[str, np.ndarray], ScoreRun, list[tuple[str, str]]]:
-    """:func:`mlse.api.score_rows` over the file; a model whose encoding fails is dropped and named, and the others
-    are scored again (their embedding caches make the rows already done cheap)."""
-    failures: list[tuple[str, str]] = []
-    models = dict(loaded)
-    while models:
-        failing: list[str] = []
-        by_id = {id(model): name for name, model in models.items()}
-
-        def encode(model, texts, by_id=by_id, failing=failing):
-            try:
-                return model.encode(texts, batch_size=ENCODE_BATCH)
-            except Exception:
-                failing.append(by_id.get(id(model), "?"))
-                raise
-
-        try:
-            columns, run = score_rows(
-                models, s1, s2, chunk=FILE_CHUNK, progress=progress, should_stop=should_stop, encode=encode
-            )
-            return columns, run, failures
-        except Exception as exc:  # noqa: BLE001 - one model's failure must not take the others down
-            bad = failing[-1] if failing and failing[-1] in models else None
-            if bad is None:  # not an encoder's failure (its calibration, say): nothing is scored
-                return {}, ScoreRun(0, len(s1), False, 0.0), failures + [(n, _why(exc)) for n in models]
-            failures.append((bad, _why(exc)))
-            models.pop(bad)
-    return {}, ScoreRun(0, len(s1), False, 0.0), failures
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, MlseError):
-        return str(exc)
-    return f"could not be used ({type(exc).__name__}: {str(exc)[:300]})"
-
-
 def _outcome_notes(
-    state, scored: list[str], failures: list[tuple[str, str]], run: ScoreRun, columns: dict[str, np.ndarray]
+    state, scored: list[str], failures: list[tuple[str, str]], run: ScoreRun | None, columns: dict[str, np.ndarray]
 ) -> list[str]:
     notes = []
     if failures:
@@ -247,13 +208,6 @@ def empty_summary(with_gold: bool = False) -> pd.DataFrame:
     return pd.DataFrame(columns=SUMMARY_COLUMNS + (GOLD_COLUMNS if with_gold else []))
 
 
-def _kind(state, name: str) -> str:
-    try:
-        return state.model_kind(name)
-    except MlseError:
-        return "?"
-
-
 def _mean(values: np.ndarray | None) -> float | None:
     if values is None:
         return None
@@ -279,7 +233,7 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
         cosine = columns[column_name(name, COSINE)]
         row = [
             name,
-            _kind(state, name),
+            state.model_kind(name),
             int(np.isfinite(cosine).sum()),
             number_text(_mean(cosine), 4),
             number_text(_mean(columns.get(column_name(name, CALIBRATED))), 2),
@@ -310,23 +264,17 @@ def scored_file_name(display_name: str) -> str:
     return f"{base}-scored.csv"
 
 
-def write_scored_csv(frame: pd.DataFrame, display_name: str) -> str:
-    """Write ``frame`` (blank cells where not scored) atomically into a fresh temporary folder -> its path. Only the
+def write_scored_csv(table: UserTable, frame: pd.DataFrame, display_name: str) -> str:
+    """The scored file (blank cells where not scored) written into a fresh temporary folder -> its path. Only the
     newest KEPT_DOWNLOADS folders are kept."""
     folder = Path(tempfile.mkdtemp(prefix="mlse-scored-"))
-    path = atomic_write_text(folder / scored_file_name(display_name), frame.to_csv(index=False))
+    path = write_scored(table, frame, folder / scored_file_name(display_name))
     with _kept_lock:
         _kept.append(folder)
         old = [_kept.popleft() for _ in range(max(0, len(_kept) - KEPT_DOWNLOADS))]
     for gone in old:
         shutil.rmtree(gone, ignore_errors=True)
     return str(path)
-
-
-def progress_text(done: int, total: int, rows_per_s: float) -> str:
-    """The progress bar's line: "scored 512 / 1,000 rows · 240 rows/s"."""
-    speed = f" · {rows_per_s:,.0f} rows/s" if math.isfinite(rows_per_s) else ""
-    return f"scored {done:,} / {total:,} rows{speed}"
 
 
 def example_text() -> str:
@@ -366,10 +314,9 @@ def build_section(state) -> list[ModelPicker]:
         def score_pairs_file(pairs_file, pasted_pairs, models, request, progress=gr.Progress()):
             key = getattr(request, "session_hash", None)
             flag = STOP_FLAGS.begin(key)
-            progress(0, desc="reading the file and loading the models")
 
-            def report(done: int, total: int, rows_per_s: float) -> None:
-                progress(done / total if total else 1.0, desc=progress_text(done, total, rows_per_s))
+            def report(step: Progress) -> None:  # a step without a count (reading the file): its name, no bar
+                progress(step.fraction(), desc=step.line())
 
             try:
                 out = score_file(state, pairs_file, pasted_pairs, models, progress=report, should_stop=flag.is_set)

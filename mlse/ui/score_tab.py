@@ -17,7 +17,9 @@ import pandas as pd
 
 from mlse.api import CALIBRATED
 from mlse.data.json_safe import finite_or_none
-from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi, capped, clean_pair, dedupe, score_models
+from mlse.dirs import assets_dir
+from mlse.encoders.catalogue import chosen_models
+from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi, clean_pair, score_models
 from mlse.text.language_id import detector_name, language_name
 from mlse.text.sentences import AUTO, resolve_language
 from mlse.ui import explain_sections, score_file
@@ -33,7 +35,7 @@ from mlse.ui.text import md_code, md_escape
 SCORE_CONCURRENCY = 20
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
-EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.tsv"
+EXAMPLES_FILE = assets_dir() / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
 # this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
 NO_REFERENCE = "none (an example with a rating sets it)"  # else gradio shows 0 in an empty number box
@@ -89,7 +91,7 @@ def score_pair(
     notices = [f"Sentence {i}: {n}." for i, n in cleaned]
     if not s1 or not s2:
         return empty_table(), " ".join(["Enter two non-empty sentences.", *notices])
-    names, asked = capped(dedupe(models))
+    names, asked, _ = chosen_models(models, limit=MAX_MODELS)
     if not names:
         return empty_table(), " ".join(["Choose at least one model.", *notices])
     if asked > len(names):

@@ -10,17 +10,17 @@ No gradio here: the tab's handlers call :func:`read_bitext` and tests call it di
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from mlse.data.types import ParallelCorpus
 from mlse.data.user_files import UserTable
+from mlse.dirs import assets_dir
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.bitext_view import prepare_bitext
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import read_upload
 
 UNNAMED = ("src", "tgt")  # the two sides of a bitext without a header
-EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "examples" / "bitext.tsv"  # 40 en-de pairs
+EXAMPLE = assets_dir() / "examples" / "bitext.tsv"  # 40 en-de pairs
 
 
 def pick_columns(table: UserTable, choice: str | None = None) -> tuple[str, str, str]:

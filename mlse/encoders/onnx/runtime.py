@@ -33,6 +33,7 @@ from mlse.encoders.compact_tokenizer import compact_tokenizer
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
 from mlse.encoders.progress import progress_bar, show_bar
+from mlse.encoders.protocol import Scoring
 from mlse.encoders.rows import RowFile
 from mlse.encoders.text_cut import cut_texts, tokenizer_chars_per_token
 from mlse.encoders.threads import default_threads, session_options
@@ -76,7 +77,7 @@ def plan_batches(
     return batches
 
 
-class OnnxEncoder:
+class OnnxEncoder(Scoring):
     """A sentence-transformers model run by onnxruntime; ``quantized`` selects the dynamic int8 graph.
 
     ``threads``: CPU cores to use (default ``MLSE_THREADS`` or 2). ``parallel``: ``"batches"`` (default; one

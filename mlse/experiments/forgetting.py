@@ -1,0 +1,186 @@
+"""Languages outside STS Multi MT: what a student keeps where it saw no rated pairs, and what it must not forget.
+
+Two views, both from the evaluation runners (:mod:`mlse.evaluation.runners`, through the embedding cache):
+
+* :func:`outside_scores` -- the bitext's three languages without STS Multi MT ratings: LASER Tatoeba ara / tur / ukr
+  (accuracy both ways, cosine; xSIM error, ratio margin) and FLORES-200 devtest en-X retrieval for arb_Arab /
+  tur_Latn / ukr_Cyrl (1,012 sentences; cosine nearest neighbour both ways, and xSIM). The leave-languages-out
+  protocol (:mod:`mlse.experiments.unrated`) scores every recipe's run with all rated pairs this way.
+* :func:`compare_tatoeba` -- two Tatoeba results over the same languages (``python -m mlse eval --task tatoeba --langs
+  all --json-out ...``: the 112 LASER languages): the means, each language's difference, the languages where the
+  student is more than ``tolerance`` points below the reference (the no-forgetting check: none allowed) and the
+  largest losses. ``benchmarks/forgetting.py`` writes it as ``forgetting.json`` and a markdown table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mlse.errors import MlseError
+
+OUTSIDE_TATOEBA = ("ara", "tur", "ukr")
+OUTSIDE_FLORES = ("arb_Arab", "tur_Latn", "ukr_Cyrl")
+ENGLISH_FLORES = "eng_Latn"
+TOLERANCE = 2.0  # points of Tatoeba accuracy a student may be below the reference on a language
+N_LOSSES = 10
+# Tatoeba acc_mean on ara / tur / ukr as issue 45 states them (today's shipped student, and me5-small)
+ISSUE_REFERENCE = {
+    "student (issue 45)": {"ara": 84.8, "tur": 93.9, "ukr": 90.0},
+    "me5-small (issue 45)": {"ara": 79.1, "tur": 89.5, "ukr": 82.7},
+}
+
+
+def outside_scores(
+    encoder,
+    *,
+    data_dir=None,
+    tatoeba_langs: Sequence[str] = OUTSIDE_TATOEBA,
+    flores_langs: Sequence[str] = OUTSIDE_FLORES,
+    batch_size: int = 64,
+) -> dict:
+    """Tatoeba and FLORES-200 en-X retrieval of ``encoder`` (a model name, folder or loaded encoder) on languages
+    outside STS Multi MT: ``{"tatoeba": {lang: {acc_mean, acc_to_en, acc_from_en, xsim_error}}, "flores": {code:
+    {acc_en_to_x, acc_x_to_en, acc_mean, xsim_error}}, "model": ...}``."""
+    from mlse.data.flores import load_flores  # lazy: the evaluation stack loads models
+    from mlse.evaluation.retrieval import retrieval_accuracy, xsim_error
+    from mlse.evaluation.runners import encode_lookup, run_tatoeba
+    from mlse.models import load_model
+
+    model = load_model(encoder) if isinstance(encoder, str) else encoder
+    out: dict = {"model": getattr(model, "name", str(encoder)), "identity": getattr(model, "identity", None)}
+    if tatoeba_langs:
+        tat = run_tatoeba(model, langs=list(tatoeba_langs), data_dir=data_dir, batch_size=batch_size, keep_errors=False)
+        keys = ("acc_mean", "acc_to_en", "acc_from_en", "xsim_error")
+        out["tatoeba"] = {lang: {k: round(float(s[k]), 2) for k in keys} for lang, s in tat.scores.items()}
+    if flores_langs:
+        flores = load_flores([ENGLISH_FLORES, *flores_langs], data_dir)
+        lookup = encode_lookup(model, [t for lines in flores.values() for t in lines], batch_size)
+        english = np.stack([lookup[t] for t in flores[ENGLISH_FLORES]])  # [n, d]
+        out["flores"] = {}
+        for code, lines in flores.items():
+            if code == ENGLISH_FLORES:
+                continue
+            other = np.stack([lookup[t] for t in lines])  # [n, d]
+            to_x, to_en = retrieval_accuracy(english, other), retrieval_accuracy(other, english)
+            out["flores"][code] = {
+                "acc_en_to_x": round(to_x, 2),
+                "acc_x_to_en": round(to_en, 2),
+                "acc_mean": round((to_x + to_en) / 2, 2),
+                "xsim_error": round(xsim_error(other, english), 2),
+                "n": len(lines),
+            }
+    return out
+
+
+def _accuracies(result: dict, name: str, metric: str) -> dict[str, float]:
+    """``{lang: metric}`` of a Tatoeba result (an EvalResult's JSON: ``scores`` per language)."""
+    scores = result.get("scores") if isinstance(result, dict) else None
+    if not isinstance(scores, dict) or not scores:
+        raise MlseError(f"{name}: not a Tatoeba result (no per-language 'scores'); make one with python -m mlse eval")
+    missing = [lang for lang, s in scores.items() if not isinstance(s, dict) or metric not in s]
+    if missing:
+        raise MlseError(f"{name}: no {metric!r} for {', '.join(missing[:5])}")
+    return {lang: float(s[metric]) for lang, s in scores.items()}
+
+
+def compare_tatoeba(
+    student: dict,
+    reference: dict,
+    *,
+    tolerance: float = TOLERANCE,
+    n_losses: int = N_LOSSES,
+    metric: str = "acc_mean",
+    names: tuple[str, str] = ("student", "reference"),
+) -> dict:
+    """The student's Tatoeba ``metric`` against the reference's, language by language (see the module docstring).
+
+    Both results must cover the same languages (an MlseError names the ones only one has). Returns ``n_langs``,
+    ``mean_student``, ``mean_reference``, ``mean_difference``, ``violations`` (languages more than ``tolerance``
+    below, worst first), ``largest_losses`` (the ``n_losses`` most negative differences), ``per_language``."""
+    a = _accuracies(student, names[0], metric)
+    b = _accuracies(reference, names[1], metric)
+    if set(a) != set(b):
+        only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        raise MlseError(
+            f"the Tatoeba results cover different languages: only {names[0]}: {', '.join(only_a) or 'none'}; "
+            f"only {names[1]}: {', '.join(only_b) or 'none'}"
+        )
+    rows = [
+        {
+            "lang": lang,
+            "student": round(a[lang], 2),
+            "reference": round(b[lang], 2),
+            "difference": round(a[lang] - b[lang], 2),
+        }
+        for lang in sorted(a)
+    ]
+    worst_first = sorted(rows, key=lambda r: (r["difference"], r["lang"]))
+    return {
+        "metric": metric,
+        "names": {"student": names[0], "reference": names[1]},
+        "n_langs": len(rows),
+        "mean_student": round(float(np.mean([r["student"] for r in rows])), 2),
+        "mean_reference": round(float(np.mean([r["reference"] for r in rows])), 2),
+        "mean_difference": round(float(np.mean([r["difference"] for r in rows])), 2),
+        "tolerance": tolerance,
+        "violations": [r for r in worst_first if r["difference"] < -tolerance],
+        "n_violations": sum(r["difference"] < -tolerance for r in rows),
+        "largest_losses": worst_first[:n_losses],
+        "per_language": {r["lang"]: {k: r[k] for k in ("student", "reference", "difference")} for r in rows},
+    }
+
+
+def forgetting_markdown(report: dict, outside: dict[str, dict] | None = None) -> str:
+    """The comparison as markdown: the means and the check, the largest losses, and (``outside``: model ->
+    :func:`outside_scores`) Tatoeba ara / tur / ukr beside the issue's reference numbers and FLORES en-X retrieval."""
+    s, r = report["names"]["student"], report["names"]["reference"]
+    verdict = "passes" if report["n_violations"] == 0 else "fails"
+    lines = [
+        f"| Tatoeba ({report['n_langs']} languages, {report['metric']}) | {s} | {r} | difference |",
+        "|---|---:|---:|---:|",
+        f"| mean | {report['mean_student']:.1f} | {report['mean_reference']:.1f} | {report['mean_difference']:+.1f} |",
+        "",
+        f"No-forgetting check ({s} at most {report['tolerance']:g} points below {r} on every language): **{verdict}**, "
+        f"{report['n_violations']} violation(s)"
+        + (
+            ": " + ", ".join(f"{v['lang']} {v['difference']:+.1f}" for v in report["violations"])
+            if report["violations"]
+            else ""
+        )
+        + ".",
+        "",
+        f"The {len(report['largest_losses'])} largest losses:",
+        "",
+        f"| language | {s} | {r} | difference |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {x['lang']} | {x['student']:.1f} | {x['reference']:.1f} | {x['difference']:+.1f} |"
+        for x in report["largest_losses"]
+    ]
+    if outside:
+        lines += ["", outside_markdown(outside)]
+    return "\n".join(lines)
+
+
+def outside_markdown(outside: dict[str, dict], reference: dict[str, dict] = ISSUE_REFERENCE) -> str:
+    """Tatoeba ara / tur / ukr (acc_mean, xSIM) and FLORES-200 en-X retrieval per model, the issue's numbers first."""
+    head = [f"Tatoeba {lang}" for lang in OUTSIDE_TATOEBA] + [f"xSIM {lang}" for lang in OUTSIDE_TATOEBA]
+    head += [f"FLORES en-{code.split('_')[0]}" for code in OUTSIDE_FLORES]
+    lines = ["| model | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for name, values in reference.items():
+        cells = [f"{values[lang]:.1f}" for lang in OUTSIDE_TATOEBA] + ["–"] * (len(head) - len(OUTSIDE_TATOEBA))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for name, scores in outside.items():
+        tat, flo = scores.get("tatoeba") or {}, scores.get("flores") or {}
+        cells = [_num(tat.get(lang, {}).get("acc_mean")) for lang in OUTSIDE_TATOEBA]
+        cells += [_num(tat.get(lang, {}).get("xsim_error")) for lang in OUTSIDE_TATOEBA]
+        cells += [_num(flo.get(code, {}).get("acc_mean")) for code in OUTSIDE_FLORES]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _num(value) -> str:
+    return "–" if value is None else f"{value:.1f}"

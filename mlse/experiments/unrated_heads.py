@@ -1,0 +1,149 @@
+"""The two-stage meaning head of Tiyajamorn et al. under the leave-languages-out protocol
+(:mod:`mlse.experiments.unrated`).
+
+The seed paper's answer to scarce rated pairs: Stage 1 learns a meaning space from bitext alone; Stage 2 refines it on
+rated pairs. Here both heads sit on the distillation study's student (``me5-small``, frozen; :mod:`mlse.train.
+head_training`), so it competes with the fine-tuning recipes on the same data:
+
+* **Stage 1** on the bitext of every language (the study's English-X pairs, :data:`~mlse.data.pairs.ENGLISH_PAIRS`,
+  the same cap per pair and seed): the held-out languages keep their bitext, as in every recipe. It has no rated pairs
+  in it, so one Stage 1 serves the run with every rated pair and every fold's run without.
+* **Stage 2** on rated pairs of the languages still rated (:func:`stage2_pairs`: en-en and en-X for each), and its
+  early stopping on the dev split of those same pairs: a held-out language's rated pairs reach neither.
+
+A head is fitted on cached embeddings in seconds to minutes, far under a fine-tuning recipe's budget; ``max_steps`` and
+``budget_minutes`` do not apply (the result records the epochs). A run whose scorer says ``partial`` (a stop in
+training) is incomplete, and is fitted again on the next call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mlse.atomic import atomic_write_text
+from mlse.data.layout import STS_LANGS
+from mlse.data.pairs import ENGLISH_PAIRS
+from mlse.errors import MlseError
+from mlse.experiments.distillation import COMMON
+from mlse.runs.folders import SCORER_FILE
+
+log = logging.getLogger(__name__)
+
+HEAD_METHOD = "two-stage"
+# name -> the Stage-2 head's options (the Stage-1 head keeps its own defaults)
+HEAD_RECIPES: dict[str, dict] = {
+    "two-stage": dict(method=HEAD_METHOD, conv=False, nonlinearity="identity"),
+    "two-stage-conv": dict(method=HEAD_METHOD, conv=True, nonlinearity="identity"),
+}
+
+
+def parse_head_recipe(name: str) -> tuple[str, dict] | None:
+    """``"two-stage"`` or ``"two-stage~s1"`` -> (name, recipe); None for a name that is not a head recipe."""
+    base, _, seed = name.partition("~s")
+    if base not in HEAD_RECIPES:
+        return None
+    recipe = {**HEAD_RECIPES[base], "seed": 0}
+    if seed:
+        if not seed.isdigit():
+            raise MlseError(f"head recipe {name!r}: {seed!r} after ~s is not a seed (a whole number)")
+        recipe["seed"] = int(seed)
+    return name, recipe
+
+
+def stage2_pairs(sts_langs: Sequence[str]) -> list[str]:
+    """The rated pairs Stage 2 trains and stops on: en-en, then en-X for every rated language X."""
+    return ["en-en", *(f"en-{lang}" for lang in STS_LANGS if lang != "en" and lang in sts_langs)]
+
+
+def _manifest(folder: Path) -> dict | None:
+    try:
+        data = json.loads((folder / SCORER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def scorer_complete(folder: Path) -> bool:
+    """Whether a scorer run was saved and not stopped in training (no ``partial`` in its manifest)."""
+    manifest = _manifest(folder)
+    return manifest is not None and not manifest.get("partial")
+
+
+def _trained(folder: Path, stage: str) -> dict:
+    manifest = _manifest(folder) or {}
+    return (manifest.get("training") or {}).get(stage) or {}
+
+
+def head_trainer(
+    runs: Path,
+    *,
+    data_dir=None,
+    say: Callable[[str], None] | None = None,
+    student: str = COMMON["student"],
+    pairs: Sequence[str] = ENGLISH_PAIRS,
+    max_pairs: int | None = COMMON["max_pairs"],
+    langs: Sequence[str] = STS_LANGS,
+    stop: Callable[[], bool] | None = None,
+    **_ignored,
+):
+    """``train`` for :func:`mlse.experiments.unrated.run_unrated` of a head recipe, into ``runs/<run name>``.
+
+    ``runs/<recipe>/stage1`` is fitted once (every language's bitext) and reused; each run's Stage 2 trains on the rated
+    pairs its ``overrides["sts_langs"]`` leaves of ``langs`` (the rated languages of the run with every rated pair). A
+    complete run fitted on the same pairs and seed is reused.
+    ``_ignored``: the fine-tuning settings (``max_steps``, ``budget_minutes``, ...) that do not apply to heads.
+    """
+    from mlse.train.head_training import train_stage1, train_stage2  # lazy: the heads import torch
+
+    say = say or (lambda msg: log.info("%s", msg))
+
+    def train(run_name: str, recipe: dict, overrides: dict) -> dict:
+        seed = int(recipe.get("seed", 0))
+        recipe_dir = runs / run_name.rsplit("/", 1)[0]
+        stage1 = recipe_dir / "stage1"
+        s1 = _trained(stage1, "stage1")
+        if not scorer_complete(stage1) or s1.get("seed") != seed or s1.get("max_pairs") != max_pairs:
+            say(f"{run_name}: Stage 1 on {student}, bitext of {len(pairs)} pairs ({max_pairs} each)")
+            train_stage1(
+                student,
+                out=stage1,
+                pairs=list(pairs),
+                max_pairs=max_pairs,
+                data_dir=data_dir,
+                seed=seed,
+                probe=False,
+                should_stop=stop,
+            )
+        rated = stage2_pairs([lang for lang in overrides.get("sts_langs", langs) if lang in langs])
+        out = runs / run_name
+        s2 = _trained(out, "stage2")
+        same = s2.get("pairs") == rated and s2.get("seed") == seed and s2.get("conv") == recipe.get("conv")
+        if not scorer_complete(out) or not same:
+            say(f"{run_name}: Stage 2 on rated pairs {', '.join(rated)}")
+            train_stage2(
+                stage1,
+                out=out,
+                conv=bool(recipe.get("conv")),
+                nonlinearity=recipe.get("nonlinearity", "identity"),
+                pairs=rated,
+                data_dir=data_dir,
+                seed=seed,
+                should_stop=stop,
+            )
+        learnt = [lang for lang in STS_LANGS if f"en-{lang}" in rated]
+        manifest = _manifest(out) or {}
+        if manifest and manifest.get("rated_languages") != learnt:  # what the app's rated / unrated split reads
+            manifest["rated_languages"] = learnt
+            atomic_write_text(out / SCORER_FILE, json.dumps(manifest, indent=2, default=str))
+        return {
+            "run": str(out),
+            "complete": scorer_complete(out),
+            "steps": (manifest.get("metrics") or {}).get("stage2_epochs"),
+            "dev_pairs": rated,
+            "sts_langs": learnt,
+        }
+
+    return train

@@ -1,0 +1,187 @@
+"""LASER's ratio-margin mining over two folders of embedding shards, without holding either side's vectors whole.
+
+The steps of :func:`mlse.evaluation.mining.mine_candidates` (``margin_retrieve_both``, then ``select_one_to_one``),
+cut by shard:
+
+1. **search**, both ways: an index over the target's shards (:func:`mlse.scale.search.build_index`, read one shard
+   at a time, saved in the work folder), searched by the source's shards, one chunk of work per query shard, on the
+   engine's workers; then the same with the sides swapped. Each query shard's ``depth`` = max(k, candidates)
+   neighbours (``sims``, ``ids``) are written as a shard of the work folder and marked done, so a killed job resumes
+   where it stopped;
+2. **margin**: each side's neighbourhood mean (the mean of its first ``k`` similarities; one float a row), then each
+   query shard's best candidate by ratio margin (:func:`mlse.evaluation.margin.margin_best`): one id and one score a
+   row;
+3. **1:1 selection**: the union of both directions' proposals, best score first (ties by source, then target id),
+   accepted greedily so each sentence is used once (:func:`select_pairs`: what ``select_one_to_one`` does, on
+   arrays).
+
+Memory: this process holds a few numbers per row (means, best ids and scores: about 40 bytes a row a side) and one
+result shard at a time, or the index while it builds one; a search worker holds the index and one query shard.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlse.errors import MlseError
+from mlse.evaluation.margin import margin_best
+from mlse.scale.embed import complete_manifest, embedding_shards
+from mlse.scale.engine import EngineOptions, Workers, run_chunks
+from mlse.scale.search import IndexSpec, build_index, save_index
+from mlse.scale.shards import ShardFolder
+from mlse.scale.work import WorkSpec, peak_rss_mib
+
+
+@dataclass
+class Mined:
+    """Mined pairs (``src`` ids, ``tgt`` ids, ratio-margin ``score``; best first), the index used, and what it cost:
+    ``seconds`` per step (build, search, margin, select), the workers, this process's peak memory (MiB)."""
+
+    src: np.ndarray
+    tgt: np.ndarray
+    score: np.ndarray
+    index: IndexSpec
+    seconds: dict = field(default_factory=dict)
+    workers: list = field(default_factory=list)
+    peak_rss_mib: float = 0.0
+
+
+def _shard_means(sims: np.ndarray, k: int) -> np.ndarray:
+    """:func:`mlse.evaluation.margin.row_means` of one shard, NaN for a row with nothing found (filled globally)."""
+    head = sims[:, :k]
+    found = np.isfinite(head)
+    if found.all():
+        return head.mean(axis=1, dtype=np.float32)
+    counts = found.sum(axis=1)
+    means = (np.where(found, head, 0.0).sum(axis=1, dtype=np.float32) / np.maximum(counts, 1)).astype(np.float32)
+    means[counts == 0] = np.nan
+    return means
+
+
+def _side_means(folder: ShardFolder, k: int) -> np.ndarray:
+    means = np.concatenate([_shard_means(folder.read(i)["sims"], k) for i in range(len(folder.manifest["planned"]))])
+    empty = np.isnan(means)
+    if empty.any():  # no neighbour found at all: the mean of the other rows, a neutral denominator (as row_means)
+        means[empty] = means[~empty].mean() if (~empty).any() else 1.0
+    return means
+
+
+def select_pairs(
+    fwd_ids: np.ndarray, fwd_scores: np.ndarray, bwd_ids: np.ndarray, bwd_scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`mlse.evaluation.mining.select_one_to_one` on arrays: (src ids, tgt ids, scores) of the union of forward
+    (src i -> tgt ``fwd_ids[i]``) and backward (tgt j -> src ``bwd_ids[j]``) proposals, a pair proposed both ways
+    once with its higher score, sorted by score decreasing then (src, tgt), accepted greedily 1:1."""
+    fwd_ids, bwd_ids = np.asarray(fwd_ids, dtype=np.int64), np.asarray(bwd_ids, dtype=np.int64)
+    f_ok, b_ok = fwd_ids >= 0, bwd_ids >= 0
+    src = np.concatenate([np.flatnonzero(f_ok), bwd_ids[b_ok]])
+    tgt = np.concatenate([fwd_ids[f_ok], np.flatnonzero(b_ok)])
+    score = np.concatenate([np.asarray(fwd_scores)[f_ok], np.asarray(bwd_scores)[b_ok]]).astype(np.float64)
+    order = np.lexsort((-score, tgt, src))  # by pair, its best score first
+    src, tgt, score = src[order], tgt[order], score[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])
+    src, tgt, score = src[first], tgt[first], score[first]
+    order = np.lexsort((tgt, src, -score))
+    src, tgt, score = src[order], tgt[order], score[order]
+    used_src, used_tgt = bytearray(len(fwd_ids)), bytearray(len(bwd_ids))
+    keep = np.zeros(len(src), dtype=bool)
+    for t, (i, j) in enumerate(zip(src.tolist(), tgt.tolist())):
+        if not used_src[i] and not used_tgt[j]:
+            used_src[i] = used_tgt[j] = 1
+            keep[t] = True
+    return src[keep], tgt[keep], score[keep]
+
+
+def _search(
+    queries: Path,
+    base: Path,
+    work: Path,
+    name: str,
+    spec: IndexSpec,
+    depth: int,
+    options: EngineOptions,
+    workers: Workers,
+    seconds: dict,
+    stream,
+) -> ShardFolder:
+    """Every query shard's ``depth`` nearest neighbours in an index over ``base``, as shards of ``work/name``."""
+    q_manifest, b_manifest = complete_manifest(queries), complete_manifest(base)
+    q_shards, b_shards = embedding_shards(queries), embedding_shards(base)
+    job = {
+        "command": "search",
+        "queries": q_manifest["job_id"],
+        "base": b_manifest["job_id"],
+        "index": spec.__dict__,
+        "depth": depth,
+    }
+    folder = ShardFolder(work / name, job, shard_format="npy", resume=True, what=f"{work / name}")
+    folder.open([(lo, hi) for _, lo, hi in q_shards], {"rows_base": b_manifest["rows_total"]})
+    todo = [i for i in range(len(q_shards)) if not folder.done(i)]
+    if not todo:
+        return folder
+    index_file = work / f"{name}-{folder.id}.faiss"
+    if not index_file.is_file():
+        started = time.perf_counter()
+        print(f"{name}: indexing {b_manifest['rows_total']:,} rows ({spec.kind})", file=stream, flush=True)
+        index = build_index(b_shards, spec)
+        save_index(index, index_file)
+        del index
+        seconds["build"] = seconds.get("build", 0.0) + time.perf_counter() - started
+    started = time.perf_counter()
+    n = q_manifest["rows_total"]
+    print(f"{name}: searching {n:,} rows in {len(todo)} shard(s)", file=stream, flush=True)
+    work_spec = WorkSpec("search", index=str(index_file), depth=depth, nprobe=spec.nprobe)
+    pending = [(i, str(q_shards[i][0])) for i in todo]
+    for i, result in run_chunks(work_spec, pending, options, rows=n, workers=workers):
+        lo, hi = q_shards[i][1:]
+        if len(result["ids"]) != hi - lo:
+            raise MlseError(f"{name}: shard {i} gave {len(result['ids'])} rows, expected {hi - lo}")
+        folder.write(i, result)
+    seconds["search"] = seconds.get("search", 0.0) + time.perf_counter() - started
+    folder.finish()
+    return folder
+
+
+def mine_folders(
+    src: str | Path,
+    tgt: str | Path,
+    work: str | Path,
+    *,
+    index: IndexSpec,
+    k: int = 4,
+    candidates: int = 16,
+    options: EngineOptions = EngineOptions(),
+    stream=None,
+) -> Mined:
+    """Mine the complete ``embed`` folders ``src`` against ``tgt`` (search results kept in ``work``)."""
+    stream = stream if stream is not None else sys.stderr
+    if k < 1 or candidates < 1:
+        raise MlseError(f"-k and --candidates must be positive integers, got {k} and {candidates}")
+    src, tgt, work = Path(src), Path(tgt), Path(work)
+    seconds: dict[str, float] = {}
+    workers = Workers()
+    depth = max(k, candidates)
+    fwd = _search(src, tgt, work, "fwd", index, depth, options, workers, seconds, stream)
+    bwd = _search(tgt, src, work, "bwd", index, depth, options, workers, seconds, stream)
+    started = time.perf_counter()
+    mean_src, mean_tgt = _side_means(fwd, k), _side_means(bwd, k)
+    best = {}
+    for name, folder, mean_q, mean_b in (("fwd", fwd, mean_src, mean_tgt), ("bwd", bwd, mean_tgt, mean_src)):
+        ids, scores = [], []
+        for i, (lo, hi) in enumerate(folder.manifest["planned"]):
+            part = folder.read(i)
+            best_ids, best_scores = margin_best(part["sims"], part["ids"], mean_q[lo:hi], mean_b, candidates)
+            ids.append(best_ids)
+            scores.append(best_scores)
+        best[name] = (np.concatenate(ids), np.concatenate(scores))
+    seconds["margin"] = time.perf_counter() - started
+    started = time.perf_counter()
+    pairs = select_pairs(*best["fwd"], *best["bwd"])
+    seconds["select"] = time.perf_counter() - started
+    return Mined(*pairs, index=index, seconds=seconds, workers=workers.summary(), peak_rss_mib=peak_rss_mib())

@@ -1,0 +1,142 @@
+"""Nearest-neighbour search over embedding shards, for ``mine``: an index built from one side's shards (read one at a
+time), saved beside them, then searched shard by shard with the other side's shards as queries, by as many workers as
+there are (:class:`mlse.scale.work.ChunkWorker`, kind ``search``). No process holds the query side whole; a search
+worker holds the index and one query shard.
+
+Index kinds (``IndexSpec.kind``), all by inner product on L2-normalised vectors (cosine):
+
+- ``exact``: faiss ``IndexFlatIP`` (the vectors, fp32);
+- ``ivf``: faiss ``IndexIVFFlat``, ``nlist`` k-means lists (default about 4 * sqrt(n)), ``nprobe`` visited per query;
+- ``ivf-pq``: faiss ``IndexIVFPQFastScan`` (4-bit product quantisation, d/8 bytes a vector, scanned with SIMD
+  look-up tables) inside ``IndexRefine``: the ``refine`` x depth best by PQ (:data:`REFINE`) are scored again on fp16
+  copies of the vectors, so the similarities returned are (fp16-)exact and only the shortlist is approximate. About
+  2.1 bytes a dimension per vector (1M x 384: about 0.8 GB); its search cost per query grows slower than ``ivf``'s.
+
+The lists are trained on a seeded sample of the base (``train_rows``, default 40 points a list, at most the base),
+with ``niter`` k-means iterations, so an index is reproducible. Results use the contract of
+:mod:`mlse.evaluation.index`: ``sims`` [n, k] float32 and ``ids`` [n, k] int64, best first, an empty slot id -1 and
+sim -inf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlse.atomic import atomic_write_stream
+from mlse.errors import MlseError
+from mlse.evaluation.index import default_nlist, search_index
+from mlse.scale.shards import read_shard_file
+
+INDEX_KINDS = ("exact", "ivf", "ivf-pq")
+TRAIN_PER_LIST = 40  # k-means points per list (faiss warns below 39)
+# ivf-pq re-scores refine x depth candidates on fp16 vectors: on me5-small's vectors (a narrow cone, where 4-bit PQ
+# codes rank neighbours poorly) recall@16 at 100k a side, nprobe 64, was 0.55 with 4, 0.77 with 16, 0.87 with 64 (the
+# IVF lists' own ceiling, full vectors, 0.88); docs/scale.md
+REFINE = 64
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """How to index one side: ``kind``, lists (``nlist``, None: about 4 * sqrt(n)), lists visited (``nprobe``), PQ
+    shortlist factor (``refine``), training sample (``train_rows``, None: 40 a list), k-means ``niter``, ``seed``."""
+
+    kind: str = "ivf-pq"
+    nlist: int | None = None
+    nprobe: int = 64
+    refine: int = REFINE
+    train_rows: int | None = None
+    niter: int = 10
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.kind not in INDEX_KINDS:
+            raise MlseError(f"unknown index {self.kind!r}; choose from {', '.join(INDEX_KINDS)}")
+        for name in ("nprobe", "refine", "niter"):
+            if getattr(self, name) < 1:
+                raise MlseError(f"--{name} must be a positive integer, got {getattr(self, name)}")
+        if self.nlist is not None and self.nlist < 1:
+            raise MlseError(f"--nlist must be a positive integer, got {self.nlist}")
+
+    def lists(self, n: int) -> int:
+        return max(1, min(n, self.nlist or default_nlist(n)))
+
+
+def _empty_index(spec: IndexSpec, dim: int, n: int):
+    import faiss  # lazy: only a search needs faiss
+
+    if spec.kind == "exact":
+        return faiss.IndexFlatIP(dim)
+    quantizer = faiss.IndexFlatIP(dim)
+    nlist = spec.lists(n)
+    if spec.kind == "ivf":
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf = index
+    else:
+        if dim % 2:
+            raise MlseError(f"--index ivf-pq needs an even embedding size, this model's is {dim}; use --index ivf")
+        pq_m = dim // 4 if dim % 8 == 0 else dim // 2  # sub-vectors of 4 (or 2) dimensions, 4 bits each
+        ivf = faiss.IndexIVFPQFastScan(quantizer, dim, nlist, pq_m, 4, faiss.METRIC_INNER_PRODUCT)
+        fp16 = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexRefine(ivf, fp16)  # faiss' Python wrapper keeps ivf and fp16 alive with it
+        index.k_factor = float(spec.refine)
+    ivf.cp.seed = spec.seed
+    ivf.cp.niter = spec.niter
+    ivf.cp.min_points_per_centroid = 1  # small bases are legitimate (tests); their recall is measured
+    ivf.nprobe = min(spec.nprobe, nlist)
+    return index
+
+
+def _vectors(path: Path) -> np.ndarray:
+    return np.ascontiguousarray(read_shard_file(path)["embedding"], dtype=np.float32)
+
+
+def build_index(shards: list[tuple[Path, int, int]], spec: IndexSpec, *, threads: int | None = None):
+    """An index over the embedding shards ``(path, lo, hi)`` (rows lo..hi of the side, in id order, together every
+    row once): trained on a seeded sample of rows, then filled shard by shard."""
+    import faiss  # lazy: only a search needs faiss
+
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    n = sum(hi - lo for _, lo, hi in shards)
+    if n == 0:
+        raise MlseError("nothing to index: the side has no rows")
+    dim = int(_vectors(shards[0][0]).shape[1])
+    index = _empty_index(spec, dim, n)
+    if not index.is_trained:
+        want = min(n, spec.train_rows or max(10_000, TRAIN_PER_LIST * spec.lists(n)))
+        chosen = np.sort(np.random.default_rng(spec.seed).choice(n, size=want, replace=False))
+        sample = [_vectors(path)[chosen[(chosen >= lo) & (chosen < hi)] - lo] for path, lo, hi in shards]
+        index.train(np.concatenate(sample))
+        del sample
+    for path, _, _ in shards:
+        index.add(_vectors(path))
+    return index
+
+
+def save_index(index, path: Path) -> None:
+    """``index`` written atomically to ``path`` (faiss' own format)."""
+    import faiss  # lazy: only a search needs faiss
+
+    atomic_write_stream(path, lambda fh: faiss.write_index(index, faiss.PyCallbackIOWriter(fh.write)))
+
+
+def load_index(path: str | Path, *, nprobe: int | None = None, threads: int | None = None):
+    """The index saved at ``path``; ``nprobe`` set on its lists (an IVF index), ``threads`` for faiss."""
+    import faiss  # lazy: only a search needs faiss
+
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    index = faiss.read_index(str(path))
+    if nprobe is not None and not isinstance(index, faiss.IndexFlat):
+        ivf = faiss.extract_index_ivf(index)
+        ivf.nprobe = min(nprobe, ivf.nlist)
+    return index
+
+
+def search_shard(index, path: str | Path, depth: int) -> dict[str, np.ndarray]:
+    """The ``depth`` nearest neighbours in ``index`` of every row of the embedding shard at ``path``."""
+    sims, ids = search_index(index, _vectors(Path(path)), depth)
+    return {"sims": sims, "ids": ids}

@@ -1,0 +1,180 @@
+"""Translate-train for languages without rated pairs: pseudo-rated pairs made from the bitext's own translations.
+
+A language X with bitext but no rated pairs has no graded similarity to learn from. The English side of its bitext
+can be graded, though: a teacher scores two English sentences ``a``, ``b`` by its cosine, and the bitext's own
+translations ``a_X``, ``b_X`` carry that score over to ``(a, b_X)``, ``(a_X, b)`` and ``(a_X, b_X)``. Those pairs join
+the supervised STS term (:mod:`mlse.train.sts_term`) as a language of their own. No machine translation is involved:
+every X sentence is a human translation from Tatoeba, and no STS Multi MT sentence is used: the pseudo-rated pairs
+leave out every bitext row with a sentence of STS Multi MT in any split and language (the training bitext itself is
+filtered against STS dev and test only), so a held-out language's STS sentences are never seen, rated or not.
+
+* **Which languages.** Every target language of the run's bitext that is not among its rated languages
+  (``sts_langs``): in a run with every rated pair, Arabic, Turkish and Ukrainian; under the leave-languages-out
+  protocol (:mod:`mlse.experiments.unrated`), also the held-out fold's languages.
+* **Which pairs.** For each English sentence of X's bitext, its :data:`NEIGHBOURS` nearest English neighbours under
+  the teacher (the graded, similar end of the scale) and :data:`RANDOM_PARTNERS` random ones (the dissimilar end);
+  the score is the teacher's cosine of the two English sentences. Each drawn row takes one of the three forms above
+  at random.
+* **Which teacher.** ``translate_teacher``, by default the student as it starts (its English side only is used).
+* **How much.** A batch of the STS term is a pseudo-rated batch with probability ``k / (k + r)`` (``k`` pseudo-rated
+  languages, ``r`` rated ones), else a batch of real rated pairs: the step's compute is unchanged, so runs at a
+  fixed number of steps stay comparable. A batch is never mixed: the pseudo scores are cosines, the rated ones 0-5,
+  and the ranking losses (CoSENT, AnglE) compare scores within a batch only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlse.data.sts_train import StsBatch, StsTrainRows
+from mlse.errors import MlseError
+
+NEIGHBOURS = 4  # nearest English neighbours per anchor: the similar end of the scale
+RANDOM_PARTNERS = 4  # random partners per anchor: the dissimilar end
+FORMS = ("en-X", "X-en", "X-X")
+_CHUNK = 1024  # anchors per similarity block (memory: chunk x n floats)
+
+
+def pseudo_langs(pairs: Sequence[str], sts_langs: Sequence[str]) -> list[str]:
+    """The target languages of English-X ``pairs`` ("en-de") that have no rated pairs in ``sts_langs``."""
+    out = []
+    for pair in pairs:
+        a, _, b = pair.partition("-")
+        other = b if a == "en" else a
+        if other and other != "en" and other not in sts_langs and other not in out:
+            out.append(other)
+    return out
+
+
+def pseudo_pairs(
+    english: np.ndarray, rng: np.random.Generator, neighbours: int = NEIGHBOURS, random: int = RANDOM_PARTNERS
+):
+    """(anchor index [m], partner index [m], teacher cosine [m]) from L2-normalised English embeddings [n, d]: each
+    anchor's ``neighbours`` nearest other sentences and ``random`` random other ones."""
+    n = len(english)
+    if n < 2:
+        raise MlseError(f"translate-train needs at least 2 bitext pairs in a language, got {n}")
+    k = min(neighbours, n - 1)
+    first, second = [], []
+    for start in range(0, n, _CHUNK):
+        block = english[start : start + _CHUNK] @ english.T  # [c, n]
+        rows = np.arange(start, start + len(block))
+        block[np.arange(len(block)), rows] = -np.inf  # never the sentence itself
+        if k:
+            near = np.argpartition(-block, k - 1, axis=1)[:, :k]  # [c, k]
+            first.append(np.repeat(rows, k))
+            second.append(near.ravel())
+    if random:
+        anchors = np.repeat(np.arange(n), random)
+        partners = (anchors + rng.integers(1, n, size=len(anchors))) % n  # never the anchor itself
+        first.append(anchors)
+        second.append(partners)
+    i, j = np.concatenate(first), np.concatenate(second)
+    scores = np.einsum("md,md->m", english[i], english[j]).astype(np.float32)
+    return i, j, scores
+
+
+@dataclass
+class PseudoRated:
+    """One language's pseudo-rated pairs: English sentences, their X translations, and (i, j, score) rows."""
+
+    lang: str
+    english: list[str]
+    translated: list[str]
+    i: np.ndarray
+    j: np.ndarray
+    scores: np.ndarray
+
+    def sample(self, rng: np.random.Generator, size: int) -> StsBatch:
+        """``size`` rows (without replacement where there are enough), each in a random form of :data:`FORMS`."""
+        rows = rng.choice(len(self.i), size=size, replace=size > len(self.i))
+        forms = rng.integers(len(FORMS), size=size)
+        sides = {"en": self.english, "X": self.translated}
+        texts1, texts2, pairings = [], [], []
+        for r, form in zip(rows, forms):
+            first, second = FORMS[form].split("-")
+            texts1.append(sides[first][self.i[r]])
+            texts2.append(sides[second][self.j[r]])
+            pairings.append(FORMS[form].replace("X", self.lang))
+        return StsBatch(texts1, texts2, self.scores[rows].astype(np.float32), pairings)
+
+
+@dataclass
+class TranslatedRows:
+    """The rated rows plus pseudo-rated languages, drawn as :class:`~mlse.data.sts_train.StsTrainRows` are (what
+    :class:`mlse.train.sts_term.StsTerm` asks of them): ``sample`` gives a whole batch of one kind."""
+
+    rated: StsTrainRows
+    pseudo: list[PseudoRated]
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.langs = self.rated.langs
+        k, r = len(self.pseudo), len(self.rated.langs)
+        self.share = k / (k + r) if k else 0.0
+        self.info = {**self.rated.info, "translate_train": self.describe()}
+
+    def __len__(self) -> int:
+        return len(self.rated)
+
+    def describe(self) -> dict:
+        return {
+            "langs": [p.lang for p in self.pseudo],
+            "rows": {p.lang: int(len(p.i)) for p in self.pseudo},
+            "batch_share": round(self.share, 4),
+        }
+
+    def sample(self, rng: np.random.Generator, size: int) -> StsBatch:
+        if self.pseudo and rng.random() < self.share:
+            return self.pseudo[int(rng.integers(len(self.pseudo)))].sample(rng, size)
+        return self.rated.sample(rng, size)
+
+
+def with_translated_pairs(cfg, rated: StsTrainRows, device: str, should_stop=None) -> TranslatedRows:
+    """The STS term's rows of run ``cfg`` (a :class:`mlse.train.config.FinetuneConfig` with ``translate_train``) with
+    the pseudo-rated pairs of each bitext language it has no rated pairs in. The bitext is the run's own sample (the
+    same pairs, caps and seeds as its training data); the teacher's English embeddings come through the cache."""
+    from mlse.data.bitext import load_filtered_bitext, seed_per_pair  # lazy: only a translate-train run needs them
+    from mlse.data.contamination import evaluation_sentences, normalize_sentence
+    from mlse.models import load_model
+    from mlse.stop_signal import encode_in_chunks
+    from mlse.train.finetune_data import english_first
+
+    if cfg.sts_loss == "none":
+        raise MlseError("translate_train adds pseudo-rated pairs to the STS term: choose an STS loss (cosent, angle)")
+    pairs = ["-".join(english_first(pair)) for pair in cfg.pairs]
+    langs = pseudo_langs(pairs, cfg.sts_langs)
+    if not langs:
+        return TranslatedRows(rated, [])
+    bitext = load_filtered_bitext(
+        pairs,
+        max_pairs=cfg.max_pairs,
+        sample_seed=seed_per_pair(cfg.seed),
+        data_dir=cfg.data_dir,
+        should_stop=should_stop,
+        label="translate-train",
+    )
+    # no sentence of STS Multi MT, any split: a held-out language's STS sentences (and their English rows) stay unseen
+    sts_sentences = evaluation_sentences(cfg.data_dir, tatoeba=False, sts_splits=("train", "dev", "test"))
+    teacher = load_model(cfg.translate_teacher or cfg.student, device=device)
+    rng = np.random.default_rng([cfg.seed, 11])
+    found = []
+    for lang in langs:
+        rows = [
+            k
+            for k, (a, b) in enumerate(zip(bitext.src_lang, bitext.tgt_lang))
+            if {a, b} == {"en", lang}
+            and normalize_sentence(bitext.src[k]) not in sts_sentences
+            and normalize_sentence(bitext.tgt[k]) not in sts_sentences
+        ]
+        english = [bitext.src[k] if bitext.src_lang[k] == "en" else bitext.tgt[k] for k in rows]
+        translated = [bitext.tgt[k] if bitext.src_lang[k] == "en" else bitext.src[k] for k in rows]
+        if len(english) < 2:
+            continue
+        emb = encode_in_chunks(teacher, english, should_stop=should_stop, batch_size=cfg.batch_size, normalize=True)
+        i, j, scores = pseudo_pairs(np.asarray(emb, dtype=np.float32), rng)
+        found.append(PseudoRated(lang, english, translated, i, j, scores))
+    return TranslatedRows(rated, found)

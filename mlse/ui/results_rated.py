@@ -1,0 +1,105 @@
+"""The Results tab's "rated / unrated languages" split: how a model does on language pairs it learnt rated pairs in
+against pairs it did not (the leave-languages-out protocol, :mod:`mlse.experiments.unrated`), so the gap is on screen.
+
+Two sources, one table (:data:`SPLIT_COLUMNS`), from the Results tab's index (:mod:`mlse.runs.results_index`):
+
+* a protocol result (kind ``unrated``, ``python -m mlse experiment unrated``): per held-out pair the Spearman of the
+  run *with* the language's rated pairs (column ``rated``), of the run *without* them (``unrated``) and the ``gap``,
+  then the mean over the pairs; a result that is not complete says so in ``status`` and its mean row is left out,
+  so a stopped run is never read as a finished one;
+* an STS evaluation (kind ``eval``) of a run trained on rated pairs of only some languages (its
+  ``finetune_config.json`` or ``scorer.json`` names them, :func:`mlse.runs.folders.rated_languages`): each pair's
+  Spearman goes in the ``rated`` or the ``unrated`` column, by whether the run learnt rated pairs in both languages.
+
+Plain functions of the index's DataFrame; no gradio.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlse.dirs import runs_dir
+from mlse.runs.folders import rated_languages
+
+SPLIT_COLUMNS = ["model", "pair", "rated", "unrated", "gap", "status", "source"]
+INCOMPLETE = "incomplete: not compared"
+
+
+def _run_rated(model: str) -> tuple[str, ...] | None:
+    """The rated languages of an evaluated model named by a path (as given, or under the runs directory)."""
+    for candidate in (Path(model), runs_dir() / model):
+        try:
+            if candidate.exists():
+                return rated_languages(candidate)
+        except OSError:
+            continue
+    return None
+
+
+def rated_split(frame):
+    """(the split table, a markdown note); empty (with a note saying how to make one) when no result has a split."""
+    import pandas as pd  # lazy: pandas costs ~0.5 s to import; the tab's table needs it anyway
+
+    rows: list[dict] = []
+    protocol = frame[frame["kind"] == "unrated"]
+    for (model, source), group in protocol.groupby(["model", "source"], sort=True):
+        incomplete = bool((group["metric"] == "incomplete").any())
+        status = INCOMPLETE if incomplete else "complete"
+        pairs = group[~group["key"].astype(str).str.startswith("avg:") & (group["key"].astype(str) != "")]
+        wide = pairs.pivot_table(index="key", columns="metric", values="value", aggfunc="first", sort=False)
+        for pair, values in wide.iterrows():
+            rows.append(
+                _row(model, pair, values.get("rated"), values.get("unrated"), values.get("gap"), status, source)
+            )
+        if not incomplete and len(wide):
+            rows.append(
+                _row(
+                    model,
+                    "mean",
+                    wide["rated"].mean() if "rated" in wide else None,
+                    wide["unrated"].mean() if "unrated" in wide else None,
+                    wide["gap"].mean() if "gap" in wide else None,
+                    status,
+                    source,
+                )
+            )
+    evals = frame[(frame["kind"] == "eval") & (frame["task"] == "sts") & (frame["metric"] == "spearman")]
+    for model, group in evals.groupby("model", sort=True):
+        rated = _run_rated(str(model))
+        if rated is None:
+            continue
+        for _, r in group[~group["key"].astype(str).str.startswith("avg:")].iterrows():
+            langs = str(r["key"]).split("-")
+            is_rated = all(lang in rated for lang in langs)
+            value = r["value"]
+            rows.append(
+                _row(model, r["key"], value if is_rated else None, None if is_rated else value, None, "", r["source"])
+            )
+    table = pd.DataFrame(rows, columns=SPLIT_COLUMNS)
+    if table.empty:
+        note = (
+            "No run trained without some languages' rated pairs yet: `python -m mlse experiment unrated --recipes "
+            "sts-cosent+lora --folds de,nl,pl --max-steps 40` makes one."
+        )
+    else:
+        note = (
+            "Rated / unrated languages: Spearman × 100 on pairs whose languages the model learnt rated pairs in "
+            "(*rated*) and on pairs it did not (*unrated*); for a protocol result, the same pair with and without the "
+            f"language's rated pairs and their gap. Rows marked *{INCOMPLETE}* come from a run stopped before its end."
+        )
+    return table, note
+
+
+def _row(model, pair, rated, unrated, gap, status, source) -> dict:
+    def number(x):
+        return None if x is None or x != x else round(float(x), 2)
+
+    return {
+        "model": model,
+        "pair": pair,
+        "rated": number(rated),
+        "unrated": number(unrated),
+        "gap": number(gap),
+        "status": status,
+        "source": source,
+    }
