@@ -105,6 +105,18 @@ def visible(driver, xpath: str) -> list:
     return [e for e in driver.find_elements("xpath", xpath) if e.is_displayed()]
 
 
+def choose(driver, option: str) -> None:
+    """Click the visible radio option (or accordion) labelled ``option``."""
+    xpath = f"//label[.//span[normalize-space()='{option}']][.//input[@type='radio']]"
+    element = wait_for(driver, lambda d: visible(d, xpath), 10, f"the choice {option!r}")[0]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+    element.click()
+
+
+def page_text(driver) -> str:
+    return driver.find_element("tag name", "body").text
+
+
 def open_app(driver, url: str) -> None:
     """Load the page and wait until Gradio has rendered the first tab's content."""
     driver.get(url)

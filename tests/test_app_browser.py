@@ -20,12 +20,14 @@ from tests.browser import (
     TABS,
     allow_downloads,
     button,
+    choose,
     click,
     download,
     fill_textbox,
     missing_browser,
     open_app,
     open_tab,
+    page_text,
     pick_dropdown,
     png_problem,
     screenshot,
@@ -118,18 +120,6 @@ def test_screenshot_check_rejects_blank_pages(tmp_path):
 
 
 # -- the user's own data: a file uploaded in each of the four tabs that take one ------------------------------------
-def _choose(driver, option: str) -> None:
-    """Click the visible radio option (or accordion) labelled ``option``."""
-    xpath = f"//label[.//span[normalize-space()='{option}']][.//input[@type='radio']]"
-    element = wait_for(driver, lambda d: visible(d, xpath), 10, f"the choice {option!r}")[0]
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
-    element.click()
-
-
-def _page_text(driver) -> str:
-    return driver.find_element("tag name", "body").text
-
-
 def test_score_a_file_upload_and_download(browser, tmp_path):
     """Upload the example pairs, score them, download the scored CSV and check it row by row against the library."""
     import pandas as pd
@@ -159,7 +149,7 @@ def test_score_a_file_upload_and_download(browser, tmp_path):
 
 def test_predicted_vs_gold_on_an_uploaded_file(browser):
     open_tab(browser, "Predicted vs gold")
-    _choose(browser, "Your file")
+    choose(browser, "Your file")
     upload_file(
         browser, "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)", EXAMPLES / "rated_pairs.tsv"
     )
@@ -167,7 +157,7 @@ def test_predicted_vs_gold_on_an_uploaded_file(browser):
     _model, n, pearson, *_ = table_row(browser, "minilm-en", SCORE_TIMEOUT)
     assert n == "41" and -100 <= float(pearson) <= 100
     visible_plot(browser, 30)
-    assert "language pair" in _page_text(browser) and "en-de" in _page_text(browser)  # the slices table
+    assert "language pair" in page_text(browser) and "en-de" in page_text(browser)  # the slices table
 
 
 def test_language_map_of_uploaded_sentences(browser):
@@ -182,7 +172,7 @@ def test_language_map_of_uploaded_sentences(browser):
     click(browser, "Project my sentences")
     wait_for(
         browser,
-        lambda d: "30 sentences from sentences.tsv" in _page_text(d),
+        lambda d: "30 sentences from sentences.tsv" in page_text(d),
         SCORE_TIMEOUT,
         "the map of the uploaded sentences",
     )
@@ -191,13 +181,13 @@ def test_language_map_of_uploaded_sentences(browser):
 
 def test_tatoeba_errors_on_an_uploaded_bitext(browser):
     open_tab(browser, TABS[2].name)
-    _choose(browser, "Your bitext")
+    choose(browser, "Your bitext")
     upload_file(
         browser, "Bitext: two aligned columns, header of language codes optional (en, de)", EXAMPLES / "bitext.tsv"
     )
     click(browser, "Show errors on my bitext")
-    wait_for(browser, lambda d: "en→de: en queries de" in _page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
-    assert "xSIM error" in _page_text(browser)
+    wait_for(browser, lambda d: "en→de: en queries de" in page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
+    assert "xSIM error" in page_text(browser)
 
 
 # -- "Why this score?": an explanation opened from Score a pair and from a Tatoeba error row ----------------------
@@ -219,7 +209,7 @@ def test_explain_a_pair_from_score_a_pair(browser):
     fill_textbox(browser, "Sentence 2", GERMAN)
     pick_dropdown(browser, "Model to explain", "minilm-en")
     click(browser, "Explain")
-    wait_for(browser, lambda d: "Top 5 word pairs" in _page_text(d), EXPLAIN_TIMEOUT, "the explanation's text")
+    wait_for(browser, lambda d: "Top 5 word pairs" in page_text(d), EXPLAIN_TIMEOUT, "the explanation's text")
     labels = wait_for(
         browser,
         lambda d: [s for s in _plot_labels(d) if {"flute", "Flöte"} <= s],
@@ -227,28 +217,28 @@ def test_explain_a_pair_from_score_a_pair(browser):
         "a heatmap with the words of both sentences as its labels",
     )
     assert {"man", "playing", "Mann", "spielt"} <= labels[0]
-    page = _page_text(browser)
+    page = page_text(browser)
     assert "residual" in page and "not an explanation of the score" in page.lower().replace("\n", " ")
 
 
 def test_explain_a_tatoeba_error_row(browser):
     open_tab(browser, TABS[2].name)
-    _choose(browser, "Your bitext")
+    choose(browser, "Your bitext")
     click(browser, "Paste the example")  # empties the file field, where an earlier test may have left the bitext
     upload_file(
         browser, "Bitext: two aligned columns, header of language codes optional (en, de)", EXAMPLES / "bitext.tsv"
     )
     click(browser, "Show errors on my bitext")
-    wait_for(browser, lambda d: "en→de: en queries de" in _page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
+    wait_for(browser, lambda d: "en→de: en queries de" in page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
     first = "[normalize-space()='en→de' or normalize-space()='de→en']"
     row = f"//*[@role='row'][*[@role='gridcell'][1]{first}]"
     query_cell = wait_for(browser, lambda d: visible(d, f"{row}/*[@role='gridcell'][3]"), 10, "an error row")[0]
     query = query_cell.text.strip()
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", query_cell)
     query_cell.click()
-    wait_for(browser, lambda d: "Gold translation" in _page_text(d), 30, "the selected row's neighbours")
+    wait_for(browser, lambda d: "Gold translation" in page_text(d), 30, "the selected row's neighbours")
     click(browser, "Explain this error")
-    wait_for(browser, lambda d: "Query vs gold" in _page_text(d), EXPLAIN_TIMEOUT, "the two explanations")
+    wait_for(browser, lambda d: "Query vs gold" in page_text(d), EXPLAIN_TIMEOUT, "the two explanations")
     plots = wait_for(browser, lambda d: [s for s in _plot_labels(d) if s], 30, "the two heatmaps")
     assert len(plots) == 2, f"expected query vs retrieved and query vs gold, got {len(plots)} plots"
     assert query.split()[0] in plots[0] and query.split()[0] in plots[1]  # the query's words label both heatmaps

@@ -19,10 +19,12 @@ import pytest
 from mlse.serving.app_state import AppState
 from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
+    choose,
     click,
     missing_browser,
     open_app,
     open_tab,
+    page_text,
     start_chromium,
     table_row,
     upload_file,
@@ -100,28 +102,17 @@ def _with_numbers(driver) -> dict | None:
     return found if found["numbers"] else None
 
 
-def _choose(driver, option: str) -> None:
-    xpath = f"//label[.//span[normalize-space()='{option}']][.//input[@type='radio']]"
-    element = wait_for(driver, lambda d: visible(d, xpath), 10, f"the choice {option!r}")[0]
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
-    element.click()
-
-
-def _page_text(driver) -> str:
-    return driver.find_element("tag name", "body").text
-
-
 def _tatoeba(driver) -> None:
-    _choose(driver, "Your bitext")
+    choose(driver, "Your bitext")
     upload_file(
         driver, "Bitext: two aligned columns, header of language codes optional (en, de)", EXAMPLES / "bitext.tsv"
     )
     click(driver, "Show errors on my bitext")
-    wait_for(driver, lambda d: "en→de: en queries de" in _page_text(d), SCORE_TIMEOUT, "the bitext's errors")
+    wait_for(driver, lambda d: "en→de: en queries de" in page_text(d), SCORE_TIMEOUT, "the bitext's errors")
 
 
 def _gold(driver) -> None:
-    _choose(driver, "Your file")
+    choose(driver, "Your file")
     upload_file(
         driver, "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)", EXAMPLES / "rated_pairs.tsv"
     )
