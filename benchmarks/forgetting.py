@@ -14,6 +14,7 @@ adds Tatoeba ara / tur / ukr (accuracy, xSIM) and FLORES-200 devtest en-X retrie
 ukr_Cyrl of both models (``--no-outside``: skip), beside the numbers issue 45 states, and ``--unrated DIR`` adds the
 same scores of every leave-languages-out result there that has them.
 
+``--langs ara,tur,ukr`` evaluates those languages only (a cheaper check than the 112; the result names them).
 Writes ``<out>/forgetting.json`` and ``forgetting.md`` atomically (default out ``results/unrated``). ``--quick``: three
 Tatoeba languages and FLORES on the two given models, a temporary folder unless ``--out`` is given.
 """
@@ -67,6 +68,12 @@ def main(argv=None) -> int:
     parser.add_argument("--reference", default="me5-small", help="the model it must not fall behind")
     parser.add_argument("--student-json", default=None, help="the student's Tatoeba result (else evaluated here)")
     parser.add_argument("--reference-json", default=None, help="the reference's Tatoeba result (else evaluated here)")
+    parser.add_argument(
+        "--langs",
+        type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+        default=None,
+        help="evaluate Tatoeba on these languages only, e.g. ara,tur,ukr (default: all 112; ignored for a --*-json)",
+    )
     parser.add_argument("--no-outside", action="store_true", help="skip Tatoeba ara/tur/ukr and FLORES retrieval")
     parser.add_argument(
         "--unrated", default=None, help="a protocol results folder whose recipes' outside scores to add"
@@ -75,7 +82,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="result folder (default results/unrated)")
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
-    langs = QUICK_LANGS if args.quick else None
+    langs = QUICK_LANGS if args.quick else args.langs
     student = tatoeba_result(args.student, None if args.quick else args.student_json, langs, args.data_dir)
     reference = tatoeba_result(args.reference, None if args.quick else args.reference_json, langs, args.data_dir)
     report = compare_tatoeba(student, reference, names=(args.student, args.reference))

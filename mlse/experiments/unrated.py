@@ -44,6 +44,7 @@ import numpy as np
 from mlse.atomic import atomic_write_text
 from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import SEED_AND_CROSS_PAIRS, STUDY_DEV_PAIRS
+from mlse.data.portable import portable_record
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts
 from mlse.evaluation.sts import bootstrap_spearman, percentile_ci95, spearman
@@ -246,7 +247,7 @@ def _write(out: Path, name: str, result: dict, predictions: dict) -> None:
     result["mean_gap_ci95"] = [round(x, 2) for x in percentile_ci95(boots)]
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / f"{_file_name(name)}.predictions.json", json.dumps(predictions) + "\n")
-    atomic_write_text(out / f"{_file_name(name)}.json", json.dumps(result, indent=1) + "\n")
+    atomic_write_text(out / f"{_file_name(name)}.json", json.dumps(portable_record(result), indent=1) + "\n")
 
 
 def _rounded(values: dict) -> dict:
