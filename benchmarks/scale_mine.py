@@ -38,6 +38,7 @@ import numpy as np
 from benchmarks._scale_mine_sides import embed_side, extend_side, quick_sides, real_task
 from benchmarks.common import QUICK_HELP, machine, output_file
 from mlse.atomic import atomic_write_text
+from mlse.data.portable import portable_record
 from mlse.evaluation.index import recall_at_k
 from mlse.evaluation.mining import best_threshold, mining_prf, split_half_prf
 from mlse.scale.embed import complete_manifest, embedding_shards
@@ -241,7 +242,7 @@ def run_all(args: argparse.Namespace, out: Path, work: Path, started: float) -> 
             "within_1_point": abs(diff) <= 1.0,
         }
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
+    atomic_write_text(out, json.dumps(portable_record(result), indent=1) + "\n")
     print(json.dumps(result.get("comparison"), indent=1))
     print(f"wrote {out}")
 
