@@ -50,18 +50,23 @@ def english_first(pair: str) -> tuple[str, str]:
     return a, b
 
 
-def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> TrainingData:
-    """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
-    ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
-    pairs = ["-".join(english_first(pair)) for pair in cfg.pairs]
-    bitext = load_filtered_bitext(
-        pairs,
+def run_bitext(cfg: FinetuneConfig, should_stop: ShouldStop | None = None, label: str = "finetune data"):
+    """The run's bitext sample: its English-X pairs, contamination-filtered, pair ``i`` capped at ``max_pairs`` and
+    sampled with seed ``[seed, i]`` (:func:`mlse.data.bitext.load_filtered_bitext`)."""
+    return load_filtered_bitext(
+        ["-".join(english_first(pair)) for pair in cfg.pairs],
         max_pairs=cfg.max_pairs,
         sample_seed=seed_per_pair(cfg.seed),
         data_dir=cfg.data_dir,
         should_stop=should_stop,
-        label="finetune data",
+        label=label,
     )
+
+
+def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> TrainingData:
+    """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
+    ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
+    bitext = run_bitext(cfg, should_stop, label="finetune data")
     src, tgt, info = bitext.src, bitext.tgt, bitext.info
     if not src:
         raise MlseError(

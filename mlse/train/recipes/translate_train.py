@@ -137,11 +137,10 @@ def with_translated_pairs(cfg, rated: StsTrainRows, device: str, should_stop=Non
     """The STS term's rows of run ``cfg`` (a :class:`mlse.train.config.FinetuneConfig` with ``translate_train``) with
     the pseudo-rated pairs of each bitext language it has no rated pairs in. The bitext is the run's own sample (the
     same pairs, caps and seeds as its training data); the teacher's English embeddings come through the cache."""
-    from mlse.data.bitext import load_filtered_bitext, seed_per_pair  # lazy: only a translate-train run needs them
-    from mlse.data.contamination import evaluation_sentences, normalize_sentence
+    from mlse.data.contamination import evaluation_sentences, normalize_sentence  # lazy: only translate-train
     from mlse.models import load_model
     from mlse.stop_signal import encode_in_chunks
-    from mlse.train.finetune_data import english_first
+    from mlse.train.finetune_data import english_first, run_bitext
 
     if cfg.sts_loss == "none":
         raise MlseError("translate_train adds pseudo-rated pairs to the STS term: choose an STS loss (cosent, angle)")
@@ -149,14 +148,7 @@ def with_translated_pairs(cfg, rated: StsTrainRows, device: str, should_stop=Non
     langs = pseudo_langs(pairs, cfg.sts_langs)
     if not langs:
         return TranslatedRows(rated, [])
-    bitext = load_filtered_bitext(
-        pairs,
-        max_pairs=cfg.max_pairs,
-        sample_seed=seed_per_pair(cfg.seed),
-        data_dir=cfg.data_dir,
-        should_stop=should_stop,
-        label="translate-train",
-    )
+    bitext = run_bitext(cfg, should_stop, label="translate-train")
     # no sentence of STS Multi MT, any split: a held-out language's STS sentences (and their English rows) stay unseen
     sts_sentences = evaluation_sentences(cfg.data_dir, tatoeba=False, sts_splits=("train", "dev", "test"))
     teacher = load_model(cfg.translate_teacher or cfg.student, device=device)
