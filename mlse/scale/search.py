@@ -33,8 +33,8 @@ from mlse.scale.shards import read_shard_file
 INDEX_KINDS = ("exact", "ivf", "ivf-pq")
 TRAIN_PER_LIST = 40  # k-means points per list (faiss warns below 39)
 # ivf-pq re-scores refine x depth candidates on fp16 vectors: on me5-small's vectors (a narrow cone, where 4-bit PQ
-# codes rank neighbours poorly) recall@16 at 100k a side, nprobe 64, was 0.55 with 4, 0.77 with 16, 0.87 with 64 (the
-# IVF lists' own ceiling, full vectors, 0.88); docs/scale.md
+# codes rank close neighbours poorly) recall@16 at 100k a side, nprobe 64, was 0.55 with 4 and 0.87 with 64
+# (python -m benchmarks.scale_mine --refine 4 / 64; docs/scale.md)
 REFINE = 64
 
 
