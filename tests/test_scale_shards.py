@@ -52,6 +52,16 @@ def test_another_jobs_folder_is_refused_and_the_same_job_resumes_only_when_asked
     assert json.loads((tmp_path / "manifest.json").read_text())["job_id"] == job_id({"input": "a"})
 
 
+def test_a_resume_removes_the_temporary_files_a_kill_left(tmp_path):
+    first = ShardFolder(tmp_path, {"input": "a"})
+    first.open(plan_chunks(4, 2))
+    first.write(0, {"id": np.arange(2)})
+    for name in (".shard-00001.npz.x1.tmp", ".manifest.json.x2.tmp"):  # what atomic writes leave when killed
+        (tmp_path / name).write_bytes(b"half")
+    ShardFolder(tmp_path, {"input": "a"}, resume=True).open(plan_chunks(4, 2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "shard-00000.npz"]
+
+
 def test_a_folder_of_stray_shards_is_refused(tmp_path):
     (tmp_path / "shard-00000.npz").write_bytes(b"x")
     with pytest.raises(MlseError, match="without a manifest"):

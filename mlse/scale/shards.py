@@ -129,8 +129,9 @@ class ShardFolder:
             if not self.resume:
                 raise MlseError(f"{self.what}: holds this job's shards ({self.id}); pass --resume to finish it")
             self.manifest = old
-            for stale in self.folder.glob(".shard-*.tmp"):  # a write the kill cut short: redone below
-                stale.unlink(missing_ok=True)
+            for pattern in (".shard-*.tmp", f".{MANIFEST}.*.tmp"):  # writes a kill cut short: redone below
+                for stale in self.folder.glob(pattern):
+                    stale.unlink(missing_ok=True)
         elif self.folder.is_dir() and any(p.name.startswith("shard-") for p in self.folder.iterdir()):
             raise MlseError(f"{self.what}: holds shards without a {MANIFEST}; use another folder")
         else:
