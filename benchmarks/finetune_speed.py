@@ -65,7 +65,7 @@ def measure(
     method = build_method(cfg, model, data, (t_src, t_tgt), "cpu", precision)
     lengths = np.array([max(len(a), len(b)) for a, b in zip(data.src, data.tgt)]) if cfg.bucket_by_length else None
     run = TrainingLoop(
-        cfg, model, method, len(data.src), lengths, evaluate=lambda should_stop: {}, save=lambda: None, device="cpu"
+        cfg, model, method, len(data.src), lengths, evaluate=lambda stop: {}, save=lambda: None, device="cpu"
     )
     run.started = run.clock()
     for _ in range(2):

@@ -29,18 +29,28 @@ from pathlib import Path
 from benchmarks.common import QUICK_HELP, machine, output_dir
 from mlse.atomic import atomic_write_text
 from mlse.errors import MlseError
-from mlse.experiments.forgetting import OUTSIDE_TATOEBA, compare_tatoeba, forgetting_markdown, outside_scores
+from mlse.experiments.forgetting import (
+    OUTSIDE_TATOEBA,
+    compare_tatoeba,
+    forgetting_markdown,
+    merge_tatoeba,
+    outside_scores,
+)
 
 QUICK_LANGS = list(OUTSIDE_TATOEBA)
 
 
 def tatoeba_result(model: str, path: str | None, langs: list[str] | None, data_dir=None) -> dict:
-    """A Tatoeba result: read from ``path`` when given, else evaluated on ``langs`` (None: every language)."""
+    """A Tatoeba result: read from ``path`` when given (comma-separated files: parts of one evaluation on disjoint
+    languages, merged), else evaluated on ``langs`` (None: every language)."""
     if path:
-        try:
-            return json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MlseError(f"cannot read the Tatoeba result {path}: {exc}") from None
+        parts = []
+        for one in [p.strip() for p in path.split(",") if p.strip()]:
+            try:
+                parts.append(json.loads(Path(one).read_text(encoding="utf-8")))
+            except (OSError, ValueError) as exc:
+                raise MlseError(f"cannot read the Tatoeba result {one}: {exc}") from None
+        return parts[0] if len(parts) == 1 else merge_tatoeba(parts, model)
     from mlse.data.tatoeba import tatoeba_languages
     from mlse.evaluation.runners import run_tatoeba
     from mlse.models import load_model
@@ -66,7 +76,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.forgetting", description=__doc__.splitlines()[0])
     parser.add_argument("--student", default="shipped/me5-small-student", help="the student (a name, folder or run)")
     parser.add_argument("--reference", default="me5-small", help="the model it must not fall behind")
-    parser.add_argument("--student-json", default=None, help="the student's Tatoeba result (else evaluated here)")
+    parser.add_argument(
+        "--student-json",
+        default=None,
+        help="the student's Tatoeba result; FILE,FILE,...: parts on disjoint languages (else evaluated here)",
+    )
     parser.add_argument("--reference-json", default=None, help="the reference's Tatoeba result (else evaluated here)")
     parser.add_argument(
         "--langs",

@@ -191,6 +191,7 @@ def check_rebuilt(source: Path, trained_runs: Path, runs_root: Path) -> float:
     """Quick mode: each run rebuilt from its packed adapter encodes as the model the run saved (max abs difference)."""
     import numpy as np
 
+    from mlse.encoders.catalogue import materialise, resolve_model
     from mlse.encoders.torch import load_sentence_transformer
 
     texts = ["A man is playing a guitar.", "Ein Mann spielt Gitarre.", "Un homme joue de la guitare."]
@@ -198,9 +199,10 @@ def check_rebuilt(source: Path, trained_runs: Path, runs_root: Path) -> float:
     for name in json.loads((source / TRAIN_FILE).read_text())["runs"]:
         run = rebuild(source, name, runs_root)
         student = json.loads((run / "finetune_config.json").read_text())["student"]
+        base_folder = Path(materialise(resolve_model(student)))  # a registry name (minilm-en) or a folder, as rebuild's
         rebuilt, saved, base = (
             load_sentence_transformer(folder, device="cpu")
-            for folder in (run / "model", trained_runs / name / "model", Path(student))
+            for folder in (run / "model", trained_runs / name / "model", base_folder)
         )
         a, b, c = (m.encode(texts, convert_to_numpy=True) for m in (rebuilt, saved, base))
         if np.abs(a - c).max() == 0:  # a zero adapter would make the comparison below prove nothing

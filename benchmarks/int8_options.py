@@ -47,6 +47,7 @@ from mlse.dirs import cache_root
 from mlse.encoders.onnx import export as onnx_export
 from mlse.encoders.onnx.int8_nodes import ROLES, matmul_roles
 from mlse.encoders.onnx.runtime import OnnxEncoder
+from mlse.errors import MlseError
 from mlse.models import load_model
 from mlse.runs.results import library_versions
 
@@ -90,6 +91,19 @@ class FolderEncoder(OnnxEncoder):
                 providers=["CPUExecutionProvider"],
                 disabled_optimizers=self.disabled,
             )
+
+
+def onnx_runtime(name: str, threads: int):
+    """``name`` on its fp32 ONNX runtime, or a one-line :class:`MlseError` saying why it has none (muse runs a graph
+    of its own, not an export of a transformer checkpoint: there is nothing here to quantise another way)."""
+    encoder = load_model(name, backend="onnx", cache=False, threads=threads)
+    if not hasattr(encoder, "export_dir"):  # a calibrated encoder answers for the runtime it wraps
+        kind = type(getattr(encoder, "inner", encoder)).__name__
+        raise MlseError(
+            f"{name} has no ONNX export ({kind} runs a graph of its own): int8 options apply to transformer "
+            "encoders exported to ONNX (me5-small, minilm-en, a Hugging Face model)"
+        )
+    return encoder
 
 
 def dev_sentences(per_lang: int, langs: list[str]) -> list[str]:
@@ -283,10 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.sentences, args.dev_per_lang, args.calib_per_lang, args.runs = 20, 2, 2, 1
+    started = time.perf_counter()
+    fp32_enc = onnx_runtime(args.model, args.threads)  # a model without an ONNX export is refused before any writing
     args.out = output_dir(args.out, args.quick, "results/int8", "int8-options")
     command = " ".join(["python -m benchmarks.int8_options", *(argv if argv is not None else sys.argv[1:])])
-    started = time.perf_counter()
-    fp32_enc = load_model(args.model, backend="onnx", cache=False, threads=args.threads)
     fp32_dir = fp32_enc.export_dir  # exports (or finds) the fp32 graph
     spec = fp32_enc.spec
     args.work = args.work or cache_root() / "int8-options" / fp32_dir.parent.name

@@ -1,8 +1,11 @@
 """``score`` on the local engine and on Ray (a local Ray started on demand, 1 and 2 model-holding actors): throughput
-of the whole command at the largest size (start-up included), peak memory per worker at every size, and the scored
-files compared byte for byte.
+of the whole command at the largest size (start-up included), peak memory of the driver and of each worker at every
+size (flat in N: the input is streamed), and the scored files compared byte for byte.
 
     nice -n 10 python -m benchmarks.scale_score [--model minilm-en --backend onnx-int8] [--sizes 5000,20000]
+    nice -n 10 python -m benchmarks.scale_score --memory-only --memory-config local,ray-2 --sizes 20000,100000
+    nice -n 10 python -m benchmarks.scale_score --memory-only --memory-config local,ray-2 --sizes 2000,20000 \
+        --distinct 2000      # cheap: repeats served by the cache, the driver's memory by N without the encoding
     python -m benchmarks.scale_score --quick --model TINY     # seconds of work, ~1 min with Ray's start-up
 
 Pairs: Tatoeba-Challenge X-English translation pairs (every language pair with English, in folder order), each pair kept
@@ -10,10 +13,12 @@ only when both its texts are new, so the 2N texts are distinct (encoding dominat
 result), up to what the local data holds. Each run is ``python -m mlse score`` in a fresh process with an empty
 embedding cache (the model's ONNX export and tokenizer are shared: no run re-exports a model), so Ray's start (the
 cluster, then one model load per actor) is counted as a user sees it. At the largest size every engine runs
-(``--configs``); at the smaller sizes only ``--memory-config``, for the peak memory per worker (each Ray worker reports
-its own ``ru_maxrss``; the local engine's worker is the process, measured by ``wait4``). CPU time is recorded beside the
-wall clock (the driver's from ``wait4``, each Ray worker's as it reports it; Ray's own daemons are not counted), because
-on a shared machine the wall clock measures the other jobs too.
+(``--configs``); at every size the ``--memory-config`` engines run, for the peak memory of the driver and of each
+worker by N (each Ray worker reports its own ``ru_maxrss``; the driver, the whole process on the local engine, is
+measured by ``wait4``); ``--memory-only`` runs just those (the flatness check: ``memory_flat`` gives each one's spread
+over the sizes against the 20 % and 1.5 GB targets). CPU time is recorded beside the wall clock (the driver's from
+``wait4``, each Ray worker's as it reports it; Ray's own daemons are not counted), because on a shared machine the wall
+clock measures the other jobs too.
 """
 
 from __future__ import annotations
@@ -118,13 +123,55 @@ def run(args, pairs: Path, config: str, folder: Path) -> dict:
     }
 
 
+def memory_by_n(runs: list[dict], configs: list[str]) -> dict[str, dict[int, dict]]:
+    """{config: {n: peak memory (MiB) of the driver and of its largest worker}} of the memory runs."""
+    return {
+        config: {
+            r["n"]: {"driver_peak_rss_mib": r["driver_peak_rss_mib"], "worker_peak_rss_mib": r["worker_peak_rss_mib"]}
+            for r in runs
+            if r["config"] == config
+        }
+        for config in configs
+    }
+
+
+FLAT_SPREAD = 0.20  # the target: peak memory at the largest N within 20 % of the smallest
+MAX_WORKER_MIB = 1.5 * 1024  # and at most 1.5 GB a worker
+
+
+def flatness(by_n: dict[int, dict]) -> dict:
+    """How much the peaks grow from the smallest N to the largest (largest / smallest - 1; over all sizes, max / min
+    - 1), and the targets: within :data:`FLAT_SPREAD`, each worker at most :data:`MAX_WORKER_MIB`."""
+    sizes = sorted(by_n)
+    out: dict = {"sizes": sizes}
+    for who in ("driver", "worker"):
+        peaks = [by_n[n][f"{who}_peak_rss_mib"] for n in sizes]
+        out[f"{who}_growth"] = round(peaks[-1] / peaks[0] - 1, 3)
+        out[f"{who}_spread"] = round(max(peaks) / min(peaks) - 1, 3)
+    out["flat_within_20pct"] = len(sizes) > 1 and max(out["driver_spread"], out["worker_spread"]) <= FLAT_SPREAD
+    out["worker_under_1_5_gb"] = max(by_n[n]["worker_peak_rss_mib"] for n in sizes) <= MAX_WORKER_MIB
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scale_score", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm-en")
     parser.add_argument("--backend", default="onnx-int8")
     parser.add_argument("--sizes", default="5000,20000", help="pair counts, comma-separated")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="engines at the largest size")
-    parser.add_argument("--memory-config", default="ray-2", help="the engine run at the smaller sizes too")
+    parser.add_argument(
+        "--memory-config", default="ray-2", help="engines run at every size, for the peak memory by N (comma-separated)"
+    )
+    parser.add_argument(
+        "--memory-only", action="store_true", help="only the --memory-config runs (no throughput comparison)"
+    )
+    parser.add_argument(
+        "--distinct",
+        type=int,
+        default=None,
+        help="cycle the pairs over this many distinct ones (a cheap memory check: the embedding cache serves the "
+        "repeats, so the driver's reading, planning and writing are measured, not the encoding); default: all distinct",
+    )
     parser.add_argument("--chunk", type=int, default=512, help="pairs a chunk (score's --chunk)")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default=None, help="JSON to write (default results/scale/scale-score.json)")
@@ -132,14 +179,24 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sizes = [40, 80] if args.quick else sorted({int(s) for s in args.sizes.split(",")})
     configs = ["local", "ray-1"] if args.quick else args.configs.split(",")
-    if args.quick:
-        args.backend, args.chunk, args.memory_config = "torch", 16, "ray-1"
+    if args.quick:  # the tiny model on torch, Ray with one actor for the memory unless other engines are named
+        args.backend, args.chunk = "torch", 16
+        if args.memory_config == parser.get_default("memory_config"):
+            args.memory_config = "ray-1"
+    memory_configs = [c for c in args.memory_config.split(",") if c]
+    unknown = [c for c in [*configs, *memory_configs] if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown engine config {unknown[0]!r}; choose from {', '.join(CONFIGS)}")
     out = output_file(args.out, args.quick, "results/scale/scale-score.json")
-    pairs = distinct_pairs(sizes[-1], args.data_dir)
-    if len(pairs) < sizes[-1]:
-        print(f"the local data gives {len(pairs):,} pairs of distinct texts; the largest size is cut to it")
-        sizes = sorted({min(n, len(pairs)) for n in sizes})
-    plan = [(n, args.memory_config) for n in sizes[:-1]] + [(sizes[-1], c) for c in configs]
+    pairs = distinct_pairs(min(sizes[-1], args.distinct or sizes[-1]), args.data_dir)
+    distinct = len(pairs)
+    if args.distinct:  # the same pairs over and over: the embedding cache serves the repeats
+        pairs = [pairs[i % distinct] for i in range(sizes[-1])]
+    elif distinct < sizes[-1]:
+        print(f"the local data gives {distinct:,} pairs of distinct texts; the largest size is cut to it")
+        sizes = sorted({min(n, distinct) for n in sizes})
+    last = memory_configs if args.memory_only else list(dict.fromkeys([*configs, *memory_configs]))
+    plan = [(n, c) for n in sizes[:-1] for c in memory_configs] + [(sizes[-1], c) for c in last]
     runs, identical = [], True
     with tempfile.TemporaryDirectory(prefix="mlse-scale-score-") as tmp:
         folder = Path(tmp)
@@ -156,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         return round(at[a] / at[b], 3) if a in at and b in at else None
 
     speed = {"n": sizes[-1], "ray2_over_ray1": ratio("ray-2", "ray-1"), "ray2_over_local": ratio("ray-2", "local")}
-    memory = {r["n"]: r["worker_peak_rss_mib"] for r in runs if r["config"] == args.memory_config}
+    by_n = memory_by_n(runs, memory_configs)
     result = {
         "benchmark": "scale_score",
         "quick": args.quick,
@@ -164,17 +221,20 @@ def main(argv: list[str] | None = None) -> None:
         "backend": args.backend,
         "chunk": args.chunk,
         "sizes": sizes,
-        "distinct_texts": 2 * sizes[-1],
+        "distinct_texts": 2 * distinct,
+        "repeated": bool(args.distinct),
         "pairs_source": "Tatoeba-Challenge X-English pairs, both texts new (parallel/tatoeba_challenge_v2021-08-07)",
         "runs": runs,
         "speed": speed,
-        "worker_peak_rss_mib_by_n": memory,
+        "worker_peak_rss_mib_by_n": {n: m["worker_peak_rss_mib"] for n, m in by_n[memory_configs[0]].items()},
+        "memory_by_n": by_n,
+        "memory_flat": {config: flatness(by_n[config]) for config in memory_configs},
         "identical": identical,
         "machine": machine(),
         "note": "wall clock on a shared machine; CPU: the driver's and each Ray worker's (Ray's daemons not counted)",
     }
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    print(json.dumps({"speed": speed, "memory": memory}, indent=1))
+    print(json.dumps({"speed": speed, "memory_by_n": by_n, "memory_flat": result["memory_flat"]}, indent=1))
     print(f"identical scored files across engines: {identical}; wrote {out}")
     if not identical:
         raise SystemExit("the engines' scored files differ")

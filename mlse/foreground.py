@@ -4,17 +4,20 @@ On 2 cores a visitor's press that must encode (an empty cache) and the app's war
 other's speed: the map's first press took 86 s on a cold start, 47 of them encoding 800 sentences beside the warm
 start's STS and Tatoeba encodes. Here a thread marks the stretch where it computes for a visitor with
 :func:`foreground` (the embedding cache does so around every encode it cannot serve), a background thread marks
-itself with :func:`background` (its own computing does not count), and the background's stop check calls
-:func:`wait_for_foreground` between chunks: it returns once no foreground work is under way, or after ``max_wait_s``
-(a visitor waiting on the background's output, e.g. a map it is projecting, must not wait forever on a paused warm).
+itself with :func:`background` (its own computing does not count), and the background's stop check (the warm's
+:class:`~mlse.stop_signal.StopSignal`) calls :func:`wait_for_foreground` between chunks: it returns once no
+foreground work is under way, or after ``max_wait_s`` (a visitor waiting on the background's output, e.g. a map it is
+projecting, must not wait forever on a paused warm).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+
+from mlse.stop_signal import StopSignal
 
 _lock = threading.Condition()
 _active: dict[int, int] = {}  # thread id -> nesting depth of foreground() in it
@@ -57,14 +60,12 @@ def foreground_busy() -> bool:
         return bool(_active)
 
 
-def wait_for_foreground(
-    should_stop: Callable[[], bool] | None = None, max_wait_s: float = 120.0, poll_s: float = 0.25
-) -> float:
-    """Block while foreground work is under way (at most ``max_wait_s``; a stop ends the wait); returns the seconds
-    waited."""
+def wait_for_foreground(stop: StopSignal | None = None, max_wait_s: float = 120.0, poll_s: float = 0.25) -> float:
+    """Block while foreground work is under way (at most ``max_wait_s``; ``stop`` asking to stop ends the wait);
+    returns the seconds waited."""
     started = time.monotonic()
     with _lock:
-        while _active and not (should_stop and should_stop()):
+        while _active and not (stop is not None and stop.should_stop()):
             left = max_wait_s - (time.monotonic() - started)
             if left <= 0:
                 break

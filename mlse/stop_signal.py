@@ -5,8 +5,10 @@ loop (:class:`mlse.train.loop.TrainingLoop`), which ask nothing else.
 
 Why a module of its own: a training job spends its time in several places (reading data, encoding thousands of
 sentences, teacher targets, epochs, dev evaluations, saving) and each of them must be able to end it within seconds.
-Passing one :class:`StopSignal` (or just its :meth:`StopSignal.should_stop`) through those phases, instead of an event
-here and a deadline there, keeps every phase stoppable by construction.
+Passing one :class:`StopSignal` through those phases (a parameter named ``stop`` everywhere: the heads' epochs,
+the data's loading, every encoding), instead of an event here, a deadline there and a callable somewhere else, keeps
+every phase stoppable by construction. A caller that holds only an event (``StopSignal(event)``) or a condition of its
+own (``StopSignal(also=predicate)``, e.g. the app's warm start yielding to a visitor) wraps it in one.
 
 Two clocks. By default the budget's clock starts when the signal is made (the budget counts the whole job). Made with
 ``preparation_s``, the signal has two phases: **preparation** (loading, and the one-off encoding of the data and the
@@ -30,8 +32,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 ShouldStop = Callable[[], bool]
-# on_encoding(done, total, texts_per_s): how far an encoding of the preparation got (rate None before the first chunk)
-OnEncoding = Callable[[int, int, float | None], None]
+# on_encoding(done, total, texts_per_s, cached): how far an encoding of the preparation got; ``cached`` of the ``done``
+# texts came from the embedding cache, and the rate counts only the others (None until one was encoded)
+OnEncoding = Callable[[int, int, float | None, int], None]
 
 # A chunk is sized to take about this long, so that a stop is noticed within a few seconds even on a slow model.
 _CHUNK_TARGET_S = 1.5
@@ -50,9 +53,18 @@ class Stopped(Exception):
 class StopSignal:
     """The Stop button (a :class:`threading.Event`) plus the job's budget (and preparation limit), asked as one."""
 
-    def __init__(self, event: threading.Event | None = None, budget_s: float | None = None, **limits):
-        """``event``: the Stop button (default a fresh one); ``budget_s`` and ``limits``: see :meth:`limit`."""
+    def __init__(
+        self,
+        event: threading.Event | None = None,
+        budget_s: float | None = None,
+        *,
+        also: ShouldStop | None = None,
+        **limits,
+    ):
+        """``event``: the Stop button (default a fresh one); ``also``: a further condition that stops the job as the
+        button does (asked at every check); ``budget_s`` and ``limits``: see :meth:`limit`."""
         self.event = event or threading.Event()
+        self.also = also
         self.limit(budget_s, **limits)
 
     def set(self) -> None:
@@ -107,8 +119,9 @@ class StopSignal:
         return (_now() if self.budget_started is None else self.budget_started) - self.started
 
     def reason(self) -> str | None:
-        """``"stopped"`` (button), ``"preparation"`` (its limit is up), ``"budget"`` (time is up) or None (go on)."""
-        if self.event.is_set():
+        """``"stopped"`` (button or ``also``), ``"preparation"`` (its limit is up), ``"budget"`` (time is up) or None
+        (go on)."""
+        if self.event.is_set() or (self.also is not None and self.also()):
             return "stopped"
         if self.budget_started is None:
             if self.preparation_s is not None and self.preparation_elapsed() >= self.preparation_s:
@@ -138,67 +151,80 @@ class StopSignal:
         return f"stopped while {phase}"
 
 
-def signal_of(should_stop: ShouldStop | None) -> StopSignal | None:
-    """The :class:`StopSignal` whose ``should_stop`` method this is, else None."""
-    signal = getattr(should_stop, "__self__", None)
-    return signal if isinstance(signal, StopSignal) else None
+def start_budget(stop: StopSignal | None) -> None:
+    """:meth:`StopSignal.start_budget` where the signal is optional (training begins)."""
+    if stop is not None:
+        stop.start_budget()
 
 
-def start_budget(should_stop: ShouldStop | None) -> None:
-    """:meth:`StopSignal.start_budget` for code that was handed only a ``should_stop`` callable (training begins)."""
-    signal = signal_of(should_stop)
-    if signal is not None:
-        signal.start_budget()
+def check(stop: StopSignal | None, phase: str) -> None:
+    """:meth:`StopSignal.check` where the signal is optional (None: nothing can stop this call)."""
+    if stop is not None:
+        stop.check(phase)
 
 
-def check(should_stop: ShouldStop | None, phase: str) -> None:
-    """:meth:`StopSignal.check` for code that was handed only a ``should_stop`` callable (or None)."""
-    if should_stop is None:
-        return
-    signal = signal_of(should_stop)
-    if signal is not None:
-        signal.check(phase)
-    elif should_stop():
-        raise Stopped(f"stopped while {phase}")
+def should_stop(stop: StopSignal | None) -> bool:
+    """:meth:`StopSignal.should_stop` where the signal is optional."""
+    return stop is not None and stop.should_stop()
 
 
 def encode_in_chunks(
     encoder,
     texts: Sequence[str],
     *,
-    should_stop: ShouldStop | None,
+    stop: StopSignal | None,
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
     **encode_kwargs,
 ) -> np.ndarray:
-    """``encoder.encode(texts)`` a few batches at a time, asking ``should_stop`` between chunks.
+    """``encoder.encode(texts)`` a few batches at a time, asking ``stop`` between chunks.
 
     The chunk grows or shrinks so one chunk takes about 1.5 s (at least one batch, at most 16), so a stop is
     honoured within seconds whatever the model's speed. ``progress(done, total)`` is called after every chunk; so is
-    the signal's ``on_encoding(done, total, texts_per_s)`` when ``should_stop`` belongs to a :class:`StopSignal`
-    that is preparing (first with ``done=0`` before the first chunk).
+    the signal's ``on_encoding(done, total, texts_per_s, cached)`` while it is preparing (first with ``done=0`` before
+    the first chunk): ``cached`` of the ``done`` texts came from the embedding cache and the rate counts only the
+    ones encoded, so a cached chunk does not inflate it (a :class:`~mlse.encoders.cache.CachedEncoder` says which).
+    ``stop`` None: one plain ``encode`` call, nothing to ask.
     Raises :class:`Stopped` when stopped; chunks already encoded stay in the encoder's embedding cache.
     """
     texts = list(texts)
-    if should_stop is None or not texts:
+    if stop is None or not texts:
         return encoder.encode(texts, batch_size=batch_size, **encode_kwargs)
-    signal = signal_of(should_stop)
-    on_encoding = signal.on_encoding if signal is not None and signal.preparing else None
+    on_encoding = stop.on_encoding if stop.preparing else None
     if on_encoding is not None:
-        on_encoding(0, len(texts), None)
+        on_encoding(0, len(texts), None, 0)
     parts: list[np.ndarray] = []
-    done, n_batches, began = 0, 1, time.perf_counter()
+    done, encoded, n_batches, began = 0, 0, 1, time.perf_counter()
     while done < len(texts):
-        check(should_stop, f"encoding ({done} of {len(texts)} texts done and cached)")
+        stop.check(f"encoding ({done} of {len(texts)} texts done and cached)")
         chunk = texts[done : done + n_batches * batch_size]
         t0 = time.perf_counter()
+        before = _encoded_so_far(encoder)
         parts.append(encoder.encode(chunk, batch_size=batch_size, **encode_kwargs))
         seconds = time.perf_counter() - t0
         done += len(chunk)
+        encoded += _newly_encoded(before, _encoded_so_far(encoder), len(chunk))
         if progress is not None:
             progress(done, len(texts))
         if on_encoding is not None:
-            on_encoding(done, len(texts), done / max(time.perf_counter() - began, 1e-6))
+            rate = encoded / max(time.perf_counter() - began, 1e-6) if encoded else None  # cached texts cost ~nothing
+            on_encoding(done, len(texts), rate, done - encoded)
         per_batch = seconds / max(1, -(-len(chunk) // batch_size))
         n_batches = int(min(_MAX_CHUNK_BATCHES, max(1, _CHUNK_TARGET_S / max(per_batch, 1e-6))))
     return np.concatenate(parts)
+
+
+def _encoded_so_far(encoder) -> int | None:
+    """How many texts ``encoder`` has encoded itself (not served from its embedding cache) since it was made: a
+    :class:`~mlse.encoders.cache.CachedEncoder`'s ``stats``; None for an encoder without them (it encodes all)."""
+    stats = getattr(encoder, "stats", None)
+    value = stats.get("encoded") if isinstance(stats, dict) else None
+    return value if isinstance(value, int) else None
+
+
+def _newly_encoded(before: int | None, after: int | None, size: int) -> int:
+    """Texts of a chunk of ``size`` that were encoded rather than found in the cache (all of them for an encoder
+    without a cache; at most ``size``: another thread's encodings with the same encoder may add to its count)."""
+    if before is None or after is None:
+        return size
+    return min(size, max(0, after - before))

@@ -7,6 +7,7 @@ import time
 
 from mlse.errors import MlseError
 from mlse.serving.procmem import memory_mb
+from mlse.stop_signal import StopSignal
 
 
 def allocate(mb: int, *, report, stop) -> float:
@@ -17,11 +18,12 @@ def allocate(mb: int, *, report, stop) -> float:
     return rss
 
 
-def wait_for_stop(*, report, stop) -> str:
+def wait_for_stop(*, report, stop: StopSignal) -> str:
+    """Wait for the parent's Stop, asked as every job asks it (the child's own :class:`StopSignal`)."""
     report({"event": "phase", "message": "waiting"})
-    while not stop.is_set():
+    while not stop.should_stop():
         time.sleep(0.05)
-    return "saw stop"
+    return f"saw stop ({type(stop).__name__}: {stop.reason()})"
 
 
 def refuse(*, report, stop):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlse.serving.app_state import AppState
+from mlse.ui.tatoeba_tab import ERROR_COLUMNS
 from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
     TABS,
@@ -232,7 +233,10 @@ def test_explain_a_tatoeba_error_row(browser):
     wait_for(browser, lambda d: "en→de: en queries de" in page_text(d), SCORE_TIMEOUT, "the bitext's accuracy table")
     first = "[normalize-space()='en→de' or normalize-space()='de→en']"
     row = f"//*[@role='row'][*[@role='gridcell'][1]{first}]"
-    query_cell = wait_for(browser, lambda d: visible(d, f"{row}/*[@role='gridcell'][3]"), 10, "an error row")[0]
+    query_at = ERROR_COLUMNS.index("query") + 1  # the scores come first, then the sentences (mlse.ui.tatoeba_tab)
+    query_cell = wait_for(browser, lambda d: visible(d, f"{row}/*[@role='gridcell'][{query_at}]"), 10, "an error row")[
+        0
+    ]
     query = query_cell.text.strip()
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", query_cell)
     query_cell.click()

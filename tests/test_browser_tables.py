@@ -12,15 +12,19 @@ Without Chromium, chromedriver or selenium the tests skip on a workstation and f
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from mlse.serving.app_state import AppState
+from mlse.ui.tables import headers
+from mlse.ui.tatoeba_tab import SCORE_FIELDS, SENTENCE_FIELDS
 from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
     choose,
     click,
+    fill_textbox,
     missing_browser,
     open_app,
     open_tab,
@@ -120,7 +124,11 @@ def _gold(driver) -> None:
     table_row(driver, "minilm-en", SCORE_TIMEOUT)
 
 
-def _score_file(driver) -> None:
+def _score_pair_and_file(driver) -> None:
+    fill_textbox(driver, "Sentence 1", "A man is playing a flute.")
+    fill_textbox(driver, "Sentence 2", "Ein Mann spielt Flöte.")
+    click(driver, "Score")
+    table_row(driver, "minilm-en", SCORE_TIMEOUT)  # the pair's table, above the file's
     upload_file(driver, "File of sentence pairs", EXAMPLES / "pairs_to_score.tsv")
     click(driver, "Score file")
     summary = (
@@ -130,13 +138,18 @@ def _score_file(driver) -> None:
     wait_for(driver, lambda d: visible(d, summary), SCORE_TIMEOUT, "the summary row: minilm-en scored 30 rows")
 
 
-# tab -> what loads its example (None: the tab's table is filled when it opens), headers its tables must show
+# tab -> what loads its example (None: the tab's table is filled when it opens), headers its tables must show: the
+# Tatoeba errors; the metrics and the slices per language pair and length ("slice"); the pair's table and the file's
+RESULTS = "Results"
 TABS = {
     "Tatoeba errors": (_tatoeba, {"cosine retrieved", "cosine gold", "rank of gold"}),
-    "Predicted vs gold": (_gold, {"Pearson", "Spearman"}),
-    "Score a pair": (_score_file, {"minilm-en cosine", "minilm-en 0-5", "rows scored"}),
-    "Results": (None, {"model", "metric", "value"}),
+    "Predicted vs gold": (_gold, {"Pearson", "Spearman", "slice", "Pearson low"}),
+    "Score a pair": (_score_pair_and_file, {"cosine", "calibrated 0-5", "minilm-en cosine", "rows scored"}),
+    RESULTS: (None, {"model", "metric", "value"}),
 }
+# The Results tab's numbers keep sorting as numbers and show 2 decimals (a tiny one 2 significant digits; counts and
+# years in other columns have no decimals): mlse.ui.tables.sortable, whose text only the browser shows.
+TWO_DECIMALS = re.compile(r"^[+\-\u2212]?(\d[\d,]*(\.\d\d)?|0\.00\d+)$")
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +187,55 @@ def test_numbers_stay_on_one_line_and_headers_keep_their_words(loaded, tab, widt
         f"{tab}: headers {found['headers']} lack {expected - set(found['headers'])}"
     )
     assert not found["problems"], f"{tab} at {width} px: " + "; ".join(found["problems"][:10])
+    if tab == RESULTS:
+        assert [n for n in found["numbers"] if not TWO_DECIMALS.match(n)] == [], "Results: not 2 decimals"
+
+
+def test_the_pair_table_writes_the_cosine_with_3_decimals_and_the_score_with_2(loaded):
+    open_tab(loaded, "Score a pair")
+    _model, _kind, cosine, calibrated = table_row(loaded, "minilm-en", 10)
+    assert re.fullmatch(r"-?\d\.\d{3}", cosine) and re.fullmatch(r"\d\.\d{2}", calibrated), (cosine, calibrated)
+
+
+# Runs in the page: for each visible column header, its text and how far right it reaches against the right edge of
+# what shows it (the window, or a scrolling box it sits in).
+HEADER_EDGES_JS = r"""
+const out = [];
+for (const th of document.querySelectorAll('[role=columnheader]')) {
+  if (th.offsetParent === null) continue;
+  let edge = window.innerWidth;
+  for (let el = th.parentElement; el; el = el.parentElement) {
+    const style = getComputedStyle(el);
+    if (style.overflowX !== 'visible') edge = Math.min(edge, el.getBoundingClientRect().right);
+  }
+  out.push([th.innerText.trim(), th.getBoundingClientRect().right, edge]);
+}
+return out;
+"""
+SCORE_HEADERS = headers([*SCORE_FIELDS, "rank_of_gold"])
+
+
+@pytest.mark.parametrize("width", [1400, WIDTHS[0]])
+def test_the_tatoeba_errors_show_their_scores_first_and_on_screen(loaded, width):
+    """Issue 48: at 1400 px the three sentence columns pushed the error table's scores off-screen. The row, then the
+    scores, then the sentences (cut to their first characters): every score column within view, unscrolled."""
+    open_tab(loaded, "Tatoeba errors")
+    loaded.set_window_size(width, HEIGHT)
+    try:
+        wait_for(loaded, lambda d: d.execute_script("return window.innerWidth") == width, 10, f"a {width} px window")
+        shown = wait_for(
+            loaded,
+            lambda d: [h for h in d.execute_script(HEADER_EDGES_JS) if h[0] in SCORE_HEADERS] or None,
+            10,
+            "the errors table's score headers",
+        )
+        order = [h[0] for h in loaded.execute_script(HEADER_EDGES_JS)]
+    finally:
+        loaded.set_window_size(WIDTHS[0], HEIGHT)
+    assert [h[0] for h in shown] == SCORE_HEADERS
+    assert order.index(SCORE_HEADERS[-1]) < order.index(headers(list(SENTENCE_FIELDS))[0])
+    off = [f"{name} ends at {right:.0f} px, the view at {edge:.0f}" for name, right, edge in shown if right > edge + 1]
+    assert not off, f"at {width} px: " + "; ".join(off)
 
 
 # A page with the two faults the check is for, so a check that can no longer see them fails here.

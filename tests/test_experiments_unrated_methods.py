@@ -6,7 +6,6 @@ compared as finished."""
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from mlse.experiments import unrated as u
 from mlse.experiments import unrated_report as ur
 from mlse.experiments.distillation import recipe_config
 from mlse.experiments.unrated_heads import head_trainer, stage2_pairs
+from mlse.stop_signal import StopSignal
 from mlse.train.config_validation import validate
 from mlse.train.recipes.translate_train import (
     FORMS,
@@ -188,7 +188,7 @@ def test_a_run_stopped_halfway_keeps_its_checkpoint_and_is_never_compared(tiny_b
     from mlse.runs.results_index import build_index
     from mlse.ui.results_rated import INCOMPLETE, rated_split
 
-    stop = threading.Event()
+    stop = StopSignal()
     settings = {**_tiny_settings(tiny_bert), "max_steps": 6, "eval_every_steps": 2}
 
     def say(message: str) -> None:  # the fold's run is stopped (the app's Stop) after its second step
@@ -209,8 +209,7 @@ def test_a_run_stopped_halfway_keeps_its_checkpoint_and_is_never_compared(tiny_b
     frame, _ = build_index([tmp_path / "results"])
     split, _ = rated_split(frame)
     assert set(split["status"]) == {INCOMPLETE} and "mean" not in set(split["pair"])
-    # the next call trains the stopped run again and the result is complete
-    stop.clear()
+    # the next call (no Stop) trains the stopped run again and the result is complete
     again = u.run_unrated(
         "sts",
         recipe,

@@ -13,7 +13,7 @@ import pytest
 from mlse.errors import MlseError
 from mlse.experiments import unrated as u
 from mlse.experiments import unrated_report as ur
-from mlse.experiments.forgetting import compare_tatoeba, forgetting_markdown, outside_markdown
+from mlse.experiments.forgetting import compare_tatoeba, forgetting_markdown, merge_tatoeba, outside_markdown
 
 
 def _protocol_result(out, name="shipped", complete=True):
@@ -125,3 +125,17 @@ def test_the_no_forgetting_check_counts_and_lists_every_language_more_than_two_p
     with pytest.raises(MlseError, match="not a Tatoeba result"):
         compare_tatoeba({"scores": {}}, reference)
     assert "| me5-small (issue 45) | 79.1 | 89.5 | 82.7 |" in outside_markdown({})
+
+
+def test_a_tatoeba_evaluation_run_in_parts_merges_into_one_result_of_the_same_model():
+    first = _tatoeba({"ara": 80.0, "tur": 90.0}) | {"model_identity": "m:1", "averages": {"all": {"acc_mean": 85.0}}}
+    second = _tatoeba({"ukr": 70.0}) | {"model_identity": "m:1"}
+    merged = merge_tatoeba([first, second], "student")
+    assert merged["scores"] == {"ara": {"acc_mean": 80.0}, "tur": {"acc_mean": 90.0}, "ukr": {"acc_mean": 70.0}}
+    assert "averages" not in merged and merged["config"]["langs"] == ["ara", "tur", "ukr"]
+    report = compare_tatoeba(merged, _tatoeba({"ara": 80.0, "tur": 90.0, "ukr": 73.0}))
+    assert report["n_langs"] == 3 and report["n_violations"] == 1
+    with pytest.raises(MlseError, match="languages in more than one part: ara"):
+        merge_tatoeba([first, first | {"scores": {"ara": {"acc_mean": 1.0}}}], "student")
+    with pytest.raises(MlseError, match="different models"):
+        merge_tatoeba([first, second | {"model_identity": "m:2"}], "student")

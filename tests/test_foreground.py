@@ -9,6 +9,7 @@ import numpy as np
 
 from mlse.encoders.cache import CachedEncoder
 from mlse.foreground import background, foreground, foreground_busy, wait_for_foreground
+from mlse.stop_signal import StopSignal
 
 HANG_S = 60  # a hang guard, not a speed target: each wait below ends on an event long before
 
@@ -67,8 +68,8 @@ def test_the_wait_is_bounded_and_a_stop_ends_it():
     try:
         bounded, seen = start_waiter(max_wait_s=0.3)  # a stuck visitor does not stall the warm for ever
         assert finished(bounded) and seen["busy_at_return"] is True and seen["waited"] >= 0.3
-        stop = threading.Event()
-        stopped, seen = start_waiter(should_stop=stop.is_set, max_wait_s=math.inf)
+        stop = StopSignal()
+        stopped, seen = start_waiter(stop=stop, max_wait_s=math.inf)
         stopped.join(0.3)
         assert stopped.is_alive()  # waits for the visitor...
         stop.set()

@@ -10,6 +10,7 @@ from sklearn.linear_model import LogisticRegression
 from mlse.heads.choices import NONLINEARITIES
 from mlse.heads.stage1 import Stage1Config, Stage1Head
 from mlse.heads.stage2 import Stage2Config, Stage2Head
+from mlse.stop_signal import StopSignal
 
 LANGS = ["aa", "bb", "cc", "dd"]
 DIM = 16
@@ -159,18 +160,18 @@ def test_stage1_same_seed_same_head():
     np.testing.assert_array_equal(a.transform(data[0]), b.transform(data[0]))
 
 
-def test_stage1_should_stop_ends_after_that_epoch_and_keeps_the_best():
+def test_stage1_stop_ends_after_that_epoch_and_keeps_the_best():
     asked = []
 
     def stop_after_three() -> bool:
         asked.append(1)
         return len(asked) >= 3
 
-    head = Stage1Head(seed=0, **S1_FAST).fit(*parallel(200, seed=3), should_stop=stop_after_three)
+    head = Stage1Head(seed=0, **S1_FAST).fit(*parallel(200, seed=3), stop=StopSignal(also=stop_after_three))
     assert head.stopped_ and len(head.history_) == 3 == len(asked)
     assert head.dev_loss_ == min(r["dev_loss"] for r in head.history_)  # the best of the epochs it ran
     assert head.transform(parallel(5, seed=4)[0]).shape == (5, DIM)
-    assert not Stage1Head(seed=0, max_epochs=2).fit(*parallel(60, seed=1), should_stop=lambda: False).stopped_
+    assert not Stage1Head(seed=0, max_epochs=2).fit(*parallel(60, seed=1), stop=StopSignal()).stopped_
 
 
 # -- Stage 2 ----------------------------------------------------------------------------------------------------------
@@ -232,9 +233,11 @@ def test_stage2_same_seed_same_head(stage2_data):
     np.testing.assert_array_equal(a.cosine(*dev[:2]), b.cosine(*dev[:2]))
 
 
-def test_stage2_should_stop_ends_early_and_keeps_the_best(stage2_data):
+def test_stage2_a_pressed_stop_ends_early_and_keeps_the_best(stage2_data):
     (m1, m2, gold), dev = stage2_data
-    h = Stage2Head(seed=0, max_epochs=20, lr=3e-3, patience=20).fit(m1, m2, gold, dev=dev, should_stop=lambda: True)
+    pressed = StopSignal()
+    pressed.set()
+    h = Stage2Head(seed=0, max_epochs=20, lr=3e-3, patience=20).fit(m1, m2, gold, dev=dev, stop=pressed)
     assert h.stopped_ and len(h.history_) == 2  # epoch 0 (the cosine) and the one epoch it ran
     assert h.dev_pearson_ == max(r["dev_pearson"] for r in h.history_)
 

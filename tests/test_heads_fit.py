@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
+from mlse.stop_signal import StopSignal
 
 
 def _net(value: float = 0.0) -> nn.Linear:
@@ -50,16 +51,15 @@ def test_maximising_from_a_starting_score_falls_back_to_the_start():
     assert stopping.net.weight.item() == 0.0  # the weights before the first epoch
 
 
-def test_nan_never_improves_and_should_stop_waits_for_weights_worth_keeping():
+def test_nan_never_improves_and_the_stop_waits_for_weights_worth_keeping():
     asked = []
 
-    def should_stop():
+    def pressed():
         asked.append(True)
         return True
 
-    stopping, history = _run(
-        [math.nan, math.nan, 1.0, 0.5], mode="min", min_delta=0.0, patience=5, should_stop=should_stop
-    )
+    stop = StopSignal(also=pressed)  # the one stop model: a signal, here with a condition that counts the asks
+    stopping, history = _run([math.nan, math.nan, 1.0, 0.5], mode="min", min_delta=0.0, patience=5, stop=stop)
     # not asked while no epoch was worth keeping; asked (and obeyed) right after epoch 3
     assert len(history) == 3 and len(asked) == 1 and stopping.stopped and stopping.best_epoch == 3
     stopping, _ = _run([math.nan, math.nan], mode="min", min_delta=0.0, patience=5)

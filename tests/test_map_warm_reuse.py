@@ -130,7 +130,7 @@ def test_project_pressed_before_the_warm_reaches_its_map_computes_it_and_the_war
     name, state = str(tiny_bert), AppState(data_dir=str(data_dir))
     langs = map_tab.language_choices(state)[1]
 
-    def other_work(progress, should_stop) -> None:  # the warm's steps before its map (the gold pairs, say)
+    def other_work(progress, stop) -> None:  # the warm's steps before its map (the gold pairs, say)
         held.inside.set()
         assert held.release.wait(60)
 
@@ -165,7 +165,7 @@ def test_the_tab_polls_while_the_warm_prepares_its_map_and_stops_after(tiny_bert
     assert len(poll.outputs) == len(opened.outputs) and isinstance(poll.outputs[-1], gr.Timer)
     note_at = poll.outputs.index(next(c for c in poll.outputs if isinstance(c, gr.Markdown) and c.value == ""))
 
-    def the_warms_map(progress, should_stop) -> None:  # stands in for the tab's default map (UMAP on 100)
+    def the_warms_map(progress, stop) -> None:  # stands in for the tab's default map (UMAP on 100)
         progress(0.2, "encoding: 160 / 800 sentences (20%), 8.0 sentences/s, ETA 1m20s")
         held.inside.set()
         assert held.release.wait(60)

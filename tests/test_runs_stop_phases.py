@@ -24,7 +24,7 @@ from mlse.dirs import runs_dir
 from mlse.encoders.cache import CachedEncoder
 from mlse.heads.scorer import Scorer
 from mlse.public_mode import PUBLIC_PREPARATION_MINUTES
-from mlse.stop_signal import Stopped, StopSignal, encode_in_chunks
+from mlse.stop_signal import Stopped, StopSignal, check, encode_in_chunks, should_stop
 from mlse.train.jobs import preparation_limit_s, training_job
 from mlse.train.request import TrainRequest
 from mlse.train.runner import JobRunner
@@ -253,7 +253,7 @@ def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):
 
 def test_encode_in_chunks_returns_every_row_in_order_and_stops_between_chunks():
     texts = [f"text {i}" for i in range(300)]
-    rows = encode_in_chunks(FakeEncoder(), texts, should_stop=lambda: False, batch_size=16)
+    rows = encode_in_chunks(FakeEncoder(), texts, stop=StopSignal(), batch_size=16)
     assert np.array_equal(rows, np.stack([fake_vector(t) for t in texts]))
     encoder, calls = FakeEncoder(), []
     signal = StopSignal(threading.Event())
@@ -264,8 +264,21 @@ def test_encode_in_chunks_returns_every_row_in_order_and_stops_between_chunks():
             signal.event.set()
 
     with pytest.raises(Stopped, match=r"stopped while encoding \(\d+ of 300"):
-        encode_in_chunks(encoder, texts, should_stop=signal.should_stop, batch_size=16, progress=count)
+        encode_in_chunks(encoder, texts, stop=signal, batch_size=16, progress=count)
     assert len(calls) == 2 and encoder.texts_encoded == calls[-1] < 300
+
+
+def test_a_condition_of_the_callers_own_stops_like_the_button():
+    """``StopSignal(also=...)``: a caller's own condition (the warm start yielding to a visitor) is asked at every
+    check and stops as the button does; ``check`` and ``should_stop`` of no signal stop nothing."""
+    asked = []
+    signal = StopSignal(also=lambda: asked.append(1) or len(asked) >= 2)
+    signal.check("loading")  # the first ask: go on
+    with pytest.raises(Stopped, match="^stopped while encoding$"):
+        signal.check("encoding")
+    assert len(asked) == 2 and not signal.is_set()  # the button itself was never pressed
+    check(None, "anything")
+    assert not should_stop(None)
 
 
 def test_a_budget_signal_names_the_budget_and_the_phase(monkeypatch):

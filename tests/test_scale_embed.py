@@ -183,13 +183,26 @@ def test_a_ray_run_killed_with_sigkill_resumes_to_the_uninterrupted_output(tmp_p
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_an_address_that_does_not_answer_is_one_line_within_ten_seconds(tmp_path, tiny_bert, capsys):
+def test_an_address_that_does_not_answer_is_one_line_after_one_bounded_probe(tmp_path, tiny_bert, capsys, monkeypatch):
+    """Nothing listens at --address: one TCP probe bounded by CONNECT_TIMEOUT_S (under ten seconds), Ray is never
+    asked to join, and the answer is one line (counted calls, not a clock)."""
+    import ray
+
+    from mlse.scale import cluster
+
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    probes, real_connect = [], socket.create_connection
+
+    def counted_connect(address, timeout=None, *args, **kwargs):
+        probes.append((address, timeout))
+        return real_connect(address, timeout, *args, **kwargs)
+
+    monkeypatch.setattr(cluster.socket, "create_connection", counted_connect)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was called for an address that is dead"))
     corpus = tmp_path / "c.txt"
     corpus.write_text("eins\n", encoding="utf-8")
-    started = time.monotonic()
     code = main(
         [
             "embed",
@@ -205,7 +218,8 @@ def test_an_address_that_does_not_answer_is_one_line_within_ten_seconds(tmp_path
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and time.monotonic() - started < 10
+    assert code == 2 and probes == [(("127.0.0.1", port), cluster.CONNECT_TIMEOUT_S)]
+    assert cluster.CONNECT_TIMEOUT_S < 10  # the bound the one line is promised within
     assert err[-1].startswith(f"error: --address 127.0.0.1:{port}: no Ray cluster answers there")
 
 

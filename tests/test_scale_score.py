@@ -10,6 +10,7 @@ import pytest
 from mlse import api
 from mlse.models import load_model
 from mlse.scale.engine import EngineOptions
+from mlse.scale.pairs import PairSource
 from mlse.scale.score import score_on_engine
 
 S1 = ["Hallo Welt", "Guten Morgen", "Hallo Welt", "Wie geht es dir?", "Danke schön", "Guten Morgen", "Tschüss"]
@@ -19,10 +20,8 @@ S2 = ["Hello world", "Good morning", "Hi world", "How are you?", "Thanks a lot",
 def _run(tiny_bert, parts, progress=None):
     return score_on_engine(
         [str(tiny_bert)],
-        S1,
-        S2,
+        PairSource.of_lists(S1, S2, 2),
         backend="torch",
-        chunk=2,
         options=EngineOptions("local"),
         job={"test": 1},
         parts=parts,

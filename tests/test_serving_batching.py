@@ -142,7 +142,8 @@ def test_score_pair_on_a_real_model_is_the_same_batched_or_not(tiny_bert, monkey
     together = _run_together(lambda pair: score_pair(state, pair[0], pair[1], [name])[0], pairs, threads=len(pairs))
     assert state.batcher.stats.calls < len(pairs)
     for a, b in zip(alone, together, strict=True):
-        np.testing.assert_allclose(a["cosine"].astype(float), b["cosine"].astype(float), atol=2e-4)
+        # written with 3 decimals: a difference under 2e-4 may still land on either side of a rounding boundary
+        np.testing.assert_allclose(a["cosine"].astype(float), b["cosine"].astype(float), atol=1e-3 + 1e-9)
 
 
 def test_a_lone_caller_does_not_wait_for_company(monkeypatch):

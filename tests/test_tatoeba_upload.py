@@ -154,11 +154,12 @@ def test_bitext_details_of_an_error_row(tiny_bert):
     state, model = AppState(), str(tiny_bert)
     _, df, corpus = bitext_retrieval(state, str(EXAMPLE), None, model)
     row = df.iloc[0].tolist()  # what gr.SelectData.row_value carries
+    cell = dict(zip(ERROR_COLUMNS, row))
     text, nn = bitext_details(state, corpus, model, row, k=5)
-    assert list(nn["rank"]) == [1, 2, 3, 4, 5] and nn.sentence.iloc[0] == row[3]
-    assert nn.cosine.iloc[0] == row[5] and (np.diff(nn.cosine.astype(float).to_numpy()) <= 1e-6).all()
-    assert f"**Query** ({row[0]}, #{row[1]})" in text and "Gold translation" in text
-    assert f"(rank {int(row[9])}), ratio margin" in text
+    assert list(nn["rank"]) == [1, 2, 3, 4, 5] and nn.sentence.iloc[0] == cell["retrieved"]
+    assert nn.cosine.iloc[0] == cell["cosine retrieved"] and (np.diff(nn.cosine.astype(float).to_numpy()) <= 1e-6).all()
+    assert f"**Query** ({cell['direction']}, #{cell['row']})" in text and "Gold translation" in text
+    assert f"(rank {int(cell['rank of gold'])}), ratio margin" in text
     assert "not an errors-table row" in bitext_details(state, corpus, model, ["sideways", 1])[0]
     assert bitext_details(state, None, model, row)[0] == NO_BITEXT
 

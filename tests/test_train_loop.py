@@ -58,7 +58,7 @@ def _loop(tmp_path: Path, scores=None, **overrides):
     saved, scores = [], list(scores or [10.0, 20.0, 15.0, 30.0, 5.0])
     tmp_path.mkdir(parents=True, exist_ok=True)
 
-    def evaluate(should_stop):
+    def evaluate(stop):
         return {"a": scores.pop(0), "b": 0.0}
 
     loop = TrainingLoop(
@@ -110,6 +110,16 @@ def test_stop_reasons(tmp_path, how):
     assert loop.step == (2 if how == "event" else 0)
 
 
+def test_the_dev_evaluation_is_handed_the_loops_own_signal(tmp_path):
+    """One stop model: the evaluation asks the very signal the loop asks (not a callable copied from it)."""
+    loop, _, _ = _loop(tmp_path, scores=[1.0] * 10)
+    handed = []
+    loop.evaluate_dev = lambda stop: handed.append(stop) or {"a": 1.0}
+    loop.signal = StopSignal()  # set after construction: what the loop holds now is what evaluation gets
+    loop.evaluate()
+    assert handed == [loop.signal]
+
+
 def test_a_cpu_budget_clock_counts_process_time():
     assert budget_clock("wall")() > 0
     cpu = budget_clock("cpu")
@@ -152,7 +162,7 @@ def test_averaged_weights_are_what_is_scored_and_saved_from_the_start_fraction(t
     model_weights = []
     loop, method, saved = _loop(tmp_path, scores=[1.0, 2.0, 3.0, 4.0], average_from=0.5, warmup_fraction=0.0)
 
-    def evaluate(should_stop):  # score = the weight the loop hands to evaluation
+    def evaluate(stop):  # score = the weight the loop hands to evaluation
         model_weights.append(float(loop.model.weight.detach()))
         return {"a": float(loop.model.weight.detach())}
 

@@ -114,6 +114,59 @@ def test_lora_with_a_bridge_ships_the_bridge_in_the_adapter(tiny_bert, tiny_labs
     np.testing.assert_allclose(rebuilt, trained, atol=1e-5)
 
 
+def _dense_weight(model_folder) -> np.ndarray:
+    """The weight of the base's Dense after pooling (module 2 of the tiny LaBSE-like model)."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_folder), device="cpu", local_files_only=True)
+    assert type(model[2]).__name__ == "Dense"
+    return model[2].linear.weight.detach().numpy().copy()
+
+
+def test_a_lora_student_with_its_own_dense_rebuilds_from_its_adapter(tiny_labse, tiny_bert, tmp_path):
+    # tiny_labse: Transformer, Pooling, Dense (24-d, tanh), Normalize (as LaBSE); a bridge 24 -> 32 is appended
+    name = "tiny-lora-dense"
+    settings = dict(method="mse", bridge="linear", bridge_sentences=16, lora_r=2, lr=1e-2, eval_at_start=False)
+    finetune(tiny_config(name, tiny_bert, tiny_labse, **settings))
+    run = runs_dir() / name
+    np.testing.assert_array_equal(_dense_weight(run / "model"), _dense_weight(tiny_labse))  # the base's Dense: frozen
+    build_merged(tiny_labse, run / "adapter", tmp_path / "rebuilt")
+    texts = ["Hello world.", "Hallo Welt.", "A man plays a flute."]
+    rebuilt = load_encoder(str(tmp_path / "rebuilt"), cache=False).encode(texts)
+    trained = load_encoder(str(run / "model"), cache=False).encode(texts)
+    assert rebuilt.shape == (3, 32)
+    assert np.allclose(rebuilt, trained, atol=1e-6), np.abs(rebuilt - trained).max()
+
+
+def test_under_lora_the_appended_bridge_trains_and_the_bases_dense_does_not(tiny_labse):
+    import torch
+
+    from mlse.train.recipes.bridge import dense_layer
+    from mlse.train.student_model import restrict_training, tokenize
+
+    student = load_student(str(tiny_labse), "cpu", 32)
+    base_modules = len(student)
+    rng = np.random.default_rng(0)
+    student.append(dense_layer(rng.normal(size=(24, 8)).astype(np.float32), np.zeros(8, np.float32)))
+    info = restrict_training(tiny_config("x", None, tiny_labse, method="hard", lora_r=2), student, base_modules)
+    base_dense, bridge = student[2], student[base_modules]
+    assert not any(p.requires_grad for p in base_dense.parameters())
+    assert all(p.requires_grad for p in bridge.parameters())
+    lora = [n for n, p in student.named_parameters() if p.requires_grad and "lora_" in n]
+    assert lora and info["trainable_parameters"] == sum(
+        p.numel() for n, p in student.named_parameters() if "lora_" in n
+    ) + sum(p.numel() for p in bridge.parameters())
+    before = {k: v.detach().clone() for k, v in [("dense", base_dense.linear.weight), ("bridge", bridge.linear.weight)]}
+    optimiser = torch.optim.SGD([p for p in student.parameters() if p.requires_grad], lr=0.1)
+    for _ in range(2):
+        out = student(tokenize(student, ["Hello world.", "Hallo Welt."], "cpu"))["sentence_embedding"]
+        optimiser.zero_grad()
+        (out**2).sum().backward()
+        optimiser.step()
+    assert torch.equal(base_dense.linear.weight, before["dense"])
+    assert not torch.equal(bridge.linear.weight, before["bridge"])
+
+
 def test_lora_and_vocabulary_extension_do_not_combine(tiny_bert):
     with pytest.raises(MlseError, match="extend_vocab"):
         validate(tiny_config("x", None, tiny_bert, method="hard", lora_r=4, extend_vocab=200))

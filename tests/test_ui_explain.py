@@ -148,24 +148,26 @@ def test_a_tatoeba_error_is_explained_side_by_side(bert):
     _, table, corpus = bitext_retrieval(state, str(BITEXT), None, model)
     assert corpus is not None and len(table) > 0  # the tiny BERT retrieves wrongly: there are errors to explain
     row = table.iloc[0].tolist()  # what gr.SelectData.row_value carries
+    cell = dict(zip(ERROR_COLUMNS, row))
     picked = picked_error((corpus, model), row, ERROR_COLUMNS)
     assert picked == {
         "model": model,
-        "query": row[2],
-        "retrieved": row[3],
-        "gold": row[4],
-        "label": f"{row[0]} #{row[1]}",
+        "query": cell["query"],
+        "retrieved": cell["retrieved"],
+        "gold": cell["gold"],
+        "label": f"{cell['direction']} #{cell['row']}",
     }
     wrong_fig, gold_fig, summary, wrong_text, gold_text = explain_retrieval_error(
         state, model, picked["query"], picked["retrieved"], picked["gold"], picked["label"]
     )
-    wrong, right = explain_pair(encoder, row[2], row[3]), explain_pair(encoder, row[2], row[4])
+    wrong = explain_pair(encoder, cell["query"], cell["retrieved"])
+    right = explain_pair(encoder, cell["query"], cell["gold"])
     assert _ticks(wrong_fig) == [list(wrong.words_only()[0]), list(wrong.words_only()[1])]
     assert _ticks(gold_fig) == [list(right.words_only()[0]), list(right.words_only()[1])]
     np.testing.assert_allclose(np.asarray(gold_fig.data[0].z, dtype=float), right.words_only()[2], atol=1e-6)
     # The scores explained are the ones the errors table shows (written there with 3 decimals).
-    assert wrong.score == pytest.approx(float(row[5]), abs=6e-4)
-    assert right.score == pytest.approx(float(row[6]), abs=6e-4)
+    assert wrong.score == pytest.approx(float(cell["cosine retrieved"]), abs=6e-4)
+    assert right.score == pytest.approx(float(cell["cosine gold"]), abs=6e-4)
     assert wrong.score >= right.score - 1e-4  # an error under the cosine criterion
     assert f"the retrieved sentence scores {wrong.score:.4f}, the gold {right.score:.4f}" in summary
     assert picked["label"] in summary.replace("\\", "")  # "en→de #3" (markdown-escaped)

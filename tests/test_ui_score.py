@@ -202,9 +202,10 @@ def test_score_pair_one_row_per_model(state, runs):
     assert isinstance(table, pd.DataFrame) and list(table.columns) == COLUMNS
     assert list(table["model"]) == [runs.backbone, S1, S12, STU]
     assert list(table["kind"]) == [BACKBONE, STAGE1, STAGE12, STUDENT]
-    assert all(-1.0 <= c <= 1.0 for c in table["cosine"])
+    assert all(-1.0 <= float(c) <= 1.0 for c in table["cosine"])
+    assert all(len(c.split(".")[1]) == 3 for c in table["cosine"])  # text with 3 decimals: "0.870", never wrapped
     calibrated = dict(zip(table["model"], table["calibrated 0-5"], strict=True))
-    assert 0.0 <= calibrated[S12] <= 5.0  # only the Stage-2 scorer has a calibration
+    assert 0.0 <= float(calibrated[S12]) <= 5.0 and len(calibrated[S12].split(".")[1]) == 2  # only S12 is calibrated
     assert calibrated[runs.backbone] == calibrated[S1] == calibrated[STU] == ""
     # the student is a copy of the backbone; the heads change the similarity
     cos = dict(zip(table["model"], table["cosine"], strict=True))
@@ -218,7 +219,7 @@ def test_calibrated_score_matches_the_scorer(state):
     scorer = state.encoder(S12)
     emb = scorer.encode([EN, DE])
     expected = float(scorer.calibrate(np.array([emb[0] @ emb[1]]))[0])
-    assert table["calibrated 0-5"][0] == pytest.approx(expected, abs=0.01)
+    assert float(table["calibrated 0-5"][0]) == pytest.approx(expected, abs=0.005 + 1e-9)  # 2 decimals
 
 
 @pytest.mark.parametrize(("s1", "s2"), [("", DE), ("   ", DE), (EN, None), ("\x00\x07", DE)])
@@ -340,7 +341,8 @@ def test_score_api_gives_the_tables_numbers_as_json(state, runs):
     answer = score_api(state, EN, DE, [STU, S12, "no-such-model"])
     table, _ = score_pair(state, EN, DE, [STU, S12])
     assert [r["model"] for r in answer["scores"]] == list(table["model"])
-    assert [r["cosine"] for r in answer["scores"]] == list(table["cosine"])
+    # the API's 4 decimals; the table writes 3
+    assert [float(c) for c in table["cosine"]] == pytest.approx([r["cosine"] for r in answer["scores"]], abs=6e-4)
     assert answer["scores"][0]["calibrated"] is None and 0.0 <= answer["scores"][1]["calibrated"] <= 5.0
     assert [r["kind"] for r in answer["scores"]] == [STUDENT, STAGE12]
     assert answer["not_scored"][0]["model"] == "no-such-model"

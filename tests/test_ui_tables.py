@@ -11,7 +11,16 @@ import pandas as pd
 import pytest
 
 from mlse.serving.app_state import AppState
-from mlse.ui.tables import CELL_CHARS, HEADERS, header, headers, number_text, numbers_as_text
+from mlse.ui.tables import (
+    CELL_CHARS,
+    HEADERS,
+    header,
+    headers,
+    number_text,
+    numbers_as_text,
+    significant_text,
+    sortable,
+)
 
 
 def test_field_names_become_words():
@@ -41,7 +50,46 @@ def test_a_frame_keeps_its_other_columns():
     assert frame["cosine"].iloc[0] == pytest.approx(0.81234)  # a copy: the input is unchanged
 
 
-@pytest.mark.parametrize("tab", ["score_tab", "tatoeba_tab", "gold_tab", "map_tab"])
+def test_a_small_number_keeps_two_significant_digits():
+    assert [significant_text(v) for v in (52.09125, 0.00123, -0.0012, 2e-5, 0, 40)] == [
+        "52.09",
+        "0.0012",
+        "-0.0012",
+        "2e-05",
+        "0.00",
+        "40.00",
+    ]
+    assert [significant_text(v) for v in (None, math.nan, "interrupted")] == ["", "", "interrupted"]
+
+
+def test_a_sortable_table_shows_text_and_keeps_its_numbers():
+    """gradio shows a Styler's text (``display_value``) and sorts its cells, which stay numbers: "-0.50" before
+    "0.10", "0.0012" before "0.01", which text would not give."""
+    import gradio as gr
+
+    frame = pd.DataFrame({"model": ["a", "b", "c"], "value": [0.1, -0.5, 0.0012], "gap": [1.5, np.nan, 2.0]})
+    sent = gr.Dataframe(interactive=False).postprocess(sortable(frame, {"value": significant_text, "gap": 2}))
+    assert [row[1] for row in sent.data] == [0.1, -0.5, 0.0012]  # numbers: a header click sorts by value
+    assert [row[1:] for row in sent.metadata["display_value"]] == [["0.10", "1.50"], ["-0.50", ""], ["0.0012", "2.00"]]
+
+
+def test_the_results_tables_show_two_decimals_and_sort_by_number():
+    import gradio as gr
+
+    from mlse.ui.results_rated import SPLIT_COLUMNS, split_shown
+    from mlse.ui.results_tab import shown
+
+    rows = pd.DataFrame({"model": ["m", "m"], "metric": ["spearman", "loss"], "value": [66.7, -0.25]})
+    sent = gr.Dataframe(interactive=False).postprocess(shown(rows))
+    assert [r[2] for r in sent.data] == [66.7, -0.25] and [r[2] for r in sent.metadata["display_value"]] == [
+        "66.70",
+        "-0.25",
+    ]
+    split = pd.DataFrame([["m", "en-de", 70.0, None, None, "", "x"]], columns=SPLIT_COLUMNS)
+    assert split_shown(split).to_html().count(">70.00<") == 1  # the rated Spearman with 2 decimals, the rest blank
+
+
+@pytest.mark.parametrize("tab", ["score_tab", "tatoeba_tab", "gold_tab", "map_tab", "results_tab"])
 def test_every_table_of_a_tab_is_one_line_a_row_with_word_headers(tab, data_dir):
     import importlib
 

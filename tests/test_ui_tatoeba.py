@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from mlse.serving.app_state import AppState
-from mlse.ui.tatoeba_tab import COMPARE_COLUMNS, ERROR_COLUMNS, ERROR_TYPES, compare, details, retrieval
+from mlse.ui.tatoeba_tab import (
+    COMPARE_COLUMNS,
+    ERROR_COLUMNS,
+    ERROR_TYPES,
+    NEIGHBOUR_COLUMNS,
+    compare,
+    details,
+    retrieval,
+)
 from mlse.ui.tatoeba_views import languages, tatoeba_view
 
 SMALL = "tzl"  # the smallest LASER Tatoeba language (~100 pairs): keeps encoding fast
@@ -63,11 +71,12 @@ def test_details_of_a_selected_row(tiny_bert):
     state, model = AppState(), str(tiny_bert)
     _, df = retrieval(state, SMALL, model)
     row = df[df.direction == "from_en"].iloc[0].tolist()  # what gr.SelectData.row_value carries
+    cell = dict(zip(ERROR_COLUMNS, row))
     text, nn = details(state, SMALL, model, row, k=5)
     assert len(nn) == 5 and list(nn["rank"]) == [1, 2, 3, 4, 5]
-    assert nn.sentence.iloc[0] == row[3] and nn.cosine.iloc[0] == row[5]  # the same text, three decimals
+    assert nn.sentence.iloc[0] == cell["retrieved"] and nn.cosine.iloc[0] == cell["cosine retrieved"]  # 3 decimals
     assert (np.diff(nn.cosine.astype(float).to_numpy()) <= 1e-6).all()
-    assert f"(rank {int(row[9])}), ratio margin" in text  # the gold's cosine rank agrees with the errors table
+    assert f"(rank {int(cell['rank of gold'])}), ratio margin" in text  # the gold's rank agrees with the table
     assert "Select a row" in details(state, SMALL, model, None)[0]
     msg, empty = details(state, SMALL, model, ["sideways", 3])
     assert "not an errors-table row" in msg and empty.empty
@@ -129,3 +138,21 @@ def test_tab_builds(tiny_bert):
     assert "tatoeba_errors" in str(demo.config)
     on_select = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "on_select")
     assert get_type_hints(on_select).get("evt") is gr.SelectData  # else gradio would not pass the selected row
+
+
+def test_the_scores_come_before_the_sentences():
+    """At 1400 px three sentence columns first pushed the scores off-screen (issue 48): the row, then the scores."""
+    assert ERROR_COLUMNS == [
+        "direction",
+        "row",
+        "cosine retrieved",
+        "cosine gold",
+        "margin retrieved",
+        "margin gold",
+        "rank of gold",
+        "query",
+        "retrieved",
+        "gold",
+    ]
+    assert len(ERROR_TYPES) == len(ERROR_COLUMNS) and ERROR_TYPES[ERROR_COLUMNS.index("rank of gold")] == "number"
+    assert NEIGHBOUR_COLUMNS.index("cosine") < NEIGHBOUR_COLUMNS.index("sentence")

@@ -25,9 +25,9 @@ from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.serving import pair_scoring, warm
 from mlse.serving.app_state import AppState
 from mlse.serving.warm import StepStatus, check_steps, run_warm, wait_for_fetch, warm_status
-from mlse.serving.warm_plan import tab_openings, warm_plan
+from mlse.serving.warm_plan import tab_openings, umap_step, warm_plan
 from mlse.serving.warm_steps import TAB_DEFAULTS, WARM_UP_TEXT, TabDefaults, WarmStep, example_texts, map_languages
-from mlse.stop_signal import Stopped
+from mlse.stop_signal import Stopped, StopSignal
 from mlse.text import sentences
 from mlse.ui import gold_tab, map_tab, score_tab, tatoeba_tab, tatoeba_views
 from mlse.ui.preparing import preparing_note, with_preparing_note
@@ -187,13 +187,7 @@ def test_warm_computes_what_the_tabs_then_find_and_a_second_warm_does_nothing(ti
 
 def test_a_stopped_warm_resumes_where_it_stopped(tiny_bert, data_dir, forwards):
     gold = [s for s in steps_for(tiny_bert, data_dir) if s.name.startswith("gold:")]
-    asked = []
-
-    def stop_after_first_chunk() -> bool:
-        asked.append(1)
-        return len(asked) > 2  # once between steps, once before the first chunk; the next check stops
-
-    report = run_warm(gold, should_stop=stop_after_first_chunk)
+    report = run_warm(gold, stop=StopSignal(also=lambda: bool(forwards)))  # stop once a chunk was encoded
     assert report.stopped and report.steps[0].state == "stopped"
     encoded_first = sum(len(t) for t in forwards)
     assert 0 < encoded_first
@@ -205,6 +199,42 @@ def test_a_stopped_warm_resumes_where_it_stopped(tiny_bert, data_dir, forwards):
     encoded_rest = sum(len(t) for t in forwards)
     ds = load_sts(gold_tab.DEFAULT_PAIR, "test", data_dir)
     assert encoded_first + encoded_rest == len(set(ds.s1) | set(ds.s2))  # the finished chunk was not encoded again
+
+
+def test_every_step_of_the_plan_honours_a_stop_before_it_computes(tiny_bert, data_dir, forwards, monkeypatch):
+    """A step that ignored the warm's signal (encoding past it, or loading a model after Stop) would compute here."""
+    from mlse.analysis import umap_process
+
+    monkeypatch.setattr(umap_process, "compile_kernels", lambda: pytest.fail("compiled after Stop"))
+    monkeypatch.setattr("mlse.runs.results_index.build_index", lambda: pytest.fail("indexed after Stop"))
+    state = AppState(data_dir=str(data_dir))
+    steps = [*warm_plan(state, models=[str(tiny_bert)], defaults=FAST, scope="all"), umap_step()]  # FAST: no UMAP
+    kinds = {step.name.split(":")[0] for step in steps}
+    assert kinds == {"files", "examples", "gold", "tatoeba", "map", "umap", "load", "results"}, kinds
+    stop = StopSignal()
+    stop.set()
+    for step in steps:
+        with pytest.raises(Stopped, match="stopped while"):
+            step.run(lambda fraction, message="": None, stop)
+    assert forwards == [] and not state.loaded()  # nothing encoded, no model loaded
+
+
+def test_the_app_warm_yields_to_visitors_and_ends_on_its_stop_signal(monkeypatch):
+    button, seen, asked = StopSignal(), [], []
+
+    def first(progress, stop):
+        assert isinstance(stop, StopSignal) and stop is not button  # the warm's own: the button, after the visitors
+        assert not stop.should_stop()
+        button.set()  # Stop pressed
+        seen.append("first")
+        stop.check("the first step")
+
+    steps = [_step("first", ("score",), run=first), _step("second", ("score",), run=lambda p, s: seen.append("2"))]
+    monkeypatch.setattr("mlse.serving.warm_plan.warm_plan", lambda *a, **k: steps)
+    monkeypatch.setattr(warm, "wait_for_foreground", lambda stop: asked.append(stop) or 0.0)
+    warm.start_app_warm(None, on_step=lambda status, fraction: None, stop=button).join(60)
+    assert seen == ["first"] and asked and all(s is button for s in asked)  # every check waited for the visitors
+    assert [s.state for s in warm_status().steps] == ["stopped", "waiting"]
 
 
 def test_missing_data_and_models_are_skipped_with_the_reason(tiny_bert, tmp_path, monkeypatch):
@@ -276,10 +306,9 @@ def _step(name, tabs, weight=1.0, run=None, done=False, needs=None, data=False):
 
 
 def test_ctrl_c_stops_cleanly_with_exit_130(capsys, monkeypatch):
-    def interrupted(progress, should_stop):
-        os.kill(os.getpid(), signal.SIGINT)  # the command's handler sets its stop event: no KeyboardInterrupt
-        if should_stop():
-            raise Stopped("stopped while encoding (64 of 100 texts done and cached)")
+    def interrupted(progress, stop):
+        os.kill(os.getpid(), signal.SIGINT)  # the command's handler sets its stop signal: no KeyboardInterrupt
+        stop.check("encoding (64 of 100 texts done and cached)")
 
     steps = [_step("a", ("score",), run=interrupted), _step("b", ("map",))]
     monkeypatch.setattr("mlse.serving.warm_plan.warm_plan", lambda *a, **k: steps)
@@ -303,7 +332,7 @@ def test_status_fractions_and_the_preparing_note():
     inside, release = threading.Event(), threading.Event()
     seen = {}
 
-    def slow(progress, should_stop):
+    def slow(progress, stop):
         progress(0.5, "half way")
         seen["status"], seen["score"], seen["map"] = (
             warm_status(),
@@ -367,10 +396,10 @@ def test_the_app_warm_says_preparing_at_once_and_waits_for_its_data_fetch(monkey
         fetch_status.set_finished("flores200", None)
     assert order == ["model", "fetched", "data"]
     assert preparing_note(None, "gold") == "" and preparing_note(None, "tatoeba") == ""
-    stop = threading.Event()
+    stop = StopSignal()
     stop.set()
     fetch_status.set_waiting(["tatoeba"])
-    wait_for_fetch(stop.is_set)  # a stopped app does not wait for its fetch
+    wait_for_fetch(stop)  # a stopped app does not wait for its fetch
     fetch_status.set_waiting([])
 
 

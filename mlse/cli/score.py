@@ -1,12 +1,14 @@
 """``python -m mlse score FILE``: score every pair of a user's file with one or more models, write a scored CSV.
 
-The file is read by the one user-file reader (:func:`mlse.data.user_files.read_pairs`) and scored by
-:func:`mlse.api.score_pairs` (the app's Score a file and scripts call it too), chunk by chunk through the embedding
-cache: memory holds one chunk's embeddings, and a run stopped with Ctrl-C leaves the finished chunks in the cache, so
-running the same command again only encodes the rest. The scored table (the input's columns, then
-``"<model> cosine"`` and ``"<model> 0-5"``) is written by the one writer (:func:`mlse.data.scored_file.write_scored`)
-to ``--out`` in one atomic write, or to stdout; progress and the summary go to stderr. An ``--out`` that cannot be
-written (its folder is a file, or not writable) is refused before any model loads.
+The file is read by the one user-file reader (:func:`mlse.data.user_files.read_pairs`), streamed: scanned once
+(every row checked up front, so a bad row stops nothing midway), then read back ``--chunk`` rows at a time, each chunk
+scored by :func:`mlse.api.score_pairs` (the app's Score a file and scripts call it too) through the embedding cache and
+its rows written out at once: memory holds one chunk's rows and embeddings (and a few numbers a pair for the summary),
+whatever the file's size. A run stopped with Ctrl-C leaves the finished chunks in the cache, so running the same
+command again only encodes the rest. The scored table (the input's columns, then ``"<model> cosine"`` and
+``"<model> 0-5"``) is written by the one writer (:func:`mlse.data.scored_file.write_scored`) to ``--out`` (into a
+temporary file renamed over it once complete), or to stdout; progress and the summary go to stderr. An ``--out``
+that cannot be written (its folder is a file, or not writable) is refused before any model loads.
 
 ``--engine ray`` (or ``auto`` on a large file, or ``--batch-tokens``) runs the same chunks through
 :func:`mlse.scale.score.score_on_engine` (a pool of model-holding Ray actors; finished chunks kept in ``OUT.parts``
@@ -16,6 +18,7 @@ until the file is written): the same columns and the byte-identical file.
 from __future__ import annotations
 
 import argparse
+import glob
 import logging
 import os
 import sys
@@ -27,16 +30,18 @@ from pathlib import Path
 import numpy as np
 
 from mlse import api
+from mlse.atomic import atomic_write_stream
 from mlse.cli.args import csv_list
 from mlse.cli.scale_args import add_engine_arguments, engine_options
 from mlse.data.records import FORMATS
 from mlse.data.scored_file import write_scored
-from mlse.data.user_files import UserTable, parse_range, read_pairs
+from mlse.data.user_files import ChunkedTable, UserTable, parse_range, read_pairs
 from mlse.encoders.catalogue import DEFAULT_MODELS, resolve_model
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.encoders.progress import CacheCounter, ProgressLog
 from mlse.errors import MlseError
 from mlse.models import load_model
+from mlse.scale.pairs import PairSource
 from mlse.scale.score import parts_folder, remove_parts, score_on_engine
 from mlse.scale.shards import file_fingerprint
 
@@ -90,13 +95,16 @@ def add_score_parser(sub) -> None:
     add_engine_arguments(sc)
 
 
-def _read(args) -> UserTable:
+def _read(args) -> ChunkedTable:
+    """The pairs file scanned once, streaming, every row checked (a bad one refused or skipped and listed), and read
+    back a chunk of ``--chunk`` rows at a time: no step holds the whole table."""
     table = read_pairs(
         args.file,
         name=str(args.file),
         format=args.format,
         gold_range=parse_range(args.gold_range),
         bad_rows="skip" if args.skip_bad_rows else "raise",
+        chunk_rows=args.chunk,
     )
     for problem in table.skipped:
         print(f"skipped {problem}", file=sys.stderr)
@@ -159,25 +167,40 @@ def check_out(out: Path) -> None:
     os.unlink(probe)
 
 
-def _summary(table: UserTable, scores: dict[str, np.ndarray], models: dict[str, object]) -> list[str]:
-    from mlse.evaluation.sts import sts_metrics  # scipy: only once the scoring is done
+class _Summary:
+    """What the summary lines need, gathered chunk by chunk: each model's cosines and the gold scores (numbers only,
+    8 to 12 bytes a pair)."""
 
-    gold = table.gold
-    lines = []
-    for name, model in models.items():
-        cos = scores[api.column_name(name, api.COSINE)]
-        line = f"{name}: mean cosine {float(np.mean(cos)):.3f}"
-        if gold is not None and len(gold) >= 2:
-            m = sts_metrics(cos, gold, n_boot=0)
-            line += (
-                f"; against {table.roles['gold']!r}: Pearson {m['pearson']:.2f}, Spearman {m['spearman']:.2f} "
-                "(x 100, cosine)"
-            )
-        stats = getattr(model, "stats", None)
-        if isinstance(stats, dict) and "encoded" in stats:
-            line += f"; encoded {stats['encoded']:,} texts, served {stats['served']:,} from the embedding cache"
-        lines.append(line)
-    return lines
+    def __init__(self, table: ChunkedTable, models: dict[str, object]):
+        self.table, self.models = table, models
+        self.cosines: dict[str, list[np.ndarray]] = {name: [] for name in models}
+        self.gold: list[np.ndarray] = []
+
+    def add(self, chunk: UserTable, scores: dict[str, np.ndarray]) -> None:
+        for name in self.models:
+            self.cosines[name].append(np.asarray(scores[api.column_name(name, api.COSINE)]))
+        if chunk.gold is not None:
+            self.gold.append(chunk.gold)
+
+    def lines(self) -> list[str]:
+        from mlse.evaluation.sts import sts_metrics  # scipy: only once the scoring is done
+
+        gold = np.concatenate(self.gold) if self.gold else None
+        lines = []
+        for name, model in self.models.items():
+            cos = np.concatenate(self.cosines[name])
+            line = f"{name}: mean cosine {float(np.mean(cos)):.3f}"
+            if gold is not None and len(gold) >= 2:
+                m = sts_metrics(cos, gold, n_boot=0)
+                line += (
+                    f"; against {self.table.roles['gold']!r}: Pearson {m['pearson']:.2f}, Spearman "
+                    f"{m['spearman']:.2f} (x 100, cosine)"
+                )
+            stats = getattr(model, "stats", None)
+            if isinstance(stats, dict) and "encoded" in stats:
+                line += f"; encoded {stats['encoded']:,} texts, served {stats['served']:,} from the embedding cache"
+            lines.append(line)
+        return lines
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -212,32 +235,56 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
     # one progress model (mlse.encoders.progress): the rate counts the rows encoded, not those the cache served
     progress = ProgressLog("scoring", total, every=PROGRESS_EVERY_S)
     counter = CacheCounter(models.values()) if not pipeline else None
+    summary = _Summary(table, models)
     started = time.perf_counter()
     parts = parts_folder(out) if pipeline and out is not None else None
-    try:
+    tsv = out is not None and out.suffix.lower() == ".tsv"
+    columns: list[str] = []
+
+    def score_into(stream) -> None:
+        """Score chunk after chunk, each chunk's rows written to ``stream`` as soon as it is scored, in order."""
+
+        def emit(chunk: UserTable, scores: dict[str, np.ndarray]) -> None:
+            try:
+                write_scored(chunk, scores, stream, tsv=tsv, header=not columns)
+            except OSError as exc:
+                raise MlseError(
+                    f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
+                    "cache holds what was encoded, so running again with another --out is quick"
+                ) from None
+            columns[:] = list(scores)
+            summary.add(chunk, scores)
+
         if pipeline:
-            scores, _ = score_on_engine(
+            score_on_engine(
                 list(models),
-                table.role("sentence1"),
-                table.role("sentence2"),
+                PairSource(table),
                 backend=args.backend,
-                chunk=args.chunk,
                 options=options,
                 job=_job(args),
                 parts=parts,
                 batch_tokens=args.batch_tokens,
                 progress=lambda done, n: progress.update(done),
+                emit=lambda _index, chunk, scores: emit(chunk.table, scores),
             )
-            run = api.ScoreRun(total, total, False, time.perf_counter() - started, list(scores))
-        else:
+            return
+        done = 0
+        for chunk in table.chunks():
             frame = api.score_pairs(
-                table,
+                chunk,
                 models,
                 chunk=args.chunk,
-                progress=lambda done, n, _rate: progress.update(done, counter.items(done)),
+                progress=lambda d, n, _rate, done=done: progress.update(done + d, counter.items(done + d)),
             )
-            run = frame.attrs["run"]
-            scores = {key: frame[key].to_numpy() for key in run.columns}
+            emit(chunk, {key: frame[key].to_numpy() for key in frame.attrs["run"].columns})
+            done += len(chunk)
+
+    try:
+        if out is None:
+            score_into(sys.stdout)
+            sys.stdout.flush()
+        else:
+            _write_atomically(out, args.out, score_into)
     except KeyboardInterrupt:
         held = f"{parts} holds" if parts is not None else "the embedding cache already holds"
         print(
@@ -248,24 +295,38 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
         )
         return INTERRUPTED_EXIT
     seconds = time.perf_counter() - started
-    if out is None:
-        write_scored(table, scores, sys.stdout, tsv=False)
-        sys.stdout.flush()
-    else:
-        try:
-            write_scored(table, scores, out)  # TSV when it ends in .tsv; atomic
-        except OSError as exc:
-            raise MlseError(
-                f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
-                "cache holds what was encoded, so running again with another --out is quick"
-            ) from None
     remove_parts(parts)
-    for line in _summary(table, scores, models):
+    for line in summary.lines():
         print(line, file=sys.stderr)
-    rate = run.done / seconds if seconds > 0 else float("nan")
+    rate = total / seconds if seconds > 0 else float("nan")
     where = f"wrote {out}" if out is not None else "wrote the scores to stdout"
     print(
-        f"{where}: {total:,} rows, {len(run.columns)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)",
-        file=sys.stderr,
+        f"{where}: {total:,} rows, {len(columns)} score columns; {seconds:.1f} s ({rate:,.0f} rows/s)", file=sys.stderr
     )
     return 0
+
+
+def _write_atomically(out: Path, given: str, fill) -> None:
+    """``fill(stream)`` into a temporary file beside ``out``, renamed over it when complete (mlse.atomic): a stopped
+    run leaves the old file (a killed one's temporary file is dropped by the next run: one ``--out`` is written by one
+    run at a time). An error of the file itself (creating, syncing, renaming it) is one line naming it; an error while
+    scoring is the scoring's."""
+    scoring = False
+    for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+    def guarded(stream) -> None:
+        nonlocal scoring
+        scoring = True
+        fill(stream)
+        scoring = False
+
+    try:
+        atomic_write_stream(out, guarded, text=True)
+    except OSError as exc:
+        if scoring:
+            raise
+        raise MlseError(
+            f"--out {given}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
+            "cache holds what was encoded, so running again with another --out is quick"
+        ) from None

@@ -22,6 +22,7 @@ from mlse.cli.args import csv_list
 from mlse.dirs import cache_root
 from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.errors import MlseError
+from mlse.stop_signal import StopSignal
 
 INTERRUPTED_EXIT = 130
 LIVE_EVERY_S = 0.5  # a running step's live line (on a terminal) is redrawn at most this often
@@ -68,15 +69,12 @@ def cmd_warm(args: argparse.Namespace) -> int:
     )
     if args.check:
         return _check(check_steps(steps))
-    event = threading.Event()
+    stop = StopSignal()  # Ctrl-C sets it: the warm ends after the current chunk
     live = _Live() if sys.stderr.isatty() else _Periodic()  # a log (docker build) gets a line every half minute
-    previous = _catch_sigint(event)
+    previous = _catch_sigint(stop)
     try:
         report = run_warm(
-            steps,
-            on_step=lambda status, fraction: _line(live, status, fraction),
-            on_progress=live.show,
-            should_stop=event.is_set,
+            steps, on_step=lambda status, fraction: _line(live, status, fraction), on_progress=live.show, stop=stop
         )
     finally:
         if previous is not None:
@@ -124,15 +122,15 @@ def _data_dir(data_dir) -> str:
         return "(none found: the data steps are skipped)"
 
 
-def _catch_sigint(event: threading.Event):
+def _catch_sigint(stop: StopSignal):
     """First Ctrl-C: stop after the current chunk (what is done stays cached); second: KeyboardInterrupt at once."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def on_sigint(signum, frame) -> None:
-        if event.is_set():
+        if stop.is_set():
             raise KeyboardInterrupt
-        event.set()
+        stop.set()
         print("\nstopping after the current chunk (Ctrl-C again to quit at once) ...", file=sys.stderr, flush=True)
 
     return signal.signal(signal.SIGINT, on_sigint)

@@ -31,7 +31,7 @@ from mlse.data.bitext_sample import load_sample_pair, training_bitext_source
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.parallel import default_labels, load_parallel
 from mlse.data.portable import data_hashes
-from mlse.stop_signal import ShouldStop, check
+from mlse.stop_signal import StopSignal, check
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,16 @@ def load_filtered_bitext(
     max_pairs: int | None,
     sample_seed: SampleSeed,
     data_dir: str | os.PathLike[str] | None = None,
-    should_stop: ShouldStop | None = None,
+    stop: StopSignal | None = None,
     label: str = "bitext",
 ) -> Bitext:
     """Contamination-filtered pairs of every ``"a-b"`` in ``pairs`` (Tatoeba-Challenge folder names, oriented as
     given), each capped at ``max_pairs`` (None: all) by a seeded sample; see the module docstring.
 
-    ``should_stop`` is asked before the evaluation sentences are read and before each language pair
+    ``stop`` is asked before the evaluation sentences are read and before each language pair
     (:class:`mlse.stop_signal.Stopped` ends the call). ``label`` starts the log line of each pair.
     """
-    check(should_stop, "loading the evaluation sentences (contamination filter)")
+    check(stop, "loading the evaluation sentences (contamination filter)")
     banned = evaluation_sentences(data_dir)
     source = training_bitext_source(data_dir)
     if source.shipped:
@@ -86,7 +86,7 @@ def load_filtered_bitext(
     out = Bitext()
     out.info["source"] = source.describe()
     for i, pair in enumerate(pairs):
-        check(should_stop, f"loading parallel data ({pair})")
+        check(stop, f"loading parallel data ({pair})")
         a, _, b = pair.partition("-")
         if source.shipped:  # already filtered when it was built; filtered again below, as the full files are
             corpus = load_sample_pair(pair, source.path)

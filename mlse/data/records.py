@@ -12,6 +12,7 @@ import json
 import math
 import numbers
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from mlse.data.io import read_bytes
@@ -63,13 +64,22 @@ _NOT_TEXT = {
 }
 
 
-def decode(raw: bytes, label: str) -> str:
-    """UTF-8 text (a byte-order mark dropped); a binary or non-UTF-8 input is refused with one message."""
+def refuse_binary(head: bytes, label: str) -> None:
+    """Refuse an input whose first bytes say it is no text table (an archive, a PDF, UTF-16)."""
     for magic, what in _NOT_TEXT.items():
-        if raw.startswith(magic):
+        if head.startswith(magic):
             raise DataError(f"{label}: not a text table: {what}")
+
+
+def refuse_nul(raw: bytes, label: str) -> None:
     if b"\x00" in raw:
         raise DataError(f"{label}: not a text file (it holds NUL bytes); expected UTF-8 text: TSV, CSV or JSONL")
+
+
+def decode(raw: bytes, label: str) -> str:
+    """UTF-8 text (a byte-order mark dropped); a binary or non-UTF-8 input is refused with one message."""
+    refuse_binary(raw, label)
+    refuse_nul(raw, label)
     try:
         content = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -105,26 +115,38 @@ def _split_lines(content: str, keep_ends: bool = False) -> list[str]:
 
 def delimited_records(content: str, fmt: str, label: str) -> list[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank record."""
-    if fmt in ("tsv", "lines"):
-        return [
-            (i, line.split("\t") if fmt == "tsv" else [line])
-            for i, line in enumerate(_split_lines(content), start=1)
-            if line.strip()
-        ]
-    records = []
+    return list(line_records(_split_lines(content, keep_ends=True), fmt, label))
+
+
+def line_records(lines: Iterable[str], fmt: str, label: str, first_line: int = 1) -> Iterator[tuple[int, object]]:
+    """The records of ``lines`` (each ending in "\\n"; the first is line ``first_line``), one at a time as the lines
+    are read: (line number, fields) of every non-blank TSV / CSV / one-sentence line, or for JSONL (line number, the
+    object, or why the line is none). The parser of the whole-file reader and of the streamed one
+    (:mod:`mlse.data.table_stream`)."""
+    if fmt == "jsonl":
+        yield from _jsonl_lines(lines, first_line)
+    elif fmt in ("tsv", "lines"):
+        for i, raw in enumerate(lines, start=first_line):
+            line = raw.removesuffix("\n").removesuffix("\r")
+            if line.strip():
+                yield i, (line.split("\t") if fmt == "tsv" else [line])
+    else:
+        yield from _csv_lines(lines, label, first_line)
+
+
+def _csv_lines(lines: Iterable[str], label: str, first_line: int) -> Iterator[tuple[int, list[str]]]:
     if csv.field_size_limit() < CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
     # lines split on "\n" only, so that line numbers count what an editor shows (a quoted field may span lines)
-    reader = csv.reader(_split_lines(content, keep_ends=True), strict=True)
-    start = 1
+    reader = csv.reader(lines, strict=True)
+    start = first_line
     try:
         for fields in reader:
             if any(f.strip() for f in fields):
-                records.append((start, fields))
-            start = reader.line_num + 1
+                yield start, fields
+            start = first_line + reader.line_num
     except csv.Error as exc:
         raise DataError(f"{label}:{start}: not valid CSV: {_csv_problem(str(exc))}") from None
-    return records
 
 
 def _csv_problem(error: str) -> str:
@@ -140,29 +162,37 @@ def _csv_problem(error: str) -> str:
 def jsonl_records(content: str, label: str) -> list[tuple[int, dict | str]]:
     """(line number, object) of every non-blank line; a line that is not an object is kept as its error text. A JSON
     array (a ``.json`` file of objects) is refused with one message."""
+    refuse_json_array(content, label)
+    return list(line_records(_split_lines(content, keep_ends=True), "jsonl", label))
+
+
+def refuse_json_array(content: str, label: str) -> None:
+    """Refuse a pretty-printed JSON array (JSON Lines expected); one on one line is one bad line."""
     whole = content.strip()
-    if whole.startswith("[") and "\n" in whole:  # a pretty-printed JSON array; one on one line is one bad line
+    if whole.startswith("[") and "\n" in whole:
         try:
             value = json.loads(whole)
         except (ValueError, RecursionError):
             value = None
         if isinstance(value, list):
             raise DataError(f"{label}: a JSON array; expected JSON Lines: one {{...}} object per line, no [ ]")
-    records = []
-    for i, line in enumerate(_split_lines(content), start=1):
+
+
+def _jsonl_lines(lines: Iterable[str], first_line: int) -> Iterator[tuple[int, dict | str]]:
+    for i, raw in enumerate(lines, start=first_line):
+        line = raw.removesuffix("\n").removesuffix("\r")
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            records.append((i, f"not valid JSON ({exc.msg}, character {exc.colno})"))
+            yield i, f"not valid JSON ({exc.msg}, character {exc.colno})"
             continue
         except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; nesting deeper than the stack
             why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
-            records.append((i, f"not valid JSON ({why})"))
+            yield i, f"not valid JSON ({why})"
             continue
-        records.append((i, value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"))
-    return records
+        yield i, value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"
 
 
 def cell_text(value) -> str:

@@ -26,11 +26,17 @@ BIG_CELL = 1 << 20  # characters; a cell longer than this is written in slices o
 
 
 def write_scored(
-    table: UserTable, scores: Mapping[str, np.ndarray], out: str | Path | TextIO, *, tsv: bool | None = None
+    table: UserTable,
+    scores: Mapping[str, np.ndarray],
+    out: str | Path | TextIO,
+    *,
+    tsv: bool | None = None,
+    header: bool = True,
 ) -> Path | None:
     """Write ``table`` with the ``scores`` columns (``{"<model> cosine": values [n], ...}``, or the frame
     :func:`mlse.score_pairs` returned: its score columns) to ``out``: a path (written atomically; returned) or an open
-    text stream. ``tsv`` None: TSV when the path ends in ``.tsv``, else CSV."""
+    text stream. ``tsv`` None: TSV when the path ends in ``.tsv``, else CSV. ``header=False`` (a stream): the rows
+    only, to continue a file written chunk by chunk (the ``score`` command at scale)."""
     if isinstance(out, str | Path):
         path = Path(out)
         tsv = path.suffix.lower() == ".tsv" if tsv is None else tsv
@@ -45,7 +51,8 @@ def write_scored(
             out.write("\t".join(_tsv_clean(c) for c in cells) + "\n")
     else:
         write = csv.writer(out, lineterminator="\n").writerow
-    write([table.columns[i] for i in kept] + names)
+    if header:
+        write([table.columns[i] for i in kept] + names)
     for r, row in enumerate(table.rows):
         cells = [row[i] for i in kept] + [f"{v[r]:.6f}" if math.isfinite(v[r]) else "" for v in values]
         if any(len(c) > BIG_CELL for c in cells):

@@ -44,6 +44,7 @@ from mlse.data.records import (
     parse_range,
     raw_input,
 )
+from mlse.data.table_stream import ChunkedTable, scan_table
 from mlse.data.user_table import ROLE_NAMES, RowProblem, UserTable
 from mlse.data.user_table_builder import TableBuilder
 from mlse.errors import DataError
@@ -51,6 +52,7 @@ from mlse.errors import DataError
 __all__ = [
     "FORMATS",
     "KINDS",
+    "ChunkedTable",
     "ROLE_NAMES",
     "RowProblem",
     "UserTable",
@@ -76,19 +78,30 @@ def read_table(
     bad_rows: str = "raise",
     max_rows: int | None = None,
     max_bytes: int | None = None,
-) -> UserTable:
+    chunk_rows: int | None = None,
+) -> UserTable | ChunkedTable:
     """Read a user's table from a path, from ``bytes`` or from pasted ``text``.
 
     ``kind``: one of :data:`KINDS`, a list of acceptable kinds, or "auto" (any). ``name``: how messages name the
     input (a path's file name by default, "pasted text" for ``text``). ``gold_range``: (low, high) the scores must lie
     in. ``bad_rows``: "raise" or "skip". ``max_rows`` / ``max_bytes``: refuse larger inputs. Raises
     :class:`~mlse.errors.DataError` with one message for every problem.
+
+    ``chunk_rows`` (a path only): the table is not held but scanned, streaming, and read back ``chunk_rows`` rows at a
+    time (:class:`~mlse.data.table_stream.ChunkedTable`): the same rules and messages, every row checked up front.
     """
     if bad_rows not in ("raise", "skip"):
         raise ValueError(f"bad_rows must be 'raise' or 'skip', got {bad_rows!r}")
     kinds = _kinds(kind)
     if format is not None and format not in FORMATS:
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    if chunk_rows is not None:
+        if source is None or isinstance(source, bytes | bytearray):
+            raise ValueError("chunk_rows reads a file: give its path")
+        options = {"header": header, "gold_range": gold_range, "bad_rows": bad_rows, "max_rows": max_rows}
+        return scan_table(
+            source, name=name, format=format, kinds=kinds, chunk_rows=chunk_rows, max_bytes=max_bytes, **options
+        )
     raw, label, suffix = raw_input(source, text, name, max_bytes)
     content = decode(raw, label)
     fmt = format or guess_format(content, suffix, kinds)

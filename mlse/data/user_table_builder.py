@@ -46,6 +46,12 @@ class TableBuilder:
         self.skipped: list[RowProblem] = []
         self.n_skipped = 0
         self.header_line: int | None = None  # the header's line, once read (None: no header, or rows given as cells)
+        # the layout, once decided (decide): the columns, whether the first record was a header, the kind, roles
+        self.columns: list[str] = []
+        self.has_header = False
+        self.kind = ""
+        self.roles: dict[str, str] = {}
+        self.languages: list[str] = []
         if gold_range is not None:
             lo, hi = gold_range
             if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
@@ -75,54 +81,83 @@ class TableBuilder:
 
     # -- the table -------------------------------------------------------------------------------------------------
     def build(self, records) -> UserTable:
-        if not records:
-            self.no_rows()
-        if self.fmt == "jsonl":
-            columns, has_header, body = self.jsonl_columns(records)
-        else:
-            columns, has_header, body = self.delimited_columns(records)
-        self.header_line = records[0][0] if has_header else None
-        kind, roles, languages = self.assign_roles(columns, has_header, body)
-        width = len(columns)
+        body = self.decide(records)
         rows, lines = [], []
         for line, fields in body:
-            if isinstance(fields, str):  # a JSONL line that is no object
-                self.bad_row(line, None, fields)
-                continue
-            if len(fields) != width:
-                self.bad_row(line, *self.ragged(columns, fields, has_header))
-                continue
-            problem = self.check_row(fields, columns, roles, languages, has_header, kind)
-            if problem is not None:
-                self.bad_row(line, *problem)
+            if not self.accept(line, fields):
                 continue
             rows.append(fields)
             lines.append(line)
             if self.max_rows is not None and len(rows) > self.max_rows:
                 self.fail(None, f"more than {self.max_rows:,} row{'' if self.max_rows == 1 else 's'}, the limit here")
-        if not rows:
-            if self.n_skipped:
-                self.fail(None, f"no usable rows: all {self.n_skipped} were refused; the first: {self.skipped[0]}")
-            self.no_rows()
+        self.require_rows(len(rows))
         return UserTable(
-            kind,
+            self.kind,
             self.label,
             self.fmt,
-            columns,
+            self.columns,
             rows,
             lines,
-            roles,
-            languages,
-            has_header,
+            self.roles,
+            self.languages,
+            self.has_header,
             self.skipped,
             self.n_skipped,
             self.gold_range,
         )
 
-    def jsonl_columns(self, records):
+    def decide(self, head: list, columns: list[str] | None = None) -> list:
+        """Settle the table's columns, header, kind and roles from its first records ``head`` (all of them, or enough:
+        the header and 51 rows; a JSONL file's ``columns`` are the keys of all its objects, from ``head`` when not
+        given); returns ``head``'s body records, as :meth:`body_record` gives them."""
+        if not head:
+            self.no_rows()
+        if self.fmt == "jsonl":
+            self.columns, self.has_header = columns if columns is not None else self.jsonl_keys(head), True
+            body = [self.body_record(record) for record in head]
+        else:
+            self.columns, self.has_header, body = self.delimited_columns(head)
+        self.header_line = head[0][0] if self.has_header else None
+        self.kind, self.roles, self.languages = self.assign_roles(self.columns, self.has_header, body)
+        return body
+
+    def layout(self) -> dict:
+        """What :meth:`decide` settled, to read further records of the same table by (:meth:`settle`)."""
+        keys = ("columns", "has_header", "header_line", "kind", "roles", "languages")
+        return {key: getattr(self, key) for key in keys}
+
+    def settle(self, layout: dict) -> TableBuilder:
+        for key, value in layout.items():
+            setattr(self, key, value)
+        return self
+
+    def accept(self, line: int, fields) -> bool:
+        """Whether one body record (:meth:`body_record`) is a row; a bad one is raised or skipped (``bad_rows``)."""
+        if isinstance(fields, str):  # a JSONL line that is no object
+            self.bad_row(line, None, fields)
+            return False
+        if len(fields) != len(self.columns):
+            self.bad_row(line, *self.ragged(self.columns, fields, self.has_header))
+            return False
+        problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header, self.kind)
+        if problem is not None:
+            self.bad_row(line, *problem)
+            return False
+        return True
+
+    def require_rows(self, kept: int) -> None:
+        if not kept:
+            if self.n_skipped:
+                self.fail(None, f"no usable rows: all {self.n_skipped} were refused; the first: {self.skipped[0]}")
+            self.no_rows()
+
+    def jsonl_keys(self, records) -> list[str]:
+        """The columns of a JSONL table: every key of its objects, in order of first appearance (one pass)."""
         columns: list[str] = []
         seen: dict[str, tuple[str, int]] = {}  # key, lower-cased -> (key, its first line)
+        first = None
         for line, value in records:
+            first = first or (line, value)
             for key in value if isinstance(value, dict) else ():
                 if key in columns:
                     continue
@@ -132,24 +167,27 @@ class TableBuilder:
                 seen[key.strip().lower()] = (key, line)
                 columns.append(key)
         if not columns:
-            line, message = records[0]
+            if first is None:
+                self.no_rows()
+            line, message = first
             self.fail(line, message if isinstance(message, str) else "no keys in the JSON objects")
-        body = []
-        for line, value in records:
-            if isinstance(value, str):
-                body.append((line, value))
-                continue
-            missing = [c for c in columns if c not in value]
-            needed = [
-                c
-                for c in missing
-                if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence", "gold") or is_language_code(c)
-            ]
-            if needed:
-                body.append((line, f"key {needed[0]!r} is missing"))
-                continue
-            body.append((line, [cell_text(value.get(c, "")) for c in columns]))
-        return columns, True, body
+        return columns
+
+    def body_record(self, record) -> tuple[int, list[str] | str]:
+        """A record after the header as (line, the row's fields), or (line, why it is no row): a JSONL object's values
+        in column order, or the key it misses that a role needs."""
+        line, value = record
+        if self.fmt != "jsonl" or isinstance(value, str):
+            return record
+        missing = [c for c in self.columns if c not in value]
+        needed = [
+            c
+            for c in missing
+            if _ROLE_OF.get(_normal(c)) in ("sentence1", "sentence2", "sentence", "gold") or is_language_code(c)
+        ]
+        if needed:
+            return line, f"key {needed[0]!r} is missing"
+        return line, [cell_text(value.get(c, "")) for c in self.columns]
 
     def delimited_columns(self, records):
         first_line, first = records[0]

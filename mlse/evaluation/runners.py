@@ -30,7 +30,7 @@ from mlse.evaluation.mining_pool import disjoint_halves
 from mlse.evaluation.retrieval import Neighbours, neighbour_lists, retrieval_errors, tatoeba_metrics
 from mlse.evaluation.sts import average_scores, sts_metrics
 from mlse.runs.results import EvalResult
-from mlse.stop_signal import encode_in_chunks
+from mlse.stop_signal import StopSignal, encode_in_chunks
 
 log = logging.getLogger(__name__)
 DIRECTIONS = ("to_en", "from_en")
@@ -42,14 +42,16 @@ def _encoder_stats(encoder, before: dict[str, int] | None = None) -> dict[str, i
     return {k: v - (before or {}).get(k, 0) for k, v in now.items()}
 
 
-def encode_lookup(encoder, texts: Sequence[str], batch_size: int = 64, should_stop=None) -> dict[str, np.ndarray]:
+def encode_lookup(
+    encoder, texts: Sequence[str], batch_size: int = 64, stop: StopSignal | None = None
+) -> dict[str, np.ndarray]:
     """Encode the unique texts once; return a text -> row lookup.
 
-    With ``should_stop`` the texts are encoded a few batches at a time and a stop raises
+    With ``stop`` the texts are encoded a few batches at a time and a stop raises
     :class:`mlse.stop_signal.Stopped` between chunks (finished chunks stay in the embedding cache).
     """
     unique = list(dict.fromkeys(texts))
-    emb = encode_in_chunks(encoder, unique, should_stop=should_stop, batch_size=batch_size)  # [n_unique, d]
+    emb = encode_in_chunks(encoder, unique, stop=stop, batch_size=batch_size)  # [n_unique, d]
     return {t: emb[i] for i, t in enumerate(unique)}
 
 

@@ -85,6 +85,27 @@ def _accuracies(result: dict, name: str, metric: str) -> dict[str, float]:
     return {lang: float(s[metric]) for lang, s in scores.items()}
 
 
+def merge_tatoeba(results: list[dict], name: str = "model") -> dict:
+    """One Tatoeba result from several of the same model on disjoint languages (a long evaluation run in parts).
+
+    Every part must name the same ``model_identity`` and no language may appear twice (an MlseError says which)."""
+    if not results:
+        raise MlseError(f"{name}: no Tatoeba result to merge")
+    identities = {r.get("model_identity") for r in results}
+    if len(identities) > 1:
+        raise MlseError(f"{name}: the parts come from different models: {', '.join(sorted(map(str, identities)))}")
+    merged = dict(results[0], scores={})
+    for part in results:
+        _accuracies(part, name, "acc_mean")  # each part is a Tatoeba result
+        twice = sorted(set(part["scores"]) & set(merged["scores"]))
+        if twice:
+            raise MlseError(f"{name}: languages in more than one part: {', '.join(twice)}")
+        merged["scores"] = merged["scores"] | part["scores"]
+    merged.pop("averages", None)  # the parts' averages are over their own languages only
+    merged["config"] = dict(results[0].get("config") or {}, langs=sorted(merged["scores"]))
+    return merged
+
+
 def compare_tatoeba(
     student: dict,
     reference: dict,

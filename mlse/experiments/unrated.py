@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -259,17 +258,13 @@ def _file_name(recipe: str) -> str:
 
 
 def study_trainer(
-    runs: Path,
-    *,
-    data_dir=None,
-    say: Callable[[str], None] | None = None,
-    stop: threading.Event | None = None,
-    **settings,
+    runs: Path, *, data_dir=None, say: Callable[[str], None] | None = None, stop: StopSignal | None = None, **settings
 ):
     """``train`` for :func:`run_unrated`: the distillation study's training of a recipe (``settings`` override it,
     e.g. ``budget_minutes``), into ``runs/<run name>``. A finished run with the same settings is reused; one stopped
     before its end (``partial`` in its metrics) is trained again. ``stop`` ends a run after its current step (it keeps
-    its best checkpoint and says ``partial``)."""
+    its best checkpoint and says ``partial``); one signal is asked by every run (a budget of its own spans them all:
+    each run's own is ``budget_minutes``)."""
     say = say or (lambda msg: log.info("%s", msg))
 
     def train(run_name: str, recipe: dict, overrides: dict) -> dict:
@@ -277,11 +272,8 @@ def study_trainer(
         run = Path(config.out)
         if not run_complete(run) or config_changed(run, config):
             say(f"{run_name}: training {config.method} for {config.budget_minutes:g} CPU-minutes")
-            signal = StopSignal(stop) if stop is not None else None
             finetune(
-                config,
-                progress=lambda r: say(f"{run_name}: step {r['step']} dev {r['dev_spearman']:.2f}"),
-                signal=signal,
+                config, progress=lambda r: say(f"{run_name}: step {r['step']} dev {r['dev_spearman']:.2f}"), signal=stop
             )
         return {
             "run": str(run),
@@ -294,12 +286,12 @@ def study_trainer(
     return train
 
 
-def protocol_trainer(runs: Path, *, data_dir=None, say=None, stop: threading.Event | None = None, **settings):
+def protocol_trainer(runs: Path, *, data_dir=None, say=None, stop: StopSignal | None = None, **settings):
     """``train`` for :func:`run_unrated` of any protocol recipe: a head recipe through
     :func:`mlse.experiments.unrated_heads.head_trainer`, every other through :func:`study_trainer`; both take the same
     overrides (``sts_langs``, ``dev_pairs``) the same way."""
     finetuned = study_trainer(runs, data_dir=data_dir, say=say, stop=stop, **settings)
-    heads = head_trainer(runs, data_dir=data_dir, say=say, stop=stop.is_set if stop is not None else None)
+    heads = head_trainer(runs, data_dir=data_dir, say=say, stop=stop)
 
     def train(run_name: str, recipe: dict, overrides: dict) -> dict:
         return (heads if is_head_recipe(recipe) else finetuned)(run_name, recipe, overrides)

@@ -29,6 +29,7 @@ from mlse.data.pairs import ENGLISH_PAIRS
 from mlse.errors import MlseError
 from mlse.experiments.distillation import COMMON
 from mlse.runs.folders import SCORER_FILE
+from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +87,14 @@ def head_trainer(
     pairs: Sequence[str] = ENGLISH_PAIRS,
     max_pairs: int | None = COMMON["max_pairs"],
     langs: Sequence[str] = STS_LANGS,
-    stop: Callable[[], bool] | None = None,
+    stop: StopSignal | None = None,
     **_ignored,
 ):
     """``train`` for :func:`mlse.experiments.unrated.run_unrated` of a head recipe, into ``runs/<run name>``.
 
     ``runs/<recipe>/stage1`` is fitted once (every language's bitext) and reused; each run's Stage 2 trains on the rated
     pairs its ``overrides["sts_langs"]`` leaves of ``langs`` (the rated languages of the run with every rated pair). A
-    complete run fitted on the same pairs and seed is reused.
+    complete run fitted on the same pairs and seed is reused. ``stop`` is asked in every phase of both stages.
     ``_ignored``: the fine-tuning settings (``max_steps``, ``budget_minutes``, ...) that do not apply to heads.
     """
     from mlse.train.head_training import train_stage1, train_stage2  # lazy: the heads import torch
@@ -115,7 +116,7 @@ def head_trainer(
                 data_dir=data_dir,
                 seed=seed,
                 probe=False,
-                should_stop=stop,
+                stop=stop,
             )
         rated = stage2_pairs([lang for lang in overrides.get("sts_langs", langs) if lang in langs])
         out = runs / run_name
@@ -131,7 +132,7 @@ def head_trainer(
                 pairs=rated,
                 data_dir=data_dir,
                 seed=seed,
-                should_stop=stop,
+                stop=stop,
             )
         learnt = [lang for lang in STS_LANGS if f"en-{lang}" in rated]
         manifest = _manifest(out) or {}

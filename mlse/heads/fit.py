@@ -1,7 +1,8 @@
 """The epoch loop both heads share: mini-batch steps, a dev score after each epoch, early stopping, the best epoch kept.
 
 Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop after ``patience`` epochs without an
-improvement larger than ``min_delta``, or when the caller's ``should_stop`` (a stop button, a time budget) says so
+improvement larger than ``min_delta``, or when the caller's ``stop`` (a :class:`~mlse.stop_signal.StopSignal`: a stop
+button, a time budget) says so
 after an epoch, and both end on the best epoch's weights. :class:`EarlyStopping` makes those decisions,
 :func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together.
 """
@@ -16,6 +17,7 @@ import torch
 from torch import nn
 
 from mlse.heads._torch import snapshot
+from mlse.stop_signal import StopSignal
 
 
 def train_epoch(
@@ -43,7 +45,7 @@ class EarlyStopping:
     ``mode``: ``"min"`` (a loss) or ``"max"`` (a correlation); an epoch improves on the best only by more than
     ``min_delta``. ``best``: a score to beat before the first epoch (Stage 2 starts from its untrained score, whose
     weights are then the fallback), else none (``inf`` / ``-inf``; nothing to keep until an epoch improves). A NaN
-    score never improves. ``should_stop`` is asked after an epoch that did not end by patience, and only once
+    score never improves. ``stop`` is asked after an epoch that did not end by patience, and only once
     there are weights worth keeping.
     """
 
@@ -54,18 +56,18 @@ class EarlyStopping:
         mode: str,
         min_delta: float,
         patience: int,
-        should_stop: Callable[[], bool] | None = None,
+        stop: StopSignal | None = None,
         best: float | None = None,
     ):
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
         self.net, self.mode, self.min_delta, self.patience = net, mode, min_delta, patience
-        self.should_stop = should_stop
+        self.stop = stop
         self.best = best if best is not None else (math.inf if mode == "min" else -math.inf)
         self.best_state = snapshot(net) if best is not None else None
         self.best_epoch = 0 if best is not None else None
         self.bad_epochs = 0
-        self.stopped = False  # ended by should_stop (not by patience or the epoch limit)
+        self.stopped = False  # ended by the stop signal (not by patience or the epoch limit)
 
     def improves(self, score: float) -> bool:
         if self.mode == "min":
@@ -81,7 +83,7 @@ class EarlyStopping:
             self.bad_epochs += 1
             if self.bad_epochs >= self.patience:
                 return True
-        if self.should_stop is not None and self.best_state is not None and self.should_stop():
+        if self.stop is not None and self.best_state is not None and self.stop.should_stop():
             self.stopped = True
             return True
         return False

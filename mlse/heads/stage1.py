@@ -46,6 +46,7 @@ from torch import nn
 from mlse.errors import MlseError
 from mlse.heads._torch import as_tensor
 from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
+from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +146,12 @@ class Stage1Head:
         lang_b: Sequence[str],
         *,
         progress: Callable[[dict], None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
+        stop: StopSignal | None = None,
     ) -> Stage1Head:
         """Train on translation pairs: row i of ``X_a`` [n, d] translates row i of ``X_b`` [n, d].
 
         ``lang_a[i]`` / ``lang_b[i]`` name each side's language. ``progress`` gets one dict per epoch.
-        ``should_stop`` is asked after every epoch (a stop button, a time budget): when it says yes, training ends
+        ``stop`` is asked after every epoch (a stop button, a time budget): when it says stop, training ends
         there and the best epoch so far is kept, as after early stopping (``stopped_`` is then True).
         """
         cfg = self.config
@@ -191,7 +192,7 @@ class Stage1Head:
         dev_gen = np.random.default_rng(cfg.seed + 1)
         dev_partners = (partners(ya[dev], dev_gen), partners(yb[dev], dev_gen))
 
-        stopping = EarlyStopping(self.net_, mode="min", min_delta=1e-6, patience=cfg.patience, should_stop=should_stop)
+        stopping = EarlyStopping(self.net_, mode="min", min_delta=1e-6, patience=cfg.patience, stop=stop)
         started = time.perf_counter()
 
         def batch_loss(b: np.ndarray) -> torch.Tensor:

@@ -33,6 +33,7 @@ from mlse.evaluation.correlation import pearson
 from mlse.heads._torch import as_tensor
 from mlse.heads.choices import NONLINEARITIES
 from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
+from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +106,11 @@ class Stage2Head:
         *,
         dev: tuple[np.ndarray, np.ndarray, np.ndarray],
         progress: Callable[[dict], None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
+        stop: StopSignal | None = None,
     ) -> Stage2Head:
         """``M1``, ``M2``: [n, d] meaning embeddings of the two sides; ``gold``: [n] scores on the 0-5 scale.
 
-        ``should_stop`` is asked after every epoch; when it says yes, training ends there and the best epoch so far
+        ``stop`` is asked after every epoch; when it says stop, training ends there and the best epoch so far
         is kept (``stopped_`` is then True).
         """
         cfg = self.config
@@ -129,7 +130,7 @@ class Stage2Head:
             mode="max",
             min_delta=1e-5,
             patience=cfg.patience,
-            should_stop=should_stop,
+            stop=stop,
             best=self._dev_pearson(dev_m1, dev_m2, dev_gold),
         )
         self.history_ = [{"epoch": 0, "train_loss": None, "dev_pearson": stopping.best}]

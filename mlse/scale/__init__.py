@@ -4,6 +4,7 @@ resumable output.
 
 One job per module: :mod:`~mlse.scale.corpus` scans the texts and reads them back shard by shard,
 :mod:`~mlse.scale.shards` plans chunks and keeps the output folder (atomic shards, the manifest, resume),
+:mod:`~mlse.scale.pairs` reads a ``score`` job's pairs chunk by chunk and plans which texts each chunk encodes,
 :mod:`~mlse.scale.work` is what a worker does with one chunk, :mod:`~mlse.scale.engine` runs chunks locally or on Ray
 (:mod:`~mlse.scale.cluster` starts or joins the cluster), :mod:`~mlse.scale.search` builds and searches a neighbour
 index over embedding shards, :mod:`~mlse.scale.margin` mines two folders of shards by ratio margin, and

@@ -2,13 +2,16 @@
 
 An embedding depends (in its last bits) on the texts it was batched with, and the local ``score`` encodes, chunk after
 chunk, only the texts its embedding cache does not hold yet. To give the same numbers, this module plans the same
-thing: for each chunk of ``chunk`` pairs, the texts the cache would encode (the chunk's distinct texts, in order,
-minus those the cache already held or an earlier chunk encoded). Workers encode exactly those lists, in one call each
+thing (:func:`mlse.scale.pairs.plan_fresh`): for each chunk of pairs, the texts the cache would encode (the chunk's
+distinct texts, in order, minus those the cache already held or an earlier chunk encoded), kept as one bit a text.
+Workers read their chunk from the file themselves, encode exactly the marked texts in one call
 (:class:`mlse.scale.work.ChunkWorker`, kind ``encode``), in any order and on any node; this process then takes the
 chunks in order, puts the new vectors in the embedding cache (as the local run does), reads the chunk's other vectors
-back from it (fp32: the same bytes) and scores every pair with :func:`mlse.encoders.protocol.similarity`, the function
-the local engine calls. The scored file is byte-identical, and this process never holds more than a few chunks'
-vectors: the plan keeps texts only, the scores one float a pair and model.
+back from it (fp32: the same bytes), scores every pair with :func:`mlse.encoders.protocol.similarity`, the function
+the local engine calls, and hands the chunk's scores on (``emit``: the ``score`` command writes them): the scored file
+is byte-identical. No process holds the table: the pairs are a :class:`~mlse.scale.pairs.PairSource` (a file scanned
+once, read back a chunk at a time), and this process holds a few chunks (those finished out of order) with their
+vectors, and the plan.
 
 A model without an embedding cache around its encoder (a Stage-2 scorer) is scored whole chunk by whole chunk on the
 workers instead (kind ``score``): the same code, but its numbers match the local engine only to float precision.
@@ -31,7 +34,8 @@ from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.models import load_model
 from mlse.scale.engine import EngineOptions, Workers, run_chunks
-from mlse.scale.shards import ShardFolder, plan_chunks
+from mlse.scale.pairs import PairSource, fresh_texts, plan_fresh
+from mlse.scale.shards import ShardFolder
 from mlse.scale.work import WorkSpec
 
 
@@ -52,28 +56,6 @@ def cached_encoder(model) -> CachedEncoder | None:
             return model
         model = getattr(model, "inner", None)
     return None
-
-
-PRESENCE_BLOCK = 4096  # texts looked up in the embedding cache at a time while planning (their vectors dropped)
-
-
-def plan_new_texts(cache: CachedEncoder, s1: list[str], s2: list[str], planned) -> list[list[str]]:
-    """[texts chunk c encodes], as the local engine's cache would decide: a chunk's distinct texts that neither the
-    cache held at the start nor an earlier chunk encoded. The cache is asked in blocks and its vectors are dropped:
-    only the texts are kept."""
-    unique = list(dict.fromkeys([*s1, *s2]))
-    store = cache.store(True)
-    known: set[str] = set()
-    for start in range(0, len(unique), PRESENCE_BLOCK):
-        block = unique[start : start + PRESENCE_BLOCK]
-        found = store.get_many([text_key(t) for t in block])
-        known.update(t for t in block if text_key(t) in found)
-    new = []
-    for lo, hi in planned:
-        fresh = [t for t in dict.fromkeys([*s1[lo:hi], *s2[lo:hi]]) if t not in known]
-        known.update(fresh)
-        new.append(fresh)
-    return new
 
 
 def chunk_vectors(cache: CachedEncoder, texts: list[str], fresh: list[str], emb) -> dict[str, np.ndarray]:
@@ -98,25 +80,27 @@ def chunk_vectors(cache: CachedEncoder, texts: list[str], fresh: list[str], emb)
 
 def score_on_engine(
     models: list[str],
-    s1: list[str],
-    s2: list[str],
+    pairs: PairSource,
     *,
     backend: str,
-    chunk: int,
     options: EngineOptions,
     job: dict,
     parts: Path | None,
     batch_tokens: int | None = None,
     progress=None,
+    emit=None,
     stream=None,
-) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """({column: values [n]}, {model: identity}) for every pair; ``parts`` (None: nothing kept) holds the finished
-    chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to
-    ``stream`` (stderr) at the end. Memory here: the scores, the texts' plan, and the vectors of the chunks that
-    finished out of order (one, or a few, at a time)."""
+) -> tuple[dict[str, np.ndarray] | None, dict[str, str]]:
+    """Score every pair of ``pairs`` (a :class:`~mlse.scale.pairs.PairSource`, in chunks of its ``chunk_rows``):
+    ``emit(index, chunk, columns)`` for each chunk in order (``chunk`` a :class:`~mlse.scale.pairs.Chunk`, ``columns``
+    {column: values of its pairs}); without ``emit`` the columns of every pair are gathered and returned.
+    Returns ({column: values [n]} or None, {model: identity}). ``parts`` (None: nothing kept) holds the finished
+    chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to ``stream``
+    (stderr) at the end. Memory here: a chunk or a few (those finished out of order) with their vectors, and the
+    plan (two bits a pair); never the table, its texts or its vectors."""
     stream = stream if stream is not None else sys.stderr
-    n, names = len(s1), list(dict.fromkeys(models))
-    planned = plan_chunks(n, chunk)
+    n, names = pairs.rows, list(dict.fromkeys(models))
+    planned = pairs.planned()
     loaded = {name: load_model(name, backend=backend) for name in names}  # weights load on first encode only
     caches = {name: cached_encoder(model) for name, model in loaded.items()}
     exact = all(c is not None for c in caches.values()) and batch_tokens is None
@@ -131,22 +115,25 @@ def score_on_engine(
             if identities[name] != ident:
                 raise MlseError(f"{name}: a worker loads {ident}, this machine {identities[name]}: other weights")
 
-    columns: dict[str, np.ndarray] = {}
+    gathered: dict[str, np.ndarray] = {}
 
-    def fill(index: int, result: dict[str, np.ndarray]) -> None:
+    def output(index: int, chunk, result: dict[str, np.ndarray]) -> None:
+        if emit is not None:
+            emit(index, chunk, result)
+            return
         lo, hi = planned[index]
         for key, values in result.items():
-            columns.setdefault(key, np.full(n, np.nan, dtype=np.float32))[lo:hi] = values
+            gathered.setdefault(key, np.full(n, np.nan, dtype=np.float32))[lo:hi] = values
 
     if exact:
-        plans = {name: plan_new_texts(cache, s1, s2, planned) for name, cache in caches.items()}
+        plan = plan_fresh({name: cache.store(True) for name, cache in caches.items()}, pairs)
         spec = WorkSpec("encode", tuple(names), backend)
     else:
         spec = WorkSpec("score", tuple(names), backend, batch_tokens)
 
     def payload(c: int):
-        lo, hi = planned[c]
-        return {name: plans[name][c] for name in names} if exact else (s1[lo:hi], s2[lo:hi])
+        where = pairs.locator(c)  # where the chunk lies: the worker reads its pairs
+        return {"pairs": where, "fresh": {name: plan[name][c] for name in names}} if exact else where
 
     keys = {f"m{i}": name for i, name in enumerate(names)}  # shard column names (a model name may hold a "/")
 
@@ -157,27 +144,28 @@ def score_on_engine(
         return {str(k): part[f"c{i}"] for i, k in enumerate(part["names"])}
 
     done_before = {c for c in range(len(planned)) if folder is not None and folder.done(c)}
-    results: dict[int, dict] = {}  # finished chunks waiting for the ones before them
+    results: dict[int, tuple] = {}  # finished chunks (their pairs, their result) waiting for the ones before them
     done = 0
 
     def take(c: int) -> None:
         nonlocal done
-        result = results.pop(c) if c in results else stored(c)
-        lo, hi = planned[c]
+        chunk, result = results.pop(c) if c in results else (pairs.read(c), stored(c))
+        columns: dict[str, np.ndarray] = {}
         if not exact:
-            fill(c, result)
+            columns = dict(result)
         for name in names if exact else ():
             fresh, emb = result.get(name, ([], None))
-            vectors = chunk_vectors(caches[name], [*s1[lo:hi], *s2[lo:hi]], fresh, emb)
+            vectors = chunk_vectors(caches[name], [*chunk.s1, *chunk.s2], fresh, emb)
 
             def lookup(_model, texts, vectors=vectors):
                 return np.stack([vectors[t] for t in texts])
 
-            cos, cal = similarity(loaded[name], s1[lo:hi], s2[lo:hi], encode=lookup)
-            fill(c, {api.column_name(name, api.COSINE): cos})
+            cos, cal = similarity(loaded[name], chunk.s1, chunk.s2, encode=lookup)
+            columns[api.column_name(name, api.COSINE)] = cos
             if cal is not None:
-                fill(c, {api.column_name(name, api.CALIBRATED): cal})
-        done += hi - lo
+                columns[api.column_name(name, api.CALIBRATED)] = cal
+        output(c, chunk, _ordered(names, columns))
+        done += len(chunk.s1)
         if progress is not None:
             progress(done, n)
 
@@ -192,8 +180,9 @@ def score_on_engine(
     workers = Workers(check=identity)
     pending = ((c, payload(c)) for c in range(len(planned)) if c not in done_before)
     for c, result in run_chunks(spec, pending, options, rows=n, workers=workers):
-        if exact:
-            result = {name: (plans[name][c], emb) for name, emb in result.items()}
+        chunk = pairs.read(c)
+        if exact:  # the texts this chunk encoded, as the plan marks them (the worker read the same chunk)
+            result = {name: (fresh_texts(chunk, plan[name][c]), emb) for name, emb in result.items()}
         if folder is not None:
             if exact:
                 named = {k: result[name][1] for k, name in keys.items() if name in result}
@@ -201,17 +190,22 @@ def score_on_engine(
             else:
                 named = {"names": np.array(list(result))} | {f"c{i}": v for i, v in enumerate(result.values())}
             folder.write(c, named or {"empty": np.zeros(0)}, rows=planned[c][1] - planned[c][0])
-        results[c] = result
+        results[c] = (chunk, result)
         take_ready()
     take_ready()
     if following < len(planned):
         raise MlseError(f"score: chunk {following} of {len(planned)} never finished")
     for line in workers.lines("score"):
         print(line, file=stream, flush=True)
+    return (None if emit is not None else _ordered(names, gathered)), identities
+
+
+def _ordered(names: list[str], columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each model's cosine, then its 0-5 score, as score_pairs orders them."""
     ordered = {}
-    for name in names:  # each model's cosine, then its 0-5 score, as score_pairs orders them
+    for name in names:
         for what in (api.COSINE, api.CALIBRATED):
             key = api.column_name(name, what)
             if key in columns:
                 ordered[key] = columns[key]
-    return ordered, identities
+    return ordered

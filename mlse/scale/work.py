@@ -6,9 +6,12 @@ A :class:`ChunkWorker` loads what its :class:`WorkSpec` names once (models throu
 
 - ``embed``: a shard of a corpus -> float32 L2-normalised embeddings [n, d]. The payload is where the shard lies
   (:meth:`mlse.scale.corpus.CorpusScan.locator`): the worker reads its texts itself, so no process holds the corpus;
-- ``encode``: ``{model: texts}`` -> ``{model: embeddings}``, each list encoded in one call (``score``'s plan);
-- ``score``: (sentences1, sentences2) -> the columns :func:`mlse.api.score_pairs` gives (each model's cosine, then its
-  0-5 score when it is calibrated), through :func:`mlse.encoders.protocol.similarity`;
+- ``encode``: a chunk of pairs and ``score``'s plan for it (``{"pairs": locator, "fresh": {model: bits}}``:
+  :mod:`mlse.scale.pairs`) -> ``{model: embeddings}`` of the texts the plan marks, each model's in one call; the
+  worker reads the chunk's pairs itself (from the file, or inline);
+- ``score``: a chunk of pairs (its :meth:`mlse.scale.pairs.PairSource.locator`) -> the columns
+  :func:`mlse.api.score_pairs` gives (each model's cosine, then its 0-5 score when it is calibrated), through
+  :func:`mlse.encoders.protocol.similarity`;
 - ``search``: the path of one embedding shard -> its ``depth`` nearest neighbours in the index ``index`` names
   (:mod:`mlse.scale.search`): ``sims`` [n, depth] and ``ids`` [n, depth].
 
@@ -140,16 +143,19 @@ class ChunkWorker:
             from mlse.scale.search import search_shard  # lazy: as above
 
             return search_shard(self.index, payload, self.spec.depth)
-        if self.spec.kind == "encode":  # {model: texts} -> {model: embeddings}, each list encoded in one call
-            return {
-                name: np.asarray(
-                    self.models[name].encode(list(texts), batch_size=batch_size(list(texts), self.spec.batch_tokens)),
-                    dtype=np.float32,
-                )
-                for name, texts in payload.items()
-                if texts
-            }
-        s1, s2 = (list(side) for side in payload)
+        from mlse.scale.pairs import chunk_pairs, fresh_texts  # lazy: a locator names where the chunk's pairs are
+
+        if self.spec.kind == "encode":  # the texts the plan marks -> {model: embeddings}, each model's in one call
+            chunk = chunk_pairs(payload["pairs"])
+            out = {}
+            for name, bits in payload["fresh"].items():
+                texts = fresh_texts(chunk, bits)
+                if texts:
+                    emb = self.models[name].encode(texts, batch_size=batch_size(texts, self.spec.batch_tokens))
+                    out[name] = np.asarray(emb, dtype=np.float32)
+            return out
+        chunk = chunk_pairs(payload)
+        s1, s2 = chunk.s1, chunk.s2
         size = batch_size(s1 + s2, self.spec.batch_tokens)
         out: dict[str, np.ndarray] = {}
         for name, model in self.models.items():

@@ -17,29 +17,48 @@ request gets 4xx with ``{"error": one message}``: 400 for a body that is not a J
 mistyped field, an unknown field, a model not offered here or a language not known; 413 for a body over
 :data:`MAX_BODY_BYTES`. ``GET /api/models`` lists the models offered (``{"models": [{"name", "kind"}], "default":
 [...]}``).
+
+``POST /api/what_if``: the page's *What if?* for scripts, under the same body limit and the same 4xx messages. Request:
+``{"model": str, "sentence1": str, "sentence2": str, "drop": [str] (words to drop, as ``python -m mlse explain
+--drop``), "edited1": str, "edited2": str (new texts; optional)}``; the model must be one the page explains (a plain
+encoder on torch). Answer (200): :meth:`mlse.explain.edits.WhatIf.to_dict` (old and new score and 0-5 value, the
+change the explanation predicted for the dropped words, the explanation), computed by :func:`mlse.explain.what_if`
+as the page and the command line compute it. One at a time (an explanation keeps the cores busy for seconds): a
+second meanwhile gets 503 "busy" with ``Retry-After``; a word in neither sentence or an edit that changes nothing
+gets 422 with the library's message.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from mlse.api import failure_text
 from mlse.encoders.catalogue import chosen_models
+from mlse.errors import MlseError
+from mlse.explain import what_if
 from mlse.serving.field_checks import choice_problem
 from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi
 from mlse.text.language_id import language_choices
 from mlse.text.sentences import AUTO, MAX_CHARS, clean_text
 
-SCORE_PATH, MODELS_PATH = "/api/score", "/api/models"
+SCORE_PATH, MODELS_PATH, WHAT_IF_PATH = "/api/score", "/api/models", "/api/what_if"
 FIELDS = ("sentence1", "sentence2", "models", "lang1", "lang2")
+WHAT_IF_FIELDS = ("model", "sentence1", "sentence2", "drop", "edited1", "edited2")
+MAX_DROP = 64  # words dropped in one edit
 # Two sentences of MAX_CHARS each (longer ones are truncated, with a notice, as on the page) and a full model list fit
 # in a few kB; a body over this is refused unread.
 MAX_BODY_BYTES = 64 * 1024 + 8 * MAX_CHARS
 RETRY_AFTER_S = 1
 _EXAMPLE = '{"sentence1": "A man plays a flute.", "sentence2": "Ein Mann spielt Flöte.", "models": ["me5-small"]}'
+_WHAT_IF_EXAMPLE = (
+    '{"model": "me5-small", "sentence1": "A man plays a flute.", "sentence2": "Ein Mann spielt Flöte.", '
+    '"drop": ["flute"]}'
+)
 
 
 class RequestError(Exception):
@@ -71,16 +90,7 @@ def score_arguments(payload: dict, offered: list[str]) -> dict:
     unknown = sorted(set(payload) - set(FIELDS))
     if unknown:
         raise RequestError(422, f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(FIELDS)}")
-    request = {}
-    for field in ("sentence1", "sentence2"):
-        value = payload.get(field)
-        if value is None:
-            raise RequestError(422, f"{field} is missing; send {_EXAMPLE}")
-        if not isinstance(value, str):
-            raise RequestError(422, f"{field} must be a string, got {type(value).__name__}")
-        if not clean_text(value)[0]:
-            raise RequestError(422, f"{field} is empty (after removing control characters and surrounding space)")
-        request[field] = value
+    request = {field: _sentence(payload, field, _EXAMPLE) for field in ("sentence1", "sentence2")}
     request["models"] = _models(payload.get("models"), offered)
     codes = [AUTO, *(code for _, code in language_choices())]
     for field in ("lang1", "lang2"):
@@ -91,6 +101,18 @@ def score_arguments(payload: dict, offered: list[str]) -> dict:
             raise RequestError(422, problem)
         request[field] = value
     return request
+
+
+def _sentence(payload: dict, field: str, example: str) -> str:
+    """``payload[field]``, or RequestError 422 when it is missing, not a string or empty once cleaned."""
+    value = payload.get(field)
+    if value is None:
+        raise RequestError(422, f"{field} is missing; send {example}")
+    if not isinstance(value, str):
+        raise RequestError(422, f"{field} must be a string, got {type(value).__name__}")
+    if not clean_text(value)[0]:
+        raise RequestError(422, f"{field} is empty (after removing control characters and surrounding space)")
+    return value
 
 
 def _models(value, offered: list[str]) -> list[str] | None:
@@ -121,6 +143,62 @@ def score_request(direct: DirectApi, raw: bytes) -> tuple[int, dict]:
         return 503, {"error": str(exc)}
 
 
+def explainable(state) -> list[str]:
+    """The models What if? takes, as the page offers them: plain encoders on torch (a scorer's heads are not a dot
+    product of two sentence vectors; ONNX has no gradients)."""
+    if getattr(state, "backend", "torch") != "torch":
+        return []
+    return [m.name for m in state.models() if m.source != "scorer"]
+
+
+def what_if_arguments(payload: dict, offered: list[str]) -> dict:
+    """The keyword arguments of :func:`mlse.explain.what_if` for a request (sentences cleaned as the page cleans
+    them), or RequestError 422 naming the first problem."""
+    unknown = sorted(set(payload) - set(WHAT_IF_FIELDS))
+    if unknown:
+        raise RequestError(
+            422, f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(WHAT_IF_FIELDS)}"
+        )
+    model = payload.get("model")
+    if not isinstance(model, str) or model not in offered:
+        raise RequestError(422, choice_problem("model", str(model), offered) + " (models What if? can explain)")
+    request = {"model": model}
+    for field in ("sentence1", "sentence2", "edited1", "edited2"):
+        if field.startswith("sentence") or payload.get(field) is not None:
+            request[field] = clean_text(_sentence(payload, field, _WHAT_IF_EXAMPLE))[0]
+    drop = payload.get("drop", [])
+    drop = [drop] if isinstance(drop, str) else drop
+    if not isinstance(drop, list) or not all(isinstance(w, str) and w.strip() for w in drop) or len(drop) > MAX_DROP:
+        raise RequestError(422, f"drop must be a list of at most {MAX_DROP} words; send {_WHAT_IF_EXAMPLE}")
+    if not drop and "edited1" not in request and "edited2" not in request:
+        raise RequestError(
+            422, f"nothing to change: name words to drop, or give edited1 / edited2; send {_WHAT_IF_EXAMPLE}"
+        )
+    return {**request, "drop": drop}
+
+
+def what_if_request(state, raw: bytes, slot: threading.Semaphore) -> tuple[int, dict]:
+    """(HTTP status, JSON answer) for one What if? body: the route without the HTTP framework, for tests. ``slot``:
+    taken while computing; a request finding it taken is answered 503 at once."""
+    try:
+        request = what_if_arguments(parse_body(raw), explainable(state))
+    except RequestError as exc:
+        return exc.status, {"error": exc.message}
+    if not slot.acquire(blocking=False):
+        return 503, {"error": "busy: a What if? is being computed; try again in a moment"}
+    try:
+        batcher = getattr(state, "batcher", None)
+        model = state.encoder(request.pop("model"))
+        change = what_if(model, explain_new=False, encode=batcher.encode if batcher is not None else None, **request)
+    except MlseError as exc:  # a word in neither sentence, an edit that changes nothing, a model that cannot load
+        return 422, {"error": str(exc)}
+    except Exception as exc:  # named, never a traceback
+        return 500, {"error": failure_text(exc)}
+    finally:
+        slot.release()
+    return 200, change.to_dict()
+
+
 def models_answer(state) -> dict:
     """``GET /api/models``: the models offered here with their kind, and the page's default selection."""
     return {
@@ -137,21 +215,32 @@ def json_api(state, direct: DirectApi | None = None):
     direct = direct or DirectApi(state)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)  # Gradio's /gradio_api/info documents the page
 
+    what_if_slot = threading.BoundedSemaphore(1)
+
     @app.post(SCORE_PATH)
     async def score(request: Request) -> JSONResponse:
-        try:
-            raw = await _read_capped(request)
-        except RequestError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
-        status, answer = await run_in_threadpool(score_request, direct, raw)
-        headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
-        return JSONResponse(answer, status_code=status, headers=headers)
+        return await _answer(request, lambda raw: score_request(direct, raw))
+
+    @app.post(WHAT_IF_PATH)
+    async def what_if_route(request: Request) -> JSONResponse:
+        return await _answer(request, lambda raw: what_if_request(state, raw, what_if_slot))
 
     @app.get(MODELS_PATH)
     async def models() -> JSONResponse:
         return JSONResponse(await run_in_threadpool(models_answer, state))
 
     return app
+
+
+async def _answer(request: Request, handle) -> JSONResponse:
+    """Read the body (capped), run ``handle(raw) -> (status, answer)`` in a worker thread, answer with JSON."""
+    try:
+        raw = await _read_capped(request)
+    except RequestError as exc:
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+    status, answer = await run_in_threadpool(handle, raw)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return JSONResponse(answer, status_code=status, headers=headers)
 
 
 async def _read_capped(request) -> bytes:

@@ -24,8 +24,8 @@ from mlse.errors import MlseError
 from mlse.foreground import background, wait_for_foreground
 from mlse.serving import gc_freeze
 from mlse.serving.procmem import release_free_memory
-from mlse.serving.warm_steps import TAB_DEFAULTS, ShouldStop, TabDefaults, WarmStep
-from mlse.stop_signal import Stopped
+from mlse.serving.warm_steps import TAB_DEFAULTS, TabDefaults, WarmStep
+from mlse.stop_signal import Stopped, StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -153,22 +153,22 @@ def run_warm(
     *,
     on_step: StepLine | None = None,
     on_progress: StepLine | None = None,
-    should_stop: ShouldStop | None = None,
+    stop: StopSignal | None = None,
     before_data: Callable[[], None] | None = None,
 ) -> WarmReport:
     """Take the steps in order; ``on_step`` is told each one's outcome, ``on_progress`` how a running one advances.
 
-    ``should_stop``: asked between steps and between the chunks of a step's encoding; a stop ends the warm with
+    ``stop``: asked between steps and, by each step, between the chunks of its encoding; a stop ends the warm with
     ``stopped`` set (what was finished stays cached). ``before_data``: called once before the first step that reads
     a dataset (the app waits there for its data fetch).
     """
-    stop = should_stop or (lambda: False)
+    stop = stop or StopSignal()  # nothing stops this warm but its end
     started = time.perf_counter()
     _set(active=True, planning=False, steps=tuple(_status_of(s) for s in steps))
     stopped, waited = False, before_data is None
     try:
         for step in steps:
-            if stop():
+            if stop.should_stop():
                 stopped = True
                 break
             if step.data and not waited:
@@ -182,7 +182,7 @@ def run_warm(
     return WarmReport(list(warm_status().steps), stopped, time.perf_counter() - started)
 
 
-def _run_step(step: WarmStep, stop: ShouldStop, on_step: StepLine | None, on_progress: StepLine | None) -> str:
+def _run_step(step: WarmStep, stop: StopSignal, on_step: StepLine | None, on_progress: StepLine | None) -> str:
     t0 = time.perf_counter()
     _set_step(step.name, state="running", fraction=0.0)
     reason = _needs(step)
@@ -208,7 +208,7 @@ def _run_step(step: WarmStep, stop: ShouldStop, on_step: StepLine | None, on_pro
     return outcome
 
 
-def _compute(step: WarmStep, progress, stop: ShouldStop) -> tuple[str, str]:
+def _compute(step: WarmStep, progress, stop: StopSignal) -> tuple[str, str]:
     try:
         step.run(progress, stop)
     except Stopped as exc:
@@ -265,11 +265,11 @@ def follow_step(name: str, on_progress: StepLine | None = None, poll_s: float = 
 
 
 # -- the app --------------------------------------------------------------------------------------------------------
-def wait_for_fetch(should_stop: ShouldStop | None = None, poll_s: float = FETCH_POLL_S) -> None:
-    """Return once the app's data fetch (mlse.data.fetch) has nothing running or queued, or when asked to stop."""
+def wait_for_fetch(stop: StopSignal | None = None, poll_s: float = FETCH_POLL_S) -> None:
+    """Return once the app's data fetch (mlse.data.fetch) has nothing running or queued, or when ``stop`` asks to."""
     from mlse.data import fetch_status
 
-    while not (should_stop and should_stop()):
+    while not (stop is not None and stop.should_stop()):
         current = fetch_status.status()
         if current.running is None and not current.waiting:
             return
@@ -282,7 +282,7 @@ def start_app_warm(
     openings: dict[str, str | None] | None = None,
     on_step: StepLine | None = None,
     models: Sequence[str] | None = None,
-    stop: threading.Event | None = None,
+    stop: StopSignal | None = None,
     only: Callable[[str], bool] | None = None,
     defaults: TabDefaults = TAB_DEFAULTS,
 ) -> threading.Thread:
@@ -290,17 +290,19 @@ def start_app_warm(
 
     ``openings``: the model each single-model tab opens on (see :func:`mlse.serving.warm_plan.warm_plan`). The status
     says "planning" at once, so a tab asked before the thread has listed the steps already says it is preparing.
-    ``stop``: set it to end the warm after the current chunk. ``only`` (a benchmark's): keep the steps whose names it
-    accepts; ``defaults``: the tabs' first views (:data:`mlse.serving.warm_steps.TAB_DEFAULTS`).
+    ``stop``: set it (``stop.set()``) to end the warm after the current chunk. ``only`` (a benchmark's): keep the
+    steps whose names it accepts; ``defaults``: the tabs' first views (:data:`mlse.serving.warm_steps.TAB_DEFAULTS`).
     """
     from mlse.serving.warm_plan import warm_plan
 
-    event = stop or threading.Event()
+    button = stop or StopSignal()
     _set(active=True, planning=True, steps=())
 
-    def stop_or_yield() -> bool:  # between chunks: a visitor's computing goes first (mlse.foreground)
-        wait_for_foreground(event.is_set)
-        return event.is_set()
+    def yield_then_ask() -> bool:  # between chunks: a visitor's computing goes first (mlse.foreground)
+        wait_for_foreground(button)
+        return button.should_stop()
+
+    signal = StopSignal(also=yield_then_ask)  # the warm's signal: the button, asked after a visitor's computing
 
     def run() -> None:
         try:
@@ -312,10 +314,7 @@ def start_app_warm(
             return
         with background():
             report = run_warm(
-                steps,
-                on_step=on_step or print_step,
-                should_stop=stop_or_yield,
-                before_data=lambda: wait_for_fetch(event.is_set),
+                steps, on_step=on_step or print_step, stop=signal, before_data=lambda: wait_for_fetch(button)
             )
         log.info("warm start finished in %.0f s: %d computed", report.seconds, report.count("computed"))
 

@@ -23,7 +23,6 @@ from mlse.serving.warm_steps import (
     Chunked,
     NotWarm,
     Progress,
-    ShouldStop,
     TabDefaults,
     WarmStep,
     cache_only,
@@ -34,6 +33,7 @@ from mlse.serving.warm_steps import (
     plain_name,
     uncached,
 )
+from mlse.stop_signal import StopSignal
 
 ALL_TABS = ("score", "map", "tatoeba", "gold", "finetune")  # a model's files: every tab that runs a model
 
@@ -106,9 +106,12 @@ def _data_problem(load: Callable[[], object]) -> str | None:
     return None
 
 
-def _stoppable(model, should_stop: ShouldStop, progress: Progress, start: float, span: float):
-    """``model`` encoding a few batches at a time (a scorer: its backbone), telling ``progress`` how far it got: n of
-    N sentences, the rate over those encoded (not those the cache served) and the ETA (mlse.encoders.progress)."""
+def _stoppable(ctx: WarmContext, name: str, stop: StopSignal, progress: Progress, start: float, span: float):
+    """Model ``name`` (loaded unless ``stop`` says stop first) encoding a few batches at a time (a scorer: its
+    backbone), asking ``stop`` between them and telling ``progress`` how far it got: n of N sentences, the rate over
+    those encoded (not those the cache served) and the ETA (mlse.encoders.progress)."""
+    stop.check(f"loading {name}")
+    model = ctx.encoder(name)
     job: list[tuple[Counted, CacheCounter]] = []
 
     def report(done: int, total: int) -> None:
@@ -120,9 +123,9 @@ def _stoppable(model, should_stop: ShouldStop, progress: Progress, start: float,
 
     if isinstance(model, Scorer):
         chunked = copy.copy(model)
-        chunked.backbone = Chunked(model.backbone, should_stop, report)
+        chunked.backbone = Chunked(model.backbone, stop, report)
         return chunked
-    return Chunked(model, should_stop, report)
+    return Chunked(model, stop, report)
 
 
 # -- steps that leave their output in the cache ---------------------------------------------------------------------
@@ -130,7 +133,8 @@ def files_step(ctx: WarmContext, name: str) -> WarmStep:
     """The files a first encode reads: me5-small converted, a shipped student merged, the ONNX / int8 export, muse's
     prepared table; made by loading the model and running one text through it (past the embedding cache)."""
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
+    def run(progress: Progress, stop: StopSignal) -> None:
+        stop.check(f"loading {name}")
         progress(0.1, "loading")
         uncached(ctx.encoder(name)).encode([WARM_UP_TEXT])
 
@@ -148,8 +152,8 @@ def files_step(ctx: WarmContext, name: str) -> WarmStep:
 def examples_step(ctx: WarmContext, name: str, texts: list[str]) -> WarmStep:
     """Embeddings of the Score tab's example sentences (the pairs a visitor scores first)."""
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
-        _stoppable(ctx.encoder(name), should_stop, progress, 0.0, 1.0).encode(texts)
+    def run(progress: Progress, stop: StopSignal) -> None:
+        _stoppable(ctx, name, stop, progress, 0.0, 1.0).encode(texts)
 
     def done() -> bool:
         return files_ready(name, ctx.backend) and _cached(lambda: cache_only(ctx.encoder(name)).encode(texts))
@@ -169,8 +173,8 @@ def _scored_data_step(ctx: WarmContext, name: str, key: str, label: str, tab: st
     """A tab's first press over a dataset: ``compute(model)`` run once through the embedding cache (``share`` of the
     step's progress goes to encoding), done when the files are there and the cache alone answers it."""
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
-        compute(_stoppable(ctx.encoder(name), should_stop, progress, 0.0, share))
+    def run(progress: Progress, stop: StopSignal) -> None:
+        compute(_stoppable(ctx, name, stop, progress, 0.0, share))
 
     def done() -> bool:
         return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
@@ -234,8 +238,8 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
             model, map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed, method=method, progress=progress
         )
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
-        project(_stoppable(ctx.encoder(name), should_stop, progress, 0.05, 0.25), progress)
+    def run(progress: Progress, stop: StopSignal) -> None:
+        project(_stoppable(ctx, name, stop, progress, 0.05, 0.25), progress)
 
     def done() -> bool:  # the panels' files, looked up as language_map looks them up: nothing is projected here
         if not files_ready(name, ctx.backend):
@@ -261,7 +265,8 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
 def load_step(ctx: WarmContext, name: str) -> WarmStep:
     """A default model loaded into the app (a scorer's heads too) and run once, so a typed pair waits for no load."""
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
+    def run(progress: Progress, stop: StopSignal) -> None:
+        stop.check(f"loading {name}")
         uncached(ctx.encoder(name)).encode([WARM_UP_TEXT])
 
     return WarmStep(
@@ -285,9 +290,10 @@ def umap_step(also_done: Callable[[], bool] = lambda: False) -> WarmStep:
     nothing is compiled at start either, where the compiling (both cores, not interruptible) would hold up the first
     visitors' presses on every other tab; only a visitor who projects a new map pays it."""
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
+    def run(progress: Progress, stop: StopSignal) -> None:
         from mlse.analysis import umap_process
 
+        stop.check("compiling UMAP's kernels")
         umap_process.compile_kernels()
 
     def done() -> bool:
@@ -301,9 +307,10 @@ def umap_step(also_done: Callable[[], bool] = lambda: False) -> WarmStep:
 def results_step() -> WarmStep:
     """The Results tab's index of result files, read once (each file is then memoised until it changes)."""
 
-    def run(progress: Progress, should_stop: ShouldStop) -> None:
+    def run(progress: Progress, stop: StopSignal) -> None:
         from mlse.runs.results_index import build_index
 
+        stop.check("reading the results index")
         build_index()
 
     return WarmStep(

@@ -36,11 +36,10 @@ from mlse.encoders.registry import ModelSpec
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer, backbone_name
 from mlse.runs.folders import is_model_folder
-from mlse.stop_signal import encode_in_chunks
+from mlse.stop_signal import StopSignal, encode_in_chunks
 from mlse.text.control_chars import strip_controls
 
 Progress = Callable[[float, str], None]  # (fraction of the step done, what it is doing)
-ShouldStop = Callable[[], bool]
 TABS = ("score", "map", "tatoeba", "gold", "finetune", "results")
 EXAMPLES_FILE = assets_dir() / "examples.tsv"
 WARM_UP_TEXT = "warm-up"  # one text run through a model, past the cache, so that it loads and prepares its files
@@ -66,13 +65,15 @@ TAB_DEFAULTS = TabDefaults()
 
 @dataclass
 class WarmStep:
-    """One named piece of a warm start. ``run(progress, should_stop)`` computes it; ``done()`` says whether its output
-    is there already; ``needs()`` says why it cannot run here (None: it can)."""
+    """One named piece of a warm start. ``run(progress, stop)`` computes it, asking ``stop`` (the warm's
+    :class:`~mlse.stop_signal.StopSignal`) before it starts and between the chunks of its encoding, and raising
+    :class:`~mlse.stop_signal.Stopped` when told; ``done()`` says whether its output is there already; ``needs()``
+    says why it cannot run here (None: it can)."""
 
     name: str  # stable id, e.g. "map:me5-small"
     label: str  # what the progress line says
     tabs: tuple[str, ...]  # the tabs whose first view needs it
-    run: Callable[[Progress, ShouldStop], None]
+    run: Callable[[Progress, StopSignal], None]
     done: Callable[[], bool]
     needs: Callable[[], str | None] = lambda: None
     scope: str = "disk"  # "disk": output in the cache, done() reads it; "process": held by this process only
@@ -129,9 +130,9 @@ class Chunked:
     within seconds and each finished chunk is already in the embedding cache. ``progress(done, total)``: at the start
     of each encoding (``done`` 0) and after each chunk. Everything else is ``model``'s."""
 
-    def __init__(self, model, should_stop: ShouldStop, progress: Callable[[int, int], None] | None = None):
+    def __init__(self, model, stop: StopSignal, progress: Callable[[int, int], None] | None = None):
         self._model = model
-        self._should_stop = should_stop
+        self._stop = stop
         self._progress = progress
 
     def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
@@ -141,7 +142,7 @@ class Chunked:
         return encode_in_chunks(
             self._model,
             texts,
-            should_stop=self._should_stop,
+            stop=self._stop,
             batch_size=batch_size,
             progress=self._progress,
             normalize=normalize,

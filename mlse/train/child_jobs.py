@@ -5,12 +5,13 @@ most of that stays in the allocator's arenas, and three small fine-tunes grew th
 child (a fresh interpreter, no copy of the app's loaded models) returns every page when it exits.
 
 The boundary is kept narrow. The job is named by an importable ``"module:function"`` called as
-``function(*args, report=..., stop=...)``, the same contract as a :class:`mlse.train.runner.JobRunner` job. Progress
-records and the outcome travel over a queue; the Stop button is a shared event the child's stop checks read, so Stop
-keeps working. Outcomes come back as in-process: a return value, :class:`~mlse.stop_signal.Stopped`, an
-:class:`~mlse.errors.MlseError` (the message only), or any other exception as a ``RuntimeError`` naming it. A child
-that dies without an answer (killed, out of memory) is an ``MlseError`` with its exit code; one that ignores Stop for
-:data:`STOP_GRACE_S` seconds is terminated.
+``function(*args, report=..., stop=...)``, the same contract as a :class:`mlse.train.runner.JobRunner` job, ``stop``
+a :class:`~mlse.stop_signal.StopSignal` of the child's own. Progress records and the outcome travel over a queue; the
+parent's Stop button sets a shared event, which is the Stop button of the child's signal, so Stop keeps working (the
+job's clocks, its budget and preparation limit, are kept by the child's signal alone). Outcomes come back as
+in-process: a return value, :class:`~mlse.stop_signal.Stopped`, an :class:`~mlse.errors.MlseError` (the message
+only), or any other exception as a ``RuntimeError`` naming it. A child that dies without an answer (killed, out of
+memory) is an ``MlseError`` with its exit code; one that ignores Stop for :data:`STOP_GRACE_S` seconds is terminated.
 
 **A child never outlives its app.** A ``kill -9`` of the app used to leave the child training, unseen and unstoppable
 by the next start of the app. Now the child ends with its parent, three ways: on Linux the kernel sends it SIGTERM
@@ -41,7 +42,7 @@ from collections.abc import Callable
 
 from mlse.errors import MlseError
 from mlse.runs.job_lock import LockRequest, hold
-from mlse.stop_signal import Stopped
+from mlse.stop_signal import Stopped, StopSignal
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,10 @@ _POLL_S = 0.1
 _winding_down = threading.Event()  # in the child: the stop has been given, the hard exit is armed
 
 
-def run_in_child(
-    target: str, *args, report: Callable[[dict], None], stop: threading.Event, lock: LockRequest | None = None
-):
+def run_in_child(target: str, *args, report: Callable[[dict], None], stop: StopSignal, lock: LockRequest | None = None):
     """Call ``target`` (``"module:function"``) with ``args`` in a spawned child; returns what it returns.
+
+    ``stop``: the job's signal; its Stop button (:meth:`StopSignal.is_set`) is passed on to the child's signal.
 
     ``lock``: the job lock the child holds while it lives (see the module docstring). The calling thread must be the
     one that waits for the child (it does, here): on Linux the child is signalled when that thread ends.
@@ -128,8 +129,12 @@ def _result(outcome: tuple, target: str):
     )
 
 
-def _child_main(target: str, args: tuple, messages, stop, parent_pid: int, lock: LockRequest | None = None) -> None:
-    """In the child: import and call the target, sending its records and then exactly one outcome."""
+def _child_main(
+    target: str, args: tuple, messages, stop_event, parent_pid: int, lock: LockRequest | None = None
+) -> None:
+    """In the child: import and call the target, sending its records and then exactly one outcome. ``stop_event``
+    (shared with the parent) is the Stop button of the signal the target gets."""
+    stop = StopSignal(stop_event)
     _end_with_parent(stop, parent_pid)
     held = None
     try:
@@ -155,7 +160,7 @@ def _child_main(target: str, args: tuple, messages, stop, parent_pid: int, lock:
             held.release(remove=answered)  # a lock left behind says: this job died unanswered
 
 
-def _end_with_parent(stop, parent_pid: int) -> None:
+def _end_with_parent(stop: StopSignal, parent_pid: int) -> None:
     """Make this child end when its parent dies (see the module docstring): the kernel's signal where there is one,
     a SIGTERM handler, and a watchdog thread."""
     if sys.platform.startswith("linux"):
@@ -173,7 +178,7 @@ def _end_with_parent(stop, parent_pid: int) -> None:
     watchdog.start()
 
 
-def _watch_parent(stop, parent_pid: int) -> None:
+def _watch_parent(stop: StopSignal, parent_pid: int) -> None:
     """The watchdog thread: poll the parent (it may have died before the kernel was asked to tell us)."""
     while _parent_alive(parent_pid):
         time.sleep(PARENT_POLL_S)
@@ -189,7 +194,7 @@ def _parent_alive(parent_pid: int) -> bool:
     return parent is None or parent.is_alive()
 
 
-def _wind_down(stop, why: str) -> None:
+def _wind_down(stop: StopSignal, why: str) -> None:
     """Stop the job (it ends at its next check, keeping its best checkpoint) and exit hard if it has not ended after
     :data:`EXIT_GRACE_S` seconds. Called from the SIGTERM handler or the watchdog; the first call counts."""
     if _winding_down.is_set():

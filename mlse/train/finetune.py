@@ -63,7 +63,7 @@ import numpy as np
 from mlse.atomic import atomic_write_text
 from mlse.encoders.torch import default_device
 from mlse.runs.folders import FINETUNE_CONFIG_FILE
-from mlse.stop_signal import Stopped, StopSignal, check
+from mlse.stop_signal import Stopped, StopSignal, check, should_stop
 from mlse.train.config import FinetuneConfig, default_out
 from mlse.train.config_validation import validate
 from mlse.train.device import precision_record, resolve_precision
@@ -171,9 +171,8 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
     precision = resolve_precision(config.precision, device)  # before anything loads: fp16 on a CPU is refused
     torch.manual_seed(config.seed)
     out = Path(config.out)
-    halt = signal.should_stop if signal is not None else None
-    data = prepare_data(config, halt)
-    check(halt, "loading the student model")
+    data = prepare_data(config, signal)
+    check(signal, "loading the student model")
     initial = out / ".initial-model"  # several processes: rank 0's extended student, loaded by the others
     with main_first(ctx):
         if ctx.is_main:
@@ -187,15 +186,15 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
             )
             vocab_info = {}
     broadcast_parameters(student, ctx)
-    check(halt, "preparing the student")
+    check(signal, "preparing the student")
     with main_first(ctx):  # rank 0 fills the embedding cache with the teacher's targets; the others then read it
-        t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device, halt)
+        t_src, t_tgt, teacher_info = teacher_targets(config, data, student_dim(student), device, signal)
     base_modules = len(student)
     if config.bridge != "none":  # every rank fits the same map on the same sentences and weights
-        check(halt, "fitting the bridge")
+        check(signal, "fitting the bridge")
         teacher_info |= fit_bridge(config, student, data, t_src)
-    teacher_info |= restrict_training(config, student)
-    check(halt, "loading the dev data")
+    teacher_info |= restrict_training(config, student, base_modules)
+    check(signal, "loading the dev data")
     dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -205,12 +204,12 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
     if config.sts_loss != "none":
         from mlse.data.sts_train import load_sts_train
 
-        check(halt, "loading the STS training pairs")
+        check(signal, "loading the STS training pairs")
         sts_rows = load_sts_train(config.sts_langs, config.data_dir)
         if config.translate_train:  # pseudo-rated pairs for the bitext's unrated languages (translate-train)
             from mlse.train.recipes.translate_train import with_translated_pairs
 
-            sts_rows = with_translated_pairs(config, sts_rows, device, halt)
+            sts_rows = with_translated_pairs(config, sts_rows, device, signal)
         teacher_info |= {"sts_training": sts_rows.info}
     method = build_method(config, student, data, (t_src, t_tgt), device, precision, sts_rows)
     # characters of the longer side: a cheap proxy of the padded token length
@@ -221,7 +220,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
         method,
         len(data.src),
         lengths,
-        evaluate=lambda should_stop: dev_scores(student, dev, config.batch_size, should_stop),
+        evaluate=lambda stop: dev_scores(student, dev, config.batch_size, stop),
         save=lambda: save_checkpoint(student, out, base_modules),
         device=device,
         progress=progress,
@@ -249,12 +248,12 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
     except KeyboardInterrupt:
         _finish(run, "interrupted", prepare_s, final_eval=False)
         raise
-    if loop.step == 0 and halt is not None and halt():  # stopped before any training: nothing worth keeping
+    if loop.step == 0 and should_stop(signal):  # stopped before any training: nothing worth keeping
         if ctx.is_main:
             shutil.rmtree(out, ignore_errors=True)
         raise Stopped("stopped before the first training step")
     # a stop, or the caller's budget, ends the run now: no extra evaluation after it
-    return _finish(run, reason, prepare_s, final_eval=halt is None or not halt())
+    return _finish(run, reason, prepare_s, final_eval=not should_stop(signal))
 
 
 def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> dict:

@@ -25,7 +25,7 @@ from mlse.encoders.protocol import cosine_predictions
 from mlse.errors import MlseError
 from mlse.evaluation.sts import sts_metrics
 from mlse.models import load_model
-from mlse.stop_signal import ShouldStop, encode_in_chunks
+from mlse.stop_signal import StopSignal, encode_in_chunks
 from mlse.train.config import FinetuneConfig
 
 _ENGLISH = ("en", "eng")
@@ -50,7 +50,7 @@ def english_first(pair: str) -> tuple[str, str]:
     return a, b
 
 
-def run_bitext(cfg: FinetuneConfig, should_stop: ShouldStop | None = None, label: str = "finetune data"):
+def run_bitext(cfg: FinetuneConfig, stop: StopSignal | None = None, label: str = "finetune data"):
     """The run's bitext sample: its English-X pairs, contamination-filtered, pair ``i`` capped at ``max_pairs`` and
     sampled with seed ``[seed, i]`` (:func:`mlse.data.bitext.load_filtered_bitext`)."""
     return load_filtered_bitext(
@@ -58,15 +58,15 @@ def run_bitext(cfg: FinetuneConfig, should_stop: ShouldStop | None = None, label
         max_pairs=cfg.max_pairs,
         sample_seed=seed_per_pair(cfg.seed),
         data_dir=cfg.data_dir,
-        should_stop=should_stop,
+        stop=stop,
         label=label,
     )
 
 
-def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> TrainingData:
+def prepare_data(cfg: FinetuneConfig, stop: StopSignal | None = None) -> TrainingData:
     """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
     ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
-    bitext = run_bitext(cfg, should_stop, label="finetune data")
+    bitext = run_bitext(cfg, stop, label="finetune data")
     src, tgt, info = bitext.src, bitext.tgt, bitext.info
     if not src:
         raise MlseError(
@@ -79,7 +79,7 @@ def prepare_data(cfg: FinetuneConfig, should_stop: ShouldStop | None = None) -> 
 
 
 def teacher_targets(
-    cfg: FinetuneConfig, data: TrainingData, dim: int, device: str, should_stop: ShouldStop | None = None
+    cfg: FinetuneConfig, data: TrainingData, dim: int, device: str, stop: StopSignal | None = None
 ) -> tuple:
     """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``.
 
@@ -99,7 +99,7 @@ def teacher_targets(
     t0 = time.perf_counter()
 
     def targets(texts: list[str]) -> np.ndarray:  # stoppable between chunks; finished chunks stay cached
-        return encode_in_chunks(teacher, texts, should_stop=should_stop, batch_size=cfg.batch_size, normalize=False)
+        return encode_in_chunks(teacher, texts, stop=stop, batch_size=cfg.batch_size, normalize=False)
 
     t_src = targets(data.src)  # [N, d_t]
     t_tgt = None
@@ -137,10 +137,10 @@ def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, s
     return DevSet(list(index), out)
 
 
-def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | None = None) -> dict[str, float]:
+def dev_scores(student, dev: DevSet, batch_size: int, stop: StopSignal | None = None) -> dict[str, float]:
     """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode.
 
-    ``should_stop`` is asked between chunks of the dev texts (:class:`~mlse.stop_signal.Stopped` abandons the
+    ``stop`` is asked between chunks of the dev texts (:class:`~mlse.stop_signal.Stopped` abandons the
     evaluation).
     """
     import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
@@ -151,7 +151,7 @@ def dev_scores(student, dev: DevSet, batch_size: int, should_stop: ShouldStop | 
             emb = encode_in_chunks(
                 student,
                 dev.texts,
-                should_stop=should_stop,
+                stop=stop,
                 batch_size=batch_size,
                 convert_to_numpy=True,
                 show_progress_bar=False,

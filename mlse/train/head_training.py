@@ -24,7 +24,7 @@ from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import encode_lookup
 from mlse.heads.scorer import Scorer
 from mlse.models import load_model
-from mlse.stop_signal import ShouldStop, Stopped, check, start_budget
+from mlse.stop_signal import Stopped, StopSignal, check, start_budget
 from mlse.train.config import Stage1Settings, Stage2Settings
 
 log = logging.getLogger(__name__)
@@ -46,12 +46,12 @@ def stage1_data(
     max_pairs: int | None = Stage1Settings.max_pairs,
     data_dir=None,
     seed: int = 0,
-    should_stop: ShouldStop | None = None,
+    stop: StopSignal | None = None,
 ) -> ParallelEmbeddings:
     """Contamination-filtered translation pairs of every requested pair, embedded by the backbone.
 
     Each language pair is capped at ``max_pairs`` (a seeded subset) *after* filtering, so every pair keeps its share.
-    ``should_stop`` is asked between language pairs and between encoding chunks (:class:`Stopped` ends it).
+    ``stop`` is asked between language pairs and between encoding chunks (:class:`Stopped` ends it).
     """
     if not pairs:
         raise DataError("no parallel pairs given for Stage 1")
@@ -60,10 +60,10 @@ def stage1_data(
         max_pairs=max_pairs or None,
         sample_seed=same_seed(seed),
         data_dir=data_dir,
-        should_stop=should_stop,
+        stop=stop,
         label="stage 1 data",
     )
-    lookup = encode_lookup(encoder, bitext.src + bitext.tgt, should_stop=should_stop)
+    lookup = encode_lookup(encoder, bitext.src + bitext.tgt, stop=stop)
     X_a = np.stack([lookup[t] for t in bitext.src])
     X_b = np.stack([lookup[t] for t in bitext.tgt])
     info = {**bitext.info, "n_pairs": len(bitext.src)}
@@ -71,12 +71,12 @@ def stage1_data(
 
 
 def sts_embeddings(
-    encoder, pairs: Sequence[str], split: str, data_dir=None, should_stop: ShouldStop | None = None
+    encoder, pairs: Sequence[str], split: str, data_dir=None, stop: StopSignal | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """(E1 [n, d], E2 [n, d], gold [n], data hashes) over the concatenation of the STS pairs."""
-    check(should_stop, f"loading STS {split} data")
+    check(stop, f"loading STS {split} data")
     datasets = [load_sts(p, split, data_dir) for p in pairs]
-    lookup = encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)], should_stop=should_stop)
+    lookup = encode_lookup(encoder, [t for ds in datasets for t in (*ds.s1, *ds.s2)], stop=stop)
     e1 = np.stack([lookup[t] for ds in datasets for t in ds.s1])
     e2 = np.stack([lookup[t] for ds in datasets for t in ds.s2])
     gold = np.concatenate([ds.scores for ds in datasets]).astype(np.float32)
@@ -85,13 +85,13 @@ def sts_embeddings(
 
 
 def language_probe(
-    scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None, seed: int = 0, should_stop: ShouldStop | None = None
+    scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None, seed: int = 0, stop: StopSignal | None = None
 ) -> dict[str, float]:
     """Accuracy (%) of a linear language-ID probe on backbone, meaning and language embeddings.
 
     FLORES-200 devtest is multi-way parallel: the probe trains on the first half of the sentence ids and is tested on
     the other half, so no test sentence's meaning was seen in training. Chance is 100 / len(langs).
-    ``should_stop``: the FLORES texts are first encoded in stoppable chunks (then served from the cache).
+    ``stop``: the FLORES texts are first encoded in stoppable chunks (then served from the cache).
     """
     from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn is slow to import; only the probe
 
@@ -101,7 +101,7 @@ def language_probe(
     texts = [t for sents in flores.values() for t in sents]
     labels = np.repeat(np.arange(len(flores)), n)
     is_train = np.tile(np.arange(n) < half, len(flores))
-    encode_lookup(scorer.backbone, texts, should_stop=should_stop)  # stoppable; fills the cache encode_parts reads
+    encode_lookup(scorer.backbone, texts, stop=stop)  # stoppable; fills the cache encode_parts reads
     parts = scorer.encode_parts(texts)
     out = {"chance": 100.0 / len(flores), "n_langs": len(flores)}
     for kind in ("backbone", "meaning", "language"):
@@ -124,18 +124,18 @@ def train_stage1(
     seed: int = Stage1Settings.seed,
     probe: bool = Stage1Settings.probe,
     progress: Callable[[dict], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    stop: StopSignal | None = None,
     backend: str = Stage1Settings.backend,
     **config,
 ):
     """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
 
-    ``should_stop`` is asked in every phase. While loading or encoding data it ends the call with
-    :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during training (asked after
-    every epoch) the best epoch so far is saved, marked partial in its metadata; during the language probe the probe is
-    skipped and the run saved, marked partial. A :class:`~mlse.stop_signal.StopSignal` with a preparation limit starts
-    its budget's clock once the data are encoded (:func:`~mlse.stop_signal.start_budget`): the budget counts training
-    and the probe, not the one-off encoding.
+    ``stop`` (the job's :class:`~mlse.stop_signal.StopSignal`) is asked in every phase. While loading or encoding
+    data it ends the call with :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during
+    training (asked after every epoch) the best epoch so far is saved, marked partial in its metadata; during the
+    language probe the probe is skipped and the run saved, marked partial. A signal with a preparation limit starts its
+    budget's clock once the data are encoded (:meth:`~mlse.stop_signal.StopSignal.start_budget`): the budget counts
+    training and the probe, not the one-off encoding.
     ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
     """
     from mlse.heads.stage1 import Stage1Head  # lazy: the heads are torch modules (torch costs seconds to import)
@@ -143,11 +143,11 @@ def train_stage1(
     encoder = load_model(backbone, backend=backend) if isinstance(backbone, (str, Path)) else backbone
     if hasattr(encoder, "stage1"):
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
-    check(should_stop, "loading the backbone")
-    data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed, should_stop=should_stop)
-    start_budget(should_stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
+    check(stop, "loading the backbone")
+    data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed, stop=stop)
+    start_budget(stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
     head = Stage1Head(prelayer=prelayer, seed=seed, **config).fit(
-        data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, should_stop=should_stop
+        data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, stop=stop
     )
     scorer = Scorer(encoder, stage1=head)
     metrics = {
@@ -159,7 +159,7 @@ def train_stage1(
     partial = {"phase": "training", "epochs": len(head.history_)} if head.stopped_ else None
     if probe and not head.stopped_:
         try:
-            metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, should_stop=should_stop)
+            metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, stop=stop)
         except Stopped:
             partial = {"phase": "language probe (skipped)", "epochs": len(head.history_)}
     scorer.metadata = {
@@ -192,13 +192,13 @@ def train_stage2(
     data_dir=None,
     seed: int = Stage2Settings.seed,
     progress: Callable[[dict], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    stop: StopSignal | None = None,
     backend: str = Stage2Settings.backend,
     **config,
 ):
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
 
-    ``should_stop``: as for :func:`train_stage1` (encoding ends the call with nothing saved; a stop in training saves
+    ``stop``: as for :func:`train_stage1` (encoding ends the call with nothing saved; a stop in training saves
     the best epoch so far, marked partial; a job's budget starts once the STS data are encoded).
     ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is a name or folder.
     """
@@ -207,9 +207,9 @@ def train_stage2(
     base = load_model(str(stage1), backend=backend) if isinstance(stage1, (str, Path)) else stage1
     if getattr(base, "stage1", None) is None:
         raise MlseError(f"{getattr(base, 'name', stage1)} has no Stage 1 head: train stage1 first")
-    e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir, should_stop)
-    d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir, should_stop)
-    start_budget(should_stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
+    e1, e2, gold, hashes = sts_embeddings(base.backbone, pairs, "train", data_dir, stop)
+    d1, d2, dgold, dev_hashes = sts_embeddings(base.backbone, pairs, "dev", data_dir, stop)
+    start_budget(stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
     s1 = base.stage1
     head = Stage2Head(conv=conv, nonlinearity=nonlinearity, seed=seed, **config).fit(
         s1.transform(e1),
@@ -217,7 +217,7 @@ def train_stage2(
         gold,
         dev=(s1.transform(d1), s1.transform(d2), dgold),
         progress=progress,
-        should_stop=should_stop,
+        stop=stop,
     )
     scorer = Scorer(base.backbone, stage1=s1, stage2=head)
     training = dict(base.metadata.get("training", {}))
@@ -259,7 +259,7 @@ def train_heads(
     settings: Stage1Settings | Stage2Settings,
     *,
     progress: Callable[[dict], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    stop: StopSignal | None = None,
 ) -> Scorer:
     """Run the Stage-1 or Stage-2 settings the command line and the app make (``out`` must be set)."""
     if isinstance(settings, Stage1Settings):
@@ -273,7 +273,7 @@ def train_heads(
             seed=settings.seed,
             probe=settings.probe,
             progress=progress,
-            should_stop=should_stop,
+            stop=stop,
             backend=settings.backend,
             **settings.head_options(),
         )
@@ -286,7 +286,7 @@ def train_heads(
         data_dir=settings.data_dir,
         seed=settings.seed,
         progress=progress,
-        should_stop=should_stop,
+        stop=stop,
         backend=settings.backend,
         **settings.head_options(),
     )

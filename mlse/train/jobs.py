@@ -87,7 +87,7 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
             budget * 60,
             started=started,  # the preparation's clock starts with the job; the budget's, with training
             preparation_s=limit,
-            on_encoding=lambda done, total, rate: report(encoding_record(done, total, rate, budget)),
+            on_encoding=lambda done, total, rate, cached: report(encoding_record(done, total, rate, budget, cached)),
             on_budget_start=lambda seconds: report(training_record(seconds, budget)),
         )
         config = request_config(req, out)  # the command line's reading of the same options
@@ -124,16 +124,19 @@ def preparation_limit_s(budget_minutes: float) -> float:
     return min(limit, PUBLIC_PREPARATION_MINUTES * 60) if public_mode() else limit
 
 
-def encoding_record(done: int, total: int, rate: float | None, budget_minutes: float) -> dict:
-    """The progress record of the preparation's encoding: n of N texts, texts per second."""
+def encoding_record(done: int, total: int, rate: float | None, budget_minutes: float, cached: int = 0) -> dict:
+    """The progress record of the preparation's encoding: n of N texts (``cached`` of them from the embedding cache),
+    texts encoded per second."""
     speed = "" if rate is None else f", {rate:,.0f} texts/s"
+    from_cache = f" ({cached:,} cached)" if cached else ""
     return {
         "event": "encoding",
         "done": done,
         "total": total,
+        "cached": cached,
         "rate": rate,
-        "message": f"preparing: encoding {done:,} of {total:,} texts{speed} (before the {budget_minutes:g}-minute "
-        "budget starts; encoded texts are cached)",
+        "message": f"preparing: encoding {done:,} of {total:,} texts{from_cache}{speed} (before the "
+        f"{budget_minutes:g}-minute budget starts; encoded texts are cached)",
     }
 
 
@@ -180,11 +183,11 @@ def _child_training_job(req: TrainRequest) -> JobFn:
     return job
 
 
-def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop) -> dict:
+def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop: StopSignal) -> dict:
     """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry): the
-    request as the parent validated it, the parent's Stop button (``stop``, an event shared with the parent) in a
-    signal of the child's own."""
-    return training_job(req, started=started)(report, StopSignal(stop))
+    request as the parent validated it, and the child's own signal (``stop``, whose Stop button is the parent's:
+    :func:`mlse.train.child_jobs.run_in_child`), which the job gives its budget from ``started`` on."""
+    return training_job(req, started=started)(report, stop)
 
 
 def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, signal: StopSignal) -> dict:
@@ -236,7 +239,7 @@ def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) 
             }
         )
 
-    scorer = train_heads(settings, progress=on_epoch, should_stop=signal.should_stop)
+    scorer = train_heads(settings, progress=on_epoch, stop=signal)
     if not signal.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
         report(
             {

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.json_safe import finite_or_none
-from mlse.stop_signal import ShouldStop, Stopped, StopSignal
+from mlse.stop_signal import Stopped, StopSignal
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import needs_grad_scaler
 from mlse.train.distributed import DistContext, agree, average_gradients
@@ -91,9 +91,9 @@ def epoch_batches(
 class TrainingLoop:
     """One run's loop over ``n`` training examples (``lengths``: their lengths, for bucketing; None: no bucketing).
 
-    ``evaluate(should_stop)`` returns the dev score per dev set (it may raise :class:`~mlse.stop_signal.Stopped`);
-    ``save()`` writes a checkpoint, called whenever the mean dev score improves. Each evaluation appends one record
-    to ``out/log.jsonl`` and hands it to ``progress``.
+    ``evaluate(signal)`` returns the dev score per dev set, asking ``signal`` as it goes (it may raise
+    :class:`~mlse.stop_signal.Stopped`); ``save()`` writes a checkpoint, called whenever the mean dev score improves.
+    Each evaluation appends one record to ``out/log.jsonl`` and hands it to ``progress``.
     """
 
     def __init__(
@@ -104,7 +104,7 @@ class TrainingLoop:
         n: int,
         lengths: np.ndarray | None,
         *,
-        evaluate: Callable[[ShouldStop | None], dict[str, float]],
+        evaluate: Callable[[StopSignal | None], dict[str, float]],
         save: Callable[[], None],
         device: str,
         progress: Callable[[dict], None] | None = None,
@@ -118,7 +118,6 @@ class TrainingLoop:
         self.evaluate_dev, self.save, self.device = evaluate, save, device
         self.ctx = ctx or DistContext()
         self.progress, self.signal = progress, signal
-        self.should_stop = signal.should_stop if signal is not None else None
         self.out = Path(cfg.out)
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -223,7 +222,7 @@ class TrainingLoop:
     def _evaluate(self) -> dict:
         t0 = self.clock()
         try:
-            self.last_dev = self.evaluate_dev(self.should_stop)
+            self.last_dev = self.evaluate_dev(self.signal)
         except Stopped:  # abandoned half-way: the checkpoint on disk stays the best so far
             self.eval_s += self.clock() - t0
             return {}

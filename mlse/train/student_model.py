@@ -138,12 +138,16 @@ def fit_bridge(cfg: FinetuneConfig, student, data: TrainingData, t_src: np.ndarr
     }
 
 
-def restrict_training(cfg: FinetuneConfig, student) -> dict:
-    """Freeze the token embeddings and/or wrap the transformer in LoRA adapters, as configured."""
+def restrict_training(cfg: FinetuneConfig, student, base_modules: int) -> dict:
+    """Freeze the token embeddings and/or wrap the transformer in LoRA adapters, as configured.
+
+    ``base_modules``: how many of the student's modules are the base model's own (the rest, e.g. a bridge, were
+    appended by a recipe); under LoRA the base's modules after the transformer are frozen, the appended ones train.
+    """
     if cfg.freeze_embeddings:
         student[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
     if cfg.lora_r:
-        apply_lora(student, cfg.lora_r, cfg.lora_alpha)
+        apply_lora(student, cfg.lora_r, cfg.lora_alpha, appended_from=base_modules)
     return {
         "trainable_parameters": trainable_parameters(student),
         "parameters": sum(p.numel() for p in student.parameters()),

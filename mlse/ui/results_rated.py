@@ -20,9 +20,11 @@ from pathlib import Path
 
 from mlse.dirs import runs_dir
 from mlse.runs.folders import rated_languages
+from mlse.ui.tables import sortable
 
 SPLIT_COLUMNS = ["model", "pair", "rated", "unrated", "gap", "status", "source"]
 INCOMPLETE = "incomplete: not compared"
+SPLIT_PLACES = dict.fromkeys(("rated", "unrated", "gap"), 2)  # Spearman x 100, as the Results table writes it
 
 
 def _run_rated(model: str) -> tuple[str, ...] | None:
@@ -90,9 +92,15 @@ def rated_split(frame):
     return table, note
 
 
+def split_shown(table):
+    """The split table as the page shows it: Spearman and gap with 2 decimals ("66.70"), still sorted as numbers
+    (:func:`mlse.ui.tables.sortable`); a missing one blank."""
+    return sortable(table, SPLIT_PLACES)
+
+
 def _row(model, pair, rated, unrated, gap, status, source) -> dict:
     def number(x):
-        return None if x is None or x != x else round(float(x), 2)
+        return None if x is None or x != x else float(x)
 
     return {
         "model": model,

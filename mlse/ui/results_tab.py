@@ -13,14 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlse.runs.results_index import build_index, finetune_curves
-from mlse.ui.results_rated import rated_split
-from mlse.ui.tables import TABLE_OPTIONS
+from mlse.ui.results_rated import rated_split, split_shown
+from mlse.ui.tables import TABLE_OPTIONS, significant_text, sortable
 from mlse.ui.text import md_escape
 
 ALL = "(all)"
 # The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling; the
 # columns are sized to their content and never wrap (mlse.ui.tables.TABLE_OPTIONS: fixed shares of the width broke
-# "66.75" into five lines and headers mid-word at 390 px); a long path shows its start, a click shows all of it.
+# "66.75" into five lines and headers mid-word at 390 px); a long path shows its start, a click shows all of it. The
+# values are shown with 2 decimals ("66.70", not "66.7") but stay numbers, so a click on "value" sorts by value
+# (:func:`shown`).
 TABLE_COLUMNS = ["model", "metric", "value", "task", "key", "split", "kind", "experiment", "date", "source"]
 MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
 DEFAULT_METRICS = {
@@ -97,9 +99,15 @@ def table_view(
     return rows.head(limit), f"Results: the first {limit} of {len(rows)} rows (narrow them with the filters above)"
 
 
+def shown(rows):
+    """The rows of :func:`table_view` as the table shows them: each value written with 2 decimals (a small non-zero
+    one with 2 significant digits, :func:`mlse.ui.tables.significant_text`), still sorted as a number."""
+    return sortable(rows, {"value": significant_text})
+
+
 def display_number(value):
-    """A number as the table shows it: 2 decimals (52.09125 -> 52.09); a small non-zero value keeps 2 significant
-    digits (0.00123 -> 0.0012) instead of showing as 0. Non-numbers pass through."""
+    """A number as the table holds it: 2 decimals (52.09125 -> 52.09); a small non-zero value keeps 2 significant
+    digits (0.00123 -> 0.0012) instead of showing as 0. Non-numbers pass through. (:func:`shown` writes it.)"""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -275,12 +283,21 @@ def build_tab(state) -> list:
             with gr.Tab("Table"):
                 # no in-table search box: it would search the shown rows only; the filters above search them all
                 table = gr.Dataframe(
-                    rows, label=label, interactive=False, max_height=420, elem_id="results-table", **TABLE_OPTIONS
+                    shown(rows),
+                    label=label,
+                    interactive=False,
+                    max_height=420,
+                    elem_id="results-table",
+                    **TABLE_OPTIONS,
                 )
                 split_rows, split_note = rated_split(frame)  # the leave-languages-out protocol's gap on screen
                 split_status = gr.Markdown(split_note)
                 split_table = gr.Dataframe(
-                    split_rows, label="Rated / unrated languages", interactive=False, max_height=300, **TABLE_OPTIONS
+                    split_shown(split_rows),
+                    label="Rated / unrated languages",
+                    interactive=False,
+                    max_height=300,
+                    **TABLE_OPTIONS,
                 )
             with gr.Tab("Plots"):
                 with gr.Row():
@@ -302,14 +319,14 @@ def build_tab(state) -> list:
 
         def on_filter(t, m, me, tx):
             full, _ = load_index(state)
-            shown, shown_label = table_view(full, t, m, me, tx)
-            return gr.update(value=shown, label=shown_label)
+            rows_now, label_now = table_view(full, t, m, me, tx)
+            return gr.update(value=shown(rows_now), label=label_now)
 
         def on_refresh(task, model, metric, key_contains, plot_task, plot_key, plot_metric):
-            (shown, shown_label), found_now, note_now, full = refresh(state, task, model, metric, key_contains)
+            (rows_now, label_now), found_now, note_now, full = refresh(state, task, model, metric, key_contains)
             split_now, split_note_now = rated_split(full)
             return (
-                gr.update(value=shown, label=shown_label),
+                gr.update(value=shown(rows_now), label=label_now),
                 note_now,
                 gr.update(choices=found_now["tasks"]),
                 gr.update(choices=found_now["models"]),
@@ -318,7 +335,7 @@ def build_tab(state) -> list:
                 seed_grid_plot(full),
                 curves_plot(),
                 tatoeba_languages_plot(full),
-                split_now,
+                split_shown(split_now),
                 split_note_now,
             )
 

@@ -8,6 +8,9 @@ from here instead:
   :func:`mlse.analysis.sts_errors.rank_disagreements`, the metrics rows) -> the words a table shows; :func:`headers`.
 * :func:`number_text` / :func:`numbers_as_text`: a number written with a fixed count of decimals ("0.90", not "0.9"),
   a missing one as "" -- text, so the table shows exactly that.
+* :func:`sortable`: the same text over numbers a click on the header still sorts by value (a table whose point is
+  sorting, like the Results tab's, with negative and tiny numbers that text would sort wrongly): a pandas ``Styler``
+  whose cells keep their numbers while the table shows :func:`number_text` of them (gradio's ``display_value``).
 * :data:`TABLE_OPTIONS`: what every ``gr.Dataframe`` is built with: cells never wrap (a row is one line, a number one
   piece) and a long cell, a sentence, shows its first :data:`CELL_CHARS` characters; a click on it shows all of it.
   Without fixed column widths gradio sizes each column to its content, so a header is never cut mid-word.
@@ -18,6 +21,7 @@ Plain functions of frames and values; no gradio.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -84,3 +88,27 @@ def numbers_as_text(frame: pd.DataFrame, places: dict[str, int], signed: tuple[s
         if column in out.columns:
             out[column] = [number_text(v, digits, column in signed) for v in out[column].tolist()]
     return out
+
+
+def significant_text(value, places: int = 2) -> str:
+    """``value`` with ``places`` decimals, and a small non-zero one with 2 significant digits instead of "0.00"
+    (0.00123 -> "0.0012", 2e-5 -> "2e-05"); "" when missing, text that is not a number as it is. For a column
+    mixing scales (the Results tab's values)."""
+    text = number_text(value, places)
+    if not text:
+        return value if isinstance(value, str) else ""
+    if float(value) != 0 and float(text) == 0:
+        return f"{float(value):.2g}"
+    return text
+
+
+def sortable(frame: pd.DataFrame, places: dict[str, int | Callable[[object], str]]):
+    """``frame`` for a non-interactive ``gr.Dataframe``: each column of ``places`` shown as :func:`number_text` with
+    that many decimals (or by the given function), while its cells keep their numbers, so sorting by the column
+    sorts by value (text would put "-0.50" after "0.10"). Columns it lacks are skipped."""
+    formats = {
+        column: (way if callable(way) else (lambda v, d=way: number_text(v, d)))
+        for column, way in places.items()
+        if column in frame.columns
+    }
+    return frame.style.format(formats)

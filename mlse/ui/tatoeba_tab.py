@@ -40,10 +40,13 @@ DECIMALS = 3
 SCORE_FIELDS = ("sim_retrieved", "sim_gold", "margin_retrieved", "margin_gold")
 
 # The fields of an error (mlse.evaluation.retrieval.retrieval_errors) in table order; the table shows them as words.
-ERROR_FIELDS = ["direction", "index", "query", "retrieved", "gold", *SCORE_FIELDS, "rank_of_gold"]
-ERROR_COLUMNS = headers(ERROR_FIELDS)  # direction, row, query, ..., cosine retrieved, ..., rank of gold
-ERROR_TYPES = ["str", "number", "str", "str", "str", "str", "str", "str", "str", "number"]
-NEIGHBOUR_COLUMNS = ["rank", "sentence", "cosine", "margin", "note"]
+# Which row (direction and index: short), then the scores (they are the point), then the three sentences, each cut to
+# its first characters (a click shows all of it): at 1400 px the sentences first pushed the scores off-screen.
+SENTENCE_FIELDS = ("query", "retrieved", "gold")
+ERROR_FIELDS = ["direction", "index", *SCORE_FIELDS, "rank_of_gold", *SENTENCE_FIELDS]
+ERROR_COLUMNS = headers(ERROR_FIELDS)  # direction, row, cosine retrieved, ..., rank of gold, query, retrieved, gold
+ERROR_TYPES = ["str", "number", *["str"] * len(SCORE_FIELDS), "number", *["str"] * len(SENTENCE_FIELDS)]
+NEIGHBOUR_COLUMNS = ["rank", "cosine", "margin", "note", "sentence"]  # likewise: the scores before the sentence
 NEIGHBOUR_TYPES = ["number", "str", "str", "str", "str"]
 COMPARE_FIELDS = ["change", "direction", "index", "query", "gold", "retrieved_a", "retrieved_b"]
 COMPARE_COLUMNS = headers(COMPARE_FIELDS)  # ..., row, ..., retrieved by A, retrieved by B
@@ -115,7 +118,7 @@ def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:
         row = list(row)
         if len(row) < 2:
             raise MlseError("Select a row of the errors table.")
-        direction, index = row[0], row[1]
+        direction, index = row[0], row[1]  # a table row starts so (ERROR_FIELDS), as does an API caller's short one
     else:  # a single value (an API caller's guess at the format)
         raise MlseError(f"not an errors-table row: {str(row)[:80]!r}; expected [direction, index, ...]")
     direction = {shown: d for d, shown in (labels or {}).items()}.get(direction, direction)
@@ -145,7 +148,7 @@ def details(state, source, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str,
     nn = query_neighbours(q_emb, b_emb, index, k=int(k), margin_k=MARGIN_K)
     rows = []
     for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
-        rows.append([rank, b_texts[j], f"{cos:.{DECIMALS}f}", f"{marg:.{DECIMALS}f}", "gold" if j == index else ""])
+        rows.append([rank, f"{cos:.{DECIMALS}f}", f"{marg:.{DECIMALS}f}", "gold" if j == index else "", b_texts[j]])
     text = "\n".join(
         [
             f"**Query** ({_sides(source, view)[3][direction]}, #{index}): {md_escape(q_texts[index])}",

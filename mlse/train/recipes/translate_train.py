@@ -31,6 +31,7 @@ import numpy as np
 
 from mlse.data.sts_train import StsBatch, StsTrainRows
 from mlse.errors import MlseError
+from mlse.stop_signal import StopSignal, encode_in_chunks
 
 NEIGHBOURS = 4  # nearest English neighbours per anchor: the similar end of the scale
 RANDOM_PARTNERS = 4  # random partners per anchor: the dissimilar end
@@ -133,13 +134,13 @@ class TranslatedRows:
         return self.rated.sample(rng, size)
 
 
-def with_translated_pairs(cfg, rated: StsTrainRows, device: str, should_stop=None) -> TranslatedRows:
+def with_translated_pairs(cfg, rated: StsTrainRows, device: str, stop: StopSignal | None = None) -> TranslatedRows:
     """The STS term's rows of run ``cfg`` (a :class:`mlse.train.config.FinetuneConfig` with ``translate_train``) with
     the pseudo-rated pairs of each bitext language it has no rated pairs in. The bitext is the run's own sample (the
-    same pairs, caps and seeds as its training data); the teacher's English embeddings come through the cache."""
+    same pairs, caps and seeds as its training data); the teacher's English embeddings come through the cache, asking
+    ``stop`` between chunks."""
     from mlse.data.contamination import evaluation_sentences, normalize_sentence  # lazy: only translate-train
     from mlse.models import load_model
-    from mlse.stop_signal import encode_in_chunks
     from mlse.train.finetune_data import english_first, run_bitext
 
     if cfg.sts_loss == "none":
@@ -148,7 +149,7 @@ def with_translated_pairs(cfg, rated: StsTrainRows, device: str, should_stop=Non
     langs = pseudo_langs(pairs, cfg.sts_langs)
     if not langs:
         return TranslatedRows(rated, [])
-    bitext = run_bitext(cfg, should_stop, label="translate-train")
+    bitext = run_bitext(cfg, stop, label="translate-train")
     # no sentence of STS Multi MT, any split: a held-out language's STS sentences (and their English rows) stay unseen
     sts_sentences = evaluation_sentences(cfg.data_dir, tatoeba=False, sts_splits=("train", "dev", "test"))
     teacher = load_model(cfg.translate_teacher or cfg.student, device=device)
@@ -166,7 +167,7 @@ def with_translated_pairs(cfg, rated: StsTrainRows, device: str, should_stop=Non
         translated = [bitext.tgt[k] if bitext.src_lang[k] == "en" else bitext.src[k] for k in rows]
         if len(english) < 2:
             continue
-        emb = encode_in_chunks(teacher, english, should_stop=should_stop, batch_size=cfg.batch_size, normalize=True)
+        emb = encode_in_chunks(teacher, english, stop=stop, batch_size=cfg.batch_size, normalize=True)
         i, j, scores = pseudo_pairs(np.asarray(emb, dtype=np.float32), rng)
         found.append(PseudoRated(lang, english, translated, i, j, scores))
     return TranslatedRows(rated, found)
