@@ -2,5 +2,6 @@
 ``python -m benchmarks.NAME`` (``--help`` for its options, ``--quick`` for a seconds-long run on tiny inputs).
 
 Each script is one module with a ``main``; the helpers they share live in :mod:`benchmarks.common`, and a script's own
-helper modules are named ``benchmarks/_<script>_*.py``. No script imports another (tests/test_package_layout.py).
+helper modules are named ``benchmarks/_<script>_*.py``. No script imports another
+(tests/project/test_package_layout.py).
 """

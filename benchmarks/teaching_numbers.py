@@ -19,8 +19,9 @@ Five exercises, one section each of ``results/teaching/teaching-numbers.{json,md
 
 The numbers depend on the models and data, not on the machine; no timing is reported. The report records the sha256
 of every file in the repository they were computed from (``artifacts``: the shipped heads, student and calibrations,
-the handout, the dev-curve result files; :func:`artifact_files`), and ``tests/test_benchmarks_teaching_numbers.py``
-fails when one of them changed after the numbers were written: rerun this script, then update docs/teaching.md.
+the handout, the dev-curve result files; :func:`artifact_files`), and
+``tests/project/test_benchmarks_teaching_numbers.py`` fails when one of them changed after the numbers were written:
+rerun this script, then update docs/teaching.md.
 """
 
 from __future__ import annotations

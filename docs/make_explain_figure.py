@@ -4,7 +4,7 @@
 
 It serves the app on loopback, types the seed paper's flute pair into Score a pair, picks ``me5-small`` under "Why this
 score?", presses Explain and saves a screenshot of the attribution heatmap and the alignment beside it as
-``docs/explain-flute.png`` (the same browser steps as tests/test_app_browser.py's explanation test).
+``docs/explain-flute.png`` (the same browser steps as tests/ui/test_app_browser.py's explanation test).
 """
 
 from __future__ import annotations

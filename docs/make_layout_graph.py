@@ -3,8 +3,8 @@
 ``python docs/make_layout_graph.py`` rewrites the part between the two markers of docs/layout.md from the code: the
 import graph that ``grimp`` (the library under ``lint-imports``) builds of ``mlse``, folded to its packages and root
 modules, and the layers of pyproject.toml's ``[tool.importlinter]`` contract. ``--check`` writes nothing and exits 1
-when the page is out of date; ``tests/test_layout_graph.py`` runs the same comparison and checks that no import runs up
-the layers. Imports made only for type checkers (``if TYPE_CHECKING:``) are left out: they never run.
+when the page is out of date; ``tests/project/test_layout_graph.py`` runs the same comparison and checks that no import
+runs up the layers. Imports made only for type checkers (``if TYPE_CHECKING:``) are left out: they never run.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ It serves the app on loopback with this checkout's models (the embedded ``minilm
 opens it in headless Chromium and on each tab presses the main button once where that is quick: scores a pair, projects
 the language map, lists Tatoeba errors for Swiss German (117 sentences), compares predictions with gold on STS en-en.
 The fine-tune tab is shown as a form (training takes minutes) and the results tab as loaded from results/.
-The browser steps are the ones tests/test_app_browser.py checks (tests/browser.py).
+The browser steps are the ones tests/ui/test_app_browser.py checks (tests/browser.py).
 """
 
 from __future__ import annotations

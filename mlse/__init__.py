@@ -35,7 +35,8 @@ _LAZY = {
 
 __all__ = ["DataError", "MlseError", "ModelNotFoundError", "__version__", *_LAZY]
 
-if TYPE_CHECKING:  # the names of _LAZY, for type checkers and IDEs (tests/test_packaging.py keeps the two lists equal)
+# the names of _LAZY, for type checkers and IDEs (tests/project/test_packaging.py keeps the two lists equal)
+if TYPE_CHECKING:
     from mlse.api import score_pairs as score_pairs
     from mlse.data.scored_file import write_scored as write_scored
     from mlse.data.user_files import UserTable as UserTable

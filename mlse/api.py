@@ -22,6 +22,7 @@ from mlse.encoders.catalogue import DEFAULT_MODEL
 from mlse.encoders.identity import DEFAULT_BACKEND
 from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
+from mlse.stop_signal import StopSignal, should_stop
 
 CHUNK_PAIRS = 512  # pairs encoded per step: bounded memory, and a Stop lands within one chunk
 COSINE, CALIBRATED = "cosine", "0-5"
@@ -59,7 +60,7 @@ def score_pairs(
     backend: str = DEFAULT_BACKEND,
     chunk: int = CHUNK_PAIRS,
     progress: Progress | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    stop: StopSignal | None = None,
     skip_failing: bool = False,
 ):
     """Score sentence pairs with each model -> pandas DataFrame.
@@ -72,13 +73,15 @@ def score_pairs(
     input's columns (a DataFrame's own, with its dtypes and index; else the strings as read, the score column as
     numbers), then ``"<model> cosine"`` and, where the model is calibrated, ``"<model> 0-5"``.
 
-    ``progress(done, total, rows_per_s)`` after each chunk of ``chunk`` pairs; ``should_stop()`` before each (True:
-    the rows past it stay NaN). ``skip_failing``: a model that fails is left out (named in the run's ``failures``)
-    while the others score, instead of the error ending the call. ``frame.attrs["run"]`` is the :class:`ScoreRun`.
+    ``progress(done, total, rows_per_s)`` after each chunk of ``chunk`` pairs; ``stop`` (a
+    :class:`~mlse.stop_signal.StopSignal`: its Stop, ``also`` or budget) asked before each: once it says stop, the
+    rows scored so far are kept and the rest stay NaN (``run.stopped``). ``skip_failing``: a model that fails is left
+    out (named in the run's ``failures``) while the others score, instead of the error ending the call.
+    ``frame.attrs["run"]`` is the :class:`ScoreRun`.
     """
     table = _as_table(pairs)
     loaded = _loaded(models, backend)
-    columns, run = _score_chunks(loaded, table, chunk, progress, should_stop, skip_failing)
+    columns, run = _score_chunks(loaded, table, chunk, progress, stop, skip_failing)
     frame = pairs.copy() if _is_frame(pairs) else table.frame()  # a frame keeps its own dtypes and index
     for key, values in columns.items():
         frame[key] = values
@@ -103,7 +106,7 @@ def _loaded(models, backend: str) -> dict[str, object]:
 
 
 def _score_chunks(
-    models: dict, table: UserTable, chunk: int, progress, should_stop, skip_failing: bool
+    models: dict, table: UserTable, chunk: int, progress, stop: StopSignal | None, skip_failing: bool
 ) -> tuple[dict[str, np.ndarray], ScoreRun]:
     """Every pair with every model, ``chunk`` pairs at a time -> ({column: values [n]}, run). Each chunk is scored by
     every model before the next starts, so a stopped run keeps complete rows; only one chunk's embeddings are in
@@ -114,7 +117,7 @@ def _score_chunks(
     failures: list[tuple[str, str]] = []
     start, done, stopped = time.perf_counter(), 0, False
     for lo in range(0, n, max(1, chunk)):
-        if should_stop is not None and should_stop():
+        if should_stop(stop):
             stopped = True
             break
         hi = min(n, lo + chunk)

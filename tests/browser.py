@@ -1,6 +1,6 @@
 """Debian's headless Chromium, driven by Selenium through Debian's chromedriver, on the served mlse app.
 
-Shared by tests/test_app_browser.py and docs/make_screenshots.py. Both binaries come from apt (``chromium``,
+Shared by tests/ui/test_app_browser.py and docs/make_screenshots.py. Both binaries come from apt (``chromium``,
 ``chromium-driver``; .ci/run installs them), so their versions always match and Selenium Manager, which would try to
 download a driver, is never asked: the driver's path is given explicitly.
 

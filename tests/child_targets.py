@@ -1,4 +1,4 @@
-"""Jobs for tests/test_train_child_jobs.py, importable by a spawned child (``"tests.child_targets:NAME"``)."""
+"""Jobs for tests/train/test_train_child_jobs.py, importable by a spawned child (``"tests.child_targets:NAME"``)."""
 
 from __future__ import annotations
 

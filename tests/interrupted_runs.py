@@ -1,5 +1,5 @@
-"""Run folders and job locks as a killed app leaves them (tests/test_runs_job_lock.py, tests/test_app_state.py,
-tests/test_ui_results.py)."""
+"""Run folders and job locks as a killed app leaves them (tests/runs/test_runs_job_lock.py,
+tests/serving/test_app_state.py, tests/ui/test_ui_results.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""One job run in a child process that stops dead at a named point, for the ``kill -9`` tests (tests/test_kill9.py).
+"""One job run in a child process that stops dead at a named point, for the ``kill -9`` tests (in
+tests/train/test_kill9.py).
 
 ``python -m tests.kill_child POINT ARGS...`` prints POINT on stdout once it is there and then waits, so the test can
 SIGKILL it at exactly that moment: mid fine-tune (after a checkpoint), mid head job (training or saving, while the run

@@ -1,4 +1,5 @@
-"""Shared by the loss tests (tests/test_losses_*.py): seeded tensors, a row entropy, a fake student and a tiny loop."""
+"""Shared by the loss tests (tests/losses/test_losses_*.py): seeded tensors, a row entropy, a fake student and a
+tiny loop."""
 
 from __future__ import annotations
 

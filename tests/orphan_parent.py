@@ -1,5 +1,5 @@
-"""An app stand-in for the orphan tests (tests/test_train_child_jobs.py): ``python -m tests.orphan_parent ROOT MODE``
-runs one job in a child through :func:`mlse.train.child_jobs.run_in_child`, holding the job lock of run
+"""An app stand-in for the orphan tests (tests/train/test_train_child_jobs.py): ``python -m tests.orphan_parent ROOT
+MODE`` runs one job in a child through :func:`mlse.train.child_jobs.run_in_child`, holding the job lock of run
 ``orphan-run`` under ROOT, and prints ``CHILD <pid>`` once the child is working, so that the test can ``kill -9`` this
 process.
 

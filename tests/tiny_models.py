@@ -12,7 +12,7 @@ changes with every process, so equal counts fell differently and each process go
 WordPiece entries and every unigram score's last bits differed between three runs). :func:`wordpiece_vocabulary`
 merges the most frequent pair as the WordPiece trainer does, ties broken by the pair's text; :func:`unigram_vocabulary`
 scores frequent substrings by their log frequency, ties broken by the piece's text. The weights follow a fixed seed,
-so a tiny model's files are the same bytes in every process (``tests/test_tiny_models.py``).
+so a tiny model's files are the same bytes in every process (``tests/project/test_tiny_models.py``).
 """
 
 from __future__ import annotations

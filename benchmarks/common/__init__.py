@@ -16,7 +16,8 @@ imports another. One module per job:
 - :mod:`~benchmarks.common.sts_scores`: a fine-tuned model's test Spearman per pair and their table.
 - :mod:`~benchmarks.common.artifacts`: the sha256 of the files a result was computed from, and which changed since.
 
-Importing it loads neither torch nor the app (tests/test_package_layout.py); what needs them imports them when called.
+Importing it loads neither torch nor the app (tests/project/test_package_layout.py); what needs them imports
+them when called.
 """
 
 from benchmarks.common.api import JSON_PATH, ApiCaller, ApiError, direct_call, json_call

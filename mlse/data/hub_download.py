@@ -3,7 +3,7 @@
 After a successful :func:`download_from_hub`, ``load_sts`` / ``load_flores`` / ``load_tatoeba`` work unchanged with
 ``data_dir=target_dir``. Each dataset's folder is filled all or nothing (:func:`mlse.atomic.atomic_dir`), so a fetch
 that is killed or fails leaves no half dataset that the app would take for a complete one. Reading parquet needs
-``pyarrow``. Tested offline against a local stand-in laid out like the repositories (tests/test_data_fetch.py); the
+``pyarrow``. Tested offline against a local stand-in laid out like the repositories (tests/data/test_data_fetch.py); the
 layouts below are the repositories' as published, and the conversions accept the variants each has had.
 
 Repositories (dataset repos):

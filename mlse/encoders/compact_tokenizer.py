@@ -11,9 +11,9 @@ student fine-tuned from it): ``Precompiled`` charsmap + ``Replace(" {2,}", " ")`
 ``Split(unknown characters, isolated)``, ``Unigram`` without byte fallback, ``<s> $A </s>``. Anything else gets
 ``None`` from :func:`compact_tokenizer` and the caller keeps the Rust tokenizer.
 
-How the ids stay the same (``tests/test_encoders_compact_tokenizer.py`` compares every FLORES devtest and STS Multi
-MT sentence): the text is normalised by ``sentencepiece``'s own normaliser on the same charsmap (``Precompiled`` is
-a port of it), runs of spaces are collapsed in Python, one leading space stands for ``Metaspace``'s prepended ``▁``,
+How the ids stay the same (``tests/encoders/test_encoders_compact_tokenizer.py`` compares every FLORES devtest and STS
+Multi MT sentence): the text is normalised by ``sentencepiece``'s own normaliser on the same charsmap (``Precompiled``
+is a port of it), runs of spaces are collapsed in Python, one leading space stands for ``Metaspace``'s prepended ``▁``,
 and the pieces are segmented by a model with an identity normaliser. Two things differ in ``sentencepiece`` and are
 handled here: it fuses a run of unknown characters into one ``<unk>`` (the pipeline gives one per character), so each
 ``<unk>`` is expanded to the length of its run; and it does not match the special tokens' literal text (``<s>``,

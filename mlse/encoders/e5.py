@@ -7,7 +7,8 @@ fine-tuning, ONNX) sees a normal model. The folder lives in the user cache, keye
 and is built on first use, never when the registry is listed.
 
 Weights: Q4_0 matrices are dequantised exactly (``(q - 8) * d``); the engine additionally rounds activations to int8
-per 32 values, so the fp32 model differs from it a little (mean cosine ~0.99, see tests/test_encoders_e5_fidelity.py).
+per 32 values, so the fp32 model differs from it a little (mean cosine ~0.99: see
+tests/encoders/test_encoders_e5_fidelity.py).
 """
 
 from __future__ import annotations

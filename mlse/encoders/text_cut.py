@@ -25,7 +25,7 @@ at most ``max_tokens * C`` characters.
    that word. WordPiece reads a word over ``W`` characters as one ``[UNK]`` whole or cut. SentencePiece's best
    segmentation of a long word's start does not depend on characters ``max_tokens * L`` further on (its Viterbi path
    meets the same pieces again within a few), and the first ``max_tokens`` tokens end within ``max_tokens * L``
-   characters: an observation rather than a proof, which tests/test_encoders_text_cut.py checks on long CJK and
+   characters: an observation rather than a proof, which tests/encoders/test_encoders_text_cut.py checks on long CJK and
    space-free texts with the packaged models.
 
 A text made to defeat this (thousands of "words" of control characters, a WordPiece model fed 300-character words)

@@ -10,8 +10,8 @@ neighbours resident. What is left is the tokenizer: transformers' wrapper of the
 250,002 Unigram pieces. When the folder's tokenizer has the pipeline :mod:`mlse.encoders.compact_tokenizer`
 reproduces, encoding goes through :class:`CompactRunner`: the model loaded with a stand-in tokenizer (never used) and
 the same ids from sentencepiece (~45 MB), in exactly the batches ``SentenceTransformer.encode`` makes, so the vectors
-are bit-identical (tests/test_encoders_torch.py). ``.model`` is still the ordinary ``SentenceTransformer`` (loaded
-only when asked for); fine-tuning loads its own with :func:`load_sentence_transformer`.
+are bit-identical (tests/encoders/test_encoders_torch.py). ``.model`` is still the ordinary ``SentenceTransformer``
+(loaded only when asked for); fine-tuning loads its own with :func:`load_sentence_transformer`.
 """
 
 from __future__ import annotations

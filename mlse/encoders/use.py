@@ -5,8 +5,8 @@ network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit
 ``resources/sp.model``, with a pure-numpy forward pass. mlse reads those two files and runs the network itself:
 
 - **Tokens**: the C++ ``sentencepiece`` library on the package's ``sp.model`` (about 15x faster than the package's
-  pure-Python port, which the package documents as byte-identical to it; ``tests/test_encoders_use.py`` checks the ids
-  agree). Without ``sentencepiece`` installed, the package's own tokenizer is used.
+  pure-Python port, which the package documents as byte-identical to it; ``tests/encoders/test_encoders_use.py`` checks
+  the ids agree). Without ``sentencepiece`` installed, the package's own tokenizer is used.
 - **Compute**: the forward pass ported to torch (:mod:`mlse.encoders.use_torch`), fp32 on the CPU, flat batches of
   up to ``batch_tokens`` tokens with no padding. Embeddings equal the package's (cosine >= 0.999 on every FLORES
   devtest sentence tested; in practice > 0.99999), at about twice its speed on the same cores

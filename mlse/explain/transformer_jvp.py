@@ -13,7 +13,7 @@ roughly halves the arithmetic. Each rule is the textbook derivative of its opera
 - pooling: mean, sum and position weights are linear, cls / last token pick a row, max picks each column's argmax;
 - L2 normalisation ``y = x / |x|``: ``dy = (dx − y (y · dx)) / |x|``.
 
-``tests/test_explain_models.py`` checks the result against ``torch.autograd.forward_ad`` on the same tail.
+``tests/explain/test_explain_models.py`` checks the result against ``torch.autograd.forward_ad`` on the same tail.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def release_free_memory() -> bool:
     """Hand the C allocator's free pages back to the system (glibc ``malloc_trim(0)``); True where it ran.
 
     After a large temporary allocation -- encoding 800 sentences, converting a model -- the freed memory stays in the
-    process (RSS at its peak) until the allocator trims it (``tests/test_serving_procmem.py`` checks that it comes
-    back). A no-op (False) without glibc.
+    process (RSS at its peak) until the allocator trims it (``tests/serving/test_serving_procmem.py`` checks that it
+    comes back). A no-op (False) without glibc.
     """
     global _TRIM
     if _TRIM is None:

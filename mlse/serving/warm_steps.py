@@ -16,7 +16,7 @@ A step says why it cannot run here (``needs``: a missing dataset, a model that d
 is there already (``done``, cheap, never computing: file checks, or the step's own library call on an encoder that
 may only read the embedding cache where what follows the encoding is quick).
 Embedding is done a few batches at a time through the embedding cache, so a stopped step keeps what it encoded.
-:data:`TAB_DEFAULTS` holds the tabs' defaults; tests/test_warm.py checks them against the tab modules.
+:data:`TAB_DEFAULTS` holds the tabs' defaults; tests/serving/test_warm.py checks them against the tab modules.
 """
 
 from __future__ import annotations

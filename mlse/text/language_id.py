@@ -10,7 +10,7 @@ adjustments that matter for the short sentences people type:
 2. **A prior for the project's languages.** Every language this project has data for (:data:`PROJECT_LANGUAGES`)
    gets prior weight 1, the others :data:`OTHER_LANGUAGE_PRIOR`. Without it short Russian is often called
    Macedonian or Bulgarian and short Spanish Galician; with it those errors drop (measured on Tatoeba, see
-   tests/test_text_language_id.py) while a long sentence in another language still wins on its evidence.
+   tests/text/test_text_language_id.py) while a long sentence in another language still wins on its evidence.
 
 When langid is not installed the detector still answers from the script alone (Latin script is then undetermined).
 Codes are ISO 639-1 like the rest of the project (``en de es fr ... zh``); ``"und"`` means undetermined.

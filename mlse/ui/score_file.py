@@ -31,9 +31,10 @@ from mlse.dirs import assets_dir
 from mlse.encoders.catalogue import chosen_models
 from mlse.encoders.progress import CacheCounter, Progress
 from mlse.evaluation.sts import sts_metrics
+from mlse.stop_signal import StopSignal
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
-from mlse.ui.tables import TABLE_OPTIONS, number_text, numbers_as_text
+from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, TABLE_OPTIONS, number_text, numbers_as_text
 from mlse.ui.text import md_code, md_escape
 from mlse.ui.uploads import limits_note, read_upload
 
@@ -65,8 +66,9 @@ class ScoreFileOutput(NamedTuple):
 
 
 # -- stop requests --------------------------------------------------------------------------------------------------
-class StopFlags:
-    """Per-session stop requests: Stop sets its session's flag, the scoring loop polls it between chunks.
+class StopSignals:
+    """The running uploads' stop signals, one :class:`~mlse.stop_signal.StopSignal` per session's run: Stop sets
+    its session's signal, :func:`mlse.api.score_pairs` asks it between chunks.
 
     Stop does not cancel the Gradio event (a cancelled event's outputs are thrown away); the run ends early and
     answers with the rows it has.
@@ -74,53 +76,47 @@ class StopFlags:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._flags: dict[str, threading.Event] = {}
+        self._signals: dict[str, StopSignal] = {}
 
-    def begin(self, key: str | None) -> threading.Event:
-        """A fresh flag for a run of session ``key`` (an earlier Stop does not stop the next run)."""
-        flag = threading.Event()
+    def begin(self, key: str | None) -> StopSignal:
+        """A fresh signal for a run of session ``key`` (an earlier Stop does not stop the next run)."""
+        signal = StopSignal()
         if key:
             with self._lock:
-                self._flags[key] = flag
-        return flag
+                self._signals[key] = signal
+        return signal
 
     def stop(self, key: str | None) -> bool:
         """Ask session ``key``'s run to stop; False when it has none running."""
         with self._lock:
-            flag = self._flags.get(key) if key else None
-        if flag is None:
+            signal = self._signals.get(key) if key else None
+        if signal is None:
             return False
-        flag.set()
+        signal.set()
         return True
 
-    def end(self, key: str | None, flag: threading.Event) -> None:
+    def end(self, key: str | None, signal: StopSignal) -> None:
         with self._lock:
-            if key and self._flags.get(key) is flag:
-                del self._flags[key]
+            if key and self._signals.get(key) is signal:
+                del self._signals[key]
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._flags)
+            return len(self._signals)
 
 
-STOP_FLAGS = StopFlags()
+STOP_SIGNALS = StopSignals()
 
 
 # -- the handler ----------------------------------------------------------------------------------------------------
 def score_file(
-    state,
-    file,
-    pasted,
-    models,
-    *,
-    progress: Callable[[Progress], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    state, file, pasted, models, *, progress: Callable[[Progress], None] | None = None, stop: StopSignal | None = None
 ) -> ScoreFileOutput:
     """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
 
     ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts (reading, loading model n of N)
-    and after each chunk, its rate over the rows encoded (not those the cache served); ``should_stop()`` polled before
-    each chunk (True: keep what is scored, leave the rest blank). Bad input never raises: the message says why.
+    and after each chunk, its rate over the rows encoded (not those the cache served); ``stop`` asked before each
+    chunk (once set: keep what is scored, leave the rest blank). Bad input never raises: the message says why.
     """
     report = progress or (lambda step: None)
     report(Progress("reading the file"))
@@ -151,9 +147,7 @@ def score_file(
         report(job.update(done, total=total, encoded=counter.items(done)))
 
     # one model's failure leaves the others scoring (mlse.api.score_pairs, skip_failing)
-    frame = score_pairs(
-        table, loaded, chunk=FILE_CHUNK, progress=chunk_done, should_stop=should_stop, skip_failing=True
-    )
+    frame = score_pairs(table, loaded, chunk=FILE_CHUNK, progress=chunk_done, stop=stop, skip_failing=True)
     run = frame.attrs["run"]
     failures += run.failures
     columns = {key: frame[key].to_numpy() for key in run.columns}
@@ -245,11 +239,12 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
 
 
 def _preview(frame: pd.DataFrame) -> pd.DataFrame:
-    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with 4
-    (cosine) or 2 (0-5) decimals, blank where not scored; then the input's columns."""
+    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with 3
+    (cosine) or 2 (0-5) decimals as the Score tab's pair table writes them, blank where not scored; then the input's
+    columns. The download keeps six decimals (:func:`mlse.data.scored_file.write_scored`)."""
     head = frame.head(PREVIEW_ROWS)
     scores = [key for key in head.columns if key.endswith((f" {COSINE}", f" {CALIBRATED}"))]
-    head = numbers_as_text(head, {key: 4 if key.endswith(COSINE) else 2 for key in scores})
+    head = numbers_as_text(head, {key: COSINE_PLACES if key.endswith(COSINE) else CALIBRATED_PLACES for key in scores})
     return head[[*scores, *(key for key in head.columns if key not in scores)]]
 
 
@@ -313,19 +308,19 @@ def build_section(state) -> list[ModelPicker]:
 
         def score_pairs_file(pairs_file, pasted_pairs, models, request, progress=gr.Progress()):
             key = getattr(request, "session_hash", None)
-            flag = STOP_FLAGS.begin(key)
+            signal = STOP_SIGNALS.begin(key)
 
             def report(step: Progress) -> None:  # a step without a count (reading the file): its name, no bar
                 progress(step.fraction(), desc=step.line())
 
             try:
-                out = score_file(state, pairs_file, pasted_pairs, models, progress=report, should_stop=flag.is_set)
+                out = score_file(state, pairs_file, pasted_pairs, models, progress=report, stop=signal)
             finally:
-                STOP_FLAGS.end(key, flag)
+                STOP_SIGNALS.end(key, signal)
             return out.message, out.summary, out.preview, out.csv_path
 
         def stop_scoring(request) -> None:
-            STOP_FLAGS.stop(getattr(request, "session_hash", None))
+            STOP_SIGNALS.stop(getattr(request, "session_hash", None))
 
         for handler in (score_pairs_file, stop_scoring):  # real objects: this module's annotations are strings, and
             handler.__annotations__ = {"request": gr.Request}  # gr (imported here) is not among its globals

@@ -27,7 +27,7 @@ from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.sentence_input import detect_api, detect_handler, language_options, warm_up_detector
-from mlse.ui.tables import TABLE_OPTIONS, numbers_as_text
+from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, TABLE_OPTIONS, numbers_as_text
 from mlse.ui.text import md_code, md_escape
 
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
@@ -35,9 +35,8 @@ from mlse.ui.text import md_code, md_escape
 SCORE_CONCURRENCY = 20
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
-# Written as text with fixed decimals (mlse.ui.tables): "0.870", not "0.87"; the cosine to 3 decimals (two models'
-# cosines of one pair often differ in the third), the 0-5 score to 2 (its calibration is coarser than that).
-PLACES = {"cosine": 3, f"calibrated {CALIBRATED}": 2}
+# Written as text with fixed decimals (mlse.ui.tables): "0.870", not "0.87" (the places: mlse.ui.tables.COSINE_PLACES)
+PLACES = {"cosine": COSINE_PLACES, f"calibrated {CALIBRATED}": CALIBRATED_PLACES}
 EXAMPLES_FILE = assets_dir() / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
 # this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.

@@ -27,6 +27,9 @@ import pandas as pd
 
 CELL_CHARS = 40  # a sentence cell shows this many characters; a click shows the whole sentence (gradio's max_chars)
 TABLE_OPTIONS = {"wrap": False, "max_chars": CELL_CHARS}
+# A pair's scores as every table writes them (the Score tab's pairs and the rows of Score a file): the cosine to 3
+# decimals (two models' cosines of one pair often differ in the third), the 0-5 score to 2 (its calibration is coarser)
+COSINE_PLACES, CALIBRATED_PLACES = 3, 2
 
 HEADERS = {
     # a retrieval error (Tatoeba or the user's bitext)
