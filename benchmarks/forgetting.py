@@ -1,5 +1,5 @@
 """No forgetting: a student's Tatoeba accuracy on every LASER language against its base model, and the languages
-outside STS Multi MT (Tatoeba ara / tur / ukr, FLORES-200 en-X retrieval) against issue 45's reference numbers.
+outside STS Multi MT (Tatoeba ara / tur / ukr, FLORES-200 en-X retrieval) against the stated reference numbers.
 
     python -m benchmarks.forgetting --student-json t112_student.json --reference-json t112_me5.json \\
         --student shipped/me5-small-student --reference me5-small --out results/unrated
@@ -11,7 +11,7 @@ languages: long on a CPU). :func:`mlse.experiments.forgetting.compare_tatoeba` c
 the means, the no-forgetting check (the student at most 2 points below the reference on every language: the
 violations are counted and listed) and the ten largest losses. :func:`~mlse.experiments.forgetting.outside_scores`
 adds Tatoeba ara / tur / ukr (accuracy, xSIM) and FLORES-200 devtest en-X retrieval for arb_Arab / tur_Latn /
-ukr_Cyrl of both models (``--no-outside``: skip), beside the numbers issue 45 states, and ``--unrated DIR`` adds the
+ukr_Cyrl of both models (``--no-outside``: skip), beside the stated reference numbers, and ``--unrated DIR`` adds the
 same scores of every leave-languages-out result there that has them.
 
 ``--langs ara,tur,ukr`` evaluates those languages only (a cheaper check than the 112; the result names them).

@@ -37,10 +37,19 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
 
 def read_bytes(path: str | os.PathLike[str], label: str | None = None) -> bytes:
     """The bytes of a file, or a DataError naming it (``label``, by default the path): missing, a folder, unreadable."""
-    p = Path(path)
-    label = label or str(p)
+    with open_binary(path, label) as fh:
+        try:
+            return fh.read()
+        except OSError as exc:
+            raise DataError(f"{label or path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+
+
+def open_binary(path: str | os.PathLike[str], label: str | None = None):
+    """The file opened for reading in binary (the caller closes it), or a DataError naming it (``label``, by default
+    the path): missing, a folder, unreadable."""
+    label = label or str(path)
     try:
-        return p.read_bytes()
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
     except FileNotFoundError:
         raise DataError(f"{label}: file not found") from None
     except IsADirectoryError:

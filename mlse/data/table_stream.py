@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlse.data.io import open_binary
 from mlse.data.records import guess_format, line_records, refuse_binary, refuse_json_array, refuse_nul
 from mlse.data.user_table import RowProblem, UserTable
 from mlse.data.user_table_builder import TableBuilder
@@ -131,20 +132,9 @@ class ChunkedTable:
             yield self.read(index)
 
 
-def _open(path: Path, label: str):
-    try:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise DataError(f"{label}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{label}: is a folder, expected a file") from None
-    except OSError as exc:
-        raise DataError(f"{label}: cannot read ({exc.strerror or type(exc).__name__})") from None
-
-
 def _format(path: Path, label: str, kinds: tuple[str, ...]) -> str:
     """The format a whole read would guess: by the suffix, else from the first lines."""
-    with _open(path, label) as fh:
+    with open_binary(path, label) as fh:
         refuse_binary(fh.read(8), label)
         fh.seek(0)
         head: list[str] = []
@@ -186,7 +176,7 @@ def scan_table(
     columns = None
     if fmt == "jsonl":
         columns = _jsonl_columns(path, label, builder)
-    with _open(path, label) as fh:
+    with open_binary(path, label) as fh:
         refuse_binary(fh.read(8), label)
         fh.seek(0)
         lines = FileLines(fh, label)
@@ -217,7 +207,7 @@ def scan_table(
 def _jsonl_columns(path: Path, label: str, builder: TableBuilder) -> list[str]:
     """A JSONL table's columns: the keys of all its objects (one pass; only the keys are kept). A file that opens
     like a JSON array is read whole here, to refuse it as a whole read does."""
-    with _open(path, label) as fh:
+    with open_binary(path, label) as fh:
         lines = FileLines(fh, label)
         first = next((line for line in lines if line.strip()), "")
         if first.lstrip().startswith("["):
@@ -234,7 +224,7 @@ def read_span(locator: tuple) -> UserTable:
     rows: list[list[str]] = []
     numbers: list[int] = []
     if count:
-        with _open(Path(layout.path), layout.label) as fh:
+        with open_binary(Path(layout.path), layout.label) as fh:
             fh.seek(offset)
             lines = FileLines(fh, layout.label, offset, line)
             for record in line_records(lines, layout.format, layout.label, first_line=line):

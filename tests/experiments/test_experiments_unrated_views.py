@@ -119,12 +119,12 @@ def test_the_no_forgetting_check_counts_and_lists_every_language_more_than_two_p
     assert [r["lang"] for r in report["largest_losses"]] == ["kab", "deu"]  # deu: -1.5, within the tolerance
     assert report["mean_student"] == pytest.approx(np.mean([84.8, 93.9, 90.0, 25.0, 95.5]), abs=0.01)
     text = forgetting_markdown(report, {"student": {"tatoeba": {"ara": {"acc_mean": 84.8}}}})
-    assert "**fails**, 1 violation(s): kab -5.0" in text and "| student (issue 45) | 84.8 | 93.9 | 90.0 |" in text
+    assert "**fails**, 1 violation(s): kab -5.0" in text and "| student (stated target) | 84.8 | 93.9 | 90.0 |" in text
     with pytest.raises(MlseError, match="only student: none; only me5-small: kab"):
         compare_tatoeba(_tatoeba({"ara": 80.0}), _tatoeba({"ara": 80.0, "kab": 1.0}), names=("student", "me5-small"))
     with pytest.raises(MlseError, match="not a Tatoeba result"):
         compare_tatoeba({"scores": {}}, reference)
-    assert "| me5-small (issue 45) | 79.1 | 89.5 | 82.7 |" in outside_markdown({})
+    assert "| me5-small (stated reference) | 79.1 | 89.5 | 82.7 |" in outside_markdown({})
 
 
 def test_a_tatoeba_evaluation_run_in_parts_merges_into_one_result_of_the_same_model():
