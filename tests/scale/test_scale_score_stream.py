@@ -120,16 +120,20 @@ def _traced_peak(read) -> tuple[int, object]:
 
 def test_reading_a_large_file_holds_one_chunk_flat_in_its_size(tmp_path):
     """Traced Python memory while a file is scanned and read back chunk by chunk: one chunk's rows and the chunk
-    starts, about the same for 4,000 and 40,000 rows, and far below what holding the file takes."""
+    starts, about the same for 4,000 and 40,000 rows, and far below what holding the file takes. Chunks of 1,000 rows,
+    so one chunk's rows outweigh the chunk starts (at 100 rows a chunk the starts of 400 chunks alone were 1.75x
+    the 4,000-row peak: a flaky margin)."""
     peaks = {}
     for n in (4_000, 40_000):
         path = tmp_path / f"pairs-{n}.tsv"
         _write(path, _rows(n, bad=False), "tsv")
-        peaks[n], rows = _traced_peak(lambda path=path: sum(len(c) for c in read_pairs(path, chunk_rows=100).chunks()))
+        peaks[n], rows = _traced_peak(
+            lambda path=path: sum(len(c) for c in read_pairs(path, chunk_rows=1_000).chunks())
+        )
         assert rows == n
     whole_peak, whole = _traced_peak(lambda: read_pairs(path))
     assert len(whole) == 40_000 and peaks[40_000] * 20 < whole_peak, (peaks, whole_peak)
-    assert peaks[40_000] < 2 * peaks[4_000], peaks  # ten times the rows, not twice the memory
+    assert peaks[40_000] < 1.5 * peaks[4_000], peaks  # ten times the rows, about the same memory (measured +1.5 %)
 
 
 @pytest.fixture()
