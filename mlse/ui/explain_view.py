@@ -360,10 +360,11 @@ def picked_pair(row, columns: list[str]) -> dict | None:
 # -- which models -------------------------------------------------------------------------------------------------
 def explainable_models(state) -> list[str]:
     """The models offered for explaining: plain encoders on torch (a scorer's heads are not a dot product of two
-    sentence vectors, and ONNX has no gradients; the library says so for any other name)."""
-    if getattr(state, "backend", "torch") != "torch":
-        return []
-    return [m.name for m in state.models() if m.source != "scorer"]
+    sentence vectors, and ONNX has no gradients; the library says so for any other name): the rule the JSON route's
+    What if? applies (:func:`mlse.serving.api_route.explainable`), kept in one place."""
+    from mlse.serving.api_route import explainable
+
+    return explainable(state)
 
 
 def default_explained(state, ticked, current: str | None = None) -> str | None:
