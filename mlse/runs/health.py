@@ -166,6 +166,8 @@ def _describe(partial) -> str:
     if "steps" in partial:
         return f"{partial.get('reason', 'stopped')} after {partial['steps']} steps"
     if "epochs" in partial:
+        if partial.get("reason") == "budget":
+            return f"the time budget ended {partial.get('phase', 'training')} after {partial['epochs']} epoch(s)"
         return f"stopped in {partial.get('phase', 'training')} after {partial['epochs']} epoch(s)"
     return "partial"
 

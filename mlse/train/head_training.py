@@ -84,6 +84,11 @@ def sts_embeddings(
     return e1, e2, gold, hashes
 
 
+def probe_texts(flores: dict[str, list[str]]) -> list[str]:
+    """The language probe's texts: FLORES-200 devtest of every probed language, language by language."""
+    return [t for sents in flores.values() for t in sents]
+
+
 def language_probe(
     scorer, *, langs: Sequence[str] = PROBE_LANGS, data_dir=None, seed: int = 0, stop: StopSignal | None = None
 ) -> dict[str, float]:
@@ -98,7 +103,7 @@ def language_probe(
     flores = load_flores(list(langs), data_dir)
     n = len(next(iter(flores.values())))
     half = n // 2
-    texts = [t for sents in flores.values() for t in sents]
+    texts = probe_texts(flores)
     labels = np.repeat(np.arange(len(flores)), n)
     is_train = np.tile(np.arange(n) < half, len(flores))
     encode_lookup(scorer.backbone, texts, stop=stop)  # stoppable; fills the cache encode_parts reads
@@ -132,10 +137,11 @@ def train_stage1(
 
     ``stop`` (the job's :class:`~mlse.stop_signal.StopSignal`) is asked in every phase. While loading or encoding
     data it ends the call with :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during
-    training (asked after every epoch) the best epoch so far is saved, marked partial in its metadata; during the
-    language probe the probe is skipped and the run saved, marked partial. A signal with a preparation limit starts its
-    budget's clock once the data are encoded (:meth:`~mlse.stop_signal.StopSignal.start_budget`): the budget counts
-    training and the probe, not the one-off encoding.
+    training (asked after every epoch) the best epoch so far is saved, marked partial in its metadata with the reason
+    (``"budget"`` or ``"stopped"``). The language probe's texts are encoded with the data, before training; the probe
+    then runs after training, even when the budget ended it (only the Stop button skips it, marking the run partial).
+    A signal with a preparation limit starts its budget's clock once all of that is encoded
+    (:meth:`~mlse.stop_signal.StopSignal.start_budget`): the budget counts training, not the one-off encoding.
     ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
     """
     from mlse.heads.stage1 import Stage1Head  # lazy: the heads are torch modules (torch costs seconds to import)
@@ -145,10 +151,14 @@ def train_stage1(
         raise MlseError(f"{encoder.name} already has heads: give Stage 1 a plain backbone")
     check(stop, "loading the backbone")
     data = stage1_data(encoder, pairs=pairs, max_pairs=max_pairs, data_dir=data_dir, seed=seed, stop=stop)
+    if probe:  # the probe's FLORES texts are one-off encoding too: encoded (and cached) before the budget starts
+        encode_lookup(encoder, probe_texts(load_flores(list(PROBE_LANGS), data_dir)), stop=stop)
     start_budget(stop)  # the one-off encoding is done: a job's budget counts from here (mlse.stop_signal)
     head = Stage1Head(prelayer=prelayer, seed=seed, **config).fit(
         data.X_a, data.X_b, data.lang_a, data.lang_b, progress=progress, stop=stop
     )
+    # why training ended early: "budget" (time is up) or "stopped" (the Stop button); None: patience or max epochs
+    ended_by = (stop.reason() or "stopped") if head.stopped_ and stop is not None else None
     scorer = Scorer(encoder, stage1=head)
     metrics = {
         "stage1_dev_loss": head.dev_loss_,
@@ -156,12 +166,14 @@ def train_stage1(
         "stage1_epochs": len(head.history_),
         "stage1_stopped": head.stopped_,
     }
-    partial = {"phase": "training", "epochs": len(head.history_)} if head.stopped_ else None
-    if probe and not head.stopped_:
+    partial = {"phase": "training", "reason": ended_by, "epochs": len(head.history_)} if ended_by else None
+    if probe and ended_by != "stopped":
+        # the probe evaluates what was trained, on texts encoded before the budget: only the Stop button skips it
+        button = None if stop is None else StopSignal(stop.event, also=stop.also)
         try:
-            metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, stop=stop)
+            metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, stop=button)
         except Stopped:
-            partial = {"phase": "language probe (skipped)", "epochs": len(head.history_)}
+            partial = {"phase": "language probe (skipped)", "reason": "stopped", "epochs": len(head.history_)}
     scorer.metadata = {
         "training": {
             "stage1": {

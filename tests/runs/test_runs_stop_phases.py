@@ -221,7 +221,7 @@ def test_a_head_stopped_in_training_is_saved_marked_partial(tiny_bert, monkeypat
     assert runner.wait(300)
     assert job.state == "stopped", job.message
     meta = Scorer.load(runs_dir() / "s1-partial").metadata
-    assert meta["partial"] == {"phase": "training", "epochs": 1}
+    assert meta["partial"] == {"phase": "training", "reason": "stopped", "epochs": 1}
 
 
 def test_the_budget_counts_from_the_start_of_the_job(tiny_bert, monkeypatch):

@@ -8,11 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from mlse.data import load_flores
+from mlse.data.pairs import PROBE_LANGS
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
 from mlse.heads.scorer import Scorer
 from mlse.runs.folders import is_scorer_folder
+from mlse.runs.health import partial_reason
 from mlse.stop_signal import Stopped, StopSignal
+from mlse.train.head_training import probe_texts
 from mlse.train.jobs import training_job
 from mlse.train.request import TrainRequest, run_name
 from mlse.train.runner import JobBusyError, JobRunner
@@ -212,7 +216,32 @@ def test_a_head_run_with_a_tiny_budget_still_trains_an_epoch_and_saves_it(tiny_b
     assert runner.wait(600)
     assert job.state == "finished", job.message
     assert any("budget ran out; the best epoch so far is saved" in r.get("message", "") for r in runner.records(job))
-    assert Scorer.load(runs_dir() / "s1-budget").metadata["partial"] == {"phase": "training", "epochs": 1}
+    assert Scorer.load(runs_dir() / "s1-budget").metadata["partial"] == {
+        "phase": "training",
+        "reason": "budget",
+        "epochs": 1,
+    }
+
+
+def test_the_language_probe_is_encoded_before_the_budget_and_runs_when_the_budget_ended_training(tiny_bert):
+    """The probe's FLORES texts are one-off encoding: encoded with the data, before the budget's clock starts, so a
+    budget that is gone at once still gets its probe (it used to be skipped on a fresh cache, the run marked
+    "language probe (skipped)"). The run is partial because the budget ended training, and says so."""
+    req = stage1_request(tiny_bert, "s1-probe", budget_minutes=1e-6, probe=True)
+    runner = JobRunner()
+    job = runner.submit("s1-probe", training_job(req))
+    assert runner.wait(600)
+    assert job.state == "finished", job.message
+    records = runner.records(job)
+    events = [r.get("event") for r in records]
+    flores = len(probe_texts(load_flores(list(PROBE_LANGS))))
+    encoded = [i for i, r in enumerate(records) if r.get("event") == "encoding" and r["total"] == flores]
+    assert encoded and encoded[-1] < events.index("training"), events  # the probe's texts, before the budget
+    meta = Scorer.load(runs_dir() / "s1-probe").metadata
+    assert meta["partial"] == {"phase": "training", "reason": "budget", "epochs": 1}
+    probe = meta["metrics"]["language_probe"]
+    assert {"backbone", "meaning", "language"} <= set(probe) and probe["n_langs"] == len(PROBE_LANGS), probe
+    assert partial_reason(runs_dir() / "s1-probe") == "the time budget ended training after 1 epoch(s)"
 
 
 def test_a_failed_run_puts_back_the_run_it_was_replacing(tiny_bert):
