@@ -48,10 +48,12 @@ def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tup
 
 
 def encoding_fraction(record: dict) -> tuple[float, str]:
-    """(the share of the texts encoded, ``"preparing — encoding: n / N texts (p%), r texts/s, ETA t (budget not
-    started)"``): the record's count and rate in the one progress model (mlse.encoders.progress)."""
+    """(the share of the texts encoded, ``"preparing — encoding: n / N texts (p%), c from the cache, r texts/s, ETA t
+    (budget not started)"``): the record's count, cached count and rate in the one progress model
+    (mlse.encoders.progress)."""
     done, total, rate = record.get("done") or 0, record.get("total") or 0, record.get("rate")
-    job = Progress("encoding", total, done, unit="texts", measured=rate if rate is not None else 0.0)
+    cached = min(int(record.get("cached") or 0), done)
+    job = Progress("encoding", total, done, unit="texts", encoded=done - cached, measured=rate or 0.0)
     return min(max(job.fraction() or 0.0, 0.02), 0.99), f"preparing — {job.line()} (budget not started)"
 
 

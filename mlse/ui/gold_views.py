@@ -16,7 +16,7 @@ import pandas as pd
 from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
 from mlse.evaluation.sts import sts_metrics
 from mlse.runs.folders import rated_languages
-from mlse.ui.tables import header, headers, numbers_as_text
+from mlse.ui.tables import header, headers, number_text, numbers_as_text, sortable
 from mlse.ui.text import html_text, md_escape
 
 N_BOOT = 1000
@@ -40,8 +40,16 @@ METRIC_PLACES = {**dict.fromkeys(METRIC_FIELDS[2:-1], 1), "mae_calibrated": 2}
 # A disagreement's scores first (they are the point), then its two sentences
 DISAGREE_FIELDS = ["index", "gold", "cosine", "pred_as_gold", "diff", "rank_gap", "sentence1", "sentence2"]
 DISAGREE_COLUMNS = headers(DISAGREE_FIELDS)  # row, gold, cosine, cosine as gold, off by, rank gap, sentence 1, 2
-DISAGREE_TYPES = ["number", "str", "str", "str", "str", "str", "str", "str"]
-DISAGREE_PLACES = {"gold": 2, "cosine": 3, "pred_as_gold": 2, "diff": 2, "rank_gap": 1}
+DISAGREE_TYPES = ["number", "number", "number", "number", "number", "number", "str", "str"]
+# shown with these decimals while the cells keep their numbers (a click on "off by" sorts -1.20 below +0.35);
+# the differences carry their sign
+DISAGREE_PLACES = {
+    "gold": 2,
+    "cosine": 3,
+    "cosine as gold": 2,
+    "off by": lambda v: number_text(v, 2, signed=True),
+    "rank gap (points)": lambda v: number_text(v, 1, signed=True),
+}
 
 RATED_SLICE = "rated / unrated languages"  # the slice of a model trained on rated pairs of only some languages
 RATED, UNRATED, UNKNOWN = "rated", "unrated", "language unknown"
@@ -279,8 +287,7 @@ def disagreement_table(
             found["index"], found["gold"], found["pred"], found["pred_as_gold"], found["diff"], found["rank_gap"]
         )
     ]
-    table = pd.DataFrame(rows, columns=DISAGREE_FIELDS)
-    table = numbers_as_text(table, DISAGREE_PLACES, signed=("diff", "rank_gap")).set_axis(columns, axis=1)
+    table = sortable(pd.DataFrame(rows, columns=columns), DISAGREE_PLACES)
     message = (
         f"{len(rows)} of the {n_in} pairs with gold score in [{low:g}, {high:g}], farthest off first. *Cosine as "
         "gold*: the gold score at the cosine's percentile; *off by*: that minus the gold score; *rank gap*: the "

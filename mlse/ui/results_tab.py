@@ -10,11 +10,12 @@ numbers plus four figures took 10-20 s to draw on a 2-core machine, while the in
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mlse.runs.results_index import build_index, finetune_curves
 from mlse.ui.results_rated import rated_split, split_shown
-from mlse.ui.tables import TABLE_OPTIONS, significant_text, sortable
+from mlse.ui.tables import TABLE_OPTIONS, number_text, significant_text, sortable
 from mlse.ui.text import md_escape
 
 ALL = "(all)"
@@ -99,10 +100,19 @@ def table_view(
     return rows.head(limit), f"Results: the first {limit} of {len(rows)} rows (narrow them with the filters above)"
 
 
+# metrics that count (steps, epochs, rows, workers): shown as whole numbers, "40", not "40.00"
+_COUNT = re.compile(r"(^|[._])(steps?|epochs?|rows|seen|world_size)$")
+
+
 def shown(rows):
     """The rows of :func:`table_view` as the table shows them: each value written with 2 decimals (a small non-zero
-    one with 2 significant digits, :func:`mlse.ui.tables.significant_text`), still sorted as a number."""
-    return sortable(rows, {"value": significant_text})
+    one with 2 significant digits, :func:`mlse.ui.tables.significant_text`), a count (its metric a number of steps,
+    epochs, rows...) as a whole number; still sorted as a number."""
+    styled = sortable(rows, {"value": significant_text})
+    counts = rows.index[[bool(_COUNT.search(str(m))) for m in rows["metric"]]] if "metric" in rows else []
+    if len(counts):
+        styled = styled.format(lambda v: number_text(v, 0) or significant_text(v), subset=(counts, ["value"]))
+    return styled
 
 
 def display_number(value):

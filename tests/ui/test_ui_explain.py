@@ -186,7 +186,8 @@ def test_layer_choices_start_with_the_models_default():
 # -- Predicted vs gold --------------------------------------------------------------------------------------------
 def test_a_disagreement_row_opens_its_pairs_explanation(bert):
     state, model, encoder = bert
-    table, _ = gold_file.file_disagreements(state, str(gold_file.EXAMPLE), None, model, k=3)
+    styled, _ = gold_file.file_disagreements(state, str(gold_file.EXAMPLE), None, model, k=3)
+    table = styled.data  # as the page sends a selected row back: numbers and sentences
     row = table.iloc[0].tolist()  # line, gold, cosine, cosine as gold, off by, rank gap, sentence 1, sentence 2
     picked = picked_pair(row, list(table.columns))
     assert picked["sentence1"] == row[6] and picked["sentence2"] == row[7] and picked["label"] == f"line {row[0]}"
@@ -196,7 +197,7 @@ def test_a_disagreement_row_opens_its_pairs_explanation(bert):
     expected = explain_pair(encoder, row[6], row[7])
     np.testing.assert_allclose(np.asarray(fig.data[0].z, dtype=float), expected.words_only()[2], atol=1e-6)
     assert expected.score == pytest.approx(float(row[2]), abs=1e-3)  # the cosine the table listed (3 decimals)
-    assert text.startswith(f"From the largest disagreements: pair line {row[0]}, gold **{row[1]}**")
+    assert text.startswith(f"From the largest disagreements: pair line {row[0]}, gold **{row[1]:.2f}**")
     assert align_fig is not None
     assert picked_pair([1, 2, 3], list(table.columns)) is None  # not a row of sentences
     assert "Select a row" in explain_listed_pair(state, model, None, None)[2]

@@ -177,6 +177,13 @@ def test_progress_counts_the_encoding_then_the_budget_from_the_start_of_training
     )
     assert job_fraction(job, records[:1], now=1001.0) == (0.02, "preparing: loading data and models")
     assert "encoding 1,200 of 4,000 texts, 85 texts/s" in records[-1]["message"]  # the status line says it too
+    # a rerun finds texts in the embedding cache: the bar says how many, as the status line does
+    cached = encoding_record(2000, 4000, 40.0, 0.5, cached=1500) | {"t": 20.0}
+    assert job_fraction(job, [*records, cached], now=1021.0)[1] == (
+        "preparing — encoding: 2,000 / 4,000 texts (50%), 1,500 from the cache, 40 texts/s, ETA 50s "
+        "(budget not started)"
+    )
+    assert "(1,500 cached)" in cached["message"]
     records += [encoding_record(4000, 4000, 90.0, 0.5) | {"t": 46.0}, training_record(46.0, 0.5) | {"t": 46.5}]
     fraction, label = job_fraction(job, records, now=1000.0 + 46.5 + 15.0)  # 15 s of the 30-second budget
     assert fraction == pytest.approx(0.5) and label == "0.2 of 0.5 min"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gradio as gr
 import numpy as np
+import pandas as pd
 import pytest
 
 from mlse.data import load_sts
@@ -62,12 +64,17 @@ def test_disagreements_range_filter(tiny_bert, data_dir):
     n_exact = int(np.isclose(gold, value, atol=1e-6).sum())
     assert n_exact > 0
     table, msg = disagreements(state, PAIR, model, SPLIT, value, value, k=500)
-    assert len(table) == n_exact and (table.gold == "3.80").all()  # an inclusive range hits float32 values
-    table, msg = disagreements(state, PAIR, model, SPLIT, 2.0, 3.0, k=15)
+    assert len(table.data) == n_exact and np.allclose(table.data.gold, value)  # an inclusive range hits float32 values
+    styled, msg = disagreements(state, PAIR, model, SPLIT, 2.0, 3.0, k=15)
+    table = styled.data  # the numbers (a header click sorts by them); the page shows the Styler's text
     assert list(table.columns) == DISAGREE_COLUMNS and len(table) == 15
     # The scores come first and read as words with fixed decimals; the sentences follow.
     assert DISAGREE_COLUMNS[:6] == ["row", "gold", "cosine", "cosine as gold", "off by", "rank gap (points)"]
-    assert table.cosine.str.fullmatch(r"-?\d\.\d{3}").all() and table["off by"].str.fullmatch(r"[+-]?\d\.\d\d").all()
+    shown = pd.DataFrame(gr.Dataframe(interactive=False).postprocess(styled).metadata["display_value"])
+    shown.columns = DISAGREE_COLUMNS
+    assert shown.cosine.str.fullmatch(r"-?\d\.\d{3}").all() and shown.gold.str.fullmatch(r"\d\.\d\d").all()
+    assert shown["off by"].str.fullmatch(r"[+-]\d\.\d\d|0\.00").all(), shown["off by"]  # signed: "+0.35", "-1.20"
+    assert (table["off by"] < 0).any() and (table["off by"] > 0).any()  # both signs, as numbers (sorted by value)
     gold = table.gold.astype(float)
     assert ((gold >= 2.0) & (gold <= 3.0)).all()
     assert (np.diff(table["off by"].astype(float).abs().to_numpy()) <= 1e-9).all()  # largest disagreement first

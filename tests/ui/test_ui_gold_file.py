@@ -7,6 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from mlse.analysis.slices import LANGUAGE_PAIR, LENGTH
 from mlse.data.user_files import read_pairs
@@ -76,7 +77,8 @@ def test_compare_file_on_the_example(tiny_bert):
 
 def test_file_disagreements_list_the_files_pairs(tiny_bert):
     state, model = FakeState(), str(tiny_bert)
-    table, msg = file_disagreements(state, str(EXAMPLE), None, model, "", 0.0, 2.0, k=5)
+    styled, msg = file_disagreements(state, str(EXAMPLE), None, model, "", 0.0, 2.0, k=5)
+    table = styled.data  # the numbers; the page shows them with fixed decimals (tests/ui/test_ui_gold.py)
     rows = _example()
     assert list(table.columns) == FILE_DISAGREE_COLUMNS and len(table) == 5
     gold = table.gold.astype(float)
@@ -84,7 +86,7 @@ def test_file_disagreements_list_the_files_pairs(tiny_bert):
     for _, row in table.iterrows():  # "line" is the pair's line in the file (the header is line 1)
         source = rows.iloc[int(row.line) - 2]
         assert (row["sentence 1"], row["sentence 2"]) == (source.sentence1, source.sentence2)
-        assert row.gold == f"{source.score:.2f}"
+        assert row.gold == pytest.approx(source.score)
     assert (np.diff(table["off by"].astype(float).abs().to_numpy()) <= 1e-9).all()
     assert "Empty score range" in file_disagreements(state, str(EXAMPLE), None, model, "", 4, 1)[1]
     assert "No pair" in file_disagreements(state, str(EXAMPLE), None, model, "", 6, 9)[1]
@@ -129,7 +131,7 @@ def test_scores_outside_the_range_are_skipped_and_listed():
     assert metrics.n.iloc[0] == len(rows) + 2 and "skipped" not in msg
     assert "score range '5:0'" in compare_file(state, None, text, [FAKE], gold_range="5:0")[-1]
     table, msg = file_disagreements(state, None, text, FAKE, "0:5", 0, 5, 3)
-    assert len(table) == 3 and "2 row(s) skipped" in msg
+    assert len(table.data) == 3 and "2 row(s) skipped" in msg
 
 
 def test_bad_input_and_one_bad_model():

@@ -79,12 +79,17 @@ def test_the_results_tables_show_two_decimals_and_sort_by_number():
     from mlse.ui.results_rated import SPLIT_COLUMNS, split_shown
     from mlse.ui.results_tab import shown
 
-    rows = pd.DataFrame({"model": ["m", "m"], "metric": ["spearman", "loss"], "value": [66.7, -0.25]})
+    rows = pd.DataFrame(
+        {
+            "model": ["m"] * 5,
+            "metric": ["spearman", "loss", "steps", "stage1_best_epoch", "weight_average.from_step"],
+            "value": [66.7, -0.25, 40.0, 7.0, 1200.0],
+        }
+    )
     sent = gr.Dataframe(interactive=False).postprocess(shown(rows))
-    assert [r[2] for r in sent.data] == [66.7, -0.25] and [r[2] for r in sent.metadata["display_value"]] == [
-        "66.70",
-        "-0.25",
-    ]
+    assert [r[2] for r in sent.data] == [66.7, -0.25, 40.0, 7.0, 1200.0]  # numbers: sorting stays by value
+    # a count reads as a whole number ("40", not "40.00"); everything else with 2 decimals
+    assert [r[2] for r in sent.metadata["display_value"]] == ["66.70", "-0.25", "40", "7", "1200"]
     split = pd.DataFrame([["m", "en-de", 70.0, None, None, "", "x"]], columns=SPLIT_COLUMNS)
     assert split_shown(split).to_html().count(">70.00<") == 1  # the rated Spearman with 2 decimals, the rest blank
 
