@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from mlse.analysis.slices import CORRELATION_FIELDS
 from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
 from mlse.evaluation.sts import sts_metrics
 from mlse.runs.folders import rated_languages
@@ -22,18 +23,7 @@ from mlse.ui.text import html_text, md_escape
 N_BOOT = 1000
 N_BINS = 10
 
-METRIC_FIELDS = [
-    "model",
-    "n",
-    "pearson",
-    "pearson_lo",
-    "pearson_hi",
-    "spearman",
-    "spearman_lo",
-    "spearman_hi",
-    "pearson_calibrated",
-    "mae_calibrated",
-]
+METRIC_FIELDS = ["model", *CORRELATION_FIELDS, "pearson_calibrated", "mae_calibrated"]
 METRIC_COLUMNS = headers(METRIC_FIELDS)  # model, n, Pearson, Pearson low, ..., mean error, 0-5 score
 # Correlations x 100 with one decimal (their 95% intervals are wider than that), the calibrated score's error with two
 METRIC_PLACES = {**dict.fromkeys(METRIC_FIELDS[2:-1], 1), "mae_calibrated": 2}
