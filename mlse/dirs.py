@@ -7,6 +7,7 @@
   calibrations; what a folder there is and how runs are named: :mod:`mlse.runs.folders`.
 * ``assets_dir()``: the files mlse ships (example pairs, the sample bitext, trained heads, students, calibrations):
   the repository's ``assets/`` in a checkout, installed beside the modules as package data ``mlse/assets``.
+* ``positive_env(name, default)``: a positive whole-number setting from the environment (threads, upload limits).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 
 from platformdirs import user_cache_dir
+
+from mlse.errors import MlseError
 
 
 def cache_root() -> Path:
@@ -38,3 +41,17 @@ def assets_dir() -> Path:
     if isinstance(installed, Path) and installed.is_dir():  # a zipped install has no folder to hand out
         return installed
     return Path(__file__).resolve().parents[1] / "assets"
+
+
+def positive_env(name: str, default: int) -> int:
+    """The positive whole number the environment variable ``name`` holds; ``default`` when unset or blank."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise MlseError(f"{name}={raw!r}: expected a whole number") from None
+    if value < 1:
+        raise MlseError(f"{name}={raw!r}: expected a positive number")
+    return value

@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlse.dirs import cache_root, runs_dir
+from mlse.dirs import cache_root, positive_env, runs_dir
 from mlse.errors import MlseError, ModelNotFoundError
 
 PUBLIC_ENV = "MLSE_PUBLIC"
@@ -70,7 +70,7 @@ def upload_limits() -> tuple[int, int]:
     """(rows, bytes) an uploaded file may hold: the public caps in public mode, else the local settings."""
     if public_mode():
         return PUBLIC_UPLOAD_ROWS, MAX_UPLOAD_BYTES
-    return (_positive_env(UPLOAD_ROWS_ENV, LOCAL_UPLOAD_ROWS), _positive_env(UPLOAD_BYTES_ENV, LOCAL_UPLOAD_BYTES))
+    return (positive_env(UPLOAD_ROWS_ENV, LOCAL_UPLOAD_ROWS), positive_env(UPLOAD_BYTES_ENV, LOCAL_UPLOAD_BYTES))
 
 
 def set_upload_limits(rows: int | None = None, size: int | None = None) -> None:
@@ -80,19 +80,6 @@ def set_upload_limits(rows: int | None = None, size: int | None = None) -> None:
             if int(value) < 1:
                 raise MlseError(f"{env}: expected a positive number, got {value}")
             os.environ[env] = str(int(value))
-
-
-def _positive_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise MlseError(f"{name}={raw!r}: expected a whole number") from None
-    if value < 1:
-        raise MlseError(f"{name}={raw!r}: expected a positive number")
-    return value
 
 
 def enable_public_mode() -> None:

@@ -3,9 +3,7 @@ onnxruntime session options every ONNX encoder uses."""
 
 from __future__ import annotations
 
-import os
-
-from mlse.errors import MlseError
+from mlse.dirs import positive_env
 
 DEFAULT_THREADS = 2
 THREADS_ENV = "MLSE_THREADS"
@@ -13,16 +11,7 @@ THREADS_ENV = "MLSE_THREADS"
 
 def default_threads() -> int:
     """``MLSE_THREADS`` if set (a positive integer), else 2."""
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_THREADS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise MlseError(f"{THREADS_ENV} must be a positive integer, got {raw!r}") from None
-    if value < 1:
-        raise MlseError(f"{THREADS_ENV} must be a positive integer, got {raw!r}")
-    return value
+    return positive_env(THREADS_ENV, DEFAULT_THREADS)
 
 
 def session_options(threads: int):

@@ -137,28 +137,33 @@ def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, s
     return DevSet(list(index), out)
 
 
+def student_embeddings(
+    student, texts: Sequence[str], batch_size: int, *, normalize: bool, stop: StopSignal | None = None
+) -> np.ndarray:
+    """The student's embeddings [n, d] of ``texts`` in eval mode (no dropout), put back in train mode after; ``stop``
+    is asked between chunks (:func:`~mlse.stop_signal.encode_in_chunks`)."""
+    student.eval()
+    try:
+        return encode_in_chunks(
+            student,
+            texts,
+            stop=stop,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+            normalize_embeddings=normalize,
+        )
+    finally:
+        student.train()
+
+
 def dev_scores(student, dev: DevSet, batch_size: int, stop: StopSignal | None = None) -> dict[str, float]:
     """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode.
 
     ``stop`` is asked between chunks of the dev texts (:class:`~mlse.stop_signal.Stopped` abandons the
     evaluation).
     """
-    import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
-
-    student.eval()
-    try:
-        with torch.no_grad():
-            emb = encode_in_chunks(
-                student,
-                dev.texts,
-                stop=stop,
-                batch_size=batch_size,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-                normalize_embeddings=True,
-            )  # [n_texts, d]
-    finally:
-        student.train()
+    emb = student_embeddings(student, dev.texts, batch_size, normalize=True, stop=stop)  # [n_texts, d]
     return {
         pair: sts_metrics(cosine_predictions(emb[s1], emb[s2]), gold, n_boot=0)["spearman"]
         for pair, (s1, s2, gold) in dev.pairs.items()

@@ -22,7 +22,7 @@ from mlse.errors import MlseError
 from mlse.train.config import FinetuneConfig
 from mlse.train.config_validation import refuse_frozen_student
 from mlse.train.device import resolve_precision  # noqa: F401  (the student's precision: mlse.train.device decides)
-from mlse.train.finetune_data import TrainingData
+from mlse.train.finetune_data import TrainingData, student_embeddings
 from mlse.train.recipes.bridge import dense_layer, fit_linear_map, r2_score
 from mlse.train.recipes.lora import apply_lora, has_lora, merged_copy, save_adapter, trainable_parameters
 from mlse.train.recipes.vocab import extend_model_vocabulary
@@ -114,17 +114,7 @@ def extend_vocabulary(cfg: FinetuneConfig, student, data: TrainingData) -> dict:
 def fit_bridge(cfg: FinetuneConfig, student, data: TrainingData, t_src: np.ndarray) -> dict:
     """Append a linear map from the student's outputs to the teacher's, fitted on English training sentences."""
     n = min(cfg.bridge_sentences, len(data.src))
-    student.eval()
-    try:
-        source = student.encode(
-            data.src[:n],
-            batch_size=cfg.batch_size,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-            normalize_embeddings=False,
-        )  # [n, d_s]
-    finally:
-        student.train()
+    source = student_embeddings(student, data.src[:n], cfg.batch_size, normalize=False)  # [n, d_s]
     w, b = fit_linear_map(source, t_src[:n])
     dense = dense_layer(w, b).to(next(student.parameters()).device)
     student.append(dense)

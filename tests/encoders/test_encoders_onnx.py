@@ -109,7 +109,7 @@ def test_smoothing_keeps_the_fp32_function_and_reaches_every_layernorm_fed_matmu
     import onnx
     import onnxruntime as ort
 
-    from mlse.encoders.onnx.quantize import channel_absmax, smooth_layernorm_matmuls
+    from mlse.encoders.onnx.quantize import activation_stats, smooth_layernorm_matmuls
 
     enc = load_encoder(str(tiny_bert), backend="onnx", cache=False)
     enc.encode(["x"])  # loads the session and tokenizer
@@ -118,14 +118,17 @@ def test_smoothing_keeps_the_fp32_function_and_reaches_every_layernorm_fed_matmu
     model = onnx.load(str(fp32 / onnx_export.MODEL_FILE))
     groups = smooth_layernorm_matmuls(
         model,
-        lambda names: channel_absmax(
-            fp32 / onnx_export.MODEL_FILE,
-            fp32 / onnx_export.TOKENIZER_FILE,
-            meta["inputs"],
-            meta["pad_token_id"],
-            names,
-            table=np.load(fp32 / meta["embedding_table"]),
-        ),
+        lambda names: {
+            name: s["absmax"]
+            for name, s in activation_stats(
+                fp32 / onnx_export.MODEL_FILE,
+                fp32 / onnx_export.TOKENIZER_FILE,
+                meta["inputs"],
+                meta["pad_token_id"],
+                names,
+                table=np.load(fp32 / meta["embedding_table"]),
+            ).items()
+        },
     )
     assert groups == 4  # 2 layers x (Q/K/V, first feed-forward)
     muls = [n for n in model.graph.node if n.name.startswith("mlse_smooth_")]

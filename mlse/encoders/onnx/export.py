@@ -180,27 +180,12 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         names = ["inputs_embeds", *(n for n in names if n != "input_ids")]
     wrapper = _pipeline_class()(st, names).eval()
     dynamic = {n: {0: "batch", 1: "tokens"} for n in names} | {"sentence_embedding": {0: "batch"}}
-    with torch.no_grad(), warnings.catch_warnings():
-        # The TorchScript exporter warns about itself (deprecated) and about shape checks it freezes; the frozen checks
-        # compare the mask's length with the sequence length, which are equal for every input we feed.
-        warnings.simplefilter("ignore")
-        try:
-            torch.onnx.export(
-                wrapper,
-                tuple(sample[n] for n in names),
-                str(out / MODEL_FILE),
-                input_names=names,
-                output_names=["sentence_embedding"],
-                dynamic_axes=dynamic,
-                opset_version=OPSET,
-                do_constant_folding=True,
-                dynamo=False,
-            )
-        except Exception as exc:  # an architecture the tracer cannot handle: say which model, keep the cause
-            raise MlseError(
-                f"could not export {model_dir} to ONNX ({type(exc).__name__}: {exc}); "
-                "use --backend torch for this model"
-            ) from exc
+    try:
+        trace_to_onnx(wrapper, tuple(sample[n] for n in names), out / MODEL_FILE, names, "sentence_embedding", dynamic)
+    except Exception as exc:  # an architecture the tracer cannot handle: say which model, keep the cause
+        raise MlseError(
+            f"could not export {model_dir} to ONNX ({type(exc).__name__}: {exc}); use --backend torch for this model"
+        ) from exc
     _save_tokenizer(backend, out / TOKENIZER_FILE)
     meta = {
         "format": "mlse-onnx/1",
@@ -237,6 +222,29 @@ def word_embedding_table(st):
     import inspect
 
     return weight if "inputs_embeds" in inspect.signature(forward).parameters else None
+
+
+def trace_to_onnx(module, sample: tuple, path: Path, names: list[str], output: str, dynamic: dict) -> None:
+    """Trace the torch ``module`` on the inputs ``sample`` (named ``names``) into the ONNX graph file ``path`` with one
+    output ``output``, at :data:`OPSET` with the axes ``dynamic`` free: the one export setting every ONNX graph of mlse
+    shares (the sentence-transformers exports here, ``muse`` in :mod:`.use_graph`)."""
+    import torch  # lazy: torch costs seconds to import; only an export needs it
+
+    with torch.no_grad(), warnings.catch_warnings():
+        # The TorchScript exporter warns about itself (deprecated) and about shape checks it freezes; the frozen checks
+        # compare the mask's length with the sequence length, which are equal for every input we feed.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            sample,
+            str(path),
+            input_names=names,
+            output_names=[output],
+            dynamic_axes=dynamic,
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
 
 
 def _pipeline_class():

@@ -143,21 +143,6 @@ def calibration_feeds(
         yield {k: v for k, v in feed.items() if k in inputs}
 
 
-def channel_absmax(
-    model_path: Path,
-    tokenizer_path: Path,
-    inputs: list[str],
-    pad_id: int,
-    tensors: list[str],
-    texts: list[str] = CALIBRATION_TEXTS,
-    table: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """Per-channel max |x| [K] of each tensor in ``tensors``, running the fp32 graph at ``model_path`` on ``texts``
-    (``table``: the word-embedding rows [V, H] for a graph that takes ``inputs_embeds``)."""
-    stats = activation_stats(model_path, tokenizer_path, inputs, pad_id, tensors, texts, table)
-    return {name: s["absmax"] for name, s in stats.items()}
-
-
 def activation_stats(
     model_path: Path,
     tokenizer_path: Path,
@@ -214,17 +199,15 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
     tokenizer = fp32_dir / "tokenizer.json"
     done: dict = {}
     rule = recipe.get("keep_outliers")
+
+    def stats_of(tensors: list[str]) -> dict[str, dict]:
+        return activation_stats(
+            fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"], tensors, texts, table
+        )
+
     if rule:  # measure which MatMuls meet outlier tokens, keep the worst in fp32
         inputs = {n.name: n.input[0] for n in model.graph.node if n.name in {m.name for m in nodes}}
-        stats = activation_stats(
-            fp32_dir / "model.onnx",
-            tokenizer,
-            meta["inputs"],
-            meta["pad_token_id"],
-            sorted(set(inputs.values())),
-            texts,
-            table,
-        )
+        stats = stats_of(sorted(set(inputs.values())))
         ratios = {name: stats[tensor]["outlier_ratio"] for name, tensor in inputs.items()}
         outliers = outlier_nodes(nodes, ratios, rule)
         keep = [m.name for m in nodes if m.name in set(keep) | set(outliers)]
@@ -233,9 +216,7 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
     if recipe.get("smooth_alpha"):
         groups = smooth_matmuls(
             model,
-            lambda names: channel_absmax(
-                fp32_dir / "model.onnx", tokenizer, meta["inputs"], meta["pad_token_id"], names, texts, table=table
-            ),
+            lambda names: {name: s["absmax"] for name, s in stats_of(names).items()},
             alpha=recipe["smooth_alpha"],
             roles=recipe.get("smooth_roles", SMOOTH_ROLES),
             skip=keep,

@@ -15,13 +15,13 @@ file lock. fp32 only: dynamic int8 of the per-token layers was 2.3x faster but m
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
 
 from mlse.atomic import atomic_dir
+from mlse.encoders.onnx.export import OPSET, trace_to_onnx
 from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import session_options
 from mlse.encoders.use_torch import (
@@ -37,7 +37,6 @@ from mlse.errors import MlseError
 GRAPH_VERSION = 1  # bump when the exported graph changes: its folder and the encoder identity change with it
 MODEL_FILE = "model.onnx"
 META_FILE = "export.json"
-OPSET = 17
 
 
 def graph_dir(prepared: Path) -> Path:
@@ -92,19 +91,7 @@ def export_fp32(weights_file: Path, out: Path) -> None:
         "lengths": {0: "batch"},
         "embedding": {0: "batch"},
     }
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's own deprecation notice
-        torch.onnx.export(
-            Core().eval(),
-            sample,
-            str(out / MODEL_FILE),
-            input_names=names,
-            output_names=["embedding"],
-            dynamic_axes=dynamic,
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
-        )
+    trace_to_onnx(Core().eval(), sample, out / MODEL_FILE, names, "embedding", dynamic)
     (out / META_FILE).write_text(
         json.dumps({"variant": "fp32", "graph_version": GRAPH_VERSION, "opset": OPSET, "torch": torch.__version__})
     )
