@@ -23,7 +23,8 @@ mistyped field, an unknown field, a model not offered here or a language not kno
 --drop``), "edited1": str, "edited2": str (new texts; optional)}``; the model must be one the page explains (a plain
 encoder on torch). Answer (200): :meth:`mlse.explain.edits.WhatIf.to_dict` (old and new score and 0-5 value, the
 change the explanation predicted for the dropped words, the explanation), computed by :func:`mlse.explain.what_if`
-as the page and the command line compute it. One at a time (an explanation keeps the cores busy for seconds): a
+as the page and the command line compute it; the original pair's explanation is kept for the next edit of it (the
+last 32 pairs). One at a time (an explanation keeps the cores busy for seconds): a
 second meanwhile gets 503 "busy" with ``Retry-After``; a word in neither sentence or an edit that changes nothing
 gets 422 with the library's message.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 import json
 import threading
 
+from cachetools import LRUCache
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -177,9 +179,16 @@ def what_if_arguments(payload: dict, offered: list[str]) -> dict:
     return {**request, "drop": drop}
 
 
-def what_if_request(state, raw: bytes, slot: threading.Semaphore) -> tuple[int, dict]:
+EXPLAINED_PAIRS = 32  # the last pairs a What if? explained, kept for the next edit of the same pair
+
+
+def what_if_request(
+    state, raw: bytes, slot: threading.Semaphore, explained: LRUCache | None = None
+) -> tuple[int, dict]:
     """(HTTP status, JSON answer) for one What if? body: the route without the HTTP framework, for tests. ``slot``:
-    taken while computing; a request finding it taken is answered 503 at once."""
+    taken while computing; a request finding it taken is answered 503 at once. ``explained``: (model, sentence 1,
+    sentence 2) -> the pair's explanation, so a script trying several edits of one pair (as the page does) has it
+    explained once; read and written only while holding ``slot``."""
     try:
         request = what_if_arguments(parse_body(raw), explainable(state))
     except RequestError as exc:
@@ -189,7 +198,12 @@ def what_if_request(state, raw: bytes, slot: threading.Semaphore) -> tuple[int, 
     try:
         batcher = getattr(state, "batcher", None)
         model = state.encoder(request.pop("model"))
-        change = what_if(model, explain_new=False, encode=batcher.encode if batcher is not None else None, **request)
+        key = (model, request["sentence1"], request["sentence2"])  # the encoder object: a reloaded run is another
+        known = explained.get(key) if explained is not None else None
+        encode = batcher.encode if batcher is not None else None
+        change = what_if(model, explain_new=False, encode=encode, explanation=known, **request)
+        if explained is not None:
+            explained[key] = change.explanation
     except MlseError as exc:  # a word in neither sentence, an edit that changes nothing, a model that cannot load
         return 422, {"error": str(exc)}
     except Exception as exc:  # named, never a traceback
@@ -215,7 +229,7 @@ def json_api(state, direct: DirectApi | None = None):
     direct = direct or DirectApi(state)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)  # Gradio's /gradio_api/info documents the page
 
-    what_if_slot = threading.BoundedSemaphore(1)
+    what_if_slot, explained = threading.BoundedSemaphore(1), LRUCache(maxsize=EXPLAINED_PAIRS)
 
     @app.post(SCORE_PATH)
     async def score(request: Request) -> JSONResponse:
@@ -223,7 +237,7 @@ def json_api(state, direct: DirectApi | None = None):
 
     @app.post(WHAT_IF_PATH)
     async def what_if_route(request: Request) -> JSONResponse:
-        return await _answer(request, lambda raw: what_if_request(state, raw, what_if_slot))
+        return await _answer(request, lambda raw: what_if_request(state, raw, what_if_slot, explained))
 
     @app.get(MODELS_PATH)
     async def models() -> JSONResponse:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -115,3 +116,34 @@ def test_one_at_a_time_a_second_is_told_busy(model):
     slot.release()
     status, answer = what_if_request(TinyState(model), body, slot)
     assert status == 200 and answer["edited1"] == "A sings." and slot.acquire(blocking=False)  # the slot given back
+
+
+def test_a_second_edit_of_the_same_pair_reuses_its_explanation(model, monkeypatch):
+    """A script trying edit after edit of one pair (as the page's reader does) has the pair explained once; the
+    answers are the same as without the kept explanation."""
+    from cachetools import LRUCache
+
+    from mlse.explain import edits
+
+    explained_pairs = []
+    real = edits.explain_pair
+
+    def counting(model, sentence1, sentence2, **kw):
+        explained_pairs.append((sentence1, sentence2))
+        return real(model, sentence1, sentence2, **kw)
+
+    monkeypatch.setattr(edits, "explain_pair", counting)
+    slot, kept = threading.BoundedSemaphore(1), LRUCache(maxsize=api_route.EXPLAINED_PAIRS)
+    drop_man = b'{"model": "tiny", "sentence1": "A man sings.", "sentence2": "A man plays.", "drop": ["man"]}'
+    drop_sings = b'{"model": "tiny", "sentence1": "A man sings.", "sentence2": "A man plays.", "drop": ["sings"]}'
+    first = what_if_request(TinyState(model), drop_man, slot, kept)
+    second = what_if_request(TinyState(model), drop_sings, slot, kept)
+    assert first[0] == second[0] == 200 and second[1]["edited1"] == "A man ."
+    assert explained_pairs == [("A man sings.", "A man plays.")]  # explained for the first edit only
+    fresh = what_if_request(TinyState(model), drop_sings, slot)  # nothing kept: explained again, same answer
+    assert len(explained_pairs) == 2 and fresh[0] == 200
+    numbers = [{k: v for k, v in a.items() if k not in ("seconds", "explanation")} for a in (fresh[1], second[1])]
+    assert numbers[0] == numbers[1]  # the new score, the predicted change, the words' effects
+    assert np.allclose(fresh[1]["explanation"]["matrix"], second[1]["explanation"]["matrix"], atol=1e-9)
+    other = b'{"model": "tiny", "sentence1": "A cat sleeps.", "sentence2": "A man plays.", "drop": ["cat"]}'
+    assert what_if_request(TinyState(model), other, slot, kept)[0] == 200 and len(explained_pairs) == 3
