@@ -7,9 +7,8 @@ memory or evicts too eagerly. Each memo here has a byte budget; the size of an e
 the least recently used entries go first. An entry bigger than the whole budget is returned but not kept.
 
 The bookkeeping (order of use, total size, eviction) is ``cachetools.LRUCache`` with a ``getsizeof``; this module adds
-the estimate, a lock (cachetools' caches are not thread-safe), the computing-once of :meth:`BytesMemo.get_or_compute`
-and the registry: every memo registers itself, so :func:`memo_report` can say what each holds (the soak benchmark and
-tests read it).
+the estimate, a lock (cachetools' caches are not thread-safe) and the computing-once of
+:meth:`BytesMemo.get_or_compute`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Hashable
 
 from cachetools import LRUCache
@@ -25,7 +23,6 @@ from cachetools import LRUCache
 from mlse.single_flight import single_flight
 
 MB = 2**20
-_registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _MAX_DEPTH = 6  # deeper structures are counted by their shell only: estimates, not an audit
 
 
@@ -71,7 +68,6 @@ class BytesMemo:
         # values are stored as (value, size): the estimate is made once, outside the lock, and cachetools reads it back
         self._entries: LRUCache = LRUCache(maxsize=self.max_bytes, getsizeof=lambda entry: entry[1])
         self._lock = threading.Lock()
-        _registry[name] = self
 
     def get(self, key: Hashable, default=None):
         with self._lock:
@@ -134,11 +130,3 @@ def bytes_memoized(name: str, max_bytes: int):
         return memoized
 
     return wrap
-
-
-def memo_report() -> dict[str, dict]:
-    """{memo name: {"entries", "bytes", "max_bytes"}} for every live memo."""
-    return {
-        name: {"entries": len(m), "bytes": m.total_bytes, "max_bytes": m.max_bytes}
-        for name, m in sorted(_registry.items())
-    }

@@ -100,11 +100,6 @@ def projection_plan(n_points: int, method: str = "umap") -> tuple[str, int | Non
     return "umap", n_neighbors, f"UMAP (cosine, {n_neighbors} neighbours)"
 
 
-def project_2d(X: np.ndarray, *, method: str = "umap", seed: int = 0) -> np.ndarray:
-    """[n, d] -> [n, 2] coordinates (see :func:`project_2d_explained`)."""
-    return project_2d_explained(X, method=method, seed=seed)[0]
-
-
 def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0, worker=None) -> tuple[np.ndarray, str]:
     """[n, d] -> ([n, 2] coordinates, how they were made: one line for the page).
 

@@ -38,11 +38,9 @@ def _default_text(f: Field) -> str:
     return f" (default: {shown})"
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One option per field of dataclass ``cls`` (fields in ``skip`` left out), typed by the field's annotation."""
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One option per field of dataclass ``cls``, typed by the field's annotation."""
     for f in fields(cls):
-        if f.name in skip:
-            continue
         meta = f.metadata
         kind = str(f.type).replace(" | None", "")
         kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=meta.get("help", "") + _default_text(f))

@@ -90,10 +90,6 @@ class RowFile:
                 self._fd = os.open(self.path, os.O_RDONLY)
             return self._fd
 
-    @property
-    def cached_bytes(self) -> int:
-        return len(self._cache or ()) * self.row_bytes
-
     def __getitem__(self, ids) -> np.ndarray:
         ids = np.asarray(ids)
         unique, inverse = np.unique(ids.ravel(), return_inverse=True)

@@ -149,7 +149,6 @@ class UseEncoder(Scoring):
         self.batch_tokens = batch_tokens
         self.max_tokens = MAX_TOKENS
         self._chars_per_token: int | None = None
-        self.requested_backend = backend
         self.backend = "torch" if backend == "torch" else "onnx"  # what actually computes
         self._identity: str | None = None
         self._model = None

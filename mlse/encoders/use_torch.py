@@ -31,7 +31,6 @@ _BRANCH_DIM = 256
 ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, tokens of left context) of the three CNN branches
 _MAX_LEFT = max(left for _, left in ORDERS)
 _MAX_RIGHT = max(n - 1 - left for n, left in ORDERS)
-OUTPUT_DIM = 512
 
 
 def window_index(lengths: np.ndarray) -> np.ndarray:

@@ -93,11 +93,6 @@ def ratio_margin_scores(
     return (cos / ((mean_x[i] + mean_y[j]) / 2)).astype(np.float32)
 
 
-def full_margin_matrix(x: np.ndarray, y: np.ndarray, k: int = 4) -> np.ndarray:
-    """Ratio margin for every (x_i, y_j): [n, m] float32. O(n*m) memory, meant for small inputs (tests, app)."""
-    return ratio_margin_scores(x, y, k)
-
-
 def margin_best(
     sims: np.ndarray, ids: np.ndarray, mean_q: np.ndarray, mean_b: np.ndarray, candidates: int
 ) -> tuple[np.ndarray, np.ndarray]:

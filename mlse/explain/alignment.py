@@ -38,12 +38,6 @@ class Alignment:
             (w, self.words2[j], float(self.similarity[i, j])) for i, (w, j) in enumerate(zip(self.words1, self.best1))
         ]
 
-    def matches2(self) -> list[tuple[str, str, float]]:
-        """(word of sentence 2, its best match in sentence 1, cosine), in sentence order."""
-        return [
-            (w, self.words1[i], float(self.similarity[i, j])) for j, (w, i) in enumerate(zip(self.words2, self.best2))
-        ]
-
     def mutual(self) -> list[tuple[str, str, float]]:
         """Pairs that are each other's best match (a one-to-one alignment)."""
         return [

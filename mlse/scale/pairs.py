@@ -2,9 +2,8 @@
 process holds the whole table, its texts or its vectors.
 
 :class:`PairSource` is a user's file scanned once (a :class:`~mlse.data.table_stream.ChunkedTable`: each chunk read
-back from where it starts, in the driver or in a worker) or two lists in memory (tests, scripts). A chunk travels to a
-worker as its :meth:`PairSource.locator` (where it lies in the file, not its rows) and is read there
-(:func:`chunk_pairs`).
+back from where it starts, in the driver or in a worker). A chunk travels to a worker as its
+:meth:`PairSource.locator` (where it lies in the file, not its rows) and is read there (:func:`chunk_pairs`).
 
 :func:`plan_fresh` is what the local engine's embedding cache decides, chunk after chunk: a chunk encodes its distinct
 texts that neither the cache held at the start nor an earlier chunk encoded. The plan is one bit per distinct text of
@@ -43,8 +42,8 @@ class Chunk:
 
 
 def chunk_pairs(locator: tuple) -> Chunk:
-    """The pairs of one chunk from its :meth:`PairSource.locator`: read from the file, or carried inline (``("texts",
-    sentences1, sentences2)``, or the two lists alone)."""
+    """The pairs of one chunk from its :meth:`PairSource.locator`: read from the file, or carried inline (``(sentences1,
+    sentences2)``)."""
     if isinstance(locator[0], str) and locator[0] == "table":
         table = read_span(locator)
         return Chunk(table.role("sentence1"), table.role("sentence2"), table)
@@ -53,32 +52,17 @@ def chunk_pairs(locator: tuple) -> Chunk:
 
 
 class PairSource:
-    """Pairs in chunks of ``chunk_rows``: a scanned file (``table``) or two lists (``s1``, ``s2``)."""
+    """The pairs of a scanned file (``table``) in chunks of its ``chunk_rows``."""
 
-    def __init__(self, table: ChunkedTable | None = None, s1=None, s2=None, chunk_rows: int | None = None):
-        if table is not None:
-            self.table, self.chunk_rows, self.rows = table, table.chunk_rows, len(table)
-            self.s1 = self.s2 = None
-        else:
-            if s1 is None or s2 is None or len(s1) != len(s2):
-                raise MlseError("score: give a scanned table, or two lists of sentences of one length")
-            if chunk_rows is None or chunk_rows < 1:
-                raise MlseError(f"--chunk must be a positive integer, got {chunk_rows}")
-            self.table, self.s1, self.s2, self.chunk_rows, self.rows = None, list(s1), list(s2), chunk_rows, len(s1)
-
-    @classmethod
-    def of_lists(cls, s1, s2, chunk_rows: int) -> PairSource:
-        return cls(None, s1, s2, chunk_rows)
+    def __init__(self, table: ChunkedTable):
+        self.table, self.chunk_rows, self.rows = table, table.chunk_rows, len(table)
 
     def planned(self) -> list[tuple[int, int]]:
         """Rows [lo, hi) of every chunk."""
         return [(lo, min(self.rows, lo + self.chunk_rows)) for lo in range(0, self.rows, self.chunk_rows)]
 
     def locator(self, index: int) -> tuple:
-        if self.table is not None:
-            return self.table.locator(index)
-        lo = index * self.chunk_rows
-        return ("texts", self.s1[lo : lo + self.chunk_rows], self.s2[lo : lo + self.chunk_rows])
+        return self.table.locator(index)
 
     def read(self, index: int) -> Chunk:
         chunk = chunk_pairs(self.locator(index))

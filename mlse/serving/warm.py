@@ -243,11 +243,6 @@ def _step_status(name: str) -> StepStatus:
     return next(s for s in warm_status().steps if s.name == name)
 
 
-def step_status(name: str) -> StepStatus | None:
-    """The running or last warm's step ``name`` now, or None when it has no such step."""
-    return next((s for s in warm_status().steps if s.name == name), None)
-
-
 def follow_step(name: str, on_progress: StepLine | None = None, poll_s: float = FOLLOW_POLL_S) -> StepStatus | None:
     """Wait while the warm runs step ``name``, telling ``on_progress`` its status now and then -> its status after.
 

@@ -40,7 +40,6 @@ from mlse.stop_signal import StopSignal, encode_in_chunks
 from mlse.text.control_chars import strip_controls
 
 Progress = Callable[[float, str], None]  # (fraction of the step done, what it is doing)
-TABS = ("score", "map", "tatoeba", "gold", "finetune", "results")
 EXAMPLES_FILE = assets_dir() / "examples.tsv"
 WARM_UP_TEXT = "warm-up"  # one text run through a model, past the cache, so that it loads and prepares its files
 

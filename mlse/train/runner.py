@@ -54,7 +54,6 @@ class Job:
     records: list[dict] = field(default_factory=list)
     result: Any = None
     error: str | None = None
-    submitted: float = field(default_factory=time.time)
     started: float | None = None
     finished: float | None = None
     signal: StopSignal = field(default_factory=StopSignal)  # its Stop button; the job adds its budget

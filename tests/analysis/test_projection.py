@@ -15,7 +15,7 @@ from mlse.analysis.projection import (
     flores_sample,
     language_id_accuracy,
     language_map,
-    project_2d,
+    project_2d_explained,
     projection_dir,
     retrieval_at1,
 )
@@ -72,17 +72,17 @@ def test_metrics_need_two_languages():
 # -- projection -----------------------------------------------------------------------------------------------------
 def test_pca_projection_shapes_and_tiny_inputs():
     X = _meanings(20)
-    coords = project_2d(X, method="pca")
+    coords, _ = project_2d_explained(X, method="pca")
     assert coords.shape == (20, 2) and np.isfinite(coords).all() and coords.std() > 0
-    assert project_2d(X[:1], method="umap").shape == (1, 2)  # too few points for UMAP: PCA, no crash
+    assert project_2d_explained(X[:1], method="umap")[0].shape == (1, 2)  # too few points for UMAP: PCA, no crash
     with pytest.raises(MlseError, match="unknown projection method"):
-        project_2d(X, method="tsne")
+        project_2d_explained(X, method="tsne")
 
 
 @pytest.mark.slow
 def test_umap_projection_is_deterministic():
     X = _meanings(60)
-    a, b = project_2d(X, method="umap", seed=3), project_2d(X, method="umap", seed=3)
+    (a, _), (b, _) = project_2d_explained(X, method="umap", seed=3), project_2d_explained(X, method="umap", seed=3)
     assert a.shape == (60, 2) and np.isfinite(a).all()
     np.testing.assert_allclose(a, b)
 

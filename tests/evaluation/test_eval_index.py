@@ -17,13 +17,7 @@ from mlse.evaluation.index import (
     recall_at_k,
     search_index,
 )
-from mlse.evaluation.margin import (
-    full_margin_matrix,
-    margin_retrieve,
-    margin_retrieve_both,
-    neighbourhood_means,
-    ratio_margin_scores,
-)
+from mlse.evaluation.margin import margin_retrieve, margin_retrieve_both, neighbourhood_means, ratio_margin_scores
 from mlse.evaluation.mining import mine_candidates
 
 
@@ -108,7 +102,7 @@ def test_ratio_margin_matches_double_loop():
     x, y = l2_normalize(x), l2_normalize(_unit(rng, 6, 4) + 0.8)
     for k in (1, 3, 4, 10):
         expected = _margin_loop(x, y, k)
-        np.testing.assert_allclose(full_margin_matrix(x, y, k), expected, rtol=1e-5)
+        np.testing.assert_allclose(ratio_margin_scores(x, y, k), expected, rtol=1e-5)
         pairs = np.array([[0, 0], [4, 5], [2, 1]])
         np.testing.assert_allclose(ratio_margin_scores(x, y, k, pairs), expected[pairs[:, 0], pairs[:, 1]], rtol=1e-5)
         mx, my = neighbourhood_means(x, y, k)
@@ -118,7 +112,7 @@ def test_ratio_margin_matches_double_loop():
 def test_margin_retrieve_is_best_margin_in_shortlist():
     rng = np.random.default_rng(4)
     x, y = _unit(rng, 20, 8), _unit(rng, 30, 8)
-    full = full_margin_matrix(x, y, 4)
+    full = ratio_margin_scores(x, y, 4)
     ids, scores = margin_retrieve(x, y, k=4, candidates=30)  # shortlist = everything
     np.testing.assert_array_equal(ids, full.argmax(axis=1))
     np.testing.assert_allclose(scores, full.max(axis=1), rtol=1e-5)
@@ -212,7 +206,7 @@ def test_margin_with_full_probe_ivf_matches_exact():
     np.testing.assert_allclose([sc for *_, sc in approx], [sc for *_, sc in exact], rtol=1e-5)
     for approx_means, exact_means in zip(neighbourhood_means(x, y, 4, search=full_probe), neighbourhood_means(x, y, 4)):
         np.testing.assert_allclose(approx_means, exact_means, rtol=1e-6)
-    np.testing.assert_allclose(ratio_margin_scores(x, y, 4, search=knn_numpy), full_margin_matrix(x, y, 4), rtol=1e-5)
+    np.testing.assert_allclose(ratio_margin_scores(x, y, 4, search=knn_numpy), ratio_margin_scores(x, y, 4), rtol=1e-5)
 
 
 def test_margin_retrieve_both_equals_two_single_calls():

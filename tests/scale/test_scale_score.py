@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mlse import api
+from mlse.data.user_files import read_pairs
 from mlse.models import load_model
 from mlse.scale.engine import EngineOptions
 from mlse.scale.pairs import PairSource
@@ -17,10 +18,12 @@ S1 = ["Hallo Welt", "Guten Morgen", "Hallo Welt", "Wie geht es dir?", "Danke sch
 S2 = ["Hello world", "Good morning", "Hi world", "How are you?", "Thanks a lot", "Good morning", "Hallo Welt"]
 
 
-def _run(tiny_bert, parts, progress=None):
+def _run(tiny_bert, tmp_path, parts, progress=None):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("sentence1\tsentence2\n" + "".join(f"{a}\t{b}\n" for a, b in zip(S1, S2)), encoding="utf-8")
     return score_on_engine(
         [str(tiny_bert)],
-        PairSource.of_lists(S1, S2, 2),
+        PairSource(read_pairs(path, chunk_rows=2)),
         backend="torch",
         options=EngineOptions("local"),
         job={"test": 1},
@@ -30,7 +33,7 @@ def _run(tiny_bert, parts, progress=None):
 
 
 def test_the_pipeline_equals_score_pairs_bit_for_bit(tiny_bert, tmp_path, monkeypatch):
-    ours = _run(tiny_bert, tmp_path / "parts")
+    ours = _run(tiny_bert, tmp_path, tmp_path / "parts")
     monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "fresh-cache"))  # the local engine from an empty cache too
     frame = api.score_pairs(list(zip(S1, S2)), {str(tiny_bert): load_model(str(tiny_bert))}, chunk=2)
     expected = {key: frame[key].to_numpy() for key in frame.attrs["run"].columns}
@@ -45,10 +48,10 @@ def test_a_stopped_run_resumes_from_its_parts(tiny_bert, tmp_path, monkeypatch):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        _run(tiny_bert, tmp_path / "parts", progress=stop_after_two)
+        _run(tiny_bert, tmp_path, tmp_path / "parts", progress=stop_after_two)
     assert len(list((tmp_path / "parts").glob("shard-*.npz"))) == 2
-    resumed = _run(tiny_bert, tmp_path / "parts")
+    resumed = _run(tiny_bert, tmp_path, tmp_path / "parts")
     monkeypatch.setenv("MLSE_CACHE", str(tmp_path / "fresh-cache"))
-    whole = _run(tiny_bert, None)
+    whole = _run(tiny_bert, tmp_path, None)
     for key in whole:
         assert np.array_equal(resumed[key], whole[key]), key

@@ -112,7 +112,7 @@ def test_scorer_gives_three_panels_and_highlighting(fake_scorer, data_dir):
 def test_the_tabs_default_projection_is_umap_and_fixed_by_its_seed(fake_scorer, data_dir):
     """The page's own call (no ``method``: UMAP, as the Project button runs it) on 3 languages x 5 sentences; its cost
     is umap's import and numba compilation, about 15-20 s once per test process on a busy 2-core machine."""
-    from mlse.analysis.projection import project_2d
+    from mlse.analysis.projection import project_2d_explained
 
     state = StubState({"fake+s1": fake_scorer}, data_dir)
     out = project_map(state, "fake+s1", LANGS, 5)
@@ -123,8 +123,10 @@ def test_the_tabs_default_projection_is_umap_and_fixed_by_its_seed(fake_scorer, 
     assert raw.coords.shape == (15, 2) and np.isfinite(raw.coords).all()
     assert raw.coords.std(axis=0).min() > 0  # spread in both directions, not collapsed onto a point or a line
     embeddings = FakeEncoder().encode(out.result.sample.texts)  # [15, 8]: the raw space the panel shows
-    np.testing.assert_array_equal(project_2d(embeddings, method="umap", seed=out.result.seed), raw.coords)  # seeded
-    assert not np.allclose(project_2d(embeddings, method="pca"), raw.coords, atol=1e-3)  # not PCA's picture
+    umap_coords, _ = project_2d_explained(embeddings, method="umap", seed=out.result.seed)
+    np.testing.assert_array_equal(umap_coords, raw.coords)  # seeded
+    pca_coords, _ = project_2d_explained(embeddings, method="pca")
+    assert not np.allclose(pca_coords, raw.coords, atol=1e-3)  # not PCA's picture
 
 
 def test_hover_shows_the_sentence_escaped(data_dir):
