@@ -21,10 +21,11 @@ import numpy as np
 from benchmarks.common import QUICK_HELP, machine, output_file
 from mlse.atomic import atomic_write_text
 from mlse.train.config import FinetuneConfig
+from mlse.train.device import resolve_precision
 from mlse.train.finetune_data import prepare_data, teacher_targets
 from mlse.train.loop import TrainingLoop
 from mlse.train.methods import build_method
-from mlse.train.student_model import extend_vocabulary, load_student, resolve_precision, student_dim
+from mlse.train.student_model import extend_vocabulary, load_student, student_dim
 
 SETTINGS = {
     "fp32, no bucketing, English vocabulary": dict(precision="fp32", bucket_by_length=False, extend_vocab=0),

@@ -21,7 +21,6 @@ from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
 from mlse.train.config import FinetuneConfig
 from mlse.train.config_validation import refuse_frozen_student
-from mlse.train.device import resolve_precision  # noqa: F401  (the student's precision: mlse.train.device decides)
 from mlse.train.finetune_data import TrainingData, student_embeddings
 from mlse.train.recipes.bridge import dense_layer, fit_linear_map, r2_score
 from mlse.train.recipes.lora import apply_lora, has_lora, merged_copy, save_adapter, trainable_parameters

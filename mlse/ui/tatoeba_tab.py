@@ -195,13 +195,6 @@ def bitext_retrieval(
     return "\n\n".join([message, text, *(md_escape(n) for n in bitext_notes(corpus))]), table, corpus
 
 
-def bitext_details(state, corpus, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str, pd.DataFrame]:
-    """:func:`details` on the bitext held from :func:`bitext_retrieval`."""
-    if not isinstance(corpus, ParallelCorpus):
-        return NO_BITEXT, pd.DataFrame(columns=NEIGHBOUR_COLUMNS)
-    return details(state, corpus, model, row, k)
-
-
 def bitext_compare(state, corpus, model_a: str, model_b: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
     """:func:`compare` on the bitext held from :func:`bitext_retrieval`."""
     if not isinstance(corpus, ParallelCorpus):

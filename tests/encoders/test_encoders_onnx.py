@@ -109,14 +109,14 @@ def test_smoothing_keeps_the_fp32_function_and_reaches_every_layernorm_fed_matmu
     import onnx
     import onnxruntime as ort
 
-    from mlse.encoders.onnx.quantize import activation_stats, smooth_layernorm_matmuls
+    from mlse.encoders.onnx.quantize import SMOOTH_ROLES, activation_stats, smooth_matmuls
 
     enc = load_encoder(str(tiny_bert), backend="onnx", cache=False)
     enc.encode(["x"])  # loads the session and tokenizer
     fp32 = enc.export_dir
     meta = json.loads((fp32 / onnx_export.META_FILE).read_text())
     model = onnx.load(str(fp32 / onnx_export.MODEL_FILE))
-    groups = smooth_layernorm_matmuls(
+    groups = smooth_matmuls(  # every LayerNorm-fed group: Q/K/V and the first feed-forward
         model,
         lambda names: {
             name: s["absmax"]
@@ -129,6 +129,7 @@ def test_smoothing_keeps_the_fp32_function_and_reaches_every_layernorm_fed_matmu
                 table=np.load(fp32 / meta["embedding_table"]),
             ).items()
         },
+        roles=SMOOTH_ROLES,
     )
     assert groups == 4  # 2 layers x (Q/K/V, first feed-forward)
     muls = [n for n in model.graph.node if n.name.startswith("mlse_smooth_")]

@@ -15,10 +15,11 @@ from mlse.encoders.load import load_encoder
 from mlse.encoders.torch import load_sentence_transformer
 from mlse.errors import MlseError
 from mlse.train.config import FinetuneConfig
+from mlse.train.device import resolve_precision
 from mlse.train.finetune import finetune
 from mlse.train.loop import epoch_batches
 from mlse.train.recipes.vocab import aligned_init, extend_model_vocabulary, learn_wordpiece, merged_vocab, subword_init
-from mlse.train.student_model import AutocastForward, resolve_precision
+from mlse.train.student_model import AutocastForward
 
 
 def _ids(model, text: str) -> list[int]:

@@ -13,14 +13,7 @@ from mlse.evaluation.bitext_view import bitext_digest, bitext_notes, prepare_bit
 from mlse.evaluation.retrieval import retrieval_accuracy, xsim_error
 from mlse.memo import MB, BytesMemo
 from mlse.serving.app_state import AppState
-from mlse.ui.tatoeba_tab import (
-    COMPARE_COLUMNS,
-    ERROR_COLUMNS,
-    NO_BITEXT,
-    bitext_compare,
-    bitext_details,
-    bitext_retrieval,
-)
+from mlse.ui.tatoeba_tab import COMPARE_COLUMNS, ERROR_COLUMNS, NO_BITEXT, bitext_compare, bitext_retrieval, details
 from mlse.ui.tatoeba_upload import EXAMPLE, read_bitext, to_bitext
 from mlse.ui.tatoeba_views import source_view
 from tests.fake_encoder import FakeEncoder
@@ -151,13 +144,12 @@ def test_bitext_details_of_an_error_row(tiny_bert):
     _, df, corpus = bitext_retrieval(state, str(EXAMPLE), None, model)
     row = df.iloc[0].tolist()  # what gr.SelectData.row_value carries
     cell = dict(zip(ERROR_COLUMNS, row))
-    text, nn = bitext_details(state, corpus, model, row, k=5)
+    text, nn = details(state, corpus, model, row, k=5)  # the page's row selection, on the bitext it holds
     assert list(nn["rank"]) == [1, 2, 3, 4, 5] and nn.sentence.iloc[0] == cell["retrieved"]
     assert nn.cosine.iloc[0] == cell["cosine retrieved"] and (np.diff(nn.cosine.astype(float).to_numpy()) <= 1e-6).all()
     assert f"**Query** ({cell['direction']}, #{cell['row']})" in text and "Gold translation" in text
     assert f"(rank {int(cell['rank of gold'])}), ratio margin" in text
-    assert "not an errors-table row" in bitext_details(state, corpus, model, ["sideways", 1])[0]
-    assert bitext_details(state, None, model, row)[0] == NO_BITEXT
+    assert "not an errors-table row" in details(state, corpus, model, ["sideways", 1])[0]
 
 
 def test_bitext_compare_two_models(tiny_bert, tiny_labse):

@@ -65,12 +65,6 @@ CALIBRATION_TEXTS = [
 ]
 
 
-def smooth_layernorm_matmuls(model, calibrate, alpha: float = ALPHA) -> int:
-    """Rescale every LayerNorm-fed group of constant-weight MatMuls (Q/K/V, first feed-forward) of ``model`` in place;
-    see :func:`smooth_matmuls`."""
-    return smooth_matmuls(model, calibrate, alpha, roles=SMOOTH_ROLES)
-
-
 def smooth_matmuls(model, calibrate, alpha: float = ALPHA, roles=SMOOTH_ROLES, skip=()) -> int:
     """Rescale the constant-weight MatMuls of ``model`` (an ``onnx.ModelProto``, in place) whose role
     (:mod:`mlse.encoders.onnx.int8_nodes`) is in ``roles``, grouped by the activation they multiply; MatMuls named in
