@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,17 @@ def open_app(driver, url: str) -> None:
         f"the tab {TABS[0].name!r}",
     )
     button(driver, TABS[0].marker)
+
+
+@contextmanager
+def app_page(url: str, window: tuple[int, int] = WINDOW):
+    """Chromium (``window`` wide and high) on the app served at ``url``, its first tab rendered; quit on leaving."""
+    driver = start_chromium(window)
+    try:
+        open_app(driver, url)
+        yield driver
+    finally:
+        driver.quit()
 
 
 def open_tab(driver, name: str) -> None:

