@@ -43,6 +43,11 @@ LONG_PAIR = (
 )  # ~20 tokens a side
 
 
+# A study of the quadrature: float32 products throughout (bfloat16's rounding, the app's default where the CPU computes
+# it natively, would floor the residuals; benchmarks/what_if_speed.py compares the two).
+PRECISION = "float32"
+
+
 def layers_for(n_layers: int, quick: bool) -> list[int]:
     if n_layers == 0:
         return [0]
@@ -66,7 +71,7 @@ def measure_setting(model, pairs, layer: int | None, steps: int | None) -> dict:
 
     seconds, rel, tokens = [], [], []
     for _, s1, s2 in pairs:
-        e = explain_pair(model, s1, s2, steps=steps, layer=layer)
+        e = explain_pair(model, s1, s2, steps=steps, layer=layer, precision=PRECISION)
         seconds.append(e.seconds)
         rel.append(e.relative_residual)
         tokens.append((len(e.tokens1) + len(e.tokens2)) / 2)
@@ -88,11 +93,11 @@ def headline(model, quick: bool) -> dict:
     from mlse.explain import align_tokens, explain_pair
 
     s1, s2 = LONG_PAIR
-    explain_pair(model, s1, s2, steps=2)  # warm up (first calls allocate)
+    explain_pair(model, s1, s2, steps=2, precision=PRECISION)  # warm up (first calls allocate)
     align_tokens(model, s1, s2)
     rss_before = memory_mb()["rss_mb"]
     peak_reset = reset_peak()
-    runs = [explain_pair(model, s1, s2) for _ in range(2 if quick else 5)]
+    runs = [explain_pair(model, s1, s2, precision=PRECISION) for _ in range(2 if quick else 5)]
     memory = memory_mb()
     aligns = [align_tokens(model, s1, s2).seconds for _ in range(3 if quick else 20)]
     e = runs[-1]
@@ -230,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         "cpu": cpu_name(),
         "isa": isa_flags(),
         "threads": args.threads,
+        "precision": PRECISION,
         "load_start": list(os.getloadavg()),
         "quick": args.quick,
         "models": [],

@@ -62,7 +62,7 @@ def measure(model, rows: list[dict]) -> list[dict]:
 
     warm = explain_pair(model, rows[0]["sentence1"], rows[0]["sentence2"])
     what_if(model, warm.sentence1, warm.sentence2, drop1=[top_word(warm, 1)], explanation=warm)  # warm-up
-    out, e = [], warm
+    out, e, e32 = [], warm, None
     for n, row in enumerate(rows):
         side = 1 if n % 2 == 0 else 2
         e = explain_pair(model, row["sentence1"], row["sentence2"], reuse=e)  # untimed; lesson rows share sentences
@@ -75,6 +75,13 @@ def measure(model, rows: list[dict]) -> list[dict]:
         full = what_if(model, e.sentence1, e.sentence2, explanation=e, **drop)
         full_s, full_cpu = time.perf_counter() - started, time.process_time() - cpu
         expected = float(similarity(model, [full.edited1], [full.edited2])[0][0])
+        float32 = {}
+        if e.precision != "float32":  # the same edit with float32 products: the time and the matrix they give
+            e32 = explain_pair(model, row["sentence1"], row["sentence2"], precision="float32", reuse=e32)
+            started = time.perf_counter()
+            exact = what_if(model, e.sentence1, e.sentence2, explanation=e32, **drop).new_explanation
+            gap = np.abs(full.new_explanation.matrix - exact.matrix).max() / np.abs(exact.matrix).max()
+            float32 = {"what_if_float32_s": time.perf_counter() - started, "matrix_gap_vs_float32": float(gap)}
         out.append(
             {
                 "kind": row.get("kind", ""),
@@ -99,6 +106,8 @@ def measure(model, rows: list[dict]) -> list[dict]:
                 "new_residual": full.new_explanation.relative_residual,
                 "layer": e.layer,
                 "steps": e.steps,
+                "precision": e.precision,
+                **float32,
             }
         )
         print(
@@ -138,6 +147,15 @@ def summary(edits: list[dict]) -> dict:
         "median_abs_miss": float(np.median(np.abs(delta - predicted))),
         "median_abs_delta": float(np.median(np.abs(delta))),
         "max_new_residual": max(e["new_residual"] for e in edits),
+        **(
+            {
+                "what_if_float32_median_s": statistics.median(e["what_if_float32_s"] for e in edits),
+                "what_if_float32_p95_s": float(np.percentile([e["what_if_float32_s"] for e in edits], 95)),
+                "max_matrix_gap_vs_float32": max(e["matrix_gap_vs_float32"] for e in edits),
+            }
+            if all("what_if_float32_s" in e for e in edits)
+            else {}
+        ),
     }
 
 
@@ -152,7 +170,8 @@ def markdown(r: dict) -> str:
         "",
         f"`{r['command']}`. CPU {r['cpu']} ({', '.join(r['isa']) or 'no AVX2'}), {r['threads']} torch threads, "
         f"nice {r['nice']}, load average {r['load_start'][0]:.1f} at start, {r['load_end'][0]:.1f} at end. Model "
-        f"{r['model']} (layer {r['layer']}, {r['steps']} steps, the defaults). {s['edits']} edits of the lesson pairs "
+        f"{r['model']} (layer {r['layer']}, {r['steps']} steps, {r.get('precision', 'float32')} products, the "
+        "defaults). {s['edits']} edits of the lesson pairs "
         f"(~{s['mean_tokens']:.0f} tokens a sentence): the word carrying the most dropped, from sentence 1 and 2 in "
         "turn; warm (model loaded, pair explained before the edit).",
         "",
@@ -164,6 +183,17 @@ def markdown(r: dict) -> str:
         f"| what if, numbers only (no new heatmap) | {s['numbers_median_s']:.3f} | {s['numbers_p95_s']:.3f} | "
         f"{s['numbers_cpu_median_s']:.3f} | | |",
         f"| of which the edited pair's explanation (one sentence) | {s['explain_median_s']:.2f} | | | | |",
+        *(
+            [
+                f"| what if with float32 products (for comparison) | {s['what_if_float32_median_s']:.2f} | "
+                f"{s['what_if_float32_p95_s']:.2f} | | | |",
+                "",
+                f"The new heatmap with bfloat16 products vs float32 products: largest difference "
+                f"{s['max_matrix_gap_vs_float32']:.2%} of the float32 matrix's largest cell.",
+            ]
+            if "max_matrix_gap_vs_float32" in s
+            else []
+        ),
         "",
         "Wall time moves with the machine's load (the load average above). CPU time (summed over the process's "
         "threads) moves much less with one torch thread, where it is what an idle core would take; with more threads "
@@ -236,7 +266,8 @@ def main(argv: list[str] | None = None) -> None:
         "model": str(getattr(model, "name", args.model)),
     }
     results["edits"] = measure(model, lesson_pairs(edits))
-    results["layer"], results["steps"] = results["edits"][0]["layer"], results["edits"][0]["steps"]
+    first = results["edits"][0]
+    results["layer"], results["steps"], results["precision"] = first["layer"], first["steps"], first["precision"]
     results["summary"] = summary(results["edits"])
     results["load_end"] = list(os.getloadavg())
     out = output_dir(args.out, args.quick, ROOT / "results" / "what-if", "what-if-speed")

@@ -54,6 +54,12 @@ def add_explain_parser(sub) -> None:
         default=None,
         help="quadrature: Gauss-Legendre (default) or the midpoint Riemann sum (muse's default)",
     )
+    ex.add_argument(
+        "--precision",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="the derivatives' matrix products (auto: bfloat16 where the CPU computes it natively)",
+    )
     ex.add_argument("--top", type=int, default=5, help="word pairs to print (default 5)")
     ex.add_argument("--align", action="store_true", help="also print each word's best contextual match")
     ex.add_argument("--json-out", default=None, help="write the matrix, the words and the numbers to this JSON file")
@@ -79,7 +85,8 @@ def explanation_lines(explanation, top: int) -> list[str]:
     """The printed report of an :class:`mlse.explain.Explanation`."""
     e = explanation
     lines = [
-        f"{e.model}: cosine {e.score:.4f}  (layer {e.layer}, {e.steps} {e.rule} steps, {e.seconds:.1f} s)",
+        f"{e.model}: cosine {e.score:.4f}  (layer {e.layer}, {e.steps} {e.rule} steps, {e.precision}, "
+        f"{e.seconds:.1f} s)",
         f"  = token pairs {_signed(e.attributed)} + reference terms {_signed(e.reference_terms)} + residual "
         f"{_signed(e.residual)}  (residual {100 * e.relative_residual:.1f}% of cosine - reference terms)",
     ]
@@ -160,7 +167,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     model = load_model(args.model, backend=args.backend)
     explanation = explain_pair(
-        model, args.sentence1, args.sentence2, steps=args.steps, layer=args.layer, rule=args.rule
+        model,
+        args.sentence1,
+        args.sentence2,
+        steps=args.steps,
+        layer=args.layer,
+        rule=args.rule,
+        precision=args.precision,
     )
     lines = explanation_lines(explanation, args.top)
     payload = explanation.to_dict()

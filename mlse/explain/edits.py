@@ -319,6 +319,7 @@ def what_if(
             steps=explanation.steps,
             layer=explanation.layer,
             rule=explanation.rule,
+            precision=explanation.precision,
             reuse=explanation,
         )
     return WhatIf(

@@ -23,6 +23,11 @@ sentence fixed), not by one cell (``benchmarks/explain_faithfulness.py`` measure
 layers, which is cheaper (only the layers above L are differentiated) and converges in fewer steps, but a token's
 state there already mixes in its context, so the attribution says "token i's position, as the model sees it at
 layer L". The defaults are measured by ``benchmarks/explain_speed.py``.
+
+**Precision.** On a CPU (or GPU) that computes bfloat16 natively, the directional derivatives' matrix products run in
+bfloat16 with float32 results (``precision="auto"``, recorded as ``bfloat16``): faster on an AVX-512-BF16 CPU, the
+word matrix a fraction of a percent of its largest cell from float32's (``benchmarks/what_if_speed.py`` measures both).
+``precision="float32"`` keeps every product in float32 (convergence studies: bfloat16's rounding floors the residual).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from functools import partial
 
 import numpy as np
 
+from mlse.encoders.hardware import device_capabilities
 from mlse.errors import MlseError
 from mlse.explain.backbones import attributable, is_backbone
 from mlse.explain.integrate import endpoints, token_contributions
@@ -43,11 +49,25 @@ from mlse.explain.words import merge_words
 DEFAULT_STEPS = 12
 DEFAULT_RULE = "gauss"
 DEFAULT_DEPTH_SHARE = 0.5
+PRECISIONS = ("auto", "float32", "bfloat16")
 SCORE_TOLERANCE = 1e-3  # the forward written out here must give the model's own cosine within this
 
 
 def default_layer(backbone) -> int:
     return int(round(getattr(backbone, "n_layers", 0) * DEFAULT_DEPTH_SHARE))
+
+
+def attribution_precision(backbone, requested: str) -> str:
+    """``"float32"`` or ``"bfloat16"``: the precision of ``backbone``'s directional derivatives for ``requested``
+    (``auto``: bfloat16 where the CPU computes it natively and the backbone has hand-written derivatives)."""
+    if requested not in PRECISIONS:
+        raise MlseError(f"unknown precision {requested!r}; expected one of {', '.join(PRECISIONS)}")
+    written_out = callable(getattr(backbone, "tail_jvp", None))
+    if requested == "bfloat16" and not written_out:
+        raise MlseError("this model's attribution runs in float32 only (its derivatives are taken by dual numbers)")
+    if requested == "auto":
+        return "bfloat16" if written_out and device_capabilities("cpu").native_bf16 else "float32"
+    return requested
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,7 @@ class Explanation:
     layer: int
     seconds: float
     rule: str = DEFAULT_RULE
+    precision: str = "float32"
     special1: tuple[bool, ...] = ()
     special2: tuple[bool, ...] = ()
     tokens1: tuple[str, ...] = ()
@@ -175,6 +196,7 @@ class Explanation:
             "steps": self.steps,
             "layer": self.layer,
             "rule": self.rule,
+            "precision": self.precision,
             "seconds": self.seconds,
             "words1": list(self.words1),
             "words2": list(self.words2),
@@ -223,7 +245,7 @@ class Side:
     parts: np.ndarray
     embedding: np.ndarray
     reference: np.ndarray
-    setting: tuple  # (layer, steps, rule)
+    setting: tuple  # (layer, steps, rule, precision)
 
 
 def _side(backbone, text: str, setting: tuple, reuse) -> Side:
@@ -232,10 +254,12 @@ def _side(backbone, text: str, setting: tuple, reuse) -> Side:
     for kept in getattr(reuse, "sides", ()) or ():
         if kept.text == text and kept.setting == setting:
             return kept
-    layer, steps, rule = setting
+    layer, steps, rule, precision = setting
     tokens = backbone.tokenize(text)
     tail = partial(backbone.tail, layer=layer)
-    jvp = partial(backbone.tail_jvp, layer=layer) if callable(getattr(backbone, "tail_jvp", None)) else None
+    jvp = None
+    if callable(getattr(backbone, "tail_jvp", None)):
+        jvp = partial(backbone.tail_jvp, layer=layer, precision=precision)
     x, r = backbone.states(tokens, layer)
     parts = token_contributions(
         tail, x, r, steps=steps, rule=rule, width=int(getattr(backbone, "width", 0)), jvp=jvp
@@ -252,6 +276,7 @@ def explain_pair(
     steps: int | None = None,
     layer: int | None = None,
     rule: str | None = None,
+    precision: str = "auto",
     reuse: Explanation | None = None,
 ) -> Explanation:
     """Attribute ``model``'s cosine of two sentences to their word pairs (see the module docstring).
@@ -260,9 +285,10 @@ def explain_pair(
     sentence-transformers model or muse (others raise an MlseError saying why), or a backbone object.
     ``steps``: quadrature points (default :data:`DEFAULT_STEPS`, muse 64); ``layer``: 0 for the word-piece
     embeddings, up to the model's depth (default :func:`default_layer`); ``rule``: ``gauss`` or ``midpoint`` (a
-    Riemann sum; default gauss, muse midpoint). ``reuse``: an explanation by the same model whose sentence(s) and
-    setting recur here: their attribution is taken from it instead of recomputed (the same numbers; what
-    :func:`mlse.explain.what_if` uses after an edit of one sentence).
+    Riemann sum; default gauss, muse midpoint); ``precision``: ``auto``, ``float32`` or ``bfloat16`` (the
+    directional derivatives' products, see the module docstring). ``reuse``: an explanation by the same model whose
+    sentence(s) and setting recur here: their attribution is taken from it instead of recomputed (the same numbers;
+    what :func:`mlse.explain.what_if` uses after an edit of one sentence).
     """
     check_sentence(sentence1, "1")
     check_sentence(sentence2, "2")
@@ -270,6 +296,7 @@ def explain_pair(
     steps = getattr(backbone, "default_steps", DEFAULT_STEPS) if steps is None else steps
     rule = getattr(backbone, "default_rule", DEFAULT_RULE) if rule is None else rule
     layer = default_layer(backbone) if layer is None else layer
+    precision = attribution_precision(backbone, precision)
     if hasattr(backbone, "check_layer"):
         backbone.check_layer(layer)
     name = str(getattr(model, "name", getattr(backbone, "name", "model")))
@@ -277,8 +304,8 @@ def explain_pair(
         reuse = None  # another model's attributions are never mixed in
     started = time.perf_counter()
     sides = (
-        _side(backbone, sentence1, (layer, steps, rule), reuse),
-        _side(backbone, sentence2, (layer, steps, rule), reuse),
+        _side(backbone, sentence1, (layer, steps, rule, precision), reuse),
+        _side(backbone, sentence2, (layer, steps, rule, precision), reuse),
     )
     tokens = [side.tokens for side in sides]
     parts = [side.parts for side in sides]
@@ -304,6 +331,7 @@ def explain_pair(
         layer=int(layer),
         seconds=time.perf_counter() - started,
         rule=rule,
+        precision=precision,
         special1=words[0].special,
         special2=words[1].special,
         tokens1=tokens[0].pieces,

@@ -195,12 +195,12 @@ class TransformerBackbone:
             h = self.block(block, h)
         return self.head(h)
 
-    def tail_jvp(self, z, dz, layer: int):
+    def tail_jvp(self, z, dz, layer: int, precision: str = "float32"):
         """Derivatives [C, S, d] of :meth:`tail` at ``z`` [S, T, H] along ``dz`` [C, S, T, H]
         (:mod:`mlse.explain.transformer_jvp`)."""
         from mlse.explain.transformer_jvp import tail_jvp
 
-        return tail_jvp(self, z, dz, layer)
+        return tail_jvp(self, z, dz, layer, precision)
 
     def contextual(self, tokens: TokenInfo):
         """The last layer's token states [T, H] of the sentence (no gradient)."""

@@ -21,10 +21,14 @@ from __future__ import annotations
 import math
 
 
-def _linear(dx, module):
+def _linear(dx, module, half=None):
+    """``dx W`` (no bias: a derivative); with ``half`` (``torch.bfloat16``) the product runs in that type and
+    comes back in ``dx``'s."""
     import torch.nn.functional as F  # lazy: only computing needs it
 
-    return F.linear(dx, module.weight)
+    if half is None:
+        return F.linear(dx, module.weight)
+    return F.linear(dx.to(half), module.weight.to(half)).to(dx.dtype)
 
 
 def _layer_norm(u, du, module):
@@ -47,7 +51,7 @@ def _elementwise(fn, z, dz):
     return value.detach(), slope * dz
 
 
-def _block(backbone, block, h, dh):
+def _block(backbone, block, h, dh, half=None):
     import torch  # lazy: only computing needs it
 
     attention = block.attention.self
@@ -62,18 +66,20 @@ def _block(backbone, block, h, dh):
         return t.reshape(*t.shape[:-2], heads * size)
 
     q, k, v = (split(m(h)) for m in (attention.query, attention.key, attention.value))
-    dq, dk, dv = (split(_linear(dh, m)) for m in (attention.query, attention.key, attention.value))
+    dq, dk, dv = (split(_linear(dh, m, half)) for m in (attention.query, attention.key, attention.value))
     scale = 1.0 / math.sqrt(size)
     p = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1)  # [S, heads, T, T]
     ds = (dq @ k.transpose(-1, -2) + q @ dk.transpose(-1, -2)) * scale  # [C, S, heads, T, T]
     dp = p * (ds - (p * ds).sum(dim=-1, keepdim=True))
     context, dcontext = merge(p @ v), merge(dp @ v + p @ dv)
     out = block.attention.output
-    a, da = _layer_norm(out.dense(context) + h, _linear(dcontext, out.dense) + dh, out.LayerNorm)
+    a, da = _layer_norm(out.dense(context) + h, _linear(dcontext, out.dense, half) + dh, out.LayerNorm)
     inner, dinner = _elementwise(
-        block.intermediate.intermediate_act_fn, block.intermediate.dense(a), _linear(da, block.intermediate.dense)
+        block.intermediate.intermediate_act_fn, block.intermediate.dense(a), _linear(da, block.intermediate.dense, half)
     )
-    return _layer_norm(block.output.dense(inner) + a, _linear(dinner, block.output.dense) + da, block.output.LayerNorm)
+    return _layer_norm(
+        block.output.dense(inner) + a, _linear(dinner, block.output.dense, half) + da, block.output.LayerNorm
+    )
 
 
 def _pool(tokens, dtokens, mode: str):
@@ -124,10 +130,14 @@ def _head(backbone, tokens, dtokens):
     return _normalize(out, dout)[1]
 
 
-def tail_jvp(backbone, z, dz, layer: int):
-    """Derivatives [C, S, d] of ``backbone.tail(z, layer)`` (z [S, T, H]) along the directions ``dz`` [C, S, T, H]."""
+def tail_jvp(backbone, z, dz, layer: int, precision: str = "float32"):
+    """Derivatives [C, S, d] of ``backbone.tail(z, layer)`` (z [S, T, H]) along the directions ``dz`` [C, S, T, H].
+
+    ``precision="bfloat16"``: the blocks' matrix products of the directions (the bulk of the arithmetic) run in
+    bfloat16 with float32 results; the primal, normalisations, softmax and pooling stay float32."""
     import torch  # lazy: only computing needs it
 
+    half = {"float32": None, "bfloat16": torch.bfloat16}[precision]
     with torch.no_grad():
         if layer == 0:
             emb = backbone.hf.embeddings
@@ -138,5 +148,5 @@ def tail_jvp(backbone, z, dz, layer: int):
         else:
             h, dh = z, dz
         for block in backbone.layers[layer:]:
-            h, dh = _block(backbone, block, h, dh)
+            h, dh = _block(backbone, block, h, dh, half)
         return _head(backbone, h, dh)

@@ -19,18 +19,8 @@ refused. The run records the choice (``precision_effective``, ``grad_scaler``, `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from mlse.encoders.hardware import Capabilities, device_capabilities
 from mlse.errors import MlseError
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What the device a run trains on can do."""
-
-    device_type: str  # "cuda", "cpu", "mps", ...
-    native_bf16: bool  # bfloat16 arithmetic in hardware (not emulated)
-    name: str = ""  # the GPU's name, "" for a CPU
 
 
 def choose_precision(requested: str, caps: Capabilities) -> str:
@@ -50,23 +40,6 @@ def choose_precision(requested: str, caps: Capabilities) -> str:
 def needs_grad_scaler(precision: str) -> bool:
     """Loss scaling: float16 only (bfloat16 has float32's exponent range)."""
     return precision == "fp16"
-
-
-def device_capabilities(device: str) -> Capabilities:
-    """The capabilities of ``device`` (``"cuda"``, ``"cuda:1"``, ``"cpu"``, ...) as torch reports them."""
-    import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
-
-    kind = device.split(":")[0]
-    if kind == "cuda" and torch.cuda.is_available():
-        index = torch.device(device).index or 0
-        major, _minor = torch.cuda.get_device_capability(index)
-        return Capabilities("cuda", major >= 8, torch.cuda.get_device_name(index))
-    if kind == "cpu":
-        try:
-            return Capabilities("cpu", bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()))
-        except (AttributeError, RuntimeError):
-            return Capabilities("cpu", False)
-    return Capabilities(kind, False)
 
 
 def resolve_precision(precision: str, device: str) -> str:

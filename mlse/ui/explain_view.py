@@ -157,7 +157,7 @@ def residual_note(explanation) -> str:
 def method_line(explanation) -> str:
     return (
         f"Integrated Jacobians at layer {explanation.layer} (0 = the word-piece embeddings), {explanation.steps} "
-        f"steps, {explanation.seconds:.1f} s; method of {PAPER}."
+        f"steps, {explanation.precision} products, {explanation.seconds:.1f} s; method of {PAPER}."
     )
 
 

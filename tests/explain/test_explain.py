@@ -108,14 +108,34 @@ def test_residual_shrinks_as_steps_grow_on_a_real_transformer(bert64):
     # in float32 the residual of this tiny model meets rounding noise (~1e-5) by 4 steps, and the order of two
     # noise-level numbers moves with the summation order; in float64 it follows the quadrature rules' error orders.
     # Only what the rules guarantee for a smooth path is asserted, not which rule wins at a given small step count.
-    midpoint = [abs(explain_pair(bert64, S1, S2, steps=s, layer=0, rule="midpoint").residual) for s in (1, 4, 32)]
+    def residual(steps, rule):  # float32 products: bfloat16's rounding would floor the residual near 1e-4
+        return abs(explain_pair(bert64, S1, S2, steps=steps, layer=0, rule=rule, precision="float32").residual)
+
+    midpoint = [residual(s, "midpoint") for s in (1, 4, 32)]
     assert midpoint[2] < midpoint[1] < midpoint[0], midpoint
     # midpoint error ~ 1/n^2 once n is large: (32/4)^2 = 64; from 4 steps the session's tiny BERT (the same in every
     # process) is not there yet: 12.4 (2.06e-7 then 1.66e-8), still more than first order's 32/4 = 8
     assert midpoint[1] / midpoint[2] > 8, midpoint
-    gauss = [abs(explain_pair(bert64, S1, S2, steps=s, layer=0, rule="gauss").residual) for s in (1, 2, 8)]
+    gauss = [residual(s, "gauss") for s in (1, 2, 8)]
     assert gauss[2] < gauss[1] < gauss[0], gauss
     assert gauss[2] < midpoint[2], (gauss, midpoint)  # 8 Gauss-Legendre points beat 32 midpoints (6-1200x seen)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_precision_is_bfloat16_only_where_the_cpu_computes_it(bert, monkeypatch, native):
+    from mlse.encoders.hardware import Capabilities
+    from mlse.explain import explanation
+
+    monkeypatch.setattr(explanation, "device_capabilities", lambda device: Capabilities(device, native))
+    e = explain_pair(bert, S1, S2, steps=2, layer=1)
+    assert e.precision == ("bfloat16" if native else "float32") == e.to_dict()["precision"]
+    assert explain_pair(bert, S1, S2, steps=2, layer=1, precision="float32").precision == "float32"
+    dual_only = type("DualOnly", (), {})()  # a backbone without hand-written derivatives (muse's kind)
+    assert explanation.attribution_precision(dual_only, "auto") == "float32"
+    with pytest.raises(MlseError, match="float32 only"):
+        explanation.attribution_precision(dual_only, "bfloat16")
+    with pytest.raises(MlseError, match="unknown precision 'half'"):
+        explain_pair(bert, S1, S2, steps=2, layer=1, precision="half")
 
 
 @pytest.mark.parametrize("layer", [0, 1, 2])

@@ -86,7 +86,16 @@ def test_the_edited_pair_is_explained_reusing_the_unchanged_sentence(model, expl
     np.testing.assert_allclose(new.matrix, fresh.matrix, atol=1e-9)
     assert new.score == pytest.approx(fresh.score) and new.residual == pytest.approx(fresh.residual)
     assert (new.steps, new.layer, new.rule) == (STEPS, LAYER, explained.rule)
+    assert new.precision == explained.precision  # the same products as the explanation it sits beside
     assert "park" not in new.words2 and new.words1 == explained.words1
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_the_edited_pair_keeps_the_explanations_precision(model, precision):
+    e = explain_pair(model, S1, S2, steps=STEPS, layer=LAYER, precision=precision)
+    w = what_if(model, S1, S2, drop2=["park"], explanation=e)
+    assert e.precision == w.new_explanation.precision == precision
+    assert w.new_explanation.sides[0] is e.sides[0]  # still reused: the setting matches
 
 
 def test_a_typed_edit_that_deletes_words_is_recognised(model, explained):
