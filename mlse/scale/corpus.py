@@ -1,13 +1,12 @@
 """The texts a scale job embeds or mines: one sentence per line (TXT), a Parquet file (its ``text`` / ``sentence``
-column), or a table (TSV, CSV, JSONL: the one user-file reader, :func:`mlse.data.user_files.read_table`).
+column), or a table (TSV, CSV, JSONL: the one user-file reader's rules, streamed by
+:func:`mlse.data.table_stream.scan_table`).
 
-A corpus is never held whole when it need not be. :func:`scan_corpus` reads it once, streaming, and keeps per shard
-of ``shard_rows`` kept texts only where the shard lies in the file (a byte range of a TXT file, a row range of a
-Parquet file), the count of kept texts, the bad rows and the file's sha256. :func:`read_span` then reads one shard's
-texts back from the file: in this process (local engine) or in a worker (Ray engine, which needs the corpus at the
-same path on every node). A table (TSV / CSV / JSONL) goes through the user-file reader, which reads the whole file
-(its quoting and bad-row rules need it): its texts are held and sent to workers inline, so for millions of lines use
-TXT or Parquet.
+A corpus is never held whole. :func:`scan_corpus` reads it once, streaming, and keeps per shard of ``shard_rows`` kept
+texts only where the shard lies in the file (a byte range of a TXT file, a row range of a Parquet file, a byte offset
+and line number of a table), the count of kept texts, the bad rows and the file's sha256. :func:`read_span` then reads
+one shard's texts back from the file: in this process (local engine) or in a worker (Ray engine, which needs the corpus
+at the same path on every node).
 
 A bad row never stops the job midway: in a TXT file a line that is not UTF-8 or is empty (blank) is counted and
 listed as ``file:line: why``; a table's ragged or empty rows are skipped by the reader with the same messages; a
@@ -20,7 +19,8 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlse.data.user_files import ROLE_NAMES, read_table
+from mlse.data import table_stream
+from mlse.data.user_files import ROLE_NAMES
 from mlse.errors import DataError, MlseError
 
 CORPUS_FORMATS = ("txt", "tsv", "csv", "jsonl", "parquet")
@@ -48,8 +48,8 @@ class Corpus:
 @dataclass
 class CorpusScan:
     """What one streaming pass learned: ``rows`` kept texts, where each shard of ``shard_rows`` of them lies
-    (``spans``: [start, end) bytes of a TXT file or rows of a Parquet file), the bad rows, the file's ``sha256``;
-    ``texts`` only for a table format (held whole)."""
+    (``spans``: [start, end) bytes of a TXT file or rows of a Parquet file; a table's in ``table``), the bad rows, the
+    file's ``sha256``."""
 
     path: Path
     format: str
@@ -60,7 +60,7 @@ class CorpusScan:
     n_bad: int = 0
     sha256: str = ""
     column: str | None = None  # Parquet: the text column
-    texts: list[str] | None = None
+    table: table_stream.ChunkedTable | None = None  # TSV / CSV / JSONL: where each shard's rows start
 
     @property
     def name(self) -> str:
@@ -72,10 +72,9 @@ class CorpusScan:
             self.bad.append(message)
 
     def locator(self, index: int) -> tuple:
-        """What a worker needs to read shard ``index`` (:func:`read_span`): a file span, or a table's texts."""
-        if self.texts is not None:
-            lo = index * self.shard_rows
-            return ("texts", self.texts[lo : lo + self.shard_rows])
+        """What a worker needs to read shard ``index`` (:func:`read_span`): where it lies in the file."""
+        if self.table is not None:
+            return ("table", self.table.locator(index))
         start, end = self.spans[index]
         return (self.format, str(self.path), start, end, self.column)
 
@@ -195,11 +194,17 @@ def _scan_table(scan: CorpusScan) -> None:
     from mlse.scale.shards import file_fingerprint
 
     try:
-        table = read_table(scan.path, kind="sentences", format=scan.format, bad_rows="skip", name=scan.name)
+        table = table_stream.scan_table(
+            scan.path,
+            kinds=("sentences",),
+            format=scan.format,
+            bad_rows="skip",
+            name=scan.name,
+            chunk_rows=scan.shard_rows,
+        )
     except DataError as exc:
         raise MlseError(f"{exc} (a plain text file with one sentence per line is read with --format txt)") from None
-    scan.texts = list(table.role("sentence") or [])
-    scan.rows = len(scan.texts)
+    scan.table, scan.rows = table, len(table)
     scan.bad = [str(p) for p in table.skipped[:MAX_LISTED]]
     scan.n_bad = table.n_skipped
     scan.sha256 = file_fingerprint(scan.path)
@@ -208,8 +213,8 @@ def _scan_table(scan: CorpusScan) -> None:
 def read_span(locator: tuple) -> list[str]:
     """The kept texts of one shard (a :meth:`CorpusScan.locator`), by the rules the scan applied."""
     kind = locator[0]
-    if kind == "texts":
-        return list(locator[1])
+    if kind == "table":
+        return list(table_stream.read_span(locator[1]).role("sentence") or [])
     _, path, start, end, column = locator
     path = Path(path)
     ignore = lambda _message: None  # noqa: E731 - the scan counted the bad rows already

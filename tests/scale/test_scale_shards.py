@@ -84,6 +84,28 @@ def test_table_corpus_skips_ragged_rows_through_the_reader(tmp_path):
     assert corpus.texts == ["Hallo", "Hello"] and corpus.n_bad == 1 and "c.tsv:3" in corpus.bad[0]
 
 
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
+@pytest.mark.parametrize("shard_rows", [1, 2, 5])
+def test_table_shards_are_read_from_the_file_not_held(tmp_path, fmt, shard_rows):
+    texts = ["Hallo", "Hello, world", 'She said "no"', "Bonjour", "Hola", "Ciao", "Hej"]
+    if fmt == "jsonl":
+        body = "".join(json.dumps({"sentence": t, "lang": "xx"}) + "\n" for t in texts[:3]) + "[1, 2]\n"
+        body += "".join(json.dumps({"sentence": t, "lang": "xx"}) + "\n" for t in texts[3:])
+    else:
+        sep = "\t" if fmt == "tsv" else ","
+        quoted = [t if fmt == "tsv" else '"' + t.replace('"', '""') + '"' for t in texts]
+        rows = [f"{q}{sep}xx" for q in quoted]
+        body = f"sentence{sep}lang\n" + "\n".join(rows[:3] + [f"a{sep}b{sep}c"] + rows[3:]) + "\n"
+    path = tmp_path / f"c.{fmt}"
+    path.write_text(body, encoding="utf-8")
+    scan = scan_corpus(path, shard_rows=shard_rows)
+    bad_line = 4 if fmt == "jsonl" else 5  # after the header line
+    assert scan.rows == len(texts) and scan.n_bad == 1 and scan.bad[0].startswith(f"c.{fmt}:{bad_line}:")
+    shards = [scan.locator(i) for i in range(-(-scan.rows // shard_rows))]
+    assert all(not any(t in repr(loc) for t in texts) for loc in shards)  # where the shard lies, not its texts
+    assert [t for loc in shards for t in read_span(loc)] == texts == read_corpus(path).texts
+
+
 def test_parquet_corpus_counts_null_and_empty_rows(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
