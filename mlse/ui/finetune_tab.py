@@ -138,6 +138,11 @@ def build_tab(state) -> list:
 
     first = method_settings(state, "mse")
     public = public_mode()
+
+    def limited_slider(low: float, high: float, value: float, step: float, label: str):
+        """A slider up to ``high``, or to the public deployment's limit for ``label`` when lower."""
+        return gr.Slider(low, slider_max(high, label, public), value=value, step=step, label=label)
+
     with gr.Tab("Fine-tune"):
         gr.Markdown(
             "Train a model here; it is saved under `runs/NAME` and joins the model lists of the other tabs. "
@@ -176,28 +181,14 @@ def build_tab(state) -> list:
                 visible=first["sts_weight_visible"],
             )
         with gr.Row():
-            max_pairs = gr.Slider(
-                MIN_PAIRS,
-                slider_max(20000, "Max pairs per language pair", public),
-                value=DEFAULTS.max_pairs,
-                step=100,
-                label="Max pairs per language pair",
-            )
-            budget = gr.Slider(
-                MIN_BUDGET_MINUTES,
-                slider_max(60, "Time budget (minutes)", public),
-                value=DEFAULTS.budget_minutes,
-                step=0.5,
-                label="Time budget (minutes)",
-            )
+            max_pairs = limited_slider(MIN_PAIRS, 20000, DEFAULTS.max_pairs, 100, "Max pairs per language pair")
+            budget = limited_slider(MIN_BUDGET_MINUTES, 60, DEFAULTS.budget_minutes, 0.5, "Time budget (minutes)")
         with gr.Row():
             name = gr.Textbox(first["name"], label="Run name (folder under runs/)", max_lines=1)
             overwrite = gr.Checkbox(False, label="Overwrite an existing run of that name")
         with gr.Accordion("Advanced", open=False):
             with gr.Row():
-                batch_size = gr.Slider(
-                    4, slider_max(256, "Batch size", public), value=DEFAULTS.batch_size, step=4, label="Batch size"
-                )
+                batch_size = limited_slider(4, 256, DEFAULTS.batch_size, 4, "Batch size")
                 lr = gr.Number(None, label="Learning rate (empty: the method's default)")
                 eval_every = gr.Slider(
                     1, 500, value=DEFAULTS.eval_every_steps, step=1, label="Evaluate on dev every N steps"
@@ -303,12 +294,10 @@ def build_tab(state) -> list:
         stop.click(lambda token: stop_run(state, token), owner, status, api_name="finetune_stop", concurrency_limit=4)
         outputs = [status, progress, loss_plot, dev_plot, seen]
         poll_inputs = [x_axis, seen, owner]
-        timer.tick(
-            on_tick, poll_inputs, outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
-        )
-        x_axis.change(
-            on_tick, poll_inputs, outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
-        )
+        for event in (timer.tick, x_axis.change):
+            event(
+                on_tick, poll_inputs, outputs, concurrency_limit=None, show_progress="hidden", api_visibility="private"
+            )
         check_inputs(*(c for c in form if c is not pairs))  # numbers and choices refused naming the field
         check_inputs(pairs, allowed=all_pair_choices)  # the page shows one method's pairs; the API may ask another's
     return []  # no model picker the app refreshes (the method change refreshes this tab's own)

@@ -53,9 +53,10 @@ from mlse.ui.gold_views import (
     rated_labels,
     selected_models,
 )
-from mlse.ui.tables import TABLE_OPTIONS, header, headers, numbers_as_text
+from mlse.ui.tables import header, headers, numbers_as_text
 from mlse.ui.text import md_code, md_escape
-from mlse.ui.uploads import limits_note, read_message, read_upload
+from mlse.ui.uploads import read_message, read_upload
+from mlse.ui.widgets import read_only_table, upload_with_option
 
 EXAMPLE = assets_dir() / "examples" / "rated_pairs.tsv"
 FILE_DISAGREE_COLUMNS = ["line", *DISAGREE_COLUMNS[1:]]
@@ -259,39 +260,22 @@ def build_inputs() -> FileInputs:
     import gradio as gr  # lazy: handlers are tested without gradio
 
     with gr.Column(visible=False) as group:
-        with gr.Row():
-            file = gr.File(
-                label="Rated pairs: sentence1, sentence2, score (optional lang1, lang2)",
-                type="filepath",
-                file_types=[".tsv", ".csv", ".jsonl", ".txt"],
-            )
-            pasted = gr.Textbox(
-                label="...or paste rows (used when no file is given)",
-                lines=6,
-                max_lines=12,
-                placeholder="sentence1\tsentence2\tscore\tlang1\tlang2",
-            )
-        with gr.Row():
-            gold_range = gr.Textbox(
-                label="Score range (optional)",
-                placeholder="0:5",
-                scale=1,
-                info="Rows whose score lies outside it are skipped and listed.",
-            )
-            example = gr.Button("Paste the example file", size="sm", scale=0)
-        gr.Markdown(md_escape(limits_note()))
+        file, pasted, gold_range, example = upload_with_option(
+            "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)",
+            "...or paste rows (used when no file is given)",
+            "sentence1\tsentence2\tscore\tlang1\tlang2",
+            option="Score range (optional)",
+            option_placeholder="0:5",
+            option_info="Rows whose score lies outside it are skipped and listed.",
+            example="Paste the example file",
+            example_size="sm",
+        )
     return FileInputs(group, file, pasted, gold_range, example)
 
 
 def build_slices():
-    import gradio as gr  # lazy: handlers are tested without gradio
-
-    return gr.Dataframe(
-        headers=SLICE_HEADERS,
-        label="Slices: Pearson / Spearman x 100 per language pair and length",
-        interactive=False,
-        visible=False,
-        **TABLE_OPTIONS,
+    return read_only_table(
+        headers=SLICE_HEADERS, label="Slices: Pearson / Spearman x 100 per language pair and length", visible=False
     )
 
 

@@ -34,8 +34,9 @@ from mlse.ui.gold_views import (
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
-from mlse.ui.tables import TABLE_OPTIONS, header
+from mlse.ui.tables import header
 from mlse.ui.text import md_code, md_escape
+from mlse.ui.widgets import read_only_table
 
 __all__ = [
     "DISAGREE_COLUMNS",
@@ -174,12 +175,7 @@ def build_tab(state) -> list[ModelPicker]:
             run = gr.Button("Compare with gold", variant="primary")
             run_file = gr.Button("Compare file with gold", variant="primary", visible=False)
         message = gr.Markdown(latex_delimiters=[])
-        metrics = gr.Dataframe(
-            headers=METRIC_COLUMNS,
-            label="Pearson / Spearman x 100 (95% bootstrap CI)",
-            interactive=False,
-            **TABLE_OPTIONS,
-        )
+        metrics = read_only_table(headers=METRIC_COLUMNS, label="Pearson / Spearman x 100 (95% bootstrap CI)")
         slices = gold_file.build_slices()
         hist = gr.Plot(label="Distributions")
         with gr.Row():
@@ -197,12 +193,10 @@ def build_tab(state) -> list[ModelPicker]:
             find = gr.Button("List")
             find_file = gr.Button("List file pairs", visible=False)
         dis_msg = gr.Markdown(latex_delimiters=[])
-        dis_table = gr.Dataframe(
+        dis_table = read_only_table(
             headers=DISAGREE_COLUMNS,
             datatype=DISAGREE_TYPES,
             label="Select a row to explain its pair; a click on a sentence shows all of it",
-            interactive=False,
-            **TABLE_OPTIONS,
         )
         build_pair_section(state, dis_table, model)  # a selected row's pair explained (mlse.ui.explain_view)
 

@@ -161,30 +161,14 @@ def figures(
                 hovertemplate=_HOVER_BIN,
             )
         )
-        x_iso, y_iso = isotonic_fit(pred, gold)
-        calib.add_trace(
-            go.Scatter(
-                x=x_iso,
-                y=y_iso,
-                mode="lines",
-                name=f"{label} (isotonic)",
-                legendgroup=label,
-                line={"color": color, "dash": "dot", "width": 1},
-                hoverinfo="skip",
-            )
-        )
+        curves = [("isotonic", isotonic_fit(pred, gold), {"dash": "dot", "width": 1})]  # the best monotone fit here
         if maps and name in maps:
-            x_map, y_map = maps[name]
+            curves.append(("its calibration", maps[name], {"width": 2}))
+        for what, (x, y), style in curves:
+            line = {"color": color, **style}
+            legend_name = f"{label} ({what})"
             calib.add_trace(
-                go.Scatter(
-                    x=x_map,
-                    y=y_map,
-                    mode="lines",
-                    name=f"{label} (its calibration)",
-                    legendgroup=label,
-                    line={"color": color, "width": 2},
-                    hoverinfo="skip",
-                )
+                go.Scatter(x=x, y=y, mode="lines", name=legend_name, legendgroup=label, line=line, hoverinfo="skip")
             )
     hist.add_trace(
         go.Histogram(

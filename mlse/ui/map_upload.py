@@ -21,10 +21,10 @@ from mlse.dirs import assets_dir
 from mlse.errors import MlseError
 from mlse.ui.map_views import MapOutput, empty_output, render
 from mlse.ui.text import md_escape
-from mlse.ui.uploads import limits_note, read_upload
+from mlse.ui.uploads import read_upload
+from mlse.ui.widgets import upload_with_examples
 
 KINDS = ("sentences", "parallel")
-FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
 EXAMPLES = assets_dir() / "examples"
 EXAMPLE_FILES = {"sentences": EXAMPLES / "sentences.tsv", "parallel": EXAMPLES / "parallel.tsv"}
 MIN_SENTENCES = 2
@@ -84,18 +84,15 @@ def build_section() -> Section:
 
     with gr.Accordion("Map your own sentences", open=False):
         gr.Markdown(HELP)
-        with gr.Row():
-            upload = gr.File(label="Sentences file (TSV, CSV or JSONL)", file_types=FILE_TYPES, type="filepath")
-            with gr.Column():
-                pasted = gr.Textbox(
-                    label="…or paste sentences: one per line, or sentence <TAB> lang", lines=6, max_lines=15
-                )
-                with gr.Row():
-                    sentences_example = gr.Button("Paste example: sentences with lang and id", size="sm")
-                    parallel_example = gr.Button("Paste example: parallel columns", size="sm")
-        gr.Markdown(md_escape(limits_note()))
+        upload, pasted, examples = upload_with_examples(
+            "Sentences file (TSV, CSV or JSONL)",
+            "…or paste sentences: one per line, or sentence <TAB> lang",
+            ["Paste example: sentences with lang and id", "Paste example: parallel columns"],
+            lines=6,
+            max_lines=15,
+        )
         button = gr.Button("Project my sentences", variant="primary")
-    for example, kind in ((sentences_example, "sentences"), (parallel_example, "parallel")):
+    for example, kind in zip(examples, ("sentences", "parallel")):
         example.click(_paster(kind), None, [upload, pasted], api_visibility="private", queue=False)
     return Section(upload, pasted, button)
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from mlse.runs.results_index import build_index, finetune_curves
 from mlse.ui.results_rated import rated_split, split_shown
-from mlse.ui.tables import TABLE_OPTIONS, number_text, significant_text, sortable
+from mlse.ui.tables import number_text, significant_text, sortable
 from mlse.ui.text import md_escape
+from mlse.ui.widgets import read_only_table
 
 ALL = "(all)"
 # The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling; the
@@ -156,6 +157,13 @@ def _labels(rows) -> list[str]:
     return [f"{m} ({Path(e).name})" if d else m for m, e, d in zip(rows["model"], rows["experiment"], dup)]
 
 
+def _layout(fig, title: str, bottom: int, height: int = 420, **options):
+    """``fig`` with the layout every plot of this tab has: ``title``, ``height`` pixels, the same margins but the bottom
+    one (room for the x labels: ``bottom`` pixels), plus ``options`` (axis titles, ...)."""
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=50, b=bottom), **options)
+    return fig
+
+
 def metric_plot(frame, task: str, key: str | None, metric: str | None):
     """Bar chart of ``metric`` for every model on ``task`` / ``key`` (e.g. sts / avg:all / spearman)."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
@@ -178,14 +186,7 @@ def metric_plot(frame, task: str, key: str | None, metric: str | None):
             textposition="outside",
         )
     )
-    fig.update_layout(
-        title=f"{task} {key or ''}: {metric} per model",
-        yaxis_title=metric,
-        height=420,
-        margin=dict(l=40, r=10, t=50, b=120),
-        xaxis_tickangle=-30,
-    )
-    return fig
+    return _layout(fig, f"{task} {key or ''}: {metric} per model", 120, yaxis_title=metric, xaxis_tickangle=-30)
 
 
 def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative_pearson"):
@@ -203,14 +204,8 @@ def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative
     rows = rows[rows["experiment"] == experiment]
     for model, group in rows.groupby("model", sort=False):
         fig.add_trace(go.Bar(name=model, x=group["key"], y=group["value"]))
-    fig.update_layout(
-        barmode="group",
-        title=f"Seed grid ({Path(experiment).name}): {metric} per pair",
-        yaxis_title=metric,
-        height=420,
-        margin=dict(l=40, r=10, t=50, b=60),
-    )
-    return fig
+    title = f"Seed grid ({Path(experiment).name}): {metric} per pair"
+    return _layout(fig, title, 60, barmode="group", yaxis_title=metric)
 
 
 MIN_LANGS_FOR_LANGUAGE_PLOT = 30  # a Tatoeba result over this many languages is a "many languages" run (all 112)
@@ -236,15 +231,8 @@ def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
         values = group.set_index("key")["value"].reindex(order)
         label = f"{group['model'].iloc[0]} ({Path(source).stem})"
         fig.add_trace(go.Scatter(x=order, y=values, mode="markers+lines", name=label))
-    fig.update_layout(
-        title=f"Tatoeba over {len(order)} languages: {metric} (sorted by the mean over models)",
-        yaxis_title=metric,
-        height=440,
-        margin=dict(l=40, r=10, t=50, b=80),
-        xaxis_tickangle=-90,
-        xaxis_tickfont_size=8,
-    )
-    return fig
+    title = f"Tatoeba over {len(order)} languages: {metric} (sorted by the mean over models)"
+    return _layout(fig, title, 80, height=440, yaxis_title=metric, xaxis_tickangle=-90, xaxis_tickfont_size=8)
 
 
 def curves_plot(roots=None):
@@ -256,14 +244,7 @@ def curves_plot(roots=None):
     for run, group in curves.groupby("run", sort=True):
         fig.add_trace(go.Scatter(x=group["minutes"], y=group["dev_spearman"], mode="lines+markers", name=run))
     title = "Fine-tuning: dev Spearman vs minutes" if len(curves) else "No fine-tuning runs yet"
-    fig.update_layout(
-        title=title,
-        xaxis_title="minutes",
-        yaxis_title="dev Spearman x100",
-        height=420,
-        margin=dict(l=40, r=10, t=50, b=40),
-    )
-    return fig
+    return _layout(fig, title, 40, xaxis_title="minutes", yaxis_title="dev Spearman x100")
 
 
 def build_tab(state) -> list:
@@ -292,22 +273,11 @@ def build_tab(state) -> list:
         with gr.Tabs():
             with gr.Tab("Table"):
                 # no in-table search box: it would search the shown rows only; the filters above search them all
-                table = gr.Dataframe(
-                    shown(rows),
-                    label=label,
-                    interactive=False,
-                    max_height=420,
-                    elem_id="results-table",
-                    **TABLE_OPTIONS,
-                )
+                table = read_only_table(shown(rows), label=label, max_height=420, elem_id="results-table")
                 split_rows, split_note = rated_split(frame)  # the leave-languages-out protocol's gap on screen
                 split_status = gr.Markdown(split_note)
-                split_table = gr.Dataframe(
-                    split_shown(split_rows),
-                    label="Rated / unrated languages",
-                    interactive=False,
-                    max_height=300,
-                    **TABLE_OPTIONS,
+                split_table = read_only_table(
+                    split_shown(split_rows), label="Rated / unrated languages", max_height=300
                 )
             with gr.Tab("Plots"):
                 with gr.Row():

@@ -34,9 +34,10 @@ from mlse.evaluation.sts import sts_metrics
 from mlse.stop_signal import StopSignal
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
-from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, TABLE_OPTIONS, number_text, numbers_as_text
+from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, number_text, numbers_as_text
 from mlse.ui.text import md_code, md_escape
-from mlse.ui.uploads import limits_note, read_upload
+from mlse.ui.uploads import read_upload
+from mlse.ui.widgets import read_only_table, upload_with_examples
 
 # Pairs per step. Each model encodes 2 x FILE_CHUNK texts in one call, sorted by length inside it, so a bigger chunk
 # pads less, but a Stop waits for the chunk under way. With the three default models on two busy cores, 256 and 512
@@ -47,7 +48,6 @@ MAX_MODELS = 12  # per file: one request cannot load every model on disk
 KEPT_DOWNLOADS = 32  # scored CSVs kept on disk; Gradio copies each into its own cache when it answers
 # One file at a time: a file keeps both cores busy, so two at once would each take twice as long
 FILE_CONCURRENCY = 1
-FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]
 EXAMPLE_FILE = assets_dir() / "examples" / "pairs_to_score.tsv"
 SUMMARY_COLUMNS = ["model", "kind", "rows scored", "mean cosine", f"mean {CALIBRATED}"]  # "0-5", as in the CSV
 GOLD_COLUMNS = ["Pearson ×100", "Spearman ×100"]  # of cosine vs the file's score column
@@ -289,21 +289,20 @@ def build_section(state) -> list[ModelPicker]:
     selected = state.loaded_defaults() or [n for n in [state.preferred_model()] if n]
     with gr.Accordion("Score a file", open=True):
         gr.Markdown(INTRO)
-        with gr.Row():
-            upload = gr.File(label="File of sentence pairs", file_types=FILE_TYPES, type="filepath")
-            with gr.Column():
-                pasted = gr.Textbox(
-                    label="…or paste pairs: sentence 1 <TAB> sentence 2 [<TAB> score]", lines=5, max_lines=12
-                )
-                example = gr.Button("Paste the example file", size="sm")
-        gr.Markdown(limits_note())
+        upload, pasted, (example,) = upload_with_examples(
+            "File of sentence pairs",
+            "…or paste pairs: sentence 1 <TAB> sentence 2 [<TAB> score]",
+            ["Paste the example file"],
+            lines=5,
+            max_lines=12,
+        )
         models = gr.CheckboxGroup(choices, value=selected, label="Models for the file")
         with gr.Row():
             start = gr.Button("Score file", variant="primary")
             stop = gr.Button("Stop", variant="stop")
         message = gr.Markdown()
         summary = gr.Dataframe(value=empty_summary(), label="Summary (one row per model)", interactive=False)
-        preview = gr.Dataframe(label=f"Scored pairs (the first {PREVIEW_ROWS:,})", interactive=False, **TABLE_OPTIONS)
+        preview = read_only_table(label=f"Scored pairs (the first {PREVIEW_ROWS:,})")
         download = gr.File(label="Scored CSV (every row)", interactive=False)
 
         def score_pairs_file(pairs_file, pasted_pairs, models, request, progress=gr.Progress()):

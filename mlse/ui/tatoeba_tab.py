@@ -23,11 +23,11 @@ from mlse.ui.explain_sections import build_error_section
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
-from mlse.ui.tables import TABLE_OPTIONS, headers, numbers_as_text
+from mlse.ui.tables import headers, numbers_as_text
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
 from mlse.ui.tatoeba_views import MARGIN_K, languages, source_view
 from mlse.ui.text import md_escape
-from mlse.ui.uploads import limits_note
+from mlse.ui.widgets import read_only_table, upload_with_option
 
 DEFAULT_LANG = "deu"
 DATA_CHOICES = ("Tatoeba", "Your bitext")
@@ -224,50 +224,30 @@ def build_tab(state) -> list[ModelPicker]:
                 label="Language (paired with English)",
             )
         with gr.Column(visible=False) as bitext_inputs:
-            with gr.Row():
-                file = gr.File(
-                    label="Bitext: two aligned columns, header of language codes optional (en, de)",
-                    type="filepath",
-                    file_types=[".tsv", ".csv", ".jsonl", ".txt"],
-                )
-                pasted = gr.Textbox(
-                    label="...or paste rows: source TAB target (used when no file is given)",
-                    lines=6,
-                    max_lines=12,
-                    placeholder="en\tde\nIt is raining.\tEs regnet.",
-                )
-            with gr.Row():
-                columns = gr.Textbox(
-                    label="Columns (optional)",
-                    placeholder="en, fr  or  1 3",
-                    scale=1,
-                    info="Two of the file's language columns, when it has more; the first two by default.",
-                )
-                example = gr.Button("Paste the example", scale=0)
-            gr.Markdown(md_escape(limits_note()))
+            file, pasted, columns, example = upload_with_option(
+                "Bitext: two aligned columns, header of language codes optional (en, de)",
+                "...or paste rows: source TAB target (used when no file is given)",
+                "en\tde\nIt is raining.\tEs regnet.",
+                option="Columns (optional)",
+                option_placeholder="en, fr  or  1 3",
+                option_info="Two of the file's language columns, when it has more; the first two by default.",
+                example="Paste the example",
+            )
         with gr.Row():
             model = gr.Dropdown(names, value=preferred, label="Scorer")
             criterion = gr.Radio(list(CRITERIA), value="cosine", label="Retrieval criterion")
             run = gr.Button("Show errors", variant="primary")
             run_bitext = gr.Button("Show errors on my bitext", variant="primary", visible=False)
         summary = gr.Markdown(latex_delimiters=[])  # sentences are shown literally: no "$$...$$" as LaTeX
-        table = gr.Dataframe(
+        table = read_only_table(
             headers=ERROR_COLUMNS,
             datatype=ERROR_TYPES,
             label="Errors (select a row; a click on a sentence shows all of it)",
-            interactive=False,
-            **TABLE_OPTIONS,
         )
         shown = gr.State(None)  # (source, model) the table was computed for, so a later dropdown change is harmless
         held = gr.State(None)  # the user's bitext as last read: an upload is deleted once read in public mode
         detail_md = gr.Markdown(latex_delimiters=[])
-        neighbours = gr.Dataframe(
-            headers=NEIGHBOUR_COLUMNS,
-            datatype=NEIGHBOUR_TYPES,
-            label="Nearest neighbours",
-            interactive=False,
-            **TABLE_OPTIONS,
-        )
+        neighbours = read_only_table(headers=NEIGHBOUR_COLUMNS, datatype=NEIGHBOUR_TYPES, label="Nearest neighbours")
         build_error_section(state, table, shown, ERROR_COLUMNS)  # the selected error explained, side by side
         with gr.Accordion("Compare two scorers", open=False):
             with gr.Row():
@@ -276,9 +256,7 @@ def build_tab(state) -> list[ModelPicker]:
                 cmp_button = gr.Button("Compare")
                 cmp_bitext = gr.Button("Compare on my bitext", visible=False)
             cmp_md = gr.Markdown(latex_delimiters=[])
-            cmp_table = gr.Dataframe(
-                headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES, interactive=False, **TABLE_OPTIONS
-            )
+            cmp_table = read_only_table(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES)
 
         def on_data(choice):
             mine = choice == DATA_CHOICES[1]
@@ -333,20 +311,13 @@ def build_tab(state) -> list[ModelPicker]:
             concurrency_limit=1,
         )
         table.select(on_select, [shown], [detail_md, neighbours], concurrency_limit=2, api_visibility="private")
-        cmp_button.click(
-            on_compare,
-            [lang, model_a, model_b, criterion],
-            [cmp_md, cmp_table],
-            api_name="tatoeba_compare",
-            concurrency_limit=1,
-        )
-        cmp_bitext.click(
-            on_compare_bitext,
-            [held, model_a, model_b, criterion],
-            [cmp_md, cmp_table],
-            api_name="tatoeba_bitext_compare",
-            concurrency_limit=1,
-        )
+        for button, handler, source, api in (
+            (cmp_button, on_compare, lang, "tatoeba_compare"),
+            (cmp_bitext, on_compare_bitext, held, "tatoeba_bitext_compare"),
+        ):  # two scorers compared on a Tatoeba language, or on the bitext last read
+            button.click(
+                handler, [source, model_a, model_b, criterion], [cmp_md, cmp_table], api_name=api, concurrency_limit=1
+            )
         example.click(paste_example, None, [pasted, file], api_visibility="private", concurrency_limit=4)
         check_inputs(data, lang, criterion)
         check_inputs(model, model_a, model_b, allowed=state.model_names)
