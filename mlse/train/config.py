@@ -229,10 +229,6 @@ class Stage1Settings:
     seed: int = option(0, "seed of the data sample and the head")
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
 
-    def head_options(self) -> dict:
-        """The head's own options that were set (the rest keep the head's defaults)."""
-        return {k: v for k, v in (("lr", self.lr), ("max_epochs", self.max_epochs)) if v is not None}
-
 
 @dataclass
 class Stage2Settings:
@@ -251,9 +247,6 @@ class Stage2Settings:
     out: str | None = option(None, "run folder (default: under $MLSE_RUNS, named after the heads)")
     seed: int = option(0, "seed of the head")
     data_dir: str | None = option(None, "datasets folder (else $MLSE_DATA, else ../shared/data)")
-
-    def head_options(self) -> dict:
-        return {k: v for k, v in (("lr", self.lr), ("max_epochs", self.max_epochs)) if v is not None}
 
 
 def default_of(cls: type, name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -273,32 +273,10 @@ def train_heads(
     progress: Callable[[dict], None] | None = None,
     stop: StopSignal | None = None,
 ) -> Scorer:
-    """Run the Stage-1 or Stage-2 settings the command line and the app make (``out`` must be set)."""
-    if isinstance(settings, Stage1Settings):
-        return train_stage1(
-            settings.backbone,
-            out=settings.out,
-            prelayer=settings.prelayer,
-            pairs=settings.pairs,
-            max_pairs=settings.max_pairs,
-            data_dir=settings.data_dir,
-            seed=settings.seed,
-            probe=settings.probe,
-            progress=progress,
-            stop=stop,
-            backend=settings.backend,
-            **settings.head_options(),
-        )
-    return train_stage2(
-        settings.stage1,
-        out=settings.out,
-        conv=settings.conv,
-        nonlinearity=settings.nonlinearity,
-        pairs=settings.pairs,
-        data_dir=settings.data_dir,
-        seed=settings.seed,
-        progress=progress,
-        stop=stop,
-        backend=settings.backend,
-        **settings.head_options(),
-    )
+    """Run the Stage-1 or Stage-2 settings the command line and the app make (``out`` must be set): each field goes to
+    :func:`train_stage1` / :func:`train_stage2` under its own name, ``lr`` and ``max_epochs`` only when set (else the
+    head's own defaults)."""
+    train = train_stage1 if isinstance(settings, Stage1Settings) else train_stage2
+    options = {f.name: getattr(settings, f.name) for f in fields(settings)}
+    options = {k: v for k, v in options.items() if v is not None or k not in ("lr", "max_epochs")}
+    return train(**options, progress=progress, stop=stop)

@@ -296,6 +296,23 @@ def test_train_stage1_and_stage2_keyword_defaults_come_from_the_settings():
                 ), (fn.__name__, name)
 
 
+def test_train_heads_hands_every_setting_to_its_stage(monkeypatch):
+    """train_heads passes each field under its own name, lr and max_epochs only when set (else the head's defaults)."""
+    import mlse.train.head_training as heads
+
+    seen = {}
+    monkeypatch.setattr(heads, "train_stage1", lambda backbone, **kw: seen.update(stage1=dict(kw, backbone=backbone)))
+    monkeypatch.setattr(heads, "train_stage2", lambda stage1, **kw: seen.update(stage2=dict(kw, stage1=stage1)))
+    s1, s2 = Stage1Settings(out="o1", lr=0.01), Stage2Settings(stage1="runs/x+s1", out="o2", max_epochs=3)
+    heads.train_heads(s1, progress=print)
+    heads.train_heads(s2)
+    fields1 = {f.name: getattr(s1, f.name) for f in fields(s1) if f.name != "max_epochs"}
+    fields2 = {f.name: getattr(s2, f.name) for f in fields(s2) if f.name != "lr"}
+    assert seen["stage1"] == fields1 | {"progress": print, "stop": None}
+    assert seen["stage2"] == fields2 | {"progress": None, "stop": None}
+    assert seen["stage1"]["lr"] == 0.01 and seen["stage2"]["max_epochs"] == 3
+
+
 def test_cli_and_jobs_hold_no_literal_defaults_of_their_own():
     """The old duplicates (batch 64 vs 32, 5000 vs 2000 pairs) cannot come back unseen: the jobs hold none of those
     numbers and build no configuration of their own."""
