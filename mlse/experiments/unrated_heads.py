@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
 from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import ENGLISH_PAIRS
+from mlse.encoders.progress import ProgressLog
 from mlse.errors import MlseError
 from mlse.experiments.distillation import COMMON
 from mlse.runs.folders import SCORER_FILE
@@ -78,6 +80,39 @@ def _trained(folder: Path, stage: str) -> dict:
     return (manifest.get("training") or {}).get(stage) or {}
 
 
+class _Lines:
+    """A stream whose whole lines go to ``say`` (what :class:`ProgressLog` prints)."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+
+    def write(self, text: str) -> None:
+        if text.strip():
+            self.say(text.rstrip("\n"))
+
+    def flush(self) -> None:
+        pass
+
+
+def stage_signal(stop: StopSignal | None, what: str, say: Callable[[str], None]) -> StopSignal:
+    """The protocol's Stop (its button and condition) for one stage, which also reports each encoding the stage does
+    (``what: encoding: n / N texts (p%), c from the cache, r texts/s, ETA t``, a line every few seconds): a stage
+    encodes its texts in stoppable chunks, each kept in the embedding cache at once, so a killed run resumes from
+    them. No budget: a head's fit is short."""
+    logs: dict[int, ProgressLog] = {}
+
+    def report(done: int, total: int, _rate, cached: int) -> None:
+        if done == 0 or total not in logs:
+            logs[total] = ProgressLog(f"{what}: encoding", total, unit="texts", stream=_Lines(say))
+        logs[total].update(done, encoded=done - cached)
+        if done >= total:
+            logs.pop(total).close()
+
+    return StopSignal(
+        stop.event if stop else None, also=stop.also if stop else None, preparation_s=math.inf, on_encoding=report
+    )
+
+
 def head_trainer(
     runs: Path,
     *,
@@ -116,7 +151,7 @@ def head_trainer(
                 data_dir=data_dir,
                 seed=seed,
                 probe=False,
-                stop=stop,
+                stop=stage_signal(stop, f"{run_name}: Stage 1", say),
             )
         rated = stage2_pairs([lang for lang in overrides.get("sts_langs", langs) if lang in langs])
         out = runs / run_name
@@ -132,7 +167,7 @@ def head_trainer(
                 pairs=rated,
                 data_dir=data_dir,
                 seed=seed,
-                stop=stop,
+                stop=stage_signal(stop, f"{run_name}: Stage 2", say),
             )
         learnt = [lang for lang in STS_LANGS if f"en-{lang}" in rated]
         manifest = _manifest(out) or {}

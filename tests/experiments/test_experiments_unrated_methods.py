@@ -168,8 +168,10 @@ def test_the_protocol_trainer_sends_a_head_recipe_to_the_heads_and_the_rest_to_f
 def test_the_two_stage_head_under_the_protocol(tiny_bert, tmp_path):
     from mlse.runs.folders import rated_languages
 
-    runs = tmp_path / "runs"
-    train = head_trainer(runs, student=str(tiny_bert), pairs=["en-nl", "en-de"], max_pairs=40, langs=("en", "de", "nl"))
+    runs, said = tmp_path / "runs", []
+    train = head_trainer(
+        runs, student=str(tiny_bert), pairs=["en-nl", "en-de"], max_pairs=40, langs=("en", "de", "nl"), say=said.append
+    )
     _, recipe = u.parse_protocol_recipe("two-stage")
     result = u.run_unrated(
         "two-stage", recipe, folds=[("nl",)], train=train, predict=u.study_predictor(), out=tmp_path / "o"
@@ -182,6 +184,10 @@ def test_the_two_stage_head_under_the_protocol(tiny_bert, tmp_path):
     assert rated_languages(runs / "two-stage" / "all") == ("en", "de", "nl")
     stage1 = json.loads((runs / "two-stage" / "stage1" / "scorer.json").read_text())
     assert set(stage1["training"]["stage1"]["pairs"]) == {"en-nl", "en-de"}  # the held-out language's bitext stays
+    # each stage's encoding is reported with its count (a 40-minute encode of the real bitext is not silent)
+    encoding = [line for line in said if ": encoding: " in line]
+    assert any(line.startswith("two-stage/all: Stage 1: encoding: ") and " texts (100%)" in line for line in encoding)
+    assert any(line.startswith("two-stage/without-nl: Stage 2: encoding: ") for line in encoding), said
 
 
 def test_a_run_stopped_halfway_keeps_its_checkpoint_and_is_never_compared(tiny_bert, tmp_path):
