@@ -20,6 +20,7 @@ from mlse.atomic import atomic_write_text
 from mlse.evaluation.sts import percentile_ci95
 from mlse.experiments.forgetting import OUTSIDE_FLORES, OUTSIDE_TATOEBA
 from mlse.experiments.unrated import _file_name, recipe_gap_boots
+from mlse.experiments.unrated_heads import parse_head_recipe
 
 
 def load_results(out: Path) -> list[dict]:
@@ -85,6 +86,11 @@ def _status(result: dict) -> str:
     return f" (incomplete: {folds}not compared)"
 
 
+def _unit(recipe: str) -> str:
+    """What a run's ``steps`` count: a head's Stage-2 epochs, a fine-tune's steps."""
+    return "epochs" if parse_head_recipe(recipe) is not None else "steps"
+
+
 def _cell(value) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}"
 
@@ -95,7 +101,7 @@ def overview(results: list[dict]) -> str:
     tat = [f"Tatoeba {lang}" for lang in OUTSIDE_TATOEBA]
     flo = [f"FLORES en-{code.split('_')[0]}" for code in OUTSIDE_FLORES]
     lines = [
-        "| recipe | folds | steps (with) | with rated pairs | without | gap [95 % CI] | "
+        "| recipe | folds | steps or epochs (with) | with rated pairs | without | gap [95 % CI] | "
         + " | ".join(tat + flo)
         + " |",
         "|---|---|---:|---:|---:|---:|" + "---:|" * (len(tat) + len(flo)),
@@ -110,8 +116,9 @@ def overview(results: list[dict]) -> str:
         steps = r.get("steps_with")
         if steps is None and r["folds"]:  # a result written before the run's steps were recorded at the top
             steps = (r["folds"][0].get("steps") or {}).get("with")
+        counted = "–" if steps is None else f"{steps} {_unit(r['recipe'])}"
         lines.append(
-            f"| {r['recipe']}{_status(r)} | {folds} | {steps if steps is not None else '–'}"
+            f"| {r['recipe']}{_status(r)} | {folds} | {counted}"
             f" | {_cell(means['with'])} | {_cell(means['without'])} | {r['mean_gap']:+.1f} [{lo:+.1f}, {hi:+.1f}] | "
             + " | ".join(_cell(v) for v in t + f)
             + " |"
@@ -128,7 +135,7 @@ def markdown(results: list[dict]) -> str:
             steps = fold.get("steps") or {}
             langs = ",".join(fold["languages"])
             if steps.get("with") is not None and steps.get("without") is not None:
-                langs += f" ({steps['with']} / {steps['without']} steps)"
+                langs += f" ({steps['with']} / {steps['without']} {_unit(r['recipe'])})"
             for pair, row in fold["pairs"].items():
                 lo, hi = row["ci95"]
                 lines.append(

@@ -46,7 +46,12 @@ def test_the_report_overview_shows_with_without_and_the_languages_outside(tmp_pa
     text = (tmp_path / "unrated.md").read_text()
     assert "| Tatoeba ara | Tatoeba tur | Tatoeba ukr | FLORES en-arb | FLORES en-tur | FLORES en-ukr |" in text
     overview = next(line for line in text.splitlines() if line.startswith("| shipped | de |"))
-    assert overview.endswith("| 80.0 | 90.0 | – | – | – | 99.5 |") and "| 7 |" in overview
+    assert overview.endswith("| 80.0 | 90.0 | – | – | – | 99.5 |") and "| 7 steps |" in overview
+
+
+def test_a_head_recipe_counts_epochs_not_steps():
+    assert ur._unit("two-stage") == ur._unit("two-stage-conv~s1") == "epochs"
+    assert ur._unit("sts-cosent+lora:40-steps") == ur._unit("shipped") == "steps"
 
 
 def test_the_results_tab_splits_rated_and_unrated_languages(tmp_path, monkeypatch):
