@@ -166,15 +166,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise MlseError(f"--json-out {args.json_out}: is a folder, expected a file name such as explanation.json")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     model = load_model(args.model, backend=args.backend)
-    explanation = explain_pair(
-        model,
-        args.sentence1,
-        args.sentence2,
-        steps=args.steps,
-        layer=args.layer,
-        rule=args.rule,
-        precision=args.precision,
-    )
+    setting = {"steps": args.steps, "layer": args.layer, "rule": args.rule, "precision": args.precision}
+    explanation = explain_pair(model, args.sentence1, args.sentence2, **setting)
     lines = explanation_lines(explanation, args.top)
     payload = explanation.to_dict()
     if args.align:
