@@ -175,11 +175,15 @@ class CacheCounter:
 # -- whole lines on a stream ----------------------------------------------------------------------------------------
 class ProgressLog:
     """A :class:`Progress` printed on ``stream`` (stderr) at most once every ``every`` seconds while it runs, whole
-    lines only, and a last line (without ETA) at :meth:`close`. ``done``: items a resumed job had done already."""
+    lines only, and a last line (without ETA) at :meth:`close`; ``say``: a function given each line instead. ``done``:
+    items a resumed job had done already."""
 
-    def __init__(self, what: str, total: int, done: int = 0, stream=None, every: float = EVERY_S, unit: str = "rows"):
+    def __init__(
+        self, what: str, total: int, done: int = 0, stream=None, every: float = EVERY_S, unit: str = "rows", say=None
+    ):
         self.progress = Progress(what, total, done, unit=unit, resumed=done)
         self.stream = stream if stream is not None else sys.stderr
+        self.say = say or (lambda line: print(line, file=self.stream, flush=True))  # or each line to ``say``
         self.every = every
         self.last = self.progress.started
 
@@ -192,10 +196,10 @@ class ProgressLog:
         now = self.progress.clock()
         if now - self.last >= self.every and not self.progress.finished:
             self.last = now
-            print(self.progress.line(), file=self.stream, flush=True)
+            self.say(self.progress.line())
 
     def close(self) -> None:
-        print(self.progress.line(eta=False), file=self.stream, flush=True)
+        self.say(self.progress.line(eta=False))
 
 
 # -- tqdm bars on a terminal ----------------------------------------------------------------------------------------

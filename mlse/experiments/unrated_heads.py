@@ -80,20 +80,6 @@ def _trained(folder: Path, stage: str) -> dict:
     return (manifest.get("training") or {}).get(stage) or {}
 
 
-class _Lines:
-    """A stream whose whole lines go to ``say`` (what :class:`ProgressLog` prints)."""
-
-    def __init__(self, say: Callable[[str], None]):
-        self.say = say
-
-    def write(self, text: str) -> None:
-        if text.strip():
-            self.say(text.rstrip("\n"))
-
-    def flush(self) -> None:
-        pass
-
-
 def stage_signal(stop: StopSignal | None, what: str, say: Callable[[str], None]) -> StopSignal:
     """The protocol's Stop (its button and condition) for one stage, which also reports each encoding the stage does
     (``what: encoding: n / N texts (p%), c from the cache, r texts/s, ETA t``, a line every few seconds): a stage
@@ -103,7 +89,7 @@ def stage_signal(stop: StopSignal | None, what: str, say: Callable[[str], None])
 
     def report(done: int, total: int, _rate, cached: int) -> None:
         if done == 0 or total not in logs:
-            logs[total] = ProgressLog(f"{what}: encoding", total, unit="texts", stream=_Lines(say))
+            logs[total] = ProgressLog(f"{what}: encoding", total, unit="texts", say=say)
         logs[total].update(done, encoded=done - cached)
         if done >= total:
             logs.pop(total).close()
