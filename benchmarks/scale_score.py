@@ -89,6 +89,8 @@ def run(args, pairs: Path, config: str, folder: Path) -> dict:
     argv += ["--out", str(out), "--engine", engine, "--chunk", str(args.chunk)]
     argv += ["--workers", workers] if workers else []
     env = dict(os.environ, MLSE_CACHE=str(fresh_cache(folder)), HF_HUB_OFFLINE="1")
+    if engine == "ray" and args.worker_threads:  # each actor's threads (else: the cores shared among the actors)
+        env["MLSE_THREADS"] = str(args.worker_threads)
     started = time.perf_counter()
     with open(folder / "err.txt", "w+", encoding="utf-8") as err:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
@@ -173,6 +175,13 @@ def main(argv: list[str] | None = None) -> None:
         "repeats, so the driver's reading, planning and writing are measured, not the encoding); default: all distinct",
     )
     parser.add_argument("--chunk", type=int, default=512, help="pairs a chunk (score's --chunk)")
+    parser.add_argument(
+        "--worker-threads",
+        type=int,
+        default=None,
+        help="threads of each Ray actor (MLSE_THREADS); 1 measures worker scaling core by core: without it one actor "
+        "takes every core, so two actors on the same cores cannot be faster than it by more than the threads' overhead",
+    )
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default=None, help="JSON to write (default results/scale/scale-score.json)")
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
@@ -220,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         "model": args.model,
         "backend": args.backend,
         "chunk": args.chunk,
+        "worker_threads": args.worker_threads,
         "sizes": sizes,
         "distinct_texts": 2 * distinct,
         "repeated": bool(args.distinct),

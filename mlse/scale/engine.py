@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlse.dirs import positive_env
+from mlse.encoders.threads import THREADS_ENV
 from mlse.errors import MlseError
 from mlse.scale.cluster import connect, resources
 from mlse.scale.work import ChunkWorker, WorkSpec
@@ -138,8 +140,9 @@ def _run_ray(
 
 
 def _threads(have: dict[str, float], workers: int, gpus: int) -> int | None:
-    """Threads per CPU actor: the local machine's cores shared among the actors (None on a GPU)."""
+    """Threads per CPU actor: the local machine's cores shared among the actors, at most ``MLSE_THREADS`` where it
+    is set (None on a GPU)."""
     if gpus:
         return None
-    per_node = os.cpu_count() or 1
-    return max(1, min(per_node, int(have["CPU"]) // max(1, workers)))
+    per_node = positive_env(THREADS_ENV, os.cpu_count() or 1)
+    return max(1, min(per_node, os.cpu_count() or 1, int(have["CPU"]) // max(1, workers)))

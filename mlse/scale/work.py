@@ -34,6 +34,7 @@ import numpy as np
 
 from mlse import api
 from mlse.encoders.protocol import similarity
+from mlse.encoders.threads import THREADS_ENV
 from mlse.errors import MlseError
 from mlse.models import load_model
 
@@ -107,6 +108,7 @@ class ChunkWorker:
             import torch  # lazy: only a worker that sets its thread count needs torch here
 
             torch.set_num_threads(threads)
+            os.environ[THREADS_ENV] = str(threads)  # the ONNX sessions and muse read it: their threads, not 2 each
         embed = self.spec.kind in ("embed", "encode")
         # embed and encode use no embedding cache (the shards, or the driver, keep the vectors); score uses it
         self.models = {

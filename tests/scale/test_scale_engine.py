@@ -46,3 +46,24 @@ def test_local_engine_scores_chunks_like_similarity(tiny_bert):
     assert np.array_equal(results[0][f"{tiny_bert} cosine"], cos) and len(seen) == 1
     (entry,) = workers.summary()  # this process ran both chunks, and its peak memory is known
     assert entry["chunks"] == 2 and entry["peak_rss_mib"] > 0 and seen[0] == {str(tiny_bert): model.identity}
+
+
+def test_a_cpu_actor_gets_its_share_of_the_cores_at_most_mlse_threads(monkeypatch):
+    from mlse.scale.engine import _threads
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.delenv("MLSE_THREADS", raising=False)
+    assert _threads({"CPU": 8.0}, 1, 0) == 8
+    assert _threads({"CPU": 8.0}, 3, 0) == 2
+    assert _threads({"CPU": 8.0}, 1, 1) is None  # a GPU actor
+    monkeypatch.setenv("MLSE_THREADS", "1")
+    assert _threads({"CPU": 8.0}, 1, 0) == 1  # one worker on one core: what worker scaling is measured against
+
+
+def test_a_worker_given_threads_hands_them_to_its_onnx_sessions(tiny_bert, monkeypatch):
+    from mlse.encoders.threads import default_threads
+    from mlse.scale.work import ChunkWorker
+
+    monkeypatch.setenv("MLSE_THREADS", "2")
+    ChunkWorker(WorkSpec("embed", (str(tiny_bert),), "torch"), threads=1)
+    assert default_threads() == 1  # before: every ONNX session of every actor kept 2 threads, oversubscribing the cores
