@@ -248,7 +248,12 @@ def config_changed(run: Path, config: FinetuneConfig) -> bool:
         saved = json.loads((run / "finetune_config.json").read_text())
     except (OSError, ValueError):
         return True
-    return any(saved.get(k) != v for k, v in asdict(config).items() if k not in ("data_dir", "device"))
+    return any(_saved(saved.get(k)) != v for k, v in asdict(config).items() if k not in ("data_dir", "device"))
+
+
+def _saved(value):
+    """A setting as the config gave it: a run records its bridge as ``{"kind": ..., "r2": ...}``, asked as ``kind``."""
+    return value["kind"] if isinstance(value, dict) and "kind" in value else value
 
 
 # ----------------------------------------------------------------------------------------------------------- report

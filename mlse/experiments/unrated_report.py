@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +45,21 @@ def mean_scores(result: dict) -> dict:
     }
 
 
+def seed_group(recipe: str) -> str:
+    """What the seeds of one recipe share: its name without ``~sSEED`` (``a~s1:40-steps``: ``a:40-steps``)."""
+    return re.sub(r"~s\d+", "", recipe)
+
+
 def write_summary(out: Path, shipped_recipe: str) -> dict:
-    """``summary.json`` and ``unrated.md`` from the results under ``out`` (see the module docstring)."""
+    """``summary.json`` and ``unrated.md`` from the results under ``out`` (see the module docstring). A recipe run
+    with several seeds (``NAME~sN``) is compared by its mean over the seeds: the mean gap, and the CI of that mean
+    on the same test-pair resamples (each seed's bootstrap values averaged)."""
     results = load_results(out)
     complete = [r for r in results if r.get("complete")]
-    by_name = {r["recipe"]: r for r in complete}
+    groups: dict[str, list[dict]] = {}
+    for r in complete:
+        groups.setdefault(seed_group(r["recipe"]), []).append(r)
+    gaps = {name: float(np.mean([r["mean_gap"] for r in rs])) for name, rs in groups.items()}
     summary: dict = {
         "shipped_recipe": shipped_recipe,
         "shipped_gap": None,
@@ -58,20 +69,61 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
         "recipes": {
             r["recipe"]: {"mean_gap": r["mean_gap"], "ci95": r["mean_gap_ci95"], **mean_scores(r)} for r in complete
         },
+        "seeds": {name: seed_means(out, rs) for name, rs in groups.items() if len(rs) > 1},
         "incomplete": sorted(r["recipe"] for r in results if not r.get("complete")),
     }
-    if complete:
-        best = min(complete, key=lambda r: r["mean_gap"])
-        summary |= {"best_recipe": best["recipe"], "best_gap": best["mean_gap"]}
-    if shipped_recipe in by_name:
-        summary["shipped_gap"] = by_name[shipped_recipe]["mean_gap"]
-        if summary["best_recipe"] and summary["best_recipe"] != shipped_recipe:
-            shipped_boots = recipe_gap_boots(_predictions(out, shipped_recipe))
-            best_boots = recipe_gap_boots(_predictions(out, summary["best_recipe"]))
+    if gaps:
+        best = min(gaps, key=gaps.get)
+        summary |= {"best_recipe": best, "best_gap": round(gaps[best], 2)}
+    if shipped_recipe in gaps:
+        summary["shipped_gap"] = round(gaps[shipped_recipe], 2)
+        if summary["best_recipe"] != shipped_recipe:
+            shipped_boots = _group_boots(out, groups[shipped_recipe])
+            best_boots = _group_boots(out, groups[summary["best_recipe"]])
             summary["gap_reduction_ci"] = [round(x, 2) for x in percentile_ci95(shipped_boots - best_boots)]
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
-    atomic_write_text(out / "unrated.md", overview(results) + "\n\n" + markdown(results) + "\n")
+    text = [overview(results), seeds_table(summary["seeds"]), markdown(results)]
+    atomic_write_text(out / "unrated.md", "\n\n".join(t for t in text if t) + "\n")
     return summary
+
+
+def seed_means(out: Path, results: list[dict]) -> dict:
+    """One recipe over its seeds: each seed's gap, their mean and spread (sample SD), the mean's CI over test-pair
+    resamples, and the mean scores with and without."""
+    gaps = [r["mean_gap"] for r in results]
+    scores = [mean_scores(r) for r in results]
+    return {
+        "recipes": [r["recipe"] for r in results],
+        "gaps": gaps,
+        "mean_gap": round(float(np.mean(gaps)), 2),
+        "gap_sd": round(float(np.std(gaps, ddof=1)), 2),
+        "ci95": [round(x, 2) for x in percentile_ci95(_group_boots(out, results))],
+        "with": round(float(np.mean([s["with"] for s in scores])), 2),
+        "without": round(float(np.mean([s["without"] for s in scores])), 2),
+    }
+
+
+def seeds_table(seeds: dict) -> str:
+    """Recipes run with several seeds: with, without, each seed's gap, the mean gap [CI] and the seeds' SD."""
+    if not seeds:
+        return ""
+    lines = [
+        "| recipe (mean over seeds) | seeds | with rated pairs | without | gap per seed | mean gap [95 % CI] | SD |",
+        "|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for name, s in sorted(seeds.items(), key=lambda kv: kv[1]["mean_gap"]):
+        lo, hi = s["ci95"]
+        per_seed = " / ".join(f"{g:+.1f}" for g in s["gaps"])
+        lines.append(
+            f"| {name} | {len(s['gaps'])} | {s['with']:.1f} | {s['without']:.1f} | {per_seed} | "
+            f"{s['mean_gap']:+.1f} [{lo:+.1f}, {hi:+.1f}] | {s['gap_sd']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _group_boots(out: Path, results: list[dict]) -> np.ndarray:
+    """The bootstrap values of a recipe's mean gap, averaged over its seeds (the same resamples for every run)."""
+    return np.mean([recipe_gap_boots(_predictions(out, r["recipe"])) for r in results], axis=0)
 
 
 def _predictions(out: Path, recipe: str) -> dict:

@@ -160,3 +160,28 @@ def test_a_protocol_run_names_its_rated_languages_and_the_gold_tab_says_which_pa
     assert "**unrated**" in unrated and "without rated pairs in de" in unrated
     (rated,) = rated_notes(state, "en-fr", ["runs/without-de"])
     assert "**rated**" in rated
+
+
+def test_a_recipe_run_with_several_seeds_is_compared_by_its_mean_over_the_seeds(tmp_path):
+    rng = np.random.default_rng(2)
+    train, predict, _ = _fake_study(rng, {"shipped": 0.8, "better": 0.3})
+    names = ["shipped:40-steps", "shipped~s1:40-steps", "better:40-steps", "better~s1:40-steps", "better~s2:40-steps"]
+    gaps = {}
+    for name in names:
+
+        def by_group(run, pairs):
+            return predict(ur.seed_group(run.split("/")[0]).partition(":")[0] + "/" + run.partition("/")[2], pairs)
+
+        gaps[name] = u.run_unrated(name, {}, folds=u.parse_folds(None), train=train, predict=by_group, out=tmp_path)[
+            "mean_gap"
+        ]
+    summary = ur.write_summary(tmp_path, "shipped:40-steps")
+    assert summary["best_recipe"] == "better:40-steps"
+    better = summary["seeds"]["better:40-steps"]
+    assert better["gaps"] == [gaps[n] for n in better["recipes"]] and len(better["gaps"]) == 3
+    assert summary["best_gap"] == pytest.approx(np.mean(better["gaps"]), abs=0.01)
+    assert summary["shipped_gap"] == pytest.approx(np.mean([gaps[n] for n in names[:2]]), abs=0.01)
+    assert better["gap_sd"] > 0 and better["ci95"][0] < better["mean_gap"] < better["ci95"][1]
+    assert summary["gap_reduction_ci"][0] > 0
+    table = (tmp_path / "unrated.md").read_text()
+    assert "| better:40-steps | 3 |" in table and "| shipped:40-steps | 2 |" in table

@@ -273,3 +273,19 @@ def test_translate_train_without_an_sts_term_is_refused_naming_it(tmp_path):
     config = recipe_config("x", {"method": "ema", "teacher": None, "translate_train": True}, tmp_path)
     with pytest.raises(MlseError, match="translate_train: adds pseudo-rated pairs to the STS term"):
         validate(config)
+
+
+def test_a_finished_run_is_reused_though_it_records_its_bridge_as_a_dict(tmp_path):
+    from dataclasses import asdict
+
+    from mlse.experiments.distillation import config_changed, parse_recipe
+
+    name, recipe = parse_recipe("mse-minilm-bridge-cosent+lora")
+    config = recipe_config(name, recipe, tmp_path)
+    saved = asdict(config) | {"bridge": {"kind": config.bridge, "sentences": 5000, "r2": 0.6, "dims": [384, 384]}}
+    run = tmp_path / name
+    run.mkdir()
+    (run / "finetune_config.json").write_text(json.dumps(saved))
+    assert not config_changed(run, config)  # was retrained every time: the saved dict never equalled "linear"
+    (run / "finetune_config.json").write_text(json.dumps(saved | {"bridge": {"kind": "none"}}))
+    assert config_changed(run, config)
