@@ -103,13 +103,8 @@ def main() -> int:
     if public_mode():
         print("public mode: hub downloads only for allow-listed models, capped fine-tunes and uploads", file=sys.stderr)
     try:
-        if args.port is not None:
-            requested, source = parse_port(args.port, "--port"), "--port"
-        else:
-            requested, source = (
-                parse_port(os.environ.get("GRADIO_SERVER_PORT"), "GRADIO_SERVER_PORT"),
-                "GRADIO_SERVER_PORT",
-            )
+        source = "--port" if args.port is not None else "GRADIO_SERVER_PORT"
+        requested = parse_port(args.port if args.port is not None else os.environ.get(source), source)
         port, notice = choose_port(args.host, requested, source)
     except MlseError as exc:
         print(f"error: {exc}", file=sys.stderr)

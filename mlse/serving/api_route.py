@@ -96,8 +96,7 @@ def score_arguments(payload: dict, offered: list[str]) -> dict:
     request["models"] = _models(payload.get("models"), offered)
     codes = [AUTO, *(code for _, code in language_choices())]
     for field in ("lang1", "lang2"):
-        value = payload.get(field, AUTO)
-        value = AUTO if value is None else value
+        value = AUTO if payload.get(field) is None else payload[field]
         problem = choice_problem(field, value, codes) if isinstance(value, str) else f"{field} must be a string"
         if problem:
             raise RequestError(422, problem)

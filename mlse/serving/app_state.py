@@ -142,14 +142,6 @@ class AppState:
     def calibration_notes(self) -> dict:
         return self.pool.calibration_notes
 
-    def loaded(self) -> list[tuple[str, str]]:
-        """(source, location) of the loaded models, least recently used first (for tests and diagnostics)."""
-        return self.pool.loaded()
-
-    @property
-    def loaded_bytes(self) -> int:
-        return self.pool.loaded_bytes
-
 
 STAGE1_KINDS = (STAGE1, STAGE12)  # the kinds of scorer with a Stage-1 head, the one without Stage 2 preferred
 

@@ -154,11 +154,6 @@ class _Entry:
     size: int
 
 
-def _new_entries() -> LRUCache:
-    """cachetools' LRU order and size total; unbounded, since :class:`EncoderPool` decides what to evict."""
-    return LRUCache(maxsize=math.inf, getsizeof=lambda entry: entry.size)
-
-
 @dataclass
 class EncoderPool:
     """Loaded encoders by key, least recently used first, evicted when their sizes would pass ``max_bytes``.
@@ -170,7 +165,8 @@ class EncoderPool:
 
     max_bytes: int
     evictions: int = 0
-    _entries: LRUCache = field(default_factory=_new_entries)
+    # cachetools' LRU order and size total; unbounded, since the pool decides what to evict
+    _entries: LRUCache = field(default_factory=lambda: LRUCache(maxsize=math.inf, getsizeof=lambda e: e.size))
     _backbone_of: dict = field(default_factory=dict)  # key -> the key of the backbone it is built on
     _lock: threading.RLock = field(default_factory=threading.RLock)
 

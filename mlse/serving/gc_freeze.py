@@ -34,10 +34,6 @@ def enable(on: bool = True) -> None:
             gc.unfreeze()
 
 
-def enabled() -> bool:
-    return _enabled
-
-
 def freeze_survivors() -> int:
     """Collect, then freeze what is alive -> how many objects are frozen now (0 when not enabled).
 

@@ -27,7 +27,9 @@ Pure Python on paths: no Gradio here (the UI passes the session id, the server p
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -155,17 +157,14 @@ class UploadFolder:
         real = os.path.realpath(os.fspath(path))
         with self._lock:
             upload = self._uploads.get(real)
-            if upload is None or not self._inside(real) or not os.path.isfile(real):
+            ours = upload is not None and client in (None, upload.client)
+            if not (ours and self._inside(real) and os.path.isfile(real)):
                 raise UploadRefused(again)
-            if client is not None and client != upload.client:
+            info = os.stat(real)
+            claim = self._claims.get(real)  # another session's claim on this very file refuses (a new upload does not)
+            if claim and claim.session != session and (claim.inode, claim.mtime_ns) == (info.st_ino, info.st_mtime_ns):
                 raise UploadRefused(again)
-            stat = os.stat(real)
-            claim = self._claims.get(real)
-            if claim is not None and claim.session != session:
-                same_file = (claim.inode, claim.mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
-                if same_file:
-                    raise UploadRefused(again)
-            self._claims[real] = _Claim(session, stat.st_ino, stat.st_mtime_ns)
+            self._claims[real] = _Claim(session, info.st_ino, info.st_mtime_ns)
             return Path(real)
 
     def release(self, path: str | os.PathLike) -> None:
@@ -220,22 +219,15 @@ class UploadFolder:
         return False
 
     def _files(self):
-        """(path, size, mtime) of every regular file under the folder."""
-        stack = [str(self.root)]
-        while stack:
-            try:
-                entries = list(os.scandir(stack.pop()))
-            except OSError:
-                continue
-            for entry in entries:
+        """(path, size, mtime) of every regular file under the folder (links are not followed)."""
+        for folder, _, names in os.walk(self.root):
+            for name in names:
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        info = entry.stat(follow_symlinks=False)
-                        yield entry.path, info.st_size, info.st_mtime
+                    info = os.lstat(os.path.join(folder, name))
                 except OSError:
                     continue  # deleted while walking
+                if stat.S_ISREG(info.st_mode):
+                    yield os.path.join(folder, name), info.st_size, info.st_mtime
 
     def _inside(self, real: str) -> bool:
         return real.startswith(str(self.root) + os.sep)
@@ -252,10 +244,8 @@ class UploadFolder:
             os.remove(path)
         except OSError:
             return 0
-        try:
-            os.rmdir(os.path.dirname(path))  # Gradio gives each upload a folder of its own: remove it when empty
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # Gradio gives each upload a folder of its own: remove it when empty
+            os.rmdir(os.path.dirname(path))
         return size
 
 
@@ -302,10 +292,8 @@ def start_sweeper(folder: UploadFolder, every_s: float = 300.0) -> threading.Thr
 
     def loop() -> None:
         while True:
-            try:
+            with contextlib.suppress(Exception):  # a failed sweep must not end the loop; the next one tries again
                 folder.sweep()
-            except Exception:  # noqa: BLE001 -- a failed sweep must not end the loop; the next one tries again
-                pass
             time.sleep(every_s)
 
     thread = threading.Thread(target=loop, name="mlse-upload-sweeper", daemon=True)

@@ -53,10 +53,6 @@ class StepStatus:
     def finished(self) -> bool:
         return self.state in FINAL
 
-    @property
-    def share_done(self) -> float:
-        return 1.0 if self.finished else self.fraction
-
 
 @dataclass(frozen=True)
 class WarmStatus:
@@ -89,7 +85,7 @@ def _weighted(steps, *, planning: bool) -> float:
     if planning:
         return 0.0
     total = sum(s.weight for s in steps)
-    return 1.0 if total == 0 else sum(s.weight * s.share_done for s in steps) / total
+    return 1.0 if total == 0 else sum(s.weight * (1.0 if s.finished else s.fraction) for s in steps) / total
 
 
 _lock = threading.Lock()
@@ -139,12 +135,9 @@ def check_steps(steps: Sequence[WarmStep]) -> list[StepStatus]:
     """Each step's state without computing anything: warm, skipped (with the reason) or waiting (missing)."""
     out = []
     for step in steps:
-        status = _status_of(step)
         reason = _needs(step)
-        if reason:
-            out.append(replace(status, state="skipped", note=reason))
-        else:
-            out.append(replace(status, state="warm" if _done(step) else "waiting"))
+        state = "skipped" if reason else "warm" if _done(step) else "waiting"
+        out.append(replace(_status_of(step), state=state, note=reason or ""))
     return out
 
 

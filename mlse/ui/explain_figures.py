@@ -46,22 +46,12 @@ def _height(n_rows: int) -> int:
 def _axes(fig, words1, words2) -> None:
     """Positions as axes, the (escaped) words as their tick labels; sentence 1 read from the top, sentence 2 along the
     bottom (the titles stay clear of the figure's own title)."""
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(words2))),
-        ticktext=[html_text(w) for w in words2],
-        tickangle=-40,
-        title_text="sentence 2",
-        showgrid=False,
-    )
-    fig.update_yaxes(
-        tickmode="array",
-        tickvals=list(range(len(words1))),
-        ticktext=[html_text(w) for w in words1],
-        autorange="reversed",
-        title_text="sentence 1",
-        showgrid=False,
-    )
+
+    def ticks(words) -> dict:
+        return {"tickmode": "array", "tickvals": list(range(len(words))), "ticktext": [html_text(w) for w in words]}
+
+    fig.update_xaxes(tickangle=-40, title_text="sentence 2", showgrid=False, **ticks(words2))
+    fig.update_yaxes(autorange="reversed", title_text="sentence 1", showgrid=False, **ticks(words1))
 
 
 def _word_pairs(words1, words2) -> np.ndarray:

@@ -32,6 +32,7 @@ from mlse.ui.explain_view import (
 from mlse.ui.inputs import check_inputs
 from mlse.ui.what_if_view import INTRO as WHAT_IF_INTRO
 from mlse.ui.what_if_view import drop_picked, start_what_if, what_if_pair
+from mlse.ui.widgets import reporter
 
 EXPLAIN_EVENTS = {"concurrency_limit": 1, "concurrency_id": "explain"}
 INTRO = (
@@ -39,10 +40,6 @@ INTRO = (
     "Jacobians; takes a few seconds). The word pairs plus the reference terms add up to the score, up to the residual "
     "shown below; a later layer is faster but mixes each word with its context."
 )
-
-
-def _progress(progress):
-    return lambda share, what: progress(share, desc=what)
 
 
 def build_score_section(state, sentence1, sentence2, models) -> None:
@@ -70,7 +67,7 @@ def build_score_section(state, sentence1, sentence2, models) -> None:
     def explain_pair(model, sentence1, sentence2, steps, layer, show_special_tokens, progress=gr.Progress()):
         """Explain one model's cosine of two sentences: (attribution heatmap, alignment heatmap, markdown)."""
         return explain_and_keep(
-            state, model, sentence1, sentence2, steps, layer, show_special_tokens, progress=_progress(progress)
+            state, model, sentence1, sentence2, steps, layer, show_special_tokens, progress=reporter(progress)
         )
 
     def follow_models(ticked, current):
@@ -116,7 +113,7 @@ def _what_if_section(gr, state, kept, explained, special) -> None:
         numbers = what_if_pair(*edit, explain_new=False)
         yield numbers
         if numbers[0] is not None:  # scored: now the heatmap (a refusal was said already)
-            yield what_if_pair(*edit, progress=_progress(progress))
+            yield what_if_pair(*edit, progress=reporter(progress))
 
     private = {"show_progress": "hidden", "api_visibility": "private"}
     explained.then(open_what_if, [kept], [edited1, edited2, picker], **private)
@@ -157,12 +154,9 @@ def build_error_section(state, table, shown, columns: list[str]) -> None:
 
     def explain_tatoeba_error(selected_error, progress=gr.Progress()):
         """Query vs retrieved and query vs gold of the selected error: (two heatmaps, summary, their two texts)."""
-        if not selected_error:
-            return explain_retrieval_error(state, None, None, None, None)
-        e = selected_error
-        return explain_retrieval_error(
-            state, e["model"], e["query"], e["retrieved"], e["gold"], e["label"], progress=_progress(progress)
-        )
+        e = selected_error or {}  # nothing selected: the handler says to select a row
+        error = [e.get(key) for key in ("model", "query", "retrieved", "gold")]
+        return explain_retrieval_error(state, *error, e.get("label", ""), progress=reporter(progress))
 
     table.select(remember_error, [shown], [picked], show_progress="hidden", api_visibility="private")
     table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")  # a new table
@@ -191,16 +185,8 @@ def build_pair_section(state, table, model) -> None:
     def explain_disagreement(selected_pair, scorer, progress=gr.Progress()):
         """The selected disagreement's pair explained with the scorer: (attribution, alignment, markdown)."""
         p = selected_pair or {}
-        return explain_listed_pair(
-            state,
-            scorer,
-            p.get("sentence1"),
-            p.get("sentence2"),
-            p.get("gold"),
-            p.get("cosine"),
-            p.get("label", ""),
-            progress=_progress(progress),
-        )
+        pair = [p.get(key) for key in ("sentence1", "sentence2", "gold", "cosine")]
+        return explain_listed_pair(state, scorer, *pair, p.get("label", ""), progress=reporter(progress))
 
     table.select(remember_pair, [table], [picked], show_progress="hidden", api_visibility="private")
     table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")

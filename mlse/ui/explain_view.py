@@ -181,17 +181,12 @@ def alignment_text(alignment) -> str:
     return f"Alignment, words that are each other's best match: {shown}. {ALIGNMENT_NOTE}"
 
 
-def _shown(explanation, show_special: bool):
-    """(words1, words2, matrix) the heatmap shows: without special tokens and the prefix unless asked for."""
-    if show_special or not hasattr(explanation, "words_only"):
-        return list(explanation.words1), list(explanation.words2), np.asarray(explanation.matrix)
-    words1, words2, matrix = explanation.words_only()
-    return list(words1), list(words2), np.asarray(matrix)
-
-
 def heatmap(explanation, title: str, show_special: bool = False):
-    words1, words2, matrix = _shown(explanation, show_special)
-    return attribution_heatmap(words1, words2, matrix, title)
+    """The attribution heatmap: without special tokens and the prefix unless asked for."""
+    e = explanation
+    shown = (e.words1, e.words2, e.matrix) if show_special or not hasattr(e, "words_only") else e.words_only()
+    words1, words2, matrix = shown
+    return attribution_heatmap(list(words1), list(words2), np.asarray(matrix), title)
 
 
 # -- handlers ------------------------------------------------------------------------------------------------------
@@ -304,12 +299,9 @@ def explain_retrieval_error(
         "query's words; columns: the candidate's. Compare the two heatmaps for the word pairs that lift the "
         "wrong candidate or hold the gold back."
     )
-    figures = (
+    return (
         heatmap(wrong, f"query vs retrieved: cosine {wrong.score:.4f}"),
         heatmap(right, f"query vs gold: cosine {right.score:.4f}"),
-    )
-    return (
-        *figures,
         "\n\n".join([*notices, summary]),
         explanation_text(wrong, "**Query vs retrieved**"),
         explanation_text(right, "**Query vs gold**"),
@@ -336,13 +328,7 @@ def picked_error(shown, row, columns: list[str]) -> dict | None:
     if not shown or not all(isinstance(cells.get(c), str) for c in ("query", "retrieved", "gold")):
         return None
     label = f"{cells.get('direction', '')} #{cells.get('row', cells.get('index', ''))}".strip()
-    return {
-        "model": shown[1],
-        "query": cells["query"],
-        "retrieved": cells["retrieved"],
-        "gold": cells["gold"],
-        "label": label,
-    }
+    return {"model": shown[1], **{c: cells[c] for c in ("query", "retrieved", "gold")}, "label": label}
 
 
 def picked_pair(row, columns: list[str]) -> dict | None:

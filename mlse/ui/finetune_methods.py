@@ -53,14 +53,9 @@ def model_choices(state, method: str) -> list[str]:
     return [m.name for m in state.models() if (m.source == "scorer") == want_scorer]  # the state's scan, not a new one
 
 
-def pair_choices(method: str) -> tuple[list[str], list[str]]:
-    """(all offered pairs, the default selection) for a method (:func:`mlse.data.pairs.training_pair_choices`)."""
-    return training_pair_choices(method)
-
-
 def all_pair_choices() -> list[str]:
     """Every language pair some method offers (what the API may send, whichever method the page shows)."""
-    return list(dict.fromkeys(p for m in JOB_METHODS for p in pair_choices(m)[0]))
+    return list(dict.fromkeys(p for m in JOB_METHODS for p in training_pair_choices(m)[0]))
 
 
 def uses_bitext(method: str) -> bool:
@@ -79,14 +74,14 @@ def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
     """What the form shows for ``method``: model list, whether a teacher applies, pair lists, the STS term's fields
     (``sts_loss``: the form's current choice), an explanation."""
     models = model_choices(state, method)
-    offered, default = pair_choices(method)
+    offered, default = training_pair_choices(method)  # all offered pairs, the default selection
     preferred = state.preferred_model()
     default_model = preferred if preferred in models else (models[0] if models else None)
     return {
         "models": models,
         "model": default_model,
         "teacher_visible": method in TEACHER_METHODS,
-        "teachers": [n for n in model_choices(state, "mse")],
+        "teachers": model_choices(state, "mse"),
         "teacher": preferred if method in TEACHER_METHODS else None,
         "pairs": offered,
         "pairs_value": default,

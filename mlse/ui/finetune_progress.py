@@ -96,15 +96,8 @@ def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tup
     dev = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", name=y_title))
     saved = [(x, y) for x, y, r in zip(xs, ys, evals) if r.get("saved")]
     if saved:
-        dev.add_trace(
-            go.Scatter(
-                x=[p[0] for p in saved],
-                y=[p[1] for p in saved],
-                mode="markers",
-                name="checkpoint",
-                marker=dict(symbol="star", size=11),
-            )
-        )
+        x, y = zip(*saved)
+        dev.add_trace(go.Scatter(x=x, y=y, mode="markers", name="checkpoint", marker=dict(symbol="star", size=11)))
     dev.update_layout(
         title=f"Dev score ({y_title})",
         xaxis_title=x_title,

@@ -38,29 +38,12 @@ from mlse.ui.tables import header
 from mlse.ui.text import md_code, md_escape
 from mlse.ui.widgets import read_only_table
 
-__all__ = [
-    "DISAGREE_COLUMNS",
-    "DISAGREE_TYPES",
-    "METRIC_COLUMNS",
-    "N_BOOT",
-    "build_tab",
-    "disagreements",
-    "predicted_vs_gold",
-    "predictions",
-    "sts_pairs",
-]
-
 DEFAULT_PAIR = "en-de"
 SPLITS = ("test", "dev", "train")
 STS_SOURCE, FILE_SOURCE = "STS Multi MT", "Your file"
 
 # (model identity, pair, files) -> cosine predictions [n]: bounded by bytes (mlse.memo)
 _memo = BytesMemo("gold_tab.predictions", 16 * MB)
-
-
-def sts_pairs() -> list[str]:
-    """The seed paper's pairs first, then the 12 cross-lingual pairs, then every other ordered pair of languages."""
-    return sts_pair_choices()
 
 
 def _check_pair(pair: str, split: str) -> None:
@@ -158,7 +141,7 @@ def build_tab(state) -> list[ModelPicker]:
 
     names = state.model_names()
     preferred = state.preferred_model()  # me5-small on a full install
-    pairs = sts_pairs()
+    pairs = sts_pair_choices()  # the seed paper's pairs first, then the cross-lingual ones, then every other
     with gr.Tab("Predicted vs gold"):
         source = gr.Radio(
             [STS_SOURCE, FILE_SOURCE],
@@ -206,8 +189,7 @@ def build_tab(state) -> list[ModelPicker]:
             return [shown[0], shown[1], *shown, shown[1], *shown]
 
         def on_run(language_pair, scorers, split, progress=gr.Progress(track_tqdm=True)):
-            h, s, c, table, msg = predicted_vs_gold(state, language_pair, scorers, split)
-            return h, s, c, table, msg
+            return predicted_vs_gold(state, language_pair, scorers, split)
 
         def on_find(language_pair, scorer, split, gold_from, gold_to, pairs, progress=gr.Progress(track_tqdm=True)):
             return disagreements(state, language_pair, scorer, split, gold_from, gold_to, pairs)

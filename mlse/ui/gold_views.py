@@ -61,18 +61,8 @@ def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, cal
     if calibrated is not None:
         cal_pearson = sts_metrics(calibrated, gold, n_boot=0)["pearson"]
         cal_mae = float(np.mean(np.abs(calibrated - gold)))
-    return {
-        "model": model,
-        "n": m["n"],
-        "pearson": m["pearson"],
-        "pearson_lo": p_lo,
-        "pearson_hi": p_hi,
-        "spearman": m["spearman"],
-        "spearman_lo": s_lo,
-        "spearman_hi": s_hi,
-        "pearson_calibrated": cal_pearson,
-        "mae_calibrated": cal_mae,
-    }
+    values = (model, m["n"], m["pearson"], p_lo, p_hi, m["spearman"], s_lo, s_hi, cal_pearson, cal_mae)
+    return dict(zip(METRIC_FIELDS, values, strict=True))
 
 
 def calibrated_scores(state, model: str, pred: np.ndarray) -> np.ndarray | None:
@@ -114,15 +104,16 @@ def figures(
     tags).
 
     ``maps``: each calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
-    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+    import plotly.express as px  # lazy: plotly is slow to import; only figures need it
+    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     title = html_text(title)
     hist = make_subplots(rows=1, cols=2, subplot_titles=("predicted cosine", "gold score"))
     scatter, calib = go.Figure(), go.Figure()
+    palette = px.colors.qualitative.Plotly
     for i, (name, pred) in enumerate(preds.items()):
-        label = html_text(name)
-        color = _color(i)
+        label, color = html_text(name), palette[i % len(palette)]
         hist.add_trace(
             go.Histogram(
                 x=pred,
@@ -187,13 +178,6 @@ def figures(
     return hist, scatter, calib
 
 
-def _color(i: int) -> str:
-    import plotly.express as px  # lazy: plotly is slow to import; only figures need it
-
-    palette = px.colors.qualitative.Plotly
-    return palette[i % len(palette)]
-
-
 def empty_figures():
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
@@ -246,20 +230,10 @@ def disagreement_table(
     n_in = int(found["n_in_range"])
     if n_in == 0:
         return pd.DataFrame(columns=columns), f"No pair of {md_escape(name)} has a gold score in [{low:g}, {high:g}]."
+    numbers = zip(*(found[key] for key in ("gold", "pred", "pred_as_gold", "diff", "rank_gap")))
     rows = [
-        [
-            int(i) if positions is None else int(positions[i]),
-            float(g),
-            float(p),
-            float(a),
-            float(d),
-            float(r),
-            s1[i],
-            s2[i],
-        ]
-        for i, g, p, a, d, r in zip(
-            found["index"], found["gold"], found["pred"], found["pred_as_gold"], found["diff"], found["rank_gap"]
-        )
+        [int(i) if positions is None else int(positions[i]), *map(float, values), s1[i], s2[i]]
+        for i, values in zip(found["index"], numbers)
     ]
     table = sortable(pd.DataFrame(rows, columns=columns), DISAGREE_PLACES)
     message = (
@@ -275,12 +249,8 @@ def model_rated_languages(state, models: list[str]) -> dict[str, tuple[str, ...]
     """The models among ``models`` trained on rated pairs of known languages (a fine-tuned run with the STS term, a
     scorer the protocol trained): name -> those languages (:func:`mlse.runs.folders.rated_languages`)."""
     locations = {m.name: m.location for m in state.models()}
-    found = {}
-    for name in models:
-        rated = rated_languages(locations.get(name, name))
-        if rated is not None:
-            found[name] = rated
-    return found
+    found = {name: rated_languages(locations.get(name, name)) for name in models}
+    return {name: rated for name, rated in found.items() if rated is not None}
 
 
 def sts_code(lang) -> str:
@@ -293,8 +263,5 @@ def rated_labels(lang1, lang2, rated) -> np.ndarray:
     """Per pair [n]: "rated" when the model learnt from rated pairs in both languages, "unrated" when one of them had
     none, "language unknown" when a language is blank or undetected."""
     rated = set(rated)
-    labels = []
-    for a, b in zip(lang1, lang2):
-        codes = (sts_code(a), sts_code(b))
-        labels.append(UNKNOWN if "" in codes else (RATED if set(codes) <= rated else UNRATED))
-    return np.array(labels, dtype=object)
+    codes = [{sts_code(a), sts_code(b)} for a, b in zip(lang1, lang2)]
+    return np.array([UNKNOWN if "" in c else (RATED if c <= rated else UNRATED) for c in codes], dtype=object)

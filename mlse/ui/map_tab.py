@@ -26,13 +26,12 @@ from mlse.serving.procmem import releases_memory
 from mlse.serving.warm import follow_step
 from mlse.ui import map_upload
 from mlse.ui.inputs import check_inputs
-from mlse.ui.map_views import MapOutput, empty_output, highlight, hover_text, map_default, render  # noqa: F401
+from mlse.ui.map_views import MapOutput, empty_output, highlight, map_default, render
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import map_warm_note, warm_map_step, with_preparing_note
 from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_escape
-
-project_upload = map_upload.project_upload  # the "your own sentences" handler, beside the FLORES one
+from mlse.ui.widgets import reporter
 
 MAX_SENTENCES = 1012  # FLORES devtest size
 DEFAULT_SENTENCES = 100
@@ -140,10 +139,6 @@ def default_choice(state) -> tuple[str | None, str]:
     return map_default(state.models(), state.preferred_model())
 
 
-def default_model(state) -> str | None:
-    return default_choice(state)[0]
-
-
 def language_choices(state) -> tuple[list[str], list[str], str]:
     """(FLORES languages found, the default selection, a warning when the data directory is missing)."""
     try:
@@ -167,15 +162,7 @@ def build_tab(state) -> list[ModelPicker]:
         return [*figure_updates(out.figures), *numbers, reading, out.note, out.sentences, out.result, ""]
 
     def on_project(model_name, languages, sentences_per_language, progress=gr.Progress()):
-        return show(
-            project_map(
-                state,
-                model_name,
-                languages,
-                sentences_per_language,
-                progress=lambda fraction, message: progress(fraction, desc=message),
-            )
-        )
+        return show(project_map(state, model_name, languages, sentences_per_language, progress=reporter(progress)))
 
     def watch(model_name, languages, sentences_per_language, shown, polled: bool) -> list:
         """The cached map drawn at once, else the warm start's count and ETA in the note (polling on while it says

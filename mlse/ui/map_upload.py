@@ -22,7 +22,7 @@ from mlse.errors import MlseError
 from mlse.ui.map_views import MapOutput, empty_output, render
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import read_upload
-from mlse.ui.widgets import upload_with_examples
+from mlse.ui.widgets import reporter, upload_with_examples
 
 KINDS = ("sentences", "parallel")
 EXAMPLES = assets_dir() / "examples"
@@ -104,14 +104,7 @@ def wire(section: Section, state, model, outputs: list, show: Callable[[MapOutpu
     import gradio as gr  # lazy: importing the handlers (tests) must not load gradio
 
     def map_my_sentences(model_name: str, sentences_file, pasted_text: str, progress=gr.Progress()):
-        out = project_upload(
-            state,
-            model_name,
-            sentences_file,
-            pasted_text,
-            progress=lambda fraction, message: progress(fraction, desc=message),
-        )
-        return show(out)
+        return show(project_upload(state, model_name, sentences_file, pasted_text, progress=reporter(progress)))
 
     section.button.click(
         map_my_sentences, [model, section.upload, section.pasted], outputs, api_name="map_my_sentences", **event

@@ -76,12 +76,6 @@ def stage1_hint(model_name: str) -> str:
 
 
 # -- figures --------------------------------------------------------------------------------------------------------
-def _palette() -> list[str]:
-    from plotly.colors import qualitative  # lazy: plotly is slow to import; only figures need it
-
-    return list(qualitative.Dark24)
-
-
 def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None):
     """One plotly scatter per language (same colour per language in every panel); hover shows the sentence.
 
@@ -90,9 +84,10 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
     With ``highlight_id`` the translations of that sentence are drawn large and outlined and the rest faded.
     """
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
+    from plotly.colors import qualitative
 
     sample, view = result.sample, result.views[space]
-    colours = _palette()
+    colours = qualitative.Dark24
     offsets = ring_offsets(len(sample.langs), view.coords)  # [L, 2]
     fig = go.Figure()
     for li, lang in enumerate(sample.langs):

@@ -24,7 +24,8 @@ from mlse.ui.tables import sortable
 
 SPLIT_COLUMNS = ["model", "pair", "rated", "unrated", "gap", "status", "source"]
 INCOMPLETE = "incomplete: not compared"
-SPLIT_PLACES = dict.fromkeys(("rated", "unrated", "gap"), 2)  # Spearman x 100, as the Results table writes it
+_NUMBERS = ["rated", "unrated", "gap"]
+SPLIT_PLACES = dict.fromkeys(_NUMBERS, 2)  # Spearman x 100, as the Results table writes it
 
 
 def _run_rated(model: str) -> tuple[str, ...] | None:
@@ -49,34 +50,21 @@ def rated_split(frame):
         status = INCOMPLETE if incomplete else "complete"
         pairs = group[~group["key"].astype(str).str.startswith("avg:") & (group["key"].astype(str) != "")]
         wide = pairs.pivot_table(index="key", columns="metric", values="value", aggfunc="first", sort=False)
-        for pair, values in wide.iterrows():
-            rows.append(
-                _row(model, pair, values.get("rated"), values.get("unrated"), values.get("gap"), status, source)
-            )
+        rows += [
+            _row(model, pair, *(values.get(c) for c in _NUMBERS), status, source) for pair, values in wide.iterrows()
+        ]
         if not incomplete and len(wide):
-            rows.append(
-                _row(
-                    model,
-                    "mean",
-                    wide["rated"].mean() if "rated" in wide else None,
-                    wide["unrated"].mean() if "unrated" in wide else None,
-                    wide["gap"].mean() if "gap" in wide else None,
-                    status,
-                    source,
-                )
-            )
+            rows.append(_row(model, "mean", *wide.reindex(columns=_NUMBERS).mean(), status, source))
     evals = frame[(frame["kind"] == "eval") & (frame["task"] == "sts") & (frame["metric"] == "spearman")]
     for model, group in evals.groupby("model", sort=True):
         rated = _run_rated(str(model))
         if rated is None:
             continue
         for _, r in group[~group["key"].astype(str).str.startswith("avg:")].iterrows():
-            langs = str(r["key"]).split("-")
-            is_rated = all(lang in rated for lang in langs)
-            value = r["value"]
-            rows.append(
-                _row(model, r["key"], value if is_rated else None, None if is_rated else value, None, "", r["source"])
+            split = (
+                (r["value"], None) if all(lang in rated for lang in str(r["key"]).split("-")) else (None, r["value"])
             )
+            rows.append(_row(model, r["key"], *split, None, "", r["source"]))
     table = pd.DataFrame(rows, columns=SPLIT_COLUMNS)
     if table.empty:
         note = (
@@ -99,15 +87,5 @@ def split_shown(table):
 
 
 def _row(model, pair, rated, unrated, gap, status, source) -> dict:
-    def number(x):
-        return None if x is None or x != x else float(x)
-
-    return {
-        "model": model,
-        "pair": pair,
-        "rated": number(rated),
-        "unrated": number(unrated),
-        "gap": number(gap),
-        "status": status,
-        "source": source,
-    }
+    numbers = [None if x is None or x != x else float(x) for x in (rated, unrated, gap)]
+    return dict(zip(SPLIT_COLUMNS, (model, pair, *numbers, status, source)))

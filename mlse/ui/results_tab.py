@@ -172,19 +172,12 @@ def metric_plot(frame, task: str, key: str | None, metric: str | None):
     rows = frame[(frame["task"] == task) & (frame["metric"] == metric)]
     if key:
         rows = rows[rows["key"] == key]
-    fig = go.Figure()
     if rows.empty:
-        fig.update_layout(title=f"No {metric or 'metric'} for {task} {key or ''} yet", height=380)
-        return fig
+        return go.Figure(layout={"title": f"No {metric or 'metric'} for {task} {key or ''} yet", "height": 380})
     rows = rows.sort_values("value", ascending=False)
-    fig.add_trace(
-        go.Bar(
-            x=_labels(rows),
-            y=rows["value"],
-            text=[f"{v:.1f}" for v in rows["value"]],
-            hovertext=rows["source"],
-            textposition="outside",
-        )
+    text = [f"{v:.1f}" for v in rows["value"]]
+    fig = go.Figure(
+        go.Bar(x=_labels(rows), y=rows["value"], text=text, hovertext=rows["source"], textposition="outside")
     )
     return _layout(fig, f"{task} {key or ''}: {metric} per model", 120, yaxis_title=metric, xaxis_tickangle=-30)
 
@@ -196,10 +189,11 @@ def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative
     rows = frame[(frame["kind"] == "seed-grid") & (frame["metric"] == metric) & (frame["task"] == "sts")]
     rows = rows[~rows["key"].str.startswith("avg:")]
     experiments = sorted(rows["experiment"].unique())
-    fig = go.Figure()
     if not experiments:
-        fig.update_layout(title="No seed-grid results yet (python -m mlse experiment seed-grid)", height=380)
-        return fig
+        return go.Figure(
+            layout={"title": "No seed-grid results yet (python -m mlse experiment seed-grid)", "height": 380}
+        )
+    fig = go.Figure()
     experiment = experiment if experiment in experiments else experiments[0]
     rows = rows[rows["experiment"] == experiment]
     for model, group in rows.groupby("model", sort=False):
@@ -220,12 +214,10 @@ def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
     rows = rows[~rows["key"].str.startswith("avg:")]
     sizes = rows.groupby("source")["key"].nunique()
     rows = rows[rows["source"].isin(sizes[sizes >= MIN_LANGS_FOR_LANGUAGE_PLOT].index)]
-    fig = go.Figure()
     if rows.empty:
-        fig.update_layout(
-            title="No Tatoeba result over many languages yet (python -m benchmarks.baseline --tatoeba-all)", height=380
-        )
-        return fig
+        title = "No Tatoeba result over many languages yet (python -m benchmarks.baseline --tatoeba-all)"
+        return go.Figure(layout={"title": title, "height": 380})
+    fig = go.Figure()
     order = rows.groupby("key")["value"].mean().sort_values(ascending=False).index.tolist()
     for source, group in rows.groupby("source", sort=True):
         values = group.set_index("key")["value"].reindex(order)

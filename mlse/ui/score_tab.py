@@ -29,6 +29,7 @@ from mlse.ui.preparing import with_preparing_note
 from mlse.ui.sentence_input import detect_api, detect_handler, language_options, warm_up_detector
 from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, TABLE_OPTIONS, numbers_as_text
 from mlse.ui.text import md_code, md_escape
+from mlse.ui.widgets import reporter
 
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
 # each model's encoder call, while the work per request outside it (detection, a small table) stays light.
@@ -100,14 +101,13 @@ def score_pair(
         notices.append(f"Scored the first {MAX_MODELS} of {asked} models.")
 
     scores, failures = score_models(state, names, s1, s2, progress)
-    rows = [[name, kind, cos, cal] for name, kind, cos, cal in scores]
     problems = [f"`{md_code(name)}`: {md_escape(why)}" for name, why in failures]
-    table = numbers_as_text(pd.DataFrame(rows, columns=COLUMNS), PLACES)  # no calibration: ""
+    table = numbers_as_text(pd.DataFrame(scores, columns=COLUMNS), PLACES)  # no calibration: ""
     calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
     return table, with_preparing_note(
         state,
         "score",
-        _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(rows), calibration_notes=calibration_notes),
+        _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(scores), calibration_notes=calibration_notes),
     )
 
 
@@ -136,12 +136,11 @@ def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
             rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
     except OSError:
         return []
-    out = []
-    for row in rows:
-        if not (row.get("sentence1") or "").strip() or not (row.get("sentence2") or "").strip():
-            continue
-        out.append({**row, "gold": finite_or_none(row.get("gold") or None)})
-    return out
+    return [
+        {**row, "gold": finite_or_none(row.get("gold") or None)}
+        for row in rows
+        if (row.get("sentence1") or "").strip() and (row.get("sentence2") or "").strip()
+    ]
 
 
 def example_label(example: dict) -> str:
@@ -190,7 +189,7 @@ def build_tab(state) -> list[ModelPicker]:
             )
 
         def run(sentence1, sentence2, models, lang1, lang2, gold, progress=gr.Progress()):
-            return score_pair(state, sentence1, sentence2, models, lang1, lang2, gold, lambda f, d: progress(f, desc=d))
+            return score_pair(state, sentence1, sentence2, models, lang1, lang2, gold, reporter(progress))
 
         def refreshed():
             c, sel, n = model_choices(state, refresh=True)

@@ -33,17 +33,11 @@ def pick_columns(table: UserTable, choice: str | None = None) -> tuple[str, str,
     offer = ", ".join(f"{i} = {c}" for i, c in enumerate(columns, start=1))
     wanted = [w for w in re.split(r"[,;\s]+", (choice or "").strip()) if w]
     if not wanted:
-        if len(columns) == 2:
-            return columns[0], columns[1], ""
-        return (
-            columns[0],
-            columns[1],
-            (
-                f"The file has {len(columns)} language columns ({offer}); using the first "
-                f"two, {columns[0]} and {columns[1]}. Name two under Columns to use "
-                "others."
-            ),
+        note = (
+            f"The file has {len(columns)} language columns ({offer}); using the first two, {columns[0]} and "
+            f"{columns[1]}. Name two under Columns to use others."
         )
+        return columns[0], columns[1], note if len(columns) != 2 else ""
     if len(wanted) != 2:
         raise DataError(f"Columns: expected two column names or numbers, got {choice.strip()!r}; the file has {offer}")
     picked = [_column(table, w, offer) for w in wanted]

@@ -15,6 +15,7 @@ no app served, a path is read as given).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -74,21 +75,11 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
             f"{md_escape(display_name(path))}: the uploaded file is gone (uploads are deleted once read"
             f"{' on this public deployment' if public_mode() else ''}); upload it again."
         )
+    source = {"source": path, "name": display_name(path)} if path is not None else {"text": text}
     try:
-        if path is not None:
-            table = read_table(
-                path,
-                kind=kind,
-                name=display_name(path),
-                gold_range=gold_range,
-                bad_rows="skip",
-                max_rows=max_rows,
-                max_bytes=max_bytes,
-            )
-        else:
-            table = read_table(
-                text=text, kind=kind, gold_range=gold_range, bad_rows="skip", max_rows=max_rows, max_bytes=max_bytes
-            )
+        table = read_table(
+            **source, kind=kind, gold_range=gold_range, bad_rows="skip", max_rows=max_rows, max_bytes=max_bytes
+        )
     except MlseError as exc:
         return None, md_escape(str(exc))
     finally:
@@ -132,7 +123,5 @@ def _remove(path: str) -> None:
     if folder is not None:
         folder.release(path)
         return
-    try:
+    with contextlib.suppress(OSError):  # already gone, or Gradio's cache cleaner got there first
         os.remove(path)
-    except OSError:
-        pass  # already gone, or Gradio's cache cleaner got there first

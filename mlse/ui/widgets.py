@@ -1,5 +1,6 @@
-"""Pieces of layout several tabs build alike, written once: a read-only table, and the inputs of a visitor's file
-(upload it or paste its rows, paste the shipped example, the deployment's upload limits underneath).
+"""Pieces of layout several tabs build alike, written once: a read-only table, the inputs of a visitor's file (upload
+it or paste its rows, paste the shipped example, the deployment's upload limits underneath), and a progress bar as the
+handlers report to it.
 
 Each builds its gradio components where it is called (inside the caller's ``gr.Tab`` / ``gr.Column``) and returns
 them for the caller to wire; labels are the caller's.
@@ -14,6 +15,11 @@ from mlse.ui.text import md_escape
 from mlse.ui.uploads import limits_note
 
 FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]  # what the upload's file picker offers (the reader takes these)
+
+
+def reporter(progress):
+    """A ``gr.Progress`` as the handlers' ``progress(fraction, message)``."""
+    return lambda fraction, message: progress(fraction, desc=message)
 
 
 def read_only_table(value=None, **options):

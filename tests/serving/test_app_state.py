@@ -63,7 +63,7 @@ def test_constructing_touches_no_disk_and_no_network(runs_with_a_run_left_aside,
         os.chmod(runs, 0o755)
     assert tree(runs) == before  # nothing renamed, written or created
     assert no_network == []  # no socket, no lookup, no probe started
-    assert isinstance(state.pool, ModelPool) and state.loaded() == [] and state.loaded_bytes == 0
+    assert isinstance(state.pool, ModelPool) and state.pool.loaded() == [] and state.pool.loaded_bytes == 0
 
 
 def test_constructing_on_a_missing_runs_folder_creates_nothing(monkeypatch, tmp_path, no_network):
@@ -97,7 +97,7 @@ def test_the_pool_is_a_library_object_the_state_delegates_to(tiny_bert):
     assert pool.get(str(tiny_bert)) is first and first.encode(["a sentence"]).shape == (1, 32)
     assert pool.loaded() == [("local", str(Path(tiny_bert).resolve()))] and pool.loaded_bytes > 0
     state = AppState(default_models=(), pool=pool)
-    assert state.encoder(str(tiny_bert)) is first and state.loaded_bytes == pool.loaded_bytes
+    assert state.encoder(str(tiny_bert)) is first and state.pool is pool
 
 
 def test_app_start_sweeps_and_labels_interrupted_runs(tiny_bert, monkeypatch):

@@ -175,7 +175,7 @@ def test_state_evicts_and_reloads(sized_state, folders):
     assert state.encoder(folders["m1"]) is first and state.loads == ["m1"]  # loaded once
     state.encoder(folders["m2"])
     state.encoder(folders["m3"])  # 1200 bytes would pass the budget: m1 (least recent) goes
-    assert state.loaded_bytes <= 1000 and [Path(loc).name for _, loc in state.loaded()] == ["m2", "m3"]
+    assert state.pool.loaded_bytes <= 1000 and [Path(loc).name for _, loc in state.pool.loaded()] == ["m2", "m3"]
     again = state.encoder(folders["m1"])
     assert again is not first and state.loads == ["m1", "m2", "m3", "m1"]  # reloaded after eviction
     assert first.encode(["still usable"]).shape == (1, 8)  # a request holding it keeps a working encoder
@@ -186,11 +186,11 @@ def test_state_shares_a_scorers_backbone(sized_state, folders):
     scorer = state.encoder(folders["scorer"])
     backbone = state.encoder(folders["m1"])
     assert scorer.backbone is backbone and state.loads == ["m1", "scorer"]  # the backbone loaded once
-    assert state.loaded_bytes == 410  # counted once: 400 + the heads' 10
+    assert state.pool.loaded_bytes == 410  # counted once: 400 + the heads' 10
     state.encoder(folders["m2"])
     state.encoder(folders["scorer"])  # using the scorer keeps its backbone too
     state.encoder(folders["m3"])  # so m2 is the one to go
-    names = [Path(loc).name for _, loc in state.loaded()]
+    names = [Path(loc).name for _, loc in state.pool.loaded()]
     assert "m2" not in names and {"m1", "scorer", "m3"} <= set(names)
 
 

@@ -82,7 +82,7 @@ def test_tab_defaults_are_the_tabs_own(data_dir):
     assert openings == {
         "gold": state.preferred_model(),
         "tatoeba": state.preferred_model(),
-        "map": map_tab.default_model(state),
+        "map": map_tab.default_choice(state)[0],
     }
     names = [s.name for s in warm_plan(state, openings=openings, scope="all")]
     ticked = state.default_selection()[0]  # the Score tab's first press scores these
@@ -216,7 +216,7 @@ def test_every_step_of_the_plan_honours_a_stop_before_it_computes(tiny_bert, dat
     for step in steps:
         with pytest.raises(Stopped, match="stopped while"):
             step.run(lambda fraction, message="": None, stop)
-    assert forwards == [] and not state.loaded()  # nothing encoded, no model loaded
+    assert forwards == [] and not state.pool.loaded()  # nothing encoded, no model loaded
 
 
 def test_the_app_warm_yields_to_visitors_and_ends_on_its_stop_signal(monkeypatch):
@@ -257,7 +257,7 @@ def test_the_app_also_loads_its_models_and_reads_the_results_index(tiny_bert, tm
     report = run_warm(warm_plan(state, models=[str(tiny_bert)], scope="all"))
     states = {s.name.split(":")[0]: s.state for s in report.steps}
     assert states["load"] == "computed" and states["results"] == "computed" and states["examples"] == "computed"
-    assert [WARM_UP_TEXT] in forwards and state.loaded()  # run once, past the cache, and held by the app's state
+    assert [WARM_UP_TEXT] in forwards and state.pool.loaded()  # run once, past the cache, and held by the app's state
     store = state.encoder(str(tiny_bert)).store(True)
     assert store.get_many([text_key(WARM_UP_TEXT)]) == {} and len(store) == len(example_texts())
 
@@ -442,4 +442,4 @@ def test_the_preload_loads_the_score_defaults_whose_files_are_ready(tiny_bert, t
     monkeypatch.setattr(state, "default_selection", lambda: ([str(tiny_bert), "labse"], ""))
     start_preload(state).join(timeout=120)
     assert [WARM_UP_TEXT] in forwards  # run once, past the embedding cache
-    assert len(state.loaded()) == 1, state.loaded()  # tiny_bert; labse (no files here) waits for a press
+    assert len(state.pool.loaded()) == 1, state.pool.loaded()  # tiny_bert; labse (no files here) waits for a press

@@ -19,7 +19,8 @@ from mlse.analysis.user_sample import user_sample
 from mlse.data.user_files import read_table
 from mlse.errors import DataError
 from mlse.serving.app_state import AppState
-from mlse.ui.map_tab import highlight, project_upload
+from mlse.ui.map_tab import highlight
+from mlse.ui.map_upload import project_upload
 from tests.fake_encoder import FakeEncoder
 from tests.map_helpers import StubState
 from tests.paths import EXAMPLES

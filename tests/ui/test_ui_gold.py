@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from mlse.data import load_sts
+from mlse.data.pairs import sts_pair_choices
 from mlse.evaluation import sts_metrics
 from mlse.serving.app_state import AppState
 from mlse.ui.gold_tab import (
@@ -17,14 +18,13 @@ from mlse.ui.gold_tab import (
     disagreements,
     predicted_vs_gold,
     predictions,
-    sts_pairs,
 )
 
 PAIR, SPLIT = "en-de", "dev"
 
 
 def test_pair_list_starts_with_the_seed_pairs():
-    pairs = sts_pairs()
+    pairs = sts_pair_choices()  # the gold tab's pair list
     assert pairs[:2] == ["en-en", "en-de"] and "de-fr" in pairs and len(pairs) == len(set(pairs)) == 121
 
 

@@ -9,8 +9,8 @@ from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACES
 from mlse.encoders.catalogue import STAGE1, STAGE12, ModelInfo
 from mlse.serving.app_state import AppState
-from mlse.ui.map_tab import highlight, hover_text, project_map
-from mlse.ui.map_views import map_default
+from mlse.ui.map_tab import highlight, project_map
+from mlse.ui.map_views import hover_text, map_default
 from mlse.ui.text import md_escape
 from tests.fake_encoder import FakeEncoder
 from tests.map_helpers import StubState
