@@ -42,7 +42,6 @@ class HubDataset:
     repo: str
     folder: str  # the folder under the data directory that the loaders read
     patterns: tuple[str, ...] | None  # allow_patterns of the snapshot (None: the whole repository)
-    gated: bool = False
 
 
 def _flores_patterns() -> tuple[str, ...]:
@@ -54,7 +53,7 @@ def _flores_patterns() -> tuple[str, ...]:
 HUB_DATASETS: dict[str, HubDataset] = {
     "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", STS_DIR, ("*.parquet",)),
     "flores200": HubDataset(
-        "flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR, _flores_patterns(), gated=True
+        "flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR, _flores_patterns()
     ),
     "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR, None),
 }
@@ -62,6 +61,7 @@ HUB_REPOS: dict[str, str] = {key: dataset.repo for key, dataset in HUB_DATASETS.
 
 
 def hub_offline() -> bool:
+    """True when the user or environment asked for no hub access (``HF_HUB_OFFLINE``, as huggingface_hub reads it)."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 

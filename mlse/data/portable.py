@@ -33,7 +33,9 @@ from typing import Any
 
 from mlse.data.hashing import file_sha256
 from mlse.data.layout import FLORES_DIR, PARALLEL_DIR, STS_DIR, TATOEBA_DIR, WMT_DIR
-from mlse.dirs import assets_dir
+from mlse.data.paths import resolve_data_dir
+from mlse.dirs import assets_dir, cache_root
+from mlse.errors import DataError
 
 DATA, CACHE, REPO, OUTSIDE = "data:", "cache:", "repo:", "outside:"
 PREFIXES = (DATA, CACHE, REPO, OUTSIDE)
@@ -78,9 +80,6 @@ def _repo_root() -> Path:
 
 
 def _data_root(data_dir) -> Path | None:
-    from mlse.data.paths import resolve_data_dir
-    from mlse.errors import DataError
-
     try:
         return resolve_data_dir(data_dir)
     except DataError:
@@ -88,8 +87,6 @@ def _data_root(data_dir) -> Path | None:
 
 
 def _roots(data_dir) -> list[tuple[str, Path]]:
-    from mlse.dirs import cache_root
-
     roots = [(DATA, _data_root(data_dir)), (CACHE, cache_root()), (REPO, _repo_root())]
     return [(prefix, Path(os.path.realpath(root))) for prefix, root in roots if root is not None]
 
@@ -229,8 +226,6 @@ def resolve_record_path(value: str, data_dir=None) -> Path | None:
     """Where a path read from a record (new form or old absolute path) is on this machine; None when it cannot be
     known (an ``outside:`` file, a ``data:`` file without a data directory, an old path that matches nothing here).
     """
-    from mlse.dirs import cache_root
-
     if value.startswith(DATA) or not value.startswith(PREFIXES) and not _is_absolute(value):
         root = _data_root(data_dir)
         return root / value.removeprefix(DATA) if root is not None else None
@@ -249,15 +244,3 @@ def resolve_record_path(value: str, data_dir=None) -> Path | None:
 
 def _is_absolute(value: str) -> bool:
     return value.startswith(("/", "file://")) or bool(re.match(r"[A-Za-z]:\\", value))
-
-
-def check_data_files(hashes: Mapping[str, str], data_dir=None) -> list[str]:
-    """Problems with the files a record names, read here: one not found, or one whose sha256 differs."""
-    problems = []
-    for key, digest in hashes.items():
-        path = resolve_record_path(key, data_dir)
-        if path is None or not path.is_file():
-            problems.append(f"{key}: not found here" + (f" ({path})" if path is not None else ""))
-        elif file_sha256(path) != digest:
-            problems.append(f"{key}: {path} differs from the recorded sha256")
-    return problems

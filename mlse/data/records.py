@@ -214,11 +214,6 @@ def cell_text(value) -> str:
 
 
 # -- numbers in cells --------------------------------------------------------------------------------------------------
-def cell_number(text: str) -> float | None:
-    """The finite number a cell holds, or None."""
-    return finite_or_none(text)
-
-
 def reads_as_number(text: str) -> bool:
     """Reads as a number (with a decimal point or comma; "nan" too): no header's name."""
     for candidate in (text, text.replace(",", ".")):
@@ -235,7 +230,7 @@ def parse_range(text: str | None) -> tuple[float, float] | None:
     if text is None or not str(text).strip():
         return None
     parts = [p for p in re.split(r"\s*(?::|,|\.\.|\s-\s|(?<=\d)-(?=[\d.]))\s*", str(text).strip()) if p]
-    values = [cell_number(p) for p in parts]
+    values = [finite_or_none(p) for p in parts]
     if len(values) != 2 or any(v is None for v in values) or values[0] >= values[1]:
         raise DataError(f"score range {text!r}: expected LOW:HIGH with LOW < HIGH, e.g. 0:5")
     return float(values[0]), float(values[1])

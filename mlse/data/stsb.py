@@ -127,32 +127,32 @@ def _parse_sts_cached(path_str: str, mtime_ns: int, size: int) -> tuple[tuple[st
         short = _field_count_problem(path)
         if short is not None:
             raise short
-        line = _record_lines(path)[int(bad[0])]
+        line = _records(path)[int(bad[0])][0]
         raise DataError(f"{path}:{line}: expected a numeric score in the 3rd field, got {df[2].iloc[bad[0]]!r}")
     out_of_range = np.flatnonzero((scores < MIN_SCORE) | (scores > MAX_SCORE))
     if out_of_range.size:
         row = int(out_of_range[0])
-        line = _record_lines(path)[row]
+        line = _records(path)[row][0]
         raise DataError(f"{path}:{line}: score {scores[row]:g} is outside {MIN_SCORE:g}..{MAX_SCORE:g}")
     arr = scores.astype(np.float32)
     arr.setflags(write=False)  # shared through the cache: callers get copies
     return tuple(df[0].tolist()), tuple(df[1].tolist()), arr
 
 
-def _record_lines(path: Path) -> list[int]:
-    """1-based starting line of each non-blank CSV record (pandas skips blank lines too).
+def _records(path: Path) -> list[tuple[int, int]]:
+    """(1-based starting line, field count) of each non-blank CSV record (pandas skips blank lines too).
 
     Only used to word error messages; a quoted field may span lines, so row index + 1 is not enough.
     """
-    lines: list[int] = []
+    records: list[tuple[int, int]] = []
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)
         previous_end = 0
         for record in reader:
             if record:
-                lines.append(previous_end + 1)
+                records.append((previous_end + 1, len(record)))
             previous_end = reader.line_num
-    return lines
+    return records
 
 
 def _field_count_error(path: Path) -> DataError:
@@ -163,14 +163,9 @@ def _field_count_error(path: Path) -> DataError:
 
 def _field_count_problem(path: Path) -> DataError | None:
     """The first record without exactly 3 fields, as an error naming its line, or None."""
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
-        previous_end = 0
-        for record in reader:
-            if record and len(record) != 3:
-                return DataError(
-                    f"{path}:{previous_end + 1}: expected 3 comma-separated fields "
-                    f"(sentence1,sentence2,score), found {len(record)}"
-                )
-            previous_end = reader.line_num
+    for line, fields in _records(path):
+        if fields != 3:
+            return DataError(
+                f"{path}:{line}: expected 3 comma-separated fields (sentence1,sentence2,score), found {fields}"
+            )
     return None

@@ -236,18 +236,4 @@ def read_span(locator: tuple) -> UserTable:
                         break
     if len(rows) != count:
         raise DataError(f"{layout.label}: changed while it was being read (run the command again)")
-    s = layout.settled
-    return UserTable(
-        s["kind"],
-        layout.label,
-        layout.format,
-        list(s["columns"]),
-        rows,
-        numbers,
-        dict(s["roles"]),
-        list(s["languages"]),
-        s["has_header"],
-        [],
-        0,
-        layout.gold_range,
-    )
+    return builder.table(rows, numbers, skipped=False)  # the scan counted the refused rows

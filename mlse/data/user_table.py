@@ -93,14 +93,6 @@ class UserTable:
             df[self.roles["gold"]] = self.gold
         return df
 
-    def skipped_summary(self, limit: int = 10) -> str:
-        """ "" when nothing was skipped, else "N rows skipped: first problems ..." (one line each)."""
-        if not self.n_skipped:
-            return ""
-        shown = [str(p) for p in self.skipped[:limit]]
-        more = self.n_skipped - len(shown)
-        return f"{self.n_skipped} row(s) skipped:\n" + "\n".join(shown) + (f"\n... and {more} more" if more > 0 else "")
-
     def to_scored_pairs(self):
         """A :class:`mlse.data.types.ScoredPairs` (needs a gold column)."""
         from mlse.data.types import ScoredPairs

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import re
 
-from mlse.data.records import cell_number, cell_text, reads_as_number
+from mlse.data.json_safe import finite_or_none
+from mlse.data.records import cell_text, reads_as_number
 from mlse.data.user_table import ROLE_NAMES, RowProblem, UserTable
 from mlse.errors import DataError
 
@@ -91,18 +92,23 @@ class TableBuilder:
             if self.max_rows is not None and len(rows) > self.max_rows:
                 self.fail(None, f"more than {self.max_rows:,} row{'' if self.max_rows == 1 else 's'}, the limit here")
         self.require_rows(len(rows))
+        return self.table(rows, lines)
+
+    def table(self, rows: list[list[str]], lines: list[int], *, skipped: bool = True) -> UserTable:
+        """The kept ``rows`` (read from ``lines``) in the settled layout; ``skipped``: with the refused rows."""
+        refused, n_refused = (self.skipped, self.n_skipped) if skipped else ([], 0)
         return UserTable(
             self.kind,
             self.label,
             self.fmt,
-            self.columns,
+            list(self.columns),
             rows,
             lines,
-            self.roles,
-            self.languages,
+            dict(self.roles),
+            list(self.languages),
             self.has_header,
-            self.skipped,
-            self.n_skipped,
+            refused,
+            n_refused,
             self.gold_range,
         )
 
@@ -309,9 +315,9 @@ class TableBuilder:
                 return col(name), "empty sentence"
         if "gold" in roles:
             cell = fields[columns.index(roles["gold"])]
-            value = cell_number(cell)
+            value = finite_or_none(cell)  # the finite number the cell holds, or None
             if value is None:
-                comma = cell_number(cell.replace(",", ".")) is not None
+                comma = finite_or_none(cell.replace(",", ".")) is not None
                 hint = "; write decimals with a dot (3.5, not 3,5)" if comma else ""
                 return col(roles["gold"]), f"expected a number, got {cell.strip()!r}{hint}"
             if self.gold_range is not None:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from mlse.data.hub_download import hub_offline
 from mlse.dirs import runs_dir
 from mlse.encoders import use
-from mlse.encoders.hub import download, hub_cached, hub_offline
+from mlse.encoders.hub import download, hub_cached
 from mlse.encoders.lora_merge import build_shipped_student
 from mlse.encoders.registry import ModelSpec, registry
 from mlse.errors import MlseError, ModelNotFoundError

@@ -35,6 +35,8 @@ import threading
 import unicodedata
 from pathlib import Path
 
+import numpy as np
+
 from mlse.atomic import atomic_dir
 from mlse.dirs import cache_root
 from mlse.encoders.identity import file_sha256_memo
@@ -278,15 +280,32 @@ def changed_characters(normalizer_spec: bytes) -> str:
     return character_class(changed)
 
 
-def character_class(codepoints) -> str:
-    """``[...]`` matching exactly ``codepoints`` (as ranges, so that the class stays short)."""
+def codepoint_ranges(codepoints) -> list[list[int]]:
+    """``[first, last]`` of each run of consecutive code points in ``codepoints``, in order."""
     ranges: list[list[int]] = []
-    for cp in sorted(codepoints):
+    for cp in sorted(set(codepoints)):
         if ranges and cp == ranges[-1][1] + 1:
             ranges[-1][1] = cp
         else:
             ranges.append([cp, cp])
+    return ranges
+
+
+def character_class(codepoints) -> str:
+    """``[...]`` matching exactly ``codepoints`` (as ranges, so that the class stays short)."""
+    ranges = codepoint_ranges(codepoints)
     return "[" + "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
+
+
+def padded(rows: list[list[int]], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Token id rows right-padded to ``width`` (default: the longest row): int64 ids and attention mask [b, T]."""
+    width = max(map(len, rows)) if width is None else width
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [b, T]
+    mask = np.zeros_like(ids)  # [b, T]
+    for r, row in enumerate(rows):
+        ids[r, : len(row)] = row
+        mask[r, : len(row)] = 1
+    return ids, mask
 
 
 def _prepare(normalized: str) -> str:

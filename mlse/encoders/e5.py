@@ -25,6 +25,7 @@ from filelock import FileLock
 
 from mlse.atomic import atomic_dir
 from mlse.dirs import cache_root
+from mlse.encoders.compact_tokenizer import codepoint_ranges
 from mlse.encoders.e5_format import E5File, Header, Vocabulary
 from mlse.encoders.identity import file_sha256_memo
 from mlse.encoders.safetensors_stream import write_safetensors
@@ -292,13 +293,7 @@ def compiled_charsmap(normalization: dict[str, str]) -> bytes:
 def unknown_character_class(pieces: list[str]) -> str:
     """A regex class matching every character that is not a one-character piece (ranges, so the class stays small
     enough for the Oniguruma engine tokenizers uses)."""
-    codepoints = sorted({ord(p) for p in pieces if len(p) == 1})
-    ranges: list[list[int]] = []
-    for cp in codepoints:
-        if ranges and cp == ranges[-1][1] + 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
+    ranges = codepoint_ranges(ord(p) for p in pieces if len(p) == 1)
 
     def escaped(cp: int) -> str:
         return f"\\x{{{cp:x}}}"

@@ -16,11 +16,6 @@ from mlse.public_mode import check_hub_download
 from mlse.runs.folders import is_model_folder
 
 
-def hub_offline() -> bool:
-    """True when the user or environment asked for no hub access."""
-    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
-
-
 def hub_cached(repo_id: str) -> Path | None:
     """The local HF-cache snapshot of ``repo_id`` if one exists (never touches the network)."""
     from huggingface_hub import snapshot_download  # lazy: only a hub model needs it (~0.3 s to import)

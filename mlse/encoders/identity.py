@@ -91,15 +91,9 @@ def text_prefix(model) -> str:
 
 # -- fingerprints ---------------------------------------------------------------------------------------------------
 def folder_fingerprint(path: Path) -> str:
-    """sha256 over the model folder's weight and config files (name, size, content).
-
-    Hashing ~90 MB of weights costs a fraction of a second; the result is memoised (see :func:`files_fingerprint`)
-    so that a fully cached evaluation never re-reads the weights.
-    """
+    """sha256 over the model folder's weight and config files (names and contents), memoised (module docstring)."""
     files = sorted(
-        p
-        for p in path.rglob("*")
-        if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name in _CONFIG_NAMES or p.name == "config.json")
+        p for p in path.rglob("*") if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name in _CONFIG_NAMES)
     )
     return files_fingerprint(path, files)
 
@@ -155,10 +149,8 @@ def _read_memo(path: Path) -> dict:
     """The fingerprint memo; a file that is not a JSON object is moved aside (``*.corrupt-<time>``) and rebuilt."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except OSError:  # missing, or unreadable (permissions): the memo is an optimisation, hashing goes on without it
         return {}
-    except OSError:
-        return {}  # unreadable (permissions): the memo is an optimisation, hashing goes on without it
     except ValueError:  # not UTF-8
         text = ""
     try:

@@ -214,10 +214,8 @@ def show_bar(show_progress: bool | None, n_texts: int) -> bool:
         return False
 
 
-def progress_bar(total: int, desc: str):
-    """A tqdm bar on stderr, or None when tqdm is missing."""
-    try:
-        from tqdm.auto import tqdm  # lazy: optional progress bar
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="text")
+def progress_bar(total: int, desc: str, show: bool):
+    """A tqdm bar on stderr; with ``show`` False one that draws nothing (tqdm comes with transformers and the hub)."""
+    from tqdm.auto import tqdm  # lazy: only a long encode draws a bar
+
+    return tqdm(total=total, desc=desc, unit="text", disable=not show)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.encoders.catalogue import materialise
-from mlse.encoders.compact_tokenizer import compact_tokenizer
+from mlse.encoders.compact_tokenizer import compact_tokenizer, padded
 from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
@@ -201,27 +201,20 @@ class CompactRunner:
 
         order = np.argsort([-len(t) for t in texts])  # as sentence-transformers sorts (same call, same ties)
         out = np.empty((len(texts), int(self.st.get_embedding_dimension())), dtype=np.float32)  # [n, d]
-        bar = progress_bar(len(texts), "encode") if show_progress else None
+        bar = progress_bar(len(texts), "encode", show_progress)
         self.st.eval()
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
                 rows = order[start : start + batch_size]
-                ids = self.tokenizer.encode_ids([self.prefix + texts[i] for i in rows])
-                width = max(len(row) for row in ids)
-                input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)  # [b, T]
-                mask = torch.zeros((len(ids), width), dtype=torch.long)  # [b, T]
-                for r, row in enumerate(ids):
-                    input_ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-                    mask[r, : len(row)] = 1
-                features = {"input_ids": input_ids.to(self.st.device), "attention_mask": mask.to(self.st.device)}
+                ids, mask = padded(self.tokenizer.encode_ids([self.prefix + texts[i] for i in rows]), self.pad_id)
+                features = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}  # [b, T]
+                features = {k: v.to(self.st.device) for k, v in features.items()}
                 emb = self.st(features)["sentence_embedding"]  # [b, d]
                 if normalize:
                     emb = torch.nn.functional.normalize(emb, p=2, dim=1)
                 out[rows] = emb.float().cpu().numpy()
-                if bar is not None:
-                    bar.update(len(rows))
-        if bar is not None:
-            bar.close()
+                bar.update(len(rows))
+        bar.close()
         return out
 
 

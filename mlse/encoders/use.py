@@ -233,7 +233,7 @@ class UseEncoder(Scoring):
         if not texts:
             return out
         self._load()
-        bar = progress_bar(len(texts), f"encode ({self.name})") if show_bar(show_progress, len(texts)) else None
+        bar = progress_bar(len(texts), f"encode ({self.name})", show_bar(show_progress, len(texts)))
         ids = self._ids(texts)
         batches = list(flat_batches([len(row) for row in ids], self.batch_tokens, max(batch_size, 1)))
 
@@ -242,8 +242,7 @@ class UseEncoder(Scoring):
             flat = np.fromiter((t for row in ids[start:stop] for t in row), dtype=np.int64)  # [T]
             lengths = np.fromiter((len(row) for row in ids[start:stop]), dtype=np.int64)  # [b]
             out[start:stop] = self._forward(flat, lengths)
-            if bar is not None:
-                bar.update(stop - start)
+            bar.update(stop - start)
 
         workers = min(self.threads, len(batches))
         # each worker runs whole batches on one core: no fork/join between the workers
@@ -254,8 +253,7 @@ class UseEncoder(Scoring):
             else:
                 with ThreadPoolExecutor(workers, thread_name_prefix="mlse-muse") as pool:
                     list(pool.map(run, batches))  # re-raises a worker's exception here
-        if bar is not None:
-            bar.close()
+        bar.close()
         return out
 
     def _forward(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -305,22 +303,16 @@ class _Tokenizer:
         return max(map(len, self.processor.id_to_piece(list(range(self.processor.get_piece_size())))), default=1)
 
 
-class _torch_threads:
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
     """Set torch's (process-wide) intra-op thread count for a block, and restore it after."""
+    import torch  # lazy: torch costs seconds to import; only computing needs it
 
-    def __init__(self, threads: int):
-        self.threads = threads
-        self.previous = 0
-
-    def __enter__(self) -> None:
-        import torch  # lazy: torch costs seconds to import; only computing needs it
-
-        self.previous = torch.get_num_threads()
-        if self.previous != self.threads:
-            torch.set_num_threads(self.threads)
-
-    def __exit__(self, *exc) -> None:
-        import torch  # lazy: torch costs seconds to import; only computing needs it
-
-        if torch.get_num_threads() != self.previous:
-            torch.set_num_threads(self.previous)
+    previous = torch.get_num_threads()
+    if previous != threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)

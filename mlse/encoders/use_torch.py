@@ -86,19 +86,12 @@ class UseTorchModel:
     """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU).
 
     ``table``: the embedding table as written by :func:`write_table`, its rows read as needed
-    (:mod:`mlse.encoders.rows`; None: read the whole table into memory, 65 MB)."""
+    (:mod:`mlse.encoders.rows`)."""
 
-    def __init__(self, weights_file: str | Path, table: str | Path | None = None):
+    def __init__(self, weights_file: str | Path, table: str | Path):
         import torch  # lazy: torch costs seconds to import; only computing needs it
 
-        if table is not None:
-            self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read from the file as tokens need them
-        else:
-            with np.load(weights_file, allow_pickle=False) as z:
-                rows_per_chunk = z["q1"].shape[0]
-                self.table = np.empty((_CHUNKS * rows_per_chunk, _EMB_DIM), dtype=np.uint8)  # [V, 512]
-                for chunk in range(_CHUNKS):
-                    self.table[chunk::_CHUNKS] = z[f"q{chunk + 1}"]
+        self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read from the file as tokens need them
         self.weights = network_weights(read_dense(weights_file), torch)
         self.scale, self.lo = self.weights["scale"], self.weights["lo"]
         self.eps = self.weights["eps"]

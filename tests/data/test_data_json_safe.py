@@ -44,13 +44,13 @@ def test_nan_to_none_at_any_depth_gives_strict_json():
 
 
 def test_the_old_callers_use_it(tmp_path):
-    from mlse.data.records import cell_number
+    from mlse.data.records import finite_or_none as records_finite
     from mlse.runs.results import EvalResult
     from mlse.runs.results_index import _number
     from mlse.train.loop import finite_or_none as loop_finite
 
-    assert loop_finite is finite_or_none
-    assert cell_number(" 1e3 ") == 1000.0 and cell_number("inf") is None and cell_number("x") is None
+    assert loop_finite is finite_or_none and records_finite is finite_or_none  # records: a cell's number
+    assert finite_or_none(" 1e3 ") == 1000.0 and finite_or_none("inf") is None and finite_or_none("x") is None
     assert _number(True) is None and _number("1.0") is None and _number(2) == 2.0 and _number(math.nan) is None
     result = EvalResult(model="m", model_identity="m:0", task="sts", split="test", scores={"x": {"pearson": math.nan}})
     text = result.write_json(tmp_path / "r.json").read_text()

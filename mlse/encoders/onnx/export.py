@@ -123,19 +123,15 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
     with FileLock(str(root / f".{target.name}.lock"), timeout=1800):
         if is_complete(target):  # another process finished it while we waited
             return target
+        # built in a hidden sibling folder, then renamed (all or nothing): an incomplete target is replaced, not trusted
         if variant == "fp32":
-            _build(target, lambda tmp: export_fp32(model_dir, tmp))
+            with atomic_dir(target) as tmp:
+                export_fp32(model_dir, tmp)
         else:
             fp32 = ensure_export(model_dir, model_name, fingerprint, "fp32")
-            _build(target, lambda tmp: quantize_int8(fp32, tmp))
+            with atomic_dir(target) as tmp:
+                quantize_int8(fp32, tmp)
     return target
-
-
-def _build(target: Path, fill) -> None:
-    """Run ``fill(tmp_dir)`` in a hidden sibling folder, then rename it to ``target`` (all or nothing); an
-    incomplete ``target`` left by an older version is replaced, never trusted."""
-    with atomic_dir(target) as tmp:
-        fill(tmp)
 
 
 # -- fp32: torch.onnx export -----------------------------------------------------------------------------------------

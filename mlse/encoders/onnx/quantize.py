@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.encoders.compact_tokenizer import padded
+
 SMOOTH_ROLES = ("qkv", "ffn_in")  # the LayerNorm-fed MatMuls (mlse.encoders.onnx.int8_nodes)
 ALPHA = 0.5  # migration strength; 0.4-0.8 measured within 0.0003 mean cosine on minilm-en, 0.3 much worse
 # Calibration text: channel maxima of LayerNorm outputs are a property of the model, not of the text, so a few dozen
@@ -125,12 +127,7 @@ def calibration_feeds(
     encodings = sorted((e.ids for e in tok.encode_batch(texts)), key=len)
     for start in range(0, len(encodings), batch_size):
         rows = encodings[start : start + batch_size]
-        width = len(encodings[-1]) if same_width else len(rows[-1])
-        ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [b, T]
-        mask = np.zeros_like(ids)  # [b, T]
-        for r, row in enumerate(rows):
-            ids[r, : len(row)] = row
-            mask[r, : len(row)] = 1
+        ids, mask = padded(rows, pad_id, len(encodings[-1]) if same_width else None)  # [b, T] each
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         if table is not None:
             feed["inputs_embeds"] = np.asarray(table[ids], dtype=np.float32)  # [b, T, H]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.encoders.compact_tokenizer import compact_tokenizer
+from mlse.encoders.compact_tokenizer import compact_tokenizer, padded
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
 from mlse.encoders.progress import progress_bar, show_bar
@@ -167,7 +167,7 @@ class OnnxEncoder(Scoring):
         texts = list(texts)
         self._load()
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, d]
-        bar = progress_bar(len(texts), f"encode ({self.name})") if show_bar(show_progress, len(texts)) else None
+        bar = progress_bar(len(texts), f"encode ({self.name})", show_bar(show_progress, len(texts)))
         for start in range(0, len(texts), _CHUNK):
             # what the model reads, before tokenising (mlse.encoders.text_cut)
             cut = cut_texts(texts[start : start + _CHUNK], self._max_length, self.chars_per_token)
@@ -177,8 +177,7 @@ class OnnxEncoder(Scoring):
             workers = self.threads if self.parallel == "batches" else 1
             batches = plan_batches(lengths, batch_size, workers, self.max_tokens)
             self._run(batches, encodings, out[start : start + len(chunk)], workers, bar)
-        if bar is not None:
-            bar.close()
+        bar.close()
         if normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
@@ -203,8 +202,7 @@ class OnnxEncoder(Scoring):
                     return
                 rows = batches[i]
                 out[rows] = self._session.run(None, self._feed(encodings, rows))[0]  # [b, d]
-                if bar is not None:
-                    bar.update(len(rows))
+                bar.update(len(rows))
 
         workers = min(workers, len(batches))
         if workers <= 1:
@@ -230,13 +228,7 @@ class OnnxEncoder(Scoring):
         """Right-padded inputs for the texts at ``rows``: int64 [b, T] (T = the longest of them), and the word-
         embedding rows [b, T, H] for a graph that takes ``inputs_embeds`` (padding gets the pad token's row, as the
         lookup inside the graph would give)."""
-        width = max(len(encodings[i]) for i in rows)
-        ids = np.full((len(rows), width), self.meta["pad_token_id"], dtype=np.int64)  # [b, T]
-        mask = np.zeros((len(rows), width), dtype=np.int64)  # [b, T]
-        for r, i in enumerate(rows):
-            row = encodings[i]
-            ids[r, : len(row)] = row
-            mask[r, : len(row)] = 1
+        ids, mask = padded([encodings[i] for i in rows], self.meta["pad_token_id"])  # [b, T] each
         feed = {"input_ids": ids, "attention_mask": mask}
         if self._table is not None:
             feed = {"inputs_embeds": self._table[ids], "attention_mask": mask}  # [b, T, H] read from the file
