@@ -8,6 +8,7 @@ either.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -82,10 +83,7 @@ class Sample:
     def translated(self) -> int:
         """How many meanings have sentences in two or more languages."""
         pairs = set(zip(self.sentence_ids.tolist(), self.lang_idx.tolist()))
-        counts: dict[int, int] = {}
-        for sid, _ in pairs:
-            counts[sid] = counts.get(sid, 0) + 1
-        return sum(c >= 2 for c in counts.values())
+        return sum(c >= 2 for c in Counter(sid for sid, _ in pairs).values())
 
     def probe_problem(self) -> str | None:
         """Why the language-ID probe cannot be measured on this sample (None: it can).

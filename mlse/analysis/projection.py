@@ -43,7 +43,6 @@ SPACES = ("raw", "meaning", "language")
 SPACE_TITLES = {"raw": "Raw (backbone)", "meaning": "Meaning (Stage 1)", "language": "Language (Stage 1)"}
 # Scorer.encode_parts key -> space name used here.
 _PART_OF_SPACE = {"raw": "backbone", "meaning": "meaning", "language": "language"}
-# Eight languages in five scripts: a readable default map.
 METHODS = ("umap", "pca")
 PROBE_FOLDS = 5
 _FORMAT = "mlse-projection/1"  # part of the cache key: bump when the computation changes
@@ -175,10 +174,7 @@ def retrieval_at1(X: np.ndarray, lang_idx: np.ndarray, sentence_ids: np.ndarray)
     langs = np.unique(lang_idx)
     if len(langs) < 2:
         return None
-    blocks = {}
-    for lang in langs:
-        rows = np.flatnonzero(lang_idx == lang)
-        blocks[lang] = (X[rows], sentence_ids[rows])  # ([n_l, d], [n_l])
+    blocks = {lang: (X[lang_idx == lang], sentence_ids[lang_idx == lang]) for lang in langs}  # ([n_l, d], [n_l])
     scores = []
     for a in langs:
         Xa, ids_a = blocks[a]

@@ -159,17 +159,7 @@ def slice_metrics(
 
 def _one_slice(value: str, p: np.ndarray, g: np.ndarray, n_boot: int, seed: int) -> dict:
     n = int(p.size)
-    row = {
-        "value": value,
-        "n": n,
-        "pearson": math.nan,
-        "pearson_lo": math.nan,
-        "pearson_hi": math.nan,
-        "spearman": math.nan,
-        "spearman_lo": math.nan,
-        "spearman_hi": math.nan,
-        "note": "",
-    }
+    row = {"value": value, "n": n, **dict.fromkeys(CORRELATION_FIELDS[1:], math.nan), "note": ""}
     if n < MIN_PAIRS:
         row["note"] = f"fewer than {MIN_PAIRS} pairs: no correlation"
         return row

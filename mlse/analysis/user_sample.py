@@ -12,6 +12,7 @@ Two kinds of table (read by :func:`mlse.data.user_files.read_table`) become a sa
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable
 
@@ -113,15 +114,8 @@ def _number_groups(cells: list[str]) -> tuple[np.ndarray, dict[int, str] | None]
     else:
         numbers = {k: i for i, k in enumerate(dict.fromkeys(named))}
         names = {i: k for k, i in numbers.items()}
-    next_free = max(numbers.values(), default=-1) + 1
-    out = []
-    for k in keys:
-        if k:
-            out.append(numbers[k])
-        else:
-            out.append(next_free)
-            next_free += 1
-    return np.array(out, dtype=np.int64), names
+    free = itertools.count(max(numbers.values(), default=-1) + 1)  # a number of its own for each empty id
+    return np.array([numbers[k] if k else next(free) for k in keys], dtype=np.int64), names
 
 
 def _from_parallel(table: UserTable, detect: Detector | None) -> Sample:

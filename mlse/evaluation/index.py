@@ -16,6 +16,7 @@ IVF probe that visits small lists): those slots hold id -1 and sim -inf, and the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -214,29 +215,19 @@ def knn_hnsw(
 def make_search(method: str = "exact", **params: Any) -> SearchFn:
     """A search function by name: "exact" (`knn`), "numpy" (`knn_numpy`), "ivf" (`knn_ivf`: nlist, nprobe, seed),
     "hnsw" (`knn_hnsw`: m, ef_search, ef_construction). Unknown names or parameters raise ValueError."""
-    functions: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
-        "exact": knn,
-        "numpy": knn_numpy,
-        "ivf": knn_ivf,
-        "hnsw": knn_hnsw,
-    }
-    allowed = {
-        "exact": set(),
-        "numpy": set(),
-        "ivf": {"nlist", "nprobe", "seed"},
-        "hnsw": {"m", "ef_search", "ef_construction"},
+    functions = {  # name -> (function, the parameters it takes)
+        "exact": (knn, ()),
+        "numpy": (knn_numpy, ()),
+        "ivf": (knn_ivf, ("nlist", "nprobe", "seed")),
+        "hnsw": (knn_hnsw, ("m", "ef_search", "ef_construction")),
     }
     if method not in functions:
         raise ValueError(f"unknown search method {method!r}; choose from {', '.join(functions)}")
-    unknown = set(params) - allowed[method]
+    fn, allowed = functions[method]
+    unknown = set(params) - set(allowed)
     if unknown:
         raise ValueError(f"search method {method!r} takes no parameter(s) {', '.join(sorted(unknown))}")
-    fn = functions[method]
-
-    def search(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return fn(queries, base, k, **params)
-
-    return search
+    return functools.partial(fn, **params)
 
 
 def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:

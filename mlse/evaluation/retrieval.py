@@ -158,20 +158,17 @@ def retrieval_errors(
     rows = np.arange(wrong.size)
     gold_crit = crit[rows, wrong]  # [w]
     ranks = 1 + np.sum(crit > gold_crit[:, None], axis=1)  # [w]
-    out = []
-    for r, i in enumerate(wrong):
-        j = int(ids[i])
-        out.append(
-            {
-                "index": int(i),
-                "query": q_texts[i],
-                "retrieved": b_texts[j],
-                "gold": b_texts[i],
-                "sim_retrieved": float(sims[r, j]),
-                "sim_gold": float(sims[r, i]),
-                "margin_retrieved": float(margins[r, j]),
-                "margin_gold": float(margins[r, i]),
-                "rank_of_gold": int(ranks[r]),
-            }
-        )
-    return out
+    return [
+        {
+            "index": int(i),
+            "query": q_texts[i],
+            "retrieved": b_texts[j],
+            "gold": b_texts[i],
+            "sim_retrieved": float(sims[r, j]),
+            "sim_gold": float(sims[r, i]),
+            "margin_retrieved": float(margins[r, j]),
+            "margin_gold": float(margins[r, i]),
+            "rank_of_gold": int(ranks[r]),
+        }
+        for r, (i, j) in enumerate(zip(wrong, ids[wrong].tolist()))
+    ]

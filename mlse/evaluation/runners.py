@@ -97,9 +97,7 @@ def run_sts(
 ) -> EvalResult:
     """STS Multi MT pairs (``"en-de"``) and/or user TSV files, Pearson/Spearman x 100 with a bootstrap CI."""
     stats_before = _encoder_stats(encoder)
-    datasets: dict[str, ScoredPairs] = {}
-    for pair in pairs:
-        datasets[_pair_key(pair)] = load_sts(pair, split, data_dir)
+    datasets = {_pair_key(pair): load_sts(pair, split, data_dir) for pair in pairs}
     sts_keys = list(datasets)
     for f in pairs_files:
         key = Path(f).stem

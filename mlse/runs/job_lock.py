@@ -117,13 +117,7 @@ def live_orphans(root: Path) -> list[dict]:
     """The lock infos of jobs alive now that another start of the app (an earlier one, killed) started."""
     if fcntl is None:
         return []
-    found = []
-    for path in lock_files(root):
-        if _held(path):
-            info = read_info(path)
-            if info.get("app") != APP:
-                found.append(info)
-    return found
+    return [info for path in lock_files(root) if _held(path) and (info := read_info(path)).get("app") != APP]
 
 
 @contextmanager

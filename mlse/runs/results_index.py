@@ -107,27 +107,28 @@ def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
         stat = path.stat()
     except OSError as exc:
         return [], [f"{path}: {exc}"]
-    memo_key = (str(path), stat.st_size, stat.st_mtime_ns)
-    memoised = _memo.get(memo_key)
-    if memoised is not None:
-        return memoised
-    warnings: list[str] = []
+    return _memo.get_or_compute(_memo_key(path, stat), lambda: _parse_file(path, source, stat.st_mtime))
+
+
+def _memo_key(path: Path, stat: os.stat_result) -> tuple:
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+def _parse_file(path: Path, source: str, mtime: float) -> tuple[list[dict], list[str]]:
     rows: list[dict] = []
+    warnings: list[str] = []
     obj, error = _load_quietly(path)
     if error is not None:
         warnings.append(f"skipped {source}: not readable JSON ({error})")
-    else:
-        kind = schema_of(obj)
-        if kind is not None:
-            date = _date(obj.get("created"), stat.st_mtime)
-            base = {"kind": kind, "experiment": str(Path(source).parent), "source": source, "date": date}
-            try:
-                rows = [base | row for row in READERS[kind](obj, path)]
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
-                rows, warnings = [], [f"skipped {source}: looks like a {kind} file but {type(exc).__name__}: {exc}"]
+    elif (kind := schema_of(obj)) is not None:
+        base = {"kind": kind, "experiment": str(Path(source).parent), "source": source}
+        base["date"] = _date(obj.get("created"), mtime)
+        try:
+            rows = [base | row for row in READERS[kind](obj, path)]
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            warnings.append(f"skipped {source}: looks like a {kind} file but {type(exc).__name__}: {exc}")
     for warning in warnings:
         log.warning("%s", warning)
-    _memo.put(memo_key, (rows, warnings))
     return rows, warnings
 
 
@@ -156,20 +157,11 @@ def schema_of(obj: Any) -> str | None:
 
 def _date(created: Any, mtime: float) -> str:
     """``created`` of the file (ISO, any offset) as UTC ``YYYY-MM-DD HH:MM``, else the file's modification time."""
-    if isinstance(created, str):
-        for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"):
-            try:
-                return datetime.strptime(created, fmt).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
-            except ValueError:
-                continue
-        try:
-            parsed = datetime.fromisoformat(created)
-            if parsed.tzinfo is not None:
-                parsed = parsed.astimezone(timezone.utc)
-            return parsed.strftime("%Y-%m-%d %H:%M")
-        except ValueError:
-            pass
-    return datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    try:
+        parsed = datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        parsed = datetime.fromtimestamp(mtime, timezone.utc)
+    return (parsed if parsed.tzinfo is None else parsed.astimezone(timezone.utc)).strftime("%Y-%m-%d %H:%M")
 
 
 def _number(value: Any) -> float | None:
@@ -325,21 +317,27 @@ def _curve_rows_of_file(path: Path) -> list[dict]:
         stat = path.stat()
     except OSError:
         return []
-    memo_key = (str(path), stat.st_size, stat.st_mtime_ns)
-    memoised = _curves_memo.get(memo_key)
-    if memoised is not None:
-        return memoised
+    return _curves_memo.get_or_compute(_memo_key(path, stat), lambda: _parse_curve(path))
+
+
+def _parse_curve(path: Path) -> list[dict]:
     if path.name == "log.jsonl":
-        rows = _log_rows(path, _run_name(path))
-    else:
-        obj, _ = _load_quietly(path)
-        try:
-            rows = list(_result_curve_rows(obj, path))
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            log.warning("skipped the curve of %s: %s: %s", path, type(exc).__name__, exc)
-            rows = []
-    _curves_memo.put(memo_key, rows)
-    return rows
+        return _log_rows(path, _run_name(path))
+    try:
+        return list(_result_curve_rows(_load_quietly(path)[0], path))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        log.warning("skipped the curve of %s: %s: %s", path, type(exc).__name__, exc)
+        return []
+
+
+def _curve_row(run: str, step, minutes, dev, loss, source: Path) -> dict:
+    return {"run": run, "step": step, "minutes": minutes, "dev_spearman": dev, "loss": loss, "source": str(source)}
+
+
+def _record_row(run: str, step, record: dict, source: Path) -> dict:
+    """A curve point of one evaluation record (a run log's line, a student study's ``curve`` entry)."""
+    minutes = _number(record["elapsed_s"]) / 60
+    return _curve_row(run, step, minutes, _number(record.get("dev_spearman")), _number(record.get("loss")), source)
 
 
 def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
@@ -348,26 +346,13 @@ def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
     if kind == "student":
         for r in obj.get("curve") or []:
             if isinstance(r, dict):
-                yield {
-                    "run": f"student:{obj['recipe']}",
-                    "step": r.get("step"),
-                    "minutes": _number(r["elapsed_s"]) / 60,
-                    "dev_spearman": _number(r.get("dev_spearman")),
-                    "loss": _number(r.get("loss")),
-                    "source": str(path),
-                }
+                yield _record_row(f"student:{obj['recipe']}", r.get("step"), r, path)
     if kind == "finetune-compare" and isinstance(obj.get("curves"), dict):
         for method, points in obj["curves"].items():
             for point in points if isinstance(points, list) else []:
                 if isinstance(point, list) and len(point) == 2:
-                    yield {
-                        "run": f"{method} ({path.stem})",
-                        "step": None,
-                        "minutes": _number(point[0]),
-                        "dev_spearman": _number(point[1]),
-                        "loss": None,
-                        "source": str(path),
-                    }
+                    minutes, dev = _number(point[0]), _number(point[1])
+                    yield _curve_row(f"{method} ({path.stem})", None, minutes, dev, None, path)
 
 
 def _log_rows(log_file: Path, run: str) -> list[dict]:
@@ -375,16 +360,7 @@ def _log_rows(log_file: Path, run: str) -> list[dict]:
     for i, line in enumerate(log_file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
             record = json.loads(line)
-            rows.append(
-                {
-                    "run": run,
-                    "step": record["step"],
-                    "minutes": _number(record["elapsed_s"]) / 60,
-                    "dev_spearman": _number(record.get("dev_spearman")),
-                    "loss": _number(record.get("loss")),
-                    "source": str(log_file),
-                }
-            )
+            rows.append(_record_row(run, record["step"], record, log_file))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             log.warning("skipped line %d of %s: %s", i, log_file, exc)
     return rows

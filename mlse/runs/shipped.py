@@ -93,10 +93,8 @@ def read_shipped_manifest(folder: Path) -> dict:
 
 def file_hashes(folder: Path) -> dict[str, str]:
     """sha256 of every file under ``folder`` except the manifest, by relative path."""
-    out = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
-        out[str(path.relative_to(folder))] = file_sha256(path)
-    return out
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
+    return {str(path.relative_to(folder)): file_sha256(path) for path in files}
 
 
 def check_files(item: ShippedArtifact) -> list[str]:

@@ -55,8 +55,9 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -129,24 +130,23 @@ def run_finetune(
         shutdown(ctx)
 
 
+@dataclass
 class _Run:
     """What the end of a run needs: the loop, the method, the data, where it writes."""
 
-    def __init__(
-        self,
-        cfg: FinetuneConfig,
-        loop: TrainingLoop,
-        method: PairMethod,
-        data: TrainingData,
-        student,
-        device: str,
-        precision: str,
-        base_modules: int,
-        ctx,
-    ):
-        self.cfg, self.loop, self.method, self.data, self.student = cfg, loop, method, data, student
-        self.device, self.precision, self.base_modules, self.ctx = device, precision, base_modules, ctx
-        self.out = Path(cfg.out)
+    cfg: FinetuneConfig
+    loop: TrainingLoop
+    method: PairMethod
+    data: TrainingData
+    student: Any
+    device: str
+    precision: str
+    base_modules: int
+    ctx: Any
+
+    @property
+    def out(self) -> Path:
+        return Path(self.cfg.out)
 
     def metrics(self, reason: str) -> dict:
         return {
