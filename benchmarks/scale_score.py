@@ -40,6 +40,7 @@ from mlse.dirs import cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("local", "ray-1", "ray-2")
+PROGRESS_LINE = re.compile(r"scoring: ([\d,]+) / [\d,]+ rows")
 WORKER_LINE = re.compile(r"worker (\S+): (\d+) chunk\(s\), peak memory ([\d,.]+) MiB, ([\d,.]+) CPU-s")
 
 
@@ -92,12 +93,11 @@ def run(args, pairs: Path, config: str, folder: Path) -> dict:
     if engine == "ray" and args.worker_threads:  # each actor's threads (else: the cores shared among the actors)
         env["MLSE_THREADS"] = str(args.worker_threads)
     started = time.perf_counter()
-    with open(folder / "err.txt", "w+", encoding="utf-8") as err:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-        err.seek(0)
-        stderr = err.read()
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = [(time.perf_counter(), line) for line in proc.stderr]  # each line with when it came
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    stderr = "".join(line for _, line in lines)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{stderr[-3000:]}")
     workers_seen = [
@@ -109,12 +109,17 @@ def run(args, pairs: Path, config: str, folder: Path) -> dict:
         workers_seen[0]["cpu_s"] = 0.0  # counted as the driver's
     n = int(pairs.stem.split("-")[1])
     cpu = usage.ru_utime + usage.ru_stime
+    first = next(((t, _number(m[1])) for t, line in lines if (m := PROGRESS_LINE.search(line))), None)
+    end = next((t for t, line in reversed(lines) if line.startswith("wrote ")), None)
     workers_cpu = sum(w["cpu_s"] for w in workers_seen)
     return {
         "config": config,
         "n": n,
         "wall_s": round(seconds, 1),
         "rows_per_s": round(n / seconds, 1),
+        # after start-up: from the first progress line (the first chunks back) to the scored file written
+        "steady_rows_per_s": round((n - first[1]) / (end - first[0]), 1) if first and end and end > first[0] else None,
+        "first_rows_s": round(first[0] - started, 1) if first else None,
         "driver_cpu_s": round(cpu, 1),
         "workers_cpu_s": round(workers_cpu, 1),
         "rows_per_cpu_s": round(n / (cpu + workers_cpu), 1),
@@ -216,12 +221,14 @@ def main(argv: list[str] | None = None) -> None:
             identical &= reference.setdefault(n, data) == data
             runs.append(result)
             print(json.dumps(result), flush=True)
-    at = {r["config"]: r["rows_per_s"] for r in runs if r["n"] == sizes[-1]}
 
-    def ratio(a: str, b: str) -> float | None:
-        return round(at[a] / at[b], 3) if a in at and b in at else None
+    def ratio(a: str, b: str, key: str = "rows_per_s") -> float | None:
+        at = {r["config"]: r[key] for r in runs if r["n"] == sizes[-1]}
+        return round(at[a] / at[b], 3) if at.get(a) and at.get(b) else None
 
     speed = {"n": sizes[-1], "ray2_over_ray1": ratio("ray-2", "ray-1"), "ray2_over_local": ratio("ray-2", "local")}
+    speed["steady_ray2_over_ray1"] = ratio("ray-2", "ray-1", "steady_rows_per_s")
+    speed["steady_ray2_over_local"] = ratio("ray-2", "local", "steady_rows_per_s")
     by_n = memory_by_n(runs, memory_configs)
     result = {
         "benchmark": "scale_score",
