@@ -36,6 +36,12 @@ def column_name(model: str, what: str) -> str:
     return f"{model} {what}"
 
 
+def ordered_columns(models, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``columns`` in the scored file's order: each of ``models``' cosine, then its 0-5 score where it has one."""
+    keys = [column_name(name, what) for name in models for what in (COSINE, CALIBRATED)]
+    return {key: columns[key] for key in keys if key in columns}
+
+
 @dataclass
 class ScoreRun:
     """What :func:`score_pairs` did: rows scored (a prefix of the table), whether it was stopped, how fast, the score
@@ -137,11 +143,7 @@ def _score_chunks(
         if progress is not None:
             elapsed = time.perf_counter() - start
             progress(done, n, done / elapsed if elapsed > 0 else float("nan"))
-    ordered = {}
-    for name in models:  # each model's cosine, then its 0-5 score
-        for key in (column_name(name, COSINE), column_name(name, CALIBRATED)):
-            if key in columns:
-                ordered[key] = columns[key]
+    ordered = ordered_columns(models, columns)
     return ordered, ScoreRun(done, n, stopped, time.perf_counter() - start, list(ordered), failures)
 
 

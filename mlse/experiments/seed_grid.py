@@ -98,39 +98,34 @@ def run_seed_grid(
     for i, s in enumerate(seeds):
         suffix = "" if i == 0 else f"-seed{s}"
         trained: dict[str, object] = {}
-        for variant, cfg in STAGE1_VARIANTS.items():
-            if i > 0 and not all_variants and variant not in SEED_REPEATED_STAGE1:
-                continue
+        repeated = [v for v in STAGE1_VARIANTS if i == 0 or all_variants or v in SEED_REPEATED_STAGE1]
+        for variant in [*repeated, *STAGE2_VARIANTS]:
             t0 = time.perf_counter()
-            say(f"{variant}{suffix}: training Stage 1")
-            trained[variant] = train_stage1(
-                encoder,
-                out=runs / f"{variant}{suffix}",
-                max_pairs=max_pairs,
-                data_dir=data_dir,
-                seed=s,
-                probe=probe and i == 0,
-                **cfg,
-                **(stage1_config or {}),
-            )
-            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(
-                trained[variant], pairs, data_dir, n_boot=1000 if i == 0 else 0
-            )
-            timings[f"{variant}{suffix}"] = time.perf_counter() - t0
-        for variant, cfg in STAGE2_VARIANTS.items():
-            t0 = time.perf_counter()
-            say(f"{variant}{suffix}: training Stage 2")
-            trained[variant] = train_stage2(
-                trained["s1"],
-                out=runs / f"{variant}{suffix}",
-                data_dir=data_dir,
-                seed=s,
-                **cfg,
-                **(stage2_config or {}),
-            )
-            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(
-                trained[variant], pairs, data_dir, n_boot=1000 if i == 0 else 0
-            )
+            run = runs / f"{variant}{suffix}"
+            if variant in STAGE1_VARIANTS:
+                say(f"{variant}{suffix}: training Stage 1")
+                trained[variant] = train_stage1(
+                    encoder,
+                    out=run,
+                    max_pairs=max_pairs,
+                    data_dir=data_dir,
+                    seed=s,
+                    probe=probe and i == 0,
+                    **STAGE1_VARIANTS[variant],
+                    **stage1_config,
+                )
+            else:
+                say(f"{variant}{suffix}: training Stage 2")
+                trained[variant] = train_stage2(
+                    trained["s1"],
+                    out=run,
+                    data_dir=data_dir,
+                    seed=s,
+                    **STAGE2_VARIANTS[variant],
+                    **(stage2_config or {}),
+                )
+            n_boot = 1000 if i == 0 else 0
+            seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir, n_boot=n_boot)
             timings[f"{variant}{suffix}"] = time.perf_counter() - t0
         if i == 0:
             scorers = trained

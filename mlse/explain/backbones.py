@@ -58,14 +58,10 @@ def attributable(model):
     with _lock:
         try:
             made = _made.get(encoder)
-        except TypeError:  # not weak-referenceable
-            made = None
+        except TypeError:  # not weak-referenceable: built for this call only
+            return _build(encoder, name)
         if made is None:
-            made = _build(encoder, name)
-            try:
-                _made[encoder] = made
-            except TypeError:
-                pass
+            made = _made[encoder] = _build(encoder, name)
     return made
 
 

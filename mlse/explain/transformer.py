@@ -24,6 +24,7 @@ import math
 
 from mlse.encoders.identity import text_prefix
 from mlse.errors import MlseError
+from mlse.explain.transformer_jvp import pool, pooling_modes, tail_jvp
 from mlse.explain.words import TokenInfo
 
 ARCHITECTURES = ("bert", "roberta", "xlm-roberta")
@@ -49,7 +50,6 @@ class TransformerBackbone:
         self.pad_id = int(config.pad_token_id if config.pad_token_id is not None else 0)
         emb = self.hf.embeddings
         self._position_offset = int(getattr(emb, "padding_idx", self.pad_id)) + 1 if config.model_type != "bert" else 0
-        self._pieces = None
 
     @classmethod
     def from_encoder(cls, encoder) -> TransformerBackbone:
@@ -72,8 +72,7 @@ class TransformerBackbone:
         for module in list(self.st)[1:]:
             kind = type(module).__name__
             if kind == "Pooling":
-                modes = (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
-                if any(m not in POOLING for m in modes) or not getattr(module, "include_prompt", True):
+                if any(m not in POOLING for m in pooling_modes(module)) or not getattr(module, "include_prompt", True):
                     raise MlseError(
                         f"{self.name}: pooling {module.pooling_mode!r} (include_prompt="
                         f"{getattr(module, 'include_prompt', True)}) is not supported"
@@ -135,15 +134,16 @@ class TransformerBackbone:
                 f"output), got {layer!r}"
             )
 
-    def embed(self, words):
-        """Word embeddings [..., T, H] -> the embedding layer's output (positions and token type added, LayerNorm)."""
+    def embed(self, words, *, layer_norm: bool = True):
+        """Word embeddings [..., T, H] -> the embedding layer's output (positions and token type added, LayerNorm;
+        without ``layer_norm``: the LayerNorm's input, for :mod:`mlse.explain.transformer_jvp`)."""
         import torch  # lazy: only computing needs it
 
         emb = self.hf.embeddings
         n = words.shape[-2]
         positions = torch.arange(n) + self._position_offset
         h = words + emb.position_embeddings(positions) + emb.token_type_embeddings(torch.zeros(n, dtype=torch.long))
-        return emb.LayerNorm(h)
+        return emb.LayerNorm(h) if layer_norm else h
 
     def block(self, block, h):
         """One transformer layer on [..., T, H] (a single unpadded sentence: no attention mask)."""
@@ -172,15 +172,7 @@ class TransformerBackbone:
         for module in list(self.st)[1:]:
             kind = type(module).__name__
             if kind == "Pooling":
-                out = torch.cat(
-                    [
-                        _pool(tokens, m)
-                        for m in (
-                            (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
-                        )
-                    ],
-                    dim=-1,
-                )
+                out = torch.cat([pool(tokens, m) for m in pooling_modes(module)], dim=-1)
             elif kind == "Dense":
                 value = module.activation_function(module.linear(out))
                 if getattr(module, "use_residual", False):
@@ -198,8 +190,6 @@ class TransformerBackbone:
     def tail_jvp(self, z, dz, layer: int, precision: str = "float32"):
         """Derivatives [C, S, d] of :meth:`tail` at ``z`` [S, T, H] along ``dz`` [C, S, T, H]
         (:mod:`mlse.explain.transformer_jvp`)."""
-        from mlse.explain.transformer_jvp import tail_jvp
-
         return tail_jvp(self, z, dz, layer, precision)
 
     def contextual(self, tokens: TokenInfo):
@@ -211,24 +201,6 @@ class TransformerBackbone:
             for block in self.layers:
                 h = self.block(block, h)
         return h
-
-
-def _pool(tokens, mode: str):
-    import torch  # lazy: only computing needs it
-
-    n = tokens.shape[-2]
-    if mode == "cls":
-        return tokens[..., 0, :]
-    if mode == "lasttoken":
-        return tokens[..., -1, :]
-    if mode == "max":
-        return tokens.max(dim=-2).values
-    if mode == "mean":
-        return tokens.mean(dim=-2)
-    if mode == "mean_sqrt_len_tokens":
-        return tokens.sum(dim=-2) / math.sqrt(n)
-    weights = torch.arange(1, n + 1, dtype=tokens.dtype)  # weightedmean
-    return (tokens * weights[:, None]).sum(dim=-2) / weights.sum()
 
 
 def prefix_mask(tokens: TokenInfo) -> list[bool]:

@@ -14,6 +14,7 @@ roughly halves the arithmetic. Each rule is the textbook derivative of its opera
 - L2 normalisation ``y = x / |x|``: ``dy = (dx − y (y · dx)) / |x|``.
 
 ``tests/explain/test_explain_models.py`` checks the result against ``torch.autograd.forward_ad`` on the same tail.
+The forward pass's pooling (:func:`pool`) lives here too: the linear modes' derivative is the same operation.
 """
 
 from __future__ import annotations
@@ -82,23 +83,42 @@ def _block(backbone, block, h, dh, half=None):
     )
 
 
-def _pool(tokens, dtokens, mode: str):
+def pooling_modes(module) -> tuple[str, ...]:
+    """The modes of a sentence-transformers Pooling module (one name, or several whose vectors are concatenated)."""
+    mode = module.pooling_mode
+    return (mode,) if isinstance(mode, str) else tuple(mode)
+
+
+def pool(tokens, mode: str):
+    """Token states [..., T, H] -> the sentence vector [..., H] by a sentence-transformers pooling ``mode``."""
     import torch  # lazy: only computing needs it
 
     n = tokens.shape[-2]
     if mode == "cls":
-        return tokens[..., 0, :], dtokens[..., 0, :]
+        return tokens[..., 0, :]
     if mode == "lasttoken":
-        return tokens[..., -1, :], dtokens[..., -1, :]
+        return tokens[..., -1, :]
+    if mode == "max":
+        return tokens.max(dim=-2).values
+    if mode == "mean":
+        return tokens.mean(dim=-2)
+    if mode == "mean_sqrt_len_tokens":
+        return tokens.sum(dim=-2) / math.sqrt(n)
+    weights = torch.arange(1, n + 1, dtype=tokens.dtype)  # weightedmean
+    return (tokens * weights[:, None]).sum(dim=-2) / weights.sum()
+
+
+def _pool(tokens, dtokens, mode: str):
+    import torch  # lazy: only computing needs it
+
     if mode == "max":
         best = tokens.max(dim=-2)
         index = best.indices.unsqueeze(-2).expand(*dtokens.shape[:-2], 1, dtokens.shape[-1])
         return best.values, dtokens.gather(-2, index).squeeze(-2)
-    if mode == "mean":
-        return tokens.mean(dim=-2), dtokens.mean(dim=-2)
-    if mode == "mean_sqrt_len_tokens":
-        return tokens.sum(dim=-2) / math.sqrt(n), dtokens.sum(dim=-2) / math.sqrt(n)
-    weights = torch.arange(1, n + 1, dtype=tokens.dtype)[:, None] / (n * (n + 1) / 2)  # weightedmean
+    if mode != "weightedmean":  # cls, last token, mean, sum / sqrt(n): linear, the same operation on both
+        return pool(tokens, mode), pool(dtokens, mode)
+    n = tokens.shape[-2]
+    weights = torch.arange(1, n + 1, dtype=tokens.dtype)[:, None] / (n * (n + 1) / 2)
     return (tokens * weights).sum(dim=-2), (dtokens * weights).sum(dim=-2)
 
 
@@ -115,8 +135,7 @@ def _head(backbone, tokens, dtokens):
     for module in list(backbone.st)[1:]:
         kind = type(module).__name__
         if kind == "Pooling":
-            modes = (module.pooling_mode,) if isinstance(module.pooling_mode, str) else module.pooling_mode
-            pooled = [_pool(tokens, dtokens, m) for m in modes]
+            pooled = [_pool(tokens, dtokens, m) for m in pooling_modes(module)]
             out, dout = torch.cat([p[0] for p in pooled], dim=-1), torch.cat([p[1] for p in pooled], dim=-1)
         elif kind == "Dense":
             value, dvalue = _elementwise(module.activation_function, module.linear(out), _linear(dout, module.linear))
@@ -140,11 +159,7 @@ def tail_jvp(backbone, z, dz, layer: int, precision: str = "float32"):
     half = {"float32": None, "bfloat16": torch.bfloat16}[precision]
     with torch.no_grad():
         if layer == 0:
-            emb = backbone.hf.embeddings
-            n = z.shape[-2]
-            positions = torch.arange(n) + backbone._position_offset
-            u = z + emb.position_embeddings(positions) + emb.token_type_embeddings(torch.zeros(n, dtype=torch.long))
-            h, dh = _layer_norm(u, dz, emb.LayerNorm)
+            h, dh = _layer_norm(backbone.embed(z, layer_norm=False), dz, backbone.hf.embeddings.LayerNorm)
         else:
             h, dh = z, dz
         for block in backbone.layers[layer:]:

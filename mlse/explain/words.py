@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import groupby
 
 _MARKERS = ("\u2581", "\u0120")  # SentencePiece "▁", byte-level BPE "Ġ": a piece that starts a word
 _CONTINUATION = "##"  # WordPiece: a piece that continues the word before
@@ -126,13 +127,9 @@ def piece_spans(text: str, pieces: list[str], skip: list[bool]) -> list[tuple[in
             return None
         spans[t] = (origin[at], origin[at + len(target) - 1] + 1)
         cursor, pending = at + len(target), False
-    groups: list[list[int]] = []  # runs of consecutive unknown pieces
-    for t in unknown:
-        if groups and groups[-1][-1] == t - 1:
-            groups[-1].append(t)
-        else:
-            groups.append([t])
-    for group in groups:  # the text between the neighbours found, one unit (a word, a CJK character) per piece
+    runs = groupby(enumerate(unknown), key=lambda it: it[1] - it[0])  # runs of consecutive unknown pieces
+    # each run takes the text between the neighbours found, one unit (a word, a CJK character) per piece
+    for group in ([t for _, t in run] for _, run in runs):
         before = max((s[1] for s in spans[: group[0]] if s is not None), default=0)
         after = min((s[0] for s in spans[group[-1] + 1 :] if s is not None), default=len(text))
         units = [(m.start() + before, m.end() + before) for m in _UNIT.finditer(text[before:after])]
@@ -146,12 +143,10 @@ def piece_spans(text: str, pieces: list[str], skip: list[bool]) -> list[tuple[in
 def merge_words(tokens: TokenInfo) -> Words:
     """Group ``tokens`` into the words a reader sees (the rule in the module docstring)."""
     n = len(tokens.pieces)
-    prefix_token = [False] * n
     spans = piece_spans(tokens.text, list(tokens.pieces), list(tokens.special))
-    if spans is not None and tokens.prefix_chars:
-        prefix_token = [s is not None and s[0] < tokens.prefix_chars for s in spans]
     if spans is None:
         return _merge_by_markers(tokens)
+    prefix_token = [s is not None and s[0] < tokens.prefix_chars for s in spans]
     labels: list[str] = []
     special: list[bool] = []
     word_spans: list[tuple[int, int] | None] = []

@@ -4,7 +4,8 @@ Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop aft
 improvement larger than ``min_delta``, or when the caller's ``stop`` (a :class:`~mlse.stop_signal.StopSignal`: a stop
 button, a time budget) says so
 after an epoch, and both end on the best epoch's weights. :class:`EarlyStopping` makes those decisions,
-:func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together.
+:func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together; :func:`as_tensor` and
+:func:`snapshot` are the small torch helpers both heads use.
 """
 
 from __future__ import annotations
@@ -16,8 +17,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from mlse.heads._torch import snapshot
 from mlse.stop_signal import StopSignal
+
+
+def as_tensor(x: np.ndarray) -> torch.Tensor:
+    """float32, contiguous, sharing memory with ``x`` where possible."""
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A detached copy of the weights: the best epoch's state for early stopping."""
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 def train_epoch(

@@ -125,7 +125,7 @@ class Scorer(Scoring):
         :func:`mlse.models.load_model` is the usual way in: it resolves a run name to its folder and calls this.
         """
         # lazy: the heads are torch modules, and importing torch costs seconds; reading a manifest must not pay it
-        from safetensors.torch import load_file  # lazy: torch costs seconds to import; only computing needs it
+        from safetensors.torch import load_file
 
         from mlse.heads.stage1 import Stage1Head
         from mlse.heads.stage2 import Stage2Head

@@ -44,8 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlse.errors import MlseError
-from mlse.heads._torch import as_tensor
-from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
+from mlse.heads.fit import EarlyStopping, as_tensor, fit_epochs, train_epoch
 from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)

@@ -30,9 +30,8 @@ from torch import nn
 from mlse.calibration.isotonic import IsotonicMap
 from mlse.encoders.protocol import cosine_predictions
 from mlse.evaluation.correlation import pearson
-from mlse.heads._torch import as_tensor
 from mlse.heads.choices import NONLINEARITIES
-from mlse.heads.fit import EarlyStopping, fit_epochs, train_epoch
+from mlse.heads.fit import EarlyStopping, as_tensor, fit_epochs, train_epoch
 from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """EMA teacher -- Ham & Kim 2021 (paper 001, Sec. 5.2-5.3, Table 4)::
 
     L      = MSE(f_theta(x_lg), f_xi(x_en))                     Eq. 1: the target side only (include_src=False)
-    xi    <- tau xi + (1 - tau) theta                           Eq. 2, after every optimiser step (ema_update)
+    xi    <- tau xi + (1 - tau) theta                           Eq. 2, after every optimiser step (EmaTeacher.update)
     tau_k  = 1 - (1 - tau_base) (cos(pi k / K) + 1) / 2         the BYOL schedule (ema_tau)
 
 The student ``f_theta`` minimises the MSE of :mod:`mlse.losses.mse` (``include_src=False``: only the translation is
@@ -11,7 +11,7 @@ copy, its update and its forward). tau_base = 0.99999 in the paper (Table 4: 0.9
 teacher, ``tau_base = 1``, is about as bad as 0.999999).
 
 The averaging is torch's (``torch.optim.swa_utils``): the teacher is an ``AveragedModel`` of the student whose average
-is ``get_ema_multi_avg_fn`` at the step's tau (a ``lerp``, see :func:`ema_update`); what is this module's own is the
+is ``get_ema_multi_avg_fn`` at the step's tau (a ``lerp``, see :func:`_average`); what is this module's own is the
 schedule, the frozen teacher at tau = 1 and the checks.
 """
 
@@ -24,41 +24,15 @@ import torch
 from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-__all__ = ["EmaTeacher", "ema_tau", "ema_update"]
-
-
-@torch.no_grad()
-def ema_update(teacher: nn.Module, student: nn.Module, tau: float) -> None:
-    """Ham & Kim's Eq. 2, in place: ``xi <- tau xi + (1 - tau) theta`` for every parameter; buffers are copied.
-
-    Computed as ``xi + (1 - tau)(theta - xi)`` (``lerp``) so that a teacher equal to the student stays bit-for-bit
-    equal even for tau = 0.99999 in float32 (``tau * xi`` alone would shrink xi by tau's rounding error every step).
-    ``tau == 1`` is a frozen teacher: nothing is touched, buffers included. Teacher and student must have the same
-    parameter names and shapes (a copy of the student); :class:`ValueError` otherwise.
-    """
-    if not 0.0 <= tau <= 1.0:
-        raise ValueError(f"tau must be in [0, 1], got {tau}")
-    t_params = dict(teacher.named_parameters())
-    s_params = dict(student.named_parameters())
-    t_bufs = dict(teacher.named_buffers())
-    s_bufs = dict(student.named_buffers())
-    if t_params.keys() != s_params.keys() or t_bufs.keys() != s_bufs.keys():
-        missing = sorted((t_params.keys() ^ s_params.keys()) | (t_bufs.keys() ^ s_bufs.keys()))
-        raise ValueError(f"teacher and student differ in architecture (parameters/buffers: {missing[:5]})")
-    for name, xi in t_params.items():
-        if xi.shape != s_params[name].shape:
-            raise ValueError(f"parameter {name!r}: teacher {tuple(xi.shape)} vs student {tuple(s_params[name].shape)}")
-    if tau == 1.0:
-        return
-    pairs = [(xi, s_params[name].detach().to(device=xi.device, dtype=xi.dtype)) for name, xi in t_params.items()]
-    _average([xi for xi, _ in pairs], [theta for _, theta in pairs], tau)
-    for name, buf in t_bufs.items():
-        buf.copy_(s_bufs[name].detach())
+__all__ = ["EmaTeacher", "ema_tau"]
 
 
 def _average(averaged: list[Tensor], current: list[Tensor], tau: float) -> None:
     """torch's EMA step (``get_ema_multi_avg_fn``: ``lerp`` to ``current`` by 1 - tau) on the floating tensors; any
-    other (an integer parameter) is copied, as it cannot move by a fraction."""
+    other (an integer parameter) is copied, as it cannot move by a fraction.
+
+    As a ``lerp``, ``xi + (1 - tau)(theta - xi)``, a teacher equal to the student stays bit-for-bit equal even for
+    tau = 0.99999 in float32 (``tau * xi`` alone would shrink xi by tau's rounding error every step)."""
     floating = [(a, c) for a, c in zip(averaged, current) if a.is_floating_point()]
     if floating:
         get_ema_multi_avg_fn(tau)([a for a, _ in floating], [c for _, c in floating], None)
@@ -71,8 +45,8 @@ def ema_tau(step: int, total_steps: int, tau_base: float) -> float:
     """BYOL / Ham & Kim (Sec. 5.3) decay: ``1 - (1 - tau_base) (cos(pi k / K) + 1) / 2``.
 
     ``tau_base`` at ``k = 0``, rising to 1 at ``k = K``; ``k`` is clamped to ``[0, K]``. ``tau_base = 1`` gives 1 at
-    every step (a frozen teacher). Use ``ema_update(teacher, student, ema_tau(k, K, tau_base))`` after optimizer step
-    ``k``. Ham & Kim: tau_base = 0.99999, K = 105K steps.
+    every step (a frozen teacher); :meth:`EmaTeacher.update` applies it after optimiser step ``k``. Ham & Kim:
+    tau_base = 0.99999, K = 105K steps.
     """
     if total_steps <= 0:
         raise ValueError(f"total_steps must be > 0, got {total_steps}")
@@ -89,10 +63,8 @@ def teacher_update_share(tau_base: float, total_steps: int, steps: int | None = 
     A scale for comparing ``tau_base`` across run lengths: Ham & Kim's 0.99999 over 105K steps moves the teacher
     ~41%; over a few hundred steps it moves it ~0.2%, a frozen teacher in all but name.
     """
-    keep = 1.0
-    for k in range(1, (total_steps if steps is None else steps) + 1):
-        keep *= ema_tau(k, total_steps, tau_base)
-    return 1.0 - keep
+    last = total_steps if steps is None else steps
+    return 1.0 - math.prod(ema_tau(k, total_steps, tau_base) for k in range(1, last + 1))
 
 
 class EmaTeacher:

@@ -30,22 +30,6 @@ _BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
-class Corpus:
-    """Kept texts in file order, and the rows refused (the first :data:`MAX_LISTED` by message, all counted)."""
-
-    name: str
-    format: str
-    texts: list[str]
-    bad: list[str] = field(default_factory=list)
-    n_bad: int = 0
-
-    def refuse(self, message: str) -> None:
-        self.n_bad += 1
-        if len(self.bad) < MAX_LISTED:
-            self.bad.append(message)
-
-
-@dataclass
 class CorpusScan:
     """What one streaming pass learned: ``rows`` kept texts, where each shard of ``shard_rows`` of them lies
     (``spans``: [start, end) bytes of a TXT file or rows of a Parquet file; a table's in ``table``), the bad rows, the
@@ -70,6 +54,17 @@ class CorpusScan:
         self.n_bad += 1
         if len(self.bad) < MAX_LISTED:
             self.bad.append(message)
+
+    def keep(self, at: int) -> None:
+        """Count a kept text that starts at ``at`` (a byte offset or a row); every ``shard_rows``-th starts a shard."""
+        if self.rows % self.shard_rows == 0:
+            self.spans.append((at, -1))
+        self.rows += 1
+
+    def end_spans(self, end: int) -> None:
+        """Each shard ends where the next starts, the last one at ``end``."""
+        starts = [start for start, _ in self.spans]
+        self.spans = list(zip(starts, starts[1:] + [end]))
 
     def locator(self, index: int) -> tuple:
         """What a worker needs to read shard ``index`` (:func:`read_span`): where it lies in the file."""
@@ -107,13 +102,6 @@ def scan_corpus(path: str | Path, *, format: str | None = None, shard_rows: int 
     return scan
 
 
-def read_corpus(path: str | Path, *, format: str | None = None) -> Corpus:  # noqa: A002 - the option's name
-    """Every kept text of ``path`` in memory (small corpora and tests; the pipelines read shard by shard)."""
-    scan = scan_corpus(path, format=format, shard_rows=1 << 62)
-    texts = scan.shard_texts(0) if scan.rows else []
-    return Corpus(scan.name, scan.format, texts, list(scan.bad), scan.n_bad)
-
-
 def _txt_text(raw: bytes, name: str, number: int, refuse) -> str | None:
     """The text of one TXT line (its line break removed), or None after ``refuse(message)``."""
     if raw.endswith(b"\n"):
@@ -139,14 +127,10 @@ def _scan_txt(scan: CorpusScan) -> None:
             digest.update(raw)
             line = raw[len(_BOM) :] if number == 1 and raw.startswith(_BOM) else raw
             if _txt_text(line, scan.name, number, scan.refuse) is not None:
-                if scan.rows % scan.shard_rows == 0:
-                    scan.spans.append((offset, -1))
-                scan.rows += 1
+                scan.keep(offset)
             offset += len(raw)
     scan.sha256 = digest.hexdigest()
-    scan.spans = [
-        (s, scan.spans[i + 1][0] if i + 1 < len(scan.spans) else offset) for i, (s, _) in enumerate(scan.spans)
-    ]
+    scan.end_spans(offset)
 
 
 def _parquet_column(path: Path, names: list[str]) -> str:
@@ -177,16 +161,12 @@ def _scan_parquet(scan: CorpusScan) -> None:
             for value in batch.column(0).to_pylist():
                 raw_row += 1
                 if _parquet_text(value, scan.name, scan.column, raw_row, scan.refuse) is not None:
-                    if scan.rows % scan.shard_rows == 0:
-                        scan.spans.append((raw_row - 1, -1))
-                    scan.rows += 1
+                    scan.keep(raw_row - 1)
     except MlseError:
         raise
     except Exception as exc:  # noqa: BLE001 - Arrow raises many types for a file that is not Parquet
         raise MlseError(f"{scan.name}: cannot be read as Parquet ({type(exc).__name__}: {exc})") from None
-    scan.spans = [
-        (s, scan.spans[i + 1][0] if i + 1 < len(scan.spans) else raw_row) for i, (s, _) in enumerate(scan.spans)
-    ]
+    scan.end_spans(raw_row)
     scan.sha256 = file_fingerprint(scan.path)
 
 

@@ -150,9 +150,7 @@ def score_on_engine(
     def take(c: int) -> None:
         nonlocal done
         chunk, result = results.pop(c) if c in results else (pairs.read(c), stored(c))
-        columns: dict[str, np.ndarray] = {}
-        if not exact:
-            columns = dict(result)
+        columns: dict[str, np.ndarray] = {} if exact else dict(result)
         for name in names if exact else ():
             fresh, emb = result.get(name, ([], None))
             vectors = chunk_vectors(caches[name], [*chunk.s1, *chunk.s2], fresh, emb)
@@ -164,7 +162,7 @@ def score_on_engine(
             columns[api.column_name(name, api.COSINE)] = cos
             if cal is not None:
                 columns[api.column_name(name, api.CALIBRATED)] = cal
-        output(c, chunk, _ordered(names, columns))
+        output(c, chunk, api.ordered_columns(names, columns))
         done += len(chunk.s1)
         if progress is not None:
             progress(done, n)
@@ -197,15 +195,4 @@ def score_on_engine(
         raise MlseError(f"score: chunk {following} of {len(planned)} never finished")
     for line in workers.lines("score"):
         print(line, file=stream, flush=True)
-    return (None if emit is not None else _ordered(names, gathered)), identities
-
-
-def _ordered(names: list[str], columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Each model's cosine, then its 0-5 score, as score_pairs orders them."""
-    ordered = {}
-    for name in names:
-        for what in (api.COSINE, api.CALIBRATED):
-            key = api.column_name(name, what)
-            if key in columns:
-                ordered[key] = columns[key]
-    return ordered
+    return (None if emit is not None else api.ordered_columns(names, gathered)), identities

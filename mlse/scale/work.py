@@ -109,14 +109,10 @@ class ChunkWorker:
 
             torch.set_num_threads(threads)
             os.environ[THREADS_ENV] = str(threads)  # the ONNX sessions and muse read it: their threads, not 2 each
-        embed = self.spec.kind in ("embed", "encode")
+        scores = self.spec.kind == "score"
         # embed and encode use no embedding cache (the shards, or the driver, keep the vectors); score uses it
         self.models = {
-            name: (
-                load_model(name, backend=self.spec.backend, calibrated=False, cache=False)
-                if embed
-                else load_model(name, backend=self.spec.backend)
-            )
+            name: load_model(name, backend=self.spec.backend, calibrated=scores, cache=scores)
             for name in dict.fromkeys(self.spec.models)
         }
 
@@ -137,7 +133,7 @@ class ChunkWorker:
         if self.spec.kind == "embed":
             from mlse.scale.corpus import read_span  # lazy: a locator names where the shard's texts are
 
-            texts = read_span(payload) if isinstance(payload, tuple) else list(payload)
+            texts = read_span(payload)
             (model,) = self.models.values()
             emb = model.encode(texts, batch_size=batch_size(texts, self.spec.batch_tokens))
             return {"embedding": np.asarray(emb, dtype=np.float32)}

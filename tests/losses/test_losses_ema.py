@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from mlse.losses.ema import EmaTeacher, ema_tau, ema_update, teacher_update_share
+from mlse.losses.ema import EmaTeacher, ema_tau, teacher_update_share
 
 
 class _WithBuffer(nn.Module):
@@ -18,51 +18,46 @@ class _WithBuffer(nn.Module):
         self.register_buffer("count", torch.zeros(1))
 
 
-def test_ema_update_arithmetic_and_buffers():
-    teacher, student = _WithBuffer(), _WithBuffer()
+def test_ema_teacher_update_arithmetic_and_buffers():
+    student = _WithBuffer()
     with torch.no_grad():
-        teacher.lin.weight.fill_(1.0)
-        teacher.lin.bias.fill_(0.0)
+        student.lin.weight.fill_(1.0)
+        student.lin.bias.fill_(0.0)
+    teacher = EmaTeacher(student, tau_base=0.75)  # starts as this copy; step 0 has tau = tau_base
+    with torch.no_grad():
         student.lin.weight.copy_(torch.tensor([[3.0, -1.0]]))
         student.lin.bias.fill_(2.0)
         student.count.fill_(7.0)
-    ema_update(teacher, student, tau=0.75)  # xi <- 0.75 xi + 0.25 theta
-    assert teacher.lin.weight.tolist() == [[1.5, 0.5]]
-    assert teacher.lin.bias.tolist() == [0.5]
-    assert teacher.count.tolist() == [7.0]
+    assert teacher.update(0, 10) == 0.75  # xi <- 0.75 xi + 0.25 theta
+    assert teacher.model.lin.weight.tolist() == [[1.5, 0.5]]
+    assert teacher.model.lin.bias.tolist() == [0.5]
+    assert teacher.model.count.tolist() == [7.0]  # buffers are copied
     # the student is untouched, and the teacher carries no autograd history
     assert student.lin.weight.tolist() == [[3.0, -1.0]]
-    assert teacher.lin.weight.grad_fn is None
-    ema_update(teacher, student, tau=0.0)  # tau = 0: the teacher becomes the student
-    assert teacher.lin.weight.tolist() == [[3.0, -1.0]] and teacher.lin.bias.tolist() == [2.0]
+    assert teacher.model.lin.weight.grad_fn is None
+    assert teacher.update(10, 10) == 1.0  # the schedule's end: tau = 1 leaves the teacher where it is
+    assert teacher.model.lin.weight.tolist() == [[1.5, 0.5]]
 
 
 def test_ema_tau_one_is_a_frozen_teacher():
-    teacher, student = _WithBuffer(), _WithBuffer()
-    before = copy.deepcopy(teacher.state_dict())
+    student = _WithBuffer()
+    teacher = EmaTeacher(student, tau_base=1.0)
+    before = copy.deepcopy(teacher.model.state_dict())
     with torch.no_grad():
         student.count.fill_(3.0)
+        student.lin.weight.fill_(5.0)
     for k in range(5):
-        ema_update(teacher, student, ema_tau(k, 5, tau_base=1.0))
-    for name, value in teacher.state_dict().items():
+        assert teacher.update(k, 5) == 1.0
+    for name, value in teacher.model.state_dict().items():
         assert torch.equal(value, before[name]), name
 
 
-def test_ema_update_keeps_an_equal_teacher_exactly_equal():
+def test_ema_teacher_keeps_an_equal_teacher_exactly_equal():
     student = nn.Linear(4, 3)
-    teacher = copy.deepcopy(student)
-    for _ in range(1000):
-        ema_update(teacher, student, tau=0.99999)
-    assert torch.equal(teacher.weight, student.weight) and torch.equal(teacher.bias, student.bias)
-
-
-def test_ema_update_errors():
-    with pytest.raises(ValueError, match="architecture"):
-        ema_update(nn.Linear(2, 1), nn.Sequential(nn.Linear(2, 1)), 0.5)
-    with pytest.raises(ValueError, match="parameter"):
-        ema_update(nn.Linear(2, 1), nn.Linear(3, 1), 0.5)
-    with pytest.raises(ValueError, match="tau"):
-        ema_update(nn.Linear(2, 1), nn.Linear(2, 1), 1.5)
+    teacher = EmaTeacher(student, tau_base=0.99999)
+    for k in range(1000):
+        teacher.update(k, 105_000)
+    assert torch.equal(teacher.model.weight, student.weight) and torch.equal(teacher.model.bias, student.bias)
 
 
 def test_ema_tau_schedule():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlse.errors import MlseError
-from mlse.scale.corpus import read_corpus, read_span, scan_corpus
+from mlse.scale.corpus import read_span, scan_corpus
 from mlse.scale.shards import ShardFolder, job_id, plan_chunks, read_shard_file
 
 
@@ -68,11 +68,17 @@ def test_a_folder_of_stray_shards_is_refused(tmp_path):
         ShardFolder(tmp_path, {}).open([(0, 1)])
 
 
+def _whole(path):
+    """(every kept text of ``path``, read back as one shard; the scan with its bad rows)."""
+    scan = scan_corpus(path, shard_rows=1 << 62)
+    return (scan.shard_texts(0) if scan.rows else []), scan
+
+
 def test_txt_corpus_counts_bad_lines_with_file_and_line(tmp_path):
     path = tmp_path / "c.txt"
     path.write_bytes(b"one\r\n\n\xff\xfe two\n  \nthree\tx\nfour\xc2\x85five\n")
-    corpus = read_corpus(path)
-    assert corpus.texts == ["one", "three\tx", "four\u0085five"]
+    texts, corpus = _whole(path)
+    assert texts == ["one", "three\tx", "four\u0085five"]
     assert corpus.n_bad == 3
     assert corpus.bad == ["c.txt:2: empty line", "c.txt:3: not valid UTF-8 (byte 1)", "c.txt:4: empty line"]
 
@@ -80,8 +86,8 @@ def test_txt_corpus_counts_bad_lines_with_file_and_line(tmp_path):
 def test_table_corpus_skips_ragged_rows_through_the_reader(tmp_path):
     path = tmp_path / "c.tsv"
     path.write_text("sentence\tlang\nHallo\tde\nzu\tviele\tfelder\nHello\ten\n", encoding="utf-8")
-    corpus = read_corpus(path)
-    assert corpus.texts == ["Hallo", "Hello"] and corpus.n_bad == 1 and "c.tsv:3" in corpus.bad[0]
+    texts, corpus = _whole(path)
+    assert texts == ["Hallo", "Hello"] and corpus.n_bad == 1 and "c.tsv:3" in corpus.bad[0]
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
@@ -103,7 +109,7 @@ def test_table_shards_are_read_from_the_file_not_held(tmp_path, fmt, shard_rows)
     assert scan.rows == len(texts) and scan.n_bad == 1 and scan.bad[0].startswith(f"c.{fmt}:{bad_line}:")
     shards = [scan.locator(i) for i in range(-(-scan.rows // shard_rows))]
     assert all(not any(t in repr(loc) for t in texts) for loc in shards)  # where the shard lies, not its texts
-    assert [t for loc in shards for t in read_span(loc)] == texts == read_corpus(path).texts
+    assert [t for loc in shards for t in read_span(loc)] == texts == _whole(path)[0]
 
 
 def test_parquet_corpus_counts_null_and_empty_rows(tmp_path):
@@ -112,8 +118,8 @@ def test_parquet_corpus_counts_null_and_empty_rows(tmp_path):
 
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"text": ["a", None, "", "b"]}), path)
-    corpus = read_corpus(path)
-    assert corpus.texts == ["a", "b"] and corpus.n_bad == 2 and corpus.bad[0].startswith("c.parquet:row 2")
+    texts, corpus = _whole(path)
+    assert texts == ["a", "b"] and corpus.n_bad == 2 and corpus.bad[0].startswith("c.parquet:row 2")
 
 
 @pytest.mark.parametrize("shard_rows", [1, 2, 3, 100])
