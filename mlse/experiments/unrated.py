@@ -223,6 +223,7 @@ def run_unrated(
                 "complete": complete,
                 "runs": {"with": Path(with_run["run"]).name, "without": Path(without_run["run"]).name},
                 "steps": {"with": with_run.get("steps"), "without": without_run.get("steps")},
+                "cpu_s": without_run.get("cpu_s"),
             }
         )
         predictions["folds"].append(
@@ -234,6 +235,8 @@ def run_unrated(
             }
         )
         result["folds_done"] = k
+        cpu = [with_run.get("cpu_s"), *(f["cpu_s"] for f in result["folds"])]
+        result["cpu_minutes"] = None if None in cpu else round(sum(cpu) / 60, 1)
         result["complete"] = k == len(folds) and all(f["complete"] for f in result["folds"])
         _write(out, name, result, predictions)
     return result
@@ -279,6 +282,7 @@ def study_trainer(
             "run": str(run),
             "complete": run_complete(run),
             "steps": run_steps(run),
+            "cpu_s": run_cpu_s(run),
             "sts_langs": list(config.sts_langs),
             "dev_pairs": list(config.dev_pairs),
         }
@@ -301,20 +305,31 @@ def protocol_trainer(runs: Path, *, data_dir=None, say=None, stop: StopSignal | 
 
 def run_steps(run: Path) -> int | None:
     """How many optimiser steps a finished run took (None: no metrics)."""
-    try:
-        steps = json.loads((run / "metrics.json").read_text(encoding="utf-8")).get("steps")
-    except (OSError, ValueError, AttributeError):
-        return None
+    steps = _metrics(run).get("steps")
     return steps if isinstance(steps, int) else None
+
+
+def run_cpu_s(run: Path) -> float | None:
+    """A run's CPU seconds: its preparation's and its training's with the dev evaluations (None: not recorded, or
+    its training timed by the wall clock)."""
+    metrics = _metrics(run)
+    if metrics.get("budget_clock") != "cpu" or metrics.get("prepare_cpu_s") is None:
+        return None
+    return float(metrics["prepare_cpu_s"]) + float(metrics["elapsed_s"])
+
+
+def _metrics(run: Path) -> dict:
+    try:
+        metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return metrics if isinstance(metrics, dict) else {}
 
 
 def run_complete(run: Path) -> bool:
     """Whether a fine-tune ran to its end: metrics written, not stopped early (Stop, a crash: ``partial``)."""
-    try:
-        metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(metrics, dict) and not metrics.get("partial")
+    metrics = _metrics(run)
+    return bool(metrics) and not metrics.get("partial")
 
 
 def study_predictor(data_dir=None):

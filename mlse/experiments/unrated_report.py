@@ -148,15 +148,17 @@ def _cell(value) -> str:
 
 
 def overview(results: list[dict]) -> str:
-    """One row per recipe: held-out languages, steps, mean with / without / gap [CI] over the held-out pairs, and
-    Tatoeba and FLORES-200 en-X retrieval on the languages outside STS Multi MT (``–``: not scored)."""
+    """One row per recipe: held-out languages, steps, the runs' CPU minutes (preparation, training and dev
+    evaluations of the run with every rated pair and of each fold's; ``–``: not recorded), mean with / without / gap
+    [CI] over the held-out pairs, and Tatoeba and FLORES-200 en-X retrieval on the languages outside STS Multi MT
+    (``–``: not scored)."""
     tat = [f"Tatoeba {lang}" for lang in OUTSIDE_TATOEBA]
     flo = [f"FLORES en-{code.split('_')[0]}" for code in OUTSIDE_FLORES]
     lines = [
-        "| recipe | folds | steps or epochs (with) | with rated pairs | without | gap [95 % CI] | "
+        "| recipe | folds | steps or epochs (with) | CPU-min | with rated pairs | without | gap [95 % CI] | "
         + " | ".join(tat + flo)
         + " |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * (len(tat) + len(flo)),
+        "|---|---|---:|---:|---:|---:|---:|" + "---:|" * (len(tat) + len(flo)),
     ]
     for r in sorted(results, key=lambda r: (not r.get("complete"), r.get("mean_gap", math.inf))):
         means = mean_scores(r)
@@ -170,7 +172,7 @@ def overview(results: list[dict]) -> str:
             steps = (r["folds"][0].get("steps") or {}).get("with")
         counted = "–" if steps is None else f"{steps} {_unit(r['recipe'])}"
         lines.append(
-            f"| {r['recipe']}{_status(r)} | {folds} | {counted}"
+            f"| {r['recipe']}{_status(r)} | {folds} | {counted} | {_cell(r.get('cpu_minutes'))}"
             f" | {_cell(means['with'])} | {_cell(means['without'])} | {r['mean_gap']:+.1f} [{lo:+.1f}, {hi:+.1f}] | "
             + " | ".join(_cell(v) for v in t + f)
             + " |"

@@ -16,7 +16,7 @@ and evaluated on STS Multi MT **dev** while training:
   ``tcm_alpha``. Teacher and student dimensions may differ.
 * ``hard`` -- in-batch-negatives InfoNCE (the contrastive baseline); no teacher.
 
-A run has two parts. **Preparation** (this module; reported as ``prepare_s``): the data
+A run has two parts. **Preparation** (this module; reported as ``prepare_s``, its CPU time ``prepare_cpu_s``): the data
 (:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.student_model`), the
 frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
 under the budget, which covers training *and* the dev evaluations inside it. A caller that needs to stop every phase
@@ -166,7 +166,7 @@ class _Run:
 def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) -> dict:
     import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
 
-    prepare_started = time.perf_counter()
+    prepare_started, prepare_cpu = time.perf_counter(), time.process_time()
     device = rank_device(ctx, config.device or default_device())
     precision = resolve_precision(config.precision, device)  # before anything loads: fp16 on a CPU is refused
     torch.manual_seed(config.seed)
@@ -240,7 +240,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
     }
     if ctx.is_main:
         _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
-    prepare_s = time.perf_counter() - prepare_started
+    prepare_s = (time.perf_counter() - prepare_started, time.process_time() - prepare_cpu)
     if signal is not None:
         signal.start_budget()  # a job's budget counts training, not the preparation above (mlse.stop_signal)
     try:
@@ -256,10 +256,11 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
     return _finish(run, reason, prepare_s, final_eval=not should_stop(signal))
 
 
-def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> dict:
+def _finish(run: _Run, reason: str, prepare_s: tuple[float, float], *, final_eval: bool) -> dict:
     """Last evaluation (unless the last step was just evaluated), a model on disk in any case, metrics.json.
 
-    Ranks other than 0 write nothing and return their own metrics (``rank`` set).
+    Ranks other than 0 write nothing and return their own metrics (``rank`` set). ``prepare_s``: the preparation's
+    wall and CPU seconds.
     """
     loop = run.loop
     if not run.ctx.is_main:
@@ -272,7 +273,9 @@ def _finish(run: _Run, reason: str, prepare_s: float, *, final_eval: bool) -> di
     if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
         with loop.averaged():
             save_checkpoint(run.student, run.out, run.base_modules)
-    metrics = run.metrics(reason) | {"prepare_s": round(prepare_s, 2), "world_size": run.ctx.world}
+    wall, cpu = prepare_s
+    metrics = run.metrics(reason) | {"prepare_s": round(wall, 2), "prepare_cpu_s": round(cpu, 2)}
+    metrics["world_size"] = run.ctx.world
     if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
         metrics["partial"] = {"reason": reason, "steps": loop.step, "best_step": loop.best_step}
     if run.ctx.active:  # equal checksums on every rank: the ranks trained one model together

@@ -121,6 +121,8 @@ def test_a_tiny_run_never_trains_on_the_held_out_languages_rated_pairs(tiny_bert
     fold = result["folds"][0]
     assert list(fold["pairs"]) == ["en-nl"] and result["complete"] and np.isfinite(fold["pairs"]["en-nl"]["gap"])
     assert fold["steps"] == {"with": 2, "without": 2}  # both runs' step counts are recorded beside the gap
+    cpu = [u.run_cpu_s(tmp_path / "runs" / "sts-cosent" / name) for name in ("all", "without-nl")]
+    assert all(s > 0 for s in cpu) and result["cpu_minutes"] == round(sum(cpu) / 60, 1)  # the recipe's CPU cost
     assert u.run_complete(tmp_path / "runs" / "sts-cosent" / "all")
     assert not u.run_complete(tmp_path / "runs" / "nothing-here")
 

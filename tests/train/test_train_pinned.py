@@ -57,6 +57,7 @@ CLOCK_KEYS = {
     "train_s",
     "eval_s",
     "prepare_s",
+    "prepare_cpu_s",
     "estimated_total_steps",
     "teacher_encode_s",
     "teacher_cache",
