@@ -150,7 +150,7 @@ def _full_variant(recipe: dict) -> dict:
 def parse_recipe(name: str) -> tuple[str, dict]:
     """``"NAME"``, ``"NAME+lora"`` (LoRA adapters), either with ``"@MINUTES"`` (another budget) and/or ``"~sSEED"``
     (another seed than COMMON's 0: another data sample, batch order and initialisation) -> (name, recipe)."""
-    spec, _, seed = name.partition("~s")
+    spec, seed = split_seed(name, "student recipe")
     base, _, minutes = spec.partition("@")
     base, _, variant = base.partition("+")
     if base not in RECIPES or variant not in ("", "lora"):
@@ -164,11 +164,18 @@ def parse_recipe(name: str) -> tuple[str, dict]:
             recipe["budget_minutes"] = float(minutes)
         except ValueError:
             raise MlseError(f"student recipe {name!r}: {minutes!r} is not a number of minutes") from None
-    if seed:
-        if not seed.isdigit():
-            raise MlseError(f"student recipe {name!r}: {seed!r} after ~s is not a seed (a whole number)")
-        recipe["seed"] = int(seed)
+    if seed is not None:
+        recipe["seed"] = seed
     return name, recipe
+
+
+def split_seed(name: str, what: str) -> tuple[str, int | None]:
+    """``"NAME~sSEED"`` -> (NAME, SEED); (name, None) without ``~s``; a SEED that is not a whole number is an error
+    naming the ``what`` (a student recipe, a head recipe)."""
+    base, _, seed = name.partition("~s")
+    if seed and not seed.isdigit():
+        raise MlseError(f"{what} {name!r}: {seed!r} after ~s is not a seed (a whole number)")
+    return base, int(seed) if seed else None
 
 
 def unseeded(name: str) -> str:

@@ -28,8 +28,7 @@ from mlse.atomic import atomic_write_text
 from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import ENGLISH_PAIRS
 from mlse.encoders.progress import ProgressLog
-from mlse.errors import MlseError
-from mlse.experiments.distillation import COMMON
+from mlse.experiments.distillation import COMMON, split_seed
 from mlse.runs.folders import SCORER_FILE
 from mlse.stop_signal import StopSignal
 
@@ -45,15 +44,10 @@ HEAD_RECIPES: dict[str, dict] = {
 
 def parse_head_recipe(name: str) -> tuple[str, dict] | None:
     """``"two-stage"`` or ``"two-stage~s1"`` -> (name, recipe); None for a name that is not a head recipe."""
-    base, _, seed = name.partition("~s")
+    base = name.partition("~s")[0]
     if base not in HEAD_RECIPES:
         return None
-    recipe = {**HEAD_RECIPES[base], "seed": 0}
-    if seed:
-        if not seed.isdigit():
-            raise MlseError(f"head recipe {name!r}: {seed!r} after ~s is not a seed (a whole number)")
-        recipe["seed"] = int(seed)
-    return name, recipe
+    return name, {**HEAD_RECIPES[base], "seed": split_seed(name, "head recipe")[1] or 0}
 
 
 def stage2_pairs(sts_langs: Sequence[str]) -> list[str]:

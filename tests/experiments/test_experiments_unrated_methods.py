@@ -6,6 +6,7 @@ compared as finished."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -62,6 +63,11 @@ def test_the_two_stage_head_and_unknown_names():
     assert not {lang for p in stage2_pairs(u.fold_sts_langs(FOLD)) for lang in p.split("-")} & set(FOLD)
     with pytest.raises(MlseError, match=r"unknown student recipe 'nope'.*two-stage"):
         u.parse_protocol_recipe("nope")
+    assert u.parse_protocol_recipe("two-stage")[1]["seed"] == 0
+    assert u.parse_protocol_recipe("sts-cosent+lora~s3")[1]["seed"] == 3
+    for bad, what in (("two-stage~sx", "head recipe"), ("sts-cosent~s1.5", "student recipe")):
+        with pytest.raises(MlseError, match=rf"{what} '{re.escape(bad)}': .* is not a seed"):
+            u.parse_protocol_recipe(bad)
     plans = u.steps_named([("two-stage", recipe), ("sts-cosent", {"method": "sts"})], 40)
     assert [n for n, _ in plans] == ["two-stage", "sts-cosent:40-steps"]  # a head trains by epochs, not steps
 
