@@ -62,12 +62,13 @@ def config_options(args: argparse.Namespace, cls: type) -> dict:
     return {k: v for k, v in vars(args).items() if k in names}
 
 
-def add_backend_argument(parser: argparse.ArgumentParser, what: str = "the encoder") -> None:
-    """``--backend`` (torch, onnx or onnx-int8), its help naming ``what`` runs on it."""
+def add_backend_argument(parser: argparse.ArgumentParser, what: str = "the encoder", *, help_text: str = "") -> None:
+    """``--backend`` (torch, onnx or onnx-int8), its help naming ``what`` runs on it (or ``help_text`` in full)."""
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
         default=DEFAULT_BACKEND,
-        help=f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
+        help=help_text
+        or f"runtime of {what}: torch, onnx (fp32) or onnx-int8 (dynamic int8; exported once and "
         "cached; MLSE_THREADS sets the CPU threads, default 2)",
     )

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
+from mlse.cli.args import add_backend_argument
 from mlse.encoders.catalogue import DEFAULT_MODEL
-from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.errors import MlseError
 
 
@@ -37,9 +37,7 @@ def add_explain_parser(sub) -> None:
     ex.add_argument(
         "--model", default=DEFAULT_MODEL, help=f"a torch sentence-transformers model or muse (default {DEFAULT_MODEL})"
     )
-    ex.add_argument(
-        "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="runtime (only torch can be differentiated)"
-    )
+    add_backend_argument(ex, help_text="runtime (only torch can be differentiated)")
     ex.add_argument("--steps", type=int, default=None, help="integration points (default 12; muse 64)")
     ex.add_argument(
         "--layer",

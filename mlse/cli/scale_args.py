@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
+from mlse.cli.args import add_backend_argument
 from mlse.scale.engine import AUTO_RAY_ROWS, ENGINES, EngineOptions
 
 
@@ -36,7 +36,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, default: str = "aut
 
 def add_model_backend(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="registry name, local folder, run, or hub id")
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="runtime of the model")
+    add_backend_argument(parser, help_text="runtime of the model")
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:

@@ -31,13 +31,12 @@ import numpy as np
 
 from mlse import api
 from mlse.atomic import atomic_write_stream
-from mlse.cli.args import csv_list
+from mlse.cli.args import add_backend_argument, csv_list
 from mlse.cli.scale_args import add_engine_arguments, engine_options
 from mlse.data.records import FORMATS
 from mlse.data.scored_file import write_scored
 from mlse.data.user_files import ChunkedTable, UserTable, parse_range, read_pairs
 from mlse.encoders.catalogue import DEFAULT_MODELS, resolve_model
-from mlse.encoders.identity import BACKENDS, DEFAULT_BACKEND
 from mlse.encoders.progress import CacheCounter, ProgressLog
 from mlse.errors import MlseError
 from mlse.models import load_model
@@ -68,11 +67,8 @@ def add_score_parser(sub) -> None:
     sc.add_argument(
         "--out", default=None, help="scored file to write (TSV when it ends in .tsv, else CSV); default: CSV on stdout"
     )
-    sc.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default=DEFAULT_BACKEND,
-        help="runtime of the models: torch, onnx (fp32) or onnx-int8 (exported once and cached)",
+    add_backend_argument(
+        sc, help_text="runtime of the models: torch, onnx (fp32) or onnx-int8 (exported once and cached)"
     )
     sc.add_argument(
         "--format",

@@ -111,8 +111,6 @@ def run_sts(
     # Groups are over STS Multi MT pairs only: a user file is not a language pair.
     averages = average_scores(scores, {g: m for g, m in sts_groups(sts_keys).items() if m})
     return EvalResult(
-        model=encoder.name,
-        model_identity=encoder.identity,
         task="sts",
         split=split if pairs else "file",
         scores=scores,
@@ -123,8 +121,7 @@ def run_sts(
             "n_boot": n_boot,
             "similarity": "cosine",
         },
-        data=_hash_sources((ds.sources for ds in datasets.values()), data_dir),
-        encode_stats=_encoder_stats(encoder, stats_before),
+        **_provenance(encoder, stats_before, (ds.sources for ds in datasets.values()), data_dir),
         extras={"predictions": preds, "datasets": datasets},
     )
 
@@ -134,9 +131,16 @@ def _pair_key(pair: str) -> str:
     return f"{a}-{b}" if sep else f"{a}-{a}"
 
 
-def _hash_sources(groups, data_dir) -> dict[str, str]:
-    """{portable path (``data:...`` under the data directory; :mod:`mlse.data.portable`): sha256} of every file."""
-    return data_hashes((p for group in groups for p in group), data_dir)
+def _provenance(encoder, stats_before: dict[str, int], sources, data_dir) -> dict:
+    """The fields every runner's result has: the encoder's name and identity, the data files (``sources``: groups of
+    paths) as {portable path (``data:...`` under the data directory; :mod:`mlse.data.portable`): sha256}, and what
+    the encoder encoded since ``stats_before`` was read."""
+    return {
+        "model": encoder.name,
+        "model_identity": encoder.identity,
+        "data": data_hashes((p for group in sources for p in group), data_dir),
+        "encode_stats": _encoder_stats(encoder, stats_before),
+    }
 
 
 def run_tatoeba(
@@ -164,15 +168,12 @@ def run_tatoeba(
         averages["all"] = {key: float(np.mean([s[key] for s in scores.values()])) for key in keys}
         averages["all"]["n_langs"] = len(scores)
     return EvalResult(
-        model=encoder.name,
-        model_identity=encoder.identity,
         task="tatoeba",
         split="test",
         scores=scores,
         averages=averages,
         config={"langs": list(corpora), "k": k, "similarity": "cosine", "margin": "ratio"},
-        data=_hash_sources((c.sources for c in corpora.values()), data_dir),
-        encode_stats=_encoder_stats(encoder, stats_before),
+        **_provenance(encoder, stats_before, (c.sources for c in corpora.values()), data_dir),
         extras={"errors": errors, "corpora": corpora},
     )
 
@@ -329,8 +330,6 @@ def run_mining(
     key = _pair_key(pair)
     flores_note = "FLORES-200 devtest halves"
     return EvalResult(
-        model=encoder.name,
-        model_identity=encoder.identity,
         task="mining",
         split="test",
         scores={key: metrics},
@@ -344,7 +343,6 @@ def run_mining(
             "gold_source": gold.name,
             "distractors": [flores_note, "WMT 2013 halves (if not gold)"],
         },
-        data=_hash_sources([sources], data_dir),
-        encode_stats=_encoder_stats(encoder, stats_before),
+        **_provenance(encoder, stats_before, [sources], data_dir),
         extras={"train": train, "test": test},
     )

@@ -100,19 +100,15 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
     if variant not in STAGE1_VARIANTS and variant not in STAGE2_VARIANTS:
         raise MlseError(f"unknown seed-grid variant {variant!r} for {name}")
     run = runs / name
-    if is_scorer_folder(run):  # resumed: a run this command finished before (delete the folder to train again)
-        pass
-    elif variant in STAGE1_VARIANTS:
+    # Stage 2 trains on the grid's plain Stage 1 ("s1"). A finished scorer folder is a run this command trained before:
+    # it is kept (delete the folder to train again), and a Stage 2 variant trains its "s1" only when that is missing.
+    s1_run, s1_variant = (run, variant) if variant in STAGE1_VARIANTS else (runs / f"{backbone}+s1", "s1")
+    if not is_scorer_folder(run) and not is_scorer_folder(s1_run):
         train_stage1(
-            backbone, out=run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS, **STAGE1_VARIANTS[variant]
+            backbone, out=s1_run, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS, **STAGE1_VARIANTS[s1_variant]
         )
-    else:  # Stage 2 on the grid's plain Stage 1 ("s1"), trained first unless this command already did
-        base = runs / f"{backbone}+s1"
-        if not is_scorer_folder(base):
-            train_stage1(
-                backbone, out=base, seed=0, data_dir=data_dir, max_epochs=DEFAULT_S1_EPOCHS, **STAGE1_VARIANTS["s1"]
-            )
-        train_stage2(base, out=run, seed=0, data_dir=data_dir, **STAGE2_VARIANTS[variant])
+    if variant in STAGE2_VARIANTS and not is_scorer_folder(run):
+        train_stage2(s1_run, out=run, seed=0, data_dir=data_dir, **STAGE2_VARIANTS[variant])
     meta = read_scorer_json(run)  # scorer.json as written: backbone identity, training data hashes
     manifest = {
         "title": f"{variant} heads (seed grid, seed 0)",

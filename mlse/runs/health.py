@@ -136,18 +136,16 @@ def partial_reason(location: str | Path) -> str | None:
     ``"interrupted ..."``; the marker counts only while the run's own record is missing or partial (a later run
     into the same folder that finished supersedes it).
     """
-    path = Path(location)
-    manifest = path / "scorer.json"
-    if manifest.is_file():
-        partial = _read_json(manifest).get("partial")
-        return (interrupted_reason(path) or _describe(partial)) if partial else None
-    run = path.parent if (path.parent / FINETUNE_CONFIG_FILE).is_file() else path
-    if not (run / FINETUNE_CONFIG_FILE).is_file():
-        return None  # not a run mlse wrote: nothing to judge
-    metrics_file = run / "metrics.json"
-    if not metrics_file.is_file():
-        return interrupted_reason(run) or "interrupted; its last checkpoint is kept"
-    partial = _read_json(metrics_file).get("partial")
+    run = Path(location)
+    record = run / "scorer.json"
+    if not record.is_file():  # not a scorer: a fine-tune records itself in metrics.json
+        run = run.parent if (run.parent / FINETUNE_CONFIG_FILE).is_file() else run
+        if not (run / FINETUNE_CONFIG_FILE).is_file():
+            return None  # not a run mlse wrote: nothing to judge
+        record = run / "metrics.json"
+        if not record.is_file():
+            return interrupted_reason(run) or "interrupted; its last checkpoint is kept"
+    partial = _read_json(record).get("partial")
     return (interrupted_reason(run) or _describe(partial)) if partial else None
 
 
