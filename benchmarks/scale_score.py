@@ -6,11 +6,14 @@ size (flat in N: the input is streamed), and the scored files compared byte for 
     nice -n 10 python -m benchmarks.scale_score --memory-only --memory-config local,ray-2 --sizes 20000,100000
     nice -n 10 python -m benchmarks.scale_score --memory-only --memory-config local,ray-2 --sizes 2000,20000 \
         --distinct 2000      # cheap: repeats served by the cache, the driver's memory by N without the encoding
+    nice -n 10 python -m benchmarks.scale_score --sizes 100000,1000000 --tag-repeats --worker-threads 1
     python -m benchmarks.scale_score --quick --model TINY     # seconds of work, ~1 min with Ray's start-up
 
 Pairs: Tatoeba-Challenge X-English translation pairs (every language pair with English, in folder order), each pair kept
 only when both its texts are new, so the 2N texts are distinct (encoding dominates, no cache hits; the count is in the
-result), up to what the local data holds. Each run is ``python -m mlse score`` in a fresh process with an empty
+result), up to what the local data holds; with ``--tag-repeats``, past it, the same pairs again with both texts tagged
+with the pass number (`` #1``, ...), so every text is still new to the cache (the result counts the real texts apart).
+Each run is ``python -m mlse score`` in a fresh process with an empty
 embedding cache (the model's ONNX export and tokenizer are shared: no run re-exports a model), so Ray's start (the
 cluster, then one model load per actor) is counted as a user sees it. At the largest size every engine runs
 (``--configs``); at every size the ``--memory-config`` engines run, for the peak memory of the driver and of each
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +71,16 @@ def distinct_pairs(n: int, data_dir=None) -> list[tuple[str, str]]:
     return pairs
 
 
+def tagged(pairs: list[tuple[str, str]], n: int) -> list[tuple[str, str]]:
+    """``n`` pairs: ``pairs`` as they are, then again with both texts tagged with the pass (`` #1``, `` #2``, ...): past
+    the local data, every text is still new to the embedding cache (encoding dominates), at about the same length."""
+    return [
+        (a, b) if k == 0 else (f"{a} #{k}", f"{b} #{k}")
+        for i in range(n)
+        for k, (a, b) in [(i // len(pairs), pairs[i % len(pairs)])]
+    ]
+
+
 def pairs_file(pairs: list[tuple[str, str]], folder: Path) -> Path:
     path = folder / f"pairs-{len(pairs)}.tsv"
     path.write_text("sentence1\tsentence2\n" + "".join(f"{a}\t{b}\n" for a, b in pairs), encoding="utf-8")
@@ -97,6 +111,7 @@ def run(args, pairs: Path, config: str, folder: Path) -> dict:
     lines = [(time.perf_counter(), line) for line in proc.stderr]  # each line with when it came
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
+    shutil.rmtree(env["MLSE_CACHE"], ignore_errors=True)  # ~1.5 kB a text: gigabytes at a million pairs
     stderr = "".join(line for _, line in lines)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{stderr[-3000:]}")
@@ -179,6 +194,13 @@ def main(argv: list[str] | None = None) -> None:
         help="cycle the pairs over this many distinct ones (a cheap memory check: the embedding cache serves the "
         "repeats, so the driver's reading, planning and writing are measured, not the encoding); default: all distinct",
     )
+    parser.add_argument(
+        "--tag-repeats",
+        action="store_true",
+        help="past the local data's distinct pairs, repeat them with both texts tagged with the pass number (' #1', "
+        "...): every text stays new to the cache (encoding dominates) where the data runs out; default: the largest "
+        "size is cut to the distinct pairs",
+    )
     parser.add_argument("--chunk", type=int, default=512, help="pairs a chunk (score's --chunk)")
     parser.add_argument(
         "--worker-threads",
@@ -206,6 +228,8 @@ def main(argv: list[str] | None = None) -> None:
     distinct = len(pairs)
     if args.distinct:  # the same pairs over and over: the embedding cache serves the repeats
         pairs = [pairs[i % distinct] for i in range(sizes[-1])]
+    elif args.tag_repeats and distinct < sizes[-1]:
+        pairs = tagged(pairs, sizes[-1])
     elif distinct < sizes[-1]:
         print(f"the local data gives {distinct:,} pairs of distinct texts; the largest size is cut to it")
         sizes = sorted({min(n, distinct) for n in sizes})
@@ -238,8 +262,10 @@ def main(argv: list[str] | None = None) -> None:
         "chunk": args.chunk,
         "worker_threads": args.worker_threads,
         "sizes": sizes,
-        "distinct_texts": 2 * distinct,
+        "distinct_texts": 2 * len(set(pairs)) if not args.distinct else 2 * distinct,
+        "real_distinct_texts": 2 * distinct,
         "repeated": bool(args.distinct),
+        "tagged_repeats": bool(args.tag_repeats) and len(pairs) > distinct,
         "pairs_source": "Tatoeba-Challenge X-English pairs, both texts new (parallel/tatoeba_challenge_v2021-08-07)",
         "runs": runs,
         "speed": speed,
