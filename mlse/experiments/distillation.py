@@ -179,8 +179,10 @@ def split_seed(name: str, what: str) -> tuple[str, int | None]:
 
 
 def unseeded(name: str) -> str:
-    """The recipe ``name`` without its ``~sSEED``: what every seed of one recipe shares."""
-    return name.partition("~s")[0]
+    """The recipe ``name`` without its ``~sSEED``: what every seed of one recipe shares (``a~s1:40-steps``:
+    ``a:40-steps``)."""
+    base, _, rest = name.partition("~s")
+    return base + rest.lstrip("0123456789")
 
 
 def seeded(name: str, seed: int) -> str:

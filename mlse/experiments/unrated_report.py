@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 
 from mlse.atomic import atomic_write_text
 from mlse.evaluation.sts import percentile_ci95
+from mlse.experiments.distillation import unseeded
 from mlse.experiments.forgetting import OUTSIDE_FLORES, OUTSIDE_TATOEBA
 from mlse.experiments.unrated import _file_name, recipe_gap_boots
 from mlse.experiments.unrated_heads import parse_head_recipe
@@ -45,11 +45,6 @@ def mean_scores(result: dict) -> dict:
     }
 
 
-def seed_group(recipe: str) -> str:
-    """What the seeds of one recipe share: its name without ``~sSEED`` (``a~s1:40-steps``: ``a:40-steps``)."""
-    return re.sub(r"~s\d+", "", recipe)
-
-
 def write_summary(out: Path, shipped_recipe: str) -> dict:
     """``summary.json`` and ``unrated.md`` from the results under ``out`` (see the module docstring). A recipe run
     with several seeds (``NAME~sN``) is compared by its mean over the seeds: the mean gap, and the CI of that mean
@@ -58,7 +53,7 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
     complete = [r for r in results if r.get("complete")]
     groups: dict[str, list[dict]] = {}
     for r in complete:
-        groups.setdefault(seed_group(r["recipe"]), []).append(r)
+        groups.setdefault(unseeded(r["recipe"]), []).append(r)
     gaps = {name: float(np.mean([r["mean_gap"] for r in rs])) for name, rs in groups.items()}
     summary: dict = {
         "shipped_recipe": shipped_recipe,

@@ -144,5 +144,5 @@ def _threads(have: dict[str, float], workers: int, gpus: int) -> int | None:
     is set (None on a GPU)."""
     if gpus:
         return None
-    per_node = positive_env(THREADS_ENV, os.cpu_count() or 1)
-    return max(1, min(per_node, os.cpu_count() or 1, int(have["CPU"]) // max(1, workers)))
+    cap = positive_env(THREADS_ENV, os.cpu_count() or 1)
+    return max(1, min(cap, os.cpu_count() or 1, int(have["CPU"]) // max(1, workers)))

@@ -11,6 +11,7 @@ import pytest
 from mlse.errors import MlseError
 from mlse.experiments import unrated as u
 from mlse.experiments import unrated_report as ur
+from mlse.experiments.distillation import unseeded
 
 
 def test_folds_hold_out_their_languages_everywhere_but_the_bitext():
@@ -172,7 +173,7 @@ def test_a_recipe_run_with_several_seeds_is_compared_by_its_mean_over_the_seeds(
     for name in names:
 
         def by_group(run, pairs):
-            return predict(ur.seed_group(run.split("/")[0]).partition(":")[0] + "/" + run.partition("/")[2], pairs)
+            return predict(unseeded(run.split("/")[0]).partition(":")[0] + "/" + run.partition("/")[2], pairs)
 
         gaps[name] = u.run_unrated(name, {}, folds=u.parse_folds(None), train=train, predict=by_group, out=tmp_path)[
             "mean_gap"

@@ -233,10 +233,12 @@ def test_student_recipes_parse_with_lora_and_budget_suffixes():
 
 
 def test_seeded_names_keep_seed_zero_plain_so_earlier_results_are_reused():
-    from mlse.experiments.distillation import seeded
+    from mlse.experiments.distillation import seeded, unseeded
 
     assert seeded("hard+lora", 0) == "hard+lora" and seeded("hard+lora", 2) == "hard+lora~s2"
     assert seeded("hard+lora~s2", 1) == "hard+lora~s1" and seeded("hard+lora~s2", 0) == "hard+lora"
+    # what the seeds of one recipe share, a protocol's ":40-steps" kept
+    assert unseeded("hard+lora~s12:40-steps") == "hard+lora:40-steps" and unseeded("two-stage~s1") == "two-stage"
 
 
 def test_every_recipe_makes_a_valid_config_that_keeps_its_own_settings(tmp_path):
