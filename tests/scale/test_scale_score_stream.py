@@ -251,3 +251,13 @@ def test_the_benchmark_calls_memory_flat_only_within_20_percent_and_1_5_gb():
     assert not flatness({1: peaks(200, 500), 2: peaks(251, 500)})["flat_within_20pct"]  # the driver grew 25 %
     assert not flatness({1: peaks(200, 1500), 2: peaks(200, 1600)})["worker_under_1_5_gb"]
     assert not flatness({1: peaks(200, 500)})["flat_within_20pct"]  # one size proves nothing
+
+
+def test_the_benchmark_tags_repeats_so_every_text_is_new_to_the_cache():
+    from benchmarks.scale_score import tagged
+
+    real = [("ein Hund", "a dog"), ("eine Katze", "a cat"), ("ein Haus", "a house")]
+    pairs = tagged(real, 8)
+    assert pairs[:3] == real and pairs[3] == ("ein Hund #1", "a dog #1") and pairs[7] == ("eine Katze #2", "a cat #2")
+    texts = [t for pair in pairs for t in pair]
+    assert len(set(texts)) == len(texts) == 16  # distinct: nothing served by the embedding cache
