@@ -163,14 +163,17 @@ MAX_WORKER_MIB = 1.5 * 1024  # and at most 1.5 GB a worker
 
 def flatness(by_n: dict[int, dict]) -> dict:
     """How much the peaks grow from the smallest N to the largest (largest / smallest - 1; over all sizes, max / min
-    - 1), and the targets: within :data:`FLAT_SPREAD`, each worker at most :data:`MAX_WORKER_MIB`."""
+    - 1), and the targets: within :data:`FLAT_SPREAD` (the workers', and the driver's too), each worker at most
+    :data:`MAX_WORKER_MIB`. On Ray the driver's peak is ``wait4``'s: the largest of it and the processes it started
+    and waited for (Ray's daemons, the object store's pages among them), so it measures Ray's, not only mlse's."""
     sizes = sorted(by_n)
     out: dict = {"sizes": sizes}
     for who in ("driver", "worker"):
         peaks = [by_n[n][f"{who}_peak_rss_mib"] for n in sizes]
         out[f"{who}_growth"] = round(peaks[-1] / peaks[0] - 1, 3)
         out[f"{who}_spread"] = round(max(peaks) / min(peaks) - 1, 3)
-    out["flat_within_20pct"] = len(sizes) > 1 and max(out["driver_spread"], out["worker_spread"]) <= FLAT_SPREAD
+    out["worker_flat_within_20pct"] = len(sizes) > 1 and out["worker_spread"] <= FLAT_SPREAD  # the target
+    out["flat_within_20pct"] = out["worker_flat_within_20pct"] and out["driver_spread"] <= FLAT_SPREAD
     out["worker_under_1_5_gb"] = max(by_n[n]["worker_peak_rss_mib"] for n in sizes) <= MAX_WORKER_MIB
     return out
 
