@@ -165,7 +165,7 @@ def flatness(by_n: dict[int, dict]) -> dict:
     """How much the peaks grow from the smallest N to the largest (largest / smallest - 1; over all sizes, max / min
     - 1), and the targets: within :data:`FLAT_SPREAD` (the workers', and the driver's too), each worker at most
     :data:`MAX_WORKER_MIB`. On Ray the driver's peak is ``wait4``'s: the largest of it and the processes it started
-    and waited for (Ray's daemons, the object store's pages among them), so it measures Ray's, not only mlse's."""
+    and waited for (Ray's daemons and actors), so it measures Ray's processes, not only mlse's."""
     sizes = sorted(by_n)
     out: dict = {"sizes": sizes}
     for who in ("driver", "worker"):
