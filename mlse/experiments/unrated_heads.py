@@ -28,7 +28,7 @@ from mlse.atomic import atomic_write_text
 from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import ENGLISH_PAIRS
 from mlse.encoders.progress import ProgressLog
-from mlse.experiments.distillation import COMMON, split_seed, unseeded
+from mlse.experiments.distillation import COMMON, split_seed
 from mlse.runs.folders import SCORER_FILE
 from mlse.stop_signal import StopSignal
 
@@ -44,7 +44,7 @@ HEAD_RECIPES: dict[str, dict] = {
 
 def parse_head_recipe(name: str) -> tuple[str, dict] | None:
     """``"two-stage"`` or ``"two-stage~s1"`` -> (name, recipe); None for a name that is not a head recipe."""
-    base = unseeded(name)
+    base = name.partition("~s")[0]  # not unseeded(): "two-stage~sx" is a head recipe with a bad seed, named so
     if base not in HEAD_RECIPES:
         return None
     return name, {**HEAD_RECIPES[base], "seed": split_seed(name, "head recipe")[1] or 0}
