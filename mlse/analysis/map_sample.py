@@ -69,11 +69,8 @@ class Sample:
     def shown_text(self, sentence_id: int) -> tuple[str, str]:
         """(language, text) that stands for a meaning in a table: English when it has English, else its first."""
         members = self.members(sentence_id)
-        for lang in PREFERRED_LANGS:
-            for member in members:
-                if member[0] == lang:
-                    return member
-        return members[0] if members else ("", "")
+        preferred = (member for lang in PREFERRED_LANGS for member in members if member[0] == lang)
+        return next(preferred, members[0] if members else ("", ""))
 
     def label(self, sentence_id: int) -> str:
         """The user's id of a meaning where the input gave one, else the number."""
@@ -94,10 +91,8 @@ class Sample:
             return f"needs 2 languages; this sample has 1: {self.langs[0] if self.langs else 'none'}"
         if self.n < 2:
             return "needs 2 different sentences: it is tested on sentences held out from its training"
-        meanings = {li: set() for li in range(len(self.langs))}
-        for li, sid in zip(self.lang_idx.tolist(), self.sentence_ids.tolist()):
-            meanings[li].add(sid)
-        if sum(len(m) >= 2 for m in meanings.values()) < 2:
+        meanings = Counter(li for li, _ in set(zip(self.lang_idx.tolist(), self.sentence_ids.tolist())))  # per language
+        if sum(count >= 2 for count in meanings.values()) < 2:
             return "needs 2 languages with 2 or more different sentences each"
         return None
 

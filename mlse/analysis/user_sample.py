@@ -56,10 +56,6 @@ def _detector(detect: Detector | None) -> tuple[Detector, str]:
     return detect_language, detector_name()
 
 
-def _counts(labels: list[str]) -> str:
-    return ", ".join(f"{lang} {k}" for lang, k in Counter(labels).most_common())
-
-
 def _from_sentences(table: UserTable, detect: Detector | None) -> Sample:
     texts = [t.strip() for t in table.role("sentence")]
     given = table.role("lang")
@@ -70,7 +66,7 @@ def _from_sentences(table: UserTable, detect: Detector | None) -> Sample:
         detector, name = _detector(detect)
         for k in blank:
             labels[k] = detector(texts[k])[0]
-        found = _counts([labels[k] for k in blank])
+        found = ", ".join(f"{lang} {n}" for lang, n in Counter(labels[k] for k in blank).most_common())
         if given is None:
             notes.append(
                 f"No language column: each sentence's language was detected ({name}): {found}. "

@@ -118,7 +118,9 @@ def fit_calibration(
     test = _load_split(pairs, "test", data_dir, max_rows)
     started = time.perf_counter()
     say(f"encoding {sum(len(d) for d in dev.values())} dev and {sum(len(d) for d in test.values())} test pairs")
-    dev_cos, test_cos = _cosines(encoder, dev, batch_size), _cosines(encoder, test, batch_size)
+    dev_cos = predict_sts(encoder, dev, batch_size=batch_size)  # {pair: [n]}
+    test_cos = predict_sts(encoder, test, batch_size=batch_size)
+    sources = (path for ds in [*dev.values(), *test.values()] for path in ds.sources)
     mapping = IsotonicMap.fit(np.concatenate(list(dev_cos.values())), np.concatenate([d.scores for d in dev.values()]))
     calibration = BackboneCalibration(encoder.name, weights_identity(encoder.identity), mapping)
     report = {
@@ -127,7 +129,8 @@ def fit_calibration(
         "knots": len(mapping.x),
         "dev": _split_metrics(dev, dev_cos, mapping),
         "test": _split_metrics(test, test_cos, mapping),
-        "data": (data := _data_hashes([*dev.values(), *test.values()], data_dir)),
+        # {portable path (``data:<path in the data directory>``, mlse.data.portable): sha256} of every source file
+        "data": (data := dict(sorted(data_hashes(sources, resolve_data_dir(data_dir)).items()))),
         "data_identity": data_identity(data),
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -144,10 +147,6 @@ def _load_split(pairs, split, data_dir, max_rows):
             ds = ScoredPairs(ds.s1[:max_rows], ds.s2[:max_rows], ds.scores[:max_rows], ds.name, ds.sources)
         out[pair] = ds
     return out
-
-
-def _cosines(encoder, datasets, batch_size) -> dict[str, np.ndarray]:
-    return predict_sts(encoder, datasets, batch_size=batch_size)  # {pair: [n]}
 
 
 def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
@@ -173,13 +172,6 @@ def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
     }
 
 
-def _data_hashes(datasets, data_dir) -> dict[str, str]:
-    """{portable path (``data:<path in the data directory>``, :mod:`mlse.data.portable`): sha256} of every file the
-    pairs came from."""
-    root = resolve_data_dir(data_dir)
-    return dict(sorted(data_hashes((path for ds in datasets for path in ds.sources), root).items()))
-
-
 def save_calibration(
     calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str
 ) -> tuple[Path, Path]:
@@ -201,11 +193,6 @@ def save_calibration(
 
 
 # -- finding one for a loaded encoder -------------------------------------------------------------------------------
-def search_dirs() -> list[Path]:
-    """Run-local calibrations first (a fresh ``calibrate`` wins), then the shipped ones."""
-    return [local_dir(), SHIPPED_DIR]
-
-
 def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
     """(the calibration fitted on this encoder's weights, "") or (None, why none is used; "" when none exists).
 
@@ -213,7 +200,7 @@ def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
     """
     mine = weights_identity(encoder.identity)
     mismatched = []
-    for folder in search_dirs():
+    for folder in (local_dir(), SHIPPED_DIR):  # run-local calibrations first (a fresh ``calibrate`` wins), then shipped
         path = calibration_file(encoder.name, folder)
         if not path.is_file():
             continue
@@ -241,17 +228,9 @@ class CalibratedEncoder(Scoring):
 
     def __init__(self, inner, calibration: BackboneCalibration):
         self.inner = inner
-        self.name = inner.name
         self.calibration = calibration
 
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    def encode(self, texts, *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None):
-        return self.inner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show_progress)
-
-    def __getattr__(self, attr):  # stats, path, dim, ...: whatever the wrapped encoder offers
+    def __getattr__(self, attr):  # name, encode, identity, stats, path, ...: whatever the wrapped encoder offers
         if attr == "inner":  # not set yet (unpickling): do not recurse
             raise AttributeError(attr)
         return getattr(self.inner, attr)

@@ -65,8 +65,6 @@ class IsotonicMap:
 
 def _step_ends(x: np.ndarray, y: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Drop the interior knots of each flat step: the first and last knot of a run of equal y are enough."""
-    if len(x) <= 2:
-        return tuple(x.tolist()), tuple(y.tolist())
     same_as_prev = np.r_[False, y[1:] == y[:-1]]
     same_as_next = np.r_[y[:-1] == y[1:], False]
     keep = ~(same_as_prev & same_as_next)  # interior of a flat run: redundant for interpolation

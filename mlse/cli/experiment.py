@@ -103,23 +103,20 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             results = rewrite_reports(out)
         except FileNotFoundError as err:
             raise MlseError(str(err)) from None
-        print(markdown_table(results))
-        print(f"rewrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
-        return 0
-    stage1_config = {"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None
-    results = run_seed_grid(
-        args.backbone,
-        out=out,
-        max_pairs=args.max_pairs or None,
-        data_dir=args.data_dir,
-        seed=args.seed,
-        seeds=_int_list(args.seeds, "--seeds"),
-        stage1_config=stage1_config,
-        backend=args.backend,
-        progress=lambda msg: print(msg, flush=True),
-    )
+    else:
+        results = run_seed_grid(
+            args.backbone,
+            out=out,
+            max_pairs=args.max_pairs or None,
+            data_dir=args.data_dir,
+            seed=args.seed,
+            seeds=_int_list(args.seeds, "--seeds"),
+            stage1_config={"max_epochs": args.s1_max_epochs} if args.s1_max_epochs else None,
+            backend=args.backend,
+            progress=lambda msg: print(msg, flush=True),
+        )
     print(markdown_table(results))
-    print(f"wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
+    print(f"{'re' if args.report_only else ''}wrote {out}/seed-grid.json, seed-grid.md, seed-grid.html")
     return 0
 
 

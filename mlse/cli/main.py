@@ -176,9 +176,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     elif args.task == "tatoeba":
         if not args.langs:
             raise MlseError("--task tatoeba needs --langs, e.g. --langs deu,fra,rus")
-        langs = args.langs
-        if langs == ["all"]:
-            langs = tatoeba_languages(data_dir)
+        langs = tatoeba_languages(data_dir) if args.langs == ["all"] else args.langs
         result = runners.run_tatoeba(encoder, langs=langs, data_dir=data_dir, batch_size=args.batch_size)
     else:
         result = runners.run_mining(

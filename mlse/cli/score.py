@@ -33,6 +33,7 @@ from mlse import api
 from mlse.atomic import atomic_write_stream
 from mlse.cli.args import add_backend_argument, csv_list
 from mlse.cli.scale_args import add_engine_arguments, engine_options
+from mlse.data.hashing import file_sha256
 from mlse.data.records import FORMATS
 from mlse.data.scored_file import write_scored
 from mlse.data.user_files import ChunkedTable, UserTable, parse_range, read_pairs
@@ -40,9 +41,9 @@ from mlse.encoders.catalogue import DEFAULT_MODELS, resolve_model
 from mlse.encoders.progress import CacheCounter, ProgressLog
 from mlse.errors import MlseError
 from mlse.models import load_model
+from mlse.scale.embed import report_bad_rows
 from mlse.scale.pairs import PairSource
 from mlse.scale.score import parts_folder, remove_parts, score_on_engine
-from mlse.scale.shards import file_fingerprint
 
 PROGRESS_EVERY_S = 5.0  # at most one progress line per this many seconds
 INTERRUPTED_EXIT = 130
@@ -102,16 +103,7 @@ def _read(args) -> ChunkedTable:
         bad_rows="skip" if args.skip_bad_rows else "raise",
         chunk_rows=args.chunk,
     )
-    for problem in table.skipped:
-        print(f"skipped {problem}", file=sys.stderr)
-    if table.n_skipped > len(table.skipped):
-        print(
-            f"skipped {table.n_skipped - len(table.skipped):,} more rows (only the first {len(table.skipped)} "
-            "are listed)",
-            file=sys.stderr,
-        )
-    if table.n_skipped:
-        print(f"{table.n_skipped:,} bad row(s) skipped, {len(table):,} kept", file=sys.stderr)
+    report_bad_rows(table.skipped, table.n_skipped, len(table), sys.stderr)
     return table
 
 
@@ -127,7 +119,7 @@ def _names(names: Sequence[str]) -> list[str]:
 def _job(args) -> dict:
     """What decides the scored file: the parts folder of another job is never reused."""
     keys = ("models", "backend", "chunk", "batch_tokens", "format", "skip_bad_rows", "gold_range")
-    return {"command": "score", "input_sha256": file_fingerprint(args.file)} | {k: getattr(args, k) for k in keys}
+    return {"command": "score", "input_sha256": file_sha256(args.file)} | {k: getattr(args, k) for k in keys}
 
 
 def _models(names: Sequence[str], backend: str) -> dict[str, object]:

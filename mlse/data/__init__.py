@@ -6,7 +6,7 @@ Importing this package is light (numpy only; pandas and huggingface_hub load on 
 from mlse.data.contamination import evaluation_sentences, filter_contaminated, normalize_sentence
 from mlse.data.flores import FLORES_ALIASES, flores_languages, load_flores
 from mlse.data.hashing import file_sha256
-from mlse.data.hub_download import HUB_REPOS, download_from_hub
+from mlse.data.hub_download import download_from_hub
 from mlse.data.io import read_aligned, read_lines
 from mlse.data.pairs import HAM_KIM_14
 from mlse.data.parallel import PARALLEL_ALIASES, default_labels, load_parallel, parallel_pairs
@@ -20,7 +20,6 @@ from mlse.data.wmt import load_wmt, wmt_sets
 __all__ = [
     "FLORES_ALIASES",
     "HAM_KIM_14",
-    "HUB_REPOS",
     "PARALLEL_ALIASES",
     "STS_LANGS",
     "STS_SPLITS",

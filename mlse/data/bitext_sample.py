@@ -123,16 +123,10 @@ def load_sample_pair(pair: str, root: Path | None = None) -> ParallelCorpus:
     a, sep, b = (PARALLEL_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in pair.partition("-"))
     for folder, swap in ((f"{a}-{b}", False), (f"{b}-{a}", True)):
         if sep and folder in available:
-            first, second = _read_pairs(root / f"{folder}{SUFFIX}")
+            path = root / f"{folder}{SUFFIX}"
+            first, second = _read_pairs(path)
             src, tgt = (second, first) if swap else (first, second)
-            return ParallelCorpus(
-                src=src,
-                tgt=tgt,
-                src_lang=a,
-                tgt_lang=b,
-                name=f"shipped sample/{a}-{b}",
-                sources=[root / f"{folder}{SUFFIX}"],
-            )
+            return ParallelCorpus(src, tgt, src_lang=a, tgt_lang=b, name=f"shipped sample/{a}-{b}", sources=[path])
     raise DataError(
         f"language pair {pair!r} is not in the shipped training sample {root} (it has "
         f"{', '.join(available) or 'nothing'}); for other pairs copy {PARALLEL_DIR} into the data "

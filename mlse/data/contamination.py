@@ -12,6 +12,7 @@ import logging
 import os
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import replace
 
 from mlse.data.paths import resolve_data_dir
 from mlse.data.stsb import STS_LANGS, read_sts_file, sts_file
@@ -52,13 +53,11 @@ def _evaluation_sentences(root: str, tatoeba_langs: tuple[str, ...], sts_splits:
     out: set[str] = set()
     for lang in tatoeba_langs:
         corpus = load_tatoeba(lang, root)
-        out.update(normalize_sentence(s) for s in corpus.src)
-        out.update(normalize_sentence(s) for s in corpus.tgt)
+        out.update(map(normalize_sentence, corpus.src + corpus.tgt))
     for split in sts_splits:
         for lang in STS_LANGS:
             s1, s2, _ = read_sts_file(sts_file(lang, split, root))
-            out.update(normalize_sentence(s) for s in s1)
-            out.update(normalize_sentence(s) for s in s2)
+            out.update(map(normalize_sentence, s1 + s2))
     out.discard("")
     return frozenset(out)
 
@@ -72,12 +71,4 @@ def filter_contaminated(corpus: ParallelCorpus, eval_sentences: set[str]) -> tup
     ]
     dropped = len(corpus) - len(keep)
     logger.info("%s: dropped %d of %d pairs that overlap evaluation sentences", corpus.name, dropped, len(corpus))
-    clean = ParallelCorpus(
-        src=[corpus.src[i] for i in keep],
-        tgt=[corpus.tgt[i] for i in keep],
-        src_lang=corpus.src_lang,
-        tgt_lang=corpus.tgt_lang,
-        name=corpus.name,
-        sources=list(corpus.sources),
-    )
-    return clean, dropped
+    return replace(corpus, src=[corpus.src[i] for i in keep], tgt=[corpus.tgt[i] for i in keep]), dropped

@@ -34,7 +34,6 @@ class FetchStatus:
     running: str | None = None
     waiting: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-    done: list[str] = field(default_factory=list)
 
 
 _status = FetchStatus()
@@ -44,7 +43,7 @@ _lock = threading.Lock()
 def status() -> FetchStatus:
     """A copy of the fetch status (for messages and tests)."""
     with _lock:
-        return FetchStatus(_status.running, list(_status.waiting), dict(_status.failed), list(_status.done))
+        return FetchStatus(_status.running, list(_status.waiting), dict(_status.failed))
 
 
 def set_waiting(keys: list[str]) -> None:
@@ -63,7 +62,6 @@ def set_finished(key: str, error: str | None) -> None:
     with _lock:
         _status.running = None
         if error is None:
-            _status.done.append(key)
             _status.failed.pop(key, None)
         else:
             _status.failed[key] = error

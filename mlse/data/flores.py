@@ -69,9 +69,8 @@ def _codes_in(folder: Path) -> list[str]:
 
 
 def _resolve(lang: str, available: list[str]) -> str:
-    key = lang.strip()
     by_lower = {c.lower(): c for c in available}
-    low = key.lower()
+    low = lang.strip().lower()
     if low in by_lower:
         return by_lower[low]
     if low in FLORES_ALIASES and FLORES_ALIASES[low] in available:

@@ -57,7 +57,6 @@ HUB_DATASETS: dict[str, HubDataset] = {
     ),
     "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR, None),
 }
-HUB_REPOS: dict[str, str] = {key: dataset.repo for key, dataset in HUB_DATASETS.items()}
 
 
 def hub_offline() -> bool:

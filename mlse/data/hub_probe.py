@@ -24,15 +24,12 @@ _answer: tuple[float, bool] | None = None  # (monotonic time of the answer, reac
 _probing = False
 
 
-def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-
-
 def probe_hub(timeout: float = TIMEOUT_SECONDS) -> bool:
     """True when the hub answers an HTTP request within ``timeout`` seconds (any HTTP status counts as an answer)."""
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return False
-    request = urllib.request.Request(hub_endpoint() + PROBE_PATH, method="HEAD")
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    request = urllib.request.Request(endpoint + PROBE_PATH, method="HEAD")
     try:
         with urllib.request.urlopen(request, timeout=timeout):
             return True

@@ -27,12 +27,7 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise DataError(f"{p}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+    return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
 
 
 def read_bytes(path: str | os.PathLike[str], label: str | None = None) -> bytes:

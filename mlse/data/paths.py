@@ -35,12 +35,10 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
         if not p.is_dir():
             raise DataError(f"data directory {p} does not exist (from the {ENV_VAR} environment variable)")
         return p.resolve()
-    tried: list[Path] = []
-    for candidate in (Path.cwd() / ".." / "shared" / "data", _repo_root().parent / "shared" / "data"):
-        candidate = candidate.resolve()
-        if candidate in tried:
-            continue
-        tried.append(candidate)
+    tried = list(
+        dict.fromkeys((root / "shared" / "data").resolve() for root in (Path.cwd() / "..", _repo_root().parent))
+    )
+    for candidate in tried:
         if candidate.is_dir():
             return candidate
     places = ", ".join(str(t) for t in tried)

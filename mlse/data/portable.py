@@ -25,6 +25,7 @@ records that wrote bare relative paths agree). Two records with the same identit
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -122,13 +123,10 @@ def portable_path(path: str | os.PathLike[str], data_dir=None, *, legacy: bool =
         parts = _parts(text)
         return (legacy and _tail_form(parts)) or OUTSIDE + (parts[-1] if parts else "")
     resolved = Path(os.path.realpath(os.path.abspath(text)))
-    best: tuple[int, str] | None = None
-    for prefix, root in _roots(data_dir):
-        if resolved == root or root in resolved.parents:
-            if best is None or len(root.parts) > best[0]:
-                best = (len(root.parts), prefix + (resolved.relative_to(root).as_posix() if resolved != root else "."))
-    if best is not None:
-        return best[1]
+    under = [(prefix, root) for prefix, root in _roots(data_dir) if resolved == root or root in resolved.parents]
+    if under:
+        prefix, root = max(under, key=lambda found: len(found[1].parts))  # the deepest root; the first of equals
+        return prefix + resolved.relative_to(root).as_posix()  # "." for the root itself
     return (legacy and _tail_form(_parts(text))) or OUTSIDE + resolved.name
 
 
@@ -178,10 +176,7 @@ def portable_record(obj: Any, data_dir=None, *, legacy: bool = False) -> Any:
             new_key = portable_text(key, data_dir, legacy=legacy) if isinstance(key, str) else key
             value = portable_record(value, data_dir, legacy=legacy)
             if new_key in out and out[new_key] != value:
-                n = 2
-                while f"{new_key}#{n}" in out:
-                    n += 1
-                new_key = f"{new_key}#{n}"
+                new_key = next(f"{new_key}#{n}" for n in itertools.count(2) if f"{new_key}#{n}" not in out)
             out[new_key] = value
         return out
     if isinstance(obj, (list, tuple)):

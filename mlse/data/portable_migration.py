@@ -94,9 +94,8 @@ def migrate_text(path: Path, text: str, data_dir=None) -> str:
 
 def migrate_records(paths: Iterable[str | Path], data_dir=None) -> Migration:
     """Work out every change (nothing is written); :func:`write_migration` writes them."""
-    result = Migration()
     files = text_files(paths)
-    result.read = len(files)
+    result = Migration(read=len(files))
     for path in files:
         text = _read_text(path) or ""
         new = migrate_text(path, text, data_dir)

@@ -36,7 +36,11 @@ def raw_input(source, text, name, max_bytes: int | None = None) -> tuple[bytes, 
     elif isinstance(source, bytes | bytearray):
         raw, label, suffix = bytes(source), name or "uploaded file", Path(name or "").suffix.lower()
     else:
-        raw, label, suffix = _read_path(Path(source), name, max_bytes)
+        path = Path(source)
+        label, suffix = name or path.name, path.suffix.lower()
+        if max_bytes is not None and path.is_file():  # refused before it is read
+            _check_size(path.stat().st_size, label, max_bytes)
+        raw = read_bytes(path, label)
     _check_size(len(raw), label, max_bytes)
     return raw, label, suffix
 
@@ -44,13 +48,6 @@ def raw_input(source, text, name, max_bytes: int | None = None) -> tuple[bytes, 
 def _check_size(size: int, label: str, max_bytes: int | None) -> None:
     if max_bytes is not None and size > max_bytes:
         raise DataError(f"{label}: {size:,} bytes is over the limit of {max_bytes:,} bytes")
-
-
-def _read_path(path: Path, name: str | None, max_bytes: int | None) -> tuple[bytes, str, str]:
-    label = name or path.name
-    if max_bytes is not None and path.is_file():
-        _check_size(path.stat().st_size, label, max_bytes)
-    return read_bytes(path, label), label, path.suffix.lower()
 
 
 # the first bytes of files people mistake for a table's text
@@ -92,9 +89,8 @@ def guess_format(content: str, suffix: str, kinds: tuple[str, ...]) -> str:
     by_suffix = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
     if suffix in by_suffix:
         return by_suffix[suffix]
-    head = content.lstrip()[:1]
     first_lines = [line for line in content.split("\n")[:20] if line.strip()]
-    if head == "{":
+    if content.lstrip().startswith("{"):
         return "jsonl"
     if any("\t" in line for line in first_lines):
         return "tsv"
@@ -103,19 +99,13 @@ def guess_format(content: str, suffix: str, kinds: tuple[str, ...]) -> str:
     return "csv"
 
 
-def _split_lines(content: str, keep_ends: bool = False) -> list[str]:
-    """The lines of ``content`` split on "\\n" only; without ``keep_ends``, CRLF's "\\r" dropped."""
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if keep_ends:
-        return [line + "\n" for line in lines]
-    return [line.removesuffix("\r") for line in lines]
-
-
-def delimited_records(content: str, fmt: str, label: str) -> list[tuple[int, list[str]]]:
-    """(line number, fields) of every non-blank record."""
-    return list(line_records(_split_lines(content, keep_ends=True), fmt, label))
+def text_records(content: str, fmt: str, label: str) -> list[tuple[int, object]]:
+    """The records of a whole text (:func:`line_records` over its lines split on "\\n" only). For JSONL, a JSON array
+    (a ``.json`` file of objects) is refused with one message."""
+    if fmt == "jsonl":
+        refuse_json_array(content, label)
+    lines = [line + "\n" for line in content.removesuffix("\n").split("\n")] if content else []
+    return list(line_records(lines, fmt, label))
 
 
 def line_records(lines: Iterable[str], fmt: str, label: str, first_line: int = 1) -> Iterator[tuple[int, object]]:
@@ -123,15 +113,13 @@ def line_records(lines: Iterable[str], fmt: str, label: str, first_line: int = 1
     are read: (line number, fields) of every non-blank TSV / CSV / one-sentence line, or for JSONL (line number, the
     object, or why the line is none). The parser of the whole-file reader and of the streamed one
     (:mod:`mlse.data.table_stream`)."""
-    if fmt == "jsonl":
-        yield from _jsonl_lines(lines, first_line)
-    elif fmt in ("tsv", "lines"):
-        for i, raw in enumerate(lines, start=first_line):
-            line = raw.removesuffix("\n").removesuffix("\r")
-            if line.strip():
-                yield i, (line.split("\t") if fmt == "tsv" else [line])
-    else:
+    if fmt == "csv":
         yield from _csv_lines(lines, label, first_line)
+        return
+    for i, raw in enumerate(lines, start=first_line):
+        line = raw.removesuffix("\n").removesuffix("\r")
+        if line.strip():
+            yield i, _json_object(line) if fmt == "jsonl" else line.split("\t") if fmt == "tsv" else [line]
 
 
 def _csv_lines(lines: Iterable[str], label: str, first_line: int) -> Iterator[tuple[int, list[str]]]:
@@ -159,13 +147,6 @@ def _csv_problem(error: str) -> str:
     return f'{error}; quote fields that hold commas or quotes with "..." and double a quote inside one ("")'
 
 
-def jsonl_records(content: str, label: str) -> list[tuple[int, dict | str]]:
-    """(line number, object) of every non-blank line; a line that is not an object is kept as its error text. A JSON
-    array (a ``.json`` file of objects) is refused with one message."""
-    refuse_json_array(content, label)
-    return list(line_records(_split_lines(content, keep_ends=True), "jsonl", label))
-
-
 def refuse_json_array(content: str, label: str) -> None:
     """Refuse a pretty-printed JSON array (JSON Lines expected); one on one line is one bad line."""
     whole = content.strip()
@@ -178,21 +159,16 @@ def refuse_json_array(content: str, label: str) -> None:
             raise DataError(f"{label}: a JSON array; expected JSON Lines: one {{...}} object per line, no [ ]")
 
 
-def _jsonl_lines(lines: Iterable[str], first_line: int) -> Iterator[tuple[int, dict | str]]:
-    for i, raw in enumerate(lines, start=first_line):
-        line = raw.removesuffix("\n").removesuffix("\r")
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield i, f"not valid JSON ({exc.msg}, character {exc.colno})"
-            continue
-        except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; nesting deeper than the stack
-            why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
-            yield i, f"not valid JSON ({why})"
-            continue
-        yield i, value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"
+def _json_object(line: str) -> dict | str:
+    """The object on one JSONL line, or why the line is none (kept as the record's error text)."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg}, character {exc.colno})"
+    except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; nesting deeper than the stack
+        why = "nested too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
+        return f"not valid JSON ({why})"
+    return value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"
 
 
 def cell_text(value) -> str:

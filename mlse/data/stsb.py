@@ -23,7 +23,7 @@ MIN_SCORE, MAX_SCORE = 0.0, 5.0
 
 def sts_file(lang: str, split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Path of one language/split CSV (validates both names)."""
-    lang, split = _check_lang(lang), _check_split(split)
+    lang, split = _check(lang, STS_LANGS), _check(split, STS_SPLITS, "STS split")
     return require_subdir(resolve_data_dir(data_dir), STS_DIR) / f"stsb-{lang}-{split}.csv"
 
 
@@ -64,26 +64,18 @@ def read_sts_file(path: str | os.PathLike[str]) -> tuple[list[str], list[str], n
     return list(s1), list(s2), scores.copy()
 
 
-def _check_lang(lang: str) -> str:
-    code = lang.strip().lower()
-    if code not in STS_LANGS:
-        raise DataError(f"unknown STS Multi MT language {lang!r}; available: {', '.join(STS_LANGS)}")
+def _check(value: str, allowed: tuple[str, ...], what: str = "STS Multi MT language") -> str:
+    """``value`` stripped and lower-cased when it is one of ``allowed``, else a DataError naming ``what`` it is."""
+    code = value.strip().lower()
+    if code not in allowed:
+        raise DataError(f"unknown {what} {value!r}; available: {', '.join(allowed)}")
     return code
-
-
-def _check_split(split: str) -> str:
-    s = split.strip().lower()
-    if s not in STS_SPLITS:
-        raise DataError(f"unknown STS split {split!r}; available: {', '.join(STS_SPLITS)}")
-    return s
 
 
 def _parse_pair(pair: str) -> tuple[str, str]:
     parts = pair.strip().split("-")
-    if len(parts) == 1:
-        return _check_lang(parts[0]), _check_lang(parts[0])
-    if len(parts) == 2:
-        return _check_lang(parts[0]), _check_lang(parts[1])
+    if len(parts) in (1, 2):
+        return _check(parts[0], STS_LANGS), _check(parts[-1], STS_LANGS)
     raise DataError(f"STS pair {pair!r} must look like 'en-de' or 'en'; languages: {', '.join(STS_LANGS)}")
 
 

@@ -94,42 +94,23 @@ class ChunkedTable:
         return self.rows
 
     @property
-    def name(self) -> str:
-        return self.layout.label
-
-    @property
-    def columns(self) -> list[str]:
-        return list(self.layout.settled["columns"])
-
-    @property
     def roles(self) -> dict[str, str]:
         return dict(self.layout.settled["roles"])
-
-    @property
-    def kind(self) -> str:
-        return self.layout.settled["kind"]
 
     @property
     def n_chunks(self) -> int:
         return len(self.spans)
 
-    def bounds(self, index: int) -> tuple[int, int]:
-        """Rows [lo, hi) of chunk ``index``."""
-        lo = index * self.chunk_rows
-        return lo, min(self.rows, lo + self.chunk_rows)
-
     def locator(self, index: int) -> tuple:
         """What :func:`read_span` needs to read chunk ``index`` (small: where it starts, how many rows)."""
-        lo, hi = self.bounds(index)
         offset, line = self.spans[index]
-        return ("table", self.layout, offset, line, hi - lo)
+        return ("table", self.layout, offset, line, min(self.chunk_rows, self.rows - index * self.chunk_rows))
 
     def read(self, index: int) -> UserTable:
         return read_span(self.locator(index))
 
     def chunks(self) -> Iterator[UserTable]:
-        for index in range(self.n_chunks):
-            yield self.read(index)
+        return map(self.read, range(self.n_chunks))
 
 
 def _format(path: Path, label: str, kinds: tuple[str, ...]) -> str:
@@ -143,12 +124,6 @@ def _format(path: Path, label: str, kinds: tuple[str, ...]) -> str:
             if len(head) >= GUESS_LINES and any(x.strip() for x in head):
                 break
     return guess_format("".join(head), path.suffix.lower(), kinds)
-
-
-def _positioned(records, lines: FileLines):
-    """Each record with where the file stands just after it: (record, byte offset, lines read)."""
-    for record in records:
-        yield record, lines.offset, lines.line
 
 
 def scan_table(
@@ -173,14 +148,13 @@ def scan_table(
         raise DataError(f"{label}: {path.stat().st_size:,} bytes is over the limit of {max_bytes:,} bytes")
     fmt = format or _format(path, label, kinds)
     builder = TableBuilder(label, fmt, kinds, header, gold_range, bad_rows, None)
-    columns = None
-    if fmt == "jsonl":
-        columns = _jsonl_columns(path, label, builder)
+    columns = _jsonl_columns(path, label, builder) if fmt == "jsonl" else None
     with open_binary(path, label) as fh:
         refuse_binary(fh.read(8), label)
         fh.seek(0)
         lines = FileLines(fh, label)
-        records = _positioned(line_records(lines, fmt, label), lines)
+        # each record with where the file stands just after it: (record, byte offset, lines read)
+        records = ((record, lines.offset, lines.line) for record in line_records(lines, fmt, label))
         head = list(itertools.islice(records, HEAD_RECORDS))
         body = builder.decide([record for record, _, _ in head], columns)
         titled = len(body) < len(head)  # the first record was a header (a JSONL file's columns are its keys)

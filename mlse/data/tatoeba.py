@@ -39,14 +39,12 @@ _FILE_RE = re.compile(r"^tatoeba\.([a-z]{3})-eng\.([a-z]{3})$")
 
 def tatoeba_languages(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Sorted ISO 639-3 codes that have both a ``.xxx`` and a ``.eng`` file (112 in LASER v1)."""
-    folder = require_subdir(resolve_data_dir(data_dir), TATOEBA_DIR)
-    return _languages_in(folder)
+    return _languages_in(require_subdir(resolve_data_dir(data_dir), TATOEBA_DIR))
 
 
 def resolve_tatoeba_lang(lang: str, data_dir: str | os.PathLike[str] | None = None) -> str:
     """Map ``"de"``/``"deu"``/``"DEU"`` to the code used in the file names, or raise DataError."""
-    folder = require_subdir(resolve_data_dir(data_dir), TATOEBA_DIR)
-    return _resolve(lang, _languages_in(folder))
+    return _resolve(lang, tatoeba_languages(data_dir))
 
 
 def load_tatoeba(lang: str, data_dir: str | os.PathLike[str] | None = None) -> ParallelCorpus:
@@ -63,12 +61,8 @@ def load_tatoeba(lang: str, data_dir: str | os.PathLike[str] | None = None) -> P
 
 def _languages_in(folder: Path) -> list[str]:
     names = {p.name for p in folder.iterdir()}
-    langs = set()
-    for name in names:
-        m = _FILE_RE.match(name)
-        if m and m.group(1) == m.group(2) and f"tatoeba.{m.group(1)}-eng.eng" in names:
-            langs.add(m.group(1))
-    return sorted(langs)
+    matches = filter(None, map(_FILE_RE.match, names))
+    return sorted({m[1] for m in matches if m[1] == m[2] and f"tatoeba.{m[1]}-eng.eng" in names})
 
 
 def _resolve(lang: str, available: list[str]) -> str:

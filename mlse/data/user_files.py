@@ -34,16 +34,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from mlse.data.records import (
-    FORMATS,
-    cell_text,
-    decode,
-    delimited_records,
-    guess_format,
-    jsonl_records,
-    parse_range,
-    raw_input,
-)
+from mlse.data.records import FORMATS, cell_text, decode, guess_format, parse_range, raw_input, text_records
 from mlse.data.table_stream import ChunkedTable, scan_table
 from mlse.data.user_table import ROLE_NAMES, RowProblem, UserTable
 from mlse.data.user_table_builder import TableBuilder
@@ -105,12 +96,8 @@ def read_table(
     raw, label, suffix = raw_input(source, text, name, max_bytes)
     content = decode(raw, label)
     fmt = format or guess_format(content, suffix, kinds)
-    if fmt == "jsonl":
-        records = jsonl_records(content, label)
-    else:
-        records = delimited_records(content, fmt, label)
-    reader = TableBuilder(label, fmt, kinds, header, gold_range, bad_rows, max_rows)
-    return reader.build(records)
+    records = text_records(content, fmt, label)  # refused (a JSON array, a CSV quoting error) before the rows' checks
+    return TableBuilder(label, fmt, kinds, header, gold_range, bad_rows, max_rows).build(records)
 
 
 def read_pairs(source=None, **options) -> UserTable:

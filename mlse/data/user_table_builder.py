@@ -140,16 +140,14 @@ class TableBuilder:
     def accept(self, line: int, fields) -> bool:
         """Whether one body record (:meth:`body_record`) is a row; a bad one is raised or skipped (``bad_rows``)."""
         if isinstance(fields, str):  # a JSONL line that is no object
-            self.bad_row(line, None, fields)
-            return False
-        if len(fields) != len(self.columns):
-            self.bad_row(line, *self.ragged(self.columns, fields, self.has_header))
-            return False
-        problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header, self.kind)
+            problem = (None, fields)
+        elif len(fields) != len(self.columns):
+            problem = self.ragged(self.columns, fields, self.has_header)
+        else:
+            problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header, self.kind)
         if problem is not None:
             self.bad_row(line, *problem)
-            return False
-        return True
+        return problem is None
 
     def require_rows(self, kept: int) -> None:
         if not kept:
@@ -204,8 +202,7 @@ class TableBuilder:
                 self.fail(first_line, f"column {columns.index('') + 1} of the header has no name")
             self.check_duplicates(columns, first_line)
             return columns, True, records[1:]
-        width = len(first)
-        return [f"column{i}" for i in range(1, width + 1)], False, records
+        return [f"column{i}" for i in range(1, len(first) + 1)], False, records
 
     def check_duplicates(self, columns, line) -> None:
         seen: dict[str, int] = {}
@@ -216,8 +213,7 @@ class TableBuilder:
             seen[key] = i
 
     def looks_like_header(self, first: list[str], rest) -> bool:
-        normal = [_normal(c) for c in first]
-        if any(n in _ROLE_OF for n in normal):
+        if any(_normal(c) in _ROLE_OF for c in first):
             return True
         if "parallel" in self.kinds and len(first) >= 2 and all(is_language_code(c) for c in first):
             return True

@@ -57,10 +57,8 @@ def _index(root: Path) -> dict[int, dict[str, Path]]:
     for year_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit()):
         year = int(year_dir.name)
         prefix = f"newstest{year}."
-        pairs: dict[str, Path] = {}
         multiway = sorted(p.name[len(prefix) :] for p in year_dir.glob(f"{prefix}*") if p.is_file())
-        for a, b in itertools.combinations(multiway, 2):
-            pairs[f"{a}-{b}"] = year_dir
+        pairs = {f"{a}-{b}": year_dir for a, b in itertools.combinations(multiway, 2)}
         for sub in year_dir.iterdir():
             langs = sub.name.split("-")
             if sub.is_dir() and len(langs) == 2 and all((sub / f"{prefix}{lang}").is_file() for lang in langs):

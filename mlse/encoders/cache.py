@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -47,21 +47,10 @@ def text_key(text: str) -> bytes:
     The whole text, not the part an encoder reads (:mod:`mlse.encoders.text_cut`): the cut is how an encoder
     computes, and for ordinary text it changes nothing, so keys and vectors cached before it stay valid.
     """
-    if len(text) <= _KEY_SLICE:
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     digest = hashlib.sha256()  # the same bytes in slices: UTF-8 encodes each code point on its own
     for start in range(0, len(text), _KEY_SLICE):
         digest.update(text[start : start + _KEY_SLICE].encode("utf-8", "surrogatepass"))
     return digest.digest()
-
-
-def _raise_if_busy(exc: sqlite3.DatabaseError) -> None:
-    """Contention or misuse is not damage: never move a healthy file aside for a lock held past the busy timeout, or
-    for a programming error (a closed connection, the wrong thread)."""
-    if isinstance(exc, sqlite3.OperationalError) and any(w in str(exc) for w in ("locked", "busy")):
-        raise exc
-    if isinstance(exc, sqlite3.ProgrammingError):
-        raise exc
 
 
 class EmbeddingStore:
@@ -84,12 +73,7 @@ class EmbeddingStore:
         if self._conn is not None:
             return self._conn
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = self._open()
-        except sqlite3.DatabaseError as exc:
-            _raise_if_busy(exc)
-            self._quarantine(exc)
-            self._conn = self._open()
+        self._conn = self._or_rebuilt(self._open)
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
@@ -127,11 +111,24 @@ class EmbeddingStore:
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(row[0] // 4),))
         return row[0] // 4
 
-    def _quarantine(self, exc: Exception) -> None:
-        """Move a damaged file (and its WAL side files) aside so that a fresh one is built."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    def _or_rebuilt(self, run: Callable, fallback: Callable | None = None):
+        """``run()``; when the file turns out damaged, it is moved aside (:meth:`_quarantine`) and ``fallback()``
+        answers instead (default: ``run()`` again, on a fresh file)."""
+        try:
+            return run()
+        except sqlite3.DatabaseError as exc:
+            self._quarantine(exc)
+            return (fallback or run)()
+
+    def _quarantine(self, exc: sqlite3.DatabaseError) -> None:
+        """Move a damaged file (and its WAL side files) aside so that a fresh one is built.
+
+        Contention or misuse is not damage: never move a healthy file aside for a lock held past the busy timeout, or
+        for a programming error (a closed connection, the wrong thread); ``exc`` is raised again then."""
+        busy = isinstance(exc, sqlite3.OperationalError) and any(w in str(exc) for w in ("locked", "busy"))
+        if busy or isinstance(exc, sqlite3.ProgrammingError):
+            raise exc
+        self.close()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log.warning("embedding cache %s is damaged (%s); moving it aside and rebuilding", self.path, exc)
         for suffix in ("", "-wal", "-shm"):
@@ -152,12 +149,7 @@ class EmbeddingStore:
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Vectors found for ``keys``; damaged rows are deleted and left out (they will be re-encoded)."""
         with self._lock:
-            try:
-                return self._get_many(keys)
-            except sqlite3.DatabaseError as exc:
-                _raise_if_busy(exc)
-                self._quarantine(exc)
-                return {}
+            return self._or_rebuilt(lambda: self._get_many(keys), fallback=dict)
 
     def _get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         conn = self._connect()
@@ -183,12 +175,7 @@ class EmbeddingStore:
         rows = [(k, v.tobytes(), zlib.crc32(v.tobytes())) for k, v in zip(keys, vectors)]
         dim = int(vectors.shape[1]) if vectors.ndim == 2 and len(rows) else None
         with self._lock:
-            try:
-                self._put_rows(rows, dim)
-            except sqlite3.DatabaseError as exc:
-                _raise_if_busy(exc)
-                self._quarantine(exc)
-                self._put_rows(rows, dim)
+            self._or_rebuilt(lambda: self._put_rows(rows, dim))
 
     def _put_rows(self, rows: list[tuple[bytes, bytes, int]], dim: int | None = None) -> None:
         conn = self._connect()
@@ -258,9 +245,8 @@ class CachedEncoder(Scoring):
         log.info("%s: encoded %d texts, served %d from cache", self.name, len(missing), n_served)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        matrix = np.stack([found[k] for k in keys])  # [n_unique, d]
-        position = {t: i for i, t in enumerate(unique)}
-        return matrix[[position[t] for t in texts]]  # [n, d]
+        key_of = dict(zip(unique, keys))
+        return np.stack([found[key_of[t]] for t in texts])  # [n, d]
 
     def _encode_into(self, store, found, keys, unique, which, normalize, batch_size, show_progress) -> np.ndarray:
         """Encode ``unique[i]`` for ``i`` in ``which``, store the vectors and put them in ``found``."""

@@ -195,17 +195,11 @@ class ModelInfo:
             "downloads on first use" if self.needs_download else "",
             "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
             "trained here" if self.name.startswith(RUNS_PREFIX) else "",  # beside a shipped one of the same name
-            self.state_note,
+            # how a partial run ended, as its label says it: "interrupted; ..." (its job died: the app was killed, say)
+            # or "partial: stopped after N steps"; empty for a finished model
+            f"partial: {self.partial}" if self.partial and not self.partial.startswith("interrupted") else self.partial,
         ]
         return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes if n)
-
-    @property
-    def state_note(self) -> str:
-        """How a partial run ended, as its label says it: ``interrupted; ...`` (its job died: the app was killed, say)
-        or ``partial: stopped after N steps``; empty for a finished model."""
-        if not self.partial:
-            return ""
-        return self.partial if self.partial.startswith("interrupted") else f"partial: {self.partial}"
 
 
 def describe(spec: ModelSpec) -> ModelInfo:

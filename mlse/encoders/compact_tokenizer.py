@@ -65,12 +65,8 @@ def compact_tokenizer(tokenizer_file: str | Path, max_length: int | None = None)
         spec = supported_spec(json.loads(tokenizer_file.read_text(encoding="utf-8")))
         if spec is None:
             return None
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_dir(folder) as tmp:
+        with atomic_dir(folder) as tmp:  # only a supported pipeline gets a folder
             write_model(spec, tmp)
-    meta = json.loads((folder / META_FILE).read_text())
-    if not meta.get("supported"):
-        return None
     return CompactTokenizer(folder, tokenizer_file, max_length)
 
 
@@ -137,11 +133,8 @@ def write_model(spec: dict, out: Path) -> None:
     piece_type = pb.ModelProto.SentencePiece
     control = set(spec["specials"]) - {spec["unk"]}
     for i, (piece, score) in enumerate(spec["vocab"]):
-        entry = proto.pieces.add()
-        entry.piece, entry.score = piece, float(score)
-        entry.type = (
-            piece_type.UNKNOWN if i == spec["unk"] else piece_type.CONTROL if i in control else piece_type.NORMAL
-        )
+        kind = piece_type.UNKNOWN if i == spec["unk"] else piece_type.CONTROL if i in control else piece_type.NORMAL
+        proto.pieces.add(piece=piece, score=float(score), type=kind)
     trainer = proto.trainer_spec
     trainer.model_type = pb.TrainerSpec.UNIGRAM
     trainer.vocab_size = len(spec["vocab"])
@@ -243,17 +236,30 @@ class CompactTokenizer:
         if not texts:
             return []
         with self._lock:
-            if self._exact is None:
-                from tokenizers import Tokenizer  # lazy: only rare texts need it (see _needs_exact)
+            if self._exact is None:  # only rare texts need it (see _needs_exact)
+                self._exact = RustTokenizer(self.tokenizer_file, self.max_length)
+        return self._exact.encode_ids(texts)
 
-                exact = Tokenizer.from_file(str(self.tokenizer_file))
-                exact.no_padding()
-                if self.max_length is None:
-                    exact.no_truncation()
-                else:
-                    exact.enable_truncation(self.max_length)
-                self._exact = exact
-        return [e.ids for e in self._exact.encode_batch(texts)]
+
+class RustTokenizer:
+    """The ``tokenizers`` tokenizer of a file behind :class:`CompactTokenizer`'s ``encode_ids``, truncated to
+    ``max_length`` tokens (None: not truncated)."""
+
+    def __init__(self, path: Path, max_length: int | None):
+        from tokenizers import Tokenizer  # lazy: only encoding needs it
+
+        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer.no_padding()  # each batch is padded to its own longest text
+        if max_length is None:
+            self._tokenizer.no_truncation()
+        else:
+            self._tokenizer.enable_truncation(max_length)
+
+    def encode_ids(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tokenizer.encode_batch(texts)]
+
+    def chars_per_token(self) -> int:
+        return tokenizer_chars_per_token(self._tokenizer)
 
 
 # Characters that extend a grapheme without being marks: zero-width non-joiner and joiner, emoji skin tones, tags.
@@ -291,10 +297,12 @@ def codepoint_ranges(codepoints) -> list[list[int]]:
     return ranges
 
 
-def character_class(codepoints) -> str:
-    """``[...]`` matching exactly ``codepoints`` (as ranges, so that the class stays short)."""
+def character_class(codepoints, escape: str = "\\U{:08x}", negated: bool = False) -> str:
+    """``[...]`` matching exactly ``codepoints`` (as ranges, so that the class stays short); with ``negated``,
+    ``[^...]`` matching every other character. ``escape``: a code point in the regex's syntax (Python's by default)."""
     ranges = codepoint_ranges(codepoints)
-    return "[" + "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
+    body = "".join(escape.format(a) if a == b else f"{escape.format(a)}-{escape.format(b)}" for a, b in ranges)
+    return f"[{'^' if negated else ''}{body}]"
 
 
 def padded(rows: list[list[int]], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:

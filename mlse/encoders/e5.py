@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from mlse.atomic import atomic_dir
 from mlse.dirs import cache_root
-from mlse.encoders.compact_tokenizer import codepoint_ranges
+from mlse.encoders.compact_tokenizer import character_class
 from mlse.encoders.e5_format import E5File, Header, Vocabulary
 from mlse.encoders.identity import file_sha256_memo
 from mlse.encoders.safetensors_stream import write_safetensors
@@ -52,11 +52,7 @@ def packaged_model_file() -> Path | None:
     except (ImportError, ValueError):
         return None
     locations = list(spec.submodule_search_locations or []) if spec else []
-    for folder in locations:
-        path = Path(folder) / MODEL_FILE
-        if path.is_file():
-            return path
-    return None
+    return next((Path(folder) / MODEL_FILE for folder in locations if (Path(folder) / MODEL_FILE).is_file()), None)
 
 
 def converted_dir(source: Path) -> Path:
@@ -253,16 +249,9 @@ def tokenizer_config(vocab: Vocabulary) -> dict:
     """tokenizer_config.json: the generic tokenizers-backed class, which uses tokenizer.json as it is. (Not
     ``XLMRobertaTokenizer``: in transformers 5 it rebuilds its own normaliser and pre-tokenizer on load, dropping ours.)
     """
-    names = {
-        "bos_token": vocab.bos,
-        "eos_token": vocab.eos,
-        "sep_token": vocab.eos,
-        "cls_token": vocab.bos,
-        "unk_token": vocab.unk,
-        "pad_token": vocab.pad,
-    }
+    ids = {"bos": vocab.bos, "eos": vocab.eos, "sep": vocab.eos, "cls": vocab.bos, "unk": vocab.unk, "pad": vocab.pad}
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": MAX_SEQ_LENGTH}
-    config.update({key: vocab.pieces[i] for key, i in names.items()})
+    config.update({f"{key}_token": vocab.pieces[i] for key, i in ids.items()})
     if "<mask>" in vocab.pieces:
         config["mask_token"] = "<mask>"
     return config
@@ -293,10 +282,4 @@ def compiled_charsmap(normalization: dict[str, str]) -> bytes:
 def unknown_character_class(pieces: list[str]) -> str:
     """A regex class matching every character that is not a one-character piece (ranges, so the class stays small
     enough for the Oniguruma engine tokenizers uses)."""
-    ranges = codepoint_ranges(ord(p) for p in pieces if len(p) == 1)
-
-    def escaped(cp: int) -> str:
-        return f"\\x{{{cp:x}}}"
-
-    body = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
-    return f"[^{body}]"
+    return character_class((ord(p) for p in pieces if len(p) == 1), escape="\\x{{{:x}}}", negated=True)

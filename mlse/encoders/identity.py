@@ -129,7 +129,10 @@ def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
         return memo[key]
     value = compute()
     memo[key] = value
-    _write_json_atomic(memo_path, memo)
+    try:
+        atomic_write_text(memo_path, json.dumps(memo))
+    except OSError:  # the memo is an optimisation; a read-only cache dir must not break encoding
+        log.debug("could not write %s", memo_path)
     return value
 
 
@@ -148,14 +151,10 @@ def _read_json(path: Path) -> dict:
 def _read_memo(path: Path) -> dict:
     """The fingerprint memo; a file that is not a JSON object is moved aside (``*.corrupt-<time>``) and rebuilt."""
     try:
-        text = path.read_text(encoding="utf-8")
+        memo = json.loads(path.read_text(encoding="utf-8"))
     except OSError:  # missing, or unreadable (permissions): the memo is an optimisation, hashing goes on without it
         return {}
-    except ValueError:  # not UTF-8
-        text = ""
-    try:
-        memo = json.loads(text)
-    except ValueError:
+    except ValueError:  # not UTF-8, or not JSON
         memo = None
     if isinstance(memo, dict):
         return memo
@@ -166,10 +165,3 @@ def _read_memo(path: Path) -> dict:
         with contextlib.suppress(OSError):  # a read-only cache: the memo is rebuilt in memory only
             path.unlink(missing_ok=True)
     return {}
-
-
-def _write_json_atomic(path: Path, obj: dict) -> None:
-    try:
-        atomic_write_text(path, json.dumps(obj))
-    except OSError:  # the memo is an optimisation; a read-only cache dir must not break encoding
-        log.debug("could not write %s", path)

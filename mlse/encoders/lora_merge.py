@@ -47,16 +47,12 @@ def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
     if getattr(result, "unexpected_keys", None):
         raise ValueError(f"{adapter_folder}: adapter weights that fit no module: {result.unexpected_keys[:3]}")
     set_hf_model(transformer, peft_model.merge_and_unload())
-    entries = (
-        json.loads((adapter_folder / EXTRA_DIR / EXTRA_FILE).read_text())
-        if (adapter_folder / EXTRA_DIR / EXTRA_FILE).is_file()
-        else []
-    )
+    extra = adapter_folder / EXTRA_DIR
+    entries = json.loads((extra / EXTRA_FILE).read_text()) if (extra / EXTRA_FILE).is_file() else []
     modules = list(model)
     for entry in entries:
         cls = getattr(models, entry["type"].rsplit(".", 1)[1])
-        module = cls.load(str(adapter_folder / EXTRA_DIR / entry["path"]))
-        modules.append(module.to(torch.float32))
+        modules.append(cls.load(str(extra / entry["path"])).to(torch.float32))
     rebuilt = SentenceTransformer(modules=modules, device="cpu", trust_remote_code=False)
     # prompts (e5's "query: ") and the default prompt travel with the base model's settings
     rebuilt.prompts = dict(getattr(model, "prompts", {}) or {})

@@ -45,17 +45,10 @@ def _me5_spec() -> ModelSpec:
     """``me5-small``: its converted folder in the user cache (built by ``materialise``, never by listing)."""
     source = e5.packaged_model_file()
     if source is None:
-        return ModelSpec(
-            e5.NAME, "package", f"<package {e5.REQUIREMENT} not installed>", e5.DESCRIPTION, install=e5.REQUIREMENT
-        )
-    return ModelSpec(
-        e5.NAME,
-        "package",
-        str(e5.converted_dir(source)),
-        e5.DESCRIPTION,
-        build=partial(e5.ensure_converted, source),
-        install=e5.REQUIREMENT,
-    )
+        location, build = f"<package {e5.REQUIREMENT} not installed>", None
+    else:
+        location, build = str(e5.converted_dir(source)), partial(e5.ensure_converted, source)
+    return ModelSpec(e5.NAME, "package", location, e5.DESCRIPTION, build=build, install=e5.REQUIREMENT)
 
 
 def _muse_spec() -> ModelSpec:

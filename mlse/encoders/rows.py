@@ -15,6 +15,7 @@ inference, with the same values to the bit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -71,10 +72,6 @@ class RowFile:
             return 8 + size, json.loads(fh.read(size))
 
     @classmethod
-    def safetensors_names(cls, path: str | Path) -> list[str]:
-        return [k for k in cls.safetensors_header(path)[1] if k != "__metadata__"]
-
-    @classmethod
     def from_safetensors(cls, path: str | Path, name: str) -> RowFile | None:
         """The tensor ``name`` of a safetensors file, or None when it is absent, not 2-D or of a dtype numpy lacks."""
         start, header = cls.safetensors_header(path)
@@ -103,17 +100,12 @@ class RowFile:
                 if cached is not None:
                     buffer[k] = cached
                     continue
-                if (
-                    os.preadv(fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes)
-                    != self.row_bytes
-                ):
+                read = os.preadv(fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes)
+                if read != self.row_bytes:
                     raise OSError(f"{self.path}: short read at row {row}")
                 if self._cache is not None:
                     self._cache[row] = buffer[k].copy()  # evicts the least recently used row when full
         return buffer[inverse].reshape(*ids.shape, self.shape[1])
-
-    def __len__(self) -> int:
-        return self.shape[0]
 
     def close(self) -> None:
         with self._lock:
@@ -122,10 +114,8 @@ class RowFile:
                 self._fd = None
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 def file_embedding(rows: RowFile, like):

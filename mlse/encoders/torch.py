@@ -137,21 +137,19 @@ def load_sentence_transformer(path: Path, *, device: str | None = None, stand_in
 
     if device is None:
         device = default_device()
-    extra = {"processor_kwargs": _stand_in_processor_kwargs()} if stand_in_tokenizer else {}
+    extra = {}
+    if stand_in_tokenizer:
+        # transformers builds the tokenizer from ``tokenizer_object`` instead of tokenizer.json, and with
+        # ``added_tokens_decoder`` given it does not parse tokenizer.json for its added tokens (~130 MB for e5's)
+        from tokenizers import Tokenizer, models  # lazy: only loading a model needs it
+
+        stand_in = Tokenizer(models.WordLevel({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}, unk_token="<unk>"))
+        extra = {"processor_kwargs": {"tokenizer_object": stand_in, "added_tokens_decoder": {}}}
     try:
         # Never run code shipped inside a model folder: a hub model (or a folder a user points at) could carry any.
         return SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False, **extra)
     except (OSError, ValueError) as exc:
         raise ModelNotFoundError(f"could not load the model folder {path}: {exc}") from None
-
-
-def _stand_in_processor_kwargs() -> dict:
-    """transformers builds the tokenizer from ``tokenizer_object`` instead of tokenizer.json, and with
-    ``added_tokens_decoder`` given it does not parse tokenizer.json for its added tokens (~130 MB for e5's)."""
-    from tokenizers import Tokenizer, models  # lazy: only loading a model needs it
-
-    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-    return {"tokenizer_object": Tokenizer(models.WordLevel(vocab, unk_token="<unk>")), "added_tokens_decoder": {}}
 
 
 def default_device() -> str:
@@ -201,9 +199,8 @@ class CompactRunner:
 
         order = np.argsort([-len(t) for t in texts])  # as sentence-transformers sorts (same call, same ties)
         out = np.empty((len(texts), int(self.st.get_embedding_dimension())), dtype=np.float32)  # [n, d]
-        bar = progress_bar(len(texts), "encode", show_progress)
         self.st.eval()
-        with torch.inference_mode():
+        with torch.inference_mode(), progress_bar(len(texts), "encode", show_progress) as bar:
             for start in range(0, len(texts), batch_size):
                 rows = order[start : start + batch_size]
                 ids, mask = padded(self.tokenizer.encode_ids([self.prefix + texts[i] for i in rows]), self.pad_id)
@@ -214,7 +211,6 @@ class CompactRunner:
                     emb = torch.nn.functional.normalize(emb, p=2, dim=1)
                 out[rows] = emb.float().cpu().numpy()
                 bar.update(len(rows))
-        bar.close()
         return out
 
 
@@ -244,7 +240,7 @@ def rows_from_file(st, path: Path) -> bool:
 
 def _rows_named(weights_file: Path, name: str, shape: tuple[int, int]) -> RowFile | None:
     """The tensor saved under ``name`` or under a prefixed form of it (``bert.`` + name ...)."""
-    header = RowFile.safetensors_names(weights_file)
+    header = RowFile.safetensors_header(weights_file)[1]  # tensor names (and "__metadata__", which no name matches)
     key = name if name in header else next((k for k in header if k.endswith("." + name)), None)
     rows = RowFile.from_safetensors(weights_file, key) if key else None
     return rows if rows is not None and rows.shape == shape else None

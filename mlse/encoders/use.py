@@ -53,7 +53,7 @@ from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
 from mlse.encoders.text_cut import chars_per_token, cut_texts
 from mlse.encoders.threads import default_threads
-from mlse.encoders.use_torch import write_table
+from mlse.encoders.use_torch import UseTorchModel, write_table
 from mlse.errors import MlseError, ModelNotFoundError
 
 log = logging.getLogger(__name__)
@@ -196,8 +196,6 @@ class UseEncoder(Scoring):
             self._tokenize = _Tokenizer(self.path / "sp.model")
             weights, table = self.path / "weights.npz", self.table_file()
             if self.backend == "torch":
-                from mlse.encoders.use_torch import UseTorchModel
-
                 self._model = UseTorchModel(weights, table=table)
             else:
                 from mlse.encoders.onnx.use_graph import UseOnnxModel, ensure_graph

@@ -94,20 +94,16 @@ class UseTorchModel:
         self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read from the file as tokens need them
         self.weights = network_weights(read_dense(weights_file), torch)
         self.scale, self.lo = self.weights["scale"], self.weights["lo"]
-        self.eps = self.weights["eps"]
 
     def forward(self, token_ids: np.ndarray, lengths: np.ndarray):
         """Unit-length embeddings [B, 512] (a torch tensor) of the sentences whose ids are concatenated in
         ``token_ids`` [T] (each with its BOS/EOS), ``lengths`` [B] tokens each (every length >= 1)."""
         import torch  # lazy: torch costs seconds to import; only computing needs it
 
-        ids_np = np.ascontiguousarray(token_ids, dtype=np.int64)  # [T]
-        ids = torch.from_numpy(ids_np)
+        ids = np.ascontiguousarray(token_ids, dtype=np.int64)  # [T]
         lens = torch.from_numpy(np.ascontiguousarray(lengths, dtype=np.int64))  # [B]
         window = torch.from_numpy(window_index(lengths))  # [T, W]
-        chunk = ids % _CHUNKS
-        rows = torch.from_numpy(np.ascontiguousarray(self.table[ids_np]))  # uint8 [T, 512], copied out of the map
-        emb = rows.float() * self.scale[chunk, None] + self.lo[chunk, None]  # [T, 512]
+        emb = torch.from_numpy(dequantized_rows(self.table, ids, self.scale.numpy(), self.lo.numpy()))  # [T, 512]
         sentence = torch.repeat_interleave(torch.arange(len(lens)), lens)  # [T] sentence of each token
 
         def pool(feats):  # [T, 1280] -> [B, 1280]

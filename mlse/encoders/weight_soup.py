@@ -69,12 +69,6 @@ def _modules(folder: Path) -> list[tuple[str, str]]:
     return [(e["path"], e["type"].rsplit(".", 1)[-1]) for e in entries]
 
 
-def _weight_files(folder: Path) -> list[Path]:
-    """The weight files of the folder, relative to it: the root module's and each sub-module's."""
-    paths = [Path(path) / WEIGHTS_FILE for path, _ in _modules(folder)]
-    return sorted({p for p in paths if (folder / p).is_file()})
-
-
 def build_soup(base: Path, members: Sequence[Path], weights: Sequence[float], out: Path) -> Path:
     """Write the soup of the sentence-transformers folders ``members`` (fine-tuned from ``base``) to ``out``."""
     from safetensors.numpy import load_file, save_file  # lazy: only this needs safetensors
@@ -84,7 +78,8 @@ def build_soup(base: Path, members: Sequence[Path], weights: Sequence[float], ou
     for m in members:
         if _modules(m) != layout:
             raise MlseError(f"{m}: its modules {_modules(m)} are not the base's {layout}")
-    files = _weight_files(base)
+    # the weight files of the base, relative to it: the root module's and each sub-module's
+    files = sorted({Path(path) / WEIGHTS_FILE for path, _ in layout if (base / path / WEIGHTS_FILE).is_file()})
     if not files:
         raise MlseError(f"{base}: no {WEIGHTS_FILE} to combine")
     with atomic_dir(out) as tmp:

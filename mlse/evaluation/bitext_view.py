@@ -29,16 +29,11 @@ MIN_PAIRS = 2
 
 def drop_repeated_pairs(corpus: ParallelCorpus) -> tuple[ParallelCorpus, int]:
     """(the corpus with each (src, tgt) pair kept at its first row only, how many rows were dropped)."""
-    seen: set[tuple[str, str]] = set()
-    src, tgt = [], []
-    for s, t in zip(corpus.src, corpus.tgt):
-        if (s, t) not in seen:
-            seen.add((s, t))
-            src.append(s)
-            tgt.append(t)
-    dropped = len(corpus) - len(src)
+    pairs = list(dict.fromkeys(zip(corpus.src, corpus.tgt)))  # each pair at its first row
+    dropped = len(corpus) - len(pairs)
     if not dropped:
         return corpus, 0
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
     kept = ParallelCorpus(src, tgt, corpus.src_lang, corpus.tgt_lang, corpus.name, list(corpus.sources))
     return kept, dropped
 

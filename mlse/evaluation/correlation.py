@@ -60,10 +60,8 @@ def pearson(x, y) -> float:
 
 
 def spearman(x, y) -> float:
-    """Spearman rho (Pearson of average ranks); NaN when undefined, as :func:`pearson`."""
+    """Spearman rho (Pearson of average ranks); NaN when undefined, as :func:`pearson` (which checks the length)."""
     a, b = _pair(x, y)
-    if a.shape[0] < 2:
-        return math.nan
     return pearson(average_ranks(a), average_ranks(b))
 
 

@@ -76,14 +76,11 @@ def knn(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     len(base). Rows are expected to be L2-normalised so sims are cosines.
     """
     q, b, k = _check_pair(queries, base, k)
-    if q.shape[0] == 0:
-        return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
     import faiss  # lazy: keeps `import mlse.evaluation.index` cheap
 
     index = faiss.IndexFlatIP(b.shape[1])
     index.add(b)
-    sims, ids = index.search(q, k)  # [n, k], [n, k]
-    return np.ascontiguousarray(sims, dtype=np.float32), np.ascontiguousarray(ids, dtype=np.int64)
+    return search_index(index, q, k)  # [n, k], [n, k]
 
 
 def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ The threshold on the margin score is tuned for F1 on the train split and applied
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,27 +30,10 @@ class MiningSplit:
     gold: set[tuple[int, int]] = field(default_factory=set)
 
 
-def _translation_maps(parallel: Sequence[tuple[str, str]]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """All translations of each (stripped) sentence in the parallel data, both ways."""
-    s2t: dict[str, set[str]] = {}
-    t2s: dict[str, set[str]] = {}
-    for s, t in parallel:
-        s, t = s.strip(), t.strip()
-        s2t.setdefault(s, set()).add(t)
-        t2s.setdefault(t, set()).add(s)
-    return s2t, t2s
-
-
 def _clean_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """Stripped pairs without an empty side, in their given order."""
     stripped = [(s.strip(), t.strip()) for s, t in pairs]
     return [(s, t) for s, t in stripped if s and t]
-
-
-def _shuffled_clean(pairs: Sequence[tuple[str, str]], rng: np.random.Generator) -> list[tuple[str, str]]:
-    """Stripped pairs without an empty side, in a seeded random order."""
-    clean = _clean_pairs(pairs)
-    return [clean[p] for p in rng.permutation(len(clean))]
 
 
 def _n_train(n: int, train_fraction: float, *, at_least_one_each: bool) -> int:
@@ -60,18 +44,14 @@ def _n_train(n: int, train_fraction: float, *, at_least_one_each: bool) -> int:
     return n_train
 
 
-def _make_split(
+def shuffled_split(
     gold: list[tuple[str, str]], src_extra: list[str], tgt_extra: list[str], rng: np.random.Generator
 ) -> MiningSplit:
     """Shuffle gold and distractor sentences together per side so that positions say nothing about gold."""
     src = [s for s, _ in gold] + src_extra
     tgt = [t for _, t in gold] + tgt_extra
-    src_perm = rng.permutation(len(src))  # new position -> old position
-    tgt_perm = rng.permutation(len(tgt))
-    src_pos = np.empty(len(src), dtype=np.int64)
-    src_pos[src_perm] = np.arange(len(src))  # old position -> new position
-    tgt_pos = np.empty(len(tgt), dtype=np.int64)
-    tgt_pos[tgt_perm] = np.arange(len(tgt))
+    src_perm, tgt_perm = rng.permutation(len(src)), rng.permutation(len(tgt))  # new position -> old position
+    src_pos, tgt_pos = np.argsort(src_perm), np.argsort(tgt_perm)  # old position -> new position
     pairs = {(int(src_pos[g]), int(tgt_pos[g])) for g in range(len(gold))}
     return MiningSplit(src=[src[p] for p in src_perm], tgt=[tgt[p] for p in tgt_perm], gold=pairs)
 
@@ -117,7 +97,11 @@ def build_mining_task(
     rng = np.random.default_rng(seed)
     clean = _clean_pairs(parallel)
     # Gold candidates count as known translations too, in case the caller did not also list them in `parallel`.
-    s2t, t2s = _translation_maps(clean + list(gold_candidates or ()))
+    s2t, t2s = defaultdict(set), defaultdict(set)  # every translation of each (stripped) sentence, both ways
+    for s, t in clean + list(gold_candidates or ()):
+        s, t = s.strip(), t.strip()
+        s2t[s].add(t)
+        t2s[t].add(s)
     pool_src: set[str] = set()
     pool_tgt: set[str] = set()
 
@@ -131,11 +115,13 @@ def build_mining_task(
     order = rng.permutation(len(clean))
     gold: list[tuple[str, str]] = []
     used: set[int] = set()
-    # (index into clean, pair) in the order gold is drawn; gold candidates given apart have no index there
+    # (index into clean, pair) in the order gold is drawn; gold candidates given apart (stripped, without an empty
+    # side, in a seeded random order) have no index there
+    given = _clean_pairs(gold_candidates or ())
     offers = (
         [(int(p), clean[p]) for p in order]
         if gold_candidates is None
-        else [(None, pair) for pair in _shuffled_clean(gold_candidates, rng)]
+        else [(None, given[p]) for p in rng.permutation(len(given))]
     )
     for p, (s, t) in offers:
         if len(gold) == n_gold:
@@ -177,8 +163,8 @@ def build_mining_task(
     g_train = _n_train(len(gold), train_fraction, at_least_one_each=True)
     s_train = _n_train(len(dis_src), train_fraction, at_least_one_each=False)
     t_train = _n_train(len(dis_tgt), train_fraction, at_least_one_each=False)
-    train = _make_split(gold[:g_train], dis_src[:s_train], dis_tgt[:t_train], rng)
-    test = _make_split(gold[g_train:], dis_src[s_train:], dis_tgt[t_train:], rng)
+    train = shuffled_split(gold[:g_train], dis_src[:s_train], dis_tgt[:t_train], rng)
+    test = shuffled_split(gold[g_train:], dis_src[s_train:], dis_tgt[t_train:], rng)
     return train, test
 
 
@@ -208,32 +194,37 @@ def select_one_to_one(
 ) -> list[tuple[int, int, float]]:
     """The union of forward proposals (src i -> tgt fwd_ids[i], [n]) and backward ones (tgt j -> src bwd_ids[j],
     [m]), sorted by score and accepted greedily 1:1; a proposal with id -1 (empty approximate shortlist) is skipped.
-    Returns (src index, tgt index, score) sorted by score, decreasing."""
-    best: dict[tuple[int, int], float] = {}
-    for i, (j, sc) in enumerate(zip(fwd_ids.tolist(), fwd_scores.tolist())):
-        if j >= 0:
-            best[(i, j)] = max(sc, best.get((i, j), -np.inf))
-    for j, (i, sc) in enumerate(zip(bwd_ids.tolist(), bwd_scores.tolist())):
-        if i >= 0:
-            best[(i, j)] = max(sc, best.get((i, j), -np.inf))
-    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
-    used_src: set[int] = set()
-    used_tgt: set[int] = set()
-    out: list[tuple[int, int, float]] = []
-    for (i, j), sc in ranked:
-        if i in used_src or j in used_tgt:
-            continue
-        used_src.add(i)
-        used_tgt.add(j)
-        out.append((i, j, float(sc)))
-    return out
+    Returns (src index, tgt index, score) sorted by score, decreasing (ties by src, then tgt index)."""
+    src, tgt, score = select_pairs(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
+    return list(zip(src.tolist(), tgt.tolist(), score.tolist()))
 
 
-def _prf(tp: int, n_kept: int, n_gold: int) -> dict:
-    precision = 100.0 * tp / n_kept if n_kept else 0.0
-    recall = 100.0 * tp / n_gold if n_gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+def select_pairs(
+    fwd_ids: np.ndarray, fwd_scores: np.ndarray, bwd_ids: np.ndarray, bwd_scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`select_one_to_one` on arrays (mining at scale holds no tuple a pair): (src ids, tgt ids, scores) of the
+    union of forward (src i -> tgt ``fwd_ids[i]``) and backward (tgt j -> src ``bwd_ids[j]``) proposals, a pair
+    proposed both ways once with its higher score, sorted by score decreasing then (src, tgt), accepted greedily 1:1;
+    a proposal with id -1 (empty approximate shortlist) is skipped."""
+    fwd_ids, bwd_ids = np.asarray(fwd_ids, dtype=np.int64), np.asarray(bwd_ids, dtype=np.int64)
+    f_ok, b_ok = fwd_ids >= 0, bwd_ids >= 0
+    src = np.concatenate([np.flatnonzero(f_ok), bwd_ids[b_ok]])
+    tgt = np.concatenate([fwd_ids[f_ok], np.flatnonzero(b_ok)])
+    score = np.concatenate([np.asarray(fwd_scores)[f_ok], np.asarray(bwd_scores)[b_ok]]).astype(np.float64)
+    order = np.lexsort((-score, tgt, src))  # by pair, its best score first
+    src, tgt, score = src[order], tgt[order], score[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])
+    src, tgt, score = src[first], tgt[first], score[first]
+    order = np.lexsort((tgt, src, -score))
+    src, tgt, score = src[order], tgt[order], score[order]
+    used_src, used_tgt = bytearray(len(fwd_ids)), bytearray(len(bwd_ids))
+    keep = np.zeros(len(src), dtype=bool)
+    for t, (i, j) in enumerate(zip(src.tolist(), tgt.tolist())):
+        if not used_src[i] and not used_tgt[j]:
+            used_src[i] = used_tgt[j] = 1
+            keep[t] = True
+    return src[keep], tgt[keep], score[keep]
 
 
 def mining_prf(candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]], threshold: float) -> dict:
@@ -243,7 +234,10 @@ def mining_prf(candidates: list[tuple[int, int, float]], gold: set[tuple[int, in
     """
     kept = [(i, j) for i, j, sc in candidates if sc >= threshold]
     tp = sum(1 for pair in kept if pair in gold)
-    return _prf(tp, len(kept), len(gold))
+    precision = 100.0 * tp / len(kept) if kept else 0.0
+    recall = 100.0 * tp / len(gold) if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
 
 
 def best_threshold(candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]]) -> float:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlse.errors import DataError
-from mlse.evaluation.mining import MiningSplit, build_mining_task
+from mlse.evaluation.mining import MiningSplit, build_mining_task, shuffled_split
 
 # Share of the leftover Tatoeba pairs that give their source side (the rest give English): English is the scarcer
 # side (184k distinct English vs 250k other sentences), so it gets the larger share.
@@ -64,13 +64,7 @@ def pool_task(pool: MiningPool, n: int, gold_fraction: float, seed: int) -> Mini
             f"N={n}: the pool has {len(pool.gold)} gold pairs, {len(pool.src_extra)} / "
             f"{len(pool.tgt_extra)} src / tgt distractors; need {g} and {n - g}"
         )
-    src = [s for s, _ in pool.gold[:g]] + pool.src_extra[: n - g]
-    tgt = [t for _, t in pool.gold[:g]] + pool.tgt_extra[: n - g]
-    rng = np.random.default_rng(seed)
-    src_perm, tgt_perm = rng.permutation(n), rng.permutation(n)  # new position -> old position
-    src_pos, tgt_pos = np.argsort(src_perm), np.argsort(tgt_perm)  # old position -> new position
-    gold = {(int(src_pos[i]), int(tgt_pos[i])) for i in range(g)}
-    return MiningSplit(src=[src[p] for p in src_perm], tgt=[tgt[p] for p in tgt_perm], gold=gold)
+    return shuffled_split(pool.gold[:g], pool.src_extra[: n - g], pool.tgt_extra[: n - g], np.random.default_rng(seed))
 
 
 def pool_composition(pool: MiningPool, task: MiningSplit) -> dict:
@@ -162,16 +156,14 @@ def _tatoeba_links(data_dir) -> tuple[list, list, dict, list, dict]:
         std = load_parallel(f"{lang}-eng", data_dir, src_labels=default_labels(lang), tgt_labels={"eng"})
         gold_candidates += zip(std.src, std.tgt)
         gold_lang.update((s.strip(), lang) for s in std.src)
-        for s, t in zip(every.src, every.tgt):
-            origin.setdefault(s.strip(), "tatoeba-challenge")
-            origin.setdefault(t.strip(), "tatoeba-challenge")
+        for text in (*every.src, *every.tgt):
+            origin.setdefault(text.strip(), "tatoeba-challenge")
     for lang in tatoeba_languages(data_dir):
         corpus = load_tatoeba(lang, data_dir)
         links += zip(corpus.src, corpus.tgt)
         sources += corpus.sources
-        for s, t in zip(corpus.src, corpus.tgt):
-            origin.setdefault(s.strip(), "laser-tatoeba")
-            origin.setdefault(t.strip(), "laser-tatoeba")
+        for text in (*corpus.src, *corpus.tgt):
+            origin.setdefault(text.strip(), "laser-tatoeba")
     return links, gold_candidates, gold_lang, sources, origin
 
 

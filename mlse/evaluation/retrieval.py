@@ -33,15 +33,6 @@ def _aligned(src_emb: np.ndarray, tgt_emb: np.ndarray) -> tuple[np.ndarray, np.n
     return s, t
 
 
-def _retrieve(queries: np.ndarray, base: np.ndarray, *, margin: bool, k: int) -> np.ndarray:
-    """Best base id for each query: cosine nearest or ratio-margin best among the cosine shortlist -> [n]."""
-    if margin:
-        ids, _ = margin_retrieve(queries, base, k=k, candidates=MARGIN_CANDIDATES)
-        return ids
-    _, ids = knn(queries, base, 1)  # [n, 1]
-    return ids[:, 0]
-
-
 def retrieval_accuracy(src_emb: np.ndarray, tgt_emb: np.ndarray, *, margin: bool = False, k: int = 4) -> float:
     """Percent of i whose retrieved target (src i queries all targets) is target i.
 
@@ -49,7 +40,7 @@ def retrieval_accuracy(src_emb: np.ndarray, tgt_emb: np.ndarray, *, margin: bool
     `MARGIN_CANDIDATES` cosine nearest targets.
     """
     s, t = _aligned(src_emb, tgt_emb)
-    ids = _retrieve(s, t, margin=margin, k=k)  # [n]
+    ids = margin_retrieve(s, t, k=k, candidates=MARGIN_CANDIDATES)[0] if margin else knn(s, t, 1)[1][:, 0]  # [n]
     return float(100.0 * np.mean(ids == np.arange(s.shape[0])))
 
 

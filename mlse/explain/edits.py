@@ -29,7 +29,6 @@ any other edit (a word replaced, added or cut in half) is scored and explained, 
 from __future__ import annotations
 
 import difflib
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +38,7 @@ import numpy as np
 from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.explain.explanation import Explanation, check_sentence, explain_pair
-from mlse.explain.perturb import delete_spans
-
-_SPACES = re.compile(r"\s{2,}")
+from mlse.explain.perturb import delete_spans, tidy
 
 
 @dataclass(frozen=True)
@@ -139,10 +136,6 @@ class WhatIf:
 
 
 # -- finding the words ---------------------------------------------------------------------------------------------
-def _tidy(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
-
-
 def droppable(explanation: Explanation, side: int) -> list[int]:
     words = explanation.words1 if side == 1 else explanation.words2
     spans = explanation.spans1 if side == 1 else explanation.spans2
@@ -187,18 +180,15 @@ def _picked(explanation: Explanation, drop, drop1, drop2) -> tuple[set[int], set
             )
         if not found:
             where = "either sentence" if len(sides) == 2 else f"sentence {sides[0]}"
-            words = [w for s in sides for w in _words_of(explanation, s)]
+            words = [
+                (explanation.words1, explanation.words2)[s - 1][k] for s in sides for k in droppable(explanation, s)
+            ]
             raise MlseError(
                 f"cannot drop {word!r}: it is not a word of {where} (the words: {', '.join(map(repr, words))})"
             )
         for side, hits in found.items():
             picked[side - 1].update(hits)
     return picked
-
-
-def _words_of(explanation: Explanation, side: int) -> list[str]:
-    words = explanation.words1 if side == 1 else explanation.words2
-    return [words[k] for k in droppable(explanation, side)]
 
 
 def without_words(explanation: Explanation, side: int, indices) -> str:
@@ -299,7 +289,7 @@ def what_if(
         if not text.strip():
             raise MlseError(f"the edit leaves sentence {side} empty: keep at least one word")
         texts.append(text)
-    if all(_tidy(t) == _tidy(o) for t, o in zip(texts, (sentence1, sentence2))):
+    if all(tidy(t) == tidy(o) for t, o in zip(texts, (sentence1, sentence2))):
         raise MlseError("the edit changes neither sentence: drop a word or edit one of them")
     deleted = [
         tuple(sorted(picked[side - 1])) if picked[side - 1] else deleted_words(explanation, side, texts[side - 1])

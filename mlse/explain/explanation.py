@@ -303,10 +303,7 @@ def explain_pair(
     if reuse is not None and reuse.model != name:
         reuse = None  # another model's attributions are never mixed in
     started = time.perf_counter()
-    sides = (
-        _side(backbone, sentence1, (layer, steps, rule, precision), reuse),
-        _side(backbone, sentence2, (layer, steps, rule, precision), reuse),
-    )
+    sides = tuple(_side(backbone, text, (layer, steps, rule, precision), reuse) for text in (sentence1, sentence2))
     tokens = [side.tokens for side in sides]
     parts = [side.parts for side in sides]
     fa, ra, fb, rb = sides[0].embedding, sides[0].reference, sides[1].embedding, sides[1].reference

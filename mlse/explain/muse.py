@@ -73,7 +73,8 @@ class UseBackbone:
         unk = self._sp.unk_id()
         return self._embed(list(tokens.ids)), self._embed([i if s else unk for i, s in zip(tokens.ids, tokens.special)])
 
-    def _run(self, z, capture: list | None = None):
+    def tail(self, z, layer: int = 0, capture: list | None = None):
+        """[S, T, 512] token embeddings -> unit sentence vectors [S, d] (``capture``: gets the per-token features)."""
         import torch  # lazy: only computing needs it
 
         from mlse.encoders.use_torch import network, sentence_matrix, window_index
@@ -91,14 +92,11 @@ class UseBackbone:
         flens = torch.full((copies, 1), float(n))
         return network(self.model.weights, z.reshape(copies * n, z.shape[-1]), window, pool, flens)
 
-    def tail(self, z, layer: int):
-        return self._run(z)
-
     def contextual(self, tokens: TokenInfo):
         import torch  # lazy: only computing needs it
 
         x, _ = self.states(tokens, 0)
         captured: list = []
         with torch.no_grad():
-            self._run(x.unsqueeze(0), captured)
+            self.tail(x.unsqueeze(0), 0, captured)
         return captured[0]  # [T, 1280]

@@ -31,8 +31,12 @@ def delete_spans(text: str, spans: list[tuple[int, int]]) -> str:
     keep = np.ones(len(text), dtype=bool)
     for start, end in spans:
         keep[start:end] = False
-    out = "".join(c for c, k in zip(text, keep) if k)
-    return _SPACES.sub(" ", out).strip()
+    return tidy("".join(c for c, k in zip(text, keep) if k))
+
+
+def tidy(text: str) -> str:
+    """``text`` with every run of two or more white-space characters collapsed to one space, then stripped."""
+    return _SPACES.sub(" ", text).strip()
 
 
 def top_cells(explanation, k: int, rank: str = "cell") -> list[tuple[int, int]]:

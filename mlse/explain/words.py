@@ -97,12 +97,9 @@ def _is_punctuation(text: str) -> bool:
 def piece_spans(text: str, pieces: list[str], skip: list[bool]) -> list[tuple[int, int] | None] | None:
     """Where each piece lies in ``text`` as ``(start, end)`` character offsets; None for skipped pieces and for a
     piece with no text of its own. Returns None when a piece cannot be found (the caller falls back to markers)."""
-    folded, origin = [], []  # folded characters and the index of the text character each came from
-    for i, ch in enumerate(text):
-        for f in _fold(ch):
-            folded.append(f)
-            origin.append(i)
-    flat = "".join(folded)
+    # each folded character and the index of the text character it came from
+    folded = [(f, i) for i, ch in enumerate(text) for f in _fold(ch)]
+    flat, origin = "".join(f for f, _ in folded), [i for _, i in folded]
     spans: list[tuple[int, int] | None] = [None] * len(pieces)
     unknown: list[int] = []
     pending = False  # an unknown piece since the last piece found: it may cover text to skip over
@@ -147,9 +144,7 @@ def merge_words(tokens: TokenInfo) -> Words:
     if spans is None:
         return _merge_by_markers(tokens)
     prefix_token = [s is not None and s[0] < tokens.prefix_chars for s in spans]
-    labels: list[str] = []
-    special: list[bool] = []
-    word_spans: list[tuple[int, int] | None] = []
+    entries: list[tuple[str, bool, tuple[int, int] | None]] = []  # (label, special, span) of each word
     word_of_token = [-1] * n
     current: list[int] = []  # tokens of the word being built (all with spans)
     glue: list[int] = []  # tokens without text, waiting for the next word
@@ -157,11 +152,9 @@ def merge_words(tokens: TokenInfo) -> Words:
     def close() -> None:
         if current:
             start, end = spans[current[0]][0], spans[current[-1]][1]
-            labels.append(tokens.text[start:end])
-            special.append(False)
-            word_spans.append((start - tokens.prefix_chars, end - tokens.prefix_chars))
+            entries.append((tokens.text[start:end], False, (start - tokens.prefix_chars, end - tokens.prefix_chars)))
             for t in [*glue, *current]:
-                word_of_token[t] = len(labels) - 1
+                word_of_token[t] = len(entries) - 1
             glue.clear()
             current.clear()
 
@@ -169,17 +162,15 @@ def merge_words(tokens: TokenInfo) -> Words:
     for t in range(n):
         if tokens.special[t]:
             close()
-            labels.append(tokens.pieces[t])
-            special.append(True)
-            word_spans.append(None)
-            word_of_token[t] = len(labels) - 1
+            entries.append((tokens.pieces[t], True, None))
+            word_of_token[t] = len(entries) - 1
             continue
         if prefix_token[t]:
             if prefix_entry < 0:
-                labels.append(tokens.text[: tokens.prefix_chars].strip() or tokens.text[: tokens.prefix_chars])
-                special.append(True)
-                word_spans.append(None)
-                prefix_entry = len(labels) - 1
+                entries.append(
+                    (tokens.text[: tokens.prefix_chars].strip() or tokens.text[: tokens.prefix_chars], True, None)
+                )
+                prefix_entry = len(entries) - 1
             word_of_token[t] = prefix_entry
             continue
         if spans[t] is None:
@@ -190,13 +181,14 @@ def merge_words(tokens: TokenInfo) -> Words:
         current.append(t)
     close()
     for t in glue:  # trailing tokens without text join the last word
-        word_of_token[t] = max(len(labels) - 1, 0)
-    if not labels:
-        labels, special, word_spans = [""], [False], [None]
+        word_of_token[t] = max(len(entries) - 1, 0)
+    if not entries:
+        entries = [("", False, None)]
         word_of_token = [0] * n
+    labels, special, word_spans = zip(*entries)
     last = max((s[1] for s in spans if s is not None), default=len(tokens.text))
     truncated = bool(tokens.text[last:].strip())
-    return Words(tuple(labels), tuple(special), tuple(word_of_token), tuple(word_spans), truncated)
+    return Words(labels, special, tuple(word_of_token), word_spans, truncated)
 
 
 def _starts_word(text: str, spans: list, current: list[int], t: int) -> bool:

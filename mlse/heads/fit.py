@@ -38,15 +38,14 @@ def train_epoch(
 ) -> float:
     """One pass over ``order`` in slices of ``batch_size``: ``batch_loss(rows)``, backward, step. Returns the mean
     batch loss (0.0 when ``order`` is empty)."""
-    total, steps = 0.0, 0
+    losses = []
     for start in range(0, len(order), batch_size):
         loss = batch_loss(order[start : start + batch_size])
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-        total += float(loss.detach())
-        steps += 1
-    return total / max(steps, 1)
+        losses.append(float(loss.detach()))
+    return sum(losses) / max(len(losses), 1)
 
 
 class EarlyStopping:

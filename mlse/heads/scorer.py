@@ -76,10 +76,8 @@ class Scorer(Scoring):
     ) -> np.ndarray:
         texts = list(texts)
         emb = self.backbone.encode(texts, batch_size=batch_size, show_progress=show_progress)  # [n, d]
-        if self.stage1 is not None:
-            emb = self.stage1.transform(emb)
-        if self.stage2 is not None:
-            emb = self.stage2.transform(emb)
+        for _, head in self.heads:  # Stage 1, then Stage 2
+            emb = head.transform(emb)
         emb = np.ascontiguousarray(emb, dtype=np.float32)
         if normalize:
             emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
@@ -90,7 +88,7 @@ class Scorer(Scoring):
         return self.stage2.calibrate(cos) if self.stage2 is not None else None
 
     # -- persistence ------------------------------------------------------------------------------------------------
-    def save(self, folder: str | Path, *, extra: dict | None = None) -> Path:
+    def save(self, folder: str | Path) -> Path:
         """Write the run folder atomically (temporary sibling, then rename)."""
         from safetensors.torch import save_file  # lazy: imports torch; a scorer's heads are torch modules
 
@@ -111,7 +109,6 @@ class Scorer(Scoring):
                 "backbone_backend": backend_of(self.backbone.identity),
                 "heads": heads,
                 **self.metadata,
-                **(extra or {}),
             }
             (tmp / SCORER_FILE).write_text(json.dumps(manifest, indent=2, default=str))
         return folder
@@ -140,17 +137,11 @@ class Scorer(Scoring):
                 f"but {backbone.name!r} is {backbone.identity}: retrain the heads on this backbone"
             )
         loaders = {"stage1": Stage1Head, "stage2": Stage2Head}
-        heads = {}
+        heads = {}  # kind -> head: the keyword arguments stage1, stage2
         for kind in manifest["heads"]:
             meta = json.loads((folder / f"{kind}.json").read_text())
             heads[kind] = loaders[kind].from_state(load_file(str(folder / f"{kind}.safetensors")), meta)
-        return cls(
-            backbone,
-            stage1=heads.get("stage1"),
-            stage2=heads.get("stage2"),
-            name=name or folder.name,
-            metadata=manifest,
-        )
+        return cls(backbone, **heads, name=name or folder.name, metadata=manifest)
 
 
 def backbone_name(folder: str | Path) -> str:

@@ -119,15 +119,6 @@ class Stage1Config:
     seed: int = 0
     weights: Stage1Weights = field(default_factory=Stage1Weights)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Stage1Config:
-        d = dict(d)
-        d["weights"] = Stage1Weights(**d.get("weights", {}))
-        return cls(**d)
-
 
 class Stage1Head:
     """scikit-learn style: ``fit(...) -> self``; learned attributes end in ``_``; ``transform`` gives meaning."""
@@ -217,10 +208,9 @@ class Stage1Head:
         if stopping.best_state is None:  # every dev loss was NaN: nothing worth keeping
             raise MlseError("Stage 1 diverged (dev loss is NaN from the first epoch): lower --lr or check the inputs")
         stopping.restore()
-        best, self.best_epoch_ = stopping.best, stopping.best_epoch
-        self.dev_loss_ = best
+        self.dev_loss_, self.best_epoch_ = stopping.best, stopping.best_epoch
         self.n_train_, self.n_dev_ = len(train), len(dev)
-        log.info("stage 1: best dev loss %.4f at epoch %d of %d", best, self.best_epoch_, len(self.history_))
+        log.info("stage 1: best dev loss %.4f at epoch %d of %d", self.dev_loss_, self.best_epoch_, len(self.history_))
         return self
 
     def _terms(self, ex, ey, ex_rand, ey_rand, lx, ly) -> dict[str, torch.Tensor]:
@@ -263,7 +253,7 @@ class Stage1Head:
         self._check_fitted()
         meta = {
             "kind": "stage1",
-            "config": self.config.to_dict(),
+            "config": asdict(self.config),
             "languages": self.languages_,
             "dim": self.dim_,
             "best_epoch": self.best_epoch_,
@@ -276,7 +266,9 @@ class Stage1Head:
 
     @classmethod
     def from_state(cls, tensors: dict[str, torch.Tensor], meta: dict) -> Stage1Head:
-        head = cls(Stage1Config.from_dict(meta["config"]))
+        config = dict(meta["config"])  # asdict of a Stage1Config: its weights are a dict too
+        config["weights"] = Stage1Weights(**config.get("weights", {}))
+        head = cls(Stage1Config(**config))
         head.languages_, head.dim_ = list(meta["languages"]), int(meta["dim"])
         head.best_epoch_, head.dev_loss_ = meta["best_epoch"], meta["dev_loss"]
         head.n_train_, head.n_dev_, head.history_ = meta["n_train"], meta["n_dev"], meta["history"]

@@ -66,11 +66,9 @@ class Stage2Net(nn.Module):
     def similarity(self, m1: torch.Tensor, m2: torch.Tensor) -> torch.Tensor:
         """f(cos) on the gold/5 scale: [B]."""
         cos = F.cosine_similarity(self.embed(m1), self.embed(m2), dim=-1)
-        if self.nonlinearity == "sigmoid":
-            return torch.sigmoid(self.scale * cos + self.shift)
-        if self.nonlinearity == "tanh":
-            return torch.tanh(self.scale * cos + self.shift)
-        return cos
+        if self.nonlinearity == "identity":
+            return cos
+        return getattr(torch, self.nonlinearity)(self.scale * cos + self.shift)  # torch.sigmoid / torch.tanh
 
 
 @dataclass
@@ -147,20 +145,16 @@ class Stage2Head:
         fit_epochs(cfg.max_epochs, run_epoch, "dev_pearson", stopping, self.history_, progress)
         self.stopped_ = stopping.stopped
         stopping.restore()
-        best, self.best_epoch_ = stopping.best, stopping.best_epoch
-        self.dev_pearson_ = best
-        self._fit_calibration(dev_m1, dev_m2, dev_gold)
-        log.info("stage 2: best dev Pearson %.4f at epoch %d", best, self.best_epoch_)
+        self.dev_pearson_, self.best_epoch_ = stopping.best, stopping.best_epoch
+        # isotonic map cosine -> 0-5 on dev (mlse.calibration.isotonic, the same map backbones get)
+        self.calibration_ = IsotonicMap.fit(self.cosine(dev_m1, dev_m2), dev_gold)
+        log.info("stage 2: best dev Pearson %.4f at epoch %d", self.dev_pearson_, self.best_epoch_)
         return self
 
     @torch.no_grad()
     def _dev_pearson(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> float:
         self.net_.eval()
         return pearson(self.cosine(m1, m2), gold)
-
-    def _fit_calibration(self, m1: np.ndarray, m2: np.ndarray, gold: np.ndarray) -> None:
-        """Isotonic map cosine -> 0-5 on dev (mlse.calibration.isotonic, the same map backbones get)."""
-        self.calibration_ = IsotonicMap.fit(self.cosine(m1, m2), gold)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "net_"):
@@ -180,9 +174,6 @@ class Stage2Head:
         """Cosine -> score on the human 0-5 scale (isotonic, fitted on dev)."""
         self._check_fitted()
         return self.calibration_(cos)
-
-    def predict_score(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
-        return self.calibrate(self.cosine(M1, M2))
 
     # -- persistence ------------------------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:

@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from mlse.losses.common import check_2d, embed
+from mlse.losses.common import check_pair, embed
 from mlse.losses.cosent import DEFAULT_SCALE, cosent_loss, ranking_loss
 
 __all__ = ["AnglELoss", "angle_difference", "angle_loss"]
@@ -31,12 +31,9 @@ __all__ = ["AnglELoss", "angle_difference", "angle_loss"]
 def angle_difference(emb1: Tensor, emb2: Tensor) -> Tensor:
     """``|arg <z, w>|`` in ``[0, pi]`` for the rows of ``emb1``, ``emb2`` ([B, d], ``d`` even) read as complex
     vectors (first half real, second half imaginary): [B]."""
-    check_2d("emb1", emb1)
-    check_2d("emb2", emb2)
-    if emb1.shape != emb2.shape or emb1.shape[1] % 2:
-        raise ValueError(
-            f"emb1 and emb2 must have one shape [B, d] with d even, got {tuple(emb1.shape)}, {tuple(emb2.shape)}"
-        )
+    check_pair(emb1, emb2, ("emb1", "emb2"))
+    if emb1.shape[1] % 2:
+        raise ValueError(f"emb1 and emb2 must be [B, d] with d even, got {tuple(emb1.shape)}")
     a, b = emb1.chunk(2, dim=-1)  # z = a + ib
     c, d = emb2.chunk(2, dim=-1)  # w = c + id
     real = (a * c + b * d).sum(-1)  # Re sum z conj(w)

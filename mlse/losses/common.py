@@ -18,13 +18,13 @@ def check_2d(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a [B, d] tensor, got shape {tuple(x.shape)}")
 
 
-def check_pair(student_src: Tensor, student_tgt: Tensor) -> None:
-    check_2d("student_src", student_src)
-    check_2d("student_tgt", student_tgt)
-    if student_src.shape != student_tgt.shape:
+def check_pair(a: Tensor, b: Tensor, names: tuple[str, str] = ("student_src", "student_tgt")) -> None:
+    """Two ``[B, d]`` tensors of the same shape, called ``names`` in the message."""
+    check_2d(names[0], a)
+    check_2d(names[1], b)
+    if a.shape != b.shape:
         raise ValueError(
-            f"student_src and student_tgt must have the same shape [B, d], got {tuple(student_src.shape)} "
-            f"and {tuple(student_tgt.shape)}"
+            f"{names[0]} and {names[1]} must have the same shape [B, d], got {tuple(a.shape)} and {tuple(b.shape)}"
         )
 
 

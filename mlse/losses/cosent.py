@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mlse.losses.common import check_2d, embed
+from mlse.losses.common import check_pair, embed
 
 __all__ = ["CoSENTLoss", "cosent_loss", "ranking_loss"]
 
@@ -48,10 +48,7 @@ def ranking_loss(similarity: Tensor, scores: Tensor, scale: float = DEFAULT_SCAL
 
 def cosent_loss(emb1: Tensor, emb2: Tensor, scores: Tensor, scale: float = DEFAULT_SCALE) -> Tensor:
     """CoSENT on the cosines of the pairs ``(emb1[i], emb2[i])`` ([B, d] each) against gold ``scores`` [B]."""
-    check_2d("emb1", emb1)
-    check_2d("emb2", emb2)
-    if emb1.shape != emb2.shape:
-        raise ValueError(f"emb1 and emb2 must have one shape [B, d], got {tuple(emb1.shape)} and {tuple(emb2.shape)}")
+    check_pair(emb1, emb2, ("emb1", "emb2"))
     return ranking_loss(F.cosine_similarity(emb1, emb2, dim=-1), scores, scale)
 
 

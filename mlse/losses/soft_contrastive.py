@@ -91,12 +91,7 @@ def soft_labels(
     if mode == "average":
         if teacher_tgt is None:
             raise ValueError("the 'average' soft label needs teacher_tgt (teacher embeddings of the target side)")
-        check_2d("teacher_tgt", teacher_tgt)
-        if teacher_tgt.shape != teacher_src.shape:
-            raise ValueError(
-                f"teacher_src and teacher_tgt must have the same shape, got {tuple(teacher_src.shape)} "
-                f"and {tuple(teacher_tgt.shape)}"
-            )
+        check_pair(teacher_src, teacher_tgt, ("teacher_src", "teacher_tgt"))
         teacher_tgt = teacher_tgt.detach().to(teacher_src.dtype)
         sim = (sim + cos_logits(teacher_tgt, teacher_tgt, temperature)) / 2  # [B, B], symmetric
     return F.softmax(sim, dim=-1)  # [B, B], rows sum to 1

@@ -125,21 +125,22 @@ def rated_languages(location: str | Path) -> tuple[str, ...] | None:
     path = Path(location)
     scorer = path / SCORER_FILE
     if scorer.is_file():
-        try:
-            langs = json.loads(scorer.read_text(encoding="utf-8")).get("rated_languages")
-        except (OSError, ValueError, AttributeError):
-            return None
+        langs = read_json_dict(scorer).get("rated_languages")
         return tuple(langs) if isinstance(langs, list) and all(isinstance(x, str) for x in langs) else None
     for folder in (path, path.parent):
         config_file = folder / FINETUNE_CONFIG_FILE
         if config_file.is_file():
-            try:
-                config = json.loads(config_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            if not isinstance(config, dict):
-                return None
+            config = read_json_dict(config_file)
             uses_term = config.get("method") == "sts" or config.get("sts_loss") not in (None, "none")
             langs = config.get("sts_langs")
             return tuple(langs) if uses_term and isinstance(langs, list) else None
     return None
+
+
+def read_json_dict(path: Path) -> dict:
+    """The JSON object in the file at ``path``; {} when it is unreadable, not JSON or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

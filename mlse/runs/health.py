@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
-from mlse.runs.folders import FINETUNE_CONFIG_FILE, is_model_folder, is_scorer_folder
+from mlse.runs.folders import FINETUNE_CONFIG_FILE, is_model_folder, is_scorer_folder, read_json_dict
 from mlse.runs.job_lock import claim_stale, lock_files
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def _settle(run: Path, info: dict, why: str) -> None:
 def _finished(run: Path) -> bool:
     """A run that wrote its final record with nothing partial in it (a scorer's manifest, a fine-tune's metrics)."""
     record = run / ("scorer.json" if is_scorer_folder(run) else "metrics.json")
-    return record.is_file() and not _read_json(record).get("partial")
+    return record.is_file() and not read_json_dict(record).get("partial")
 
 
 def _logged_steps(log_file: Path) -> list[tuple[int, bool]]:
@@ -145,13 +145,13 @@ def partial_reason(location: str | Path) -> str | None:
         record = run / "metrics.json"
         if not record.is_file():
             return interrupted_reason(run) or "interrupted; its last checkpoint is kept"
-    partial = _read_json(record).get("partial")
+    partial = read_json_dict(record).get("partial")
     return (interrupted_reason(run) or _describe(partial)) if partial else None
 
 
 def interrupted_reason(run: Path) -> str | None:
     """``"interrupted; its checkpoint of step N is kept"`` for a run :func:`sweep_interrupted` marked, else None."""
-    marker = _read_json(Path(run) / INTERRUPTED_FILE)
+    marker = read_json_dict(Path(run) / INTERRUPTED_FILE)
     if marker.get("format") != INTERRUPTED_FORMAT:
         return None
     step = marker.get("checkpoint_step")
@@ -168,11 +168,3 @@ def _describe(partial) -> str:
             return f"the time budget ended {partial.get('phase', 'training')} after {partial['epochs']} epoch(s)"
         return f"stopped in {partial.get('phase', 'training')} after {partial['epochs']} epoch(s)"
     return "partial"
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlse.errors import MlseError
+from mlse.runs.folders import read_json_dict
 
 try:
     import fcntl
@@ -98,11 +99,7 @@ def lock_files(root: Path) -> list[Path]:
 def read_info(path: Path) -> dict:
     """The lock file's JSON (run, pid, app, started); the run named by the file when it is unreadable ("" when no
     safe name is found)."""
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        info = {}
-    info = info if isinstance(info, dict) else {}
+    info = read_json_dict(path)
     run = info.get("run")
     info["run"] = run if _plain_name(run) else path.stem if _plain_name(path.stem) else ""
     return info

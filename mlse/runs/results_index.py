@@ -249,14 +249,6 @@ def _run_name(path: Path) -> str:
     return path.parent.name
 
 
-def _read_finetune_run(obj: dict, path: Path) -> Iterator[dict]:
-    yield from _finetune_metrics(obj, _run_name(path))
-
-
-def _read_scorer(obj: dict, path: Path) -> Iterator[dict]:
-    yield from _metric_rows(obj.get("metrics") or {}, model=_run_name(path), task="training", split="", key="")
-
-
 def _read_interrupted(obj: dict, path: Path) -> Iterator[dict]:
     task = "finetune" if (path.parent / "finetune_config.json").is_file() else "training"
     step = obj.get("checkpoint_step")
@@ -279,8 +271,10 @@ READERS = {
     "eval": _read_eval,
     "seed-grid": _read_seed_grid,
     "finetune-compare": _read_finetune_compare,
-    "finetune-run": _read_finetune_run,
-    "scorer-run": _read_scorer,
+    "finetune-run": lambda obj, path: _finetune_metrics(obj, _run_name(path)),
+    "scorer-run": lambda obj, path: _metric_rows(
+        obj.get("metrics") or {}, model=_run_name(path), task="training", split="", key=""
+    ),
     "student": _read_student,
     "interrupted-run": _read_interrupted,
     "unrated": _read_unrated,

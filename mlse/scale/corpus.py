@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlse.data import table_stream
+from mlse.data.hashing import file_sha256
 from mlse.data.user_files import ROLE_NAMES
 from mlse.errors import DataError, MlseError
 
@@ -104,10 +105,7 @@ def scan_corpus(path: str | Path, *, format: str | None = None, shard_rows: int 
 
 def _txt_text(raw: bytes, name: str, number: int, refuse) -> str | None:
     """The text of one TXT line (its line break removed), or None after ``refuse(message)``."""
-    if raw.endswith(b"\n"):
-        raw = raw[:-1]
-    if raw.endswith(b"\r"):
-        raw = raw[:-1]
+    raw = raw.removesuffix(b"\n").removesuffix(b"\r")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -151,8 +149,6 @@ def _parquet_text(value, name: str, column: str, number: int, refuse) -> str | N
 def _scan_parquet(scan: CorpusScan) -> None:
     import pyarrow.parquet as pq  # lazy: only Parquet input needs Arrow
 
-    from mlse.scale.shards import file_fingerprint
-
     try:
         source = pq.ParquetFile(scan.path)
         scan.column = _parquet_column(scan.path, source.schema_arrow.names)
@@ -167,12 +163,10 @@ def _scan_parquet(scan: CorpusScan) -> None:
     except Exception as exc:  # noqa: BLE001 - Arrow raises many types for a file that is not Parquet
         raise MlseError(f"{scan.name}: cannot be read as Parquet ({type(exc).__name__}: {exc})") from None
     scan.end_spans(raw_row)
-    scan.sha256 = file_fingerprint(scan.path)
+    scan.sha256 = file_sha256(scan.path)
 
 
 def _scan_table(scan: CorpusScan) -> None:
-    from mlse.scale.shards import file_fingerprint
-
     try:
         table = table_stream.scan_table(
             scan.path,
@@ -187,7 +181,7 @@ def _scan_table(scan: CorpusScan) -> None:
     scan.table, scan.rows = table, len(table)
     scan.bad = [str(p) for p in table.skipped[:MAX_LISTED]]
     scan.n_bad = table.n_skipped
-    scan.sha256 = file_fingerprint(scan.path)
+    scan.sha256 = file_sha256(scan.path)
 
 
 def read_span(locator: tuple) -> list[str]:
@@ -198,20 +192,17 @@ def read_span(locator: tuple) -> list[str]:
     _, path, start, end, column = locator
     path = Path(path)
     ignore = lambda _message: None  # noqa: E731 - the scan counted the bad rows already
-    texts: list[str] = []
     if kind == "txt":
         with open(path, "rb") as fh:
             fh.seek(start)
             data = fh.read(end - start)
         if start == 0 and data.startswith(_BOM):
             data = data[len(_BOM) :]
-        for raw in data.split(b"\n"):
-            text = _txt_text(raw, path.name, 0, ignore)
-            if text is not None:
-                texts.append(text)
-        return texts
+        lines = (_txt_text(raw, path.name, 0, ignore) for raw in data.split(b"\n"))
+        return [text for text in lines if text is not None]
     import pyarrow.parquet as pq  # lazy: only Parquet input needs Arrow
 
+    texts: list[str] = []
     source = pq.ParquetFile(path)
     first = 0
     for group in range(source.num_row_groups):

@@ -22,7 +22,7 @@ import numpy as np
 
 from mlse.encoders.progress import ProgressLog as Progress
 from mlse.errors import MlseError
-from mlse.scale.corpus import CorpusScan, scan_corpus
+from mlse.scale.corpus import scan_corpus
 from mlse.scale.engine import EngineOptions, Workers, run_chunks
 from mlse.scale.shards import MANIFEST, ShardFolder, plan_chunks, read_shard_file
 from mlse.scale.work import WorkSpec
@@ -31,17 +31,15 @@ DTYPES = {"fp32": np.float32, "fp16": np.float16}
 DEFAULT_SHARD_ROWS = 10_000
 
 
-def report_bad_rows(corpus: CorpusScan, stream) -> None:
-    """Each listed bad row, then the count, on ``stream`` (the reader's ``file:line: why`` messages)."""
-    for message in corpus.bad:
+def report_bad_rows(listed: list, n_bad: int, kept: int, stream) -> None:
+    """Each ``listed`` bad row, then the count of all ``n_bad``, on ``stream`` (the reader's ``file:line: why``
+    messages): a scanned corpus's, or the ``score`` command's pairs file's."""
+    for message in listed:
         print(f"skipped {message}", file=stream)
-    if corpus.n_bad > len(corpus.bad):
-        print(
-            f"skipped {corpus.n_bad - len(corpus.bad):,} more rows (only the first {len(corpus.bad)} are listed)",
-            file=stream,
-        )
-    if corpus.n_bad:
-        print(f"{corpus.n_bad:,} bad row(s) skipped, {corpus.rows:,} kept", file=stream, flush=True)
+    if n_bad > len(listed):
+        print(f"skipped {n_bad - len(listed):,} more rows (only the first {len(listed)} are listed)", file=stream)
+    if n_bad:
+        print(f"{n_bad:,} bad row(s) skipped, {kept:,} kept", file=stream, flush=True)
 
 
 def embed_corpus(
@@ -66,7 +64,7 @@ def embed_corpus(
         raise MlseError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     corpus_path = Path(corpus_path)
     corpus = scan_corpus(corpus_path, format=format, shard_rows=shard_rows)
-    report_bad_rows(corpus, stream)
+    report_bad_rows(corpus.bad, corpus.n_bad, corpus.rows, stream)
     if not corpus.rows:
         raise MlseError(f"{corpus_path.name}: no text to embed ({corpus.n_bad:,} bad rows)")
     job = {

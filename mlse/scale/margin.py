@@ -12,8 +12,8 @@ cut by shard:
    query shard's best candidate by ratio margin (:func:`mlse.evaluation.margin.margin_best`): one id and one score a
    row;
 3. **1:1 selection**: the union of both directions' proposals, best score first (ties by source, then target id),
-   accepted greedily so each sentence is used once (:func:`select_pairs`: what ``select_one_to_one`` does, on
-   arrays).
+   accepted greedily so each sentence is used once (:func:`mlse.evaluation.mining.select_pairs`: what
+   ``select_one_to_one`` does, on arrays).
 
 Memory: this process holds a few numbers per row (means, best ids and scores: about 40 bytes a row a side) and one
 result shard at a time, or the index while it builds one; a search worker holds the index and one query shard.
@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from mlse.errors import MlseError
-from mlse.evaluation.margin import margin_best
+from mlse.evaluation.margin import margin_best, row_means
+from mlse.evaluation.mining import select_pairs
 from mlse.scale.embed import complete_manifest, embedding_shards
 from mlse.scale.engine import EngineOptions, Workers, run_chunks
 from mlse.scale.search import IndexSpec, build_index, save_index
@@ -53,13 +54,8 @@ class Mined:
 
 def _shard_means(sims: np.ndarray, k: int) -> np.ndarray:
     """:func:`mlse.evaluation.margin.row_means` of one shard, NaN for a row with nothing found (filled globally)."""
-    head = sims[:, :k]
-    found = np.isfinite(head)
-    if found.all():
-        return head.mean(axis=1, dtype=np.float32)
-    counts = found.sum(axis=1)
-    means = (np.where(found, head, 0.0).sum(axis=1, dtype=np.float32) / np.maximum(counts, 1)).astype(np.float32)
-    means[counts == 0] = np.nan
+    means = row_means(sims, k)
+    means[~np.isfinite(sims[:, :k]).any(axis=1)] = np.nan
     return means
 
 
@@ -69,33 +65,6 @@ def _side_means(folder: ShardFolder, k: int) -> np.ndarray:
     if empty.any():  # no neighbour found at all: the mean of the other rows, a neutral denominator (as row_means)
         means[empty] = means[~empty].mean() if (~empty).any() else 1.0
     return means
-
-
-def select_pairs(
-    fwd_ids: np.ndarray, fwd_scores: np.ndarray, bwd_ids: np.ndarray, bwd_scores: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`mlse.evaluation.mining.select_one_to_one` on arrays: (src ids, tgt ids, scores) of the union of forward
-    (src i -> tgt ``fwd_ids[i]``) and backward (tgt j -> src ``bwd_ids[j]``) proposals, a pair proposed both ways
-    once with its higher score, sorted by score decreasing then (src, tgt), accepted greedily 1:1."""
-    fwd_ids, bwd_ids = np.asarray(fwd_ids, dtype=np.int64), np.asarray(bwd_ids, dtype=np.int64)
-    f_ok, b_ok = fwd_ids >= 0, bwd_ids >= 0
-    src = np.concatenate([np.flatnonzero(f_ok), bwd_ids[b_ok]])
-    tgt = np.concatenate([fwd_ids[f_ok], np.flatnonzero(b_ok)])
-    score = np.concatenate([np.asarray(fwd_scores)[f_ok], np.asarray(bwd_scores)[b_ok]]).astype(np.float64)
-    order = np.lexsort((-score, tgt, src))  # by pair, its best score first
-    src, tgt, score = src[order], tgt[order], score[order]
-    first = np.ones(len(src), dtype=bool)
-    first[1:] = (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])
-    src, tgt, score = src[first], tgt[first], score[first]
-    order = np.lexsort((tgt, src, -score))
-    src, tgt, score = src[order], tgt[order], score[order]
-    used_src, used_tgt = bytearray(len(fwd_ids)), bytearray(len(bwd_ids))
-    keep = np.zeros(len(src), dtype=bool)
-    for t, (i, j) in enumerate(zip(src.tolist(), tgt.tolist())):
-        if not used_src[i] and not used_tgt[j]:
-            used_src[i] = used_tgt[j] = 1
-            keep[t] = True
-    return src[keep], tgt[keep], score[keep]
 
 
 def _search(
@@ -173,13 +142,11 @@ def mine_folders(
     mean_src, mean_tgt = _side_means(fwd, k), _side_means(bwd, k)
     best = {}
     for name, folder, mean_q, mean_b in (("fwd", fwd, mean_src, mean_tgt), ("bwd", bwd, mean_tgt, mean_src)):
-        ids, scores = [], []
+        found = []  # (best ids, best scores) of each query shard
         for i, (lo, hi) in enumerate(folder.manifest["planned"]):
             part = folder.read(i)
-            best_ids, best_scores = margin_best(part["sims"], part["ids"], mean_q[lo:hi], mean_b, candidates)
-            ids.append(best_ids)
-            scores.append(best_scores)
-        best[name] = (np.concatenate(ids), np.concatenate(scores))
+            found.append(margin_best(part["sims"], part["ids"], mean_q[lo:hi], mean_b, candidates))
+        best[name] = tuple(np.concatenate(column) for column in zip(*found))
     seconds["margin"] = time.perf_counter() - started
     started = time.perf_counter()
     pairs = select_pairs(*best["fwd"], *best["bwd"])

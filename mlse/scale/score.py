@@ -88,13 +88,13 @@ def score_on_engine(
     parts: Path | None,
     batch_tokens: int | None = None,
     progress=None,
-    emit=None,
+    emit,
     stream=None,
-) -> tuple[dict[str, np.ndarray] | None, dict[str, str]]:
+) -> None:
     """Score every pair of ``pairs`` (a :class:`~mlse.scale.pairs.PairSource`, in chunks of its ``chunk_rows``):
     ``emit(index, chunk, columns)`` for each chunk in order (``chunk`` a :class:`~mlse.scale.pairs.Chunk`, ``columns``
-    {column: values of its pairs}); without ``emit`` the columns of every pair are gathered and returned.
-    Returns ({column: values [n]} or None, {model: identity}). ``parts`` (None: nothing kept) holds the finished
+    {column: values of its pairs}: each model's cosine, then its 0-5 score where it is calibrated, as
+    :func:`mlse.api.score_pairs` gives them). ``parts`` (None: nothing kept) holds the finished
     chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to ``stream``
     (stderr) at the end. Memory here: a chunk or a few (those finished out of order) with their vectors, and the
     plan (two bits a pair); never the table, its texts or its vectors."""
@@ -114,16 +114,6 @@ def score_on_engine(
         for name, ident in found.items():
             if identities[name] != ident:
                 raise MlseError(f"{name}: a worker loads {ident}, this machine {identities[name]}: other weights")
-
-    gathered: dict[str, np.ndarray] = {}
-
-    def output(index: int, chunk, result: dict[str, np.ndarray]) -> None:
-        if emit is not None:
-            emit(index, chunk, result)
-            return
-        lo, hi = planned[index]
-        for key, values in result.items():
-            gathered.setdefault(key, np.full(n, np.nan, dtype=np.float32))[lo:hi] = values
 
     if exact:
         plan = plan_fresh({name: cache.store(True) for name, cache in caches.items()}, pairs)
@@ -145,34 +135,29 @@ def score_on_engine(
 
     done_before = {c for c in range(len(planned)) if folder is not None and folder.done(c)}
     results: dict[int, tuple] = {}  # finished chunks (their pairs, their result) waiting for the ones before them
-    done = 0
-
-    def take(c: int) -> None:
-        nonlocal done
-        chunk, result = results.pop(c) if c in results else (pairs.read(c), stored(c))
-        columns: dict[str, np.ndarray] = {} if exact else dict(result)
-        for name in names if exact else ():
-            fresh, emb = result.get(name, ([], None))
-            vectors = chunk_vectors(caches[name], [*chunk.s1, *chunk.s2], fresh, emb)
-
-            def lookup(_model, texts, vectors=vectors):
-                return np.stack([vectors[t] for t in texts])
-
-            cos, cal = similarity(loaded[name], chunk.s1, chunk.s2, encode=lookup)
-            columns[api.column_name(name, api.COSINE)] = cos
-            if cal is not None:
-                columns[api.column_name(name, api.CALIBRATED)] = cal
-        output(c, chunk, api.ordered_columns(names, columns))
-        done += len(chunk.s1)
-        if progress is not None:
-            progress(done, n)
-
-    following = 0
+    done = following = 0  # pairs emitted; the next chunk to emit
 
     def take_ready() -> None:
-        nonlocal following
+        nonlocal done, following
         while following < len(planned) and (following in results or following in done_before):
-            take(following)
+            c = following
+            chunk, result = results.pop(c) if c in results else (pairs.read(c), stored(c))
+            columns: dict[str, np.ndarray] = {} if exact else dict(result)
+            for name in names if exact else ():
+                fresh, emb = result.get(name, ([], None))
+                vectors = chunk_vectors(caches[name], [*chunk.s1, *chunk.s2], fresh, emb)
+
+                def lookup(_model, texts, vectors=vectors):
+                    return np.stack([vectors[t] for t in texts])
+
+                cos, cal = similarity(loaded[name], chunk.s1, chunk.s2, encode=lookup)
+                columns[api.column_name(name, api.COSINE)] = cos
+                if cal is not None:
+                    columns[api.column_name(name, api.CALIBRATED)] = cal
+            emit(c, chunk, api.ordered_columns(names, columns))
+            done += len(chunk.s1)
+            if progress is not None:
+                progress(done, n)
             following += 1
 
     workers = Workers(check=identity)
@@ -195,4 +180,3 @@ def score_on_engine(
         raise MlseError(f"score: chunk {following} of {len(planned)} never finished")
     for line in workers.lines("score"):
         print(line, file=stream, flush=True)
-    return (None if emit is not None else api.ordered_columns(names, gathered)), identities

@@ -40,15 +40,6 @@ def job_id(job: dict) -> str:
     return hashlib.sha256(json.dumps(job, sort_keys=True, ensure_ascii=True).encode()).hexdigest()[:16]
 
 
-def file_fingerprint(path: str | Path) -> str:
-    """sha256 of a file's bytes (the input of a job: a job over changed data is another job)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _encode_npz(columns: dict[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **columns)

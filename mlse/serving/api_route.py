@@ -69,7 +69,6 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
-        self.message = message
 
 
 def parse_body(raw: bytes) -> dict:
@@ -139,7 +138,7 @@ def score_request(direct: DirectApi, raw: bytes) -> tuple[int, dict]:
         request = score_arguments(parse_body(raw), direct.state.model_names())
         return 200, direct.score(**request)
     except RequestError as exc:
-        return exc.status, {"error": exc.message}
+        return exc.status, {"error": str(exc)}
     except ApiBusy as exc:
         return 503, {"error": str(exc)}
 
@@ -191,7 +190,7 @@ def what_if_request(
     try:
         request = what_if_arguments(parse_body(raw), explainable(state))
     except RequestError as exc:
-        return exc.status, {"error": exc.message}
+        return exc.status, {"error": str(exc)}
     if not slot.acquire(blocking=False):
         return 503, {"error": "busy: a What if? is being computed; try again in a moment"}
     try:
@@ -250,7 +249,7 @@ async def _answer(request: Request, handle) -> JSONResponse:
     try:
         raw = await _read_capped(request)
     except RequestError as exc:
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
     status, answer = await run_in_threadpool(handle, raw)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
     return JSONResponse(answer, status_code=status, headers=headers)

@@ -123,11 +123,7 @@ class AppState:
 
     def preferred_model(self) -> str | None:
         """The model single-model views open on: the first default that loads here, else the first model listed."""
-        defaults = self.loaded_defaults()
-        if defaults:
-            return defaults[0]
-        names = self.model_names()
-        return names[0] if names else None
+        return (self.loaded_defaults() or self.model_names() or [None])[0]
 
     def default_selection(self, limit: int = MAX_DEFAULT_MODELS) -> tuple[list[str], str]:
         """Models ticked by default + a note (:func:`mlse.encoders.catalogue.default_selection`)."""

@@ -75,7 +75,8 @@ class ModelPool:
             if spec.source == "scorer":
                 recorded = backbone_name(Path(spec.location))
                 backbone = self.get(recorded)  # shared with every other user (its own entry)
-                backbone_key = self._key_of(recorded)
+                backbone_spec = self._resolve(recorded)
+                backbone_key = (backbone_spec.source, backbone_spec.location)
             self._entries.make_room(estimate_spec_bytes(spec, backend=self.backend), keep={backbone_key})
             model = self._load(spec, name, backbone)
             # The stamp after loading: a folder built by the load (me5-small's conversion) has one only now, and
@@ -113,10 +114,6 @@ class ModelPool:
             with self._lock:
                 self._specs[name] = spec
         return spec
-
-    def _key_of(self, name: str) -> tuple[str, str]:
-        spec = self._resolve(name)
-        return spec.source, spec.location
 
     def _load(self, spec: ModelSpec, name: str, backbone=None):
         """A plain model (with its calibration when one fits its weights), or a scorer on ``backbone``."""

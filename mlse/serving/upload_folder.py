@@ -187,11 +187,8 @@ class UploadFolder:
         """Delete files in the folder older than the quota's ``max_age_s`` (and forget uploads that are gone);
         returns the bytes freed."""
         cutoff = self.clock() - self.quota.max_age_s
-        freed = 0
         with self._lock:
-            for path, size, mtime in self._files():
-                if mtime < cutoff:
-                    freed += self._delete(path, size)
+            freed = sum(self._delete(path, size) for path, size, mtime in self._files() if mtime < cutoff)
             for path in [p for p in self._uploads if not os.path.exists(p)]:
                 self._forget(path, delete=False)
         return freed

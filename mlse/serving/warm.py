@@ -73,9 +73,7 @@ class WarmStatus:
 
     def pending(self, tab: str) -> list[StepStatus]:
         """The steps ``tab``'s first view needs that a running warm has not finished (all of them while planning)."""
-        if not self.active:
-            return []
-        return [s for s in self.steps if tab in s.tabs and not s.finished]
+        return [s for s in self.steps if tab in s.tabs and not s.finished] if self.active else []
 
     def tab_fraction(self, tab: str) -> float:
         return _weighted([s for s in self.steps if tab in s.tabs], planning=self.planning)
@@ -135,9 +133,8 @@ def check_steps(steps: Sequence[WarmStep]) -> list[StepStatus]:
     """Each step's state without computing anything: warm, skipped (with the reason) or waiting (missing)."""
     out = []
     for step in steps:
-        reason = _needs(step)
-        state = "skipped" if reason else "warm" if _done(step) else "waiting"
-        out.append(replace(_status_of(step), state=state, note=reason or ""))
+        state, note = _found(step)
+        out.append(replace(_status_of(step), state=state, note=note))
     return out
 
 
@@ -178,12 +175,8 @@ def run_warm(
 def _run_step(step: WarmStep, stop: StopSignal, on_step: StepLine | None, on_progress: StepLine | None) -> str:
     t0 = time.perf_counter()
     _set_step(step.name, state="running", fraction=0.0)
-    reason = _needs(step)
-    if reason:
-        outcome, note = "skipped", reason
-    elif _done(step):
-        outcome, note = "warm", ""
-    else:
+    outcome, note = _found(step)
+    if outcome == "waiting":
 
         def progress(fraction: float, message: str = "") -> None:
             _set_step(
@@ -214,18 +207,19 @@ def _compute(step: WarmStep, progress, stop: StopSignal) -> tuple[str, str]:
     return "computed", ""
 
 
-def _needs(step: WarmStep) -> str | None:
+def _found(step: WarmStep) -> tuple[str, str]:
+    """(state, note) before computing: skipped with why it cannot run here, warm when its output is there, else
+    waiting."""
     try:
-        return step.needs()
+        reason = step.needs()
     except MlseError as exc:
-        return str(exc)
-
-
-def _done(step: WarmStep) -> bool:
+        reason = str(exc)
+    if reason:
+        return "skipped", reason
     try:
-        return bool(step.done())
+        return ("warm" if step.done() else "waiting"), ""
     except MlseError:  # cannot tell (a model folder half there, say): computing it will say what is wrong
-        return False
+        return "waiting", ""
 
 
 def _status_of(step: WarmStep) -> StepStatus:

@@ -242,9 +242,7 @@ def map_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS) 
         project(_stoppable(ctx, name, stop, progress, 0.05, 0.25), progress)
 
     def done() -> bool:  # the panels' files, looked up as language_map looks them up: nothing is projected here
-        if not files_ready(name, ctx.backend):
-            return False
-        return is_projected(
+        return files_ready(name, ctx.backend) and is_projected(
             ctx.encoder(name), map_languages(ctx.data_dir), n, data_dir=ctx.data_dir, seed=seed, method=method
         )
 
@@ -276,7 +274,6 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
         run,
         done=lambda: False,
         needs=lambda: model_problem(name),
-        scope="process",
         weight=1.0,
     )
 
@@ -313,9 +310,7 @@ def results_step() -> WarmStep:
         stop.check("reading the results index")
         build_index()
 
-    return WarmStep(
-        "results", "the Results tab's index", ("results",), run, done=lambda: False, scope="process", weight=0.2
-    )
+    return WarmStep("results", "the Results tab's index", ("results",), run, done=lambda: False, weight=0.2)
 
 
 def tab_openings(state) -> dict[str, str | None]:

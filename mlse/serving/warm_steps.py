@@ -75,7 +75,6 @@ class WarmStep:
     run: Callable[[Progress, StopSignal], None]
     done: Callable[[], bool]
     needs: Callable[[], str | None] = lambda: None
-    scope: str = "disk"  # "disk": output in the cache, done() reads it; "process": held by this process only
     weight: float = 1.0  # rough share of the work, for the overall percentage
     data: bool = False  # reads a dataset (the app waits for its data fetch before such a step)
     request: tuple = ()  # what the step computes beyond its name (the map: sentences, method, seed), for a tab to match

@@ -24,11 +24,7 @@ BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066
 
 def is_removed(ch: str) -> bool:
     """Whether the text rule above drops this character."""
-    if ch in KEEP_CONTROLS:
-        return False
-    if ch in BIDI_CONTROLS:
-        return True
-    return unicodedata.category(ch) in ("Cc", "Cs")
+    return ch not in KEEP_CONTROLS and (ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs"))
 
 
 def strip_controls(text: str) -> tuple[str, int]:

@@ -167,9 +167,7 @@ MAX_DETECT_CHARS = 1000  # the first thousand characters decide; more only costs
 
 def language_name(code: str) -> str:
     """'de' -> 'German'; unknown codes are returned as given."""
-    if code == UNDETERMINED:
-        return "undetermined"
-    return LANGUAGE_NAMES.get(code, code)
+    return "undetermined" if code == UNDETERMINED else LANGUAGE_NAMES.get(code, code)
 
 
 def language_choices() -> list[tuple[str, str]]:
@@ -228,9 +226,7 @@ def _decide_by_script(counts: Counter, letters: int) -> tuple[str, float] | None
         # any kana makes it Japanese (Chinese never uses kana); Han alone is Chinese
         return ("ja", cjk / letters) if counts["Kana"] else ("zh", counts["Han"] / letters)
     script, n = counts.most_common(1)[0]
-    if script in _SCRIPT_LANGUAGE:
-        return _SCRIPT_LANGUAGE[script], n / letters
-    return None
+    return (_SCRIPT_LANGUAGE[script], n / letters) if script in _SCRIPT_LANGUAGE else None
 
 
 # Letters that only some Cyrillic orthographies use: (letters, language, or the languages langid chooses among).

@@ -20,8 +20,7 @@ def clean_text(text: str | None) -> tuple[str, str]:
     Which characters go is :mod:`mlse.text.control_chars`'s rule: real controls and bidi overrides; joiners (U+200C,
     U+200D), variation selectors and other meaningful format characters stay: removing them changes the text scored.
     """
-    raw = text if isinstance(text, str) else ""
-    kept, removed = strip_controls(raw)
+    kept, removed = strip_controls(text if isinstance(text, str) else "")
     notices = []
     if removed:
         notices.append(f"removed {removed} control character(s)")
@@ -39,7 +38,6 @@ def resolve_language(text: str, override: str | None) -> tuple[str, str]:
     known = {c for _, c in language_choices()}
     if override and override != AUTO:
         if override in known:
-            how = "set by you" + (f"; detector said {code}" if code not in (override, UNDETERMINED) else "")
-            return override, how
+            return override, "set by you" + (f"; detector said {code}" if code not in (override, UNDETERMINED) else "")
         return code, f"detected, {confidence:.0%}; unknown language “{str(override)[:40]}” ignored"
     return code, (f"detected, {confidence:.0%}" if code != UNDETERMINED else "could not be detected")

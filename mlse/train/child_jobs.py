@@ -117,12 +117,9 @@ def _result(outcome: tuple, target: str):
     kind, payload = outcome
     if kind == "result":
         return payload
-    if kind == "stopped":
-        raise Stopped(payload)
-    if kind == "user-error":
-        raise MlseError(payload)
-    if kind == "error":
-        raise RuntimeError(payload)
+    errors = {"stopped": Stopped, "user-error": MlseError, "error": RuntimeError}
+    if kind in errors:
+        raise errors[kind](payload)
     raise MlseError(
         f"the training process ended without an answer (exit code {payload}); if it ran out of memory, "
         "try fewer pairs or a smaller batch"

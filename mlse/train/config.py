@@ -33,7 +33,6 @@ STS_LOSSES = ("none", "cosent", "angle")  # the supervised STS term (mlse.losses
 TEACHER_METHODS = ("mse", "soft")  # the methods with a frozen teacher
 HEAD_METHODS = ("stage1", "stage2")  # heads on a frozen backbone (mlse.train.head_training)
 JOB_METHODS = (*HEAD_METHODS, *METHODS)  # what the app's fine-tune tab trains
-LABELS = LABEL_MODES
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # mlse.train.device: auto -> bf16 / fp16 (CUDA, loss-scaled) / fp32
 VOCAB_INITS = ("aligned", "subword")
 BRIDGES = ("none", "linear")
@@ -108,7 +107,7 @@ class FinetuneConfig:
         500, "seeded subset of rows per dev pair (0: all, ~1,500)", zero_is_none=True, ge=1
     )
     tau_base: float = option(0.999, "ema: tau_base (1.0 = frozen teacher)", ge=0, le=1)
-    label: str = option("priority", "soft: teacher labels", choices=LABELS)
+    label: str = option("priority", "soft: teacher labels", choices=LABEL_MODES)
     temperature: float = option(
         DEFAULT_TEMPERATURE, "soft/hard: softmax temperature (Park et al.'s released value)", gt=0
     )

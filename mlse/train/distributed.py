@@ -23,6 +23,13 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 
+def _dist():
+    """``torch.distributed``, imported when first needed: torch costs seconds to import; only computing needs it."""
+    import torch.distributed as dist
+
+    return dist
+
+
 @dataclass
 class DistContext:
     """Where this process sits in the group (``world == 1``: no group, every helper is a no-op)."""
@@ -46,8 +53,7 @@ def init_from_env(device: str) -> DistContext:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistContext()
-    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
-
+    dist = _dist()
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
     owns = False
@@ -67,9 +73,7 @@ def rank_device(ctx: DistContext, device: str) -> str:
 
 def barrier(ctx: DistContext) -> None:
     if ctx.active:
-        import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
-
-        dist.barrier()
+        _dist().barrier()
 
 
 @contextmanager
@@ -87,18 +91,15 @@ def broadcast_parameters(module, ctx: DistContext) -> None:
     """Copy rank 0's parameters and buffers to every rank (start from identical weights)."""
     if not ctx.active:
         return
-    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
-
     for tensor in [*module.parameters(), *module.buffers()]:
-        dist.broadcast(tensor.data, src=0)
+        _dist().broadcast(tensor.data, src=0)
 
 
 def average_gradients(module, ctx: DistContext) -> None:
     """All-reduce and average every gradient, so that each rank takes the same optimiser step."""
     if not ctx.active:
         return
-    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
-
+    dist = _dist()
     for param in module.parameters():
         if param.grad is not None:
             dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
@@ -109,11 +110,10 @@ def agree(ctx: DistContext, value: int, device: str) -> int:
     """Rank 0's ``value`` on every rank (e.g. whether to stop: only rank 0 owns the budget clock)."""
     if not ctx.active:
         return value
-    import torch  # lazy: torch costs seconds to import; only computing needs it
-    import torch.distributed as dist
+    import torch  # lazy: as in _dist
 
     tensor = torch.tensor([value], dtype=torch.int64, device=device)
-    dist.broadcast(tensor, src=0)
+    _dist().broadcast(tensor, src=0)
     return int(tensor.item())
 
 
@@ -121,15 +121,11 @@ def gather(ctx: DistContext, value) -> list:
     """Every rank's ``value`` (any picklable object), in rank order, on every rank; ``[value]`` in one process."""
     if not ctx.active:
         return [value]
-    import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
-
     values: list = [None] * ctx.world
-    dist.all_gather_object(values, value)
+    _dist().all_gather_object(values, value)
     return values
 
 
 def shutdown(ctx: DistContext) -> None:
     if ctx.owns_group:
-        import torch.distributed as dist  # lazy: torch costs seconds to import; only computing needs it
-
-        dist.destroy_process_group()
+        _dist().destroy_process_group()

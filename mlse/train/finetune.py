@@ -57,7 +57,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -79,7 +78,7 @@ from mlse.train.distributed import (
 )
 from mlse.train.finetune_data import TrainingData, dev_scores, load_dev, prepare_data, teacher_targets
 from mlse.train.loop import TrainingLoop
-from mlse.train.methods import PairMethod, build_method
+from mlse.train.methods import build_method
 from mlse.train.student_model import (
     extend_vocabulary,
     fit_bridge,
@@ -132,34 +131,26 @@ def run_finetune(
 
 @dataclass
 class _Run:
-    """What the end of a run needs: the loop, the method, the data, where it writes."""
+    """What the end of a run needs: the loop (with the configuration, the student, the method, the device and the
+    process group), the data, the precision, the student's own modules."""
 
-    cfg: FinetuneConfig
     loop: TrainingLoop
-    method: PairMethod
     data: TrainingData
-    student: Any
-    device: str
     precision: str
     base_modules: int
-    ctx: Any
-
-    @property
-    def out(self) -> Path:
-        return Path(self.cfg.out)
 
     def metrics(self, reason: str) -> dict:
         return {
-            "method": self.cfg.method,
+            "method": self.loop.cfg.method,
             **self.loop.metrics(reason),
-            "device": self.device,
+            "device": self.loop.device,
             "precision": self.precision,
             "grad_scaler": self.loop.scaler is not None,
             "training_data": self.data.info.get("source"),
             "n_pairs": len(self.data.src),
             "data": self.data.info["pairs"],
             "dropped": {p: v["contaminated_dropped"] for p, v in self.data.info["pairs"].items()},
-            **self.method.final_metrics(),
+            **self.loop.method.final_metrics(),
         }
 
 
@@ -228,7 +219,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
         ctx=ctx,
         precision=precision,
     )
-    run = _Run(config, loop, method, data, student, device, precision, base_modules, ctx)
+    run = _Run(loop, data, precision, base_modules)
     record = {
         **asdict(config),
         "include_src_effective": config.src_term(),
@@ -239,7 +230,11 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
         **vocab_info,
     }
     if ctx.is_main:
-        _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": _versions()})
+        import sentence_transformers  # lazy: loaded by now (the student); the versions a run was made with
+        import transformers
+
+        versions = {module.__name__: module.__version__ for module in (torch, transformers, sentence_transformers)}
+        _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": versions})
     prepare_s = (time.perf_counter() - prepare_started, time.process_time() - prepare_cpu)
     if signal is not None:
         signal.start_budget()  # a job's budget counts training, not the preparation above (mlse.stop_signal)
@@ -262,29 +257,30 @@ def _finish(run: _Run, reason: str, prepare_s: tuple[float, float], *, final_eva
     Ranks other than 0 write nothing and return their own metrics (``rank`` set). ``prepare_s``: the preparation's
     wall and CPU seconds.
     """
-    loop = run.loop
-    if not run.ctx.is_main:
-        checksum = parameter_checksum(run.student)
-        gather(run.ctx, checksum)  # rank 0 records every rank's checksum (collective: every rank takes part)
-        return run.metrics(reason) | {"rank": run.ctx.rank, "world_size": run.ctx.world, "parameter_checksum": checksum}
-    shutil.rmtree(run.out / ".initial-model", ignore_errors=True)
+    loop, out = run.loop, Path(run.loop.cfg.out)
+    ctx, student = loop.ctx, loop.model
+    if not ctx.is_main:
+        checksum = parameter_checksum(student)
+        gather(ctx, checksum)  # rank 0 records every rank's checksum (collective: every rank takes part)
+        return run.metrics(reason) | {"rank": ctx.rank, "world_size": ctx.world, "parameter_checksum": checksum}
+    shutil.rmtree(out / ".initial-model", ignore_errors=True)
     if final_eval and loop.last_eval_step != loop.step:
         loop.evaluate()
-    if not (run.out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
+    if not (out / "model").is_dir():  # no finite dev score ever (or interrupted before the first evaluation)
         with loop.averaged():
-            save_checkpoint(run.student, run.out, run.base_modules)
+            save_checkpoint(student, out, run.base_modules)
     wall, cpu = prepare_s
     metrics = run.metrics(reason) | {"prepare_s": round(wall, 2), "prepare_cpu_s": round(cpu, 2)}
-    metrics["world_size"] = run.ctx.world
+    metrics["world_size"] = ctx.world
     if reason in ("stopped", "interrupted"):  # ended by hand before its budget: usable, but say how far it got
         metrics["partial"] = {"reason": reason, "steps": loop.step, "best_step": loop.best_step}
-    if run.ctx.active:  # equal checksums on every rank: the ranks trained one model together
-        metrics["parameter_checksum"] = parameter_checksum(run.student)
-        metrics["rank_checksums"] = gather(run.ctx, metrics["parameter_checksum"])
-    _write_json(run.out / "metrics.json", metrics)
+    if ctx.active:  # equal checksums on every rank: the ranks trained one model together
+        metrics["parameter_checksum"] = parameter_checksum(student)
+        metrics["rank_checksums"] = gather(ctx, metrics["parameter_checksum"])
+    _write_json(out / "metrics.json", metrics)
     log.info(
         "finetune %s: %s after %d steps, best dev %.2f at step %s",
-        run.cfg.method,
+        loop.cfg.method,
         reason,
         loop.step,
         loop.best,
@@ -295,15 +291,3 @@ def _finish(run: _Run, reason: str, prepare_s: tuple[float, float], *, final_eva
 
 def _write_json(path: Path, obj: dict) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, default=str, allow_nan=False) + "\n")
-
-
-def _versions() -> dict[str, str]:
-    import sentence_transformers  # lazy: loaded by now (the student); the versions a run was made with
-    import torch
-    import transformers
-
-    return {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
-    }

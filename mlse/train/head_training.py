@@ -241,15 +241,13 @@ def train_stage2(
         "conv": conv,
         "nonlinearity": nonlinearity,
     }
-    metrics = dict(base.metadata.get("metrics", {}))
-    metrics.update(
-        {
-            "stage2_dev_pearson": 100 * head.dev_pearson_,
-            "stage2_best_epoch": head.best_epoch_,
-            "stage2_epochs": len(head.history_) - 1,
-            "stage2_stopped": head.stopped_,
-        }
-    )
+    metrics = {
+        **base.metadata.get("metrics", {}),
+        "stage2_dev_pearson": 100 * head.dev_pearson_,
+        "stage2_best_epoch": head.best_epoch_,
+        "stage2_epochs": len(head.history_) - 1,
+        "stage2_stopped": head.stopped_,
+    }
     # an in-memory Stage-1 scorer (the seed grid passes one) is recorded by its run name, not its repr
     stage1_run = portable_text(str(stage1)) if isinstance(stage1, (str, Path)) else base.name  # never an absolute path
     data = {**portable_hashes(base.metadata.get("data", {}), data_dir), **hashes, **dev_hashes}

@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import math
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mlse.data.json_safe import finite_or_none
 from mlse.errors import MlseError
 from mlse.public_mode import PUBLIC_PREPARATION_MINUTES, public_mode
 from mlse.runs.folders import is_model_folder, is_scorer_folder
@@ -91,7 +91,10 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
             on_budget_start=lambda seconds: report(training_record(seconds, budget)),
         )
         config = request_config(req, out)  # the command line's reading of the same options
-        aside = _move_aside(out) if out.exists() else None
+        aside = None
+        if out.exists():  # renamed to a hidden sibling (the registry skips dot-folders) while it is replaced
+            aside = out.with_name(f".{out.name}.replaced-{int(time.time() * 1000)}")
+            out.rename(aside)
         try:
             report(
                 {
@@ -201,7 +204,7 @@ def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, sig
                 "x": record["step"],
                 "minutes": record["elapsed_s"] / 60,
                 "loss": record["loss"],
-                "sts_loss": _finite(record.get("sts_loss")),  # the STS term's own loss (None without one)
+                "sts_loss": finite_or_none(record.get("sts_loss")),  # the STS term's own loss (None without one)
                 "dev": record["dev_spearman"],
                 "best": record["best_dev_spearman"],
                 "saved": record.get("saved"),
@@ -258,11 +261,6 @@ def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) 
     return {"run": f"runs/{Path(settings.out).name}", "metrics": metrics}
 
 
-def _finite(value) -> float | None:
-    """A loss as a plain float, None when absent or not finite (no STS batch yet: NaN)."""
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
 def _fmt(value) -> str:
     return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -281,13 +279,6 @@ def _maybe_on_gpu(fn: Callable, seconds: float) -> Callable:
         log.warning("the 'spaces' package is installed but does not import; training without spaces.GPU")
         return fn
     return spaces.GPU(fn, duration=int(seconds) + 600)
-
-
-def _move_aside(out: Path) -> Path:
-    """Rename an existing run folder to a hidden sibling (the registry skips dot-folders) while it is replaced."""
-    aside = out.with_name(f".{out.name}.replaced-{int(time.time() * 1000)}")
-    out.rename(aside)
-    return aside
 
 
 def _restore(aside: Path | None, out: Path) -> None:

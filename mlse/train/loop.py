@@ -143,12 +143,6 @@ class TrainingLoop:
         self.wall_started = 0.0
 
     # -- batches and schedules ---------------------------------------------------------------------------------------
-    def next_batch(self) -> np.ndarray:
-        """Indices of the next batch; a fresh seeded epoch of batches (:func:`epoch_batches`) when the last is used."""
-        if not self.queue:
-            self.queue = epoch_batches(self.n, self.cfg.batch_size, self.rng, self.lengths)[::-1]
-        return self.queue.pop()
-
     def elapsed(self) -> float:
         return self.clock() - self.started
 
@@ -170,7 +164,9 @@ class TrainingLoop:
         import torch  # lazy: as in budget_clock
 
         t0 = self.clock()
-        idx = self.next_batch()
+        if not self.queue:  # a fresh seeded epoch of batches (epoch_batches) when the last is used
+            self.queue = epoch_batches(self.n, self.cfg.batch_size, self.rng, self.lengths)[::-1]
+        idx = self.queue.pop()  # indices of the next batch
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr_at(self.step)
         loss = self.method.batch_loss(idx)
@@ -187,22 +183,18 @@ class TrainingLoop:
             self.scaler.update()
         self.method.after_step(self.step, self.total_steps)
         self.step += 1
-        self.update_average()
+        # the weights after this step join the running average once ``average_from`` of the estimated steps are done
+        # (the estimate K is re-made every step, so the start is fixed the first time the step reaches it)
+        if self.average is not None:
+            if self.average_from_step is None and self.step >= self.cfg.average_from * self.total_steps:
+                self.average_from_step = self.step
+            if self.average_from_step is not None:
+                self.average.update()
         self.pairs_seen += len(idx) * self.ctx.world  # every rank trains on its own batch
         self.sentences += len(idx) * self.method.sentences_per_pair * self.ctx.world
         self.losses.append(float(loss.detach()))
         self.train_s += self.clock() - t0
         self.total_steps = self.estimate_total_steps()
-
-    def update_average(self) -> None:
-        """Add the weights after this step to the running average once ``average_from`` of the estimated steps are
-        done (the estimate K is re-made every step, so the start is fixed the first time the step reaches it)."""
-        if self.average is None:
-            return
-        if self.average_from_step is None and self.step >= self.cfg.average_from * self.total_steps:
-            self.average_from_step = self.step
-        if self.average_from_step is not None:
-            self.average.update()
 
     # -- evaluation, checkpoint, log ---------------------------------------------------------------------------------
     def evaluate(self) -> dict:

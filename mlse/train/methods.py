@@ -107,21 +107,14 @@ class PairMethod:
         self.loss_fn, self.student, self.data, self.device, self.teacher = loss_fn, student, data, device, teacher
         # the MSE losses without the src term never run the student on the src side
         self.sentences_per_pair = 2 if getattr(loss_fn, "include_src", True) else 1
+        # the teacher's update after a step, and what it adds to the log and the metrics, are the method's
+        self.after_step, self.record, self.final_metrics = teacher.after_step, teacher.record, teacher.final_metrics
 
     def batch_loss(self, idx: np.ndarray):
         src_features = tokenize(self.student, [self.data.src[i] for i in idx], self.device)
         tgt_features = tokenize(self.student, [self.data.tgt[i] for i in idx], self.device)
         teacher_src, teacher_tgt = self.teacher.targets(idx, src_features)
         return self.loss_fn(src_features, tgt_features, teacher_src, teacher_tgt)
-
-    def after_step(self, step: int, total_steps: int) -> None:
-        self.teacher.after_step(step, total_steps)
-
-    def record(self) -> dict:
-        return self.teacher.record()
-
-    def final_metrics(self) -> dict:
-        return self.teacher.final_metrics()
 
 
 def build_loss(cfg: FinetuneConfig, student):

@@ -74,7 +74,7 @@ class JobRunner:
     """Runs submitted jobs one at a time, in submission order, in a background thread.
 
     ``max_queued``: how many jobs may wait behind the running one (0: a second submit is refused).
-    ``keep``: how many finished jobs are remembered (for ``latest()`` and ``history()``).
+    ``keep``: how many finished jobs are remembered (for ``latest()``).
     ``on_finish``: called with each job once it has ended (the app rescans its model list there, so a new run joins
     every model picker at once); its errors are logged, never raised into the runner.
     """
@@ -161,28 +161,12 @@ class JobRunner:
         with self._lock:
             return list(self._queue)
 
-    def history(self) -> list[Job]:
-        """Finished jobs, oldest first."""
-        with self._lock:
-            return list(self._history)
-
     def latest(self, owner: str | None = None) -> Job | None:
         """The running job, else the next queued one, else the most recently finished one (what the tab shows).
         With ``owner``: that owner's, in the same order (None when they have none)."""
         with self._lock:
-            if owner is not None:
-                jobs = [*self._active_jobs(), *reversed(self._history)]
-                return next((j for j in jobs if j.owner == owner), None)
-            if self._running is not None:
-                return self._running
-            if self._queue:
-                return self._queue[0]
-            return self._history[-1] if self._history else None
-
-    def get(self, job_id: int) -> Job | None:
-        with self._lock:
-            jobs = [*self._active_jobs(), *self._history]
-            return next((j for j in jobs if j.id == job_id), None)
+            jobs = [*self._active_jobs(), *reversed(self._history)]  # running, queued, then the latest finished first
+            return next((j for j in jobs if owner is None or j.owner == owner), None)
 
     def records(self, job: Job) -> list[dict]:
         """A copy of the job's progress records (the list grows while the job runs)."""

@@ -57,12 +57,8 @@ def tokenize(student, texts: list[str], device: str) -> dict:
     if prefix:
         texts = [prefix + t for t in texts]
     prepare = getattr(student, "preprocess", None) or student.tokenize
-    return to_device(prepare(texts), device)
-
-
-def to_device(features: dict, device: str) -> dict:
-    """Move the tensors of a tokenizer output to ``device`` (other entries pass through)."""
-    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+    # the tensors on ``device``; other entries pass through
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in prepare(texts).items()}
 
 
 class AutocastForward:

@@ -17,23 +17,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-def _trainable_view(params: list):
-    """An ``nn.Module`` whose parameters are ``params`` themselves (not copies): what AveragedModel copies and reads."""
-    from torch import nn
-
-    view = nn.Module()
-    view.params = nn.ParameterList(params)
-    return view
-
-
 class WeightAverage:
     """The running mean of ``model``'s trainable parameters, in a copy of them beside the model (their dtype)."""
 
     def __init__(self, model):
+        from torch import nn
         from torch.optim.swa_utils import AveragedModel  # lazy: the command line imports the training modules early
 
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self._view = _trainable_view(self.params)
+        # an nn.Module whose parameters are the params themselves (not copies): what AveragedModel copies and reads
+        self._view = nn.Module()
+        self._view.params = nn.ParameterList(self.params)
         self._average = AveragedModel(self._view).requires_grad_(False)
         self.mean = list(self._average.module.parameters())  # [same shapes as params], valid once count > 0
 

@@ -32,7 +32,7 @@ from mlse.ui.explain_view import (
 from mlse.ui.inputs import check_inputs
 from mlse.ui.what_if_view import INTRO as WHAT_IF_INTRO
 from mlse.ui.what_if_view import drop_picked, start_what_if, what_if_pair
-from mlse.ui.widgets import reporter
+from mlse.ui.widgets import PAGE_EVENT, reporter
 
 EXPLAIN_EVENTS = {"concurrency_limit": 1, "concurrency_id": "explain"}
 INTRO = (
@@ -81,9 +81,7 @@ def build_score_section(state, sentence1, sentence2, models) -> None:
         **EXPLAIN_EVENTS,
     )
     _what_if_section(gr, state, kept, explained, special)
-    models.change(
-        follow_models, [models, model], model, show_progress="hidden", concurrency_limit=4, api_visibility="private"
-    )
+    models.change(follow_models, [models, model], model, show_progress="hidden", **PAGE_EVENT)
     check_inputs(steps, layer)
     check_inputs(model, allowed=lambda: explainable_models(state))
 

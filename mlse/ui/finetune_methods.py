@@ -63,13 +63,6 @@ def uses_bitext(method: str) -> bool:
     return method in PAIR_METHODS or method == "stage1"
 
 
-def sts_loss_for(method: str, current: str | None) -> str:
-    """The STS loss the form shows after choosing ``method``: the term alone needs one (CoSENT unless another is
-    chosen); the other methods keep the current choice (none by default)."""
-    current = current if current in STS_LOSSES else "none"
-    return "cosent" if method == "sts" and current == "none" else current
-
-
 def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
     """What the form shows for ``method``: model list, whether a teacher applies, pair lists, the STS term's fields
     (``sts_loss``: the form's current choice), an explanation."""
@@ -77,6 +70,9 @@ def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
     offered, default = training_pair_choices(method)  # all offered pairs, the default selection
     preferred = state.preferred_model()
     default_model = preferred if preferred in models else (models[0] if models else None)
+    # the STS loss shown: the term alone needs one (CoSENT unless another is chosen); the other methods keep the
+    # current choice (none by default)
+    current = sts_loss if sts_loss in STS_LOSSES else "none"
     return {
         "models": models,
         "model": default_model,
@@ -88,7 +84,7 @@ def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
         "pairs_visible": method != "sts",
         "max_pairs_visible": uses_bitext(method),
         "sts_visible": method in METHODS,
-        "sts_loss": sts_loss_for(method, sts_loss),
+        "sts_loss": "cosent" if method == "sts" and current == "none" else current,
         "sts_weight_visible": method in PAIR_METHODS,
         "note": METHOD_NOTES.get(method, "")
         + (" " + STS_NOTE if method in METHODS else "")

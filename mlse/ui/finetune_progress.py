@@ -16,6 +16,8 @@ from mlse.train.request import TrainRequest
 from mlse.train.runner import Job, JobRunner
 from mlse.ui.text import html_text, md_code, md_escape
 
+CURVE_LAYOUT = {"height": 320, "margin": dict(l=40, r=10, t=40, b=40)}  # both curves' figures
+
 
 def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tuple[float, str]:
     """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count.
@@ -78,9 +80,7 @@ def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tup
     xs = [r["minutes"] if use_minutes else r["x"] for r in evals]
     x_title = "minutes" if use_minutes else ("epoch" if heads else "step")
     loss = go.Figure(go.Scatter(x=xs, y=[r.get("loss") for r in evals], mode="lines+markers", name="train loss"))
-    loss.update_layout(
-        title="Training loss", xaxis_title=x_title, yaxis_title="loss", height=320, margin=dict(l=40, r=10, t=40, b=40)
-    )
+    loss.update_layout(title="Training loss", xaxis_title=x_title, yaxis_title="loss", **CURVE_LAYOUT)
     sts = [r.get("sts_loss") for r in evals]
     if any(v is not None for v in sts):  # the STS term on its own axis: beside a method it is weighted ~0.001
         loss.add_trace(go.Scatter(x=xs, y=sts, mode="lines+markers", name="STS term (unweighted)", yaxis="y2"))
@@ -98,13 +98,7 @@ def curves(records: list[dict], method: str | None, x_axis: str = "step") -> tup
     if saved:
         x, y = zip(*saved)
         dev.add_trace(go.Scatter(x=x, y=y, mode="markers", name="checkpoint", marker=dict(symbol="star", size=11)))
-    dev.update_layout(
-        title=f"Dev score ({y_title})",
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-        height=320,
-        margin=dict(l=40, r=10, t=40, b=40),
-    )
+    dev.update_layout(title=f"Dev score ({y_title})", xaxis_title=x_title, yaxis_title=y_title, **CURVE_LAYOUT)
     return loss, dev
 
 

@@ -31,6 +31,7 @@ from mlse.ui.finetune_progress import progress_html
 from mlse.ui.inputs import check_inputs
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
+from mlse.ui.widgets import PAGE_EVENT
 
 POLL_SECONDS = 2.0
 MIN_PAIRS, MIN_BUDGET_MINUTES = 100, 0.5  # the smallest job the sliders offer (it must save a run on a fresh cache)
@@ -285,8 +286,7 @@ def build_tab(state) -> list:
             on_method,
             [method, sts_loss],
             [model, teacher, pairs, max_pairs, sts_loss, sts_weight, note, name],
-            concurrency_limit=4,
-            api_visibility="private",
+            **PAGE_EVENT,
         )
         form = [method, model, teacher, pairs, max_pairs, budget, name, overwrite, batch_size, lr, eval_every]
         form += [max_steps, max_epochs, dev_max_pairs, extend_vocab, precision, probe, sts_loss, sts_weight]

@@ -55,8 +55,8 @@ from mlse.ui.gold_views import (
 )
 from mlse.ui.tables import header, headers, numbers_as_text
 from mlse.ui.text import md_code, md_escape
-from mlse.ui.uploads import read_message, read_upload
-from mlse.ui.widgets import read_only_table, upload_with_option
+from mlse.ui.uploads import read_message, read_upload, upload_path
+from mlse.ui.widgets import upload_with_option
 
 EXAMPLE = assets_dir() / "examples" / "rated_pairs.tsv"
 FILE_DISAGREE_COLUMNS = ["line", *DISAGREE_COLUMNS[1:]]
@@ -252,15 +252,14 @@ class FileInputs:
     file: object
     pasted: object
     gold_range: object
-    example: object
 
 
 def build_inputs() -> FileInputs:
-    """The upload widgets, hidden until the data source is "Your file"."""
+    """The upload widgets, hidden until the data source is "Your file" (the example button pastes :data:`EXAMPLE`)."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     with gr.Column(visible=False) as group:
-        file, pasted, gold_range, example = upload_with_option(
+        file, pasted, gold_range = upload_with_option(
             "Rated pairs: sentence1, sentence2, score (optional lang1, lang2)",
             "...or paste rows (used when no file is given)",
             "sentence1\tsentence2\tscore\tlang1\tlang2",
@@ -268,26 +267,16 @@ def build_inputs() -> FileInputs:
             option_placeholder="0:5",
             option_info="Rows whose score lies outside it are skipped and listed.",
             example="Paste the example file",
+            example_file=EXAMPLE,
             example_size="sm",
         )
-    return FileInputs(group, file, pasted, gold_range, example)
-
-
-def build_slices():
-    return read_only_table(
-        headers=SLICE_HEADERS, label="Slices: Pearson / Spearman x 100 per language pair and length", visible=False
-    )
-
-
-def _key(file, pasted, gold_range) -> tuple:
-    path = file if isinstance(file, str) else getattr(file, "path", None) or getattr(file, "name", None)
-    return str(path or ""), pasted or "", gold_range or ""
+    return FileInputs(group, file, pasted, gold_range)
 
 
 def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, listed, buttons) -> None:
     """Connect the file widgets: compare (api ``compare_file_with_gold``), list disagreements (api
-    ``file_disagreements``), paste the example. The table read by one keeps serving the other while the file, the
-    pasted rows and the range stay the same."""
+    ``file_disagreements``); the example button is wired where it is built. The table read by one keeps serving the
+    other while the file, the pasted rows and the range stay the same."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     run, find = buttons
@@ -295,7 +284,7 @@ def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, lis
 
     def read(file, pasted_rows, score_range, held):
         """(the table, or None; the message; the state to keep): the kept table while the inputs are unchanged."""
-        key = _key(file, pasted_rows, score_range)
+        key = str(upload_path(file) or ""), pasted_rows or "", score_range or ""
         table, message = load_rated(held[1] if held and held[0] == key else file, pasted_rows, score_range)
         return table, message, ((key, table) if table is not None else None)
 
@@ -323,9 +312,6 @@ def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, lis
             return pd.DataFrame(columns=FILE_DISAGREE_COLUMNS), message, held
         return *file_disagreements(state, table, None, scorer, "", gold_from, gold_to, pairs), held
 
-    def paste_example():
-        return EXAMPLE.read_text(encoding="utf-8"), None
-
     fields = [inputs.file, inputs.pasted]
     run.click(
         compare_file_with_gold,
@@ -340,7 +326,4 @@ def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, lis
         [*listed, kept],
         api_name="file_disagreements",
         concurrency_limit=1,
-    )
-    inputs.example.click(
-        paste_example, None, [inputs.pasted, inputs.file], api_visibility="private", concurrency_limit=4
     )

@@ -36,7 +36,7 @@ from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.tables import header
 from mlse.ui.text import md_code, md_escape
-from mlse.ui.widgets import read_only_table
+from mlse.ui.widgets import PAGE_EVENT, read_only_table
 
 DEFAULT_PAIR = "en-de"
 SPLITS = ("test", "dev", "train")
@@ -159,7 +159,11 @@ def build_tab(state) -> list[ModelPicker]:
             run_file = gr.Button("Compare file with gold", variant="primary", visible=False)
         message = gr.Markdown(latex_delimiters=[])
         metrics = read_only_table(headers=METRIC_COLUMNS, label="Pearson / Spearman x 100 (95% bootstrap CI)")
-        slices = gold_file.build_slices()
+        slices = read_only_table(
+            headers=gold_file.SLICE_HEADERS,
+            label="Slices: Pearson / Spearman x 100 per language pair and length",
+            visible=False,
+        )
         hist = gr.Plot(label="Distributions")
         with gr.Row():
             scatter = gr.Plot(label="Predicted vs gold")
@@ -195,11 +199,7 @@ def build_tab(state) -> list[ModelPicker]:
             return disagreements(state, language_pair, scorer, split, gold_from, gold_to, pairs)
 
         source.change(
-            on_source,
-            source,
-            [sts_inputs, file_inputs.group, run, run_file, slices, find, find_file],
-            concurrency_limit=4,
-            api_visibility="private",
+            on_source, source, [sts_inputs, file_inputs.group, run, run_file, slices, find, find_file], **PAGE_EVENT
         )
         run.click(
             on_run,

@@ -65,27 +65,17 @@ def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, cal
     return dict(zip(METRIC_FIELDS, values, strict=True))
 
 
-def calibrated_scores(state, model: str, pred: np.ndarray) -> np.ndarray | None:
-    """The model's calibrated 0-5 scores for the cosines ``pred`` [n], or None when it has no calibration."""
-    scores = state.encoder(model).calibrate(pred)
-    return None if scores is None else np.asarray(scores, dtype=np.float64)
-
-
 def compare(state, gold: np.ndarray, preds: dict[str, np.ndarray], title: str, n_boot: int = N_BOOT):
     """(histograms, scatter, calibration figures, metrics DataFrame rounded to 2 places, whether any model is
     calibrated) of each model's cosine ``preds[name]`` [n] against ``gold`` [n]. ``title``: plain text naming the
     data in the figures' titles (escaped here)."""
-    calibrated = {name: calibrated_scores(state, name, p) for name, p in preds.items()}
-    table = pd.DataFrame(
-        [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()], columns=METRIC_FIELDS
-    )
+    scores = {name: state.encoder(name).calibrate(p) for name, p in preds.items()}  # None: the model has no calibration
+    calibrated = {n: None if c is None else np.asarray(c, dtype=np.float64) for n, c in scores.items()}  # 0-5, [n]
+    rows = [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()]
+    # as the page shows them: words for the field names, numbers as text
+    table = numbers_as_text(pd.DataFrame(rows, columns=METRIC_FIELDS), METRIC_PLACES).set_axis(METRIC_COLUMNS, axis=1)
     maps = {n: _curve(p, c) for n, p in preds.items() if (c := calibrated[n]) is not None}
-    return *figures(title, gold, preds, maps), metrics_table(table), bool(maps)
-
-
-def metrics_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Metrics rows (:data:`METRIC_FIELDS`) as the page shows them: words for names, numbers as text."""
-    return numbers_as_text(rows, METRIC_PLACES).set_axis(headers(list(rows.columns)), axis=1)
+    return *figures(title, gold, preds, maps), table, bool(maps)
 
 
 def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,12 +84,7 @@ def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.nda
     return pred[order], calibrated[order]
 
 
-def figures(
-    title: str,
-    gold: np.ndarray,
-    preds: dict[str, np.ndarray],
-    maps: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
-):
+def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray], maps: dict[str, tuple[np.ndarray, np.ndarray]]):
     """(histograms, scatter, calibration) plotly figures; the title and legend names are HTML-escaped (plotly renders
     tags).
 
@@ -153,7 +138,7 @@ def figures(
             )
         )
         curves = [("isotonic", isotonic_fit(pred, gold), {"dash": "dot", "width": 1})]  # the best monotone fit here
-        if maps and name in maps:
+        if name in maps:
             curves.append(("its calibration", maps[name], {"width": 2}))
         for what, (x, y), style in curves:
             line = {"color": color, **style}

@@ -29,9 +29,8 @@ from mlse.ui.inputs import check_inputs
 from mlse.ui.map_views import MapOutput, empty_output, highlight, map_default, render
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import map_warm_note, warm_map_step, with_preparing_note
-from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_escape
-from mlse.ui.widgets import reporter
+from mlse.ui.widgets import read_only_table, reporter
 
 MAX_SENTENCES = 1012  # FLORES devtest size
 DEFAULT_SENTENCES = 100
@@ -223,12 +222,8 @@ def build_tab(state) -> list[ModelPicker]:
         reading = gr.Markdown(elem_id="map-reading")
         gr.Markdown("**Highlight a sentence:** click a row to emphasise its translations in every panel.")
         with gr.Row():
-            table = gr.Dataframe(
-                interactive=False,
-                max_height=300,
-                scale=3,
-                label="Sentences (one row per meaning; a click on a sentence shows all of it)",
-                **TABLE_OPTIONS,
+            table = read_only_table(
+                max_height=300, scale=3, label="Sentences (one row per meaning; a click on a sentence shows all of it)"
             )
             with gr.Column(scale=2):
                 details = gr.Markdown()

@@ -26,7 +26,10 @@ from mlse.ui.widgets import reporter, upload_with_examples
 
 KINDS = ("sentences", "parallel")
 EXAMPLES = assets_dir() / "examples"
-EXAMPLE_FILES = {"sentences": EXAMPLES / "sentences.tsv", "parallel": EXAMPLES / "parallel.tsv"}
+EXAMPLE_FILES = {  # the paste buttons' text -> the example each pastes
+    "Paste example: sentences with lang and id": EXAMPLES / "sentences.tsv",
+    "Paste example: parallel columns": EXAMPLES / "parallel.tsv",
+}
 MIN_SENTENCES = 2
 
 HELP = (
@@ -63,14 +66,6 @@ def project_upload(
     return render(result, model_name, read_note=message)
 
 
-def example_text(kind: str) -> str:
-    """The text of a shipped example file (for the paste box); "" when it is missing."""
-    try:
-        return EXAMPLE_FILES[kind].read_text(encoding="utf-8")
-    except (KeyError, OSError):
-        return ""
-
-
 # -- layout ---------------------------------------------------------------------------------------------------------
 class Section(NamedTuple):
     upload: object  # gr.File
@@ -84,16 +79,14 @@ def build_section() -> Section:
 
     with gr.Accordion("Map your own sentences", open=False):
         gr.Markdown(HELP)
-        upload, pasted, examples = upload_with_examples(
+        upload, pasted = upload_with_examples(
             "Sentences file (TSV, CSV or JSONL)",
             "…or paste sentences: one per line, or sentence <TAB> lang",
-            ["Paste example: sentences with lang and id", "Paste example: parallel columns"],
+            EXAMPLE_FILES,
             lines=6,
             max_lines=15,
         )
         button = gr.Button("Project my sentences", variant="primary")
-    for example, kind in zip(examples, ("sentences", "parallel")):
-        example.click(_paster(kind), None, [upload, pasted], api_visibility="private", queue=False)
     return Section(upload, pasted, button)
 
 
@@ -109,10 +102,3 @@ def wire(section: Section, state, model, outputs: list, show: Callable[[MapOutpu
     section.button.click(
         map_my_sentences, [model, section.upload, section.pasted], outputs, api_name="map_my_sentences", **event
     )
-
-
-def _paster(kind: str) -> Callable[[], tuple[None, str]]:
-    def paste() -> tuple[None, str]:  # clears the file, so the pasted text is what gets projected
-        return None, example_text(kind)
-
-    return paste

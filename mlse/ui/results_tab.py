@@ -17,7 +17,7 @@ from mlse.runs.results_index import build_index, finetune_curves
 from mlse.ui.results_rated import rated_split, split_shown
 from mlse.ui.tables import number_text, significant_text, sortable
 from mlse.ui.text import md_escape
-from mlse.ui.widgets import read_only_table
+from mlse.ui.widgets import PAGE_EVENT, read_only_table
 
 ALL = "(all)"
 # The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling; the
@@ -151,12 +151,6 @@ def plot_options(frame, task: str | None) -> dict:
     }
 
 
-def _labels(rows) -> list[str]:
-    """Model names, with the experiment folder added where one model occurs in several files."""
-    dup = rows["model"].duplicated(keep=False)
-    return [f"{m} ({Path(e).name})" if d else m for m, e, d in zip(rows["model"], rows["experiment"], dup)]
-
-
 def _layout(fig, title: str, bottom: int, height: int = 420, **options):
     """``fig`` with the layout every plot of this tab has: ``title``, ``height`` pixels, the same margins but the bottom
     one (room for the x labels: ``bottom`` pixels), plus ``options`` (axis titles, ...)."""
@@ -176,9 +170,9 @@ def metric_plot(frame, task: str, key: str | None, metric: str | None):
         return go.Figure(layout={"title": f"No {metric or 'metric'} for {task} {key or ''} yet", "height": 380})
     rows = rows.sort_values("value", ascending=False)
     text = [f"{v:.1f}" for v in rows["value"]]
-    fig = go.Figure(
-        go.Bar(x=_labels(rows), y=rows["value"], text=text, hovertext=rows["source"], textposition="outside")
-    )
+    dup = rows["model"].duplicated(keep=False)  # a model in several files: its experiment folder added to its name
+    labels = [f"{m} ({Path(e).name})" if d else m for m, e, d in zip(rows["model"], rows["experiment"], dup)]
+    fig = go.Figure(go.Bar(x=labels, y=rows["value"], text=text, hovertext=rows["source"], textposition="outside"))
     return _layout(fig, f"{task} {key or ''}: {metric} per model", 120, yaxis_title=metric, xaxis_tickangle=-30)
 
 
@@ -326,8 +320,8 @@ def build_tab(state) -> list:
 
         filters = [task, model, metric, text]
         for control in (task, model, metric):
-            control.change(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
-        text.submit(on_filter, filters, table, concurrency_limit=4, api_visibility="private")
+            control.change(on_filter, filters, table, **PAGE_EVENT)
+        text.submit(on_filter, filters, table, **PAGE_EVENT)
         refresh_button.click(
             on_refresh,
             [*filters, plot_task, plot_key, plot_metric],
@@ -335,11 +329,7 @@ def build_tab(state) -> list:
             api_name="results_refresh",
             concurrency_limit=2,
         )
-        plot_task.input(
-            on_plot_task, plot_task, [plot_key, plot_metric, bar], concurrency_limit=4, api_visibility="private"
-        )
+        plot_task.input(on_plot_task, plot_task, [plot_key, plot_metric, bar], **PAGE_EVENT)
         for control in (plot_key, plot_metric):
-            control.input(
-                on_plot, [plot_task, plot_key, plot_metric], bar, concurrency_limit=4, api_visibility="private"
-            )
+            control.input(on_plot, [plot_task, plot_key, plot_metric], bar, **PAGE_EVENT)
     return []  # no model picker

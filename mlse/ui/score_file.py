@@ -209,16 +209,6 @@ def _mean(values: np.ndarray | None) -> float | None:
     return float(finite.mean()) if finite.size else None
 
 
-def correlations(cosine: np.ndarray, gold: np.ndarray) -> tuple[float | None, float | None]:
-    """(Pearson x 100, Spearman x 100) of the scored rows' cosine vs gold; None where undefined (under two rows,
-    constant values)."""
-    scored = np.isfinite(cosine) & np.isfinite(gold)
-    if scored.sum() < 2:
-        return None, None
-    metrics = sts_metrics(cosine[scored], gold[scored], n_boot=0)
-    return metrics["pearson"], metrics["spearman"]
-
-
 def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold: np.ndarray | None) -> pd.DataFrame:
     """One row per model: its kind, rows scored, mean cosine and 0-5, and with gold Pearson and Spearman x 100 (the
     numbers as text with fixed decimals, blank where undefined)."""
@@ -232,8 +222,10 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
             number_text(_mean(cosine), 4),
             number_text(_mean(columns.get(column_name(name, CALIBRATED))), 2),
         ]
-        if gold is not None:
-            row += [number_text(r, 2) for r in correlations(cosine, gold)]
+        if gold is not None:  # Pearson and Spearman x 100 of the scored rows; blank under two rows, or constant values
+            scored = np.isfinite(cosine) & np.isfinite(gold)
+            found = sts_metrics(cosine[scored], gold[scored], n_boot=0) if scored.sum() >= 2 else {}
+            row += [number_text(found.get(key), 2) for key in ("pearson", "spearman")]
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + (GOLD_COLUMNS if gold is not None else []))
 
@@ -272,14 +264,6 @@ def write_scored_csv(table: UserTable, frame: pd.DataFrame, display_name: str) -
     return str(path)
 
 
-def example_text() -> str:
-    """The example file's rows, to paste into the text box ("" when the file is missing)."""
-    try:
-        return EXAMPLE_FILE.read_text(encoding="utf-8")
-    except OSError:
-        return ""
-
-
 # -- layout ---------------------------------------------------------------------------------------------------------
 def build_section(state) -> list[ModelPicker]:
     """The "Score a file" section, inside the Score tab's ``gr.Tab`` -> its model picker (the app keeps it current)."""
@@ -289,10 +273,10 @@ def build_section(state) -> list[ModelPicker]:
     selected = state.loaded_defaults() or [n for n in [state.preferred_model()] if n]
     with gr.Accordion("Score a file", open=True):
         gr.Markdown(INTRO)
-        upload, pasted, (example,) = upload_with_examples(
+        upload, pasted = upload_with_examples(
             "File of sentence pairs",
             "…or paste pairs: sentence 1 <TAB> sentence 2 [<TAB> score]",
-            ["Paste the example file"],
+            {"Paste the example file": EXAMPLE_FILE},
             lines=5,
             max_lines=12,
         )
@@ -333,6 +317,5 @@ def build_section(state) -> list[ModelPicker]:
         )
         # Unqueued, so it is handled at once while the file is being scored (not behind it)
         stop.click(stop_scoring, None, None, api_name="stop_score_file", queue=False)
-        example.click(lambda: (None, example_text()), None, [upload, pasted], api_visibility="private", queue=False)
         check_inputs(models, allowed=state.model_names)
     return [ModelPicker(models, multi=True, labelled=True)]

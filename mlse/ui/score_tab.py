@@ -27,9 +27,9 @@ from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.sentence_input import detect_api, detect_handler, language_options, warm_up_detector
-from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, TABLE_OPTIONS, numbers_as_text
+from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, numbers_as_text
 from mlse.ui.text import md_code, md_escape
-from mlse.ui.widgets import reporter
+from mlse.ui.widgets import PAGE_EVENT, read_only_table, reporter
 
 # Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
 # each model's encoder call, while the work per request outside it (detection, a small table) stays light.
@@ -49,11 +49,6 @@ CALIBRATION_NOTE = (
     "Multi MT dev (a backbone: en-en and 12 cross-lingual pairs; a Stage-2 head: its own dev pairs). Blank: no "
     "calibration fitted on that model's weights (python -m mlse calibrate --model NAME makes one)."
 )
-
-
-def _echo(text: str) -> str:
-    short = text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…"
-    return md_escape(short)
 
 
 # -- models ---------------------------------------------------------------------------------------------------------
@@ -116,7 +111,8 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     lines = []
     for i, (text, override) in enumerate(((s1, lang1), (s2, lang2)), start=1):
         code, how = resolve_language(text, override)
-        lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {md_escape(how)}): “{_echo(text)}”")
+        echo = md_escape(text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS] + "…")
+        lines.append(f"**Sentence {i}** — {language_name(code)} (`{code}`, {md_escape(how)}): “{echo}”")
     gold_value = finite_or_none(gold)
     if gold_value is not None:
         lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
@@ -178,7 +174,7 @@ def build_tab(state) -> list[ModelPicker]:
             refresh = gr.Button("Refresh model list", size="sm", scale=1)
         models_note = gr.Markdown(note)
         button = gr.Button("Score", variant="primary")
-        table = gr.Dataframe(value=empty_table(), label="Similarity", interactive=False, **TABLE_OPTIONS)
+        table = read_only_table(empty_table(), label="Similarity")
         status = gr.Markdown()
         if examples:
             gr.Examples(
@@ -196,17 +192,9 @@ def build_tab(state) -> list[ModelPicker]:
             return gr.update(choices=c, value=sel), n
 
         for box, label in ((s1, detected1), (s2, detected2)):
-            box.change(
-                detect_handler,
-                box,
-                label,
-                trigger_mode="always_last",
-                show_progress="hidden",
-                concurrency_limit=4,
-                api_visibility="private",
-            )
+            box.change(detect_handler, box, label, trigger_mode="always_last", show_progress="hidden", **PAGE_EVENT)
             # typed text is no longer the example: its reference score no longer applies
-            box.input(lambda: None, None, gold, show_progress="hidden", concurrency_limit=4, api_visibility="private")
+            box.input(lambda: None, None, gold, show_progress="hidden", **PAGE_EVENT)
         inputs = [s1, s2, models, lang1, lang2, gold]
         # The button and Enter share one limit; requests inside it meet in the state's micro-batcher (serving.batching)
         score_events = {"concurrency_limit": SCORE_CONCURRENCY, "concurrency_id": "score_pair"}

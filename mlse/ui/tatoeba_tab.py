@@ -27,7 +27,7 @@ from mlse.ui.tables import headers, numbers_as_text
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
 from mlse.ui.tatoeba_views import MARGIN_K, languages, source_view
 from mlse.ui.text import md_escape
-from mlse.ui.widgets import read_only_table, upload_with_option
+from mlse.ui.widgets import PAGE_EVENT, read_only_table, upload_with_option
 
 DEFAULT_LANG = "deu"
 DATA_CHOICES = ("Tatoeba", "Your bitext")
@@ -108,16 +108,13 @@ def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str
 def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:
     """(direction, index) from an errors-table row: a dict, a list in ERROR_COLUMNS order, or a pandas Series.
     ``labels``: direction -> the name the table shows for it (a bitext's "en->de"); the plain names pass too."""
-    if row is None:
+    if row is None or (isinstance(row, (list, tuple)) and len(row) < 2):
         raise MlseError("Select a row of the errors table.")
     if isinstance(row, pd.Series):
         row = row.to_dict()
     if isinstance(row, dict):
         direction, index = row.get("direction"), row.get(ERROR_COLUMNS[1], row.get("index"))
     elif isinstance(row, (list, tuple)):
-        row = list(row)
-        if len(row) < 2:
-            raise MlseError("Select a row of the errors table.")
         direction, index = row[0], row[1]  # a table row starts so (ERROR_FIELDS), as does an API caller's short one
     else:  # a single value (an API caller's guess at the format)
         raise MlseError(f"not an errors-table row: {str(row)[:80]!r}; expected [direction, index, ...]")
@@ -224,7 +221,7 @@ def build_tab(state) -> list[ModelPicker]:
                 label="Language (paired with English)",
             )
         with gr.Column(visible=False) as bitext_inputs:
-            file, pasted, columns, example = upload_with_option(
+            file, pasted, columns = upload_with_option(
                 "Bitext: two aligned columns, header of language codes optional (en, de)",
                 "...or paste rows: source TAB target (used when no file is given)",
                 "en\tde\nIt is raining.\tEs regnet.",
@@ -232,6 +229,7 @@ def build_tab(state) -> list[ModelPicker]:
                 option_placeholder="en, fr  or  1 3",
                 option_info="Two of the file's language columns, when it has more; the first two by default.",
                 example="Paste the example",
+                example_file=EXAMPLE,
             )
         with gr.Row():
             model = gr.Dropdown(names, value=preferred, label="Scorer")
@@ -290,15 +288,8 @@ def build_tab(state) -> list[ModelPicker]:
         def on_compare_bitext(bitext, scorer_a, scorer_b, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
             return bitext_compare(state, bitext, scorer_a, scorer_b, retrieval_criterion)
 
-        def paste_example():
-            return EXAMPLE.read_text(encoding="utf-8"), None
-
         data.change(
-            on_data,
-            data,
-            [tatoeba_inputs, bitext_inputs, run, run_bitext, cmp_button, cmp_bitext],
-            concurrency_limit=4,
-            api_visibility="private",
+            on_data, data, [tatoeba_inputs, bitext_inputs, run, run_bitext, cmp_button, cmp_bitext], **PAGE_EVENT
         )
         run.click(
             on_run, [lang, model, criterion], [summary, table, shown], api_name="tatoeba_errors", concurrency_limit=1
@@ -318,7 +309,6 @@ def build_tab(state) -> list[ModelPicker]:
             button.click(
                 handler, [source, model_a, model_b, criterion], [cmp_md, cmp_table], api_name=api, concurrency_limit=1
             )
-        example.click(paste_example, None, [pasted, file], api_visibility="private", concurrency_limit=4)
         check_inputs(data, lang, criterion)
         check_inputs(model, model_a, model_b, allowed=state.model_names)
     return [ModelPicker(model), ModelPicker(model_a), ModelPicker(model_b)]

@@ -34,7 +34,7 @@ def display_name(path: str) -> str:
     return Path(path).name or "uploaded file"
 
 
-def _path_of(file) -> str | None:
+def upload_path(file) -> str | None:
     """Gradio hands a file as a path string, a dict with ``path``, or an object with ``.name`` / ``.path``."""
     if file is None or file == "":
         return None
@@ -58,7 +58,7 @@ def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[Use
     ``kind``: what the tab takes (see :func:`mlse.data.user_files.read_table`). The message says what was read and
     lists skipped rows; on a refused input it is the reader's one-line error and the table is None.
     """
-    path = _path_of(file)
+    path = upload_path(file)
     text = pasted if isinstance(pasted, str) and pasted.strip() else None
     if path is None and text is None:
         return None, "Upload a file or paste rows first."

@@ -52,22 +52,16 @@ def start_what_if(kept) -> tuple[str, str, list[tuple[str, str]]]:
     return e.sentence1, e.sentence2, word_choices(kept)
 
 
-def _indices(picked) -> tuple[list[int], list[int]]:
-    sides: tuple[list[int], list[int]] = ([], [])
-    for value in picked or []:
-        side, _, index = str(value).partition(SEPARATOR)
-        if side in ("1", "2") and index.isdigit():
-            sides[int(side) - 1].append(int(index))
-    return sides
-
-
 def drop_picked(kept, picked) -> tuple[str, str]:
     """The explained sentences without the ticked words (what the edit boxes show after a tick)."""
     e = _explanation(kept)
     if e is None:
         return "", ""
-    offered = {value for _, value in word_choices(kept)}
-    rows, cols = _indices([p for p in picked or [] if p in offered])
+    offered = {value for _, value in word_choices(kept)}  # "<1 or 2>:<word index>", as word_choices writes them
+    rows, cols = [], []
+    for value in (p for p in picked or [] if p in offered):
+        side, _, index = value.partition(SEPARATOR)
+        (rows if side == "1" else cols).append(int(index))
     return (without_words(e, 1, rows) if rows else e.sentence1, without_words(e, 2, cols) if cols else e.sentence2)
 
 

@@ -8,13 +8,15 @@ them for the caller to wire; labels are the caller's.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from pathlib import Path
 
 from mlse.ui.tables import TABLE_OPTIONS
 from mlse.ui.text import md_escape
 from mlse.ui.uploads import limits_note
 
 FILE_TYPES = [".tsv", ".csv", ".jsonl", ".txt"]  # what the upload's file picker offers (the reader takes these)
+# An event of the page alone (showing, hiding or filling widgets): not in the API, and a few at once
+PAGE_EVENT = {"concurrency_limit": 4, "api_visibility": "private"}
 
 
 def reporter(progress):
@@ -29,11 +31,17 @@ def read_only_table(value=None, **options):
     return gr.Dataframe(value, interactive=False, **TABLE_OPTIONS, **options)
 
 
-class OptionUpload(NamedTuple):
-    file: object  # gr.File
-    pasted: object  # gr.Textbox
-    option: object  # gr.Textbox: how to read the rows (a score range, the columns to use)
-    example: object  # gr.Button that pastes the example
+def _pastes(button, path: Path, file, pasted, **event) -> None:
+    """``button`` pastes the shipped example at ``path`` into ``pasted`` ("" when the file is missing) and clears
+    ``file``, so the pasted text is what gets read; ``event``: the click's settings."""
+
+    def paste() -> tuple[None, str]:
+        try:
+            return None, path.read_text(encoding="utf-8")
+        except OSError:
+            return None, ""
+
+    button.click(paste, None, [file, pasted], **event)
 
 
 def upload_with_option(
@@ -45,10 +53,12 @@ def upload_with_option(
     option_placeholder: str,
     option_info: str,
     example: str,
+    example_file: Path,
     example_size: str = "lg",
-) -> OptionUpload:
-    """A file beside a box for pasted rows; below them a text box for an option (labelled ``option``) and a button,
-    ``example``, that pastes the example; then the upload limits."""
+) -> tuple[object, object, object]:
+    """A file beside a box for pasted rows; below them a text box for an option (labelled ``option``: how to read the
+    rows, a score range or the columns to use) and a button, ``example``, that pastes the example file; then the upload
+    limits -> (the gr.File, the gr.Textbox of pasted rows, the option's gr.Textbox)."""
     import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     with gr.Row():
@@ -58,14 +68,15 @@ def upload_with_option(
         choice = gr.Textbox(label=option, placeholder=option_placeholder, scale=1, info=option_info)
         button = gr.Button(example, size=example_size, scale=0)
     gr.Markdown(md_escape(limits_note()))
-    return OptionUpload(file, pasted, choice, button)
+    _pastes(button, example_file, file, pasted, **PAGE_EVENT)
+    return file, pasted, choice
 
 
 def upload_with_examples(
-    file_label: str, paste_label: str, examples: list[str], lines: int, max_lines: int
-) -> tuple[object, object, list]:
-    """A file beside a column of a box for pasted rows over small buttons that paste examples (in a row when there are
-    several); then the upload limits -> (the gr.File, the gr.Textbox, the buttons)."""
+    file_label: str, paste_label: str, examples: dict[str, Path], lines: int, max_lines: int
+) -> tuple[object, object]:
+    """A file beside a column of a box for pasted rows over small buttons that paste examples (button text -> example
+    file; in a row when there are several); then the upload limits -> (the gr.File, the gr.Textbox)."""
     import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     with gr.Row():
@@ -73,9 +84,11 @@ def upload_with_examples(
         with gr.Column():
             pasted = gr.Textbox(label=paste_label, lines=lines, max_lines=max_lines)
             if len(examples) == 1:
-                buttons = [gr.Button(examples[0], size="sm")]
+                buttons = [gr.Button(next(iter(examples)), size="sm")]
             else:
                 with gr.Row():
                     buttons = [gr.Button(text, size="sm") for text in examples]
     gr.Markdown(md_escape(limits_note()))
-    return upload, pasted, buttons
+    for button, path in zip(buttons, examples.values()):
+        _pastes(button, path, upload, pasted, api_visibility="private", queue=False)
+    return upload, pasted

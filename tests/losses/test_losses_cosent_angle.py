@@ -50,7 +50,7 @@ def test_bad_shapes_and_scales_are_refused():
         ranking_loss(torch.zeros(3), torch.zeros(2))
     with pytest.raises(ValueError, match="scale"):
         ranking_loss(torch.zeros(3), torch.zeros(3), scale=0)
-    with pytest.raises(ValueError, match="one shape"):
+    with pytest.raises(ValueError, match="same shape"):
         cosent_loss(torch.zeros(2, 4), torch.zeros(3, 4), torch.zeros(2))
     with pytest.raises(ValueError, match="d even"):
         angle_difference(torch.zeros(2, 3), torch.zeros(2, 3))

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from mlse.cli.main import main
-from mlse.evaluation.mining import mine_candidates, select_one_to_one
+from mlse.evaluation.mining import mine_candidates, select_one_to_one, select_pairs
 from mlse.models import load_model
-from mlse.scale.margin import select_pairs
 from mlse.scale.mine import mine_files
 
 
@@ -100,6 +99,25 @@ def test_a_second_run_takes_up_the_kept_work_and_searches_nothing(tmp_path, tiny
     assert out.read_text(encoding="utf-8") == mined and not (tmp_path / "mined.tsv.work").exists()
 
 
+def _greedy_one_to_one(fwd_ids, fwd_scores, bwd_ids, bwd_scores) -> list[tuple[int, int, float]]:
+    """The oracle: the union of both directions' proposals (a pair once, its higher score), best first, ties by
+    (src, tgt), accepted greedily 1:1, written with a dict and a sort."""
+    best: dict[tuple[int, int], float] = {}
+    for i, (j, sc) in enumerate(zip(fwd_ids.tolist(), fwd_scores.tolist())):
+        if j >= 0:
+            best[(i, j)] = max(sc, best.get((i, j), -np.inf))
+    for j, (i, sc) in enumerate(zip(bwd_ids.tolist(), bwd_scores.tolist())):
+        if i >= 0:
+            best[(i, j)] = max(sc, best.get((i, j), -np.inf))
+    used_src, used_tgt, out = set(), set(), []
+    for (i, j), sc in sorted(best.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1])):
+        if i not in used_src and j not in used_tgt:
+            used_src.add(i)
+            used_tgt.add(j)
+            out.append((i, j, float(sc)))
+    return out
+
+
 def test_array_selection_equals_select_one_to_one():
     rng = np.random.default_rng(3)
     for n, m in ((30, 20), (7, 40), (200, 200)):
@@ -108,6 +126,7 @@ def test_array_selection_equals_select_one_to_one():
         # few distinct scores: many ties, broken by (src, tgt) in both
         fwd_scores = rng.integers(0, 5, n).astype(np.float32) / 4
         bwd_scores = rng.integers(0, 5, m).astype(np.float32) / 4
-        want = select_one_to_one(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
+        want = _greedy_one_to_one(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
         i, j, score = select_pairs(fwd_ids, fwd_scores, bwd_ids, bwd_scores)
         assert list(zip(i.tolist(), j.tolist(), score.tolist())) == want
+        assert select_one_to_one(fwd_ids, fwd_scores, bwd_ids, bwd_scores) == want

@@ -21,7 +21,8 @@ S2 = ["Hello world", "Good morning", "Hi world", "How are you?", "Thanks a lot",
 def _run(tiny_bert, tmp_path, parts, progress=None):
     path = tmp_path / "pairs.tsv"
     path.write_text("sentence1\tsentence2\n" + "".join(f"{a}\t{b}\n" for a, b in zip(S1, S2)), encoding="utf-8")
-    return score_on_engine(
+    chunks: list[dict[str, np.ndarray]] = []  # each chunk's columns, in order
+    score_on_engine(
         [str(tiny_bert)],
         PairSource(read_pairs(path, chunk_rows=2)),
         backend="torch",
@@ -29,7 +30,9 @@ def _run(tiny_bert, tmp_path, parts, progress=None):
         job={"test": 1},
         parts=parts,
         progress=progress,
-    )[0]
+        emit=lambda _index, _chunk, columns: chunks.append(columns),
+    )
+    return {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
 
 
 def test_the_pipeline_equals_score_pairs_bit_for_bit(tiny_bert, tmp_path, monkeypatch):

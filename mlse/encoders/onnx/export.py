@@ -33,6 +33,7 @@ import os
 import shutil
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -115,22 +116,26 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
     """The folder holding ``variant`` ("fp32" or "int8") of the model at ``model_dir``, exporting it if missing."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown ONNX variant {variant!r}; expected one of {VARIANTS}")
-    root = export_folder(model_name, fingerprint)
-    target = root / variant_dirname(variant)
-    if is_complete(target):
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / f".{target.name}.lock"), timeout=1800):
-        if is_complete(target):  # another process finished it while we waited
-            return target
-        # built in a hidden sibling folder, then renamed (all or nothing): an incomplete target is replaced, not trusted
+
+    def build(tmp: Path) -> None:
         if variant == "fp32":
-            with atomic_dir(target) as tmp:
-                export_fp32(model_dir, tmp)
+            export_fp32(model_dir, tmp)
         else:
-            fp32 = ensure_export(model_dir, model_name, fingerprint, "fp32")
-            with atomic_dir(target) as tmp:
-                quantize_int8(fp32, tmp)
+            quantize_int8(ensure_export(model_dir, model_name, fingerprint, "fp32"), tmp)
+
+    return build_once(export_folder(model_name, fingerprint) / variant_dirname(variant), is_complete, build)
+
+
+def build_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
+    """``target``, filled by ``build(tmp)`` first unless ``complete(target)``: one process at a time (a file lock
+    beside it; checked again once held, as another process may have finished it while we waited), built in a hidden
+    sibling folder, then renamed (all or nothing: an incomplete target is replaced, not trusted)."""
+    if not complete(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / f".{target.name}.lock"), timeout=1800):
+            if not complete(target):
+                with atomic_dir(target) as tmp:
+                    build(tmp)
     return target
 
 
@@ -148,6 +153,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
     except ImportError:
         raise MlseError("exporting a model to ONNX needs the onnx package (pip install onnx)") from None
     from sentence_transformers import SentenceTransformer  # lazy, like torch above: only an export needs it
+    from tokenizers import Tokenizer  # lazy: only tokenising needs it
 
     started = time.perf_counter()
     # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimiser fuses and its quantiser handles;
@@ -182,7 +188,11 @@ def export_fp32(model_dir: Path, out: Path) -> None:
         raise MlseError(
             f"could not export {model_dir} to ONNX ({type(exc).__name__}: {exc}); use --backend torch for this model"
         ) from exc
-    _save_tokenizer(backend, out / TOKENIZER_FILE)
+    # the Rust tokenizer stored with truncation and padding switched off: the encoder sets both per call
+    tok = Tokenizer.from_str(backend.to_str())
+    tok.no_truncation()
+    tok.no_padding()
+    (out / TOKENIZER_FILE).write_text(tok.to_str())
     meta = {
         "format": "mlse-onnx/1",
         "export_version": EXPORT_VERSION,
@@ -273,16 +283,6 @@ def _pipeline_class():
     return Pipeline
 
 
-def _save_tokenizer(backend, path: Path) -> None:
-    """Store the Rust tokenizer with truncation and padding switched off: the encoder sets both per call."""
-    from tokenizers import Tokenizer  # lazy: only tokenising needs it
-
-    tok = Tokenizer.from_str(backend.to_str())
-    tok.no_truncation()
-    tok.no_padding()
-    path.write_text(tok.to_str())
-
-
 def _max_seq_length(st) -> int:
     """The model's own limit as sentence-transformers applies it, else what its position embeddings allow."""
     if st.max_seq_length:
@@ -314,7 +314,11 @@ def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: 
     done = quantize_graph(fp32_dir, out / MODEL_FILE, meta, recipe, texts)
     shutil.copyfile(fp32_dir / TOKENIZER_FILE, out / TOKENIZER_FILE)
     if meta.get("embedding_table"):  # the same rows: a second name for the fp32 file where the disk allows it
-        _link_or_copy(fp32_dir / meta["embedding_table"], out / meta["embedding_table"])
+        table = (fp32_dir / meta["embedding_table"], out / meta["embedding_table"])
+        try:
+            os.link(*table)
+        except OSError:  # another file system, or links not allowed
+            shutil.copyfile(*table)
     meta.update(
         variant="int8",
         quantization=recipe,
@@ -323,10 +327,3 @@ def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: 
         quantize_s=round(time.perf_counter() - started, 2),
     )
     (out / META_FILE).write_text(json.dumps(meta, indent=1))
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed
-        shutil.copyfile(source, target)

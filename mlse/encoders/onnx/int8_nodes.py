@@ -22,6 +22,7 @@ ignored: that model is then quantised in full rather than refused.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -59,36 +60,28 @@ def matmul_roles(graph) -> list[MatMulNode]:
     weighted = [
         n for n in graph.node if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
     ]
-    shared: dict[str, int] = {}
-    for node in weighted:
-        shared[node.input[0]] = shared.get(node.input[0], 0) + 1
+    shared = Counter(node.input[0] for node in weighted)
 
-    def upstream(tensor: str, depth: int = _DEPTH):
+    def walk(tensor: str, ops_at, onward) -> list:
+        """Ops met in ``_DEPTH`` steps from ``tensor``: ``ops_at(t)``, the ops next to a tensor; ``onward(op)``, the
+        tensors the walk goes on to from an op."""
+        seen, frontier = [], [tensor]
+        for _ in range(_DEPTH):
+            met = [op for t in frontier for op in ops_at(t)]
+            seen += met
+            frontier = [t for op in met for t in onward(op)]
+        return seen
+
+    def upstream(tensor: str) -> list:
         """Ops met walking back from ``tensor`` through element-wise/layout ops (activation inputs only)."""
-        seen, frontier = [], [tensor]
-        for _ in range(depth):
-            nxt = []
-            for t in frontier:
-                node = producer.get(t)
-                if node is None:
-                    continue
-                seen.append(node)
-                if node.op_type in _PASS or node.op_type in _ACTIVATIONS:
-                    nxt += [i for i in node.input if i and not constant(i)]
-            frontier = nxt
-        return seen
 
-    def downstream(tensor: str, depth: int = _DEPTH):
-        seen, frontier = [], [tensor]
-        for _ in range(depth):
-            nxt = []
-            for t in frontier:
-                for node in consumers.get(t, []):
-                    seen.append(node)
-                    if node.op_type in _PASS:
-                        nxt += list(node.output)
-            frontier = nxt
-        return seen
+        def back(op) -> list[str]:
+            return [i for i in op.input if i and not constant(i)] if op.op_type in _PASS | _ACTIVATIONS else []
+
+        return walk(tensor, lambda t: [producer[t]] if t in producer else [], back)
+
+    def downstream(tensor: str) -> list:
+        return walk(tensor, lambda t: consumers.get(t, []), lambda op: op.output if op.op_type in _PASS else [])
 
     def role(node) -> str:
         if shared[node.input[0]] >= 2:
@@ -113,14 +106,6 @@ def matmul_roles(graph) -> list[MatMulNode]:
     return [MatMulNode(m.name, "other", m.layer, m.k, m.n) if m.layer == layer else m for m in out]
 
 
-def parse_selector(selector: str) -> tuple[str, str]:
-    """``"ffn_out@-2:"`` -> ("ffn_out", "-2:"); a bad role is a ValueError naming the valid ones."""
-    role, _, layers = selector.strip().partition("@")
-    if role != "*" and role not in ROLES:
-        raise ValueError(f"unknown MatMul role {role!r} in {selector!r}; expected one of {', '.join(ROLES)} or *")
-    return role, layers.strip()
-
-
 def _layers(spec: str, n_layers: int) -> set[int]:
     """Layer indices named by ``spec`` ("" = all, "0,-1", "-3:", "2:5") among ``n_layers``; "" also covers the head
     (index ``n_layers``). An index the model does not have (-3 of a 2-layer model) names nothing."""
@@ -142,8 +127,10 @@ def select(nodes: list[MatMulNode], selectors: list[str]) -> list[str]:
     n_layers = sum(1 for n in nodes if n.role == "ffn_out")
     chosen: set[str] = set()
     for selector in selectors:
-        role, spec = parse_selector(selector)
-        layers = _layers(spec, n_layers)
+        role, _, spec = selector.strip().partition("@")  # "ffn_out@-2:" -> "ffn_out", "-2:"
+        if role != "*" and role not in ROLES:
+            raise ValueError(f"unknown MatMul role {role!r} in {selector!r}; expected one of {', '.join(ROLES)} or *")
+        layers = _layers(spec.strip(), n_layers)
         hits = {n.name for n in nodes if (role == "*" or n.role == role) and n.layer in layers}
         if not hits:
             log.warning(

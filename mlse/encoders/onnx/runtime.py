@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.encoders.compact_tokenizer import compact_tokenizer, padded
+from mlse.encoders.compact_tokenizer import RustTokenizer, compact_tokenizer, padded
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
 from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
 from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
 from mlse.encoders.rows import RowFile
-from mlse.encoders.text_cut import cut_texts, tokenizer_chars_per_token
+from mlse.encoders.text_cut import cut_texts
 from mlse.encoders.threads import default_threads, session_options
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
@@ -60,8 +60,6 @@ def plan_batches(
     so that every core gets work.
     """
     n = len(lengths)
-    if n == 0:
-        return []
     lengths = np.asarray(lengths)
     order = np.argsort(-lengths, kind="stable")  # [n]
     batch_size = max(batch_size, 1)
@@ -146,7 +144,10 @@ class OnnxEncoder(Scoring):
             folder = self.export_dir
             self.meta = json.loads((folder / META_FILE).read_text())
             self._max_length = int(self.max_seq_length or self.meta["max_seq_length"])
-            tok = load_tokenizer(folder / TOKENIZER_FILE, self._max_length)
+            # the export's tokenizer: the compact sentencepiece form when its pipeline allows (same ids, a fifth of the
+            # memory; mlse.encoders.compact_tokenizer), else the Rust one
+            tokenizer_file = folder / TOKENIZER_FILE
+            tok = compact_tokenizer(tokenizer_file, self._max_length) or RustTokenizer(tokenizer_file, self._max_length)
             if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
                 self._table = RowFile.from_npy(folder / self.meta["embedding_table"])  # [V, H]
             intra = self.threads if self.parallel == "intra" else 1
@@ -167,17 +168,16 @@ class OnnxEncoder(Scoring):
         texts = list(texts)
         self._load()
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, d]
-        bar = progress_bar(len(texts), f"encode ({self.name})", show_bar(show_progress, len(texts)))
-        for start in range(0, len(texts), _CHUNK):
-            # what the model reads, before tokenising (mlse.encoders.text_cut)
-            cut = cut_texts(texts[start : start + _CHUNK], self._max_length, self.chars_per_token)
-            chunk = [self._prefix + t for t in cut]
-            encodings = self._tokenizer.encode_ids(chunk)  # token ids per text, <s> ... </s> included
-            lengths = np.fromiter((len(e) for e in encodings), dtype=np.int64, count=len(encodings))  # [m]
-            workers = self.threads if self.parallel == "batches" else 1
-            batches = plan_batches(lengths, batch_size, workers, self.max_tokens)
-            self._run(batches, encodings, out[start : start + len(chunk)], workers, bar)
-        bar.close()
+        with progress_bar(len(texts), f"encode ({self.name})", show_bar(show_progress, len(texts))) as bar:
+            for start in range(0, len(texts), _CHUNK):
+                # what the model reads, before tokenising (mlse.encoders.text_cut)
+                cut = cut_texts(texts[start : start + _CHUNK], self._max_length, self.chars_per_token)
+                chunk = [self._prefix + t for t in cut]
+                encodings = self._tokenizer.encode_ids(chunk)  # token ids per text, <s> ... </s> included
+                lengths = np.fromiter((len(e) for e in encodings), dtype=np.int64, count=len(encodings))  # [m]
+                workers = self.threads if self.parallel == "batches" else 1
+                batches = plan_batches(lengths, batch_size, workers, self.max_tokens)
+                self._run(batches, encodings, out[start : start + len(chunk)], workers, bar)
         if normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
@@ -191,16 +191,15 @@ class OnnxEncoder(Scoring):
 
     def _run(self, batches: list[np.ndarray], encodings, out: np.ndarray, workers: int, bar) -> None:
         """Fill ``out[rows]`` for every batch; with several workers they pull batches from one shared queue."""
-        queue = iter(range(len(batches)))
+        queue = iter(batches)
         take = threading.Lock()
 
         def work() -> None:
             while True:
                 with take:
-                    i = next(queue, None)
-                if i is None:
+                    rows = next(queue, None)
+                if rows is None:
                     return
-                rows = batches[i]
                 out[rows] = self._session.run(None, self._feed(encodings, rows))[0]  # [b, d]
                 bar.update(len(rows))
 
@@ -208,21 +207,17 @@ class OnnxEncoder(Scoring):
         if workers <= 1:
             work()
             return
-        pool = self._workers()
-        helpers = [pool.submit(work) for _ in range(workers - 1)]  # this thread is the last worker
+        # threads kept for the encoder's life: starting them per call costs more than a short pair's batch (the app
+        # encodes two sentences per model and request)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max(self.threads - 1, 1), thread_name_prefix="mlse-onnx")
+        helpers = [self._pool.submit(work) for _ in range(workers - 1)]  # this thread is the last worker
         try:
             work()
         finally:
             for future in helpers:
                 future.result()  # re-raises a worker's exception here
-
-    def _workers(self) -> ThreadPoolExecutor:
-        """Threads kept for the encoder's life: starting them per call costs more than a short pair's batch (the
-        app encodes two sentences per model and request)."""
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max(self.threads - 1, 1), thread_name_prefix="mlse-onnx")
-            return self._pool
 
     def _feed(self, encodings: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
         """Right-padded inputs for the texts at ``rows``: int64 [b, T] (T = the longest of them), and the word-
@@ -235,30 +230,6 @@ class OnnxEncoder(Scoring):
         if "token_type_ids" in self.meta["inputs"]:
             feed["token_type_ids"] = np.zeros_like(ids)  # one segment: single sentences are all type 0
         return feed
-
-
-class RustTokenizer:
-    """The ``tokenizers`` tokenizer of an export behind :class:`~mlse.encoders.compact_tokenizer.CompactTokenizer`'s
-    ``encode_ids``."""
-
-    def __init__(self, path: Path, max_length: int):
-        from tokenizers import Tokenizer  # lazy: only encoding needs it
-
-        self._tokenizer = Tokenizer.from_file(str(path))
-        self._tokenizer.enable_truncation(max_length)
-        self._tokenizer.no_padding()  # each batch is padded to its own longest text
-
-    def encode_ids(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self._tokenizer.encode_batch(texts)]
-
-    def chars_per_token(self) -> int:
-        return tokenizer_chars_per_token(self._tokenizer)
-
-
-def load_tokenizer(path: Path, max_length: int):
-    """The export's tokenizer: the compact sentencepiece form when its pipeline allows (same ids, a fifth of the
-    memory; :mod:`mlse.encoders.compact_tokenizer`), else the Rust one."""
-    return compact_tokenizer(path, max_length) or RustTokenizer(path, max_length)
 
 
 def make_onnx_encoder(spec, *, quantized: bool, device: str | None = None, **kwargs) -> OnnxEncoder:

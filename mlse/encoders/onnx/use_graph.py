@@ -15,13 +15,12 @@ file lock. fp32 only: dynamic int8 of the per-token layers was 2.3x faster but m
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
-from mlse.atomic import atomic_dir
-from mlse.encoders.onnx.export import OPSET, trace_to_onnx
+from mlse.encoders.onnx.export import OPSET, build_once, trace_to_onnx
 from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import session_options
 from mlse.encoders.use_torch import (
@@ -45,15 +44,9 @@ def graph_dir(prepared: Path) -> Path:
 
 def ensure_graph(weights_file: Path, prepared: Path) -> Path:
     """The folder with the graph of the network in ``weights_file``, exporting it first if missing."""
-    target = graph_dir(prepared)
-    if (target / META_FILE).is_file():
-        return target
-    prepared.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(prepared / f".{target.name}.lock"), timeout=1800):
-        if not (target / META_FILE).is_file():
-            with atomic_dir(target) as tmp:
-                export_fp32(weights_file, tmp)
-    return target
+    return build_once(
+        graph_dir(prepared), lambda folder: (folder / META_FILE).is_file(), partial(export_fp32, weights_file)
+    )
 
 
 def export_fp32(weights_file: Path, out: Path) -> None:
@@ -69,11 +62,10 @@ def export_fp32(weights_file: Path, out: Path) -> None:
 
         def __init__(self):
             super().__init__()
-            for name, value in _flat(weights):
-                self.register_buffer(name, value)
+            _unflat(weights, self.register_buffer)
 
         def forward(self, emb, window, sentence, lengths):  # [T, 512], [T, W], [B, T], [B, 1]
-            w = _unflat(weights, lambda name: getattr(self, name))
+            w = _unflat(weights, lambda name, _: getattr(self, name))
             return network(w, emb, window, lambda feats: sentence @ feats, lengths)
 
     lengths = np.array([3, 5])
@@ -97,23 +89,15 @@ def export_fp32(weights_file: Path, out: Path) -> None:
     )
 
 
-def _flat(weights: dict, prefix: str = ""):
-    """(buffer name, tensor) of every tensor in ``weights`` (values may be tensors, tuples or lists of tensors)."""
-    for key, value in weights.items():
-        if isinstance(value, (tuple, list)):
-            yield from _flat({f"{key}_{i}": v for i, v in enumerate(value)}, prefix)
-        elif not isinstance(value, float):
-            yield prefix + key, value
-
-
-def _unflat(weights: dict, get, prefix: str = "") -> dict:
-    """``weights`` with every tensor replaced by ``get(its buffer name)``."""
+def _unflat(weights: dict, get) -> dict:
+    """``weights`` with every tensor replaced by ``get(its buffer name, the tensor)`` (values may be tensors, tuples or
+    lists of tensors; floats are kept as they are)."""
     out = {}
     for key, value in weights.items():
         if isinstance(value, (tuple, list)):
-            out[key] = type(value)(_unflat({f"{key}_{i}": v for i, v in enumerate(value)}, get, prefix).values())
+            out[key] = type(value)(_unflat({f"{key}_{i}": v for i, v in enumerate(value)}, get).values())
         else:
-            out[key] = value if isinstance(value, float) else get(prefix + key)
+            out[key] = value if isinstance(value, float) else get(key, value)
     return out
 
 

@@ -69,22 +69,14 @@ def merged_copy(student):
     return plain
 
 
-def save_adapter(student, folder: Path, *, extra_from: int, dtype: str = "float32") -> None:
+def save_adapter(student, folder: Path, *, extra_from: int) -> None:
     """Write the adapter weights and the modules from index ``extra_from`` on (e.g. a bridge) into ``folder``.
 
-    ``dtype="float16"`` halves the size (what ships in ``assets/models/``). The folder must exist (the caller writes
-    it atomically).
+    The weights are float32; what ships in ``assets/models/`` is a float16 copy (:mod:`mlse.runs.shipped`). The folder
+    must exist (the caller writes it atomically).
     """
-    import torch
-    from safetensors.torch import save_file
-
     peft_model = student[0].auto_model
     peft_model.save_pretrained(str(folder))
-    weights = folder / "adapter_model.safetensors"
-    if dtype == "float16":
-        from safetensors.torch import load_file
-
-        save_file({k: v.to(torch.float16).contiguous() for k, v in load_file(str(weights)).items()}, str(weights))
     # the base path inside adapter_config.json is machine-specific; the manifest names the backbone instead
     cfg_path = folder / "adapter_config.json"
     cfg = json.loads(cfg_path.read_text())
@@ -96,18 +88,9 @@ def save_adapter(student, folder: Path, *, extra_from: int, dtype: str = "float3
         sub = folder / EXTRA_DIR / f"{i}_{type(module).__name__}"
         sub.mkdir(parents=True, exist_ok=True)
         module.save(str(sub))
-        if dtype == "float16":
-            for f in sub.glob("*.safetensors"):
-                save_file({k: v.to(torch.float16).contiguous() for k, v in _load(f).items()}, str(f))
         entries.append({"path": sub.name, "type": f"sentence_transformers.models.{type(module).__name__}"})
     if entries:
         (folder / EXTRA_DIR / EXTRA_FILE).write_text(json.dumps(entries, indent=1))
-
-
-def _load(path: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(path))
 
 
 def trainable_parameters(module) -> int:

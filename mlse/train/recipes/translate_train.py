@@ -113,7 +113,6 @@ class TranslatedRows:
     info: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.langs = self.rated.langs
         k, r = len(self.pseudo), len(self.rated.langs)
         self.share = k / (k + r) if k else 0.0
         self.info = {**self.rated.info, "translate_train": self.describe()}
@@ -143,8 +142,6 @@ def with_translated_pairs(cfg, rated: StsTrainRows, device: str, stop: StopSigna
     from mlse.models import load_model
     from mlse.train.finetune_data import english_first, run_bitext
 
-    if cfg.sts_loss == "none":
-        raise MlseError("translate_train adds pseudo-rated pairs to the STS term: choose an STS loss (cosent, angle)")
     pairs = ["-".join(english_first(pair)) for pair in cfg.pairs]
     langs = pseudo_langs(pairs, cfg.sts_langs)
     if not langs:

@@ -137,12 +137,8 @@ def _presence(rows: list[list[int]], n_cols: int):
     """Binary document-term matrix ``[n_rows, n_cols]`` (scipy CSR) of which ids occur in each row."""
     from scipy import sparse  # lazy: slow to import; only this computation needs it
 
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    cols = []
-    for i, ids in enumerate(rows):
-        unique = np.unique(np.asarray(ids, dtype=np.int64))
-        cols.append(unique)
-        indptr[i + 1] = indptr[i] + len(unique)
+    cols = [np.unique(np.asarray(ids, dtype=np.int64)) for ids in rows]
+    indptr = np.concatenate([[0], np.cumsum([len(c) for c in cols], dtype=np.int64)])
     indices = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     return sparse.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(rows), n_cols))
 
