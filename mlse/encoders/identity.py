@@ -26,6 +26,7 @@ from mlse.atomic import atomic_write_text
 from mlse.data.hashing import file_sha256, update_with_file
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
+from mlse.runs.folders import read_json_dict
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def text_prefix(model) -> str:
     so it is part of the encoder's identity; a fine-tuned student saves it again with its weights.
     """
     if isinstance(model, (str, os.PathLike)):
-        config = _read_json(Path(model) / "config_sentence_transformers.json")
+        config = read_json_dict(Path(model) / "config_sentence_transformers.json")
         prompts, name = config.get("prompts"), config.get("default_prompt_name")
     else:
         prompts, name = getattr(model, "prompts", None), getattr(model, "default_prompt_name", None)
@@ -138,14 +139,6 @@ def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
 
 def fingerprint_memo_path() -> Path:
     return cache_root() / "fingerprints.json"
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _read_memo(path: Path) -> dict:

@@ -31,6 +31,7 @@ from mlse.data.portable import portable_record
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts, run_tatoeba
 from mlse.models import load_model
+from mlse.runs.folders import LOG_FILE, read_log_records
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 
@@ -240,7 +241,7 @@ def run_recipe(
         "recipe": name,
         "config": asdict(config),
         "train": json.loads((run / "metrics.json").read_text()),
-        "curve": [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()],
+        "curve": read_log_records(run / LOG_FILE),
         "run": str(run.resolve()),  # absolute, so the record names it portably (repo:runs/... under the checkout)
         **evaluate_student(str(run), data_dir=data_dir),
         "eval_s": round(time.perf_counter() - t0, 1),

@@ -29,7 +29,7 @@ from mlse.data.layout import STS_LANGS
 from mlse.data.pairs import ENGLISH_PAIRS
 from mlse.encoders.progress import ProgressLog
 from mlse.experiments.distillation import COMMON, split_seed
-from mlse.runs.folders import SCORER_FILE
+from mlse.runs.folders import SCORER_FILE, read_json_dict
 from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
@@ -55,22 +55,14 @@ def stage2_pairs(sts_langs: Sequence[str]) -> list[str]:
     return ["en-en", *(f"en-{lang}" for lang in STS_LANGS if lang != "en" and lang in sts_langs)]
 
 
-def _manifest(folder: Path) -> dict | None:
-    try:
-        data = json.loads((folder / SCORER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def scorer_complete(folder: Path) -> bool:
     """Whether a scorer run was saved and not stopped in training (no ``partial`` in its manifest)."""
-    manifest = _manifest(folder)
-    return manifest is not None and not manifest.get("partial")
+    manifest = read_json_dict(folder / SCORER_FILE)  # {} when missing or unreadable: not complete
+    return bool(manifest) and not manifest.get("partial")
 
 
 def _trained(folder: Path, stage: str) -> dict:
-    manifest = _manifest(folder) or {}
+    manifest = read_json_dict(folder / SCORER_FILE)
     return (manifest.get("training") or {}).get(stage) or {}
 
 
@@ -150,7 +142,7 @@ def head_trainer(
                 stop=stage_signal(stop, f"{run_name}: Stage 2", say),
             )
         learnt = [lang for lang in STS_LANGS if f"en-{lang}" in rated]
-        manifest = _manifest(out) or {}
+        manifest = read_json_dict(out / SCORER_FILE)
         if manifest and manifest.get("rated_languages") != learnt:  # what the app's rated / unrated split reads
             manifest["rated_languages"] = learnt
             atomic_write_text(out / SCORER_FILE, json.dumps(manifest, indent=2, default=str))

@@ -24,6 +24,7 @@ from mlse.errors import ModelNotFoundError
 SCORER_FILE = "scorer.json"
 # not ``config.json``: a ``config.json`` at the top of a folder would make it look like a plain transformers model
 FINETUNE_CONFIG_FILE = "finetune_config.json"
+LOG_FILE = "log.jsonl"  # a fine-tune's evaluations, one JSON record a line
 
 
 def safe_name(model: str) -> str:
@@ -144,3 +145,23 @@ def read_json_dict(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def read_log_records(path: Path, skipped=None) -> list[dict]:
+    """The records of a fine-tune's log (:data:`LOG_FILE`) that name their ``step``; [] when unreadable. A line that
+    is no such record (cut short by a kill) is left out, and ``skipped(line_number, why)`` told when given."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    records = []
+    for i, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+            int(record["step"])
+        except (ValueError, KeyError, TypeError) as exc:
+            if skipped:
+                skipped(i, exc)
+            continue
+        records.append(record)
+    return records

@@ -27,7 +27,14 @@ import time
 from pathlib import Path
 
 from mlse.atomic import atomic_write_text
-from mlse.runs.folders import FINETUNE_CONFIG_FILE, is_model_folder, is_scorer_folder, read_json_dict
+from mlse.runs.folders import (
+    FINETUNE_CONFIG_FILE,
+    LOG_FILE,
+    is_model_folder,
+    is_scorer_folder,
+    read_json_dict,
+    read_log_records,
+)
 from mlse.runs.job_lock import claim_stale, lock_files
 
 log = logging.getLogger(__name__)
@@ -37,7 +44,7 @@ INTERRUPTED_FILE = "interrupted.json"
 INTERRUPTED_FORMAT = "mlse-interrupted-1"
 APP_ENDED = "the app ended while it trained"
 # what a fine-tune writes before its first checkpoint: a folder holding only these (and hidden temporaries) is half-made
-_HALF_MADE = {"log.jsonl", FINETUNE_CONFIG_FILE, "metrics.json", INTERRUPTED_FILE}
+_HALF_MADE = {LOG_FILE, FINETUNE_CONFIG_FILE, "metrics.json", INTERRUPTED_FILE}
 
 
 def recover_runs(root: Path) -> list[str]:
@@ -91,7 +98,7 @@ def _settle(run: Path, info: dict, why: str) -> None:
         return
     if _finished(run):
         return
-    steps = _logged_steps(run / "log.jsonl")
+    steps = _logged_steps(run / LOG_FILE)
     marker = {
         "format": INTERRUPTED_FORMAT,
         "run": run.name,
@@ -114,19 +121,8 @@ def _finished(run: Path) -> bool:
 
 
 def _logged_steps(log_file: Path) -> list[tuple[int, bool]]:
-    """(step, checkpoint saved) of every evaluation a fine-tune logged."""
-    found = []
-    try:
-        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        try:
-            record = json.loads(line)
-            found.append((int(record["step"]), bool(record.get("saved"))))
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut short by the kill
-    return found
+    """(step, checkpoint saved) of every evaluation a fine-tune logged (a line cut short by the kill left out)."""
+    return [(int(record["step"]), bool(record.get("saved"))) for record in read_log_records(log_file)]
 
 
 def partial_reason(location: str | Path) -> str | None:

@@ -42,6 +42,7 @@ from typing import Any
 from mlse.data.json_safe import finite_or_none
 from mlse.dirs import runs_dir
 from mlse.memo import MB, BytesMemo
+from mlse.runs.folders import LOG_FILE, read_log_records
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +297,7 @@ def finetune_curves(roots: Iterable[str | Path] | None = None):
     for root in roots:
         if not root.is_dir():
             continue
-        for log_file in sorted(root.rglob("log.jsonl")):
+        for log_file in sorted(root.rglob(LOG_FILE)):
             if any(part.startswith(".") for part in log_file.relative_to(root).parts):
                 continue
             rows += _curve_rows_of_file(log_file)
@@ -315,7 +316,7 @@ def _curve_rows_of_file(path: Path) -> list[dict]:
 
 
 def _parse_curve(path: Path) -> list[dict]:
-    if path.name == "log.jsonl":
+    if path.name == LOG_FILE:
         return _log_rows(path, _run_name(path))
     try:
         return list(_result_curve_rows(_load_quietly(path)[0], path))
@@ -350,14 +351,10 @@ def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
 
 
 def _log_rows(log_file: Path, run: str) -> list[dict]:
-    rows = []
-    for i, line in enumerate(log_file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        try:
-            record = json.loads(line)
-            rows.append(_record_row(run, record["step"], record, log_file))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            log.warning("skipped line %d of %s: %s", i, log_file, exc)
-    return rows
+    def skipped(line: int, why) -> None:
+        log.warning("skipped line %d of %s: %s", line, log_file, why)
+
+    return [_record_row(run, record["step"], record, log_file) for record in read_log_records(log_file, skipped)]
 
 
 def _load_quietly(path: Path) -> tuple[Any, str | None]:

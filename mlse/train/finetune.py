@@ -62,7 +62,7 @@ import numpy as np
 
 from mlse.atomic import atomic_write_text
 from mlse.encoders.torch import default_device
-from mlse.runs.folders import FINETUNE_CONFIG_FILE
+from mlse.runs.folders import FINETUNE_CONFIG_FILE, LOG_FILE
 from mlse.stop_signal import Stopped, StopSignal, check, should_stop
 from mlse.train.config import FinetuneConfig, default_out
 from mlse.train.config_validation import validate
@@ -189,7 +189,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
     dev = load_dev(config.dev_pairs, config.data_dir, config.dev_max_pairs, config.seed)
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "log.jsonl").write_text("")  # a new run starts a new log
+        (out / LOG_FILE).write_text("")  # a new run starts a new log
     barrier(ctx)
     sts_rows = None
     if config.sts_loss != "none":

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.json_safe import finite_or_none
+from mlse.runs.folders import LOG_FILE
 from mlse.stop_signal import Stopped, StopSignal
 from mlse.train.config import FinetuneConfig
 from mlse.train.device import needs_grad_scaler
@@ -250,7 +251,7 @@ class TrainingLoop:
             **self.method.record(),
         }
         self.losses = []
-        with open(self.out / "log.jsonl", "a", encoding="utf-8") as fh:
+        with open(self.out / LOG_FILE, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
         if self.progress is not None:
             self.progress(record)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlse.runs.folders import find_runs, is_finetuned_model, run_name, safe_name, training_run_name
+from mlse.runs.folders import find_runs, is_finetuned_model, read_log_records, run_name, safe_name, training_run_name
 
 
 def test_safe_name_keeps_folder_friendly_characters(tmp_path, monkeypatch):
@@ -53,3 +53,14 @@ def test_find_runs_sees_scorers_students_and_groups_but_not_hidden_folders(tmp_p
     assert is_finetuned_model(tmp_path / "student" / "model") and is_finetuned_model(tmp_path / "student")
     assert not is_finetuned_model(tmp_path / "grid" / "s1+s2" / "model")
     assert find_runs(tmp_path / "missing") == []
+
+
+def test_the_log_reader_leaves_out_a_line_cut_short_and_says_which(tmp_path):
+    log_file = tmp_path / "log.jsonl"
+    log_file.write_text('{"step": 0, "dev_spearman": 70.0}\n{"step": 50, "saved": true}\n{"no_step": 1}\n{"step": 10')
+    skipped = []
+    records = read_log_records(log_file, lambda line, why: skipped.append(line))
+    assert [r["step"] for r in records] == [0, 50]
+    assert records[1]["saved"] is True
+    assert skipped == [3, 4]  # the record without a step, the line the kill cut
+    assert read_log_records(tmp_path / "missing.jsonl") == []
