@@ -116,10 +116,11 @@ def line_records(lines: Iterable[str], fmt: str, label: str, first_line: int = 1
     if fmt == "csv":
         yield from _csv_lines(lines, label, first_line)
         return
+    parse = {"jsonl": _json_object, "tsv": lambda line: line.split("\t")}.get(fmt, lambda line: [line])
     for i, raw in enumerate(lines, start=first_line):
         line = raw.removesuffix("\n").removesuffix("\r")
         if line.strip():
-            yield i, _json_object(line) if fmt == "jsonl" else line.split("\t") if fmt == "tsv" else [line]
+            yield i, parse(line)
 
 
 def _csv_lines(lines: Iterable[str], label: str, first_line: int) -> Iterator[tuple[int, list[str]]]:
