@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from mlse.data.flores import load_flores
+from mlse.data.parallel import seeded_subset
 from mlse.errors import MlseError
 
 FLORES_SOURCE = "FLORES-200 devtest"
@@ -119,7 +120,7 @@ def flores_sample(langs: Sequence[str], n: int, *, data_dir=None, seed: int = 0)
         raise MlseError(f"sentences per language must be at least 1 (got {n})")
     flores = load_flores(list(langs), data_dir)  # {code: [1012 lines]}; DataError on a missing folder or bad code
     total = len(next(iter(flores.values())))
-    ids = np.arange(total) if n >= total else np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
+    ids = seeded_subset(total, n, seed)
     codes = list(flores)
     texts = [flores[code][i] for code in codes for i in ids]
     lang_idx = np.repeat(np.arange(len(codes)), len(ids))  # [L * n]

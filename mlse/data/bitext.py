@@ -25,11 +25,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from mlse.data.bitext_sample import load_sample_pair, training_bitext_source
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
-from mlse.data.parallel import default_labels, load_parallel
+from mlse.data.parallel import default_labels, load_parallel, seeded_subset
 from mlse.data.portable import data_hashes
 from mlse.stop_signal import StopSignal, check
 
@@ -93,9 +91,7 @@ def load_filtered_bitext(
         else:
             corpus = load_parallel(pair, data_dir, src_labels=default_labels(a), tgt_labels=default_labels(b))
         clean, dropped = filter_contaminated(corpus, banned)
-        keep = np.arange(len(clean))
-        if max_pairs is not None and len(clean) > max_pairs:
-            keep = np.sort(np.random.default_rng(sample_seed(i)).choice(len(clean), max_pairs, replace=False))
+        keep = seeded_subset(len(clean), max_pairs, sample_seed(i))
         out.src += [clean.src[j] for j in keep]
         out.tgt += [clean.tgt[j] for j in keep]
         out.src_lang += [a] * len(keep)

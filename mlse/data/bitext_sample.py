@@ -31,13 +31,12 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from mlse.atomic import atomic_dir
 from mlse.data.contamination import evaluation_sentences, filter_contaminated
 from mlse.data.hashing import file_sha256
 from mlse.data.layout import PARALLEL_DIR, STS_LANGS
-from mlse.data.parallel import PARALLEL_ALIASES, default_labels, load_parallel, parallel_pairs
+from mlse.data.pairs import iso_639_3
+from mlse.data.parallel import default_labels, load_parallel, parallel_pairs, seeded_subset
 from mlse.data.paths import resolve_data_dir
 from mlse.data.stsb import sts_file
 from mlse.data.tatoeba import load_tatoeba, tatoeba_languages
@@ -120,7 +119,7 @@ def load_sample_pair(pair: str, root: Path | None = None) -> ParallelCorpus:
     first language is returned as src (as :func:`mlse.data.parallel.load_parallel` does)."""
     root = root or sample_dir()
     available = sample_pairs(root)
-    a, sep, b = (PARALLEL_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in pair.partition("-"))
+    a, sep, b = (iso_639_3(x) for x in pair.partition("-"))
     for folder, swap in ((f"{a}-{b}", False), (f"{b}-{a}", True)):
         if sep and folder in available:
             path = root / f"{folder}{SUFFIX}"
@@ -184,10 +183,7 @@ def build_sample(
             a, _, b = name.partition("-")
             corpus = load_parallel(name, root, src_labels=default_labels(a), tgt_labels=default_labels(b))
             clean, dropped = filter_contaminated(corpus, banned)
-            keep = np.arange(len(clean))
-            if len(clean) > per_pair:
-                rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
-                keep = np.sort(rng.choice(len(clean), per_pair, replace=False))
+            keep = seeded_subset(len(clean), per_pair, [seed, zlib.crc32(name.encode())])
             rows = [(clean.src[i], clean.tgt[i]) for i in keep]
             if any("\t" in s or "\n" in s for row in rows for s in row):
                 raise DataError(f"{name}: a sentence holds a tab or newline; the sample's TSV cannot store it")

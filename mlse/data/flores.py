@@ -7,31 +7,15 @@ from pathlib import Path
 
 from mlse.data.io import read_lines
 from mlse.data.layout import FLORES_DIR, FLORES_SUFFIX
+from mlse.data.pairs import iso_639_3
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.errors import DataError
 
-# ISO 639-1 (and a couple of macrolanguage codes) -> FLORES code. Arabic in FLORES is Modern
-# Standard Arabic, "arb"; Chinese defaults to Simplified script.
-FLORES_ALIASES: dict[str, str] = {
-    "en": "eng_Latn",
-    "ar": "arb_Arab",
-    "ara": "arb_Arab",
-    "cs": "ces_Latn",
-    "de": "deu_Latn",
-    "es": "spa_Latn",
-    "fr": "fra_Latn",
-    "it": "ita_Latn",
-    "nl": "nld_Latn",
-    "pl": "pol_Latn",
-    "pt": "por_Latn",
-    "ru": "rus_Cyrl",
-    "tr": "tur_Latn",
-    "uk": "ukr_Cyrl",
-    "zh": "zho_Hans",
-    "cmn": "zho_Hans",
-}
-# When a bare ISO 639-3 code matches several scripts, this one wins.
-_PREFERRED = {"zho": "zho_Hans"}
+# An ISO 639-3 code (after mlse.data.pairs.iso_639_3) -> FLORES's: Arabic in FLORES is Modern Standard Arabic, "arb";
+# Mandarin is "zho".
+_FLORES_639_3 = {"ara": "arb", "cmn": "zho"}
+# When a bare ISO 639-3 code matches several scripts, this one wins (Chinese: Simplified script).
+_PREFERRED = {"arb": "arb_Arab", "zho": "zho_Hans"}
 
 
 def flores_languages(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
@@ -73,11 +57,11 @@ def _resolve(lang: str, available: list[str]) -> str:
     low = lang.strip().lower()
     if low in by_lower:
         return by_lower[low]
-    if low in FLORES_ALIASES and FLORES_ALIASES[low] in available:
-        return FLORES_ALIASES[low]
-    matches = [c for c in available if c.split("_")[0].lower() == low]
+    code = iso_639_3(low)
+    code = _FLORES_639_3.get(code, code)
+    matches = [c for c in available if c.split("_")[0].lower() == code]
     if len(matches) == 1:
         return matches[0]
-    if len(matches) > 1 and _PREFERRED.get(low) in matches:
-        return _PREFERRED[low]
+    if _PREFERRED.get(code) in matches:
+        return _PREFERRED[code]
     raise DataError(f"unknown FLORES language {lang!r}; available: {', '.join(available)}")

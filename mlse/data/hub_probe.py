@@ -14,6 +14,8 @@ import time
 import urllib.error
 import urllib.request
 
+from mlse.data.hub_download import hub_offline
+
 REMEMBER_SECONDS = 600.0  # connectivity rarely changes while an app is up; re-probe every ten minutes
 TIMEOUT_SECONDS = 3.0
 # A tiny JSON answer from the hub's API (the model card of a model mlse offers anyway).
@@ -26,7 +28,7 @@ _probing = False
 
 def probe_hub(timeout: float = TIMEOUT_SECONDS) -> bool:
     """True when the hub answers an HTTP request within ``timeout`` seconds (any HTTP status counts as an answer)."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+    if hub_offline():
         return False
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     request = urllib.request.Request(endpoint + PROBE_PATH, method="HEAD")

@@ -10,6 +10,35 @@ from __future__ import annotations
 
 from mlse.data.layout import STS_LANGS
 
+# ISO 639-1 -> ISO 639-3 (macrolanguage codes: Arabic "ara", Chinese "zho"), for the languages people ask for most. Each
+# loader maps a code through this table, then to its dataset's own names (LASER Tatoeba: "cmn"; FLORES: "arb_Arab").
+ISO_639_3: dict[str, str] = {
+    "ar": "ara",
+    "cs": "ces",
+    "de": "deu",
+    "en": "eng",
+    "es": "spa",
+    "fr": "fra",
+    "it": "ita",
+    "ja": "jpn",
+    "ko": "kor",
+    "nl": "nld",
+    "pl": "pol",
+    "pt": "por",
+    "ru": "rus",
+    "th": "tha",
+    "tr": "tur",
+    "uk": "ukr",
+    "zh": "zho",
+}
+
+
+def iso_639_3(lang: str) -> str:
+    """``lang`` stripped and lower-cased, an ISO 639-1 code mapped to its ISO 639-3 one (``"DE"`` -> ``"deu"``)."""
+    code = lang.strip().lower()
+    return ISO_639_3.get(code, code)
+
+
 # -- STS Multi MT (evaluation, Stage 2, fine-tuning dev) -------------------------------------------------------------
 # The pairs of the seed paper (000): Stage 2 trains on STAGE2_PAIRS (train split; dev for early stopping and
 # calibration); HELD_OUT_PAIRS are never trained on. SEED_STS_PAIRS is both groups, in the seed's order.

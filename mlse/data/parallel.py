@@ -26,28 +26,12 @@ import numpy as np
 
 from mlse.data.io import read_aligned
 from mlse.data.layout import PARALLEL_DIR
+from mlse.data.pairs import iso_639_3
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ParallelCorpus
 from mlse.errors import DataError
 
 FILE_PREFIX = "tatoeba-test-v2021-08-07"
-
-# ISO 639-1 -> the ISO 639-3 codes used in the folder names.
-PARALLEL_ALIASES: dict[str, str] = {
-    "ar": "ara",
-    "de": "deu",
-    "en": "eng",
-    "es": "spa",
-    "fr": "fra",
-    "it": "ita",
-    "nl": "nld",
-    "pl": "pol",
-    "pt": "por",
-    "ru": "rus",
-    "tr": "tur",
-    "uk": "ukr",
-    "zh": "zho",
-}
 
 # Label sets for the "standard" written form where a side mixes varieties.
 _DEFAULT_LABELS: dict[str, frozenset[str]] = {"zho": frozenset({"cmn_Hans", "cmn_Hant"}), "ara": frozenset({"ara"})}
@@ -60,7 +44,7 @@ def default_labels(lang: str) -> set[str]:
     Chinese and romanisations), ``ara`` -> ``{"ara"}`` (Modern Standard Arabic, drops dialects),
     anything else -> ``{code}`` (drops e.g. the single ``rus_Latn`` line). Accepts ISO 639-1 codes.
     """
-    code = _code(lang)
+    code = iso_639_3(lang)
     return set(_DEFAULT_LABELS.get(code, frozenset({code})))
 
 
@@ -112,12 +96,9 @@ def load_parallel(
             f"{folder}: no pairs left after filtering; labels present: "
             f"{src_code}: {', '.join(sorted(set(src_lab)))}; {tgt_code}: {', '.join(sorted(set(tgt_lab)))}"
         )
-    if max_pairs is not None:
-        if max_pairs < 1:
-            raise DataError(f"max_pairs must be a positive number, got {max_pairs}")
-        if max_pairs < len(keep):
-            chosen = np.random.default_rng(seed).choice(len(keep), size=max_pairs, replace=False)
-            keep = [keep[j] for j in np.sort(chosen)]  # sorted: preserve file order
+    if max_pairs is not None and max_pairs < 1:
+        raise DataError(f"max_pairs must be a positive number, got {max_pairs}")
+    keep = [keep[j] for j in seeded_subset(len(keep), max_pairs, seed)]
 
     return ParallelCorpus(
         src=[src[i] for i in keep],
@@ -129,19 +110,22 @@ def load_parallel(
     )
 
 
+def seeded_subset(n: int, size: int | None, seed) -> np.ndarray:
+    """The indices ``0 .. n-1``, or when ``size`` is below ``n`` a sample of ``size`` of them drawn without replacement
+    by ``numpy.random.default_rng(seed).choice``, sorted (a sample of a file keeps the file's order)."""
+    if size is None or n <= size:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
+
+
 def _pairs_in(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and len(p.name.split("-")) == 2)
-
-
-def _code(lang: str) -> str:
-    code = lang.strip().lower()
-    return PARALLEL_ALIASES.get(code, code)
 
 
 def _find_folder(pair: str, root: Path, available: list[str]) -> tuple[str, str, Path]:
     parts = pair.strip().split("-")
     if len(parts) == 2:
-        a, b = _code(parts[0]), _code(parts[1])
+        a, b = iso_639_3(parts[0]), iso_639_3(parts[1])
         for name in (f"{a}-{b}", f"{b}-{a}"):
             if name in available:
                 return a, b, root / name

@@ -39,13 +39,14 @@ def raw_input(source, text, name, max_bytes: int | None = None) -> tuple[bytes, 
         path = Path(source)
         label, suffix = name or path.name, path.suffix.lower()
         if max_bytes is not None and path.is_file():  # refused before it is read
-            _check_size(path.stat().st_size, label, max_bytes)
+            check_size(path.stat().st_size, label, max_bytes)
         raw = read_bytes(path, label)
-    _check_size(len(raw), label, max_bytes)
+    check_size(len(raw), label, max_bytes)
     return raw, label, suffix
 
 
-def _check_size(size: int, label: str, max_bytes: int | None) -> None:
+def check_size(size: int, label: str, max_bytes: int | None) -> None:
+    """Refuse an input of ``size`` bytes over ``max_bytes`` (None: no limit)."""
     if max_bytes is not None and size > max_bytes:
         raise DataError(f"{label}: {size:,} bytes is over the limit of {max_bytes:,} bytes")
 

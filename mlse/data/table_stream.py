@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlse.data.io import open_binary
-from mlse.data.records import guess_format, line_records, refuse_binary, refuse_json_array, refuse_nul
+from mlse.data.records import check_size, guess_format, line_records, refuse_binary, refuse_json_array, refuse_nul
 from mlse.data.user_table import RowProblem, UserTable
 from mlse.data.user_table_builder import TableBuilder
 from mlse.errors import DataError
@@ -144,10 +144,10 @@ def scan_table(
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows}")
     path, kinds = Path(path), tuple(kinds)
     label = name or path.name
-    if max_bytes is not None and path.is_file() and path.stat().st_size > max_bytes:
-        raise DataError(f"{label}: {path.stat().st_size:,} bytes is over the limit of {max_bytes:,} bytes")
+    if path.is_file():
+        check_size(path.stat().st_size, label, max_bytes)
     fmt = format or _format(path, label, kinds)
-    builder = TableBuilder(label, fmt, kinds, header, gold_range, bad_rows, None)
+    builder = TableBuilder(label, fmt, kinds, header, gold_range, bad_rows, max_rows)
     columns = _jsonl_columns(path, label, builder) if fmt == "jsonl" else None
     with open_binary(path, label) as fh:
         refuse_binary(fh.read(8), label)
@@ -162,20 +162,16 @@ def scan_table(
         start = (head[0][1], head[0][2] + 1) if titled else (0, 1)
         first = ((record, *end) for record, end in zip(body, ends))
         rest = ((builder.body_record(record), offset, line) for record, offset, line in records)
-        spans, kept = [start], 0
+        spans = [start]
         for (line, fields), offset, lines_read in itertools.chain(first, rest):
-            if builder.accept(line, fields):
-                kept += 1
-                if max_rows is not None and kept > max_rows:
-                    builder.fail(None, f"more than {max_rows:,} row{'' if max_rows == 1 else 's'}, the limit here")
-                if kept % chunk_rows == 0:
-                    spans.append((offset, lines_read + 1))
-    builder.require_rows(kept)
-    if kept % chunk_rows == 0:
+            if builder.accept(line, fields) and builder.kept % chunk_rows == 0:
+                spans.append((offset, lines_read + 1))
+    builder.require_rows(builder.kept)
+    if builder.kept % chunk_rows == 0:
         spans.pop()  # the span after the last row starts no chunk
     # an absolute path: a worker process (a Ray actor) may run in another folder
     layout = TableLayout(os.path.abspath(path), label, fmt, kinds, builder.layout(), gold_range)
-    return ChunkedTable(layout, chunk_rows, kept, spans, list(builder.skipped), builder.n_skipped)
+    return ChunkedTable(layout, chunk_rows, builder.kept, spans, list(builder.skipped), builder.n_skipped)
 
 
 def _jsonl_columns(path: Path, label: str, builder: TableBuilder) -> list[str]:

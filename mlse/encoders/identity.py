@@ -49,10 +49,9 @@ _BACKEND_TAG = "|backend="
 
 
 # -- backend tags ---------------------------------------------------------------------------------------------------
-def check_backend(backend: str) -> str:
+def check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise MlseError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    return backend
 
 
 def with_backend(weights_identity: str, backend: str) -> str:

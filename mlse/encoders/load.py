@@ -10,7 +10,7 @@ from __future__ import annotations
 from mlse.encoders.cache import CachedEncoder
 from mlse.encoders.catalogue import DEFAULT_MODEL, materialise, resolve_model
 from mlse.encoders.identity import DEFAULT_BACKEND, check_backend
-from mlse.encoders.onnx.runtime import make_onnx_encoder
+from mlse.encoders.onnx.runtime import OnnxEncoder
 from mlse.encoders.protocol import Encoder
 from mlse.encoders.registry import ModelSpec
 from mlse.encoders.torch import SentenceTransformerEncoder
@@ -52,6 +52,6 @@ def encoder_from_spec(
     elif backend == "torch":
         encoder = SentenceTransformerEncoder(spec, device=device, **kwargs)
     else:
-        encoder = make_onnx_encoder(spec, quantized=backend == "onnx-int8", device=device, **kwargs)
+        encoder = OnnxEncoder(spec, quantized=backend == "onnx-int8", device=device, **kwargs)
     _ = encoder.path  # materialise now: missing models fail early with a clear message
     return CachedEncoder(encoder) if cache else encoder

@@ -28,14 +28,7 @@ from cachetools import LRUCache
 # Rows kept after reading, least recently used evicted: frequent tokens (most of any text) cost no system call.
 # 16 MB is ~11,000 of me5-small's rows, ~32,000 of muse's.
 CACHE_BYTES = 16 * 2**20
-_SAFETENSORS_DTYPES = {
-    "F32": np.float32,
-    "F16": np.float16,
-    "BF16": None,
-    "F64": np.float64,
-    "U8": np.uint8,
-    "I8": np.int8,
-}
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "U8": np.uint8, "I8": np.int8}
 
 
 class RowFile:

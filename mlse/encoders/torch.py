@@ -102,22 +102,20 @@ class SentenceTransformerEncoder(Scoring):
         # what the model reads, before tokenising (mlse.encoders.text_cut): a 50 MB text costs what its start costs
         max_tokens = runner.tokenizer.max_length if runner is not None else model_max_tokens(st)
         cut = cut_texts(texts, max_tokens, lambda: self.chars_per_token(runner))
+
+        def run(part: list[str]) -> np.ndarray:  # [len(part), d]
+            if runner is not None:
+                return runner.encode(part, normalize=normalize, batch_size=batch_size, show_progress=show)
+            emb = st.encode(part, batch_size=batch_size, show_progress_bar=show, normalize_embeddings=normalize)
+            return np.ascontiguousarray(emb, dtype=np.float32)
+
         groups = cut_groups(texts, cut)  # texts cut to the full input apart: short ones are not padded to them
         if len(groups) == 1:
-            return self._encode(runner, st, cut, normalize, batch_size, show)
+            return run(cut)
         out = np.empty((len(texts), int(st.get_embedding_dimension())), dtype=np.float32)  # [n, d]
         for rows in groups:
-            out[rows] = self._encode(runner, st, [cut[i] for i in rows], normalize, batch_size, show)
+            out[rows] = run([cut[i] for i in rows])
         return out
-
-    @staticmethod
-    def _encode(runner, st, texts: list[str], normalize: bool, batch_size: int, show: bool) -> np.ndarray:
-        if runner is not None:
-            return runner.encode(texts, normalize=normalize, batch_size=batch_size, show_progress=show)
-        emb = st.encode(
-            texts, batch_size=batch_size, show_progress_bar=show, normalize_embeddings=normalize, convert_to_numpy=True
-        )
-        return np.ascontiguousarray(emb, dtype=np.float32)  # [n, d]
 
     def chars_per_token(self, runner: CompactRunner | None = None) -> int:
         """``C`` of :mod:`mlse.encoders.text_cut` for this model's tokenizer (read once, when a long text comes)."""

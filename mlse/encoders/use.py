@@ -51,7 +51,7 @@ from mlse.dirs import cache_root
 from mlse.encoders.identity import files_fingerprint, with_backend
 from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
-from mlse.encoders.text_cut import chars_per_token, cut_texts
+from mlse.encoders.text_cut import chars_per_token, cut_texts, tokenizer_chars_per_token
 from mlse.encoders.threads import default_threads
 from mlse.encoders.use_torch import UseTorchModel, write_table
 from mlse.errors import MlseError, ModelNotFoundError
@@ -203,13 +203,9 @@ class UseEncoder(Scoring):
                 self._model = UseOnnxModel(weights, table, ensure_graph(weights, self.prepared_dir))
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """SentencePiece ids of each text, with BOS and EOS, at most ``max_tokens`` (what the network reads)."""
+        """SentencePiece ids of each text, with BOS and EOS, at most ``max_tokens`` (what the network reads): each text
+        cut before tokenising (:mod:`mlse.encoders.text_cut`), then its first ``max_tokens - 1`` ids and its EOS."""
         self._load()
-        return self._ids(list(texts))
-
-    def _ids(self, texts: list[str]) -> list[list[int]]:
-        """Each text cut before tokenising (:mod:`mlse.encoders.text_cut`), then its first ``max_tokens - 1`` ids and
-        its EOS."""
         ids = self._tokenize(cut_texts(texts, self.max_tokens, self.chars_per_token))
         keep = self.max_tokens
         return [row if len(row) <= keep else row[: keep - 1] + row[-1:] for row in ids]
@@ -218,7 +214,7 @@ class UseEncoder(Scoring):
         """``C`` of :mod:`mlse.encoders.text_cut` for ``sp.model`` (read once, when a long text comes)."""
         if self._chars_per_token is None:
             self._load()
-            self._chars_per_token = chars_per_token(self._tokenize.longest_piece())
+            self._chars_per_token = self._tokenize.chars_per_token()
         return self._chars_per_token
 
     def encode(
@@ -230,9 +226,8 @@ class UseEncoder(Scoring):
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, 512]
         if not texts:
             return out
-        self._load()
+        ids = self.token_ids(texts)  # loads the network
         bar = progress_bar(len(texts), f"encode ({self.name})", show_bar(show_progress, len(texts)))
-        ids = self._ids(texts)
         batches = list(flat_batches([len(row) for row in ids], self.batch_tokens, max(batch_size, 1)))
 
         def run(batch: tuple[int, int]) -> None:
@@ -294,11 +289,11 @@ class _Tokenizer:
             return [self.pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
         return self.processor.encode(texts, out_type=int, add_bos=True, add_eos=True)
 
-    def longest_piece(self) -> int:
-        """The longest piece, in characters."""
+    def chars_per_token(self) -> int:
+        """``C`` of :mod:`mlse.encoders.text_cut`, from the longest piece."""
         if self.processor is None:
-            return int(getattr(self.pure, "_max_len", 16))
-        return max(map(len, self.processor.id_to_piece(list(range(self.processor.get_piece_size())))), default=1)
+            return chars_per_token(int(getattr(self.pure, "_max_len", 16)))
+        return tokenizer_chars_per_token(self.processor)
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import atomic_write_stream
+from mlse.data.parallel import seeded_subset
 from mlse.errors import MlseError
 from mlse.evaluation.index import default_nlist, search_index
 from mlse.scale.shards import read_shard_file
@@ -107,7 +108,7 @@ def build_index(shards: list[tuple[Path, int, int]], spec: IndexSpec, *, threads
     index = _empty_index(spec, dim, n)
     if not index.is_trained:
         want = min(n, spec.train_rows or max(10_000, TRAIN_PER_LIST * spec.lists(n)))
-        chosen = np.sort(np.random.default_rng(spec.seed).choice(n, size=want, replace=False))
+        chosen = seeded_subset(n, want, spec.seed)
         sample = [_vectors(path)[chosen[(chosen >= lo) & (chosen < hi)] - lo] for path, lo, hi in shards]
         index.train(np.concatenate(sample))
         del sample

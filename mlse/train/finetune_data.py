@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlse.data.bitext import load_filtered_bitext, seed_per_pair
+from mlse.data.parallel import seeded_subset
 from mlse.data.stsb import load_sts
 from mlse.encoders.protocol import cosine_predictions
 from mlse.errors import MlseError
@@ -66,7 +67,7 @@ def run_bitext(cfg: FinetuneConfig, stop: StopSignal | None = None, label: str =
 def prepare_data(cfg: FinetuneConfig, stop: StopSignal | None = None) -> TrainingData:
     """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
     ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
-    bitext = run_bitext(cfg, stop, label="finetune data")
+    bitext = run_bitext(cfg, stop)
     src, tgt, info = bitext.src, bitext.tgt, bitext.info
     if not src:
         raise MlseError(
@@ -128,9 +129,7 @@ def load_dev(pairs: Sequence[str], data_dir: str | None, max_rows: int | None, s
     out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for pair in pairs:
         ds = load_sts(pair, "dev", data_dir)
-        rows = np.arange(len(ds.scores))
-        if max_rows and len(rows) > max_rows:
-            rows = np.sort(np.random.default_rng(seed).choice(len(rows), max_rows, replace=False))
+        rows = seeded_subset(len(ds.scores), max_rows or None, seed)
         s1 = np.array([index.setdefault(ds.s1[r], len(index)) for r in rows])
         s2 = np.array([index.setdefault(ds.s2[r], len(index)) for r in rows])
         out[pair] = (s1, s2, ds.scores[rows].astype(np.float64))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -174,24 +174,10 @@ def train_stage1(
             metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, stop=button)
         except Stopped:
             partial = {"phase": "language probe (skipped)", "reason": "stopped", "epochs": len(head.history_)}
-    scorer.metadata = {
-        "training": {
-            "stage1": {
-                "pairs": data.info["pairs"],
-                "n_pairs": data.info["n_pairs"],
-                "max_pairs": max_pairs,
-                "seed": seed,
-            }
-        },
-        "data": data.info["data"],
-        "data_identity": data_identity(data.info["data"]),
-        "metrics": metrics,
+    training = {
+        "stage1": {"pairs": data.info["pairs"], "n_pairs": data.info["n_pairs"], "max_pairs": max_pairs, "seed": seed}
     }
-    if partial:
-        scorer.metadata["partial"] = partial
-    scorer.save(out)
-    scorer.name = Path(out).name
-    return scorer
+    return _save(scorer, out, training, data.info["data"], metrics, partial)
 
 
 def train_stage2(
@@ -251,15 +237,17 @@ def train_stage2(
     # an in-memory Stage-1 scorer (the seed grid passes one) is recorded by its run name, not its repr
     stage1_run = portable_text(str(stage1)) if isinstance(stage1, (str, Path)) else base.name  # never an absolute path
     data = {**portable_hashes(base.metadata.get("data", {}), data_dir), **hashes, **dev_hashes}
-    scorer.metadata = {
-        "training": training,
-        "data": data,
-        "data_identity": data_identity(data),
-        "metrics": metrics,
-        "stage1_run": stage1_run,
-    }
-    if head.stopped_:
-        scorer.metadata["partial"] = {"phase": "training", "epochs": len(head.history_) - 1}
+    partial = {"phase": "training", "epochs": len(head.history_) - 1} if head.stopped_ else None
+    return _save(scorer, out, training, data, metrics, partial, stage1_run=stage1_run)
+
+
+def _save(scorer: Scorer, out, training: dict, data: dict, metrics: dict, partial: dict | None, **extra) -> Scorer:
+    """Record in ``scorer`` what its heads were trained on (``data``: the files' hashes) and how they did (``partial``:
+    why training ended early, or None), then save it to ``out`` and name it after that folder."""
+    scorer.metadata = {"training": training, "data": data, "data_identity": data_identity(data), "metrics": metrics}
+    scorer.metadata |= extra
+    if partial:
+        scorer.metadata["partial"] = partial
     scorer.save(out)
     scorer.name = Path(out).name
     return scorer
@@ -275,6 +263,5 @@ def train_heads(
     :func:`train_stage1` / :func:`train_stage2` under its own name, ``lr`` and ``max_epochs`` only when set (else the
     head's own defaults)."""
     train = train_stage1 if isinstance(settings, Stage1Settings) else train_stage2
-    options = {f.name: getattr(settings, f.name) for f in fields(settings)}
-    options = {k: v for k, v in options.items() if v is not None or k not in ("lr", "max_epochs")}
+    options = {k: v for k, v in asdict(settings).items() if v is not None or k not in ("lr", "max_epochs")}
     return train(**options, progress=progress, stop=stop)

@@ -108,13 +108,10 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
         except Stopped as exc:  # stopped before anything worth keeping: leave no half-made run behind
             if out.exists() and not _has_model(out):
                 shutil.rmtree(out, ignore_errors=True)
-            _restore(aside, out)
             hint = "; encoded texts are cached, so a rerun continues from there" if "encoding" in str(exc) else ""
             raise Stopped(f"{exc}: nothing was saved{hint}") from None
-        except BaseException:
-            _restore(aside, out)
-            raise
-        _restore(aside, out)  # keeps the new run when it saved a model, else puts the old one back
+        finally:
+            _restore(aside, out)  # keeps the new run when it saved a model, else puts the old one back
         return result
 
     return job

@@ -144,8 +144,8 @@ class TrainRequest(BaseModel):
         if public_mode():
             offered = (info.context or {}).get("offered")  # the names the app offers, or a function giving them
             check_finetune_request(self, list((offered() if callable(offered) else offered) or []))
-        out = runs_dir() / self.name
-        if self.model in (f"runs/{self.name}", str(out)) or (self.teacher or "") in (f"runs/{self.name}", str(out)):
+        out = self.out
+        if {self.model, self.teacher} & {f"runs/{self.name}", str(out)}:
             raise MlseError(f"run {self.name!r} is an input of this run; choose another name")
         if out.exists() and not self.overwrite:
             raise MlseError(f"run {self.name!r} already exists ({out}); tick 'overwrite' or choose another name")

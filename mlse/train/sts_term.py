@@ -23,11 +23,7 @@ def build_sts_loss(cfg: FinetuneConfig, forward):
     from mlse.losses.angle import AnglELoss  # lazy: the loss modules import torch
     from mlse.losses.cosent import CoSENTLoss
 
-    if cfg.sts_loss == "cosent":
-        return CoSENTLoss(forward)
-    if cfg.sts_loss == "angle":
-        return AnglELoss(forward)
-    raise ValueError(f"no STS loss called {cfg.sts_loss!r}")
+    return {"cosent": CoSENTLoss, "angle": AnglELoss}[cfg.sts_loss](forward)
 
 
 class StsTerm:

@@ -39,19 +39,26 @@ def cell_labels(z: np.ndarray, scale: int) -> np.ndarray:
     return np.vectorize(lambda v: f"{round(v * scale) or 0:d}" if np.isfinite(v) else "", otypes=[object])(z)
 
 
-def _height(n_rows: int) -> int:
-    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, 160 + ROW_PIXELS * n_rows)))
-
-
-def _axes(fig, words1, words2) -> None:
-    """Positions as axes, the (escaped) words as their tick labels; sentence 1 read from the top, sentence 2 along the
-    bottom (the titles stay clear of the figure's own title)."""
+def _word_grid(words1, words2, title: str, top: int, **heatmap):
+    """A heatmap (``heatmap``: its settings) of the word pairs: positions as axes, the (escaped) words as their tick
+    labels and each cell's hover naming its pair; sentence 1 read from the top, sentence 2 along the bottom (the
+    titles stay clear of the figure's own title); ``title`` (plotly markup) in a top margin of ``top`` pixels, and a
+    height that grows with sentence 1's words."""
+    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     def ticks(words) -> dict:
         return {"tickmode": "array", "tickvals": list(range(len(words))), "ticktext": [html_text(w) for w in words]}
 
+    cells = {"x": list(range(len(words2))), "y": list(range(len(words1))), "customdata": _word_pairs(words1, words2)}
+    fig = go.Figure(go.Heatmap(**cells, **heatmap))
     fig.update_xaxes(tickangle=-40, title_text="sentence 2", showgrid=False, **ticks(words2))
     fig.update_yaxes(autorange="reversed", title_text="sentence 1", showgrid=False, **ticks(words1))
+    fig.update_layout(
+        title={"text": title, "font": {"size": 13}},
+        height=int(min(MAX_HEIGHT, max(MIN_HEIGHT, 160 + ROW_PIXELS * len(words1)))),
+        margin={"l": 10, "r": 10, "t": top, "b": 10},
+    )
+    return fig
 
 
 def _word_pairs(words1, words2) -> np.ndarray:
@@ -65,34 +72,25 @@ def _word_pairs(words1, words2) -> np.ndarray:
 
 def attribution_heatmap(words1, words2, matrix, title: str):
     """The attribution of each word pair [len(words1), len(words2)], colours centred on 0. ``title``: plain text."""
-    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
-
     z = np.asarray(matrix, dtype=np.float64)  # [W1, W2]
     cells = z.size <= MAX_CELL_TEXT
     scale = cell_scale(z)
     unit = "attribution" if scale == 1 else f"attribution × {scale:,}"
-    heatmap = go.Heatmap(
+    note = f"<br><sub>numbers in the cells: {unit}</sub>" if cells else ""
+    return _word_grid(
+        words1,
+        words2,
+        html_text(title) + note,
+        70 if note else 50,
         z=z,
-        x=list(range(len(words2))),
-        y=list(range(len(words1))),
         colorscale=DIVERGING,
         zmid=0.0,
-        customdata=_word_pairs(words1, words2),
         colorbar={"title": {"text": "attribution"}},
         hovertemplate="%{customdata[0]} ↔ %{customdata[1]}<br>attribution %{z:+.4f}<extra></extra>",
         text=cell_labels(z, scale) if cells else None,
         texttemplate="%{text}" if cells else None,
         textfont={"size": 10},
     )
-    fig = go.Figure(heatmap)
-    _axes(fig, words1, words2)
-    note = f"<br><sub>numbers in the cells: {unit}</sub>" if cells else ""
-    fig.update_layout(
-        title={"text": html_text(title) + note, "font": {"size": 13}},
-        height=_height(len(words1)),
-        margin={"l": 10, "r": 10, "t": 70 if note else 50, "b": 10},
-    )
-    return fig
 
 
 def alignment_marks(best1, best2, shape: tuple[int, int]) -> np.ndarray:
@@ -108,28 +106,18 @@ def alignment_marks(best1, best2, shape: tuple[int, int]) -> np.ndarray:
 def alignment_heatmap(alignment, title: str = ALIGNMENT_TITLE):
     """The cosine of each word pair's contextual vectors, each word's best match marked (:func:`alignment_marks`).
     ``title``: plotly markup (``<br>`` breaks a line), not user text."""
-    import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
-
     words1, words2 = list(alignment.words1), list(alignment.words2)
     z = np.asarray(alignment.similarity, dtype=np.float64)  # [W1, W2]
-    marks = alignment_marks(alignment.best1, alignment.best2, z.shape)
-    heatmap = go.Heatmap(
+    return _word_grid(
+        words1,
+        words2,
+        f"{title}<br><sub>{ALIGNMENT_MARKS}</sub>",
+        90,
         z=z,
-        x=list(range(len(words2))),
-        y=list(range(len(words1))),
         colorscale=SEQUENTIAL,
-        customdata=_word_pairs(words1, words2),
-        text=marks,
+        text=alignment_marks(alignment.best1, alignment.best2, z.shape),
         texttemplate="%{text}",
         textfont={"size": 14},
         colorbar={"title": {"text": "cosine"}},
         hovertemplate="%{customdata[0]} ~ %{customdata[1]}<br>token cosine %{z:.3f}<extra></extra>",
     )
-    fig = go.Figure(heatmap)
-    _axes(fig, words1, words2)
-    fig.update_layout(
-        title={"text": f"{title}<br><sub>{ALIGNMENT_MARKS}</sub>", "font": {"size": 13}},
-        height=_height(len(words1)),
-        margin={"l": 10, "r": 10, "t": 90, "b": 10},
-    )
-    return fig

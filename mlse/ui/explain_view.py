@@ -1,6 +1,6 @@
 """Why this score? in the app: one model's cosine of a pair split into word pairs (:mod:`mlse.explain`).
 
-Three places open it: the Score tab (two typed sentences, :func:`explain_scored_pair`), a row of the Tatoeba errors
+Three places open it: the Score tab (two typed sentences, :func:`explain_and_keep`), a row of the Tatoeba errors
 table (query vs retrieved and query vs gold side by side, :func:`explain_retrieval_error`) and a row of the largest
 disagreements in the predicted-vs-gold tab (:func:`explain_listed_pair`). Handlers are plain functions of
 ``(state, model, sentences, ...)`` returning plotly figures and markdown; bad input and models the method cannot
@@ -78,7 +78,7 @@ def _layer(layer) -> int | None:
     try:
         value = float(layer)
     except (TypeError, ValueError):
-        raise MlseError(f"layer must be a whole number (0 = the word-piece embeddings), got {layer!r}") from None
+        value = np.nan  # refused below, as a fraction is
     if not np.isfinite(value) or not value.is_integer():
         raise MlseError(f"layer must be a whole number (0 = the word-piece embeddings), got {layer!r}")
     return int(value)
@@ -190,7 +190,7 @@ def heatmap(explanation, title: str, show_special: bool = False):
 
 
 # -- handlers ------------------------------------------------------------------------------------------------------
-def explain_scored_pair(
+def explain_and_keep(
     state,
     model: str | None,
     sentence1: str | None,
@@ -200,17 +200,12 @@ def explain_scored_pair(
     show_special: bool = False,
     progress: Progress = None,
 ):
-    """Explain ``model``'s cosine of the pair -> (attribution heatmap or None, alignment heatmap or None, markdown).
+    """Explain ``model``'s cosine of the pair -> (attribution heatmap or None, alignment heatmap or None, markdown,
+    what What if? starts from: {"model", "explanation"}, None when nothing was explained).
 
     ``steps`` / ``layer``: None for the library's defaults; ``show_special``: keep the rows and columns of special
     tokens ([CLS], </s>) and the model's prefix in the heatmap.
     """
-    return explain_and_keep(state, model, sentence1, sentence2, steps, layer, show_special, progress)[:3]
-
-
-def explain_and_keep(state, model, sentence1, sentence2, steps=None, layer=None, show_special=False, progress=None):
-    """:func:`explain_scored_pair`'s three outputs, then what What if? starts from: {"model", "explanation"} (None
-    when nothing was explained)."""
     s1, n1 = clean_sentence(sentence1, "1")
     s2, n2 = clean_sentence(sentence2, "2")
     notices = [n for n in (n1, n2) if n]
@@ -252,7 +247,7 @@ def explain_listed_pair(
     markdown); ``gold`` / ``listed_cosine`` / ``label`` (e.g. "line 12") repeat what the row said."""
     if not (sentence1 or "").strip() and not (sentence2 or "").strip():
         return None, None, "Select a row of the largest-disagreements table first, then press *Explain this pair*."
-    attribution, alignment, text = explain_scored_pair(state, model, sentence1, sentence2, progress=progress)
+    attribution, alignment, text, _ = explain_and_keep(state, model, sentence1, sentence2, progress=progress)
     if attribution is None:
         return None, None, text
     gold, listed_cosine = finite_or_none(gold), finite_or_none(listed_cosine)

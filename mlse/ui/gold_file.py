@@ -34,10 +34,12 @@ from mlse.analysis.slices import (
 from mlse.data.user_files import UserTable, parse_range
 from mlse.data.user_table import ROLE_NAMES
 from mlse.dirs import assets_dir
+from mlse.encoders.catalogue import chosen_models
 from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.memo import MB, BytesMemo
 from mlse.ui.gold_views import (
+    CALIBRATED_NOTE,
     DISAGREE_COLUMNS,
     METRIC_COLUMNS,
     N_BOOT,
@@ -51,9 +53,8 @@ from mlse.ui.gold_views import (
     empty_figures,
     model_rated_languages,
     rated_labels,
-    selected_models,
 )
-from mlse.ui.tables import header, headers, numbers_as_text
+from mlse.ui.tables import headers, numbers_as_text
 from mlse.ui.text import md_code, md_escape
 from mlse.ui.uploads import read_message, read_upload, upload_path
 from mlse.ui.widgets import upload_with_option
@@ -184,7 +185,7 @@ def compare_file(
     Spearman are x 100 with 95% percentile-bootstrap CIs (``n_boot`` resamples). A model that fails to load is named
     in the message; the others are still shown.
     """
-    models = selected_models(models)
+    models = chosen_models(models)[0]  # the ticked names, once each
     if not models:
         return *_no_results(), "Choose at least one model."
     table, message = load_rated(file, pasted, gold_range)
@@ -203,10 +204,7 @@ def compare_file(
     slices, slice_note = file_slices(table, preds, gold, n_boot, model_rated_languages(state, list(preds)))
     notes = [f"{len(gold):,} rated pairs; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
-        notes.append(
-            f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score "
-            "(fitted on STS dev) against your scores; meaningful when they are on the 0–5 STS scale."
-        )
+        notes.append(f"{CALIBRATED_NOTE}your scores; meaningful when they are on the 0–5 STS scale.")
     return hist, scatter, calib, metrics, slices, "\n\n".join([message, " ".join(notes), slice_note, *problems])
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mlse.data.pairs import sts_pair_choices
+from mlse.encoders.catalogue import chosen_models
 from mlse.errors import DataError, MlseError
 from mlse.evaluation.runners import sts_pair_predictions
 from mlse.memo import MB, BytesMemo
@@ -20,6 +21,7 @@ from mlse.serving.procmem import releases_memory
 from mlse.ui import gold_file
 from mlse.ui.explain_sections import build_pair_section
 from mlse.ui.gold_views import (
+    CALIBRATED_NOTE,
     DISAGREE_COLUMNS,
     DISAGREE_TYPES,
     METRIC_COLUMNS,
@@ -29,12 +31,10 @@ from mlse.ui.gold_views import (
     disagreement_table,
     empty_figures,
     model_rated_languages,
-    selected_models,
 )
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
-from mlse.ui.tables import header
 from mlse.ui.text import md_code, md_escape
 from mlse.ui.widgets import PAGE_EVENT, read_only_table
 
@@ -71,7 +71,7 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
     Spearman are x 100 with 95% percentile-bootstrap CIs (``n_boot`` resamples of the pairs). A model that fails
     to load is reported in the message; the others are still shown.
     """
-    models = selected_models(models)
+    models = chosen_models(models)[0]  # the ticked names, once each
     empty = pd.DataFrame(columns=METRIC_COLUMNS)
     if not models:
         return *empty_figures(), empty, "Choose at least one model."
@@ -93,11 +93,8 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
     hist, scatter, calib, table, calibrated = compare(state, gold, preds, f"{pair} ({split})", n_boot)
     notes = [f"{len(gold)} pairs of {md_escape(ds.name)}; correlations x 100, 95% bootstrap CIs."]
     if calibrated:
-        notes.append(
-            f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score "
-            "(fitted on STS dev) against gold; blank for models without one."
-            + (" Dev pairs were used to fit it." if split == "dev" else "")
-        )
+        dev = " Dev pairs were used to fit it." if split == "dev" else ""
+        notes.append(f"{CALIBRATED_NOTE}gold; blank for models without one.{dev}")
     notes += rated_notes(state, pair, list(preds))
     return hist, scatter, calib, table, with_preparing_note(state, "gold", " ".join([*notes, *problems]))
 

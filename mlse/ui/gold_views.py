@@ -15,6 +15,7 @@ import pandas as pd
 
 from mlse.analysis.slices import CORRELATION_FIELDS
 from mlse.analysis.sts_errors import bootstrap_pearson_ci, calibration_bins, isotonic_fit, rank_disagreements
+from mlse.data.pairs import ISO_639_3
 from mlse.evaluation.sts import sts_metrics
 from mlse.runs.folders import rated_languages
 from mlse.ui.tables import header, headers, number_text, numbers_as_text, sortable
@@ -31,6 +32,11 @@ METRIC_PLACES = {**dict.fromkeys(METRIC_FIELDS[2:-1], 1), "mae_calibrated": 2}
 DISAGREE_FIELDS = ["index", "gold", "cosine", "pred_as_gold", "diff", "rank_gap", "sentence1", "sentence2"]
 DISAGREE_COLUMNS = headers(DISAGREE_FIELDS)  # row, gold, cosine, cosine as gold, off by, rank gap, sentence 1, 2
 DISAGREE_TYPES = ["number", "number", "number", "number", "number", "number", "str", "str"]
+# The note under a metrics table with a calibrated model; the caller ends it with what the scores are set against
+CALIBRATED_NOTE = (
+    f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score (fitted on "
+    "STS dev) against "
+)
 # shown with these decimals while the cells keep their numbers (a click on "off by" sorts -1.20 below +0.35);
 # the differences carry their sign
 DISAGREE_PLACES = {
@@ -44,8 +50,7 @@ DISAGREE_PLACES = {
 RATED_SLICE = "rated / unrated languages"  # the slice of a model trained on rated pairs of only some languages
 RATED, UNRATED, UNKNOWN = "rated", "unrated", "language unknown"
 # ISO 639-3 (and a macrolanguage) -> the STS Multi MT code: a file's lang1 / lang2 may use either
-_TO_STS = {"eng": "en", "deu": "de", "spa": "es", "fra": "fr", "ita": "it", "jpn": "ja", "nld": "nl", "pol": "pl"}
-_TO_STS |= {"por": "pt", "rus": "ru", "zho": "zh", "cmn": "zh"}
+_TO_STS = {three: two for two, three in ISO_639_3.items()} | {"cmn": "zh"}
 
 _HOVER_PAIR = "pair #%{customdata}<br>gold %{x:.2f}<br>cosine %{y:.3f}"
 _HOVER_BIN = "mean cosine %{x:.3f}<br>mean gold %{y:.2f}<br>%{customdata} pairs"
@@ -167,13 +172,6 @@ def empty_figures():
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     return go.Figure(), go.Figure(), go.Figure()
-
-
-def selected_models(models) -> list[str]:
-    """The ticked model names, once each, in order (one name may come as a string)."""
-    if isinstance(models, str):
-        models = [models]
-    return list(dict.fromkeys(m for m in (models or []) if isinstance(m, str) and m.strip()))
 
 
 def disagreement_request(low, high, k) -> tuple[float, float, int] | str:

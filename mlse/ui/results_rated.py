@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlse.data.json_safe import finite_or_none
 from mlse.dirs import runs_dir
 from mlse.runs.folders import rated_languages
 from mlse.ui.tables import sortable
@@ -87,5 +88,5 @@ def split_shown(table):
 
 
 def _row(model, pair, rated, unrated, gap, status, source) -> dict:
-    numbers = [None if x is None or x != x else float(x) for x in (rated, unrated, gap)]
+    numbers = [finite_or_none(x) for x in (rated, unrated, gap)]
     return dict(zip(SPLIT_COLUMNS, (model, pair, *numbers, status, source)))

@@ -10,6 +10,7 @@ numbers plus four figures took 10-20 s to draw on a 2-core machine, while the in
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -36,7 +37,7 @@ DEFAULT_METRICS = {
 }
 
 
-def load_index(state=None, roots: list[str | Path] | None = None):
+def load_index(roots: list[str | Path] | None = None):
     """(the full table, a markdown line saying how many rows / files, which runs were interrupted and which files
     were skipped). An interrupted run (its job died with the app) has a row ``interrupted`` in the table too."""
     frame, warnings = build_index(roots)
@@ -54,17 +55,12 @@ def load_index(state=None, roots: list[str | Path] | None = None):
 
 
 def choices(frame) -> dict[str, list[str]]:
-    """Filter choices present in the table: tasks, models, keys, metrics (each led by ALL where it filters)."""
+    """Filter choices present in the table: tasks, models, metrics (each led by ALL)."""
 
     def values(column: str) -> list[str]:
         return sorted({str(v) for v in frame[column].dropna() if str(v)})
 
-    return {
-        "tasks": [ALL, *values("task")],
-        "models": [ALL, *values("model")],
-        "keys": values("key"),
-        "metrics": values("metric"),
-    }
+    return {"tasks": [ALL, *values("task")], "models": [ALL, *values("model")], "metrics": [ALL, *values("metric")]}
 
 
 def filter_table(
@@ -123,16 +119,16 @@ def display_number(value):
         number = float(value)
     except (TypeError, ValueError):
         return value
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         return number
     if number == 0 or abs(number) >= 0.01:
         return round(number, 2)
     return float(f"{number:.2g}")
 
 
-def refresh(state, task: str = ALL, model: str = ALL, metric: str = ALL, text: str = "", roots=None):
+def refresh(task: str = ALL, model: str = ALL, metric: str = ALL, text: str = "", roots=None):
     """Re-scan the files: (the table's rows and label as :func:`table_view`, choices, note, full table)."""
-    frame, note = load_index(state, roots)
+    frame, note = load_index(roots)
     return table_view(frame, task, model, metric, text), choices(frame), note, frame
 
 
@@ -236,7 +232,7 @@ def curves_plot(roots=None):
 def build_tab(state) -> list:
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
-    frame, note = load_index(state)
+    frame, note = load_index()
     found = choices(frame)
     tasks = found["tasks"][1:]
     first_task = "sts" if "sts" in tasks else (tasks[0] if tasks else None)
@@ -248,7 +244,7 @@ def build_tab(state) -> list:
         with gr.Row():
             task = gr.Dropdown(found["tasks"], value=ALL, label="Task")
             model = gr.Dropdown(found["models"], value=ALL, label="Model")
-            metric = gr.Dropdown([ALL, *found["metrics"]], value=ALL, label="Metric")
+            metric = gr.Dropdown(found["metrics"], value=ALL, label="Metric")
             text = gr.Textbox(label="Key / file contains", max_lines=1)
             refresh_button = gr.Button("Refresh")
         status = gr.Markdown(note, elem_id="results-status")
@@ -284,19 +280,17 @@ def build_tab(state) -> list:
                 languages = gr.Plot(tatoeba_languages_plot(frame))
 
         def on_filter(t, m, me, tx):
-            full, _ = load_index(state)
+            full, _ = load_index()
             rows_now, label_now = table_view(full, t, m, me, tx)
             return gr.update(value=shown(rows_now), label=label_now)
 
         def on_refresh(task, model, metric, key_contains, plot_task, plot_key, plot_metric):
-            (rows_now, label_now), found_now, note_now, full = refresh(state, task, model, metric, key_contains)
+            (rows_now, label_now), found_now, note_now, full = refresh(task, model, metric, key_contains)
             split_now, split_note_now = rated_split(full)
             return (
                 gr.update(value=shown(rows_now), label=label_now),
                 note_now,
-                gr.update(choices=found_now["tasks"]),
-                gr.update(choices=found_now["models"]),
-                gr.update(choices=[ALL, *found_now["metrics"]]),
+                *(gr.update(choices=offered) for offered in found_now.values()),  # task, model, metric
                 metric_plot(full, plot_task, plot_key, plot_metric),
                 seed_grid_plot(full),
                 curves_plot(),
@@ -306,11 +300,11 @@ def build_tab(state) -> list:
             )
 
         def on_plot(pt, pk, pm):
-            full, _ = load_index(state)
+            full, _ = load_index()
             return metric_plot(full, pt, pk, pm)
 
         def on_plot_task(pt):
-            full, _ = load_index(state)
+            full, _ = load_index()
             o = plot_options(full, pt)
             return (
                 gr.update(choices=o["keys"], value=o["key"]),

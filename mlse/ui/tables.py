@@ -20,10 +20,11 @@ Plain functions of frames and values; no gradio.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import pandas as pd
+
+from mlse.data.json_safe import finite_or_none
 
 CELL_CHARS = 40  # a sentence cell shows this many characters; a click shows the whole sentence (gradio's max_chars)
 TABLE_OPTIONS = {"wrap": False, "max_chars": CELL_CHARS}
@@ -72,11 +73,8 @@ def headers(names: list[str]) -> list[str]:
 def number_text(value, places: int, signed: bool = False) -> str:
     """``value`` with ``places`` decimals ("0.90"; "+0.35" when ``signed``, and "0.00", never "-0.00"), "" when it
     is missing or not finite."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return ""
-    if not math.isfinite(number):
+    number = finite_or_none(value)
+    if number is None:
         return ""
     if round(number, places) == 0:
         number = 0.0  # "-0.00" would read as a negative difference

@@ -20,6 +20,7 @@ from mlse.errors import MlseError
 from mlse.evaluation.bitext_view import bitext_notes
 from mlse.evaluation.runners import DIRECTIONS, TatoebaLanguage
 from mlse.ui.explain_sections import build_error_section
+from mlse.ui.explain_view import row_cells
 from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
@@ -110,14 +111,10 @@ def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:
     ``labels``: direction -> the name the table shows for it (a bitext's "en->de"); the plain names pass too."""
     if row is None or (isinstance(row, (list, tuple)) and len(row) < 2):
         raise MlseError("Select a row of the errors table.")
-    if isinstance(row, pd.Series):
-        row = row.to_dict()
-    if isinstance(row, dict):
-        direction, index = row.get("direction"), row.get(ERROR_COLUMNS[1], row.get("index"))
-    elif isinstance(row, (list, tuple)):
-        direction, index = row[0], row[1]  # a table row starts so (ERROR_FIELDS), as does an API caller's short one
-    else:  # a single value (an API caller's guess at the format)
+    cells = row_cells(row, ERROR_COLUMNS)  # a list starts as a table row does (ERROR_FIELDS), short or not
+    if not cells:  # a single value (an API caller's guess at the format)
         raise MlseError(f"not an errors-table row: {str(row)[:80]!r}; expected [direction, index, ...]")
+    direction, index = cells.get("direction"), cells.get(ERROR_COLUMNS[1], cells.get("index"))
     direction = {shown: d for d, shown in (labels or {}).items()}.get(direction, direction)
     if direction not in DIRECTIONS:
         raise MlseError(f"not an errors-table row: direction {direction!r}")

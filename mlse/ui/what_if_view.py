@@ -10,7 +10,7 @@ numbers. Bad input and library refusals come back as a message, never as a trace
 from __future__ import annotations
 
 from mlse.explain import what_if
-from mlse.explain.edits import without_words
+from mlse.explain.edits import droppable, without_words
 from mlse.ui.explain_view import Progress, _fail, _say, clean_sentence, heatmap
 from mlse.ui.text import md_escape
 
@@ -36,12 +36,11 @@ def word_choices(kept) -> list[tuple[str, str]]:
     e = _explanation(kept)
     if e is None:
         return []
-    choices = []
-    for side, words, spans, special in ((1, e.words1, e.spans1, e.special1), (2, e.words2, e.spans2, e.special2)):
-        for k, word in enumerate(words):
-            if spans and spans[k] is not None and not (special and special[k]):
-                choices.append((f"{side} · {word}", f"{side}{SEPARATOR}{k}"))
-    return choices
+    return [
+        (f"{side} · {words[k]}", f"{side}{SEPARATOR}{k}")
+        for side, words in ((1, e.words1), (2, e.words2))
+        for k in droppable(e, side)
+    ]
 
 
 def start_what_if(kept) -> tuple[str, str, list[tuple[str, str]]]:
@@ -73,7 +72,7 @@ def what_if_text(change) -> str:
     """The markdown beside the two heatmaps: old vs new score (and 0-5), the edit, the prediction per word."""
     w = change
     scores = [_change_line("cosine", w.score, w.new_score, 4)]
-    if w.calibrated is not None and w.new_calibrated is not None:
+    if w.calibrated_delta is not None:
         scores.append(_change_line("0-5", w.calibrated, w.new_calibrated, 2))
     parts = [f"**What if?** {md_escape(w.model)}: " + "; ".join(scores) + "."]
     for n, (before, after) in enumerate(((w.sentence1, w.edited1), (w.sentence2, w.edited2)), 1):

@@ -19,9 +19,9 @@ from mlse.ui.explain_view import (
     MAX_CHARS,
     TEACHING,
     default_explained,
+    explain_and_keep,
     explain_listed_pair,
     explain_retrieval_error,
-    explain_scored_pair,
     explainable_models,
     layer_choices,
     picked_error,
@@ -53,7 +53,7 @@ def _ticks(fig) -> tuple[list[str], list[str]]:
 def test_heatmap_is_the_explanations_matrix_with_the_words_as_labels(bert):
     state, model, encoder = bert
     expected = explain_pair(encoder, S1, S2, steps=STEPS, layer=LAYER)
-    fig, align_fig, text = explain_scored_pair(state, model, S1, S2, STEPS, LAYER, show_special=True)
+    fig, align_fig, text, _ = explain_and_keep(state, model, S1, S2, STEPS, LAYER, show_special=True)
     heat = fig.data[0]
     assert heat.type == "heatmap" and heat.zmid == 0
     np.testing.assert_allclose(np.asarray(heat.z, dtype=float), expected.matrix, atol=1e-6)
@@ -62,7 +62,7 @@ def test_heatmap_is_the_explanations_matrix_with_the_words_as_labels(bert):
     assert list(heat.y) == list(range(len(expected.words1))) and list(heat.x) == list(range(len(expected.words2)))
     # Without the special tokens (the default) the heatmap is the words-only part of the same matrix.
     words1, words2, matrix = expected.words_only()
-    fig_words, _, _ = explain_scored_pair(state, model, S1, S2, STEPS, LAYER)
+    fig_words, *_ = explain_and_keep(state, model, S1, S2, STEPS, LAYER)
     np.testing.assert_allclose(np.asarray(fig_words.data[0].z, dtype=float), matrix, atol=1e-6)
     assert _ticks(fig_words) == [list(words1), list(words2)] and len(words1) < len(expected.words1)
     # The text: the score, the top pairs in order, the reference terms and the residual with its share.
@@ -94,19 +94,19 @@ def test_alignment_marks_mutual_and_one_way_matches():
 
 def test_empty_input_and_bad_settings_come_back_as_messages(bert):
     state, model, encoder = bert
-    assert explain_scored_pair(state, model, "  ", S2)[2] == "Enter two non-empty sentences to explain."
-    assert explain_scored_pair(state, None, S1, S2)[2] == "Choose a model to explain."
-    fig, align, text = explain_scored_pair(state, model, S1, S2, steps=0)
+    assert explain_and_keep(state, model, "  ", S2)[2] == "Enter two non-empty sentences to explain."
+    assert explain_and_keep(state, None, S1, S2)[2] == "Choose a model to explain."
+    fig, align, text, _ = explain_and_keep(state, model, S1, S2, steps=0)
     assert fig is None and align is None and "steps must be a whole number from 1 to 64" in text
-    assert "layer must be a whole number" in explain_scored_pair(state, model, S1, S2, layer=1.5)[2]
-    assert "layer must be a whole number" in explain_scored_pair(state, model, S1, S2, layer="top")[2]
-    default = explain_scored_pair(state, model, S1, S2, STEPS, layer=DEFAULT_LAYER)[2]  # the picker's first choice
+    assert "layer must be a whole number" in explain_and_keep(state, model, S1, S2, layer=1.5)[2]
+    assert "layer must be a whole number" in explain_and_keep(state, model, S1, S2, layer="top")[2]
+    default = explain_and_keep(state, model, S1, S2, STEPS, layer=DEFAULT_LAYER)[2]  # the picker's first choice
     assert f"layer {default_layer(attributable(encoder))} (0 = " in default
-    too_deep = explain_scored_pair(state, model, S1, S2, layer=99)[2]  # the library names the model's depth
+    too_deep = explain_and_keep(state, model, S1, S2, layer=99)[2]  # the library names the model's depth
     assert "layer must be 0" in too_deep and "got 99" in too_deep
-    assert explain_scored_pair(state, "no-such-model", S1, S2)[2].startswith("unknown model 'no-such-model'")
+    assert explain_and_keep(state, "no-such-model", S1, S2)[2].startswith("unknown model 'no-such-model'")
     long = "word " * 200
-    fig, _, text = explain_scored_pair(state, model, long, S2, STEPS, LAYER)
+    fig, _, text, _ = explain_and_keep(state, model, long, S2, STEPS, LAYER)
     assert fig is not None and f"cut to its first {MAX_CHARS} characters" in text
 
 
@@ -115,7 +115,7 @@ def test_a_model_that_cannot_be_explained_gives_the_librarys_message():
     with pytest.raises(MlseError) as refused:
         explain_pair(FakeEncoder(name="fake"), S1, S2)
     for fig, other, text, *_ in (
-        explain_scored_pair(state, "fake", S1, S2),
+        explain_and_keep(state, "fake", S1, S2),
         explain_retrieval_error(state, "fake", S1, S2, S2),
         explain_listed_pair(state, "fake", S1, S2, 3.0, 0.5),
     ):
@@ -125,7 +125,7 @@ def test_a_model_that_cannot_be_explained_gives_the_librarys_message():
     def broken(name):
         raise RuntimeError("weights file truncated")
 
-    text = explain_scored_pair(SimpleNamespace(encoder=broken), "bad", S1, S2)[2]
+    text = explain_and_keep(SimpleNamespace(encoder=broken), "bad", S1, S2)[2]
     assert text == "bad could not be explained (RuntimeError: weights file truncated)"
 
 

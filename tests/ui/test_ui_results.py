@@ -160,7 +160,7 @@ def test_curves_from_run_logs_and_comparison_files(hand_made):
 
 def test_handlers_filter_and_plot(hand_made):
     roots = [hand_made / "results", hand_made / "runs"]
-    (table, label), found, note, frame = refresh(None, roots=roots)
+    (table, label), found, note, frame = refresh(roots=roots)
     assert "Skipped 2 file(s)" in note and "broken.json" in note
     assert found["tasks"][0] == ALL and "sts" in found["tasks"] and "runs/my-run" in found["models"]
     assert len(table) == len(frame) and label == f"Results ({len(frame)} rows)"
@@ -179,7 +179,7 @@ def test_handlers_filter_and_plot(hand_made):
 
 def test_the_table_shows_averages_first_and_at_most_its_cap(hand_made):
     """The browser draws every row it is sent: past the cap the table shows the first rows and says how many match."""
-    frame, _ = load_index(None, [hand_made / "results", hand_made / "runs"])
+    frame, _ = load_index([hand_made / "results", hand_made / "runs"])
     rows, label = table_view(frame, limit=4)
     assert len(rows) == 4 and label == f"Results: the first 4 of {len(frame)} rows (narrow them with the filters above)"
     everything, _ = table_view(frame, limit=len(frame))
@@ -192,7 +192,7 @@ def test_the_table_shows_averages_first_and_at_most_its_cap(hand_made):
 
 
 def test_empty_folders_give_an_empty_table(tmp_path):
-    frame, note = load_index(None, [tmp_path / "nothing-here"])
+    frame, note = load_index([tmp_path / "nothing-here"])
     assert frame.empty and note.startswith("0 numbers")
     assert choices(frame)["tasks"] == [ALL]
     assert not seed_grid_plot(frame).data
@@ -224,7 +224,7 @@ def test_tatoeba_over_many_languages_gets_one_plot(tmp_path):
         )
     few = {lang: {"acc_mean": 99.0} for lang in langs[:14]}
     EvalResult(model="few", task="tatoeba", split="test", scores=few).write_json(tmp_path / "results" / "few.json")
-    frame, _ = load_index(None, [tmp_path / "results"])
+    frame, _ = load_index([tmp_path / "results"])
     fig = tatoeba_languages_plot(frame)
     assert sorted(t.name.split(" ")[0] for t in fig.data) == ["bad", "good"]
     assert list(fig.data[0].x) == langs[::-1]  # sorted by the mean over files: l39 first
@@ -283,7 +283,7 @@ def test_an_interrupted_run_is_shown_as_such(tmp_path, tiny_bert):
     fine_tune_run(runs, "killed", tiny_bert, log)
     stale_lock(runs, "killed")
     sweep_interrupted(runs)
-    frame, note = load_index(None, [runs])
+    frame, note = load_index([runs])
     row = frame[frame["model"] == "runs/killed"]
     assert list(row["metric"]) == ["interrupted"] and list(row["kind"]) == ["interrupted-run"]
     assert row["value"].iloc[0] == 0 and row["task"].iloc[0] == "finetune"  # the step of the checkpoint it keeps

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from mlse.encoders.compact_tokenizer import padded
+from mlse.encoders.compact_tokenizer import RustTokenizer, padded
 from mlse.encoders.onnx.int8_nodes import matmul_roles, outlier_nodes, select
 
 SMOOTH_ROLES = ("qkv", "ffn_in")  # the LayerNorm-fed MatMuls (mlse.encoders.onnx.int8_nodes)
@@ -121,11 +121,7 @@ def calibration_feeds(
     """Input dicts for the fp32 graph, ``batch_size`` texts each (length-sorted, so little padding): int64 ids and
     mask [b, T], and for a graph that takes ``inputs_embeds`` the word-embedding rows [b, T, H] from ``table``.
     ``same_width``: every batch padded to the longest text (onnxruntime's histogram calibrators need one shape)."""
-    from tokenizers import Tokenizer  # lazy: only calibration needs it
-
-    tok = Tokenizer.from_file(str(tokenizer_path))
-    tok.no_padding()
-    encodings = sorted((e.ids for e in tok.encode_batch(texts)), key=len)
+    encodings = sorted(RustTokenizer(tokenizer_path, None).encode_ids(texts), key=len)
     for start in range(0, len(encodings), batch_size):
         rows = encodings[start : start + batch_size]
         ids, mask = padded(rows, pad_id, len(encodings[-1]) if same_width else None)  # [b, T] each

@@ -81,7 +81,8 @@ class OnnxEncoder(Scoring):
     ``threads``: CPU cores to use (default ``MLSE_THREADS`` or 2). ``parallel``: ``"batches"`` (default; one
     single-threaded session, ``threads`` batches in flight) or ``"intra"`` (one batch at a time, split across
     ``threads`` intra-op threads; lower latency for one huge batch, lower throughput on short sentences).
-    ``max_tokens``: padded tokens per batch (None: only ``batch_size`` limits a batch).
+    ``max_tokens``: padded tokens per batch (None: only ``batch_size`` limits a batch). ``device``: the CPU only (None
+    or ``"cpu"``); it and a missing onnxruntime are refused here, not at first encode.
     """
 
     def __init__(
@@ -93,7 +94,16 @@ class OnnxEncoder(Scoring):
         parallel: str = "batches",
         max_tokens: int | None = DEFAULT_MAX_TOKENS,
         max_seq_length: int | None = None,
+        device: str | None = None,
     ):
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            raise MlseError(
+                "the onnx backends need onnxruntime: pip install onnxruntime onnx (or use --backend torch)"
+            ) from None
+        if device not in (None, "cpu"):
+            raise MlseError(f"the onnx backends run on the CPU only, not on {device!r}; use --backend torch there")
         if parallel not in PARALLEL_MODES:
             raise MlseError(f"unknown parallel mode {parallel!r}; expected one of {', '.join(PARALLEL_MODES)}")
         self.spec = spec
@@ -190,34 +200,22 @@ class OnnxEncoder(Scoring):
         return self._chars_per_token
 
     def _run(self, batches: list[np.ndarray], encodings, out: np.ndarray, workers: int, bar) -> None:
-        """Fill ``out[rows]`` for every batch; with several workers they pull batches from one shared queue."""
-        queue = iter(batches)
-        take = threading.Lock()
+        """Fill ``out[rows]`` for every batch; with several workers, on threads that take the batches in order."""
 
-        def work() -> None:
-            while True:
-                with take:
-                    rows = next(queue, None)
-                if rows is None:
-                    return
-                out[rows] = self._session.run(None, self._feed(encodings, rows))[0]  # [b, d]
-                bar.update(len(rows))
+        def work(rows: np.ndarray) -> None:
+            out[rows] = self._session.run(None, self._feed(encodings, rows))[0]  # [b, d]
+            bar.update(len(rows))
 
-        workers = min(workers, len(batches))
-        if workers <= 1:
-            work()
+        if min(workers, len(batches)) <= 1:
+            for rows in batches:
+                work(rows)
             return
         # threads kept for the encoder's life: starting them per call costs more than a short pair's batch (the app
         # encodes two sentences per model and request)
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max(self.threads - 1, 1), thread_name_prefix="mlse-onnx")
-        helpers = [self._pool.submit(work) for _ in range(workers - 1)]  # this thread is the last worker
-        try:
-            work()
-        finally:
-            for future in helpers:
-                future.result()  # re-raises a worker's exception here
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="mlse-onnx")
+        list(self._pool.map(work, batches))  # re-raises a worker's exception here
 
     def _feed(self, encodings: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
         """Right-padded inputs for the texts at ``rows``: int64 [b, T] (T = the longest of them), and the word-
@@ -230,16 +228,3 @@ class OnnxEncoder(Scoring):
         if "token_type_ids" in self.meta["inputs"]:
             feed["token_type_ids"] = np.zeros_like(ids)  # one segment: single sentences are all type 0
         return feed
-
-
-def make_onnx_encoder(spec, *, quantized: bool, device: str | None = None, **kwargs) -> OnnxEncoder:
-    """Check the runtime is importable and the device is the CPU, then build the (lazy) encoder."""
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        raise MlseError(
-            "the onnx backends need onnxruntime: pip install onnxruntime onnx (or use --backend torch)"
-        ) from None
-    if device not in (None, "cpu"):
-        raise MlseError(f"the onnx backends run on the CPU only, not on {device!r}; use --backend torch there")
-    return OnnxEncoder(spec, quantized=quantized, **kwargs)
