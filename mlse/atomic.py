@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from filelock import FileLock
+
 
 def atomic_write_stream(path: str | Path, fill: Callable[[IO], None], *, text: bool = False) -> Path:
     """``fill(stream)`` into a temporary file beside ``path`` (binary, or UTF-8 text with ``text``), then renamed over
@@ -70,3 +72,16 @@ def replace_dir(src: Path, dst: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(src, dst)
+
+
+def build_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
+    """``target``, filled by ``build(tmp)`` first unless ``complete(target)``: one process at a time (a file lock
+    beside it; checked again once held, as another process may have finished it while we waited), built in a hidden
+    sibling folder, then renamed (all or nothing: an incomplete target is replaced, not trusted)."""
+    if not complete(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / f".{target.name}.lock"), timeout=1800):
+            if not complete(target):
+                with atomic_dir(target) as tmp:
+                    build(tmp)
+    return target

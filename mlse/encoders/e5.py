@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mlse.atomic import build_once
 from mlse.dirs import cache_root
 from mlse.encoders.compact_tokenizer import character_class
 from mlse.encoders.e5_format import E5File, Header, Vocabulary
 from mlse.encoders.identity import file_sha256_memo
-from mlse.encoders.onnx.export import build_once
 from mlse.encoders.safetensors_stream import write_safetensors
 from mlse.errors import MlseError
 

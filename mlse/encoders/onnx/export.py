@@ -33,13 +33,11 @@ import os
 import shutil
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
-from mlse.atomic import atomic_dir
+from mlse.atomic import build_once
 from mlse.dirs import cache_root
 from mlse.encoders.identity import text_prefix
 from mlse.encoders.onnx.quantize import CALIBRATION_TEXTS, quantize_graph
@@ -124,19 +122,6 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
             quantize_int8(ensure_export(model_dir, model_name, fingerprint, "fp32"), tmp)
 
     return build_once(export_folder(model_name, fingerprint) / variant_dirname(variant), is_complete, build)
-
-
-def build_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
-    """``target``, filled by ``build(tmp)`` first unless ``complete(target)``: one process at a time (a file lock
-    beside it; checked again once held, as another process may have finished it while we waited), built in a hidden
-    sibling folder, then renamed (all or nothing: an incomplete target is replaced, not trusted)."""
-    if not complete(target):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target.parent / f".{target.name}.lock"), timeout=1800):
-            if not complete(target):
-                with atomic_dir(target) as tmp:
-                    build(tmp)
-    return target
 
 
 # -- fp32: torch.onnx export -----------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.encoders.onnx.export import OPSET, build_once, trace_to_onnx
+from mlse.atomic import build_once
+from mlse.encoders.onnx.export import OPSET, trace_to_onnx
 from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import session_options
 from mlse.encoders.use_torch import (
