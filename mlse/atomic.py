@@ -5,6 +5,7 @@ A reader sees either the old file or folder or the new one, never half of one, e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -72,6 +73,16 @@ def replace_dir(src: Path, dst: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(src, dst)
+
+
+def move_aside(path: Path, stamp: str) -> None:
+    """Rename a damaged file to ``<name>.corrupt-<stamp>-<pid>`` (kept for a look, never read again) so that a fresh
+    one is built; where it cannot be renamed (a read-only folder), delete it; where neither works, leave it."""
+    try:
+        path.rename(path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}"))
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def build_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:

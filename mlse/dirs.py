@@ -7,6 +7,9 @@
   calibrations; what a folder there is and how runs are named: :mod:`mlse.runs.folders`.
 * ``assets_dir()``: the files mlse ships (example pairs, the sample bitext, trained heads, students, calibrations):
   the repository's ``assets/`` in a checkout, installed beside the modules as package data ``mlse/assets``.
+* ``package_parent()``: the folder that holds the ``mlse`` package: the repository in a checkout (``../shared``
+  beside it), ``site-packages`` when installed.
+* ``file_safe(name)``: a model name as part of a cache file's name.
 * ``positive_env(name, default)``: a positive whole-number setting from the environment (threads, upload limits).
 """
 
@@ -40,7 +43,17 @@ def assets_dir() -> Path:
     installed = resources.files("mlse").joinpath("assets")
     if isinstance(installed, Path) and installed.is_dir():  # a zipped install has no folder to hand out
         return installed
-    return Path(__file__).resolve().parents[1] / "assets"
+    return package_parent() / "assets"
+
+
+def package_parent() -> Path:
+    """The folder that holds the ``mlse`` package: the repository in a checkout, ``site-packages`` when installed."""
+    return Path(__file__).resolve().parents[1]
+
+
+def file_safe(name: str, limit: int = 40) -> str:
+    """``name`` as part of a file name: letters, digits, ``-_.`` kept, anything else ``_``; at most ``limit`` long."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:limit]
 
 
 def positive_env(name: str, default: int) -> int:

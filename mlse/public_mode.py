@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlse.dirs import cache_root, positive_env, runs_dir
+from mlse.dirs import cache_root, package_parent, positive_env, runs_dir
 from mlse.errors import MlseError, ModelNotFoundError
 
 PUBLIC_ENV = "MLSE_PUBLIC"
@@ -141,9 +141,6 @@ def check_finetune_request(req, listed_models: list[str]) -> None:
             raise MlseError(f"{role} {model!r} is not one of the models this public deployment offers: {shown}")
 
 
-_APP_ROOT = Path(__file__).resolve().parents[1]  # the repository (or installed package's parent) the app runs from
-
-
 def server_folders() -> list[tuple[str, str]]:
     """(folder, what a visitor reads instead) for every server folder a message may name, longest first; each folder
     as given and resolved."""
@@ -151,10 +148,10 @@ def server_folders() -> list[tuple[str, str]]:
         (runs_dir(), "runs"),
         (cache_root(), "cache"),
         (os.environ.get("MLSE_DATA"), "data"),
-        (_APP_ROOT.parent / "shared" / "data", "data"),
+        (package_parent().parent / "shared" / "data", "data"),
         (os.environ.get("GRADIO_TEMP_DIR"), "uploads"),
         (tempfile.gettempdir(), "tmp"),
-        (_APP_ROOT, "app"),
+        (package_parent(), "app"),
         (Path.cwd(), "app"),
         (Path.home(), "~"),
     ]

@@ -123,11 +123,11 @@ def what_if_lines(change, top: int) -> list[str]:
     if w.calibrated_delta is not None:
         before, after = _calibrated(w.calibrated), _calibrated(w.new_calibrated)
         lines.append(f"  0-5    {before} -> {after}  (change {w.calibrated_delta:+.2f})")
-    if w.predicted_delta is None:
+    parts = w.predicted_parts
+    if parts is None:
         lines.append("  predicted: none (the edit is not a deletion of whole words; the explanation speaks of words)")
     else:
-        pairs, own = -w.predicted_delta_pairs, w.predicted_delta_pairs - w.predicted_delta
-        missed = w.delta - w.predicted_delta
+        pairs, own, missed = parts
         lines.append(
             f"  predicted by the explanation: {_signed(w.predicted_delta)} (minus what the dropped words contribute: "
             f"their pairs {_signed(pairs)}, their own terms {_signed(own)}); missed {_signed(missed)}"

@@ -12,7 +12,8 @@ import argparse
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from mlse.dirs import package_parent
+
 DEFAULT_PATHS = ("assets", "results")
 
 
@@ -41,7 +42,8 @@ def add_records_parser(sub) -> None:
 def cmd_records(args: argparse.Namespace) -> int:
     from mlse.data.portable_migration import files_with_absolute_paths, migrate_records, write_migration
 
-    paths = [Path(p) for p in args.paths] or [REPO / p for p in DEFAULT_PATHS if (REPO / p).exists()]
+    repo = package_parent()
+    paths = [Path(p) for p in args.paths] or [repo / p for p in DEFAULT_PATHS if (repo / p).exists()]
     if args.check:
         found = files_with_absolute_paths(paths)
         for path, hits in found.items():

@@ -6,14 +6,10 @@ import os
 from pathlib import Path
 
 from mlse.data.fetch_status import missing_note
+from mlse.dirs import package_parent
 from mlse.errors import DataError
 
 ENV_VAR = "MLSE_DATA"
-
-
-def _repo_root() -> Path:
-    # mlse/data/paths.py -> mlse/data -> mlse -> repository root
-    return Path(__file__).resolve().parent.parent.parent
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -36,7 +32,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
             raise DataError(f"data directory {p} does not exist (from the {ENV_VAR} environment variable)")
         return p.resolve()
     tried = list(
-        dict.fromkeys((root / "shared" / "data").resolve() for root in (Path.cwd() / "..", _repo_root().parent))
+        dict.fromkeys((root / "shared" / "data").resolve() for root in (Path.cwd() / "..", package_parent().parent))
     )
     for candidate in tried:
         if candidate.is_dir():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -25,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlse.dirs import cache_root
+from mlse.atomic import move_aside
+from mlse.dirs import cache_root, file_safe
 from mlse.encoders.protocol import Scoring
 from mlse.foreground import foreground
 
@@ -60,8 +60,7 @@ class EmbeddingStore:
         self.identity = identity
         self.normalize = normalize
         tag = hashlib.sha256(f"{identity}|norm={normalize}".encode()).hexdigest()[:20]
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in identity.split(":")[0])[:40]
-        self.path = (root or cache_root()) / "embeddings" / f"{safe}-{tag}.sqlite"
+        self.path = (root or cache_root()) / "embeddings" / f"{file_safe(identity.split(':')[0])}-{tag}.sqlite"
         self._conn: sqlite3.Connection | None = None
         self._dim: int | None = None  # floats per vector, once known (the meta table's "dim")
         # One connection serves every thread (the app's encoders are shared by Gradio's worker threads); the lock
@@ -134,10 +133,7 @@ class EmbeddingStore:
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
             if p.exists():
-                try:
-                    p.rename(Path(f"{p}.corrupt-{stamp}-{os.getpid()}"))
-                except OSError:
-                    p.unlink(missing_ok=True)
+                move_aside(p, stamp)
 
     def close(self) -> None:
         with self._lock:

@@ -13,7 +13,6 @@ keeps their vectors apart from torch's, while :func:`weights_identity` still rec
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -22,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mlse.atomic import atomic_write_text
+from mlse.atomic import atomic_write_text, move_aside
 from mlse.data.hashing import file_sha256, update_with_file
 from mlse.dirs import cache_root
 from mlse.errors import MlseError
@@ -151,9 +150,5 @@ def _read_memo(path: Path) -> dict:
     if isinstance(memo, dict):
         return memo
     log.warning("fingerprint memo %s is damaged (not a JSON object); moving it aside and rebuilding", path)
-    try:
-        path.rename(path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
-    except OSError:
-        with contextlib.suppress(OSError):  # a read-only cache: the memo is rebuilt in memory only
-            path.unlink(missing_ok=True)
+    move_aside(path, time.strftime("%Y%m%d-%H%M%S"))  # in a read-only cache the memo is rebuilt in memory only
     return {}

@@ -111,6 +111,15 @@ class RowFile:
             self.close()
 
 
+def word_embedding(st) -> tuple:
+    """(the transformers model inside a sentence-transformers model ``st``, its word-embedding layer); (model or None,
+    None) when the first module has no ``get_input_embeddings``."""
+    first = st[0] if len(st) else None
+    model = getattr(first, "auto_model", None) or getattr(first, "model", None)
+    get = getattr(model, "get_input_embeddings", None)
+    return model, (get() if callable(get) else None)
+
+
 def file_embedding(rows: RowFile, like):
     """A torch module standing in for the ``nn.Embedding`` ``like`` at inference: the rows come from ``rows`` (the same
     values as ``like.weight``), returned on ``like``'s device and dtype."""

@@ -30,7 +30,7 @@ from mlse.encoders.identity import folder_fingerprint, text_prefix
 from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
 from mlse.encoders.registry import ModelSpec
-from mlse.encoders.rows import RowFile, file_embedding
+from mlse.encoders.rows import RowFile, file_embedding, word_embedding
 from mlse.encoders.text_cut import cut_groups, cut_texts, model_max_tokens, tokenizer_chars_per_token
 from mlse.errors import ModelNotFoundError
 
@@ -217,10 +217,7 @@ def rows_from_file(st, path: Path) -> bool:
     (:mod:`mlse.encoders.rows`: no mapping of the table stays resident). Only on the CPU, only when the file holds the
     very values the layer has (checked on three rows); True when replaced. Never for training: the layer has no
     weight to train."""
-    first = st[0] if len(st) else None
-    model = getattr(first, "auto_model", None) or getattr(first, "model", None)
-    get = getattr(model, "get_input_embeddings", None)
-    embedding = get() if callable(get) else None
+    model, embedding = word_embedding(st)
     weight = getattr(embedding, "weight", None)
     weights_file = _first_module_dir(path) / "model.safetensors"
     if weight is None or weight.dim() != 2 or weight.device.type != "cpu" or not weights_file.is_file():

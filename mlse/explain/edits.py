@@ -83,6 +83,15 @@ class WhatIf:
         return self.new_calibrated - self.calibrated
 
     @property
+    def predicted_parts(self) -> tuple[float, float, float] | None:
+        """What the prediction is made of: (minus the dropped words' pairs, minus their own terms, what it missed:
+        the actual change minus the predicted one); None when the edit has no prediction."""
+        if self.predicted_delta is None or self.predicted_delta_pairs is None:
+            return None
+        pairs = -self.predicted_delta_pairs
+        return pairs, self.predicted_delta_pairs - self.predicted_delta, self.delta - self.predicted_delta
+
+    @property
     def dropped_words(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The deleted words as the user wrote them, per sentence."""
         e = self.explanation

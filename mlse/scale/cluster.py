@@ -14,8 +14,8 @@ import logging
 import os
 import socket
 import threading
-from pathlib import Path
 
+from mlse.dirs import package_parent
 from mlse.errors import MlseError
 
 CONNECT_TIMEOUT_S = 8.0  # a TCP probe of the address, then ray.init, each bounded by this
@@ -32,7 +32,6 @@ PASSED_ENV = (
     "TRANSFORMERS_OFFLINE",
     "MLSE_SCALE_TRACE",  # mlse.scale.work.TRACE_ENV
 )
-CHECKOUT = Path(__file__).resolve().parents[2]  # the folder that holds the mlse package
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -67,7 +66,7 @@ def probe(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 def runtime_env() -> dict:
     """The environment every worker starts with: mlse's settings and a PYTHONPATH that finds this checkout."""
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    paths = [str(CHECKOUT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    paths = [str(package_parent()), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return {"env_vars": env}
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlse.data.json_safe import finite_or_none
 from mlse.data.pairs import DEFAULT_MAP_LANGS
 from mlse.dirs import assets_dir
 from mlse.encoders.cache import CachedEncoder
@@ -215,13 +216,8 @@ def _native_ready(spec: ModelSpec, backend: str) -> bool:
 def example_texts(defaults: TabDefaults = TAB_DEFAULTS) -> list[str]:
     """Every sentence of the Score tab's examples, cleaned as the tab cleans what it scores (controls out, stripped,
     truncated), each once; [] when the file is missing."""
-    try:
-        with defaults.examples_file.open(encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
-    except OSError:
-        return []
     texts: dict[str, None] = {}
-    for row in rows:
+    for row in load_examples(defaults.examples_file):
         pair = [
             strip_controls(row.get(key) or "")[0].strip()[: defaults.example_max_chars]
             for key in ("sentence1", "sentence2")
@@ -229,6 +225,21 @@ def example_texts(defaults: TabDefaults = TAB_DEFAULTS) -> list[str]:
         if all(pair):
             texts.update(dict.fromkeys(pair))
     return list(texts)
+
+
+def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
+    """Ready-made pairs from assets/examples.tsv: sentence1, sentence2, lang1, lang2, gold (float or None), note; []
+    when the file is missing."""
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    except OSError:
+        return []
+    return [
+        {**row, "gold": finite_or_none(row.get("gold") or None)}
+        for row in rows
+        if (row.get("sentence1") or "").strip() and (row.get("sentence2") or "").strip()
+    ]
 
 
 def map_languages(data_dir=None) -> list[str]:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NoReturn
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +131,17 @@ def gather(ctx: DistContext, value) -> list:
 def shutdown(ctx: DistContext) -> None:
     if ctx.owns_group:
         _dist().destroy_process_group()
+
+
+def exit_worker(code: int = 0) -> NoReturn:
+    """End a process of a finished group now, without the interpreter's teardown.
+
+    Call it only once the run is written and every rank has left together (:func:`barrier`, :func:`shutdown`). Gloo's
+    C++ threads can still hold work objects then; freeing them while the interpreter finalises aborts the process
+    now and then (SIGABRT, "terminate called without an active exception": pytorch/pytorch#179291, one CI run in
+    about ten here) and turns a finished run into a failed command. What Python buffers (log handlers, stdout,
+    stderr) is flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -18,7 +18,7 @@ from mlse.runs.folders import training_run_name
 from mlse.train.config import PRECISIONS
 from mlse.train.jobs import training_job
 from mlse.train.request import TrainRequest
-from mlse.ui.finetune_jobs import QUEUE_SIZE, new_owner, poll, runner, stop_run  # noqa: F401  (QUEUE_SIZE: tests)
+from mlse.ui.finetune_jobs import new_owner, poll, runner, stop_run
 from mlse.ui.finetune_methods import (
     METHOD_LABELS,
     STS_LOSS_LABELS,
@@ -113,7 +113,7 @@ def start_run(
         f"The {req.budget_minutes:g}-minute budget counts training; loading and encoding the data come first, with "
         "their own count below."
     )
-    started = with_preparing_note(state, "finetune", started)  # while the app's warm start prepares the models
+    started = with_preparing_note("finetune", started)  # while the app's warm start prepares the models
     return f"{started} {training_data_note(state)}" if uses_bitext(method) else started
 
 

@@ -96,7 +96,7 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
         dev = " Dev pairs were used to fit it." if split == "dev" else ""
         notes.append(f"{CALIBRATED_NOTE}gold; blank for models without one.{dev}")
     notes += rated_notes(state, pair, list(preds))
-    return hist, scatter, calib, table, with_preparing_note(state, "gold", " ".join([*notes, *problems]))
+    return hist, scatter, calib, table, with_preparing_note("gold", " ".join([*notes, *problems]))
 
 
 def rated_notes(state, pair: str, models: list[str]) -> list[str]:

@@ -76,7 +76,7 @@ def project_map(
             f"{waited:.0f} s for it; nothing computed twice)."
         )
         return out._replace(note=f"{reused}\n\n{out.note}")
-    return out._replace(note=with_preparing_note(state, "map", out.note))  # while the app's warm start still runs
+    return out._replace(note=with_preparing_note("map", out.note))  # while the app's warm start still runs
 
 
 def wait_for_warm(state, model_name, langs, n, method, progress=None) -> float | None:

@@ -16,11 +16,11 @@ from mlse.serving.warm_steps import map_languages
 from mlse.ui.text import md_escape
 
 
-def preparing_note(state, tab: str) -> str:
+def preparing_note(tab: str) -> str:
     """The note "⏳ Preparing (n %) ..." while a warm start runs and ``tab``'s first view waits on one of its steps;
     "" otherwise.
 
-    ``tab``: score, map, tatoeba, gold, finetune or results. ``state`` is the app's (the warm is one per app).
+    ``tab``: score, map, tatoeba, gold, finetune or results (the warm is one per process).
     """
     status = warm_status()
     pending = status.pending(tab)
@@ -35,9 +35,9 @@ def preparing_note(state, tab: str) -> str:
     )
 
 
-def with_preparing_note(state, tab: str, text: str) -> str:
+def with_preparing_note(tab: str, text: str) -> str:
     """``text`` with the preparing note (if any) as its first paragraph."""
-    note = preparing_note(state, tab)
+    note = preparing_note(tab)
     return f"{note}\n\n{text}" if note and text else (note or text)
 
 

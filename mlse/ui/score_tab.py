@@ -9,17 +9,15 @@ DataFrames and markdown, so tests call them without a browser.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
-from pathlib import Path
 
 import pandas as pd
 
 from mlse.api import CALIBRATED
 from mlse.data.json_safe import finite_or_none
-from mlse.dirs import assets_dir
 from mlse.encoders.catalogue import chosen_models
 from mlse.serving.pair_scoring import MAX_MODELS, ApiBusy, DirectApi, clean_pair, score_models
+from mlse.serving.warm_steps import load_examples
 from mlse.text.language_id import detector_name, language_name
 from mlse.text.sentences import AUTO, resolve_language
 from mlse.ui import explain_sections, score_file
@@ -38,7 +36,6 @@ ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
 # Written as text with fixed decimals (mlse.ui.tables): "0.870", not "0.87" (the places: mlse.ui.tables.COSINE_PLACES)
 PLACES = {"cosine": COSINE_PLACES, f"calibrated {CALIBRATED}": CALIBRATED_PLACES}
-EXAMPLES_FILE = assets_dir() / "examples.tsv"
 # Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
 # this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
 NO_REFERENCE = "none (an example with a rating sets it)"  # else gradio shows 0 in an empty number box
@@ -100,7 +97,6 @@ def score_pair(
     table = numbers_as_text(pd.DataFrame(scores, columns=COLUMNS), PLACES)  # no calibration: ""
     calibration_notes = [state.calibration_notes[n] for n in names if n in getattr(state, "calibration_notes", {})]
     return table, with_preparing_note(
-        state,
         "score",
         _status(s1, s2, lang1, lang2, gold, notices, problems, scored=len(scores), calibration_notes=calibration_notes),
     )
@@ -123,20 +119,6 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     if scored:
         lines.append(CALIBRATION_NOTE + f" Language detection: {detector_name()}.")
     return "\n\n".join(lines)
-
-
-def load_examples(path: Path = EXAMPLES_FILE) -> list[dict]:
-    """Ready-made pairs from assets/examples.tsv: sentence1, sentence2, lang1, lang2, gold (float or None), note."""
-    try:
-        with path.open(encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
-    except OSError:
-        return []
-    return [
-        {**row, "gold": finite_or_none(row.get("gold") or None)}
-        for row in rows
-        if (row.get("sentence1") or "").strip() and (row.get("sentence2") or "").strip()
-    ]
 
 
 def example_label(example: dict) -> str:

@@ -103,7 +103,7 @@ def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str
     scores = dict.fromkeys(SCORE_FIELDS, DECIMALS)
     table = numbers_as_text(pd.DataFrame(rows, columns=ERROR_FIELDS), scores).set_axis(ERROR_COLUMNS, axis=1)
     summary = _summary(source, view, model, criterion, {d: len(errors[d]) for d in DIRECTIONS})
-    return with_preparing_note(state, "tatoeba", summary), table  # while the app's warm start still runs
+    return with_preparing_note("tatoeba", summary), table  # while the app's warm start still runs
 
 
 def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:

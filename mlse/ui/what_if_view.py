@@ -78,17 +78,17 @@ def what_if_text(change) -> str:
     for n, (before, after) in enumerate(((w.sentence1, w.edited1), (w.sentence2, w.edited2)), 1):
         if after != before:
             parts.append(f"Sentence {n} now reads: “{md_escape(after)}”")
-    if w.predicted_delta is None:
+    if w.predicted_parts is None:
         parts.append(
             "This edit is not a deletion of whole words, so the explanation makes no prediction for it (it splits "
             "the score between the words that are there); compare the two heatmaps."
         )
         return "\n\n".join(parts)
-    pairs, own = -w.predicted_delta_pairs, w.predicted_delta_pairs - w.predicted_delta
+    pairs, own, missed = w.predicted_parts
     parts.append(
         f"The explanation predicted **{w.predicted_delta:+.4f}** for deleting these words (minus what they contribute: "
         f"their word pairs {pairs:+.4f}, their own terms {own:+.4f}); the cosine moved {w.delta:+.4f}, so it missed "
-        f"{w.delta - w.predicted_delta:+.4f}: what the words' removal did to the other words' context, the length "
+        f"{missed:+.4f}: what the words' removal did to the other words' context, the length "
         "and the positions, which the attribution of the original pair does not see."
     )
     lines = [

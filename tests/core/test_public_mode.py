@@ -184,11 +184,12 @@ def test_public_fine_tunes_run_one_at_a_time_with_no_queue(public_state):
 
 def test_private_mode_keeps_its_queue(monkeypatch):
     from mlse.serving.app_state import AppState
+    from mlse.ui import finetune_jobs
     from mlse.ui import finetune_tab as ft
 
     monkeypatch.delenv(public_mode.PUBLIC_ENV, raising=False)
     monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
-    assert ft.runner(AppState()).max_queued == ft.QUEUE_SIZE > 0
+    assert ft.runner(AppState()).max_queued == finetune_jobs.QUEUE_SIZE > 0
 
 
 def test_public_sliders_stop_at_the_limits(public_env):

@@ -146,7 +146,7 @@ def test_missing_data_dir_messages(tmp_path, monkeypatch):
         resolve_data_dir()
     monkeypatch.delenv("MLSE_DATA")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(paths_module, "_repo_root", lambda: tmp_path / "a" / "b")
+    monkeypatch.setattr(paths_module, "package_parent", lambda: tmp_path / "a" / "b")
     with pytest.raises(DataError) as err:
         resolve_data_dir()
     msg = str(err.value)

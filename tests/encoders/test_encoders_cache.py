@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlse.dirs import cache_root
+from mlse.dirs import cache_root, file_safe
 from mlse.encoders.cache import CachedEncoder, EmbeddingStore, text_key
 from mlse.encoders.load import load_encoder
 from tests.fake_encoder import DIM, FakeEncoder, fake_vector, worker_texts
@@ -56,6 +56,15 @@ def test_cache_root_honours_env(monkeypatch, tmp_path):
     enc.encode(["hello"])
     files = store_files(tmp_path / "elsewhere")
     assert len(files) == 1 and files[0].stat().st_size > 0
+
+
+def test_a_model_name_becomes_a_safe_file_name(tmp_path):
+    name = "../runs/x y:ckpt/" + "z" * 60
+    assert file_safe(name) == ".._runs_x_y_ckpt_" + "z" * 23 and len(file_safe(name)) == 40
+    store = EmbeddingStore(
+        "../evil/名前 model:v1", True, root=tmp_path
+    )  # the part before ":" names the file, inside root
+    assert store.path.parent == tmp_path / "embeddings" and store.path.name.startswith(".._evil_名前_model-")
 
 
 def test_cache_root_without_env_is_user_cache_dir(monkeypatch):

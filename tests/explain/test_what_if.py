@@ -76,6 +76,11 @@ def test_the_prediction_is_what_the_explanation_assigned_to_the_dropped_words(mo
     assert both.predicted_delta_pairs == pytest.approx(-(e.matrix[i].sum() + e.matrix[:, j].sum() - cell))
     assert predicted_change(e, (), ()) == (0.0, 0.0)
     assert both.new_explanation is None
+    pairs, own, missed = both.predicted_parts  # the prediction's parts add up to it, and it plus the miss to the change
+    assert pairs == pytest.approx(e.matrix[i].sum() + e.matrix[:, j].sum() - cell)
+    assert pairs + own == pytest.approx(-both.predicted_delta) and both.predicted_delta + missed == pytest.approx(
+        both.delta
+    )
 
 
 def test_the_edited_pair_is_explained_reusing_the_unchanged_sentence(model, explained):
@@ -109,6 +114,7 @@ def test_a_typed_edit_that_deletes_words_is_recognised(model, explained):
     assert typed.predicted_delta == pytest.approx(-float(e.word_totals2[list(typed.dropped2)].sum()), abs=1e-12)
     replaced = what_if(model, S1, S2, edited1="A woman is playing a flute.", explanation=e)
     assert not replaced.is_deletion and replaced.predicted_delta is None and replaced.dropped1 == ()
+    assert replaced.predicted_parts is None
     assert replaced.new_explanation is not None and "woman" in replaced.new_explanation.words1
     assert deleted_words(e, 1, "A man is playing a flu.") is None  # a word cut in half
     assert deleted_words(e, 1, "A man is playing a great flute.") is None  # a word added

@@ -334,12 +334,8 @@ def test_status_fractions_and_the_preparing_note():
 
     def slow(progress, stop):
         progress(0.5, "half way")
-        seen["status"], seen["score"], seen["map"] = (
-            warm_status(),
-            preparing_note(None, "score"),
-            preparing_note(None, "map"),
-        )
-        seen["results"] = with_preparing_note(None, "results", "42 numbers.")
+        seen["status"], seen["score"], seen["map"] = (warm_status(), preparing_note("score"), preparing_note("map"))
+        seen["results"] = with_preparing_note("results", "42 numbers.")
         inside.set()
         release.wait(10)
 
@@ -368,7 +364,7 @@ def test_status_fractions_and_the_preparing_note():
         and after.fraction == 1.0
         and [s.state for s in after.steps] == ["warm", "computed", "computed", "skipped"]
     )
-    assert preparing_note(None, "map") == "" and with_preparing_note(None, "map", "text") == "text"
+    assert preparing_note("map") == "" and with_preparing_note("map", "text") == "text"
 
 
 def test_the_app_warm_says_preparing_at_once_and_waits_for_its_data_fetch(monkeypatch):
@@ -387,7 +383,7 @@ def test_the_app_warm_says_preparing_at_once_and_waits_for_its_data_fetch(monkey
     fetch_status.set_running("flores200")
     try:
         thread = warm.start_app_warm(None, on_step=lambda status, fraction: None)
-        assert preparing_note(None, "tatoeba").startswith("⏳ Preparing (0 %)")  # before the steps are even listed
+        assert preparing_note("tatoeba").startswith("⏳ Preparing (0 %)")  # before the steps are even listed
         listed.set()
         threading.Timer(0.3, lambda: order.append("fetched") or fetch_status.set_finished("flores200", None)).start()
         thread.join(10)
@@ -395,7 +391,7 @@ def test_the_app_warm_says_preparing_at_once_and_waits_for_its_data_fetch(monkey
         listed.set()
         fetch_status.set_finished("flores200", None)
     assert order == ["model", "fetched", "data"]
-    assert preparing_note(None, "gold") == "" and preparing_note(None, "tatoeba") == ""
+    assert preparing_note("gold") == "" and preparing_note("tatoeba") == ""
     stop = StopSignal()
     stop.set()
     fetch_status.set_waiting(["tatoeba"])

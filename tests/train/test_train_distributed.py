@@ -68,3 +68,20 @@ def test_torchrun_two_processes_average_gradients_and_rank0_writes_the_run(tiny_
     assert metrics["world_size"] == 2 and metrics["pairs_seen"] == 2 * 3 * 8
     assert not (out / ".initial-model").exists()
     assert load_encoder(str(out), cache=False).encode(["ein Test"]).shape == (1, 32)
+
+
+def test_a_finished_worker_exits_with_its_code_and_loses_no_output():
+    # os._exit skips the interpreter's teardown (where gloo's threads can abort a finished run): whatever Python still
+    # buffers must be written first, and the code must reach the launcher
+    code = (
+        "import logging, sys\n"
+        "logging.basicConfig(stream=sys.stderr, level=logging.INFO)\n"
+        "from mlse.train.distributed import exit_worker\n"
+        "sys.stdout.write('summary without a newline')\n"
+        "logging.getLogger('w').info('logged last')\n"
+        "exit_worker(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3
+    assert done.stdout == "summary without a newline" and "logged last" in done.stderr

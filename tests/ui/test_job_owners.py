@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from mlse import public_mode
+from mlse.dirs import package_parent
 from mlse.serving.app_state import AppState
 from mlse.train.runner import JobBusyError, JobRunner
 from mlse.ui import finetune_jobs
@@ -82,11 +83,11 @@ def test_a_message_on_a_public_deployment_names_no_server_folder(monkeypatch, tm
 
     runs = tmp_path / "deploy" / "runs"
     monkeypatch.setenv("MLSE_RUNS", str(runs))
-    message = f"run 'x' already exists ({runs / 'x'}); data in {public_mode._APP_ROOT / 'assets'}"
+    message = f"run 'x' already exists ({runs / 'x'}); data in {package_parent() / 'assets'}"
     monkeypatch.delenv(public_mode.SPACE_ENV, raising=False)
     monkeypatch.delenv(public_mode.PUBLIC_ENV, raising=False)
     assert str(runs) in md_code(message)  # one's own machine: the real folder helps
     monkeypatch.setenv(public_mode.PUBLIC_ENV, "1")
     shown = md_escape(message) + md_code(message)
-    assert str(tmp_path) not in shown and str(public_mode._APP_ROOT) not in shown
+    assert str(tmp_path) not in shown and str(package_parent()) not in shown
     assert "runs/x" in md_code(message) and "app/assets" in md_code(message)

@@ -38,9 +38,10 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import build_once
-from mlse.dirs import cache_root
+from mlse.dirs import cache_root, file_safe
 from mlse.encoders.identity import text_prefix
 from mlse.encoders.onnx.quantize import CALIBRATION_TEXTS, quantize_graph
+from mlse.encoders.rows import word_embedding
 from mlse.errors import MlseError
 
 log = logging.getLogger(__name__)
@@ -102,8 +103,7 @@ def variant_dirname(variant: str) -> str:
 
 def export_folder(model_name: str, fingerprint: str) -> Path:
     """Where the exports of one model (by weight fingerprint) live; the variants are subfolders."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)[:40]
-    return export_root() / f"{safe}-{fingerprint[:16]}-v{EXPORT_VERSION}"
+    return export_root() / f"{file_safe(model_name)}-{fingerprint[:16]}-v{EXPORT_VERSION}"
 
 
 def is_complete(variant_dir: Path) -> bool:
@@ -202,10 +202,7 @@ def export_fp32(model_dir: Path, out: Path) -> None:
 def word_embedding_table(st):
     """The word-embedding weight [V, H] of a sentence-transformers model whose first module is a transformers model
     that accepts ``inputs_embeds``, else None (the graph then takes token ids and holds the table itself)."""
-    first = st[0] if len(st) else None
-    model = getattr(first, "auto_model", None) or getattr(first, "model", None)
-    get = getattr(model, "get_input_embeddings", None)
-    embedding = get() if callable(get) else None
+    model, embedding = word_embedding(st)
     weight = getattr(embedding, "weight", None)
     forward = getattr(model, "forward", None)
     if weight is None or weight.dim() != 2 or forward is None:
