@@ -170,6 +170,17 @@ def recipe_gap_boots(predictions: dict, n_boot: int = N_BOOT) -> np.ndarray:
     return sum(b * n for b, n in boots) / total
 
 
+def recipe_side_boots(predictions: dict, side: str, n_boot: int = N_BOOT) -> np.ndarray:
+    """The mean Spearman x 100 of one side (``with`` or ``without``) over every fold's pairs on each bootstrap
+    resample (the resamples of :func:`recipe_gap_boots`: comparable across recipes)."""
+    boots = [
+        bootstrap_spearman(np.asarray(fold[side][pair]), np.asarray(gold, dtype=np.float64), n_boot=n_boot, seed=0)
+        for fold in predictions["folds"]
+        for pair, gold in fold["gold"].items()
+    ]
+    return np.nanmean(np.stack(boots), axis=0) if boots else np.array([math.nan])
+
+
 # ------------------------------------------------------------------------------------------------------- a recipe
 def run_unrated(
     name: str,

@@ -3,7 +3,9 @@
 
 ``summary.json`` names the shipped recipe's gap, the best recipe's (smallest mean gap) and the paired CI of the
 reduction (shipped minus best gap, on the same bootstrap resamples), plus every complete recipe's mean score with and
-without the held-out languages' rated pairs. ``unrated.md`` has an overview (one row per recipe: with, without, gap,
+without the held-out languages' rated pairs. A gap also closes when the run *with* rated pairs gets worse, so
+``without_vs_shipped`` compares what a language with bitext only gets: each recipe's *without* score minus the
+shipped recipe's, with its paired CI. ``unrated.md`` has an overview (one row per recipe: with, without, gap,
 and the languages outside STS Multi MT where they were scored) and the per-fold, per-pair table. A result marked
 incomplete (a run stopped before its end, or folds still missing) is listed apart and never compared or averaged in.
 """
@@ -20,7 +22,7 @@ from mlse.atomic import atomic_write_text
 from mlse.evaluation.sts import percentile_ci95
 from mlse.experiments.distillation import unseeded
 from mlse.experiments.forgetting import OUTSIDE_FLORES, OUTSIDE_TATOEBA
-from mlse.experiments.unrated import _file_name, recipe_gap_boots
+from mlse.experiments.unrated import _file_name, recipe_gap_boots, recipe_side_boots
 from mlse.experiments.unrated_heads import parse_head_recipe
 
 
@@ -61,6 +63,7 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
         "best_recipe": None,
         "best_gap": None,
         "gap_reduction_ci": None,
+        "without_vs_shipped": {},
         "recipes": {
             r["recipe"]: {"mean_gap": r["mean_gap"], "ci95": r["mean_gap_ci95"], **mean_scores(r)} for r in complete
         },
@@ -76,6 +79,17 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
             shipped_boots = _group_boots(out, groups[shipped_recipe])
             best_boots = _group_boots(out, groups[summary["best_recipe"]])
             summary["gap_reduction_ci"] = [round(x, 2) for x in percentile_ci95(shipped_boots - best_boots)]
+        # A gap also closes when the run *with* rated pairs gets worse; what a language with bitext only gets is the
+        # *without* score, so every recipe's is compared with the shipped recipe's on the same resamples too.
+        shipped_without = _group_boots(out, groups[shipped_recipe], side="without")
+        summary["without_vs_shipped"] = {
+            name: {
+                "difference": round(_without(rs) - _without(groups[shipped_recipe]), 2),
+                "ci95": [round(x, 2) for x in percentile_ci95(_group_boots(out, rs, side="without") - shipped_without)],
+            }
+            for name, rs in groups.items()
+            if name != shipped_recipe
+        }
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     text = [overview(results), seeds_table(summary["seeds"]), markdown(results)]
     atomic_write_text(out / "unrated.md", "\n\n".join(t for t in text if t) + "\n")
@@ -116,9 +130,17 @@ def seeds_table(seeds: dict) -> str:
     return "\n".join(lines)
 
 
-def _group_boots(out: Path, results: list[dict]) -> np.ndarray:
-    """The bootstrap values of a recipe's mean gap, averaged over its seeds (the same resamples for every run)."""
-    return np.mean([recipe_gap_boots(_predictions(out, r["recipe"])) for r in results], axis=0)
+def _group_boots(out: Path, results: list[dict], side: str = "gap") -> np.ndarray:
+    """The bootstrap values of a recipe's mean gap (``side="gap"``) or mean ``without`` score, averaged over its seeds
+    (the same resamples for every run)."""
+    if side == "gap":
+        return np.mean([recipe_gap_boots(_predictions(out, r["recipe"])) for r in results], axis=0)
+    return np.mean([recipe_side_boots(_predictions(out, r["recipe"]), side) for r in results], axis=0)
+
+
+def _without(results: list[dict]) -> float:
+    """A recipe's mean ``without`` score over its seeds."""
+    return float(np.mean([mean_scores(r)["without"] for r in results]))
 
 
 def _predictions(out: Path, recipe: str) -> dict:

@@ -93,6 +93,12 @@ def test_a_recipe_runs_once_with_and_once_per_fold_without_and_the_summary_compa
     summary = ur.write_summary(tmp_path, "shipped")
     assert summary["best_recipe"] == "better" and summary["best_gap"] < summary["shipped_gap"]
     assert summary["gap_reduction_ci"][0] > 0  # the reduction is measured on the same resamples
+    # what a language with bitext only gets, against the shipped recipe's, on the same resamples
+    gain = summary["without_vs_shipped"]["better"]
+    recipes = summary["recipes"]
+    assert gain["difference"] == pytest.approx(recipes["better"]["without"] - recipes["shipped"]["without"], abs=0.02)
+    assert gain["difference"] > 0 and 0 < gain["ci95"][0] < gain["difference"] < gain["ci95"][1]
+    assert set(summary["without_vs_shipped"]) == {"better"}  # neither the shipped recipe nor an incomplete one
     assert summary["incomplete"] == ["stopped"] and "stopped" not in summary["recipes"]
     table = (tmp_path / "unrated.md").read_text()
     assert "stopped (incomplete: not compared)" in table and "| **better** | all | **mean** |" in table
