@@ -161,18 +161,12 @@ def pair_gaps(with_preds: dict, without_preds: dict, gold: dict, pairs: Sequence
 
 def recipe_gap_boots(predictions: dict, n_boot: int = N_BOOT) -> np.ndarray:
     """The mean gap over every fold's pairs on each bootstrap resample (same seed: comparable across recipes)."""
-    boots = []
-    for fold in predictions["folds"]:
-        pairs = list(fold["gold"])
-        _, _, _, b = pair_gaps(fold["with"], fold["without"], fold["gold"], pairs, n_boot=n_boot)
-        boots.append((b, len(pairs)))
-    total = sum(n for _, n in boots)
-    return sum(b * n for b, n in boots) / total
+    return recipe_side_boots(predictions, "with", n_boot) - recipe_side_boots(predictions, "without", n_boot)
 
 
 def recipe_side_boots(predictions: dict, side: str, n_boot: int = N_BOOT) -> np.ndarray:
     """The mean Spearman x 100 of one side (``with`` or ``without``) over every fold's pairs on each bootstrap
-    resample (the resamples of :func:`recipe_gap_boots`: comparable across recipes)."""
+    resample (one seed, so the same resamples for every recipe and side)."""
     boots = [
         bootstrap_spearman(np.asarray(fold[side][pair]), np.asarray(gold, dtype=np.float64), n_boot=n_boot, seed=0)
         for fold in predictions["folds"]
