@@ -37,7 +37,7 @@ from mlse.data.hashing import file_sha256
 from mlse.data.layout import PARALLEL_DIR, STS_LANGS
 from mlse.data.pairs import iso_639_3
 from mlse.data.parallel import default_labels, load_parallel, parallel_pairs, seeded_subset
-from mlse.data.paths import resolve_data_dir
+from mlse.data.paths import find_data_dir, resolve_data_dir
 from mlse.data.stsb import sts_file
 from mlse.data.tatoeba import load_tatoeba, tatoeba_languages
 from mlse.data.types import ParallelCorpus
@@ -91,10 +91,8 @@ def training_bitext_source(data_dir: str | os.PathLike[str] | None = None, root:
     A data directory that cannot be found also means the sample (the evaluation sets, which the filter and the dev
     score need, then give their own message). DataError when neither is there.
     """
-    try:
-        parallel = resolve_data_dir(data_dir) / PARALLEL_DIR
-    except DataError:
-        parallel = None
+    found = find_data_dir(data_dir)
+    parallel = found / PARALLEL_DIR if found is not None else None
     if parallel is not None and parallel.is_dir():
         return BitextSource("data directory", parallel)
     root = root or sample_dir()

@@ -34,21 +34,21 @@ def print_progress(line: str) -> None:
     print(f"mlse data: {line}", file=sys.stderr, flush=True)
 
 
-def missing_datasets(data_dir: Path, datasets=APP_DATASETS) -> list[str]:
-    """The keys of ``datasets`` whose folder is not in ``data_dir``."""
-    return [key for key in datasets if not (Path(data_dir) / HUB_DATASETS[key].folder).is_dir()]
+def missing_datasets(data_dir: Path) -> list[str]:
+    """The keys of :data:`APP_DATASETS` whose folder is not in ``data_dir``."""
+    return [key for key in APP_DATASETS if not (Path(data_dir) / HUB_DATASETS[key].folder).is_dir()]
 
 
 def fetch_missing(
-    data_dir: str | Path, *, datasets=APP_DATASETS, progress: Progress = print_progress, token: str | None = None
+    data_dir: str | Path, *, progress: Progress = print_progress, token: str | None = None
 ) -> dict[str, str | None]:
-    """Download every dataset of ``datasets`` missing from ``data_dir`` -> {key: None when fetched, else why not}.
+    """Download every one of :data:`APP_DATASETS` missing from ``data_dir`` -> {key: None when fetched, else why not}.
 
     Never raises for one dataset's failure: the others are still fetched. Creates ``data_dir`` when needed.
     """
     root = Path(data_dir)
     root.mkdir(parents=True, exist_ok=True)
-    todo = missing_datasets(root, datasets)
+    todo = missing_datasets(root)
     fetch_status.set_waiting(todo)
     if not todo:
         progress(f"every dataset the app needs is in {root}")

@@ -21,13 +21,17 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     line count matches ``wc -l`` for files that end in a newline.
     """
     p = Path(path)
-    raw = read_bytes(p)
+    text = decode_utf8(read_bytes(p), p)
+    return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+
+
+def decode_utf8(raw: bytes, label: str | os.PathLike[str], hint: str = "") -> str:
+    """``raw`` as UTF-8, or a DataError naming ``label``, the line and the byte offset of the first bad byte."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{p}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
-    return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+        raise DataError(f"{label}:{line}: not valid UTF-8 (byte offset {exc.start}){hint}") from None
 
 
 def read_bytes(path: str | os.PathLike[str], label: str | None = None) -> bytes:

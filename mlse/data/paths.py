@@ -44,6 +44,14 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
+def find_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """:func:`resolve_data_dir`, or None where there is no data directory."""
+    try:
+        return resolve_data_dir(data_dir)
+    except DataError:
+        return None
+
+
 def require_subdir(data_dir: Path, name: str) -> Path:
     """``data_dir / name``, or a DataError that says which dataset folder is missing."""
     sub = data_dir / name

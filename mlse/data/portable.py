@@ -34,9 +34,8 @@ from typing import Any
 
 from mlse.data.hashing import file_sha256
 from mlse.data.layout import FLORES_DIR, PARALLEL_DIR, STS_DIR, TATOEBA_DIR, WMT_DIR
-from mlse.data.paths import resolve_data_dir
+from mlse.data.paths import find_data_dir
 from mlse.dirs import assets_dir, cache_root
-from mlse.errors import DataError
 
 DATA, CACHE, REPO, OUTSIDE = "data:", "cache:", "repo:", "outside:"
 PREFIXES = (DATA, CACHE, REPO, OUTSIDE)
@@ -80,15 +79,8 @@ def _repo_root() -> Path:
     return assets_dir().parent  # the repository in a checkout, the installed package (holding assets/) otherwise
 
 
-def _data_root(data_dir) -> Path | None:
-    try:
-        return resolve_data_dir(data_dir)
-    except DataError:
-        return None
-
-
 def _roots(data_dir) -> list[tuple[str, Path]]:
-    roots = [(DATA, _data_root(data_dir)), (CACHE, cache_root()), (REPO, _repo_root())]
+    roots = [(DATA, find_data_dir(data_dir)), (CACHE, cache_root()), (REPO, _repo_root())]
     return [(prefix, Path(os.path.realpath(root))) for prefix, root in roots if root is not None]
 
 
@@ -222,7 +214,7 @@ def resolve_record_path(value: str, data_dir=None) -> Path | None:
     known (an ``outside:`` file, a ``data:`` file without a data directory, an old path that matches nothing here).
     """
     if value.startswith(DATA) or not value.startswith(PREFIXES) and not _is_absolute(value):
-        root = _data_root(data_dir)
+        root = find_data_dir(data_dir)
         return root / value.removeprefix(DATA) if root is not None else None
     if value.startswith(CACHE):
         return cache_root() / value.removeprefix(CACHE)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from mlse.data.io import read_bytes
+from mlse.data.io import decode_utf8, read_bytes
 from mlse.data.json_safe import finite_or_none
 from mlse.errors import DataError
 
@@ -78,12 +78,7 @@ def decode(raw: bytes, label: str) -> str:
     """UTF-8 text (a byte-order mark dropped); a binary or non-UTF-8 input is refused with one message."""
     refuse_binary(raw, label)
     refuse_nul(raw, label)
-    try:
-        content = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{label}:{line}: not valid UTF-8 (byte offset {exc.start}); save the file as UTF-8") from None
-    return content.removeprefix("\ufeff")
+    return decode_utf8(raw, label, "; save the file as UTF-8").removeprefix("\ufeff")
 
 
 def guess_format(content: str, suffix: str, kinds: tuple[str, ...]) -> str:

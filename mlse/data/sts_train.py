@@ -83,14 +83,8 @@ def load_sts_train(
         if len(s1) != len(scores) or not np.array_equal(y, scores):
             raise MlseError(f"STS Multi MT train: {files[lang].name} does not line up with {files[langs[0]].name}")
     banned = evaluation_sentences(data_dir, tatoeba=True, sts_splits=("test", "dev"))
-    keep = [
-        i
-        for i in range(len(scores))
-        if not any(
-            normalize_sentence(read[lang][0][i]) in banned or normalize_sentence(read[lang][1][i]) in banned
-            for lang in langs
-        )
-    ]
+    columns = [sentences for lang in langs for sentences in read[lang][:2]]  # s1 and s2 of every language
+    keep = [i for i in range(len(scores)) if not any(normalize_sentence(col[i]) in banned for col in columns)]
     info = {
         "source": "STS Multi MT train",
         "langs": list(langs),

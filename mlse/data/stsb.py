@@ -49,13 +49,8 @@ def load_sts(pair: str, split: str = "test", data_dir: str | os.PathLike[str] | 
             f"({path_a}: {scores_a[row]}, {path_b}: {scores_b[row]}; {differs.size} rows differ)"
         )
     sources = [path_a] if path_a == path_b else [path_a, path_b]
-    return ScoredPairs(
-        s1=list(s1_a),
-        s2=list(s2_b),
-        scores=scores_a.copy(),
-        name=f"{STS_DIR}/{split}/{lang_a}-{lang_b}",
-        sources=sources,
-    )
+    name = f"{STS_DIR}/{split}/{lang_a}-{lang_b}"
+    return ScoredPairs(list(s1_a), list(s2_b), scores_a.copy(), name=name, sources=sources)
 
 
 def read_sts_file(path: str | os.PathLike[str]) -> tuple[list[str], list[str], np.ndarray]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.data.records import PASTED
+from mlse.data.types import ParallelCorpus, ScoredPairs
 from mlse.errors import DataError
 
 # role -> accepted column names (compared after lower-casing and turning spaces and hyphens into underscores)
@@ -93,10 +94,8 @@ class UserTable:
             df[self.roles["gold"]] = self.gold
         return df
 
-    def to_scored_pairs(self):
+    def to_scored_pairs(self) -> ScoredPairs:
         """A :class:`mlse.data.types.ScoredPairs` (needs a gold column)."""
-        from mlse.data.types import ScoredPairs
-
         if self.kind != "pairs" or "gold" not in self.roles:
             raise DataError(
                 f"{self.name}: no score column, so it cannot be compared with gold "
@@ -104,11 +103,9 @@ class UserTable:
             )
         return ScoredPairs(self.role("sentence1"), self.role("sentence2"), self.gold, name=stem(self.name))
 
-    def to_parallel(self, first: str | None = None, second: str | None = None):
+    def to_parallel(self, first: str | None = None, second: str | None = None) -> ParallelCorpus:
         """Two language columns of a parallel table as a :class:`mlse.data.types.ParallelCorpus` (the first two by
         default)."""
-        from mlse.data.types import ParallelCorpus
-
         if self.kind != "parallel":
             raise DataError(f"{self.name}: expected parallel columns (one per language), got a {self.kind} table")
         a, b = first or self.languages[0], second or self.languages[1]

@@ -32,21 +32,15 @@ def load_wmt(year: int, pair: str, data_dir: str | os.PathLike[str] | None = Non
     except (TypeError, ValueError):
         raise DataError(f"WMT year must be a number, got {year!r}") from None
     parts = pair.strip().lower().split("-")
-    if year_int in index and len(parts) == 2:
+    folders = index.get(year_int, {})
+    if len(parts) == 2:
         a, b = parts
-        for key in (f"{a}-{b}", f"{b}-{a}"):
-            if key in index[year_int]:
-                folder = index[year_int][key]
-                src_path, tgt_path = folder / f"newstest{year_int}.{a}", folder / f"newstest{year_int}.{b}"
-                src, tgt = read_aligned(src_path, tgt_path)
-                return ParallelCorpus(
-                    src=src,
-                    tgt=tgt,
-                    src_lang=a,
-                    tgt_lang=b,
-                    name=f"{WMT_DIR}/{year_int}/{a}-{b}",
-                    sources=[src_path, tgt_path],
-                )
+        folder = folders.get(f"{a}-{b}") or folders.get(f"{b}-{a}")
+        if folder is not None:
+            src_path, tgt_path = folder / f"newstest{year_int}.{a}", folder / f"newstest{year_int}.{b}"
+            src, tgt = read_aligned(src_path, tgt_path)
+            name = f"{WMT_DIR}/{year_int}/{a}-{b}"
+            return ParallelCorpus(src, tgt, src_lang=a, tgt_lang=b, name=name, sources=[src_path, tgt_path])
     available = ", ".join(f"{y} {p}" for y, p in sorted((y, p) for y, ps in index.items() for p in ps))
     raise DataError(f"unknown WMT set {year} {pair!r}; available (either order): {available}")
 

@@ -32,13 +32,11 @@ from mlse.foreground import foreground
 log = logging.getLogger(__name__)
 
 _CHUNK = 900  # keys per "IN (...)" query, below SQLite's bound-parameter limit on old builds
+_KEY_SLICE = 1 << 20  # characters encoded at a time when hashing a long text (no second copy of a 50 MB field)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, crc INTEGER NOT NULL);
 """
-
-
-_KEY_SLICE = 1 << 20  # characters encoded at a time when hashing a long text (no second copy of a 50 MB field)
 
 
 def text_key(text: str) -> bytes:

@@ -226,11 +226,11 @@ def build_tokenizer(vocab: Vocabulary):
             pre_tokenizers.Split(Regex(unknown_character_class(vocab.pieces)), "isolated"),
         ]
     )
+    bos, eos = vocab.pieces[vocab.bos], vocab.pieces[vocab.eos]
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{vocab.pieces[vocab.bos]} $A {vocab.pieces[vocab.eos]}",
-        pair=f"{vocab.pieces[vocab.bos]} $A {vocab.pieces[vocab.eos]} {vocab.pieces[vocab.eos]} $B "
-        f"{vocab.pieces[vocab.eos]}",
-        special_tokens=[(vocab.pieces[vocab.bos], vocab.bos), (vocab.pieces[vocab.eos], vocab.eos)],
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} {eos} $B {eos}",
+        special_tokens=[(bos, vocab.bos), (eos, vocab.eos)],
     )
     tokenizer.decoder = decoders.Metaspace(replacement=META, prepend_scheme="always", split=True)
     specials = [vocab.pieces[i] for i in (vocab.bos, vocab.pad, vocab.eos, vocab.unk)]

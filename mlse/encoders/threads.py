@@ -1,7 +1,9 @@
 """How many CPU threads an encoder on the CPU uses: ``MLSE_THREADS`` or 2 (the ONNX backends and ``muse``), and the
-onnxruntime session options every ONNX encoder uses."""
+onnxruntime session every ONNX encoder runs (its options)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from mlse.dirs import positive_env
 
@@ -24,3 +26,10 @@ def session_options(threads: int):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
     return so
+
+
+def cpu_session(model_file: Path, threads: int):
+    """An onnxruntime session of the graph ``model_file`` on the CPU, with :func:`session_options`."""
+    import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
+
+    return ort.InferenceSession(str(model_file), session_options(threads), providers=["CPUExecutionProvider"])

@@ -20,6 +20,7 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -43,26 +44,20 @@ class SentenceTransformerEncoder(Scoring):
         self.name = spec.name
         self.device = device
         self.max_seq_length = max_seq_length
-        self._path: Path | None = None
         self._model = None
-        self._identity: str | None = None
         self._runner: CompactRunner | None = None
         self._runner_checked = False
         self._chars_per_token: int | None = None
         self._lock = threading.Lock()
 
-    @property
+    @cached_property
     def path(self) -> Path:
-        if self._path is None:
-            self._path = materialise(self.spec)
-        return self._path
+        return materialise(self.spec)
 
-    @property
+    @cached_property
     def identity(self) -> str:
-        if self._identity is None:
-            suffix = f"@{self.max_seq_length}" if self.max_seq_length else ""
-            self._identity = f"{self.name}:{folder_fingerprint(self.path)[:16]}{suffix}"
-        return self._identity
+        suffix = f"@{self.max_seq_length}" if self.max_seq_length else ""
+        return f"{self.name}:{folder_fingerprint(self.path)[:16]}{suffix}"
 
     @property
     def model(self):

@@ -40,6 +40,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
@@ -150,22 +151,18 @@ class UseEncoder(Scoring):
         self.max_tokens = MAX_TOKENS
         self._chars_per_token: int | None = None
         self.backend = "torch" if backend == "torch" else "onnx"  # what actually computes
-        self._identity: str | None = None
         self._model = None
         self._tokenize = None
         self._lock = threading.Lock()
 
-    @property
+    @cached_property
     def identity(self) -> str:
-        if self._identity is None:
-            base = weights_identity(self.path, package_version())
-            if self.backend == "torch":
-                self._identity = base
-            else:
-                from mlse.encoders.onnx.use_graph import GRAPH_VERSION  # lazy: the onnx package is optional
+        base = weights_identity(self.path, package_version())
+        if self.backend == "torch":
+            return base
+        from mlse.encoders.onnx.use_graph import GRAPH_VERSION  # lazy: the onnx package is optional
 
-                self._identity = with_backend(base, f"onnx-v{GRAPH_VERSION}")
-        return self._identity
+        return with_backend(base, f"onnx-v{GRAPH_VERSION}")
 
     @property
     def prepared_dir(self) -> Path:

@@ -88,9 +88,7 @@ def score_arguments(payload: dict, offered: list[str]) -> dict:
     """The keyword arguments of :func:`mlse.serving.pair_scoring.score_api` for a request, or :class:`RequestError` 422
     naming the first problem: an unknown field, a sentence missing, empty or not a string, a model list that is not a
     list of names or names a model not offered here, or a language that is not "auto" or a known code."""
-    unknown = sorted(set(payload) - set(FIELDS))
-    if unknown:
-        raise RequestError(422, f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(FIELDS)}")
+    _known_fields(payload, FIELDS)
     request = {field: _sentence(payload, field, _EXAMPLE) for field in ("sentence1", "sentence2")}
     request["models"] = _models(payload.get("models"), offered)
     codes = [AUTO, *(code for _, code in language_choices())]
@@ -101,6 +99,13 @@ def score_arguments(payload: dict, offered: list[str]) -> dict:
             raise RequestError(422, problem)
         request[field] = value
     return request
+
+
+def _known_fields(payload: dict, fields: tuple[str, ...]) -> None:
+    """RequestError 422 naming the fields of ``payload`` that are not in ``fields``."""
+    unknown = sorted(set(payload) - set(fields))
+    if unknown:
+        raise RequestError(422, f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(fields)}")
 
 
 def _sentence(payload: dict, field: str, example: str) -> str:
@@ -154,11 +159,7 @@ def explainable(state) -> list[str]:
 def what_if_arguments(payload: dict, offered: list[str]) -> dict:
     """The keyword arguments of :func:`mlse.explain.what_if` for a request (sentences cleaned as the page cleans
     them), or RequestError 422 naming the first problem."""
-    unknown = sorted(set(payload) - set(WHAT_IF_FIELDS))
-    if unknown:
-        raise RequestError(
-            422, f"unknown field(s) {', '.join(map(repr, unknown))}; expected {', '.join(WHAT_IF_FIELDS)}"
-        )
+    _known_fields(payload, WHAT_IF_FIELDS)
     model = payload.get("model")
     if not isinstance(model, str) or model not in offered:
         raise RequestError(422, choice_problem("model", str(model), offered) + " (models What if? can explain)")

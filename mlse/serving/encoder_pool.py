@@ -44,18 +44,8 @@ DEFAULT_MAX_MEMORY = "1.5GB"
 UNKNOWN_BYTES = 256 * 2**20
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx", ".npz", ".npy")
 INT8_FRACTION = 0.25
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 

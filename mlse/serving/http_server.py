@@ -29,8 +29,7 @@ def bind(host: str, port: int) -> socket.socket:
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now on ``host`` (the OS picks it): tests and benchmarks start an app on it, so
     parallel runs never collide on 7860. Free when asked; another process may take it before it is used."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+    with bind(host, 0) as sock:
         return sock.getsockname()[1]
 
 

@@ -79,15 +79,10 @@ class ModelPool:
                 backbone_key = (backbone_spec.source, backbone_spec.location)
             self._entries.make_room(estimate_spec_bytes(spec, backend=self.backend), keep={backbone_key})
             model = self._load(spec, name, backbone)
+            size = estimate_resident_bytes(model, backend=self.backend)
             # The stamp after loading: a folder built by the load (me5-small's conversion) has one only now, and
             # stamping it "missing" would reload the model on the next request.
-            self._entries.put(
-                key,
-                model,
-                estimate_resident_bytes(model, backend=self.backend),
-                stamp=_stamp(spec),
-                depends_on=backbone_key,
-            )
+            self._entries.put(key, model, size, stamp=_stamp(spec), depends_on=backbone_key)
             gc_freeze.freeze_survivors()  # the model's objects live as long as it does: out of the collector's scans
             return model
 

@@ -112,6 +112,3 @@ class DirectApi:
 
 class ApiBusy(MlseError):
     """The direct API is at its limit of concurrent calls (the caller should retry shortly)."""
-
-
-# -- examples -------------------------------------------------------------------------------------------------------

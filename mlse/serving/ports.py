@@ -8,9 +8,9 @@ app takes the next free one and says so.
 from __future__ import annotations
 
 import errno
-import socket
 
 from mlse.errors import MlseError
+from mlse.serving.http_server import bind
 
 DEFAULT_PORT = 7860
 SEARCH = 20  # how many ports after the default to try
@@ -22,14 +22,12 @@ class PortError(MlseError):
 
 def port_is_free(host: str, port: int) -> bool:
     """Whether a server could listen on ``host:port`` now (bound and released at once)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return False
-            raise PortError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        bind(host, port).close()
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            return False
+        raise PortError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return True
 
 

@@ -169,8 +169,8 @@ def examples_step(ctx: WarmContext, name: str, texts: list[str]) -> WarmStep:
     )
 
 
-def _scored_data_step(ctx: WarmContext, name: str, key: str, label: str, tab: str, compute, load, share: float):
-    """A tab's first press over a dataset: ``compute(model)`` run once through the embedding cache (``share`` of the
+def _scored_data_step(ctx: WarmContext, name: str, tab: str, label: str, compute, load, share: float):
+    """``tab``'s first press over a dataset: ``compute(model)`` run once through the embedding cache (``share`` of the
     step's progress goes to encoding), done when the files are there and the cache alone answers it."""
 
     def run(progress: Progress, stop: StopSignal) -> None:
@@ -180,7 +180,7 @@ def _scored_data_step(ctx: WarmContext, name: str, key: str, label: str, tab: st
         return files_ready(name, ctx.backend) and _cached(lambda: compute(cache_only(ctx.encoder(name))))
 
     return WarmStep(
-        f"{key}:{name}",
+        f"{tab}:{name}",
         label,
         (tab,),
         run,
@@ -202,7 +202,6 @@ def gold_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAULTS)
         name,
         "gold",
         f"{name}: STS Multi MT {pair} {split} (Predicted vs gold)",
-        "gold",
         lambda model: sts_pair_predictions(model, pair, split, data_dir=ctx.data_dir),
         lambda: load_sts(pair, split, ctx.data_dir),
         0.95,
@@ -220,7 +219,6 @@ def tatoeba_step(ctx: WarmContext, name: str, defaults: TabDefaults = TAB_DEFAUL
         name,
         "tatoeba",
         f"{name}: Tatoeba {lang} (Tatoeba errors)",
-        "tatoeba",
         lambda model: tatoeba_language(model, lang, data_dir=ctx.data_dir, k=k),
         lambda: load_tatoeba(lang, ctx.data_dir),
         0.9,
@@ -274,7 +272,6 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
         run,
         done=lambda: False,
         needs=lambda: model_problem(name),
-        weight=1.0,
     )
 
 

@@ -103,11 +103,10 @@ class _Refuse:
 
 def _cached_layer(model) -> CachedEncoder | None:
     """The embedding-cache layer inside the app's wrappers (calibration), or None."""
-    seen = 0
-    while model is not None and seen < 8:
-        if isinstance(model, CachedEncoder):
+    for _ in range(8):
+        if model is None or isinstance(model, CachedEncoder):
             return model
-        model, seen = vars(model).get("inner"), seen + 1
+        model = vars(model).get("inner")
     return None
 
 

@@ -63,15 +63,9 @@ def option(
     (``ge``, ``gt``, ``le``, ``lt``: a number's range; None is always allowed where the field may be None) are what
     :func:`mlse.train.config_validation.validate` checks, for the command line and the app's form alike.
     """
-    metadata = {
-        "help": help,
-        "flag": flag,
-        "choices": choices,
-        "zero_is_none": zero_is_none,
-        "required": required,
-        "const": const,
-        "bounds": bounds,
-    }
+    metadata = dict(
+        help=help, flag=flag, choices=choices, zero_is_none=zero_is_none, required=required, const=const, bounds=bounds
+    )
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)

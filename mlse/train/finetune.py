@@ -63,7 +63,7 @@ import numpy as np
 from mlse.atomic import atomic_write_text
 from mlse.encoders.torch import default_device
 from mlse.runs.folders import FINETUNE_CONFIG_FILE, LOG_FILE
-from mlse.stop_signal import Stopped, StopSignal, check, should_stop
+from mlse.stop_signal import Stopped, StopSignal, check, should_stop, start_budget
 from mlse.train.config import FinetuneConfig, default_out
 from mlse.train.config_validation import validate
 from mlse.train.device import precision_record, resolve_precision
@@ -236,8 +236,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
         versions = {module.__name__: module.__version__ for module in (torch, transformers, sentence_transformers)}
         _write_json(out / FINETUNE_CONFIG_FILE, record | {"data_files": data.info["data"], "versions": versions})
     prepare_s = (time.perf_counter() - prepare_started, time.process_time() - prepare_cpu)
-    if signal is not None:
-        signal.start_budget()  # a job's budget counts training, not the preparation above (mlse.stop_signal)
+    start_budget(signal)  # a job's budget counts training, not the preparation above (mlse.stop_signal)
     try:
         reason = loop.run()
     except KeyboardInterrupt:

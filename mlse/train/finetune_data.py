@@ -65,8 +65,7 @@ def run_bitext(cfg: FinetuneConfig, stop: StopSignal | None = None, label: str =
 
 
 def prepare_data(cfg: FinetuneConfig, stop: StopSignal | None = None) -> TrainingData:
-    """Contamination-filtered English-X pairs (:func:`mlse.data.bitext.load_filtered_bitext`), each pair capped at
-    ``max_pairs`` (pair ``i`` sampled with seed ``[seed, i]``), all shuffled together."""
+    """The run's bitext sample (:func:`run_bitext`), all its pairs shuffled together."""
     bitext = run_bitext(cfg, stop)
     src, tgt, info = bitext.src, bitext.tgt, bitext.info
     if not src:

@@ -219,14 +219,9 @@ def train_stage2(
     )
     scorer = Scorer(base.backbone, stage1=s1, stage2=head)
     training = dict(base.metadata.get("training", {}))
-    training["stage2"] = {
-        "pairs": list(pairs),
-        "n_train": len(gold),
-        "n_dev": len(dgold),
-        "seed": seed,
-        "conv": conv,
-        "nonlinearity": nonlinearity,
-    }
+    training["stage2"] = dict(
+        pairs=list(pairs), n_train=len(gold), n_dev=len(dgold), seed=seed, conv=conv, nonlinearity=nonlinearity
+    )
     metrics = {
         **base.metadata.get("metrics", {}),
         "stage2_dev_pearson": 100 * head.dev_pearson_,

@@ -97,11 +97,10 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
             out.rename(aside)
         try:
             report(
-                {
-                    "event": "phase",
-                    "message": f"preparing: loading data and models (up to {limit / 60:.3g} min; the {budget:g}-minute "
-                    "budget starts when training does)",
-                }
+                _phase(
+                    f"preparing: loading data and models (up to {limit / 60:.3g} min; the {budget:g}-minute budget "
+                    "starts when training does)"
+                )
             )
             train = _run_finetune if isinstance(config, FinetuneConfig) else _run_heads
             result = _maybe_on_gpu(train, limit + budget * 60)(config, req, report, signal)
@@ -211,14 +210,8 @@ def _run_finetune(config: FinetuneConfig, req: TrainRequest, report: Report, sig
         )
 
     metrics = run_finetune(config, progress=on_eval, signal=signal)  # validated with the request
-    report(
-        {
-            "event": "phase",
-            "message": f"done: {metrics['stop_reason']} after {metrics['steps']} steps, best dev "
-            f"Spearman {_fmt(metrics['best_dev_spearman'])} at step "
-            f"{metrics['best_step']}",
-        }
-    )
+    best = f"best dev Spearman {_fmt(metrics['best_dev_spearman'])} at step {metrics['best_step']}"
+    report(_phase(f"done: {metrics['stop_reason']} after {metrics['steps']} steps, {best}"))
     return {"run": f"runs/{Path(config.out).name}", "metrics": metrics}
 
 
@@ -240,22 +233,17 @@ def _run_heads(settings, req: TrainRequest, report: Report, signal: StopSignal) 
         )
 
     scorer = train_heads(settings, progress=on_epoch, stop=signal)
-    if not signal.is_set() and scorer.metadata.get("metrics", {}).get(f"{req.method}_stopped"):
-        report(
-            {
-                "event": "phase",
-                "message": f"the {req.budget_minutes:g}-minute budget ran out; the best epoch so far is saved",
-            }
-        )
     metrics = scorer.metadata.get("metrics", {})
-    report(
-        {
-            "event": "phase",
-            "message": "done: "
-            + ", ".join(f"{k} {_fmt(v)}" for k, v in metrics.items() if isinstance(v, (int, float))),
-        }
-    )
+    if not signal.is_set() and metrics.get(f"{req.method}_stopped"):
+        report(_phase(f"the {req.budget_minutes:g}-minute budget ran out; the best epoch so far is saved"))
+    numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in metrics.items() if isinstance(v, (int, float)))
+    report(_phase(f"done: {numbers}"))
     return {"run": f"runs/{Path(settings.out).name}", "metrics": metrics}
+
+
+def _phase(message: str) -> dict:
+    """A progress record that says which phase the job is in (the UI shows its message)."""
+    return {"event": "phase", "message": message}
 
 
 def _fmt(value) -> str:

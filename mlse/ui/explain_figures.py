@@ -63,11 +63,7 @@ def _word_grid(words1, words2, title: str, top: int, **heatmap):
 
 def _word_pairs(words1, words2) -> np.ndarray:
     """[W1, W2, 2] of (word of sentence 1, word of sentence 2), escaped: each cell's hover names its pair."""
-    pairs = np.empty((len(words1), len(words2), 2), dtype=object)
-    for i, a in enumerate(words1):
-        for j, b in enumerate(words2):
-            pairs[i, j] = (html_text(a), html_text(b))
-    return pairs
+    return np.array([[(html_text(a), html_text(b)) for b in words2] for a in words1], dtype=object)
 
 
 def attribution_heatmap(words1, words2, matrix, title: str):

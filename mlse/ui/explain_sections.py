@@ -35,6 +35,7 @@ from mlse.ui.what_if_view import drop_picked, start_what_if, what_if_pair
 from mlse.ui.widgets import PAGE_EVENT, reporter
 
 EXPLAIN_EVENTS = {"concurrency_limit": 1, "concurrency_id": "explain"}
+PRIVATE = {"show_progress": "hidden", "api_visibility": "private"}  # the page's own bookkeeping, not in the API
 INTRO = (
     "### Why this score?\nSplit one model's cosine of the two sentences above into **word pairs** (integrated "
     "Jacobians; takes a few seconds). The word pairs plus the reference terms add up to the score, up to the residual "
@@ -113,9 +114,8 @@ def _what_if_section(gr, state, kept, explained, special) -> None:
         if numbers[0] is not None:  # scored: now the heatmap (a refusal was said already)
             yield what_if_pair(*edit, progress=reporter(progress))
 
-    private = {"show_progress": "hidden", "api_visibility": "private"}
-    explained.then(open_what_if, [kept], [edited1, edited2, picker], **private)
-    picker.input(drop_picked, [kept, picker], [edited1, edited2], **private)
+    explained.then(open_what_if, [kept], [edited1, edited2, picker], **PRIVATE)
+    picker.input(drop_picked, [kept, picker], [edited1, edited2], **PRIVATE)
     button.click(
         what_if, [kept, edited1, edited2, special], [before, after, numbers], api_visibility="private", **EXPLAIN_EVENTS
     )
@@ -156,8 +156,8 @@ def build_error_section(state, table, shown, columns: list[str]) -> None:
         error = [e.get(key) for key in ("model", "query", "retrieved", "gold")]
         return explain_retrieval_error(state, *error, e.get("label", ""), progress=reporter(progress))
 
-    table.select(remember_error, [shown], [picked], show_progress="hidden", api_visibility="private")
-    table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")  # a new table
+    table.select(remember_error, [shown], [picked], **PRIVATE)
+    table.change(lambda: None, None, [picked], **PRIVATE)  # a new table
     button.click(
         explain_tatoeba_error,
         [picked],
@@ -186,8 +186,8 @@ def build_pair_section(state, table, model) -> None:
         pair = [p.get(key) for key in ("sentence1", "sentence2", "gold", "cosine")]
         return explain_listed_pair(state, scorer, *pair, p.get("label", ""), progress=reporter(progress))
 
-    table.select(remember_pair, [table], [picked], show_progress="hidden", api_visibility="private")
-    table.change(lambda: None, None, [picked], show_progress="hidden", api_visibility="private")
+    table.select(remember_pair, [table], [picked], **PRIVATE)
+    table.change(lambda: None, None, [picked], **PRIVATE)
     button.click(
         explain_disagreement,
         [picked, model],

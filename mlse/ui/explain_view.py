@@ -105,7 +105,7 @@ def top_pairs_text(explanation, k: int = TOP_K) -> str:
 
 def top_words_text(explanation, k: int = 3) -> str:
     """Per sentence, the words whose removal the explanation predicts to cost the most (their word totals)."""
-    if getattr(explanation, "token_terms1", None) is None:
+    if explanation.token_terms1 is None:
         return ""
     sides = [
         " · ".join(f"{md_escape(w)} **{v:+.3f}**" for w, v in ranked) or "(none)" for ranked in explanation.top_words(k)
@@ -128,12 +128,12 @@ def decomposition_table(explanation) -> str:
     pairs should account for (score − reference terms)."""
     e = explanation
     target = e.score - e.reference_terms
-    special = getattr(e, "special_terms", None)
+    special = e.special_terms  # the part of the word pairs in special tokens and the prefix
     rows = [
         ("cosine the model gives (explained)", e.score, ""),
         ("reference terms (what the reference inputs give)", e.reference_terms, ""),
         ("score − reference terms (to be split into word pairs)", target, "100 %"),
-        ("word pairs: sum of the matrix", float(np.sum(e.matrix)), _share(float(np.sum(e.matrix)), target)),
+        ("word pairs: sum of the matrix", e.attributed, _share(e.attributed, target)),
     ]
     if special:
         rows.append(("… of which in special tokens / the model's prefix", special, _share(special, target)))
@@ -175,17 +175,14 @@ def explanation_text(explanation, title: str) -> str:
 
 
 def alignment_text(alignment) -> str:
-    mutual = getattr(alignment, "mutual", None)
-    pairs = mutual() if callable(mutual) else []
-    shown = " · ".join(f"{md_escape(a)} ↔ {md_escape(b)} ({c:.2f})" for a, b, c in pairs) or "none"
+    shown = " · ".join(f"{md_escape(a)} ↔ {md_escape(b)} ({c:.2f})" for a, b, c in alignment.mutual()) or "none"
     return f"Alignment, words that are each other's best match: {shown}. {ALIGNMENT_NOTE}"
 
 
 def heatmap(explanation, title: str, show_special: bool = False):
     """The attribution heatmap: without special tokens and the prefix unless asked for."""
     e = explanation
-    shown = (e.words1, e.words2, e.matrix) if show_special or not hasattr(e, "words_only") else e.words_only()
-    words1, words2, matrix = shown
+    words1, words2, matrix = (e.words1, e.words2, e.matrix) if show_special else e.words_only()
     return attribution_heatmap(list(words1), list(words2), np.asarray(matrix), title)
 
 
@@ -206,8 +203,7 @@ def explain_and_keep(
     ``steps`` / ``layer``: None for the library's defaults; ``show_special``: keep the rows and columns of special
     tokens ([CLS], </s>) and the model's prefix in the heatmap.
     """
-    s1, n1 = clean_sentence(sentence1, "1")
-    s2, n2 = clean_sentence(sentence2, "2")
+    (s1, n1), (s2, n2) = clean_sentence(sentence1, "1"), clean_sentence(sentence2, "2")
     notices = [n for n in (n1, n2) if n]
     if not s1 or not s2:
         return None, None, "Enter two non-empty sentences to explain.", None

@@ -106,8 +106,7 @@ def start_run(
     if ahead and public_mode():  # another visitor's run: say only that one is busy
         return f"Queued **{md_escape(name)}**. {md_escape(jobs.busy_text(owner))}"
     if ahead:
-        queued_behind = md_escape(", ".join(ahead))
-        return f"Queued **{md_escape(name)}** behind {queued_behind}. {md_escape(jobs.status_text())}"
+        return f"Queued **{md_escape(name)}** behind {md_escape(', '.join(ahead))}. {md_escape(jobs.status_text())}"
     started = (
         f"Started **{md_escape(name)}** ({md_escape(description)}); outputs go to `runs/{md_code(name)}`. "
         f"The {req.budget_minutes:g}-minute budget counts training; loading and encoding the data come first, with "

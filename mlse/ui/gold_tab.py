@@ -36,7 +36,7 @@ from mlse.ui.inputs import check_inputs
 from mlse.ui.model_pickers import ModelPicker
 from mlse.ui.preparing import with_preparing_note
 from mlse.ui.text import md_code, md_escape
-from mlse.ui.widgets import PAGE_EVENT, read_only_table
+from mlse.ui.widgets import read_only_table, show_for_choice
 
 DEFAULT_PAIR = "en-de"
 SPLITS = ("test", "dev", "train")
@@ -117,12 +117,9 @@ def rated_notes(state, pair: str, models: list[str]) -> list[str]:
 def disagreements(
     state, pair: str, model: str, split: str = "test", low: float = 0.0, high: float = 5.0, k: int = 20
 ) -> tuple[pd.DataFrame, str]:
-    """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank.
-
-    Each cosine is mapped to the gold score at the same percentile over the whole split (``pred_as_gold``); pairs
-    are sorted by |pred_as_gold - gold| (``diff``, gold units), then by |rank_gap| (percentile points). Filtering on
-    the gold score (not the prediction) answers "which pairs of this gold band does the model misplace?".
-    """
+    """The k pairs of the split with **gold** score in [low, high] whose predicted rank disagrees most with the gold
+    rank (:func:`mlse.ui.gold_views.disagreement_table`). Filtering on the gold score (not the prediction) answers
+    "which pairs of this gold band does the model misplace?"."""
     request = disagreement_request(low, high, k)
     if isinstance(request, str):
         return pd.DataFrame(columns=DISAGREE_COLUMNS), request
@@ -184,20 +181,13 @@ def build_tab(state) -> list[ModelPicker]:
         )
         build_pair_section(state, dis_table, model)  # a selected row's pair explained (mlse.ui.explain_view)
 
-        def on_source(choice):
-            on_file = choice == FILE_SOURCE
-            shown = [gr.update(visible=not on_file), gr.update(visible=on_file)]
-            return [shown[0], shown[1], *shown, shown[1], *shown]
-
         def on_run(language_pair, scorers, split, progress=gr.Progress(track_tqdm=True)):
             return predicted_vs_gold(state, language_pair, scorers, split)
 
         def on_find(language_pair, scorer, split, gold_from, gold_to, pairs, progress=gr.Progress(track_tqdm=True)):
             return disagreements(state, language_pair, scorer, split, gold_from, gold_to, pairs)
 
-        source.change(
-            on_source, source, [sts_inputs, file_inputs.group, run, run_file, slices, find, find_file], **PAGE_EVENT
-        )
+        show_for_choice(source, FILE_SOURCE, [sts_inputs, run, find], [file_inputs.group, run_file, slices, find_file])
         run.click(
             on_run,
             [pair, models, split],

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from mlse.analysis.projection import SPACE_TITLES, SPACES, is_projected, language_map
 from mlse.data.flores import flores_languages
 from mlse.data.pairs import DEFAULT_MAP_LANGS
@@ -52,15 +50,12 @@ def project_map(
     """Project the FLORES sample in every space of the chosen model (cached) -> figures, metrics, note, table."""
     if not model_name or not isinstance(model_name, str):
         return empty_output("Choose a model.")
-    langs = [
-        lang
-        for lang in (langs if isinstance(langs, (list, tuple)) else [langs])
-        if isinstance(lang, str) and lang.strip()
-    ]  # an API caller may send anything
+    asked = langs if isinstance(langs, (list, tuple)) else [langs]  # an API caller may send anything
+    langs = [lang for lang in asked if isinstance(lang, str) and lang.strip()]
     if not langs:
         return empty_output("Choose at least one language (two or more for retrieval and the language probe).")
     try:
-        n = int(np.clip(int(DEFAULT_SENTENCES if n is None or n == "" else n), 1, MAX_SENTENCES))
+        n = min(max(int(DEFAULT_SENTENCES if n in (None, "") else n), 1), MAX_SENTENCES)
     except (TypeError, ValueError):
         return empty_output(f"Sentences per language must be a whole number from 1 to {MAX_SENTENCES}.")
     try:

@@ -17,7 +17,6 @@ import pandas as pd
 from mlse.analysis.map_mixing import NEIGHBOURS, mixed_share, neighbour_mixing, ring_offsets
 from mlse.analysis.map_reading import pct, reading_of
 from mlse.analysis.projection import SPACE_TITLES, SPACES, LanguageMap
-from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
 from mlse.serving.app_state import map_opening
 from mlse.ui.text import html_text, md_escape
 
@@ -47,10 +46,10 @@ def empty_output(note: str) -> MapOutput:
 
 
 # -- the model the map opens on -------------------------------------------------------------------------------------
-def map_default(models, preferred: str | None, prefix: str = SHIPPED_PREFIX) -> tuple[str | None, str]:
+def map_default(models, preferred: str | None) -> tuple[str | None, str]:
     """The model the map opens on -> (name, a note for the page, "" when there is nothing to say): the choice is
     :func:`mlse.serving.app_state.map_opening`; when it falls back to the backbone alone the note says so."""
-    name = map_opening(models, preferred, prefix)
+    name = map_opening(models, preferred)
     if name is None or name != preferred:
         return name, ""
     return preferred, (
@@ -204,9 +203,9 @@ def sentence_table(result: LanguageMap) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def render(result: LanguageMap, model_name: str, highlight_id: int | None = None, *, read_note: str = "") -> MapOutput:
+def render(result: LanguageMap, model_name: str, *, read_note: str = "") -> MapOutput:
     """Figures, numbers, status line and sentence table of a computed map."""
-    figures = [map_figure(result, s, highlight_id) if s in result.views else None for s in SPACES]
+    figures = [map_figure(result, s) if s in result.views else None for s in SPACES]
     metrics = [metrics_markdown(result, s) if s in result.views else "" for s in SPACES]
     sample = result.sample
     cached = sum(v.from_cache for v in result.views.values())

@@ -26,8 +26,7 @@ def preparing_note(tab: str) -> str:
     pending = status.pending(tab)
     if not pending and not (status.active and status.planning):
         return ""
-    current = status.current
-    doing = f" (now: {md_escape(current.label)})" if current is not None else ""
+    doing = f" (now: {md_escape(status.current.label)})" if status.current is not None else ""
     percent = f"{status.tab_fraction(tab) * 100:.0f} %"
     return (
         f"⏳ Preparing ({percent}): the app is still computing what this tab shows first{doing}. This result "

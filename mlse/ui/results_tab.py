@@ -21,11 +21,8 @@ from mlse.ui.text import md_escape
 from mlse.ui.widgets import PAGE_EVENT, read_only_table
 
 ALL = "(all)"
-# The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling; the
-# columns are sized to their content and never wrap (mlse.ui.tables.TABLE_OPTIONS: fixed shares of the width broke
-# "66.75" into five lines and headers mid-word at 390 px); a long path shows its start, a click shows all of it. The
-# values are shown with 2 decimals ("66.70", not "66.7") but stay numbers, so a click on "value" sorts by value
-# (:func:`shown`).
+# The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling. How
+# the columns size and the values read ("66.70", still sorted as numbers): mlse.ui.tables.TABLE_OPTIONS, :func:`shown`.
 TABLE_COLUMNS = ["model", "metric", "value", "task", "key", "split", "kind", "experiment", "date", "source"]
 MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
 DEFAULT_METRICS = {

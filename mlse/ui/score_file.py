@@ -194,7 +194,7 @@ def _join(notes: list[str], *more: str) -> str:
 
 
 def _nothing(message: str) -> ScoreFileOutput:
-    return ScoreFileOutput(pd.DataFrame(columns=["sentence1", "sentence2"]), empty_summary(False), None, message)
+    return ScoreFileOutput(pd.DataFrame(columns=["sentence1", "sentence2"]), empty_summary(), None, message)
 
 
 # -- the tables -----------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from mlse.ui.tables import headers, numbers_as_text
 from mlse.ui.tatoeba_upload import EXAMPLE, direction_labels, read_bitext
 from mlse.ui.tatoeba_views import MARGIN_K, languages, source_view
 from mlse.ui.text import md_escape
-from mlse.ui.widgets import PAGE_EVENT, read_only_table, upload_with_option
+from mlse.ui.widgets import read_only_table, show_for_choice, upload_with_option
 
 DEFAULT_LANG = "deu"
 DATA_CHOICES = ("Tatoeba", "Your bitext")
@@ -253,10 +253,6 @@ def build_tab(state) -> list[ModelPicker]:
             cmp_md = gr.Markdown(latex_delimiters=[])
             cmp_table = read_only_table(headers=COMPARE_COLUMNS, datatype=COMPARE_TYPES)
 
-        def on_data(choice):
-            mine = choice == DATA_CHOICES[1]
-            return [gr.update(visible=v) for v in (not mine, mine, not mine, mine, not mine, mine)]
-
         def on_run(language, scorer, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
             text, df = retrieval(state, language, scorer, retrieval_criterion)
             return text, df, (language, scorer)
@@ -285,8 +281,8 @@ def build_tab(state) -> list[ModelPicker]:
         def on_compare_bitext(bitext, scorer_a, scorer_b, retrieval_criterion, progress=gr.Progress(track_tqdm=True)):
             return bitext_compare(state, bitext, scorer_a, scorer_b, retrieval_criterion)
 
-        data.change(
-            on_data, data, [tatoeba_inputs, bitext_inputs, run, run_bitext, cmp_button, cmp_bitext], **PAGE_EVENT
+        show_for_choice(
+            data, DATA_CHOICES[1], [tatoeba_inputs, run, cmp_button], [bitext_inputs, run_bitext, cmp_bitext]
         )
         run.click(
             on_run, [lang, model, criterion], [summary, table, shown], api_name="tatoeba_errors", concurrency_limit=1

@@ -115,7 +115,7 @@ def caller() -> tuple[str | None, str | None]:
         return None, None
     headers = getattr(request, "headers", None) or {}
     peer = getattr(getattr(request, "client", None), "host", None)
-    return getattr(request, "session_hash", None) or None, client_key(lambda name: headers.get(name), peer)
+    return getattr(request, "session_hash", None) or None, client_key(headers.get, peer)
 
 
 def _remove(path: str) -> None:

@@ -1,6 +1,6 @@
 """Pieces of layout several tabs build alike, written once: a read-only table, the inputs of a visitor's file (upload
-it or paste its rows, paste the shipped example, the deployment's upload limits underneath), and a progress bar as the
-handlers report to it.
+it or paste its rows, paste the shipped example, the deployment's upload limits underneath), a data source's switch,
+and a progress bar as the handlers report to it.
 
 Each builds its gradio components where it is called (inside the caller's ``gr.Tab`` / ``gr.Column``) and returns
 them for the caller to wire; labels are the caller's.
@@ -8,6 +8,7 @@ them for the caller to wire; labels are the caller's.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from mlse.ui.tables import TABLE_OPTIONS
@@ -22,6 +23,18 @@ PAGE_EVENT = {"concurrency_limit": 4, "api_visibility": "private"}
 def reporter(progress):
     """A ``gr.Progress`` as the handlers' ``progress(fraction, message)``."""
     return lambda fraction, message: progress(fraction, desc=message)
+
+
+def show_for_choice(radio, choice: str, hidden_by: list, shown_by: list) -> None:
+    """Choosing ``choice`` in ``radio`` shows the components of ``shown_by`` and hides those of ``hidden_by``; any
+    other choice does the reverse (a tab's data source: the benchmark's inputs and buttons, or the visitor's file's)."""
+    import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
+
+    def on_choice(chosen):
+        mine = chosen == choice
+        return [gr.update(visible=not mine) for _ in hidden_by] + [gr.update(visible=mine) for _ in shown_by]
+
+    radio.change(on_choice, radio, [*hidden_by, *shown_by], **PAGE_EVENT)
 
 
 def read_only_table(value=None, **options):
@@ -83,11 +96,8 @@ def upload_with_examples(
         upload = gr.File(label=file_label, file_types=FILE_TYPES, type="filepath")
         with gr.Column():
             pasted = gr.Textbox(label=paste_label, lines=lines, max_lines=max_lines)
-            if len(examples) == 1:
-                buttons = [gr.Button(next(iter(examples)), size="sm")]
-            else:
-                with gr.Row():
-                    buttons = [gr.Button(text, size="sm") for text in examples]
+            with gr.Row() if len(examples) > 1 else contextlib.nullcontext():
+                buttons = [gr.Button(text, size="sm") for text in examples]
     gr.Markdown(md_escape(limits_note()))
     for button, path in zip(buttons, examples.values()):
         _pastes(button, path, upload, pasted, api_visibility="private", queue=False)

@@ -254,8 +254,7 @@ def _pipeline_class():
             features = dict(zip(self.names, tensors))
             if "inputs_embeds" not in features:
                 return self.st(features)["sentence_embedding"]  # [B, d]
-            first = self.st[0]
-            model = getattr(first, "auto_model", None) or first.model
+            model, _ = word_embedding(self.st)  # the transformers model inside the first module
             out = model(**features, return_dict=True)
             features = {"attention_mask": features["attention_mask"], "token_embeddings": out.last_hidden_state}
             for module in list(self.st)[1:]:

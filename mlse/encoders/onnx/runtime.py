@@ -36,7 +36,7 @@ from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
 from mlse.encoders.rows import RowFile
 from mlse.encoders.text_cut import cut_texts
-from mlse.encoders.threads import default_threads, session_options
+from mlse.encoders.threads import cpu_session, default_threads
 from mlse.encoders.torch import SentenceTransformerEncoder
 from mlse.errors import MlseError
 
@@ -146,8 +146,6 @@ class OnnxEncoder(Scoring):
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
-
             # sentence-transformers adds a model's prompt inside encode(); the raw tokenizer here does not, so the
             # prefix is added before tokenising (the export folder is keyed by the fingerprint, which covers it).
             self._prefix = text_prefix(self.path)
@@ -161,10 +159,7 @@ class OnnxEncoder(Scoring):
             if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
                 self._table = RowFile.from_npy(folder / self.meta["embedding_table"])  # [V, H]
             intra = self.threads if self.parallel == "intra" else 1
-            session = ort.InferenceSession(
-                str(folder / MODEL_FILE), session_options(intra), providers=["CPUExecutionProvider"]
-            )
-            self._tokenizer, self._session = tok, session
+            self._tokenizer, self._session = tok, cpu_session(folder / MODEL_FILE, intra)
 
     @property
     def dim(self) -> int:

@@ -23,7 +23,7 @@ import numpy as np
 from mlse.atomic import build_once
 from mlse.encoders.onnx.export import OPSET, trace_to_onnx
 from mlse.encoders.rows import RowFile
-from mlse.encoders.threads import session_options
+from mlse.encoders.threads import cpu_session
 from mlse.encoders.use_torch import (
     dequantized_rows,
     network,
@@ -110,14 +110,10 @@ class UseOnnxModel:
     one core each, as :class:`mlse.encoders.use.UseEncoder` does with its workers."""
 
     def __init__(self, weights_file: Path, table: Path, graph: Path):
-        import onnxruntime as ort  # lazy: optional runtime, only for the onnx backends
-
         with np.load(weights_file, allow_pickle=False) as z:
             self.scale, self.lo = z["scale"].astype(np.float32), z["lo"].astype(np.float32)  # [17]
         self.table = RowFile.from_npy(table)  # uint8 [V, 512], rows read as tokens need them
-        self.session = ort.InferenceSession(
-            str(graph / MODEL_FILE), session_options(1), providers=["CPUExecutionProvider"]
-        )
+        self.session = cpu_session(graph / MODEL_FILE, 1)
 
     def forward(self, token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         ids = np.ascontiguousarray(token_ids, dtype=np.int64)  # [T]
