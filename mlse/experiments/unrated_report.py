@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from mlse.atomic import atomic_write_text
 from mlse.evaluation.sts import percentile_ci95
 from mlse.experiments.distillation import unseeded
 from mlse.experiments.forgetting import OUTSIDE_FLORES, OUTSIDE_TATOEBA
-from mlse.experiments.unrated import _file_name, recipe_gap_boots, recipe_side_boots
+from mlse.experiments.unrated import _file_name, recipe_side_boots
 from mlse.experiments.unrated_heads import parse_head_recipe
 
 
@@ -131,20 +132,30 @@ def seeds_table(seeds: dict) -> str:
 
 
 def _group_boots(out: Path, results: list[dict], side: str = "gap") -> np.ndarray:
-    """The bootstrap values of a recipe's mean gap (``side="gap"``) or mean ``without`` score, averaged over its seeds
-    (the same resamples for every run)."""
-    if side == "gap":
-        return np.mean([recipe_gap_boots(_predictions(out, r["recipe"])) for r in results], axis=0)
-    return np.mean([recipe_side_boots(_predictions(out, r["recipe"]), side) for r in results], axis=0)
+    """The bootstrap values of a recipe's mean gap (``side="gap"``: with minus without) or of one side's mean score,
+    averaged over its seeds (the same resamples for every run)."""
+    sides = ("with", "without") if side == "gap" else (side,)
+    per_run = [[_side_boots(out / f"{_file_name(r['recipe'])}.predictions.json", s) for s in sides] for r in results]
+    return np.mean([b[0] - b[1] if side == "gap" else b[0] for b in per_run], axis=0)
+
+
+def _side_boots(path: Path, side: str) -> np.ndarray:
+    """One run's bootstrap values of ``side`` (:func:`mlse.experiments.unrated.recipe_side_boots`), computed once per
+    version of its predictions file: a summary asks for a recipe's sides up to four times (its seeds, the headline,
+    ``without_vs_shipped``)."""
+    return _side_boots_of(path, path.stat().st_mtime_ns, side)
+
+
+@lru_cache(maxsize=256)
+def _side_boots_of(path: Path, version: int, side: str) -> np.ndarray:
+    boots = recipe_side_boots(json.loads(path.read_text(encoding="utf-8")), side)
+    boots.flags.writeable = False  # shared by every caller
+    return boots
 
 
 def _without(results: list[dict]) -> float:
     """A recipe's mean ``without`` score over its seeds."""
     return float(np.mean([mean_scores(r)["without"] for r in results]))
-
-
-def _predictions(out: Path, recipe: str) -> dict:
-    return json.loads((out / f"{_file_name(recipe)}.predictions.json").read_text(encoding="utf-8"))
 
 
 def _status(result: dict) -> str:
