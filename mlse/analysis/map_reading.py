@@ -71,19 +71,12 @@ def map_reading(
         f"{PROBE} is right {pct(meaning)} of the time there vs {pct(language)} in the language space (chance "
         f"{pct(chance)})"
     )
-    verdict = separation(meaning, language, chance)
-    if verdict == "separated":
-        line = f"Languages mix in the meaning space: {numbers}, so the head separated meaning from language"
-    elif verdict == "partly":
-        line = (
-            f"Languages only partly mix in the meaning space: {numbers}, so the head separated meaning from "
-            "language only in part"
-        )
-    else:
-        line = (
-            f"Languages stay apart in the meaning space: {numbers}, so the head did not separate meaning from "
-            "language on this sample"
-        )
+    mix, outcome = {
+        "separated": ("mix", "separated meaning from language"),
+        "partly": ("only partly mix", "separated meaning from language only in part"),
+        "not": ("stay apart", "did not separate meaning from language on this sample"),
+    }[separation(meaning, language, chance)]
+    line = f"Languages {mix} in the meaning space: {numbers}, so the head {outcome}"
     kept = retrieval.get("meaning")
     if kept is None:
         return line + "."

@@ -119,12 +119,8 @@ def length_bands(lengths: np.ndarray, unit: str = "words") -> tuple[np.ndarray, 
         if members.size == 0:
             continue
         lo, hi = members.min(), members.max()
-        if b == 0:
-            label = f"{name} (≤ {hi:g} {unit})"
-        elif b == 2:
-            label = f"{name} (≥ {lo:g} {unit})"
-        else:
-            label = f"{name} ({lo:g}–{hi:g} {unit})" if lo != hi else f"{name} ({lo:g} {unit})"
+        span = (f"≤ {hi:g}", f"{lo:g}–{hi:g}" if lo != hi else f"{lo:g}", f"≥ {lo:g}")[b]
+        label = f"{name} ({span} {unit})"
         labels[band == b] = label
         order.append(label)
     return labels, order

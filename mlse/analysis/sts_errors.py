@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from mlse.evaluation.correlation import average_ranks
+from mlse.evaluation.index import check_positive_int
 from mlse.evaluation.isotonic import pooled_isotonic
 from mlse.evaluation.sts import bootstrap_pearson, check_vectors, percentile_ci95
 
@@ -82,8 +83,7 @@ def rank_disagreements(
     pred, pred_as_gold, diff (pred_as_gold - gold), rank_gap; and "n_in_range".
     """
     p, g = check_vectors(pred, gold)  # [n], [n]
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    check_positive_int(k, "k")
     if low > high:
         raise ValueError(f"empty score range: low {low:g} > high {high:g}")
     rank_p, rank_g = percentile_ranks(p), percentile_ranks(g)  # [n], [n]

@@ -151,8 +151,7 @@ def _load_split(pairs, split, data_dir, max_rows):
 
 def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
     def spearman_x100(pred, gold) -> float:
-        value = spearman(pred, gold)
-        return round(value * 100, 2) if np.isfinite(value) else float("nan")
+        return round(spearman(pred, gold) * 100, 2)  # NaN stays NaN
 
     gold_all = np.concatenate([d.scores for d in datasets.values()])
     cos_all = np.concatenate(list(cosines.values()))

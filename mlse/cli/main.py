@@ -248,29 +248,25 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     config = finetune_config(**config_options(args, FinetuneConfig))
     metrics = finetune(config, progress=line)
     if metrics.get("rank", 0) == 0:  # one summary per run: ranks printing at once would interleave their lines
-        _print_finetune_summary(metrics, config.out)
+        keys = (
+            "stop_reason",
+            "steps",
+            "best_dev_spearman",
+            "best_step",
+            "final_dev_spearman",
+            "sentences_per_s",
+            "elapsed_s",
+            "world_size",
+            "parameter_checksum",
+            "rank_checksums",
+        )
+        print(json.dumps({k: metrics[k] for k in keys if k in metrics}), flush=True)
+        print(f"saved {config.out}; use it as --model {config.out}", flush=True)
     if metrics.get("world_size", 1) > 1:
         from mlse.train.distributed import exit_worker
 
         exit_worker(0)
     return 0
-
-
-def _print_finetune_summary(metrics: dict, out) -> None:
-    keys = (
-        "stop_reason",
-        "steps",
-        "best_dev_spearman",
-        "best_step",
-        "final_dev_spearman",
-        "sentences_per_s",
-        "elapsed_s",
-        "world_size",
-        "parameter_checksum",
-        "rank_checksums",
-    )
-    print(json.dumps({k: metrics[k] for k in keys if k in metrics}), flush=True)
-    print(f"saved {out}; use it as --model {out}", flush=True)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

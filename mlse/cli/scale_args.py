@@ -9,14 +9,14 @@ from mlse.cli.args import add_backend_argument
 from mlse.scale.engine import AUTO_RAY_ROWS, ENGINES, EngineOptions
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser, *, default: str = "auto") -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        default=default,
+        default="auto",
         help=f"local: this process; ray: a pool of model-holding actors on Ray Data (a local Ray started on demand, "
         f"or the cluster at --address); auto: ray from {AUTO_RAY_ROWS:,} rows or with --address, else local "
-        f"(default {default})",
+        "(default auto)",
     )
     parser.add_argument(
         "--address",

@@ -136,7 +136,7 @@ def _models(names: Sequence[str], backend: str) -> dict[str, object]:
 def check_out(out: Path) -> None:
     """Refuse an ``--out`` that cannot be written, before anything loads: its folder (or the nearest existing one
     above it, the folders between are created) must be a folder this process can create a file in."""
-    folder = out.parent if str(out.parent) else Path(".")
+    folder = out.parent
     existing = folder
     while not existing.exists() and existing != existing.parent:
         if existing.is_symlink():  # a dangling link: nothing can be created through it
@@ -236,10 +236,7 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
             try:
                 write_scored(chunk, scores, stream, tsv=tsv, header=not columns)
             except OSError as exc:
-                raise MlseError(
-                    f"--out {args.out}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
-                    "cache holds what was encoded, so running again with another --out is quick"
-                ) from None
+                raise _unwritable(args.out, exc) from None
             columns[:] = list(scores)
             summary.add(chunk, scores)
 
@@ -314,7 +311,11 @@ def _write_atomically(out: Path, given: str, fill) -> None:
     except OSError as exc:
         if scoring:
             raise
-        raise MlseError(
-            f"--out {given}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
-            "cache holds what was encoded, so running again with another --out is quick"
-        ) from None
+        raise _unwritable(given, exc) from None
+
+
+def _unwritable(given: str, exc: OSError) -> MlseError:
+    return MlseError(
+        f"--out {given}: cannot write it ({exc.strerror or type(exc).__name__}); the embedding "
+        "cache holds what was encoded, so running again with another --out is quick"
+    )

@@ -95,10 +95,7 @@ def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray
     block = max(1, _NUMPY_BLOCK_ELEMENTS // m)
     for start in range(0, n, block):
         sims = q[start : start + block] @ b.T  # [r, m]
-        if k < m:
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]  # [r, k] unordered
-        else:
-            top = np.broadcast_to(np.arange(m), sims.shape)  # [r, m]
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]  # [r, k] unordered
         top_sims = np.take_along_axis(sims, top, axis=1)  # [r, k]
         # Sort by (-sim, id): lexsort's last key is the primary one.
         order = np.lexsort((top, -top_sims), axis=1)  # [r, k]

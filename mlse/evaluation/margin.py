@@ -134,10 +134,7 @@ def margin_retrieve(
     _check_margin_args(k, candidates)
     # One search serves both the candidate list and the x-side neighbourhood mean.
     sims, ids = search(xf, yf, max(k, candidates))  # [n, c'] sorted decreasing
-    mean_x = row_means(sims, k)  # [n]
-    y_sims, _ = search(yf, xf, k)  # [m, ky]
-    mean_y = row_means(y_sims, k)  # [m]
-    return margin_best(sims, ids, mean_x, mean_y, candidates)
+    return margin_best(sims, ids, row_means(sims, k), row_means(search(yf, xf, k)[0], k), candidates)
 
 
 def margin_both_ways(

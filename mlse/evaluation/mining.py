@@ -321,12 +321,6 @@ def evaluate_mining(
     test_cands = _mine_split(test, "test", k, candidates)
     result = mining_prf(test_cands, test[0].gold, threshold)
     result.update(
-        {
-            "threshold": threshold,
-            "n_gold": len(test[0].gold),
-            "n_src": len(test[0].src),
-            "n_tgt": len(test[0].tgt),
-            "train_f1": train_f1,
-        }
+        threshold=threshold, n_gold=len(test[0].gold), n_src=len(test[0].src), n_tgt=len(test[0].tgt), train_f1=train_f1
     )
     return result

@@ -127,8 +127,7 @@ def data_pool(n_max: int, gold_fraction: float, seed: int, data_dir=None) -> Min
     """The pool of the largest task from the data folder (see the module docstring); smaller tasks take prefixes."""
     links, gold_candidates, gold_lang, sources, origin = _tatoeba_links(data_dir)
     english, other, extra_sources, extra_origin = _monolingual_extras(data_dir)
-    for text, label in extra_origin.items():
-        origin.setdefault(text, label)
+    origin = extra_origin | origin  # a sentence Tatoeba links keeps its Tatoeba origin
     return pool_from(
         links, gold_candidates, gold_lang, other, english, origin, n_max, gold_fraction, seed, sources + extra_sources
     )

@@ -55,17 +55,18 @@ def encode_lookup(
     return {t: emb[i] for i, t in enumerate(unique)}
 
 
+def _stack(lookup: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
+    """The embeddings of ``texts`` from an :func:`encode_lookup` lookup, as rows: [n, d]."""
+    return np.stack([lookup[t] for t in texts])
+
+
 def sts_groups(pairs: Sequence[str]) -> dict[str, list[str]]:
     """Named groups averaged in STS results (only pairs that were evaluated are used)."""
-
-    def mono(p: str) -> bool:
-        a, _, b = p.partition("-")
-        return a == b
-
+    mono = [p.partition("-")[0] == p.partition("-")[2] for p in pairs]  # "en-en": one language
     groups = {
         "all": list(pairs),
-        "monolingual": [p for p in pairs if mono(p)],
-        "cross-lingual": [p for p in pairs if not mono(p)],
+        "monolingual": [p for p, same in zip(pairs, mono) if same],
+        "cross-lingual": [p for p, same in zip(pairs, mono) if not same],
     }
     # The papers' named groups are reported only when complete: a partial average under their name would mislead.
     named = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "cross-12": CROSS_12}
@@ -79,8 +80,7 @@ def predict_sts(encoder, datasets: dict[str, ScoredPairs], *, batch_size: int = 
     lookup = encode_lookup(encoder, texts, batch_size)
     out = {}
     for key, ds in datasets.items():
-        e1 = np.stack([lookup[t] for t in ds.s1]) if len(ds) else np.zeros((0, 1), np.float32)  # [n, d]
-        e2 = np.stack([lookup[t] for t in ds.s2]) if len(ds) else np.zeros((0, 1), np.float32)  # [n, d]
+        e1, e2 = (_stack(lookup, s) if len(ds) else np.zeros((0, 1), np.float32) for s in (ds.s1, ds.s2))  # [n, d]
         out[key] = cosine_predictions(e1, e2)  # [n]
     return out
 
@@ -200,8 +200,7 @@ class TatoebaLanguage:
     @classmethod
     def score(cls, corpus: ParallelCorpus, lookup: dict[str, np.ndarray], k: int = 4) -> TatoebaLanguage:
         """Metrics of ``corpus`` from embeddings looked up by text (see :func:`encode_lookup`)."""
-        src = np.stack([lookup[t] for t in corpus.src])  # [n, d]
-        tgt = np.stack([lookup[t] for t in corpus.tgt])  # [n, d]
+        src, tgt = _stack(lookup, corpus.src), _stack(lookup, corpus.tgt)  # [n, d] each
         neighbours = neighbour_lists(src, tgt, k)
         metrics = tatoeba_metrics(src, tgt, k=k, neighbours=neighbours)
         return cls(corpus.src_lang, corpus.src, corpus.tgt, src, tgt, k, neighbours, metrics, list(corpus.sources))
@@ -322,13 +321,8 @@ def run_mining(
         list(zip(gold.src, gold.tgt)), n_gold=n_gold, seed=seed, distractors_src=extra_src, distractors_tgt=extra_tgt
     )
     lookup = encode_lookup(encoder, [*train.src, *train.tgt, *test.src, *test.tgt], batch_size)
-
-    def emb(texts: list[str]) -> np.ndarray:
-        return np.stack([lookup[t] for t in texts])  # [n, d]
-
-    metrics = evaluate_mining((train, emb(train.src), emb(train.tgt)), (test, emb(test.src), emb(test.tgt)), k=k)
+    metrics = evaluate_mining(*((sp, _stack(lookup, sp.src), _stack(lookup, sp.tgt)) for sp in (train, test)), k=k)
     key = _pair_key(pair)
-    flores_note = "FLORES-200 devtest halves"
     return EvalResult(
         task="mining",
         split="test",
@@ -341,7 +335,7 @@ def run_mining(
             "margin": "ratio",
             "retrieval": "max-score 1:1",
             "gold_source": gold.name,
-            "distractors": [flores_note, "WMT 2013 halves (if not gold)"],
+            "distractors": ["FLORES-200 devtest halves", "WMT 2013 halves (if not gold)"],
         },
         **_provenance(encoder, stats_before, [sources], data_dir),
         extras={"train": train, "test": test},

@@ -39,27 +39,23 @@ def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: boo
     sorting each resample, and gives NaN, silently, where one side of a resample is constant."""
     from scipy.stats import DegenerateDataWarning, bootstrap  # lazy: a noticeable import, for CIs only
 
-    n = p.shape[0]
+    data = (p, g)
     if ranked:  # resample the values' levels (their index among the distinct values): ranks of levels = ranks
-
-        def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:  # [rows, n] x 2 -> [rows]
-            return 100.0 * rowwise_pearson(level_ranks(a, len(p_values)), level_ranks(b, len(g_values)))
-
         (p_values, p_levels), (g_values, g_levels) = (np.unique(x, return_inverse=True) for x in (p, g))
         data = (p_levels, g_levels)
-    else:
 
-        def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-            return 100.0 * rowwise_pearson(a, b)
+    def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:  # [rows, n] x 2 -> [rows]
+        if ranked:
+            a, b = level_ranks(a, len(p_values)), level_ranks(b, len(g_values))
+        return 100.0 * rowwise_pearson(a, b)
 
-        data = (p, g)
     with warnings.catch_warnings():  # the CI is taken by percentile_ci95 (NaN resamples left out), not scipy's
         warnings.simplefilter("ignore", DegenerateDataWarning)
         result = bootstrap(
             data,
             statistic,
             n_resamples=n_boot,
-            batch=max(1, _BOOT_BLOCK_ELEMENTS // n),
+            batch=max(1, _BOOT_BLOCK_ELEMENTS // p.shape[0]),
             paired=True,
             vectorized=True,
             method="percentile",
@@ -126,9 +122,8 @@ def average_scores(per_pair: dict[str, dict], groups: dict[str, list[str]]) -> d
         if missing or not present:
             out[name] = {"pearson": math.nan, "spearman": math.nan, "n_pairs": len(present), "missing": missing}
             continue
-        pearson = float(np.mean([float(per_pair[m]["pearson"]) for m in present]))
-        spearman = float(np.mean([float(per_pair[m]["spearman"]) for m in present]))
-        out[name] = {"pearson": pearson, "spearman": spearman, "n_pairs": len(present), "missing": []}
+        means = {key: float(np.mean([float(per_pair[m][key]) for m in present])) for key in ("pearson", "spearman")}
+        out[name] = {**means, "n_pairs": len(present), "missing": []}
     return out
 
 

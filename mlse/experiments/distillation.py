@@ -31,7 +31,7 @@ from mlse.data.portable import portable_record
 from mlse.errors import MlseError
 from mlse.evaluation.runners import run_sts, run_tatoeba
 from mlse.models import load_model
-from mlse.runs.folders import LOG_FILE, read_log_records
+from mlse.runs.folders import FINETUNE_CONFIG_FILE, LOG_FILE, read_json_dict, read_log_records
 from mlse.train.config import FinetuneConfig
 from mlse.train.finetune import finetune
 
@@ -135,19 +135,6 @@ RECIPES |= {
 }
 
 
-def lora_variant(recipe: dict, rank: int = 8) -> dict:
-    """The same recipe trained as LoRA adapters (rank ``rank``, alpha 2 * rank) at LoRA's learning rate (the recipe's
-    own ``lora_lr`` where it names one)."""
-    own = dict(recipe)
-    lr = own.pop("lora_lr", LORA_LR)
-    return {**own, "lora_r": rank, "lr": lr}
-
-
-def _full_variant(recipe: dict) -> dict:
-    """The recipe fine-tuning every weight: a LoRA learning rate it names does not apply."""
-    return {k: v for k, v in recipe.items() if k != "lora_lr"}
-
-
 def parse_recipe(name: str) -> tuple[str, dict]:
     """``"NAME"``, ``"NAME+lora"`` (LoRA adapters), either with ``"@MINUTES"`` (another budget) and/or ``"~sSEED"``
     (another seed than COMMON's 0: another data sample, batch order and initialisation) -> (name, recipe)."""
@@ -159,7 +146,9 @@ def parse_recipe(name: str) -> tuple[str, dict]:
             f"unknown student recipe {name!r}; expected one of {', '.join(RECIPES)}, optionally with "
             f"+lora, @MINUTES and/or ~sSEED"
         )
-    recipe = lora_variant(RECIPES[base]) if variant else _full_variant(RECIPES[base])
+    recipe = {k: v for k, v in RECIPES[base].items() if k != "lora_lr"}  # lora_lr: for LoRA only
+    if variant:  # LoRA adapters (rank 8, alpha 2 * rank) at LoRA's learning rate (the recipe's own where it names one)
+        recipe |= {"lora_r": 8, "lr": RECIPES[base].get("lora_lr", LORA_LR)}
     if minutes:
         try:
             recipe["budget_minutes"] = float(minutes)
@@ -254,11 +243,10 @@ def run_recipe(
 
 def config_changed(run: Path, config: FinetuneConfig) -> bool:
     """True when the run folder was trained with other settings than ``config`` (then it is trained again)."""
-    try:
-        saved = json.loads((run / "finetune_config.json").read_text())
-    except (OSError, ValueError):
-        return True
-    return any(_saved(saved.get(k)) != v for k, v in asdict(config).items() if k not in ("data_dir", "device"))
+    saved = read_json_dict(run / FINETUNE_CONFIG_FILE)  # {} when missing or unreadable: trained again
+    return not saved or any(
+        _saved(saved.get(k)) != v for k, v in asdict(config).items() if k not in ("data_dir", "device")
+    )
 
 
 def _saved(value):

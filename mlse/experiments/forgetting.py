@@ -8,13 +8,11 @@ Two views, both from the evaluation runners (:mod:`mlse.evaluation.runners`, thr
   protocol (:mod:`mlse.experiments.unrated`) scores every recipe's run with all rated pairs this way.
 * :func:`compare_tatoeba` -- two Tatoeba results over the same languages (``python -m mlse eval --task tatoeba --langs
   all --json-out ...``: the 112 LASER languages): the means, each language's difference, the languages where the
-  student is more than ``tolerance`` points below the reference (the no-forgetting check: none allowed) and the
+  student is more than :data:`TOLERANCE` points below the reference (the no-forgetting check: none allowed) and the
   largest losses. ``benchmarks/forgetting.py`` writes it as ``forgetting.json`` and a markdown table.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,6 +23,7 @@ OUTSIDE_FLORES = ("arb_Arab", "tur_Latn", "ukr_Cyrl")
 ENGLISH_FLORES = "eng_Latn"
 TOLERANCE = 2.0  # points of Tatoeba accuracy a student may be below the reference on a language
 N_LOSSES = 10
+METRIC = "acc_mean"  # the Tatoeba number compared: accuracy, mean of both directions
 # Tatoeba acc_mean on ara / tur / ukr as the study's target states them (today's shipped student, and me5-small)
 ISSUE_REFERENCE = {
     "student (stated target)": {"ara": 84.8, "tur": 93.9, "ukr": 90.0},
@@ -32,14 +31,7 @@ ISSUE_REFERENCE = {
 }
 
 
-def outside_scores(
-    encoder,
-    *,
-    data_dir=None,
-    tatoeba_langs: Sequence[str] = OUTSIDE_TATOEBA,
-    flores_langs: Sequence[str] = OUTSIDE_FLORES,
-    batch_size: int = 64,
-) -> dict:
+def outside_scores(encoder, *, data_dir=None) -> dict:
     """Tatoeba and FLORES-200 en-X retrieval of ``encoder`` (a model name, folder or loaded encoder) on languages
     outside STS Multi MT: ``{"tatoeba": {lang: {acc_mean, acc_to_en, acc_from_en, xsim_error}}, "flores": {code:
     {acc_en_to_x, acc_x_to_en, acc_mean, xsim_error}}, "model": ...}``."""
@@ -50,39 +42,37 @@ def outside_scores(
 
     model = load_model(encoder) if isinstance(encoder, str) else encoder
     out: dict = {"model": getattr(model, "name", str(encoder)), "identity": getattr(model, "identity", None)}
-    if tatoeba_langs:
-        tat = run_tatoeba(model, langs=list(tatoeba_langs), data_dir=data_dir, batch_size=batch_size, keep_errors=False)
-        keys = ("acc_mean", "acc_to_en", "acc_from_en", "xsim_error")
-        out["tatoeba"] = {lang: {k: round(float(s[k]), 2) for k in keys} for lang, s in tat.scores.items()}
-    if flores_langs:
-        flores = load_flores([ENGLISH_FLORES, *flores_langs], data_dir)
-        lookup = encode_lookup(model, [t for lines in flores.values() for t in lines], batch_size)
-        english = np.stack([lookup[t] for t in flores[ENGLISH_FLORES]])  # [n, d]
-        out["flores"] = {}
-        for code, lines in flores.items():
-            if code == ENGLISH_FLORES:
-                continue
-            other = np.stack([lookup[t] for t in lines])  # [n, d]
-            to_x, to_en = retrieval_accuracy(english, other), retrieval_accuracy(other, english)
-            out["flores"][code] = {
-                "acc_en_to_x": round(to_x, 2),
-                "acc_x_to_en": round(to_en, 2),
-                "acc_mean": round((to_x + to_en) / 2, 2),
-                "xsim_error": round(xsim_error(other, english), 2),
-                "n": len(lines),
-            }
+    tat = run_tatoeba(model, langs=list(OUTSIDE_TATOEBA), data_dir=data_dir, keep_errors=False)
+    keys = ("acc_mean", "acc_to_en", "acc_from_en", "xsim_error")
+    out["tatoeba"] = {lang: {k: round(float(s[k]), 2) for k in keys} for lang, s in tat.scores.items()}
+    flores = load_flores([ENGLISH_FLORES, *OUTSIDE_FLORES], data_dir)
+    lookup = encode_lookup(model, [t for lines in flores.values() for t in lines])
+    english = np.stack([lookup[t] for t in flores[ENGLISH_FLORES]])  # [n, d]
+    out["flores"] = {}
+    for code, lines in flores.items():
+        if code == ENGLISH_FLORES:
+            continue
+        other = np.stack([lookup[t] for t in lines])  # [n, d]
+        to_x, to_en = retrieval_accuracy(english, other), retrieval_accuracy(other, english)
+        out["flores"][code] = {
+            "acc_en_to_x": round(to_x, 2),
+            "acc_x_to_en": round(to_en, 2),
+            "acc_mean": round((to_x + to_en) / 2, 2),
+            "xsim_error": round(xsim_error(other, english), 2),
+            "n": len(lines),
+        }
     return out
 
 
-def _accuracies(result: dict, name: str, metric: str) -> dict[str, float]:
-    """``{lang: metric}`` of a Tatoeba result (an EvalResult's JSON: ``scores`` per language)."""
+def _accuracies(result: dict, name: str) -> dict[str, float]:
+    """``{lang: acc_mean}`` of a Tatoeba result (an EvalResult's JSON: ``scores`` per language)."""
     scores = result.get("scores") if isinstance(result, dict) else None
     if not isinstance(scores, dict) or not scores:
         raise MlseError(f"{name}: not a Tatoeba result (no per-language 'scores'); make one with python -m mlse eval")
-    missing = [lang for lang, s in scores.items() if not isinstance(s, dict) or metric not in s]
+    missing = [lang for lang, s in scores.items() if not isinstance(s, dict) or METRIC not in s]
     if missing:
-        raise MlseError(f"{name}: no {metric!r} for {', '.join(missing[:5])}")
-    return {lang: float(s[metric]) for lang, s in scores.items()}
+        raise MlseError(f"{name}: no {METRIC!r} for {', '.join(missing[:5])}")
+    return {lang: float(s[METRIC]) for lang, s in scores.items()}
 
 
 def merge_tatoeba(results: list[dict], name: str = "model") -> dict:
@@ -96,7 +86,7 @@ def merge_tatoeba(results: list[dict], name: str = "model") -> dict:
         raise MlseError(f"{name}: the parts come from different models: {', '.join(sorted(map(str, identities)))}")
     merged = dict(results[0], scores={})
     for part in results:
-        _accuracies(part, name, "acc_mean")  # each part is a Tatoeba result
+        _accuracies(part, name)  # each part is a Tatoeba result
         twice = sorted(set(part["scores"]) & set(merged["scores"]))
         if twice:
             raise MlseError(f"{name}: languages in more than one part: {', '.join(twice)}")
@@ -107,21 +97,15 @@ def merge_tatoeba(results: list[dict], name: str = "model") -> dict:
 
 
 def compare_tatoeba(
-    student: dict,
-    reference: dict,
-    *,
-    tolerance: float = TOLERANCE,
-    n_losses: int = N_LOSSES,
-    metric: str = "acc_mean",
-    names: tuple[str, str] = ("student", "reference"),
+    student: dict, reference: dict, *, n_losses: int = N_LOSSES, names: tuple[str, str] = ("student", "reference")
 ) -> dict:
-    """The student's Tatoeba ``metric`` against the reference's, language by language (see the module docstring).
+    """The student's Tatoeba ``acc_mean`` against the reference's, language by language (see the module docstring).
 
     Both results must cover the same languages (an MlseError names the ones only one has). Returns ``n_langs``,
-    ``mean_student``, ``mean_reference``, ``mean_difference``, ``violations`` (languages more than ``tolerance``
+    ``mean_student``, ``mean_reference``, ``mean_difference``, ``violations`` (languages more than :data:`TOLERANCE`
     below, worst first), ``largest_losses`` (the ``n_losses`` most negative differences), ``per_language``."""
-    a = _accuracies(student, names[0], metric)
-    b = _accuracies(reference, names[1], metric)
+    a = _accuracies(student, names[0])
+    b = _accuracies(reference, names[1])
     if set(a) != set(b):
         only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
         raise MlseError(
@@ -139,15 +123,15 @@ def compare_tatoeba(
     ]
     worst_first = sorted(rows, key=lambda r: (r["difference"], r["lang"]))
     return {
-        "metric": metric,
+        "metric": METRIC,
         "names": {"student": names[0], "reference": names[1]},
         "n_langs": len(rows),
         "mean_student": round(float(np.mean([r["student"] for r in rows])), 2),
         "mean_reference": round(float(np.mean([r["reference"] for r in rows])), 2),
         "mean_difference": round(float(np.mean([r["difference"] for r in rows])), 2),
-        "tolerance": tolerance,
-        "violations": [r for r in worst_first if r["difference"] < -tolerance],
-        "n_violations": sum(r["difference"] < -tolerance for r in rows),
+        "tolerance": TOLERANCE,
+        "violations": [r for r in worst_first if r["difference"] < -TOLERANCE],
+        "n_violations": sum(r["difference"] < -TOLERANCE for r in rows),
         "largest_losses": worst_first[:n_losses],
         "per_language": {r["lang"]: {k: r[k] for k in ("student", "reference", "difference")} for r in rows},
     }
@@ -186,12 +170,12 @@ def forgetting_markdown(report: dict, outside: dict[str, dict] | None = None) ->
     return "\n".join(lines)
 
 
-def outside_markdown(outside: dict[str, dict], reference: dict[str, dict] = ISSUE_REFERENCE) -> str:
+def outside_markdown(outside: dict[str, dict]) -> str:
     """Tatoeba ara / tur / ukr (acc_mean, xSIM) and FLORES-200 en-X retrieval per model, the issue's numbers first."""
     head = [f"Tatoeba {lang}" for lang in OUTSIDE_TATOEBA] + [f"xSIM {lang}" for lang in OUTSIDE_TATOEBA]
     head += [f"FLORES en-{code.split('_')[0]}" for code in OUTSIDE_FLORES]
     lines = ["| model | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
-    for name, values in reference.items():
+    for name, values in ISSUE_REFERENCE.items():
         cells = [f"{values[lang]:.1f}" for lang in OUTSIDE_TATOEBA] + ["–"] * (len(head) - len(OUTSIDE_TATOEBA))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for name, scores in outside.items():

@@ -50,6 +50,7 @@ from mlse.evaluation.sts import bootstrap_spearman, percentile_ci95, spearman
 from mlse.experiments.distillation import config_changed, parse_recipe, recipe_config
 from mlse.experiments.unrated_heads import HEAD_METHOD, HEAD_RECIPES, head_trainer, parse_head_recipe
 from mlse.models import load_model
+from mlse.runs.folders import read_json_dict
 from mlse.stop_signal import StopSignal
 from mlse.train.finetune import finetune
 
@@ -101,11 +102,8 @@ def fold_dev_pairs(fold: Sequence[str], n: int = len(STUDY_DEV_PAIRS) - 1) -> li
 def fold_eval_pairs(fold: Sequence[str]) -> list[str]:
     """Cross-lingual test pairs involving the fold: en-X for each fold language, then the test set's X-Y pairs with
     one of them."""
-    english = [f"en-{lang}" for lang in fold]
-    others = [
-        p for p in SEED_AND_CROSS_PAIRS if "en" not in p.split("-") and any(lang in p.split("-") for lang in fold)
-    ]
-    return english + [p for p in others if p not in english]
+    others = [p for p in SEED_AND_CROSS_PAIRS if "en" not in p.split("-") and set(p.split("-")) & set(fold)]
+    return [f"en-{lang}" for lang in fold] + others
 
 
 def fold_overrides(fold: Sequence[str]) -> dict:
@@ -157,11 +155,6 @@ def pair_gaps(with_preds: dict, without_preds: dict, gold: dict, pairs: Sequence
     mean_boots = np.nanmean(np.stack(boots), axis=0) if boots else np.array([math.nan])
     mean_gap = float(np.mean([row["gap"] for row in table.values()])) if table else math.nan
     return table, round(mean_gap, 2), [round(x, 2) for x in percentile_ci95(mean_boots)], mean_boots
-
-
-def recipe_gap_boots(predictions: dict, n_boot: int = N_BOOT) -> np.ndarray:
-    """The mean gap over every fold's pairs on each bootstrap resample (same seed: comparable across recipes)."""
-    return recipe_side_boots(predictions, "with", n_boot) - recipe_side_boots(predictions, "without", n_boot)
 
 
 def recipe_side_boots(predictions: dict, side: str, n_boot: int = N_BOOT) -> np.ndarray:
@@ -249,7 +242,7 @@ def run_unrated(
 
 def _write(out: Path, name: str, result: dict, predictions: dict) -> None:
     """Both files of a recipe, the mean gap over the folds so far (the predictions first: a result names them)."""
-    boots = recipe_gap_boots(predictions)
+    boots = recipe_side_boots(predictions, "with") - recipe_side_boots(predictions, "without")  # the same resamples
     result["mean_gap"] = round(float(np.mean([r["gap"] for f in result["folds"] for r in f["pairs"].values()])), 2)
     result["mean_gap_ci95"] = [round(x, 2) for x in percentile_ci95(boots)]
     out.mkdir(parents=True, exist_ok=True)
@@ -310,30 +303,22 @@ def protocol_trainer(runs: Path, *, data_dir=None, say=None, stop: StopSignal | 
 
 def run_steps(run: Path) -> int | None:
     """How many optimiser steps a finished run took (None: no metrics)."""
-    steps = _metrics(run).get("steps")
+    steps = read_json_dict(run / "metrics.json").get("steps")
     return steps if isinstance(steps, int) else None
 
 
 def run_cpu_s(run: Path) -> float | None:
     """A run's CPU seconds: its preparation's and its training's with the dev evaluations (None: not recorded, or
     its training timed by the wall clock)."""
-    metrics = _metrics(run)
+    metrics = read_json_dict(run / "metrics.json")
     if metrics.get("budget_clock") != "cpu" or metrics.get("prepare_cpu_s") is None:
         return None
     return float(metrics["prepare_cpu_s"]) + float(metrics["elapsed_s"])
 
 
-def _metrics(run: Path) -> dict:
-    try:
-        metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return metrics if isinstance(metrics, dict) else {}
-
-
 def run_complete(run: Path) -> bool:
     """Whether a fine-tune ran to its end: metrics written, not stopped early (Stop, a crash: ``partial``)."""
-    metrics = _metrics(run)
+    metrics = read_json_dict(run / "metrics.json")
     return bool(metrics) and not metrics.get("partial")
 
 

@@ -42,10 +42,7 @@ def load_results(out: Path) -> list[dict]:
 def mean_scores(result: dict) -> dict:
     """The mean Spearman x 100 over a result's held-out pairs with and without their rated pairs."""
     rows = [r for f in result["folds"] for r in f["pairs"].values()]
-    return {
-        "with": round(float(np.mean([r["with"] for r in rows])), 2) if rows else None,
-        "without": round(float(np.mean([r["without"] for r in rows])), 2) if rows else None,
-    }
+    return {side: round(float(np.mean([r[side] for r in rows])), 2) if rows else None for side in ("with", "without")}
 
 
 def write_summary(out: Path, shipped_recipe: str) -> dict:
@@ -108,8 +105,7 @@ def seed_means(out: Path, results: list[dict]) -> dict:
         "mean_gap": round(float(np.mean(gaps)), 2),
         "gap_sd": round(float(np.std(gaps, ddof=1)), 2),
         "ci95": [round(x, 2) for x in percentile_ci95(_group_boots(out, results))],
-        "with": round(float(np.mean([s["with"] for s in scores])), 2),
-        "without": round(float(np.mean([s["without"] for s in scores])), 2),
+        **{side: round(float(np.mean([s[side] for s in scores])), 2) for side in ("with", "without")},
     }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlse.explain.backbones import attributable
-from mlse.explain.explanation import check_sentence
+from mlse.explain.explanation import check_sentences
 from mlse.explain.words import merge_words
 
 
@@ -72,8 +72,7 @@ def _word_vectors(backbone, text: str) -> tuple[tuple[str, ...], np.ndarray]:
 
 def align_tokens(model, sentence1: str, sentence2: str) -> Alignment:
     """Each word's best match in the other sentence by contextual token similarity (see the module docstring)."""
-    check_sentence(sentence1, "1")
-    check_sentence(sentence2, "2")
+    check_sentences(sentence1, sentence2)
     backbone = attributable(model)
     started = time.perf_counter()
     words1, v1 = _word_vectors(backbone, sentence1)

@@ -37,7 +37,7 @@ import numpy as np
 
 from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
-from mlse.explain.explanation import Explanation, check_sentence, explain_pair
+from mlse.explain.explanation import Explanation, check_sentences, explain_pair
 from mlse.explain.perturb import delete_spans, tidy
 
 
@@ -101,22 +101,20 @@ class WhatIf:
         """Per deleted word: its sentence, the word, its pairs (row or column sum), its own term and their total
         (what deleting it alone is predicted to take away from the cosine)."""
         e = self.explanation
-        rows = []
-        for side, picked, words, pairs, totals in (
-            (1, self.dropped1, e.words1, e.matrix.sum(axis=1), e.word_totals1),
-            (2, self.dropped2, e.words2, e.matrix.sum(axis=0), e.word_totals2),
-        ):
-            for k in picked:
-                rows.append(
-                    {
-                        "sentence": side,
-                        "word": words[k],
-                        "pairs": float(pairs[k]),
-                        "own_term": float(totals[k] - pairs[k]),
-                        "total": float(totals[k]),
-                    }
-                )
-        return rows
+        return [
+            {
+                "sentence": side,
+                "word": words[k],
+                "pairs": float(pairs[k]),
+                "own_term": float(totals[k] - pairs[k]),
+                "total": float(totals[k]),
+            }
+            for side, picked, words, pairs, totals in (
+                (1, self.dropped1, e.words1, e.matrix.sum(axis=1), e.word_totals1),
+                (2, self.dropped2, e.words2, e.matrix.sum(axis=0), e.word_totals2),
+            )
+            for k in picked
+        ]
 
     def to_dict(self) -> dict:
         """Every number as JSON-ready values; the two explanations as :meth:`Explanation.to_dict` (or None)."""
@@ -133,8 +131,8 @@ class WhatIf:
             "new_calibrated": self.new_calibrated,
             "calibrated_delta": self.calibrated_delta,
             "is_deletion": self.is_deletion,
-            "dropped1": [self.explanation.words1[i] for i in self.dropped1],
-            "dropped2": [self.explanation.words2[j] for j in self.dropped2],
+            "dropped1": list(self.dropped_words[0]),
+            "dropped2": list(self.dropped_words[1]),
             "predicted_delta": self.predicted_delta,
             "predicted_delta_pairs": self.predicted_delta_pairs,
             "word_effects": self.word_effects(),
@@ -279,8 +277,7 @@ def what_if(
     ``rule``); the edited pair is explained with the same setting unless ``explain_new`` is False. ``encode``: another
     way to encode (the app's micro-batcher), as :func:`mlse.encoders.protocol.similarity` takes it.
     """
-    check_sentence(sentence1, "1")
-    check_sentence(sentence2, "2")
+    check_sentences(sentence1, sentence2)
     started = time.perf_counter()
     if explanation is None:
         explanation = explain_pair(model, sentence1, sentence2, steps=steps, layer=layer, rule=rule)

@@ -220,12 +220,13 @@ class Explanation:
         }
 
 
-def check_sentence(text, which: str) -> str:
-    if not isinstance(text, str):
-        raise MlseError(f"sentence {which} must be text, got {type(text).__name__}")
-    if not text.strip():
-        raise MlseError(f"sentence {which} is empty: give two sentences to explain")
-    return text
+def check_sentences(*texts) -> None:
+    """MlseError naming the first of ``texts`` (sentence 1, 2) that is not text or is empty."""
+    for which, text in enumerate(texts, 1):
+        if not isinstance(text, str):
+            raise MlseError(f"sentence {which} must be text, got {type(text).__name__}")
+        if not text.strip():
+            raise MlseError(f"sentence {which} is empty: give two sentences to explain")
 
 
 def _merge_matrix(word_of_token: tuple[int, ...], n_words: int) -> np.ndarray:
@@ -290,8 +291,7 @@ def explain_pair(
     sentence(s) and setting recur here: their attribution is taken from it instead of recomputed (the same numbers;
     what :func:`mlse.explain.what_if` uses after an edit of one sentence).
     """
-    check_sentence(sentence1, "1")
-    check_sentence(sentence2, "2")
+    check_sentences(sentence1, sentence2)
     backbone = attributable(model)
     steps = getattr(backbone, "default_steps", DEFAULT_STEPS) if steps is None else steps
     rule = getattr(backbone, "default_rule", DEFAULT_RULE) if rule is None else rule

@@ -42,15 +42,10 @@ def tidy(text: str) -> str:
 def top_cells(explanation, k: int, rank: str = "cell") -> list[tuple[int, int]]:
     """The ``k`` non-special word pairs ranked first by ``rank`` (``cell`` or ``words``, see the module docstring);
     only positive values count (fewer cells when fewer are positive)."""
-    if rank == "cell":
-        value = np.asarray(explanation.matrix, dtype=np.float64)
-    elif rank == "words":
-        value = (
-            explanation.word_totals1[:, None]
-            + explanation.word_totals2[None, :]
-            - np.asarray(explanation.matrix, dtype=np.float64)
-        )
-    else:
+    value = np.asarray(explanation.matrix, dtype=np.float64)
+    if rank == "words":
+        value = explanation.word_totals1[:, None] + explanation.word_totals2[None, :] - value
+    elif rank != "cell":
         raise ValueError(f"rank must be 'cell' or 'words', got {rank!r}")
     cells = [(i, j) for i, j, _ in explanation.top_cells(explanation.matrix.size)]
     return sorted((c for c in cells if value[c] > 0), key=lambda c: -value[c])[:k]

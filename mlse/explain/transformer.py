@@ -24,7 +24,7 @@ import math
 
 from mlse.encoders.identity import text_prefix
 from mlse.errors import MlseError
-from mlse.explain.transformer_jvp import pool, pooling_modes, tail_jvp
+from mlse.explain.transformer_jvp import merge_heads, pool, pooling_modes, split_heads, tail_jvp
 from mlse.explain.words import TokenInfo
 
 ARCHITECTURES = ("bert", "roberta", "xlm-roberta")
@@ -121,11 +121,18 @@ class TransformerBackbone:
         self.check_layer(layer)
         both = torch.stack([self.word_embeddings(list(tokens.ids)), self.word_embeddings(self.reference_ids(tokens))])
         if layer > 0:
-            with torch.no_grad():
-                both = self.embed(both)
-                for block in self.layers[:layer]:
-                    both = self.block(block, both)
+            both = self._hidden(both, layer)
         return both[0], both[1]
+
+    def _hidden(self, words, layer: int):
+        """Word embeddings [..., T, H] -> the hidden states after ``layer`` layers (no gradient)."""
+        import torch  # lazy: only computing needs it
+
+        with torch.no_grad():
+            h = self.embed(words)
+            for block in self.layers[:layer]:
+                h = self.block(block, h)
+        return h
 
     def check_layer(self, layer: int) -> None:
         if not isinstance(layer, int) or not 0 <= layer <= self.n_layers:
@@ -150,15 +157,9 @@ class TransformerBackbone:
         import torch  # lazy: only computing needs it
 
         attention = block.attention.self
-        size = h.shape[-1] // self.heads
-
-        def split(t):  # [..., T, H] -> [..., heads, T, size]
-            return t.reshape(*t.shape[:-1], self.heads, size).transpose(-3, -2)
-
-        q, k, v = split(attention.query(h)), split(attention.key(h)), split(attention.value(h))
-        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(size), dim=-1)
-        context = (weights @ v).transpose(-3, -2)
-        context = context.reshape(*context.shape[:-2], self.heads * size)  # [..., T, H]
+        q, k, v = (split_heads(m(h), self.heads) for m in (attention.query, attention.key, attention.value))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(h.shape[-1] // self.heads), dim=-1)
+        context = merge_heads(weights @ v)  # [..., T, H]
         out = block.attention.output
         h = out.LayerNorm(out.dense(context) + h)
         inner = block.intermediate.intermediate_act_fn(block.intermediate.dense(h))
@@ -194,13 +195,7 @@ class TransformerBackbone:
 
     def contextual(self, tokens: TokenInfo):
         """The last layer's token states [T, H] of the sentence (no gradient)."""
-        import torch  # lazy: only computing needs it
-
-        with torch.no_grad():
-            h = self.embed(self.word_embeddings(list(tokens.ids)))
-            for block in self.layers:
-                h = self.block(block, h)
-        return h
+        return self._hidden(self.word_embeddings(list(tokens.ids)), self.n_layers)
 
 
 def prefix_mask(tokens: TokenInfo) -> list[bool]:

@@ -14,7 +14,8 @@ roughly halves the arithmetic. Each rule is the textbook derivative of its opera
 - L2 normalisation ``y = x / |x|``: ``dy = (dx − y (y · dx)) / |x|``.
 
 ``tests/explain/test_explain_models.py`` checks the result against ``torch.autograd.forward_ad`` on the same tail.
-The forward pass's pooling (:func:`pool`) lives here too: the linear modes' derivative is the same operation.
+The forward pass's pooling (:func:`pool`: the linear modes' derivative is the same operation) and its heads'
+reshaping (:func:`split_heads`, :func:`merge_heads`) live here too.
 """
 
 from __future__ import annotations
@@ -52,27 +53,29 @@ def _elementwise(fn, z, dz):
     return value.detach(), slope * dz
 
 
+def split_heads(t, heads: int):
+    """[..., T, H] -> [..., heads, T, H / heads]: the attention heads' slices of the hidden states."""
+    return t.reshape(*t.shape[:-1], heads, t.shape[-1] // heads).transpose(-3, -2)
+
+
+def merge_heads(t):
+    """[..., heads, T, size] -> [..., T, heads * size]: the inverse of :func:`split_heads`."""
+    t = t.transpose(-3, -2)
+    return t.reshape(*t.shape[:-2], t.shape[-2] * t.shape[-1])
+
+
 def _block(backbone, block, h, dh, half=None):
     import torch  # lazy: only computing needs it
 
     attention = block.attention.self
-    heads = backbone.heads
-    size = h.shape[-1] // heads
-
-    def split(t):  # [..., T, H] -> [..., heads, T, size]
-        return t.reshape(*t.shape[:-1], heads, size).transpose(-3, -2)
-
-    def merge(t):  # [..., heads, T, size] -> [..., T, H]
-        t = t.transpose(-3, -2)
-        return t.reshape(*t.shape[:-2], heads * size)
-
-    q, k, v = (split(m(h)) for m in (attention.query, attention.key, attention.value))
-    dq, dk, dv = (split(_linear(dh, m, half)) for m in (attention.query, attention.key, attention.value))
-    scale = 1.0 / math.sqrt(size)
+    projections = (attention.query, attention.key, attention.value)
+    q, k, v = (split_heads(m(h), backbone.heads) for m in projections)
+    dq, dk, dv = (split_heads(_linear(dh, m, half), backbone.heads) for m in projections)
+    scale = 1.0 / math.sqrt(h.shape[-1] // backbone.heads)
     p = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1)  # [S, heads, T, T]
     ds = (dq @ k.transpose(-1, -2) + q @ dk.transpose(-1, -2)) * scale  # [C, S, heads, T, T]
     dp = p * (ds - (p * ds).sum(dim=-1, keepdim=True))
-    context, dcontext = merge(p @ v), merge(dp @ v + p @ dv)
+    context, dcontext = merge_heads(p @ v), merge_heads(dp @ v + p @ dv)
     out = block.attention.output
     a, da = _layer_norm(out.dense(context) + h, _linear(dcontext, out.dense, half) + dh, out.LayerNorm)
     inner, dinner = _elementwise(

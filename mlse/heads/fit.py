@@ -4,8 +4,8 @@ Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop aft
 improvement larger than ``min_delta``, or when the caller's ``stop`` (a :class:`~mlse.stop_signal.StopSignal`: a stop
 button, a time budget) says so
 after an epoch, and both end on the best epoch's weights. :class:`EarlyStopping` makes those decisions,
-:func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together; :func:`as_tensor` and
-:func:`snapshot` are the small torch helpers both heads use.
+:func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together; :func:`as_tensor`,
+:func:`snapshot` and :func:`check_fitted` are the small helpers both heads use.
 """
 
 from __future__ import annotations
@@ -28,6 +28,12 @@ def as_tensor(x: np.ndarray) -> torch.Tensor:
 def snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
     """A detached copy of the weights: the best epoch's state for early stopping."""
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def check_fitted(head) -> None:
+    """RuntimeError unless ``head`` has its network (``net_``), from ``fit`` or a load."""
+    if not hasattr(head, "net_"):
+        raise RuntimeError(f"{type(head).__name__} is not fitted: call fit() or load() first")
 
 
 def train_epoch(

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlse.errors import MlseError
-from mlse.heads.fit import EarlyStopping, as_tensor, fit_epochs, train_epoch
+from mlse.heads.fit import EarlyStopping, as_tensor, check_fitted, fit_epochs, train_epoch
 from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
@@ -225,32 +225,28 @@ class Stage1Head:
         )
 
     # -- inference --------------------------------------------------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "net_"):
-            raise RuntimeError("Stage1Head is not fitted: call fit() or load() first")
-
     @torch.no_grad()
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Meaning embeddings [n, d]."""
-        self._check_fitted()
+        check_fitted(self)
         return self.net_(as_tensor(X))[0].numpy()
 
     @torch.no_grad()
     def language_embedding(self, X: np.ndarray) -> np.ndarray:
         """Language embeddings [n, d]."""
-        self._check_fitted()
+        check_fitted(self)
         return self.net_(as_tensor(X))[1].numpy()
 
     @torch.no_grad()
     def predict_language(self, X: np.ndarray) -> list[str]:
-        self._check_fitted()
+        check_fitted(self)
         logits = self.net_.language_id(self.net_(as_tensor(X))[1])  # [n, n_langs]
         return [self.languages_[i] for i in logits.argmax(1).tolist()]
 
     # -- persistence ------------------------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         """(tensors, JSON-able metadata) for saving."""
-        self._check_fitted()
+        check_fitted(self)
         meta = {
             "kind": "stage1",
             "config": asdict(self.config),

@@ -31,7 +31,7 @@ from mlse.calibration.isotonic import IsotonicMap
 from mlse.encoders.protocol import cosine_predictions
 from mlse.evaluation.correlation import pearson
 from mlse.heads.choices import NONLINEARITIES
-from mlse.heads.fit import EarlyStopping, as_tensor, fit_epochs, train_epoch
+from mlse.heads.fit import EarlyStopping, as_tensor, check_fitted, fit_epochs, train_epoch
 from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
@@ -156,14 +156,10 @@ class Stage2Head:
         self.net_.eval()
         return pearson(self.cosine(m1, m2), gold)
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "net_"):
-            raise RuntimeError("Stage2Head is not fitted: call fit() or load() first")
-
     @torch.no_grad()
     def transform(self, M: np.ndarray) -> np.ndarray:
         """Refined embeddings [n, d] (their cosine is the Stage-2 similarity)."""
-        self._check_fitted()
+        check_fitted(self)
         return self.net_.embed(as_tensor(M)).numpy()
 
     def cosine(self, M1: np.ndarray, M2: np.ndarray) -> np.ndarray:
@@ -172,12 +168,12 @@ class Stage2Head:
 
     def calibrate(self, cos: np.ndarray) -> np.ndarray:
         """Cosine -> score on the human 0-5 scale (isotonic, fitted on dev)."""
-        self._check_fitted()
+        check_fitted(self)
         return self.calibration_(cos)
 
     # -- persistence ------------------------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        self._check_fitted()
+        check_fitted(self)
         meta = {
             "kind": "stage2",
             "config": asdict(self.config),

@@ -98,7 +98,8 @@ def _settle(run: Path, info: dict, why: str) -> None:
         return
     if _finished(run):
         return
-    steps = _logged_steps(run / LOG_FILE)
+    # (step, checkpoint saved) of every evaluation the fine-tune logged (a line cut short by the kill left out)
+    steps = [(int(record["step"]), bool(record.get("saved"))) for record in read_log_records(run / LOG_FILE)]
     marker = {
         "format": INTERRUPTED_FORMAT,
         "run": run.name,
@@ -118,11 +119,6 @@ def _finished(run: Path) -> bool:
     """A run that wrote its final record with nothing partial in it (a scorer's manifest, a fine-tune's metrics)."""
     record = run / ("scorer.json" if is_scorer_folder(run) else "metrics.json")
     return record.is_file() and not read_json_dict(record).get("partial")
-
-
-def _logged_steps(log_file: Path) -> list[tuple[int, bool]]:
-    """(step, checkpoint saved) of every evaluation a fine-tune logged (a line cut short by the kill left out)."""
-    return [(int(record["step"]), bool(record.get("saved"))) for record in read_log_records(log_file)]
 
 
 def partial_reason(location: str | Path) -> str | None:

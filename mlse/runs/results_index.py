@@ -96,7 +96,7 @@ def _display_path(path: Path, roots: list[Path]) -> str:
     """The file relative to its root's parent (``results/baseline/sts.json``), else as given."""
     for root in roots:
         try:
-            return str(path.relative_to(root.parent if root.is_dir() else root.parent))
+            return str(path.relative_to(root.parent))
         except ValueError:
             continue
     return str(path)
@@ -104,15 +104,19 @@ def _display_path(path: Path, roots: list[Path]) -> str:
 
 def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
     """Parse one file (memoised on path, size and mtime: the Results tab re-reads on every refresh)."""
+    return _memoised(
+        _memo, path, lambda stat: _parse_file(path, source, stat.st_mtime), lambda exc: ([], [f"{path}: {exc}"])
+    )
+
+
+def _memoised(memo: BytesMemo, path: Path, compute, unreadable):
+    """``compute(stat)`` of the file at ``path``, kept in ``memo`` under its path, size and mtime; ``unreadable(exc)``
+    when it cannot be stat'ed."""
     try:
         stat = path.stat()
     except OSError as exc:
-        return [], [f"{path}: {exc}"]
-    return _memo.get_or_compute(_memo_key(path, stat), lambda: _parse_file(path, source, stat.st_mtime))
-
-
-def _memo_key(path: Path, stat: os.stat_result) -> tuple:
-    return str(path), stat.st_size, stat.st_mtime_ns
+        return unreadable(exc)
+    return memo.get_or_compute((str(path), stat.st_size, stat.st_mtime_ns), lambda: compute(stat))
 
 
 def _parse_file(path: Path, source: str, mtime: float) -> tuple[list[dict], list[str]]:
@@ -211,16 +215,12 @@ def _read_seed_grid(obj: dict, path: Path) -> Iterator[dict]:
     for variant, pairs in obj["scores"].items():
         for pair, values in pairs.items():
             yield from _metric_rows(values, model=model(variant), task="sts", split="test", key=pair)
-    for variant, pairs in (obj.get("relative_pearson") or {}).items():
-        for pair, value in pairs.items():
-            yield from _metric_rows(
-                {"relative_pearson": value}, model=model(variant), task="sts", split="test", key=pair
-            )
-    for variant, groups in (obj.get("groups") or {}).items():
-        for group, value in groups.items():
-            yield from _metric_rows(
-                {"pearson": value}, model=model(variant), task="sts", split="test", key=f"avg:{group}"
-            )
+    for field, metric, prefix in (("relative_pearson", "relative_pearson", ""), ("groups", "pearson", "avg:")):
+        for variant, values in (obj.get(field) or {}).items():
+            for key, value in values.items():
+                yield from _metric_rows(
+                    {metric: value}, model=model(variant), task="sts", split="test", key=prefix + key
+                )
     for variant, metrics in (obj.get("metrics") or {}).items():
         yield from _metric_rows(metrics, model=model(variant), task="training", split="", key="")
 
@@ -308,11 +308,7 @@ def finetune_curves(roots: Iterable[str | Path] | None = None):
 
 def _curve_rows_of_file(path: Path) -> list[dict]:
     """The curve points of one run log or result file (memoised on path, size and mtime, as the index's rows)."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return []
-    return _curves_memo.get_or_compute(_memo_key(path, stat), lambda: _parse_curve(path))
+    return _memoised(_curves_memo, path, lambda _stat: _parse_curve(path), lambda _exc: [])
 
 
 def _parse_curve(path: Path) -> list[dict]:

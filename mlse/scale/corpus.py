@@ -78,14 +78,6 @@ class CorpusScan:
         return read_span(self.locator(index))
 
 
-def corpus_format(path: Path, format: str | None) -> str:  # noqa: A002 - the option's name
-    if format is not None:
-        if format not in CORPUS_FORMATS:
-            raise MlseError(f"unknown corpus format {format!r}; choose from {', '.join(CORPUS_FORMATS)}")
-        return format
-    return _BY_SUFFIX.get(path.suffix.lower(), "txt")
-
-
 def scan_corpus(path: str | Path, *, format: str | None = None, shard_rows: int = 10_000) -> CorpusScan:  # noqa: A002
     """One streaming pass over ``path`` (format from ``format`` or the suffix; an unknown suffix is read as TXT)."""
     path = Path(path)
@@ -93,7 +85,9 @@ def scan_corpus(path: str | Path, *, format: str | None = None, shard_rows: int 
         raise MlseError(f"{path}: no such file")
     if shard_rows < 1:
         raise MlseError(f"rows per shard must be a positive integer, got {shard_rows}")
-    scan = CorpusScan(path, corpus_format(path, format), shard_rows)
+    if format is not None and format not in CORPUS_FORMATS:
+        raise MlseError(f"unknown corpus format {format!r}; choose from {', '.join(CORPUS_FORMATS)}")
+    scan = CorpusScan(path, format or _BY_SUFFIX.get(path.suffix.lower(), "txt"), shard_rows)
     if scan.format == "txt":
         _scan_txt(scan)
     elif scan.format == "parquet":

@@ -14,7 +14,6 @@ same code, the folder then holds what an uninterrupted run writes.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from mlse.encoders.progress import ProgressLog as Progress
 from mlse.errors import MlseError
+from mlse.runs.folders import read_json_dict
 from mlse.scale.corpus import scan_corpus
 from mlse.scale.engine import EngineOptions, Workers, run_chunks
 from mlse.scale.shards import MANIFEST, ShardFolder, plan_chunks, read_shard_file
@@ -55,16 +55,14 @@ def embed_corpus(
     format: str | None = None,  # noqa: A002 - the option's name
     resume: bool = False,
     options: EngineOptions = EngineOptions(),
-    stream=None,
     what: str | None = None,
 ) -> dict:
     """Embed every text of ``corpus_path`` with ``model`` into the folder ``out``; returns the manifest."""
-    stream = stream if stream is not None else sys.stderr
     if dtype not in DTYPES:
         raise MlseError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     corpus_path = Path(corpus_path)
     corpus = scan_corpus(corpus_path, format=format, shard_rows=shard_rows)
-    report_bad_rows(corpus.bad, corpus.n_bad, corpus.rows, stream)
+    report_bad_rows(corpus.bad, corpus.n_bad, corpus.rows, sys.stderr)
     if not corpus.rows:
         raise MlseError(f"{corpus_path.name}: no text to embed ({corpus.n_bad:,} bad rows)")
     job = {
@@ -89,16 +87,16 @@ def embed_corpus(
     if len(todo) < len(planned):
         print(
             f"resuming {folder.id}: {len(planned) - len(todo)} of {len(planned)} shards already done",
-            file=stream,
+            file=sys.stderr,
             flush=True,
         )
     print(
         f"embedding {corpus.rows:,} texts with {model} ({backend}, {engine} engine) into {len(planned)} "
         f"shard(s) of {shard_rows:,}",
-        file=stream,
+        file=sys.stderr,
         flush=True,
     )
-    progress = Progress("embed", corpus.rows, folder.rows_done, stream)
+    progress = Progress("embed", corpus.rows, folder.rows_done)
     spec = WorkSpec("embed", (model,), backend, batch_tokens)
     workers = Workers(check=lambda identities: check_identity(folder, identities[model]))
     pending = ((i, corpus.locator(i)) for i in todo)  # where each shard lies: the workers read the texts
@@ -130,11 +128,7 @@ def check_identity(folder: ShardFolder, identity: str) -> None:
 
 def complete_manifest(folder: str | Path) -> dict:
     """The manifest of a complete ``embed`` folder (MlseError if there is none, or the job has not finished)."""
-    path = Path(folder) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
+    manifest = read_json_dict(Path(folder) / MANIFEST)
     if not manifest.get("complete"):
         raise MlseError(f"{folder}: not a complete embed folder (no manifest, or the job has not finished)")
     return manifest

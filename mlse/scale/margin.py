@@ -77,7 +77,6 @@ def _search(
     options: EngineOptions,
     workers: Workers,
     seconds: dict,
-    stream,
 ) -> ShardFolder:
     """Every query shard's ``depth`` nearest neighbours in an index over ``base``, as shards of ``work/name``."""
     q_manifest, b_manifest = complete_manifest(queries), complete_manifest(base)
@@ -97,14 +96,14 @@ def _search(
     index_file = work / f"{name}-{folder.id}.faiss"
     if not index_file.is_file():
         started = time.perf_counter()
-        print(f"{name}: indexing {b_manifest['rows_total']:,} rows ({spec.kind})", file=stream, flush=True)
+        print(f"{name}: indexing {b_manifest['rows_total']:,} rows ({spec.kind})", file=sys.stderr, flush=True)
         index = build_index(b_shards, spec)
         save_index(index, index_file)
         del index
         seconds["build"] = seconds.get("build", 0.0) + time.perf_counter() - started
     started = time.perf_counter()
     n = q_manifest["rows_total"]
-    print(f"{name}: searching {n:,} rows in {len(todo)} shard(s)", file=stream, flush=True)
+    print(f"{name}: searching {n:,} rows in {len(todo)} shard(s)", file=sys.stderr, flush=True)
     work_spec = WorkSpec("search", index=str(index_file), depth=depth, nprobe=spec.nprobe)
     pending = [(i, str(q_shards[i][0])) for i in todo]
     for i, result in run_chunks(work_spec, pending, options, rows=n, workers=workers):
@@ -126,18 +125,16 @@ def mine_folders(
     k: int = 4,
     candidates: int = 16,
     options: EngineOptions = EngineOptions(),
-    stream=None,
 ) -> Mined:
     """Mine the complete ``embed`` folders ``src`` against ``tgt`` (search results kept in ``work``)."""
-    stream = stream if stream is not None else sys.stderr
     if k < 1 or candidates < 1:
         raise MlseError(f"-k and --candidates must be positive integers, got {k} and {candidates}")
     src, tgt, work = Path(src), Path(tgt), Path(work)
     seconds: dict[str, float] = {}
     workers = Workers()
     depth = max(k, candidates)
-    fwd = _search(src, tgt, work, "fwd", index, depth, options, workers, seconds, stream)
-    bwd = _search(tgt, src, work, "bwd", index, depth, options, workers, seconds, stream)
+    fwd = _search(src, tgt, work, "fwd", index, depth, options, workers, seconds)
+    bwd = _search(tgt, src, work, "bwd", index, depth, options, workers, seconds)
     started = time.perf_counter()
     mean_src, mean_tgt = _side_means(fwd, k), _side_means(bwd, k)
     best = {}

@@ -85,10 +85,8 @@ def mine_files(
     format: str | None = None,  # noqa: A002 - the option's name
     options: EngineOptions = EngineOptions(),
     keep_work: bool = False,
-    stream=None,
 ) -> dict:
     """Mine ``src`` against ``tgt`` with ``model``; write the TSV ``out``; returns a summary."""
-    stream = stream if stream is not None else sys.stderr
     out = Path(out)
     if out.is_dir():
         raise MlseError(f"--out {out}: is a folder, expected a file name such as mined.tsv")
@@ -98,7 +96,7 @@ def mine_files(
     work = work_folder(out)
     manifests = {}
     for side, path in (("src", src), ("tgt", tgt)):
-        print(f"{side}: {path}", file=stream, flush=True)
+        print(f"{side}: {path}", file=sys.stderr, flush=True)
         manifests[side] = embed_corpus(
             path,
             model,
@@ -111,7 +109,6 @@ def mine_files(
             format=format,
             resume=True,
             options=options,
-            stream=stream,
             what=f"{work / side} (the work folder of --out)",
         )
     n_src, n_tgt = manifests["src"]["rows_total"], manifests["tgt"]["rows_total"]
@@ -119,18 +116,11 @@ def mine_files(
     spec = IndexSpec(kind, nprobe=nprobe, refine=refine)
     print(
         f"mining {n_src:,} x {n_tgt:,} ({'exact' if kind == 'exact' else f'{kind}, nprobe {nprobe}'} search)",
-        file=stream,
+        file=sys.stderr,
         flush=True,
     )
     mined = mine_folders(
-        work / "src",
-        work / "tgt",
-        work,
-        index=spec,
-        k=k,
-        candidates=min(candidates, n_src, n_tgt),
-        options=options,
-        stream=stream,
+        work / "src", work / "tgt", work, index=spec, k=k, candidates=min(candidates, n_src, n_tgt), options=options
     )
     keep = np.ones(len(mined.score), dtype=bool) if threshold is None else mined.score >= threshold
     src_ids, tgt_ids, scores = mined.src[keep], mined.tgt[keep], mined.score[keep]

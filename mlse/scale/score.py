@@ -89,16 +89,14 @@ def score_on_engine(
     batch_tokens: int | None = None,
     progress=None,
     emit,
-    stream=None,
 ) -> None:
     """Score every pair of ``pairs`` (a :class:`~mlse.scale.pairs.PairSource`, in chunks of its ``chunk_rows``):
     ``emit(index, chunk, columns)`` for each chunk in order (``chunk`` a :class:`~mlse.scale.pairs.Chunk`, ``columns``
     {column: values of its pairs}: each model's cosine, then its 0-5 score where it is calibrated, as
     :func:`mlse.api.score_pairs` gives them). ``parts`` (None: nothing kept) holds the finished
-    chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to ``stream``
-    (stderr) at the end. Memory here: a chunk or a few (those finished out of order) with their vectors, and the
+    chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to stderr at
+    the end. Memory here: a chunk or a few (those finished out of order) with their vectors, and the
     plan (two bits a pair); never the table, its texts or its vectors."""
-    stream = stream if stream is not None else sys.stderr
     n, names = pairs.rows, list(dict.fromkeys(models))
     planned = pairs.planned()
     loaded = {name: load_model(name, backend=backend) for name in names}  # weights load on first encode only
@@ -179,4 +177,4 @@ def score_on_engine(
     if following < len(planned):
         raise MlseError(f"score: chunk {following} of {len(planned)} never finished")
     for line in workers.lines("score"):
-        print(line, file=stream, flush=True)
+        print(line, file=sys.stderr, flush=True)

@@ -94,13 +94,9 @@ def _vectors(path: Path) -> np.ndarray:
     return np.ascontiguousarray(read_shard_file(path)["embedding"], dtype=np.float32)
 
 
-def build_index(shards: list[tuple[Path, int, int]], spec: IndexSpec, *, threads: int | None = None):
+def build_index(shards: list[tuple[Path, int, int]], spec: IndexSpec):
     """An index over the embedding shards ``(path, lo, hi)`` (rows lo..hi of the side, in id order, together every
     row once): trained on a seeded sample of rows, then filled shard by shard."""
-    import faiss  # lazy: only a search needs faiss
-
-    if threads:
-        faiss.omp_set_num_threads(threads)
     n = sum(hi - lo for _, lo, hi in shards)
     if n == 0:
         raise MlseError("nothing to index: the side has no rows")

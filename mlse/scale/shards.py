@@ -136,9 +136,6 @@ class ShardFolder:
         self.started = time.monotonic()
         self._save()
 
-    def shard_name(self, index: int) -> str:
-        return f"shard-{index:05d}{_SUFFIX[self.format]}"
-
     def done(self, index: int) -> bool:
         entry = self.manifest["shards"].get(str(index))
         return entry is not None and (self.folder / entry["file"]).is_file()
@@ -152,7 +149,7 @@ class ShardFolder:
         input rows it covers (default: the length of its first column)."""
         rows = len(next(iter(columns.values()))) if rows is None else rows
         data = _encode_parquet(columns) if self.format == "parquet" else _encode_npz(columns)
-        name = self.shard_name(index)
+        name = f"shard-{index:05d}{_SUFFIX[self.format]}"
         atomic_write_bytes(self.folder / name, data)
         lo, hi = self.manifest["planned"][index]
         self.manifest["shards"][str(index)] = {"file": name, "rows": rows, "lo": lo, "hi": hi}

@@ -66,15 +66,11 @@ class WorkSpec:
         return asdict(self) | {"models": list(self.models)}
 
 
-def estimated_tokens(text: str) -> int:
-    return len(text.encode("utf-8")) // 4 + 2
-
-
 def batch_size(texts: list[str], batch_tokens: int | None) -> int:
     """Texts per forward pass: 64, or as many of the chunk's longest text as fit in ``batch_tokens`` (at least 1)."""
     if batch_tokens is None or not texts:
         return DEFAULT_BATCH
-    return max(1, batch_tokens // max(estimated_tokens(t) for t in texts))
+    return max(1, batch_tokens // max(len(t.encode("utf-8")) // 4 + 2 for t in texts))  # estimated tokens
 
 
 def cpu_seconds() -> float:
