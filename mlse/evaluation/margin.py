@@ -134,7 +134,8 @@ def margin_retrieve(
     _check_margin_args(k, candidates)
     # One search serves both the candidate list and the x-side neighbourhood mean.
     sims, ids = search(xf, yf, max(k, candidates))  # [n, c'] sorted decreasing
-    return margin_best(sims, ids, row_means(sims, k), row_means(search(yf, xf, k)[0], k), candidates)
+    y_sims, _ = search(yf, xf, k)  # [m, k']: the second search, for the y-side neighbourhood mean
+    return margin_best(sims, ids, row_means(sims, k), row_means(y_sims, k), candidates)
 
 
 def margin_both_ways(
