@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks.common import QUICK_HELP, machine, output_dir
 from mlse.atomic import atomic_write_text
+from mlse.data.portable import portable_record
 from mlse.errors import MlseError
 from mlse.experiments.forgetting import (
     OUTSIDE_TATOEBA,
@@ -109,17 +110,20 @@ def main(argv=None) -> int:
     out = output_dir(args.out, args.quick, "results/unrated", "forgetting")
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.forgetting " + " ".join(argv if argv is not None else sys.argv[1:])
-    record = {
-        "command": command.strip(),
-        "quick": args.quick,
-        "student": args.student,
-        "reference": args.reference,
-        "tatoeba_files": {"student": args.student_json, "reference": args.reference_json},
-        "tatoeba": report,
-        "outside": outside,
-        **machine(),
-    }
-    table = forgetting_markdown(report, outside)
+    record = portable_record(  # committed under results/: a run folder or --out named portably, never by machine path
+        {
+            "command": command.strip(),
+            "quick": args.quick,
+            "student": args.student,
+            "reference": args.reference,
+            "tatoeba_files": {"student": args.student_json, "reference": args.reference_json},
+            "tatoeba": report,
+            "outside": outside,
+            **machine(),
+        },
+        args.data_dir,
+    )
+    table = forgetting_markdown(record["tatoeba"], record["outside"])
     atomic_write_text(out / "forgetting.json", json.dumps(record, indent=1) + "\n")
     atomic_write_text(out / "forgetting.md", f"`{record['command']}`\n\n{table}\n")
     print(table)
