@@ -22,8 +22,9 @@ watchdog does. Each sets the job's stop event, so training ends at its next chec
 a child still alive :data:`EXIT_GRACE_S` seconds later exits hard.
 
 **The job lock.** With ``lock`` (a :class:`mlse.runs.job_lock.LockRequest`) the child holds that lock while it
-lives and removes it once it has answered a live parent; a lock left behind tells the next start of the app that the
-job died unanswered (:func:`mlse.runs.health.sweep_interrupted`).
+lives and removes it once it has answered a live parent, unless it was told to wind down (a killed app's threads end
+one by one: the kernel's signal may come while the dying process still looks alive); a lock left behind tells the
+next start of the app that the job died unanswered (:func:`mlse.runs.health.sweep_interrupted`).
 """
 
 from __future__ import annotations
@@ -147,14 +148,16 @@ def _child_main(
     except BaseException as exc:  # noqa: BLE001 -- reported to the parent, whose job then fails with it
         messages.put(("error", f"{type(exc).__name__}: {exc}"))
     finally:
-        answered = _parent_alive(parent_pid)
+        parent_alive = _parent_alive(parent_pid)
         messages.close()
-        if answered:
+        if parent_alive:
             messages.join_thread()  # deliver everything before the process exits
         else:
             messages.cancel_join_thread()  # nobody reads the queue any more: do not wait to flush it
+        # a child told to end (its parent thread or process dying, a SIGTERM) has not answered, even while a killed
+        # app's last threads still make the parent look alive: its lock stays for the sweep to mark the run
         if held is not None:
-            held.release(remove=answered)  # a lock left behind says: this job died unanswered
+            held.release(remove=parent_alive and not _winding_down.is_set())  # left behind: the job died unanswered
 
 
 def _end_with_parent(stop: StopSignal, parent_pid: int) -> None:

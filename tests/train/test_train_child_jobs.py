@@ -168,3 +168,22 @@ def test_a_child_that_answered_leaves_no_lock_and_a_dead_one_does(tmp_path):
     with pytest.raises(MlseError, match="without an answer"):
         run_in_child("tests.child_targets:die", report=lambda r: None, stop=StopSignal(), lock=lock)
     assert [p.name for p in lock_files(tmp_path)] == ["done-run.lock"]  # what the sweep then finds
+
+
+def test_a_child_told_to_end_keeps_its_lock_while_its_parent_still_looks_alive(tmp_path):
+    """A ``kill -9`` of the app ends its threads one by one: the kernel's SIGTERM (sent when the thread that started
+    the child ends) can reach the child, and the child wind down, while the dying app still looks alive. The child
+    then removed its lock as if it had answered, and the restarted app found no run to mark interrupted (a CI run of
+    tests/security/test_orphan_training.py). Here the parent stays alive and the child gets that SIGTERM."""
+
+    def report(record: dict) -> None:
+        if "pid" in record:
+            os.kill(record["pid"], signal.SIGTERM)
+
+    lock = lock_request(tmp_path, RUN)
+    answer = run_in_child(
+        "tests.orphan_parent:busy", str(tmp_path), "obedient", report=report, stop=StopSignal(), lock=lock
+    )
+    assert answer == "stopped" and (tmp_path / "saved-on-stop").is_file()  # it saved and ended on its own
+    assert [p.name for p in lock_files(tmp_path)] == [f"{RUN}.lock"]  # not answered: the sweep's to settle
+    assert sweep_interrupted(tmp_path) == [RUN] and lock_files(tmp_path) == []
