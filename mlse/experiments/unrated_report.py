@@ -49,6 +49,7 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
     """``summary.json`` and ``unrated.md`` from the results under ``out`` (see the module docstring). A recipe run
     with several seeds (``NAME~sN``) is compared by its mean over the seeds: the mean gap, and the CI of that mean
     on the same test-pair resamples (each seed's bootstrap values averaged)."""
+    shipped_recipe = unseeded(shipped_recipe)  # compared as a group: "a~s1:200-steps" names the seeds of "a:200-steps"
     results = load_results(out)
     complete = [r for r in results if r.get("complete")]
     groups: dict[str, list[dict]] = {}

@@ -194,3 +194,5 @@ def test_a_recipe_run_with_several_seeds_is_compared_by_its_mean_over_the_seeds(
     assert summary["gap_reduction_ci"][0] > 0
     table = (tmp_path / "unrated.md").read_text()
     assert "| better:40-steps | 3 |" in table and "| shipped:40-steps | 2 |" in table
+    # the shipped recipe named by one of its seeds is compared as its group, not left out
+    assert ur.write_summary(tmp_path, "shipped~s1:40-steps")["shipped_gap"] == summary["shipped_gap"]
