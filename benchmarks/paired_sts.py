@@ -23,6 +23,7 @@ from pathlib import Path
 from benchmarks.common import QUICK_HELP, machine, output_dir
 from mlse.atomic import atomic_write_text
 from mlse.data.pairs import CROSS_12
+from mlse.data.portable import portable_record, portable_text
 from mlse.evaluation.runners import sts_pair_predictions
 from mlse.evaluation.sts import paired_spearman_difference
 from mlse.models import load_model
@@ -77,11 +78,12 @@ def main(argv=None) -> int:
     pairs = ["en-de"] if args.quick else ["en-en", *CROSS_12]
     rows = compare(args.a, args.b, pairs, 50 if args.quick else args.boot)
     name = args.name or f"{Path(args.a).name}-vs-{Path(args.b).name}"
-    table = markdown(args.a, args.b, rows)
+    a, b = portable_text(args.a), portable_text(args.b)  # a model folder named by its portable form in the files
+    table = markdown(a, b, rows)
     out = output_dir(args.out, args.quick, "results/students/sts-term", "paired-sts")
     out.mkdir(parents=True, exist_ok=True)
-    command = f"python -m benchmarks.paired_sts --a {args.a} --b {args.b}"
-    record = {"a": args.a, "b": args.b, "command": command, "quick": args.quick, "rows": rows, **machine()}
+    command = f"python -m benchmarks.paired_sts --a {a} --b {b}"
+    record = portable_record({"a": a, "b": b, "command": command, "quick": args.quick, "rows": rows, **machine()})
     atomic_write_text(out / f"paired-{name}.json", json.dumps(record, indent=1) + "\n")
     atomic_write_text(out / f"paired-{name}.md", f"`{command}` (STS Multi MT test, Spearman x 100)\n\n{table}\n")
     print(table)

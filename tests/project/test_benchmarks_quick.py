@@ -176,7 +176,7 @@ def test_quick_mode_runs_and_writes_its_result(script, request, tmp_path, monkey
     for path in written:
         if path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))  # complete, valid JSON
-    if script == "forgetting":  # its files are committed under results/: the student's folder and --out portably
+    if script in ("forgetting", "paired_sts"):  # files committed under results/: model folders and --out portably
         from mlse.data.portable import find_absolute_paths
 
         assert all(not find_absolute_paths(p.read_text(encoding="utf-8")) for p in written)
