@@ -162,7 +162,7 @@ class FinetuneConfig:
     # charged while they spin-wait for a core); "wall": seconds on the clock (the app's jobs)
     budget_clock: str = option(
         "wall",
-        "cpu: count the budget in process CPU seconds / threads (equal compute beside light work)",
+        "cpu: count the budget in process CPU seconds / threads (equal compute beside light work; wall on a GPU)",
         choices=CLOCKS,
     )
 

@@ -5,13 +5,14 @@ What a method does with a batch comes in through a :class:`mlse.train.methods.Me
 ``after_step``, what it adds to the records); the dev score and the checkpoint come in as callbacks.
 
 **Budget.** ``budget_minutes`` covers the training loop *and* the dev evaluations inside it, counted on the clock
-``budget_clock`` names (:func:`budget_clock`: wall seconds, or this process's CPU seconds per torch thread). The total
-number of steps ``K`` (for the linear learning-rate warm-up over ``warmup_fraction`` of it, and for the EMA schedule)
-is not known in advance: after every step it is re-estimated as ``steps done + remaining budget / measured seconds
-per training step`` (evaluation time is spent from the budget but not counted in seconds/step, so ``K`` overestimates
-slightly while evaluations remain), capped by ``max_steps``. Before the first step is timed the estimate is
-``max_steps`` or 10,000 (so the very first step runs at a tiny learning rate). After the warm-up the learning rate
-stays constant: a budgeted run can stop at any moment, so there is no decay to a known end.
+``budget_clock`` names (:func:`budget_clock`: wall seconds, or this process's CPU seconds per torch thread; on a GPU
+always the wall clock, :func:`effective_clock`). The total number of steps ``K`` (for the linear learning-rate warm-up
+over ``warmup_fraction`` of it, and for the EMA schedule) is not known in advance: after every step it is re-estimated
+as ``steps done + remaining budget / measured seconds per training step`` (evaluation time is spent from the budget
+but not counted in seconds/step, so ``K`` overestimates slightly while evaluations remain), capped by ``max_steps``.
+Before the first step is timed the estimate is ``max_steps`` or 10,000 (so the very first step runs at a tiny learning
+rate). After the warm-up the learning rate stays constant: a budgeted run can stop at any moment, so there is no decay
+to a known end.
 
 **Stopping.** Asked before every step: the caller's :class:`~mlse.stop_signal.StopSignal` (the Stop button, and a
 job's budget, started as training begins), then the run's own ``max_steps`` and budget.
@@ -51,6 +52,13 @@ from mlse.train.weight_average import WeightAverage
 
 BUCKET_BATCHES = 50  # batches per length-sorted chunk (bucket_by_length)
 PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
+
+
+def effective_clock(kind: str, device: str) -> str:
+    """The clock a run on ``device`` counts its budget on: ``"cpu"`` only where the CPU does the work. On a GPU the
+    process's CPU seconds leave out the device's time (910 study steps on an H200 cost 13 CPU-seconds in 246 wall
+    seconds), so a CPU-time budget would run many times over there: the wall clock stands in."""
+    return "wall" if kind == "cpu" and device.split(":")[0] not in ("cpu", "") else kind
 
 
 def budget_clock(kind: str) -> Callable[[], float]:
@@ -124,7 +132,8 @@ class TrainingLoop:
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         # float16 autocast (mlse.train.device): the loss is scaled so that small gradients survive in float16
         self.scaler = torch.amp.GradScaler(device.split(":")[0]) if needs_grad_scaler(precision) else None
-        self.clock = budget_clock(cfg.budget_clock)
+        self.clock_kind = effective_clock(cfg.budget_clock, device)
+        self.clock = budget_clock(self.clock_kind)
         self.rng = np.random.default_rng([cfg.seed, self.ctx.rank] if self.ctx.active else cfg.seed)
         self.queue: list[np.ndarray] = []
         self.step = 0
@@ -299,7 +308,7 @@ class TrainingLoop:
             "eval_s": round(self.eval_s, 2),
             "elapsed_s": round(self.elapsed(), 2),
             "wall_s": round(time.perf_counter() - self.wall_started, 2),
-            "budget_clock": self.cfg.budget_clock,
+            "budget_clock": self.clock_kind,
             "estimated_total_steps": self.total_steps,
             **(
                 {"weight_average": {"from_step": self.average_from_step, "steps": self.average.count}}

@@ -14,7 +14,7 @@ from torch import nn
 
 from mlse.stop_signal import StopSignal
 from mlse.train.config import METHODS, FinetuneConfig
-from mlse.train.loop import TrainingLoop, budget_clock, epoch_batches
+from mlse.train.loop import TrainingLoop, budget_clock, effective_clock, epoch_batches
 from tests.paths import REPO_ROOT
 
 
@@ -40,7 +40,7 @@ class PullToTwo:
         return {}
 
 
-def _loop(tmp_path: Path, scores=None, **overrides):
+def _loop(tmp_path: Path, scores=None, device="cpu", **overrides):
     model = nn.Linear(1, 1, bias=False)
     with torch.no_grad():
         model.weight.fill_(0.0)
@@ -63,7 +63,7 @@ def _loop(tmp_path: Path, scores=None, **overrides):
         return {"a": scores.pop(0), "b": 0.0}
 
     loop = TrainingLoop(
-        cfg, model, method, 6, None, evaluate=evaluate, save=lambda: saved.append(loop.step), device="cpu"
+        cfg, model, method, 6, None, evaluate=evaluate, save=lambda: saved.append(loop.step), device=device
     )
     return loop, method, saved
 
@@ -127,6 +127,29 @@ def test_a_cpu_budget_clock_counts_process_time():
     before = cpu()
     sum(i * i for i in range(200_000))
     assert cpu() > before
+
+
+@pytest.mark.parametrize(
+    ("kind", "device", "expected"),
+    [
+        ("cpu", "cpu", "cpu"),
+        ("cpu", "cuda", "wall"),
+        ("cpu", "cuda:1", "wall"),
+        ("cpu", "mps", "wall"),
+        ("wall", "cpu", "wall"),
+    ],
+)
+def test_a_cpu_time_budget_runs_on_the_wall_clock_off_the_cpu(kind, device, expected):
+    # on a GPU the process's CPU seconds leave the device's time out: the budget would never run out
+    assert effective_clock(kind, device) == expected
+
+
+def test_the_run_records_the_clock_it_counted_on(tmp_path):
+    loop, _, _ = _loop(tmp_path / "cpu", budget_clock="cpu")
+    loop.run()
+    assert loop.metrics("max_steps")["budget_clock"] == "cpu"
+    gpu, _, _ = _loop(tmp_path / "gpu", budget_clock="cpu", device="cuda")  # built, not run: no GPU here
+    assert gpu.clock is budget_clock("wall") and gpu.metrics("max_steps")["budget_clock"] == "wall"
 
 
 def test_epoch_batches_without_lengths_are_slices_of_a_permutation():
