@@ -140,7 +140,7 @@ def test_a_cpu_budget_clock_counts_process_time():
     ],
 )
 def test_a_cpu_time_budget_runs_on_the_wall_clock_off_the_cpu(kind, device, expected):
-    # on a GPU the process's CPU seconds leave the device's time out: the budget would never run out
+    # on a GPU the process's CPU seconds leave the device's time out: the budget would run many times over
     assert effective_clock(kind, device) == expected
 
 
