@@ -58,7 +58,7 @@ def effective_clock(kind: str, device: str) -> str:
     """The clock a run on ``device`` counts its budget on: ``"cpu"`` only where the CPU does the work. On a GPU the
     process's CPU seconds leave out the device's time (910 study steps on an H200 counted 13 s on that clock in 246 wall
     seconds), so a CPU-time budget would run many times over there: the wall clock stands in."""
-    return "wall" if kind == "cpu" and device.split(":")[0] not in ("cpu", "") else kind
+    return "wall" if kind == "cpu" and device.split(":")[0] != "cpu" else kind
 
 
 def budget_clock(kind: str) -> Callable[[], float]:
