@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mlse.atomic import atomic_write_text
 from mlse.cli.args import add_backend_argument, csv_list
 from mlse.dirs import runs_dir
 from mlse.errors import MlseError
@@ -82,6 +83,12 @@ def add_experiment_parser(sub) -> None:
         "--shipped-recipe",
         default=SHIPPED_RECIPE,
         help="unrated: the recipe whose gap the summary compares the best one with",
+    )
+    ex.add_argument(
+        "--headline",
+        default=None,
+        help="unrated: also write the summary here, naming --out as its study (the study's headline, e.g. "
+        "results/unrated/summary.json)",
     )
     ex.add_argument(
         "--no-outside",
@@ -184,4 +191,7 @@ def _unrated(args: argparse.Namespace) -> int:
     summary = write_summary(out, args.shipped_recipe)
     print(json.dumps({k: summary[k] for k in ("shipped_gap", "best_recipe", "best_gap", "gap_reduction_ci")}))
     print(f"wrote {out}/summary.json, unrated.md")
+    if args.headline:
+        atomic_write_text(Path(args.headline), json.dumps({"study": out.as_posix(), **summary}, indent=1) + "\n")
+        print(f"wrote {args.headline}")
     return 0

@@ -20,9 +20,9 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
 * ``interrupted-run`` -- ``runs/**/interrupted.json`` (:func:`mlse.runs.health.sweep_interrupted`): a run whose job
   died unanswered (its app was killed, say); one row, metric ``interrupted``, value the step of the checkpoint it
   keeps (empty when not known), so the table shows the run's state beside its numbers.
-* ``unrated``         -- ``results/unrated/<recipe>.json`` of ``python -m mlse experiment unrated``: per held-out pair
-  the test Spearman ``rated`` (trained with the language's rated pairs), ``unrated`` (without) and their ``gap``; an
-  incomplete result says so in a row of its own (metric ``incomplete``).
+* ``unrated``         -- ``results/unrated/<study>/<recipe>.json`` of ``python -m mlse experiment unrated``: per
+  held-out pair the test Spearman ``rated`` (trained with the language's rated pairs), ``unrated`` (without) and their
+  ``gap``; an incomplete result says so in a row of its own (metric ``incomplete``).
 
 Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be
 parsed, or that has a known schema but a broken shape, is skipped with a warning. Folders named ``model`` (model

@@ -196,3 +196,26 @@ def test_a_recipe_run_with_several_seeds_is_compared_by_its_mean_over_the_seeds(
     assert "| better:40-steps | 3 |" in table and "| shipped:40-steps | 2 |" in table
     # the shipped recipe named by one of its seeds is compared as its group, not left out
     assert ur.write_summary(tmp_path, "shipped~s1:40-steps")["shipped_gap"] == summary["shipped_gap"]
+
+
+def test_the_headline_is_the_named_studys_summary_and_the_committed_one_is_current(tmp_path, capsys):
+    from pathlib import Path
+
+    from mlse.cli.main import main
+
+    rng = np.random.default_rng(3)
+    train, predict, _ = _fake_study(rng, {"shipped": 0.8, "better": 0.3})
+    study = tmp_path / "study"
+    for name in ("shipped", "better"):
+        u.run_unrated(name, {}, folds=u.parse_folds(None), train=train, predict=predict, out=study)
+    headline = tmp_path / "summary.json"
+    argv = ["experiment", "unrated", "--report-only", "--out", str(study), "--shipped-recipe", "shipped"]
+    assert main([*argv, "--headline", str(headline)]) == 0
+    written = json.loads(headline.read_text())
+    assert written.pop("study") == study.as_posix()
+    assert written == json.loads((study / "summary.json").read_text()) and written["best_recipe"] == "better"
+    # the repository's headline is the summary of the study it names, as that study's files stand now
+    root = Path(__file__).resolve().parents[2]
+    committed = json.loads((root / "results" / "unrated" / "summary.json").read_text())
+    named = json.loads((root / committed.pop("study") / "summary.json").read_text())
+    assert committed == named and committed["gap_reduction_ci"] is not None
