@@ -4,10 +4,12 @@ tiny end-to-end run whose training never sees the held-out languages' rated pair
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mlse.cli.main import main
 from mlse.errors import MlseError
 from mlse.experiments import unrated as u
 from mlse.experiments import unrated_report as ur
@@ -199,10 +201,6 @@ def test_a_recipe_run_with_several_seeds_is_compared_by_its_mean_over_the_seeds(
 
 
 def test_the_headline_is_the_named_studys_summary_and_the_committed_one_is_current(tmp_path, capsys):
-    from pathlib import Path
-
-    from mlse.cli.main import main
-
     rng = np.random.default_rng(3)
     train, predict, _ = _fake_study(rng, {"shipped": 0.8, "better": 0.3})
     study = tmp_path / "study"
