@@ -189,7 +189,8 @@ def _unrated(args: argparse.Namespace) -> int:
             state = "" if result["complete"] else " (incomplete: a run stopped early; not compared)"
             print(f"{name}: mean gap {result['mean_gap']:+.1f} {result['mean_gap_ci95']}{state}")
     summary = write_summary(out, args.shipped_recipe)
-    print(json.dumps({k: summary[k] for k in ("shipped_gap", "best_recipe", "best_gap", "gap_reduction_ci")}))
+    headline = ("shipped_gap", "best_recipe", "best_gap", "gap_reduction_ci", "best_raising_without")
+    print(json.dumps({k: summary[k] for k in headline}))
     print(f"wrote {out}/summary.json, unrated.md")
     if args.headline:
         atomic_write_text(Path(args.headline), json.dumps({"study": out.as_posix(), **summary}, indent=1) + "\n")

@@ -71,7 +71,8 @@ def _fake_study(rng, quality: dict[str, float], incomplete: set[str] = frozenset
         return {"run": run_name, "complete": run_name not in incomplete}
 
     def predict(run, pairs):
-        noise = quality[run.split("/")[0]] * (3.0 if "/without-" in run else 1.0)
+        q = quality[run.split("/")[0]]  # one noise scale (three times it without), or (with, without)
+        noise = q[1 if "/without-" in run else 0] if isinstance(q, tuple) else q * (3.0 if "/without-" in run else 1.0)
         return {"gold": {p: gold[p] for p in pairs}, "pred": {p: gold[p] + rng.normal(0, noise, 200) for p in pairs}}
 
     return train, predict, trained
@@ -104,6 +105,22 @@ def test_a_recipe_runs_once_with_and_once_per_fold_without_and_the_summary_compa
     assert summary["incomplete"] == ["stopped"] and "stopped" not in summary["recipes"]
     table = (tmp_path / "unrated.md").read_text()
     assert "stopped (incomplete: not compared)" in table and "| **better** | all | **mean** |" in table
+
+
+def test_the_summary_names_apart_the_best_gap_closed_by_the_language_without_ratings_gaining(tmp_path):
+    rng = np.random.default_rng(4)
+    # "flat" has no gap because its run with rated pairs is as bad as its run without them
+    train, predict, _ = _fake_study(rng, {"shipped": 0.8, "better": 0.3, "flat": (3.0, 3.0)})
+    for name in ("shipped", "better", "flat"):
+        u.run_unrated(name, {}, folds=u.parse_folds(None), train=train, predict=predict, out=tmp_path)
+    summary = ur.write_summary(tmp_path, "shipped")
+    assert summary["best_recipe"] == "flat" and summary["without_vs_shipped"]["flat"]["ci95"][1] < 0
+    raising = summary["best_raising_without"]
+    assert raising["recipe"] == "better" and raising["gap"] == summary["recipes"]["better"]["mean_gap"]
+    assert 0 < raising["gap_reduction_ci"][0] < raising["gap_reduction_ci"][1]
+    assert raising["share_of_shipped_gap"] == pytest.approx(raising["gap"] / summary["shipped_gap"], abs=0.01)
+    # no recipe beats the shipped recipe's *without*: nothing to name
+    assert ur.write_summary(tmp_path, "better")["best_raising_without"] is None
 
 
 def test_a_tiny_run_never_trains_on_the_held_out_languages_rated_pairs(tiny_bert, tmp_path, data_dir):
