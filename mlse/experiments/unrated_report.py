@@ -77,9 +77,7 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
     if shipped_recipe in gaps:
         summary["shipped_gap"] = round(gaps[shipped_recipe], 2)
         if summary["best_recipe"] != shipped_recipe:
-            shipped_boots = _group_boots(out, groups[shipped_recipe])
-            best_boots = _group_boots(out, groups[summary["best_recipe"]])
-            summary["gap_reduction_ci"] = [round(x, 2) for x in percentile_ci95(shipped_boots - best_boots)]
+            summary["gap_reduction_ci"] = _reduction_ci(out, groups[shipped_recipe], groups[summary["best_recipe"]])
         # A gap also closes when the run *with* rated pairs gets worse; what a language with bitext only gets is the
         # *without* score, so every recipe's is compared with the shipped recipe's on the same resamples too.
         shipped_without = _group_boots(out, groups[shipped_recipe], side="without")
@@ -105,13 +103,17 @@ def _best_raising_without(out: Path, groups: dict, gaps: dict, summary: dict) ->
     if not raising:
         return None
     best = min(raising, key=gaps.get)
-    reduction = _group_boots(out, groups[summary["shipped_recipe"]]) - _group_boots(out, groups[best])
     return {
         "recipe": best,
         "gap": round(gaps[best], 2),
-        "gap_reduction_ci": [round(x, 2) for x in percentile_ci95(reduction)],
+        "gap_reduction_ci": _reduction_ci(out, groups[summary["shipped_recipe"]], groups[best]),
         "share_of_shipped_gap": round(gaps[best] / summary["shipped_gap"], 2) if summary["shipped_gap"] else None,
     }
+
+
+def _reduction_ci(out: Path, shipped: list[dict], other: list[dict]) -> list[float]:
+    """The 95 % CI of the shipped recipe's gap minus another's, on the same test-pair resamples."""
+    return [round(x, 2) for x in percentile_ci95(_group_boots(out, shipped) - _group_boots(out, other))]
 
 
 def seed_means(out: Path, results: list[dict]) -> dict:
