@@ -70,14 +70,17 @@ def add_experiment_parser(sub) -> None:
         "default)",
     )
     ex.add_argument(
-        "--budget-minutes", type=float, default=None, help="unrated: each run's CPU budget (default: the recipe's)"
+        "--budget-minutes",
+        type=float,
+        default=None,
+        help="unrated and students: each run's CPU budget (default: the recipe's)",
     )
     ex.add_argument(
         "--max-steps",
         type=int,
         default=None,
-        help="unrated: train every run for exactly N steps (results named RECIPE:N-steps); a CPU-time budget gives "
-        "runs beside other work fewer steps",
+        help="unrated and students: train every run for exactly N steps (results named RECIPE:N-steps); a CPU-time "
+        "budget gives runs beside other work, or on a slower CPU, fewer steps",
     )
     ex.add_argument(
         "--shipped-recipe",
@@ -144,7 +147,7 @@ def _students(args: argparse.Namespace) -> int:
         names = [seeded(name, seed) for name in names for seed in seeds]
     plans = [parse_recipe(name) for name in names]  # unknown names are refused before anything runs
     if not args.report_only:
-        for name, recipe in plans:
+        for name, recipe in steps_named(plans, args.max_steps):
             run_recipe(
                 name,
                 recipe,
@@ -152,6 +155,7 @@ def _students(args: argparse.Namespace) -> int:
                 out=out,
                 data_dir=args.data_dir,
                 progress=lambda msg: print(msg, flush=True),
+                **_run_settings(args),
             )
     print(write_report(out, baselines={m: Path("results/baseline") / m for m in ("me5-small", "muse", "minilm-en")}))
     print(f"wrote {out}/students.md, students.html")
@@ -161,20 +165,25 @@ def _students(args: argparse.Namespace) -> int:
 STEPS_GUARD_MINUTES = 120.0  # with --max-steps: the budget that only stops a runaway run
 
 
+def _run_settings(args: argparse.Namespace) -> dict:
+    """``--budget-minutes`` / ``--max-steps`` as settings of every run: with ``--max-steps`` each run takes exactly N
+    steps (on any CPU, beside any other work) and the budget only guards against a runaway run."""
+    if args.max_steps:
+        return {"max_steps": args.max_steps, "budget_minutes": args.budget_minutes or STEPS_GUARD_MINUTES}
+    return {"budget_minutes": args.budget_minutes} if args.budget_minutes else {}
+
+
 def _unrated(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / "unrated")
     folds = parse_folds(args.folds)  # an unknown language or an empty fold is refused before anything runs
     plans = [parse_protocol_recipe(name) for name in (args.recipes or [])]  # an unknown name is refused first
     if not plans and not args.report_only:
         raise MlseError("unrated: name the recipes to run with --recipes, e.g. sts-cosent+lora@10")
-    settings = {"budget_minutes": args.budget_minutes} if args.budget_minutes else {}
-    if args.max_steps:  # every run the same number of steps; the budget only guards against a runaway run
-        settings = {"max_steps": args.max_steps, "budget_minutes": args.budget_minutes or STEPS_GUARD_MINUTES}
     plans = steps_named(plans, args.max_steps)
     say = lambda msg: print(msg, flush=True)  # noqa: E731
     outside = None if args.no_outside else (lambda run: outside_scores(run, data_dir=args.data_dir))
     if not args.report_only:
-        train = protocol_trainer(runs_dir() / "unrated", data_dir=args.data_dir, say=say, **settings)
+        train = protocol_trainer(runs_dir() / "unrated", data_dir=args.data_dir, say=say, **_run_settings(args))
         for name, recipe in plans:
             result = run_unrated(
                 name,

@@ -107,6 +107,9 @@ ENGLISH_PAIRS = [
     "en-uk",
     "en-zh",
 ]
+# The Tatoeba-Challenge folders that pair two languages other than English (the seed's Stage-1 X-Y pairs), in the
+# fine-tuning methods' "a-b" form: a student that sees them aligns X with Y directly, not only through English.
+NON_ENGLISH_PAIRS = ["de-ru", "fr-es", "ru-zh", "es-zh", "pl-tr", "es-uk"]
 # What the app's Fine-tune tab ticks for a fine-tuning method (a quick run; the CLI trains on all ENGLISH_PAIRS).
 APP_FINETUNE_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]
 

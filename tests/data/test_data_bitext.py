@@ -63,3 +63,15 @@ def test_no_cap_keeps_every_clean_pair_in_file_order(data_dir):
 def test_the_two_seedings():
     assert same_seed(7)(0) == same_seed(7)(3) == 7
     assert seed_per_pair(7)(3) == [7, 3]
+
+
+def test_non_english_pairs_keep_their_sides_and_leave_the_english_pairs_selection_alone(data_dir):
+    # the X-Y recipe appends NON_ENGLISH_PAIRS after the English ones: pair i keeps its seed [seed, i], so the
+    # English pairs train on the same sentences as without them, and an X-Y pair is not turned round
+    english = load_filtered_bitext(["en-de"], max_pairs=20, sample_seed=seed_per_pair(1), data_dir=data_dir)
+    both = load_filtered_bitext(["en-de", "fr-es"], max_pairs=20, sample_seed=seed_per_pair(1), data_dir=data_dir)
+    assert both.src[:20] == english.src and both.tgt[:20] == english.tgt
+    assert both.src_lang[20:] == ["fr"] * 20 and both.tgt_lang[20:] == ["es"] * 20
+    assert english_first("fr-es") == ("fr", "es")
+    clean = _clean("fr-es", data_dir)
+    assert set(zip(both.src[20:], both.tgt[20:], strict=True)) <= set(zip(clean.src, clean.tgt, strict=True))

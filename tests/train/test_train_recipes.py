@@ -348,3 +348,25 @@ def test_students_over_seeds_runs_each_seed_and_reports_mean_and_spread(tmp_path
     ran.clear()  # a name with its own seed, no --seeds: that seed alone
     assert main(["experiment", "students", "--recipes", "sts-cosent+lora~s2", "--out", str(out)]) == 0
     assert ran == [("sts-cosent+lora~s2", 2)]
+
+
+def test_students_with_max_steps_train_every_run_the_same_steps_under_a_steps_name(tmp_path, monkeypatch):
+    from mlse.cli import experiment
+    from mlse.cli.main import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    ran: list[tuple[str, dict]] = []
+
+    def fake_run(name, recipe, *, out, **kw):  # a CPU budget gives a slower CPU fewer steps: --max-steps does not
+        ran.append((name, {k: v for k, v in kw.items() if k in ("max_steps", "budget_minutes")}))
+        (out / f"{name}.json").write_text(json.dumps(_result_row(name, 76.0, 92.0)))
+
+    monkeypatch.setattr(experiment, "run_recipe", fake_run)
+    args = ["experiment", "students", "--recipes", "hard-t0.01-cosent-swa-xy+lora", "--out", str(out)]
+    assert main([*args, "--max-steps", "374"]) == 0
+    assert ran == [("hard-t0.01-cosent-swa-xy+lora:374-steps", {"max_steps": 374, "budget_minutes": 120.0})]
+    ran.clear()
+    assert main([*args, "--budget-minutes", "7"]) == 0
+    assert ran == [("hard-t0.01-cosent-swa-xy+lora", {"budget_minutes": 7.0})]
+    assert "hard-t0.01-cosent-swa-xy+lora:374-steps" in (out / "students.md").read_text()
