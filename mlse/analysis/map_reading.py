@@ -24,8 +24,7 @@ def pct(x: float | None) -> str:
     """0.359 -> "35.9 %", 0.5 -> "50 %", None -> "n/a"."""
     if x is None:
         return "n/a"
-    text = f"{100 * x:.1f}"
-    return (text[:-2] if text.endswith(".0") else text) + " %"
+    return f"{100 * x:.1f}".removesuffix(".0") + " %"
 
 
 def separation(meaning: float, language: float, chance: float) -> str:

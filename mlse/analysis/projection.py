@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -176,17 +177,13 @@ def retrieval_at1(X: np.ndarray, lang_idx: np.ndarray, sentence_ids: np.ndarray)
         return None
     blocks = {lang: (X[lang_idx == lang], sentence_ids[lang_idx == lang]) for lang in langs}  # ([n_l, d], [n_l])
     scores = []
-    for a in langs:
-        Xa, ids_a = blocks[a]
-        for b in langs:
-            if a == b:
-                continue
-            Xb, ids_b = blocks[b]
-            queries = np.isin(ids_a, ids_b)  # [n_a]: sentences of A with a translation in B
-            if not queries.any():
-                continue
-            nearest = (Xa[queries] @ Xb.T).argmax(1)  # [q]
-            scores.append(float(np.mean(ids_b[nearest] == ids_a[queries])))
+    for a, b in itertools.permutations(langs, 2):
+        (Xa, ids_a), (Xb, ids_b) = blocks[a], blocks[b]
+        queries = np.isin(ids_a, ids_b)  # [n_a]: sentences of A with a translation in B
+        if not queries.any():
+            continue
+        nearest = (Xa[queries] @ Xb.T).argmax(1)  # [q]
+        scores.append(float(np.mean(ids_b[nearest] == ids_a[queries])))
     return float(np.mean(scores)) if scores else None
 
 

@@ -43,13 +43,8 @@ def language_pair_labels(lang1: Sequence[str], lang2: Sequence[str]) -> np.ndarr
     """ "en-de" for each pair [n] from the two sentences' language codes (lower-cased, blanks as "und")."""
     if len(lang1) != len(lang2):
         raise ValueError(f"{len(lang1)} first languages but {len(lang2)} second languages")
-    codes = [f"{_code(a)}-{_code(b)}" for a, b in zip(lang1, lang2)]
+    codes = ["-".join(str(lang or "").strip().lower() or "und" for lang in pair) for pair in zip(lang1, lang2)]
     return np.array(codes, dtype=object)
-
-
-def _code(lang) -> str:
-    text = str(lang or "").strip().lower()
-    return text or "und"
 
 
 def languages_or_detected(sentences: Sequence[str], given: Sequence[str] | None = None) -> tuple[list[str], int]:
@@ -192,8 +187,6 @@ def slice_rows(
             name: slice_metrics(pred, gold, labels, order=order, n_boot=n_boot, seed=seed)
             for name, pred in preds.items()
         }
-        first = next(iter(per_model.values()), [])
-        for i in range(len(first)):
-            for name, found in per_model.items():
-                rows.append({"slice": kind, "model": name, **found[i]})
+        for per_value in zip(*per_model.values()):  # one slice value: its row of each model
+            rows += [{"slice": kind, "model": name, **found} for name, found in zip(per_model, per_value)]
     return [{c: row[c] for c in SLICE_COLUMNS} for row in rows]

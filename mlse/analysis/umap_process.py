@@ -19,6 +19,7 @@ The result is the same as an in-process projection with the same arguments: the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -188,10 +189,8 @@ class UmapWorker:
         """Let the child end within ``wait_s`` (its stdin closed), else kill it -> its exit status."""
         if self._proc is None:
             return None
-        try:
+        with contextlib.suppress(OSError):
             self._proc.stdin.close()
-        except OSError:
-            pass
         try:
             return self._proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:

@@ -142,7 +142,6 @@ def _from_parallel(table: UserTable, detect: Detector | None) -> Sample:
         lang_idx,
         sentence_ids,
         source=table.name,
-        grouped=True,
         notes=notes,
         from_user=True,
     )

@@ -138,9 +138,8 @@ def check_out(out: Path) -> None:
     above it, the folders between are created) must be a folder this process can create a file in."""
     folder = out.parent
     existing = folder
-    while not existing.exists() and existing != existing.parent:
-        if existing.is_symlink():  # a dangling link: nothing can be created through it
-            break
+    # a dangling link stops the climb: nothing can be created through it
+    while not existing.exists() and existing != existing.parent and not existing.is_symlink():
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         raise MlseError(f"--out {out}: cannot write it: {existing} is a file, not a folder")

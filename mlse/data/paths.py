@@ -20,17 +20,16 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     repository root. A place the user named explicitly (argument or variable) must exist: silently
     falling back to another copy of the data would make results depend on where one happens to run.
     """
-    if data_dir is not None and str(data_dir) != "":
-        p = Path(data_dir).expanduser()
-        if not p.is_dir():
-            raise DataError(f"data directory {p} does not exist (given as data_dir / --data-dir)")
-        return p.resolve()
-    env = os.environ.get(ENV_VAR, "")
-    if env:
-        p = Path(env).expanduser()
-        if not p.is_dir():
-            raise DataError(f"data directory {p} does not exist (from the {ENV_VAR} environment variable)")
-        return p.resolve()
+    named = (
+        (data_dir, "given as data_dir / --data-dir"),
+        (os.environ.get(ENV_VAR), f"from the {ENV_VAR} environment variable"),
+    )
+    for given, origin in named:
+        if given is not None and str(given) != "":
+            p = Path(given).expanduser()
+            if not p.is_dir():
+                raise DataError(f"data directory {p} does not exist ({origin})")
+            return p.resolve()
     tried = list(
         dict.fromkeys((root / "shared" / "data").resolve() for root in (Path.cwd() / "..", package_parent().parent))
     )

@@ -85,15 +85,9 @@ class TableBuilder:
 
     # -- the table -------------------------------------------------------------------------------------------------
     def build(self, records) -> UserTable:
-        body = self.decide(records)
-        rows, lines = [], []
-        for line, fields in body:
-            if not self.accept(line, fields):
-                continue
-            rows.append(fields)
-            lines.append(line)
-        self.require_rows(len(rows))
-        return self.table(rows, lines)
+        kept = [(line, fields) for line, fields in self.decide(records) if self.accept(line, fields)]
+        self.require_rows(len(kept))
+        return self.table([fields for _, fields in kept], [line for line, _ in kept])
 
     def table(self, rows: list[list[str]], lines: list[int], *, skipped: bool = True) -> UserTable:
         """The kept ``rows`` (read from ``lines``) in the settled layout; ``skipped``: with the refused rows."""
@@ -146,7 +140,7 @@ class TableBuilder:
         elif len(fields) != len(self.columns):
             problem = self.ragged(self.columns, fields, self.has_header)
         else:
-            problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header, self.kind)
+            problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header)
         if problem is not None:
             self.bad_row(line, *problem)
             return False
@@ -284,11 +278,8 @@ class TableBuilder:
             "sentences": "1 or 2 (sentence[, language])",
             "parallel": "2 or more (one per language)",
         }
-        return (
-            f"{width} column(s) and no header; expected "
-            + ", or ".join(wanted[k] for k in self.kinds)
-            + ", or a header naming the columns"
-        )
+        expected = ", or ".join(wanted[k] for k in self.kinds)
+        return f"{width} column(s) and no header; expected {expected}, or a header naming the columns"
 
     def require(self, roles, kind, columns) -> dict[str, str]:
         needed = ("sentence1", "sentence2") if kind == "pairs" else ("sentence",)
@@ -307,7 +298,7 @@ class TableBuilder:
             return (repr(columns[m]) if has_header else str(m + 1)), f"missing ({counts})"
         return str(n + 1), f"unexpected extra field ({counts})"
 
-    def check_row(self, fields, columns, roles, languages, has_header, kind) -> tuple[str, str] | None:
+    def check_row(self, fields, columns, roles, languages, has_header) -> tuple[str, str] | None:
         def col(name: str) -> str:
             return repr(name) if has_header else str(columns.index(name) + 1)
 

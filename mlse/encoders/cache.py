@@ -129,9 +129,7 @@ class EmbeddingStore:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log.warning("embedding cache %s is damaged (%s); moving it aside and rebuilding", self.path, exc)
         for suffix in ("", "-wal", "-shm"):
-            p = Path(str(self.path) + suffix)
-            if p.exists():
-                move_aside(p, stamp)
+            move_aside(Path(str(self.path) + suffix), stamp)  # a missing side file is left alone
 
     def close(self) -> None:
         with self._lock:

@@ -144,7 +144,7 @@ def available_line() -> str:
     return "available here: " + (", ".join(names) if names else "none")
 
 
-def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
+def materialise(spec: ModelSpec) -> Path:
     """Return a local folder holding the model of ``spec``.
 
     Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable
@@ -157,17 +157,15 @@ def materialise(spec: ModelSpec, *, allow_download: bool | None = None) -> Path:
         return Path(spec.location)
     if spec.source != "hub":
         path = Path(spec.location)
-        if spec.build is not None and not is_model_folder(path):
+        if is_model_folder(path):
+            return path
+        if spec.build is not None:
             return spec.build()
-        if not is_model_folder(path):
-            raise ModelNotFoundError(f"model {spec.name!r}: no model files at {path}; {available_line()}")
-        return path
+        raise ModelNotFoundError(f"model {spec.name!r}: no model files at {path}; {available_line()}")
     cached = hub_cached(spec.location)
     if cached is not None:
         return cached
-    if allow_download is None:
-        allow_download = not hub_offline()
-    if not allow_download:
+    if hub_offline():
         raise ModelNotFoundError(
             f"model {spec.name!r} ({spec.location}) is not in the local HF cache and HF_HUB_OFFLINE is set; "
             f"{available_line()}"
@@ -300,6 +298,6 @@ def chosen_models(
     names = [models] if isinstance(models, str) else list(models or [])
     names = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
     asked = len(names)
-    names = names[:limit] if limit is not None else names
+    names = names[:limit]  # limit None: all of them
     refused = [] if offered is None else [(n, NOT_OFFERED) for n in names if n not in offered]
     return [n for n in names if offered is None or n in offered], asked, refused

@@ -148,14 +148,8 @@ class CacheCounter:
     """
 
     def __init__(self, models: Iterable[object]):
-        found = {}
-        for model in models:
-            stats = cache_stats(model)
-            if stats is None:
-                found = {}
-                break
-            found[id(stats)] = stats
-        self._stats = list(found.values())
+        stats = [cache_stats(model) for model in models]
+        self._stats = [] if None in stats else list({id(s): s for s in stats}.values())  # each cache once
         self._start = [(s["encoded"], s["served"]) for s in self._stats]
 
     def share(self) -> float | None:

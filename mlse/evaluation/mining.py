@@ -150,15 +150,12 @@ def build_mining_task(
     cand_src += [extra_src[i] for i in rng.permutation(len(extra_src))]
     cand_tgt += [extra_tgt[i] for i in rng.permutation(len(extra_tgt))]
     dis_src: list[str] = []
-    for s in cand_src:
-        if src_ok(s):
-            pool_src.add(s)
-            dis_src.append(s)
     dis_tgt: list[str] = []
-    for t in cand_tgt:
-        if tgt_ok(t):
-            pool_tgt.add(t)
-            dis_tgt.append(t)
+    for cands, ok, pool, kept in ((cand_src, src_ok, pool_src, dis_src), (cand_tgt, tgt_ok, pool_tgt, dis_tgt)):
+        for c in cands:
+            if ok(c):
+                pool.add(c)
+                kept.append(c)
 
     g_train = _n_train(len(gold), train_fraction, at_least_one_each=True)
     s_train = _n_train(len(dis_src), train_fraction, at_least_one_each=False)

@@ -112,17 +112,11 @@ def pool(tokens, mode: str):
 
 
 def _pool(tokens, dtokens, mode: str):
-    import torch  # lazy: only computing needs it
-
     if mode == "max":
         best = tokens.max(dim=-2)
         index = best.indices.unsqueeze(-2).expand(*dtokens.shape[:-2], 1, dtokens.shape[-1])
         return best.values, dtokens.gather(-2, index).squeeze(-2)
-    if mode != "weightedmean":  # cls, last token, mean, sum / sqrt(n): linear, the same operation on both
-        return pool(tokens, mode), pool(dtokens, mode)
-    n = tokens.shape[-2]
-    weights = torch.arange(1, n + 1, dtype=tokens.dtype)[:, None] / (n * (n + 1) / 2)
-    return (tokens * weights).sum(dim=-2), (dtokens * weights).sum(dim=-2)
+    return pool(tokens, mode), pool(dtokens, mode)  # every other mode is linear: the same operation on both
 
 
 def _normalize(x, dx):

@@ -94,12 +94,10 @@ class Scorer(Scoring):
 
         folder = Path(folder)
         with atomic_dir(folder) as tmp:
-            heads = []
             for kind, head in self.heads:
                 tensors, meta = head.state()
                 save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / f"{kind}.safetensors"))
                 (tmp / f"{kind}.json").write_text(json.dumps(meta, indent=1))
-                heads.append(kind)
             manifest = {
                 "format": "mlse-scorer/1",
                 "name": folder.name,
@@ -107,7 +105,7 @@ class Scorer(Scoring):
                 # the weights' identity: the heads fit any backend of these weights (torch, onnx, onnx-int8)
                 "backbone_identity": weights_identity(self.backbone.identity),
                 "backbone_backend": backend_of(self.backbone.identity),
-                "heads": heads,
+                "heads": [kind for kind, _ in self.heads],
                 **self.metadata,
             }
             (tmp / SCORER_FILE).write_text(json.dumps(manifest, indent=2, default=str))

@@ -42,8 +42,7 @@ def ranking_loss(similarity: Tensor, scores: Tensor, scale: float = DEFAULT_SCAL
     diff = scale * (similarity[None, :] - similarity[:, None])  # [B, B]: entry (i, j) = scale * (s_j - s_i)
     ordered = scores[:, None] > scores[None, :]  # [B, B]: y_i > y_j
     terms = diff[ordered]  # [P] one per ordered pair
-    zero = torch.zeros(1, dtype=terms.dtype, device=terms.device)
-    return torch.logsumexp(torch.cat([zero, terms]), dim=0)
+    return torch.logsumexp(F.pad(terms, (1, 0)), dim=0)  # a 0 first: log(1 + sum exp(terms))
 
 
 def cosent_loss(emb1: Tensor, emb2: Tensor, scores: Tensor, scale: float = DEFAULT_SCALE) -> Tensor:

@@ -193,8 +193,6 @@ class SoftContrastiveLoss(nn.Module):
         teacher_src: Tensor,
         teacher_tgt: Tensor | None = None,
     ) -> Tensor:
-        if self.label == "average" and teacher_tgt is None:
-            raise ValueError("label='average' needs teacher_tgt (a multilingual teacher's embeddings of the tgt side)")
         src = embed(self.student, src_features)  # [B, d_s]
         tgt = embed(self.student, tgt_features)  # [B, d_s]
         targets = soft_labels(teacher_src, teacher_tgt, mode=self.label, temperature=self.temperature)  # [B, B]

@@ -102,10 +102,8 @@ def format_table(rows: Iterable[dict[str, Any]], columns: list[str], *, digits: 
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
     sep = "  ".join("-" * w for w in widths)
     numeric = [all(_is_number(r.get(c)) or r.get(c) is None for r in rows) for c in columns]
-    out = [line, sep]
-    for b in body:
-        out.append("  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(b, widths, numeric)))
-    return "\n".join(out)
+    aligned = ["  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(b, widths, numeric)) for b in body]
+    return "\n".join([line, sep, *aligned])
 
 
 def _is_number(v: Any) -> bool:

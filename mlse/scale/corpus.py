@@ -88,12 +88,7 @@ def scan_corpus(path: str | Path, *, format: str | None = None, shard_rows: int 
     if format is not None and format not in CORPUS_FORMATS:
         raise MlseError(f"unknown corpus format {format!r}; choose from {', '.join(CORPUS_FORMATS)}")
     scan = CorpusScan(path, format or _BY_SUFFIX.get(path.suffix.lower(), "txt"), shard_rows)
-    if scan.format == "txt":
-        _scan_txt(scan)
-    elif scan.format == "parquet":
-        _scan_parquet(scan)
-    else:
-        _scan_table(scan)
+    {"txt": _scan_txt, "parquet": _scan_parquet}.get(scan.format, _scan_table)(scan)
     return scan
 
 

@@ -24,6 +24,7 @@ from mlse.data.table_stream import ChunkedTable, read_span
 from mlse.data.user_table import UserTable
 from mlse.encoders.cache import text_key
 from mlse.errors import MlseError
+from mlse.scale.shards import plan_chunks
 
 _BLOCK = 900  # keys per "IN (...)" query, below SQLite's bound-parameter limit on old builds
 
@@ -59,7 +60,7 @@ class PairSource:
 
     def planned(self) -> list[tuple[int, int]]:
         """Rows [lo, hi) of every chunk."""
-        return [(lo, min(self.rows, lo + self.chunk_rows)) for lo in range(0, self.rows, self.chunk_rows)]
+        return plan_chunks(self.rows, self.chunk_rows)
 
     def locator(self, index: int) -> tuple:
         return self.table.locator(index)

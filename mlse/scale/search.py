@@ -55,11 +55,10 @@ class IndexSpec:
     def __post_init__(self):
         if self.kind not in INDEX_KINDS:
             raise MlseError(f"unknown index {self.kind!r}; choose from {', '.join(INDEX_KINDS)}")
-        for name in ("nprobe", "refine", "niter"):
-            if getattr(self, name) < 1:
-                raise MlseError(f"--{name} must be a positive integer, got {getattr(self, name)}")
-        if self.nlist is not None and self.nlist < 1:
-            raise MlseError(f"--nlist must be a positive integer, got {self.nlist}")
+        for name in ("nprobe", "refine", "niter", "nlist"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise MlseError(f"--{name} must be a positive integer, got {value}")
 
     def lists(self, n: int) -> int:
         return max(1, min(n, self.nlist or default_nlist(n)))

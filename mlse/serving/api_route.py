@@ -188,6 +188,7 @@ def what_if_request(
     taken while computing; a request finding it taken is answered 503 at once. ``explained``: (model, sentence 1,
     sentence 2) -> the pair's explanation, so a script trying several edits of one pair (as the page does) has it
     explained once; read and written only while holding ``slot``."""
+    explained = {} if explained is None else explained  # None: nothing kept between calls
     try:
         request = what_if_arguments(parse_body(raw), explainable(state))
     except RequestError as exc:
@@ -195,14 +196,11 @@ def what_if_request(
     if not slot.acquire(blocking=False):
         return 503, {"error": "busy: a What if? is being computed; try again in a moment"}
     try:
-        batcher = getattr(state, "batcher", None)
         model = state.encoder(request.pop("model"))
         key = (model, request["sentence1"], request["sentence2"])  # the encoder object: a reloaded run is another
-        known = explained.get(key) if explained is not None else None
-        encode = batcher.encode if batcher is not None else None
-        change = what_if(model, explain_new=False, encode=encode, explanation=known, **request)
-        if explained is not None:
-            explained[key] = change.explanation
+        encode = getattr(getattr(state, "batcher", None), "encode", None)
+        change = what_if(model, explain_new=False, encode=encode, explanation=explained.get(key), **request)
+        explained[key] = change.explanation
     except MlseError as exc:  # a word in neither sentence, an edit that changes nothing, a model that cannot load
         return 422, {"error": str(exc)}
     except Exception as exc:  # named, never a traceback

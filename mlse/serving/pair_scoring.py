@@ -25,10 +25,8 @@ def score_one(state, name: str, s1: str, s2: str) -> tuple[float, float | None]:
     """Cosine of the pair under one model, and its calibrated 0-5 score when the model has one: the library's
     :func:`mlse.encoders.protocol.similarity`, through the app's micro-batcher (concurrent requests share one encoder
     call)."""
-    batcher = getattr(state, "batcher", None)
-    cos, calibrated = similarity(
-        state.encoder(name), [s1], [s2], encode=batcher.encode if batcher is not None else None
-    )
+    encode = getattr(getattr(state, "batcher", None), "encode", None)  # None: a state without a batcher
+    cos, calibrated = similarity(state.encoder(name), [s1], [s2], encode=encode)
     return float(cos[0]), (float(calibrated[0]) if calibrated is not None else None)
 
 

@@ -131,11 +131,7 @@ StepLine = Callable[[StepStatus, float], None]  # (a step's status, the warm's o
 
 def check_steps(steps: Sequence[WarmStep]) -> list[StepStatus]:
     """Each step's state without computing anything: warm, skipped (with the reason) or waiting (missing)."""
-    out = []
-    for step in steps:
-        state, note = _found(step)
-        out.append(replace(_status_of(step), state=state, note=note))
-    return out
+    return [_status_of(step, *_found(step)) for step in steps]
 
 
 def run_warm(
@@ -222,8 +218,9 @@ def _found(step: WarmStep) -> tuple[str, str]:
         return "waiting", ""
 
 
-def _status_of(step: WarmStep) -> StepStatus:
-    return StepStatus(step.name, step.label, tuple(step.tabs), float(step.weight), request=tuple(step.request))
+def _status_of(step: WarmStep, state: str = "waiting", note: str = "") -> StepStatus:
+    tabs, weight, request = tuple(step.tabs), float(step.weight), tuple(step.request)
+    return StepStatus(step.name, step.label, tabs, weight, state=state, note=note, request=request)
 
 
 def _step_status(name: str) -> StepStatus:

@@ -58,10 +58,9 @@ def init_from_env(device: str) -> DistContext:
     dist = _dist()
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
-    owns = False
-    if not dist.is_initialized():
+    owns = not dist.is_initialized()
+    if owns:
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-        owns = True
     log.info("distributed fine-tuning: rank %d of %d (local rank %d)", rank, world, local_rank)
     return DistContext(rank=rank, world=world, local_rank=local_rank, owns_group=owns)
 

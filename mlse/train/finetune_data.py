@@ -102,9 +102,7 @@ def teacher_targets(
         return encode_in_chunks(teacher, texts, stop=stop, batch_size=cfg.batch_size, normalize=False)
 
     t_src = targets(data.src)  # [N, d_t]
-    t_tgt = None
-    if cfg.method == "soft" and cfg.label == "average":
-        t_tgt = targets(data.tgt)  # [N, d_t]
+    t_tgt = targets(data.tgt) if cfg.method == "soft" and cfg.label == "average" else None  # [N, d_t]
     info = {
         "teacher_identity": teacher.identity,
         "teacher_dim": int(probe.shape[1]),

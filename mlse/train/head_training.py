@@ -112,8 +112,7 @@ def language_probe(
     for kind in ("backbone", "meaning", "language"):
         if kind not in parts:
             continue
-        probe = LogisticRegression(max_iter=2000, random_state=seed)
-        probe.fit(parts[kind][is_train], labels[is_train])
+        probe = LogisticRegression(max_iter=2000, random_state=seed).fit(parts[kind][is_train], labels[is_train])
         out[kind] = 100.0 * float(probe.score(parts[kind][~is_train], labels[~is_train]))
     return out
 

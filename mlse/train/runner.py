@@ -143,14 +143,8 @@ class JobRunner:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no job runs or waits (tests, scripts); False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
-            while self._running is not None or self._queue:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
+            return self._idle.wait_for(lambda: self._running is None and not self._queue, timeout)
 
     # -- what the UI reads ------------------------------------------------------------------------------------------
     def running(self) -> Job | None:

@@ -55,10 +55,8 @@ class WithStsTerm:
         self.sentences_per_pair = (base.sentences_per_pair if base is not None else 0) + own
 
     def batch_loss(self, idx: np.ndarray):
-        sts = self.term.loss()
-        if self.base is None:
-            return sts
-        return self.base.batch_loss(idx) + self.weight * sts
+        sts = self.term.loss()  # first: the dropout draws of the translation batch come after it
+        return sts if self.base is None else self.base.batch_loss(idx) + self.weight * sts
 
     def after_step(self, step: int, total_steps: int) -> None:
         if self.base is not None:

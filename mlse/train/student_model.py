@@ -41,10 +41,7 @@ def load_student(name: str, device: str, max_seq_length: int):
 
 def student_dim(student) -> int:
     """Output dimension; encodes one text when the model cannot tell (e.g. a custom last module)."""
-    dim = student.get_embedding_dimension()
-    if dim:
-        return int(dim)
-    return int(student.encode(["x"], convert_to_numpy=True).shape[1])
+    return int(student.get_embedding_dimension() or student.encode(["x"], convert_to_numpy=True).shape[1])
 
 
 def tokenize(student, texts: list[str], device: str) -> dict:

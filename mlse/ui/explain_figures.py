@@ -99,15 +99,14 @@ def alignment_marks(best1, best2, shape: tuple[int, int]) -> np.ndarray:
     return marks
 
 
-def alignment_heatmap(alignment, title: str = ALIGNMENT_TITLE):
-    """The cosine of each word pair's contextual vectors, each word's best match marked (:func:`alignment_marks`).
-    ``title``: plotly markup (``<br>`` breaks a line), not user text."""
+def alignment_heatmap(alignment):
+    """The cosine of each word pair's contextual vectors, each word's best match marked (:func:`alignment_marks`)."""
     words1, words2 = list(alignment.words1), list(alignment.words2)
     z = np.asarray(alignment.similarity, dtype=np.float64)  # [W1, W2]
     return _word_grid(
         words1,
         words2,
-        f"{title}<br><sub>{ALIGNMENT_MARKS}</sub>",
+        f"{ALIGNMENT_TITLE}<br><sub>{ALIGNMENT_MARKS}</sub>",
         90,
         z=z,
         colorscale=SEQUENTIAL,

@@ -91,11 +91,6 @@ def _fail(model: str, exc: Exception) -> str:
     return md_escape(f"{model} could not be explained ({type(exc).__name__}: {str(exc)[:300]})")
 
 
-def _say(progress: Progress, share: float, what: str) -> None:
-    if progress is not None:
-        progress(share, what)
-
-
 # -- text ----------------------------------------------------------------------------------------------------------
 def top_pairs_text(explanation, k: int = TOP_K) -> str:
     """The top pairs as "flute ↔ Flöte +0.213 · man ↔ Mann +0.102 ..." (markdown), largest |attribution| first."""
@@ -209,13 +204,14 @@ def explain_and_keep(
         return None, None, "Enter two non-empty sentences to explain.", None
     if not (model or "").strip():
         return None, None, "Choose a model to explain.", None
+    say = progress or (lambda share, what: None)
     try:
         steps, layer = _steps(steps), _layer(layer)
-        _say(progress, 0.05, f"loading {model}")
+        say(0.05, f"loading {model}")
         encoder = state.encoder(model)
-        _say(progress, 0.2, "attributing the cosine to word pairs (integrated Jacobians)")
+        say(0.2, "attributing the cosine to word pairs (integrated Jacobians)")
         explanation = explain_pair(encoder, s1, s2, steps=steps, layer=layer)
-        _say(progress, 0.9, "aligning the words")
+        say(0.9, "aligning the words")
         alignment = align_tokens(encoder, s1, s2)
     except Exception as exc:  # the library's message (MlseError); anything else named, never a traceback
         return None, None, " ".join([_fail(model, exc), *notices]), None
@@ -274,12 +270,13 @@ def explain_retrieval_error(
         return None, None, "Select a row of the errors table first, then press *Explain this error*.", "", ""
     if not (model or "").strip():
         return None, None, "Choose a scorer.", "", ""
+    say = progress or (lambda share, what: None)
     try:
-        _say(progress, 0.05, f"loading {model}")
+        say(0.05, f"loading {model}")
         encoder = state.encoder(model)
-        _say(progress, 0.15, "attributing query vs retrieved")
+        say(0.15, "attributing query vs retrieved")
         wrong = explain_pair(encoder, q, r)
-        _say(progress, 0.55, "attributing query vs gold")
+        say(0.55, "attributing query vs gold")
         right = explain_pair(encoder, q, g)
     except Exception as exc:  # the library's message (MlseError); anything else named, never a traceback
         return None, None, _fail(model, exc), "", ""

@@ -22,9 +22,7 @@ from collections.abc import Callable
 from mlse.serving.field_checks import choice_problem, number_problem
 
 
-def _number_check(component) -> Callable:
-    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
-
+def _number_check(gr, component) -> Callable:
     original = component.preprocess
     whole = (
         component.precision == 0
@@ -44,9 +42,7 @@ def _number_check(component) -> Callable:
     return preprocess
 
 
-def _choice_check(component, allowed: Callable[[], list] | None) -> Callable:
-    import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
-
+def _choice_check(gr, component, allowed: Callable[[], list] | None) -> Callable:
     original = component.preprocess
     multi = isinstance(component, gr.CheckboxGroup) or getattr(component, "multiselect", False)
 
@@ -77,6 +73,6 @@ def check_inputs(*components, allowed: Callable[[], list] | None = None) -> None
 
     for component in components:
         if isinstance(component, (gr.Number, gr.Slider)):
-            component.preprocess = _number_check(component)
+            component.preprocess = _number_check(gr, component)
         elif isinstance(component, (gr.Dropdown, gr.CheckboxGroup, gr.Radio)):
-            component.preprocess = _choice_check(component, allowed)
+            component.preprocess = _choice_check(gr, component, allowed)

@@ -51,7 +51,7 @@ def picker_updates(state, pickers: list[ModelPicker], seen: int | None, values: 
     return version, updates
 
 
-def wire(state, pickers: list[ModelPicker], every: float = POLL_SECONDS) -> None:
+def wire(state, pickers: list[ModelPicker]) -> None:
     """Inside a ``gr.Blocks``: poll the state's version and refresh the pickers of this page when it changed."""
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
@@ -59,7 +59,7 @@ def wire(state, pickers: list[ModelPicker], every: float = POLL_SECONDS) -> None
         return
     components = [p.component for p in pickers]
     seen = gr.State(state.version)  # what this page was built with
-    timer = gr.Timer(every)
+    timer = gr.Timer(POLL_SECONDS)
 
     def on_tick(seen_version, *values):
         version, updates = picker_updates(state, pickers, seen_version, list(values))

@@ -169,7 +169,7 @@ def metric_plot(frame, task: str, key: str | None, metric: str | None):
     return _layout(fig, f"{task} {key or ''}: {metric} per model", 120, yaxis_title=metric, xaxis_tickangle=-30)
 
 
-def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative_pearson"):
+def seed_grid_plot(frame, metric: str = "relative_pearson"):
     """Grouped bars: each seed-grid variant's ``metric`` per STS pair (default: Pearson gain over the baseline)."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
@@ -181,7 +181,7 @@ def seed_grid_plot(frame, experiment: str | None = None, metric: str = "relative
             layout={"title": "No seed-grid results yet (python -m mlse experiment seed-grid)", "height": 380}
         )
     fig = go.Figure()
-    experiment = experiment if experiment in experiments else experiments[0]
+    experiment = experiments[0]
     rows = rows[rows["experiment"] == experiment]
     for model, group in rows.groupby("model", sort=False):
         fig.add_trace(go.Bar(name=model, x=group["key"], y=group["value"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mlse.explain import what_if
 from mlse.explain.edits import droppable, without_words
-from mlse.ui.explain_view import Progress, _fail, _say, clean_sentence, heatmap
+from mlse.ui.explain_view import Progress, _fail, clean_sentence, heatmap
 from mlse.ui.text import md_escape
 
 INTRO = (
@@ -117,11 +117,12 @@ def what_if_pair(
     notices = [n for n in (n1, n2) if n]
     if not s1 or not s2:
         return None, None, "Both sentences must keep at least one word: undo the edit that emptied one."
+    say = progress or (lambda share, what: None)
     try:
-        _say(progress, 0.05, f"loading {model}")
+        say(0.05, f"loading {model}")
         encoder = state.encoder(model)
         batcher = getattr(state, "batcher", None)
-        _say(progress, 0.2, "scoring and explaining the edited pair")
+        say(0.2, "scoring and explaining the edited pair")
         change = what_if(
             encoder,
             e.sentence1,

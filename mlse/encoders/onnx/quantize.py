@@ -223,12 +223,13 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
         weight_type=getattr(QuantType, recipe.get("weight_type", "QInt8")),
         nodes_to_quantize=chosen or None,
         use_external_data_format=big,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
     # The quantiser logs a generic "consider pre-processing" warning through the root logger; it does not apply here.
     with warnings.catch_warnings(), _root_logging_quiet():
         warnings.simplefilter("ignore")
         if recipe.get("method", "dynamic") == "dynamic":
-            quantize_dynamic(smoothed, target, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}, **common)
+            quantize_dynamic(smoothed, target, **common)
         else:  # static: activation scales fixed from the calibration text (QDQ nodes that onnxruntime fuses)
             feeds = list(
                 calibration_feeds(tokenizer, meta["inputs"], meta["pad_token_id"], texts, table, same_width=True)
@@ -241,7 +242,6 @@ def quantize_graph(fp32_dir: Path, target: Path, meta: dict, recipe: dict, texts
                 quant_format=QuantFormat.QDQ,
                 activation_type=QuantType.QUInt8,
                 calibrate_method=getattr(CalibrationMethod, recipe.get("calibrate_method", "MinMax")),
-                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                 **common,
             )
     for leftover in target.parent.glob("smoothed-fp32.onnx*"):

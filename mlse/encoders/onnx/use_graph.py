@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import build_once
-from mlse.encoders.onnx.export import OPSET, trace_to_onnx
+from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, OPSET, trace_to_onnx
 from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import cpu_session
 from mlse.encoders.use_torch import (
@@ -35,8 +35,6 @@ from mlse.encoders.use_torch import (
 from mlse.errors import MlseError
 
 GRAPH_VERSION = 1  # bump when the exported graph changes: its folder and the encoder identity change with it
-MODEL_FILE = "model.onnx"
-META_FILE = "export.json"
 
 
 def graph_dir(prepared: Path) -> Path:

@@ -49,8 +49,7 @@ def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0
         target_modules=TARGET_MODULES,
         bias="none",
     )
-    modules = list(student)
-    for module in modules[1 : len(modules) if appended_from is None else appended_from]:
+    for module in list(student)[1:appended_from]:  # None: to the end
         module.requires_grad_(False)
     set_hf_model(student[0], get_peft_model(student[0].auto_model, config))
     return student

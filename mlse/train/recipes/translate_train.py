@@ -41,13 +41,8 @@ _CHUNK = 1024  # anchors per similarity block (memory: chunk x n floats)
 
 def pseudo_langs(pairs: Sequence[str], sts_langs: Sequence[str]) -> list[str]:
     """The target languages of English-X ``pairs`` ("en-de") that have no rated pairs in ``sts_langs``."""
-    out = []
-    for pair in pairs:
-        a, _, b = pair.partition("-")
-        other = b if a == "en" else a
-        if other and other != "en" and other not in sts_langs and other not in out:
-            out.append(other)
-    return out
+    others = dict.fromkeys(b if a == "en" else a for a, _, b in (pair.partition("-") for pair in pairs))
+    return [x for x in others if x and x != "en" and x not in sts_langs]
 
 
 def pseudo_pairs(

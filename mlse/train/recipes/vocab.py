@@ -255,10 +255,8 @@ def extend_model_vocabulary(
         init_vectors = aligned_init(src_ids, tgt_ids, new_ids, old_weights[:n_old], excluded_old=specials)
     n_aligned = len(init_vectors)
     pending = [i for i in range(len(added)) if int(new_ids[i]) not in init_vectors]
-    sub = subword_init([added[i] for i in pending], old_tok, old_weights)
-    for j, i in enumerate(pending):
-        if j in sub:
-            init_vectors[int(new_ids[i])] = sub[j]
+    sub = subword_init([added[i] for i in pending], old_tok, old_weights)  # keys: positions in pending
+    init_vectors |= {int(new_ids[pending[j]]): vec for j, vec in sub.items()}
     n_subword = len(init_vectors) - n_aligned
     mean_vec = old_weights[:n_old].mean(axis=0)
 
