@@ -193,9 +193,10 @@ class SoftContrastiveLoss(nn.Module):
         teacher_src: Tensor,
         teacher_tgt: Tensor | None = None,
     ) -> Tensor:
+        # the labels first: a batch they refuse (label='average' without teacher_tgt) costs no forward pass
+        targets = soft_labels(teacher_src, teacher_tgt, mode=self.label, temperature=self.temperature)  # [B, B]
         src = embed(self.student, src_features)  # [B, d_s]
         tgt = embed(self.student, tgt_features)  # [B, d_s]
-        targets = soft_labels(teacher_src, teacher_tgt, mode=self.label, temperature=self.temperature)  # [B, B]
         loss = soft_contrastive_loss(src, tgt, targets, temperature=self.temperature, bidirectional=self.bidirectional)
         if self.tcm_alpha:
             loss = loss + self.tcm_alpha * tcm_loss(
