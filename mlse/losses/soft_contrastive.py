@@ -134,25 +134,18 @@ def soft_contrastive_loss(
 
 
 def tcm_loss(
-    student_src: Tensor,
-    student_tgt: Tensor,
-    teacher_src: Tensor,
-    teacher_tgt: Tensor | None = None,
-    *,
-    mode: str = "priority",
-    temperature: float = DEFAULT_TEMPERATURE,
+    student_src: Tensor, student_tgt: Tensor, targets: Tensor, *, temperature: float = DEFAULT_TEMPERATURE
 ) -> Tensor:
     """Mono-lingual term of TCM (paper 003, Eq. 6): the soft-label loss on the student's mono-lingual matrices.
 
-    ``(CE(softmax_row cos(s_src, s_src) / T, y) + CE(softmax_row cos(s_tgt, s_tgt) / T, y)) / 2`` with
-    ``y = soft_labels(teacher_src, teacher_tgt, mode=mode, temperature=temperature)`` for both languages. The student
+    ``(CE(softmax_row cos(s_src, s_src) / T, y) + CE(softmax_row cos(s_tgt, s_tgt) / T, y)) / 2`` with the same
+    labels ``y`` = ``targets`` (from :func:`soft_labels`, priority or average) for both languages. The student
     matrices are symmetric, so the "other direction" is the same term and is not repeated. The total TCM objective is
-    ``soft_contrastive_loss(...) + alpha * tcm_loss(...)`` (see the module docstring for alpha vs. the paper's lambda).
+    ``soft_contrastive_loss(s, t, y) + alpha * tcm_loss(s, t, y)`` (the module docstring: alpha vs. the paper's lambda).
     """
     check_pair(student_src, student_tgt)
     check_temperature(temperature)
-    targets = soft_labels(teacher_src, teacher_tgt, mode=mode, temperature=temperature)  # [B, B]
-    _check_targets("soft labels", targets, student_src.shape[0])
+    _check_targets("targets", targets, student_src.shape[0])
     targets = targets.to(student_src.dtype)
     src = soft_cross_entropy(cos_logits(student_src, student_src, temperature), targets)  # src x src
     tgt = soft_cross_entropy(cos_logits(student_tgt, student_tgt, temperature), targets)  # tgt x tgt
@@ -199,7 +192,5 @@ class SoftContrastiveLoss(nn.Module):
         tgt = embed(self.student, tgt_features)  # [B, d_s]
         loss = soft_contrastive_loss(src, tgt, targets, temperature=self.temperature, bidirectional=self.bidirectional)
         if self.tcm_alpha:
-            loss = loss + self.tcm_alpha * tcm_loss(
-                src, tgt, teacher_src, teacher_tgt, mode=self.label, temperature=self.temperature
-            )
+            loss = loss + self.tcm_alpha * tcm_loss(src, tgt, targets, temperature=self.temperature)
         return loss

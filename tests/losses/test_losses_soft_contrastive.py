@@ -119,9 +119,10 @@ def test_soft_loss_rejects_non_stochastic_targets():
 def test_tcm_near_zero_when_mono_similarities_match_low_temperature_targets():
     student = torch.eye(5, 6)  # distinct rows: student mono softmax -> identity at low T
     teacher = 3.0 * torch.eye(5, 9)  # distinct rows, other dimension: labels -> identity
-    loss = tcm_loss(student, student.clone(), teacher, temperature=0.01)
+    loss = tcm_loss(student, student.clone(), soft_labels(teacher, temperature=0.01), temperature=0.01)
     assert 0 <= loss.item() < 1e-6
-    loss = tcm_loss(student, student.clone(), teacher, teacher.clone(), mode="average", temperature=0.01)
+    y = soft_labels(teacher, teacher.clone(), mode="average", temperature=0.01)
+    loss = tcm_loss(student, student.clone(), y, temperature=0.01)
     assert 0 <= loss.item() < 1e-6
 
 
@@ -131,7 +132,7 @@ def test_tcm_known_answer_averages_the_two_languages():
     teacher = randn(B, 8, seed=18)
     y = soft_labels(teacher, temperature=0.2)
     collapsed = torch.ones(B, 8)
-    loss = tcm_loss(teacher.clone(), collapsed, teacher, temperature=0.2)
+    loss = tcm_loss(teacher.clone(), collapsed, y, temperature=0.2)
     assert loss.item() == pytest.approx(((row_entropy(y) + math.log(B)) / 2).item(), abs=1e-5)
 
 
@@ -140,10 +141,11 @@ def test_tcm_ignores_the_cross_lingual_matrix():
     rescaling embeddings (cosine) changes nothing, while the cross-lingual loss does change."""
     src, tgt, teacher = randn(5, 4, seed=19), randn(5, 4, seed=20), randn(5, 7, seed=21)
     q, _ = torch.linalg.qr(randn(4, 4, seed=22))  # orthogonal [4, 4]
-    base = tcm_loss(src, tgt, teacher, temperature=0.1)
-    assert tcm_loss(src, tgt @ q, teacher, temperature=0.1).item() == pytest.approx(base.item(), abs=1e-5)
-    assert tcm_loss(3 * src, 0.5 * tgt, 2 * teacher, temperature=0.1).item() == pytest.approx(base.item(), abs=1e-5)
     y = soft_labels(teacher, temperature=0.1)
+    base = tcm_loss(src, tgt, y, temperature=0.1)
+    assert tcm_loss(src, tgt @ q, y, temperature=0.1).item() == pytest.approx(base.item(), abs=1e-5)
+    y_scaled = soft_labels(2 * teacher, temperature=0.1)
+    assert tcm_loss(3 * src, 0.5 * tgt, y_scaled, temperature=0.1).item() == pytest.approx(base.item(), abs=1e-5)
     cross = soft_contrastive_loss(src, tgt, y, temperature=0.1)
     assert soft_contrastive_loss(src, tgt @ q, y, temperature=0.1).item() != pytest.approx(cross.item(), abs=1e-3)
 
@@ -155,9 +157,7 @@ def test_wrapper_calls_the_pure_functions():
     s, t = student(src)["sentence_embedding"], student(tgt)["sentence_embedding"]
     teacher_src, teacher_tgt = randn(8, 4, seed=32), randn(8, 4, seed=33)
     y = soft_labels(teacher_src, teacher_tgt, mode="average", temperature=0.05)
-    expected = soft_contrastive_loss(s, t, y, temperature=0.05) + 0.5 * tcm_loss(
-        s, t, teacher_src, teacher_tgt, mode="average", temperature=0.05
-    )
+    expected = soft_contrastive_loss(s, t, y, temperature=0.05) + 0.5 * tcm_loss(s, t, y, temperature=0.05)
     got = SoftContrastiveLoss(student, "average", 0.05, tcm_alpha=0.5)(src, tgt, teacher_src, teacher_tgt)
     assert got.item() == pytest.approx(expected.item(), abs=1e-6)
     assert SoftContrastiveLoss(student).temperature == DEFAULT_TEMPERATURE
