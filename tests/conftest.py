@@ -15,6 +15,14 @@ from tests.tiny_models import build_tiny_bert, build_tiny_xlmr, install_in_hf_ca
 MINILM = "minilm-en"
 
 
+def pytest_collection_modifyitems(items):
+    """The suite runs on several xdist workers (pyproject's addopts); the Ray tests (tests/scale/) stay on one of them,
+    one after another, so that no two local Ray clusters start at once on this machine."""
+    for item in items:
+        if item.path.parent.name == "scale":
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI (``CI`` set) a skip fails the test: see tests/no_silent_skips.py."""
