@@ -15,6 +15,7 @@ from tests.tiny_models import build_tiny_bert, build_tiny_xlmr, install_in_hf_ca
 MINILM = "minilm-en"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the test's id
 def pytest_collection_modifyitems(items):
     """The suite runs on several xdist workers (pyproject's addopts); the Ray tests (tests/scale/) stay on one of them,
     one after another, so that no two local Ray clusters start at once on this machine."""
