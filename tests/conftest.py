@@ -17,11 +17,12 @@ MINILM = "minilm-en"
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into the test's id
 def pytest_collection_modifyitems(items):
-    """The suite runs on several xdist workers (pyproject's addopts); the Ray tests (tests/scale/) stay on one of them,
-    one after another, so that no two local Ray clusters start at once on this machine."""
+    """The suite runs on several xdist workers (pyproject's addopts, ``--dist loadgroup``). A module's tests stay on
+    one worker, so a module-scoped fixture (a real model's scores, a started app) is built once; the Ray tests
+    (tests/scale/) all stay on one, one after another, so that no two local Ray clusters start at once."""
     for item in items:
-        if item.path.parent.name == "scale":
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        group = "ray" if item.path.parent.name == "scale" else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(hookwrapper=True)
