@@ -40,10 +40,16 @@ def test_the_upload_folder_never_holds_more_than_its_cap_and_the_app_serves(floo
 
 
 def test_a_visitor_over_their_share_is_told_to_come_back(flooded_app):
-    visitor, size = "198.51.100.1", 990_000
-    for i in range(PUBLIC_QUOTA.client_bytes // size + 1):  # this visitor's whole share, whatever ran before
-        flooded_app.upload(f"share-{i}.tsv", f"file {i}\tDatei {i}\n".encode().ljust(size, b"x"), visitor=visitor)
-    refused = flooded_app.upload("one-more.tsv", b"a\tb\n" * 247_500, visitor=visitor)  # 0.99 MB
+    # the first flood visitor (198.51.100.1) fills its whole share, whatever ran before, then sends one more
+    flood(
+        flooded_app.url,
+        flooded_app.uploads,
+        uploads=PUBLIC_QUOTA.client_bytes // 990_000 + 1,
+        visitors=1,
+        size=990_000,
+        threads=1,
+    )
+    refused = flooded_app.upload("one-more.tsv", b"a\tb\n" * 247_500, visitor="198.51.100.1")  # 0.99 MB
     assert refused.status_code in (429, 503) and refused.headers.get("retry-after"), refused.text
     assert "try again" in refused.json()["error"]
 
