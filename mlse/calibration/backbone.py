@@ -140,13 +140,12 @@ def fit_calibration(
 def _load_split(pairs, split, data_dir, max_rows):
     if not pairs:
         raise MlseError("a calibration needs at least one STS pair, e.g. en-en")
-    out = {}
-    for pair in pairs:
-        ds = load_sts(pair, split, data_dir)  # DataError names the missing file
-        if max_rows is not None:
-            ds = ScoredPairs(ds.s1[:max_rows], ds.s2[:max_rows], ds.scores[:max_rows], ds.name, ds.sources)
-        out[pair] = ds
-    return out
+    full = {pair: load_sts(pair, split, data_dir) for pair in pairs}  # DataError names the missing file
+    # max_rows None: [:None] keeps every row
+    return {
+        p: ScoredPairs(d.s1[:max_rows], d.s2[:max_rows], d.scores[:max_rows], d.name, d.sources)
+        for p, d in full.items()
+    }
 
 
 def _split_metrics(datasets, cosines, mapping: IsotonicMap) -> dict:
@@ -175,7 +174,6 @@ def save_calibration(
     calibration: BackboneCalibration, report: dict, folder: str | Path, *, command: str
 ) -> tuple[Path, Path]:
     """Write ``<name>.json`` and ``<name>.manifest.json`` into ``folder`` (each atomically) -> their paths."""
-
     path = calibration_file(calibration.model, folder)
     manifest = {
         "model": calibration.model,
@@ -214,9 +212,8 @@ def find_calibration(encoder) -> tuple[BackboneCalibration | None, str]:
     if not mismatched:
         return None, ""
     note = (
-        f"{encoder.name}: no calibration for its weights ({mine}); "
-        + "; ".join(mismatched)
-        + f" — not used. Fit one: python -m mlse calibrate --model {encoder.name}"
+        f"{encoder.name}: no calibration for its weights ({mine}); {'; '.join(mismatched)} — not used. "
+        f"Fit one: python -m mlse calibrate --model {encoder.name}"
     )
     log.warning("%s", note)
     return None, note

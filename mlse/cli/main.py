@@ -148,10 +148,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         shown = {k: round(v, 4) for k, v in record.items() if isinstance(v, float)}
         print(f"epoch {record['epoch']}: " + ", ".join(f"{k} {v}" for k, v in shown.items()), flush=True)
 
-    if args.stage == "stage1":
-        settings = stage1_settings(**config_options(args, Stage1Settings))
-    else:
-        settings = stage2_settings(**config_options(args, Stage2Settings))
+    make, fields = (stage1_settings, Stage1Settings) if args.stage == "stage1" else (stage2_settings, Stage2Settings)
+    settings = make(**config_options(args, fields))
     scorer = train_heads(settings, progress=epoch_line)
     print(json.dumps(scorer.metadata.get("metrics", {}), indent=1))
     print(f"saved {settings.out}; use it as --model {settings.out}")
@@ -189,8 +187,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if stats:
         print(f"encoded {stats.get('encoded', 0)} texts, served {stats.get('served', 0)} from cache; {elapsed:.1f}s")
     if args.json_out:
-        path = result.write_json(args.json_out)
-        print(f"wrote {path}")
+        print(f"wrote {result.write_json(args.json_out)}")
     if args.errors_out and result.task == "tatoeba":
         atomic_write_text(args.errors_out, json.dumps(result.extras["errors"], ensure_ascii=False, indent=1))
         print(f"wrote {args.errors_out}")

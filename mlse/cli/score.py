@@ -136,8 +136,7 @@ def _models(names: Sequence[str], backend: str) -> dict[str, object]:
 def check_out(out: Path) -> None:
     """Refuse an ``--out`` that cannot be written, before anything loads: its folder (or the nearest existing one
     above it, the folders between are created) must be a folder this process can create a file in."""
-    folder = out.parent
-    existing = folder
+    folder = existing = out.parent
     # a dangling link stops the climb: nothing can be created through it
     while not existing.exists() and existing != existing.parent and not existing.is_symlink():
         existing = existing.parent

@@ -81,7 +81,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGINT, previous)
     failed = [s for s in report.steps if s.state == "failed"]
     if report.stopped:
-        left = sum(s.state not in ("warm", "computed", "skipped", "failed") for s in report.steps)
+        left = sum(not s.finished for s in report.steps)
         print(
             f"stopped after {report.seconds:.0f} s: {left} step(s) left; run it again to go on from here",
             file=sys.stderr,

@@ -39,10 +39,8 @@ def evaluation_sentences(
     in all 11 languages (both sentences). Memoised per process; returns a fresh set each call.
     """
     root = resolve_data_dir(data_dir)
-    if tatoeba is True:
-        langs: tuple[str, ...] = tuple(tatoeba_languages(root))
-    elif tatoeba is False:
-        langs = ()
+    if isinstance(tatoeba, bool):
+        langs: tuple[str, ...] = tuple(tatoeba_languages(root)) if tatoeba else ()
     else:
         langs = tuple(sorted({resolve_tatoeba_lang(x, root) for x in tatoeba}))
     return set(_evaluation_sentences(str(root), langs, tuple(sorted(set(sts_splits)))))

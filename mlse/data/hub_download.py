@@ -35,9 +35,8 @@ _TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
 @dataclass(frozen=True)
 class HubDataset:
-    """One dataset mlse can fetch: where it lives on the hub and which local folder it becomes."""
+    """One dataset mlse can fetch (keyed by its ``data fetch --dataset`` name): its hub repository, its folder."""
 
-    key: str  # what `mlse data fetch --dataset` takes
     label: str  # its name in messages
     repo: str
     folder: str  # the folder under the data directory that the loaders read
@@ -51,11 +50,9 @@ def _flores_patterns() -> tuple[str, ...]:
 
 
 HUB_DATASETS: dict[str, HubDataset] = {
-    "stsb_multi_mt": HubDataset("stsb_multi_mt", "STS Multi MT", "PhilipMay/stsb_multi_mt", STS_DIR, ("*.parquet",)),
-    "flores200": HubDataset(
-        "flores200", "FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR, _flores_patterns()
-    ),
-    "tatoeba": HubDataset("tatoeba", "Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR, None),
+    "stsb_multi_mt": HubDataset("STS Multi MT", "PhilipMay/stsb_multi_mt", STS_DIR, ("*.parquet",)),
+    "flores200": HubDataset("FLORES+ devtest", "openlanguagedata/flores_plus", FLORES_DIR, _flores_patterns()),
+    "tatoeba": HubDataset("Tatoeba (LASER test set)", "mteb/tatoeba-bitext-mining", TATOEBA_DIR, None),
 }
 
 

@@ -132,8 +132,7 @@ def _renew_manifest_hash(path: Path, result: Migration) -> None:
 
 def write_migration(result: Migration) -> None:
     """Write every changed file atomically, the manifests first (see the module docstring)."""
-    order = sorted(result.changed, key=lambda p: (p.name != MANIFEST, str(p)))
-    for path in order:
+    for path in sorted(result.changed, key=lambda p: (p.name != MANIFEST, str(p))):
         atomic_write_text(path, result.changed[path])
 
 

@@ -189,13 +189,11 @@ def cell_text(value) -> str:
 # -- numbers in cells --------------------------------------------------------------------------------------------------
 def reads_as_number(text: str) -> bool:
     """Reads as a number (with a decimal point or comma; "nan" too): no header's name."""
-    for candidate in (text, text.replace(",", ".")):
-        try:
-            float(candidate)
-            return True
-        except ValueError:
-            pass
-    return False
+    try:
+        float(text.replace(",", "."))  # float() takes no comma: the text itself is tried too
+    except ValueError:
+        return False
+    return True
 
 
 def parse_range(text: str | None) -> tuple[float, float] | None:

@@ -48,7 +48,7 @@ def write_scored(
     if tsv:
 
         def write(cells: list[str]) -> None:
-            out.write("\t".join(_tsv_clean(c) for c in cells) + "\n")
+            out.write("\t".join(tsv_clean(c) for c in cells) + "\n")
     else:
         write = csv.writer(out, lineterminator="\n").writerow
     if header:
@@ -62,7 +62,8 @@ def write_scored(
     return None
 
 
-def _tsv_clean(cell: str) -> str:
+def tsv_clean(cell: str) -> str:
+    """``cell`` with its tabs and line breaks (CRLF as one) turned into spaces: TSV has no quoting."""
     return cell.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
@@ -94,7 +95,7 @@ def _write_big_row(stream: TextIO, cells: list[str], tsv: bool) -> None:
             if tsv and cell[stop - 1 : stop] == "\r":  # keep a CRLF in one slice: it becomes one space
                 stop += 1
             piece = cell[start:stop]
-            stream.write(_tsv_clean(piece) if tsv else piece.replace('"', '""') if quote else piece)
+            stream.write(tsv_clean(piece) if tsv else piece.replace('"', '""') if quote else piece)
             start = stop
         stream.write('"' if quote else "")
     stream.write("\n")

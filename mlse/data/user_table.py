@@ -40,8 +40,7 @@ class RowProblem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.source}:{self.line}: "
-        return where + (f"column {self.column}: " if self.column else "") + self.message
+        return f"{self.source}:{self.line}: " + (f"column {self.column}: " if self.column else "") + self.message
 
 
 @dataclass

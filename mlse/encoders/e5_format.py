@@ -82,8 +82,7 @@ class _Cursor:
         return out
 
     def unpack(self, fmt: str) -> tuple:
-        size = struct.calcsize("<" + fmt)
-        return struct.unpack("<" + fmt, self.take(size).tobytes())
+        return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt)))
 
 
 class E5File:

@@ -36,10 +36,8 @@ class EnsembleEncoder(Scoring):
         self, texts: Sequence[str], *, normalize: bool = True, batch_size: int = 64, show_progress: bool | None = None
     ) -> np.ndarray:
         """[n, sum of the members' dimensions], unit rows whatever ``normalize`` says (the scale is the point)."""
-        scale = np.float32(1.0 / np.sqrt(len(self.members)))
+        scale = np.float32(1.0 / np.sqrt(len(self.members)))  # each member's unit rows -> norm 1 / sqrt(k)
         parts = [
-            np.asarray(m.encode(texts, normalize=True, batch_size=batch_size, show_progress=show_progress), np.float32)
-            * scale
-            for m in self.members
-        ]  # each [n, d_i], rows of norm 1 / sqrt(k)
-        return np.concatenate(parts, axis=1)
+            m.encode(texts, normalize=True, batch_size=batch_size, show_progress=show_progress) for m in self.members
+        ]  # each [n, d_i]
+        return np.concatenate(parts, axis=1).astype(np.float32, copy=False) * scale

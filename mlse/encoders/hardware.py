@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a device can do."""
-
     device_type: str  # "cuda", "cpu", "mps", ...
     native_bf16: bool  # bfloat16 arithmetic in hardware (not emulated)
     name: str = ""  # the GPU's name, "" for a CPU

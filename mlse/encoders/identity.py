@@ -126,8 +126,7 @@ def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
     key = hashlib.sha256((kind + stamp).encode()).hexdigest()
     if isinstance(memo.get(key), str) and memo[key]:
         return memo[key]
-    value = compute()
-    memo[key] = value
+    memo[key] = value = compute()
     try:
         atomic_write_text(memo_path, json.dumps(memo))
     except OSError:  # the memo is an optimisation; a read-only cache dir must not break encoding

@@ -59,8 +59,7 @@ def stack_lora_tensors(
     names = set(members[0])
     for i, m in enumerate(members[1:], start=2):
         if set(m) != names:
-            diff = sorted(names ^ set(m))
-            raise MlseError(f"member {i} adapts other matrices than member 1 (e.g. {diff[0]!r})")
+            raise MlseError(f"member {i} adapts other matrices than member 1 (e.g. {min(names ^ set(m))!r})")
     others = sorted(n for n in names if not n.endswith((A_SUFFIX, B_SUFFIX)))
     if others:
         raise MlseError(f"only LoRA factors can be stacked; the adapters also hold {others[0]!r}")

@@ -74,26 +74,21 @@ class RowFile:
             return None
         return cls(path, start + entry["data_offsets"][0], tuple(entry["shape"]), dtype)
 
-    def _descriptor(self) -> int:
-        with self._lock:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY)
-            return self._fd
-
     def __getitem__(self, ids) -> np.ndarray:
         ids = np.asarray(ids)
         unique, inverse = np.unique(ids.ravel(), return_inverse=True)
         if len(unique) and (unique[0] < 0 or unique[-1] >= self.shape[0]):
             raise IndexError(f"row ids must be in [0, {self.shape[0]}), got {unique[0]}..{unique[-1]}")
         buffer = np.empty((len(unique), self.shape[1]), dtype=self.dtype)  # [u, H]
-        fd = self._descriptor()
         with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
             for k, row in enumerate(unique.tolist()):
                 cached = None if self._cache is None else self._cache.get(row)
                 if cached is not None:
                     buffer[k] = cached
                     continue
-                read = os.preadv(fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes)
+                read = os.preadv(self._fd, [memoryview(buffer[k]).cast("B")], self.offset + row * self.row_bytes)
                 if read != self.row_bytes:
                     raise OSError(f"{self.path}: short read at row {row}")
                 if self._cache is not None:

@@ -84,9 +84,7 @@ def cut_texts(texts: Sequence[str], max_tokens: int | None, chars: int | Callabl
     """:func:`cut_text` on each text. ``max_tokens``: what the model reads (None, or over :data:`MAX_CUT_TOKENS`: no
     cut). ``chars``: ``C``, or a function giving it, called only when some text is long enough to need it."""
     texts = list(texts)
-    if not max_tokens or max_tokens <= 0 or max_tokens > MAX_CUT_TOKENS:
-        return texts
-    if all(len(t) < 2 * max_tokens for t in texts):
+    if not max_tokens or not 0 < max_tokens <= MAX_CUT_TOKENS or all(len(t) < 2 * max_tokens for t in texts):
         return texts
     c = chars() if callable(chars) else chars
     return [cut_text(t, max_tokens, c) for t in texts]
@@ -97,10 +95,8 @@ def cut_groups(texts: Sequence[str], cut: Sequence[str]) -> list[list[int]]:
     fills the model's whole input; a padding runtime encodes the groups apart, so that no short text in its batch is
     padded to ``max_tokens`` (one 50 MB field among short sentences: one long sequence instead of 64)."""
     whole = [i for i, (a, b) in enumerate(zip(texts, cut)) if len(a) == len(b)]
-    if len(whole) == len(texts):
-        return [whole]
     shortened = [i for i, (a, b) in enumerate(zip(texts, cut)) if len(a) != len(b)]
-    return [g for g in (whole, shortened) if g]
+    return [g for g in (whole, shortened) if g] or [whole]
 
 
 def tokenizer_chars_per_token(tokenizer) -> int:
@@ -112,12 +108,10 @@ def tokenizer_chars_per_token(tokenizer) -> int:
     backend = getattr(tokenizer, "backend_tokenizer", None) or tokenizer  # transformers' fast tokenizer wraps one
     if hasattr(backend, "id_to_piece") and hasattr(backend, "get_piece_size"):  # sentencepiece
         return chars_per_token(max(map(len, backend.id_to_piece(list(range(backend.get_piece_size())))), default=1))
-    vocab = backend.get_vocab()
-    wordpiece = getattr(tokenizer, "wordpiece_tokenizer", None)  # a slow BERT tokenizer
     word_limit = getattr(getattr(backend, "model", None), "max_input_chars_per_word", None)
-    if word_limit is None:
-        word_limit = getattr(wordpiece, "max_input_chars_per_word", 0)
-    return chars_per_token(max(map(len, vocab), default=1), int(word_limit or 0))
+    if word_limit is None:  # a slow BERT tokenizer
+        word_limit = getattr(getattr(tokenizer, "wordpiece_tokenizer", None), "max_input_chars_per_word", 0)
+    return chars_per_token(max(map(len, backend.get_vocab()), default=1), int(word_limit or 0))
 
 
 def model_max_tokens(st) -> int | None:

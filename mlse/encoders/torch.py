@@ -128,8 +128,7 @@ def load_sentence_transformer(path: Path, *, device: str | None = None, stand_in
     """
     from sentence_transformers import SentenceTransformer  # lazy: imports torch (seconds, hundreds of MB)
 
-    if device is None:
-        device = default_device()
+    device = default_device() if device is None else device
     extra = {}
     if stand_in_tokenizer:
         # transformers builds the tokenizer from ``tokenizer_object`` instead of tokenizer.json, and with

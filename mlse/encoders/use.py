@@ -204,8 +204,7 @@ class UseEncoder(Scoring):
         cut before tokenising (:mod:`mlse.encoders.text_cut`), then its first ``max_tokens - 1`` ids and its EOS."""
         self._load()
         ids = self._tokenize(cut_texts(texts, self.max_tokens, self.chars_per_token))
-        keep = self.max_tokens
-        return [row if len(row) <= keep else row[: keep - 1] + row[-1:] for row in ids]
+        return [row if len(row) <= self.max_tokens else row[: self.max_tokens - 1] + row[-1:] for row in ids]
 
     def chars_per_token(self) -> int:
         """``C`` of :mod:`mlse.encoders.text_cut` for ``sp.model`` (read once, when a long text comes)."""
@@ -236,14 +235,13 @@ class UseEncoder(Scoring):
 
         workers = min(self.threads, len(batches))
         # each worker runs whole batches on one core: no fork/join between the workers
-        with _torch_threads(1) if self.backend == "torch" else contextlib.nullcontext():
+        with bar, _torch_threads(1) if self.backend == "torch" else contextlib.nullcontext():
             if workers <= 1:
                 for batch in batches:
                     run(batch)
             else:
                 with ThreadPoolExecutor(workers, thread_name_prefix="mlse-muse") as pool:
                     list(pool.map(run, batches))  # re-raises a worker's exception here
-        bar.close()
         return out
 
     def _forward(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:

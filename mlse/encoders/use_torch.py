@@ -120,9 +120,8 @@ def network_weights(dense: dict[str, np.ndarray], torch) -> dict:
 
     orders = [n for n, _ in ORDERS]
     return {
-        "scale": t(dense["scale"]),
-        "lo": t(dense["lo"]),
-        "eps": float(dense["eps"]),  # [17], [17]
+        **{k: t(dense[k]) for k in ("scale", "lo")},  # [17] each
+        "eps": float(dense["eps"]),
         "proj_w": t(np.concatenate([dense[f"proj{n}"] for n in orders], axis=1).T),  # [768, 512]
         "proj_b": t(np.concatenate([dense[f"proj_b{n}"] for n in orders])),  # [768]
         "proj_ln": (

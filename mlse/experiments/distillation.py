@@ -64,6 +64,7 @@ COMMON = dict(
 STS_WEIGHT = 1e-3  # the STS term beside a distillation loss (see the scored-pairs recipes below)
 SWA_FROM = 0.25  # weight averaging from a quarter of the run on: both members' dev curves have reached their plateau
 LORA_LR = 5e-4  # LoRA's low-rank updates start at zero and need a ~10x larger step than full fine-tuning
+EMA_FROZEN = dict(method="ema", teacher=None, tau_base=1.0)  # Ham & Kim's teacher, frozen: a copy of the start
 # name -> what differs from COMMON (teacher None: the method needs none, or EMA's teacher is the student itself)
 RECIPES: dict[str, dict] = {
     # Reimers & Gurevych: MSE to the English teacher; the two 384-d spaces start unrelated
@@ -72,9 +73,9 @@ RECIPES: dict[str, dict] = {
     # Ham & Kim: EMA teacher from the student itself; tau_base ablation (1.0 = frozen copy of the start)
     "ema-0.999": dict(method="ema", teacher=None, tau_base=0.999),
     "ema-0.99999": dict(method="ema", teacher=None, tau_base=0.99999),
-    "ema-frozen": dict(method="ema", teacher=None, tau_base=1.0),
+    "ema-frozen": dict(EMA_FROZEN),
     # the frozen copy with Reimers & Gurevych's second term, MSE(s(src), t(src)): keeps the English side in place
-    "ema-frozen-src": dict(method="ema", teacher=None, tau_base=1.0, include_src=True),
+    "ema-frozen-src": dict(EMA_FROZEN, include_src=True),
     # Park et al.: soft labels from an English teacher (priority) or a multilingual one (average), +/- TCM
     "soft-minilm-priority": dict(method="soft", teacher="minilm-en", label="priority"),
     "soft-minilm-priority-tcm": dict(method="soft", teacher="minilm-en", label="priority", tcm_alpha=2.0),
@@ -92,15 +93,13 @@ RECIPES: dict[str, dict] = {
     # its gradient is ~3,300-3,700x the EMA loss's (python -m benchmarks.sts_term_balance), so 1e-3 makes it ~3-4x.
     "sts-cosent": dict(method="sts", teacher=None, sts_loss="cosent"),
     "sts-angle": dict(method="sts", teacher=None, sts_loss="angle"),
-    "ema-frozen-cosent": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=STS_WEIGHT),
-    "ema-frozen-angle": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="angle", sts_weight=STS_WEIGHT),
+    "ema-frozen-cosent": dict(EMA_FROZEN, sts_loss="cosent", sts_weight=STS_WEIGHT),
+    "ema-frozen-angle": dict(EMA_FROZEN, sts_loss="angle", sts_weight=STS_WEIGHT),
     # the STS term ten times heavier (~33-37x the EMA loss's pull at the start): does the EMA term still hold retrieval?
-    "ema-frozen-cosent-w0.01": dict(method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=1e-2),
+    "ema-frozen-cosent-w0.01": dict(EMA_FROZEN, sts_loss="cosent", sts_weight=1e-2),
     # the curve still rises at 40 and 60 minutes with the LR constant after warm-up: does a doubled LoRA step reach
     # in 20 minutes what 40 gave (77.0 / Tatoeba-14 91.6)? (meant for +lora; the full fine-tune keeps COMMON's LR)
-    "ema-frozen-cosent-w0.01-lr2x": dict(
-        method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=1e-2, lora_lr=2 * LORA_LR
-    ),
+    "ema-frozen-cosent-w0.01-lr2x": dict(EMA_FROZEN, sts_loss="cosent", sts_weight=1e-2, lora_lr=2 * LORA_LR),
     # in-batch InfoNCE at e5's temperature (the study's best retrieval, Tatoeba-14 93.4) as the translation loss beside
     # CoSENT: at the untouched student a CoSENT batch pulls 1.7x as hard as it (python -m benchmarks.sts_term_balance),
     # so at weight 1 the scored pairs lead while the contrastive term holds retrieval
@@ -115,24 +114,16 @@ RECIPES: dict[str, dict] = {
 # an MSE / EMA loss's pull at the start, 1.0 beside a contrastive loss, as for hard-t0.01-cosent; not tuned further)
 RECIPES |= {
     # Reimers & Gurevych with their own English teacher: the method meant to carry a model to new languages by bitext
-    "mse-minilm-bridge-cosent": dict(
-        method="mse", teacher="minilm-en", bridge="linear", sts_loss="cosent", sts_weight=STS_WEIGHT
-    ),
+    "mse-minilm-bridge-cosent": {**RECIPES["mse-minilm-bridge"], "sts_loss": "cosent", "sts_weight": STS_WEIGHT},
     # Ham & Kim's moving teacher (tau_base 0.999), beside the shipped member's frozen one
     "ema-0.999-cosent-w0.01": dict(method="ema", teacher=None, tau_base=0.999, sts_loss="cosent", sts_weight=1e-2),
     # Park et al.: soft labels, English teacher (priority) or multilingual one (average), both with TCM
-    "soft-minilm-priority-tcm-cosent": dict(
-        method="soft", teacher="minilm-en", label="priority", tcm_alpha=2.0, sts_loss="cosent", sts_weight=1.0
-    ),
-    "soft-muse-average-tcm-cosent": dict(
-        method="soft", teacher="muse", label="average", tcm_alpha=2.0, sts_loss="cosent", sts_weight=1.0
-    ),
+    "soft-minilm-priority-tcm-cosent": {**RECIPES["soft-minilm-priority-tcm"], "sts_loss": "cosent", "sts_weight": 1.0},
+    "soft-muse-average-tcm-cosent": {**RECIPES["soft-muse-average-tcm"], "sts_loss": "cosent", "sts_weight": 1.0},
     # translate-train (mlse.train.recipes.translate_train): pseudo-rated pairs for every bitext language without rated
     # pairs, from the bitext's own translations scored by the untouched student's English side
     "sts-cosent-tt": dict(method="sts", teacher=None, sts_loss="cosent", translate_train=True),
-    "ema-frozen-cosent-w0.01-tt": dict(
-        method="ema", teacher=None, tau_base=1.0, sts_loss="cosent", sts_weight=1e-2, translate_train=True
-    ),
+    "ema-frozen-cosent-w0.01-tt": {**RECIPES["ema-frozen-cosent-w0.01"], "translate_train": True},
 }
 # the dev curves of both soup members wander over a plateau (±0.5) from step ~150 at the constant learning rate:
 # the same two recipes with their weights averaged over the last three quarters of the run (SWA)
@@ -290,20 +281,15 @@ def summary_row(result: dict) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    pairs = ["en-en", *CROSS_12]
     # "picked / run": the test scores are the dev-picked checkpoint's; picked 0 is the untouched student
-    head = (
-        "| model | cross-12 | en-en | Tatoeba-14 acc | xSIM err | steps picked / run | pairs seen | "
-        + " | ".join(pairs[1:])
-        + " |"
-    )
-    lines = [head, "|---|" + "---:|" * (6 + len(pairs) - 1)]
+    head = "| model | cross-12 | en-en | Tatoeba-14 acc | xSIM err | steps picked / run | pairs seen | "
+    lines = [head + " | ".join(CROSS_12) + " |", "|---|" + "---:|" * (6 + len(CROSS_12))]
     for r in rows:
         steps = f"{r['best_step']} / {r['steps']}" if "steps" in r else "–"
         seen = f"{r['pairs_seen']:,}" if "pairs_seen" in r else "–"
         lines.append(
             f"| {r['model']} | **{r['cross-12']:.1f}** | {r['en-en']:.1f} | {r['tatoeba-14']:.1f} | "
-            f"{r['xsim']:.1f} | {steps} | {seen} | " + " | ".join(f"{r['pairs'][p]:.1f}" for p in pairs[1:]) + " |"
+            f"{r['xsim']:.1f} | {steps} | {seen} | " + " | ".join(f"{r['pairs'][p]:.1f}" for p in CROSS_12) + " |"
         )
     return "\n".join(lines)
 

@@ -14,6 +14,8 @@ Two views, both from the evaluation runners (:mod:`mlse.evaluation.runners`, thr
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mlse.errors import MlseError
@@ -180,12 +182,13 @@ def outside_markdown(outside: dict[str, dict]) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for name, scores in outside.items():
         tat, flo = scores.get("tatoeba") or {}, scores.get("flores") or {}
-        cells = [_num(tat.get(lang, {}).get("acc_mean")) for lang in OUTSIDE_TATOEBA]
-        cells += [_num(tat.get(lang, {}).get("xsim_error")) for lang in OUTSIDE_TATOEBA]
-        cells += [_num(flo.get(code, {}).get("acc_mean")) for code in OUTSIDE_FLORES]
+        cells = [cell(tat.get(lang, {}).get("acc_mean")) for lang in OUTSIDE_TATOEBA]
+        cells += [cell(tat.get(lang, {}).get("xsim_error")) for lang in OUTSIDE_TATOEBA]
+        cells += [cell(flo.get(code, {}).get("acc_mean")) for code in OUTSIDE_FLORES]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _num(value) -> str:
-    return "–" if value is None else f"{value:.1f}"
+def cell(value) -> str:
+    """A table cell of one decimal; "–" for a number not there (None, NaN)."""
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}"

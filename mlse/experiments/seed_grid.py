@@ -103,27 +103,13 @@ def run_seed_grid(
             t0 = time.perf_counter()
             run = runs / f"{variant}{suffix}"
             if variant in STAGE1_VARIANTS:
-                say(f"{variant}{suffix}: training Stage 1")
-                trained[variant] = train_stage1(
-                    encoder,
-                    out=run,
-                    max_pairs=max_pairs,
-                    data_dir=data_dir,
-                    seed=s,
-                    probe=probe and i == 0,
-                    **STAGE1_VARIANTS[variant],
-                    **stage1_config,
-                )
-            else:
-                say(f"{variant}{suffix}: training Stage 2")
-                trained[variant] = train_stage2(
-                    trained["s1"],
-                    out=run,
-                    data_dir=data_dir,
-                    seed=s,
-                    **STAGE2_VARIANTS[variant],
-                    **(stage2_config or {}),
-                )
+                stage, train, base = 1, train_stage1, encoder
+                options = dict(max_pairs=max_pairs, probe=probe and i == 0, **STAGE1_VARIANTS[variant], **stage1_config)
+            else:  # every Stage 2 variant on this seed's plain Stage 1
+                stage, train, base = 2, train_stage2, trained["s1"]
+                options = dict(**STAGE2_VARIANTS[variant], **(stage2_config or {}))
+            say(f"{variant}{suffix}: training Stage {stage}")
+            trained[variant] = train(base, out=run, data_dir=data_dir, seed=s, **options)
             n_boot = 1000 if i == 0 else 0
             seed_scores.setdefault(variant, {})[str(s)] = _evaluate(trained[variant], pairs, data_dir, n_boot=n_boot)
             timings[f"{variant}{suffix}"] = time.perf_counter() - t0

@@ -23,7 +23,7 @@ import numpy as np
 from mlse.atomic import atomic_write_text
 from mlse.evaluation.sts import percentile_ci95
 from mlse.experiments.distillation import unseeded
-from mlse.experiments.forgetting import OUTSIDE_FLORES, OUTSIDE_TATOEBA
+from mlse.experiments.forgetting import OUTSIDE_FLORES, OUTSIDE_TATOEBA, cell
 from mlse.experiments.unrated import _file_name, recipe_side_boots
 from mlse.experiments.unrated_heads import parse_head_recipe
 
@@ -189,10 +189,6 @@ def _unit(recipe: str) -> str:
     return "epochs" if parse_head_recipe(recipe) is not None else "steps"
 
 
-def _cell(value) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}"
-
-
 def overview(results: list[dict]) -> str:
     """One row per recipe: held-out languages, steps, the runs' CPU minutes (preparation, training and dev
     evaluations of the run with every rated pair and of each fold's; ``–``: not recorded), mean with / without / gap
@@ -218,9 +214,9 @@ def overview(results: list[dict]) -> str:
             steps = (r["folds"][0].get("steps") or {}).get("with")
         counted = "–" if steps is None else f"{steps} {_unit(r['recipe'])}"
         lines.append(
-            f"| {r['recipe']}{_status(r)} | {folds} | {counted} | {_cell(r.get('cpu_minutes'))}"
-            f" | {_cell(means['with'])} | {_cell(means['without'])} | {r['mean_gap']:+.1f} [{lo:+.1f}, {hi:+.1f}] | "
-            + " | ".join(_cell(v) for v in t + f)
+            f"| {r['recipe']}{_status(r)} | {folds} | {counted} | {cell(r.get('cpu_minutes'))}"
+            f" | {cell(means['with'])} | {cell(means['without'])} | {r['mean_gap']:+.1f} [{lo:+.1f}, {hi:+.1f}] | "
+            + " | ".join(cell(v) for v in t + f)
             + " |"
         )
     return "\n".join(lines)

@@ -49,6 +49,9 @@ from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
 
+# what a fitted head learned besides its weights, saved under these names (the attributes end in "_")
+_SAVED = ("languages", "dim", "best_epoch", "dev_loss", "n_train", "n_dev", "history")
+
 
 # ------------------------------------------------------------------------------------------------------------- loss
 @dataclass(frozen=True)
@@ -247,17 +250,7 @@ class Stage1Head:
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         """(tensors, JSON-able metadata) for saving."""
         check_fitted(self)
-        meta = {
-            "kind": "stage1",
-            "config": asdict(self.config),
-            "languages": self.languages_,
-            "dim": self.dim_,
-            "best_epoch": self.best_epoch_,
-            "dev_loss": self.dev_loss_,
-            "n_train": self.n_train_,
-            "n_dev": self.n_dev_,
-            "history": self.history_,
-        }
+        meta = {"kind": "stage1", "config": asdict(self.config), **{k: getattr(self, f"{k}_") for k in _SAVED}}
         return dict(self.net_.state_dict()), meta
 
     @classmethod
@@ -265,10 +258,8 @@ class Stage1Head:
         config = dict(meta["config"])  # asdict of a Stage1Config: its weights are a dict too
         config["weights"] = Stage1Weights(**config.get("weights", {}))
         head = cls(Stage1Config(**config))
-        head.languages_, head.dim_ = list(meta["languages"]), int(meta["dim"])
-        head.best_epoch_, head.dev_loss_ = meta["best_epoch"], meta["dev_loss"]
-        head.n_train_, head.n_dev_, head.history_ = meta["n_train"], meta["n_dev"], meta["history"]
-        head.net_ = Stage1Net(head.dim_, len(head.languages_), head.config.prelayer)
+        for k in _SAVED:
+            setattr(head, f"{k}_", meta[k])
+        head.net_ = Stage1Net(head.dim_, len(head.languages_), head.config.prelayer).eval()
         head.net_.load_state_dict(tensors)
-        head.net_.eval()
         return head

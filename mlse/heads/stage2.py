@@ -36,6 +36,9 @@ from mlse.stop_signal import StopSignal
 
 log = logging.getLogger(__name__)
 
+# what a fitted head learned besides its weights and calibration, saved under these names (the attributes end in "_")
+_SAVED = ("dim", "best_epoch", "dev_pearson", "history")
+
 
 def stage2_loss(similarity: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """MSE between ``f(cos)`` of each pair (:meth:`Stage2Net.similarity`, [B]) and its gold score / 5 ([B])."""
@@ -174,25 +177,17 @@ class Stage2Head:
     # -- persistence ------------------------------------------------------------------------------------------------
     def state(self) -> tuple[dict[str, torch.Tensor], dict]:
         check_fitted(self)
-        meta = {
-            "kind": "stage2",
-            "config": asdict(self.config),
-            "dim": self.dim_,
-            "best_epoch": self.best_epoch_,
-            "dev_pearson": self.dev_pearson_,
-            "history": self.history_,
-            "calibration": self.calibration_.to_dict(),
-        }
+        meta = {"kind": "stage2", "config": asdict(self.config), **{k: getattr(self, f"{k}_") for k in _SAVED}}
+        meta["calibration"] = self.calibration_.to_dict()
         return dict(self.net_.state_dict()), meta
 
     @classmethod
     def from_state(cls, tensors: dict[str, torch.Tensor], meta: dict) -> Stage2Head:
         head = cls(Stage2Config(**meta["config"]))
         cfg = head.config
-        head.dim_, head.best_epoch_, head.dev_pearson_ = int(meta["dim"]), meta["best_epoch"], meta["dev_pearson"]
-        head.history_ = meta["history"]
+        for k in _SAVED:
+            setattr(head, f"{k}_", meta[k])
         head.calibration_ = IsotonicMap.from_dict(meta["calibration"])
-        head.net_ = Stage2Net(head.dim_, cfg.hidden or head.dim_, cfg.conv, cfg.nonlinearity, cfg.residual)
+        head.net_ = Stage2Net(head.dim_, cfg.hidden or head.dim_, cfg.conv, cfg.nonlinearity, cfg.residual).eval()
         head.net_.load_state_dict(tensors)
-        head.net_.eval()
         return head

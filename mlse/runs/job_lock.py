@@ -82,8 +82,7 @@ def hold(request: LockRequest) -> HeldLock | None:
             os.close(fd)
             raise MlseError(f"run {request.run!r} is being trained by another process; wait until it ends")
         if _same_file(fd, path):
-            info = asdict(request) | {"pid": os.getpid()}
-            del info["path"]
+            info = {k: v for k, v in asdict(request).items() if k != "path"} | {"pid": os.getpid()}
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps(info).encode("utf-8"))
             return HeldLock(fd, path)

@@ -23,7 +23,7 @@ from mlse.encoders.progress import ProgressLog as Progress
 from mlse.errors import MlseError
 from mlse.runs.folders import read_json_dict
 from mlse.scale.corpus import scan_corpus
-from mlse.scale.engine import EngineOptions, Workers, run_chunks
+from mlse.scale.engine import EngineOptions, Workers, note, run_chunks
 from mlse.scale.shards import MANIFEST, ShardFolder, plan_chunks, read_shard_file
 from mlse.scale.work import WorkSpec
 
@@ -85,16 +85,10 @@ def embed_corpus(
     if not todo and folder.manifest.get("complete"):  # finished before: its record (progress, workers) stays
         return folder.manifest
     if len(todo) < len(planned):
-        print(
-            f"resuming {folder.id}: {len(planned) - len(todo)} of {len(planned)} shards already done",
-            file=sys.stderr,
-            flush=True,
-        )
-    print(
+        note(f"resuming {folder.id}: {len(planned) - len(todo)} of {len(planned)} shards already done")
+    note(
         f"embedding {corpus.rows:,} texts with {model} ({backend}, {engine} engine) into {len(planned)} "
-        f"shard(s) of {shard_rows:,}",
-        file=sys.stderr,
-        flush=True,
+        f"shard(s) of {shard_rows:,}"
     )
     progress = Progress("embed", corpus.rows, folder.rows_done)
     spec = WorkSpec("embed", (model,), backend, batch_tokens)
@@ -117,13 +111,13 @@ def embed_corpus(
 def check_identity(folder: ShardFolder, identity: str) -> None:
     """Record the model's identity; refuse to continue a job whose shards came from other weights."""
     recorded = folder.manifest.get("model_identity")
-    if recorded is not None and recorded != identity:
+    if recorded is None:
+        folder.update(model_identity=identity)
+    elif recorded != identity:
         raise MlseError(
             f"{folder.what}: its shards were computed by {recorded}, but the model now loads as {identity}; "
             "use another folder"
         )
-    if recorded is None:
-        folder.update(model_identity=identity)
 
 
 def complete_manifest(folder: str | Path) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -54,6 +55,11 @@ class EngineOptions:
         if self.engine != "auto":
             return self.engine
         return "ray" if self.address or rows >= AUTO_RAY_ROWS else "local"
+
+
+def note(line: str) -> None:
+    """A progress line of a scale job: on stderr, at once (stdout may be the job's output)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 class Workers:

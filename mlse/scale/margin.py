@@ -21,7 +21,6 @@ result shard at a time, or the index while it builds one; a search worker holds 
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from mlse.errors import MlseError
 from mlse.evaluation.margin import margin_best, row_means
 from mlse.evaluation.mining import select_pairs
 from mlse.scale.embed import complete_manifest, embedding_shards
-from mlse.scale.engine import EngineOptions, Workers, run_chunks
+from mlse.scale.engine import EngineOptions, Workers, note, run_chunks
 from mlse.scale.search import IndexSpec, build_index, save_index
 from mlse.scale.shards import ShardFolder
 from mlse.scale.work import WorkSpec, peak_rss_mib
@@ -96,14 +95,12 @@ def _search(
     index_file = work / f"{name}-{folder.id}.faiss"
     if not index_file.is_file():
         started = time.perf_counter()
-        print(f"{name}: indexing {b_manifest['rows_total']:,} rows ({spec.kind})", file=sys.stderr, flush=True)
-        index = build_index(b_shards, spec)
-        save_index(index, index_file)
-        del index
+        note(f"{name}: indexing {b_manifest['rows_total']:,} rows ({spec.kind})")
+        save_index(build_index(b_shards, spec), index_file)  # the index is dropped once saved
         seconds["build"] = seconds.get("build", 0.0) + time.perf_counter() - started
     started = time.perf_counter()
     n = q_manifest["rows_total"]
-    print(f"{name}: searching {n:,} rows in {len(todo)} shard(s)", file=sys.stderr, flush=True)
+    note(f"{name}: searching {n:,} rows in {len(todo)} shard(s)")
     work_spec = WorkSpec("search", index=str(index_file), depth=depth, nprobe=spec.nprobe)
     pending = [(i, str(q_shards[i][0])) for i in todo]
     for i, result in run_chunks(work_spec, pending, options, rows=n, workers=workers):

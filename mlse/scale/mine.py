@@ -17,16 +17,16 @@ becomes a space), in one atomic write; the texts of the pairs kept are read back
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from mlse.atomic import atomic_write_stream
+from mlse.data.scored_file import tsv_clean
 from mlse.errors import MlseError
 from mlse.scale.corpus import scan_corpus
 from mlse.scale.embed import embed_corpus
-from mlse.scale.engine import EngineOptions
+from mlse.scale.engine import EngineOptions, note
 from mlse.scale.margin import mine_folders
 from mlse.scale.search import INDEX_KINDS, REFINE, IndexSpec
 
@@ -34,14 +34,6 @@ EXACT_MAX = 100_000  # texts per side searched exactly; an approximate index bey
 NPROBE = 64
 APPROXIMATE = "ivf-pq"  # the index --index auto uses beyond EXACT_MAX
 INDEX_CHOICES = ("auto", *INDEX_KINDS)
-
-
-def work_folder(out: Path) -> Path:
-    return out.with_name(out.name + ".work")
-
-
-def clean(text: str) -> str:
-    return text.replace("\t", " ").replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
 def pick_index(kind: str, n_src: int, n_tgt: int, exact_max: int) -> str:
@@ -93,10 +85,10 @@ def mine_files(
     if k < 1 or candidates < 1:
         raise MlseError(f"-k and --candidates must be positive integers, got {k} and {candidates}")
     pick_index(index, 0, 0, exact_max)  # an unknown --index is refused before any work
-    work = work_folder(out)
+    work = out.with_name(out.name + ".work")
     manifests = {}
     for side, path in (("src", src), ("tgt", tgt)):
-        print(f"{side}: {path}", file=sys.stderr, flush=True)
+        note(f"{side}: {path}")
         manifests[side] = embed_corpus(
             path,
             model,
@@ -114,11 +106,7 @@ def mine_files(
     n_src, n_tgt = manifests["src"]["rows_total"], manifests["tgt"]["rows_total"]
     kind = pick_index(index, n_src, n_tgt, exact_max)
     spec = IndexSpec(kind, nprobe=nprobe, refine=refine)
-    print(
-        f"mining {n_src:,} x {n_tgt:,} ({'exact' if kind == 'exact' else f'{kind}, nprobe {nprobe}'} search)",
-        file=sys.stderr,
-        flush=True,
-    )
+    note(f"mining {n_src:,} x {n_tgt:,} ({'exact' if kind == 'exact' else f'{kind}, nprobe {nprobe}'} search)")
     mined = mine_folders(
         work / "src", work / "tgt", work, index=spec, k=k, candidates=min(candidates, n_src, n_tgt), options=options
     )
@@ -129,7 +117,7 @@ def mine_files(
 
     def fill(stream_out) -> None:
         for i, j, score in zip(src_ids.tolist(), tgt_ids.tolist(), scores.tolist()):
-            stream_out.write(f"{score:.6f}\t{clean(src_text[i])}\t{clean(tgt_text[j])}\n")
+            stream_out.write(f"{score:.6f}\t{tsv_clean(src_text[i])}\t{tsv_clean(tgt_text[j])}\n")
 
     atomic_write_stream(out, fill, text=True)
     if not keep_work:

@@ -23,7 +23,6 @@ file is written): a killed run, started again with the same command, encodes onl
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,7 @@ from mlse.encoders.cache import CachedEncoder, text_key
 from mlse.encoders.protocol import similarity
 from mlse.errors import MlseError
 from mlse.models import load_model
-from mlse.scale.engine import EngineOptions, Workers, run_chunks
+from mlse.scale.engine import EngineOptions, Workers, note, run_chunks
 from mlse.scale.pairs import PairSource, fresh_texts, plan_fresh
 from mlse.scale.shards import ShardFolder
 from mlse.scale.work import WorkSpec
@@ -177,4 +176,4 @@ def score_on_engine(
     if following < len(planned):
         raise MlseError(f"score: chunk {following} of {len(planned)} never finished")
     for line in workers.lines("score"):
-        print(line, file=sys.stderr, flush=True)
+        note(line)

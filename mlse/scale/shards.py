@@ -127,9 +127,8 @@ class ShardFolder:
             raise MlseError(f"{self.what}: holds shards without a {MANIFEST}; use another folder")
         else:
             self.manifest = {"format": FORMAT, "version": VERSION, "job_id": self.id, "job": self.job, "shards": {}}
-        self.manifest.update(info or {})
-        self.manifest["planned"] = [list(p) for p in planned]
-        self.manifest["rows_total"] = sum(hi - lo for lo, hi in planned)
+        rows_total = sum(hi - lo for lo, hi in planned)
+        self.manifest.update(info or {}, planned=[list(p) for p in planned], rows_total=rows_total)
         self.manifest["shard_format"] = self.format
         self.manifest.setdefault("complete", False)
         self.rows_at_start = self.rows_done
@@ -176,16 +175,13 @@ class ShardFolder:
         missing = [i for i in range(len(self.manifest["planned"])) if not self.done(i)]
         if missing:
             raise MlseError(f"{self.what}: {len(missing)} shard(s) missing at the end, e.g. {missing[0]}")
-        self.manifest.update(info)
-        self.manifest["complete"] = True
-        self.manifest["progress"] = self.progress()
+        self.manifest.update(info, complete=True, progress=self.progress())
         self._save()
         return self.manifest
 
     def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        ordered = dict(sorted(self.manifest["shards"].items(), key=lambda kv: int(kv[0])))
-        self.manifest["shards"] = ordered
+        self.manifest["shards"] = dict(sorted(self.manifest["shards"].items(), key=lambda kv: int(kv[0])))
         atomic_write_text(self.path, json.dumps(self.manifest, indent=1, ensure_ascii=False) + "\n")
 
 

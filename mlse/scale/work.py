@@ -129,10 +129,8 @@ class ChunkWorker:
         if self.spec.kind == "embed":
             from mlse.scale.corpus import read_span  # lazy: a locator names where the shard's texts are
 
-            texts = read_span(payload)
             (model,) = self.models.values()
-            emb = model.encode(texts, batch_size=batch_size(texts, self.spec.batch_tokens))
-            return {"embedding": np.asarray(emb, dtype=np.float32)}
+            return {"embedding": self._encode(model, read_span(payload))}
         if self.spec.kind == "search":
             from mlse.scale.search import search_shard  # lazy: as above
 
@@ -141,13 +139,8 @@ class ChunkWorker:
 
         if self.spec.kind == "encode":  # the texts the plan marks -> {model: embeddings}, each model's in one call
             chunk = chunk_pairs(payload["pairs"])
-            out = {}
-            for name, bits in payload["fresh"].items():
-                texts = fresh_texts(chunk, bits)
-                if texts:
-                    emb = self.models[name].encode(texts, batch_size=batch_size(texts, self.spec.batch_tokens))
-                    out[name] = np.asarray(emb, dtype=np.float32)
-            return out
+            fresh = {name: fresh_texts(chunk, bits) for name, bits in payload["fresh"].items()}
+            return {name: self._encode(self.models[name], texts) for name, texts in fresh.items() if texts}
         chunk = chunk_pairs(payload)
         s1, s2 = chunk.s1, chunk.s2
         size = batch_size(s1 + s2, self.spec.batch_tokens)
@@ -158,6 +151,9 @@ class ChunkWorker:
             if cal is not None:
                 out[api.column_name(name, api.CALIBRATED)] = cal
         return out
+
+    def _encode(self, model, texts: list[str]) -> np.ndarray:
+        return np.asarray(model.encode(texts, batch_size=batch_size(texts, self.spec.batch_tokens)), dtype=np.float32)
 
     def traced_run(self, index: int, payload) -> dict[str, np.ndarray]:
         """:meth:`run`, noted in the folder :data:`TRACE_ENV` names (when set) as ``start-<chunk>-<pid>`` before and

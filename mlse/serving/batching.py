@@ -18,6 +18,8 @@ and large. A failed batch is retried one request at a time, so one caller's bad 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -112,12 +114,7 @@ class MicroBatcher:
     def _take(self, key: int) -> list[_Request]:
         """The oldest waiting requests whose texts fit ``max_texts`` (always at least one)."""
         waiting = self._waiting[key]
-        count, taken = 0, 0
-        for request in waiting:
-            if taken and count + len(request.texts) > self.max_texts:
-                break
-            count += len(request.texts)
-            taken += 1
+        taken = max(1, bisect.bisect_right(list(itertools.accumulate(len(r.texts) for r in waiting)), self.max_texts))
         batch, self._waiting[key] = waiting[:taken], waiting[taken:]
         return batch
 
@@ -131,10 +128,9 @@ class MicroBatcher:
             self.stats.retried_alone += len(batch)
         if rows is not None:
             self.stats.add(len(batch))
-            start = 0
-            for request in batch:
-                request.rows = np.array(rows[start : start + len(request.texts)])  # a copy, not a view of the batch
-                start += len(request.texts)
+            ends = np.cumsum([len(r.texts) for r in batch])
+            for request, part in zip(batch, np.split(np.asarray(rows), ends[:-1])):
+                request.rows = np.array(part)  # a copy, not a view of the batch
         else:
             for request in batch:
                 try:

@@ -20,6 +20,8 @@ from mlse.encoders.use import refuse_as_student
 from mlse.errors import MlseError
 from mlse.train.config import TEACHER_METHODS, FinetuneConfig
 
+# the list options a fine-tune needs one or more of, and what they list
+_NOT_EMPTY = {"pairs": "training pairs", "dev_pairs": "dev pairs", "sts_langs": "STS training languages"}
 _BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
 
 
@@ -63,52 +65,35 @@ def validate(cfg) -> None:
 
 
 def _finetune_rules(cfg: FinetuneConfig) -> None:
-    """The rules of a fine-tuning configuration that tie options together."""
-    rules = [
-        (
-            "extend_vocab",
-            cfg.extend_vocab == 0 or cfg.extend_vocab > 100,
-            f"must be 0 or > 100, got {cfg.extend_vocab}",
-        ),
-        ("pairs", bool(cfg.pairs), "no training pairs given"),
-        ("dev_pairs", bool(cfg.dev_pairs), "no dev pairs given"),
-        ("sts_langs", bool(cfg.sts_langs), "no STS training languages given"),
-        (
-            "bridge",
-            cfg.bridge == "none" or cfg.method == "mse",
-            f"{cfg.bridge!r} maps the student into a frozen teacher's space: only method 'mse' has one",
-        ),
-        (
-            "extend_vocab",
-            not cfg.extend_vocab or not (cfg.lora_r or cfg.freeze_embeddings),
-            "adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings",
-        ),
-        (
-            "sts_loss",
-            cfg.method != "sts" or cfg.sts_loss != "none",
-            "method 'sts' trains the STS term alone: choose an STS loss (cosent or angle)",
-        ),
-        (  # the weight scales the term beside another loss; unused when there is no term or nothing beside it
-            "sts_weight",
-            cfg.sts_loss == "none" or cfg.method == "sts" or cfg.sts_weight > 0,
-            f"must be > 0 when an STS loss is added, got {cfg.sts_weight:g}",
-        ),
-        (
-            "translate_train",
-            not cfg.translate_train or cfg.sts_loss != "none",
-            "adds pseudo-rated pairs to the STS term: choose an STS loss (sts_loss cosent or angle)",
-        ),
-        ("teacher", cfg.method not in TEACHER_METHODS or bool(cfg.teacher), f"method {cfg.method!r} needs a teacher"),
-        (
-            "teacher",
-            cfg.method != "ema" or not cfg.teacher or cfg.teacher == cfg.student,
+    """The rules of a fine-tuning configuration that tie options together, in the order they are asked."""
+    if cfg.extend_vocab != 0 and cfg.extend_vocab <= 100:
+        raise OptionError("extend_vocab", f"must be 0 or > 100, got {cfg.extend_vocab}")
+    for option, what in _NOT_EMPTY.items():
+        if not getattr(cfg, option):
+            raise OptionError(option, f"no {what} given")
+    if cfg.bridge != "none" and cfg.method != "mse":
+        problem = f"{cfg.bridge!r} maps the student into a frozen teacher's space: only method 'mse' has one"
+        raise OptionError("bridge", problem)
+    if cfg.extend_vocab and (cfg.lora_r or cfg.freeze_embeddings):
+        problem = "adds token embeddings that must train: it cannot go with lora_r or freeze_embeddings"
+        raise OptionError("extend_vocab", problem)
+    if cfg.method == "sts" and cfg.sts_loss == "none":
+        problem = "method 'sts' trains the STS term alone: choose an STS loss (cosent or angle)"
+        raise OptionError("sts_loss", problem)
+    # the weight scales the term beside another loss; unused when there is no term or nothing beside it
+    if cfg.sts_loss != "none" and cfg.method != "sts" and not cfg.sts_weight > 0:
+        raise OptionError("sts_weight", f"must be > 0 when an STS loss is added, got {cfg.sts_weight:g}")
+    if cfg.translate_train and cfg.sts_loss == "none":
+        problem = "adds pseudo-rated pairs to the STS term: choose an STS loss (sts_loss cosent or angle)"
+        raise OptionError("translate_train", problem)
+    if cfg.method in TEACHER_METHODS and not cfg.teacher:
+        raise OptionError("teacher", f"method {cfg.method!r} needs a teacher")
+    if cfg.method == "ema" and cfg.teacher and cfg.teacher != cfg.student:
+        problem = (
             f"method 'ema': the teacher is an EMA copy of the student ({cfg.student!r}); leave the teacher out or "
-            f"set it to the student, not {cfg.teacher!r}",
-        ),
-    ]
-    for option, ok, problem in rules:
-        if not ok:
-            raise OptionError(option, problem)
+            f"set it to the student, not {cfg.teacher!r}"
+        )
+        raise OptionError("teacher", problem)
     refuse_frozen_student(cfg.student)
 
 

@@ -102,10 +102,9 @@ def language_probe(
 
     flores = load_flores(list(langs), data_dir)
     n = len(next(iter(flores.values())))
-    half = n // 2
     texts = probe_texts(flores)
     labels = np.repeat(np.arange(len(flores)), n)
-    is_train = np.tile(np.arange(n) < half, len(flores))
+    is_train = np.tile(np.arange(n) < n // 2, len(flores))
     encode_lookup(scorer.backbone, texts, stop=stop)  # stoppable; fills the cache encode_parts reads
     parts = scorer.encode_parts(texts)
     out = {"chance": 100.0 / len(flores), "n_langs": len(flores)}

@@ -96,12 +96,8 @@ def training_job(req: TrainRequest, *, child_process: bool = False, started: flo
             aside = out.with_name(f".{out.name}.replaced-{int(time.time() * 1000)}")
             out.rename(aside)
         try:
-            report(
-                _phase(
-                    f"preparing: loading data and models (up to {limit / 60:.3g} min; the {budget:g}-minute budget "
-                    "starts when training does)"
-                )
-            )
+            wait = f"up to {limit / 60:.3g} min; the {budget:g}-minute budget starts when training does"
+            report(_phase(f"preparing: loading data and models ({wait})"))
             train = _run_finetune if isinstance(config, FinetuneConfig) else _run_heads
             result = _maybe_on_gpu(train, limit + budget * 60)(config, req, report, signal)
         except Stopped as exc:  # stopped before anything worth keeping: leave no half-made run behind

@@ -229,11 +229,7 @@ class TrainingLoop:
             self.eval_s += self.clock() - t0
             return {}
         mean = float(np.mean(list(self.last_dev.values())))
-        if (
-            self.average_from_step is not None
-            and self.best_step is not None
-            and self.best_step < self.average_from_step
-        ):
+        if None not in (self.average_from_step, self.best_step) and self.best_step < self.average_from_step:
             # the average is the model an averaged run stands for: a dev peak of the plain weights before averaging
             # began (the noise averaging is there to smooth) no longer holds the pick against it
             self.best = -math.inf

@@ -197,33 +197,12 @@ def request_config(req: TrainRequest, out: Path) -> FinetuneConfig | Stage1Setti
     for a method with a frozen teacher (it may hold a stale value while hidden). The app's backend reaches the heads'
     backbone; fine-tuning trains and evaluates the student on torch, as ``python -m mlse finetune`` does.
     """
-    common = dict(pairs=req.pairs, lr=req.lr, seed=req.seed, data_dir=req.data_dir, out=str(out))
-    if req.method == "stage1":
-        return stage1_settings(
-            backbone=req.model,
-            max_pairs=req.max_pairs,
-            max_epochs=req.max_epochs,
-            probe=req.probe,
-            backend=req.backend,
-            **common,
-        )
-    if req.method == "stage2":
-        return stage2_settings(stage1=req.model, max_epochs=req.max_epochs, backend=req.backend, **common)
-    return finetune_config(
-        method=req.method,
-        student=req.model,
-        teacher=req.teacher if req.method in TEACHER_METHODS else None,
-        max_pairs=req.max_pairs,
-        budget_minutes=req.budget_minutes,
-        batch_size=req.batch_size,
-        eval_every_steps=req.eval_every_steps,
-        max_steps=req.max_steps,
-        dev_pairs=req.dev_pairs,
-        dev_max_pairs=req.dev_max_pairs,
-        device=req.device,
-        extend_vocab=req.extend_vocab,
-        precision=req.precision,
-        sts_loss=req.sts_loss,
-        sts_weight=req.sts_weight,
-        **common,
-    )
+    make, settings, model = {
+        "stage1": (stage1_settings, Stage1Settings, "backbone"),
+        "stage2": (stage2_settings, Stage2Settings, "stage1"),
+    }.get(req.method, (finetune_config, FinetuneConfig, "student"))
+    # the form's model is the configuration's student, backbone or Stage-1 scorer; every field the two share, by name
+    shared = req.model_dump(include=set(settings.__dataclass_fields__) - {"teacher"})
+    if req.method in TEACHER_METHODS:
+        shared["teacher"] = req.teacher
+    return make(**shared, **{model: req.model}, out=str(out))

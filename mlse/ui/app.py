@@ -32,9 +32,7 @@ def build_app(state: AppState | None = None):
     with gr.Blocks(title="mlse: multilingual semantic similarity") as demo:
         backend = "" if state.backend == "torch" else f" · models run on {state.backend}"
         gr.Markdown(f"# mlse: multilingual semantic textual similarity{backend}")
-        pickers = []
-        for tab in TABS:
-            pickers += tab.build_tab(state)  # the model pickers it built (a list, maybe empty)
+        pickers = [picker for tab in TABS for picker in tab.build_tab(state)]  # the model pickers each tab built
         model_pickers.wire(state, pickers)  # a run trained while the page is open joins every picker
         gr.Markdown(CREDITS_MARKDOWN, elem_id="credits")
     demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY, max_size=QUEUE_MAX_SIZE)

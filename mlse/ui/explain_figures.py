@@ -29,9 +29,7 @@ def cell_scale(z: np.ndarray) -> int:
     number (10 <= max|z| x scale < 100; at least 1): 0.012 -> 1000 ("12"), 0.31 -> 100 ("31"), 1.7 -> 10 ("17")."""
     finite = np.abs(z[np.isfinite(z)])
     peak = float(finite.max()) if finite.size else 0.0
-    if peak == 0.0:
-        return 1
-    return int(10 ** max(0, 1 - int(np.floor(np.log10(peak)))))
+    return int(10 ** max(0, 1 - int(np.floor(np.log10(peak))))) if peak else 1
 
 
 def cell_labels(z: np.ndarray, scale: int) -> np.ndarray:

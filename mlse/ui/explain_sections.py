@@ -177,8 +177,7 @@ def build_pair_section(state, table, model) -> None:
     attribution, alignment, message = _results(gr)
 
     def remember_pair(listed, evt: gr.SelectData):
-        columns = [str(c) for c in getattr(listed, "columns", [])]
-        return picked_pair(evt.row_value, columns)
+        return picked_pair(evt.row_value, [str(c) for c in getattr(listed, "columns", [])])
 
     def explain_disagreement(selected_pair, scorer, progress=gr.Progress()):
         """The selected disagreement's pair explained with the scorer: (attribution, alignment, markdown)."""

@@ -52,13 +52,18 @@ def clean_sentence(text, which: str) -> tuple[str, str]:
     return kept[:MAX_CHARS], f"Sentence {which} was cut to its first {MAX_CHARS} characters to explain it."
 
 
-def _steps(steps) -> int | None:
-    if steps is None or (isinstance(steps, str) and not steps.strip()):
+def _whole(value, refusal: str, low: float = -np.inf, high: float = np.inf, blank=("",)) -> int | None:
+    """None for a blank value (or one of ``blank``: the library's default), else a whole number in [low, high];
+    anything else is refused with ``refusal``, the value named (a range left open is the library's to check)."""
+    if value is None or (isinstance(value, str) and value.strip() in blank):
         return None
-    value = float(steps)
-    if not value.is_integer() or not 1 <= value <= MAX_STEPS:
-        raise MlseError(f"steps must be a whole number from 1 to {MAX_STEPS}, got {steps!r}")
-    return int(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = np.nan  # refused below, as a fraction is
+    if not np.isfinite(number) or not number.is_integer() or not low <= number <= high:
+        raise MlseError(f"{refusal}, got {value!r}")
+    return int(number)
 
 
 def layer_choices(deepest: int = MAX_LAYER) -> list[tuple[str, str]]:
@@ -69,19 +74,6 @@ def layer_choices(deepest: int = MAX_LAYER) -> list[tuple[str, str]]:
         ("0: the word-piece embeddings", "0"),
         *((str(n), str(n)) for n in range(1, deepest + 1)),
     ]
-
-
-def _layer(layer) -> int | None:
-    """None (blank or "default": the model's default layer) or a whole number; its range is the library's to check."""
-    if layer is None or (isinstance(layer, str) and layer.strip() in ("", DEFAULT_LAYER)):
-        return None
-    try:
-        value = float(layer)
-    except (TypeError, ValueError):
-        value = np.nan  # refused below, as a fraction is
-    if not np.isfinite(value) or not value.is_integer():
-        raise MlseError(f"layer must be a whole number (0 = the word-piece embeddings), got {layer!r}")
-    return int(value)
 
 
 def _fail(model: str, exc: Exception) -> str:
@@ -206,7 +198,9 @@ def explain_and_keep(
         return None, None, "Choose a model to explain.", None
     say = progress or (lambda share, what: None)
     try:
-        steps, layer = _steps(steps), _layer(layer)
+        steps = _whole(steps, f"steps must be a whole number from 1 to {MAX_STEPS}", 1, MAX_STEPS)
+        refusal = "layer must be a whole number (0 = the word-piece embeddings)"  # its range: the library's check
+        layer = _whole(layer, refusal, blank=("", DEFAULT_LAYER))
         say(0.05, f"loading {model}")
         encoder = state.encoder(model)
         say(0.2, "attributing the cosine to word pairs (integrated Jacobians)")

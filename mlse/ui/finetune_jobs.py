@@ -42,9 +42,7 @@ def stop_run(state, owner: str | None = None) -> str:
     if public_mode():
         return md_escape(jobs.stop(owner=owner or new_owner()))  # no token: a token nobody has, so nothing stops
     own = jobs.latest(owner) if owner is not None else None
-    if own is not None and not own.done:
-        return md_escape(jobs.stop(owner=owner))
-    return md_escape(jobs.stop())
+    return md_escape(jobs.stop(owner=owner) if own is not None and not own.done else jobs.stop())
 
 
 # --------------------------------------------------------------------------------------------- the timer's poll

@@ -49,8 +49,7 @@ METHOD_NOTES = {
 
 def model_choices(state, method: str) -> list[str]:
     """Stage 2 trains on a Stage-1 scorer; every other method on a plain encoder (scorers have frozen backbones)."""
-    want_scorer = method == "stage2"
-    return [m.name for m in state.models() if (m.source == "scorer") == want_scorer]  # the state's scan, not a new one
+    return [m.name for m in state.models() if (m.source == "scorer") == (method == "stage2")]  # the state's scan
 
 
 def all_pair_choices() -> list[str]:

@@ -231,15 +231,8 @@ def file_disagreements(
         pred = file_predictions(state, table, model)
     except MlseError as exc:
         return empty, md_escape(str(exc))
-    found, listed = disagreement_table(
-        pred,
-        table.gold,
-        table.role("sentence1"),
-        table.role("sentence2"),
-        *request,
-        name=table.name,
-        index=("line", table.lines),
-    )
+    s1, s2 = table.role("sentence1"), table.role("sentence2")
+    found, listed = disagreement_table(pred, table.gold, s1, s2, *request, name=table.name, index=("line", table.lines))
     return found, listed if not table.n_skipped else f"{message}\n\n{listed}"
 
 

@@ -48,9 +48,9 @@ _memo = BytesMemo("gold_tab.predictions", 16 * MB)
 
 def _check_pair(pair: str, split: str) -> None:
     if not (pair or "").strip():
-        raise MlseError("Choose a language pair (e.g. en-de).")
+        raise DataError("Choose a language pair (e.g. en-de).")
     if not (split or "").strip():
-        raise MlseError("Choose a split.")
+        raise DataError("Choose a split.")
 
 
 @releases_memory
@@ -75,15 +75,11 @@ def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "t
     empty = pd.DataFrame(columns=METRIC_COLUMNS)
     if not models:
         return *empty_figures(), empty, "Choose at least one model."
-    try:
-        _check_pair(pair, split)
-    except MlseError as exc:
-        return *empty_figures(), empty, md_escape(str(exc))
     ds, preds, problems = None, {}, []
     for name in models:
         try:
             ds, preds[name] = predictions(state, pair, name, split)  # [n]
-        except DataError as exc:  # the pair's data, not the model: the same for every model
+        except DataError as exc:  # the pair or its data, not the model: the same for every model
             return *empty_figures(), empty, md_escape(str(exc))
         except MlseError as exc:
             problems.append(md_escape(str(exc)))
@@ -195,13 +191,8 @@ def build_tab(state) -> list[ModelPicker]:
             api_name="predicted_vs_gold",
             concurrency_limit=1,
         )
-        find.click(
-            on_find,
-            [pair, model, split, low, high, k],
-            [dis_table, dis_msg],
-            api_name="disagreements",
-            concurrency_limit=1,
-        )
+        listed = [dis_table, dis_msg]
+        find.click(on_find, [pair, model, split, low, high, k], listed, api_name="disagreements", concurrency_limit=1)
         gold_file.wire(
             state,
             file_inputs,
@@ -211,7 +202,7 @@ def build_tab(state) -> list[ModelPicker]:
             high,
             k,
             outputs=(hist, scatter, calib, metrics, slices, message),
-            listed=(dis_table, dis_msg),
+            listed=listed,
             buttons=(run_file, find_file),
         )
         check_inputs(pair, split, low, high, k, source)

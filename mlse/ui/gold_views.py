@@ -104,52 +104,45 @@ def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray], maps: di
     palette = px.colors.qualitative.Plotly
     for i, (name, pred) in enumerate(preds.items()):
         label, color = html_text(name), palette[i % len(palette)]
-        hist.add_trace(
-            go.Histogram(
-                x=pred,
-                name=label,
-                nbinsx=40,
-                histnorm="probability density",
-                opacity=0.55,
-                marker_color=color,
-                legendgroup=label,
-            ),
+        hist.add_histogram(
+            x=pred,
+            name=label,
+            nbinsx=40,
+            histnorm="probability density",
+            opacity=0.55,
+            marker_color=color,
+            legendgroup=label,
             row=1,
             col=1,
         )
-        scatter.add_trace(
-            go.Scattergl(
-                x=gold,
-                y=pred,
-                mode="markers",
-                name=label,
-                customdata=np.arange(len(gold)),
-                marker={"size": 4, "opacity": 0.45, "color": color},
-                hovertemplate=_HOVER_PAIR,
-            )
+        scatter.add_scattergl(
+            x=gold,
+            y=pred,
+            mode="markers",
+            name=label,
+            customdata=np.arange(len(gold)),
+            marker={"size": 4, "opacity": 0.45, "color": color},
+            hovertemplate=_HOVER_PAIR,
         )
         bins = calibration_bins(pred, gold, N_BINS)
-        calib.add_trace(
-            go.Scatter(
-                x=bins["mean_pred"],
-                y=bins["mean_gold"],
-                mode="lines+markers",
-                name=label,
-                error_y={"type": "data", "array": bins["sem_gold"]},
-                line={"color": color},
-                legendgroup=label,
-                customdata=bins["count"],
-                hovertemplate=_HOVER_BIN,
-            )
+        calib.add_scatter(
+            x=bins["mean_pred"],
+            y=bins["mean_gold"],
+            mode="lines+markers",
+            name=label,
+            error_y={"type": "data", "array": bins["sem_gold"]},
+            line={"color": color},
+            legendgroup=label,
+            customdata=bins["count"],
+            hovertemplate=_HOVER_BIN,
         )
         curves = [("isotonic", isotonic_fit(pred, gold), {"dash": "dot", "width": 1})]  # the best monotone fit here
         if name in maps:
             curves.append(("its calibration", maps[name], {"width": 2}))
         for what, (x, y), style in curves:
             line = {"color": color, **style}
-            legend_name = f"{label} ({what})"
-            calib.add_trace(
-                go.Scatter(x=x, y=y, mode="lines", name=legend_name, legendgroup=label, line=line, hoverinfo="skip")
+            calib.add_scatter(
+                x=x, y=y, mode="lines", name=f"{label} ({what})", legendgroup=label, line=line, hoverinfo="skip"
             )
     hist.add_trace(
         go.Histogram(
@@ -232,8 +225,7 @@ def model_rated_languages(state, models: list[str]) -> dict[str, tuple[str, ...]
     """The models among ``models`` trained on rated pairs of known languages (a fine-tuned run with the STS term, a
     scorer the protocol trained): name -> those languages (:func:`mlse.runs.folders.rated_languages`)."""
     locations = {m.name: m.location for m in state.models()}
-    found = {name: rated_languages(locations.get(name, name)) for name in models}
-    return {name: rated for name, rated in found.items() if rated is not None}
+    return {name: rated for name in models if (rated := rated_languages(locations.get(name, name))) is not None}
 
 
 def sts_code(lang) -> str:

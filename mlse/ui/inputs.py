@@ -56,9 +56,8 @@ def _choice_check(gr, component, allowed: Callable[[], list] | None) -> Callable
             problem = choice_problem(component.label or "choice", payload, accepted)
             if problem:
                 raise gr.Error(problem)
-        if allowed:  # a live name the page's choices do not have yet: Gradio's own check would refuse it
-            return payload
-        return original(payload)
+        # with ``allowed``, a live name the page's choices do not have yet: Gradio's own check would refuse it
+        return payload if allowed else original(payload)
 
     return preprocess
 

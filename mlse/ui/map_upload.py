@@ -51,14 +51,11 @@ def project_upload(
         return empty_output(f"⚠️ {message}")
     try:
         sample = user_sample(table)
-    except MlseError as exc:
-        return empty_output(f"{message}\n\n⚠️ {md_escape(str(exc))}")
-    if len(sample.texts) < MIN_SENTENCES:
-        return empty_output(
-            f"{message}\n\n⚠️ One sentence makes no map: give at least {MIN_SENTENCES} (for the "
-            "numbers, sentences in 2 languages, and translations marked with an id)."
-        )
-    try:
+        if len(sample.texts) < MIN_SENTENCES:
+            return empty_output(
+                f"{message}\n\n⚠️ One sentence makes no map: give at least {MIN_SENTENCES} (for the "
+                "numbers, sentences in 2 languages, and translations marked with an id)."
+            )
         model = state.encoder(model_name)
         result = language_map(model, sample=sample, method=method, progress=progress)
     except MlseError as exc:

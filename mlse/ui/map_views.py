@@ -91,25 +91,23 @@ def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None)
     fig = go.Figure()
     for li, lang in enumerate(sample.langs):
         rows = np.flatnonzero(sample.lang_idx == li)  # [n]
-        chosen = sample.sentence_ids[rows] == highlight_id if highlight_id is not None else np.zeros(len(rows), bool)
         marker = {"color": colours[li % len(colours)], "size": 6, "opacity": 0.85}
         if highlight_id is not None:
+            chosen = sample.sentence_ids[rows] == highlight_id
             marker.update(
                 size=np.where(chosen, 16, 5).tolist(),
                 opacity=np.where(chosen, 1.0, 0.12).tolist(),
                 line={"width": np.where(chosen, 2, 0).tolist(), "color": "black"},
             )
-        fig.add_trace(
-            go.Scatter(
-                x=view.coords[rows, 0] + offsets[li, 0],
-                y=view.coords[rows, 1] + offsets[li, 1],
-                mode="markers",
-                name=lang,
-                marker=marker,
-                text=[hover_text(sample.texts[k]) for k in rows],
-                customdata=sample.sentence_ids[rows],
-                hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
-            )
+        fig.add_scatter(
+            x=view.coords[rows, 0] + offsets[li, 0],
+            y=view.coords[rows, 1] + offsets[li, 1],
+            mode="markers",
+            name=lang,
+            marker=marker,
+            text=[hover_text(sample.texts[k]) for k in rows],
+            customdata=sample.sentence_ids[rows],
+            hovertemplate=f"<b>{html_text(lang)}</b> #%{{customdata}}<br>%{{text}}<extra></extra>",
         )
     # the legend goes below the map, so the points keep the panel's whole width
     fig.update_layout(
@@ -235,10 +233,10 @@ def highlight(result: LanguageMap | None, sentence_id) -> tuple[list, str]:
     if result is None:
         return [None] * len(SPACES), "Project a sample first."
     try:
-        sid = int(sentence_id) if sentence_id is not None and str(sentence_id).strip() != "" else None
-    except (TypeError, ValueError, OverflowError):
+        sid = int(sentence_id)
+    except (TypeError, ValueError, OverflowError):  # nothing chosen
         sid = None
-    if sid is not None and sid not in set(result.sample.ids.tolist()):
+    if sid not in set(result.sample.ids.tolist()):
         sid = None
     figures = [map_figure(result, s, sid) if s in result.views else None for s in SPACES]
     if sid is None:

@@ -57,7 +57,6 @@ def wire(state, pickers: list[ModelPicker]) -> None:
 
     if not pickers:
         return
-    components = [p.component for p in pickers]
     seen = gr.State(state.version)  # what this page was built with
     timer = gr.Timer(POLL_SECONDS)
 
@@ -68,11 +67,5 @@ def wire(state, pickers: list[ModelPicker]) -> None:
         return (version, *[gr.update(**u) for u in updates])
 
     # Polls are cheap and must not queue behind an encode: no concurrency limit, never shown as progress.
-    timer.tick(
-        on_tick,
-        [seen, *components],
-        [seen, *components],
-        concurrency_limit=None,
-        show_progress="hidden",
-        api_visibility="private",
-    )
+    watched = [seen, *(p.component for p in pickers)]  # read and refreshed alike
+    timer.tick(on_tick, watched, watched, concurrency_limit=None, show_progress="hidden", api_visibility="private")

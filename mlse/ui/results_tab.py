@@ -10,7 +10,6 @@ numbers plus four figures took 10-20 s to draw on a 2-core machine, while the in
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -54,10 +53,7 @@ def load_index(roots: list[str | Path] | None = None):
 def choices(frame) -> dict[str, list[str]]:
     """Filter choices present in the table: tasks, models, metrics (each led by ALL)."""
 
-    def values(column: str) -> list[str]:
-        return sorted({str(v) for v in frame[column].dropna() if str(v)})
-
-    return {"tasks": [ALL, *values("task")], "models": [ALL, *values("model")], "metrics": [ALL, *values("metric")]}
+    return {f"{c}s": [ALL, *sorted({str(v) for v in frame[c].dropna() if str(v)})] for c in ("task", "model", "metric")}
 
 
 def filter_table(
@@ -110,17 +106,10 @@ def shown(rows):
 
 
 def display_number(value):
-    """A number as the table holds it: 2 decimals (52.09125 -> 52.09); a small non-zero value keeps 2 significant
-    digits (0.00123 -> 0.0012) instead of showing as 0. Non-numbers pass through. (:func:`shown` writes it.)"""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return value
-    if not math.isfinite(number):
-        return number
-    if number == 0 or abs(number) >= 0.01:
-        return round(number, 2)
-    return float(f"{number:.2g}")
+    """A number as the table holds it: :func:`mlse.ui.tables.significant_text` of it (52.09125 -> 52.09, 0.00123 ->
+    0.0012 instead of 0) as a number. Non-numbers pass through. (:func:`shown` writes it.)"""
+    text = significant_text(value)
+    return float(text) if text and text != value else value
 
 
 def refresh(task: str = ALL, model: str = ALL, metric: str = ALL, text: str = "", roots=None):

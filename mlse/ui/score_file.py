@@ -90,10 +90,9 @@ class StopSignals:
         """Ask session ``key``'s run to stop; False when it has none running."""
         with self._lock:
             signal = self._signals.get(key) if key else None
-        if signal is None:
-            return False
-        signal.set()
-        return True
+        if signal is not None:
+            signal.set()
+        return signal is not None
 
     def end(self, key: str | None, signal: StopSignal) -> None:
         with self._lock:

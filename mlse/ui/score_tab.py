@@ -112,8 +112,7 @@ def _status(s1, s2, lang1, lang2, gold, notices, problems, scored: int, calibrat
     gold_value = finite_or_none(gold)
     if gold_value is not None:
         lines.append(f"Reference score for this example: **{gold_value:.1f}** / 5 ({REFERENCE_SOURCE}).")
-    lines.extend(notices)
-    lines.extend(f"Calibration: {md_escape(note)}" for note in calibration_notes)
+    lines += [*notices, *(f"Calibration: {md_escape(note)}" for note in calibration_notes)]
     if problems:
         lines.append("**Not scored:** " + "; ".join(problems))
     if scored:
@@ -134,20 +133,19 @@ def build_tab(state) -> list[ModelPicker]:
     choices, selected, note = model_choices(state)
     languages = language_options()
     examples = load_examples()
+
+    def sentence_column(n: int) -> tuple:  # the sentence, its detected language, the language it is taken as
+        with gr.Column():
+            box = gr.Textbox(label=f"Sentence {n}", lines=2, max_length=100_000)
+            return box, gr.Markdown(), gr.Dropdown(languages, value=AUTO, label=f"Language of sentence {n}")
+
     with gr.Tab("Score a pair"):
         gr.Markdown(
             "Type two sentences in any languages (or pick an example below) and compare every model: "
             "backbones, +Stage 1, +Stage 1+2 and fine-tuned students."
         )
         with gr.Row():
-            with gr.Column():
-                s1 = gr.Textbox(label="Sentence 1", lines=2, max_length=100_000)
-                detected1 = gr.Markdown()
-                lang1 = gr.Dropdown(languages, value=AUTO, label="Language of sentence 1")
-            with gr.Column():
-                s2 = gr.Textbox(label="Sentence 2", lines=2, max_length=100_000)
-                detected2 = gr.Markdown()
-                lang2 = gr.Dropdown(languages, value=AUTO, label="Language of sentence 2")
+            (s1, detected1, lang1), (s2, detected2, lang2) = sentence_column(1), sentence_column(2)
         gold = gr.Number(
             value=None, label="Reference score of the example (0–5)", placeholder=NO_REFERENCE, interactive=False
         )

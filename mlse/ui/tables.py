@@ -21,6 +21,7 @@ Plain functions of frames and values; no gradio.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pandas as pd
 
@@ -98,18 +99,12 @@ def significant_text(value, places: int = 2) -> str:
     text = number_text(value, places)
     if not text:
         return value if isinstance(value, str) else ""
-    if float(value) != 0 and float(text) == 0:
-        return f"{float(value):.2g}"
-    return text
+    return f"{float(value):.2g}" if float(value) != 0 and float(text) == 0 else text
 
 
 def sortable(frame: pd.DataFrame, places: dict[str, int | Callable[[object], str]]):
     """``frame`` for a non-interactive ``gr.Dataframe``: each column of ``places`` shown as :func:`number_text` with
     that many decimals (or by the given function), while its cells keep their numbers, so sorting by the column
     sorts by value (text would put "-0.50" after "0.10"). Columns it lacks are skipped."""
-    formats = {
-        column: (way if callable(way) else (lambda v, d=way: number_text(v, d)))
-        for column, way in places.items()
-        if column in frame.columns
-    }
-    return frame.style.format(formats)
+    formats = {column: way if callable(way) else partial(number_text, places=way) for column, way in places.items()}
+    return frame.style.format({column: way for column, way in formats.items() if column in frame})

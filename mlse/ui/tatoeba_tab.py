@@ -71,19 +71,17 @@ def _sides(source, view: TatoebaLanguage) -> tuple[str, str, str, dict[str, str]
 def _summary(source, view: TatoebaLanguage, model: str, criterion: str, n_errors: dict[str, int]) -> str:
     m = view.metrics
     title, src, tgt, label = _sides(source, view)
-    to, back = label["to_en"], label["from_en"]
-    return "\n".join(
+    rows = [
+        f"| {label[d]}: {a} queries {b} | {m[f'acc_{d}']:.1f} | {m[f'acc_{d}_margin']:.1f} | {n_errors[d]} |"
+        for d, a, b in (("to_en", src, tgt), ("from_en", tgt, src))
+    ]
+    table = ["| direction | accuracy (cosine) | accuracy (margin) | errors listed |", "|---|---|---|---|", *rows]
+    table.append(f"| mean | {m['acc_mean']:.1f} | {m['acc_mean_margin']:.1f} | |")
+    return "\n\n".join(
         [
             f"**{md_escape(model)}** on {title} ({len(view.src)} pairs); errors listed under the **{criterion}** "
             "criterion.",
-            "",
-            "| direction | accuracy (cosine) | accuracy (margin) | errors listed |",
-            "|---|---|---|---|",
-            f"| {to}: {src} queries {tgt} | {m['acc_to_en']:.1f} | {m['acc_to_en_margin']:.1f} | {n_errors['to_en']} |",
-            f"| {back}: {tgt} queries {src} | {m['acc_from_en']:.1f} | {m['acc_from_en_margin']:.1f} "
-            f"| {n_errors['from_en']} |",
-            f"| mean | {m['acc_mean']:.1f} | {m['acc_mean_margin']:.1f} | |",
-            "",
+            "\n".join(table),
             f"xSIM error ({src} as source, ratio margin): {m['xsim_error']:.1f}%. Select a row for its neighbours.",
         ]
     )
@@ -143,12 +141,10 @@ def details(state, source, model: str, row, k: int = N_NEIGHBOURS) -> tuple[str,
     rows = []
     for rank, (j, cos, marg) in enumerate(zip(nn["ids"], nn["cosine"], nn["margin"]), start=1):
         rows.append([rank, f"{cos:.{DECIMALS}f}", f"{marg:.{DECIMALS}f}", "gold" if j == index else "", b_texts[j]])
-    text = "\n".join(
+    text = "\n\n".join(
         [
             f"**Query** ({_sides(source, view)[3][direction]}, #{index}): {md_escape(q_texts[index])}",
-            "",
             f"**Gold translation**: {md_escape(b_texts[index])}",
-            "",
             f"Gold: cosine {nn['gold_cosine']:.4f} (rank {nn['gold_rank_cosine']}), "
             f"ratio margin {nn['gold_margin']:.4f} (rank {nn['gold_rank_margin']}) among {len(b_texts)} candidates.",
         ]

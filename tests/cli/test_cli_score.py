@@ -255,7 +255,7 @@ def test_a_row_written_in_slices_equals_the_csv_module(monkeypatch, tsv):
     for row in cells:
         theirs = io.StringIO()
         if tsv:
-            theirs.write("\t".join(scored_file._tsv_clean(c) for c in row) + "\n")
+            theirs.write("\t".join(scored_file.tsv_clean(c) for c in row) + "\n")
         else:
             csv.writer(theirs, lineterminator="\n").writerow(row)
         ours = io.StringIO()

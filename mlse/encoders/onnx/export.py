@@ -27,6 +27,7 @@ torch, onnx and onnxruntime.quantization are imported only when an export actual
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -81,6 +82,15 @@ INT8_RECIPE = {
 }
 
 
+def require(module: str, message: str):
+    """``module``, imported on first use (torch and onnxruntime cost seconds and hundreds of MB), or MlseError with
+    ``message`` when it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MlseError(message) from None
+
+
 def export_root() -> Path:
     return cache_root() / "onnx"
 
@@ -129,14 +139,8 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
 
 def export_fp32(model_dir: Path, out: Path) -> None:
     """Trace the sentence-transformers model at ``model_dir`` into ``out/model.onnx``, plus tokenizer and metadata."""
-    try:
-        import torch  # lazy: torch costs seconds to import; only computing needs it
-    except ImportError:
-        raise MlseError("exporting a model to ONNX needs torch (pip install torch)") from None
-    try:
-        import onnx  # noqa: F401  (torch.onnx.export writes through it)
-    except ImportError:
-        raise MlseError("exporting a model to ONNX needs the onnx package (pip install onnx)") from None
+    torch = require("torch", "exporting a model to ONNX needs torch (pip install torch)")
+    require("onnx", "exporting a model to ONNX needs the onnx package (pip install onnx)")  # torch.onnx writes with it
     from sentence_transformers import SentenceTransformer  # lazy, like torch above: only an export needs it
     from tokenizers import Tokenizer  # lazy: only tokenising needs it
 
@@ -283,10 +287,7 @@ def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: 
     activations uint8 with one scale per batch, or fixed scales for ``method: static``); see
     :mod:`mlse.encoders.onnx.quantize` and :mod:`mlse.encoders.onnx.int8_nodes`. ``texts``: calibration text (default
     CALIBRATION_TEXTS; the model's prefix is added either way)."""
-    try:
-        import onnxruntime.quantization  # noqa: F401  (lazy: heavy, first use only)
-    except ImportError:
-        raise MlseError("the onnx-int8 backend needs onnxruntime (pip install onnxruntime)") from None
+    require("onnxruntime.quantization", "the onnx-int8 backend needs onnxruntime (pip install onnxruntime)")
     recipe = INT8_RECIPE if recipe is None else recipe
     started = time.perf_counter()
     meta = json.loads((fp32_dir / META_FILE).read_text())

@@ -31,7 +31,7 @@ import numpy as np
 
 from mlse.encoders.compact_tokenizer import RustTokenizer, compact_tokenizer, padded
 from mlse.encoders.identity import folder_fingerprint, text_prefix, with_backend
-from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, variant_tag
+from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, TOKENIZER_FILE, ensure_export, require, variant_tag
 from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
 from mlse.encoders.rows import RowFile
@@ -96,12 +96,9 @@ class OnnxEncoder(Scoring):
         max_seq_length: int | None = None,
         device: str | None = None,
     ):
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise MlseError(
-                "the onnx backends need onnxruntime: pip install onnxruntime onnx (or use --backend torch)"
-            ) from None
+        require(
+            "onnxruntime", "the onnx backends need onnxruntime: pip install onnxruntime onnx (or use --backend torch)"
+        )
         if device not in (None, "cpu"):
             raise MlseError(f"the onnx backends run on the CPU only, not on {device!r}; use --backend torch there")
         if parallel not in PARALLEL_MODES:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mlse.atomic import build_once
-from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, OPSET, trace_to_onnx
+from mlse.encoders.onnx.export import META_FILE, MODEL_FILE, OPSET, require, trace_to_onnx
 from mlse.encoders.rows import RowFile
 from mlse.encoders.threads import cpu_session
 from mlse.encoders.use_torch import (
@@ -32,7 +32,6 @@ from mlse.encoders.use_torch import (
     sentence_matrix,
     window_index,
 )
-from mlse.errors import MlseError
 
 GRAPH_VERSION = 1  # bump when the exported graph changes: its folder and the encoder identity change with it
 
@@ -49,10 +48,7 @@ def ensure_graph(weights_file: Path, prepared: Path) -> Path:
 
 
 def export_fp32(weights_file: Path, out: Path) -> None:
-    try:
-        import torch  # lazy: only the one-time export needs torch
-    except ImportError:
-        raise MlseError("exporting muse to ONNX needs torch (pip install torch), once") from None
+    torch = require("torch", "exporting muse to ONNX needs torch (pip install torch), once")
     weights = network_weights(read_dense(weights_file), torch)
 
     class Core(torch.nn.Module):

@@ -105,22 +105,16 @@ class TranslatedRows:
 
     rated: StsTrainRows
     pseudo: list[PseudoRated]
-    info: dict = field(default_factory=dict)
+    info: dict = field(init=False)
 
     def __post_init__(self):
         k, r = len(self.pseudo), len(self.rated.langs)
         self.share = k / (k + r) if k else 0.0
-        self.info = {**self.rated.info, "translate_train": self.describe()}
+        pseudo = {"langs": [p.lang for p in self.pseudo], "rows": {p.lang: int(len(p.i)) for p in self.pseudo}}
+        self.info = {**self.rated.info, "translate_train": {**pseudo, "batch_share": round(self.share, 4)}}
 
     def __len__(self) -> int:
         return len(self.rated)
-
-    def describe(self) -> dict:
-        return {
-            "langs": [p.lang for p in self.pseudo],
-            "rows": {p.lang: int(len(p.i)) for p in self.pseudo},
-            "batch_share": round(self.share, 4),
-        }
 
     def sample(self, rng: np.random.Generator, size: int) -> StsBatch:
         if self.pseudo and rng.random() < self.share:
