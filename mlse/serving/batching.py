@@ -18,8 +18,6 @@ and large. A failed batch is retried one request at a time, so one caller's bad 
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -114,7 +112,12 @@ class MicroBatcher:
     def _take(self, key: int) -> list[_Request]:
         """The oldest waiting requests whose texts fit ``max_texts`` (always at least one)."""
         waiting = self._waiting[key]
-        taken = max(1, bisect.bisect_right(list(itertools.accumulate(len(r.texts) for r in waiting)), self.max_texts))
+        count, taken = 0, 0
+        for request in waiting:  # stops at the first request that does not fit: the queue is not read to its end
+            if taken and count + len(request.texts) > self.max_texts:
+                break
+            count += len(request.texts)
+            taken += 1
         batch, self._waiting[key] = waiting[:taken], waiting[taken:]
         return batch
 
