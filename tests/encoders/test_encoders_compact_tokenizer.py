@@ -46,6 +46,10 @@ EDGE_TEXTS = [
     " \u0301x",
     "\u00b4\u200c",
     "\ufb01 東京",
+    # marks added after Python 3.11's Unicode 14 tables, after white space: the Rust normaliser drops them
+    "x\xa0\u0cf3=",
+    "\xa0\u1ae8",
+    "G\xa0\u1ad6\t\u3000\u2921",
 ]
 
 
@@ -133,7 +137,7 @@ def test_real_vocabulary_matches_on_a_sample_and_edge_cases(real_tokenizer, data
 @pytest.mark.slow
 def test_real_vocabulary_matches_on_every_flores_and_sts_sentence(real_tokenizer, data_dir):
     texts = corpus(data_dir)
-    assert len(texts) > 100_000
+    assert len(texts) > 40_000  # 15 FLORES devtest languages x 1,012 sentences, 10 STS Multi MT test files x 2 sides
     assert mismatches(real_tokenizer, ["query: " + t for t in texts] + garbage(20_000, seed=1), max_length=512) == []
 
 

@@ -114,12 +114,17 @@ def test_the_umap_step_compiles_once_per_machine_and_marks_it(monkeypatch):
 
 @pytest.mark.slow
 def test_compile_kernels_projects_in_a_child_and_writes_its_marker():
+    """In a fresh interpreter: this xdist worker may have imported umap for an earlier test, which would hide an
+    import here (the slow tier failed so)."""
+    import subprocess
     import sys
 
-    from mlse.analysis import umap_process
-
-    marker = umap_process.compile_kernels(points=60)
-    assert marker == umap_process.kernels_marker() and marker.is_file() and "umap" not in sys.modules
+    code = (
+        "import sys; from mlse.analysis import umap_process; marker = umap_process.compile_kernels(points=60); "
+        "print(marker == umap_process.kernels_marker(), marker.is_file(), 'umap' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.stdout.split() == ["True", "True", "False"], done.stderr
 
 
 def test_umap_is_compiled_at_start_only_when_the_maps_first_press_will_project(monkeypatch, data_dir):
