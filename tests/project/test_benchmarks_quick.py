@@ -36,7 +36,7 @@ APP = {"app_latency", "app_soak", "first_result", "app_load", "upload_quota"}  #
 SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers", "map_during_warm"}
 # Slow (marked so; `pytest -m slow` runs them), measured under load: the app with minilm-en (app_latency 46 CPU-s,
 # app_soak 26), the CLI three times and the app's state with minilm-en (score_file 27), the seed-grid experiment twice,
-# whose evaluation suite is fixed (seed_grid_time ~240), score started on a local Ray (scale_score ~50 s). Everything
+# whose evaluation suite is fixed (seed_grid_time ~100 s alone), score started on a local Ray (scale_score ~50 s). Everything
 # else together: ~60 CPU-s.
 SLOW = APP | {"score_file", "seed_grid_time", "warm_start", "serving_levers", "scale_score"}
 OUT_FILE = {
@@ -127,12 +127,17 @@ def _timeout(signum, frame):
 def run_in_process(script: str, argv: list[str], monkeypatch) -> object:
     """``python -m benchmarks.<script> ARGV`` in this process: the module run as ``__main__`` with ``sys.argv`` set;
     the environment, the working directory and torch's thread count are restored afterwards. Returns the exit code
-    (None when the script returned normally)."""
+    (None when the script returned normally).
+
+    The processes a script starts get one OpenMP thread, as this process has (tests/conftest.py): beside another
+    worker's test, seed_grid_time's two experiment runs took 1,196 s with two threads spinning against it (the same
+    quick run beside a 2-thread torch loop: 104 s with one thread, over 580 s with two)."""
     import torch
 
     monkeypatch.setattr(sys, "argv", [f"python -m benchmarks.{script}", *argv])
     monkeypatch.delitem(sys.modules, f"benchmarks.{script}", raising=False)  # run afresh, as python -m does
     environ, cwd, threads = dict(os.environ), os.getcwd(), torch.get_num_threads()
+    os.environ["OMP_NUM_THREADS"] = "1"
     previous = signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(TIMEOUT_S.get(script, 600))
     try:
