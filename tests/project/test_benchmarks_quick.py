@@ -36,8 +36,8 @@ APP = {"app_latency", "app_soak", "first_result", "app_load", "upload_quota"}  #
 SUBPROCESS = APP | {"score_file", "warm_start", "serving_levers", "map_during_warm"}
 # Slow (marked so; `pytest -m slow` runs them), measured under load: the app with minilm-en (app_latency 46 CPU-s,
 # app_soak 26), the CLI three times and the app's state with minilm-en (score_file 27), the seed-grid experiment twice,
-# whose evaluation suite is fixed (seed_grid_time ~100 s alone), score started on a local Ray (scale_score ~50 s). Everything
-# else together: ~60 CPU-s.
+# whose evaluation suite is fixed (seed_grid_time ~100 s alone), score started on a local Ray (scale_score ~50 s).
+# Everything else together: ~60 CPU-s.
 SLOW = APP | {"score_file", "seed_grid_time", "warm_start", "serving_levers", "scale_score"}
 OUT_FILE = {
     "app_latency": "app-latency.json",
