@@ -268,7 +268,7 @@ def combining_marks() -> tuple[int, ...]:
     import regex  # lazy: read once per tokenizer built (a dependency of transformers as well)
 
     extends = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{gcb=SpacingMark}\p{gcb=ZWJ}]")
-    return tuple(cp for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF and extends.match(chr(cp)))
+    return tuple(cp for cp in range(sys.maxunicode + 1) if extends.match(chr(cp)))
 
 
 def changed_characters(normalizer_spec: bytes) -> str:
