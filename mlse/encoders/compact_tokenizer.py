@@ -265,7 +265,7 @@ class RustTokenizer:
 def combining_marks() -> tuple[int, ...]:
     """Every character that extends a grapheme (marks, joiners, emoji modifiers, tags), by the ``regex`` library's
     Unicode tables: Python 3.11's are Unicode 14, and the Rust tokenizer groups marks added since (U+0CF3, U+1AE8)."""
-    import regex  # lazy: read once per tokenizer built (a dependency of transformers as well)
+    import regex  # lazy: only building a compact tokenizer needs it (a dependency of transformers as well)
 
     extends = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{gcb=SpacingMark}\p{gcb=ZWJ}]")
     return tuple(cp for cp in range(sys.maxunicode + 1) if extends.match(chr(cp)))
