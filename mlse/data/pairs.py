@@ -93,20 +93,7 @@ SEED_PARALLEL_PAIRS = [
 ]
 # Every Tatoeba-Challenge folder that pairs English with another language (English is the src / anchor side): the
 # fine-tuning methods' training pairs.
-ENGLISH_PAIRS = [
-    "en-ar",
-    "en-de",
-    "en-es",
-    "en-fr",
-    "en-it",
-    "en-nl",
-    "en-pl",
-    "en-pt",
-    "en-ru",
-    "en-tr",
-    "en-uk",
-    "en-zh",
-]
+ENGLISH_PAIRS = [f"en-{x}" for x in ("ar", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "tr", "uk", "zh")]
 # The Tatoeba-Challenge folders that pair two languages other than English (the seed's Stage-1 X-Y pairs), in the
 # fine-tuning methods' "a-b" form: a student that sees them aligns X with Y directly, not only through English.
 NON_ENGLISH_PAIRS = ["de-ru", "fr-es", "ru-zh", "es-zh", "pl-tr", "es-uk"]
