@@ -19,9 +19,8 @@ In public mode:
   ``MLSE_MAX_UPLOAD_ROWS`` / ``MLSE_MAX_UPLOAD_BYTES``), by default :data:`LOCAL_UPLOAD_ROWS` and
   :data:`LOCAL_UPLOAD_BYTES`.
 
-What a visitor reads names no server folder: :func:`hide_server_paths` (which every message the page shows goes
-through, :func:`mlse.ui.text.md_escape`) puts a name in place of the runs, cache, data, upload, temporary, app and
-home folders.
+What a visitor reads names no server folder: every message the page shows goes through :func:`hide_server_paths`
+(in :func:`mlse.ui.text.md_escape`).
 
 Why not the CLI: whoever runs the CLI already runs code on the machine; the allow-list protects a machine from its
 visitors, not from its operator. The guard is keyed on the environment, so a CLI run inside a Space obeys it too.
@@ -106,10 +105,8 @@ def hub_allow_list(registered: Sequence[str] = ()) -> list[str]:
 
 def check_hub_download(name: str, repo_id: str, *, registered: Sequence[str] = ()) -> None:
     """Refuse to download ``repo_id`` in public mode unless it is on the allow-list (no-op otherwise)."""
-    if not public_mode():
-        return
     allowed = hub_allow_list(registered)
-    if repo_id not in allowed:
+    if public_mode() and repo_id not in allowed:
         raise ModelNotFoundError(
             f"model {name!r}: downloading {repo_id!r} from the hub is not allowed on this public deployment; "
             f"allowed hub ids: {', '.join(allowed)} (the operator adds more with --allow-hub-model ID or "
