@@ -18,8 +18,7 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
   scores (STS, Tatoeba), its training metrics and its dev curve (also in :func:`finetune_curves`).
 * ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
 * ``interrupted-run`` -- ``runs/**/interrupted.json`` (:func:`mlse.runs.health.sweep_interrupted`): a run whose job
-  died unanswered (its app was killed, say); one row, metric ``interrupted``, value the step of the checkpoint it
-  keeps (empty when not known), so the table shows the run's state beside its numbers.
+  died unanswered; one row, metric ``interrupted``, value the step of the checkpoint it keeps (empty when not known).
 * ``unrated``         -- ``results/unrated/<study>/<recipe>.json`` of ``python -m mlse experiment unrated``: per
   held-out pair the test Spearman ``rated`` (trained with the language's rated pairs), ``unrated`` (without) and their
   ``gap``; an incomplete result says so in a row of its own (metric ``incomplete``).
