@@ -81,8 +81,7 @@ def _read_sts(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]
     return _parse_sts_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
-# One language file serves up to 21 pairs (en-de, de-en, de-fr, ...): parse it once per process (an edited file,
-# with a new mtime or size, again).
+# One language file serves up to 21 pairs (en-de, de-en, de-fr, ...): parse it once per process, mtime and size.
 @bytes_memoized("stsb.files", 64 * MB)
 def _parse_sts_cached(path_str: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
     import pandas as pd  # deferred: keeps `import mlse.data` light
