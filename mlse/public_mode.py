@@ -105,8 +105,10 @@ def hub_allow_list(registered: Sequence[str] = ()) -> list[str]:
 
 def check_hub_download(name: str, repo_id: str, *, registered: Sequence[str] = ()) -> None:
     """Refuse to download ``repo_id`` in public mode unless it is on the allow-list (no-op otherwise)."""
+    if not public_mode():
+        return
     allowed = hub_allow_list(registered)
-    if public_mode() and repo_id not in allowed:
+    if repo_id not in allowed:
         raise ModelNotFoundError(
             f"model {name!r}: downloading {repo_id!r} from the hub is not allowed on this public deployment; "
             f"allowed hub ids: {', '.join(allowed)} (the operator adds more with --allow-hub-model ID or "
