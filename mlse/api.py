@@ -2,11 +2,8 @@
 
 :func:`score_pairs` is the one scoring path for many pairs: ``python -m mlse score``, the app's Score a file and
 scripts all call it. It streams the table through every model in chunks (the embedding cache makes a rerun cheap and
-an interrupted run resumable; a stop lands between chunks and keeps the rows scored) and returns a pandas DataFrame:
-the input's columns first, then each model's cosine and, where the model is calibrated, its 0-5 score. Each chunk's
-numbers come from :func:`mlse.encoders.protocol.similarity`, as the app's Score tab's do, so a script and the page
-give the same numbers. :func:`mlse.data.scored_file.write_scored` writes the scored file; :func:`mlse.load_model`
-(:mod:`mlse.models`) loads a model as the app uses it.
+an interrupted run resumable), each chunk's numbers from :func:`mlse.encoders.protocol.similarity`, as the app's Score
+tab's are, so a script and the page give the same numbers.
 """
 
 from __future__ import annotations

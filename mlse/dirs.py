@@ -1,16 +1,10 @@
 """Where mlse keeps its own files: the cache root, the runs directory and the shipped assets (datasets:
 :mod:`mlse.data.paths`).
 
-* ``cache_root()``: ``MLSE_CACHE`` or the user's cache dir. The embedding cache (:mod:`mlse.encoders.cache`), the
-  weight-fingerprint memo, ONNX exports, the converted e5 folder and the map's projections live under it.
-* ``runs_dir()``: ``MLSE_RUNS`` or ``./runs``. Trained runs (scorers and fine-tuned students) and local
-  calibrations; what a folder there is and how runs are named: :mod:`mlse.runs.folders`.
-* ``assets_dir()``: the files mlse ships (example pairs, the sample bitext, trained heads, students, calibrations):
-  the repository's ``assets/`` in a checkout, installed beside the modules as package data ``mlse/assets``.
-* ``package_parent()``: the folder that holds the ``mlse`` package: the repository in a checkout (``../shared``
-  beside it), ``site-packages`` when installed.
-* ``file_safe(name)``: a model name as part of a cache file's name.
-* ``positive_env(name, default)``: a positive whole-number setting from the environment (threads, upload limits).
+Under :func:`cache_root` live the embedding cache (:mod:`mlse.encoders.cache`), the weight-fingerprint memo, ONNX
+exports, the converted e5 folder and the map's projections; under :func:`runs_dir` trained runs (scorers and
+fine-tuned students, :mod:`mlse.runs.folders`) and local calibrations; under :func:`assets_dir` what mlse ships
+(example pairs, the sample bitext, trained heads, students, calibrations).
 """
 
 from __future__ import annotations

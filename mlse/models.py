@@ -1,11 +1,10 @@
 """The one model factory, ``mlse.load_model``: a name -> the model as the app scores with it.
 
 The name is resolved (:func:`mlse.encoders.catalogue.resolve_model`); a plain model comes from
-:func:`mlse.encoders.load.load_encoder` (its runtime, in the embedding cache) with its cosine -> 0-5 calibration when
-one was fitted on its exact weights (:mod:`mlse.calibration.backbone`); a scorer run gets its backbone loaded the same
-way, then its heads around it (:class:`mlse.heads.scorer.Scorer`, calibrated by its Stage-2 head). Every model it
-returns has ``similarity(a, b)`` and ``calibrate(cos)`` (:class:`mlse.encoders.protocol.Encoder`). The CLI, the app,
-the experiments and the training code all load models by name here.
+:func:`mlse.encoders.load.load_encoder` with its calibration (:mod:`mlse.calibration.backbone`), a scorer run as
+:class:`mlse.heads.scorer.Scorer` around its backbone. Every model it returns has ``similarity(a, b)`` and
+``calibrate(cos)`` (:class:`mlse.encoders.protocol.Encoder`). The CLI, the app, the experiments and the training code
+all load models by name here.
 """
 
 from __future__ import annotations

@@ -19,9 +19,8 @@ In public mode:
   ``MLSE_MAX_UPLOAD_ROWS`` / ``MLSE_MAX_UPLOAD_BYTES``), by default :data:`LOCAL_UPLOAD_ROWS` and
   :data:`LOCAL_UPLOAD_BYTES`.
 
-What a visitor reads names no server folder: :func:`hide_server_paths` (which every message the page shows goes
-through, :func:`mlse.ui.text.md_escape`) puts a name in place of the runs, cache, data, upload, temporary, app and
-home folders.
+What a visitor reads names no server folder: every message the page shows goes through :func:`hide_server_paths`
+(in :func:`mlse.ui.text.md_escape`).
 
 Why not the CLI: whoever runs the CLI already runs code on the machine; the allow-list protects a machine from its
 visitors, not from its operator. The guard is keyed on the environment, so a CLI run inside a Space obeys it too.

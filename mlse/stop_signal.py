@@ -3,12 +3,11 @@ phase. The job runner (:mod:`mlse.train.runner`) makes one per job and its Stop 
 (:meth:`StopSignal.limit`) and hands it to the fine-tuning (:func:`mlse.train.finetune.finetune`) and its training
 loop (:class:`mlse.train.loop.TrainingLoop`), which ask nothing else.
 
-Why a module of its own: a training job spends its time in several places (reading data, encoding thousands of
-sentences, teacher targets, epochs, dev evaluations, saving) and each of them must be able to end it within seconds.
-Passing one :class:`StopSignal` through those phases (a parameter named ``stop`` everywhere: the heads' epochs,
-the data's loading, every encoding), instead of an event here, a deadline there and a callable somewhere else, keeps
-every phase stoppable by construction. A caller that holds only an event (``StopSignal(event)``) or a condition of its
-own (``StopSignal(also=predicate)``, e.g. the app's warm start yielding to a visitor) wraps it in one.
+Why one signal: a job spends its time in several places (reading data, encoding, teacher targets, epochs, dev
+evaluations, saving) and each must be able to end it within seconds. One :class:`StopSignal` passed through them all
+(a parameter named ``stop`` everywhere), instead of an event here and a deadline there, keeps every phase stoppable
+by construction. A caller that holds only an event (``StopSignal(event)``) or a condition of its own
+(``StopSignal(also=predicate)``, e.g. the app's warm start yielding to a visitor) wraps it in one.
 
 Two clocks. By default the budget's clock starts when the signal is made (the budget counts the whole job). Made with
 ``preparation_s``, the signal has two phases: **preparation** (loading, and the one-off encoding of the data and the
@@ -33,7 +32,8 @@ import numpy as np
 
 ShouldStop = Callable[[], bool]
 # on_encoding(done, total, texts_per_s, cached): how far an encoding of the preparation got; ``cached`` of the ``done``
-# texts came from the embedding cache, and the rate counts only the others (None until one was encoded)
+# texts came from the embedding cache (a CachedEncoder's stats say which), and the rate counts only the others, so a
+# cached chunk does not inflate it (None until one was encoded)
 OnEncoding = Callable[[int, int, float | None, int], None]
 
 # A chunk is sized to take about this long, so that a stop is noticed within a few seconds even on a slow model.
@@ -181,9 +181,7 @@ def encode_in_chunks(
 
     The chunk grows or shrinks so one chunk takes about 1.5 s (at least one batch, at most 16), so a stop is
     honoured within seconds whatever the model's speed. ``progress(done, total)`` is called after every chunk; so is
-    the signal's ``on_encoding(done, total, texts_per_s, cached)`` while it is preparing (first with ``done=0`` before
-    the first chunk): ``cached`` of the ``done`` texts came from the embedding cache and the rate counts only the
-    ones encoded, so a cached chunk does not inflate it (a :class:`~mlse.encoders.cache.CachedEncoder` says which).
+    the signal's :data:`OnEncoding` callback while it is preparing (first with ``done=0`` before the first chunk).
     ``stop`` None: one plain ``encode`` call, nothing to ask.
     Raises :class:`Stopped` when stopped; chunks already encoded stay in the encoder's embedding cache.
     """

@@ -12,10 +12,8 @@ keeps its share.
 Where the data directory has no Tatoeba-Challenge folder (a Space), the pairs come from the sample shipped under
 ``assets/data/finetune-bitext`` (:mod:`mlse.data.bitext_sample`; filtered when it was built, and again here).
 
-The sampling seed is the caller's, because result files and runs were produced with each caller's own:
-Stage 1 seeds every pair with ``seed`` (:func:`same_seed`), fine-tuning seeds pair ``i`` with ``[seed, i]``
-(:func:`seed_per_pair`) and then shuffles all pairs together. Changing either would change which sentences a
-re-run trains on.
+The sampling seed is the caller's (:func:`same_seed` for Stage 1, :func:`seed_per_pair` for fine-tuning), because
+result files and runs were produced with each caller's own: changing either would change what a re-run trains on.
 """
 
 from __future__ import annotations

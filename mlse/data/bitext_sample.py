@@ -15,9 +15,8 @@ sample of at most ``per_pair`` pairs per folder, in file order. It writes, all o
   dropped by the filter, kept after it and shipped, the sha256 of each shipped file, the licence and attribution;
 * ``README.md``: what the folder is, its licence (Tatoeba: CC BY 2.0 FR) and attribution.
 
-:func:`training_bitext_source` says where training bitext comes from: the data directory when it has the
-``parallel/`` folder, else this sample; :func:`mlse.data.bitext.load_filtered_bitext` reads the sample through
-:func:`load_sample_pair` and applies the contamination filter again at load time, as for the full files.
+:func:`mlse.data.bitext.load_filtered_bitext` reads the sample (:func:`training_bitext_source`,
+:func:`load_sample_pair`) and applies the contamination filter again at load time, as for the full files.
 """
 
 from __future__ import annotations

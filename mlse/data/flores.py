@@ -11,8 +11,7 @@ from mlse.data.pairs import iso_639_3
 from mlse.data.paths import require_subdir, resolve_data_dir
 from mlse.errors import DataError
 
-# An ISO 639-3 code (after mlse.data.pairs.iso_639_3) -> FLORES's: Arabic in FLORES is Modern Standard Arabic, "arb";
-# Mandarin is "zho".
+# An ISO 639-3 code (after mlse.data.pairs.iso_639_3) -> FLORES's: Modern Standard Arabic "arb", Mandarin "zho".
 _FLORES_639_3 = {"ara": "arb", "cmn": "zho"}
 # When a bare ISO 639-3 code matches several scripts, this one wins (Chinese: Simplified script).
 _PREFERRED = {"arb": "arb_Arab", "zho": "zho_Hans"}

@@ -1,8 +1,6 @@
-"""The sha256 of a file: the one reader that hashes files in the package.
-
-Every hash of a file's bytes comes from here: the data files a result, a calibration or a training run names
-(:func:`mlse.data.portable.data_hashes`), a shipped artifact's files (:mod:`mlse.runs.shipped`), model fingerprints
-(:mod:`mlse.encoders.identity`, which feeds several files into one digest with :func:`update_with_file`).
+"""The sha256 of a file: the one reader that hashes files in the package (data files a record names, a shipped
+artifact's files, model fingerprints: :mod:`mlse.encoders.identity` feeds several files into one digest with
+:func:`update_with_file`).
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from mlse.memo import MB, BytesMemo
 
 CHUNK = 1 << 20  # bytes read at a time: a large file is never held in memory whole
 
-# (resolved path, mtime_ns, size) -> hex digest; a changed file gets a new key, so no stale hashes. Bounded like every
-# other memo of a long-running app (a few hundred bytes an entry).
+# (resolved path, mtime_ns, size) -> hex digest (a few hundred bytes an entry): a changed file gets a new key
 _sha256_memo = BytesMemo("data.file_sha256", 1 * MB)
 
 

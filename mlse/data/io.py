@@ -16,9 +16,8 @@ from mlse.errors import DataError
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
     """Return the lines of a UTF-8 file, split on ``"\\n"`` only.
 
-    A trailing ``"\\r"`` is removed from each line (files edited on Windows); only the final empty
-    element produced by a trailing newline is dropped, so an empty line in the middle is kept and the
-    line count matches ``wc -l`` for files that end in a newline.
+    A trailing ``"\\r"`` is removed from each line (files edited on Windows); an empty line in the middle is kept, so
+    the count matches ``wc -l`` for a file that ends in a newline.
     """
     p = Path(path)
     text = decode_utf8(read_bytes(p), p)
@@ -59,8 +58,7 @@ def open_binary(path: str | os.PathLike[str], label: str | None = None):
 
 def read_aligned(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
     """Read two line-aligned files; refuse them if their line counts differ (never truncate)."""
-    a = read_lines(path_a)
-    b = read_lines(path_b)
+    a, b = read_lines(path_a), read_lines(path_b)
     if len(a) != len(b):
         raise DataError(
             f"line-aligned files differ in length: {path_a} has {len(a)} lines, {path_b} has {len(b)} lines"

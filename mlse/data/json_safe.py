@@ -1,8 +1,6 @@
 """Numbers fit for strict JSON: NaN and the infinities become ``null`` (``json.dumps`` would write ``NaN``, which
-browsers, ``jq`` and most JSON readers refuse).
-
-The one implementation for result files (:mod:`mlse.runs.results`), training records (:mod:`mlse.train.loop`), the app's
-JSON answers and the benchmarks' reports.
+browsers, ``jq`` and most JSON readers refuse); for result files, training records, the app's JSON answers and the
+benchmarks' reports.
 """
 
 from __future__ import annotations

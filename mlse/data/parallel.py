@@ -72,10 +72,8 @@ def load_parallel(
     """
     root = require_subdir(resolve_data_dir(data_dir), PARALLEL_DIR)
     src_code, tgt_code, folder = _find_folder(pair, root, _pairs_in(root))
-    src_path = folder / f"{FILE_PREFIX}.{src_code}"
-    tgt_path = folder / f"{FILE_PREFIX}.{tgt_code}"
-    src_lab_path = folder / f"{FILE_PREFIX}.{src_code}.labels"
-    tgt_lab_path = folder / f"{FILE_PREFIX}.{tgt_code}.labels"
+    paths = [folder / f"{FILE_PREFIX}.{code}{ext}" for ext in ("", ".labels") for code in (src_code, tgt_code)]
+    src_path, tgt_path, src_lab_path, tgt_lab_path = paths
     src, tgt = read_aligned(src_path, tgt_path)
     src_lab, tgt_lab = read_aligned(src_lab_path, tgt_lab_path)
     if len(src_lab) != len(src):
@@ -106,7 +104,7 @@ def load_parallel(
         src_lang=src_code,
         tgt_lang=tgt_code,
         name=f"tatoeba_challenge_v2021-08-07/{src_code}-{tgt_code}",
-        sources=[src_path, tgt_path, src_lab_path, tgt_lab_path],
+        sources=paths,
     )
 
 

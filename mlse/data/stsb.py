@@ -35,8 +35,7 @@ def load_sts(pair: str, split: str = "test", data_dir: str | os.PathLike[str] | 
     scores row by row, otherwise their rows are not the same pairs and a DataError is raised.
     """
     lang_a, lang_b = _parse_pair(pair)
-    path_a = sts_file(lang_a, split, data_dir)
-    path_b = sts_file(lang_b, split, data_dir)
+    path_a, path_b = sts_file(lang_a, split, data_dir), sts_file(lang_b, split, data_dir)
     s1_a, _, scores_a = _read_sts(path_a)
     _, s2_b, scores_b = _read_sts(path_b)  # cached: no second parse when a == b
     if len(s1_a) != len(s2_b):
@@ -82,8 +81,7 @@ def _read_sts(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]
     return _parse_sts_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
-# One language file serves up to 21 pairs (en-de, de-en, de-fr, ...): parse it once per process.
-# The key includes mtime and size, so an edited file is parsed again.
+# One language file serves up to 21 pairs (en-de, de-en, de-fr, ...): parse it once per process, mtime and size.
 @bytes_memoized("stsb.files", 64 * MB)
 def _parse_sts_cached(path_str: str, mtime_ns: int, size: int) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
     import pandas as pd  # deferred: keeps `import mlse.data` light
@@ -127,10 +125,8 @@ def _parse_sts_cached(path_str: str, mtime_ns: int, size: int) -> tuple[tuple[st
 
 
 def _records(path: Path) -> list[tuple[int, int]]:
-    """(1-based starting line, field count) of each non-blank CSV record (pandas skips blank lines too).
-
-    Only used to word error messages; a quoted field may span lines, so row index + 1 is not enough.
-    """
+    """(1-based starting line, field count) of each non-blank CSV record (pandas skips blank lines too), for error
+    messages: a quoted field may span lines, so row index + 1 is not enough."""
     records: list[tuple[int, int]] = []
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)

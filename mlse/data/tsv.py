@@ -1,8 +1,6 @@
-"""User-supplied pairs files for ``eval --pairs-file`` and scripts: thin wrappers over the one user-file reader.
-
-Both functions read through :func:`mlse.data.user_files.read_table`, so a file that ``eval``, ``score`` and the app
-accept is the same file, and a mistake reads the same everywhere: ``file:line: column X: message``, the file named as
-the caller gave it (the user will open it in an editor to fix it).
+"""User-supplied pairs files for ``eval --pairs-file`` and scripts: thin wrappers over the one user-file reader
+(:func:`mlse.data.user_files.read_table`), whose messages name the file as the caller gave it (the user will open it
+in an editor to fix it).
 """
 
 from __future__ import annotations

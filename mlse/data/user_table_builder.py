@@ -198,17 +198,13 @@ class TableBuilder:
             columns = [c.strip() for c in first]
             if any(not c for c in columns):
                 self.fail(first_line, f"column {columns.index('') + 1} of the header has no name")
-            self.check_duplicates(columns, first_line)
+            seen: dict[str, int] = {}
+            for i, c in enumerate(columns, start=1):
+                if (key := c.lower()) in seen:
+                    self.fail(first_line, f"column {c!r} appears twice in the header (columns {seen[key]} and {i})")
+                seen[key] = i
             return columns, True, records[1:]
         return [f"column{i}" for i in range(1, len(first) + 1)], False, records
-
-    def check_duplicates(self, columns, line) -> None:
-        seen: dict[str, int] = {}
-        for i, c in enumerate(columns, start=1):
-            key = c.strip().lower()
-            if key in seen:
-                self.fail(line, f"column {c!r} appears twice in the header (columns {seen[key]} and {i})")
-            seen[key] = i
 
     def looks_like_header(self, first: list[str], rest) -> bool:
         if any(_normal(c) in _ROLE_OF for c in first):

@@ -99,14 +99,10 @@ def find_runs(root: Path) -> list[RunFolder]:
         return []
     found = []
     for sub in visible_dirs(root):
-        run = run_folder(sub, f"runs/{sub.name}")
-        if run is not None:
+        if (run := run_folder(sub, f"runs/{sub.name}")) is not None:
             found.append(run)
-            continue
-        for child in visible_dirs(sub):  # a group of runs
-            run = run_folder(child, f"runs/{sub.name}/{child.name}")
-            if run is not None:
-                found.append(run)
+        else:  # a group of runs
+            found += filter(None, (run_folder(child, f"runs/{sub.name}/{child.name}") for child in visible_dirs(sub)))
     return found
 
 

@@ -1,20 +1,18 @@
 """Runs after a crash: put back run folders a killed job left aside, and say which runs are partial.
 
 Every writer of a run folder is atomic (a hidden temporary sibling renamed into place), so a ``kill -9`` never leaves
-a half-written run where the model lists look. Two things can still be left behind, and this module handles both:
+a half-written run where the model lists look. What can still be left behind:
 
 * **A run moved aside and not put back.** Replacing a run renames the old folder to a hidden sibling first
   (``.NAME.replaced-<ms>`` in :mod:`mlse.train.jobs`, ``.NAME.old-<pid>`` in :func:`mlse.atomic.replace_dir`); a job
-  killed before it saved its own run never renames it back, and the old run vanishes from every list.
-  :func:`recover_runs` (called when the app starts) renames such a folder back when nothing has taken its name since.
+  killed before it saved its own run never renames it back: :func:`recover_runs` (when the app starts) does.
 * **A run that stopped early.** A fine-tune killed after its first checkpoint has a usable ``model/`` but no
   ``metrics.json``; a stopped job writes ``"partial"`` into its metrics (fine-tuning) or manifest (heads).
   :func:`partial_reason` says so in one phrase, for the model lists to show.
 * **A run whose job died without answering** (its app killed, the child then ending at its next step; or the child
-  itself killed). Its job lock (:mod:`mlse.runs.job_lock`) is left behind, held by nobody. :func:`sweep_interrupted`
-  (when the app starts, and in the app after a child ends without an answer) marks such a run interrupted
-  (``interrupted.json``: when, why, the step of the checkpoint it keeps), or removes it when it holds no model at
-  all, so that a half-made run is never offered as a finished model; then it deletes the lock.
+  itself killed). Its job lock (:mod:`mlse.runs.job_lock`) is left behind, held by nobody: :func:`sweep_interrupted`
+  (when the app starts, and after a child ends without an answer) marks the run interrupted, or removes it when it
+  holds no model at all, so that a half-made run is never offered as a finished model.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The job lock: a training child holds an exclusive ``flock`` on ``RUNS/.jobs/NAME.lock`` for as long as it lives.
 
-Why: the app knows its running job only in memory. After a ``kill -9`` of the app, a restarted app knew nothing of a
-training child still running: the Fine-tune tab said no run was in progress, Stop found nothing to stop, and a second
-run started beside the first. The kernel releases a ``flock`` when the process holding it dies, however it dies, so a
-held lock is the truth about whether a job lives (no process id to be reused by another program). The file's JSON
-(run name, the child's pid, which start of the app started it, when) says whose lock it is.
+Why: the app knows its running job only in memory, so after a ``kill -9`` of the app a restarted one would not see a
+training child still running (nothing to stop, and a second run beside the first). The kernel releases a ``flock``
+when the process holding it dies, however it dies, so a held lock is the truth about whether a job lives (no process
+id to be reused by another program). The file's JSON (run name, the child's pid, which start of the app started it,
+when) says whose lock it is.
 
 * :func:`hold` -- in the child, before anything else: take the lock (or refuse: another process trains that run);
   :meth:`HeldLock.release` removes the file when the job has given its answer to a live app.

@@ -18,8 +18,7 @@ Schemas read (each recognised by its keys, so a file's name or place does not ma
   scores (STS, Tatoeba), its training metrics and its dev curve (also in :func:`finetune_curves`).
 * ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
 * ``interrupted-run`` -- ``runs/**/interrupted.json`` (:func:`mlse.runs.health.sweep_interrupted`): a run whose job
-  died unanswered (its app was killed, say); one row, metric ``interrupted``, value the step of the checkpoint it
-  keeps (empty when not known), so the table shows the run's state beside its numbers.
+  died unanswered; one row, metric ``interrupted``, value the step of the checkpoint it keeps (empty when not known).
 * ``unrated``         -- ``results/unrated/<study>/<recipe>.json`` of ``python -m mlse experiment unrated``: per
   held-out pair the test Spearman ``rated`` (trained with the language's rated pairs), ``unrated`` (without) and their
   ``gap``; an incomplete result says so in a row of its own (metric ``incomplete``).
@@ -94,12 +93,7 @@ def build_index(roots: Iterable[str | Path] | None = None):
 
 def _display_path(path: Path, roots: list[Path]) -> str:
     """The file relative to its root's parent (``results/baseline/sts.json``), else as given."""
-    for root in roots:
-        try:
-            return str(path.relative_to(root.parent))
-        except ValueError:
-            continue
-    return str(path)
+    return next((str(path.relative_to(r.parent)) for r in roots if path.is_relative_to(r.parent)), str(path))
 
 
 def _rows_of_file(path: Path, source: str) -> tuple[list[dict], list[str]]:
@@ -347,10 +341,8 @@ def _result_curve_rows(obj: Any, path: Path) -> Iterator[dict]:
 
 
 def _log_rows(log_file: Path, run: str) -> list[dict]:
-    def skipped(line: int, why) -> None:
-        log.warning("skipped line %d of %s: %s", line, log_file, why)
-
-    return [_record_row(run, record["step"], record, log_file) for record in read_log_records(log_file, skipped)]
+    records = read_log_records(log_file, lambda n, why: log.warning("skipped line %d of %s: %s", n, log_file, why))
+    return [_record_row(run, record["step"], record, log_file) for record in records]
 
 
 def _load_quietly(path: Path) -> tuple[Any, str | None]:

@@ -51,8 +51,7 @@ class ShippedArtifact:
 
     @property
     def description(self) -> str:
-        scores = self.manifest.get("scores", {})
-        cross = scores.get("cross-12")
+        cross = self.manifest.get("scores", {}).get("cross-12")
         tail = f"; STS test cross-12 {cross:.1f}" if isinstance(cross, (int, float)) else ""
         return f"shipped {self.manifest.get('title') or self.kind} on {self.manifest['backbone']}{tail}"
 
