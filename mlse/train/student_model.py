@@ -50,12 +50,10 @@ def tokenize(student, texts: list[str], device: str) -> dict:
     The student's own prefix (e5's ``"query: "``) goes first, as ``encode`` adds it at evaluation time: training
     and evaluation must see the same text.
     """
-    prefix = text_prefix(student)
-    if prefix:
-        texts = [prefix + t for t in texts]
+    prefix = text_prefix(student)  # "" when the model has none
     prepare = getattr(student, "preprocess", None) or student.tokenize
     # the tensors on ``device``; other entries pass through
-    return {k: v.to(device) if hasattr(v, "to") else v for k, v in prepare(texts).items()}
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in prepare([prefix + t for t in texts]).items()}
 
 
 class AutocastForward:
