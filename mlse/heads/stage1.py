@@ -96,8 +96,6 @@ def stage1_loss_terms(
 
 
 # ------------------------------------------------------------------------------------------------------------ model
-
-
 class Stage1Net(nn.Module):
     def __init__(self, dim: int, n_langs: int, prelayer: bool = False):
         super().__init__()
