@@ -59,13 +59,11 @@ PREPARATION_MIN_S = 300.0
 
 
 def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
-    """A job function for :meth:`JobRunner.submit`. It trusts ``req``: a :class:`~mlse.train.request.TrainRequest` is
-    validated when it is made, where it enters (the form), and never again (here, in a child, or in the training).
+    """A job function for :meth:`JobRunner.submit`; it trusts ``req`` (validated when it was made, never again).
 
-    ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`), so that the job's memory returns to the
-    system when it ends (the app does this); progress and Stop work as in-process. Not under ZeroGPU (``spaces``),
-    whose GPU is attached to the calling process. ``started``: when the budget's clock started (a child continues
-    its parent's clock); default: when the job starts.
+    ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`; progress and Stop work as in-process),
+    but not under ZeroGPU (``spaces``), whose GPU is attached to the calling process. ``started``: when the budget's
+    clock started (a child continues its parent's clock); default: when the job starts.
     """
     if child_process and importlib.util.find_spec("spaces") is None:
         refuse_while_orphans_run(req.out.parent)
