@@ -21,9 +21,8 @@ nothing, which makes distillation both slow (longer sequences) and hard (no usef
    * pieces that the old tokenizer maps only to ``[UNK]`` and that have no alignment evidence start at the mean of
      all old embeddings.
 
-Only WordPiece (BERT-style) tokenizers are supported; a SentencePiece model (XLM-R) is refused with a message, it is
-multilingual already. The extended model is an ordinary sentence-transformers folder (``extend_vocabulary`` writes it
-atomically) and trains with every method of :mod:`mlse.train.finetune` (``FinetuneConfig.extend_vocab``).
+Only WordPiece (BERT-style) tokenizers are supported (:func:`wordpiece_tokenizer`). The extended model trains with
+every method of :mod:`mlse.train.finetune` (``FinetuneConfig.extend_vocab``).
 """
 
 from __future__ import annotations
