@@ -26,8 +26,8 @@ __all__ = ["HardContrastiveLoss", "hard_contrastive_loss"]
 def hard_contrastive_loss(
     student_src: Tensor, student_tgt: Tensor, *, temperature: float = DEFAULT_TEMPERATURE, bidirectional: bool = True
 ) -> Tensor:
-    """The module docstring's ``L`` for ``student_src``, ``student_tgt`` (``[B, d]``); without ``bidirectional`` only
-    the src -> tgt direction."""
+    """In-batch-negatives InfoNCE over cosine similarities: the module docstring's ``L`` for ``student_src``,
+    ``student_tgt`` (``[B, d]``); without ``bidirectional`` only the src -> tgt direction."""
     check_pair(student_src, student_tgt)
     check_temperature(temperature)
     logits = cos_logits(student_src, student_tgt, temperature)  # [B, B]

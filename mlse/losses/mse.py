@@ -25,7 +25,8 @@ __all__ = ["MSEDistillLoss", "mse_distill_loss"]
 def mse_distill_loss(
     student_src: Tensor, student_tgt: Tensor, teacher_src: Tensor, *, include_src: bool = True
 ) -> Tensor:
-    """``MSE(student_src, teacher_src) + MSE(student_tgt, teacher_src)`` (the module docstring's ``L``);
+    """Reimers & Gurevych 2020 multilingual knowledge distillation (paper 002, Sec. 2): the module docstring's ``L``.
+
     ``include_src=False`` keeps only the second term. All three tensors are ``[B, d]`` with the same ``d``; raises
     :class:`ValueError` otherwise.
     """
