@@ -1,11 +1,6 @@
 """The student of a fine-tuning run: loading it, tokenising for it, its precision, the recipes that reshape it before
 training (vocabulary extension, a linear bridge into the teacher's space, frozen embeddings, LoRA adapters), and its
-checkpoints.
-
-**Output.** :func:`save_checkpoint` writes ``out/model`` (always an ordinary sentence-transformers folder: a LoRA
-student is saved with its adapter merged) to a temporary sibling and renames it into place, so a reader sees either
-the previous good checkpoint or the new one; a LoRA student also gets ``out/adapter`` (:mod:`mlse.train.recipes.lora`).
-"""
+checkpoints (:func:`save_checkpoint`)."""
 
 from __future__ import annotations
 
