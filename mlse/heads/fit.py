@@ -2,9 +2,7 @@
 
 Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop after ``patience`` epochs without an
 improvement larger than ``min_delta``, or when the caller's ``stop`` (a :class:`~mlse.stop_signal.StopSignal`: a stop
-button, a time budget) says so after an epoch, and both end on the best epoch's weights. :class:`EarlyStopping` makes
-those decisions, :func:`train_epoch` runs one pass of optimiser steps, :func:`fit_epochs` ties them together;
-:func:`as_tensor`, :func:`snapshot` and :func:`check_fitted` are the small helpers both heads use.
+button, a time budget) says so after an epoch (:class:`EarlyStopping`), and both end on the best epoch's weights.
 """
 
 from __future__ import annotations

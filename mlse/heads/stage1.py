@@ -96,8 +96,6 @@ def stage1_loss_terms(
 
 
 # ------------------------------------------------------------------------------------------------------------ model
-
-
 class Stage1Net(nn.Module):
     def __init__(self, dim: int, n_langs: int, prelayer: bool = False):
         super().__init__()
@@ -143,9 +141,8 @@ class Stage1Head:
     ) -> Stage1Head:
         """Train on translation pairs: row i of ``X_a`` [n, d] translates row i of ``X_b`` [n, d].
 
-        ``lang_a[i]`` / ``lang_b[i]`` name each side's language. ``progress`` gets one dict per epoch.
-        ``stop`` is asked after every epoch (a stop button, a time budget): when it says stop, training ends
-        there and the best epoch so far is kept, as after early stopping (``stopped_`` is then True).
+        ``lang_a[i]`` / ``lang_b[i]`` name each side's language. ``progress`` gets one dict per epoch. ``stop`` is
+        asked after every epoch (:mod:`mlse.heads.fit`; ``stopped_`` is then True).
         """
         cfg = self.config
         X_a, X_b = np.asarray(X_a, np.float32), np.asarray(X_b, np.float32)

@@ -108,11 +108,8 @@ class Stage2Head:
         progress: Callable[[dict], None] | None = None,
         stop: StopSignal | None = None,
     ) -> Stage2Head:
-        """``M1``, ``M2``: [n, d] meaning embeddings of the two sides; ``gold``: [n] scores on the 0-5 scale.
-
-        ``stop`` is asked after every epoch; when it says stop, training ends there and the best epoch so far
-        is kept (``stopped_`` is then True).
-        """
+        """``M1``, ``M2``: [n, d] meaning embeddings of the two sides; ``gold``: [n] scores on the 0-5 scale. ``stop``:
+        as for :meth:`mlse.heads.stage1.Stage1Head.fit`."""
         cfg = self.config
         M1, M2, gold = np.asarray(M1, np.float32), np.asarray(M2, np.float32), np.asarray(gold, np.float32)
         if M1.shape != M2.shape or M1.ndim != 2 or len(gold) != len(M1):

@@ -26,11 +26,8 @@ __all__ = ["HardContrastiveLoss", "hard_contrastive_loss"]
 def hard_contrastive_loss(
     student_src: Tensor, student_tgt: Tensor, *, temperature: float = DEFAULT_TEMPERATURE, bidirectional: bool = True
 ) -> Tensor:
-    """In-batch-negatives InfoNCE over cosine similarities (paper 003, Eqs. 2-3; LaBSE / mE5 style, no margin).
-
-    Cross-entropy of ``cos(src_i, tgt_j) / T`` with target ``j = i``; with ``bidirectional`` also of the transpose
-    (tgt -> src), and the two directions are averaged. ``student_src``, ``student_tgt``: ``[B, d]``.
-    """
+    """In-batch-negatives InfoNCE over cosine similarities: the module docstring's ``L`` for ``student_src``,
+    ``student_tgt`` (``[B, d]``); without ``bidirectional`` only the src -> tgt direction."""
     check_pair(student_src, student_tgt)
     check_temperature(temperature)
     logits = cos_logits(student_src, student_tgt, temperature)  # [B, B]
@@ -47,9 +44,7 @@ class HardContrastiveLoss(nn.Module):
     def __init__(self, student: nn.Module, temperature: float = DEFAULT_TEMPERATURE, bidirectional: bool = True):
         super().__init__()
         check_temperature(temperature)
-        self.student = student
-        self.temperature = temperature
-        self.bidirectional = bidirectional
+        self.student, self.temperature, self.bidirectional = student, temperature, bidirectional
 
     def forward(
         self,

@@ -42,12 +42,9 @@ def _average(averaged: list[Tensor], current: list[Tensor], tau: float) -> None:
 
 
 def ema_tau(step: int, total_steps: int, tau_base: float) -> float:
-    """BYOL / Ham & Kim (Sec. 5.3) decay: ``1 - (1 - tau_base) (cos(pi k / K) + 1) / 2``.
-
-    ``tau_base`` at ``k = 0``, rising to 1 at ``k = K``; ``k`` is clamped to ``[0, K]``. ``tau_base = 1`` gives 1 at
-    every step (a frozen teacher); :meth:`EmaTeacher.update` applies it after optimiser step ``k``. Ham & Kim:
-    tau_base = 0.99999, K = 105K steps.
-    """
+    """BYOL / Ham & Kim (Sec. 5.3) decay ``tau_k`` (module docstring): ``tau_base`` at ``k = 0``, rising to 1 at ``k =
+    K`` (``k`` clamped to ``[0, K]``); ``tau_base = 1`` gives 1 at every step (a frozen teacher). Ham & Kim: tau_base =
+    0.99999, K = 105K steps."""
     if total_steps <= 0:
         raise ValueError(f"total_steps must be > 0, got {total_steps}")
     if not 0.0 <= tau_base <= 1.0:
@@ -77,9 +74,7 @@ class EmaTeacher:
     def __init__(self, student: nn.Module, tau_base: float, wrap: Callable[[nn.Module], Callable] | None = None):
         if not 0.0 <= tau_base <= 1.0:
             raise ValueError(f"tau_base must be in [0, 1], got {tau_base}")
-        self.student = student
-        self.tau_base = tau_base
-        self.tau = 1.0
+        self.student, self.tau_base, self.tau = student, tau_base, 1.0
         # torch's averaged copy: parameters follow by _average at the last tau, buffers are copied from the student
         self.averaged = AveragedModel(student, multi_avg_fn=lambda xi, theta, _: _average(xi, theta, self.tau))
         self.averaged.n_averaged.fill_(1)  # the copy is the teacher's start, not a slot for the next update to fill

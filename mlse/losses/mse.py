@@ -25,11 +25,10 @@ __all__ = ["MSEDistillLoss", "mse_distill_loss"]
 def mse_distill_loss(
     student_src: Tensor, student_tgt: Tensor, teacher_src: Tensor, *, include_src: bool = True
 ) -> Tensor:
-    """Reimers & Gurevych 2020 multilingual knowledge distillation (paper 002, Sec. 2).
+    """Reimers & Gurevych 2020 multilingual knowledge distillation (paper 002, Sec. 2): the module docstring's ``L``.
 
-    ``MSE(student_src, teacher_src) + MSE(student_tgt, teacher_src)``, each an element-mean ``F.mse_loss``.
-    ``include_src=False`` keeps only the second term (the "non-English side only" variant; also Ham & Kim's Eq. 1).
-    All three tensors are ``[B, d]`` with the same ``d``; raises :class:`ValueError` otherwise.
+    ``include_src=False`` keeps only the second term. All three tensors are ``[B, d]`` with the same ``d``; raises
+    :class:`ValueError` otherwise.
     """
     check_pair(student_src, student_tgt)
     check_2d("teacher_src", teacher_src)
@@ -57,8 +56,7 @@ class MSEDistillLoss(nn.Module):
 
     def __init__(self, student: nn.Module, include_src: bool = True):
         super().__init__()
-        self.student = student
-        self.include_src = include_src
+        self.student, self.include_src = student, include_src
 
     def forward(
         self,

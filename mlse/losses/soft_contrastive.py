@@ -109,10 +109,8 @@ def soft_contrastive_loss(
     """Contrastive loss with soft labels (paper 003, Eq. 2): ``-1/B sum_ij y_ij log softmax_j cos(s_i, t_j) / T``.
 
     With ``bidirectional`` the tgt -> src direction (row softmax of the transposed logits) is added with labels
-    ``targets_t`` and the two are averaged. ``targets_t`` defaults to ``targets``: soft labels from a symmetric
-    teacher similarity (all of :func:`soft_labels`' modes, and the identity) are their own reverse-direction labels,
-    since ``softmax_row(S.T) == softmax_row(S)``. With ``targets = eye(B)`` this is exactly
-    :func:`mlse.losses.contrastive.hard_contrastive_loss`.
+    ``targets_t`` (default ``targets``: the module docstring says why) and the two are averaged. With ``targets =
+    eye(B)`` this is exactly :func:`mlse.losses.contrastive.hard_contrastive_loss`.
 
     ``student_src``, ``student_tgt``: ``[B, d]``; ``targets``: ``[B, B]`` row-stochastic (:class:`ValueError` if not).
     """
@@ -124,11 +122,9 @@ def soft_contrastive_loss(
     targets = targets.to(logits.dtype)
     loss = soft_cross_entropy(logits, targets)
     if bidirectional:
-        if targets_t is None:
-            targets_t = targets
-        else:
+        if targets_t is not None:
             _check_targets("targets_t", targets_t, batch)
-            targets_t = targets_t.to(logits.dtype)
+        targets_t = targets if targets_t is None else targets_t.to(logits.dtype)
         loss = (loss + soft_cross_entropy(logits.T, targets_t)) / 2
     return loss
 
@@ -136,12 +132,11 @@ def soft_contrastive_loss(
 def tcm_loss(
     student_src: Tensor, student_tgt: Tensor, targets: Tensor, *, temperature: float = DEFAULT_TEMPERATURE
 ) -> Tensor:
-    """Mono-lingual term of TCM (paper 003, Eq. 6): the soft-label loss on the student's mono-lingual matrices.
+    """Mono-lingual term of TCM (paper 003, Eq. 6): ``L_mono`` of the module docstring, with ``y`` = ``targets``.
 
-    ``(CE(softmax_row cos(s_src, s_src) / T, y) + CE(softmax_row cos(s_tgt, s_tgt) / T, y)) / 2`` with the same
-    labels ``y`` = ``targets`` (from :func:`soft_labels`, priority or average) for both languages. The student
-    matrices are symmetric, so the "other direction" is the same term and is not repeated. The total TCM objective is
-    ``soft_contrastive_loss(s, t, y) + alpha * tcm_loss(s, t, y)`` (the module docstring: alpha vs. the paper's lambda).
+    The student matrices are symmetric, so the "other direction" is the same term and is not repeated. The total TCM
+    objective is ``soft_contrastive_loss(s, t, y) + alpha * tcm_loss(s, t, y)`` (the module docstring: alpha vs. the
+    paper's lambda).
     """
     check_pair(student_src, student_tgt)
     check_temperature(temperature)
@@ -155,9 +150,8 @@ def tcm_loss(
 class SoftContrastiveLoss(nn.Module):
     """Park et al.'s soft-label contrastive distillation, optionally with TCM: ``soft + tcm_alpha * tcm``.
 
-    ``label``: ``"priority"`` (teacher_src only; any teacher) or ``"average"`` (needs ``teacher_tgt``, a multilingual
-    teacher). The teacher's dimension need not match the student's. ``tcm_alpha = 0`` is cross-lingual only;
-    the released code's weighting corresponds to ``tcm_alpha = 2`` (module docstring).
+    ``label``: a mode of :func:`soft_labels`. ``tcm_alpha = 0`` is cross-lingual only; the released code's weighting
+    corresponds to ``tcm_alpha = 2`` (module docstring).
     """
 
     def __init__(

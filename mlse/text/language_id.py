@@ -160,7 +160,7 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
 )
 _SCRIPT_LANGUAGE = {"Greek": "el", "Armenian": "hy", "Hebrew": "he", "Thai": "th", "Georgian": "ka", "Hangul": "ko"}
 # Without langid: the most likely project language of a script that several languages share.
-_SCRIPT_FALLBACK = {"Arabic": "ar", "Devanagari": "hi"}
+_SCRIPT_FALLBACK = {"Arabic": "ar", "Devanagari": "hi", "Cyrillic": "ru"}
 
 MAX_DETECT_CHARS = 1000  # the first thousand characters decide; more only costs time
 
@@ -214,7 +214,7 @@ def detect_language(text: str | None) -> tuple[str, float]:
             return code, 0.95 * n / letters
     model = _langid_model()
     if model is None:
-        code = "ru" if script == "Cyrillic" else _SCRIPT_FALLBACK.get(script, UNDETERMINED)
+        code = _SCRIPT_FALLBACK.get(script, UNDETERMINED)
         return code, (0.5 * n / letters if code != UNDETERMINED else 0.0)
     return model.classify(text, among=candidates)
 

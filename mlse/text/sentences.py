@@ -15,11 +15,8 @@ AUTO = "auto"
 
 # -- input hygiene --------------------------------------------------------------------------------------------------
 def clean_text(text: str | None) -> tuple[str, str]:
-    """Strip control characters and surrounding space, truncate to MAX_CHARS -> (text, notice or "").
-
-    Which characters go is :mod:`mlse.text.control_chars`'s rule: real controls and bidi overrides; joiners (U+200C,
-    U+200D), variation selectors and other meaningful format characters stay: removing them changes the text scored.
-    """
+    """Strip control characters (:mod:`mlse.text.control_chars`'s rule: joiners, variation selectors and other format
+    characters that change the text stay) and surrounding space, truncate to MAX_CHARS -> (text, notice or "")."""
     kept, removed = strip_controls(text if isinstance(text, str) else "")
     notices = []
     if removed:

@@ -59,10 +59,9 @@ _winding_down = threading.Event()  # in the child: the stop has been given, the 
 def run_in_child(target: str, *args, report: Callable[[dict], None], stop: StopSignal, lock: LockRequest | None = None):
     """Call ``target`` (``"module:function"``) with ``args`` in a spawned child; returns what it returns.
 
-    ``stop``: the job's signal; its Stop button (:meth:`StopSignal.is_set`) is passed on to the child's signal.
-
-    ``lock``: the job lock the child holds while it lives (see the module docstring). The calling thread must be the
-    one that waits for the child (it does, here): on Linux the child is signalled when that thread ends.
+    ``stop`` (the job's signal, whose Stop button the child's signal shares) and ``lock``: see the module docstring. The
+    calling thread must be the one that waits for the child (it does, here): on Linux the child is signalled when that
+    thread ends.
     """
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()

@@ -166,8 +166,7 @@ class FinetuneConfig:
         choices=CLOCKS,
     )
 
-    # the supervised STS term (mlse.train.sts_term): scored pairs of the STS Multi MT *train* split, every language
-    # pairing built from its aligned translations, added to the method's loss (method "sts": the term alone)
+    # the supervised STS term (mlse.train.sts_term), added to the method's loss (method "sts": the term alone)
     sts_loss: str = option(
         "none", "a supervised STS loss on STS Multi MT train pairs added to the method's", choices=STS_LOSSES
     )
@@ -179,8 +178,7 @@ class FinetuneConfig:
         help="STS Multi MT languages the STS term pairs (every ordered pairing, same-language included)",
         factory=lambda: list(STS_LANGS),
     )
-    # translate-train (mlse.train.recipes.translate_train): pseudo-rated pairs for the bitext languages outside
-    # sts_langs, from the bitext's own translations scored by a teacher on the English side; None: off
+    # translate-train: mlse.train.recipes.translate_train; None: off
     translate_train: bool | None = option(
         None,
         "add pseudo-rated pairs for bitext languages without rated pairs to the STS term (translate-train)",

@@ -48,7 +48,7 @@ def option_problem(value, metadata) -> str | None:
     if choices is not None and value not in choices:
         return f"{value!r} is not offered; choose from {', '.join(map(str, choices))}"
     bounds = metadata.get("bounds") or {}
-    if bounds and not all(_BOUNDS[key][0](value, bound) for key, bound in bounds.items()):
+    if not all(_BOUNDS[key][0](value, bound) for key, bound in bounds.items()):
         return f"must be {allowed(bounds)}, got {value:g}"
     return None
 

@@ -67,9 +67,7 @@ def init_from_env(device: str) -> DistContext:
 
 def rank_device(ctx: DistContext, device: str) -> str:
     """One GPU per process: ``cuda`` -> ``cuda:<local rank>``; other devices unchanged."""
-    if ctx.active and device == "cuda":
-        return f"cuda:{ctx.local_rank}"
-    return device
+    return f"cuda:{ctx.local_rank}" if ctx.active and device == "cuda" else device
 
 
 def barrier(ctx: DistContext) -> None:

@@ -1,20 +1,7 @@
 """Budgeted fine-tuning of a sentence-transformers student: MSE distillation, EMA teacher, soft / hard contrastive.
 
-The four fine-tuning method families (:mod:`mlse.train.methods`; their losses in :mod:`mlse.losses`), trained under a
-time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X; English is always the src / anchor side;
-the data directory's files, or the sample shipped under ``assets/data/finetune-bitext`` where it has none)
-and evaluated on STS Multi MT **dev** while training:
-
-* ``mse``  -- Reimers & Gurevych 2020: ``MSE(s(src), t(src)) + MSE(s(tgt), t(src))`` with a frozen teacher
-  (``include_src=False`` keeps only the second term).
-* ``ema``  -- Ham & Kim 2021: the teacher is a copy of the student at step 0, run under ``no_grad`` in eval mode, and
-  after every optimiser step ``xi <- tau xi + (1 - tau) theta`` with ``tau = ema_tau(k, K, tau_base)``. The loss is
-  Ham & Kim's Eq. 1, ``MSE(s(tgt), t(src))`` (``include_src`` defaults to False here; True adds the src term).
-  ``tau_base = 1`` is the frozen-teacher ablation. The ``teacher`` option must be empty or the student itself.
-* ``soft`` -- Park et al. 2024: bidirectional contrastive loss with the frozen teacher's softmaxed similarities as
-  labels (``label="priority"``: English side; ``"average"``: both sides, a multilingual teacher), plus TCM with weight
-  ``tcm_alpha``. Teacher and student dimensions may differ.
-* ``hard`` -- in-batch-negatives InfoNCE (the contrastive baseline); no teacher.
+The fine-tuning methods (:mod:`mlse.train.methods`, which lists them; their losses in :mod:`mlse.losses`), trained under
+a time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X) and evaluated on STS Multi MT **dev**.
 
 A run has two parts. **Preparation** (this module; reported as ``prepare_s``, its CPU time ``prepare_cpu_s``): the data
 (:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.student_model`), the
@@ -42,10 +29,9 @@ then the interrupt propagates). A run stopped before its first training step rai
 ``"partial"`` in ``metrics.json``.
 
 **GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override), in
-mixed precision by default (:mod:`mlse.train.device`: bf16 autocast, or fp16 with loss scaling on GPUs without native
-bfloat16; recorded as ``precision_effective`` / ``grad_scaler``).
-Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE > 1``), every process trains on its own batches with
-averaged gradients (:mod:`mlse.train.distributed`); rank 0 evaluates, saves and writes the run folder.
+mixed precision by default (:mod:`mlse.train.device`). Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE >
+1``), every process trains on its own batches with averaged gradients (:mod:`mlse.train.distributed`); rank 0
+evaluates, saves and writes the run folder.
 """
 
 from __future__ import annotations
@@ -101,12 +87,10 @@ def finetune(
     """Train ``config.student`` by ``config.method`` within the budget and write the run to ``config.out``.
 
     ``config`` is validated first (:func:`mlse.train.config_validation.validate`; the app's requests are validated
-    when they are made and come in through :func:`run_finetune`). ``progress`` receives one record per evaluation
-    (``step, epoch, loss, elapsed_s, dev_spearman, best_dev_spearman``, plus per-pair ``dev``, ``lr``,
-    ``sentences_per_s``, ``saved`` and for EMA ``tau``). ``signal`` (the Stop button, a budget whose clock this call
-    starts when training begins, a preparation limit) is asked in every phase, from data loading on (see the module
-    docstring); a stop ends the run after the current step. Returns the final metrics (also in ``out/metrics.json``).
-    ``config.out`` None: ``$MLSE_RUNS/<student>+<method>``.
+    when they are made and come in through :func:`run_finetune`). ``progress`` receives each evaluation's log record
+    (:class:`mlse.train.loop.TrainingLoop`). ``signal``: see the module docstring; a stop ends the run after the
+    current step. Returns the final metrics (also in ``out/metrics.json``). ``config.out`` None:
+    ``$MLSE_RUNS/<student>+<method>``.
     """
     validate(config)
     return run_finetune(config, progress=progress, signal=signal)

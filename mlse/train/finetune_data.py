@@ -81,11 +81,9 @@ def prepare_data(cfg: FinetuneConfig, stop: StopSignal | None = None) -> Trainin
 def teacher_targets(
     cfg: FinetuneConfig, data: TrainingData, dim: int, device: str, stop: StopSignal | None = None
 ) -> tuple:
-    """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``.
-
-    Encoded once through the embedding cache (unnormalised: MSE targets are the teacher's raw outputs, and the soft
-    labels are cosines, which ignore the norm). The dimension check runs on one text before the bulk encoding.
-    """
+    """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``, unnormalised (MSE
+    targets are the teacher's raw outputs; the soft labels are cosines, which ignore the norm). The dimension check
+    runs on one text before the bulk encoding."""
     if cfg.method not in ("mse", "soft"):
         return None, None, {}
     teacher = load_model(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
@@ -154,11 +152,8 @@ def student_embeddings(
 
 
 def dev_scores(student, dev: DevSet, batch_size: int, stop: StopSignal | None = None) -> dict[str, float]:
-    """Spearman x 100 of the cosine per dev pair; the student is encoded in eval mode and put back in train mode.
-
-    ``stop`` is asked between chunks of the dev texts (:class:`~mlse.stop_signal.Stopped` abandons the
-    evaluation).
-    """
+    """Spearman x 100 of the cosine per dev pair (:func:`student_embeddings`; :class:`~mlse.stop_signal.Stopped`
+    abandons the evaluation)."""
     emb = student_embeddings(student, dev.texts, batch_size, normalize=True, stop=stop)  # [n_texts, d]
     return {
         pair: sts_metrics(cosine_predictions(emb[s1], emb[s2]), gold, n_boot=0)["spearman"]

@@ -136,11 +136,9 @@ def train_stage1(
     ``stop`` (the job's :class:`~mlse.stop_signal.StopSignal`) is asked in every phase. While loading or encoding
     data it ends the call with :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during
     training (asked after every epoch) the best epoch so far is saved, marked partial in its metadata with the reason
-    (``"budget"`` or ``"stopped"``). The language probe's texts are encoded with the data, before training; the probe
-    then runs after training, even when the budget ended it (only the Stop button skips it, marking the run partial).
-    A signal with a preparation limit starts its budget's clock once all of that is encoded
-    (:meth:`~mlse.stop_signal.StopSignal.start_budget`): the budget counts training, not the one-off encoding.
-    ``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the heads are recorded against the weights).
+    (``"budget"`` or ``"stopped"``). The budget starts once the data and the language probe's texts are encoded; the
+    probe runs after training, even when the budget ended it (only the Stop button skips it, marking the run partial).
+    ``backend``: the runtime of a backbone given by name (the heads are recorded against the weights).
     """
     from mlse.heads.stage1 import Stage1Head  # lazy: the heads are torch modules (torch costs seconds to import)
 
@@ -194,9 +192,8 @@ def train_stage2(
 ):
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
 
-    ``stop``: as for :func:`train_stage1` (encoding ends the call with nothing saved; a stop in training saves
-    the best epoch so far, marked partial; a job's budget starts once the STS data are encoded).
-    ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is a name or folder.
+    ``stop`` as for :func:`train_stage1`; ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is
+    a name or folder.
     """
     from mlse.heads.stage2 import Stage2Head  # lazy: the heads are torch modules (torch costs seconds to import)
 

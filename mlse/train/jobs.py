@@ -8,33 +8,23 @@ backend) or one of the fine-tuning methods of :mod:`mlse.train.finetune` (``mse`
 go to ``runs_dir()/NAME``, where the model registry finds them, so a finished run appears in every model list.
 
 The budget counts training, not preparation: a job gets the runner's :class:`mlse.stop_signal.StopSignal` (the stop
-button) and gives it the time budget and a limit of its own on the preparation. **Preparation** -- loading the data and
-models and the one-off encoding of the data (Stage 1 / 2) or of the teacher's targets (fine-tuning), which a rerun finds
-in the embedding cache -- comes first, with its own count in the progress records (``event: "encoding"``, n of N texts
-and texts/s) and its own limit (:func:`preparation_limit_s`: ten budgets, at least 5 minutes; on a public deployment at
-most :data:`mlse.public_mode.PUBLIC_PREPARATION_MINUTES`). The **budget**'s clock starts when training does (an ``event:
-"training"`` record says so), and counts training, dev evaluations, the language probe and saving. So the smallest
-budget the app offers trains on a fresh cache as on a warm one, and the command line's ``--budget-minutes`` (which never
-counted the preparation) means the same. Why not a whole-job budget: on a fresh cache a 0.5-minute budget was spent
-encoding, and the job ended with nothing saved.
+button) and gives it the time budget and a limit of its own on the preparation (:func:`preparation_limit_s`).
+**Preparation** -- loading the data and models and the one-off encoding of the data (Stage 1 / 2) or of the teacher's
+targets (fine-tuning), which a rerun finds in the embedding cache -- comes first, with its own count in the progress
+records (:func:`encoding_record`). The **budget**'s clock starts when training does (:func:`training_record`), and
+counts training, dev evaluations, the language probe and saving. So the smallest budget the app offers trains on a
+fresh cache as on a warm one, and the command line's ``--budget-minutes`` (which never counted the preparation) means
+the same. Why not a whole-job budget: on a fresh cache a 0.5-minute budget was spent encoding, and the job ended with
+nothing saved.
 
-Every phase asks the signal: data loading between files, encoding and teacher targets between chunks of a few batches
-(finished chunks stay in the embedding cache, so a rerun continues), training after every step (fine-tuning) or epoch
-(heads), dev evaluations between chunks. A stop (or the preparation limit) before training has anything to show ends the
-job with nothing saved; a stop later saves the best checkpoint so far, marked partial (``partial`` in the scorer's
-metadata / the run's ``metrics.json``). A run that fails, is stopped early or is cancelled puts back the run folder it
-was replacing.
+A stop (or the preparation limit) before training has anything to show ends the job with nothing saved; a stop later
+saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's ``metrics.json``). A
+run that fails, is stopped early or is cancelled puts back the run folder it was replacing.
 
-The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system. The
-child holds the run's job lock (:mod:`mlse.runs.job_lock`) and ends with the app. A child that an earlier start of
-the app left running (it ends at its next step, but may still be saving) is the one job this app cannot see: while it
-lives, a new child job is refused (:func:`refuse_while_orphans_run`), so two runs never train at once. A lock its
-child left behind marks that run interrupted (:func:`mlse.runs.health.sweep_interrupted`, when the app starts, before
-a job starts, and after a child ended without an answer).
-
-ZeroGPU (Hugging Face Spaces): when the ``spaces`` package is importable the training call is wrapped in
-``spaces.GPU(duration=preparation limit + budget + margin)``, which attaches a GPU for that call on ZeroGPU hardware
-and does nothing elsewhere. ``spaces`` is not a dependency of this project; the Space's own environment provides it.
+The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system; while
+a child that an earlier start of the app left running still lives, a new child job is refused
+(:func:`refuse_while_orphans_run`), so two runs never train at once. On ZeroGPU (Hugging Face Spaces) the training call
+gets a GPU (:func:`_maybe_on_gpu`).
 """
 
 from __future__ import annotations
@@ -69,13 +59,11 @@ PREPARATION_MIN_S = 300.0
 
 
 def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
-    """A job function for :meth:`JobRunner.submit`. It trusts ``req``: a :class:`~mlse.train.request.TrainRequest` is
-    validated when it is made, where it enters (the form), and never again (here, in a child, or in the training).
+    """A job function for :meth:`JobRunner.submit`; it trusts ``req`` (validated when it was made, never again).
 
-    ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`), so that the job's memory returns to the
-    system when it ends (the app does this); progress and Stop work as in-process. Not under ZeroGPU (``spaces``),
-    whose GPU is attached to the calling process. ``started``: when the budget's clock started (a child continues
-    its parent's clock); default: when the job starts.
+    ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`; progress and Stop work as in-process),
+    but not under ZeroGPU (``spaces``), whose GPU is attached to the calling process. ``started``: when the budget's
+    clock started (a child continues its parent's clock); default: when the job starts.
     """
     if child_process and importlib.util.find_spec("spaces") is None:
         refuse_while_orphans_run(req.out.parent)
@@ -247,7 +235,8 @@ def _fmt(value) -> str:
 
 
 def _maybe_on_gpu(fn: Callable, seconds: float) -> Callable:
-    """``spaces.GPU(fn, duration=...)`` when the ``spaces`` package is importable (ZeroGPU Spaces), else ``fn``.
+    """``spaces.GPU(fn, duration=...)`` when the ``spaces`` package is importable (ZeroGPU Spaces: it attaches a GPU for
+    the call there; ``spaces`` is no dependency of this project, a Space's own environment provides it), else ``fn``.
 
     The duration covers ``seconds`` (the preparation limit plus the budget) and 10 minutes for the final evaluation
     and saving.

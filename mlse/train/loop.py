@@ -14,10 +14,9 @@ Before the first step is timed the estimate is ``max_steps`` or 10,000 (so the v
 rate). After the warm-up the learning rate stays constant: a budgeted run can stop at any moment, so there is no decay
 to a known end.
 
-**Stopping.** Asked before every step: the caller's :class:`~mlse.stop_signal.StopSignal` (the Stop button, and a
-job's budget, started as training begins), then the run's own ``max_steps`` and budget.
-With several processes (:mod:`mlse.train.distributed`) rank 0 owns the clock and decides for all; only rank 0 evaluates,
-saves and writes the log, the other ranks wait for it at the next gradient all-reduce.
+**Stopping.** Asked before every step (:meth:`TrainingLoop.stop_reason`). With several processes
+(:mod:`mlse.train.distributed`) only rank 0 evaluates, saves and writes the log; the other ranks wait for it at the
+next gradient all-reduce.
 
 **Weight averaging.** With ``average_from`` set, the trainable weights are averaged uniformly after every step from the
 one that reaches that fraction of ``K`` (:mod:`mlse.train.weight_average`); each later evaluation scores, and each
@@ -26,8 +25,7 @@ on only averages compete for the checkpoint: a run with averaging always ends on
 weights scored on dev before averaging began.
 
 **Precision.** The method's forward runs under the run's autocast (:mod:`mlse.train.device`); under float16 the loop
-scales the loss with a ``torch.amp.GradScaler`` and unscales the gradients before clipping (``grad_scale`` in the
-metrics).
+scales the loss (``grad_scale`` in the metrics).
 """
 
 from __future__ import annotations

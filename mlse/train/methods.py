@@ -1,10 +1,7 @@
 """How each fine-tuning method turns a batch of translation pairs into a loss: the strategy the training loop calls.
 
-The loop (:mod:`mlse.train.loop`) knows no method. It hands a :class:`Method` the indices of a batch and gets the loss
-back (:meth:`Method.batch_loss`), tells it when an optimiser step is done (:meth:`Method.after_step`: the EMA
-teacher's update), and adds what the method reports to every log record and to the final metrics. All four methods
-share one step -- tokenise both sides, the teacher's embeddings, the method's loss -- and differ in their loss
-(:mod:`mlse.losses`) and their teacher:
+The loop (:mod:`mlse.train.loop`) knows no method: it asks a :class:`Method`. All four translation methods share one
+step (:class:`PairMethod`) and differ in their loss (:mod:`mlse.losses`) and their teacher:
 
 * ``mse``  -- :class:`~mlse.losses.mse.MSEDistillLoss` against the frozen teacher's precomputed embeddings;
 * ``ema``  -- the same loss (``include_src`` False unless set) against an :class:`~mlse.losses.ema.EmaTeacher`'s

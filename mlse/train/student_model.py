@@ -1,11 +1,6 @@
 """The student of a fine-tuning run: loading it, tokenising for it, its precision, the recipes that reshape it before
 training (vocabulary extension, a linear bridge into the teacher's space, frozen embeddings, LoRA adapters), and its
-checkpoints.
-
-**Output.** :func:`save_checkpoint` writes ``out/model`` (always an ordinary sentence-transformers folder: a LoRA
-student is saved with its adapter merged) to a temporary sibling and renames it into place, so a reader sees either
-the previous good checkpoint or the new one; a LoRA student also gets ``out/adapter`` (:mod:`mlse.train.recipes.lora`).
-"""
+checkpoints (:func:`save_checkpoint`)."""
 
 from __future__ import annotations
 
@@ -50,12 +45,10 @@ def tokenize(student, texts: list[str], device: str) -> dict:
     The student's own prefix (e5's ``"query: "``) goes first, as ``encode`` adds it at evaluation time: training
     and evaluation must see the same text.
     """
-    prefix = text_prefix(student)
-    if prefix:
-        texts = [prefix + t for t in texts]
+    prefix = text_prefix(student)  # "" when the model has none
     prepare = getattr(student, "preprocess", None) or student.tokenize
     # the tensors on ``device``; other entries pass through
-    return {k: v.to(device) if hasattr(v, "to") else v for k, v in prepare(texts).items()}
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in prepare([prefix + t for t in texts]).items()}
 
 
 class AutocastForward:

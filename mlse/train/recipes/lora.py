@@ -31,7 +31,7 @@ TARGET_MODULES = (
 )
 
 
-def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0, *, appended_from: int | None = None):
+def apply_lora(student, r: int, alpha: float | None = None, *, appended_from: int | None = None):
     """Wrap the student's transformer in a LoRA adapter (rank ``r``) in place; every base weight is frozen.
 
     The base model's own modules after the transformer (LaBSE's Dense after pooling) are frozen too: the adapter
@@ -45,7 +45,7 @@ def apply_lora(student, r: int, alpha: float | None = None, dropout: float = 0.0
     config = LoraConfig(
         r=r,
         lora_alpha=alpha if alpha is not None else 2 * r,
-        lora_dropout=dropout,
+        lora_dropout=0.0,
         target_modules=TARGET_MODULES,
         bias="none",
     )
@@ -81,9 +81,8 @@ def save_adapter(student, folder: Path, *, extra_from: int) -> None:
     cfg = json.loads(cfg_path.read_text())
     cfg["base_model_name_or_path"] = None
     cfg_path.write_text(json.dumps(cfg, indent=1))
-    extras = list(student)[extra_from:]
     entries = []
-    for i, module in enumerate(extras):
+    for i, module in enumerate(list(student)[extra_from:]):
         sub = folder / EXTRA_DIR / f"{i}_{type(module).__name__}"
         sub.mkdir(parents=True, exist_ok=True)
         module.save(str(sub))

@@ -21,9 +21,8 @@ nothing, which makes distillation both slow (longer sequences) and hard (no usef
    * pieces that the old tokenizer maps only to ``[UNK]`` and that have no alignment evidence start at the mean of
      all old embeddings.
 
-Only WordPiece (BERT-style) tokenizers are supported; a SentencePiece model (XLM-R) is refused with a message, it is
-multilingual already. The extended model is an ordinary sentence-transformers folder (``extend_vocabulary`` writes it
-atomically) and trains with every method of :mod:`mlse.train.finetune` (``FinetuneConfig.extend_vocab``).
+Only WordPiece (BERT-style) tokenizers are supported (:func:`wordpiece_tokenizer`). The extended model trains with
+every method of :mod:`mlse.train.finetune` (``FinetuneConfig.extend_vocab``).
 """
 
 from __future__ import annotations
@@ -74,12 +73,7 @@ def wordpiece_tokenizer(student):
 
 
 def learn_wordpiece(
-    texts: Sequence[str],
-    vocab_size: int,
-    *,
-    lowercase: bool = True,
-    strip_accents: bool = False,
-    min_frequency: int = 2,
+    texts: Sequence[str], vocab_size: int, *, lowercase: bool = True, strip_accents: bool = False
 ) -> list[str]:
     """Pieces of a WordPiece vocabulary learned on ``texts`` (BERT normaliser and pre-tokeniser), specials first."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers  # lazy: only tokenising needs it
@@ -91,7 +85,7 @@ def learn_wordpiece(
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
-        min_frequency=min_frequency,
+        min_frequency=2,
         special_tokens=list(SPECIAL_TOKENS),
         continuing_subword_prefix="##",
         show_progress=False,
@@ -105,8 +99,7 @@ def merged_vocab(old: dict[str, int], learned: Sequence[str]) -> dict[str, int]:
     """Old pieces at their old ids, then the learned pieces the old vocabulary lacks, in learned order."""
     merged = dict(old)
     for piece in learned:
-        if piece not in merged:
-            merged[piece] = len(merged)
+        merged.setdefault(piece, len(merged))
     return merged
 
 
@@ -129,8 +122,7 @@ def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
     backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())  # a copy: the model's may pad to max length
     backend.no_padding()
     backend.no_truncation()
-    encodings = backend.encode_batch(list(texts), add_special_tokens=False)
-    return [e.ids for e in encodings]
+    return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=False)]
 
 
 def _presence(rows: list[list[int]], n_cols: int):
@@ -267,7 +259,7 @@ def extend_model_vocabulary(
     # The tokenizer's ids for added pieces are len(old_vocab) + k; make them the matrix rows new_ids (equal unless the
     # old matrix had padding rows beyond the vocabulary).
     if n_old != len(old_vocab):
-        vocab = {p: (remap.get(i, i)) for p, i in vocab.items()}
+        vocab = {p: remap.get(i, i) for p, i in vocab.items()}
         new_tok = build_tokenizer(vocab, old_tok, strip_accents)
     module.auto_model.resize_token_embeddings(n_old + len(added), mean_resizing=False)  # rows set below
     weight = module.auto_model.get_input_embeddings().weight
