@@ -1,12 +1,9 @@
 """``python -m mlse explain --model NAME S1 S2``: which word pairs make up a model's cosine for two sentences.
 
 Prints the cosine, how it splits (token pairs + reference terms + residual, see :mod:`mlse.explain.explanation`) and
-the top word pairs; ``--align`` adds the contextual word alignment (a different, cheaper view: not an explanation of
-the score); ``--json-out FILE`` writes the matrix, the words and every number in one atomic write.
-
-What if? ``--drop WORD`` (repeatable; ``--drop1`` / ``--drop2`` for one sentence only) or ``--edit1`` / ``--edit2
-TEXT`` scores the edited pair as ``python -m mlse score`` does (:func:`mlse.explain.what_if`) and prints the original
-and the new cosine and 0-5 score, the change, and the change the explanation predicted for the deleted words.
+the top word pairs; ``--align`` adds the contextual word alignment (a cheaper view, not an explanation of the score);
+``--json-out FILE`` writes the matrix, the words and every number. What if? ``--drop`` / ``--edit1`` ... score the
+edited pair as ``python -m mlse score`` does (:func:`mlse.explain.what_if`) beside the change the explanation predicted.
 """
 
 from __future__ import annotations

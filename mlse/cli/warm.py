@@ -1,11 +1,9 @@
 """``python -m mlse warm``: compute into the cache what each tab of the app shows first, for its default models.
 
-The steps (:mod:`mlse.serving.warm_plan`) are the app's own: the models the Score tab ticks (or ``--models``), their
-files on ``--backend``, the example pairs' embeddings, and with the model each tab opens on (with ``--models``: the
-first) the default STS pair, Tatoeba language and FLORES map. One line per step with the overall percentage and the
-seconds it took; a step whose dataset is missing is skipped with the reason. Run it again and it computes nothing;
-stop it with Ctrl-C (exit 130) and the next run goes on from there. ``--check`` lists what is warm and what is
-missing without computing anything (exit 1 when something is missing).
+The steps are the app's own (:mod:`mlse.serving.warm_plan`); one line per step with the overall percentage and the
+seconds it took, a step whose dataset is missing skipped with the reason. A second run computes nothing; one stopped
+with Ctrl-C (exit 130) goes on from there next time. ``--check`` lists what is warm and what is missing (exit 1 when
+something is).
 """
 
 from __future__ import annotations
