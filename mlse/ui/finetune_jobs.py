@@ -4,7 +4,6 @@ A run belongs to the page session that started it: the session keeps an unguessa
 in a ``gr.State`` of :mod:`mlse.ui.finetune_tab`) and Stop, the progress and the curves reach only that owner's run.
 On a public deployment every other visitor learns only that a run is busy; on one's own machine a page that lost its
 token (reloaded) may still watch and stop the run, since whoever reaches the page there is the machine's user.
-Plain functions of ``(state, ...)``, so tests call them directly.
 """
 
 from __future__ import annotations
@@ -49,10 +48,8 @@ def stop_run(state, owner: str | None = None) -> str:
 def poll(state, x_axis: str = "step", owner: str | None = None) -> tuple[str, str, object, object, tuple]:
     """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
 
-    ``version`` changes only when the curves can have changed (new job, new record, new state); the tab skips
-    re-sending the figures while it stays the same. ``owner``: the page session's token; on a public deployment the
-    page shows only that owner's run, and of anybody else's only that one is busy.
-    """
+    ``version`` changes only when the curves can have changed; the tab skips re-sending the figures while it stays the
+    same. ``owner``: the page session's token (on a public deployment, only that owner's run is shown)."""
     jobs = runner(state)
     if public_mode():
         job = jobs.latest(owner) if owner else None

@@ -1,8 +1,6 @@
 """The fine-tune tab's methods and what the form shows for each: labels and explanations, which models and teachers
-a method takes, the language pairs it offers, and where its training pairs come from.
-
-Plain functions of ``(state, method)``, so the tab (:mod:`mlse.ui.finetune_tab`) and tests call them alike; the
-methods themselves and their defaults are the configurations' (:mod:`mlse.train.config`).
+a method takes, the language pairs it offers, and where its training pairs come from. The methods themselves and
+their defaults are the configurations' (:mod:`mlse.train.config`).
 """
 
 from __future__ import annotations

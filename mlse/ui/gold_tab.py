@@ -1,10 +1,9 @@
 """Tab 4: predicted vs gold similarity on an STS Multi MT pair or on the user's own rated pairs, and the pairs where a
 scorer disagrees most.
 
-Handlers are plain functions of (state, ...) returning plotly figures, DataFrames and markdown. For STS Multi MT the
-predictions are the cosines of :func:`mlse.evaluation.runners.sts_pair_predictions` (through the embedding cache, the
-same as ``python -m mlse eval --task sts``), memoised per (model identity, pair, split); the user's file is handled in
-:mod:`mlse.ui.gold_file`. Both are measured and drawn by :mod:`mlse.ui.gold_views`.
+Handlers are plain functions of (state, ...) returning plotly figures, DataFrames and markdown. STS Multi MT is
+scored as ``python -m mlse eval --task sts`` scores it, the user's file in :mod:`mlse.ui.gold_file`; both are
+measured and drawn by :mod:`mlse.ui.gold_views`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What the predicted-vs-gold tab shows for any rated pairs, STS Multi MT or the user's file: the metrics table, the
 distribution / scatter / calibration figures, and the table of largest disagreements.
 
-Both data sources of the tab (:mod:`mlse.ui.gold_tab`, :mod:`mlse.ui.gold_file`) go through :func:`compare` and
-:func:`disagreement_table`, so a file and a benchmark split are measured and drawn the same way. Plain functions of
-arrays (the model's calibration is read from ``state``); no gradio.
+Both data sources of the tab go through :func:`compare` and :func:`disagreement_table`, so a file and a benchmark split
+are measured and drawn the same way. Plain functions of arrays (the calibration is read from ``state``); no gradio.
 """
 
 from __future__ import annotations
@@ -90,10 +89,8 @@ def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray], maps: dict[str, tuple[np.ndarray, np.ndarray]]):
-    """(histograms, scatter, calibration) plotly figures; the title and legend names are HTML-escaped (plotly renders
-    tags).
-
-    ``maps``: each calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
+    """(histograms, scatter, calibration) plotly figures, titles and legend names HTML-escaped. ``maps``: each
+    calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
     import plotly.express as px  # lazy: plotly is slow to import; only figures need it
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots

@@ -17,11 +17,8 @@ from mlse.ui.text import md_escape
 
 
 def preparing_note(tab: str) -> str:
-    """The note "⏳ Preparing (n %) ..." while a warm start runs and ``tab``'s first view waits on one of its steps;
-    "" otherwise.
-
-    ``tab``: score, map, tatoeba, gold, finetune or results (the warm is one per process).
-    """
+    """The note "⏳ Preparing (n %) ..." while a warm start runs and ``tab``'s first view (score, map, tatoeba, gold,
+    finetune or results) waits on one of its steps; "" otherwise."""
     status = warm_status()
     pending = status.pending(tab)
     if not pending and not (status.active and status.planning):

@@ -1,12 +1,10 @@
 """The Score tab's "Score a file" section: a file of sentence pairs (or pasted rows), scored by every ticked model.
 
-The rows are read by :func:`mlse.ui.uploads.read_upload` within this deployment's limits and go through
-:func:`mlse.api.score_pairs` (the command line's and the Python API's scoring) a chunk at a time, so the progress bar
-moves and Stop lands between chunks, keeping the rows already scored; a model that fails is named and the others
-score. The answer: one summary row per model (with Pearson and Spearman against the file's own scores when it has a
-score column), a preview of the scored rows and a CSV of every row (:func:`mlse.data.scored_file.write_scored`, the
-file ``python -m mlse score`` writes). The
-handler :func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
+The rows (:func:`mlse.ui.uploads.read_upload`) go through :func:`mlse.api.score_pairs`, the command line's scoring, a
+chunk at a time, so the progress bar moves and Stop lands between chunks, keeping the rows already scored; a model
+that fails is named and the others score. The answer: one summary row per model (with Pearson and Spearman against
+the file's own scores), a preview and a CSV of every row (the file ``python -m mlse score`` writes). The handler
+:func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
 """
 
 from __future__ import annotations
@@ -67,12 +65,9 @@ class ScoreFileOutput(NamedTuple):
 
 # -- stop requests --------------------------------------------------------------------------------------------------
 class StopSignals:
-    """The running uploads' stop signals, one :class:`~mlse.stop_signal.StopSignal` per session's run: Stop sets
-    its session's signal, :func:`mlse.api.score_pairs` asks it between chunks.
-
-    Stop does not cancel the Gradio event (a cancelled event's outputs are thrown away); the run ends early and
-    answers with the rows it has.
-    """
+    """The running uploads' stop signals, one per session's run: Stop sets its session's signal,
+    :func:`mlse.api.score_pairs` asks it between chunks. (Cancelling the Gradio event would throw its outputs away;
+    this way the run ends early and answers with the rows it has.)"""
 
     def __init__(self):
         self._lock = threading.Lock()

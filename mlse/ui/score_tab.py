@@ -1,10 +1,8 @@
 """Tab 1, "Score a pair": two sentences, every selected model side by side (cosine and calibrated 0-5).
 
-The table has one row per model: backbones, backbones with the Stage-1 head, with Stage 1+2, and fine-tuned students,
-so one glance shows what each training step changes for this pair. The language of each sentence is detected offline
-(mlse.text.language_id) and can be overridden; the choice is shown with the result (how a sentence is cleaned and
-its language found: :mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)`` returning
-DataFrames and markdown, so tests call them without a browser.
+The table has one row per model (backbones, with the Stage-1 head, with Stage 1+2, fine-tuned students), so one
+glance shows what each training step changes for this pair. Each sentence's language is detected offline or chosen
+(:mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)``, so tests call them without a browser.
 """
 
 from __future__ import annotations

@@ -14,10 +14,7 @@
    ``1.``, ``1)``), since the escaped text may open a message. Elsewhere they stay, so "en-de", "3.8" and "Time
    budget (minutes)" read as written.
 
-Inside a code span backslashes show literally: :func:`md_code` HTML-escapes and turns backticks into quotes.
-
-**HTML** (:func:`html_text`): plotly legend names and hover labels (a subset of HTML) and ``gr.HTML`` blocks get the
-text HTML-escaped, quotes included.
+A code span takes :func:`md_code` instead; **HTML** (plotly labels, ``gr.HTML``) takes :func:`html_text`.
 """
 
 from __future__ import annotations

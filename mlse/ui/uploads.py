@@ -5,12 +5,10 @@ Every tab that takes the user's data calls :func:`read_upload`: bad rows are ski
 never a silent skip), the file is named by its own name (never the server's temporary path), and in public mode the
 uploaded file is deleted once read. The limits are :func:`mlse.public_mode.upload_limits`.
 
-When the app is served (:func:`mlse.ui.app.build_server` installs its
-:class:`~mlse.serving.upload_folder.UploadFolder`), a file parameter is read only if it is an upload of the calling
-page's session: any other path (a server file, a file the app wrote, another visitor's upload) is refused here, before
-anything is read or deleted, in public and local mode alike. The session comes from Gradio's request context,
-looked up only when Gradio is loaded, so the handlers stay plain functions the tests call directly (in-process, with
-no app served, a path is read as given).
+When the app is served (:func:`mlse.ui.app.build_server` installs an upload folder), only an upload of the calling
+page's session is read: any other path (a server file, a file the app wrote, another visitor's upload) is refused
+before anything is read or deleted, in public and local mode alike. The session comes from Gradio's request context,
+so in-process, with no app served, a path is read as given.
 """
 
 from __future__ import annotations

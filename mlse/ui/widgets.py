@@ -1,9 +1,6 @@
-"""Pieces of layout several tabs build alike, written once: a read-only table, the inputs of a visitor's file (upload
-it or paste its rows, paste the shipped example, the deployment's upload limits underneath), a data source's switch,
-and a progress bar as the handlers report to it.
-
-Each builds its gradio components where it is called (inside the caller's ``gr.Tab`` / ``gr.Column``) and returns
-them for the caller to wire; labels are the caller's.
+"""Pieces of layout several tabs build alike, written once: a read-only table, the inputs of a visitor's file, a data
+source's switch, and a progress bar as the handlers report to it. Each builds its components where it is called and
+returns them for the caller to wire; labels are the caller's.
 """
 
 from __future__ import annotations
