@@ -38,10 +38,9 @@ def cell_labels(z: np.ndarray, scale: int) -> np.ndarray:
 
 
 def _word_grid(words1, words2, title: str, top: int, **heatmap):
-    """A heatmap (``heatmap``: its settings) of the word pairs: positions as axes, the (escaped) words as their tick
-    labels and each cell's hover naming its pair; sentence 1 read from the top, sentence 2 along the bottom (the
-    titles stay clear of the figure's own title); ``title`` (plotly markup) in a top margin of ``top`` pixels, and a
-    height that grows with sentence 1's words."""
+    """A heatmap (``heatmap``: its settings) of the word pairs, each cell's hover naming its pair; sentence 1 read from
+    the top, sentence 2 along the bottom; ``title`` (plotly markup) in a top margin of ``top`` pixels, and a height
+    that grows with sentence 1's words."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     def ticks(words) -> dict:

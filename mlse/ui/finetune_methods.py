@@ -67,8 +67,7 @@ def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
     offered, default = training_pair_choices(method)  # all offered pairs, the default selection
     preferred = state.preferred_model()
     default_model = preferred if preferred in models else (models[0] if models else None)
-    # the STS loss shown: the term alone needs one (CoSENT unless another is chosen); the other methods keep the
-    # current choice (none by default)
+    # the STS loss shown: the term alone needs one (CoSENT unless another is chosen); the others keep the choice
     current = sts_loss if sts_loss in STS_LOSSES else "none"
     return {
         "models": models,

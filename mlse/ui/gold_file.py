@@ -72,11 +72,8 @@ def _digest(*columns: list[str] | None) -> str:
 
 
 def load_rated(file, pasted: str | None, gold_range: str | None = "") -> tuple[UserTable | None, str]:
-    """(the rated pairs, or None; a markdown message) from an upload, pasted rows or a table already read.
-
-    ``gold_range``: "LOW:HIGH" (e.g. "0:5"): rows whose score lies outside are skipped and listed. A table without
-    a score column, or with fewer than :data:`~mlse.analysis.slices.MIN_PAIRS` pairs, is refused with a message.
-    """
+    """(the rated pairs, or None; a markdown message) from an upload, pasted rows or a table already read; a table
+    without a score column or with too few pairs is refused. ``gold_range``: "LOW:HIGH" (rows outside are skipped)."""
     if isinstance(file, UserTable):
         table, message = file, read_message(file)
     else:

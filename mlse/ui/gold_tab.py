@@ -64,12 +64,9 @@ def predictions(state, pair: str, model: str, split: str = "test"):
 
 
 def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "test", n_boot: int = N_BOOT):
-    """Distributions, scatter, calibration and metrics of each model's cosine against the gold scores.
-
-    Returns (histograms figure, scatter figure, calibration figure, metrics DataFrame, message). Pearson and
-    Spearman are x 100 with 95% percentile-bootstrap CIs (``n_boot`` resamples of the pairs). A model that fails
-    to load is reported in the message; the others are still shown.
-    """
+    """Distributions, scatter, calibration and metrics of each model's cosine against the gold scores -> (histograms,
+    scatter, calibration figure, metrics DataFrame, message). Pearson and Spearman x 100 with 95% percentile-bootstrap
+    CIs (``n_boot`` resamples); a model that fails to load is named in the message, the others are still shown."""
     models = chosen_models(models)[0]  # the ticked names, once each
     empty = pd.DataFrame(columns=METRIC_COLUMNS)
     if not models:

@@ -36,8 +36,7 @@ CALIBRATED_NOTE = (
     f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score (fitted on "
     "STS dev) against "
 )
-# shown with these decimals while the cells keep their numbers (a click on "off by" sorts -1.20 below +0.35);
-# the differences carry their sign
+# shown with these decimals, differences signed, while the cells keep their numbers ("off by" sorts -1.20 below +0.35)
 DISAGREE_PLACES = {
     "gold": 2,
     "cosine": 3,
@@ -190,13 +189,9 @@ def disagreement_table(
     name: str,
     index: tuple[str, list[int]] | None = None,
 ):
-    """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank.
-
-    Each cosine is mapped to the gold score at the same percentile over all the pairs (``pred_as_gold``); pairs are
-    sorted by |pred_as_gold - gold| (``diff``, gold units), then by |rank_gap| (percentile points). ``name``: the
-    data, for the message; ``index``: (column name, value per pair) for the first column (default: the position).
-    Returns (table, message).
-    """
+    """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank -> (table,
+    message); sorted by |pred_as_gold - gold| (gold units), then by |rank_gap| (percentile points). ``name``: the data,
+    for the message; ``index``: (column name, value per pair) for the first column (default: the position)."""
     column, positions = index if index is not None else ("index", None)
     columns = [header(column), *DISAGREE_COLUMNS[1:]]
     found = rank_disagreements(pred, gold, low=low, high=high, k=k)

@@ -63,9 +63,7 @@ def check_inputs(*components, allowed: Callable[[], list] | None = None) -> None
     """Give each Number, Slider, Dropdown, CheckboxGroup or Radio a refusal that names field, value and choices.
 
     ``allowed``: for choice fields, values accepted besides the page's choices, asked at each call (the live model
-    list, so a run trained while the app is up is accepted through the API at once). Other components are left as
-    they are.
-    """
+    list, so a run trained while the app is up is accepted through the API at once)."""
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     for component in components:

@@ -103,10 +103,8 @@ def warm_view(state, model_name, langs, n, shown=None, *, method: str = "umap") 
 
 
 def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -> MapOutput | None:
-    """What the tab draws when it is opened: the map for its current settings when every panel is in the cache (after
-    ``mlse warm`` or the app's warm start; a quarter second, nothing encoded), else None (the visitor presses
-    Project; a cold map takes a minute and must not start because a tab was looked at). None as well once a map
-    is shown."""
+    """What the tab draws when it is opened, until a map is shown: the map for its settings when every panel is cached
+    (a quarter second, nothing encoded), else None (a cold map takes a minute: not for a tab merely looked at)."""
     if shown is not None or not isinstance(model_name, str) or not model_name:
         return None
     try:

@@ -20,8 +20,7 @@ from mlse.ui.text import md_escape
 from mlse.ui.widgets import PAGE_EVENT, read_only_table
 
 ALL = "(all)"
-# The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling. How
-# the columns size and the values read ("66.70", still sorted as numbers): mlse.ui.tables.TABLE_OPTIONS, :func:`shown`.
+# The number right after what it measures (model, metric), so a narrow window shows it without scrolling
 TABLE_COLUMNS = ["model", "metric", "value", "task", "key", "split", "kind", "experiment", "date", "source"]
 MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
 DEFAULT_METRICS = {
@@ -52,7 +51,6 @@ def load_index(roots: list[str | Path] | None = None):
 
 def choices(frame) -> dict[str, list[str]]:
     """Filter choices present in the table: tasks, models, metrics (each led by ALL)."""
-
     return {f"{c}s": [ALL, *sorted({str(v) for v in frame[c].dropna() if str(v)})] for c in ("task", "model", "metric")}
 
 
@@ -95,9 +93,8 @@ _COUNT = re.compile(r"(^|[._])(steps?|epochs?|rows|seen|world_size)$")
 
 
 def shown(rows):
-    """The rows of :func:`table_view` as the table shows them: each value written with 2 decimals (a small non-zero
-    one with 2 significant digits, :func:`mlse.ui.tables.significant_text`), a count (its metric a number of steps,
-    epochs, rows...) as a whole number; still sorted as a number."""
+    """The rows of :func:`table_view` as the table shows them: each value by :func:`mlse.ui.tables.significant_text`,
+    a count (steps, epochs, rows...) as a whole number; still sorted as a number."""
     styled = sortable(rows, {"value": significant_text})
     counts = rows.index[[bool(_COUNT.search(str(m))) for m in rows["metric"]]] if "metric" in rows else []
     if len(counts):
@@ -125,12 +122,8 @@ def plot_options(frame, task: str | None) -> dict:
     metrics = sorted(set(rows["metric"]))
     key = "avg:all" if "avg:all" in keys else (keys[0] if keys else "")
     metric = DEFAULT_METRICS.get(task or "")
-    return {
-        "keys": keys,
-        "key": key,
-        "metrics": metrics,
-        "metric": metric if metric in metrics else (metrics[0] if metrics else None),
-    }
+    metric = metric if metric in metrics else (metrics[0] if metrics else None)
+    return {"keys": keys, "key": key, "metrics": metrics, "metric": metric}
 
 
 def _layout(fig, title: str, bottom: int, height: int = 420, **options):

@@ -108,10 +108,8 @@ def score_file(
 ) -> ScoreFileOutput:
     """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
 
-    ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts (reading, loading model n of N)
-    and after each chunk, its rate over the rows encoded (not those the cache served); ``stop`` asked before each
-    chunk (once set: keep what is scored, leave the rest blank). Bad input never raises: the message says why.
-    """
+    ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts and after each chunk; ``stop``
+    asked before each chunk (once set: keep what is scored, leave the rest blank). Bad input never raises."""
     report = progress or (lambda step: None)
     report(Progress("reading the file"))
     table, read_note = read_upload(file, pasted, kind="pairs")
@@ -225,9 +223,8 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
 
 
 def _preview(frame: pd.DataFrame) -> pd.DataFrame:
-    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with 3
-    (cosine) or 2 (0-5) decimals as the Score tab's pair table writes them, blank where not scored; then the input's
-    columns. The download keeps six decimals (:func:`mlse.data.scored_file.write_scored`)."""
+    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with the
+    Score tab's decimals, blank where not scored; then the input's columns. The download keeps six decimals."""
     head = frame.head(PREVIEW_ROWS)
     scores = [key for key in head.columns if key.endswith((f" {COSINE}", f" {CALIBRATED}"))]
     head = numbers_as_text(head, {key: COSINE_PLACES if key.endswith(COSINE) else CALIBRATED_PLACES for key in scores})

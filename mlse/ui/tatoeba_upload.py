@@ -22,11 +22,8 @@ EXAMPLE = assets_dir() / "examples" / "bitext.tsv"  # 40 en-de pairs
 
 
 def pick_columns(table: UserTable, choice: str | None = None) -> tuple[str, str, str]:
-    """(source column, target column, a note saying which were used when the table has more than two).
-
-    ``choice``: "" for the first two, else two column names (language codes, case-insensitive) or 1-based
-    positions, separated by a comma or spaces. DataError naming the columns on offer for anything else.
-    """
+    """(source column, target column, a note saying which were used when the table has more than two). ``choice``:
+    "" for the first two, else two column names (case-insensitive) or 1-based positions ("en, fr" or "1 3")."""
     columns = table.languages
     offer = ", ".join(f"{i} = {c}" for i, c in enumerate(columns, start=1))
     wanted = [w for w in re.split(r"[,;\s]+", (choice or "").strip()) if w]

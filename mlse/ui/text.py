@@ -39,9 +39,8 @@ def md_escape(text) -> str:
 
 
 def md_code(text) -> str:
-    """``text`` for the inside of a markdown code span (between backticks), on one line: HTML escaped (the app's
-    markdown renders HTML) and backticks, which would end the span, made quotes; nothing is backslashed, since
-    backslashes show literally in a code span."""
+    """``text`` for the inside of a markdown code span, on one line: HTML escaped (the app's markdown renders HTML),
+    backticks (which would end the span) made quotes, nothing backslashed (backslashes show literally there)."""
     shown = strip_controls(hide_server_paths(str(text)))[0]
     return html.escape(" ".join(shown.replace("`", "'").split()), quote=False)
 

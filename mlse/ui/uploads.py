@@ -51,11 +51,8 @@ def limits_note() -> str:
 
 
 def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[UserTable | None, str]:
-    """(the table, or None; a markdown message) from an uploaded file or, when none, pasted text.
-
-    ``kind``: what the tab takes (see :func:`mlse.data.user_files.read_table`). The message says what was read and
-    lists skipped rows; on a refused input it is the reader's one-line error and the table is None.
-    """
+    """(the table, or None; a markdown message saying what was read and the skipped rows, or why nothing was) from an
+    uploaded file or, when none, pasted text. ``kind``: what the tab takes (:func:`mlse.data.user_files.read_table`)."""
     path = upload_path(file)
     text = pasted if isinstance(pasted, str) and pasted.strip() else None
     if path is None and text is None:

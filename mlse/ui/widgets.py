@@ -66,9 +66,8 @@ def upload_with_option(
     example_file: Path,
     example_size: str = "lg",
 ) -> tuple[object, object, object]:
-    """A file beside a box for pasted rows; below them a text box for an option (labelled ``option``: how to read the
-    rows, a score range or the columns to use) and a button, ``example``, that pastes the example file; then the upload
-    limits -> (the gr.File, the gr.Textbox of pasted rows, the option's gr.Textbox)."""
+    """A file beside a box for pasted rows; below them a text box for an option (a score range, the columns to use) and
+    a button that pastes the example file; then the upload limits -> (the gr.File, the pasted rows, the option)."""
     import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     with gr.Row():
