@@ -274,10 +274,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         progress=lambda msg: print(msg, flush=True),
     )
     for item in items:
-        print(
-            f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
-            f"{item.manifest['scores']['en-en']:.2f} ({item.folder})"
-        )
+        scores = item.manifest["scores"]
+        print(f"{item.name}: cross-12 {scores['cross-12']:.2f}, en-en {scores['en-en']:.2f} ({item.folder})")
     return 0
 
 

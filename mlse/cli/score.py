@@ -90,8 +90,7 @@ def add_score_parser(sub) -> None:
 
 
 def _read(args) -> ChunkedTable:
-    """The pairs file scanned once, streaming, every row checked (a bad one refused or skipped and listed), and read
-    back a chunk of ``--chunk`` rows at a time: no step holds the whole table."""
+    """The pairs file scanned once, every row checked, then read back ``--chunk`` rows at a time (never all at once)."""
     table = read_pairs(
         args.file,
         name=str(args.file),
@@ -151,8 +150,7 @@ def check_out(out: Path) -> None:
 
 
 class _Summary:
-    """What the summary lines need, gathered chunk by chunk: each model's cosines and the gold scores (numbers only,
-    8 to 12 bytes a pair)."""
+    """What the summary lines need, gathered chunk by chunk: each model's cosines and the gold (8-12 bytes a pair)."""
 
     def __init__(self, table: ChunkedTable, models: dict[str, object]):
         self.table, self.models = table, models

@@ -1,9 +1,8 @@
 """The pictures of "Why this score?": the word x word attribution heatmap and the word alignment heatmap.
 
-Plain functions of words and matrices returning plotly figures (no gradio). Rows are the words of sentence 1, top to
-bottom as they are read; columns the words of sentence 2, left to right. The axes are positions with the words as tick
-labels, so a word that occurs twice ("a man ... a flute") keeps two rows instead of being merged by plotly's category
-axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
+Plain functions returning plotly figures (no gradio). Rows are the words of sentence 1, columns those of sentence 2.
+The axes are positions with the words as tick labels, so a word that occurs twice ("a man ... a flute") keeps two rows
+instead of being merged by plotly's category axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
 
 The attribution cells are written as whole numbers in a unit scaled to the matrix (:func:`cell_scale`): on a long pair
 every cell is small (0.012 at most), and two decimals would print 0.00 in nearly all of them; the title names the unit.

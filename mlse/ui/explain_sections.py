@@ -99,8 +99,7 @@ def _what_if_section(gr, state, kept, explained, special) -> None:
         return sentence1, sentence2, gr.update(choices=choices, value=[])
 
     def what_if(kept_pair, sentence1_edited, sentence2_edited, show_special_tokens, progress=gr.Progress()):
-        """The edited pair scored (shown at once), then explained: (the explained pair's heatmap, the edited
-        pair's, markdown)."""
+        """The edited pair scored (shown at once), then explained: (before heatmap, after heatmap, markdown)."""
         edit = (state, kept_pair, sentence1_edited, sentence2_edited, show_special_tokens)
         numbers = what_if_pair(*edit, explain_new=False)
         yield numbers

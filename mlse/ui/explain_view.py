@@ -287,8 +287,7 @@ def explain_retrieval_error(
 
 # -- rows of the tabs' tables --------------------------------------------------------------------------------------
 def row_cells(row, columns: list[str]) -> dict:
-    """An errors / disagreements table row (a dict, a list in ``columns`` order, or a pandas Series) -> column ->
-    value; {} for anything else."""
+    """A table row (a dict, a list in ``columns`` order, or a pandas Series) -> {column: value}; else {}."""
     if hasattr(row, "to_dict"):
         row = row.to_dict()
     if isinstance(row, dict):
@@ -330,8 +329,7 @@ def explainable_models(state) -> list[str]:
 
 
 def default_explained(state, ticked, current: str | None = None) -> str | None:
-    """The model the picker shows: ``current`` while it is still offered, else the first ticked model that can be
-    explained, else the first that can."""
+    """``current`` while it is still offered, else the first ticked model that can be explained, else the first."""
     offered = explainable_models(state)
     if current in offered:
         return current

@@ -18,7 +18,6 @@ from mlse.ui.text import md_escape
 QUEUE_SIZE = 2  # runs that may wait behind the running one (none on a public deployment)
 
 
-# ----------------------------------------------------------------------------------------------------- the runner
 def runner(state) -> JobRunner:
     """The app-wide job runner, kept on the shared state (created on first use)."""
     if state.jobs is None:
@@ -44,7 +43,6 @@ def stop_run(state, owner: str | None = None) -> str:
     return md_escape(jobs.stop(owner=owner) if own is not None and not own.done else jobs.stop())
 
 
-# --------------------------------------------------------------------------------------------- the timer's poll
 def poll(state, x_axis: str = "step", owner: str | None = None) -> tuple[str, str, object, object, tuple]:
     """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
 

@@ -1,9 +1,6 @@
 """How the fine-tune tab shows a job's progress: the fraction done, a progress bar, the loss and dev-score curves,
-and the status lines.
-
-Plain functions of a :class:`mlse.train.runner.Job` and its progress records (``event == "eval"`` records carry the
-step or epoch ``x``, the minutes, the loss and the dev score); the tab's timer (:func:`mlse.ui.finetune_tab.poll`)
-calls them on every tick.
+and the status lines. Plain functions of a :class:`mlse.train.runner.Job` and its progress records (``eval`` records
+carry the step or epoch ``x``, the minutes, the loss and the dev score), called on every tick of the tab's timer.
 """
 
 from __future__ import annotations

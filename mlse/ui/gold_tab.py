@@ -45,19 +45,15 @@ STS_SOURCE, FILE_SOURCE = "STS Multi MT", "Your file"
 _memo = BytesMemo("gold_tab.predictions", 16 * MB)
 
 
-def _check_pair(pair: str, split: str) -> None:
-    if not (pair or "").strip():
-        raise DataError("Choose a language pair (e.g. en-de).")
-    if not (split or "").strip():
-        raise DataError("Choose a split.")
-
-
 @releases_memory
 def predictions(state, pair: str, model: str, split: str = "test"):
     """(ScoredPairs, cosine predictions [n]) for one model; memoised per model identity and data file."""
     if not (model or "").strip():
         raise MlseError("Choose a model.")
-    _check_pair(pair, split)
+    if not (pair or "").strip():
+        raise DataError("Choose a language pair (e.g. en-de).")
+    if not (split or "").strip():
+        raise DataError("Choose a split.")
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
     # DataError: unknown pair / split, missing data directory
     return sts_pair_predictions(encoder, pair, split, data_dir=state.data_dir, memo=_memo)

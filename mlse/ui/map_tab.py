@@ -120,8 +120,7 @@ def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -
 
 
 def default_choice(state) -> tuple[str | None, str]:
-    """(the model the map opens on, a note when it has no Stage-1 head): the shipped Stage-1 scorer of the app's
-    preferred backbone (``shipped/me5-small+s1`` on a full install), else that backbone (see ``map_default``)."""
+    """(the model the map opens on, a note when it has no Stage-1 head): :func:`mlse.ui.map_views.map_default`."""
     return map_default(state.models(), state.preferred_model())
 
 

@@ -150,8 +150,7 @@ def summary_markdown(result: LanguageMap) -> str:
 
 
 def metrics_markdown(result: LanguageMap, space: str) -> str:
-    """The numbers under a panel, with chance level and what to look for; where a number cannot be measured on this
-    sample, why not."""
+    """The numbers under a panel, with chance level and what to look for (or why a number cannot be measured)."""
     view, sample = result.views[space], result.sample
     if view.retrieval_at1 is None:
         retrieval = f"n/a ({md_escape(sample.retrieval_problem() or 'needs translations in 2 languages')})"

@@ -2,10 +2,9 @@
 table with filters, and plots: a metric per model, the seed grid's per-pair gains, and the fine-tuning curves.
 
 The table comes from :mod:`mlse.runs.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the
-handlers are plain functions returning DataFrames, figures and markdown. The first view is the table; the plots sit in a
-second inner tab, drawn when it is opened. The table shows at most :data:`MAX_TABLE_ROWS` rows, averages and run-level
-numbers first; the filters reach the rest. Why: the browser lays out every row it is sent, and the repository's 8,000
-numbers plus four figures took 10-20 s to draw on a 2-core machine, while the index itself is read in ~0.2 s.
+handlers are plain functions returning DataFrames, figures and markdown. The repository's 8,000 numbers plus four
+figures took 10-20 s to draw on a 2-core machine (the index is read in ~0.2 s), so the table shows at most
+:data:`MAX_TABLE_ROWS` rows, averages and run-level numbers first, and the plots wait in a second inner tab.
 """
 
 from __future__ import annotations
@@ -127,8 +126,7 @@ def plot_options(frame, task: str | None) -> dict:
 
 
 def _layout(fig, title: str, bottom: int, height: int = 420, **options):
-    """``fig`` with the layout every plot of this tab has: ``title``, ``height`` pixels, the same margins but the bottom
-    one (room for the x labels: ``bottom`` pixels), plus ``options`` (axis titles, ...)."""
+    """``fig`` with the title, height and margins every plot here has (``bottom``: pixels for the x labels)."""
     fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=50, b=bottom), **options)
     return fig
 

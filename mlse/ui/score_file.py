@@ -202,8 +202,7 @@ def _mean(values: np.ndarray | None) -> float | None:
 
 
 def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold: np.ndarray | None) -> pd.DataFrame:
-    """One row per model: its kind, rows scored, mean cosine and 0-5, and with gold Pearson and Spearman x 100 (the
-    numbers as text with fixed decimals, blank where undefined)."""
+    """One row per model: kind, rows scored, mean cosine and 0-5, with gold Pearson and Spearman x 100 (as text)."""
     rows = []
     for name in names:
         cosine = columns[column_name(name, COSINE)]
@@ -243,8 +242,7 @@ def scored_file_name(display_name: str) -> str:
 
 
 def write_scored_csv(table: UserTable, frame: pd.DataFrame, display_name: str) -> str:
-    """The scored file (blank cells where not scored) written into a fresh temporary folder -> its path. Only the
-    newest KEPT_DOWNLOADS folders are kept."""
+    """The scored file written into a fresh temporary folder -> its path; only the newest KEPT_DOWNLOADS are kept."""
     folder = Path(tempfile.mkdtemp(prefix="mlse-scored-"))
     path = write_scored(table, frame, folder / scored_file_name(display_name))
     with _kept_lock:
