@@ -1,6 +1,7 @@
 """``python -m mlse data info|fetch|sample-bitext``: the datasets on this machine.
 
-``fetch``: :mod:`mlse.data.fetch`, :mod:`mlse.data.hub_download`; ``sample-bitext``: :mod:`mlse.data.bitext_sample`.
+``fetch`` downloads the app's datasets from the hub (:mod:`mlse.data.fetch`); ``sample-bitext`` rebuilds the shipped
+training bitext sample (:mod:`mlse.data.bitext_sample`).
 """
 
 from __future__ import annotations

@@ -15,14 +15,13 @@ from mlse.train.runner import JobRunner
 from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
 from mlse.ui.text import md_escape
 
-QUEUE_SIZE = 2  # runs that may wait behind the running one (none on a public deployment)
+QUEUE_SIZE = 2  # runs that may wait behind the running one (public: none, a second visitor's run is refused)
 
 
 def runner(state) -> JobRunner:
     """The app-wide job runner, kept on the shared state (created on first use)."""
     if state.jobs is None:
-        # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll. A public
-        # deployment keeps no queue: one visitor's run at a time, a second is refused with the running one named.
+        # a finished run is a new model: rescan at once, so every tab's picker offers it on its next poll
         queue = 0 if public_mode() else QUEUE_SIZE
         state.jobs = JobRunner(max_queued=queue, on_finish=lambda job: state.refresh())
     return state.jobs

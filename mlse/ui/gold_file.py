@@ -3,9 +3,8 @@ score (optional lang1, lang2).
 
 Predictions are each model's cosines (:func:`mlse.encoders.protocol.similarity`), memoised per (model identity,
 content of the pairs); metrics and figures are the benchmark view's (:mod:`mlse.ui.gold_views`), plus slices per
-language pair and length band (:mod:`mlse.analysis.slices`). Handlers are plain functions; ``file`` may also be a
-:class:`~mlse.data.user_files.UserTable` already read (the page keeps it: a public deployment deletes an upload once
-read).
+language pair and length band (:mod:`mlse.analysis.slices`). ``file`` may also be a
+:class:`~mlse.data.user_files.UserTable` already read (the page keeps it: a public deployment deletes uploads).
 """
 
 from __future__ import annotations
