@@ -45,8 +45,8 @@ def _word_grid(words1, words2, title: str, top: int, **heatmap):
     def ticks(words) -> dict:
         return {"tickmode": "array", "tickvals": list(range(len(words))), "ticktext": [html_text(w) for w in words]}
 
-    cells = {"x": list(range(len(words2))), "y": list(range(len(words1))), "customdata": _word_pairs(words1, words2)}
-    fig = go.Figure(go.Heatmap(**cells, **heatmap))
+    pairs = np.array([[(html_text(a), html_text(b)) for b in words2] for a in words1], dtype=object)  # [W1, W2, 2]
+    fig = go.Figure(go.Heatmap(x=list(range(len(words2))), y=list(range(len(words1))), customdata=pairs, **heatmap))
     fig.update_xaxes(tickangle=-40, title_text="sentence 2", showgrid=False, **ticks(words2))
     fig.update_yaxes(autorange="reversed", title_text="sentence 1", showgrid=False, **ticks(words1))
     fig.update_layout(
@@ -55,11 +55,6 @@ def _word_grid(words1, words2, title: str, top: int, **heatmap):
         margin={"l": 10, "r": 10, "t": top, "b": 10},
     )
     return fig
-
-
-def _word_pairs(words1, words2) -> np.ndarray:
-    """[W1, W2, 2] of (word of sentence 1, word of sentence 2), escaped: each cell's hover names its pair."""
-    return np.array([[(html_text(a), html_text(b)) for b in words2] for a in words1], dtype=object)
 
 
 def attribution_heatmap(words1, words2, matrix, title: str):
