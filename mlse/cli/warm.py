@@ -55,7 +55,7 @@ def add_warm_parser(sub) -> None:
 
 def cmd_warm(args: argparse.Namespace) -> int:
     from mlse.serving.app_state import AppState  # the app's model list and default selection (no gradio)
-    from mlse.serving.warm import check_steps, run_warm
+    from mlse.serving.warm import check_steps, run_warm, step_line
     from mlse.serving.warm_plan import tab_openings, warm_plan
 
     if not args.verbose:  # one line per chunk encoded would drown the step lines
@@ -69,11 +69,14 @@ def cmd_warm(args: argparse.Namespace) -> int:
         return _check(check_steps(steps))
     stop = StopSignal()  # Ctrl-C sets it: the warm ends after the current chunk
     live = _Live() if sys.stderr.isatty() else _Periodic()  # a log (docker build) gets a line every half minute
+
+    def on_step(status, fraction: float) -> None:
+        live.clear()
+        print(step_line(status, fraction), flush=True)
+
     previous = _catch_sigint(stop)
     try:
-        report = run_warm(
-            steps, on_step=lambda status, fraction: _line(live, status, fraction), on_progress=live.show, stop=stop
-        )
+        report = run_warm(steps, on_step=on_step, on_progress=live.show, stop=stop)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -132,13 +135,6 @@ def _catch_sigint(stop: StopSignal):
         print("\nstopping after the current chunk (Ctrl-C again to quit at once) ...", file=sys.stderr, flush=True)
 
     return signal.signal(signal.SIGINT, on_sigint)
-
-
-def _line(live, status, fraction: float) -> None:
-    from mlse.serving.warm import step_line
-
-    live.clear()
-    print(step_line(status, fraction), flush=True)
 
 
 def _running(status, fraction: float) -> str:
