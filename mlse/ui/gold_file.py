@@ -254,9 +254,8 @@ def build_inputs() -> FileInputs:
 
 
 def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, listed, buttons) -> None:
-    """Connect the file widgets: compare (api ``compare_file_with_gold``), list disagreements (api
-    ``file_disagreements``); the example button is wired where it is built. The table read by one keeps serving the
-    other while the file, the pasted rows and the range stay the same."""
+    """Connect the compare and list buttons; the table read by one keeps serving the other while the file, the pasted
+    rows and the range stay the same."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     run, find = buttons

@@ -69,9 +69,8 @@ def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, cal
 
 
 def compare(state, gold: np.ndarray, preds: dict[str, np.ndarray], title: str, n_boot: int = N_BOOT):
-    """(histograms, scatter, calibration figures, metrics DataFrame rounded to 2 places, whether any model is
-    calibrated) of each model's cosine ``preds[name]`` [n] against ``gold`` [n]. ``title``: plain text naming the
-    data in the figures' titles (escaped here)."""
+    """(histograms, scatter, calibration figures, metrics table as text, whether any model is calibrated) of each
+    model's cosine ``preds[name]`` [n] against ``gold`` [n]; ``title``: plain text naming the data in the figures."""
     scores = {name: state.encoder(name).calibrate(p) for name, p in preds.items()}  # None: the model has no calibration
     calibrated = {n: None if c is None else np.asarray(c, dtype=np.float64) for n, c in scores.items()}  # 0-5, [n]
     rows = [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()]

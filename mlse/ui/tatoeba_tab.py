@@ -83,8 +83,7 @@ def _summary(source, view: TatoebaLanguage, model: str, criterion: str, n_errors
 
 
 def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
-    """Accuracy both ways and every wrongly retrieved query -> (summary markdown, errors table).
-    ``source``: a Tatoeba language code or a user's bitext (a ParallelCorpus)."""
+    """Accuracy both ways and every wrongly retrieved query of ``source`` -> (summary markdown, errors table)."""
     empty = pd.DataFrame(columns=ERROR_COLUMNS)
     try:
         view = source_view(state, source, model)
