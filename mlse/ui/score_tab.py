@@ -33,8 +33,6 @@ SCORE_CONCURRENCY = 20
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
 PLACES = {"cosine": COSINE_PLACES, f"calibrated {CALIBRATED}": CALIBRATED_PLACES}  # written "0.870", not "0.87"
-# Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
-# this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
 NO_REFERENCE = "none (an example with a rating sets it)"  # else gradio shows 0 in an empty number box
 REFERENCE_SOURCE = "the flute pairs' 3.8 is the seed paper's gold; other examples carry this project's own rating"
 CALIBRATION_NOTE = (
