@@ -3,8 +3,7 @@ its help text are written once, in the dataclass field.
 
 Every option is added with ``default=argparse.SUPPRESS``: an option not given stays out of the parsed namespace, and
 the configuration function (:func:`mlse.train.config.finetune_config` ...) gives it the field's default, as it does
-for the app. The help text ends with that default, read from the field. The ``--backend`` option that several
-commands share is added here too.
+for the app; the help text ends with that default. Also the ``--backend`` option several commands share.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``python -m mlse data info|fetch|sample-bitext``: the datasets on this machine.
 
-``info`` shows the data directory in use and what each dataset holds there; ``fetch`` downloads the app's datasets
-from the hub (:mod:`mlse.data.fetch`, :mod:`mlse.data.hub_download`); ``sample-bitext`` rebuilds the training bitext
-sample shipped with the app (:mod:`mlse.data.bitext_sample`).
+``fetch`` downloads the app's datasets from the hub (:mod:`mlse.data.fetch`); ``sample-bitext`` rebuilds the shipped
+training bitext sample (:mod:`mlse.data.bitext_sample`).
 """
 
 from __future__ import annotations

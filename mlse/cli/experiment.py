@@ -1,10 +1,8 @@
 """``python -m mlse experiment seed-grid|students|unrated``: the reproducible experiment recipes.
 
-``seed-grid`` runs the seed paper's grid (Stage 1 and Stage 2 variants on one backbone, over one or more seeds) with
-:func:`mlse.experiments.seed_grid.run_seed_grid`; ``students`` trains the distillation study's recipes
-(:mod:`mlse.experiments.distillation`); ``unrated`` runs those recipes under the leave-languages-out protocol
-(:mod:`mlse.experiments.unrated`). Each writes its reports under ``--out``; ``--report-only`` rewrites the reports
-from the results already there without training anything.
+``seed-grid`` runs the seed paper's grid of Stage 1 and Stage 2 variants (:mod:`mlse.experiments.seed_grid`);
+``students`` the distillation study's recipes (:mod:`mlse.experiments.distillation`); ``unrated`` those recipes under
+the leave-languages-out protocol (:mod:`mlse.experiments.unrated`). Each writes its reports under ``--out``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """``python -m mlse explain --model NAME S1 S2``: which word pairs make up a model's cosine for two sentences.
 
 Prints the cosine, how it splits (token pairs + reference terms + residual, see :mod:`mlse.explain.explanation`) and
-the top word pairs; ``--align`` adds the contextual word alignment (a different, cheaper view: not an explanation of
-the score); ``--json-out FILE`` writes the matrix, the words and every number in one atomic write.
-
-What if? ``--drop WORD`` (repeatable; ``--drop1`` / ``--drop2`` for one sentence only) or ``--edit1`` / ``--edit2
-TEXT`` scores the edited pair as ``python -m mlse score`` does (:func:`mlse.explain.what_if`) and prints the original
-and the new cosine and 0-5 score, the change, and the change the explanation predicted for the deleted words.
+the top word pairs; ``--align`` adds the contextual word alignment (a cheaper view, not an explanation of the score);
+``--json-out FILE`` writes the matrix, the words and every number. What if? ``--drop`` / ``--edit1`` ... score the
+edited pair as ``python -m mlse score`` does (:func:`mlse.explain.what_if`) beside the change the explanation predicted.
 """
 
 from __future__ import annotations
@@ -75,35 +72,31 @@ def add_explain_parser(sub) -> None:
     what.add_argument("--edit2", default=None, metavar="TEXT", help="score sentence 2 rewritten as TEXT instead")
 
 
-def _signed(value: float) -> str:
-    return f"{value:+.4f}"
-
-
 def explanation_lines(explanation, top: int) -> list[str]:
     """The printed report of an :class:`mlse.explain.Explanation`."""
     e = explanation
     lines = [
         f"{e.model}: cosine {e.score:.4f}  (layer {e.layer}, {e.steps} {e.rule} steps, {e.precision}, "
         f"{e.seconds:.1f} s)",
-        f"  = token pairs {_signed(e.attributed)} + reference terms {_signed(e.reference_terms)} + residual "
-        f"{_signed(e.residual)}  (residual {100 * e.relative_residual:.1f}% of cosine - reference terms)",
+        f"  = token pairs {e.attributed:+.4f} + reference terms {e.reference_terms:+.4f} + residual "
+        f"{e.residual:+.4f}  (residual {100 * e.relative_residual:.1f}% of cosine - reference terms)",
     ]
     if any(e.special1) or any(e.special2):
         lines.append(
-            f"  of the token pairs, {_signed(e.special_terms)} sit in rows or columns of special tokens or the prompt"
+            f"  of the token pairs, {e.special_terms:+.4f} sit in rows or columns of special tokens or the prompt"
         )
     lines += [f"  note: {note}" for note in e.notes]
     pairs = e.top_pairs(top)
     if pairs:
         lines.append(f"top {len(pairs)} word pairs (positive: pushes the cosine up, negative: pulls it down):")
         width = max(len(w1) for w1, _, _ in pairs)
-        lines += [f"  {_signed(v)}  {w1.ljust(width)} <-> {w2}" for w1, w2, v in pairs]
+        lines += [f"  {v:+.4f}  {w1.ljust(width)} <-> {w2}" for w1, w2, v in pairs]
     if e.token_terms1 is not None and top:
         lines.append(
             "words carrying the most (all their pairs + their own term against the other sentence's reference):"
         )
         for n, ranked in enumerate(e.top_words(3), 1):
-            lines.append(f"  sentence {n}: " + ", ".join(f"{w} {_signed(v)}" for w, v in ranked))
+            lines.append(f"  sentence {n}: " + ", ".join(f"{w} {v:+.4f}" for w, v in ranked))
     return lines
 
 
@@ -119,7 +112,7 @@ def what_if_lines(change, top: int) -> list[str]:
     for n, (before, after) in enumerate(((w.sentence1, w.edited1), (w.sentence2, w.edited2)), 1):
         if after != before:
             lines.append(f"  sentence {n}: {after}")
-    lines.append(f"  cosine {w.score:.4f} -> {w.new_score:.4f}  (change {_signed(w.delta)})")
+    lines.append(f"  cosine {w.score:.4f} -> {w.new_score:.4f}  (change {w.delta:+.4f})")
     if w.calibrated_delta is not None:
         before, after = _calibrated(w.calibrated), _calibrated(w.new_calibrated)
         lines.append(f"  0-5    {before} -> {after}  (change {w.calibrated_delta:+.2f})")
@@ -129,13 +122,13 @@ def what_if_lines(change, top: int) -> list[str]:
     else:
         pairs, own, missed = parts
         lines.append(
-            f"  predicted by the explanation: {_signed(w.predicted_delta)} (minus what the dropped words contribute: "
-            f"their pairs {_signed(pairs)}, their own terms {_signed(own)}); missed {_signed(missed)}"
+            f"  predicted by the explanation: {w.predicted_delta:+.4f} (minus what the dropped words contribute: "
+            f"their pairs {pairs:+.4f}, their own terms {own:+.4f}); missed {missed:+.4f}"
         )
         for effect in w.word_effects():
             lines.append(
-                f"    sentence {effect['sentence']}: {effect['word']}  total {_signed(effect['total'])} = pairs "
-                f"{_signed(effect['pairs'])} + own term {_signed(effect['own_term'])}"
+                f"    sentence {effect['sentence']}: {effect['word']}  total {effect['total']:+.4f} = pairs "
+                f"{effect['pairs']:+.4f} + own term {effect['own_term']:+.4f}"
             )
     if w.new_explanation is not None:
         lines.append("the edited pair explained:")

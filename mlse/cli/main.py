@@ -65,8 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_embed_parser(sub)
     add_mine_parser(sub)
 
-    # train and finetune: one option per field of the configuration dataclasses (mlse.train.config), which hold the
-    # defaults and the help texts
+    # train and finetune: one option per field of the configuration dataclasses (defaults, help: mlse.train.config)
     tr = sub.add_parser("train", help="train a Stage 1 or Stage 2 head on a frozen backbone")
     tr_sub = tr.add_subparsers(dest="stage", required=True)
     s1 = tr_sub.add_parser("stage1", help="meaning/language split (Tiyajamorn et al. 2021) on parallel data")
@@ -275,10 +274,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         progress=lambda msg: print(msg, flush=True),
     )
     for item in items:
-        print(
-            f"{item.name}: cross-12 {item.manifest['scores']['cross-12']:.2f}, en-en "
-            f"{item.manifest['scores']['en-en']:.2f} ({item.folder})"
-        )
+        scores = item.manifest["scores"]
+        print(f"{item.name}: cross-12 {scores['cross-12']:.2f}, en-en {scores['en-en']:.2f} ({item.folder})")
     return 0
 
 

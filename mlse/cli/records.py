@@ -1,9 +1,7 @@
 """``python -m mlse records migrate [--check] [PATH ...]``: make old records portable (:mod:`mlse.data.portable`).
 
-Without paths it works on the repository's ``assets/`` and ``results/``. It rewrites every file that names a file by
-an absolute path of the machine that wrote it (see :mod:`mlse.data.portable_migration`) and prints one line per file;
-a second run changes nothing. ``--check`` writes nothing: it lists the files that still hold an absolute path and
-exits 1 when there is one.
+It rewrites every file that names a file by an absolute path of the machine that wrote it
+(:mod:`mlse.data.portable_migration`), one line per file; a second run changes nothing.
 """
 
 from __future__ import annotations

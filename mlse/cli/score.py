@@ -1,18 +1,15 @@
 """``python -m mlse score FILE``: score every pair of a user's file with one or more models, write a scored CSV.
 
-The file is read by the one user-file reader (:func:`mlse.data.user_files.read_pairs`), streamed: scanned once
-(every row checked up front, so a bad row stops nothing midway), then read back ``--chunk`` rows at a time, each chunk
-scored by :func:`mlse.api.score_pairs` (the app's Score a file and scripts call it too) through the embedding cache and
-its rows written out at once: memory holds one chunk's rows and embeddings (and a few numbers a pair for the summary),
-whatever the file's size. A run stopped with Ctrl-C leaves the finished chunks in the cache, so running the same
-command again only encodes the rest. The scored table (the input's columns, then ``"<model> cosine"`` and
-``"<model> 0-5"``) is written by the one writer (:func:`mlse.data.scored_file.write_scored`) to ``--out`` (into a
-temporary file renamed over it once complete), or to stdout; progress and the summary go to stderr. An ``--out``
-that cannot be written (its folder is a file, or not writable) is refused before any model loads.
+The file is read by :func:`mlse.data.user_files.read_pairs`, streamed: scanned once (every row checked up front, so
+a bad row stops nothing midway), then read back ``--chunk`` rows at a time, each chunk scored by
+:func:`mlse.api.score_pairs` through the embedding cache and written out at once: memory holds one chunk whatever the
+file's size, and after a Ctrl-C the same command only encodes the rest. The scored table (the input's columns, then
+``"<model> cosine"`` and ``"<model> 0-5"``, :func:`mlse.data.scored_file.write_scored`) goes to ``--out`` (a temporary
+file renamed over it once complete) or stdout; progress and the summary go to stderr.
 
 ``--engine ray`` (or ``auto`` on a large file, or ``--batch-tokens``) runs the same chunks through
-:func:`mlse.scale.score.score_on_engine` (a pool of model-holding Ray actors; finished chunks kept in ``OUT.parts``
-until the file is written): the same columns and the byte-identical file.
+:func:`mlse.scale.score.score_on_engine` (Ray actors; finished chunks kept in ``OUT.parts`` until the file is
+written): the byte-identical file.
 """
 
 from __future__ import annotations
@@ -93,8 +90,7 @@ def add_score_parser(sub) -> None:
 
 
 def _read(args) -> ChunkedTable:
-    """The pairs file scanned once, streaming, every row checked (a bad one refused or skipped and listed), and read
-    back a chunk of ``--chunk`` rows at a time: no step holds the whole table."""
+    """The pairs file scanned once, every row checked, then read back ``--chunk`` rows at a time (never all at once)."""
     table = read_pairs(
         args.file,
         name=str(args.file),
@@ -154,8 +150,7 @@ def check_out(out: Path) -> None:
 
 
 class _Summary:
-    """What the summary lines need, gathered chunk by chunk: each model's cosines and the gold scores (numbers only,
-    8 to 12 bytes a pair)."""
+    """What the summary lines need, gathered chunk by chunk: each model's cosines and the gold (8-12 bytes a pair)."""
 
     def __init__(self, table: ChunkedTable, models: dict[str, object]):
         self.table, self.models = table, models
@@ -291,9 +286,8 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
 
 def _write_atomically(out: Path, given: str, fill) -> None:
     """``fill(stream)`` into a temporary file beside ``out``, renamed over it when complete (mlse.atomic): a stopped
-    run leaves the old file (a killed one's temporary file is dropped by the next run: one ``--out`` is written by one
-    run at a time). An error of the file itself (creating, syncing, renaming it) is one line naming it; an error while
-    scoring is the scoring's."""
+    run leaves the old file, a killed one's temporary file is dropped by the next run. An error of the file itself
+    (creating, syncing, renaming it) is one line naming it; an error while scoring is the scoring's."""
     scoring = False
     for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
         stale.unlink(missing_ok=True)

@@ -1,11 +1,9 @@
 """``python -m mlse warm``: compute into the cache what each tab of the app shows first, for its default models.
 
-The steps (:mod:`mlse.serving.warm_plan`) are the app's own: the models the Score tab ticks (or ``--models``), their
-files on ``--backend``, the example pairs' embeddings, and with the model each tab opens on (with ``--models``: the
-first) the default STS pair, Tatoeba language and FLORES map. One line per step with the overall percentage and the
-seconds it took; a step whose dataset is missing is skipped with the reason. Run it again and it computes nothing;
-stop it with Ctrl-C (exit 130) and the next run goes on from there. ``--check`` lists what is warm and what is
-missing without computing anything (exit 1 when something is missing).
+The steps are the app's own (:mod:`mlse.serving.warm_plan`); one line per step with the overall percentage and the
+seconds it took, a step whose dataset is missing skipped with the reason. A second run computes nothing; one stopped
+with Ctrl-C (exit 130) goes on from there next time. ``--check`` lists what is warm and what is missing (exit 1 when
+something is).
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ def add_warm_parser(sub) -> None:
 
 def cmd_warm(args: argparse.Namespace) -> int:
     from mlse.serving.app_state import AppState  # the app's model list and default selection (no gradio)
-    from mlse.serving.warm import check_steps, run_warm
+    from mlse.serving.warm import check_steps, run_warm, step_line
     from mlse.serving.warm_plan import tab_openings, warm_plan
 
     if not args.verbose:  # one line per chunk encoded would drown the step lines
@@ -71,11 +69,14 @@ def cmd_warm(args: argparse.Namespace) -> int:
         return _check(check_steps(steps))
     stop = StopSignal()  # Ctrl-C sets it: the warm ends after the current chunk
     live = _Live() if sys.stderr.isatty() else _Periodic()  # a log (docker build) gets a line every half minute
+
+    def on_step(status, fraction: float) -> None:
+        live.clear()
+        print(step_line(status, fraction), flush=True)
+
     previous = _catch_sigint(stop)
     try:
-        report = run_warm(
-            steps, on_step=lambda status, fraction: _line(live, status, fraction), on_progress=live.show, stop=stop
-        )
+        report = run_warm(steps, on_step=on_step, on_progress=live.show, stop=stop)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -134,13 +135,6 @@ def _catch_sigint(stop: StopSignal):
         print("\nstopping after the current chunk (Ctrl-C again to quit at once) ...", file=sys.stderr, flush=True)
 
     return signal.signal(signal.SIGINT, on_sigint)
-
-
-def _line(live, status, fraction: float) -> None:
-    from mlse.serving.warm import step_line
-
-    live.clear()
-    print(step_line(status, fraction), flush=True)
 
 
 def _running(status, fraction: float) -> str:

@@ -16,10 +16,9 @@ from mlse.ui.credits import CREDITS_MARKDOWN
 TABS = [score_tab, map_tab, tatoeba_tab, gold_tab, finetune_tab, results_tab]
 QUEUE_MAX_SIZE = 32  # requests waiting beyond this are refused with a "queue full" message, not left hanging
 DEFAULT_CONCURRENCY = 2  # two cores: more parallel encodes only slow each other down
-# Gradio's queue rebuilds a pandas DataFrame of its last GRADIO_ANALYTICS_MAX_EVENTS (10,000) events and groups it,
-# twice per finished event, for a monitoring summary that is served only with monitoring enabled (it is not here).
-# Under 20 users that was 12% of the app's CPU (py-spy, benchmarks/app_load.py) and grew with every event kept.
-# Refreshed every 1,000 events over the last 1,000 instead; an operator's own setting wins.
+# Gradio's queue regroups a DataFrame of its last 10,000 events twice per event for a monitoring summary served only
+# with monitoring on (it is off here): 12% of the app's CPU under 20 users (py-spy, benchmarks/app_load.py). Every
+# 1,000 events over the last 1,000 instead; an operator's own setting wins.
 QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000", "GRADIO_ANALYTICS_MAX_EVENTS": "1000"}
 
 
@@ -39,22 +38,16 @@ def build_app(state: AppState | None = None):
     return demo
 
 
-# Gradio keeps a SessionState per session: a copy of every component's config (~0.5 MB for this app's 173 blocks)
-# plus its gr.State values, up to ``state_session_capacity`` sessions (Gradio's default 10,000). Every API call without
-# a session (gradio_client, curl, benchmarks/app_load.py) opens a new one, so 1,000 requests held ~470 MB that was
-# never given back (benchmarks/app_soak.py). 200 sessions bound that at ~100 MB; a page whose session was dropped
-# after 200 newer ones keeps working, only its map highlight needs the map drawn again.
+# Gradio keeps ~0.5 MB of state per session (a copy of the 173 blocks' config plus gr.State values), up to 10,000
+# sessions, and every API call without a session opens one: 1,000 requests held ~470 MB (benchmarks/app_soak.py).
+# 200 bound that at ~100 MB; a page whose session was dropped keeps working, only its map highlight needs a redraw.
 SESSION_CAPACITY = 200
 
 
 def launch_options() -> dict:
-    """Extra ``launch()`` arguments: the bound on sessions kept in memory, the page's ``<head>`` script that loads
-    Plotly's page code while the page is idle (:mod:`mlse.ui.plotly_preload`); a public deployment also caps what
-    Gradio's upload route accepts.
-
-    Gradio serves an upload endpoint to anyone, not only to the tabs' file fields; without a cap a visitor could fill
-    the disk through it.
-    """
+    """Extra ``launch()`` arguments: the bound on sessions kept in memory, the ``<head>`` script that loads Plotly's
+    page code while the page is idle (:mod:`mlse.ui.plotly_preload`) and, on a public deployment, a cap on Gradio's
+    upload route (served to anyone, not only to the tabs' file fields: uncapped, a visitor could fill the disk)."""
     from mlse.ui.plotly_preload import plotly_chunk, preload_head
 
     options = {"state_session_capacity": SESSION_CAPACITY, "head": preload_head(plotly_chunk())}
@@ -65,15 +58,13 @@ def build_server(state: AppState | None = None):
     """The app as ``python app.py`` serves it: a FastAPI app of our own holding the JSON routes for scripts
     (:mod:`mlse.serving.api_route`: ``POST /api/score``, ``GET /api/models``), with the page mounted at ``/``.
 
-    What ``launch()`` would set is set here the same way: the session bound and, in public mode, the upload cap
-    (:func:`launch_options`), errors kept out of the page (``show_error`` off, as ``launch()`` has it), the page
-    installable on a Space, and ``has_launched``, without which Gradio skips its own check that a file parameter lies
-    in its upload folder. The queue and its limits come with the Blocks (:func:`build_app`) and start with the
-    server. On an ONNX backend torch is set to one thread (:mod:`mlse.serving.torch_threads`).
+    What ``launch()`` would set is set here the same way: :func:`launch_options`, ``show_error`` off, the page
+    installable on a Space, and ``has_launched``, without which Gradio skips its check that a file parameter lies in
+    its upload folder. The queue comes with the Blocks (:func:`build_app`). On ONNX torch gets one thread.
 
-    Beside Gradio's checks, the upload folder is owned (:mod:`mlse.serving.upload_folder`): a file parameter must be
-    an upload of the calling session, uploads have a total and a per-visitor quota, are deleted when their session
-    ends and after an hour, and every request body is capped at the transport (:mod:`mlse.serving.request_limits`).
+    The upload folder is owned (:mod:`mlse.serving.upload_folder`): a file parameter must be an upload of the calling
+    session; uploads have a total and a per-visitor quota and are deleted when their session ends and after an hour;
+    every request body is capped at the transport (:mod:`mlse.serving.request_limits`).
     """
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
     from gradio.utils import get_upload_folder  # lazy: as above

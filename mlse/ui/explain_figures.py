@@ -1,9 +1,8 @@
 """The pictures of "Why this score?": the word x word attribution heatmap and the word alignment heatmap.
 
-Plain functions of words and matrices returning plotly figures (no gradio). Rows are the words of sentence 1, top to
-bottom as they are read; columns the words of sentence 2, left to right. The axes are positions with the words as tick
-labels, so a word that occurs twice ("a man ... a flute") keeps two rows instead of being merged by plotly's category
-axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
+Plain functions returning plotly figures (no gradio). Rows are the words of sentence 1, columns those of sentence 2.
+The axes are positions with the words as tick labels, so a word that occurs twice ("a man ... a flute") keeps two rows
+instead of being merged by plotly's category axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
 
 The attribution cells are written as whole numbers in a unit scaled to the matrix (:func:`cell_scale`): on a long pair
 every cell is small (0.012 at most), and two decimals would print 0.00 in nearly all of them; the title names the unit.
@@ -38,17 +37,16 @@ def cell_labels(z: np.ndarray, scale: int) -> np.ndarray:
 
 
 def _word_grid(words1, words2, title: str, top: int, **heatmap):
-    """A heatmap (``heatmap``: its settings) of the word pairs: positions as axes, the (escaped) words as their tick
-    labels and each cell's hover naming its pair; sentence 1 read from the top, sentence 2 along the bottom (the
-    titles stay clear of the figure's own title); ``title`` (plotly markup) in a top margin of ``top`` pixels, and a
-    height that grows with sentence 1's words."""
+    """A heatmap (``heatmap``: its settings) of the word pairs, each cell's hover naming its pair; sentence 1 read from
+    the top, sentence 2 along the bottom; ``title`` (plotly markup) in a top margin of ``top`` pixels, and a height
+    that grows with sentence 1's words."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     def ticks(words) -> dict:
         return {"tickmode": "array", "tickvals": list(range(len(words))), "ticktext": [html_text(w) for w in words]}
 
-    cells = {"x": list(range(len(words2))), "y": list(range(len(words1))), "customdata": _word_pairs(words1, words2)}
-    fig = go.Figure(go.Heatmap(**cells, **heatmap))
+    pairs = np.array([[(html_text(a), html_text(b)) for b in words2] for a in words1], dtype=object)  # [W1, W2, 2]
+    fig = go.Figure(go.Heatmap(x=list(range(len(words2))), y=list(range(len(words1))), customdata=pairs, **heatmap))
     fig.update_xaxes(tickangle=-40, title_text="sentence 2", showgrid=False, **ticks(words2))
     fig.update_yaxes(autorange="reversed", title_text="sentence 1", showgrid=False, **ticks(words1))
     fig.update_layout(
@@ -57,11 +55,6 @@ def _word_grid(words1, words2, title: str, top: int, **heatmap):
         margin={"l": 10, "r": 10, "t": top, "b": 10},
     )
     return fig
-
-
-def _word_pairs(words1, words2) -> np.ndarray:
-    """[W1, W2, 2] of (word of sentence 1, word of sentence 2), escaped: each cell's hover names its pair."""
-    return np.array([[(html_text(a), html_text(b)) for b in words2] for a in words1], dtype=object)
 
 
 def attribution_heatmap(words1, words2, matrix, title: str):

@@ -1,12 +1,5 @@
 """The "Why this score?" sections of three tabs: widgets wired to the handlers of :mod:`mlse.ui.explain_view`.
 
-- :func:`build_score_section`: in "Score a pair", under the scores: one model, Explain, the attribution heatmap with
-  the alignment beside it; then What if? (:mod:`mlse.ui.what_if_view`): tick words to drop or edit a sentence, and
-  the edited pair's score and heatmap come beside the explained pair's;
-- :func:`build_error_section`: in "Tatoeba errors", under a selected row's neighbours: query vs retrieved and query vs
-  gold side by side, for the scorer the table was made with;
-- :func:`build_pair_section`: in "Predicted vs gold", under the largest disagreements: the selected row's pair.
-
 Every Explain button shares one slot (``concurrency_id="explain"``): an explanation keeps both cores busy for
 seconds, so a second one waits rather than halving the speed of both.
 
@@ -44,8 +37,8 @@ INTRO = (
 
 
 def build_score_section(state, sentence1, sentence2, models) -> None:
-    """Under the Score tab's table: ``sentence1`` / ``sentence2`` are its text boxes, ``models`` its ticked models
-    (the picker here opens on the first ticked model that can be explained, and follows the model list)."""
+    """Under the Score tab's table, then What if? (:mod:`mlse.ui.what_if_view`): ``sentence1`` / ``sentence2`` are
+    its text boxes, ``models`` its ticked models (the picker opens on the first that can be explained)."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     note = unavailable_note(state)
@@ -106,8 +99,7 @@ def _what_if_section(gr, state, kept, explained, special) -> None:
         return sentence1, sentence2, gr.update(choices=choices, value=[])
 
     def what_if(kept_pair, sentence1_edited, sentence2_edited, show_special_tokens, progress=gr.Progress()):
-        """The edited pair scored (shown at once), then explained: (the explained pair's heatmap, the edited
-        pair's, markdown)."""
+        """The edited pair scored (shown at once), then explained: (before heatmap, after heatmap, markdown)."""
         edit = (state, kept_pair, sentence1_edited, sentence2_edited, show_special_tokens)
         numbers = what_if_pair(*edit, explain_new=False)
         yield numbers
@@ -131,8 +123,8 @@ def _results(gr):
 
 
 def build_error_section(state, table, shown, columns: list[str]) -> None:
-    """Under the Tatoeba tab's neighbours: ``table`` is its errors table (``columns`` its column names), ``shown``
-    the (source, scorer) it was computed for."""
+    """Under the Tatoeba tab's neighbours, query vs retrieved and query vs gold side by side: ``table`` is its errors
+    table (``columns`` its column names), ``shown`` the (source, scorer) it was computed for."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     picked = gr.State(None)  # the selected error: scorer and the three sentences

@@ -2,10 +2,8 @@
 
 Three places open it: the Score tab (two typed sentences, :func:`explain_and_keep`), a row of the Tatoeba errors
 table (query vs retrieved and query vs gold side by side, :func:`explain_retrieval_error`) and a row of the largest
-disagreements in the predicted-vs-gold tab (:func:`explain_listed_pair`). Handlers are plain functions of
-``(state, model, sentences, ...)`` returning plotly figures and markdown; bad input and models the method cannot
-explain come back as the library's message, never as a traceback. The sections themselves are laid out in
-:mod:`mlse.ui.explain_sections`.
+disagreements in the predicted-vs-gold tab (:func:`explain_listed_pair`). Handlers return plotly figures and
+markdown; bad input and models the method cannot explain come back as the library's message, never as a traceback.
 """
 
 from __future__ import annotations
@@ -185,11 +183,8 @@ def explain_and_keep(
     progress: Progress = None,
 ):
     """Explain ``model``'s cosine of the pair -> (attribution heatmap or None, alignment heatmap or None, markdown,
-    what What if? starts from: {"model", "explanation"}, None when nothing was explained).
-
-    ``steps`` / ``layer``: None for the library's defaults; ``show_special``: keep the rows and columns of special
-    tokens ([CLS], </s>) and the model's prefix in the heatmap.
-    """
+    what What if? starts from: {"model", "explanation"} or None). ``steps`` / ``layer``: None for the library's
+    defaults; ``show_special``: keep special tokens ([CLS], </s>) and the model's prefix in the heatmap."""
     (s1, n1), (s2, n2) = clean_sentence(sentence1, "1"), clean_sentence(sentence2, "2")
     notices = [n for n in (n1, n2) if n]
     if not s1 or not s2:
@@ -292,8 +287,7 @@ def explain_retrieval_error(
 
 # -- rows of the tabs' tables --------------------------------------------------------------------------------------
 def row_cells(row, columns: list[str]) -> dict:
-    """An errors / disagreements table row (a dict, a list in ``columns`` order, or a pandas Series) -> column ->
-    value; {} for anything else."""
+    """A table row (a dict, a list in ``columns`` order, or a pandas Series) -> {column: value}; else {}."""
     if hasattr(row, "to_dict"):
         row = row.to_dict()
     if isinstance(row, dict):
@@ -328,16 +322,14 @@ def picked_pair(row, columns: list[str]) -> dict | None:
 # -- which models -------------------------------------------------------------------------------------------------
 def explainable_models(state) -> list[str]:
     """The models offered for explaining: plain encoders on torch (a scorer's heads are not a dot product of two
-    sentence vectors, and ONNX has no gradients; the library says so for any other name): the rule the JSON route's
-    What if? applies (:func:`mlse.serving.api_route.explainable`), kept in one place."""
+    sentence vectors, and ONNX has no gradients): the JSON route's rule (:func:`mlse.serving.api_route.explainable`)."""
     from mlse.serving.api_route import explainable
 
     return explainable(state)
 
 
 def default_explained(state, ticked, current: str | None = None) -> str | None:
-    """The model the picker shows: ``current`` while it is still offered, else the first ticked model that can be
-    explained, else the first that can."""
+    """``current`` while it is still offered, else the first ticked model that can be explained, else the first."""
     offered = explainable_models(state)
     if current in offered:
         return current

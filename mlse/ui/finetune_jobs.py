@@ -4,7 +4,6 @@ A run belongs to the page session that started it: the session keeps an unguessa
 in a ``gr.State`` of :mod:`mlse.ui.finetune_tab`) and Stop, the progress and the curves reach only that owner's run.
 On a public deployment every other visitor learns only that a run is busy; on one's own machine a page that lost its
 token (reloaded) may still watch and stop the run, since whoever reaches the page there is the machine's user.
-Plain functions of ``(state, ...)``, so tests call them directly.
 """
 
 from __future__ import annotations
@@ -16,15 +15,13 @@ from mlse.train.runner import JobRunner
 from mlse.ui.finetune_progress import curves, job_fraction, job_markdown, progress_html
 from mlse.ui.text import md_escape
 
-QUEUE_SIZE = 2  # runs that may wait behind the running one (none on a public deployment)
+QUEUE_SIZE = 2  # runs that may wait behind the running one (public: none, a second visitor's run is refused)
 
 
-# ----------------------------------------------------------------------------------------------------- the runner
 def runner(state) -> JobRunner:
     """The app-wide job runner, kept on the shared state (created on first use)."""
     if state.jobs is None:
-        # A finished run is a new model: rescan at once so every tab's picker offers it on its next poll. A public
-        # deployment keeps no queue: one visitor's run at a time, a second is refused with the running one named.
+        # a finished run is a new model: rescan at once, so every tab's picker offers it on its next poll
         queue = 0 if public_mode() else QUEUE_SIZE
         state.jobs = JobRunner(max_queued=queue, on_finish=lambda job: state.refresh())
     return state.jobs
@@ -45,14 +42,11 @@ def stop_run(state, owner: str | None = None) -> str:
     return md_escape(jobs.stop(owner=owner) if own is not None and not own.done else jobs.stop())
 
 
-# --------------------------------------------------------------------------------------------- the timer's poll
 def poll(state, x_axis: str = "step", owner: str | None = None) -> tuple[str, str, object, object, tuple]:
     """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
 
-    ``version`` changes only when the curves can have changed (new job, new record, new state); the tab skips
-    re-sending the figures while it stays the same. ``owner``: the page session's token; on a public deployment the
-    page shows only that owner's run, and of anybody else's only that one is busy.
-    """
+    ``version`` changes only when the curves can have changed; the tab skips re-sending the figures while it stays the
+    same. ``owner``: the page session's token (on a public deployment, only that owner's run is shown)."""
     jobs = runner(state)
     if public_mode():
         job = jobs.latest(owner) if owner else None

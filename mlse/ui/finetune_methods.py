@@ -1,8 +1,6 @@
 """The fine-tune tab's methods and what the form shows for each: labels and explanations, which models and teachers
-a method takes, the language pairs it offers, and where its training pairs come from.
-
-Plain functions of ``(state, method)``, so the tab (:mod:`mlse.ui.finetune_tab`) and tests call them alike; the
-methods themselves and their defaults are the configurations' (:mod:`mlse.train.config`).
+a method takes, the language pairs it offers, and where its training pairs come from. The methods themselves and
+their defaults are the configurations' (:mod:`mlse.train.config`).
 """
 
 from __future__ import annotations
@@ -69,8 +67,7 @@ def method_settings(state, method: str, sts_loss: str | None = None) -> dict:
     offered, default = training_pair_choices(method)  # all offered pairs, the default selection
     preferred = state.preferred_model()
     default_model = preferred if preferred in models else (models[0] if models else None)
-    # the STS loss shown: the term alone needs one (CoSENT unless another is chosen); the other methods keep the
-    # current choice (none by default)
+    # the STS loss shown: the term alone needs one (CoSENT unless another is chosen); the others keep the choice
     current = sts_loss if sts_loss in STS_LOSSES else "none"
     return {
         "models": models,

@@ -1,9 +1,6 @@
 """How the fine-tune tab shows a job's progress: the fraction done, a progress bar, the loss and dev-score curves,
-and the status lines.
-
-Plain functions of a :class:`mlse.train.runner.Job` and its progress records (``event == "eval"`` records carry the
-step or epoch ``x``, the minutes, the loss and the dev score); the tab's timer (:func:`mlse.ui.finetune_tab.poll`)
-calls them on every tick.
+and the status lines. Plain functions of a :class:`mlse.train.runner.Job` and its progress records (``eval`` records
+carry the step or epoch ``x``, the minutes, the loss and the dev score), called on every tick of the tab's timer.
 """
 
 from __future__ import annotations
@@ -20,11 +17,9 @@ CURVE_LAYOUT = {"height": 320, "margin": dict(l=40, r=10, t=40, b=40)}  # both c
 
 
 def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tuple[float, str]:
-    """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count.
-
-    Before training the budget has not started (:mod:`mlse.train.jobs`): while the data are encoded the bar shows the
-    encoding's own count (n of N texts and the rate, from the last ``encoding`` record). The budget's clock starts at
-    the ``training`` record, and runs on from the minutes of each evaluation."""
+    """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count. The
+    clock starts at the ``training`` record and runs on from each evaluation's minutes; before it, the bar shows the
+    encoding's own count (:func:`encoding_fraction`)."""
     if job.done:
         return 1.0, job.state
     if job.state == "queued":
@@ -51,8 +46,7 @@ def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tup
 
 def encoding_fraction(record: dict) -> tuple[float, str]:
     """(the share of the texts encoded, ``"preparing — encoding: n / N texts (p%), c from the cache, r texts/s, ETA t
-    (budget not started)"``): the record's count, cached count and rate in the one progress model
-    (mlse.encoders.progress)."""
+    (budget not started)"``) of an ``encoding`` record, in the one progress model (mlse.encoders.progress)."""
     done, total, rate = record.get("done") or 0, record.get("total") or 0, record.get("rate")
     cached = min(int(record.get("cached") or 0), done)
     job = Progress("encoding", total, done, unit="texts", encoded=done - cached, measured=rate or 0.0)

@@ -1,14 +1,9 @@
 """Tab 5: fine-tune. Pick a method, models, language pairs, data size and a time budget; watch the run; stop it.
 
 The run itself happens in :mod:`mlse.train.jobs` (one background run for the whole app, a short queue); this module
-only turns the form into a :class:`mlse.train.request.TrainRequest` (whose defaults, and the form's, are the
-configurations' own) and polls the job's progress records with a ``gr.Timer``. What the form offers for each method is
-:mod:`mlse.ui.finetune_methods`; how the progress is drawn, :mod:`mlse.ui.finetune_progress`. Handlers are plain
-functions ``handler(state, ...)`` returning plain values, so tests call them directly. A finished run lives in
-``runs/NAME``, in every model list of the app from its next refresh.
-
-A run belongs to the page session that started it (an owner token kept in a ``gr.State``): who may stop and watch it
-is :mod:`mlse.ui.finetune_jobs`."""
+turns the form into a :class:`mlse.train.request.TrainRequest` and polls the job with a ``gr.Timer``. What the form
+offers per method: :mod:`mlse.ui.finetune_methods`; the progress: :mod:`mlse.ui.finetune_progress`; who may stop and
+watch a run: :mod:`mlse.ui.finetune_jobs`. Handlers are plain functions of ``(state, ...)``, so tests call them."""
 
 from __future__ import annotations
 
@@ -65,10 +60,8 @@ def start_run(
     owner: str | None = None,
 ) -> str:
     """Make the run's request from the form and queue it; returns the status message (never raises on bad input). The
-    request is validated once, as it is made (:class:`mlse.train.request.TrainRequest`: each refusal names the field
-    and what it allows); the job trusts it. The job runs on the app's backend (``state.backend``: the heads' backbone;
-    fine-tuning trains on torch). ``owner``: the page session's token (:func:`new_owner`); only it can stop and watch
-    the run."""
+    request is validated once, as it is made (each refusal names the field); the job trusts it. ``owner``: the page
+    session's token (:func:`new_owner`); only it can stop and watch the run."""
     jobs = runner(state)
     method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
     form = dict(
@@ -90,7 +83,7 @@ def start_run(
         precision=_text(precision) or DEFAULTS.precision,
         probe=bool(probe),
         device=device,
-        backend=state.backend,
+        backend=state.backend,  # the app's backend runs a head's backbone; fine-tuning trains on torch
         sts_loss=_text(sts_loss) or DEFAULTS.sts_loss,
         sts_weight=sts_weight,
     )

@@ -1,13 +1,10 @@
 """The predicted-vs-gold tab on the user's own rated pairs: an uploaded or pasted file with sentence1, sentence2,
 score (optional lang1, lang2).
 
-The file is read by the one reader (:func:`mlse.ui.uploads.read_upload`: deployment limits, bad rows skipped and
-listed); predictions are :func:`mlse.encoders.protocol.similarity` of each model from ``state.encoder`` (the
-embedding cache makes a rerun cheap), memoised per (model identity, content of the pairs). Metrics and figures are
-those of the benchmark view (:mod:`mlse.ui.gold_views`), plus slices per language pair and length band
-(:mod:`mlse.analysis.slices`). Handlers are plain functions; ``file`` may also be a
-:class:`~mlse.data.user_files.UserTable` already read (the page keeps the table it read, since a public deployment
-deletes an upload once read).
+Predictions are each model's cosines (:func:`mlse.encoders.protocol.similarity`), memoised per (model identity,
+content of the pairs); metrics and figures are the benchmark view's (:mod:`mlse.ui.gold_views`), plus slices per
+language pair and length band (:mod:`mlse.analysis.slices`). ``file`` may also be a
+:class:`~mlse.data.user_files.UserTable` already read (the page keeps it: a public deployment deletes uploads).
 """
 
 from __future__ import annotations
@@ -74,11 +71,8 @@ def _digest(*columns: list[str] | None) -> str:
 
 
 def load_rated(file, pasted: str | None, gold_range: str | None = "") -> tuple[UserTable | None, str]:
-    """(the rated pairs, or None; a markdown message) from an upload, pasted rows or a table already read.
-
-    ``gold_range``: "LOW:HIGH" (e.g. "0:5"): rows whose score lies outside are skipped and listed. A table without
-    a score column, or with fewer than :data:`~mlse.analysis.slices.MIN_PAIRS` pairs, is refused with a message.
-    """
+    """(the rated pairs, or None; a markdown message) from an upload, pasted rows or a table already read; a table
+    without a score column or with too few pairs is refused. ``gold_range``: "LOW:HIGH" (rows outside are skipped)."""
     if isinstance(file, UserTable):
         table, message = file, read_message(file)
     else:
@@ -102,8 +96,7 @@ def load_rated(file, pasted: str | None, gold_range: str | None = "") -> tuple[U
 
 
 def file_predictions(state, table: UserTable, model: str) -> np.ndarray:
-    """Cosine of each pair of ``table`` under ``model`` [n] (:func:`mlse.encoders.protocol.similarity`), memoised
-    per model identity and the pairs' text."""
+    """Cosine of each pair of ``table`` under ``model`` [n], memoised per model identity and the pairs' text."""
     if not (model or "").strip():
         raise MlseError("Choose a model.")
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
@@ -179,12 +172,8 @@ def _no_results():
 def compare_file(
     state, file, pasted: str | None, models: list[str] | str, gold_range: str | None = "", n_boot: int = N_BOOT
 ):
-    """Distributions, scatter, calibration, metrics and slices of each model's cosine against the file's scores.
-
-    Returns (histograms, scatter, calibration figure, metrics DataFrame, slices DataFrame, message). Pearson and
-    Spearman are x 100 with 95% percentile-bootstrap CIs (``n_boot`` resamples). A model that fails to load is named
-    in the message; the others are still shown.
-    """
+    """Distributions, scatter, calibration, metrics and slices of each model's cosine against the file's scores, as
+    :func:`mlse.ui.gold_tab.predicted_vs_gold` -> (the three figures, metrics, slices, message)."""
     models = chosen_models(models)[0]  # the ticked names, once each
     if not models:
         return *_no_results(), "Choose at least one model."
@@ -265,9 +254,8 @@ def build_inputs() -> FileInputs:
 
 
 def wire(state, inputs: FileInputs, models, model, low, high, k, *, outputs, listed, buttons) -> None:
-    """Connect the file widgets: compare (api ``compare_file_with_gold``), list disagreements (api
-    ``file_disagreements``); the example button is wired where it is built. The table read by one keeps serving the
-    other while the file, the pasted rows and the range stay the same."""
+    """Connect the compare and list buttons; the table read by one keeps serving the other while the file, the pasted
+    rows and the range stay the same."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     run, find = buttons

@@ -1,10 +1,9 @@
 """Tab 4: predicted vs gold similarity on an STS Multi MT pair or on the user's own rated pairs, and the pairs where a
 scorer disagrees most.
 
-Handlers are plain functions of (state, ...) returning plotly figures, DataFrames and markdown. For STS Multi MT the
-predictions are the cosines of :func:`mlse.evaluation.runners.sts_pair_predictions` (through the embedding cache, the
-same as ``python -m mlse eval --task sts``), memoised per (model identity, pair, split); the user's file is handled in
-:mod:`mlse.ui.gold_file`. Both are measured and drawn by :mod:`mlse.ui.gold_views`.
+Handlers are plain functions of (state, ...) returning plotly figures, DataFrames and markdown. STS Multi MT is
+scored as ``python -m mlse eval --task sts`` scores it, the user's file in :mod:`mlse.ui.gold_file`; both are
+measured and drawn by :mod:`mlse.ui.gold_views`.
 """
 
 from __future__ import annotations
@@ -46,31 +45,24 @@ STS_SOURCE, FILE_SOURCE = "STS Multi MT", "Your file"
 _memo = BytesMemo("gold_tab.predictions", 16 * MB)
 
 
-def _check_pair(pair: str, split: str) -> None:
-    if not (pair or "").strip():
-        raise DataError("Choose a language pair (e.g. en-de).")
-    if not (split or "").strip():
-        raise DataError("Choose a split.")
-
-
 @releases_memory
 def predictions(state, pair: str, model: str, split: str = "test"):
     """(ScoredPairs, cosine predictions [n]) for one model; memoised per model identity and data file."""
     if not (model or "").strip():
         raise MlseError("Choose a model.")
-    _check_pair(pair, split)
+    if not (pair or "").strip():
+        raise DataError("Choose a language pair (e.g. en-de).")
+    if not (split or "").strip():
+        raise DataError("Choose a split.")
     encoder = state.encoder(model)  # ModelNotFoundError for an unknown model
     # DataError: unknown pair / split, missing data directory
     return sts_pair_predictions(encoder, pair, split, data_dir=state.data_dir, memo=_memo)
 
 
 def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "test", n_boot: int = N_BOOT):
-    """Distributions, scatter, calibration and metrics of each model's cosine against the gold scores.
-
-    Returns (histograms figure, scatter figure, calibration figure, metrics DataFrame, message). Pearson and
-    Spearman are x 100 with 95% percentile-bootstrap CIs (``n_boot`` resamples of the pairs). A model that fails
-    to load is reported in the message; the others are still shown.
-    """
+    """Distributions, scatter, calibration and metrics of each model's cosine against the gold scores -> (histograms,
+    scatter, calibration figure, metrics DataFrame, message). Pearson and Spearman x 100 with 95% percentile-bootstrap
+    CIs (``n_boot`` resamples); a model that fails to load is named in the message, the others are still shown."""
     models = chosen_models(models)[0]  # the ticked names, once each
     empty = pd.DataFrame(columns=METRIC_COLUMNS)
     if not models:

@@ -1,9 +1,8 @@
 """What the predicted-vs-gold tab shows for any rated pairs, STS Multi MT or the user's file: the metrics table, the
 distribution / scatter / calibration figures, and the table of largest disagreements.
 
-Both data sources of the tab (:mod:`mlse.ui.gold_tab`, :mod:`mlse.ui.gold_file`) go through :func:`compare` and
-:func:`disagreement_table`, so a file and a benchmark split are measured and drawn the same way. Plain functions of
-arrays (the model's calibration is read from ``state``); no gradio.
+Both data sources of the tab go through :func:`compare` and :func:`disagreement_table`, so a file and a benchmark split
+are measured and drawn the same way. Plain functions of arrays (the calibration is read from ``state``); no gradio.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ CALIBRATED_NOTE = (
     f"*{header('pearson_calibrated')}* / *{header('mae_calibrated')}*: the model's calibrated 0–5 score (fitted on "
     "STS dev) against "
 )
-# shown with these decimals while the cells keep their numbers (a click on "off by" sorts -1.20 below +0.35);
-# the differences carry their sign
+# shown with these decimals, differences signed, while the cells keep their numbers ("off by" sorts -1.20 below +0.35)
 DISAGREE_PLACES = {
     "gold": 2,
     "cosine": 3,
@@ -71,9 +69,8 @@ def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, cal
 
 
 def compare(state, gold: np.ndarray, preds: dict[str, np.ndarray], title: str, n_boot: int = N_BOOT):
-    """(histograms, scatter, calibration figures, metrics DataFrame rounded to 2 places, whether any model is
-    calibrated) of each model's cosine ``preds[name]`` [n] against ``gold`` [n]. ``title``: plain text naming the
-    data in the figures' titles (escaped here)."""
+    """(histograms, scatter, calibration figures, metrics table as text, whether any model is calibrated) of each
+    model's cosine ``preds[name]`` [n] against ``gold`` [n]; ``title``: plain text naming the data in the figures."""
     scores = {name: state.encoder(name).calibrate(p) for name, p in preds.items()}  # None: the model has no calibration
     calibrated = {n: None if c is None else np.asarray(c, dtype=np.float64) for n, c in scores.items()}  # 0-5, [n]
     rows = [metrics_row(n, p, gold, n_boot, calibrated[n]) for n, p in preds.items()]
@@ -90,10 +87,8 @@ def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray], maps: dict[str, tuple[np.ndarray, np.ndarray]]):
-    """(histograms, scatter, calibration) plotly figures; the title and legend names are HTML-escaped (plotly renders
-    tags).
-
-    ``maps``: each calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
+    """(histograms, scatter, calibration) plotly figures, titles and legend names HTML-escaped. ``maps``: each
+    calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
     import plotly.express as px  # lazy: plotly is slow to import; only figures need it
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -193,13 +188,9 @@ def disagreement_table(
     name: str,
     index: tuple[str, list[int]] | None = None,
 ):
-    """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank.
-
-    Each cosine is mapped to the gold score at the same percentile over all the pairs (``pred_as_gold``); pairs are
-    sorted by |pred_as_gold - gold| (``diff``, gold units), then by |rank_gap| (percentile points). ``name``: the
-    data, for the message; ``index``: (column name, value per pair) for the first column (default: the position).
-    Returns (table, message).
-    """
+    """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank -> (table,
+    message); sorted by |pred_as_gold - gold| (gold units), then by |rank_gap| (percentile points). ``name``: the data,
+    for the message; ``index``: (column name, value per pair) for the first column (default: the position)."""
     column, positions = index if index is not None else ("index", None)
     columns = [header(column), *DISAGREE_COLUMNS[1:]]
     found = rank_disagreements(pred, gold, low=low, high=high, k=k)

@@ -10,9 +10,6 @@ Why on the instance and not as subclasses: Gradio writes a ``.pyi`` stub beside 
 subclass when it is defined, and rebuilds components from their ``__init__`` arguments; wrapping the instance's
 ``preprocess`` changes neither. (A component Gradio rebuilds for one browser session after an update falls back to its
 own check; browsers only send values the page offers.)
-
-Model pickers take ``allowed``, the app's *current* model list, instead of the choices the page was built with, so a
-run trained while the app is up is accepted through the API at once.
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ def check_inputs(*components, allowed: Callable[[], list] | None = None) -> None
     """Give each Number, Slider, Dropdown, CheckboxGroup or Radio a refusal that names field, value and choices.
 
     ``allowed``: for choice fields, values accepted besides the page's choices, asked at each call (the live model
-    list). Other components are left as they are.
-    """
+    list, so a run trained while the app is up is accepted through the API at once)."""
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     for component in components:

@@ -2,14 +2,10 @@
 
 A FLORES sample (the same sentences in several languages) is projected to 2-D in each space of a model: the raw
 backbone and, for a scorer with a Stage-1 head, its meaning and language embeddings. The tab opens on the shipped
-Stage-1 scorer of the first default backbone (:func:`mlse.ui.map_views.map_default`), so its point shows at once. The
-panels sit in a 2 x 2 grid, the fourth cell comparing the spaces; each panel's title and the lines under it give the
-language-ID probe accuracy and translation retrieval@1, the two numbers that say whether a space groups by language or
-by meaning, and one line under the grid reads them (:mod:`mlse.analysis.map_reading`). Choosing a sentence in the
-table highlights its translations in every panel (gr.Plot has no click events).
-
-Below the FLORES controls, "Map your own sentences" (:mod:`mlse.ui.map_upload`) projects a visitor's file or pasted
-sentences into the same panels, numbers and table.
+Stage-1 scorer of the first default backbone, so its point shows at once. Each panel gives the language-ID probe
+accuracy and translation retrieval@1, the two numbers that say whether a space groups by language or by meaning
+(:mod:`mlse.ui.map_views`). Choosing a sentence in the table highlights its translations in every panel (gr.Plot has
+no click events). "Map your own sentences" (:mod:`mlse.ui.map_upload`) projects a visitor's own sentences alike.
 """
 
 from __future__ import annotations
@@ -76,10 +72,8 @@ def project_map(
 
 def wait_for_warm(state, model_name, langs, n, method, progress=None) -> float | None:
     """When the app's warm start is computing this very map: wait for it, showing its count and ETA, -> seconds
-    waited (its result is then in the cache); None when it is not (the caller computes the map itself).
-
-    The computation is one in any case (:func:`mlse.single_flight.single_flight` in ``language_map``); this wait only
-    shows the warm's progress instead of a bar stuck at "waiting"."""
+    waited (its result is then in the cache); None when it is not. The computation is one in any case
+    (``language_map`` is single-flight); this wait only shows the warm's progress instead of a stuck bar."""
     step = warm_map_step(state, model_name, langs, n, method)
     if step is None or step.state != "running":
         return None
@@ -109,10 +103,8 @@ def warm_view(state, model_name, langs, n, shown=None, *, method: str = "umap") 
 
 
 def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -> MapOutput | None:
-    """What the tab draws when it is opened: the map for its current settings when every panel is in the cache (after
-    ``mlse warm`` or the app's warm start; a quarter second, nothing encoded), else None (the visitor presses
-    Project; a cold map takes a minute and must not start because a tab was looked at). None as well once a map
-    is shown."""
+    """What the tab draws when it is opened, until a map is shown: the map for its settings when every panel is cached
+    (a quarter second, nothing encoded), else None (a cold map takes a minute: not for a tab merely looked at)."""
     if shown is not None or not isinstance(model_name, str) or not model_name:
         return None
     try:
@@ -128,8 +120,7 @@ def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -
 
 
 def default_choice(state) -> tuple[str | None, str]:
-    """(the model the map opens on, a note when it has no Stage-1 head): the shipped Stage-1 scorer of the app's
-    preferred backbone (``shipped/me5-small+s1`` on a full install), else that backbone (see ``map_default``)."""
+    """(the model the map opens on, a note when it has no Stage-1 head): :func:`mlse.ui.map_views.map_default`."""
     return map_default(state.models(), state.preferred_model())
 
 

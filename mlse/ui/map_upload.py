@@ -1,13 +1,8 @@
 """The map tab's "your own sentences" section: a visitor's file or pasted sentences projected like the FLORES sample.
 
-Accepted (through the one reader, :func:`mlse.ui.uploads.read_upload`):
-
-* sentences, one per row, with an optional ``lang`` column (without one each sentence's language is detected, and the
-  page says so) and an optional ``id`` / ``group`` column: rows sharing an id are translations of one meaning;
-* parallel columns, one per language (``en de fr ...`` as the header), each row one meaning in every language.
-
-The handler :func:`project_upload` returns the same :class:`~mlse.ui.map_views.MapOutput` as the FLORES handler, so
-the same panels, numbers and sentence table show it.
+Sentences one per row (an optional ``lang`` column, else each language is detected; an optional ``id`` / ``group``:
+rows sharing an id are translations of one meaning), or parallel columns, one per language. :func:`project_upload`
+returns the same :class:`~mlse.ui.map_views.MapOutput` as the FLORES handler, so the same panels and table show it.
 """
 
 from __future__ import annotations
@@ -63,7 +58,6 @@ def project_upload(
     return render(result, model_name, read_note=message)
 
 
-# -- layout ---------------------------------------------------------------------------------------------------------
 class Section(NamedTuple):
     upload: object  # gr.File
     pasted: object  # gr.Textbox
@@ -89,8 +83,7 @@ def build_section() -> Section:
 
 def wire(section: Section, state, model, outputs: list, show: Callable[[MapOutput], list], **event) -> None:
     """The "Project my sentences" button -> :func:`project_upload` with the tab's model picker, into the components
-    the FLORES "Project" button fills (``show`` turns a MapOutput into their values; ``event``: concurrency settings).
-    """
+    the FLORES "Project" button fills (``show`` turns a MapOutput into their values; ``event``: concurrency)."""
     import gradio as gr  # lazy: importing the handlers (tests) must not load gradio
 
     def map_my_sentences(model_name: str, sentences_file, pasted_text: str, progress=gr.Progress()):

@@ -1,8 +1,7 @@
-"""What the map tab shows for a :class:`~mlse.analysis.projection.LanguageMap`: one figure per space (its title
-carries the space's two numbers) with the numbers and their reasons under it, a summary of the spaces side by side, the
-one-line reading of the result (:mod:`mlse.analysis.map_reading`), a status line, the table to pick a sentence from,
-and the highlight of one meaning. The FLORES sample (:mod:`mlse.ui.map_tab`) and a user's own sentences
-(:mod:`mlse.ui.map_upload`) share all of it. Also which model the map opens on (:func:`map_default`). No gradio here.
+"""What the map tab shows for a :class:`~mlse.analysis.projection.LanguageMap`: one figure per space with its numbers,
+a summary of the spaces side by side, the one-line reading (:mod:`mlse.analysis.map_reading`), a status line, the
+table to pick a sentence from, and the highlight of one meaning; the FLORES sample and a user's own sentences share
+all of it. Also which model the map opens on (:func:`map_default`). No gradio here.
 """
 
 from __future__ import annotations
@@ -76,12 +75,9 @@ def stage1_hint(model_name: str) -> str:
 
 # -- figures --------------------------------------------------------------------------------------------------------
 def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None):
-    """One plotly scatter per language (same colour per language in every panel); hover shows the sentence.
-
-    Each language is drawn shifted by its own small offset (:func:`mlse.analysis.map_mixing.ring_offsets`), so the
-    translations of a sentence that share a point show as a ring of every language's colour, in the legend's colours.
-    With ``highlight_id`` the translations of that sentence are drawn large and outlined and the rest faded.
-    """
+    """One plotly scatter per language (same colour per language in every panel); hover shows the sentence. Each
+    language is shifted by its own small offset, so translations that share a point show as a ring of their languages'
+    colours. With ``highlight_id`` that sentence's translations are drawn large and outlined, the rest faded."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
     from plotly.colors import qualitative
 
@@ -154,8 +150,7 @@ def summary_markdown(result: LanguageMap) -> str:
 
 
 def metrics_markdown(result: LanguageMap, space: str) -> str:
-    """The numbers under a panel, with chance level and what to look for; where a number cannot be measured on this
-    sample, why not."""
+    """The numbers under a panel, with chance level and what to look for (or why a number cannot be measured)."""
     view, sample = result.views[space], result.sample
     if view.retrieval_at1 is None:
         retrieval = f"n/a ({md_escape(sample.retrieval_problem() or 'needs translations in 2 languages')})"

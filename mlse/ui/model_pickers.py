@@ -1,10 +1,8 @@
 """Keep every tab's model picker in step with the app's model list.
 
-A picker's choices are fixed when the page is built; a run trained while the app is up (or a hub model that became
-reachable) must still join them without a restart. Each tab hands back its pickers from ``build_tab``; the app polls
-``AppState.version`` (bumped by every rescan that changes the list, and a finished fine-tune rescans at once) and
-updates only the pickers of a page that has not seen the current version yet. A picker keeps what the user selected
-as long as it is still offered.
+A picker's choices are fixed when the page is built; a run trained while the app is up must still join them without a
+restart. Each tab hands back its pickers from ``build_tab``; the app polls ``AppState.version`` (bumped by every rescan
+that changes the list) and updates the pickers of a page that has not seen it yet, keeping what the user selected.
 """
 
 from __future__ import annotations

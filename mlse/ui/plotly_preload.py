@@ -1,12 +1,10 @@
 """Load the page's Plotly code while the visitor is still reading, not after the first figure arrives.
 
-Gradio's page fetches its Plotly component (``assets/PlotlyPlot-<hash>.js``, 4.6 MB with plotly.js inside) only when
-a figure is first drawn, so the first map or scatter a visitor asks for waits for that download and its compilation
-after the answer is already there: ~1.5 s on 2 cores in ``benchmarks.first_result``, with no progress message on
-screen, because the server's work is done. :func:`preload_head` is a script for the page's ``<head>`` that imports
-the same module once the page is idle (the browser keeps one instance per address, so Gradio's own import later
-finds it loaded). Where the installed Gradio has no such file (another version, another layout), nothing is
-preloaded and the page works as before.
+Gradio's page fetches its Plotly component (``assets/PlotlyPlot-<hash>.js``, 4.6 MB) only when a figure is first
+drawn, so the first figure waits for that download and its compilation after the answer is there: ~1.5 s on 2 cores
+(``benchmarks.first_result``), with no progress message on screen. :func:`preload_head` imports the same module once
+the page is idle (the browser keeps one instance per address, so Gradio's own import finds it loaded). Where the
+installed Gradio has no such file, nothing is preloaded and the page works as before.
 """
 
 from __future__ import annotations

@@ -17,11 +17,8 @@ from mlse.ui.text import md_escape
 
 
 def preparing_note(tab: str) -> str:
-    """The note "⏳ Preparing (n %) ..." while a warm start runs and ``tab``'s first view waits on one of its steps;
-    "" otherwise.
-
-    ``tab``: score, map, tatoeba, gold, finetune or results (the warm is one per process).
-    """
+    """The note "⏳ Preparing (n %) ..." while a warm start runs and ``tab``'s first view (score, map, tatoeba, gold,
+    finetune or results) waits on one of its steps; "" otherwise."""
     status = warm_status()
     pending = status.pending(tab)
     if not pending and not (status.active and status.planning):
@@ -57,8 +54,7 @@ def warm_map_step(state, model_name, langs, n, method: str = "umap", seed: int =
 
 
 def map_warm_note(step: StepStatus) -> str:
-    """What the map tab says while the warm start prepares the map it shows: the warm's count and ETA when the step
-    runs, its turn when it waits."""
+    """The map tab's note while the warm start prepares its map: the warm's count and ETA, or its turn when it waits."""
     if step.state == "running":
         doing = md_escape(step.note) if step.note else "starting"
         return (

@@ -3,15 +3,12 @@ against pairs it did not (the leave-languages-out protocol, :mod:`mlse.experimen
 
 Two sources, one table (:data:`SPLIT_COLUMNS`), from the Results tab's index (:mod:`mlse.runs.results_index`):
 
-* a protocol result (kind ``unrated``, ``python -m mlse experiment unrated``): per held-out pair the Spearman of the
-  run *with* the language's rated pairs (column ``rated``), of the run *without* them (``unrated``) and the ``gap``,
-  then the mean over the pairs; a result that is not complete says so in ``status`` and its mean row is left out,
-  so a stopped run is never read as a finished one;
-* an STS evaluation (kind ``eval``) of a run trained on rated pairs of only some languages (its
-  ``finetune_config.json`` or ``scorer.json`` names them, :func:`mlse.runs.folders.rated_languages`): each pair's
-  Spearman goes in the ``rated`` or the ``unrated`` column, by whether the run learnt rated pairs in both languages.
-
-Plain functions of the index's DataFrame; no gradio.
+* a protocol result (kind ``unrated``): per held-out pair the Spearman of the run *with* the language's rated pairs
+  (``rated``), of the run *without* them (``unrated``) and the ``gap``, then the mean; an incomplete result says so
+  in ``status`` and has no mean row, so a stopped run is never read as a finished one;
+* an STS evaluation (kind ``eval``) of a run trained on rated pairs of only some languages
+  (:func:`mlse.runs.folders.rated_languages`): each pair's Spearman goes in ``rated`` or ``unrated``, by whether the
+  run learnt rated pairs in both languages.
 """
 
 from __future__ import annotations
@@ -82,8 +79,7 @@ def rated_split(frame):
 
 
 def split_shown(table):
-    """The split table as the page shows it: Spearman and gap with 2 decimals ("66.70"), still sorted as numbers
-    (:func:`mlse.ui.tables.sortable`); a missing one blank."""
+    """The split table as the page shows it: Spearman and gap with 2 decimals, still sorted as numbers."""
     return sortable(table, SPLIT_PLACES)
 
 

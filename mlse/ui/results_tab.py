@@ -2,10 +2,9 @@
 table with filters, and plots: a metric per model, the seed grid's per-pair gains, and the fine-tuning curves.
 
 The table comes from :mod:`mlse.runs.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the
-handlers are plain functions returning DataFrames, figures and markdown. The first view is the table; the plots sit in a
-second inner tab, drawn when it is opened. The table shows at most :data:`MAX_TABLE_ROWS` rows, averages and run-level
-numbers first; the filters reach the rest. Why: the browser lays out every row it is sent, and the repository's 8,000
-numbers plus four figures took 10-20 s to draw on a 2-core machine, while the index itself is read in ~0.2 s.
+handlers are plain functions returning DataFrames, figures and markdown. The repository's 8,000 numbers plus four
+figures took 10-20 s to draw on a 2-core machine (the index is read in ~0.2 s), so the table shows at most
+:data:`MAX_TABLE_ROWS` rows, averages and run-level numbers first, and the plots wait in a second inner tab.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from mlse.ui.text import md_escape
 from mlse.ui.widgets import PAGE_EVENT, read_only_table
 
 ALL = "(all)"
-# The number comes right after what it measures (model, metric), so a narrow window shows it without scrolling. How
-# the columns size and the values read ("66.70", still sorted as numbers): mlse.ui.tables.TABLE_OPTIONS, :func:`shown`.
+# The number right after what it measures (model, metric), so a narrow window shows it without scrolling
 TABLE_COLUMNS = ["model", "metric", "value", "task", "key", "split", "kind", "experiment", "date", "source"]
 MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
 DEFAULT_METRICS = {
@@ -52,7 +50,6 @@ def load_index(roots: list[str | Path] | None = None):
 
 def choices(frame) -> dict[str, list[str]]:
     """Filter choices present in the table: tasks, models, metrics (each led by ALL)."""
-
     return {f"{c}s": [ALL, *sorted({str(v) for v in frame[c].dropna() if str(v)})] for c in ("task", "model", "metric")}
 
 
@@ -95,9 +92,8 @@ _COUNT = re.compile(r"(^|[._])(steps?|epochs?|rows|seen|world_size)$")
 
 
 def shown(rows):
-    """The rows of :func:`table_view` as the table shows them: each value written with 2 decimals (a small non-zero
-    one with 2 significant digits, :func:`mlse.ui.tables.significant_text`), a count (its metric a number of steps,
-    epochs, rows...) as a whole number; still sorted as a number."""
+    """The rows of :func:`table_view` as the table shows them: each value by :func:`mlse.ui.tables.significant_text`,
+    a count (steps, epochs, rows...) as a whole number; still sorted as a number."""
     styled = sortable(rows, {"value": significant_text})
     counts = rows.index[[bool(_COUNT.search(str(m))) for m in rows["metric"]]] if "metric" in rows else []
     if len(counts):
@@ -125,17 +121,12 @@ def plot_options(frame, task: str | None) -> dict:
     metrics = sorted(set(rows["metric"]))
     key = "avg:all" if "avg:all" in keys else (keys[0] if keys else "")
     metric = DEFAULT_METRICS.get(task or "")
-    return {
-        "keys": keys,
-        "key": key,
-        "metrics": metrics,
-        "metric": metric if metric in metrics else (metrics[0] if metrics else None),
-    }
+    metric = metric if metric in metrics else (metrics[0] if metrics else None)
+    return {"keys": keys, "key": key, "metrics": metrics, "metric": metric}
 
 
 def _layout(fig, title: str, bottom: int, height: int = 420, **options):
-    """``fig`` with the layout every plot of this tab has: ``title``, ``height`` pixels, the same margins but the bottom
-    one (room for the x labels: ``bottom`` pixels), plus ``options`` (axis titles, ...)."""
+    """``fig`` with the title, height and margins every plot here has (``bottom``: pixels for the x labels)."""
     fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=50, b=bottom), **options)
     return fig
 

@@ -1,12 +1,10 @@
 """The Score tab's "Score a file" section: a file of sentence pairs (or pasted rows), scored by every ticked model.
 
-The rows are read by :func:`mlse.ui.uploads.read_upload` within this deployment's limits and go through
-:func:`mlse.api.score_pairs` (the command line's and the Python API's scoring) a chunk at a time, so the progress bar
-moves and Stop lands between chunks, keeping the rows already scored; a model that fails is named and the others
-score. The answer: one summary row per model (with Pearson and Spearman against the file's own scores when it has a
-score column), a preview of the scored rows and a CSV of every row (:func:`mlse.data.scored_file.write_scored`, the
-file ``python -m mlse score`` writes). The
-handler :func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
+The rows (:func:`mlse.ui.uploads.read_upload`) go through :func:`mlse.api.score_pairs`, the command line's scoring, a
+chunk at a time, so the progress bar moves and Stop lands between chunks, keeping the rows already scored; a model
+that fails is named and the others score. The answer: one summary row per model (with Pearson and Spearman against
+the file's own scores), a preview and a CSV of every row (the file ``python -m mlse score`` writes). The handler
+:func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
 """
 
 from __future__ import annotations
@@ -67,12 +65,9 @@ class ScoreFileOutput(NamedTuple):
 
 # -- stop requests --------------------------------------------------------------------------------------------------
 class StopSignals:
-    """The running uploads' stop signals, one :class:`~mlse.stop_signal.StopSignal` per session's run: Stop sets
-    its session's signal, :func:`mlse.api.score_pairs` asks it between chunks.
-
-    Stop does not cancel the Gradio event (a cancelled event's outputs are thrown away); the run ends early and
-    answers with the rows it has.
-    """
+    """The running uploads' stop signals, one per session's run: Stop sets its session's signal,
+    :func:`mlse.api.score_pairs` asks it between chunks. (Cancelling the Gradio event would throw its outputs away;
+    this way the run ends early and answers with the rows it has.)"""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -113,10 +108,8 @@ def score_file(
 ) -> ScoreFileOutput:
     """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
 
-    ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts (reading, loading model n of N)
-    and after each chunk, its rate over the rows encoded (not those the cache served); ``stop`` asked before each
-    chunk (once set: keep what is scored, leave the rest blank). Bad input never raises: the message says why.
-    """
+    ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts and after each chunk; ``stop``
+    asked before each chunk (once set: keep what is scored, leave the rest blank). Bad input never raises."""
     report = progress or (lambda step: None)
     report(Progress("reading the file"))
     table, read_note = read_upload(file, pasted, kind="pairs")
@@ -209,8 +202,7 @@ def _mean(values: np.ndarray | None) -> float | None:
 
 
 def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold: np.ndarray | None) -> pd.DataFrame:
-    """One row per model: its kind, rows scored, mean cosine and 0-5, and with gold Pearson and Spearman x 100 (the
-    numbers as text with fixed decimals, blank where undefined)."""
+    """One row per model: kind, rows scored, mean cosine and 0-5, with gold Pearson and Spearman x 100 (as text)."""
     rows = []
     for name in names:
         cosine = columns[column_name(name, COSINE)]
@@ -230,9 +222,8 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
 
 
 def _preview(frame: pd.DataFrame) -> pd.DataFrame:
-    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with 3
-    (cosine) or 2 (0-5) decimals as the Score tab's pair table writes them, blank where not scored; then the input's
-    columns. The download keeps six decimals (:func:`mlse.data.scored_file.write_scored`)."""
+    """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with the
+    Score tab's decimals, blank where not scored; then the input's columns. The download keeps six decimals."""
     head = frame.head(PREVIEW_ROWS)
     scores = [key for key in head.columns if key.endswith((f" {COSINE}", f" {CALIBRATED}"))]
     head = numbers_as_text(head, {key: COSINE_PLACES if key.endswith(COSINE) else CALIBRATED_PLACES for key in scores})
@@ -251,8 +242,7 @@ def scored_file_name(display_name: str) -> str:
 
 
 def write_scored_csv(table: UserTable, frame: pd.DataFrame, display_name: str) -> str:
-    """The scored file (blank cells where not scored) written into a fresh temporary folder -> its path. Only the
-    newest KEPT_DOWNLOADS folders are kept."""
+    """The scored file written into a fresh temporary folder -> its path; only the newest KEPT_DOWNLOADS are kept."""
     folder = Path(tempfile.mkdtemp(prefix="mlse-scored-"))
     path = write_scored(table, frame, folder / scored_file_name(display_name))
     with _kept_lock:

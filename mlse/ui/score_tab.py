@@ -1,10 +1,8 @@
 """Tab 1, "Score a pair": two sentences, every selected model side by side (cosine and calibrated 0-5).
 
-The table has one row per model: backbones, backbones with the Stage-1 head, with Stage 1+2, and fine-tuned students,
-so one glance shows what each training step changes for this pair. The language of each sentence is detected offline
-(mlse.text.language_id) and can be overridden; the choice is shown with the result (how a sentence is cleaned and
-its language found: :mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)`` returning
-DataFrames and markdown, so tests call them without a browser.
+The table has one row per model (backbones, with the Stage-1 head, with Stage 1+2, fine-tuned students), so one
+glance shows what each training step changes for this pair. Each sentence's language is detected offline or chosen
+(:mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)``, so tests call them without a browser.
 """
 
 from __future__ import annotations
@@ -34,10 +32,7 @@ from mlse.ui.widgets import PAGE_EVENT, read_only_table, reporter
 SCORE_CONCURRENCY = 20
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it
-# Written as text with fixed decimals (mlse.ui.tables): "0.870", not "0.87" (the places: mlse.ui.tables.COSINE_PLACES)
-PLACES = {"cosine": COSINE_PLACES, f"calibrated {CALIBRATED}": CALIBRATED_PLACES}
-# Only the flute pair comes with a human gold score (3.8, from the seed paper); the examples file was written for
-# this project and its other reference scores are the project's own ratings on the STS 0-5 scale, not annotations.
+PLACES = {"cosine": COSINE_PLACES, f"calibrated {CALIBRATED}": CALIBRATED_PLACES}  # written "0.870", not "0.87"
 NO_REFERENCE = "none (an example with a rating sets it)"  # else gradio shows 0 in an empty number box
 REFERENCE_SOURCE = "the flute pairs' 3.8 is the seed paper's gold; other examples carry this project's own rating"
 CALIBRATION_NOTE = (
@@ -77,11 +72,8 @@ def score_pair(
     gold: float | None = None,
     progress: Callable[[float, str], None] | None = None,
 ) -> tuple[pd.DataFrame, str]:
-    """Score the pair with every model in ``models`` -> (table with one row per model, status markdown).
-
-    Bad input never raises: empty text, no model, unknown models and models that fail to load come back as messages.
-    ``lang1``/``lang2`` override the detected languages ("auto": detect); ``gold`` is a reference score to show.
-    """
+    """Score the pair with every model in ``models`` -> (table with one row per model, status markdown); bad input
+    comes back as a message. ``lang1``/``lang2`` override the detected languages; ``gold`` is a reference to show."""
     s1, s2, cleaned = clean_pair(sentence1, sentence2)
     notices = [f"Sentence {i}: {n}." for i, n in cleaned]
     if not s1 or not s2:

@@ -1,8 +1,7 @@
 """A sentence as the Score tab takes it in: cleaned and truncated, and its language detected or chosen.
 
-The page's pair, its direct JSON API and the ``/api/score`` route (:mod:`mlse.serving.api_route`) all clean a
-sentence with :mod:`mlse.text.sentences`, so each scores the same text; the language pickers, the live "Detected
-language" label and the detector's warm-up at start live here. Detection is offline (:mod:`mlse.text.language_id`).
+The page's pair, its direct JSON API and ``/api/score`` all clean a sentence with :mod:`mlse.text.sentences`, so each
+scores the same text. Detection is offline (:mod:`mlse.text.language_id`).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from mlse.text.language_id import UNDETERMINED, detect_language, detector_name, 
 from mlse.text.sentences import AUTO, clean_text
 
 
-# -- languages ------------------------------------------------------------------------------------------------------
 def language_options() -> list[tuple[str, str]]:
     """Choices for the language pickers: auto-detect first, then the project's languages, then the others."""
     return [("auto-detect", AUTO), *language_choices()]

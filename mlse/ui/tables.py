@@ -2,20 +2,10 @@
 
 gradio shows a table as it is given: a field name such as ``sim_retrieved`` as its header, a float with all its digits,
 and with ``wrap=True`` a narrow column breaks "0.87" into "0.8 / 7" and a header mid-word. Every tab builds its tables
-from here instead:
-
-* :data:`HEADERS`: the library's field names (:func:`mlse.evaluation.retrieval.retrieval_errors`,
-  :func:`mlse.analysis.sts_errors.rank_disagreements`, the metrics rows) -> the words a table shows; :func:`headers`.
-* :func:`number_text` / :func:`numbers_as_text`: a number written with a fixed count of decimals ("0.90", not "0.9"),
-  a missing one as "" -- text, so the table shows exactly that.
-* :func:`sortable`: the same text over numbers a click on the header still sorts by value (a table whose point is
-  sorting, like the Results tab's, with negative and tiny numbers that text would sort wrongly): a pandas ``Styler``
-  whose cells keep their numbers while the table shows :func:`number_text` of them (gradio's ``display_value``).
-* :data:`TABLE_OPTIONS`: what every ``gr.Dataframe`` is built with: cells never wrap (a row is one line, a number one
-  piece) and a long cell, a sentence, shows its first :data:`CELL_CHARS` characters; a click on it shows all of it.
-  Without fixed column widths gradio sizes each column to its content, so a header is never cut mid-word.
-
-Plain functions of frames and values; no gradio.
+from here instead: :data:`HEADERS` (the library's field names -> words), :func:`number_text` (fixed decimals, as
+text), :func:`sortable` (that text over numbers a click on the header still sorts by value) and :data:`TABLE_OPTIONS`
+(cells never wrap; without fixed column widths gradio sizes each column to its content, so a header is never cut
+mid-word). Plain functions of frames and values; no gradio.
 """
 
 from __future__ import annotations
@@ -28,7 +18,7 @@ import pandas as pd
 from mlse.data.json_safe import finite_or_none
 
 CELL_CHARS = 40  # a sentence cell shows this many characters; a click shows the whole sentence (gradio's max_chars)
-TABLE_OPTIONS = {"wrap": False, "max_chars": CELL_CHARS}
+TABLE_OPTIONS = {"wrap": False, "max_chars": CELL_CHARS}  # what every gr.Dataframe is built with
 # A pair's scores as every table writes them (the Score tab's pairs and the rows of Score a file): the cosine to 3
 # decimals (two models' cosines of one pair often differ in the third), the 0-5 score to 2 (its calibration is coarser)
 COSINE_PLACES, CALIBRATED_PLACES = 3, 2
@@ -103,8 +93,8 @@ def significant_text(value, places: int = 2) -> str:
 
 
 def sortable(frame: pd.DataFrame, places: dict[str, int | Callable[[object], str]]):
-    """``frame`` for a non-interactive ``gr.Dataframe``: each column of ``places`` shown as :func:`number_text` with
-    that many decimals (or by the given function), while its cells keep their numbers, so sorting by the column
-    sorts by value (text would put "-0.50" after "0.10"). Columns it lacks are skipped."""
+    """``frame`` for a non-interactive ``gr.Dataframe``: a pandas ``Styler`` showing each column of ``places`` as
+    :func:`number_text` with that many decimals (or by the given function), while its cells keep their numbers, so
+    sorting by the column sorts by value (text would put "-0.50" after "0.10"). Columns it lacks are skipped."""
     formats = {column: way if callable(way) else partial(number_text, places=way) for column, way in places.items()}
     return frame.style.format({column: way for column, way in formats.items() if column in frame})

@@ -3,10 +3,8 @@ Tatoeba language or on the user's own bitext.
 
 The handlers are plain functions of (state, ...) returning markdown and DataFrames, so tests call them without a
 browser. Their ``source`` is a Tatoeba language code or a user's bitext (a :class:`~mlse.data.types.ParallelCorpus`
-read by :func:`mlse.ui.tatoeba_upload.read_bitext` and held in ``gr.State``): both are scored by the same
-:class:`~mlse.evaluation.runners.TatoebaLanguage` (for a language, the same numbers as ``python -m mlse eval --task
-tatoeba``), so retrieval, details and compare share one code path. Each (model, language or bitext content) result is
-kept in a small in-process memo, so a second look costs nothing (:mod:`mlse.ui.tatoeba_views`).
+held in ``gr.State``): both are scored as one :class:`~mlse.evaluation.runners.TatoebaLanguage`, memoised
+(:mod:`mlse.ui.tatoeba_views`), so retrieval, details and compare share one code path and one computation.
 
 No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
 handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
@@ -35,14 +33,11 @@ DATA_CHOICES = ("Tatoeba", "Your bitext")
 NO_BITEXT = "Read your bitext first: upload a file or paste rows, then press *Show errors on my bitext*."
 CRITERIA = ("cosine", "margin")  # nearest neighbour by cosine, or best ratio margin among the cosine shortlist
 N_NEIGHBOURS = 10
-# Similarities and margins in the tables: an error's retrieved and gold cosines often differ in the third decimal
-# (the summary's accuracies have 1). Shown as text (mlse.ui.tables), so "0.870" is not cut to "0.87".
-DECIMALS = 3
+DECIMALS = 3  # similarities and margins: an error's retrieved and gold cosines often differ in the third decimal
 SCORE_FIELDS = ("sim_retrieved", "sim_gold", "margin_retrieved", "margin_gold")
 
-# The fields of an error (mlse.evaluation.retrieval.retrieval_errors) in table order; the table shows them as words.
-# Which row (direction and index: short), then the scores (they are the point), then the three sentences, each cut to
-# its first characters (a click shows all of it): at 1400 px the sentences first pushed the scores off-screen.
+# An error's fields in table order: which row, then the scores (they are the point), then the three sentences (at
+# 1400 px the sentences first pushed the scores off-screen).
 SENTENCE_FIELDS = ("query", "retrieved", "gold")
 ERROR_FIELDS = ["direction", "index", *SCORE_FIELDS, "rank_of_gold", *SENTENCE_FIELDS]
 ERROR_COLUMNS = headers(ERROR_FIELDS)  # direction, row, cosine retrieved, ..., rank of gold, query, retrieved, gold
@@ -88,8 +83,7 @@ def _summary(source, view: TatoebaLanguage, model: str, criterion: str, n_errors
 
 
 def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str, pd.DataFrame]:
-    """Accuracy both ways and every wrongly retrieved query -> (summary markdown, errors table).
-    ``source``: a Tatoeba language code or a user's bitext (a ParallelCorpus)."""
+    """Accuracy both ways and every wrongly retrieved query of ``source`` -> (summary markdown, errors table)."""
     empty = pd.DataFrame(columns=ERROR_COLUMNS)
     try:
         view = source_view(state, source, model)

@@ -1,10 +1,8 @@
 """The user's own bitext for the Tatoeba errors tab: an upload or pasted rows read as two aligned columns.
 
-Rows are read by the one reader (:func:`mlse.ui.uploads.read_upload`, ``kind="parallel"``): a header of language codes
-(``en<TAB>de``) names the columns, without one they are "src" and "tgt". A file with more than two language columns
-uses the two the user names (by code or by position, ``"en, fr"`` or ``"1 3"``), else the first two, and says so.
-Repeated pairs are counted once and a single pair is refused (:func:`mlse.evaluation.bitext_view.prepare_bitext`).
-No gradio here: the tab's handlers call :func:`read_bitext` and tests call it directly.
+A header of language codes (``en<TAB>de``) names the columns, without one they are "src" and "tgt"; of more than two
+language columns the user names two (:func:`pick_columns`). Repeated pairs are counted once and a single pair is
+refused (:func:`mlse.evaluation.bitext_view.prepare_bitext`). No gradio here.
 """
 
 from __future__ import annotations
@@ -24,11 +22,8 @@ EXAMPLE = assets_dir() / "examples" / "bitext.tsv"  # 40 en-de pairs
 
 
 def pick_columns(table: UserTable, choice: str | None = None) -> tuple[str, str, str]:
-    """(source column, target column, a note saying which were used when the table has more than two).
-
-    ``choice``: "" for the first two, else two column names (language codes, case-insensitive) or 1-based
-    positions, separated by a comma or spaces. DataError naming the columns on offer for anything else.
-    """
+    """(source column, target column, a note saying which were used when the table has more than two). ``choice``:
+    "" for the first two, else two column names (case-insensitive) or 1-based positions ("en, fr" or "1 3")."""
     columns = table.languages
     offer = ", ".join(f"{i} = {c}" for i, c in enumerate(columns, start=1))
     wanted = [w for w in re.split(r"[,;\s]+", (choice or "").strip()) if w]

@@ -1,9 +1,8 @@
 """What the Tatoeba tab scores: the LASER Tatoeba languages on disk, and one language or the user's bitext scored with
 one model, as a :class:`~mlse.evaluation.runners.TatoebaLanguage` (both embedding sides, the metrics, the errors).
 
-A language is scored as ``python -m mlse eval --task tatoeba`` scores it, a bitext by
-:func:`mlse.evaluation.bitext_view.score_bitext`; each (model, language or bitext content) view is kept in a memo
-bounded by bytes, so the tab's retrieval, details and compare (:mod:`mlse.ui.tatoeba_tab`) share one computation.
+A language is scored as ``python -m mlse eval --task tatoeba`` scores it; each view is memoised, so the tab's
+retrieval, details and compare (:mod:`mlse.ui.tatoeba_tab`) share one computation.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from mlse.memo import MB, BytesMemo
 from mlse.serving.procmem import releases_memory
 
 MARGIN_K = 4  # neighbourhood size of the ratio margin, as in run_tatoeba
-# (model identity, language, file, k) or ("bitext", model identity, content hash, k) -> TatoebaLanguage: two embedding
-# matrices each, so bounded by bytes (mlse.memo)
+# (model identity, language or bitext content, k) -> TatoebaLanguage: two embedding matrices each, so bounded by bytes
 _memo = BytesMemo("tatoeba_tab.views", 128 * MB)
 
 

@@ -14,10 +14,7 @@
    ``1.``, ``1)``), since the escaped text may open a message. Elsewhere they stay, so "en-de", "3.8" and "Time
    budget (minutes)" read as written.
 
-Inside a code span backslashes show literally: :func:`md_code` HTML-escapes and turns backticks into quotes.
-
-**HTML** (:func:`html_text`): plotly legend names and hover labels (a subset of HTML) and ``gr.HTML`` blocks get the
-text HTML-escaped, quotes included.
+A code span takes :func:`md_code` instead; **HTML** (plotly labels, ``gr.HTML``) takes :func:`html_text`.
 """
 
 from __future__ import annotations
@@ -42,9 +39,8 @@ def md_escape(text) -> str:
 
 
 def md_code(text) -> str:
-    """``text`` for the inside of a markdown code span (between backticks), on one line: HTML escaped (the app's
-    markdown renders HTML) and backticks, which would end the span, made quotes; nothing is backslashed, since
-    backslashes show literally in a code span."""
+    """``text`` for the inside of a markdown code span, on one line: HTML escaped (the app's markdown renders HTML),
+    backticks (which would end the span) made quotes, nothing backslashed (backslashes show literally there)."""
     shown = strip_controls(hide_server_paths(str(text)))[0]
     return html.escape(" ".join(shown.replace("`", "'").split()), quote=False)
 

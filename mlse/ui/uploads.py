@@ -5,12 +5,10 @@ Every tab that takes the user's data calls :func:`read_upload`: bad rows are ski
 never a silent skip), the file is named by its own name (never the server's temporary path), and in public mode the
 uploaded file is deleted once read. The limits are :func:`mlse.public_mode.upload_limits`.
 
-When the app is served (:func:`mlse.ui.app.build_server` installs its
-:class:`~mlse.serving.upload_folder.UploadFolder`), a file parameter is read only if it is an upload of the calling
-page's session: any other path (a server file, a file the app wrote, another visitor's upload) is refused here, before
-anything is read or deleted, in public and local mode alike. The session comes from Gradio's request context,
-looked up only when Gradio is loaded, so the handlers stay plain functions the tests call directly (in-process, with
-no app served, a path is read as given).
+When the app is served (:func:`mlse.ui.app.build_server` installs an upload folder), only an upload of the calling
+page's session is read: any other path (a server file, a file the app wrote, another visitor's upload) is refused
+before anything is read or deleted, in public and local mode alike. The session comes from Gradio's request context,
+so in-process, with no app served, a path is read as given.
 """
 
 from __future__ import annotations
@@ -53,11 +51,8 @@ def limits_note() -> str:
 
 
 def read_upload(file, pasted: str | None, *, kind, gold_range=None) -> tuple[UserTable | None, str]:
-    """(the table, or None; a markdown message) from an uploaded file or, when none, pasted text.
-
-    ``kind``: what the tab takes (see :func:`mlse.data.user_files.read_table`). The message says what was read and
-    lists skipped rows; on a refused input it is the reader's one-line error and the table is None.
-    """
+    """(the table, or None; a markdown message saying what was read and the skipped rows, or why nothing was) from an
+    uploaded file or, when none, pasted text. ``kind``: what the tab takes (:func:`mlse.data.user_files.read_table`)."""
     path = upload_path(file)
     text = pasted if isinstance(pasted, str) and pasted.strip() else None
     if path is None and text is None:

@@ -1,8 +1,7 @@
 """The app's warm start seen from its tabs: which model each single-model tab opens on, and starting the warm.
 
-The warm itself (:mod:`mlse.serving.warm`) knows nothing of the tabs' widgets; what a tab opens on is decided by the
-app's state (:func:`mlse.serving.warm_plan.tab_openings`, the same choice the tabs make), so that the warm computes
-exactly what the first press computes.
+What a tab opens on is the app state's choice (:func:`mlse.serving.warm_plan.tab_openings`, the one the tabs make), so
+the warm (:mod:`mlse.serving.warm`) computes exactly what the first press computes.
 """
 
 from __future__ import annotations

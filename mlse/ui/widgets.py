@@ -1,9 +1,6 @@
-"""Pieces of layout several tabs build alike, written once: a read-only table, the inputs of a visitor's file (upload
-it or paste its rows, paste the shipped example, the deployment's upload limits underneath), a data source's switch,
-and a progress bar as the handlers report to it.
-
-Each builds its gradio components where it is called (inside the caller's ``gr.Tab`` / ``gr.Column``) and returns
-them for the caller to wire; labels are the caller's.
+"""Pieces of layout several tabs build alike, written once: a read-only table, the inputs of a visitor's file, a data
+source's switch, and a progress bar as the handlers report to it. Each builds its components where it is called and
+returns them for the caller to wire; labels are the caller's.
 """
 
 from __future__ import annotations
@@ -69,9 +66,8 @@ def upload_with_option(
     example_file: Path,
     example_size: str = "lg",
 ) -> tuple[object, object, object]:
-    """A file beside a box for pasted rows; below them a text box for an option (labelled ``option``: how to read the
-    rows, a score range or the columns to use) and a button, ``example``, that pastes the example file; then the upload
-    limits -> (the gr.File, the gr.Textbox of pasted rows, the option's gr.Textbox)."""
+    """A file beside a box for pasted rows; below them a text box for an option (a score range, the columns to use) and
+    a button that pastes the example file; then the upload limits -> (the gr.File, the pasted rows, the option)."""
     import gradio as gr  # lazy: importing a tab (its handlers are tested on their own) must not load gradio
 
     with gr.Row():
