@@ -211,9 +211,8 @@ class CompactTokenizer:
         """A special token's literal text (the Rust tokenizer matches it, sentencepiece does not), or a combining mark
         at the start, after white space or after a character the normaliser changes (the two normalisers group such
         a pair differently): rare texts, tokenised exactly."""
-        if "<" in text and any(s in text for s in self.special_texts):
-            return True
-        return self._fragile.search(text) is not None
+        special = "<" in text and any(s in text for s in self.special_texts)
+        return special or self._fragile.search(text) is not None
 
     def _expand_unknown(self, text: str, row: list[int]) -> list[int] | None:
         """One ``<unk>`` per unknown character, as the Rust pipeline's isolating split gives: sentencepiece gives one
