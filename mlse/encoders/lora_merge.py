@@ -3,7 +3,6 @@
 The adapter format (``adapter_config.json``, ``adapter_model.safetensors``, and ``extra_modules/`` for modules
 appended after pooling, such as a bridge) is what :func:`mlse.train.recipes.lora.save_adapter` writes. Shipped
 students (:mod:`mlse.runs.shipped`) are rebuilt here once, into the user cache, and load like any other folder.
-``peft`` and torch are imported inside the functions.
 """
 
 from __future__ import annotations

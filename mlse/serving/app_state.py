@@ -1,19 +1,17 @@
 """State shared by the app's tabs: the models offered here and the loaded encoders.
 
-The model list is read from the catalogue (:mod:`mlse.encoders.catalogue`: what is offered, what kind each model
-is, the defaults, the default selection) and kept for :data:`RESCAN_SECONDS` (so a run
-trained while the app is up appears without a restart; ``refresh()`` rescans at once). Every change of the list bumps
-``version``, which the app's model pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`).
-Hub models that are not in the local HF cache are listed only while the hub answers (:mod:`mlse.data.hub_probe`);
-they are never ticked by default, since their first use downloads them. The offline defaults come first among
-the backbones and are ticked whenever they load here.
+The model list is read from the catalogue (:mod:`mlse.encoders.catalogue`: what is offered, what kind each model is, the
+defaults, the default selection) and kept for :data:`RESCAN_SECONDS` (so a run trained while the app is up appears
+without a restart; ``refresh()`` rescans at once). Every change of the list bumps ``version``, which the app's model
+pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`). Hub models that are not in the local HF
+cache are listed only while the hub answers (:mod:`mlse.data.hub_probe`); they are never ticked by default, since their
+first use downloads them. The offline defaults come first among the backbones and are ticked whenever they load here.
 
 Models are loaded on first use by a :class:`mlse.serving.model_pool.ModelPool` (the memory budget ``max_memory``,
 ``--max-memory`` / ``MLSE_MAX_MEMORY``, default 1.5 GB; a scorer sharing the loaded backbone; calibrations attached).
 
-Constructing an :class:`AppState` touches neither disk nor network: :meth:`AppState.start` (which app.py calls) marks
-the runs of jobs that died with an earlier start of the app interrupted, puts back runs a killed job left aside and
-starts the hub probe. A partial run (stopped early, or interrupted) is listed with what it is in its label and never
+Constructing an :class:`AppState` touches neither disk nor network; :meth:`AppState.start` (which app.py calls) does
+the start-up work. A partial run (stopped early, or interrupted) is listed with what it is in its label and never
 ticked by default: it is not a finished model.
 """
 
@@ -60,8 +58,7 @@ class AppState:
     # Budget for the loaded encoders' weights: "1.5GB", "800MB", bytes (mlse.serving.encoder_pool.parse_memory_size).
     max_memory: str | int = field(default_factory=lambda: os.environ.get("MLSE_MAX_MEMORY", DEFAULT_MAX_MEMORY))
     version: int = 0  # bumped whenever a rescan finds a different model list
-    # Concurrent requests for one model share one encoder call (mlse.serving.batching): 20 users cost a few calls,
-    # not 20.
+    # Concurrent requests for one model share one encoder call (mlse.serving.batching).
     batcher: MicroBatcher = field(default_factory=MicroBatcher)
     pool: ModelPool | None = None  # the loaded models (made from backend and max_memory)
     _models: list[ModelInfo] | None = None

@@ -8,10 +8,8 @@ anything parses it into memory:
   over the cap is answered 413 unread; a body sent without one is counted as it arrives and cut off at the cap.
 * **An upload** (Gradio's ``/gradio_api/upload``) must say its length, is admitted by the
   :class:`~mlse.serving.upload_folder.UploadFolder` (total and per-visitor quota, 413 / 429 / 503 with a message),
-  and the files the route wrote are recorded there as uploads, which a session may then claim.
-
-Who sends an upload is :func:`~mlse.serving.upload_folder.client_key`: the connection's address, or on a Hugging Face
-Space the last ``X-Forwarded-For`` hop.
+  and the files the route wrote are recorded there as uploads (from :func:`client_address`), which a session may then
+  claim.
 """
 
 from __future__ import annotations

@@ -5,18 +5,17 @@ it leaves in the cache is exactly what the first press of the tab's button looks
 
 * Score tab: the model files (me5-small converted; the ONNX / int8 export on those backends; muse's prepared table)
   and the embeddings of the example pairs (``assets/examples.tsv``) for every model the tab ticks by default;
-* Predicted vs gold: :func:`mlse.evaluation.runners.sts_pair_predictions` on STS Multi MT en-de test;
-* Tatoeba errors: :func:`mlse.evaluation.runners.tatoeba_language` on deu with the ratio-margin k of the tab;
-* Map: :func:`mlse.analysis.projection.language_map` on the default FLORES languages, 100 sentences, UMAP;
-
-each with the model the tab opens on (:mod:`mlse.serving.warm_plan` takes them from the app);
+* with the model each tab opens on (:mod:`mlse.serving.warm_plan` takes them from the app): Predicted vs gold
+  (:func:`mlse.evaluation.runners.sts_pair_predictions` on STS Multi MT en-de test), Tatoeba errors
+  (:func:`mlse.evaluation.runners.tatoeba_language` on deu with the tab's ratio-margin k) and Map
+  (:func:`mlse.analysis.projection.language_map` on the default FLORES languages, 100 sentences, UMAP);
 * in the app's own process only: every default model loaded (and run once), the Results tab's index read.
 
 A step says why it cannot run here (``needs``: a missing dataset, a model that does not load) and whether its output
 is there already (``done``, cheap, never computing: file checks, or the step's own library call on an encoder that
-may only read the embedding cache where what follows the encoding is quick).
-Embedding is done a few batches at a time through the embedding cache, so a stopped step keeps what it encoded.
-:data:`TAB_DEFAULTS` holds the tabs' defaults; tests/serving/test_warm.py checks them against the tab modules.
+may only read the embedding cache where what follows the encoding is quick). Embedding is done a few batches at a
+time through the embedding cache, so a stopped step keeps what it encoded. :data:`TAB_DEFAULTS` holds the tabs'
+defaults; tests/serving/test_warm.py checks them against the tab modules.
 """
 
 from __future__ import annotations

@@ -135,8 +135,6 @@ def ensure_export(model_dir: Path, model_name: str, fingerprint: str, variant: s
 
 
 # -- fp32: torch.onnx export -----------------------------------------------------------------------------------------
-
-
 def export_fp32(model_dir: Path, out: Path) -> None:
     """Trace the sentence-transformers model at ``model_dir`` into ``out/model.onnx``, plus tokenizer and metadata."""
     torch = require("torch", "exporting a model to ONNX needs torch (pip install torch)")
@@ -279,8 +277,6 @@ def _max_seq_length(st) -> int:
 
 
 # -- int8: quantisation (mlse.encoders.onnx.quantize) ---------------------------------------------------------------
-
-
 def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: list[str] | None = None) -> None:
     """Int8 graph from the fp32 export, following ``recipe`` (default INT8_RECIPE): SmoothQuant rescaling, then
     quantisation of every constant-weight MatMul but those the recipe keeps in fp32 (weights int8 per output channel;
