@@ -15,6 +15,10 @@ activations while encoding. Evicting drops the pool's reference and runs the gar
 cache on a GPU). A request that is still using an evicted encoder keeps its own reference, so nothing is freed under
 it: Python frees the model when that request ends. Evicting a backbone also evicts the scorers built on it, since
 they hold it; otherwise its memory would stay in use and a reload would count (and hold) it twice.
+
+The order of use and the sizes' total are a ``cachetools.LRUCache`` (sized by each entry's bytes); the pool evicts
+itself rather than letting the cache do it, since what it may evict depends on what is being loaded (the newcomer and
+the backbone it sits on stay, however large).
 """
 
 from __future__ import annotations
@@ -151,8 +155,7 @@ class EncoderPool:
 
     max_bytes: int
     evictions: int = 0
-    # cachetools' LRU order and size total; unbounded: what the pool may evict depends on what is being loaded (the
-    # newcomer and the backbone it sits on stay, however large), so the pool evicts, not the cache
+    # cachetools' LRU order and size total; unbounded, since the pool decides what to evict
     _entries: LRUCache = field(default_factory=lambda: LRUCache(maxsize=math.inf, getsizeof=lambda e: e.size))
     _backbone_of: dict = field(default_factory=dict)  # key -> the key of the backbone it is built on
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -221,7 +224,10 @@ class EncoderPool:
         so the cache's least recently used is never kept while anything else is left."""
         evicted: list[Hashable] = []
         while self._entries.currsize > limit and any(k not in keep for k in self._entries):
-            victim, _ = self._entries.popitem()  # never a kept key: those were touched last
+            victim, entry = self._entries.popitem()
+            if victim in keep:  # cannot happen (kept keys were touched last), but a kept entry must never go
+                self._entries[victim] = entry
+                break
             self._backbone_of.pop(victim, None)
             evicted += [victim, *self._remove_dependents(victim)]
         if evicted:

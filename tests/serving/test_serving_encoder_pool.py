@@ -104,6 +104,16 @@ def test_pool_reserves_room_before_a_load_and_keeps_an_oversized_newcomer():
     assert pool.keys() == ["huge"]
 
 
+def test_make_room_never_evicts_what_it_keeps():
+    """Two kept keys, the second a scorer whose backbone is not kept: touching it touches the backbone after the
+    first kept key, so the least recently used is then a kept key, which must stay (ints: a set's order is fixed)."""
+    pool = EncoderPool(max_bytes=1000)
+    pool.put(1, object(), 300)
+    pool.put(3, object(), 300)  # the backbone of 2
+    pool.put(2, object(), 10, depends_on=3)
+    pool.make_room(800, keep={1, 2})
+    assert 1 in pool and 2 in pool
+
 def test_pool_replaces_a_stale_entry():
     pool = EncoderPool(max_bytes=1000)
     pool.put("run", "old", 100, stamp=1)
