@@ -6,10 +6,10 @@ embedding lookup is a torch operation, so the port's own :func:`~mlse.encoders.u
 as it is, with the path's points laid out as one flat batch of copies of the sentence.
 
 The reference input: every token of the sentence replaced by the unknown token ``<unk>`` (USE's vocabulary has no
-padding token, and it has no position embeddings), BOS and EOS kept. (An all-zero embedding is no good reference here:
-the first LayerNorm then sees only its bias, a near-constant vector, and its derivative explodes near the reference end
-of the path.) The contextual token vectors of the alignment view are the network's per-token features just before
-pooling (embedding and the three n-gram branches, after their LayerNorm).
+padding token, and it has no position embeddings), BOS and EOS kept. (An all-zero embedding is no good reference
+here: the first LayerNorm then sees only its bias, a near-constant vector, and its derivative explodes near the
+reference end of the path.) The contextual token vectors of the alignment view are the network's
+per-token features just before pooling (embedding and the three n-gram branches, after their LayerNorm).
 """
 
 from __future__ import annotations
