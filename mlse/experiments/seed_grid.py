@@ -290,14 +290,12 @@ def probe_table(results: dict) -> str:
     if not rows:
         return ""
     lines = [
-        "",
-        "",
         "| Stage 1 variant | probe on backbone | probe on meaning | probe on language | chance |",
         "|---|---:|---:|---:|---:|",
     ]
     for v, p in rows:
         lines.append(f"| {v} | {p['backbone']:.1f} | {p['meaning']:.1f} | {p['language']:.1f} | {p['chance']:.1f} |")
-    return "\n".join(lines)
+    return "\n\n" + "\n".join(lines)
 
 
 def figure(results: dict):
