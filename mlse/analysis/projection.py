@@ -1,9 +1,8 @@
 """Language vs meaning: 2-D maps of a multi-way parallel sample, with the two numbers that say what a map shows.
 
 The sample is FLORES-200 devtest, where sentence *i* is the same sentence in every language, or a user's own sentences
-(:mod:`mlse.analysis.user_sample`), where translations share an id. For each embedding space
-of a model (``raw`` = the backbone; ``meaning`` and ``language`` = the Stage-1 head's two outputs, when present) this
-module computes:
+(:mod:`mlse.analysis.user_sample`), where translations share an id. For each embedding space of a model (``raw`` = the
+backbone; ``meaning`` and ``language`` = the Stage-1 head's two outputs, when present) this module computes:
 
 * a 2-D projection (UMAP with the cosine metric, or PCA for quick checks);
 * **language-ID probe accuracy**: how well a linear classifier tells the language from the embedding. High in the raw

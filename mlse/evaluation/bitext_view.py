@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from functools import partial
 
 from mlse.data.types import ParallelCorpus
 from mlse.errors import DataError
-from mlse.evaluation.runners import TatoebaLanguage, encode_lookup
+from mlse.evaluation.runners import TatoebaLanguage
 
 MIN_PAIRS = 2
 
@@ -90,10 +91,7 @@ def score_bitext(encoder, corpus: ParallelCorpus, *, k: int = 4, batch_size: int
     ``memo``: a :class:`mlse.memo.BytesMemo`, keyed by the encoder's identity and :func:`bitext_digest`."""
     if len(corpus) < MIN_PAIRS:
         raise DataError(f"{corpus.name}: retrieval needs at least {MIN_PAIRS} pairs, got {len(corpus)}")
-
-    def compute() -> TatoebaLanguage:
-        return TatoebaLanguage.score(corpus, encode_lookup(encoder, [*corpus.src, *corpus.tgt], batch_size), k)
-
+    compute = partial(TatoebaLanguage.encoded, encoder, corpus, k, batch_size)
     if memo is None:
         return compute()
     return memo.get_or_compute(("bitext", encoder.identity, bitext_digest(corpus), k), compute)

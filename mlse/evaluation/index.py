@@ -70,11 +70,8 @@ def _check_pair(queries: object, base: object, k: int) -> tuple[np.ndarray, np.n
 
 
 def knn(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact k-nearest neighbours by inner product with faiss.IndexFlatIP.
-
-    Returns (sims [n, k] float32, ids [n, k] int64), each row sorted by decreasing similarity; k is clipped to
-    len(base). Rows are expected to be L2-normalised so sims are cosines.
-    """
+    """Exact k-nearest neighbours by inner product with faiss.IndexFlatIP: (sims [n, k] float32, ids [n, k] int64),
+    each row sorted by decreasing similarity; k is clipped to len(base)."""
     q, b, k = _check_pair(queries, base, k)
     import faiss  # lazy: keeps `import mlse.evaluation.index` cheap
 

@@ -79,11 +79,10 @@ def build_mining_task(
        known translation (used for the checks and for distractors).
     3. Distractors from the remaining pairs: the first `src_share` of them (in shuffled order; one half by
        default) gives its source sides, the rest their target sides, so no distractor's own translation is in the
-       pools. Then the given
-       `distractors_src` / `distractors_tgt` (shuffled). Every candidate distractor goes through the same checks as
-       gold: an exact duplicate (after stripping) of a sentence already in its pool -- gold or distractor -- is
-       dropped, and so is a sentence one of whose translations in `parallel` (or an identical string) is already in
-       the opposite pool. Hence the only translation pairs across the pools are the gold ones.
+       pools. Then the given `distractors_src` / `distractors_tgt` (shuffled). Every candidate distractor goes
+       through the same checks as gold: an exact duplicate (after stripping) of a sentence already in its pool -- gold
+       or distractor -- is dropped, and so is a sentence one of whose translations in `parallel` (or an identical
+       string) is already in the opposite pool. Hence the only translation pairs across the pools are the gold ones.
     4. Gold pairs, source distractors and target distractors are each split by `train_fraction` (both splits get at
        least one gold pair), and each split's source and target lists are shuffled independently; `gold` holds the
        resulting (src index, tgt index) pairs.
@@ -173,8 +172,7 @@ def mine_candidates(
     LASER `--mode mine --retrieval max`: each source proposes its best target and each target its best source (ratio
     margin among `candidates` cosine neighbours, neighbourhood size k); the union is sorted by score and accepted
     greedily so every src and tgt index is used at most once. Ties are broken by (src, tgt) index for determinism.
-    `search` picks the nearest-neighbour index (exact by default; see `mlse.evaluation.index.make_search` for IVF /
-    HNSW).
+    `search` picks the nearest-neighbour index (exact by default; `mlse.evaluation.index.make_search` for IVF / HNSW).
     """
     s = as_float32_matrix(src_emb, "src_emb")  # [n, d]
     t = as_float32_matrix(tgt_emb, "tgt_emb")  # [m, d]
@@ -199,10 +197,8 @@ def select_one_to_one(
 def select_pairs(
     fwd_ids: np.ndarray, fwd_scores: np.ndarray, bwd_ids: np.ndarray, bwd_scores: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`select_one_to_one` on arrays (mining at scale holds no tuple a pair): (src ids, tgt ids, scores) of the
-    union of forward (src i -> tgt ``fwd_ids[i]``) and backward (tgt j -> src ``bwd_ids[j]``) proposals, a pair
-    proposed both ways once with its higher score, sorted by score decreasing then (src, tgt), accepted greedily 1:1;
-    a proposal with id -1 (empty approximate shortlist) is skipped."""
+    """:func:`select_one_to_one` on arrays (mining at scale holds no tuple a pair) -> (src ids, tgt ids, scores); a
+    pair proposed both ways counts once, with its higher score."""
     fwd_ids, bwd_ids = np.asarray(fwd_ids, dtype=np.int64), np.asarray(bwd_ids, dtype=np.int64)
     f_ok, b_ok = fwd_ids >= 0, bwd_ids >= 0
     src = np.concatenate([np.flatnonzero(f_ok), bwd_ids[b_ok]])
@@ -277,9 +273,7 @@ def split_half_prf(
     scores -- which depend on the pool size -- have one distribution, and no sentence is mined twice. Returns
     {"precision", "recall", "f1", "threshold", "tune_f1", "n_gold"} (n_gold of the evaluated half).
     """
-    half_a = np.random.default_rng(seed).permutation(n_src)[: n_src // 2]
-    in_a = np.zeros(n_src, dtype=bool)
-    in_a[half_a] = True
+    in_a = np.isin(np.arange(n_src), np.random.default_rng(seed).permutation(n_src)[: n_src // 2])
     tune_c = [c for c in candidates if in_a[c[0]]]
     eval_c = [c for c in candidates if not in_a[c[0]]]
     tune_g = {g for g in gold if in_a[g[0]]}

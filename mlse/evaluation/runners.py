@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +206,11 @@ class TatoebaLanguage:
         metrics = tatoeba_metrics(src, tgt, k=k, neighbours=neighbours)
         return cls(corpus.src_lang, corpus.src, corpus.tgt, src, tgt, k, neighbours, metrics, list(corpus.sources))
 
+    @classmethod
+    def encoded(cls, encoder, corpus: ParallelCorpus, k: int = 4, batch_size: int = 64) -> TatoebaLanguage:
+        """``corpus`` encoded with ``encoder`` (each text once) and scored."""
+        return cls.score(corpus, encode_lookup(encoder, [*corpus.src, *corpus.tgt], batch_size), k)
+
     def errors(self, criterion: str = "cosine") -> dict[str, list[dict]]:
         """direction -> :func:`~mlse.evaluation.retrieval.retrieval_errors` dicts, retrieving by cosine or by ratio
         margin (``criterion="margin"``); computed once per criterion."""
@@ -233,10 +239,7 @@ def tatoeba_language(
     """One Tatoeba language scored with ``encoder`` (the app's Tatoeba tab). ``memo``: a :class:`mlse.memo.BytesMemo`
     to keep the result in, keyed by the encoder's identity and the data file, so a second look costs nothing."""
     corpus = load_tatoeba(lang, data_dir)  # DataError for an unknown language or a missing data dir
-
-    def compute() -> TatoebaLanguage:
-        return TatoebaLanguage.score(corpus, encode_lookup(encoder, [*corpus.src, *corpus.tgt], batch_size), k)
-
+    compute = partial(TatoebaLanguage.encoded, encoder, corpus, k, batch_size)
     if memo is None:
         return compute()
     return memo.get_or_compute((encoder.identity, corpus.src_lang, str(corpus.sources[0]), k), compute)

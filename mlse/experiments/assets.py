@@ -129,6 +129,7 @@ def reproduce_student(
     """Train the student's recipe(s), export its LoRA adapter (a soup's members stacked into one), measure the student
     rebuilt from the exported adapter."""
     from mlse.calibration.backbone import fit_calibration, save_calibration
+    from mlse.encoders.load import load_encoder
 
     spec = STUDENTS[name]
     members = spec.members if isinstance(spec, Soup) else (spec,)
@@ -147,7 +148,7 @@ def reproduce_student(
     manifest = {
         "title": f"student {spec} (LoRA adapter)",
         "backbone": backbone,
-        "backbone_identity": _identity_of(backbone),
+        "backbone_identity": load_encoder(backbone, cache=False).identity,
         "command": f"{COMMAND} --only {name}",
         "data": data,
         "recipe": str(spec),
@@ -187,12 +188,6 @@ def _shipped_from(root: Path):
             os.environ.pop("MLSE_ASSETS", None)
         else:
             os.environ["MLSE_ASSETS"] = before
-
-
-def _identity_of(model: str) -> str:
-    from mlse.encoders.load import load_encoder
-
-    return load_encoder(model, cache=False).identity
 
 
 def reproduce_assets(

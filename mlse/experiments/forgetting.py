@@ -144,19 +144,14 @@ def forgetting_markdown(report: dict, outside: dict[str, dict] | None = None) ->
     :func:`outside_scores`) Tatoeba ara / tur / ukr beside the issue's reference numbers and FLORES en-X retrieval."""
     s, r = report["names"]["student"], report["names"]["reference"]
     verdict = "passes" if report["n_violations"] == 0 else "fails"
+    violations = ", ".join(f"{v['lang']} {v['difference']:+.1f}" for v in report["violations"])
     lines = [
         f"| Tatoeba ({report['n_langs']} languages, {report['metric']}) | {s} | {r} | difference |",
         "|---|---:|---:|---:|",
         f"| mean | {report['mean_student']:.1f} | {report['mean_reference']:.1f} | {report['mean_difference']:+.1f} |",
         "",
         f"No-forgetting check ({s} at most {report['tolerance']:g} points below {r} on every language): **{verdict}**, "
-        f"{report['n_violations']} violation(s)"
-        + (
-            ": " + ", ".join(f"{v['lang']} {v['difference']:+.1f}" for v in report["violations"])
-            if report["violations"]
-            else ""
-        )
-        + ".",
+        f"{report['n_violations']} violation(s){': ' + violations if violations else ''}.",
         "",
         f"The {len(report['largest_losses'])} largest losses:",
         "",

@@ -127,7 +127,7 @@ def run_seed_grid(
             "seed": seeds[0],
             "seeds": seeds,
             "pairs": list(pairs),
-            "stage1": stage1_config or {},
+            "stage1": stage1_config,
             "stage2": stage2_config or {},
         },
         "versions": library_versions(),
@@ -263,13 +263,7 @@ def seed_table(results: dict) -> str:
 
 
 def _summary_rows(summary: dict[str, dict]) -> list[str]:
-    cols = [
-        ("stage2-train", "pearson"),
-        ("held-out", "pearson"),
-        ("en-en", "pearson"),
-        ("all", "pearson"),
-        ("all", "spearman"),
-    ]
+    cols = [*((group, "pearson") for group in ("stage2-train", "held-out", "en-en", "all")), ("all", "spearman")]
     lines = [
         "| variant | trained pairs, Pearson | held-out pairs, Pearson | EN-EN, Pearson | all pairs, Pearson | "
         "all pairs, Spearman |",
@@ -296,14 +290,12 @@ def probe_table(results: dict) -> str:
     if not rows:
         return ""
     lines = [
-        "",
-        "",
         "| Stage 1 variant | probe on backbone | probe on meaning | probe on language | chance |",
         "|---|---:|---:|---:|---:|",
     ]
     for v, p in rows:
         lines.append(f"| {v} | {p['backbone']:.1f} | {p['meaning']:.1f} | {p['language']:.1f} | {p['chance']:.1f} |")
-    return "\n".join(lines)
+    return "\n\n" + "\n".join(lines)
 
 
 def figure(results: dict):

@@ -186,8 +186,7 @@ def run_unrated(
     (it may also say the ``sts_langs`` and ``dev_pairs`` it used); ``predict(run_folder, pairs) -> {"gold": {pair:
     scores}, "pred": {pair: cosines}}`` scores STS test pairs; ``outside(run_folder)``, when given, scores the run with
     every rated pair on languages outside STS Multi MT. All are injected so the protocol is tested on a tiny model and
-    the CLI passes the real training and evaluation. Both files are written after every fold; until the last fold
-    the result says ``complete: false`` with ``folds_done`` of ``folds_total``.
+    the CLI passes the real training and evaluation. Both files are rewritten after every fold (the module docstring).
     """
     say = say or (lambda msg: log.info("%s", msg))
     if not folds:

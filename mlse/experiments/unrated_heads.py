@@ -99,10 +99,10 @@ def head_trainer(
 ):
     """``train`` for :func:`mlse.experiments.unrated.run_unrated` of a head recipe, into ``runs/<run name>``.
 
-    ``runs/<recipe>/stage1`` is fitted once (every language's bitext) and reused; each run's Stage 2 trains on the rated
-    pairs its ``overrides["sts_langs"]`` leaves of ``langs`` (the rated languages of the run with every rated pair). A
-    complete run fitted on the same pairs and seed is reused. ``stop`` is asked in every phase of both stages.
-    ``_ignored``: the fine-tuning settings (``max_steps``, ``budget_minutes``, ...) that do not apply to heads.
+    ``runs/<recipe>/stage1`` is fitted once and reused; each run's Stage 2 trains on the rated pairs its
+    ``overrides["sts_langs"]`` leaves of ``langs`` (the rated languages of the run with every rated pair). A complete
+    run fitted on the same pairs and seed is reused. ``stop`` is asked in every phase of both stages. ``_ignored``: the
+    fine-tuning settings (``max_steps``, ``budget_minutes``, ...) that do not apply to heads.
     """
     from mlse.train.head_training import train_stage1, train_stage2  # lazy: the heads import torch
 

@@ -69,6 +69,12 @@ def _build(encoder, name: str):
     from mlse.encoders.torch import SentenceTransformerEncoder
     from mlse.encoders.use import UseEncoder
 
+    kind = type(encoder).__name__
+    if "onnx" in kind.lower() or getattr(encoder, "backend", "") in ("onnx", "onnx-int8"):  # muse on ONNX too
+        raise MlseError(
+            f"{name} runs on the ONNX backend, which cannot be differentiated: load it with "
+            "backend='torch' (--backend torch) to explain a score"
+        )
     if isinstance(encoder, SentenceTransformerEncoder):
         from mlse.explain.transformer import TransformerBackbone
 
@@ -77,12 +83,6 @@ def _build(encoder, name: str):
         from mlse.explain.muse import UseBackbone
 
         return UseBackbone(encoder)
-    kind = type(encoder).__name__
-    if "onnx" in kind.lower() or getattr(encoder, "backend", "") in ("onnx", "onnx-int8"):
-        raise MlseError(
-            f"{name} runs on the ONNX backend, which cannot be differentiated: load it with "
-            "backend='torch' (--backend torch) to explain a score"
-        )
     raise MlseError(
         f"{name} cannot be explained: token attributions need a torch model (a sentence-transformers "
         f"model or muse); this is a {kind}"

@@ -2,10 +2,9 @@
 explanation said those words were worth.
 
 :func:`what_if` scores the edited pair exactly as ``python -m mlse score`` and the app do
-(:func:`mlse.encoders.protocol.similarity`: the cosine, and the calibrated 0-5 score where the model has a
-calibration), explains
-it with the same setting (only the edited sentence is re-attributed: a sentence's attribution depends on that sentence
-alone) and, when the edit deletes whole words, sets the change of the cosine beside the change the explanation
+(:func:`mlse.encoders.protocol.similarity`: the cosine, and the calibrated 0-5 score where the model has a calibration),
+explains it with the same setting (only the edited sentence is re-attributed: a sentence's attribution depends on that
+sentence alone) and, when the edit deletes whole words, sets the change of the cosine beside the change the explanation
 predicts for it.
 
 **The prediction.** In the exact decomposition of :mod:`mlse.explain.explanation`, everything word i of sentence 1
@@ -21,9 +20,8 @@ positions, which the attribution (of the original pair, relative to a reference)
 the two changes is what the explanation misses (``benchmarks/what_if_speed.py`` measures it on the lesson pairs).
 
 An edit is recognised as a deletion of whole words when the edited sentence equals, white space aside, the original
-with some of its words cut out by :func:`mlse.explain.perturb.delete_spans` (the routine the faithfulness check
-deletes with);
-any other edit (a word replaced, added or cut in half) is scored and explained, without a prediction.
+with some of its words cut out by :func:`mlse.explain.perturb.delete_spans` (the routine the faithfulness check deletes
+with); any other edit (a word replaced, added or cut in half) is scored and explained, without a prediction.
 """
 
 from __future__ import annotations

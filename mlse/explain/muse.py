@@ -33,11 +33,6 @@ class UseBackbone:
     def __init__(self, encoder):
         from mlse.encoders.use_torch import UseTorchModel
 
-        if getattr(encoder, "backend", "torch") != "torch":
-            raise MlseError(
-                f"{encoder.name} runs on the ONNX backend, which cannot be differentiated: load it with "
-                "backend='torch' (--backend torch) to explain a score"
-            )
         self.name = encoder.name
         encoder.token_ids(["."])  # loads the network (no reference to the encoder is kept: see backbones._made)
         model = getattr(encoder, "_model", None)

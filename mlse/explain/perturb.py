@@ -1,13 +1,12 @@
 """The perturbation check: does removing the words of the top attributed pairs lower the score more than removing
 the words of random pairs? (Faithfulness measured, not assumed; ``benchmarks/explain_faithfulness.py`` runs it.)
 
-For an :class:`~mlse.explain.Explanation` and ``k``: the *top* cells are the ``k`` word pairs ranked first, either
-by their own attribution ``A_ij`` (``rank="cell"``: the pairs said to push the cosine up the most; the issue's test)
-or by the total attribution of their two words, everything involving word i or word j in the exact decomposition
-(``rank="words"``: row i + ``u_i`` + column j + ``v_j`` − ``A_ij``, see :mod:`mlse.explain.explanation`); the
-*random* cells are ``k`` word pairs drawn uniformly among all pairs of (non-special) words. The words of the chosen
-cells (each word once, however many cells it is in) are removed in one of two ways, and
-``drop = score − cosine after removal``:
+For an :class:`~mlse.explain.Explanation` and ``k``: the *top* cells are the ``k`` word pairs ranked first, either by
+their own attribution ``A_ij`` (``rank="cell"``: the pairs said to push the cosine up the most; the issue's test) or by
+the total attribution of their two words, everything involving word i or word j in the exact decomposition
+(``rank="words"``: row i + ``u_i`` + column j + ``v_j`` − ``A_ij``, see :mod:`mlse.explain.explanation`); the *random*
+cells are ``k`` word pairs drawn uniformly among all pairs of (non-special) words. The words of the chosen cells (each
+word once, however many cells it is in) are removed in one of two ways, and ``drop = score − cosine after removal``:
 
 - ``delete``: cut out of the sentence by their character spans, and the shortened pair re-encoded by the model (the
   everyday sense of "without these words"; it also changes the length, the positions and the grammar);

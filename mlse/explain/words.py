@@ -143,6 +143,7 @@ def merge_words(tokens: TokenInfo) -> Words:
     spans = piece_spans(tokens.text, list(tokens.pieces), list(tokens.special))
     if spans is None:
         return _merge_by_markers(tokens)
+    prefix = tokens.text[: tokens.prefix_chars]
     prefix_token = [s is not None and s[0] < tokens.prefix_chars for s in spans]
     entries: list[tuple[str, bool, tuple[int, int] | None]] = []  # (label, special, span) of each word
     word_of_token = [-1] * n
@@ -167,9 +168,7 @@ def merge_words(tokens: TokenInfo) -> Words:
             continue
         if prefix_token[t]:
             if prefix_entry < 0:
-                entries.append(
-                    (tokens.text[: tokens.prefix_chars].strip() or tokens.text[: tokens.prefix_chars], True, None)
-                )
+                entries.append((prefix.strip() or prefix, True, None))
                 prefix_entry = len(entries) - 1
             word_of_token[t] = prefix_entry
             continue

@@ -92,10 +92,9 @@ def score_on_engine(
     """Score every pair of ``pairs`` (a :class:`~mlse.scale.pairs.PairSource`, in chunks of its ``chunk_rows``):
     ``emit(index, chunk, columns)`` for each chunk in order (``chunk`` a :class:`~mlse.scale.pairs.Chunk`, ``columns``
     {column: values of its pairs}: each model's cosine, then its 0-5 score where it is calibrated, as
-    :func:`mlse.api.score_pairs` gives them). ``parts`` (None: nothing kept) holds the finished
-    chunks; ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to stderr at
-    the end. Memory here: a chunk or a few (those finished out of order) with their vectors, and the
-    plan (two bits a pair); never the table, its texts or its vectors."""
+    :func:`mlse.api.score_pairs` gives them). ``parts`` (None: nothing kept) holds the finished chunks;
+    ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to stderr at the end.
+    Memory: as the module docstring says (a few chunks with their vectors, and the plan)."""
     n, names = pairs.rows, list(dict.fromkeys(models))
     planned = pairs.planned()
     loaded = {name: load_model(name, backend=backend) for name in names}  # weights load on first encode only
