@@ -114,6 +114,7 @@ def test_make_room_never_evicts_what_it_keeps():
     pool.make_room(800, keep={1, 2})
     assert 1 in pool and 2 in pool
 
+
 def test_pool_replaces_a_stale_entry():
     pool = EncoderPool(max_bytes=1000)
     pool.put("run", "old", 100, stamp=1)
