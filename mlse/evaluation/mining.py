@@ -273,7 +273,8 @@ def split_half_prf(
     scores -- which depend on the pool size -- have one distribution, and no sentence is mined twice. Returns
     {"precision", "recall", "f1", "threshold", "tune_f1", "n_gold"} (n_gold of the evaluated half).
     """
-    in_a = np.isin(np.arange(n_src), np.random.default_rng(seed).permutation(n_src)[: n_src // 2])
+    in_a = np.zeros(n_src, dtype=bool)
+    in_a[np.random.default_rng(seed).permutation(n_src)[: n_src // 2]] = True
     tune_c = [c for c in candidates if in_a[c[0]]]
     eval_c = [c for c in candidates if not in_a[c[0]]]
     tune_g = {g for g in gold if in_a[g[0]]}
