@@ -1,14 +1,7 @@
 """mlse: multilingual semantic textual similarity.
 
-Importing the package is cheap: no gradio, umap, plotly, faiss or torch at import time. The public API loads on
-first use::
-
-    import mlse
-    model = mlse.load_model("me5-small")                      # calibrated as in the app
-    cosine, score = model.similarity(["A man plays."], ["Ein Mann spielt."])  # score: 0-5, or None uncalibrated
-    table = mlse.read_pairs("pairs.tsv")                       # one reader for TSV, CSV, JSONL
-    frame = mlse.score_pairs(table, ["me5-small", "muse"])     # a pandas DataFrame, two columns per model
-    mlse.write_scored(table, frame, "scored.csv")              # the file the app and the command line write
+Importing the package is cheap: no gradio, umap, plotly, faiss or torch at import time. The public API
+(``load_model``, ``read_pairs``, ``score_pairs``, ``write_scored``, ...) loads on first use. See docs/api.md.
 """
 
 __version__ = "0.1.0"

@@ -1,9 +1,7 @@
 """The public API behind ``import mlse``: score a table of sentence pairs, as the app and the command line do.
 
-:func:`score_pairs` is the one scoring path for many pairs: ``python -m mlse score``, the app's Score a file and
-scripts all call it. It streams the table through every model in chunks (the embedding cache makes a rerun cheap and
-an interrupted run resumable), each chunk's numbers from :func:`mlse.encoders.protocol.similarity`, as the app's Score
-tab's are, so a script and the page give the same numbers.
+:func:`score_pairs` is the one scoring path for many pairs (CLI, app, scripts): it streams the table through every
+model in chunks, each scored by :func:`mlse.encoders.protocol.similarity`, so a script and the page agree.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ def ordered_columns(models, columns: dict[str, np.ndarray]) -> dict[str, np.ndar
 @dataclass
 class ScoreRun:
     """What :func:`score_pairs` did: rows scored (a prefix of the table), whether it was stopped, how fast, the score
-    columns it added (each model's cosine, then its 0-5 score) and the models that failed (``skip_failing``)."""
+    columns it added and the models that failed (``skip_failing``)."""
 
     done: int
     total: int
@@ -112,8 +110,7 @@ def _score_chunks(
     models: dict, table: UserTable, chunk: int, progress, stop: StopSignal | None, skip_failing: bool
 ) -> tuple[dict[str, np.ndarray], ScoreRun]:
     """Every pair with every model, ``chunk`` pairs at a time -> ({column: values [n]}, run). Each chunk is scored by
-    every model before the next starts, so a stopped run keeps complete rows; only one chunk's embeddings are in
-    memory at a time."""
+    every model before the next starts, so a stopped run keeps complete rows."""
     s1, s2 = table.role("sentence1"), table.role("sentence2")
     n, models = len(s1), dict(models)
     columns = {column_name(name, COSINE): np.full(n, np.nan, dtype=np.float32) for name in models}

@@ -47,11 +47,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 @contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
     """Fill a folder all or nothing: yields a hidden temporary sibling of ``target`` (hidden, so model scans skip
-    it); when the block ends without an error it replaces ``target``, otherwise it is removed.
-
-        with atomic_dir(run / "model") as tmp:
-            model.save(tmp)
-    """
+    it); when the block ends without an error it replaces ``target``, otherwise it is removed."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
@@ -87,8 +83,7 @@ def move_aside(path: Path, stamp: str) -> None:
 
 def build_once(target: Path, complete: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
     """``target``, filled by ``build(tmp)`` first unless ``complete(target)``: one process at a time (a file lock
-    beside it; checked again once held, as another process may have finished it while we waited), built in a hidden
-    sibling folder, then renamed (all or nothing: an incomplete target is replaced, not trusted)."""
+    beside it; ``complete`` is checked again once held), built in a hidden sibling, then renamed (all or nothing)."""
     if not complete(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target.parent / f".{target.name}.lock"), timeout=1800):

@@ -1,10 +1,8 @@
 """Where mlse keeps its own files: the cache root, the runs directory and the shipped assets (datasets:
 :mod:`mlse.data.paths`).
 
-Under :func:`cache_root` live the embedding cache (:mod:`mlse.encoders.cache`), the weight-fingerprint memo, ONNX
-exports, the converted e5 folder and the map's projections; under :func:`runs_dir` trained runs (scorers and
-fine-tuned students, :mod:`mlse.runs.folders`) and local calibrations; under :func:`assets_dir` what mlse ships
-(example pairs, the sample bitext, trained heads, students, calibrations).
+:func:`cache_root`: embedding cache, fingerprints, ONNX exports, projections; :func:`runs_dir`: trained runs
+(:mod:`mlse.runs.folders`) and local calibrations; :func:`assets_dir`: what mlse ships.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ def runs_dir() -> Path:
 
 def assets_dir() -> Path:
     """The shipped files: ``mlse/assets`` of an installed package (``importlib.resources``), else the checkout's
-    ``assets/`` beside the ``mlse`` folder (the build copies that folder into the package: pyproject.toml)."""
+    ``assets/`` beside the ``mlse`` folder."""
     installed = resources.files("mlse").joinpath("assets")
     if isinstance(installed, Path) and installed.is_dir():  # a zipped install has no folder to hand out
         return installed

@@ -1,13 +1,9 @@
 """Visitors first: background work (the app's warm start) pauses while a visitor's request computes.
 
-On 2 cores a visitor's press that must encode (an empty cache) and the app's warm start encoding other sets halve each
-other's speed: the map's first press took 86 s on a cold start, 47 of them encoding 800 sentences beside the warm
-start's STS and Tatoeba encodes. Here a thread marks the stretch where it computes for a visitor with
-:func:`foreground` (the embedding cache does so around every encode it cannot serve), a background thread marks
-itself with :func:`background` (its own computing does not count), and the background's stop check (the warm's
-:class:`~mlse.stop_signal.StopSignal`) calls :func:`wait_for_foreground` between chunks: it returns once no
-foreground work is under way, or after ``max_wait_s`` (a visitor waiting on the background's output, e.g. a map it is
-projecting, must not wait forever on a paused warm).
+On few cores the two halve each other's speed. A thread computing for a visitor marks it with :func:`foreground`, a
+background thread marks itself with :func:`background`, and the background's stop check calls
+:func:`wait_for_foreground` between chunks, which returns once no foreground work is under way or after
+``max_wait_s`` (a visitor may be waiting on the background's output).
 """
 
 from __future__ import annotations

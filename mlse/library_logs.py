@@ -1,18 +1,14 @@
 """Notices the libraries under mlse log that tell its users nothing, dropped where they are logged (one filter).
 
-sentence-transformers warns, once per process, ``Default prompt name is set to 'query'. This prompt applies unless
-overridden ...`` whenever it loads a model whose configuration names a default prompt. multilingual-e5 does, and mlse
-feeds that prompt on every path on purpose (:func:`mlse.encoders.identity.text_prefix`), so every ``me5-small``
-command printed it. :func:`quiet_library_notices` (called when ``mlse`` is imported, before any model loads) drops
-exactly those messages; every other warning of the same loggers still passes.
+sentence-transformers' ``Default prompt name is set to ...`` notice is dropped: mlse feeds e5's prompt on purpose
+(:func:`mlse.encoders.identity.text_prefix`). Every other message of those loggers still passes.
 """
 
 from __future__ import annotations
 
 import logging
 
-# logger -> the beginnings of the messages dropped from it (sentence-transformers 6 logs from base.model, 3-5 from
-# SentenceTransformer)
+# logger -> the beginnings of the messages dropped from it
 DROPPED = {
     "sentence_transformers.base.model": ("Default prompt name is set to ",),
     "sentence_transformers.SentenceTransformer": ("Default prompt name is set to ",),

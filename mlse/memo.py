@@ -1,14 +1,9 @@
 """In-process memos bounded by bytes, not by entry count: a long-running app must not grow without end.
 
-Why bytes: the app memoises things of very different sizes (a parsed results file is a few KB, a Tatoeba view holds
-two embedding matrices, the contamination set holds every evaluation sentence), so "keep 64 entries" either wastes
-memory or evicts too eagerly. Each memo here has a byte budget; the size of an entry is estimated by
-:func:`approx_bytes` (numpy buffers, strings, containers and objects' attributes, walked once when the entry is stored);
-the least recently used entries go first. An entry bigger than the whole budget is returned but not kept.
-
-The bookkeeping (order of use, total size, eviction) is ``cachetools.LRUCache`` with a ``getsizeof``; this module adds
-the estimate, a lock (cachetools' caches are not thread-safe) and the computing-once of
-:meth:`BytesMemo.get_or_compute`.
+Entries differ in size by orders of magnitude, so an entry count is no bound. Each memo has a byte budget; an entry's
+size is estimated once, when stored (:func:`approx_bytes`); least recently used entries go first, and one bigger than
+the budget is returned but not kept. Bookkeeping is ``cachetools.LRUCache`` with ``getsizeof``; this module adds the
+estimate, a lock (cachetools is not thread-safe) and compute-once (:meth:`BytesMemo.get_or_compute`).
 """
 
 from __future__ import annotations
@@ -89,8 +84,8 @@ class BytesMemo:
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], object]):
         """The memoised value, or ``compute()`` stored. A second thread asking for a key being computed waits for it
-        (:func:`mlse.single_flight.single_flight`: the app's warm start and a press, or two visitors, compute it once);
-        other keys are not held up. ``compute`` must not ask this memo for the same key."""
+        (:func:`mlse.single_flight.single_flight`); other keys are not held up. ``compute`` must not ask this memo for
+        the same key."""
         sentinel = object()
         value = self.get(key, sentinel)
         if value is not sentinel:

@@ -1,10 +1,8 @@
 """The one model factory, ``mlse.load_model``: a name -> the model as the app scores with it.
 
-The name is resolved (:func:`mlse.encoders.catalogue.resolve_model`); a plain model comes from
-:func:`mlse.encoders.load.load_encoder` with its calibration (:mod:`mlse.calibration.backbone`), a scorer run as
-:class:`mlse.heads.scorer.Scorer` around its backbone. Every model it returns has ``similarity(a, b)`` and
-``calibrate(cos)`` (:class:`mlse.encoders.protocol.Encoder`). The CLI, the app, the experiments and the training code
-all load models by name here.
+A plain model comes with its calibration (:mod:`mlse.calibration.backbone`), a scorer as
+:class:`mlse.heads.scorer.Scorer` around its backbone; each has ``similarity(a, b)`` and ``calibrate(cos)``
+(:class:`mlse.encoders.protocol.Encoder`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """Public deployment mode: what an app open to anonymous visitors (a Hugging Face Space) allows and refuses.
 
-The mode is on when ``MLSE_PUBLIC`` is set (``python app.py --public`` sets it) or when ``SPACE_ID`` is set (Spaces
-sets it in every Space). It lives in the environment rather than in an object so that the app's child processes
-(training jobs run in a spawned child) obey it too.
-
-In public mode:
-
-* a model is downloaded from the hub only when its id is on the allow-list: the registry's hub models plus the ids the
-  operator adds with ``--allow-hub-model ID`` or ``MLSE_HUB_ALLOW`` (comma- or space-separated). Models already in
-  the local HF cache load as before: the operator put them there.
-* a fine-tune runs only within :data:`FINETUNE_LIMITS` (time budget, pairs, batch size, dev rows), one at a time with
-  no queue, never overwrites an existing run, and trains only models the app lists.
-* a fine-tune's preparation (loading, and encoding the data before its budget starts) may take at most
-  :data:`PUBLIC_PREPARATION_MINUTES` (:func:`mlse.train.jobs.preparation_limit_s`).
-* an uploaded file (Score a file, Predicted vs gold, the map, Tatoeba errors) may hold at most
-  :data:`PUBLIC_UPLOAD_ROWS` rows and :data:`MAX_UPLOAD_BYTES` bytes (Gradio's upload route refuses larger files),
-  and is deleted once read. Locally the limits are ``--max-upload-rows`` / ``--max-upload-bytes`` (or
-  ``MLSE_MAX_UPLOAD_ROWS`` / ``MLSE_MAX_UPLOAD_BYTES``), by default :data:`LOCAL_UPLOAD_ROWS` and
-  :data:`LOCAL_UPLOAD_BYTES`.
-
-What a visitor reads names no server folder: every message the page shows goes through :func:`hide_server_paths`
-(in :func:`mlse.ui.text.md_escape`).
-
-Why not the CLI: whoever runs the CLI already runs code on the machine; the allow-list protects a machine from its
-visitors, not from its operator. The guard is keyed on the environment, so a CLI run inside a Space obeys it too.
+On when ``MLSE_PUBLIC`` (``app.py --public``) or ``SPACE_ID`` (set by Spaces) is set; it lives in the environment
+so that child processes (training jobs) obey it too. In public mode a hub model is downloaded only when on the
+allow-list (registry hub models plus ``--allow-hub-model`` / ``MLSE_HUB_ALLOW``); a fine-tune must fit
+:data:`FINETUNE_LIMITS` and :data:`PUBLIC_PREPARATION_MINUTES`, never overwrites and trains only listed models; uploads
+are capped (:func:`upload_limits`); messages pass through :func:`hide_server_paths`. The CLI is not guarded: its user
+already runs code on the machine. See docs/deploy.md.
 """
 
 from __future__ import annotations
@@ -41,7 +23,7 @@ PUBLIC_ENV = "MLSE_PUBLIC"
 HUB_ALLOW_ENV = "MLSE_HUB_ALLOW"
 SPACE_ENV = "SPACE_ID"  # set by Hugging Face Spaces in every Space's environment
 MAX_UPLOAD_BYTES = 1_000_000  # public mode
-PUBLIC_UPLOAD_ROWS = 5_000  # an analyst's few thousand rated pairs; scored by three models in well under a minute
+PUBLIC_UPLOAD_ROWS = 5_000
 LOCAL_UPLOAD_ROWS = 100_000
 LOCAL_UPLOAD_BYTES = 100_000_000
 UPLOAD_ROWS_ENV, UPLOAD_BYTES_ENV = "MLSE_MAX_UPLOAD_ROWS", "MLSE_MAX_UPLOAD_BYTES"
@@ -99,7 +81,7 @@ def _env_hub_ids() -> list[str]:
 
 def hub_allow_list(registered: Sequence[str] = ()) -> list[str]:
     """Hub ids a public deployment may download: the registry's hub models (``registered``, passed in by
-    :func:`mlse.encoders.hub.download` so that this module knows no registry), then the operator's additions."""
+    :func:`mlse.encoders.hub.download`), then the operator's additions."""
     return list(dict.fromkeys([*registered, *_env_hub_ids()]))
 
 
@@ -119,8 +101,7 @@ def check_hub_download(name: str, repo_id: str, *, registered: Sequence[str] = (
 def check_finetune_request(req, listed_models: list[str]) -> None:
     """Refuse a fine-tune request a public deployment does not run: over a limit, overwriting, or an unlisted model.
 
-    ``req``: a :class:`mlse.train.config.TrainRequest`; ``listed_models``: the names the app offers (so a visitor cannot
-    point a run at an arbitrary folder or hub id).
+    ``req``: a :class:`mlse.train.config.TrainRequest`; ``listed_models``: the names the app offers.
     """
     for label, (attribute, limit) in FINETUNE_LIMITS.items():
         value = getattr(req, attribute)

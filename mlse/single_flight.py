@@ -1,8 +1,7 @@
 """One computation per key at a time, in this process: whoever asks second waits for the first, then reads its result.
 
-For work whose result the first caller writes somewhere the second can read (a cache file): a visitor's press and the
-app's warm start, or twenty visitors opening the same view, asking for the same thing at once would otherwise compute
-it side by side on the same cores. The waiting caller is told (``on_wait``) so that its progress line can say why.
+For work whose result the first caller writes where the second can read it (a cache file); ``on_wait`` tells the
+waiting caller, so its progress line can say why.
 """
 
 from __future__ import annotations

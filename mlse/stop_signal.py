@@ -1,25 +1,12 @@
 """One stop signal for a whole job: the Stop button, the time budget and the preparation's own limit, asked in every
-phase. The job runner (:mod:`mlse.train.runner`) makes one per job and its Stop sets it; the job gives it its budget
-(:meth:`StopSignal.limit`) and hands it to the fine-tuning (:func:`mlse.train.finetune.finetune`) and its training
-loop (:class:`mlse.train.loop.TrainingLoop`), which ask nothing else.
+phase. One :class:`StopSignal` (a parameter named ``stop`` everywhere) is passed through every phase of a job (data,
+encoding, teacher targets, epochs, dev evaluations, saving), so each can end the job within seconds; a bare event or
+predicate is wrapped in one (``StopSignal(event)``, ``StopSignal(also=...)``).
 
-Why one signal: a job spends its time in several places (reading data, encoding, teacher targets, epochs, dev
-evaluations, saving) and each must be able to end it within seconds. One :class:`StopSignal` passed through them all
-(a parameter named ``stop`` everywhere), instead of an event here and a deadline there, keeps every phase stoppable
-by construction. A caller that holds only an event (``StopSignal(event)``) or a condition of its own
-(``StopSignal(also=predicate)``, e.g. the app's warm start yielding to a visitor) wraps it in one.
-
-Two clocks. By default the budget's clock starts when the signal is made (the budget counts the whole job). Made with
-``preparation_s``, the signal has two phases: **preparation** (loading, and the one-off encoding of the data and the
-teacher's targets, which a rerun finds in the embedding cache) is limited on its own, to ``preparation_s`` seconds
-from the start of the job, and the **budget** counts from :meth:`StopSignal.start_budget` (called when training
-begins) on. The app's jobs do this (:mod:`mlse.train.jobs`), so that a short budget is not spent encoding on a fresh
-cache; the command line's ``budget_minutes`` has always counted training only.
-
-:func:`encode_in_chunks` is the piece that makes the slowest phase, encoding, stoppable: it hands the encoder a few
-batches at a time (the embedding cache stores each finished chunk), so a stop loses at most one chunk of work and a
-rerun continues from what was cached. While the signal is preparing it tells the signal's ``on_encoding`` callback
-how far it got (n of N texts and the rate), which the app shows as the preparation's own count.
+Two clocks: by default the budget counts from the signal's creation. With ``preparation_s``, **preparation**
+(loading and one-off encoding) has its own limit from the job's start, and the **budget** counts from
+:meth:`StopSignal.start_budget` (training begins), so a short budget is not spent encoding on a fresh cache.
+:func:`encode_in_chunks` makes encoding stoppable: a stop loses at most one chunk; the rest stays cached.
 """
 
 from __future__ import annotations
@@ -31,9 +18,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 ShouldStop = Callable[[], bool]
-# on_encoding(done, total, texts_per_s, cached): how far an encoding of the preparation got; ``cached`` of the ``done``
-# texts came from the embedding cache (a CachedEncoder's stats say which), and the rate counts only the others, so a
-# cached chunk does not inflate it (None until one was encoded)
+# on_encoding(done, total, texts_per_s, cached): ``cached`` of the ``done`` texts came from the embedding cache; the
+# rate counts only the others (None until one was encoded)
 OnEncoding = Callable[[int, int, float | None, int], None]
 
 # A chunk is sized to take about this long, so that a stop is noticed within a few seconds even on a slow model.
@@ -86,12 +72,10 @@ class StopSignal:
     ) -> StopSignal:
         """Give this signal (the runner's, whose Stop button it already is) the job's budget -> itself.
 
-        ``started``: when the job started (a monotonic time; default now). The clock is the system's monotonic clock,
-        so a job continued in a child process can keep the clock its parent started. ``preparation_s`` None: the
-        budget's clock starts at ``started`` (it counts the whole job). A number: the budget's clock starts at
-        :meth:`start_budget`; until then the job is preparing, and may take at most ``preparation_s`` seconds from
-        ``started``. ``on_encoding``: told the progress of every encoding (:func:`encode_in_chunks`) while preparing;
-        ``on_budget_start``: told the seconds the preparation took when the budget's clock starts."""
+        ``started``: the job's start (monotonic, so a child process can keep its parent's clock; default now).
+        ``preparation_s`` None: the budget counts from ``started``; a number: it counts from :meth:`start_budget`, and
+        preparing may take at most ``preparation_s`` seconds from ``started``. ``on_encoding``: told each encoding's
+        progress while preparing; ``on_budget_start``: told the preparation's seconds when the budget starts."""
         self.budget_s, self.preparation_s = budget_s, preparation_s
         self.on_encoding, self.on_budget_start = on_encoding, on_budget_start
         self.started = _now() if started is None else started
@@ -179,10 +163,8 @@ def encode_in_chunks(
 ) -> np.ndarray:
     """``encoder.encode(texts)`` a few batches at a time, asking ``stop`` between chunks.
 
-    The chunk grows or shrinks so one chunk takes about 1.5 s (at least one batch, at most 16), so a stop is
-    honoured within seconds whatever the model's speed. ``progress(done, total)`` is called after every chunk; so is
-    the signal's :data:`OnEncoding` callback while it is preparing (first with ``done=0`` before the first chunk).
-    ``stop`` None: one plain ``encode`` call, nothing to ask.
+    Chunks are sized to take about ``_CHUNK_TARGET_S``. ``progress(done, total)`` and, while preparing, the signal's
+    :data:`OnEncoding` callback (first with ``done=0``) follow each chunk. ``stop`` None: one plain ``encode`` call.
     Raises :class:`Stopped` when stopped; chunks already encoded stay in the encoder's embedding cache.
     """
     texts = list(texts)
@@ -214,7 +196,7 @@ def encode_in_chunks(
 
 def _encoded_so_far(encoder) -> int | None:
     """How many texts ``encoder`` has encoded itself (not served from its embedding cache) since it was made: a
-    :class:`~mlse.encoders.cache.CachedEncoder`'s ``stats``; None for an encoder without them (it encodes all)."""
+    :class:`~mlse.encoders.cache.CachedEncoder`'s ``stats``; None for an encoder without them."""
     stats = getattr(encoder, "stats", None)
     value = stats.get("encoded") if isinstance(stats, dict) else None
     return value if isinstance(value, int) else None
@@ -222,7 +204,7 @@ def _encoded_so_far(encoder) -> int | None:
 
 def _newly_encoded(before: int | None, after: int | None, size: int) -> int:
     """Texts of a chunk of ``size`` that were encoded rather than found in the cache (all of them for an encoder
-    without a cache; at most ``size``: another thread's encodings with the same encoder may add to its count)."""
+    without a cache; at most ``size``: other threads may add to the count)."""
     if before is None or after is None:
         return size
     return min(size, max(0, after - before))

@@ -1,16 +1,9 @@
 """How mixed the languages are on a 2-D map, and where to draw each language so that mixing shows.
 
-On the meaning panel translations land on one spot: drawn there as they are, the last language drawn hides the
-others, and a panel whose point is "the colours mix" shows one colour. Two things here, both plain numpy:
-
-* :func:`ring_offsets`: each language is drawn shifted by a small fixed vector in its own direction (evenly spaced
-  around the circle, ``RING_SHARE`` of the map's extent), so the translations of one sentence, which share a point,
-  show as a small ring of every language's colour around it. Points already apart move by the same small amount, so
-  the map's shape is unchanged.
-* :func:`neighbour_mixing`: the share of each point's ``k`` nearest neighbours on the map (Euclidean, the point
-  itself excluded) that are in another language, averaged over points; :func:`mixed_share` is what that share is when
-  languages are perfectly mixed (for each point, the other languages' share of the remaining points). The language
-  panel should sit near 0, the meaning panel near the mixed share.
+* :func:`ring_offsets`: translations sharing one spot would hide all but the last language drawn, so each language is
+  shifted by a small fixed vector in its own direction, showing a ring of colours; the map's shape is unchanged.
+* :func:`neighbour_mixing`: the mean share of a point's ``k`` nearest map neighbours in another language;
+  :func:`mixed_share` is its value for perfectly mixed languages. Language panel: near 0; meaning panel: near mixed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """One sentence that says what a language-vs-meaning map shows, written from its numbers.
 
-The map (:mod:`mlse.analysis.projection`) measures, in each space, a **language probe** (how often a linear classifier
-names a sentence's language; chance is the share of the largest language) and **translation retrieval@1**. A Stage-1
-head did its job when the language is much harder to guess in its meaning space than in its language space, while
-translations stay each other's nearest neighbours there. :func:`map_reading` turns the numbers into that verdict; the
-thresholds compare how far above chance each space's probe is, so the same rule reads a 3-language and a 12-language
-sample.
+A Stage-1 head did its job when the language probe does much worse in its meaning space than in its language space,
+while translations stay nearest neighbours there (:mod:`mlse.analysis.projection`). Thresholds compare how far above
+chance each probe is, so one rule reads samples of any number of languages.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ def pct(x: float | None) -> str:
 
 def separation(meaning: float, language: float, chance: float) -> str:
     """How well a Stage-1 head split language from meaning, from the two probe accuracies (0-1) and chance:
-    ``"separated"``, ``"partly"`` or ``"not"``. A language space whose probe is no better than chance identifies no
-    language, so nothing was separated."""
+    ``"separated"``, ``"partly"`` or ``"not"`` (``"not"`` when the language space's probe is no better than chance)."""
     above = language - chance
     if above <= 0:
         return "not"
@@ -49,9 +45,8 @@ def map_reading(
 ) -> str:
     """The one-line reading of a map from its numbers.
 
-    ``probe`` and ``retrieval`` map a space (``raw``, ``meaning``, ``language``) to its language-probe accuracy and
-    retrieval@1 (0-1, None where not measurable); a space missing from ``probe`` is not in the map (no Stage-1 head).
-    ``no_probe_reason`` says why the probe could not be measured, when it could not.
+    ``probe`` / ``retrieval``: space -> probe accuracy / retrieval@1 (0-1, None if not measurable); a space missing
+    from ``probe`` is not in the map. ``no_probe_reason``: why the probe could not be measured.
     """
     if "meaning" not in probe or "language" not in probe:
         raw, raw_retrieval = probe.get("raw"), retrieval.get("raw")

@@ -1,9 +1,7 @@
 """The sentences a language-vs-meaning map shows: which text, which language, which meaning (translation group).
 
-A :class:`Sample` is either a FLORES-200 devtest subset (:func:`flores_sample`: every sentence in every chosen
-language) or a user's own sentences (:func:`mlse.analysis.user_sample.user_sample`), where a meaning may have any
-number of translations, or none marked at all. The map and its two numbers (:mod:`mlse.analysis.projection`) take
-either.
+A :class:`Sample` is a FLORES-200 devtest subset (:func:`flores_sample`) or a user's own sentences
+(:func:`mlse.analysis.user_sample.user_sample`), where a meaning may have any number of translations, or none marked.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ PREFERRED_LANGS = ("eng_Latn", "en", "eng", "English", "english")  # shown in th
 class Sample:
     """Point ``k`` is ``texts[k]``, in language ``langs[lang_idx[k]]``, meaning ``sentence_ids[k]``.
 
-    Points with the same sentence id are translations of one another. A FLORES sample is language-major with every
-    sentence in every language; a user's sample is in input order, and a meaning may lack some languages.
-    """
+    Points with the same sentence id are translations. FLORES samples are language-major and complete; a user's is
+    in input order, and a meaning may lack some languages."""
 
     langs: list[str]
     ids: np.ndarray  # [G] the distinct sentence ids, sorted (FLORES: 0-based line numbers)
@@ -86,8 +83,7 @@ class Sample:
     def probe_problem(self) -> str | None:
         """Why the language-ID probe cannot be measured on this sample (None: it can).
 
-        The probe is tested on meanings held out from its training, so a language must occur in two meanings or more
-        to be learnt at all, and two such languages are needed."""
+        It is tested on held-out meanings, so it needs two languages that each occur in two meanings or more."""
         if len(self.langs) < 2:
             return f"needs 2 languages; this sample has 1: {self.langs[0] if self.langs else 'none'}"
         if self.n < 2:
@@ -111,8 +107,7 @@ class Sample:
 def flores_sample(langs: Sequence[str], n: int, *, data_dir=None, seed: int = 0) -> Sample:
     """A seeded subset of ``n`` FLORES sentence ids, in every language of ``langs`` (codes as ``load_flores`` takes).
 
-    A random subset rather than the first ``n`` lines: FLORES is ordered by source article, so the first lines would
-    cover few topics.
+    Random, not the first ``n`` lines: FLORES is ordered by source article, so those would cover few topics.
     """
     if not langs:
         raise MlseError("choose at least one language")

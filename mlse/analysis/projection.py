@@ -1,19 +1,10 @@
 """Language vs meaning: 2-D maps of a multi-way parallel sample, with the two numbers that say what a map shows.
 
-The sample is FLORES-200 devtest, where sentence *i* is the same sentence in every language, or a user's own sentences
-(:mod:`mlse.analysis.user_sample`), where translations share an id. For each embedding space of a model (``raw`` = the
-backbone; ``meaning`` and ``language`` = the Stage-1 head's two outputs, when present) this module computes:
-
-* a 2-D projection (UMAP with the cosine metric, or PCA for quick checks);
-* **language-ID probe accuracy**: how well a linear classifier tells the language from the embedding. High in the raw
-  and language spaces is expected; a meaning space that forgot the language drives it towards chance;
-* **translation retrieval@1**: for a sentence in language A, is its nearest neighbour among language B's sentences its
-  translation. High means the space groups by meaning rather than by language.
-
-Projections and metrics are cached on disk (one ``.npz`` per model identity, languages and sample size -- or, for a
-user's sample, a hash of its texts and labels -- seed, method and space) under ``<MLSE cache>/projections``;
-embeddings go through the embedding cache, so a repeated request recomputes nothing and, when every space is cached,
-does not even encode.
+The sample is FLORES-200 devtest (sentence *i* is the same sentence in every language) or a user's own sentences
+(:mod:`mlse.analysis.user_sample`; translations share an id). For each space of a model (``raw`` = the backbone;
+``meaning``/``language`` = the Stage-1 head's outputs) it computes a 2-D projection (UMAP, cosine; or PCA), the
+language-ID probe accuracy and translation retrieval@1. Each view is cached as one ``.npz`` under
+``<MLSE cache>/projections``, keyed by all it depends on; a fully cached map encodes nothing. See docs/app/map.md.
 """
 
 from __future__ import annotations
@@ -59,8 +50,7 @@ def available_spaces(model) -> list[str]:
 def embed_spaces(model, texts: Sequence[str], spaces: Sequence[str]) -> dict[str, np.ndarray]:
     """Embeddings of ``texts`` in each requested space -> {space: float32 [n, d]}.
 
-    The backbone goes through the embedding cache (``load_encoder`` wraps it); the Stage-1 head on top is a few matrix
-    products, cheap enough to recompute.
+    The backbone goes through the embedding cache; the Stage-1 head on top is cheap enough to recompute.
     """
     if hasattr(model, "encode_parts") and getattr(model, "stage1", None) is not None:
         parts = model.encode_parts(list(texts))
@@ -102,10 +92,8 @@ def projection_plan(n_points: int, method: str = "umap") -> tuple[str, int | Non
 def project_2d_explained(X: np.ndarray, *, method: str = "umap", seed: int = 0, worker=None) -> tuple[np.ndarray, str]:
     """[n, d] -> ([n, 2] coordinates, how they were made: one line for the page).
 
-    UMAP uses the cosine metric, a fixed ``random_state`` (deterministic, single-threaded) and ``n_neighbors`` shrunk
-    for small samples (:func:`projection_plan`); it runs in a child process, ``worker`` if one is given
-    (:mod:`mlse.analysis.umap_process`). PCA runs on L2-normalised rows, so it too reflects cosine geometry; it is
-    instant and used for quick checks, tests and samples too small for UMAP.
+    UMAP: cosine metric, fixed ``random_state``, ``n_neighbors`` from :func:`projection_plan`, run in a child process
+    (``worker`` if given; :mod:`mlse.analysis.umap_process`). PCA runs on L2-normalised rows (cosine geometry).
     """
     X = _unit_rows(X)  # [n, d]
     used, n_neighbors, described = projection_plan(len(X), method)
@@ -340,7 +328,7 @@ def _map_sample(model, sample: Sample, keys: dict[str, str], *, seed, method, sp
     cached = lambda: {s: v for s in spaces if (v := _load_view(paths[s], s, len(sample.texts), method))}  # noqa: E731
     result.views = cached()
     if len(result.views) < len(spaces):
-        # one computation per map at a time (a press and the warm start, or two visitors): who waited reads the cache
+        # one computation per map at a time: who waited reads the cache
         waiting = "the same map is being computed for another request; waiting for it"
         with single_flight(("map", *(str(paths[s]) for s in spaces)), on_wait=lambda: report(0.05, waiting)):
             result.views = cached()
@@ -354,11 +342,11 @@ def _compute_views(model, sample: Sample, result: LanguageMap, paths, seed, meth
     """Encode once and project each space of ``paths`` not in ``result.views`` yet (writing its cache file)."""
     if not (todo := [s for s in paths if s not in result.views]):
         return
-    # the UMAP child starts now, so that its start and kernel loading overlap the encoding
+    # the UMAP child starts now, so its start overlaps the encoding
     with UmapWorker(warm=True) if projection_plan(len(sample.texts), method)[0] == "umap" else nullcontext() as worker:
         report(0.05, f"embedding {len(sample.texts)} sentences with {model.name}")
         embeddings = embed_spaces(model, sample.texts, todo)  # {space: [N, d]}
-        probe_problem = sample.probe_problem()  # e.g. every language in one sentence only: nothing to learn from
+        probe_problem = sample.probe_problem()
         for i, s in enumerate(todo):
             base = 0.3 + 0.7 * i / len(todo)
             report(base, f"{SPACE_TITLES[s]}: {method.upper()} projection")

@@ -1,8 +1,7 @@
 """Retrieval error analysis for the app's Tatoeba view (pure numpy; no gradio, no encoder).
 
-The k nearest neighbours of one query with their ratio margins, and the difference between two scorers' error lists
-(which queries one scorer fixes and the other breaks). Both start from the dicts of
-:func:`mlse.evaluation.retrieval.retrieval_errors`, so the error definition lives in one place.
+One query's nearest neighbours with ratio margins, and which queries one scorer fixes or breaks relative to another
+(from :func:`mlse.evaluation.retrieval.retrieval_errors` dicts).
 """
 
 from __future__ import annotations
@@ -16,10 +15,8 @@ from mlse.evaluation.margin import neighbourhood_means, ratio_margin_scores
 def query_neighbours(queries: np.ndarray, base: np.ndarray, index: int, *, k: int = 10, margin_k: int = 4) -> dict:
     """The k cosine nearest neighbours of ``queries[index]`` among ``base``, with ratio margins, and the gold's place.
 
-    queries [n, d] and base [n, d] are aligned (row i of one translates row i of the other) and L2-normalised.
-    The margin uses neighbourhood size ``margin_k`` as in ``retrieval_errors``. Returns {"ids" [k], "cosine" [k],
-    "margin" [k], "gold_cosine", "gold_margin", "gold_rank_cosine", "gold_rank_margin"} (ranks are 1-based, ties
-    in the gold's favour, over all of base).
+    queries [n, d] and base [n, d]: aligned, L2-normalised. Returns {"ids" [k], "cosine" [k], "margin" [k],
+    "gold_cosine", "gold_margin", "gold_rank_cosine", "gold_rank_margin"} (1-based over all of base; ties favour gold).
     """
     q = as_float32_matrix(queries, "queries")  # [n, d]
     b = as_float32_matrix(base, "base")  # [n, d]
@@ -45,10 +42,9 @@ def query_neighbours(queries: np.ndarray, base: np.ndarray, index: int, *, k: in
 def compare_errors(errors_a: dict[str, list[dict]], errors_b: dict[str, list[dict]]) -> tuple[list[dict], dict]:
     """Queries that scorer B gets right and A wrong ("fixed by B"), and the reverse ("broken by B").
 
-    errors_a / errors_b map a direction ("to_en", "from_en") to the error dicts of ``retrieval_errors`` for the same
-    corpus. A query is identified by (direction, index). Returns (rows, counts): one row per changed query with
-    change, direction, index, query, gold, retrieved_a, retrieved_b (the sentence each scorer returned); counts has
-    fixed, broken and both_wrong (wrong under both scorers, possibly with different answers).
+    errors_a / errors_b: direction -> ``retrieval_errors`` dicts for the same corpus; a query is (direction, index).
+    Returns (rows, counts): a row per changed query (change, direction, index, query, gold, retrieved_a,
+    retrieved_b); counts: fixed, broken, both_wrong.
     """
     rows: list[dict] = []
     counts = {"fixed": 0, "broken": 0, "both_wrong": 0}

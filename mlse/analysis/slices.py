@@ -1,19 +1,10 @@
 """Slices of a set of rated pairs: correlations with gold per language pair and per length band.
 
-A single correlation over a user's file hides where a model fails: it may rank same-language pairs well and
-cross-lingual pairs badly, or long sentences well and short ones badly. These functions label each pair with its
-slice (:func:`language_pair_labels`, :func:`length_bands`) and compute Pearson / Spearman x 100 per slice with the
-metric code of :mod:`mlse.evaluation.sts` (:func:`slice_metrics`, :func:`slice_rows`). No gradio, no encoder.
-
-**Length.** A sentence's length is its number of words (runs of non-space characters), except for text written
-without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Burmese, Tibetan: by its language code when known,
-else by its script), whose length is its number of letters and digits. A pair's length is the mean of its two
-sentences' lengths. Pairs are cut into three bands at the terciles of the pairs' lengths (``numpy.quantile`` at 1/3
-and 2/3): short (<= first tercile), medium (<= second tercile), long (the rest); each band's label gives the range of
-lengths it holds. Ties can leave a band empty; empty bands are dropped.
-
-**Small slices.** Below :data:`MIN_PAIRS` pairs a slice gets no correlation, below :data:`MIN_CI_PAIRS` no bootstrap
-confidence interval; the row's ``note`` says why a number is blank.
+Pairs are labelled with a slice (:func:`language_pair_labels`, :func:`length_bands`) and scored per slice, Pearson /
+Spearman x 100 via :mod:`mlse.evaluation.sts`. A sentence's length is its word count, or its letters and digits for
+text written without spaces (:func:`is_spaceless`); a pair's is the mean of its two. Length bands are the terciles
+(short <= 1/3 quantile < medium <= 2/3 < long; empty bands dropped). Below :data:`MIN_PAIRS` a slice gets no
+correlation, below :data:`MIN_CI_PAIRS` no CI, and its ``note`` says why. See docs/app/gold.md.
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ MIN_CI_PAIRS = 10  # ... and this many for a 95% bootstrap confidence interval
 # Languages written without spaces between words: their length is counted in characters.
 SPACELESS_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "zho", "jpn", "tha", "lao", "khm", "mya"})
 _SPACELESS_SCRIPTS = ("Han", "Kana", "Thai")
-# a correlation with gold and its 95% interval (x 100), as every table of them names its columns
+# a correlation with gold and its 95% interval (x 100)
 CORRELATION_FIELDS = ["n", "pearson", "pearson_lo", "pearson_hi", "spearman", "spearman_lo", "spearman_hi"]
 SLICE_COLUMNS = ["slice", "value", "model", *CORRELATION_FIELDS, "note"]
 
@@ -97,8 +88,7 @@ def pair_lengths(
 def length_bands(lengths: np.ndarray, unit: str = "words") -> tuple[np.ndarray, list[str]]:
     """(label of each pair [n], the labels in order short -> long): terciles of ``lengths``.
 
-    A pair is short when its length is <= the first tercile, medium when <= the second, else long; labels carry the
-    range of lengths in the band, e.g. "short (≤ 8 words)", "medium (8.5–15 words)", "long (≥ 15.5 words)".
+    Labels carry the band's range, e.g. "short (≤ 8 words)", "medium (8.5–15 words)", "long (≥ 15.5 words)".
     """
     x = np.asarray(lengths, dtype=np.float64)
     if x.ndim != 1 or not np.isfinite(x).all():
@@ -133,9 +123,8 @@ def slice_metrics(
 ) -> list[dict]:
     """One dict per slice: value, n, pearson, pearson_lo, pearson_hi, spearman, spearman_lo, spearman_hi, note.
 
-    Correlations are x 100 (:func:`mlse.evaluation.sts.sts_metrics`); CIs are 95% percentile bootstrap over the
-    slice's pairs (``n_boot`` resamples; none below :data:`MIN_CI_PAIRS` pairs). ``order``: the slices to report, in
-    this order (default: every label, most pairs first, then by name).
+    Correlations x 100; CIs are 95% percentile bootstrap over the slice's pairs (``n_boot`` resamples). ``order``: the
+    slices to report (default: every label, most pairs first, then by name).
     """
     p = np.asarray(pred, dtype=np.float64)
     g = np.asarray(gold, dtype=np.float64)

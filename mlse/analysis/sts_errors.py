@@ -22,8 +22,7 @@ RANGE_TOLERANCE = 1e-5
 def bootstrap_pearson_ci(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> list[float]:
     """95% percentile-bootstrap CI of Pearson r x 100, resampling pairs like ``sts_metrics`` does for Spearman.
 
-    Seeded, so the same inputs give the same interval; degenerate (constant) resamples are ignored; [nan, nan] when
-    n_boot is 0 or every resample is degenerate.
+    Seeded; degenerate resamples are ignored; [nan, nan] when n_boot is 0 or every resample is degenerate.
     """
     if n_boot <= 0:
         return [math.nan, math.nan]
@@ -33,9 +32,8 @@ def bootstrap_pearson_ci(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 10
 def calibration_bins(pred: np.ndarray, gold: np.ndarray, n_bins: int = 10) -> dict[str, np.ndarray]:
     """Mean gold score per equal-count bin of the predicted score: the empirical calibration curve.
 
-    Equal-count bins (not equal-width) so every point rests on about n / n_bins pairs even when cosines crowd into
-    a narrow band, as they do for most encoders. Returns arrays [b]: pred_lo, pred_hi, mean_pred, mean_gold,
-    sem_gold (standard error of the mean gold), count.
+    Equal-count bins, since cosines crowd into a narrow band. Returns arrays [b]: pred_lo, pred_hi, mean_pred,
+    mean_gold, sem_gold (standard error of the mean gold), count.
     """
     p, g = check_vectors(pred, gold)  # [n], [n]
     order = np.argsort(p, kind="stable")  # [n]
@@ -54,8 +52,7 @@ def calibration_bins(pred: np.ndarray, gold: np.ndarray, n_bins: int = 10) -> di
 def isotonic_fit(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The best non-decreasing map from predicted to gold score (least squares): (sorted pred [n], fitted gold [n]).
 
-    It is the calibration a monotone post-hoc mapping could reach; Spearman is unchanged by any such map. The same fit
-    as the models' calibrations (:mod:`mlse.evaluation.isotonic`), on the scores' own scale (no clipping to 0-5).
+    The same fit as the models' calibrations (:mod:`mlse.evaluation.isotonic`), unclipped; Spearman is unchanged.
     """
     p, g = check_vectors(pred, gold)
     levels, fitted = pooled_isotonic(p, g)  # [m] distinct pred ascending, [m]
@@ -74,13 +71,10 @@ def rank_disagreements(
 ) -> dict[str, np.ndarray]:
     """The k pairs, among those whose **gold** score lies in [low, high], where model and gold disagree most.
 
-    Disagreement is measured on ranks, so that a model whose cosines live in [0.6, 1] is not "wrong" everywhere:
-    each prediction is mapped to the gold score found at the same percentile of the gold distribution
-    (``pred_as_gold``: the gold scores' own percentile curve, interpolated, over *all* pairs, not just the selected
-    range; a pair the model ranks exactly where gold ranks it gets diff 0), and pairs are sorted by
-    |pred_as_gold - gold|. ``rank_gap`` is the percentile of the prediction minus that of the gold, in points.
-    The range is inclusive, with a small tolerance for float32 gold scores. Returns arrays [<=k]: index, gold,
-    pred, pred_as_gold, diff (pred_as_gold - gold), rank_gap; and "n_in_range".
+    Measured on ranks, so a model whose cosines live in [0.6, 1] is not "wrong" everywhere: ``pred_as_gold`` is the
+    gold score at the prediction's percentile (over *all* pairs), and pairs are sorted by |pred_as_gold - gold|.
+    ``rank_gap``: prediction's percentile minus gold's, in points. The range is inclusive (:data:`RANGE_TOLERANCE`).
+    Returns arrays [<=k]: index, gold, pred, pred_as_gold, diff (pred_as_gold - gold), rank_gap; and "n_in_range".
     """
     p, g = check_vectors(pred, gold)  # [n], [n]
     check_positive_int(k, "k")
@@ -88,7 +82,7 @@ def rank_disagreements(
         raise ValueError(f"empty score range: low {low:g} > high {high:g}")
     rank_p, rank_g = percentile_ranks(p), percentile_ranks(g)  # [n], [n]
     by_gold = np.argsort(g, kind="stable")  # [n]
-    # Gold as a function of its own percentile, read at each prediction's percentile: equal ranks give diff 0.
+    # equal ranks give diff 0
     as_gold = np.interp(rank_p, rank_g[by_gold], g[by_gold])  # [n]
     diff = as_gold - g  # [n]
     chosen = np.flatnonzero((g >= low - RANGE_TOLERANCE) & (g <= high + RANGE_TOLERANCE))  # [m]

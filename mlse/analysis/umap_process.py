@@ -1,20 +1,10 @@
 """UMAP in a child process: its libraries never enter the caller's memory, and its compiled kernels are kept on disk.
 
-Importing ``umap`` loads numba, llvmlite, pynndescent and scikit-learn, and its first projection compiles umap's
-layout kernels: about 340 MB of resident memory that a serving process would then keep for good, and ~20 s of
-compiling per process. Here projections run in a short-lived ``python -m mlse.analysis.umap_process --serve``
-(:class:`UmapWorker`) that reads its points from ``.npy`` files and writes the coordinates back; the app's memory
-stays at what it serves. A map of three spaces uses one worker, started before its sentences are encoded, so the
-child's start overlaps the encoding.
-
-Compiling is paid once per machine, not once per child: umap's own numba functions are not cached on disk by umap
-(pynndescent's are), so the child switches numba's file cache on for them before its first projection
-(:func:`cache_umap_kernels`; numba keeps the files next to the package, or in its user cache dir where that is
-read-only). Measured on 2 cores (AVX-512 EPYC): a child with the kernels cached starts, projects 800 points and exits
-in ~3 s; the in-process projection it replaces took ~10 s on its first call and kept ~340 MB.
-
-The result is the same as an in-process projection with the same arguments: the same function
-(:func:`fit_umap_2d`) runs, with a fixed ``random_state``.
+Importing ``umap`` (numba, llvmlite, pynndescent, scikit-learn) and compiling its kernels would stay in a serving
+process's memory for good, so projections run in a short-lived ``python -m mlse.analysis.umap_process --serve``
+(:class:`UmapWorker`), points and coordinates passing through ``.npy`` files. umap does not cache its own numba
+kernels on disk, so the child switches numba's file cache on (:func:`cache_umap_kernels`): compiling is paid once per
+machine. Results equal an in-process :func:`fit_umap_2d` with the same arguments. See docs/deploy.md.
 """
 
 from __future__ import annotations
@@ -130,10 +120,7 @@ def umap_2d(X: np.ndarray, *, n_neighbors: int, seed: int, timeout_s: float = _T
 
 class UmapWorker:
     """One child for several projections, started ahead of them (``warm``: it also loads umap's kernels with a tiny
-    projection), so its start overlaps the caller's own work, e.g. encoding the sentences it will project.
-
-    ``with UmapWorker(warm=True) as worker: worker.project(X, n_neighbors=15, seed=0)``. Points and coordinates pass
-    through ``.npy`` files in a private temporary folder; one line on the child's stdin per job, one line back."""
+    projection), so its start overlaps the caller's own work. One line on the child's stdin per job, one line back."""
 
     def __init__(self, *, warm: bool = False, timeout_s: float = _TIMEOUT_S):
         self._tmp = tempfile.TemporaryDirectory(prefix="mlse-umap-")

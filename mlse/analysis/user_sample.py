@@ -1,13 +1,8 @@
 """A user's own sentences as a map sample (:class:`mlse.analysis.map_sample.Sample`).
 
-Two kinds of table (read by :func:`mlse.data.user_files.read_table`) become a sample:
-
-* **sentences**: one sentence per row, an optional ``lang`` column (rows without one get a detected language, and the
-  sample says so) and an optional ``id`` / ``group`` column: rows sharing an id are translations of one meaning.
-  Without an id every sentence is its own meaning, so the map and the language-ID probe work but translation
-  retrieval has nothing to find.
-* **parallel**: one column per language, one meaning per row (every row is a translation group). Columns without a
-  header get the language most of their cells are detected as.
+* **sentences** table: one sentence per row, optional ``lang`` (else detected, and the sample says so) and ``id`` /
+  ``group`` columns (rows sharing an id are translations; without ids retrieval has nothing to find).
+* **parallel** table: one column per language, one meaning per row; header-less columns get their detected language.
 """
 
 from __future__ import annotations
@@ -30,8 +25,7 @@ Detector = Callable[[str], tuple[str, float]]
 
 def user_sample(table: UserTable, *, detect: Detector | None = None) -> Sample:
     """The sample of a ``sentences`` or ``parallel`` table. ``detect(text) -> (code, confidence)`` names the language
-    of sentences without one (default :func:`mlse.text.language_id.detect_language`). DataError for another kind of
-    table or more than :data:`MAX_POINTS` sentences."""
+    of sentences without one. DataError for another kind of table or more than :data:`MAX_POINTS` sentences."""
     if table.kind == "sentences":
         sample = _from_sentences(table, detect)
     elif table.kind == "parallel":
@@ -99,8 +93,7 @@ def _from_sentences(table: UserTable, detect: Detector | None) -> Sample:
 def _number_groups(cells: list[str]) -> tuple[np.ndarray, dict[int, str] | None]:
     """The user's ids -> (a number per row; number -> the user's id, or None when the numbers are the user's ids).
 
-    Whole-number ids (``1``, ``42``) are kept as they are; other ids are numbered 0, 1, ... in order of first
-    appearance. A row with an empty id is a meaning of its own, numbered after all others.
+    Whole-number ids are kept; others are numbered in order of first appearance. An empty id is a meaning of its own.
     """
     keys = [cell.strip() for cell in cells]
     named = [k for k in keys if k]

@@ -1,19 +1,12 @@
 """A calibrated 0-5 score for a backbone: an isotonic map of its cosine onto STS Multi MT dev gold scores.
 
-Raw cosines are not comparable across models (multilingual-e5's sit between about 0.7 and 1.0, MiniLM's spread over
-the whole range), so the app shows each backbone's cosine next to a score on the human 0-5 scale.
+Raw cosines are not comparable across models; see docs/methods.md#calibration. The fit pools en-en and the 12
+cross-lingual pairs (:data:`mlse.data.pairs.CALIBRATION_PAIRS`): cosines for the same gold score sit lower across
+languages, so an en-en map alone would under-score every cross-lingual pair.
 
-Which pairs: en-en plus the 12 cross-lingual pairs (:data:`mlse.data.pairs.CALIBRATION_PAIRS`), pooled into one fit.
-The app is mostly used across languages, and a backbone's cosines for the same gold score sit lower across languages
-than within one (less so the better aligned it is); a map fitted on en-en alone would therefore under-score every
-cross-lingual pair, while the pooled map is right on average for the mix users type. Same-language pairs other than
-en-en are machine translations of the same sentences and would add little but weight.
-
-Files: ``<name>.json`` (the knots and the weights identity they belong to) and ``<name>.manifest.json`` (how it was
-made: command, data files with sha256, dev/test Spearman). Calibrations are looked up in the runs directory
-(``$MLSE_RUNS/calibration``, written by ``python -m mlse calibrate``) and then among the shipped ones
-(``assets/models/calibration``). One is used only when it was fitted on the same weights (the backend may differ,
-as for scorers); a calibration of other weights is reported and left unused.
+Files: ``<name>.json`` (knots and weights identity) and ``<name>.manifest.json`` (command, data sha256, dev/test
+Spearman), looked up in ``$MLSE_RUNS/calibration`` and then ``assets/models/calibration``. One is used only when fitted
+on the same weights (the backend may differ); a calibration of other weights is reported and left unused.
 """
 
 from __future__ import annotations
@@ -108,10 +101,9 @@ def fit_calibration(
 ) -> tuple[BackboneCalibration, dict]:
     """Fit on the dev split of ``pairs`` (pooled), evaluate on dev and test -> (calibration, report).
 
-    ``max_rows`` keeps the first rows of each pair (quick checks and tests; shipped calibrations use every row).
-    Encoding goes through whatever ``encoder`` is, so a cached encoder makes a second run nearly free. The report
-    holds Spearman x 100 of the cosine and of the calibrated score, pooled over the pairs and averaged per pair,
-    the mean absolute error of the calibrated score in gold points, and the data files with their sha256.
+    ``max_rows`` keeps the first rows of each pair (quick checks). The report holds Spearman x 100 of the cosine and
+    the calibrated score (pooled and per-pair mean), the calibrated score's mean absolute error in gold points, and
+    the data files' sha256.
     """
     say = progress or (lambda _msg: None)
     dev = _load_split(pairs, "dev", data_dir, max_rows)
@@ -129,7 +121,7 @@ def fit_calibration(
         "knots": len(mapping.x),
         "dev": _split_metrics(dev, dev_cos, mapping),
         "test": _split_metrics(test, test_cos, mapping),
-        # {portable path (``data:<path in the data directory>``, mlse.data.portable): sha256} of every source file
+        # {portable path (mlse.data.portable): sha256} of every source file
         "data": (data := dict(sorted(data_hashes(sources, resolve_data_dir(data_dir)).items()))),
         "data_identity": data_identity(data),
         "seconds": round(time.perf_counter() - started, 1),
@@ -141,7 +133,6 @@ def _load_split(pairs, split, data_dir, max_rows):
     if not pairs:
         raise MlseError("a calibration needs at least one STS pair, e.g. en-en")
     full = {pair: load_sts(pair, split, data_dir) for pair in pairs}  # DataError names the missing file
-    # max_rows None: [:None] keeps every row
     return {
         p: ScoredPairs(d.s1[:max_rows], d.s2[:max_rows], d.scores[:max_rows], d.name, d.sources)
         for p, d in full.items()

@@ -1,11 +1,8 @@
 """An isotonic map from cosine to the human 0-5 STS scale: fitted once on dev pairs, applied with ``np.interp``.
 
-Stage-2 heads and backbones share this one implementation (numpy and scipy only, so it loads without torch). The fit
-is least squares under a non-decreasing constraint, so it keeps the cosine's ranking (Spearman changes only through
-the ties a flat step creates) while putting every model on the same scale. Identical cosines are pooled first (their
-mean gold, weighted by count) so the knots are strictly increasing, and each flat step is stored by its two ends:
-``np.interp`` over those ends gives exactly the function the full fit gives, in a few dozen numbers instead of one per
-dev pair.
+Stage-2 heads and backbones share it (no torch). Least squares under a non-decreasing constraint keeps the cosine's
+ranking (up to ties) while putting every model on one scale. Identical cosines are pooled first so the knots strictly
+increase; each flat step is stored by its two ends, which ``np.interp`` turns back into exactly the full fit.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Command-line options built from the configuration dataclasses (:mod:`mlse.train.config`), so that a default and
 its help text are written once, in the dataclass field.
 
-Every option is added with ``default=argparse.SUPPRESS``: an option not given stays out of the parsed namespace, and
-the configuration function (:func:`mlse.train.config.finetune_config` ...) gives it the field's default, as it does
-for the app; the help text ends with that default. Also the ``--backend`` option several commands share.
+Options use ``default=argparse.SUPPRESS``: one not given stays out of the namespace and the configuration function
+(:func:`mlse.train.config.finetune_config` ...) applies the field's default, as for the app. Also ``--backend``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``python -m mlse experiment seed-grid|students|unrated``: the reproducible experiment recipes.
 
-``seed-grid`` runs the seed paper's grid of Stage 1 and Stage 2 variants (:mod:`mlse.experiments.seed_grid`);
-``students`` the distillation study's recipes (:mod:`mlse.experiments.distillation`); ``unrated`` those recipes under
-the leave-languages-out protocol (:mod:`mlse.experiments.unrated`). Each writes its reports under ``--out``.
+See :mod:`mlse.experiments.seed_grid`, :mod:`~mlse.experiments.distillation` (students) and
+:mod:`~mlse.experiments.unrated` (leave-languages-out). Each writes its reports under ``--out``.
 """
 
 from __future__ import annotations

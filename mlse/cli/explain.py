@@ -1,9 +1,8 @@
 """``python -m mlse explain --model NAME S1 S2``: which word pairs make up a model's cosine for two sentences.
 
-Prints the cosine, how it splits (token pairs + reference terms + residual, see :mod:`mlse.explain.explanation`) and
-the top word pairs; ``--align`` adds the contextual word alignment (a cheaper view, not an explanation of the score);
-``--json-out FILE`` writes the matrix, the words and every number. What if? ``--drop`` / ``--edit1`` ... score the
-edited pair as ``python -m mlse score`` does (:func:`mlse.explain.what_if`) beside the change the explanation predicted.
+Prints the cosine, its split (token pairs + reference terms + residual, :mod:`mlse.explain.explanation`) and the top
+word pairs; ``--align`` adds the word alignment (not an explanation of the score); ``--json-out FILE`` writes every
+number. ``--drop`` / ``--edit1`` ... score the edited pair (:func:`mlse.explain.what_if`) beside the predicted change.
 """
 
 from __future__ import annotations

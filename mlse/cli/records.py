@@ -1,7 +1,6 @@
 """``python -m mlse records migrate [--check] [PATH ...]``: make old records portable (:mod:`mlse.data.portable`).
 
-It rewrites every file that names a file by an absolute path of the machine that wrote it
-(:mod:`mlse.data.portable_migration`), one line per file; a second run changes nothing.
+Rewrites every file naming an absolute path (:mod:`mlse.data.portable_migration`); a second run changes nothing.
 """
 
 from __future__ import annotations

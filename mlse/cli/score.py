@@ -1,15 +1,10 @@
 """``python -m mlse score FILE``: score every pair of a user's file with one or more models, write a scored CSV.
 
-The file is read by :func:`mlse.data.user_files.read_pairs`, streamed: scanned once (every row checked up front, so
-a bad row stops nothing midway), then read back ``--chunk`` rows at a time, each chunk scored by
-:func:`mlse.api.score_pairs` through the embedding cache and written out at once: memory holds one chunk whatever the
-file's size, and after a Ctrl-C the same command only encodes the rest. The scored table (the input's columns, then
-``"<model> cosine"`` and ``"<model> 0-5"``, :func:`mlse.data.scored_file.write_scored`) goes to ``--out`` (a temporary
-file renamed over it once complete) or stdout; progress and the summary go to stderr.
-
-``--engine ray`` (or ``auto`` on a large file, or ``--batch-tokens``) runs the same chunks through
-:func:`mlse.scale.score.score_on_engine` (Ray actors; finished chunks kept in ``OUT.parts`` until the file is
-written): the byte-identical file.
+The file is streamed (:func:`mlse.data.user_files.read_pairs`): every row checked up front, then ``--chunk`` rows at
+a time scored by :func:`mlse.api.score_pairs` through the embedding cache and written out, so memory holds one chunk
+and a re-run after Ctrl-C encodes only the rest. Output (:func:`mlse.data.scored_file.write_scored`) goes to ``--out``
+(written atomically) or stdout; progress and summary to stderr. ``--engine ray`` (or ``auto`` on a large file, or
+``--batch-tokens``) runs the chunks through :func:`mlse.scale.score.score_on_engine`: the byte-identical file.
 """
 
 from __future__ import annotations
@@ -286,8 +281,8 @@ def _score(args: argparse.Namespace, out: Path | None) -> int:
 
 def _write_atomically(out: Path, given: str, fill) -> None:
     """``fill(stream)`` into a temporary file beside ``out``, renamed over it when complete (mlse.atomic): a stopped
-    run leaves the old file, a killed one's temporary file is dropped by the next run. An error of the file itself
-    (creating, syncing, renaming it) is one line naming it; an error while scoring is the scoring's."""
+    run leaves the old file. An error of the file itself is one line naming it; an error while scoring is the
+    scoring's."""
     scoring = False
     for stale in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
         stale.unlink(missing_ok=True)

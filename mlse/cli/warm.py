@@ -1,9 +1,7 @@
 """``python -m mlse warm``: compute into the cache what each tab of the app shows first, for its default models.
 
-The steps are the app's own (:mod:`mlse.serving.warm_plan`); one line per step with the overall percentage and the
-seconds it took, a step whose dataset is missing skipped with the reason. A second run computes nothing; one stopped
-with Ctrl-C (exit 130) goes on from there next time. ``--check`` lists what is warm and what is missing (exit 1 when
-something is).
+The steps are the app's own (:mod:`mlse.serving.warm_plan`), one line each. A second run computes nothing; one stopped
+with Ctrl-C (exit 130) resumes next time. ``--check`` lists what is missing (exit 1 when something is).
 """
 
 from __future__ import annotations

@@ -2,18 +2,11 @@
 sample. Stage 1 (:func:`mlse.train.head_training.stage1_data`) and fine-tuning
 (:func:`mlse.train.finetune_data.prepare_data`) both read their translation pairs through :func:`load_filtered_bitext`.
 
-Per language pair, in the order given: load the standard written language of each side
-(:func:`mlse.data.parallel.default_labels`), drop every pair whose source or target sentence occurs in an evaluation
-set (:func:`mlse.data.contamination.filter_contaminated`: LASER Tatoeba and STS Multi MT test/dev, normalised), then,
-when more than ``max_pairs`` remain, keep a sample of ``max_pairs`` drawn without replacement by
-``numpy.random.default_rng(sample_seed(i)).choice``, in file order. The cap applies *after* filtering, so every pair
-keeps its share.
-
-Where the data directory has no Tatoeba-Challenge folder (a Space), the pairs come from the sample shipped under
-``assets/data/finetune-bitext`` (:mod:`mlse.data.bitext_sample`; filtered when it was built, and again here).
-
-The sampling seed is the caller's (:func:`same_seed` for Stage 1, :func:`seed_per_pair` for fine-tuning), because
-result files and runs were produced with each caller's own: changing either would change what a re-run trains on.
+Per pair: :func:`mlse.data.parallel.default_labels` on each side, minus pairs with a side in an evaluation set
+(:func:`mlse.data.contamination.filter_contaminated`), then at most ``max_pairs`` drawn without replacement by
+``numpy.random.default_rng(sample_seed(i)).choice``, in file order (capped *after* filtering). Without a
+Tatoeba-Challenge folder the shipped sample is read (:mod:`mlse.data.bitext_sample`). The seed scheme is the caller's
+(:func:`same_seed`: Stage 1, :func:`seed_per_pair`: fine-tuning); changing either changes what re-runs train on.
 """
 
 from __future__ import annotations
@@ -49,8 +42,7 @@ class Bitext:
     """Translation pairs of several language pairs, concatenated in the order of the pairs; ``src[i]`` <-> ``tgt[i]``.
 
     ``info``: ``{"pairs": {pair: {"available", "contaminated_dropped", "used"}}, "data": {file: sha256}, "source": where
-    the pairs came from (the data directory, or the shipped sample: :mod:`mlse.data.bitext_sample`)}``.
-    """
+    the pairs came from (the data directory, or the shipped sample: :mod:`mlse.data.bitext_sample`)}``."""
 
     src: list[str] = field(default_factory=list)
     tgt: list[str] = field(default_factory=list)
@@ -71,9 +63,7 @@ def load_filtered_bitext(
     """Contamination-filtered pairs of every ``"a-b"`` in ``pairs`` (Tatoeba-Challenge folder names, oriented as
     given), each capped at ``max_pairs`` (None: all) by a seeded sample; see the module docstring.
 
-    ``stop`` is asked before the evaluation sentences are read and before each language pair
-    (:class:`mlse.stop_signal.Stopped` ends the call). ``label`` starts the log line of each pair.
-    """
+    ``stop``: asked before reading the evaluation sentences and each pair. ``label`` starts each pair's log line."""
     check(stop, "loading the evaluation sentences (contamination filter)")
     banned = evaluation_sentences(data_dir)
     source = training_bitext_source(data_dir)

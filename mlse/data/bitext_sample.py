@@ -1,22 +1,11 @@
 """The shipped training bitext: a small contamination-filtered sample of the Tatoeba-Challenge pairs, for a deployment
 whose data directory has no ``parallel/`` folder (a Hugging Face Space: the bitext has no hub source mlse reads).
 
-:func:`build_sample` (``python -m mlse data sample-bitext``) reads every folder of
-``parallel/tatoeba_challenge_v2021-08-07`` in a data directory, keeps the standard written language of each side
-(:func:`mlse.data.parallel.default_labels`), drops every pair whose either side occurs in an evaluation set with
-exactly the filter training uses (:func:`mlse.data.contamination.filter_contaminated` against
-:func:`~mlse.data.contamination.evaluation_sentences`: LASER Tatoeba, STS Multi MT test and dev), then keeps a seeded
-sample of at most ``per_pair`` pairs per folder, in file order. It writes, all or nothing:
-
-* ``{folder}.tsv.gz`` per Tatoeba-Challenge folder (``deu-eng.tsv.gz``, ...): UTF-8, one pair a line, the folder's
-  first language, a tab, its second language; gzip with no timestamp, so a rebuild from the same files is
-  byte-identical;
-* ``MANIFEST.json``: the command, the sha256 of every source and evaluation file, per folder the pairs available,
-  dropped by the filter, kept after it and shipped, the sha256 of each shipped file, the licence and attribution;
-* ``README.md``: what the folder is, its licence (Tatoeba: CC BY 2.0 FR) and attribution.
-
-:func:`mlse.data.bitext.load_filtered_bitext` reads the sample (:func:`training_bitext_source`,
-:func:`load_sample_pair`) and applies the contamination filter again at load time, as for the full files.
+:func:`build_sample` (``python -m mlse data sample-bitext``) filters each Tatoeba-Challenge folder as training does
+(:func:`~mlse.data.parallel.default_labels`, :func:`~mlse.data.contamination.filter_contaminated`), keeps a seeded
+sample of at most ``per_pair`` pairs in file order, and writes all or nothing: ``{folder}.tsv.gz`` (gzip without
+timestamp: a rebuild is byte-identical), ``MANIFEST.json`` (hashes, counts) and ``README.md`` (CC BY 2.0 FR).
+:func:`mlse.data.bitext.load_filtered_bitext` filters it again at load time.
 """
 
 from __future__ import annotations
@@ -87,9 +76,7 @@ class BitextSource:
 def training_bitext_source(data_dir: str | os.PathLike[str] | None = None, root: Path | None = None) -> BitextSource:
     """The data directory's ``parallel/`` folder when it has one, else the shipped sample (``root``: its folder).
 
-    A data directory that cannot be found also means the sample (the evaluation sets, which the filter and the dev
-    score need, then give their own message). DataError when neither is there.
-    """
+    A data directory that cannot be found also means the sample. DataError when neither is there."""
     found = find_data_dir(data_dir)
     parallel = found / PARALLEL_DIR if found is not None else None
     if parallel is not None and parallel.is_dir():

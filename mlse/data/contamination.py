@@ -1,9 +1,8 @@
 """Keeping evaluation sentences out of training data.
 
-The Tatoeba-Challenge bitext shares up to 30 % of its pairs with the LASER Tatoeba test set, and short
-English sentences recur everywhere; training on them inflates retrieval accuracy. Matching is exact
-after Unicode NFC and whitespace normalisation, case-sensitive, which is how the overlap was measured
-in ``parallel/tatoeba_challenge_v2021-08-07/OVERLAP_WITH_LASER_TATOEBA_V1.md``.
+The Tatoeba-Challenge bitext shares many pairs with the LASER Tatoeba test set; training on them inflates retrieval
+accuracy. Matching is exact after NFC and whitespace normalisation, case-sensitive, as the overlap was measured
+(``parallel/tatoeba_challenge_v2021-08-07/OVERLAP_WITH_LASER_TATOEBA_V1.md``).
 """
 
 from __future__ import annotations
@@ -35,9 +34,8 @@ def evaluation_sentences(
     sts_splits: Iterable[str] = ("test", "dev"),
 ) -> set[str]:
     """Normalised sentences of the evaluation sets: LASER Tatoeba (both sides; all languages if
-    ``tatoeba`` is True, none if False, else the listed languages) and the STS Multi MT ``sts_splits``
-    in all 11 languages (both sentences). Memoised per process; returns a fresh set each call.
-    """
+    ``tatoeba`` is True, none if False, else those listed) and STS Multi MT ``sts_splits`` in all 11 languages.
+    Memoised per process; returns a fresh set each call."""
     root = resolve_data_dir(data_dir)
     if isinstance(tatoeba, bool):
         langs: tuple[str, ...] = tuple(tatoeba_languages(root)) if tatoeba else ()

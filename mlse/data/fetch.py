@@ -1,11 +1,8 @@
 """Getting the app's datasets onto a fresh machine.
 
-A fresh deployment (a Space, a container) starts with an empty data directory. :func:`fetch_missing` downloads each
-dataset the tabs need that is not there yet (:data:`APP_DATASETS`, through :mod:`mlse.data.hub_download`), one after
-the other, printing one progress line per step; a failure (no network, FLORES+ gated without a token) is reported and
-the others still come. :func:`start_fetch` does it in a background thread, so the app serves at once and the
-score tab (which needs no data) works while the rest arrives. What it is doing is kept in
-:mod:`mlse.data.fetch_status`, which every "dataset folder not found" message reads.
+:func:`fetch_missing` downloads each of :data:`APP_DATASETS` not there yet (:mod:`mlse.data.hub_download`), one after
+the other; a failure is reported and the others still come. :func:`start_fetch` does it in a background thread, so the
+app serves at once. Progress is kept in :mod:`mlse.data.fetch_status`, which "dataset folder not found" messages read.
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ def fetch_missing(
 ) -> dict[str, str | None]:
     """Download every one of :data:`APP_DATASETS` missing from ``data_dir`` -> {key: None when fetched, else why not}.
 
-    Never raises for one dataset's failure: the others are still fetched. Creates ``data_dir`` when needed.
-    """
+    Never raises for one dataset's failure: the others are still fetched. Creates ``data_dir`` when needed."""
     root = Path(data_dir)
     root.mkdir(parents=True, exist_ok=True)
     todo = missing_datasets(root)
@@ -76,10 +72,7 @@ def start_fetch(
 ) -> threading.Thread | None:
     """:func:`fetch_missing` in a daemon thread (None when nothing is missing); the app serves meanwhile.
 
-    ``reachable``: asked first, in the thread (default :func:`mlse.data.hub_probe.probe_hub`, a few seconds at most);
-    when the hub does not answer, every missing dataset is marked failed with that reason instead of timing out three
-    times.
-    """
+    ``reachable`` (default :func:`mlse.data.hub_probe.probe_hub`) is asked first: if not, all fail at once."""
     root = Path(data_dir)
     todo = missing_datasets(root) if root.is_dir() else list(APP_DATASETS)
     if not todo:
@@ -103,8 +96,7 @@ def app_data_dir() -> Path:
     """Where the app reads (and fetches) its data: ``MLSE_DATA``; else ``../shared/data`` when it exists; else
     ``<mlse cache>/data``, which is then exported as ``MLSE_DATA`` so every tab and child job reads the same place.
 
-    Creates the folder; MlseError (naming it) when that is not possible.
-    """
+    Creates the folder; MlseError (naming it) when that is not possible."""
     configured = os.environ.get(ENV_VAR, "")
     if configured:
         folder = Path(configured).expanduser()

@@ -1,9 +1,7 @@
 """What the app's background fetch is doing, and what every "dataset folder not found" message says.
 
-:func:`missing_note` is what such a message ends with: what the folder is, which tab needs it, and what to do,
-including "being downloaded now" or why the download failed while the app's fetch (:mod:`mlse.data.fetch`) runs.
-It lives apart from the fetch itself so that the loaders (through :func:`mlse.data.paths.require_subdir`) can name a
-missing dataset without depending on the code that downloads it.
+:func:`missing_note` ends such a message: what the folder is, which tab needs it, what to do (or "being downloaded
+now", or why the download failed). Apart from :mod:`mlse.data.fetch` so the loaders need not import the downloader.
 """
 
 from __future__ import annotations

@@ -25,9 +25,7 @@ def flores_languages(data_dir: str | os.PathLike[str] | None = None) -> list[str
 def load_flores(langs: list[str] | None = None, data_dir: str | os.PathLike[str] | None = None) -> dict[str, list[str]]:
     """Load devtest sentences keyed by full code; every list has the same length (1,012).
 
-    ``langs`` accepts full codes, ISO 639-3 (``"deu"``; ``"zho"`` means ``zho_Hans``) and ISO 639-1
-    (``"de"``, ``"zh"``); None loads every language found, in sorted order.
-    """
+    ``langs``: full codes, ISO 639-3 (``"zho"`` means ``zho_Hans``) or 639-1; None: every language found, sorted."""
     folder = require_subdir(resolve_data_dir(data_dir), FLORES_DIR)
     available = _codes_in(folder)
     codes = available if langs is None else list(dict.fromkeys(_resolve(x, available) for x in langs))

@@ -1,22 +1,11 @@
 """Fetching the datasets from the Hugging Face hub into the local layout the loaders read.
 
-After a successful :func:`download_from_hub`, ``load_sts`` / ``load_flores`` / ``load_tatoeba`` work unchanged with
-``data_dir=target_dir``. Each dataset's folder is filled all or nothing (:func:`mlse.atomic.atomic_dir`), so a fetch
-that is killed or fails leaves no half dataset that the app would take for a complete one. Reading parquet needs
-``pyarrow``. Tested offline against a local stand-in laid out like the repositories (tests/data/test_data_fetch.py); the
-layouts below are the repositories' as published, and the conversions accept the variants each has had.
-
-Repositories (dataset repos):
-
-* ``stsb_multi_mt`` -> ``PhilipMay/stsb_multi_mt``: ``{lang}/{split}-NNNNN-of-NNNNN.parquet`` with columns
-  ``sentence1, sentence2, similarity_score``; shards of one split are concatenated in name order.
-* ``flores200`` -> ``openlanguagedata/flores_plus``: ``devtest/...{lang}_{script}...parquet`` with ``iso_639_3,
-  iso_15924, text`` (and ``id``, by which rows are ordered). **Gated**: the account whose token is used must have
-  accepted the dataset's terms on its page; the token comes from ``HF_TOKEN`` (on a Space: a secret of that name).
-  Chinese is ``cmn_*`` there and is written as ``zho_*`` like the original FLORES-200 files. Only the 15 languages
-  of the local copy are downloaded.
-* ``tatoeba`` -> ``mteb/tatoeba-bitext-mining``: one table per ``{xxx}-eng`` pair, as ``test/{xxx}-eng.jsonl.gz``
-  (today) or ``{xxx}-eng/...parquet`` (earlier), with ``sentence1`` (the xxx side) and ``sentence2`` (English).
+After :func:`download_from_hub`, the loaders work unchanged with ``data_dir=target_dir``. Each dataset's folder is
+filled all or nothing (:func:`mlse.atomic.atomic_dir`), so a failed fetch leaves no half dataset. Parquet needs
+``pyarrow``. Repositories (:data:`HUB_DATASETS`): ``PhilipMay/stsb_multi_mt`` (shards concatenated in name order),
+``openlanguagedata/flores_plus`` (**gated**: the ``HF_TOKEN`` account must have accepted its terms; ``cmn_*`` written
+as ``zho_*``; rows ordered by ``id``) and ``mteb/tatoeba-bitext-mining`` (``sentence1`` the xxx side, ``sentence2``
+English; both the jsonl.gz and the older parquet layout). Tested offline in tests/data/test_data_fetch.py.
 """
 
 from __future__ import annotations
@@ -64,8 +53,7 @@ def hub_offline() -> bool:
 def download_from_hub(dataset: str, target_dir: str | os.PathLike[str], *, token: str | None = None) -> Path:
     """Download ``dataset`` (a key of HUB_DATASETS) and write it under ``target_dir``; return target_dir.
 
-    ``token``: a Hugging Face token; None uses ``HF_TOKEN`` or the stored login (what a gated repository needs).
-    """
+    ``token``: a Hugging Face token; None uses ``HF_TOKEN`` or the stored login (what a gated repository needs)."""
     if dataset not in HUB_DATASETS:
         raise DataError(f"unknown hub dataset {dataset!r}; available: {', '.join(HUB_DATASETS)}")
     spec = HUB_DATASETS[dataset]

@@ -1,9 +1,7 @@
 """Is the Hugging Face hub reachable from here? One cheap, bounded probe, remembered for a while.
 
-The app offers hub models (``labse``, ``xlmr``) that are not in the local HF cache only when a download could work:
-on a Space with internet they appear in the model lists, on an offline machine they do not. The probe runs in a
-background thread (:func:`probe_in_background`) so that starting the app or rescanning the model list never waits on
-the network; until the first answer arrives the hub counts as unreachable.
+The app offers uncached hub models only when a download could work. The probe runs in a background thread
+(:func:`probe_in_background`) so nothing waits on the network; until it answers the hub counts as unreachable.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Reading line-aligned text files safely.
 
-``str.splitlines()`` also breaks on U+0085, U+2028, form feeds and more; several real files (e.g.
-Tatoeba-Challenge ``eng-pol/*.pol``) contain such characters inside a sentence, which would silently
-misalign a parallel corpus. Everything here therefore splits on ``"\\n"`` only.
+``str.splitlines()`` also breaks on U+0085, U+2028, form feeds...; real files (Tatoeba-Challenge ``eng-pol/*.pol``)
+hold these inside sentences, which would misalign a parallel corpus. So everything here splits on ``"\\n"`` only.
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ from mlse.errors import DataError
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
     """Return the lines of a UTF-8 file, split on ``"\\n"`` only.
 
-    A trailing ``"\\r"`` is removed from each line (files edited on Windows); an empty line in the middle is kept, so
-    the count matches ``wc -l`` for a file that ends in a newline.
-    """
+    A trailing ``"\\r"`` is removed from each line; empty lines are kept (the count matches ``wc -l``)."""
     p = Path(path)
     text = decode_utf8(read_bytes(p), p)
     return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []

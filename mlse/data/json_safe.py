@@ -21,8 +21,7 @@ def finite_or_none(value: Any) -> float | None:
 def nan_to_none(obj: Any) -> Any:
     """A copy of ``obj`` with every non-finite float, in dicts, lists and tuples at any depth, replaced by None.
 
-    Tuples become lists (as JSON writes them); other values are kept as they are.
-    """
+    Tuples become lists (as JSON writes them); other values are kept as they are."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):

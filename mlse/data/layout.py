@@ -1,8 +1,7 @@
 """The local layout of the data directory: one folder per dataset, and what each holds (no code, no imports).
 
-The loaders read these folders, :mod:`mlse.data.hub_download` writes the ones it can fetch, and
-:mod:`mlse.data.fetch_status` names them in "dataset folder not found" messages; keeping the names here lets each of
-those depend on the layout rather than on each other.
+The loaders, :mod:`mlse.data.hub_download` and :mod:`mlse.data.fetch_status` all use these names, so they depend on
+the layout rather than on each other.
 """
 
 from __future__ import annotations

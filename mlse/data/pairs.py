@@ -2,8 +2,8 @@
 
 Pairs are written as the dataset that holds them names them: STS Multi MT and Tatoeba-Challenge English-X pairs as
 ISO 639-1 ``"en-de"``; Tatoeba-Challenge folders for Stage 1 as ISO 639-3 ``"eng-deu"``; LASER Tatoeba languages as
-ISO 639-3 ``"deu"`` (paired with English); FLORES-200 as ``"eng_Latn"``. The languages a dataset holds are facts of
-its layout (:mod:`mlse.data.layout`), not choices, and live there.
+ISO 639-3 ``"deu"`` (paired with English); FLORES-200 as ``"eng_Latn"``. What a dataset holds is in
+:mod:`mlse.data.layout`.
 """
 
 from __future__ import annotations
@@ -65,11 +65,9 @@ SEED_PARALLEL_PAIRS = [
     *(f"eng-{x}" for x in ("ara", "deu", "spa", "fra", "ita", "nld", "pol", "rus", "tur")),
     *("spa-zho", "fra-spa", "rus-deu", "tur-pol", "ukr-spa", "zho-rus"),
 ]
-# Every Tatoeba-Challenge folder that pairs English with another language (English is the src / anchor side): the
-# fine-tuning methods' training pairs.
+# The fine-tuning methods' training pairs: every English-X Tatoeba-Challenge folder (English is the anchor side).
 ENGLISH_PAIRS = [f"en-{x}" for x in ("ar", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "tr", "uk", "zh")]
-# The Tatoeba-Challenge folders that pair two languages other than English (the seed's Stage-1 X-Y pairs), in the
-# fine-tuning methods' "a-b" form: a student that sees them aligns X with Y directly, not only through English.
+# The seed's Stage-1 X-Y folders in "a-b" form: a student that sees them aligns X with Y directly, not via English.
 NON_ENGLISH_PAIRS = ["de-ru", "fr-es", "ru-zh", "es-zh", "pl-tr", "es-uk"]
 # What the app's Fine-tune tab ticks for a fine-tuning method (a quick run; the CLI trains on all ENGLISH_PAIRS).
 APP_FINETUNE_PAIRS = ["en-de", "en-fr", "en-ru", "en-zh"]

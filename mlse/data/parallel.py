@@ -1,20 +1,10 @@
 """Tatoeba-Challenge (v2021-08-07) bitext, used as *training* data.
 
-Each folder (``deu-eng``, ``eng-zho``, ...) has two line-aligned text files and a ``.labels`` file per
-side giving each line's exact language/script. Labels found in the staged data:
-
-* most sides carry just the folder's code (``deu``, ``eng``, ``fra``, ...); ``eng-rus`` has one
-  ``rus_Latn`` line;
-* ``ara``: ``ara`` (MSA, ~94 %), plus dialects ``arq``, ``arz``, ``afb``, ``ary``, ``apc``, ``acm`` and
-  romanised ``arq_Latn``, ``ara_Latn``, ``apc_Latn``;
-* ``zho``: ``cmn_Hant``, ``cmn_Hans`` (the bulk), ``yue_Hans``, ``yue_Hant`` (Cantonese), ``wuu``
-  (Wu), ``lzh_*`` (Classical Chinese), ``cmn_Latn``/``cmn_Bopo`` (romanised/Bopomofo) and a few others.
-
-:func:`default_labels` picks the standard written language (Mandarin in Han script; MSA; the
-folder code otherwise), e.g. ``load_parallel("en-zh", tgt_labels=default_labels("zh"))``.
-
-These files overlap with the LASER Tatoeba *test* set: filter them with
-:mod:`mlse.data.contamination` before training a model you will evaluate there.
+Each folder (``deu-eng``, ...) has two line-aligned text files and a ``.labels`` file per side giving each line's
+language/script: mostly the folder's code, but ``ara`` mixes MSA with dialects and romanisations, and ``zho`` Mandarin
+with Cantonese, Wu, Classical Chinese and romanised lines. :func:`default_labels` picks the standard written language,
+e.g. ``load_parallel("en-zh", tgt_labels=default_labels("zh"))``. These files overlap with the LASER Tatoeba *test*
+set: filter them with :mod:`mlse.data.contamination` before training a model you will evaluate there.
 """
 
 from __future__ import annotations
@@ -40,10 +30,8 @@ _DEFAULT_LABELS: dict[str, frozenset[str]] = {"zho": frozenset({"cmn_Hans", "cmn
 def default_labels(lang: str) -> set[str]:
     """Labels of the standard written language for a Tatoeba-Challenge side.
 
-    ``zho`` -> ``{"cmn_Hans", "cmn_Hant"}`` (Mandarin in Han script: drops Cantonese, Wu, Classical
-    Chinese and romanisations), ``ara`` -> ``{"ara"}`` (Modern Standard Arabic, drops dialects),
-    anything else -> ``{code}`` (drops e.g. the single ``rus_Latn`` line). Accepts ISO 639-1 codes.
-    """
+    ``zho`` -> ``{"cmn_Hans", "cmn_Hant"}`` (Mandarin in Han script), ``ara`` -> ``{"ara"}`` (MSA), anything else
+    -> ``{code}`` (drops e.g. the single ``rus_Latn`` line). Accepts ISO 639-1 codes."""
     code = iso_639_3(lang)
     return set(_DEFAULT_LABELS.get(code, frozenset({code})))
 
@@ -64,12 +52,9 @@ def load_parallel(
 ) -> ParallelCorpus:
     """Load a Tatoeba-Challenge pair; the *first* language of ``pair`` is returned as src.
 
-    ``pair`` may be a folder name in either order (``"deu-eng"``, ``"eng-deu"``) or ISO 639-1
-    (``"de-en"``). ``src_labels``/``tgt_labels`` refer to the returned src/tgt sides: a line is kept
-    only if each side's label is in its set (None keeps all; see :func:`default_labels`). Pairs with
-    an empty side (after strip) are dropped. ``max_pairs`` keeps a seeded random subset
-    (``numpy.random.default_rng(seed)``) in file order. Raises DataError if nothing is left.
-    """
+    ``pair``: a folder name in either order (``"deu-eng"``, ``"eng-deu"``) or ISO 639-1 (``"de-en"``).
+    ``src_labels``/``tgt_labels`` (returned sides; None keeps all): a line is kept only if each side's label is in its
+    set. Empty sides are dropped; ``max_pairs`` keeps a :func:`seeded_subset`. DataError if nothing is left."""
     root = require_subdir(resolve_data_dir(data_dir), PARALLEL_DIR)
     src_code, tgt_code, folder = _find_folder(pair, root, _pairs_in(root))
     paths = [folder / f"{FILE_PREFIX}.{code}{ext}" for ext in ("", ".labels") for code in (src_code, tgt_code)]

@@ -15,11 +15,8 @@ ENV_VAR = "MLSE_DATA"
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Return the data directory as an absolute path.
 
-    Order: the ``data_dir`` argument, then the ``MLSE_DATA`` environment variable, then
-    ``../shared/data`` relative to the current directory, then ``../shared/data`` relative to the
-    repository root. A place the user named explicitly (argument or variable) must exist: silently
-    falling back to another copy of the data would make results depend on where one happens to run.
-    """
+    Order: ``data_dir``, ``MLSE_DATA``, then ``../shared/data`` from the current directory, then from the repository
+    root. A place named explicitly must exist: a silent fallback would make results depend on where one runs."""
     named = (
         (data_dir, "given as data_dir / --data-dir"),
         (os.environ.get(ENV_VAR), f"from the {ENV_VAR} environment variable"),

@@ -1,25 +1,15 @@
 """Paths in records (manifests, result files) that mean the same on every machine.
 
-A record names a file it used in one of four forms, never by the absolute path of the machine that wrote it:
+A record names a file it used as ``data:<relative>`` (under :func:`mlse.data.paths.resolve_data_dir`), ``cache:``
+(under :func:`mlse.dirs.cache_root`), ``repo:`` (under the folder holding ``assets/``: the checkout, else the
+package) or ``outside:<file name>`` (only the last name is kept). The deepest root wins; parts use ``/``.
 
-* ``data:<relative>`` -- under the data directory (:func:`mlse.data.paths.resolve_data_dir`),
-  e.g. ``data:stsb_multi_mt/stsb-de-test.csv``;
-* ``cache:<relative>`` -- under mlse's cache root (:func:`mlse.dirs.cache_root`);
-* ``repo:<relative>`` -- under the folder holding ``assets/`` (the repository root in a checkout, else the package),
-  e.g. ``repo:assets/data/finetune-bitext/deu-eng.tsv.gz`` or ``repo:runs``;
-* ``outside:<file name>`` -- anywhere else: only the last name is kept (where it lay says nothing on another machine).
+Reading (:func:`resolve_record_path`) also accepts older forms: an absolute path (used when it exists here, else
+mapped by its tail onto the data directory when it starts with a dataset folder, or onto the cache root after
+``.cache/mlse``) and a bare path relative to the data directory (old calibration manifests).
 
-When a path lies under several of these roots the deepest root wins. Relative parts use ``/`` on every system.
-
-Reading (:func:`resolve_record_path`) accepts these forms and the older ones: an absolute path (used as it is when
-it exists here; otherwise mapped by its tail onto this data directory when the tail starts with a dataset folder,
-``.../shared/data/stsb_multi_mt/stsb-de-test.csv`` -> ``<data dir>/stsb_multi_mt/stsb-de-test.csv``, or onto the
-cache root after ``.cache/mlse``) and a bare relative path, which older calibration manifests wrote relative to the
-data directory.
-
-:func:`data_identity` names the data a record used, wherever the data directory lies: the first 16 hex digits of the
-sha256 of the sorted lines ``<path relative to the data directory>\\t<sha256 of the file>\\n`` (``data:`` dropped, so
-records that wrote bare relative paths agree). Two records with the same identity read the same bytes.
+:func:`data_identity`: the first 16 hex digits of the sha256 of the sorted lines ``<path relative to the data
+directory>\\t<sha256 of the file>\\n`` (``data:`` dropped). Same identity, same bytes read.
 """
 
 from __future__ import annotations
@@ -102,9 +92,8 @@ def _tail_form(parts: list[str]) -> str | None:
 def portable_path(path: str | os.PathLike[str], data_dir=None, *, legacy: bool = False) -> str:
     """The portable form of ``path`` (a relative path is taken from the current directory); see the module docstring.
 
-    ``legacy=True`` (the migration of old records) also maps a path that lies under none of this machine's roots by
-    its tail (a dataset folder, ``.cache/mlse``). A value already in a portable form is returned as it is.
-    """
+    ``legacy=True`` (migrating old records) also maps a path under none of this machine's roots by its tail. A value
+    already portable is returned as it is."""
     text = os.fspath(path)
     if text.startswith(PREFIXES):
         return text
@@ -157,9 +146,7 @@ def portable_text(text: str, data_dir=None, *, legacy: bool = False) -> str:
 
 def portable_record(obj: Any, data_dir=None, *, legacy: bool = False) -> Any:
     """A copy of a JSON-like record with :func:`portable_text` applied to every string, dictionary keys included.
-
-    Two keys that become equal keep both values: the later one gets ``#2``, ``#3``... (never a silent loss).
-    """
+    Keys that become equal keep both values: the later gets ``#2``, ``#3``... (never a silent loss)."""
     if isinstance(obj, str):
         return portable_text(obj, data_dir, legacy=legacy)
     if isinstance(obj, Mapping):
@@ -211,8 +198,7 @@ def data_identity(hashes: Mapping[str, str]) -> str:
 
 def resolve_record_path(value: str, data_dir=None) -> Path | None:
     """Where a path read from a record (new form or old absolute path) is on this machine; None when it cannot be
-    known (an ``outside:`` file, a ``data:`` file without a data directory, an old path that matches nothing here).
-    """
+    known (``outside:``, ``data:`` without a data directory, an old path that matches nothing here)."""
     if value.startswith(DATA) or not value.startswith(PREFIXES) and not _is_absolute(value):
         root = find_data_dir(data_dir)
         return root / value.removeprefix(DATA) if root is not None else None

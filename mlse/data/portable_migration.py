@@ -1,12 +1,10 @@
 """Rewrite old records (manifests, result files, reports) so they name files in the portable forms of
 :mod:`mlse.data.portable` instead of the absolute paths of the machine that wrote them.
 
-Every UTF-8 text file under the given folders is read. A JSON file is parsed, its strings and keys rewritten, a
-``data_identity`` added beside each ``data`` map of sha256 values that has none, and it is written back in the
-layout it had (indent, ASCII escaping, final newline); any other text file has its absolute paths replaced in place.
-A file listed in a shipped artifact's ``manifest.json`` (``files``: sha256 by relative path) gets its new hash there,
-and each manifest is written before the files it lists, so a stopped run leaves nothing that a second run does not
-repair. Every write is atomic; a second run changes nothing.
+JSON files get their strings and keys rewritten (and a ``data_identity`` beside each ``data`` map lacking one), kept
+in their layout; other text files have absolute paths replaced. A file listed in a shipped ``manifest.json`` gets its
+new hash there, each manifest written before its files, so a stopped run is repaired by the next. Writes are atomic; a
+second run changes nothing.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ from mlse.errors import DataError
 
 FORMATS = ("tsv", "csv", "jsonl", "lines")
 PASTED = "pasted text"
-# The csv module refuses a field over 131,072 characters by default; a user's file may hold a 50 MB sentence, which
-# is read (encoders cut it to what a model reads: mlse.encoders.text_cut). A quote never closed is still caught: the
-# field then runs to the end of the file ("never closed"). The limit is process-wide; raising it harms no reader.
+# The csv module refuses fields over 131,072 characters; a user's sentence may be longer (encoders cut it). A quote
+# never closed is still caught (the field runs to the end of the file). Process-wide; raising it harms no reader.
 CSV_FIELD_LIMIT = 2**31 - 1
 
 
@@ -106,9 +105,8 @@ def text_records(content: str, fmt: str, label: str) -> list[tuple[int, object]]
 
 def line_records(lines: Iterable[str], fmt: str, label: str, first_line: int = 1) -> Iterator[tuple[int, object]]:
     """The records of ``lines`` (each ending in "\\n"; the first is line ``first_line``), one at a time as the lines
-    are read: (line number, fields) of every non-blank TSV / CSV / one-sentence line, or for JSONL (line number, the
-    object, or why the line is none). The parser of the whole-file reader and of the streamed one
-    (:mod:`mlse.data.table_stream`)."""
+    are read: (line number, fields) of every non-blank line, for JSONL (line number, the object or why it is none).
+    Shared by the whole-file and streamed (:mod:`mlse.data.table_stream`) readers."""
     if fmt == "csv":
         yield from _csv_lines(lines, label, first_line)
         return

@@ -1,11 +1,8 @@
 """The one writer of a scored file: a user's table of pairs with each model's score columns, as CSV or TSV.
 
-``python -m mlse score`` (a file or stdout), the app's Score a file (its download) and scripts
-(:func:`mlse.write_scored`) all write through :func:`write_scored`, so the three give the same file for the same
-scores: the input's columns exactly as read (a column named like a score column is replaced by it), then the score
-columns with six decimals, blank where a row was not scored (a stopped run). A path is written atomically (streamed
-into a temporary file beside it, then renamed: a 50 MB field is never copied three times). TSV has no quoting: a tab
-or line break inside a cell becomes a space. CSV is what the csv module writes, a cell at a time for huge cells.
+The ``score`` command, the app and :func:`mlse.write_scored` all write here, so the same scores give the same file:
+the input's columns as read (one named like a score column is replaced), then score columns with six decimals, blank
+for unscored rows. Paths are written atomically. TSV has no quoting: tabs and line breaks in a cell become spaces.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Scored pairs to train on: the STS Multi MT *train* split in every language pairing its aligned translations offer.
 
-Row ``i`` is the same sentence pair in all 11 language files (:mod:`mlse.data.stsb`), so besides the same-language
-pairs (de-de) any ordered pairing is a scored pair too: (sentence 1 of row ``i`` in de, sentence 2 of row ``i`` in
-fr, score ``i``). :class:`StsTrainRows` keeps the rows once and draws batches of (row, pairing) at random, so the
-11 x 11 pairings cost no memory. Only the train split is read; dev and test never are.
-
-Contamination: a row is dropped when any of its sentences, in any language, is an evaluation sentence
-(:func:`mlse.data.contamination.evaluation_sentences`: STS Multi MT dev and test in every language, LASER Tatoeba) --
-STSb's splits are disjoint by pair, not by sentence ("A man is playing a guitar." is in train and in test).
+Row ``i`` is the same pair in all 11 language files (:mod:`mlse.data.stsb`), so any ordered pairing is a scored pair:
+(sentence 1 of row ``i`` in de, sentence 2 in fr, score ``i``). :class:`StsTrainRows` keeps the rows once and draws
+(row, pairing) at random, so the 11 x 11 pairings cost no memory. Only the train split is read. A row is dropped
+when any of its sentences is an evaluation sentence (:func:`mlse.data.contamination.evaluation_sentences`): STSb's
+splits are disjoint by pair, not by sentence.
 """
 
 from __future__ import annotations

@@ -30,10 +30,8 @@ def sts_file(lang: str, split: str, data_dir: str | os.PathLike[str] | None = No
 def load_sts(pair: str, split: str = "test", data_dir: str | os.PathLike[str] | None = None) -> ScoredPairs:
     """Load an STS Multi MT pair: ``"en-de"`` (en sentence1 with de sentence2) or ``"en"`` (= en-en).
 
-    The returned name is ``"stsb_multi_mt/{split}/{a}-{b}"`` (a single language ``"en"`` is named
-    ``en-en``). Scores are on the 0-5 scale. Both files must have the same row count and identical
-    scores row by row, otherwise their rows are not the same pairs and a DataError is raised.
-    """
+    The returned name is ``"stsb_multi_mt/{split}/{a}-{b}"``; scores are 0-5. Both files must have the same
+    row count and identical scores row by row (else their rows are not the same pairs): DataError."""
     lang_a, lang_b = _parse_pair(pair)
     path_a, path_b = sts_file(lang_a, split, data_dir), sts_file(lang_b, split, data_dir)
     s1_a, _, scores_a = _read_sts(path_a)

@@ -1,15 +1,10 @@
 """A user's table read in chunks: :func:`mlse.data.user_files.read_table` with ``chunk_rows``, for files too large to
 hold (the ``score`` command at scale).
 
-The same reader, record parser (:func:`mlse.data.records.line_records`) and row checks
-(:class:`mlse.data.user_table_builder.TableBuilder`) as a whole read, run over the file's lines as they are read instead
-of over its whole text. :func:`scan_table` reads the file once, streaming: it settles the layout from the first records
-(the header and 51 rows; a JSONL file's columns from a first pass over its keys), checks every row (a bad one raised,
-or counted and the first 50 listed, as ``bad_rows`` says), and keeps where each chunk of ``chunk_rows`` kept rows
-starts (a byte offset and a line number). :meth:`ChunkedTable.read` then reads one chunk back from there, in this
-process or in another (:meth:`ChunkedTable.locator` is small and picklable): no process holds more than a chunk of
-rows. Every problem a whole read refuses the file for (binary, not UTF-8, NUL bytes, a CSV quoting error, a JSON
-array, no rows) is refused here too, with the same message, by the scan: before any work starts, never midway.
+Same parser and row checks as a whole read. :func:`scan_table` streams the file once: settles the layout, checks
+every row, and keeps where each chunk of ``chunk_rows`` kept rows starts (byte offset, line number);
+:meth:`ChunkedTable.read` reads a chunk back in any process (:meth:`ChunkedTable.locator` is picklable). Whatever a
+whole read refuses, the scan refuses with the same message: before any work, never midway.
 """
 
 from __future__ import annotations
@@ -79,9 +74,8 @@ class TableLayout:
 @dataclass
 class ChunkedTable:
     """A user's table scanned once and read back in chunks of ``chunk_rows`` kept rows (the last one shorter):
-    ``len()`` kept rows, ``spans[c]`` where chunk ``c`` starts (byte offset, line number), the refused rows (the first
-    50 in ``skipped``, all counted in ``n_skipped``). :meth:`read` gives one chunk as a :class:`UserTable` whose
-    ``lines`` are the file's."""
+    ``len()`` kept rows, ``spans[c]`` where chunk ``c`` starts, refused rows (first 50 in ``skipped``, all counted in
+    ``n_skipped``). :meth:`read` gives one chunk as a :class:`UserTable` whose ``lines`` are the file's."""
 
     layout: TableLayout
     chunk_rows: int

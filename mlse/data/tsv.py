@@ -16,9 +16,8 @@ from mlse.errors import DataError
 def load_scored_tsv(path: str | os.PathLike[str], name: str | None = None) -> ScoredPairs:
     """Rated pairs (sentence1, sentence2, score) from a TSV, CSV or JSONL file, with or without a header.
 
-    Blank lines are skipped; every row needs two non-empty sentences and a finite numeric score (kept on its own
-    scale: correlations do not care). A file without a score column is refused: it cannot be compared with gold.
-    """
+    Blank lines are skipped; each row needs two non-empty sentences and a finite score (any scale). A file without a
+    score column is refused."""
     p = Path(path)
     pairs = read_pairs(p, name=str(p)).to_scored_pairs()
     pairs.name = name or p.stem

@@ -14,8 +14,7 @@ from mlse.errors import DataError
 class ScoredPairs:
     """Sentence pairs with a gold similarity score each (STS: 0-5; user files: any real scale).
 
-    ``sources`` lists the files the pairs were read from, so reports can cite (and hash) them.
-    """
+    ``sources`` lists the files the pairs were read from, so reports can cite (and hash) them."""
 
     s1: list[str]
     s2: list[str]

@@ -1,32 +1,16 @@
 """One reader for the files users bring: rated or unrated sentence pairs, labelled sentences, parallel columns.
 
-Every tab of the app, the ``score`` and ``eval --pairs-file`` commands and :func:`mlse.read_pairs` read a user's data
-here, so a file that works in one place works in all of them and a mistake reads the same everywhere.
+Every tab, the ``score`` and ``eval --pairs-file`` commands and :func:`mlse.read_pairs` read users' data here, so a
+file reads (and fails) the same everywhere. Formats (TSV, CSV, JSONL, pasted text) and kinds (:data:`KINDS`, their
+column names): see docs/your-data.md. Lines split on ``"\\n"`` only (U+0085 and U+2028 occur inside real sentences).
 
-**Formats.** TSV (fields split on tabs, no quoting: the convention of STS files), CSV (RFC 4180 quoting), JSONL (one
-object per line, keys as columns; also for ``.json``, where a JSON array is refused with a hint) and pasted text (a tab
-in it means TSV, a ``{`` first means JSONL, one sentence per line for a sentence list, else CSV). UTF-8 with or without
-a byte-order mark; CRLF line ends. Lines split on ``"\\n"`` only (U+0085 and U+2028 occur inside real sentences).
+**Header detection.** The first row is a header when a cell is a known column name, when every cell is a language
+code, or when a 3-column pairs file has a non-numeric third cell over a number; ``header=True/False`` overrides
+(unknown names are then kept, columns read by position).
 
-**Kinds.**
-
-* ``pairs``: ``sentence1``, ``sentence2``, optional ``score`` (or ``gold``, ``label``, ``similarity``, ``rating``),
-  optional ``lang1`` / ``lang2``; without a header, 2 columns (the sentences) or 3 (then the score).
-* ``sentences``: ``sentence`` (or ``text``), optional ``lang``, optional ``id`` (rows sharing an id are translations
-  of one another); without a header, 1 column (the sentence) or 2 (sentence, language).
-* ``parallel``: two or more columns named by language code (``en``, ``deu``, ``zho_Hans``), row *i* of each the same
-  sentence; without a header, each column is one language (detected later).
-
-**Header detection.** The first row is a header when one of its cells is a known column name, when every cell is a
-language code (a parallel file), or when a 3-column pairs file has a non-numeric third cell over a number.
-``header=True/False`` overrides; with ``header=True`` a header of names the reader does not know (``Satz 1``,
-``Satz 2``, ``Note``) keeps them as column names and reads the columns by position.
-
-**Problems.** Each is one message naming the file (by the name given, never a server path), the line and the column. The
-whole file is refused when it cannot be read as a table (binary, not UTF-8, a duplicate or incomplete header, no rows, a
-CSV quoting error, over ``max_rows`` / ``max_bytes``); a bad row (ragged, empty sentence, non-numeric or out-of-range
-score) is refused with ``bad_rows="raise"`` (the default) or skipped with ``bad_rows="skip"``, each skipped row listed
-in :attr:`UserTable.skipped`.
+**Problems.** One message each, naming the file (never a server path), line and column. A file unreadable as a table
+(binary, not UTF-8, bad header, no rows, CSV quoting error, over ``max_rows`` / ``max_bytes``) is refused; a bad row
+is refused with ``bad_rows="raise"`` (default), or skipped with ``"skip"`` and listed in :attr:`UserTable.skipped`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The checks behind the user-file reader: from a file's records (or rows given as cells) to a
 :class:`~mlse.data.user_table.UserTable`, deciding whether the first row is a header, which column plays which role
-and which rows are refused (each with a message naming the file, the line and the column).
-
-:mod:`mlse.data.user_files` holds the entry points (``read_table``, ``read_pairs``, ``read_rows``) and describes the
-formats, kinds and rules this module applies.
+and which rows are refused (each with a message naming the file, the line and the column). The entry points, and the
+rules applied here, are in :mod:`mlse.data.user_files`.
 """
 
 from __future__ import annotations
@@ -109,8 +107,7 @@ class TableBuilder:
 
     def decide(self, head: list, columns: list[str] | None = None) -> list:
         """Settle the table's columns, header, kind and roles from its first records ``head`` (all of them, or enough:
-        the header and 51 rows; a JSONL file's ``columns`` are the keys of all its objects, from ``head`` when not
-        given); returns ``head``'s body records, as :meth:`body_record` gives them."""
+        the header and 51 rows; JSONL ``columns``: all keys); returns ``head``'s body records (:meth:`body_record`)."""
         if not head:
             self.no_rows()
         if self.fmt == "jsonl":

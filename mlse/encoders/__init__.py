@@ -1,21 +1,11 @@
 """Sentence encoders: one protocol, a registry of names, runtimes, the embedding cache, and the packaged backbones.
 
-A thin face: the public names of the modules below, re-exported. Inside mlse, modules import from the module that
-defines a name, never through this face.
-
-- :mod:`.protocol`: the ``Encoder`` protocol every model satisfies.
-- :mod:`.identity`: weight fingerprints (the cache key), the text prefix, backend tags.
-- :mod:`.registry`: the named models (:class:`ModelSpec`).
-- :mod:`.catalogue`: every model offered (the defaults, shipped artifacts, runs), any name -> its spec, its local
-  folder (:func:`materialise`), whether it loads here, what kind it is.
-- :mod:`.hub`: hub models (the local HF cache, downloads); :mod:`.lora_merge`: shipped LoRA students rebuilt.
-- :mod:`.torch`, :mod:`.onnx` (``export``, ``quantize``, ``runtime``): the runtimes; :mod:`.text_cut`: every text
-  cut to what its model reads before tokenising; :mod:`.progress`: progress bars, on a terminal only.
-- :mod:`.use`, :mod:`.use_torch` (``muse``) and :mod:`.e5`, :mod:`.e5_format` (``me5-small``): backbones shipped in
-  pip packages in a format of their own.
-- :mod:`.cache`: the SQLite embedding cache.
-- :mod:`.load`: ``load_encoder``, the backbone factory. A scorer (backbone + trained heads) is loaded by
-  :func:`mlse.models.load_model`.
+A thin face re-exporting public names; inside mlse, modules import from the module that defines a name. The modules:
+:mod:`.protocol` (the ``Encoder`` protocol), :mod:`.identity` (weight fingerprints, text prefix, backend tags),
+:mod:`.registry` and :mod:`.catalogue` (named models, any name -> its spec and local folder), :mod:`.hub`,
+:mod:`.lora_merge`, the runtimes :mod:`.torch` and :mod:`.onnx`, :mod:`.text_cut`, :mod:`.progress`, the packaged
+backbones :mod:`.use` / :mod:`.use_torch` (``muse``) and :mod:`.e5` / :mod:`.e5_format` (``me5-small``),
+:mod:`.cache` (the SQLite embedding cache) and :mod:`.load` (``load_encoder``; scorers: :func:`mlse.models.load_model`).
 """
 
 from mlse.encoders.cache import CachedEncoder

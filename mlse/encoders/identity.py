@@ -1,13 +1,10 @@
 """What an encoder *is*, without loading it: weight fingerprints, the text prefix, and backend tags.
 
-An encoder's identity is its name plus a hash of the files that define its outputs (weights, configs, tokenizer,
-prompts); it keys the embedding cache and ties trained heads and calibrations to the weights they were fitted on.
-Hashing ~90 MB of weights costs a fraction of a second; the result is memoised on disk under the cache root
-(``fingerprints.json``, keyed by each file's path, size and mtime), so a fully cached evaluation never re-reads them.
-
-Non-torch runtimes append a backend tag (``|backend=onnx-int8-v2.9ccc127a``) to the weights' identity, so the cache
-keeps their vectors apart from torch's, while :func:`weights_identity` still recovers the weights alone (so a scorer
-can check that its heads were trained on the same weights).
+An identity is the model's name plus a hash of the files that define its outputs (weights, configs, tokenizer,
+prompts); it keys the embedding cache and ties heads and calibrations to their weights. Hashes are memoised in
+``<cache root>/fingerprints.json`` by each file's path, size and mtime. Non-torch runtimes append a backend tag
+(``|backend=onnx-int8-v2.9ccc127a``), so the cache keeps their vectors apart, while :func:`weights_identity` still
+recovers the weights alone.
 """
 
 from __future__ import annotations
@@ -70,13 +67,8 @@ def backend_of(identity: str) -> str:
 # -- the text a model puts before every input -----------------------------------------------------------------------
 def text_prefix(model) -> str:
     """The text a model puts before every input: its sentence-transformers default prompt ("" when it has none).
-
-    ``model``: a model folder, or a loaded ``SentenceTransformer`` (which read its prompts from its folder).
-    ``SentenceTransformer.encode`` applies the prompt by itself; every path that tokenises on its own (the ONNX
-    backends, the fine-tuning loop) prepends this, so all of them feed the model the same text (e5 wants
-    ``"query: "``). The prompt lives in config_sentence_transformers.json, which :func:`folder_fingerprint` covers,
-    so it is part of the encoder's identity; a fine-tuned student saves it again with its weights.
-    """
+    ``model``: a model folder or a loaded ``SentenceTransformer``. Every path that tokenises on its own (ONNX,
+    fine-tuning) prepends it, as ``SentenceTransformer.encode`` does; :func:`folder_fingerprint` covers it."""
     if isinstance(model, (str, os.PathLike)):
         config = read_json_dict(Path(model) / "config_sentence_transformers.json")
         prompts, name = config.get("prompts"), config.get("default_prompt_name")

@@ -1,8 +1,7 @@
 """The backbone factory: a model name -> an :class:`~mlse.encoders.protocol.Encoder` on the asked runtime, cached.
 
-``load_encoder`` builds *plain* encoders only (registry models, folders, fine-tuned runs, hub ids); a scorer run
-(backbone + trained heads) is loaded by :func:`mlse.models.load_model`, which calls this for the backbone and then
-adds the heads. Encoders never depend on heads.
+Plain encoders only: a scorer (backbone + trained heads) is loaded by :func:`mlse.models.load_model`, which calls this
+for its backbone. Encoders never depend on heads.
 """
 
 from __future__ import annotations
@@ -27,14 +26,9 @@ def load_encoder(
     **kwargs,
 ) -> Encoder:
     """Resolve ``name`` and return its encoder, wrapped in the on-disk embedding cache unless ``cache=False``.
-
-    ``backend`` picks the runtime: ``torch``, ``onnx`` (fp32) or ``onnx-int8`` (see :mod:`mlse.encoders.onnx.runtime`;
-    extra keyword arguments such as ``threads`` go to it). A ``native`` model (``muse``) runs mlse's own port of its
-    network whatever the backend name (see :mod:`mlse.encoders.use`) and on the CPU whatever the device: it is small
-    enough that the CPU is where it runs fastest per call. Resolution errors (unknown model or backend, onnxruntime
-    missing) surface here, not at first encode, so the CLI can refuse at once. A scorer name is refused: load it with
-    :func:`mlse.models.load_model`.
-    """
+    ``backend``: ``torch``, ``onnx`` or ``onnx-int8`` (extra keyword arguments such as ``threads`` go to the runtime).
+    ``muse`` runs mlse's own port (:mod:`mlse.encoders.use`) on the CPU whatever the backend and device. Errors
+    (unknown model or backend, onnxruntime missing, a scorer name) surface here, not at first encode."""
     check_backend(backend)
     return encoder_from_spec(resolve_model(name), backend=backend, device=device, cache=cache, **kwargs)
 

@@ -1,8 +1,7 @@
 """A fine-tuned student shipped as a LoRA adapter, merged into its base model: an ordinary sentence-transformers folder.
 
-The adapter format (``adapter_config.json``, ``adapter_model.safetensors``, and ``extra_modules/`` for modules
-appended after pooling, such as a bridge) is what :func:`mlse.train.recipes.lora.save_adapter` writes. Shipped
-students (:mod:`mlse.runs.shipped`) are rebuilt here once, into the user cache, and load like any other folder.
+The adapter format is what :func:`mlse.train.recipes.lora.save_adapter` writes (``extra_modules/`` holds modules
+appended after pooling). Shipped students are rebuilt here once, into the user cache.
 """
 
 from __future__ import annotations
@@ -25,10 +24,7 @@ log = logging.getLogger(__name__)
 
 def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
     """Rebuild a fine-tuned student from its base model folder and a saved adapter; save it to ``out``.
-
-    The adapter's matrices are merged in float32 (an fp16 adapter is upcast first), extra modules are appended after
-    the base model's own modules, and the result is an ordinary sentence-transformers folder.
-    """
+    The adapter is merged in float32; extra modules are appended after the base model's own."""
     import torch
     from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
     from safetensors.torch import load_file
@@ -62,9 +58,7 @@ def build_merged(base_folder: Path, adapter_folder: Path, out: Path) -> None:
 
 def build_shipped_student(item: ShippedArtifact, base: Path) -> Path:
     """Merge a shipped LoRA adapter into its backbone's folder ``base``, once, into the user cache (atomically).
-
-    Refused when ``base`` holds other weights than the adapter was trained on (another model under the same name).
-    """
+    Refused when ``base`` holds other weights than the adapter was trained on."""
     recorded = str(item.manifest["backbone_identity"]).rsplit(":", 1)[-1]
     actual = folder_fingerprint(base)[: len(recorded)]
     if actual != recorded:

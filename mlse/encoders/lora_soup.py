@@ -6,13 +6,8 @@ The soup ``base + sum_i w_i s_i B_i A_i`` is then itself a LoRA update of rank `
 
     B = [c_1 B_1 | c_2 B_2 | ...],   A = [c_1 A_1 ; c_2 A_2 ; ...],   c_i = sqrt(w_i s_i),   scale 1,
 
-so ``B A = sum_i c_i^2 B_i A_i``. (A negative coefficient puts its sign on ``B_i`` alone.) The adapter is the
-members' sizes added: two rank-8 adapters of ``me5-small`` make a rank-16 one of ~2.7 MB in float16, small enough to
-ship, and it merges onto the base exactly as any adapter does (:func:`mlse.encoders.lora_merge.build_merged`).
-
-:func:`stack_lora_tensors` is the arithmetic on named arrays (tested against the dense sum); :func:`build_lora_soup`
-reads adapter folders, checks that they adapt the same modules the same way, and writes the stacked adapter
-atomically with a ``soup.json``.
+so ``B A = sum_i c_i^2 B_i A_i``. (A negative coefficient puts its sign on ``B_i`` alone.) The adapter merges onto
+the base exactly as any adapter does (:func:`mlse.encoders.lora_merge.build_merged`).
 """
 
 from __future__ import annotations
@@ -49,11 +44,8 @@ def stack_lora_tensors(
     members: Sequence[Mapping[str, np.ndarray]], coefficients: Sequence[float]
 ) -> dict[str, np.ndarray]:
     """The stacked factors whose product is ``sum_i coefficients[i] * B_i A_i`` on every adapted matrix.
-
-    ``members`` are adapter state dicts (``...lora_A.weight`` of shape (r_i, in), ``...lora_B.weight`` of shape
-    (out, r_i)) over the same matrices; ``coefficients[i]`` is ``w_i s_i``. Computed in float64, stored in the first
-    member's dtype.
-    """
+    ``members``: adapter state dicts over the same matrices (A_i [r_i, in], B_i [out, r_i]); ``coefficients[i]``:
+    ``w_i s_i``. Computed in float64, stored in the first member's dtype."""
     if len(members) != len(coefficients) or not members:
         raise MlseError(f"a soup needs one weight per member: {len(members)} members, {len(coefficients)} weights")
     names = set(members[0])
@@ -107,10 +99,8 @@ def build_lora_soup(
     adapters: Sequence[Path], weights: Sequence[float], out: Path, *, names: Sequence[str] | None = None
 ) -> Path:
     """Write the adapter of the soup ``sum_i weights[i] * (member_i - base)`` of LoRA adapter folders to ``out``.
-
-    ``names`` (default: the folders) label the members in ``soup.json``. The stacked adapter has rank ``sum_i r_i``
-    and ``lora_alpha`` equal to it (scale 1), so each member keeps its own scale inside its coefficient.
-    """
+    ``names`` (default: the folders) label the members in ``soup.json``. Rank and ``lora_alpha`` are ``sum_i r_i``
+    (scale 1): each member's own scale is inside its coefficient."""
     from safetensors.numpy import save_file
 
     adapters = [Path(a) for a in adapters]

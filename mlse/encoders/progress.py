@@ -1,14 +1,10 @@
 """Progress of long work, one model for every place that shows it: the command line (whole lines on stderr), the scale
 pipeline (``mlse embed``), the app's pages (a ``gr.Progress`` text, the warm start's note) and the fine-tune tab.
 
-:class:`Progress` says what is happening, n of N, and an honest rate and ETA: the rate counts only the items computed
-since the work started (not those a resumed job had done before, nor those served from the embedding cache, which
-take no time: a cached first chunk must not announce thousands of rows a second) over the whole elapsed time, never
-over the last chunk alone (:class:`CacheCounter` tells how many were computed). :class:`ProgressLog` prints it as
-whole lines, so that a log file stays readable.
-
-Also the encoders' tqdm bars, drawn only on a terminal: a bar redraws itself with carriage returns, which in a log
-file or a pipe is a line of noise per redraw. Every encode path asks :func:`show_bar` whether to draw one.
+:class:`Progress`: n of N and an honest rate and ETA, counting only items computed since the start (not resumed ones,
+nor those served from the embedding cache: a cached first chunk must not announce thousands of rows a second) over
+the whole elapsed time (:class:`CacheCounter` tells how many were computed). :class:`ProgressLog` prints whole lines,
+so a log stays readable; tqdm bars are drawn only on a terminal (:func:`show_bar`).
 """
 
 from __future__ import annotations
@@ -41,12 +37,9 @@ def rate_text(rate: float) -> str:
 @dataclass
 class Progress:
     """What is happening and how far it got: ``done`` of ``total`` ``unit``, since ``started`` (a monotonic time).
-
-    ``encoded``: of the items done since ``started``, how many were computed (None: all of them); ``resumed``: items
-    done before ``started`` (a resumed job), neither timed nor counted in the rate. ``measured``: a rate measured
-    elsewhere (a progress record read back), used instead of timing here; ``timed`` False: a count without a rate
-    (models loaded). ``total`` 0: a step without a count (reading a file), shown by its name alone.
-    """
+    ``encoded``: of the items done since ``started``, how many were computed (None: all); ``resumed``: items done
+    before ``started``, not in the rate. ``measured``: a rate measured elsewhere, used instead of timing here.
+    ``total`` 0: a step without a count, shown by its name alone."""
 
     what: str
     total: int = 0
@@ -140,10 +133,7 @@ def cache_stats(model) -> dict | None:
 
 class CacheCounter:
     """The share of the texts asked for since it was made that were encoded rather than served from the embedding
-    cache, over ``models`` (their caches' counts; a model without a cache counts as encoding everything).
-
-    The counts are the cache's, shared with whatever else uses the same model meanwhile (another tab of the app):
-    an estimate, good enough to keep a cached chunk from counting as work.
+    cache, over ``models``. An estimate: the caches' counts are shared with whatever else uses the same model.
     """
 
     def __init__(self, models: Iterable[object]):

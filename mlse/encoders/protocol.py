@@ -2,12 +2,9 @@
 a pair's scores: ``calibrate(cosine)`` (-> its 0-5 score where a calibration was fitted for the model, else None) and
 ``similarity(sentences1, sentences2)`` (-> the cosine and the calibrated score of each pair).
 
-Backbones (:mod:`mlse.encoders.torch`, :mod:`mlse.encoders.onnx.runtime`, :mod:`mlse.encoders.use`), the embedding
-cache (:mod:`mlse.encoders.cache`), a backbone with its calibration (:mod:`mlse.calibration.backbone`) and scorers
-(:mod:`mlse.heads.scorer`) all satisfy it, so the evaluation runners, the training code and the app take any of them.
-They get ``calibrate`` and ``similarity`` from :class:`Scoring`; :func:`similarity` is the one place a pair's cosine
-and calibrated score are computed (the app's Score tab, its Score a file, the command line and ``mlse.score_pairs``
-all come here), and :func:`cosine_predictions` the one cosine of the package.
+Backbones, the embedding cache, calibrated backbones and scorers all satisfy it and get ``calibrate`` and
+``similarity`` from :class:`Scoring`. :func:`similarity` is the one place a pair's cosine and calibrated score are
+computed, and :func:`cosine_predictions` the one cosine of the package.
 """
 
 from __future__ import annotations
@@ -53,7 +50,6 @@ class Similarity(NamedTuple):
 
 class Scoring:
     """``calibrate`` and ``similarity`` for a class that has ``encode``: every encoder class of mlse inherits them.
-
     ``calibrate`` applies ``calibration`` (a callable cosine -> 0-5, or None: not calibrated); a model calibrated
     another way (a scorer's Stage-2 head) overrides ``calibrate``."""
 
@@ -95,12 +91,9 @@ def similarity(
 
 def cosine_predictions(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
     """Row-wise cosine between two [n, d] embedding matrices -> [n] float64.
-
-    The one cosine of the package: evaluation, Stage-2 heads and the app's pair scores all call it. Rows need not be
-    normalised. A row pair where either vector is all-zero gets cosine 0 (no direction, no similarity) rather than
-    NaN, so a single degenerate sentence cannot turn the whole metric into NaN. Rounding may put a cosine an ulp past
-    +-1; it is left there, since clipping would tie nearly parallel pairs and change their ranking.
-    """
+    Rows need not be normalised. A pair with an all-zero vector gets 0 rather than NaN, so one degenerate sentence
+    cannot make a metric NaN. A cosine rounded an ulp past +-1 is left there: clipping would tie nearly parallel pairs
+    and change their ranking."""
     a = np.asarray(emb1, dtype=np.float64)
     b = np.asarray(emb2, dtype=np.float64)
     if a.ndim != 2 or b.ndim != 2 or a.shape != b.shape:

@@ -1,10 +1,7 @@
 """Model names: the registry of named models. Nothing else.
 
-A name here is a short name for a model and where it comes from (:class:`ModelSpec`): ``me5-small``, ``muse``,
-``minilm-en`` (shipped in pip packages), ``labse``, ``xlmr`` (Hugging Face hub ids). The defaults, resolving any
-other name (a shipped artifact, a folder, a run, a hub id) and finding a model's files are
-:mod:`mlse.encoders.catalogue`'s; the hub itself is :mod:`mlse.encoders.hub`. Nothing here loads a model, lists a
-folder or touches the network.
+A name is a short name for a model and where it comes from (:class:`ModelSpec`). Resolving other names and finding a
+model's files is :mod:`mlse.encoders.catalogue`'s job; nothing here loads a model, lists a folder or uses the network.
 """
 
 from __future__ import annotations

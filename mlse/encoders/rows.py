@@ -1,12 +1,9 @@
 """Rows of a large embedding table read from its file on demand, so that the table is never resident.
 
-A session touches a few thousand of me5-small's 250,037 word-embedding rows (384 MB in fp32). Memory-mapping the
-table looks as if it kept only those rows resident, but the kernel maps a read fault's neighbours too ("fault-around",
-64 KB; ``madvise(MADV_RANDOM)`` does not stop it), so after 3,000 random rows a mapping of me5's table was 150 MB
-resident, and growing with every new word. Reading each needed row with ``pread`` into a fresh array costs one system
-call per distinct token (a few microseconds) and keeps only what it is asked to: the rows of the most recently used
-tokens (:data:`CACHE_BYTES`, so that frequent tokens cost no call); the file's pages stay in the kernel's page cache,
-shared and reclaimable, out of the process's resident memory.
+Why not a memory map: the kernel maps a read fault's neighbours too ("fault-around"; ``madvise(MADV_RANDOM)`` does
+not stop it), so a mapped table's resident size grows with every new word. Reading each needed row with ``pread``
+costs one system call per distinct token and keeps only the rows of the most recently used tokens
+(:data:`CACHE_BYTES`); the file's pages stay in the kernel's shared, reclaimable page cache.
 
 :class:`RowFile` reads rows of a 2-D array stored contiguously in a file (a ``.npy`` or one tensor of a
 ``.safetensors``); :func:`file_embedding` wraps one as a torch module that replaces a model's ``nn.Embedding`` for
@@ -26,7 +23,6 @@ import numpy as np
 from cachetools import LRUCache
 
 # Rows kept after reading, least recently used evicted: frequent tokens (most of any text) cost no system call.
-# 16 MB is ~11,000 of me5-small's rows, ~32,000 of muse's.
 CACHE_BYTES = 16 * 2**20
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "U8": np.uint8, "I8": np.int8}
 

@@ -1,9 +1,8 @@
 """Write a safetensors file one tensor at a time.
 
-``safetensors.numpy.save_file`` needs every array in memory at once and then copies them all into one bytes object:
-for me5-small that is 2 x 470 MB on top of whatever process converts it (the app, on its first request). The format
-is simple enough to stream instead: an 8-byte little-endian header length, a JSON header giving each tensor's dtype,
-shape and byte range, then the raw little-endian data. Only the largest single tensor is ever held.
+``safetensors.numpy.save_file`` holds every array and then a bytes copy of them all; streaming the simple format (an
+8-byte little-endian header length, a JSON header of dtypes, shapes and byte ranges, then the raw little-endian data)
+holds only the largest single tensor.
 """
 
 from __future__ import annotations

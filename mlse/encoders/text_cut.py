@@ -1,36 +1,28 @@
 """Texts cut to what a model can read, before tokenising: a 50 MB field costs what its first words cost.
 
-A transformer reads at most ``max_tokens`` tokens (its ``max_seq_length``, special tokens included), but a tokenizer
-truncates only after segmenting the whole text: one 50 MB field cost ``mlse score`` ~180 s and 7.2 GB. Every encode
-path (:mod:`mlse.encoders.torch` with its compact tokenizer, :mod:`mlse.encoders.onnx.runtime`,
-:mod:`mlse.encoders.use`) passes its texts through :func:`cut_texts` first, so a text costs at most
-``max_tokens * C`` characters of tokenising.
+A tokenizer truncates only after segmenting the whole text, so every encode path passes its texts through
+:func:`cut_texts` first: a text then costs at most ``max_tokens * C`` characters of tokenising (docs/cli.md, "Long
+texts"). ``max_tokens`` is the model's ``max_seq_length``, special tokens included.
 
-**Why the cut changes nothing the model reads, for ordinary text.** :func:`cut_text` keeps a text up to the end of
-its ``max_tokens``-th *word* (a run of characters other than space, tab, LF and CR that holds a letter or a digit) and
-at most ``max_tokens * C`` characters.
+Why the cut changes nothing the model reads, for ordinary text: :func:`cut_text` keeps a text up to the end of its
+``max_tokens``-th *word* (a run of characters other than space, tab, LF and CR that holds a letter or a digit) and at
+most ``max_tokens * C`` characters.
 
-1. Every tokenizer here splits a text at those four characters before it segments it (BERT's pre-tokenizer,
-   ``Metaspace`` with ``split``, SentencePiece's whitespace-delimited pieces, byte-level BPE's pre-tokenizer), and no
-   piece spans one, so the tokens of a text's first words are its first tokens, whatever follows them.
-2. A word holding a letter or a digit gives at least one token: normalisation deletes no letter or digit, and an
-   unknown one becomes ``<unk>``. (Words of punctuation or control characters alone are kept but not counted.)
-   So the first ``max_tokens`` words give at least ``max_tokens`` tokens; the model keeps at most that many, all of
-   them from those words and the same as the whole text's. Cutting after the ``max_tokens``-th word is exact.
-3. ``C = max(2 L, W + 1)`` (:func:`chars_per_token`): ``L`` the tokenizer's longest piece in characters (16 for
-   me5-small and muse, 18 for minilm-en), ``W`` WordPiece's ``max_input_chars_per_word`` (100; 0 for other models).
-   Words of ordinary text are far shorter than ``C``, so its first ``max_tokens`` words end long before
-   ``max_tokens * C`` characters and only 1-2 apply. Only a text of very long words (a CJK or Thai paragraph without
+1. Every tokenizer here splits at those four characters before segmenting, and no piece spans one, so the tokens of a
+   text's first words are its first tokens, whatever follows them.
+2. A word holding a letter or a digit gives at least one token (normalisation deletes none; an unknown one becomes
+   ``<unk>``), so the first ``max_tokens`` words hold every token the model keeps. Words of punctuation or control
+   characters alone are kept but not counted.
+3. ``C = max(2 L, W + 1)`` (:func:`chars_per_token`): ``L`` the tokenizer's longest piece in characters, ``W``
+   WordPiece's ``max_input_chars_per_word`` (0 for other models). Only a text of very long words (CJK or Thai without
    spaces, a URL, base64) meets the character bound; it is cut inside a word, keeping at least ``C`` characters of
-   that word. WordPiece reads a word over ``W`` characters as one ``[UNK]`` whole or cut. SentencePiece's best
-   segmentation of a long word's start does not depend on characters ``max_tokens * L`` further on (its Viterbi path
-   meets the same pieces again within a few), and the first ``max_tokens`` tokens end within ``max_tokens * L``
-   characters: an observation rather than a proof, which tests/encoders/test_encoders_text_cut.py checks on long CJK and
-   space-free texts with the packaged models.
+   that word. WordPiece reads a word over ``W`` characters as one ``[UNK]``, whole or cut. That SentencePiece's
+   segmentation of a long word's start does not depend on characters ``max_tokens * L`` further on is an observation
+   rather than a proof, which tests/encoders/test_encoders_text_cut.py checks with the packaged models.
 
-A text made to defeat this (thousands of "words" of control characters, a WordPiece model fed 300-character words)
-can read differently once cut; what it costs stays bounded, which is the point of cutting. (The embedding cache keys
-on the whole text: :func:`mlse.encoders.cache.text_key`.)
+A text made to defeat this (thousands of control-character "words", 300-character WordPiece words) can read
+differently once cut; its cost stays bounded. The embedding cache keys on the whole text
+(:func:`mlse.encoders.cache.text_key`).
 """
 
 from __future__ import annotations
@@ -90,8 +82,7 @@ def cut_texts(texts: Sequence[str], max_tokens: int | None, chars: int | Callabl
 
 def cut_groups(texts: Sequence[str], cut: Sequence[str]) -> list[list[int]]:
     """Positions of the texts kept whole, then of those the cut shortened (empty groups left out). A shortened text
-    fills the model's whole input; a padding runtime encodes the groups apart, so that no short text in its batch is
-    padded to ``max_tokens`` (one 50 MB field among short sentences: one long sequence instead of 64)."""
+    fills the model's whole input; a padding runtime encodes the groups apart, so no short text is padded to it."""
     whole = [i for i, (a, b) in enumerate(zip(texts, cut)) if len(a) == len(b)]
     shortened = [i for i, (a, b) in enumerate(zip(texts, cut)) if len(a) != len(b)]
     return [g for g in (whole, shortened) if g] or [whole]

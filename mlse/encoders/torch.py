@@ -1,17 +1,11 @@
 """The torch runtime: a sentence-transformers model loaded from a local folder on first use.
 
-Nothing here imports torch at module level: an encoder knows its identity (name + weight hash) without it, so a run
-whose embeddings are all cached never loads the model at all.
-
-Memory (the app keeps several encoders loaded): transformers 5 memory-maps a model's safetensors file, so weights
-become resident only as they are read. The word-embedding table (me5-small: 384 MB, of which a session touches a few
-thousand rows) is read row by row instead (:func:`rows_from_file`), since a mapping also keeps each touched row's
-neighbours resident. What is left is the tokenizer: transformers' wrapper of the Rust one costs ~300 MB for e5's
-250,002 Unigram pieces. When the folder's tokenizer has the pipeline :mod:`mlse.encoders.compact_tokenizer`
-reproduces, encoding goes through :class:`CompactRunner`: the model loaded with a stand-in tokenizer (never used) and
-the same ids from sentencepiece (~45 MB), in exactly the batches ``SentenceTransformer.encode`` makes, so the vectors
-are bit-identical (tests/encoders/test_encoders_torch.py). ``.model`` is still the ordinary ``SentenceTransformer``
-(loaded only when asked for); fine-tuning loads its own with :func:`load_sentence_transformer`.
+No torch import at module level: an encoder knows its identity (name + weight hash) without it, so a run whose
+embeddings are all cached never loads the model. Memory: the word-embedding table is read row by row
+(:func:`rows_from_file`; a memory map keeps touched rows' neighbours resident), and when the folder's tokenizer has
+the pipeline :mod:`mlse.encoders.compact_tokenizer` reproduces, encoding goes through :class:`CompactRunner` (the
+same ids from sentencepiece in exactly the batches ``SentenceTransformer.encode`` makes, so the vectors are
+bit-identical). ``.model`` is still the ordinary ``SentenceTransformer``, loaded only when asked for.
 """
 
 from __future__ import annotations
@@ -94,7 +88,6 @@ class SentenceTransformerEncoder(Scoring):
         show = show_bar(show_progress, len(texts))
         runner = self.compact_runner()
         st = runner.st if runner is not None else self.model
-        # what the model reads, before tokenising (mlse.encoders.text_cut): a 50 MB text costs what its start costs
         max_tokens = runner.tokenizer.max_length if runner is not None else model_max_tokens(st)
         cut = cut_texts(texts, max_tokens, lambda: self.chars_per_token(runner))
 
@@ -122,17 +115,14 @@ class SentenceTransformerEncoder(Scoring):
 
 def load_sentence_transformer(path: Path, *, device: str | None = None, stand_in_tokenizer: bool = False):
     """Load a local folder with sentence-transformers; a folder without modules.json gets mean pooling.
-
-    ``stand_in_tokenizer``: give the model a four-token tokenizer instead of the folder's (which is never read), for a
-    caller that tokenises by itself (:class:`CompactRunner`); such a model's own ``encode`` gives nonsense.
-    """
+    ``stand_in_tokenizer``: a four-token tokenizer instead of the folder's, for a caller that tokenises by itself
+    (:class:`CompactRunner`); such a model's own ``encode`` gives nonsense."""
     from sentence_transformers import SentenceTransformer  # lazy: imports torch (seconds, hundreds of MB)
 
     device = default_device() if device is None else device
     extra = {}
     if stand_in_tokenizer:
-        # transformers builds the tokenizer from ``tokenizer_object`` instead of tokenizer.json, and with
-        # ``added_tokens_decoder`` given it does not parse tokenizer.json for its added tokens (~130 MB for e5's)
+        # with these, transformers parses no tokenizer.json (for e5, ~130 MB of added tokens alone)
         from tokenizers import Tokenizer, models  # lazy: only loading a model needs it
 
         stand_in = Tokenizer(models.WordLevel({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}, unk_token="<unk>"))
@@ -155,11 +145,8 @@ def default_device() -> str:
 
 class CompactRunner:
     """A sentence-transformers model fed token ids from a :class:`~mlse.encoders.compact_tokenizer.CompactTokenizer`.
-
-    ``encode`` does what ``SentenceTransformer.encode`` does for text (texts sorted by character count, longest first;
-    batches of ``batch_size`` padded to their longest; the default prompt before each text; the model's forward;
-    optional L2 normalisation), so the vectors are the same to the bit.
-    """
+    ``encode`` repeats ``SentenceTransformer.encode`` step for step (same sort, batches, prompt, normalisation), so
+    the vectors are the same to the bit."""
 
     def __init__(self, st, tokenizer, prefix: str):
         self.st, self.tokenizer, self.prefix = st, tokenizer, prefix
@@ -208,9 +195,8 @@ class CompactRunner:
 
 def rows_from_file(st, path: Path) -> bool:
     """Replace the word-embedding layer of an inference model by one that reads its rows from the safetensors file
-    (:mod:`mlse.encoders.rows`: no mapping of the table stays resident). Only on the CPU, only when the file holds the
-    very values the layer has (checked on three rows); True when replaced. Never for training: the layer has no
-    weight to train."""
+    (:mod:`mlse.encoders.rows`); True when replaced. Only on the CPU, only when the file holds the layer's values
+    (checked on three rows); never for training (the layer has no weight)."""
     model, embedding = word_embedding(st)
     weight = getattr(embedding, "weight", None)
     weights_file = _first_module_dir(path) / "model.safetensors"

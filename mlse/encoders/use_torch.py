@@ -12,9 +12,8 @@ network over SentencePiece tokens with three n-gram CNN branches:
    projected to 512, divided by sqrt(length) (sum-then-project equals project-then-sum: the projection is linear);
 5. a small residual MLP (512 -> 320 -> 320 -> 512), tanh, L2 normalisation.
 
-Sentences are processed as one *flat* batch: the tokens of all sentences are concatenated, and the conv windows use a
-gather index in which a slot that would reach into a neighbouring sentence points at an all-zero row. No padding is
-computed at all, which is what makes batching pay on a CPU.
+Sentences are processed as one *flat*, unpadded batch: the conv windows use a gather index in which a slot that would
+reach into a neighbouring sentence points at an all-zero row.
 """
 
 from __future__ import annotations
@@ -35,11 +34,9 @@ _MAX_RIGHT = max(n - 1 - left for n, left in ORDERS)
 
 def window_index(lengths: np.ndarray) -> np.ndarray:
     """Gather index [T, W] of every token's widest n-gram window in a flat batch, W = _MAX_LEFT + 1 + _MAX_RIGHT.
-
     Row t lists the flat positions t - _MAX_LEFT .. t + _MAX_RIGHT; a position outside t's own sentence becomes T, the
     index of the zero row appended below the activations. A branch of order n with ``left`` context uses the columns
-    ``_MAX_LEFT - left .. _MAX_LEFT - left + n - 1``.
-    """
+    ``_MAX_LEFT - left .. _MAX_LEFT - left + n - 1``."""
     lengths = np.asarray(lengths, dtype=np.int64)
     total = int(lengths.sum())
     ends = np.cumsum(lengths)  # [B]
@@ -59,7 +56,7 @@ def read_dense(weights_file: str | Path) -> dict[str, np.ndarray]:
 
 def write_table(weights_file: str | Path, out: str | Path) -> None:
     """The embedding table as one uint8 ``.npy`` [V, 512] in row order (the file interleaves 17 chunks), written one
-    chunk at a time, so that encoders can read the rows of the tokens they meet and keep nothing else."""
+    chunk at a time."""
     with np.load(weights_file, allow_pickle=False) as z:
         rows_per_chunk = z["q1"].shape[0]
         table = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint8, shape=(_CHUNKS * rows_per_chunk, _EMB_DIM))
@@ -84,9 +81,7 @@ def sentence_matrix(lengths: np.ndarray) -> np.ndarray:
 
 class UseTorchModel:
     """The network's tensors and its forward pass over flat batches (inference only, fp32, CPU).
-
-    ``table``: the embedding table as written by :func:`write_table`, its rows read as needed
-    (:mod:`mlse.encoders.rows`)."""
+    ``table``: the file :func:`write_table` wrote."""
 
     def __init__(self, weights_file: str | Path, table: str | Path):
         import torch  # lazy: torch costs seconds to import; only computing needs it

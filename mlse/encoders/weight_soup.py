@@ -1,14 +1,8 @@
 """Models fine-tuned from one base, combined in weight space: ``base + sum_i w_i (member_i - base)``.
 
-Each member's *task vector* (its weights minus the base's) is scaled and added to the base (Ilharco et al. 2023,
-"Editing models with task arithmetic"; weights summing to 1 give a uniform or weighted *model soup*, Wortsman et al.
-2022). The students of the distillation study share ``me5-small`` as their base and differ in what they were trained
-for (scored pairs, retrieval), so a soup asks whether one model can keep what each learned. A LoRA student is merged
-first: its run folder's ``model`` is an ordinary sentence-transformers folder, like the base.
-
-:func:`soup_tensors` is the arithmetic on named arrays; :func:`build_soup` applies it to sentence-transformers folders
-(the same modules in the same order, weights in ``model.safetensors`` files) and writes the result atomically, with a
-``soup.json`` naming the base, the members and the weights.
+Task arithmetic (Ilharco et al. 2023); weights summing to 1 give a uniform or weighted *model soup* (Wortsman et al.
+2022). A LoRA student is merged first: its run folder's ``model`` is an ordinary sentence-transformers folder.
+:func:`build_soup` writes the result atomically, with a ``soup.json`` naming the base, the members and the weights.
 """
 
 from __future__ import annotations
@@ -31,10 +25,7 @@ def soup_tensors(
     base: Mapping[str, np.ndarray], members: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float]
 ) -> dict[str, np.ndarray]:
     """``base + sum_i weights[i] * (members[i] - base)`` per tensor, computed in float64 and stored in the base's dtype.
-
-    Every member must hold the base's tensor names and shapes. Non-float tensors (index buffers) must be equal in all
-    of them and are copied.
-    """
+    Members must hold the base's names and shapes; non-float tensors must be equal in all and are copied."""
     if len(members) != len(weights) or not members:
         raise MlseError(f"a soup needs one weight per member: {len(members)} members, {len(weights)} weights")
     out = {}

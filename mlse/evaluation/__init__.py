@@ -1,8 +1,6 @@
 """Evaluation: STS correlations, Tatoeba retrieval / xSIM, and BUCC-like bitext mining (pure numpy; faiss lazily).
 
-The metric functions (:mod:`.sts`, :mod:`.retrieval`, :mod:`.mining`, on :mod:`.index` and :mod:`.margin`) never see
-an encoder; :mod:`.runners` binds an encoder, a dataset and the metrics into one result file (import it directly,
-this face re-exports the metrics only).
+The metric functions never see an encoder; :mod:`.runners` (import it directly) binds encoder, data and metrics.
 """
 
 from mlse.encoders.protocol import cosine_predictions

@@ -1,18 +1,9 @@
 """A user's own bitext scored like one LASER Tatoeba language: accuracy both ways, xSIM error, error lists.
 
-The scoring is :class:`mlse.evaluation.runners.TatoebaLanguage`'s, unchanged: row *i* of the source column translates
-row *i* of the target column, ``src`` queries ``tgt`` in the "to_en" direction and ``tgt`` queries ``src`` in
-"from_en" (the names are Tatoeba's; a user's target need not be English). What is added is what a user's file needs
-before retrieval makes sense:
-
-* a pair repeated word for word is kept once (two identical rows would compete for the same query, and whichever the
-  search returns first, the other counts as an error no model could avoid);
-* fewer than 2 pairs is refused: with one candidate every query is trivially right;
-* :func:`bitext_notes` says when numbers mean less than they seem: a sentence that recurs on one side with different
-  translations (its rows are indistinguishable, so one of them may count as an error), or both columns holding the
-  same text (each query finds itself).
-
-:func:`score_bitext` memoises per (encoder identity, :func:`bitext_digest`), so a second look costs nothing.
+Scored by :class:`mlse.evaluation.runners.TatoebaLanguage` ("to_en": ``src`` queries ``tgt``, whatever the target's
+language). Added for a user's file: a pair repeated word for word is kept once (its twin would be an unavoidable
+error); fewer than 2 pairs is refused (one candidate is trivially right); :func:`bitext_notes` says when numbers mean
+less than they seem.
 """
 
 from __future__ import annotations

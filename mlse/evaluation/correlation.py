@@ -1,9 +1,7 @@
 """Pearson and Spearman correlation: the one implementation every score, head and calibration report uses.
 
-Plain numpy, so nothing here loads scipy. Spearman is Pearson of average ranks (ties share the mean of the ranks they
-span: ``scipy.stats.rankdata``'s default, and what ``scipy.stats.spearmanr`` does). A correlation that is undefined
-(a constant side, fewer than two pairs) is NaN, never a warning or an exception. Values are in [-1, 1]; the STS
-tables' "x 100" is the caller's business.
+Plain numpy (no scipy). Spearman is Pearson of average ranks, as ``scipy.stats.spearmanr``. An undefined correlation
+(a constant side, fewer than two pairs) is NaN, never a warning or an exception. Values are in [-1, 1].
 """
 
 from __future__ import annotations
@@ -32,10 +30,8 @@ def rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def level_ranks(levels: np.ndarray, n_levels: int) -> np.ndarray:
     """Average ranks per row (1-based, ties averaged) of values given as their levels.
 
-    ``levels`` [rows, n] holds each value's index among the sorted distinct values (``np.unique(x,
-    return_inverse=True)``), so ranking needs no sort: one count per level and row, a cumulative sum, and a tie group
-    of ``c`` values above ``below`` smaller ones gets ranks below+1 .. below+c, average below+(c+1)/2.
-    O(rows * (n + n_levels)): the bootstrap ranks thousands of resamples this way.
+    ``levels`` [rows, n]: each value's index among the sorted distinct values (``np.unique(x, return_inverse=True)``),
+    so no sort is needed: a tie group of ``c`` values above ``below`` smaller ones gets average rank below+(c+1)/2.
     """
     rows = levels.shape[0]
     offsets = (np.arange(rows) * n_levels)[:, None]  # [rows, 1]: each row counts in its own slice

@@ -1,17 +1,11 @@
 """Nearest-neighbour search (exact, IVF, HNSW) for the evaluation metrics.
 
-All functions take float32 matrices whose rows are L2-normalised, so an inner product is a cosine. Inputs are
-validated and converted to contiguous float32 once, at the boundary. faiss is imported lazily inside the search
-functions so that `import mlse.evaluation.index` stays cheap (the app and the CLI import this module for its
-pure-numpy helpers).
+Rows are L2-normalised float32, so an inner product is a cosine; inputs are validated once, at the boundary. faiss
+is imported lazily so that importing this module stays cheap.
 
 Search functions share one signature, `search(queries [n, d], base [m, d], k) -> (sims [n, k], ids [n, k])`, rows
-sorted by decreasing similarity: `knn` (exact, faiss.IndexFlatIP), `knn_numpy` (exact, the test oracle), `knn_ivf`
-(faiss.IndexIVFFlat) and `knn_hnsw` (faiss.IndexHNSWFlat). The ratio-margin functions of
-:mod:`mlse.evaluation.margin` take any of them as `search=`, so mining can run on an approximate index
-(`make_search("ivf", nlist=..., nprobe=...)`). An approximate index may find fewer than k neighbours for a query (an
-IVF probe that visits small lists): those slots hold id -1 and sim -inf, and the margin functions skip them.
-`recall_at_k` measures an approximate search against the exact one.
+sorted by decreasing similarity: `knn` (faiss.IndexFlatIP), `knn_numpy` (the test oracle), `knn_ivf` and `knn_hnsw`.
+An approximate index may leave slots unfilled: id -1, sim -inf (the margin functions skip them).
 """
 
 from __future__ import annotations
@@ -82,9 +76,7 @@ def knn(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.n
 
 def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Brute-force twin of `knn` (same contract): the test oracle and a fallback without faiss.
-
-    Works block-wise over queries so memory stays bounded; ties are broken by the smaller base id.
-    """
+    Block-wise over queries; ties go to the smaller base id."""
     q, b, k = _check_pair(queries, base, k)
     n, m = q.shape[0], b.shape[0]
     out_sims = np.empty((n, k), dtype=np.float32)
@@ -94,7 +86,7 @@ def knn_numpy(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray
         sims = q[start : start + block] @ b.T  # [r, m]
         top = np.argpartition(-sims, k - 1, axis=1)[:, :k]  # [r, k] unordered
         top_sims = np.take_along_axis(sims, top, axis=1)  # [r, k]
-        # Sort by (-sim, id): lexsort's last key is the primary one.
+        # by (-sim, id): lexsort's last key is the primary one
         order = np.lexsort((top, -top_sims), axis=1)  # [r, k]
         out_ids[start : start + block] = np.take_along_axis(top, order, axis=1)
         out_sims[start : start + block] = np.take_along_axis(top_sims, order, axis=1)
@@ -120,8 +112,7 @@ def default_nlist(n: int) -> int:
 def build_ivf(base: np.ndarray, nlist: int, *, seed: int = 0) -> Any:
     """faiss.IndexIVFFlat (inner product) over `base` [m, d]: k-means with `nlist` lists trained on base, then filled.
 
-    The training set is the base itself (the vectors that will be searched); faiss subsamples it to 256 points per
-    list when it is larger. k-means is seeded, so the index is reproducible.
+    k-means is seeded, so the index is reproducible.
     """
     b = as_float32_matrix(base, "base")  # [m, d]
     nlist = check_positive_int(nlist, "nlist")
@@ -132,12 +123,11 @@ def build_ivf(base: np.ndarray, nlist: int, *, seed: int = 0) -> Any:
     quantizer = faiss.IndexFlatIP(b.shape[1])
     index = faiss.IndexIVFFlat(quantizer, b.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
     index.cp.seed = seed
-    # faiss prints a warning to stderr below 39 points per list; small bases are legitimate here (tests, --quick) and
-    # their recall is measured rather than assumed, so the warning is noise.
+    # silences faiss' warning below 39 points per list: small bases are legitimate here and their recall is measured
     index.cp.min_points_per_centroid = 1
     index.train(b)
     index.add(b)
-    return index  # faiss' Python wrapper keeps a reference to the quantizer inside the index
+    return index  # the wrapper keeps the quantizer alive
 
 
 def build_hnsw(base: np.ndarray, m: int = 32, ef_construction: int = 80) -> Any:
@@ -160,8 +150,8 @@ def search_index(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Search a built faiss index (from `build_ivf` / `build_hnsw`); same return contract as `knn`.
 
-    nprobe (IVF: lists visited per query, clipped to nlist) and ef_search (HNSW: search beam; faiss uses at least k)
-    are set on the index before searching, so one built index serves a whole parameter sweep.
+    nprobe (IVF lists visited, clipped to nlist) and ef_search (HNSW beam) are set on the index before searching, so
+    one built index serves a whole parameter sweep.
     """
     q = as_float32_matrix(queries, "queries")  # [n, d]
     if q.shape[1] != index.d:
@@ -187,9 +177,7 @@ def knn_ivf(
     queries: np.ndarray, base: np.ndarray, k: int, nlist: int | None = None, nprobe: int = 8, *, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Approximate k-NN with an IVF index built on `base` (nlist None -> `default_nlist`); contract of `knn`.
-
-    nprobe == nlist visits every list, which makes the search exact.
-    """
+    nprobe == nlist visits every list, which makes the search exact."""
     q, b, k = _check_pair(queries, base, k)
     index = build_ivf(b, default_nlist(b.shape[0]) if nlist is None else nlist, seed=seed)
     return search_index(index, q, k, nprobe=nprobe)
@@ -224,8 +212,7 @@ def make_search(method: str = "exact", **params: Any) -> SearchFn:
 def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
     """Mean over queries of |approx top-k  &  exact top-k| / k, both [n, k] id arrays (k = exact_ids.shape[1]).
 
-    Ids of -1 (slots an approximate index left empty) never count. With tied similarities an exact search may list
-    either of two equally near ids, so recall can fall short of 1.0 on tied data even for a correct search.
+    Ids of -1 never count. On tied similarities recall can fall short of 1.0 even for a correct search.
     """
     a = np.asarray(approx_ids)
     e = np.asarray(exact_ids)
@@ -236,7 +223,7 @@ def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
     if e.size == 0:
         return 1.0  # no queries or k = 0: nothing to miss
     a = a[:, : e.shape[1]]  # [n, k]
-    # [n, k, k] comparison: fine for k up to a few dozen; chunked so 100k queries stay at a few MB at a time.
+    # [n, k, k] comparison, chunked over queries to bound memory
     hits = 0
     for start in range(0, a.shape[0], 65536):
         blk_a, blk_e = a[start : start + 65536], e[start : start + 65536]

@@ -1,10 +1,7 @@
 """Isotonic regression: the best non-decreasing map from one score to another, in the least-squares sense.
 
-The one implementation behind both isotonic curves the package draws or applies: the cosine -> 0-5 calibration of
-backbones and Stage-2 heads (:class:`mlse.calibration.isotonic.IsotonicMap`, which clips to the STS scale and keeps
-only the ends of each flat step) and the predicted-vs-gold tab's curve over any rated pairs
-(:func:`mlse.analysis.sts_errors.isotonic_fit`, on the scores' own scale). Equal x are pooled first (their mean y,
-weighted by count), so the knots are strictly increasing; the fit itself is scipy's pool-adjacent-violators.
+Behind :class:`mlse.calibration.isotonic.IsotonicMap` and :func:`mlse.analysis.sts_errors.isotonic_fit`. Equal x are
+pooled first (mean y, weighted by count), so knots strictly increase; the fit is scipy's pool-adjacent-violators.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The ratio margin of Artetxe & Schwenk (2019): scores, neighbourhood means, and margin-based retrieval.
 
-Ratio margin (LASER, "Margin-based parallel corpus mining with multilingual sentence embeddings", Eq. ratio; the same
-scoring is used by Reimers & Gurevych 2020 for BUCC):
+Ratio margin (Artetxe & Schwenk 2019, Eq. ratio; also Reimers & Gurevych 2020 for BUCC):
 
     score(x_i, y_j) = cos(x_i, y_j) / ( mean_{z in NN_k(x_i) among y} cos(x_i, z) / 2
                                         + mean_{z in NN_k(y_j) among x} cos(y_j, z) / 2 )
 
-The denominator is the average similarity of each side to its k nearest neighbours in the other language, so a
-"hub" target that is close to everything is penalised and an isolated pair is rewarded. k is clipped to the size of
-the searched set. The denominator is assumed positive (it is for any realistic sentence embeddings); a
-non-positive denominator yields inf / negative scores exactly as the formula says.
+The denominator penalises "hub" targets close to everything. k is clipped to the searched set's size; the
+denominator is assumed positive (a non-positive one yields inf / negative scores, as the formula says).
 """
 
 from __future__ import annotations
@@ -22,13 +19,12 @@ from mlse.evaluation.index import SearchFn, as_float32_matrix, check_positive_in
 def row_means(sims: np.ndarray, k: int) -> np.ndarray:
     """Mean of the first k found similarities per row [n] -> the ratio-margin neighbourhood term.
 
-    Slots an approximate index left empty (-inf) are skipped; a row with none found takes the mean of the other rows
-    (a neutral denominator) rather than a made-up similarity.
+    Empty slots (-inf) are skipped; a row with none found takes the mean of the other rows (a neutral denominator).
     """
     head = sims[:, :k]  # [n, k']
     found = np.isfinite(head)  # [n, k']
     if found.all():
-        return head.mean(axis=1, dtype=np.float32)  # the exact-search path, bit for bit as before
+        return head.mean(axis=1, dtype=np.float32)  # the exact-search path
     counts = found.sum(axis=1)  # [n]
     means = np.where(found, head, 0.0).sum(axis=1, dtype=np.float32) / np.maximum(counts, 1)  # [n]
     if (counts == 0).any():
@@ -41,8 +37,7 @@ def neighbourhood_means(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean cosine of each x_i to its k nearest y, and of each y_j to its k nearest x.
 
-    Returns (mean_x_to_y [n] float32, mean_y_to_x [m] float32): the two halves of the ratio-margin denominator.
-    k is clipped to the size of the searched side. `search` picks the index (exact by default).
+    Returns (mean_x_to_y [n] float32, mean_y_to_x [m] float32), the halves of the ratio-margin denominator.
     """
     x_sims, _ = search(x, y, k)  # [n, kx]
     y_sims, _ = search(y, x, k)  # [m, ky]
@@ -98,9 +93,8 @@ def margin_best(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Re-rank each query's first `candidates` neighbours by ratio margin; keep the best.
 
-    sims, ids [n, c'] from a search of queries against base; mean_q [n] and mean_b [m] are the neighbourhood means
-    of queries and base. Returns (best_ids [n] int64, best_scores [n] float32); a query whose shortlist is empty
-    (approximate index) gets id -1 and score -inf.
+    sims, ids [n, c'] of queries against base; mean_q [n], mean_b [m]: neighbourhood means. Returns (best_ids [n]
+    int64, best_scores [n] float32); an empty shortlist gives id -1 and score -inf.
     """
     c = min(candidates, sims.shape[1])
     cand_sims, cand_ids = sims[:, :c], ids[:, :c]  # [n, c]
@@ -125,14 +119,13 @@ def margin_retrieve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each x_i, the y_j with the highest ratio margin among its `candidates` cosine nearest neighbours.
 
-    This is LASER's two-step retrieval: cosine k-NN proposes candidates, the margin re-ranks them (a y outside the
-    cosine shortlist is never returned). Returns (best_ids [n] int64, best_scores [n] float32). `search` picks the
-    index; with an approximate one a query whose shortlist came back empty gets id -1 and score -inf.
+    LASER's two-step retrieval: cosine k-NN proposes, the margin re-ranks. Returns (best_ids [n] int64, best_scores
+    [n] float32); a query with an empty shortlist (approximate `search`) gets id -1 and score -inf.
     """
     xf = as_float32_matrix(x, "x")
     yf = as_float32_matrix(y, "y")
     _check_margin_args(k, candidates)
-    # One search serves both the candidate list and the x-side neighbourhood mean.
+    # one search serves both the candidate list and the x-side neighbourhood mean
     sims, ids = search(xf, yf, max(k, candidates))  # [n, c'] sorted decreasing
     y_sims, _ = search(yf, xf, k)  # [m, k']: the second search, for the y-side neighbourhood mean
     return margin_best(sims, ids, row_means(sims, k), row_means(y_sims, k), candidates)
@@ -143,9 +136,8 @@ def margin_both_ways(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Best-margin candidates in both directions from two searches' results.
 
-    fwd = (sims [n, c'], ids [n, c']) of x searched against y, bwd = (sims [m, c'], ids [m, c']) of y against x, each
-    with at least max(k, candidates) columns unless the searched side is smaller. Each search gives both its side's
-    shortlist and its side's neighbourhood mean, so two searches do what two `margin_retrieve` calls do with four.
+    fwd = (sims [n, c'], ids [n, c']) of x searched against y, bwd likewise of y against x, each with max(k,
+    candidates) columns unless the searched side is smaller; each gives both a shortlist and a neighbourhood mean.
     Returns (x->y best ids [n], scores [n], y->x best ids [m], scores [m]).
     """
     _check_margin_args(k, candidates)

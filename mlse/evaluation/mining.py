@@ -1,10 +1,8 @@
 """BUCC-like bitext mining built from parallel data, scored the way LASER and Reimers & Gurevych (2020) do.
 
-Task (`build_mining_task`): two monolingual pools in which a known set of translation pairs (gold) is hidden among
-sentences that have no translation in the other pool. The procedure (`mine_candidates`) is LASER's
-`mine_bitexts.py --mode mine --retrieval max`: ratio-margin best candidate forward and backward, union, greedy 1:1.
-The threshold on the margin score is tuned for F1 on the train split and applied to the test split, as for BUCC
-(Reimers & Gurevych 2020, Sec. 4.2).
+Task (`build_mining_task`): gold translation pairs hidden in two monolingual pools among sentences with no
+translation across. Mining (`mine_candidates`) is LASER's `mine_bitexts.py --mode mine --retrieval max`; the margin
+threshold is tuned for F1 on train and applied to test, as for BUCC (Reimers & Gurevych 2020, Sec. 4.2).
 """
 
 from __future__ import annotations
@@ -69,23 +67,16 @@ def build_mining_task(
 ) -> tuple[MiningSplit, MiningSplit]:
     """Build (train, test) mining splits from parallel sentence pairs.
 
-    Construction (all randomness from `numpy.random.default_rng(seed)`):
+    Seeded by `numpy.random.default_rng(seed)`; sentences are stripped, pairs with an empty side ignored.
 
-    1. Sentences are stripped; pairs with an empty side are ignored. The parallel pairs are shuffled.
-    2. Gold: walking the shuffled pairs, a pair (s, t) with s != t becomes gold when neither sentence is already in
-       the pools and no other translation of either sentence (anywhere in `parallel`) is in the opposite pool; up to
-       `n_gold` pairs (MlseError if the data has fewer such pairs). With `gold_candidates`, gold is drawn (same
-       rules) from those pairs only -- e.g. the language pairs under study -- while `parallel` still lists every
-       known translation (used for the checks and for distractors).
-    3. Distractors from the remaining pairs: the first `src_share` of them (in shuffled order; one half by
-       default) gives its source sides, the rest their target sides, so no distractor's own translation is in the
-       pools. Then the given `distractors_src` / `distractors_tgt` (shuffled). Every candidate distractor goes
-       through the same checks as gold: an exact duplicate (after stripping) of a sentence already in its pool -- gold
-       or distractor -- is dropped, and so is a sentence one of whose translations in `parallel` (or an identical
-       string) is already in the opposite pool. Hence the only translation pairs across the pools are the gold ones.
-    4. Gold pairs, source distractors and target distractors are each split by `train_fraction` (both splits get at
-       least one gold pair), and each split's source and target lists are shuffled independently; `gold` holds the
-       resulting (src index, tgt index) pairs.
+    1. Gold: from the shuffled pairs (or from `gold_candidates` only, `parallel` still listing every known
+       translation), up to `n_gold` pairs (s, t), s != t, whose sentences are not in the pools yet and have no
+       translation in `parallel` in the opposite pool; MlseError if fewer exist.
+    2. Distractors: source sides of the first `src_share` of the remaining pairs, target sides of the rest, then the
+       shuffled `distractors_src` / `distractors_tgt`. Each passes the gold checks (no duplicate in its pool; no
+       translation or identical string in the opposite pool), so the only cross-pool translations are gold.
+    3. Gold and each side's distractors are split by `train_fraction` (one gold pair per split at least); each
+       split's sides are shuffled independently, `gold` holding (src index, tgt index) pairs.
     """
     if isinstance(n_gold, bool) or not isinstance(n_gold, (int, np.integer)) or n_gold < 2:
         raise ValueError(f"n_gold must be an integer >= 2 (one gold pair per split at least), got {n_gold!r}")
@@ -114,8 +105,7 @@ def build_mining_task(
     order = rng.permutation(len(clean))
     gold: list[tuple[str, str]] = []
     used: set[int] = set()
-    # (index into clean, pair) in the order gold is drawn; gold candidates given apart (stripped, without an empty
-    # side, in a seeded random order) have no index there
+    # (index into clean, pair) in draw order; separately given gold candidates have no index there
     given = _clean_pairs(gold_candidates or ())
     offers = (
         [(int(p), clean[p]) for p in order]
@@ -169,10 +159,9 @@ def mine_candidates(
 ) -> list[tuple[int, int, float]]:
     """Mined pairs (src index, tgt index, ratio-margin score), sorted by score, decreasing.
 
-    LASER `--mode mine --retrieval max`: each source proposes its best target and each target its best source (ratio
-    margin among `candidates` cosine neighbours, neighbourhood size k); the union is sorted by score and accepted
-    greedily so every src and tgt index is used at most once. Ties are broken by (src, tgt) index for determinism.
-    `search` picks the nearest-neighbour index (exact by default; `mlse.evaluation.index.make_search` for IVF / HNSW).
+    LASER `--mode mine --retrieval max`: best ratio-margin candidate each way (among `candidates` cosine neighbours,
+    neighbourhood k), union accepted greedily 1:1 (:func:`select_one_to_one`). `search`: exact by default, or
+    `mlse.evaluation.index.make_search` for IVF / HNSW.
     """
     s = as_float32_matrix(src_emb, "src_emb")  # [n, d]
     t = as_float32_matrix(tgt_emb, "tgt_emb")  # [m, d]
@@ -222,9 +211,7 @@ def select_pairs(
 
 def mining_prf(candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]], threshold: float) -> dict:
     """Precision, recall, F1 (percent) of the candidates with score >= threshold against the gold pairs.
-
-    Nothing kept -> precision 0; no gold -> recall 0; F1 is 0 when precision + recall is 0.
-    """
+    Nothing kept -> precision 0; no gold -> recall 0; F1 is 0 when precision + recall is 0."""
     kept = [(i, j) for i, j, sc in candidates if sc >= threshold]
     tp = sum(1 for pair in kept if pair in gold)
     precision = 100.0 * tp / len(kept) if kept else 0.0
@@ -236,12 +223,9 @@ def mining_prf(candidates: list[tuple[int, int, float]], gold: set[tuple[int, in
 def best_threshold(candidates: list[tuple[int, int, float]], gold: set[tuple[int, int]]) -> float:
     """The threshold that, used in `mining_prf`, gives the highest F1 on these candidates.
 
-    Candidates are sorted once by decreasing score; cumulative true positives give F1 at every cut. Only cuts after
-    the last of a run of equal scores are valid (a threshold keeps all equal scores). Among equal F1 the highest cut
-    wins. As in LASER's BUCC tool (tasks/bucc/bucc.py), the threshold returned is the midpoint between the lowest
-    kept score and the next lower one (the lowest score itself when everything is kept): it keeps exactly the same
-    candidates here and leaves a margin on both sides when applied to another split. Returns +inf (keep nothing)
-    when there are no candidates or no candidate is gold.
+    Cuts only fall between distinct scores; among equal F1 the highest cut wins. As in LASER's BUCC tool
+    (tasks/bucc/bucc.py) it returns the midpoint between the lowest kept score and the next lower one (the lowest
+    score when all are kept). +inf (keep nothing) when there are no candidates or none is gold.
     """
     if not candidates:
         return float("inf")
@@ -267,10 +251,8 @@ def split_half_prf(
 ) -> dict:
     """P / R / F1 (percent) at a threshold chosen on held-out sentences of the same mined pool.
 
-    The source sentences are split at random into two halves (seeded); the threshold is tuned (`best_threshold`) on
-    the candidates and gold pairs whose source lies in the first half and applied to those of the second. This is the
-    train / test protocol of `evaluate_mining` for a single pool: both halves were mined together, so the margin
-    scores -- which depend on the pool size -- have one distribution, and no sentence is mined twice. Returns
+    Source sentences are split into two seeded halves: the threshold is tuned on the first and applied to the second.
+    Both halves were mined together, so margin scores (which depend on pool size) share one distribution. Returns
     {"precision", "recall", "f1", "threshold", "tune_f1", "n_gold"} (n_gold of the evaluated half).
     """
     in_a = np.zeros(n_src, dtype=bool)

@@ -1,19 +1,11 @@
 """Distractor pools for bitext mining: sentences with no translation on the other side, and the large mining pool.
 
-Two builders share one rule (:func:`disjoint_halves`): a parallel or multi-way corpus gives distractors to both sides
-only by halves, the first half of its rows to one side and the second half to the other, so no translation pair lands
-across the pools. :func:`mlse.evaluation.runners.mining_sources` uses it for the BUCC-like task of ``mlse eval
-mining``; :func:`data_pool` builds the pool of the mining-at-scale benchmark (``benchmarks/mining_scale.py``), N up to
-100k per side:
-
-* gold: Tatoeba-Challenge X-English pairs in each language's standard written form;
-* distractors: every other known Tatoeba link (Challenge, any script or dialect, and the LASER test set's 112
-  languages) gives one side only (:data:`SRC_SHARE` of them their source, the rest English), plus STS Multi MT English
-  sentences and FLORES-200 / WMT halves (English from the first half, another language from the second).
-
-:func:`mlse.evaluation.mining.build_mining_task` checks the result (no exact duplicates, no known translation across
-the pools except gold). The pool holds everything the largest task needs in fixed random orders, so a task of size N
-(:func:`pool_task`) takes prefixes and the smaller tasks' embeddings come from the cache.
+One rule (:func:`disjoint_halves`): a parallel corpus gives distractors to both sides only by halves, so no
+translation pair lands across the pools. :func:`data_pool` builds the pool of the mining-at-scale benchmark: gold
+from Tatoeba-Challenge X-English (standard written forms); distractors from every other known Tatoeba link (one side
+each, :data:`SRC_SHARE` source), STS Multi MT English and FLORES-200 / WMT halves, checked by
+:func:`mlse.evaluation.mining.build_mining_task`. A task of size N (:func:`pool_task`) takes prefixes of the pool's
+fixed orders, so smaller tasks' embeddings come from the cache. See docs/speed.md.
 """
 
 from __future__ import annotations
@@ -26,8 +18,7 @@ import numpy as np
 from mlse.errors import DataError
 from mlse.evaluation.mining import MiningSplit, build_mining_task, shuffled_split
 
-# Share of the leftover Tatoeba pairs that give their source side (the rest give English): English is the scarcer
-# side (184k distinct English vs 250k other sentences), so it gets the larger share.
+# Share of leftover Tatoeba pairs that give their source side; English, the scarcer side, gets the rest.
 SRC_SHARE = 0.4
 
 
@@ -98,9 +89,8 @@ def pool_from(
 ) -> MiningPool:
     """The pool for tasks up to ``n_max`` per side from known translations and monolingual distractors.
 
-    ``links``: every known (X, English) translation, which must not cross the pools; ``gold_candidates``: the links
-    gold may be drawn from; ``gold_lang``: the language of each candidate's source; ``other`` / ``english``:
-    distractors for the source / English pool; ``origin``: sentence -> where it came from.
+    ``links``: every known (X, English) translation (none may cross the pools); ``gold_candidates``: links gold may
+    be drawn from; ``other`` / ``english``: source / English distractors; ``origin``: sentence -> where it came from.
     """
     g = gold_count(n_max, gold_fraction)
     train, test = build_mining_task(
@@ -136,9 +126,8 @@ def data_pool(n_max: int, gold_fraction: float, seed: int, data_dir=None) -> Min
 def _tatoeba_links(data_dir) -> tuple[list, list, dict, list, dict]:
     """(every known X-English link, gold candidates, gold language by sentence, source files, origin by sentence).
 
-    Links: all Tatoeba-Challenge X-eng pairs (every script / dialect label) and the LASER Tatoeba test set (112
-    languages) -- every translation that must not cross the pools. Gold candidates: Challenge pairs in each language's
-    standard written form (`default_labels`).
+    Links: all Tatoeba-Challenge X-eng pairs and the LASER Tatoeba test set. Gold candidates: Challenge pairs in
+    each language's standard written form (`default_labels`).
     """
     from mlse.data import default_labels, load_parallel, load_tatoeba, parallel_pairs, tatoeba_languages
 
@@ -168,8 +157,7 @@ def _tatoeba_links(data_dir) -> tuple[list, list, dict, list, dict]:
 
 def _monolingual_extras(data_dir) -> tuple[list[str], list[str], list, dict]:
     """English distractors (STS Multi MT English; first halves of FLORES / WMT English) and other-language ones
-    (second halves of FLORES / WMT, one language per line so the source pool holds no cluster of mutual
-    translations). Halves keep every FLORES / WMT translation pair out of the pools."""
+    (second halves, one language per row so the source pool holds no cluster of mutual translations)."""
     from mlse.data import load_flores, load_wmt, read_sts_file, wmt_sets
     from mlse.data.flores import flores_files
     from mlse.data.stsb import sts_file

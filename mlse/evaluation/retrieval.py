@@ -1,13 +1,11 @@
 """Tatoeba-style retrieval on aligned sentence lists (row i of the source translates row i of the target).
 
-Accuracy (as in Artetxe & Schwenk 2019, Reimers & Gurevych 2020, Park et al.): the percentage of queries whose
-retrieved target is the gold one, either by cosine nearest neighbour or by ratio margin (see `mlse.evaluation.margin`).
+Accuracy (Artetxe & Schwenk 2019, Reimers & Gurevych 2020, Park et al.): percent of queries whose retrieved target,
+by cosine or by ratio margin (`mlse.evaluation.margin`), is the gold one.
 
-xSIM (Heffernan et al. 2022, used for FLORES-200 by Park et al.; we follow LASER's `source/xsim.py`, margin="ratio"):
-for each source sentence x_i take its k (=4) cosine nearest neighbours among the targets, re-rank those k by ratio
-margin (neighbourhood size k) and keep the best; the error rate is 100 x (#i whose best is not target i) / n.
-Errors are counted on indices (LASER's default without `eval_text`), with the xx side as source and English as
-target. The only difference from `acc_to_en_margin` is the shortlist: k candidates in xSIM vs 16 there.
+xSIM (Heffernan et al. 2022; LASER's `source/xsim.py`, margin="ratio"): each x_i's k (=4) cosine nearest targets are
+re-ranked by ratio margin (neighbourhood k); error = 100 x (#i whose best is not target i) / n, on indices, xx as
+source. It differs from `acc_to_en_margin` only in the shortlist: k candidates vs 16.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import numpy as np
 from mlse.evaluation.index import as_float32_matrix, knn
 from mlse.evaluation.margin import margin_both_ways, margin_retrieve, ratio_margin_scores, row_means
 
-# Cosine shortlist that margin retrieval re-ranks (LASER mining default order of magnitude).
+# Cosine shortlist that margin retrieval re-ranks.
 MARGIN_CANDIDATES = 16
 
 
@@ -36,8 +34,7 @@ def _aligned(src_emb: np.ndarray, tgt_emb: np.ndarray) -> tuple[np.ndarray, np.n
 def retrieval_accuracy(src_emb: np.ndarray, tgt_emb: np.ndarray, *, margin: bool = False, k: int = 4) -> float:
     """Percent of i whose retrieved target (src i queries all targets) is target i.
 
-    margin=False: cosine nearest neighbour. margin=True: highest ratio margin (neighbourhood size k) among the
-    `MARGIN_CANDIDATES` cosine nearest targets.
+    margin=True: highest ratio margin (neighbourhood k) among the `MARGIN_CANDIDATES` cosine nearest; else cosine.
     """
     s, t = _aligned(src_emb, tgt_emb)
     ids = margin_retrieve(s, t, k=k, candidates=MARGIN_CANDIDATES)[0] if margin else knn(s, t, 1)[1][:, 0]  # [n]
@@ -54,11 +51,9 @@ def xsim_error(src_emb: np.ndarray, tgt_emb: np.ndarray, k: int = 4) -> float:
 class Neighbours(NamedTuple):
     """Cosine neighbour lists of aligned src / tgt embeddings, searched once for every Tatoeba number and error list.
 
-    ``fwd`` (src->tgt) and ``bwd`` (tgt->src) are (sims [n, c], ids [n, c]) with c = max(k, MARGIN_CANDIDATES): the
-    first k give the ratio-margin neighbourhood means, the first MARGIN_CANDIDATES the margin shortlist, the first k
-    xSIM's. ``nearest_fwd`` / ``nearest_bwd`` [n] are the cosine nearest ids from a k=1 search: faiss breaks exact
-    ties (identical embeddings, e.g. all-[UNK] sentences) differently at k=1 than at k=16, and cosine retrieval has
-    always used k=1.
+    ``fwd`` (src->tgt) and ``bwd`` (tgt->src) are (sims [n, c], ids [n, c]) with c = max(k, MARGIN_CANDIDATES).
+    ``nearest_fwd`` / ``nearest_bwd`` [n] come from a k=1 search, because faiss breaks exact ties (identical
+    embeddings) differently at k=1 than at k=16.
     """
 
     fwd: tuple[np.ndarray, np.ndarray]
@@ -118,12 +113,10 @@ def retrieval_errors(
 ) -> list[dict]:
     """One dict per wrongly retrieved query, for the app's error browser.
 
-    direction="to_en": src (xx) sentences query the tgt (English) side; "from_en": the reverse. A query is wrong
-    when its retrieved sentence (cosine nearest, or ratio-margin best if margin=True, as in `retrieval_accuracy`) is
-    not its own translation. Each dict: index, query, retrieved, gold (texts), sim_retrieved / sim_gold (cosine),
-    margin_retrieved / margin_gold (ratio margin, neighbourhood k), rank_of_gold (1-based rank of the gold sentence
-    among all candidates under the criterion used; ties count in the gold's favour). ``neighbours``:
-    :func:`neighbour_lists` of the same embeddings (src->tgt, tgt->src), when the caller has them already.
+    direction="to_en": xx queries English; "from_en": the reverse; retrieval as in `retrieval_accuracy`. Each dict:
+    index, query, retrieved, gold (texts), sim_retrieved / sim_gold (cosine), margin_retrieved / margin_gold (ratio
+    margin), rank_of_gold (1-based under the criterion used; ties favour gold). ``neighbours``: as for
+    :func:`tatoeba_metrics`.
     """
     s, t = _aligned(src_emb, tgt_emb)
     if len(src_texts) != s.shape[0] or len(tgt_texts) != t.shape[0]:

@@ -1,9 +1,7 @@
 """Evaluation runners: bind an encoder, a dataset and the metrics into one :class:`~mlse.runs.results.EvalResult`.
 
-Each runner encodes every text it needs in one call (one progress bar, one cache look-up), computes predictions, and
-only then metrics: the metric functions (:mod:`mlse.evaluation.sts`, :mod:`.retrieval`, :mod:`.mining`) never see an
-encoder. The CLI's ``eval``, the experiments and the app's tabs all evaluate through here; the app's per-item views
-(one Tatoeba language, one STS pair) use :func:`tatoeba_language` and :func:`sts_pair_predictions`.
+Each runner encodes every text it needs in one call, then computes predictions, then metrics: the metric functions
+(:mod:`mlse.evaluation.sts`, :mod:`.retrieval`, :mod:`.mining`) never see an encoder.
 """
 
 from __future__ import annotations
@@ -47,10 +45,7 @@ def encode_lookup(
     encoder, texts: Sequence[str], batch_size: int = 64, stop: StopSignal | None = None
 ) -> dict[str, np.ndarray]:
     """Encode the unique texts once; return a text -> row lookup.
-
-    With ``stop`` the texts are encoded a few batches at a time and a stop raises
-    :class:`mlse.stop_signal.Stopped` between chunks (finished chunks stay in the embedding cache).
-    """
+    ``stop``: as for :func:`mlse.stop_signal.encode_in_chunks`."""
     unique = list(dict.fromkeys(texts))
     emb = encode_in_chunks(encoder, unique, stop=stop, batch_size=batch_size)  # [n_unique, d]
     return {t: emb[i] for i, t in enumerate(unique)}
@@ -134,8 +129,7 @@ def _pair_key(pair: str) -> str:
 
 def _provenance(encoder, stats_before: dict[str, int], sources, data_dir) -> dict:
     """The fields every runner's result has: the encoder's name and identity, the data files (``sources``: groups of
-    paths) as {portable path (``data:...`` under the data directory; :mod:`mlse.data.portable`): sha256}, and what
-    the encoder encoded since ``stats_before`` was read."""
+    paths) as {portable path (:mod:`mlse.data.portable`): sha256}, and what it encoded since ``stats_before``."""
     return {
         "model": encoder.name,
         "model_identity": encoder.identity,
@@ -183,8 +177,7 @@ def run_tatoeba(
 class TatoebaLanguage:
     """One LASER Tatoeba language under one encoder: texts, embeddings, metrics, and error lists on demand.
 
-    ``src`` is the xx side, ``tgt`` English (row i translates row i). The cosine neighbour lists are searched once
-    (:func:`mlse.evaluation.retrieval.neighbour_lists`) and serve every number and error list.
+    ``src`` is the xx side, ``tgt`` English (row i translates row i); one neighbour search serves every number.
     """
 
     lang: str
@@ -237,7 +230,7 @@ def tatoeba_language(
     encoder, lang: str, *, data_dir: str | Path | None = None, k: int = 4, batch_size: int = 64, memo=None
 ) -> TatoebaLanguage:
     """One Tatoeba language scored with ``encoder`` (the app's Tatoeba tab). ``memo``: a :class:`mlse.memo.BytesMemo`
-    to keep the result in, keyed by the encoder's identity and the data file, so a second look costs nothing."""
+    keyed by the encoder's identity and the data file."""
     corpus = load_tatoeba(lang, data_dir)  # DataError for an unknown language or a missing data dir
     compute = partial(TatoebaLanguage.encoded, encoder, corpus, k, batch_size)
     if memo is None:
@@ -249,7 +242,7 @@ def sts_pair_predictions(
     encoder, pair: str, split: str = "test", *, data_dir: str | Path | None = None, batch_size: int = 64, memo=None
 ) -> tuple[ScoredPairs, np.ndarray]:
     """(the STS Multi MT pair, its cosine predictions [n]) for ``encoder`` (the app's predicted-vs-gold tab).
-    ``memo``: as for :func:`tatoeba_language`, keyed by the encoder's identity and the data files."""
+    ``memo``: as for :func:`tatoeba_language`."""
     ds = load_sts(pair, split, data_dir)  # DataError: unknown pair / split, missing data directory
 
     def compute() -> np.ndarray:
@@ -268,10 +261,9 @@ _PREFERRED_WMT = (2019, 2020, 2018, 2013)
 def mining_sources(pair: str, data_dir: str | Path | None = None) -> tuple[ParallelCorpus, list[str], list[str], list]:
     """Parallel data whose pairs are hidden as gold, plus unrelated sentences used as distractors.
 
-    Gold pairs come from the pair's newest WMT news test (2019 de-en/ru-en/zh-en, 2020 en-pl, 2018 tr-en, 2013
-    for cs/es/fr). Distractors are sentences of the same two languages whose translations are *not* in the pool:
-    the source side of one half of FLORES-200 devtest and the target side of the other half, likewise for WMT 2013
-    when it is not already the gold source. Returns (gold corpus, src distractors, tgt distractors, source files).
+    Gold: the pair's newest WMT news test (:data:`_PREFERRED_WMT`). Distractors: source side of one half and target
+    side of the other half of FLORES-200 devtest and of WMT 2013 (unless gold). See docs/data.md.
+    Returns (gold corpus, src distractors, tgt distractors, source files).
     """
     src_lang, _, tgt_lang = pair.lower().partition("-")
     available = {(year, frozenset(p.split("-"))) for year, p in wmt_sets(data_dir)}
@@ -293,7 +285,6 @@ def mining_sources(pair: str, data_dir: str | Path | None = None) -> tuple[Paral
         w13 = load_wmt(2013, f"{src_lang}-{tgt_lang}", data_dir)
         halves.append((w13.src, w13.tgt, w13.sources))
     for src_side, tgt_side, files in halves:
-        # One half contributes only its source sentences, the other only its targets: no translation pair survives.
         first, second = disjoint_halves(src_side, tgt_side)
         extra_src += first
         extra_tgt += second

@@ -1,8 +1,7 @@
 """STS evaluation: predictions (cosine) kept apart from metrics (Pearson / Spearman x 100, bootstrap CI).
 
-Keeping them apart lets the app and the CLI score any prediction vector (cosine, a trained head, a baseline) with
-the same metric code (the cosine itself is :func:`mlse.encoders.protocol.cosine_predictions`), as in the STS17
-tables of Reimers & Gurevych (2020) and Park et al.
+Any prediction vector (cosine, a trained head, a baseline) is scored by the same metric code, as in the STS17 tables
+of Reimers & Gurevych (2020) and Park et al.
 """
 
 from __future__ import annotations
@@ -33,10 +32,8 @@ def check_vectors(pred: object, gold: object) -> tuple[np.ndarray, np.ndarray]:
 def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: bool) -> np.ndarray:
     """Pearson (x 100) of ``n_boot`` resamples of the pairs, drawn with replacement, of the values or their ranks.
 
-    The resampling is ``scipy.stats.bootstrap`` (``paired=True``: a pair's prediction and gold are drawn together),
-    in blocks of ``_BOOT_BLOCK_ELEMENTS`` so that any ``n_boot`` x n fits; the statistic is this package's vectorised
-    one (:func:`level_ranks`, :func:`rowwise_pearson`), which ranks by counting over the distinct values instead of
-    sorting each resample, and gives NaN, silently, where one side of a resample is constant."""
+    ``scipy.stats.bootstrap`` (``paired=True``) in blocks of ``_BOOT_BLOCK_ELEMENTS``; the vectorised statistic
+    (:func:`level_ranks`, :func:`rowwise_pearson`) gives NaN, silently, where a resample's side is constant."""
     from scipy.stats import DegenerateDataWarning, bootstrap  # lazy: a noticeable import, for CIs only
 
     data = (p, g)
@@ -67,8 +64,7 @@ def _bootstrap(p: np.ndarray, g: np.ndarray, n_boot: int, seed: int, ranked: boo
 def bootstrap_spearman(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
     """Spearman rho (x 100) on `n_boot` resamples of the pairs drawn with replacement -> [n_boot].
 
-    Each resample is ranked with average ranks for ties (what scipy.stats.spearmanr does), vectorised per block.
-    Resamples where one side is constant give NaN.
+    Average ranks for ties (as scipy.stats.spearmanr); resamples where one side is constant give NaN.
     """
     p, g = check_vectors(pred, gold)
     return _bootstrap(p, g, n_boot, seed, ranked=True)
@@ -110,10 +106,8 @@ def sts_metrics(pred: np.ndarray, gold: np.ndarray, *, n_boot: int = 1000, seed:
 def average_scores(per_pair: dict[str, dict], groups: dict[str, list[str]]) -> dict[str, dict]:
     """Mean Pearson / Spearman over named groups of language pairs (e.g. "cross-lingual": ["en-de", "en-tr", ...]).
 
-    per_pair maps a pair name to a dict with at least "pearson" and "spearman" (as returned by `sts_metrics`).
-    Returns {group: {"pearson", "spearman", "n_pairs", "missing"}}. A group with a member absent from per_pair is
-    not averaged (a mean over a subset would not be comparable with the papers' averages): its pearson and spearman
-    are NaN, n_pairs counts the members present, and "missing" lists the absent ones (empty for complete groups).
+    per_pair: pair name -> `sts_metrics` dict. Returns {group: {"pearson", "spearman", "n_pairs", "missing"}}. A group
+    with a member absent is not averaged (not comparable with the papers'): NaN means, "missing" lists the absent.
     """
     out: dict[str, dict] = {}
     for name, members in groups.items():
@@ -132,10 +126,8 @@ def paired_spearman_difference(
 ) -> dict:
     """Spearman of model A minus Spearman of model B (x 100) on the same pairs, with a paired 95 % bootstrap CI.
 
-    Each resample draws the pairs once and scores both models on it (the same ``seed`` and size draw the same
-    resamples in :func:`_bootstrap`), so the interval is that of the *difference*: two models that err on the same
-    hard pairs are not credited with the noise of two independent CIs. Returns ``{"a", "b", "difference", "ci95",
-    "share_a_ahead"}`` (the last: the share of resamples where A scores higher).
+    Both models are scored on the same resamples (same ``seed`` and size), so the interval is that of the
+    *difference*. Returns ``{"a", "b", "difference", "ci95", "share_a_ahead"}`` (share of resamples where A is higher).
     """
     pa, g = check_vectors(pred_a, gold)
     pb, _ = check_vectors(pred_b, gold)

@@ -1,20 +1,9 @@
 """``python -m mlse reproduce assets``: regenerate every artifact shipped under ``assets/models`` from scratch.
 
-What ships, and why (the choice rests on the measured results in the README, "The seeds' science on real
-backbones"):
-
-* :data:`HEADS` -- Stage 1 and Stage 1 + 2 heads on both offline multilingual backbones, trained exactly as the seed
-  grid trains its first seed (seed 0, the grid's defaults), so a fresh clone's map tab shows meaning vs language
-  embeddings and every tab can compare the two-stage pipeline with its backbone.
-* :data:`STUDENTS` -- the best distilled student of the study, stored as its LoRA adapter (float16): one recipe
-  (rank 8, ~1.3 MB) or a :class:`Soup` of recipes, whose adapters are stacked into one (:mod:`mlse.encoders.lora_soup`;
-  two rank-8 members make a rank-16 adapter of ~2.7 MB).
-
-Each artifact is trained into ``<runs>/assets/<name>`` (a finished run found there is kept: the command resumes),
-exported with :func:`mlse.runs.shipped.export` (float16 weights, manifest with this command, the training data's sha256,
-the backbone's identity), loaded back from the exported files and evaluated on STS Multi MT test (17 pairs), and the
-scores go into its manifest. Students also get a backbone calibration (``assets/models/calibration``) so the app
-shows their 0-5 score.
+:data:`HEADS`: Stage 1 and Stage 1 + 2 heads on both offline multilingual backbones, trained as the seed grid's first
+seed. :data:`STUDENTS`: the distilled student, shipped as its float16 LoRA adapter (a :class:`Soup`'s members stacked
+into one). Each is trained into ``<runs>/assets/<name>`` (a finished run is kept), exported, loaded back and
+evaluated into its manifest. See docs/models.md.
 """
 
 from __future__ import annotations
@@ -67,9 +56,8 @@ class Soup:
 
 
 # shipped name -> student recipe (mlse.experiments.distillation; "+lora" so that it can ship as an adapter) or a soup
-# The uniform soup of the study's 40-minute STS student and its 20-minute retrieval student, each with its weights
-# averaged over the last three quarters of its run (SWA): 60 CPU-minutes of training (docs/results/distillation.md,
-# "weight soup" and "weight averaging within a run").
+# The uniform soup of the study's STS student and its retrieval student, each weight-averaged (SWA) within its run
+# (docs/results/distillation.md, "weight soup").
 STUDENTS: dict[str, str | Soup] = {
     "me5-small-student": Soup(("ema-frozen-cosent-w0.01-swa+lora@40", "hard-t0.01-cosent-swa+lora"), (0.5, 0.5))
 }
@@ -77,8 +65,7 @@ STUDENTS: dict[str, str | Soup] = {
 
 def measure(model: str, *, data_dir=None, tatoeba: bool = False) -> dict:
     """The scores a manifest records: STS test Spearman x 100 per pair (17 pairs), cross-12 and en-en; with
-    ``tatoeba``, also Tatoeba-14 mean accuracy (both ways, %) and xSIM error (%), so that a student's manifest shows
-    whether retrieval was traded away."""
+    ``tatoeba``, also Tatoeba-14 mean accuracy and xSIM error (%)."""
     encoder = load_model(model)
     result = run_sts(encoder, pairs=SEED_AND_CROSS_PAIRS, data_dir=data_dir, n_boot=0)
     spearman = {pair: round(float(s["spearman"]), 2) for pair, s in result.scores.items()}
@@ -100,8 +87,7 @@ def reproduce_head(name: str, *, runs: Path, out: Path, data_dir=None) -> Shippe
     if variant not in STAGE1_VARIANTS and variant not in STAGE2_VARIANTS:
         raise MlseError(f"unknown seed-grid variant {variant!r} for {name}")
     run = runs / name
-    # Stage 2 trains on the grid's plain Stage 1 ("s1"). A finished scorer folder is a run this command trained before:
-    # it is kept (delete the folder to train again), and a Stage 2 variant trains its "s1" only when that is missing.
+    # Stage 2 trains on the grid's plain Stage 1 ("s1"); a finished scorer folder is kept (delete it to train again).
     s1_run, s1_variant = (run, variant) if variant in STAGE1_VARIANTS else (runs / f"{backbone}+s1", "s1")
     if not is_scorer_folder(run) and not is_scorer_folder(s1_run):
         train_stage1(

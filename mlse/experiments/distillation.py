@@ -1,17 +1,10 @@
 """The distillation study with ``me5-small`` as the student: every method at an equal CPU budget, then the test sets.
 
-``python -m mlse experiment students [--recipes a,b] [--budget-minutes 20]`` trains each named recipe (below) into
-``<runs>/students/<recipe>`` and evaluates the best checkpoint on STS Multi MT test (17 pairs, Spearman with CIs) and
-Tatoeba-14 (both directions, margin, xSIM), writing ``<out>/<recipe>.json``. It resumes: a recipe whose result file
-exists is not run again, and a finished run folder is evaluated without retraining. ``<out>/students.md`` and
-``students.html`` (the dev curves: score vs training minutes) summarise every result present.
-
-Every recipe shares :data:`COMMON`: the same contamination-filtered Tatoeba-Challenge en-xx pairs (``max_pairs``
-per pair, seeded), the same dev evaluation (STS Multi MT dev, en-en + four cross-lingual pairs, 500 rows each), frozen
-token embeddings (e5's 250k x 384 matrix is 81 % of its weights; freezing it makes a step ~40 % faster and leaves the
-vocabulary of languages outside the training data untouched), and a budget counted in CPU time (``budget_clock="cpu"``:
-process CPU seconds / threads, so runs sharing the machine with light work still get equal compute; an oversubscribed
-machine charges torch's spin-waiting threads too, so the study's runs are made alone).
+``python -m mlse experiment students [--recipes a,b] [--budget-minutes 20]`` trains each recipe into
+``<runs>/students/<recipe>``, evaluates the best checkpoint on STS Multi MT test and Tatoeba-14 into
+``<out>/<recipe>.json`` (an existing result or finished run is reused) and summarises them in ``students.md`` /
+``.html``. Every recipe shares :data:`COMMON` (data, dev evaluation, frozen token embeddings, a CPU-time budget:
+process CPU seconds / threads, so runs of the study are made alone). See docs/results/distillation.md.
 """
 
 from __future__ import annotations
@@ -62,8 +55,8 @@ COMMON = dict(
     seed=0,
 )
 STS_WEIGHT = 1e-3  # the STS term beside a distillation loss (see the scored-pairs recipes below)
-SWA_FROM = 0.25  # weight averaging from a quarter of the run on: both members' dev curves have reached their plateau
-LORA_LR = 5e-4  # LoRA's low-rank updates start at zero and need a ~10x larger step than full fine-tuning
+SWA_FROM = 0.25  # weight averaging from a quarter of the run on, once the dev curves plateau
+LORA_LR = 5e-4  # LoRA's low-rank updates start at zero and need a larger step than full fine-tuning
 EMA_FROZEN = dict(method="ema", teacher=None, tau_base=1.0)  # Ham & Kim's teacher, frozen: a copy of the start
 # name -> what differs from COMMON (teacher None: the method needs none, or EMA's teacher is the student itself)
 RECIPES: dict[str, dict] = {
@@ -82,57 +75,46 @@ RECIPES: dict[str, dict] = {
     "soft-muse-average": dict(method="soft", teacher="muse", label="average"),
     "soft-muse-average-tcm": dict(method="soft", teacher="muse", label="average", tcm_alpha=2.0),
     "hard": dict(method="hard", teacher=None),  # in-batch InfoNCE, no teacher
-    # the same at a temperature near e5's pre-training one (0.01), where the untouched student already gives the
-    # translation 70% of its row softmax instead of 5% at 0.1 (benchmarks/contrastive_start.py)
+    # temperatures near e5's pre-training one (0.01), where the untouched student already ranks translations high
     "hard-t0.02": dict(method="hard", teacher=None, temperature=0.02),
-    # e5's own pre-training temperature, where the untouched student gives the translation 90.5%: does going all
-    # the way to it add over 0.02?
     "hard-t0.01": dict(method="hard", teacher=None, temperature=0.01),
-    # Scored pairs (issue 30): the supervised STS term (mlse.train.sts_term) on STS Multi MT train, every language
-    # pairing, alone or beside a distillation loss. Beside one it is weighted STS_WEIGHT: at the untouched student
-    # its gradient is ~3,300-3,700x the EMA loss's (python -m benchmarks.sts_term_balance), so 1e-3 makes it ~3-4x.
+    # Scored pairs: the STS term (mlse.train.sts_term) alone or beside a distillation loss, weighted STS_WEIGHT so that
+    # its initial gradient is a few times the EMA loss's (python -m benchmarks.sts_term_balance)
     "sts-cosent": dict(method="sts", teacher=None, sts_loss="cosent"),
     "sts-angle": dict(method="sts", teacher=None, sts_loss="angle"),
     "ema-frozen-cosent": dict(EMA_FROZEN, sts_loss="cosent", sts_weight=STS_WEIGHT),
     "ema-frozen-angle": dict(EMA_FROZEN, sts_loss="angle", sts_weight=STS_WEIGHT),
-    # the STS term ten times heavier (~33-37x the EMA loss's pull at the start): does the EMA term still hold retrieval?
+    # the STS term ten times heavier: does the EMA term still hold retrieval?
     "ema-frozen-cosent-w0.01": dict(EMA_FROZEN, sts_loss="cosent", sts_weight=1e-2),
-    # the curve still rises at 40 and 60 minutes with the LR constant after warm-up: does a doubled LoRA step reach
-    # in 20 minutes what 40 gave (77.0 / Tatoeba-14 91.6)? (meant for +lora; the full fine-tune keeps COMMON's LR)
+    # a doubled LoRA step (meant for +lora; the full fine-tune keeps COMMON's LR)
     "ema-frozen-cosent-w0.01-lr2x": dict(EMA_FROZEN, sts_loss="cosent", sts_weight=1e-2, lora_lr=2 * LORA_LR),
-    # in-batch InfoNCE at e5's temperature (the study's best retrieval, Tatoeba-14 93.4) as the translation loss beside
-    # CoSENT: at the untouched student a CoSENT batch pulls 1.7x as hard as it (python -m benchmarks.sts_term_balance),
-    # so at weight 1 the scored pairs lead while the contrastive term holds retrieval
+    # in-batch InfoNCE at e5's temperature beside CoSENT at weight 1 (a CoSENT batch pulls about as hard)
     "hard-t0.01-cosent": dict(method="hard", teacher=None, temperature=0.01, sts_loss="cosent", sts_weight=1.0),
     # a stronger teacher than the student itself: mUSE (512-d) through the least-squares bridge, plus the STS term
     "mse-muse-bridge-cosent": dict(
         method="mse", teacher="muse", bridge="linear", sts_loss="cosent", sts_weight=STS_WEIGHT
     ),
 }
-# Under the leave-languages-out protocol (mlse.experiments.unrated) a method must learn from the rated pairs, or the
-# protocol has nothing to take away: the seeds' methods with the STS term beside them (weights as above: the term ~3-4x
-# an MSE / EMA loss's pull at the start, 1.0 beside a contrastive loss, as for hard-t0.01-cosent; not tuned further)
+# For the leave-languages-out protocol (mlse.experiments.unrated) a method must learn from the rated pairs: the seeds'
+# methods with the STS term beside them (weights as above; not tuned further)
 RECIPES |= {
-    # Reimers & Gurevych with their own English teacher: the method meant to carry a model to new languages by bitext
+    # Reimers & Gurevych with their own English teacher
     "mse-minilm-bridge-cosent": {**RECIPES["mse-minilm-bridge"], "sts_loss": "cosent", "sts_weight": STS_WEIGHT},
     # Ham & Kim's moving teacher (tau_base 0.999), beside the shipped member's frozen one
     "ema-0.999-cosent-w0.01": dict(method="ema", teacher=None, tau_base=0.999, sts_loss="cosent", sts_weight=1e-2),
     # Park et al.: soft labels, English teacher (priority) or multilingual one (average), both with TCM
     "soft-minilm-priority-tcm-cosent": {**RECIPES["soft-minilm-priority-tcm"], "sts_loss": "cosent", "sts_weight": 1.0},
     "soft-muse-average-tcm-cosent": {**RECIPES["soft-muse-average-tcm"], "sts_loss": "cosent", "sts_weight": 1.0},
-    # translate-train (mlse.train.recipes.translate_train): pseudo-rated pairs for every bitext language without rated
-    # pairs, from the bitext's own translations scored by the untouched student's English side
+    # translate-train (mlse.train.recipes.translate_train): pseudo-rated pairs for bitext languages without rated pairs
     "sts-cosent-tt": dict(method="sts", teacher=None, sts_loss="cosent", translate_train=True),
     "ema-frozen-cosent-w0.01-tt": {**RECIPES["ema-frozen-cosent-w0.01"], "translate_train": True},
 }
-# the dev curves of both soup members wander over a plateau (±0.5) from step ~150 at the constant learning rate:
-# the same two recipes with their weights averaged over the last three quarters of the run (SWA)
+# the soup members' dev curves wander over a plateau: the same recipes with weights averaged (SWA) from SWA_FROM on
 RECIPES |= {
     f"{name}-swa": {**RECIPES[name], "average_from": SWA_FROM}
     for name in ("ema-frozen-cosent-w0.01", "hard-t0.01-cosent")
 }
-# the retrieval member with the bitext's six non-English pairs beside the twelve English ones (same budget, so fewer
-# English pairs a step): do X-Y translations lift X-Y similarity (de-fr, fr-es, pt-pl in cross-12) and retrieval?
+# the retrieval member with the bitext's non-English pairs too: do X-Y translations lift X-Y similarity and retrieval?
 RECIPES["hard-t0.01-cosent-swa-xy"] = {**RECIPES["hard-t0.01-cosent-swa"], "pairs": ENGLISH_PAIRS + NON_ENGLISH_PAIRS}
 
 
@@ -162,7 +144,7 @@ def parse_recipe(name: str) -> tuple[str, dict]:
 
 def split_seed(name: str, what: str) -> tuple[str, int | None]:
     """``"NAME~sSEED"`` -> (NAME, SEED); (name, None) without ``~s``; a SEED that is not a whole number is an error
-    naming the ``what`` (a student recipe, a head recipe)."""
+    naming the ``what``."""
     base, _, seed = name.partition("~s")
     if seed and not seed.isdigit():
         raise MlseError(f"{what} {name!r}: {seed!r} after ~s is not a seed (a whole number)")
@@ -187,7 +169,7 @@ def recipe_config(name: str, recipe: dict, runs: Path, **overrides) -> FinetuneC
 
 def evaluate_student(model: str, *, data_dir=None, pairs=TEST_PAIRS, langs=HAM_KIM_14, dev_pairs=()) -> dict:
     """STS test (17 pairs, Spearman/Pearson with CIs, group averages) and Tatoeba-14 of a model (fewer: a quick
-    check); with ``dev_pairs``, also ``dev``: STS dev Spearman x 100 per pair and their mean (what to choose on)."""
+    check); with ``dev_pairs``, also ``dev``: STS dev Spearman x 100 per pair and their mean."""
     encoder = load_model(model)
     sts = run_sts(encoder, pairs=pairs, data_dir=data_dir)
     tatoeba = run_tatoeba(encoder, langs=langs, data_dir=data_dir, keep_errors=False)
@@ -297,9 +279,7 @@ def markdown(rows: list[dict]) -> str:
 def dev_shift_markdown(results: list[dict]) -> str:
     """Dev Spearman per dev pair at the first and the last evaluation of each run: what training did to each pair.
 
-    The test table shows the dev-picked checkpoint only; when that is step 0 (the untouched student) this table is
-    where the trained model's effect is visible, e.g. cross-lingual pairs gained while en-en lost.
-    """
+    It shows the trained model's effect when the dev pick is step 0 (the untouched student)."""
     runs = [r for r in results if len(r.get("curve", [])) >= 2 and r["curve"][0].get("dev")]
     if not runs:
         return ""

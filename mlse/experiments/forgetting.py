@@ -1,15 +1,9 @@
 """Languages outside STS Multi MT: what a student keeps where it saw no rated pairs, and what it must not forget.
 
-Two views, both from the evaluation runners (:mod:`mlse.evaluation.runners`, through the embedding cache):
-
-* :func:`outside_scores` -- the bitext's three languages without STS Multi MT ratings: LASER Tatoeba ara / tur / ukr
-  (accuracy both ways, cosine; xSIM error, ratio margin) and FLORES-200 devtest en-X retrieval for arb_Arab /
-  tur_Latn / ukr_Cyrl (1,012 sentences; cosine nearest neighbour both ways, and xSIM). The leave-languages-out
-  protocol (:mod:`mlse.experiments.unrated`) scores every recipe's run with all rated pairs this way.
-* :func:`compare_tatoeba` -- two Tatoeba results over the same languages (``python -m mlse eval --task tatoeba --langs
-  all --json-out ...``: the 112 LASER languages): the means, each language's difference, the languages where the
-  student is more than :data:`TOLERANCE` points below the reference (the no-forgetting check: none allowed) and the
-  largest losses. ``benchmarks/forgetting.py`` writes it as ``forgetting.json`` and a markdown table.
+* :func:`outside_scores`: Tatoeba ara / tur / ukr and FLORES-200 devtest en-X retrieval, the bitext's languages
+  without STS Multi MT ratings (:mod:`mlse.experiments.unrated` scores every recipe this way).
+* :func:`compare_tatoeba`: two Tatoeba results over the same languages, per-language differences and the
+  no-forgetting check (no language more than :data:`TOLERANCE` points below the reference).
 """
 
 from __future__ import annotations
@@ -80,7 +74,7 @@ def _accuracies(result: dict, name: str) -> dict[str, float]:
 def merge_tatoeba(results: list[dict], name: str = "model") -> dict:
     """One Tatoeba result from several of the same model on disjoint languages (a long evaluation run in parts).
 
-    Every part must name the same ``model_identity`` and no language may appear twice (an MlseError says which)."""
+    Parts must share ``model_identity`` and no language may appear twice (else an MlseError says which)."""
     if not results:
         raise MlseError(f"{name}: no Tatoeba result to merge")
     identities = {r.get("model_identity") for r in results}
@@ -103,9 +97,8 @@ def compare_tatoeba(
 ) -> dict:
     """The student's Tatoeba ``acc_mean`` against the reference's, language by language (see the module docstring).
 
-    Both results must cover the same languages (an MlseError names the ones only one has). Returns ``n_langs``,
-    ``mean_student``, ``mean_reference``, ``mean_difference``, ``violations`` (languages more than :data:`TOLERANCE`
-    below, worst first), ``largest_losses`` (the ``n_losses`` most negative differences), ``per_language``."""
+    Both must cover the same languages (else an MlseError). Returns ``n_langs``, the means and their difference,
+    ``violations`` (more than :data:`TOLERANCE` below, worst first), ``largest_losses`` and ``per_language``."""
     a = _accuracies(student, names[0])
     b = _accuracies(reference, names[1])
     if set(a) != set(b):
@@ -141,7 +134,7 @@ def compare_tatoeba(
 
 def forgetting_markdown(report: dict, outside: dict[str, dict] | None = None) -> str:
     """The comparison as markdown: the means and the check, the largest losses, and (``outside``: model ->
-    :func:`outside_scores`) Tatoeba ara / tur / ukr beside the issue's reference numbers and FLORES en-X retrieval."""
+    :func:`outside_scores`) the languages outside STS Multi MT."""
     s, r = report["names"]["student"], report["names"]["reference"]
     verdict = "passes" if report["n_violations"] == 0 else "fails"
     violations = ", ".join(f"{v['lang']} {v['difference']:+.1f}" for v in report["violations"])

@@ -1,18 +1,11 @@
 """The seed's experiment grid: baseline, S1, S1+prelayer, S1+S2, S1+S2+conv, S1+S2+each non-linearity.
 
-``python -m mlse experiment seed-grid --backbone NAME`` trains every variant on the same data, evaluates Pearson and
-Spearman on STS Multi MT test for the seed's 15 pairs, and reports Pearson *relative to the baseline*, split into the
-pairs Stage 2 trains on and the held-out pairs (as in the seed's figures). Outputs, under ``--out``:
-``seed-grid.json`` (everything), ``seed-grid.md`` (the table) and ``seed-grid.html`` (an interactive bar chart).
-
-With ``--seeds 0,1,2`` the main variants are trained once per seed (the seed draws the Stage-1 pair subset, the
-heads' initialisation and the batch order); the first seed's runs keep the plain variant names. The extra seeds skip
-the FC prelayer (the costliest variant, ~10 CPU-minutes a run on a real backbone, and not one of the paper's main
-results: ``all_variants=True`` repeats it too) and the language-ID probe (measured once, on the first seed). The
-report then gives, per variant and group of pairs, the mean change over seeds and its seed standard deviation, and
-calls a change only when the mean exceeds twice that deviation (:func:`mlse.experiments.seed_grid_stats.verdict`): a
-difference below seed noise is reported as such. The first seed's scores also carry 95 % bootstrap CIs for Pearson
-and Spearman per pair (test-set sampling noise).
+``python -m mlse experiment seed-grid --backbone NAME`` trains every variant on the same data and reports STS Multi MT
+test Pearson *relative to the baseline* for the seed's 15 pairs, trained and held-out pairs apart, in
+``seed-grid.json``, ``.md`` and ``.html`` under ``--out``. With ``--seeds 0,1,2`` the main variants train once per seed
+(the extra seeds skip the costly FC prelayer unless ``all_variants``, and the language-ID probe); a change is called
+only when the mean over seeds exceeds twice the seed standard deviation
+(:func:`mlse.experiments.seed_grid_stats.verdict`). The first seed's scores carry 95 % bootstrap CIs per pair.
 """
 
 from __future__ import annotations
@@ -72,15 +65,11 @@ def run_seed_grid(
 ) -> dict:
     """Train and evaluate every variant; write the outputs under ``out``; return the results dict.
 
-    ``seeds`` (default ``[seed]``): one run of every main variant per seed (every variant with ``all_variants``);
-    ``scores`` are the first seed's (with CIs), ``seed_scores`` every seed's, ``seed_summary`` their means,
-    deviations and verdicts.
-
-    ``probe=False`` skips the language-ID probe of the Stage-1 variants (FLORES, ~12k sentences). ``backend`` runs the
-    backbone on torch, onnx or onnx-int8; a non-torch grid keeps its runs apart (``seed-grid-<backbone>-<backend>``).
-    """
+    ``seeds`` (default ``[seed]``): one run of every main variant per seed; ``scores`` are the first seed's (with CIs),
+    ``seed_scores`` every seed's, ``seed_summary`` their means, deviations and verdicts. ``probe=False`` skips the
+    language-ID probe. ``backend``: torch, onnx or onnx-int8 (a non-torch grid's runs go to its own folder)."""
     say = progress or (lambda msg: log.info("%s", msg))
-    # 50 Stage-1 epochs by default: measured on minilm-en, both faster and better than 100 (README).
+    # 50 Stage-1 epochs by default: faster and better than 100 on minilm-en.
     stage1_config = {"max_epochs": DEFAULT_S1_EPOCHS, **(stage1_config or {})}
     out = Path(out)
     tag = "" if backend == "torch" else f"-{backend}"
@@ -160,8 +149,7 @@ def write_reports(results: dict, out: str | Path) -> None:
 def rewrite_reports(out: str | Path) -> dict:
     """Recompute the summaries of an existing ``seed-grid.json`` from its scores and rewrite the three reports.
 
-    For a report whose layout or summary changed after the grid ran: nothing is retrained or re-encoded, the
-    recorded per-pair scores are the only input."""
+    Nothing is retrained or re-encoded: the recorded per-pair scores are the only input."""
     path = Path(out) / "seed-grid.json"
     if not path.is_file():
         raise FileNotFoundError(f"no seed grid at {path}: run the grid first (without --report-only)")
@@ -173,7 +161,7 @@ def rewrite_reports(out: str | Path) -> dict:
 
 def summaries(scores: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict:
     """Everything the reports derive from the per-pair scores (first seed's ``scores``, every seed's
-    ``seed_scores``): the one place both a fresh grid and a rewritten report compute it."""
+    ``seed_scores``)."""
     return {
         "relative_pearson": relative_pearson(scores),
         "groups": group_means(scores),
@@ -207,8 +195,7 @@ def _evaluate(encoder, pairs, data_dir, n_boot: int = 0) -> dict[str, dict]:
 
 def stage2_contrasts(seed_scores: dict[str, dict[str, dict]], reference: str = "s1+s2") -> dict[str, dict]:
     """Each other Stage-2 variant against plain S1+S2 *of the same seed* (same Stage-1 head, same data), summarised
-    as :func:`~mlse.experiments.seed_grid_stats.seed_summary` does: whether the conv prelayer or a non-linearity pays
-    beyond seed noise."""
+    as :func:`~mlse.experiments.seed_grid_stats.seed_summary` does."""
     ref = seed_scores.get(reference) or {}
     return {
         variant: group_changes({s: sc for s, sc in by_seed.items() if s in ref}, ref.__getitem__)

@@ -2,8 +2,7 @@
 (the pairs Stage 2 trains on, the held-out pairs), and the change over seeds with its seed standard deviation and
 verdict (:func:`verdict`: a change is called only beyond twice the seed deviation).
 
-Pure functions on the score dicts :mod:`mlse.experiments.seed_grid` records (``{variant: {pair: {"pearson": ...,
-"spearman": ...}}}``, per seed for ``seed_scores``); nothing here trains, encodes or writes.
+Pure functions on ``{variant: {pair: {"pearson": ..., "spearman": ...}}}`` (per seed for ``seed_scores``).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ GROUPS = {"stage2-train": STAGE2_PAIRS, "held-out": HELD_OUT_PAIRS, "en-en": ["e
 
 def seed_summary(baseline: dict[str, dict], seed_scores: dict[str, dict[str, dict]]) -> dict[str, dict]:
     """Per variant and group (trained pairs, held-out pairs, EN-EN alone, every pair): the change of mean Pearson and
-    Spearman against the baseline for each seed, their mean and standard deviation, and the verdict (see
-    :func:`verdict`)."""
+    Spearman against the baseline for each seed, their mean, standard deviation and :func:`verdict`."""
     return {variant: group_changes(by_seed, lambda seed: baseline) for variant, by_seed in seed_scores.items()}
 
 

@@ -1,33 +1,11 @@
 """Languages without rated pairs: how much cross-lingual STS a language loses when it has bitext but no rated pairs.
 
-The seed study's premise is that human-rated pairs are scarce outside a few languages. STS Multi MT rates pairs in all
-of its ten non-English languages, so the study simulates their absence (``python -m mlse experiment unrated``):
-
-* **Folds.** The non-English languages are split into folds (:data:`DEFAULT_FOLDS`: three folds of three; ``ja``,
-  which no test pair uses, stays rated in every fold). For each fold the recipe is trained twice on the same bitext:
-  *with* every language's rated pairs (the recipe as the distillation study runs it, once for all folds) and
-  *without* the fold's: its languages leave every STS term (``sts_langs``) and the dev pairs that pick the checkpoint
-  (:func:`fold_dev_pairs`: en-en and four en-X of languages still rated). Their bitext stays.
-* **Evaluation.** Cross-lingual STS Multi MT test pairs that involve a fold language (:func:`fold_eval_pairs`: en-X
-  for each of them, and the 17-pair test set's X-Y pairs with one of them), Spearman x 100 for both runs; the *gap*
-  is with minus without. Its 95 % CI comes from a paired bootstrap: both runs are scored on the same resamples of the
-  test rows, and since row ``i`` is the same sentence pair in every language, one resample of rows serves every pair
-  of a fold (a cluster bootstrap over source rows); the mean gap's CI averages over pairs within each resample.
-* **Recipes** (:func:`parse_protocol_recipe`) are the distillation study's (:mod:`mlse.experiments.distillation`, e.g.
-  ``sts-cosent+lora@10``, ``mse-minilm-bridge-cosent``, ``soft-minilm-priority-tcm-cosent``, ``ema-0.999-cosent-w0.01``,
-  translate-train ``sts-cosent-tt``), so a recipe means the same here as there, plus the two-stage meaning head
-  (:mod:`mlse.experiments.unrated_heads`: ``two-stage``). Every one goes through :func:`protocol_trainer` with the same
-  :func:`fold_overrides`: the fine-tuning recipes' STS term and dev pick, and the heads' Stage 2 and its early stopping,
-  see only the rated pairs left. ``--budget-minutes`` / ``--max-steps`` set each fine-tuning run's budget.
-* **Languages outside STS Multi MT** (``outside``, :func:`mlse.experiments.forgetting.outside_scores`): the run with
-  every rated pair is also scored on Tatoeba ara / tur / ukr and FLORES-200 en-X retrieval.
-
-A recipe's results go to ``<out>/<recipe>.json`` (per fold, per pair) with its predictions beside it
-(``<recipe>.predictions.json``); :mod:`mlse.experiments.unrated_report` writes ``<out>/unrated.md`` and
-``<out>/summary.json``. The result file is rewritten after every fold, marked incomplete (``folds_done`` of
-``folds_total``) until the last: a run stopped halfway (Stop, a crash, a killed job) keeps its best checkpoint, its
-result says incomplete, and the tables and the summary leave it out, never mixed in. Rerunning the command trains
-what is missing (a run stopped before its end is trained again) and reuses every finished run with the same settings.
+``python -m mlse experiment unrated``: per fold of STS Multi MT languages, a recipe is trained *with* every language's
+rated pairs and *without* the fold's (they leave the STS terms and the dev pick; their bitext stays); the *gap* (with
+minus without, Spearman x 100 on cross-lingual test pairs of the fold) gets a paired cluster bootstrap CI over source
+rows. Recipes: :func:`parse_protocol_recipe`. Results go to ``<out>/<recipe>.json`` (and ``.predictions.json``),
+rewritten after every fold and marked incomplete until the last; rerunning trains only what is missing. See
+docs/results/unrated-languages.md.
 """
 
 from __future__ import annotations
@@ -138,7 +116,7 @@ def steps_named(plans: list[tuple[str, dict]], max_steps: int | None) -> list[tu
 # -------------------------------------------------------------------------------------------------------- the gaps
 def pair_gaps(with_preds: dict, without_preds: dict, gold: dict, pairs: Sequence[str], *, n_boot: int = N_BOOT):
     """Per pair: Spearman x 100 with and without, the gap and its paired CI; plus the mean gap over ``pairs`` with its
-    CI and the mean gap's bootstrap values (to compare recipes on the same resamples)."""
+    CI and bootstrap values (paired: one resample of source rows serves every pair of the fold)."""
     table, boots = {}, []
     for pair in pairs:
         g = np.asarray(gold[pair], dtype=np.float64)
@@ -185,9 +163,7 @@ def run_unrated(
     ``train(run_name, recipe, overrides) -> {"run": folder, "complete": bool, "steps": n}`` trains (or finds) one run
     (it may also say the ``sts_langs`` and ``dev_pairs`` it used); ``predict(run_folder, pairs) -> {"gold": {pair:
     scores}, "pred": {pair: cosines}}`` scores STS test pairs; ``outside(run_folder)``, when given, scores the run with
-    every rated pair on languages outside STS Multi MT. All are injected so the protocol is tested on a tiny model and
-    the CLI passes the real training and evaluation. Both files are rewritten after every fold (the module docstring).
-    """
+    every rated pair on languages outside STS Multi MT. Injected so that tests use a tiny model."""
     say = say or (lambda msg: log.info("%s", msg))
     if not folds:
         raise MlseError(f"{name}: no folds to hold out; give one or more, e.g. de,nl,pl/es,it,ru")
@@ -261,10 +237,8 @@ def study_trainer(
     runs: Path, *, data_dir=None, say: Callable[[str], None] | None = None, stop: StopSignal | None = None, **settings
 ):
     """``train`` for :func:`run_unrated`: the distillation study's training of a recipe (``settings`` override it,
-    e.g. ``budget_minutes``), into ``runs/<run name>``. A finished run with the same settings is reused; one stopped
-    before its end (``partial`` in its metrics) is trained again. ``stop`` ends a run after its current step (it keeps
-    its best checkpoint and says ``partial``); one signal is asked by every run (a budget of its own spans them all:
-    each run's own is ``budget_minutes``)."""
+    e.g. ``budget_minutes``), into ``runs/<run name>``. A finished run with the same settings is reused; a ``partial``
+    one is trained again. ``stop`` (one signal for every run) ends a run after its step, keeping its best checkpoint."""
     say = say or (lambda msg: log.info("%s", msg))
 
     def train(run_name: str, recipe: dict, overrides: dict) -> dict:
@@ -289,8 +263,7 @@ def study_trainer(
 
 def protocol_trainer(runs: Path, *, data_dir=None, say=None, stop: StopSignal | None = None, **settings):
     """``train`` for :func:`run_unrated` of any protocol recipe: a head recipe through
-    :func:`mlse.experiments.unrated_heads.head_trainer`, every other through :func:`study_trainer`; both take the same
-    overrides (``sts_langs``, ``dev_pairs``) the same way."""
+    :func:`mlse.experiments.unrated_heads.head_trainer`, every other through :func:`study_trainer`."""
     finetuned = study_trainer(runs, data_dir=data_dir, say=say, stop=stop, **settings)
     heads = head_trainer(runs, data_dir=data_dir, say=say, stop=stop)
 
@@ -308,7 +281,7 @@ def run_steps(run: Path) -> int | None:
 
 def run_cpu_s(run: Path) -> float | None:
     """A run's CPU seconds: its preparation's and its training's with the dev evaluations (None: not recorded, or
-    its training timed by the wall clock)."""
+    timed by the wall clock)."""
     metrics = read_json_dict(run / "metrics.json")
     if metrics.get("budget_clock") != "cpu" or metrics.get("prepare_cpu_s") is None:
         return None
@@ -323,7 +296,7 @@ def run_complete(run: Path) -> bool:
 
 def study_predictor(data_dir=None):
     """``predict`` for :func:`run_unrated`: the best checkpoint's cosines on STS Multi MT test pairs, with gold (a head
-    recipe's run: the cosines of its Stage-2 embeddings)."""
+    recipe's run: its Stage-2 embeddings')."""
 
     def predict(run: str, pairs: list[str]) -> dict:
         scored = run_sts(load_model(run), pairs=pairs, data_dir=data_dir, n_boot=0)

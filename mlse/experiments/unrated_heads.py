@@ -1,19 +1,9 @@
 """The two-stage meaning head of Tiyajamorn et al. under the leave-languages-out protocol
 (:mod:`mlse.experiments.unrated`).
 
-The seed paper's answer to scarce rated pairs: Stage 1 learns a meaning space from bitext alone; Stage 2 refines it on
-rated pairs. Here both heads sit on the distillation study's student (``me5-small``, frozen; :mod:`mlse.train.
-head_training`), so it competes with the fine-tuning recipes on the same data:
-
-* **Stage 1** on the bitext of every language (the study's English-X pairs, :data:`~mlse.data.pairs.ENGLISH_PAIRS`,
-  the same cap per pair and seed): the held-out languages keep their bitext, as in every recipe. It has no rated pairs
-  in it, so one Stage 1 serves the run with every rated pair and every fold's run without.
-* **Stage 2** on rated pairs of the languages still rated (:func:`stage2_pairs`: en-en and en-X for each), and its
-  early stopping on the dev split of those same pairs: a held-out language's rated pairs reach neither.
-
-A head is fitted on cached embeddings in seconds to minutes, far under a fine-tuning recipe's budget; ``max_steps`` and
-``budget_minutes`` do not apply (the result records the epochs). A run whose scorer says ``partial`` (a stop in
-training) is incomplete, and is fitted again on the next call.
+Both heads sit on the frozen ``me5-small`` student. Stage 1 trains on every language's bitext (one Stage 1 serves
+every run); Stage 2 and its early stopping see only the pairs still rated (:func:`stage2_pairs`). A ``partial``
+scorer is fitted again on the next call.
 """
 
 from __future__ import annotations
@@ -68,9 +58,7 @@ def _trained(folder: Path, stage: str) -> dict:
 
 def stage_signal(stop: StopSignal | None, what: str, say: Callable[[str], None]) -> StopSignal:
     """The protocol's Stop (its button and condition) for one stage, which also reports each encoding the stage does
-    (``what: encoding: n / N texts (p%), c from the cache, r texts/s, ETA t``, a line every few seconds): a stage
-    encodes its texts in stoppable chunks, each kept in the embedding cache at once, so a killed run resumes from
-    them. No budget: a head's fit is short."""
+    (``what: encoding: ...``, a line every few seconds). No budget: a head's fit is short."""
     logs: dict[int, ProgressLog] = {}
 
     def report(done: int, total: int, _rate, cached: int) -> None:
@@ -100,10 +88,8 @@ def head_trainer(
     """``train`` for :func:`mlse.experiments.unrated.run_unrated` of a head recipe, into ``runs/<run name>``.
 
     ``runs/<recipe>/stage1`` is fitted once and reused; each run's Stage 2 trains on the rated pairs its
-    ``overrides["sts_langs"]`` leaves of ``langs`` (the rated languages of the run with every rated pair). A complete
-    run fitted on the same pairs and seed is reused. ``stop`` is asked in every phase of both stages. ``_ignored``: the
-    fine-tuning settings (``max_steps``, ``budget_minutes``, ...) that do not apply to heads.
-    """
+    ``overrides["sts_langs"]`` leaves of ``langs``; a complete run on the same pairs and seed is reused. ``_ignored``:
+    fine-tuning settings that do not apply to heads."""
     from mlse.train.head_training import train_stage1, train_stage2  # lazy: the heads import torch
 
     say = say or (lambda msg: log.info("%s", msg))

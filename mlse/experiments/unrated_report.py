@@ -1,14 +1,10 @@
 """The reports of the leave-languages-out protocol (:mod:`mlse.experiments.unrated`): ``summary.json`` and
 ``unrated.md`` from the result files under a folder.
 
-``summary.json`` names the shipped recipe's gap, the best recipe's (smallest mean gap) and the paired CI of the
-reduction (shipped minus best gap, on the same bootstrap resamples), plus every complete recipe's mean score with and
-without the held-out languages' rated pairs. A gap also closes when the run *with* rated pairs gets worse, so
-``without_vs_shipped`` compares what a language with bitext only gets: each recipe's *without* score minus the
-shipped recipe's, with its paired CI, and ``best_raising_without`` is the smallest gap among the recipes whose
-*without* beats the shipped recipe's. ``unrated.md`` has an overview (one row per recipe: with, without, gap,
-and the languages outside STS Multi MT where they were scored) and the per-fold, per-pair table. A result marked
-incomplete (a run stopped before its end, or folds still missing) is listed apart and never compared or averaged in.
+``summary.json``: the shipped and the best recipe's gaps with the paired CI of the reduction, each complete recipe's
+mean scores, ``without_vs_shipped`` (each *without* score minus the shipped one's, paired CI: a gap also closes when
+the *with* run gets worse) and ``best_raising_without``. ``unrated.md``: an overview and the per-fold, per-pair table.
+Incomplete results are listed apart, never compared or averaged in. See docs/results/unrated-languages.md.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ def mean_scores(result: dict) -> dict:
 
 def write_summary(out: Path, shipped_recipe: str) -> dict:
     """``summary.json`` and ``unrated.md`` from the results under ``out`` (see the module docstring). A recipe run
-    with several seeds (``NAME~sN``) is compared by its mean over the seeds: the mean gap, and the CI of that mean
-    on the same test-pair resamples (each seed's bootstrap values averaged)."""
+    with several seeds (``NAME~sN``) is compared by its mean gap, its CI from the seeds' averaged bootstrap values."""
     shipped_recipe = unseeded(shipped_recipe)  # compared as a group: "a~s1:200-steps" names the seeds of "a:200-steps"
     results = load_results(out)
     complete = [r for r in results if r.get("complete")]
@@ -78,8 +73,7 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
         summary["shipped_gap"] = round(gaps[shipped_recipe], 2)
         if summary["best_recipe"] != shipped_recipe:
             summary["gap_reduction_ci"] = _reduction_ci(out, groups[shipped_recipe], groups[summary["best_recipe"]])
-        # A gap also closes when the run *with* rated pairs gets worse; what a language with bitext only gets is the
-        # *without* score, so every recipe's is compared with the shipped recipe's on the same resamples too.
+        # A gap also closes when *with* gets worse, so every *without* score is compared with the shipped one's too.
         shipped_without = _group_boots(out, groups[shipped_recipe], side="without")
         summary["without_vs_shipped"] = {
             name: {
@@ -98,7 +92,7 @@ def write_summary(out: Path, shipped_recipe: str) -> dict:
 
 def _best_raising_without(out: Path, groups: dict, gaps: dict, summary: dict) -> dict | None:
     """The smallest gap among the recipes whose *without* score beats the shipped recipe's (its paired CI above zero):
-    a gap closed by what a language with bitext only gains, not by the run with rated pairs losing."""
+    a gap closed by what a language with bitext only gains."""
     raising = [name for name, w in summary["without_vs_shipped"].items() if w["ci95"][0] > 0]
     if not raising:
         return None
@@ -151,7 +145,7 @@ def seeds_table(seeds: dict) -> str:
 
 def _group_boots(out: Path, results: list[dict], side: str = "gap") -> np.ndarray:
     """The bootstrap values of a recipe's mean gap (``side="gap"``: with minus without) or of one side's mean score,
-    averaged over its seeds (the same resamples for every run)."""
+    averaged over its seeds."""
     sides = ("with", "without") if side == "gap" else (side,)
     per_run = [[_side_boots(out / f"{_file_name(r['recipe'])}.predictions.json", s) for s in sides] for r in results]
     return np.mean([b[0] - b[1] if side == "gap" else b[0] for b in per_run], axis=0)
@@ -159,8 +153,7 @@ def _group_boots(out: Path, results: list[dict], side: str = "gap") -> np.ndarra
 
 def _side_boots(path: Path, side: str) -> np.ndarray:
     """One run's bootstrap values of ``side`` (:func:`mlse.experiments.unrated.recipe_side_boots`), computed once per
-    version of its predictions file: a summary asks for a recipe's sides up to four times (its seeds, the headline,
-    ``without_vs_shipped``)."""
+    version of its predictions file (a summary asks several times)."""
     return _side_boots_of(path, path.stat().st_mtime_ns, side)
 
 
@@ -191,9 +184,7 @@ def _unit(recipe: str) -> str:
 
 def overview(results: list[dict]) -> str:
     """One row per recipe: held-out languages, steps, the runs' CPU minutes (preparation, training and dev
-    evaluations of the run with every rated pair and of each fold's; ``–``: not recorded), mean with / without / gap
-    [CI] over the held-out pairs, and Tatoeba and FLORES-200 en-X retrieval on the languages outside STS Multi MT
-    (``–``: not scored)."""
+    evaluations), mean with / without / gap [CI], and retrieval outside STS Multi MT (``–``: not recorded or scored)."""
     tat = [f"Tatoeba {lang}" for lang in OUTSIDE_TATOEBA]
     flo = [f"FLORES en-{code.split('_')[0]}" for code in OUTSIDE_FLORES]
     lines = [

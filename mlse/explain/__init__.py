@@ -1,11 +1,8 @@
 """Why this score? Token-pair attributions of a model's cosine (integrated Jacobians), and the word alignment view.
 
-- :func:`explain_pair` -> :class:`Explanation`: the word x word matrix whose sum, plus the reference terms, is the
-  model's cosine up to a measured residual (Moeller, Nikolaev & Padó, EMNLP 2023);
-- :func:`align_tokens` -> :class:`Alignment`: each word's best match by contextual token similarity (instant; not an
-  explanation of the score);
-- :func:`what_if` -> :class:`WhatIf`: an edit of the pair (words dropped, a sentence rewritten) scored as ``mlse score``
-  scores it, explained again, and its change of the score beside the change the explanation predicted.
+- :func:`explain_pair` -> :class:`Explanation`: word x word matrix, cosine = its sum + reference terms + residual;
+- :func:`align_tokens` -> :class:`Alignment`: each word's best match by contextual similarity (not an explanation);
+- :func:`what_if` -> :class:`WhatIf`: an edit of the pair scored and explained, beside the predicted change.
 
 Importing this package does not import torch; computing does.
 """

@@ -1,10 +1,7 @@
 """``align_tokens``: contextual word similarity between two sentences, each word's best match in the other.
 
-This is **not** an explanation of the score. It is the cheap companion view (one forward pass per sentence): the
-model's last-layer token vectors (for muse: its per-token features before pooling), averaged over each word's pieces,
-compared by cosine. Two words can be near-identical here and still barely move the sentence cosine (pooling and the
-final layers decide that), and the reverse; what drives the score is :func:`mlse.explain.explain_pair`. Special
-tokens and the model's text prefix are left out.
+**Not** an explanation of the score (that is :func:`mlse.explain.explain_pair`): a cheap companion view comparing the
+last-layer token vectors, averaged over each word's pieces, by cosine. Special tokens and the prefix are left out.
 """
 
 from __future__ import annotations

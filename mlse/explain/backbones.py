@@ -1,18 +1,8 @@
 """Which models can be explained, and their attributable backbone.
 
-A model as the app and :func:`mlse.load_model` hand it over is a stack of wrappers (calibration, embedding
-cache) around an encoder; :func:`attributable` looks through them to the encoder that computes and returns its
-backbone:
-
-- a sentence-transformers model on torch (``me5-small``, ``minilm-en``, a shipped or trained student, a folder):
-  :class:`mlse.explain.transformer.TransformerBackbone`;
-- ``muse`` on torch: :class:`mlse.explain.muse.UseBackbone` (token embeddings only);
-- anything else is refused with the reason: an ONNX backend (no gradients: load the model with the torch backend), a
-  scorer (Stage-1/2 heads turn the backbone's vector into a refined one or a 0-5 score; the Siamese form the method
-  needs, a dot product of two sentence vectors, holds for its backbone: explain that), any other encoder.
-
-An object that already has the backbone methods (``tokenize``, ``states``, ``tail``, ``contextual``) is used as it is
-(tests build hand-made ones whose attributions are known in closed form).
+:func:`attributable` looks through a model's wrappers (calibration, embedding cache) to the computing encoder: a
+sentence-transformers model or ``muse`` on torch gives its backbone; ONNX (no gradients), a scorer (not a dot product
+of two sentence vectors) and others are refused with the reason. An object with the backbone methods is used as is.
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """What if? Edit a sentence of an explained pair (or drop words from it) and compare the new score with what the
 explanation said those words were worth.
 
-:func:`what_if` scores the edited pair exactly as ``python -m mlse score`` and the app do
-(:func:`mlse.encoders.protocol.similarity`: the cosine, and the calibrated 0-5 score where the model has a calibration),
-explains it with the same setting (only the edited sentence is re-attributed: a sentence's attribution depends on that
-sentence alone) and, when the edit deletes whole words, sets the change of the cosine beside the change the explanation
-predicts for it.
-
-**The prediction.** In the exact decomposition of :mod:`mlse.explain.explanation`, everything word i of sentence 1
-contributes is its row of the matrix plus its own term against the other sentence's reference (``u_i``; likewise a
-column and ``v_j`` for sentence 2). Deleting a set of words D1 from sentence 1 and D2 from sentence 2 takes away
+:func:`what_if` scores the edited pair as ``python -m mlse score`` does (:func:`mlse.encoders.protocol.similarity`),
+re-attributes only the edited sentence (a sentence's attribution depends on it alone) and, when the edit deletes whole
+words, sets the change of the cosine beside the predicted change (:attr:`WhatIf.predicted_delta`), minus
 
     Σ_{i∈D1} (row_i + u_i) + Σ_{j∈D2} (column_j + v_j) − Σ_{i∈D1, j∈D2} A_ij
 
-(a cell of two deleted words counted once), so the predicted change of the cosine is minus that:
-:attr:`WhatIf.predicted_delta`. :attr:`WhatIf.predicted_delta_pairs` is the same from the matrix alone (the rows
-and columns without ``u``/``v``). Both are first-order: a deletion also shifts the other words' context, length and
-positions, which the attribution (of the original pair, relative to a reference) does not see; the difference between
-the two changes is what the explanation misses (``benchmarks/what_if_speed.py`` measures it on the lesson pairs).
-
-An edit is recognised as a deletion of whole words when the edited sentence equals, white space aside, the original
-with some of its words cut out by :func:`mlse.explain.perturb.delete_spans` (the routine the faithfulness check deletes
-with); any other edit (a word replaced, added or cut in half) is scored and explained, without a prediction.
+for deleted words D1, D2 (``u``/``v``: :mod:`mlse.explain.explanation`; a cell of two deleted words counted once).
+:attr:`WhatIf.predicted_delta_pairs` uses the matrix alone. Both are first-order: the shift of the other words'
+context is not seen. An edit is a deletion when it equals, white space aside, the original cut by
+:func:`mlse.explain.perturb.delete_spans`; other edits are scored and explained without a prediction.
 """
 
 from __future__ import annotations
@@ -83,7 +72,7 @@ class WhatIf:
     @property
     def predicted_parts(self) -> tuple[float, float, float] | None:
         """What the prediction is made of: (minus the dropped words' pairs, minus their own terms, what it missed:
-        the actual change minus the predicted one); None when the edit has no prediction."""
+        actual minus predicted change); None without a prediction."""
         if self.predicted_delta is None or self.predicted_delta_pairs is None:
             return None
         pairs = -self.predicted_delta_pairs
@@ -97,7 +86,7 @@ class WhatIf:
 
     def word_effects(self) -> list[dict]:
         """Per deleted word: its sentence, the word, its pairs (row or column sum), its own term and their total
-        (what deleting it alone is predicted to take away from the cosine)."""
+        (its predicted effect alone)."""
         e = self.explanation
         return [
             {
@@ -232,7 +221,7 @@ def _letters(text: str) -> str:
 # -- the prediction ------------------------------------------------------------------------------------------------
 def predicted_change(explanation: Explanation, dropped1, dropped2) -> tuple[float, float]:
     """(the change of the cosine the explanation predicts for deleting those words, the same from the word pairs
-    alone): minus everything they contribute, a cell of two deleted words counted once (the module docstring)."""
+    alone): the module docstring's formula."""
     matrix = np.asarray(explanation.matrix, dtype=np.float64)  # [W1, W2]
     rows = np.asarray(sorted(dropped1), dtype=np.intp)
     cols = np.asarray(sorted(dropped2), dtype=np.intp)

@@ -1,33 +1,19 @@
 """``explain_pair``: which word pairs make up a model's cosine for two sentences (integrated Jacobians).
 
 Moeller, Nikolaev & Padó, "An Attribution Method for Siamese Encoders" (EMNLP 2023, arXiv 2310.05703). With ``f`` the
-encoder (pooling and L2 normalisation included, so ``f(a)·f(b)`` is the cosine the app shows) and references ``r_a``,
-``r_b`` (:mod:`mlse.explain.transformer`, :mod:`mlse.explain.muse`):
+encoder (pooling and L2 normalisation included) and references ``r_a``, ``r_b`` (:mod:`mlse.explain.transformer`,
+:mod:`mlse.explain.muse`):
 
     f(a)·f(b) = Σ_ij A_ij  +  [f(a)·f(r_b) + f(r_a)·f(b) − f(r_a)·f(r_b)]  +  residual
-                token pairs    reference terms                                  integration error
 
-where ``A = P_a Q_bᵀ`` (:mod:`mlse.explain.integrate`). ``residual`` is exactly the score minus the other two (so the
-identity holds by construction); it goes to zero as ``steps`` grows and measures how far the matrix can be trusted.
-``A_ij > 0``: token pair (i, j) pushes the score up, relative to the reference; ``< 0``: it pulls it down.
+with ``A = P_a Q_bᵀ`` (:mod:`mlse.explain.integrate`); ``residual`` is the score minus the other two (the identity holds
+by construction) and shrinks as ``steps`` grows. The reference terms split into ``Σ_i u_i + Σ_j v_j + c`` with
+``u_i = P_a[i]·f(r_b)``, ``v_j = f(r_a)·Q_b[j]``, ``c = f(r_a)·f(r_b)``; they are large for e5 models (a big shared
+direction), so deleting a word acts like its *word total* ``Σ_j A_ij + u_i = P_a[i]·f(b)``, not like one cell.
 
-**The reference terms split further.** With ``f(a) = f(r_a) + Σ_i P_a[i]`` (up to the integration error),
-``f(a)·f(r_b) + f(r_a)·f(b) − f(r_a)·f(r_b) = Σ_i u_i + Σ_j v_j + c``: ``u_i = P_a[i]·f(r_b)`` is word i of sentence 1
-against sentence 2's *reference* (a term of one word, no partner), ``v_j = f(r_a)·Q_b[j]`` likewise, and
-``c = f(r_a)·f(r_b)`` a constant. For an off-the-shelf model they are large (every e5 vector shares a big common
-direction, and so does the reference's), so what deleting a word does is predicted by its *word total*
-``Σ_j A_ij + u_i = P_a[i]·f(b)`` (everything the word contributes; integrated gradients of the score with the other
-sentence fixed), not by one cell (``benchmarks/explain_faithfulness.py`` measures both).
-
-**Layer.** ``layer=0`` attributes to the word-piece embeddings; ``layer=L`` to the hidden states after L transformer
-layers, which is cheaper (only the layers above L are differentiated) and converges in fewer steps, but a token's
-state there already mixes in its context, so the attribution says "token i's position, as the model sees it at
-layer L". The defaults are measured by ``benchmarks/explain_speed.py``.
-
-**Precision.** On a CPU (or GPU) that computes bfloat16 natively, the directional derivatives' matrix products run in
-bfloat16 with float32 results (``precision="auto"``, recorded as ``bfloat16``): faster on an AVX-512-BF16 CPU, the
-word matrix a fraction of a percent of its largest cell from float32's (``benchmarks/what_if_speed.py`` measures both).
-``precision="float32"`` keeps every product in float32 (convergence studies: bfloat16's rounding floors the residual).
+``layer=L`` attributes to the hidden states after L layers (cheaper, fewer steps, but each state already mixes in its
+context); ``layer=0`` to the word-piece embeddings. ``precision="auto"`` runs the directional derivatives in bfloat16
+where the CPU computes it natively; ``"float32"`` suits convergence studies (bfloat16 rounding floors the residual).
 """
 
 from __future__ import annotations
@@ -44,8 +30,7 @@ from mlse.explain.backbones import attributable, is_backbone
 from mlse.explain.integrate import endpoints, token_contributions
 from mlse.explain.words import merge_words
 
-# The defaults (benchmarks/explain_speed.py measures them): Gauss-Legendre with 12 points, at half the model's depth
-# (me5-small: layer 6 of 12, minilm-en: 3 of 6). muse (ReLU kinks, token embeddings only) sets its own: 64 midpoints.
+# Gauss-Legendre with 12 points at half the model's depth; muse (ReLU kinks, token embeddings only) sets its own.
 DEFAULT_STEPS = 12
 DEFAULT_RULE = "gauss"
 DEFAULT_DEPTH_SHARE = 0.5
@@ -158,8 +143,7 @@ class Explanation:
 
     def top_words(self, k: int = 3) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """Per sentence, the ``k`` non-special words with the largest word total (everything the word contributes,
-        :attr:`word_totals1` / :attr:`word_totals2`) as (word, total), largest first. Removing these words lowers
-        the score more than removing random ones (``benchmarks/explain_faithfulness.py``)."""
+        :attr:`word_totals1` / :attr:`word_totals2`) as (word, total), largest first."""
         out = []
         for words, special, totals in (
             (self.words1, self.special1, self.word_totals1),
@@ -238,8 +222,7 @@ def _merge_matrix(word_of_token: tuple[int, ...], n_words: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Side:
     """One sentence's attribution at one setting: what it read (``tokens``), each token's integrated contribution
-    ``parts`` [T, d] to ``embedding − reference`` (f(x) − f(r)), and the setting. It depends on that sentence alone, so
-    an explanation of an edited pair recomputes only the side that changed (:func:`explain_pair`'s ``reuse``)."""
+    ``parts`` [T, d] to ``embedding − reference``, and the setting; it depends on that sentence alone (``reuse``)."""
 
     text: str
     tokens: object  # TokenInfo

@@ -1,15 +1,9 @@
 """``muse`` (USE multilingual v3) as an attributable backbone, through mlse's torch port of its network.
 
-USE is a deep averaging network with n-gram convolutions (:mod:`mlse.encoders.use_torch`): it has no stack of
-transformer layers to start from, so attribution is to the token embeddings only (layer 0). Every step after the
-embedding lookup is a torch operation, so the port's own :func:`~mlse.encoders.use_torch.network` is differentiated
-as it is, with the path's points laid out as one flat batch of copies of the sentence.
-
-The reference input: every token of the sentence replaced by the unknown token ``<unk>`` (USE's vocabulary has no
-padding token, and it has no position embeddings), BOS and EOS kept. (An all-zero embedding is no good reference
-here: the first LayerNorm then sees only its bias, a near-constant vector, and its derivative explodes near the
-reference end of the path.) The contextual token vectors of the alignment view are the network's
-per-token features just before pooling (embedding and the three n-gram branches, after their LayerNorm).
+USE has no transformer layers (:mod:`mlse.encoders.use_torch`), so attribution is to the token embeddings only
+(layer 0), differentiating the port's :func:`~mlse.encoders.use_torch.network` as it is. The reference: every token
+replaced by ``<unk>`` (no padding token), BOS and EOS kept; an all-zero embedding would make the first LayerNorm's
+derivative explode. The alignment view's contextual vectors are the per-token features just before pooling.
 """
 
 from __future__ import annotations
@@ -25,8 +19,7 @@ class UseBackbone:
 
     n_layers = 0
     prefix = ""
-    # ReLUs make the path's Jacobian piecewise constant: the quadrature converges like 1/steps whatever the rule, so
-    # more (cheap) points, evenly spaced (benchmarks/explain_speed.py: 64 points keep |residual| <= 2 %).
+    # ReLUs make the path's Jacobian piecewise constant, so the quadrature converges like 1/steps whatever the rule
     default_steps = 64
     default_rule = "midpoint"
 

@@ -1,18 +1,10 @@
 """The perturbation check: does removing the words of the top attributed pairs lower the score more than removing
 the words of random pairs? (Faithfulness measured, not assumed; ``benchmarks/explain_faithfulness.py`` runs it.)
 
-For an :class:`~mlse.explain.Explanation` and ``k``: the *top* cells are the ``k`` word pairs ranked first, either by
-their own attribution ``A_ij`` (``rank="cell"``: the pairs said to push the cosine up the most; the issue's test) or by
-the total attribution of their two words, everything involving word i or word j in the exact decomposition
-(``rank="words"``: row i + ``u_i`` + column j + ``v_j`` − ``A_ij``, see :mod:`mlse.explain.explanation`); the *random*
-cells are ``k`` word pairs drawn uniformly among all pairs of (non-special) words. The words of the chosen cells (each
-word once, however many cells it is in) are removed in one of two ways, and ``drop = score − cosine after removal``:
-
-- ``delete``: cut out of the sentence by their character spans, and the shortened pair re-encoded by the model (the
-  everyday sense of "without these words"; it also changes the length, the positions and the grammar);
-- ``reference``: their tokens' representations at the explained layer replaced by the reference's (what the
-  attribution itself compares against), and the rest of the network run on that; the counterfactual the matrix
-  speaks about.
+The *top* cells are the ``k`` word pairs ranked by ``A_ij`` (``rank="cell"``) or by their words' total
+(``rank="words"``: row i + ``u_i`` + column j + ``v_j`` − ``A_ij``, :mod:`mlse.explain.explanation`); the *random*
+cells are ``k`` non-special pairs drawn uniformly. Their words are removed (``drop = score − cosine after``) by
+``delete`` (cut out, re-encoded) or ``reference`` (their states at the explained layer set to the reference's).
 """
 
 from __future__ import annotations
@@ -40,7 +32,7 @@ def tidy(text: str) -> str:
 
 def top_cells(explanation, k: int, rank: str = "cell") -> list[tuple[int, int]]:
     """The ``k`` non-special word pairs ranked first by ``rank`` (``cell`` or ``words``, see the module docstring);
-    only positive values count (fewer cells when fewer are positive)."""
+    only positive values count."""
     value = np.asarray(explanation.matrix, dtype=np.float64)
     if rank == "words":
         value = explanation.word_totals1[:, None] + explanation.word_totals2[None, :] - value

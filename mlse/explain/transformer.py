@@ -1,21 +1,10 @@
 """A sentence-transformers BERT / XLM-R model as an attributable backbone: its tokens, its states at any layer, and
 the rest of its network from there to the unit sentence vector, as torch functions ``torch.func`` can transform.
 
-The forward pass is written out here from the model's own modules (embeddings -> layers -> pooling -> Dense ->
-Normalize), because the attribution needs to start it at an intermediate layer and to run it under ``vmap`` and
-forward-mode differentiation, which the transformers code paths (attention back-ends, mask builders) do not promise.
-Only what it reproduces is accepted: BERT, RoBERTa and XLM-R encoders with absolute positions, followed by Pooling
-(cls, mean, max, mean_sqrt_len_tokens, weightedmean, lasttoken), Dense and Normalize modules; anything else is
-refused with the reason. :func:`mlse.explain.explain_pair` checks on every call that this forward gives the model's
-own cosine.
-
-Tokens are the model's own: the compact SentencePiece path of :class:`mlse.encoders.torch.CompactRunner` when the
-encoder uses it (same ids, no second tokenizer in memory), else the model's tokenizer; the model's text prefix
-(e5's ``query: ``) comes first, as in ``encode``.
-
-The reference input (Moeller et al. keep a sequence of padding tokens): every token of the sentence replaced by the
-padding token, the special tokens and the prefix kept, the positions unchanged; at layer L > 0 the reference is that
-sequence's hidden state at layer L.
+The forward pass is written out from the model's own modules (the attribution runs it from a middle layer under
+``vmap`` and forward-mode AD): BERT, RoBERTa and XLM-R with absolute positions, then Pooling, Dense and Normalize;
+others are refused. The reference (Moeller et al.): sentence tokens replaced by padding, special tokens, prefix and
+positions kept; at layer L > 0, that sequence's hidden state there.
 """
 
 from __future__ import annotations
@@ -200,7 +189,7 @@ class TransformerBackbone:
 
 def prefix_mask(tokens: TokenInfo) -> list[bool]:
     """Which tokens belong to the model's text prefix: those before the first token of the sentence itself, found by
-    tokenising the text (the prefix's pieces never merge with the sentence's: e5's prefix ends in a space)."""
+    tokenising the text (e5's prefix ends in a space, so its pieces never merge with the sentence's)."""
     if not tokens.prefix_chars:
         return [False] * len(tokens.ids)
     from mlse.explain.words import piece_spans

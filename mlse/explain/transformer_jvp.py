@@ -1,9 +1,7 @@
 """Forward-mode derivatives of :class:`~mlse.explain.transformer.TransformerBackbone`'s tail, written out by hand.
 
-The integrated Jacobian needs, at each of S path points, the derivative of the sentence vector along C different
-directions (one per token). Generic forward-mode AD (dual numbers) carries a copy of the primal computation with every
-direction; here the primal runs once per point ([S, T, H]) and only the directions are batched ([C, S, T, H]), which
-roughly halves the arithmetic. Each rule is the textbook derivative of its operation:
+Dual numbers carry a copy of the primal with every direction; here the primal runs once per point ([S, T, H]) and only
+the C directions are batched ([C, S, T, H]), roughly halving the arithmetic. The rules:
 
 - linear ``y = x W + b``: ``dy = dx W``;
 - LayerNorm ``y = γ n + β``, ``n = (u − μ) / σ``: ``dy = γ (du − mean(du) − n · mean(du n)) / σ``;
@@ -13,9 +11,7 @@ roughly halves the arithmetic. Each rule is the textbook derivative of its opera
 - pooling: mean, sum and position weights are linear, cls / last token pick a row, max picks each column's argmax;
 - L2 normalisation ``y = x / |x|``: ``dy = (dx − y (y · dx)) / |x|``.
 
-``tests/explain/test_explain_models.py`` checks the result against ``torch.autograd.forward_ad`` on the same tail.
-The forward pass's pooling (:func:`pool`: the linear modes' derivative is the same operation) and its heads'
-reshaping (:func:`split_heads`, :func:`merge_heads`) live here too.
+The forward pass's :func:`pool`, :func:`split_heads` and :func:`merge_heads` live here too.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Word pieces -> the words a reader sees, so that a token x token matrix can be shown word x word.
 
-The rule (the same for WordPiece, SentencePiece and byte-level BPE tokenizers):
+The rule (for WordPiece, SentencePiece and byte-level BPE tokenizers):
 
-1. **Find each piece in the text.** A piece's marker is dropped (SentencePiece ``▁``, byte-level BPE ``Ġ``, WordPiece
-   ``##``) and the rest is looked for at the current position of the text the model read, both sides folded (Unicode
-   compatibility decomposition, accents dropped, case folded), so an uncased model's ``flote`` is found in
-   ``Flöte``. An unknown piece (``[UNK]``, ``<unk>``) takes the text between its neighbours. A piece with no text of
-   its own (a lone ``▁``) is glued to the piece after it.
-2. **Pieces of one word merge.** Pieces within one run of non-space characters form one word, except that punctuation
-   at the start or end of the run stands alone (``flute.`` -> ``flute`` and ``.``; ``don't`` stays one word), and a
-   piece in a script written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) is a word of its own (a
-   Chinese sentence would otherwise be a single "word").
-3. **Special tokens and the prompt stay apart.** ``[CLS]``/``[SEP]``/``<s>``/``</s>`` are entries of their own,
-   labelled with their piece, and every piece of a model's text prefix (e5's ``query: ``) forms one entry labelled
-   with the prefix; both are flagged ``special`` so that a view of the words alone can drop them.
+1. **Find each piece in the text**, marker (``▁``, ``Ġ``, ``##``) dropped, both sides folded (compatibility
+   decomposition, accents dropped, case folded: ``flote`` is found in ``Flöte``). An unknown piece takes the text
+   between its neighbours; a piece with no text of its own is glued to the next.
+2. **Pieces of one run of non-space characters form one word**, except punctuation at the run's start or end
+   (``flute.`` -> ``flute`` and ``.``; ``don't`` stays one) and pieces of scripts written without spaces (each a word).
+3. **Special tokens and the prefix stay apart**: entries of their own (the prefix's pieces as one), flagged ``special``.
 
-A word's label is the user's own text (``Flöte``, not the piece ``flo ##te``). Attributions of a word are the *sum*
-of its pieces' attributions (attributions add up, so the matrix still sums to the same total). Should a piece not be
-found in the text (a tokenizer normalising in a way the folding does not undo), the whole sentence falls back to the
-markers alone: ``##`` continues the word before, ``▁``/``Ġ`` starts a word, and the label is the pieces' text.
+Labels are the user's own text; a word's attribution is the *sum* of its pieces'. A piece not found makes the sentence
+fall back to the markers alone (:func:`_merge_by_markers`).
 """
 
 from __future__ import annotations
@@ -51,8 +43,7 @@ _NO_SPACE_RANGES = (
 @dataclass(frozen=True)
 class TokenInfo:
     """What a model read for one sentence: ``text`` (its prefix, then the sentence), the token ``ids`` and their
-    ``pieces`` (as the tokenizer names them), which tokens are ``special`` (added by the tokenizer), and
-    ``prefix_chars``, the length of the prefix in ``text``."""
+    ``pieces``, which are ``special`` (added by the tokenizer), and ``prefix_chars`` (the prefix's length)."""
 
     text: str
     ids: tuple[int, ...]
@@ -64,8 +55,7 @@ class TokenInfo:
 @dataclass(frozen=True)
 class Words:
     """The words of a sentence: ``labels`` (one per entry), which entries are ``special`` (a special token or the
-    prefix), ``word_of_token`` (the entry each token belongs to) and ``spans``, each entry's ``(start, end)`` in the
-    sentence itself (the prefix not counted; None for special entries and when the markers fallback was used)."""
+    prefix), ``word_of_token`` and ``spans`` (``(start, end)`` in the sentence; None if special or in the fallback)."""
 
     labels: tuple[str, ...]
     special: tuple[bool, ...]
@@ -96,7 +86,7 @@ def _is_punctuation(text: str) -> bool:
 
 def piece_spans(text: str, pieces: list[str], skip: list[bool]) -> list[tuple[int, int] | None] | None:
     """Where each piece lies in ``text`` as ``(start, end)`` character offsets; None for skipped pieces and for a
-    piece with no text of its own. Returns None when a piece cannot be found (the caller falls back to markers)."""
+    piece with no text of its own. Returns None when a piece cannot be found."""
     # each folded character and the index of the text character it came from
     folded = [(f, i) for i, ch in enumerate(text) for f in _fold(ch)]
     flat, origin = "".join(f for f, _ in folded), [i for _, i in folded]

@@ -1,8 +1,7 @@
 """The epoch loop both heads share: mini-batch steps, a dev score after each epoch, early stopping, the best epoch kept.
 
-Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop after ``patience`` epochs without an
-improvement larger than ``min_delta``, or when the caller's ``stop`` (a :class:`~mlse.stop_signal.StopSignal`: a stop
-button, a time budget) says so after an epoch (:class:`EarlyStopping`), and both end on the best epoch's weights.
+Stage 1 minimises its dev loss, Stage 2 maximises its dev Pearson; both stop on patience or the caller's ``stop``
+(:class:`EarlyStopping`) and end on the best epoch's weights.
 """
 
 from __future__ import annotations
@@ -54,11 +53,9 @@ def train_epoch(
 class EarlyStopping:
     """Tracks the best dev score and its weights; says when to stop.
 
-    ``mode``: ``"min"`` (a loss) or ``"max"`` (a correlation); an epoch improves on the best only by more than
-    ``min_delta``. ``best``: a score to beat before the first epoch (Stage 2 starts from its untrained score, whose
-    weights are then the fallback), else none (``inf`` / ``-inf``; nothing to keep until an epoch improves). A NaN
-    score never improves. ``stop`` is asked after an epoch that did not end by patience, and only once
-    there are weights worth keeping.
+    ``mode``: ``"min"`` (a loss) or ``"max"`` (a correlation); an epoch improves only by more than ``min_delta``.
+    ``best``: a score to beat before the first epoch (its weights are then the fallback), else nothing is kept until an
+    epoch improves. A NaN never improves. ``stop`` is asked only once there are weights worth keeping.
     """
 
     def __init__(

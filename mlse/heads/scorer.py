@@ -115,9 +115,7 @@ class Scorer(Scoring):
     def load(cls, folder: str | Path, *, backbone=None, name: str | None = None, backend: str = "torch") -> Scorer:
         """Load a run folder; the backbone is loaded by its recorded name unless given, and must match.
 
-        ``backend`` is the backbone's runtime (torch, onnx, onnx-int8). The match is on the weights, not the backend:
-        heads trained on torch embeddings run on the ONNX backbone of the same weights (int8 shifts them slightly).
-        :func:`mlse.models.load_model` is the usual way in: it resolves a run name to its folder and calls this.
+        ``backend`` is the backbone's runtime (torch, onnx, onnx-int8); the match is on the weights, not the backend.
         """
         # lazy: the heads are torch modules, and importing torch costs seconds; reading a manifest must not pay it
         from safetensors.torch import load_file

@@ -1,9 +1,8 @@
 """Stage 1: split a frozen sentence embedding into a *meaning* and a *language* embedding (Tiyajamorn et al. 2021).
 
-Trained on translation pairs only. The network is two linear d x d maps (meaning, language) and a language-ID layer on
-the language embedding, optionally after a fully connected *prelayer*. The loss, as the authors' public code computes
-it, with x, y a translation pair in languages a, b and x', y' random sentences of languages a, b (same batch
-positions), m the meaning map, l the language map and e the frozen input embedding (:func:`stage1_loss_terms`):
+Trained on translation pairs only: two linear d x d maps (meaning m, language l) and a language-ID layer on l,
+optionally after a fully connected *prelayer*. The loss, as the authors' public code computes it, with x, y a
+translation pair in languages a, b, x', y' random sentences of languages a, b and e the frozen input embedding:
 
 * meaning:        1 - cos(m(x), m(y))                                   (translations mean the same)
 * negative:       max(0, cos(m(x), m(x')) - margin), likewise for y      (same language, other meaning)
@@ -11,24 +10,14 @@ positions), m the meaning map, l the language map and e the frozen input embeddi
 * language ID:    CE(W l(x), a), likewise for y                          (l carries the language)
 * language:       1 - cos(l(x), l(x')), likewise for y                   (same language, same l)
 
-These are torch's CosineEmbeddingLoss (targets +1 / -1, margin 0), MSELoss and CrossEntropyLoss, averaged over the
-batch and summed with weight 1 each (the paper sums them unweighted; :class:`Stage1Weights` exposes weights for
-ablations).
-
-Choices the paper leaves open, made here (and recorded in the saved config):
-- Random same-language sentences x', y' are drawn uniformly, per batch item, from all training sentences of that
-  language (both sides of every pair), fresh each step; for the dev loss they are drawn once with a fixed seed, so
-  that early stopping compares like with like.
-- The reconstruction target is the frozen input embedding e, also with a prelayer (reconstructing the prelayer output
-  instead would let the prelayer collapse to zero).
-- The prelayer is Linear(d, d) + Tanh (the seed poster says "fully connected layer"; the activation is our choice).
-- Early stopping: the dev loss (same sum of terms) is checked after every epoch; training stops after ``patience``
-  epochs without improvement and the best epoch's weights are kept (the paper's patience is 10).
-- Maps use PyTorch's default initialisation, as the original code does.
-- Learning rate 1e-3 by default instead of the paper's 1e-4: the paper trains on ~3.3M pairs (~6,500 Adam steps per
-  epoch); the contamination-filtered Tatoeba pairs here give ~25k (~50 steps per epoch), and at 1e-4 the dev loss
-  was still falling after 100 epochs (measured on minilm-en with 1,000 pairs per language pair: 1.33 at epoch 100).
-  ``lr=1e-4`` restores the paper's setting.
+Batch means, summed unweighted as in the paper (:class:`Stage1Weights` weighs them for ablations). Choices the paper
+leaves open (recorded in the saved config):
+- x', y' are drawn uniformly per item from that language's training sentences, fresh each step; for the dev loss
+  once, with a fixed seed, so that early stopping compares like with like.
+- The reconstruction target is e also with a prelayer (the prelayer output would let the prelayer collapse to zero).
+- The prelayer is Linear(d, d) + Tanh. Early stopping on the dev loss after ``patience`` epochs, keeping the best.
+- ``lr`` 1e-3, not the paper's 1e-4: with ~100x fewer pairs per epoch than the paper, 1e-4 had not converged in 100
+  epochs. ``lr=1e-4`` restores the paper's setting.
 """
 
 from __future__ import annotations
@@ -215,7 +204,6 @@ class Stage1Head:
 
     def _terms(self, ex, ey, ex_rand, ey_rand, lx, ly) -> dict[str, torch.Tensor]:
         net = self.net_
-        # x, y and their random partners go through the same maps in one pass.
         meaning, language = net(torch.cat([ex, ey, ex_rand, ey_rand]))  # [4B, d] each
         mx, my, mxr, myr = meaning.chunk(4)  # [B, d] each
         lx_emb, ly_emb, lxr, lyr = language.chunk(4)

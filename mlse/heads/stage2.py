@@ -8,12 +8,11 @@ where f is the identity, or a sigmoid / tanh of a learned scale and shift of the
 Variant: a 1-D convolution over the embedding dimensions before g ("conv prelayer").
 
 Choices the seed leaves open, made here (and saved with the head):
-- g(m) = m + W2 relu(W1 m + b1) + b2 with W2, b2 initialised to zero, so training starts exactly at the Stage-1
-  similarity and early stopping can only keep an improvement on dev (``residual=False`` gives the plain two-layer net).
+- g(m) = m + W2 relu(W1 m + b1) + b2 with W2, b2 zero at start, so training starts at the Stage-1 similarity and early
+  stopping can only keep an improvement (``residual=False``: the plain two-layer net).
 - Conv prelayer: Conv1d(1 -> 1 channel, kernel 5, same padding) over the d embedding values, with a skip connection.
 - Adam, lr 1e-3, batch 128, up to 30 epochs, early stopping on dev Pearson of the cosine (patience 3), best epoch kept.
-- The calibrated 0-5 score is an isotonic regression of gold on the cosine, fitted on dev (monotone, so correlations
-  with gold are unchanged up to ties).
+- The calibrated 0-5 score is an isotonic regression of gold on the cosine, fitted on dev.
 """
 
 from __future__ import annotations

@@ -7,12 +7,9 @@ cosine ranking::
     dtheta(z, w) = | arg <z, w> |      (the phase: 0 when w is z scaled by a positive number)
     L = w_cos * ranking(cos) + w_angle * ranking(-dtheta / pi)                                      (angle_loss)
 
-Why: the cosine saturates where pairs are most alike (its gradient vanishes near 1), which is where the high gold
-scores of STS sit. The phase of the complex inner product keeps a gradient there. This module implements the idea
-as written above; it is *our reading* of the paper's angle difference (its Eq. 5-7 normalise the complex quotient
-``z / w``), not a transcription of any library (sentence-transformers' ``AnglELoss`` ranks ``|Re + Im|`` of the
-normalised inner product instead). The paper's third, in-batch-negative term is left out: the students here get
-their contrastive signal from the translation pairs.
+Why: the cosine's gradient vanishes near 1, where high STS gold scores sit; the phase keeps a gradient there. This is
+*our reading* of the paper's angle difference (Eq. 5-7), not sentence-transformers' ``AnglELoss`` (which ranks
+``|Re + Im|``). The paper's in-batch-negative term is left out: the translation pairs give the contrastive signal.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What the fine-tuning losses share: the batch convention, input checks, cosine logits, soft cross-entropy.
 
-Each loss module's ``nn.Module`` only embeds with the student (:func:`embed`) and hands the embeddings to its pure
-function (:mod:`mlse.losses`). Batch row ``i`` is a translation pair (src_i, tgt_i); "src" is the pivot / anchor
-language (English), "tgt" the other one. Teacher embeddings are computed by the caller (frozen teacher, precomputed
-cache, or an EMA teacher under ``torch.no_grad()``) and passed in.
+Batch row ``i`` is a translation pair (src_i, tgt_i); "src" is the anchor language (English). Teacher embeddings are
+computed by the caller and passed in.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ Park et al. 2024 (paper 003, Eqs. 2-3; LaBSE / mE5 style, no margin) with hard l
     q_ij = softmax_j cos(s(y_i), s(x_j)) / T                       tgt -> src (row softmax of the transpose)
     L    = -1/2 [ 1/B sum_i log p_ii + 1/B sum_i log q_ii ]        (directions averaged, CLIP style)
 
-Each translation is the positive of its source; the other translations in the batch are its negatives. The
-temperature defaults to Park et al.'s released value, :data:`~mlse.losses.defaults.DEFAULT_TEMPERATURE` (their hard
-contrastive baseline is the soft-label code with identity labels, :mod:`mlse.losses.soft_contrastive`).
+The other translations in the batch are the negatives. The temperature defaults to Park et al.'s released value,
+:data:`~mlse.losses.defaults.DEFAULT_TEMPERATURE`.
 """
 
 from __future__ import annotations

@@ -3,13 +3,9 @@ loss sentence-transformers ships as ``CoSENTLoss``)::
 
     L = log(1 + sum_{(i, j): y_i > y_j} exp(lambda * (s_j - s_i)))                       (cosent_loss)
 
-over every two pairs ``i, j`` of a batch of scored sentence pairs, ``s`` the model's similarity of a pair (the cosine
-here), ``y`` the gold score, ``lambda`` a scale (20, the paper's and sentence-transformers' value). Only the *order*
-of the gold scores matters: each time a pair rated higher is scored lower than a pair rated lower, the loss grows.
-Unlike a regression on the cosine (sentence-BERT's CosineSimilarityLoss) it never asks the cosine to equal a given
-number, so a model keeps its own scale -- what Spearman correlation, the STS measure, rewards.
-
-The log-sum-exp is computed stably as ``logsumexp([0, lambda (s_j - s_i) for every ordered pair])``.
+over every two pairs ``i, j`` of a batch, ``s`` the cosine of a pair, ``y`` its gold score, ``lambda`` a scale (20).
+Only the *order* of the gold scores matters, so a model keeps its own cosine scale (what Spearman rewards). Computed
+stably as ``logsumexp([0, lambda (s_j - s_i) for every ordered pair])``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-# Park et al.'s released code (train.py --tau default, not overridden in train.sh); the soft- and the hard-label
-# contrastive losses share it (mlse.losses.soft_contrastive explains the choice).
+# Park et al.'s released code (train.py --tau default); the soft- and the hard-label contrastive losses share it.
 DEFAULT_TEMPERATURE = 0.1
 # Park et al.'s soft labels: the anchor language's teacher similarities, or the mean of both languages' (Eqs. 4-5).
 LABEL_MODES = ("priority", "average")

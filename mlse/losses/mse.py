@@ -3,13 +3,10 @@ Distillation" (paper 002, Sec. 2; slides 004)::
 
     L = MSE(s(src), t(src)) + MSE(s(tgt), t(src))            (mse_distill_loss; include_src=False drops the 1st term)
 
-A frozen teacher ``t`` embeds the English side; the student ``s`` learns to put both the English sentence and its
-translation where the teacher puts the English one. The paper writes
-``1/|B| sum_j [(M(s_j) - M^(s_j))^2 + (M(s_j) - M^(t_j))^2]``; each term here is torch's element-mean ``F.mse_loss``
-(also what sentence-transformers' ``MSELoss`` computes), i.e. the paper's value divided by ``d``.
-
-The MSE losses need equal teacher and student dimensions (a :class:`ValueError` says so); soft labels
-(:mod:`mlse.losses.soft_contrastive`) do not. ``include_src=False`` is also Ham & Kim's Eq. 1 (:mod:`mlse.losses.ema`).
+A frozen teacher ``t`` embeds the English side; the student ``s`` learns to put the English sentence and its
+translation there. Each term is torch's element-mean ``F.mse_loss`` (as sentence-transformers' ``MSELoss``): the
+paper's value divided by ``d``. Teacher and student dimensions must be equal (:class:`ValueError`).
+``include_src=False`` is Ham & Kim's Eq. 1 (:mod:`mlse.losses.ema`).
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ def mse_distill_loss(
 ) -> Tensor:
     """Reimers & Gurevych 2020 multilingual knowledge distillation (paper 002, Sec. 2): the module docstring's ``L``.
 
-    ``include_src=False`` keeps only the second term. All three tensors are ``[B, d]`` with the same ``d``; raises
-    :class:`ValueError` otherwise.
+    ``include_src=False`` keeps only the second term. All three tensors: ``[B, d]``, one ``d`` (else ValueError).
     """
     check_pair(student_src, student_tgt)
     check_2d("teacher_src", teacher_src)
@@ -49,9 +45,8 @@ def mse_distill_loss(
 class MSEDistillLoss(nn.Module):
     """:func:`mse_distill_loss` for a sentence-transformers student.
 
-    ``forward(src_features, tgt_features, teacher_src, teacher_tgt=None)``; ``teacher_src``: ``[B, d]``, precomputed
-    (for Ham & Kim: the EMA teacher's embeddings of the src side, with ``include_src=False``). ``teacher_tgt`` is
-    ignored. With ``include_src=False`` the src side is not embedded at all.
+    ``forward(src_features, tgt_features, teacher_src, teacher_tgt=None)``; ``teacher_src``: ``[B, d]``;
+    ``teacher_tgt`` is ignored. With ``include_src=False`` the src side is not embedded at all.
     """
 
     def __init__(self, student: nn.Module, include_src: bool = True):

@@ -14,31 +14,15 @@ in the text extraction, so they were checked against the authors' released code,
 
 ``f`` is the frozen teacher, ``g`` the student; the hard-label case is :mod:`mlse.losses.contrastive`.
 
-Choices where the paper text leaves something open (or was lost in extraction):
-
-* The *average* label averages the two teacher **similarity matrices before the softmax** (Sec. 4.1: "the similarity
-  averaged out over mono-lingual embeddings of both source and target languages"; the released code does
-  ``(S_src + S_tgt) / 2`` and then the softmax), not the two softmaxes. It needs a multilingual teacher.
-* The tgt -> src direction uses the **same** soft labels ``y_ij``, not ``y.T``: the teacher similarity (src x src, or
-  the average) is symmetric, so the row softmax of its transpose -- what the released code computes for that
-  direction -- is ``y`` itself, while ``y.T`` would not even be a distribution per row. For a non-symmetric teacher
-  similarity pass ``targets_t`` explicitly.
-* Directions (and, in TCM, the two languages) are **averaged**, CLIP style (the brief; Eq. 2 "follows Radford et al.").
-  The released code sums both directions and adds the four mono-lingual terms unweighted, which equals
-  ``2 * (L_cross + 2 * L_mono)`` in the normalisation used here, i.e. ``alpha = 2``. The paper's Eq. 7 weighs the
-  terms as ``lambda * L_cross + L_mono``; under Adam(W) that gives the same updates as ``alpha = 1 / lambda`` (the
-  printed value of lambda is lost in the text extraction).
-* TCM uses the same labels ``y`` (priority or average) for both the src x src and the tgt x tgt student matrices, as the
-  released code does; the student's own self-similarity (the diagonal) stays in, as in the code.
-* Temperature: one ``T`` for the soft labels and for the student logits (``sim`` carries the temperature in Eqs. 2 and
-  4). Sec. 4.1 reports a value tuned on en-ko that the text extraction lost; the released training script uses the
-  code's default ``--tau 0.1``, which is the default here (:data:`~mlse.losses.defaults.DEFAULT_TEMPERATURE`), for the
-  hard-label baseline too (the paper's hard contrastive baseline is the same code with identity labels).
-* Loss = cross-entropy ``-sum y log p`` (as in the paper and code), so its minimum is the entropy of ``y``, not 0;
-  the gradient equals that of ``KL(y || p)``.
-* Soft labels need no equal dimensions: they come from the teacher's own similarity matrix, so a 768-d teacher can
-  supervise a 384-d student (the MSE losses of :mod:`mlse.losses.mse` do need equal dimensions).
-* Labels are constants: :func:`soft_labels` returns a detached tensor.
+Choices where the paper text leaves something open (checked against the released code):
+* *average* averages the two teacher similarity matrices **before** the softmax (needs a multilingual teacher).
+* tgt -> src uses the **same** labels ``y``, not ``y.T``: the teacher similarity is symmetric, so the row softmax of
+  its transpose is ``y``. For a non-symmetric teacher similarity pass ``targets_t``.
+* Directions (and TCM's two languages) are **averaged**, CLIP style. The released code sums them, which equals
+  ``alpha = 2`` here; the paper's ``lambda * L_cross + L_mono`` matches ``alpha = 1 / lambda`` under Adam(W).
+* One temperature ``T`` for labels and student logits (:data:`~mlse.losses.defaults.DEFAULT_TEMPERATURE`).
+* Loss is the cross-entropy ``-sum y log p``: its minimum is the entropy of ``y``; its gradient equals ``KL(y || p)``'s.
+  The teacher's dimension need not equal the student's. Labels are detached.
 """
 
 from __future__ import annotations
@@ -75,11 +59,8 @@ def soft_labels(
 ) -> Tensor:
     """Park et al.'s soft labels ``y`` [B, B] (paper 003, Eqs. 4-5), row-stochastic and detached.
 
-    * ``"priority"``: ``softmax_j cos(t(x_i), t(x_j)) / T`` -- the teacher's similarities in the anchor language
-      (``teacher_src`` must be the anchor: the higher-priority language of the pair, English for en-xx).
-    * ``"average"``: ``softmax_j (cos(t(x_i), t(x_j)) + cos(t(y_i), t(y_j))) / (2 T)`` -- the two mono-lingual
-      similarity matrices are averaged *before* the softmax (as the released code does); needs ``teacher_tgt``,
-      i.e. a multilingual teacher.
+    * ``"priority"``: ``softmax_j cos(t(x_i), t(x_j)) / T``; ``teacher_src`` must be the anchor language (English).
+    * ``"average"``: ``softmax_j (cos(t(x_i), t(x_j)) + cos(t(y_i), t(y_j))) / (2 T)``; needs ``teacher_tgt``.
 
     ``teacher_src`` / ``teacher_tgt``: ``[B, d_t]``; ``d_t`` need not equal the student's dimension.
     """
@@ -108,11 +89,9 @@ def soft_contrastive_loss(
 ) -> Tensor:
     """Contrastive loss with soft labels (paper 003, Eq. 2): ``-1/B sum_ij y_ij log softmax_j cos(s_i, t_j) / T``.
 
-    With ``bidirectional`` the tgt -> src direction (row softmax of the transposed logits) is added with labels
-    ``targets_t`` (default ``targets``: the module docstring says why) and the two are averaged. With ``targets =
-    eye(B)`` this is exactly :func:`mlse.losses.contrastive.hard_contrastive_loss`.
-
-    ``student_src``, ``student_tgt``: ``[B, d]``; ``targets``: ``[B, B]`` row-stochastic (:class:`ValueError` if not).
+    With ``bidirectional`` the tgt -> src direction is averaged in, with labels ``targets_t`` (default ``targets``).
+    With ``targets = eye(B)`` this is :func:`mlse.losses.contrastive.hard_contrastive_loss`. ``student_src``,
+    ``student_tgt``: ``[B, d]``; ``targets``: ``[B, B]`` row-stochastic (:class:`ValueError` if not).
     """
     check_pair(student_src, student_tgt)
     check_temperature(temperature)
@@ -134,9 +113,8 @@ def tcm_loss(
 ) -> Tensor:
     """Mono-lingual term of TCM (paper 003, Eq. 6): ``L_mono`` of the module docstring, with ``y`` = ``targets``.
 
-    The student matrices are symmetric, so the "other direction" is the same term and is not repeated. The total TCM
-    objective is ``soft_contrastive_loss(s, t, y) + alpha * tcm_loss(s, t, y)`` (the module docstring: alpha vs. the
-    paper's lambda).
+    The student matrices are symmetric, so the other direction is the same term. Total TCM objective:
+    ``soft_contrastive_loss(s, t, y) + alpha * tcm_loss(s, t, y)``.
     """
     check_pair(student_src, student_tgt)
     check_temperature(temperature)

@@ -1,16 +1,9 @@
 """Run folders: what a folder under the runs directory is, how runs are found, and how a new run is named.
 
-A *run* is a folder mlse wrote under :func:`mlse.dirs.runs_dir`:
-
-* a **scorer** (backbone + trained heads, :mod:`mlse.heads.scorer`): ``scorer.json`` beside the head files;
-* a **fine-tuned student** (:mod:`mlse.train.finetune`): ``model/`` (a sentence-transformers folder) beside
-  ``finetune_config.json``, ``metrics.json`` and ``log.jsonl``;
-* any other sentence-transformers (``modules.json``) or transformers (``config.json``) folder.
-
-Runs may sit one level down in a group folder (``runs/seed-grid-minilm-en/s1+s2``, as experiments write them); they
-are named by their path under the runs directory. Hidden folders (temporary, half-written, set aside) are skipped.
-The command line and the app name new runs with the same function, :func:`training_run_name` (built on
-:func:`run_name`).
+A *run* is a folder under :func:`mlse.dirs.runs_dir`: a **scorer** (``scorer.json`` beside the head files), a
+**fine-tuned student** (``model/`` beside ``finetune_config.json``, ``metrics.json``, ``log.jsonl``), or any other
+sentence-transformers / transformers folder. Runs may sit one level down in a group folder, named by their path;
+hidden folders are skipped. The CLI and the app name new runs with :func:`training_run_name`.
 """
 
 from __future__ import annotations
@@ -115,10 +108,8 @@ def visible_dirs(folder: Path) -> list[Path]:
 
 def rated_languages(location: str | Path) -> tuple[str, ...] | None:
     """The languages whose rated pairs (the STS term's, STS Multi MT train) a fine-tuned run learnt from, from its
-    ``finetune_config.json`` (``location``: the run folder or its ``model`` folder); None for anything else: a
-    backbone, a scorer, a run without the STS term. A run of the leave-languages-out protocol
-    (:mod:`mlse.experiments.unrated`) names fewer than all: the others are *unrated* for it. A scorer the protocol
-    trained (the two-stage head) names them in its ``scorer.json`` (``rated_languages``: its Stage 2's)."""
+    ``finetune_config.json`` or a scorer's ``scorer.json`` (``location``: the run or its ``model`` folder); None when
+    not recorded. Leave-languages-out runs (:mod:`mlse.experiments.unrated`) name fewer: the others are *unrated*."""
     path = Path(location)
     scorer = path / SCORER_FILE
     if scorer.is_file():

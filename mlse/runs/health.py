@@ -1,18 +1,10 @@
 """Runs after a crash: put back run folders a killed job left aside, and say which runs are partial.
 
-Every writer of a run folder is atomic (a hidden temporary sibling renamed into place), so a ``kill -9`` never leaves
-a half-written run where the model lists look. What can still be left behind:
-
-* **A run moved aside and not put back.** Replacing a run renames the old folder to a hidden sibling first
-  (``.NAME.replaced-<ms>`` in :mod:`mlse.train.jobs`, ``.NAME.old-<pid>`` in :func:`mlse.atomic.replace_dir`); a job
-  killed before it saved its own run never renames it back: :func:`recover_runs` (when the app starts) does.
-* **A run that stopped early.** A fine-tune killed after its first checkpoint has a usable ``model/`` but no
-  ``metrics.json``; a stopped job writes ``"partial"`` into its metrics (fine-tuning) or manifest (heads).
-  :func:`partial_reason` says so in one phrase, for the model lists to show.
-* **A run whose job died without answering** (its app killed, the child then ending at its next step; or the child
-  itself killed). Its job lock (:mod:`mlse.runs.job_lock`) is left behind, held by nobody: :func:`sweep_interrupted`
-  (when the app starts, and after a child ends without an answer) marks the run interrupted, or removes it when it
-  holds no model at all, so that a half-made run is never offered as a finished model.
+Run folders are written atomically, so a ``kill -9`` never leaves a half-written run where model lists look. What can
+still be left: **a run moved aside** by a replacement (``.NAME.replaced-<ms>``, ``.NAME.old-<pid>``) and never put
+back (:func:`recover_runs`); **a run stopped early** (a fine-tune without ``metrics.json``, or ``"partial"`` in its
+record: :func:`partial_reason`); **a run whose job died unanswered** (its :mod:`mlse.runs.job_lock` held by nobody):
+:func:`sweep_interrupted` marks it interrupted, or removes it when it holds no model.
 """
 
 from __future__ import annotations
@@ -48,9 +40,7 @@ _HALF_MADE = {LOG_FILE, FINETUNE_CONFIG_FILE, "metrics.json", INTERRUPTED_FILE}
 def recover_runs(root: Path) -> list[str]:
     """Rename folders left aside by a killed replacement back to their names; returns the names recovered.
 
-    Looks one level down too (``runs/NAME/.model.old-<pid>``, a fine-tune's checkpoint mid-replacement). When the name
-    is taken again (the replacement finished), the leftover copy is deleted instead.
-    """
+    Looks one level down too (``runs/NAME/.model.old-<pid>``); a leftover whose name is taken again is deleted."""
     recovered: list[str] = []
     if not root.is_dir():
         return recovered
@@ -73,10 +63,8 @@ def recover_runs(root: Path) -> list[str]:
 def sweep_interrupted(root: Path, why: str = APP_ENDED) -> list[str]:
     """Settle the runs of jobs that died without answering (their lock left, held by nobody); returns their names.
 
-    A run with a model is marked interrupted (unless it finished: its answer was all that was lost); a half-made one
-    (no model at all) is removed, and :func:`recover_runs`, called after this, puts back a run it was replacing.
-    Locks held by a live process are left alone: that job is still running.
-    """
+    A run with a model is marked interrupted (unless it finished); one with no model is removed, and
+    :func:`recover_runs`, called after this, puts back a run it was replacing. Live processes' locks are left alone."""
     settled = []
     for path in lock_files(root):
         with claim_stale(path) as info:
@@ -122,10 +110,8 @@ def _finished(run: Path) -> bool:
 def partial_reason(location: str | Path) -> str | None:
     """Why the run at ``location`` (a scorer folder or a fine-tune's ``model`` folder) is partial; None if complete.
 
-    An interrupted run (marked by :func:`sweep_interrupted`, or a fine-tune without ``metrics.json``) says
-    ``"interrupted ..."``; the marker counts only while the run's own record is missing or partial (a later run
-    into the same folder that finished supersedes it).
-    """
+    Interrupted runs say ``"interrupted ..."``; the marker counts only while the run's own record is missing or
+    partial (a later finished run into the same folder supersedes it)."""
     run = Path(location)
     record = run / "scorer.json"
     if not record.is_file():  # not a scorer: a fine-tune records itself in metrics.json

@@ -1,19 +1,13 @@
 """The job lock: a training child holds an exclusive ``flock`` on ``RUNS/.jobs/NAME.lock`` for as long as it lives.
 
-Why: the app knows its running job only in memory, so after a ``kill -9`` of the app a restarted one would not see a
-training child still running (nothing to stop, and a second run beside the first). The kernel releases a ``flock``
-when the process holding it dies, however it dies, so a held lock is the truth about whether a job lives (no process
-id to be reused by another program). The file's JSON (run name, the child's pid, which start of the app started it,
-when) says whose lock it is.
+Why: the app knows its running job only in memory, so after a ``kill -9`` a restarted app would not see a child still
+training. The kernel releases a ``flock`` when its holder dies, however it dies, so a held lock is the truth about
+whether a job lives (no pid reuse). The file's JSON (run, pid, app start, time) says whose lock it is.
 
-* :func:`hold` -- in the child, before anything else: take the lock (or refuse: another process trains that run);
-  :meth:`HeldLock.release` removes the file when the job has given its answer to a live app.
-* :func:`live_orphans` -- in the app, before a job starts: locks held by jobs that an earlier start of the app left.
-* :func:`claim_stale` -- the sweep (:func:`mlse.runs.health.sweep_interrupted`): a lock file nobody holds is a job
-  that died without answering, whose run was interrupted.
-
-Without ``fcntl`` (Windows) there is no lock: :func:`hold` writes nothing and no lock is ever seen; the child still
-ends with its app (:mod:`mlse.train.child_jobs`).
+:func:`hold` (in the child, first; :meth:`HeldLock.release` removes the file once the job answered),
+:func:`live_orphans` (in the app: jobs an earlier app start left running), :func:`claim_stale` (for
+:func:`mlse.runs.health.sweep_interrupted`: a lock nobody holds is a job that died unanswered). Without ``fcntl``
+(Windows) there is no lock; the child still ends with its app (:mod:`mlse.train.child_jobs`).
 """
 
 from __future__ import annotations
@@ -36,8 +30,7 @@ except ImportError:  # Windows: no flock; the job lock degrades to nothing (see 
     fcntl = None
 
 LOCK_DIR = ".jobs"  # a dot-folder: model scans, the results index and recover_runs pass it over
-# This start of the app: a lock whose "app" differs was taken for another process (pids repeat across restarts, in a
-# container the app is often pid 1 every time; a random part does not).
+# This start of the app: pids repeat across restarts (pid 1 in a container), a random part does not.
 APP = f"{os.getpid()}-{secrets.token_hex(6)}"
 HOLD_WAIT_S = 1.0  # a check (live_orphans) takes a lock for an instant: a child starting then waits, not fails
 

@@ -5,9 +5,8 @@ Schema (one JSON object)::
     {"model", "model_identity", "task", "split", "config", "data": {path: sha256}, "data_identity", "versions",
      "created", "scores": {key: {...}}, "averages": {group: {...}}, "encode_stats": {"encoded", "served"}}
 
-``data`` hashes every input file so a reviewer can tell two results were computed on the same bytes; its paths (and
-any in ``model`` or ``config``) are written in the portable forms of :mod:`mlse.data.portable` (``data:...`` for a
-file of the data directory), and ``data_identity`` names those files by content in one short hash.
+``data`` hashes every input file so two results can be told to share the same bytes; paths (there, in ``model`` and
+``config``) are portable (:mod:`mlse.data.portable`), and ``data_identity`` is one short hash of those files.
 """
 
 from __future__ import annotations

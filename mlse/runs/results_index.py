@@ -1,31 +1,13 @@
 """Every result file under ``results/`` and ``runs/`` as one flat table (one row per number), for the app's
 Results tab and for quick pandas analysis.
 
-Columns: ``model, task, split, key, metric, value, kind, experiment, source, date``. ``key`` is the STS pair, the
-Tatoeba language, the mining pair, ``avg:<group>`` for an average, or empty for a run-level number; ``kind`` names the
-file's schema; ``experiment`` is the folder the file sits in (it tells two seed grids of one backbone apart).
+Columns: ``model, task, split, key, metric, value, kind, experiment, source, date``. ``key``: the STS pair, Tatoeba
+language or mining pair, ``avg:<group>`` for an average, empty for a run-level number; ``kind``: the file's schema;
+``experiment``: the file's folder (tells two seed grids of one backbone apart).
 
-Schemas read (each recognised by its keys, so a file's name or place does not matter):
-
-* ``eval``            -- :class:`mlse.runs.results.EvalResult` (``python -m mlse eval --json-out``): ``scores`` per key
-  and ``averages`` per group; list-valued entries (confidence intervals) and counts are left out.
-* ``seed-grid``       -- ``results/seed-grid/*/seed-grid.json``: test Pearson / Spearman per variant and pair,
-  ``relative_pearson`` (variant minus baseline), group means, and each variant's training metrics.
-* ``finetune-compare`` -- ``results/finetune/*.json`` from ``benchmarks/finetune_compare.py``: test Spearman per
-  method and pair, and each method's run metrics.
-* ``finetune-run``    -- ``runs/**/metrics.json`` of :func:`mlse.train.finetune.finetune`: dev scores and speed.
-* ``student``         -- ``results/students/*.json`` of ``python -m mlse experiment students``: one recipe's test
-  scores (STS, Tatoeba), its training metrics and its dev curve (also in :func:`finetune_curves`).
-* ``scorer-run``      -- ``runs/**/scorer.json`` of a trained scorer: its training metrics (dev loss, probe...).
-* ``interrupted-run`` -- ``runs/**/interrupted.json`` (:func:`mlse.runs.health.sweep_interrupted`): a run whose job
-  died unanswered; one row, metric ``interrupted``, value the step of the checkpoint it keeps (empty when not known).
-* ``unrated``         -- ``results/unrated/<study>/<recipe>.json`` of ``python -m mlse experiment unrated``: per
-  held-out pair the test Spearman ``rated`` (trained with the language's rated pairs), ``unrated`` (without) and their
-  ``gap``; an incomplete result says so in a row of its own (metric ``incomplete``).
-
-Any other JSON is not a result and is passed over quietly (model configs, head metadata); a file that cannot be
-parsed, or that has a known schema but a broken shape, is skipped with a warning. Folders named ``model`` (model
-weights and configs) and dot-folders are not searched.
+Schemas are recognised by their keys (:func:`schema_of`), each read by its entry in :data:`READERS`. Other JSON is
+passed over quietly; an unparseable file or a known schema with a broken shape is skipped with a warning. ``model``
+folders and dot-folders are not searched.
 """
 
 from __future__ import annotations
@@ -280,10 +262,7 @@ READERS = {
 def finetune_curves(roots: Iterable[str | Path] | None = None):
     """Dev-score curves of every fine-tuning run: a DataFrame ``run, step, minutes, dev_spearman, loss, source``.
 
-    Read from each run's ``log.jsonl`` (one record per evaluation) and from the ``curves`` of finetune-compare files
-    (``[minutes, dev]`` pairs, no steps) and student-study results (their ``curve``). A malformed line is skipped
-    with a warning.
-    """
+    From run logs, finetune-compare ``curves`` (no steps) and student ``curve``s; bad lines are skipped, warned."""
     import pandas as pd  # lazy: pandas costs ~0.5 s to import; only tables need it
 
     roots = [Path(r) for r in (roots if roots is not None else default_roots())]

@@ -1,23 +1,11 @@
 """Trained artifacts shipped in the repository (``assets/models/``), so a fresh clone shows the findings untrained.
 
-Two kinds, each a folder with a ``manifest.json``:
-
-* ``heads/<name>/`` -- a scorer run (Stage 1, or Stage 1 + 2, on a packaged backbone): ``scorer.json`` plus the
-  heads' weights in float16 (a third of a 512-d Stage-1 head's float32 size; the recorded scores were measured on these
-  float16 weights, as loaded back).
-* ``students/<name>/`` -- a fine-tuned student stored as a LoRA adapter of its backbone (``adapter_config.json``,
-  ``adapter_model.safetensors`` in float16, ``extra_modules/`` for e.g. a bridge). On first use it is merged into the
-  backbone and saved as an ordinary sentence-transformers folder in the user cache (:func:`student_dir`).
-
-The manifest says how the artifact was made and what it scored: ``name``, ``kind`` (``scorer`` | ``lora-student``),
-``backbone`` (a registry name) and ``backbone_identity`` (its weights' identity when trained), ``command`` (the command
-that regenerates it), ``data`` (the training files' sha256, by ``data:<path in the data directory>``; an older manifest
-may name them by absolute path: :func:`mlse.data.portable.resolve_record_path` reads both) and ``data_identity`` (one
-hash of them, :func:`mlse.data.portable.data_identity`), ``scores`` (e.g. ``{"sts_test_spearman": {"en-de": ...},
-"cross-12": ...}``) and ``files`` (sha256 of every file beside the manifest). Every file is at most
-:data:`MAX_FILE_BYTES`; all of them together at most :data:`MAX_TOTAL_BYTES`.
-
-This module only finds, checks and writes artifacts; the model registry offers them (as ``shipped/<name>``).
+Two kinds, each a folder with a ``manifest.json``: ``heads/<name>/`` (a scorer run, heads in float16; recorded scores
+are measured on them as loaded back) and ``students/<name>/`` (a float16 LoRA adapter, merged on first use into the user
+cache: :func:`student_dir`). The manifest holds ``name``, ``kind``, ``backbone``, ``backbone_identity``, ``command``,
+``data`` (portable paths -> sha256), ``data_identity``, ``scores`` and ``files`` (sha256 of every file beside it).
+Limits: :data:`MAX_FILE_BYTES`, :data:`MAX_TOTAL_BYTES`. See docs/models.md. The registry offers them as
+``shipped/<name>``.
 """
 
 from __future__ import annotations
@@ -128,10 +116,8 @@ def student_dir(item: ShippedArtifact) -> Path:
 # ----------------------------------------------------------------------------------------------------------- export
 def export(kind: str, source: Path, dest: Path, manifest: dict) -> ShippedArtifact:
     """Copy a scorer run (``kind="scorer"``) or a LoRA run's ``adapter/`` (``"lora-student"``) to ``dest`` with its
-    weights in float16, then write the manifest with the files' hashes. ``manifest`` gives everything but ``files``
-    and ``kind``; its ``scores`` may be filled in later with :func:`update_scores` (measured on the exported files).
-    Paths are written portably (:mod:`mlse.data.portable`): ``data`` names files relative to the data directory.
-    """
+    weights in float16, then write the manifest with the files' hashes. ``manifest``: everything but ``files`` and
+    ``kind``; ``scores`` may come later (:func:`update_scores`, measured on the exported files). Paths are portable."""
     from mlse.data.portable import data_identity, portable_hashes, portable_text  # lazy: loads the data package
 
     if kind not in KINDS.values():

@@ -1,11 +1,9 @@
 """Start a local Ray or join a cluster, for the Ray engine (:mod:`mlse.scale.engine`).
 
-Without ``address`` a Ray is started on this machine on demand (stopped when the process ends). With ``address``
-(``HOST:PORT`` of a head started by ``ray start --head``, ``ray://HOST:PORT``, or ``auto``) the cluster is joined;
-an address where nothing answers is one line, ``--address HOST:PORT: no Ray cluster answers there ...``, within
-:data:`CONNECT_TIMEOUT_S` seconds. The workers get this process's mlse settings (embedding cache, runs folder, hub
-cache, offline flags) and its ``PYTHONPATH`` with this checkout on it; on a cluster of several machines the model
-folders and the checkout must exist at the same paths on every node (or mlse be installed there).
+Without ``address`` a local Ray is started on demand. With ``address`` (``HOST:PORT``, ``ray://HOST:PORT`` or
+``auto``) the cluster is joined; an address where nothing answers is a one-line error within
+:data:`CONNECT_TIMEOUT_S` seconds. Workers get this process's mlse settings and a ``PYTHONPATH`` with this checkout;
+on several machines, model folders and the checkout must exist at the same paths on every node.
 """
 
 from __future__ import annotations

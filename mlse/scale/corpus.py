@@ -2,15 +2,9 @@
 column), or a table (TSV, CSV, JSONL: the one user-file reader's rules, streamed by
 :func:`mlse.data.table_stream.scan_table`).
 
-A corpus is never held whole. :func:`scan_corpus` reads it once, streaming, and keeps per shard of ``shard_rows`` kept
-texts only where the shard lies in the file (a byte range of a TXT file, a row range of a Parquet file, a byte offset
-and line number of a table), the count of kept texts, the bad rows and the file's sha256. :func:`read_span` then reads
-one shard's texts back from the file: in this process (local engine) or in a worker (Ray engine, which needs the corpus
-at the same path on every node).
-
-A bad row never stops the job midway: in a TXT file a line that is not UTF-8 or is empty (blank) is counted and
-listed as ``file:line: why``; a table's ragged or empty rows are skipped by the reader with the same messages; a
-Parquet row with a null or empty text is listed as ``file:row N``. Kept texts get ids 0, 1, 2 ... in file order.
+A corpus is never held whole: :func:`scan_corpus` streams it once, keeping where each shard of ``shard_rows`` texts
+lies, the bad rows and the sha256; :func:`read_span` reads a shard back (on Ray, from the same path on every node).
+Bad rows are counted and listed, never fatal; kept texts get ids 0, 1, 2 ... in file order.
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ _BOM = b"\xef\xbb\xbf"
 @dataclass
 class CorpusScan:
     """What one streaming pass learned: ``rows`` kept texts, where each shard of ``shard_rows`` of them lies
-    (``spans``: [start, end) bytes of a TXT file or rows of a Parquet file; a table's in ``table``), the bad rows, the
-    file's ``sha256``."""
+    (``spans``: [start, end) bytes of TXT or rows of Parquet; a table's in ``table``), the bad rows, ``sha256``."""
 
     path: Path
     format: str

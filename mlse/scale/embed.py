@@ -1,15 +1,8 @@
 """``embed``: a corpus of texts -> sharded embeddings with an ``id`` column and a manifest, resumable.
 
-The corpus is scanned once, streaming (:func:`mlse.scale.corpus.scan_corpus`), and cut into shards of
-``shard_rows`` texts; each pending shard goes to the engine (:func:`mlse.scale.engine.run_chunks`) as where it lies in
-the file, a worker reads and encodes its texts, and this process writes the result atomically as it arrives
-(:class:`mlse.scale.shards.ShardFolder`) and forgets it: no process holds the corpus or more than one shard's vectors
-(a TSV / CSV / JSONL table excepted: its reader holds the file's texts). Each shard holds ``id`` (int64, the text's
-position among the kept texts) and ``embedding`` ([rows, d], L2-normalised, stored as fp32 or fp16). The manifest
-names the model and its identity (a hash of its weights), the backend, the dtype, every shard with its rows, the bad
-rows, the progress and the workers (host, process, chunks run, peak memory). A job killed at any point and run again
-with ``resume=True`` encodes only the shards not marked done; as each shard is computed from the same texts by the
-same code, the folder then holds what an uninterrupted run writes.
+Workers read and encode shards of ``shard_rows`` texts; this process writes each atomically
+(:class:`mlse.scale.shards.ShardFolder`) and forgets it. A shard holds ``id`` (int64) and ``embedding`` ([rows, d],
+unit rows, fp32 or fp16). With ``resume=True`` a killed job encodes only the shards not done.
 """
 
 from __future__ import annotations
@@ -33,7 +26,7 @@ DEFAULT_SHARD_ROWS = 10_000
 
 def report_bad_rows(listed: list, n_bad: int, kept: int, stream) -> None:
     """Each ``listed`` bad row, then the count of all ``n_bad``, on ``stream`` (the reader's ``file:line: why``
-    messages): a scanned corpus's, or the ``score`` command's pairs file's."""
+    messages)."""
     for message in listed:
         print(f"skipped {message}", file=stream)
     if n_bad > len(listed):
@@ -137,7 +130,7 @@ def embedding_shards(folder: str | Path) -> list[tuple[Path, int, int]]:
 
 def load_embeddings(folder: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """(ids [n] int64, embeddings [n, d] float32) of a complete ``embed`` folder, in id order: all of it in memory
-    (small folders; the pipelines read :func:`embedding_shards` one at a time)."""
+    (the pipelines read :func:`embedding_shards` one at a time)."""
     parts = [read_shard_file(path) for path, _, _ in embedding_shards(folder)]
     ids = np.concatenate([p["id"] for p in parts])
     emb = np.concatenate([p["embedding"] for p in parts]).astype(np.float32)

@@ -1,14 +1,9 @@
 """Run chunks of work (:mod:`mlse.scale.work`) in this process or on Ray Data, and stream their results back.
 
-``local``: one :class:`~mlse.scale.work.ChunkWorker` here, chunk after chunk. ``ray``: the chunks become a Ray
-Dataset (one row a chunk, pickled), mapped by a pool of ``workers`` actors that each load the models once
-(``map_batches(ChunkWorker, compute=ActorPoolStrategy(size=workers))``; one CPU each, or one GPU each when the
-cluster has GPUs); results stream back as they finish, in any order, each with its chunk index, and the driver writes
-each one once. An actor that dies mid-chunk (a killed process, a lost node) is restarted by Ray and its chunk run
-again (Ray Data's actor pools retry: ``max_restarts=-1``, ``max_task_retries=-1``): a chunk is never lost, and only
-the attempt that finished comes back. Both engines run the same code on the same chunks, so their numbers are the
-same. ``auto`` picks local below :data:`AUTO_RAY_ROWS`
-rows, or whenever ``--address`` is not given and this machine is all there is to use.
+``local``: one :class:`~mlse.scale.work.ChunkWorker` here, chunk after chunk. ``ray``: a Ray Dataset of pickled
+chunks mapped by a pool of ``workers`` actors (one CPU or GPU each) that load the models once; results stream back in
+any order with their chunk index; a dead actor is restarted and its chunk run again, so no chunk is lost. ``auto``
+picks local below :data:`AUTO_RAY_ROWS` rows, or when no ``--address`` is given and this machine is all there is.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ from mlse.scale.cluster import connect, resources
 from mlse.scale.work import ChunkWorker, WorkSpec
 
 ENGINES = ("auto", "local", "ray")
-# auto switches to Ray from this many rows on: a local Ray costs ~10 s to start plus a model load per actor (measured
-# in docs/scale.md), which pays off only when the job is minutes long on this machine
+# auto switches to Ray from this many rows on: starting Ray and loading a model per actor pays off only on long jobs
 AUTO_RAY_ROWS = 1_000_000
 
 
@@ -64,9 +58,7 @@ def note(line: str) -> None:
 
 class Workers:
     """What the workers reported, one entry per process (host, pid): chunks run, peak resident memory (MiB) and CPU
-    time (s, the process's since it started, model loading included);
-    ``check(identities)`` is called with each new worker's model identities (a worker with other weights stops the
-    job). :meth:`summary` goes into a job's manifest, :meth:`lines` to stderr."""
+    time (s). ``check(identities)`` gets each new worker's model identities (other weights stop the job)."""
 
     def __init__(self, check: Callable[[dict[str, str]], None] | None = None):
         self.check = check
@@ -98,8 +90,7 @@ def run_chunks(
     spec: WorkSpec, chunks: Iterable[tuple[int, object]], options: EngineOptions, *, rows: int, workers: Workers
 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """(chunk index, result) for every (index, payload) of ``chunks``, as they finish. ``chunks`` may be a generator:
-    the local engine takes one chunk at a time from it; the Ray engine needs the payloads up front, so they should be
-    small (where a shard lies, not its rows). ``workers`` notes who ran each chunk."""
+    the Ray engine needs the payloads up front, so keep them small (locators). ``workers`` notes who ran each chunk."""
     if options.resolve(rows) == "local":
         worker = None
         for index, payload in chunks:

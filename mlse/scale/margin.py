@@ -1,22 +1,15 @@
 """LASER's ratio-margin mining over two folders of embedding shards, without holding either side's vectors whole.
 
-The steps of :func:`mlse.evaluation.mining.mine_candidates` (``margin_retrieve_both``, then ``select_one_to_one``),
-cut by shard:
+The steps of :func:`mlse.evaluation.mining.mine_candidates`, cut by shard:
 
-1. **search**, both ways: an index over the target's shards (:func:`mlse.scale.search.build_index`, read one shard
-   at a time, saved in the work folder), searched by the source's shards, one chunk of work per query shard, on the
-   engine's workers; then the same with the sides swapped. Each query shard's ``depth`` = max(k, candidates)
-   neighbours (``sims``, ``ids``) are written as a shard of the work folder and marked done, so a killed job resumes
-   where it stopped;
-2. **margin**: each side's neighbourhood mean (the mean of its first ``k`` similarities; one float a row), then each
-   query shard's best candidate by ratio margin (:func:`mlse.evaluation.margin.margin_best`): one id and one score a
-   row;
-3. **1:1 selection**: the union of both directions' proposals, best score first (ties by source, then target id),
-   accepted greedily so each sentence is used once (:func:`mlse.evaluation.mining.select_pairs`: what
-   ``select_one_to_one`` does, on arrays).
+1. **search**, both ways (:mod:`mlse.scale.search`): each query shard's ``depth`` = max(k, candidates) neighbours
+   are written as a shard of the work folder and marked done, so a killed job resumes where it stopped;
+2. **margin**: each side's mean of its first ``k`` similarities, then each query's best candidate by ratio margin
+   (:func:`mlse.evaluation.margin.margin_best`);
+3. **1:1 selection**: both directions' proposals, best score first (ties by source, then target id), accepted
+   greedily so each sentence is used once (:func:`mlse.evaluation.mining.select_pairs`).
 
-Memory: this process holds a few numbers per row (means, best ids and scores: about 40 bytes a row a side) and one
-result shard at a time, or the index while it builds one; a search worker holds the index and one query shard.
+Memory: this process holds a few numbers per row and one result shard (or the index while building it).
 """
 
 from __future__ import annotations

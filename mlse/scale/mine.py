@@ -3,15 +3,9 @@ max``): each side's best candidate by ratio margin among its ``candidates`` cosi
 ``k``), forward and backward, union, greedy 1:1 -- :func:`mlse.evaluation.mining.mine_candidates`, run shard by shard
 (:func:`mlse.scale.margin.mine_folders`).
 
-Both corpora are embedded by the ``embed`` pipeline into a work folder beside the output (``OUT.work/src``,
-``OUT.work/tgt``: fp32 shards), then searched both ways, query shard by query shard (``OUT.work/fwd``, ``bwd``); all
-of it is resumed when the same command runs again and removed at the end. The index (``--index``): ``exact`` (faiss
-``IndexFlatIP``) while both sides hold at most ``exact_max`` texts (:data:`EXACT_MAX`: at 100k per side exact search
-took 229 s on 2 cores against 97 s for IVF with nprobe 64, 0.4 F1 points less; docs/speed.md, "Bitext mining at
-scale"), else ``ivf-pq`` (IVF lists, 4-bit PQ codes, the shortlist re-scored on fp16 vectors; docs/scale.md has its
-F1 against exact search and its cost at 1M x 1M), or ``ivf`` (IVF with full vectors) when asked. Pairs scoring at
-least ``threshold`` are written as TSV ``score<TAB>source<TAB>target``, best first (a tab or line break inside a text
-becomes a space), in one atomic write; the texts of the pairs kept are read back from the corpora shard by shard.
+Work (embeddings, searches) lives in ``OUT.work/``, resumed by a rerun and removed at the end. ``--index``: ``exact``
+up to ``exact_max`` texts a side, else ``ivf-pq`` (or ``ivf``). Pairs scoring at least ``threshold`` are written
+atomically as TSV ``score<TAB>source<TAB>target``, best first (tabs and line breaks in a text become spaces).
 """
 
 from __future__ import annotations

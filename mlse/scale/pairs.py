@@ -1,14 +1,8 @@
 """The pairs a ``score`` job reads chunk by chunk, and the plan of which texts each chunk encodes, held so that no
 process holds the whole table, its texts or its vectors.
 
-:class:`PairSource` is a user's file scanned once (a :class:`~mlse.data.table_stream.ChunkedTable`: each chunk read
-back from where it starts, in the driver or in a worker). A chunk travels to a worker as its
-:meth:`PairSource.locator` (where it lies in the file, not its rows) and is read there (:func:`chunk_pairs`).
-
-:func:`plan_fresh` is what the local engine's embedding cache decides, chunk after chunk: a chunk encodes its distinct
-texts that neither the cache held at the start nor an earlier chunk encoded. The plan is one bit per distinct text of
-a chunk (:func:`fresh_texts` turns the bits back into texts wherever the chunk is read); the texts of the chunks
-before are a set of 32-byte keys in a temporary SQLite file (:class:`SeenKeys`), not in memory.
+A chunk travels as its :meth:`PairSource.locator` (:func:`chunk_pairs` reads it). :func:`plan_fresh` is what the
+local engine's cache decides, one bit per distinct text; earlier chunks' texts are keys in SQLite (:class:`SeenKeys`).
 """
 
 from __future__ import annotations
@@ -101,9 +95,8 @@ class SeenKeys:
 
 def plan_fresh(stores: dict[str, object], pairs: PairSource) -> dict[str, list[np.ndarray]]:
     """{model: [packed bits of chunk c]}: bit i of chunk c is set when the chunk's i-th distinct text
-    (:meth:`Chunk.distinct`) is to be encoded: the model's embedding store (``stores``: model -> its
-    :class:`~mlse.encoders.cache.EmbeddingStore`) does not hold it and no earlier chunk has it. The store is asked a
-    chunk at a time and its vectors dropped; the earlier chunks' texts are keys on disk. Memory: two bits a pair."""
+    (:meth:`Chunk.distinct`) is neither in the model's store (``stores``: model ->
+    :class:`~mlse.encoders.cache.EmbeddingStore`) nor in an earlier chunk. Memory: two bits a pair."""
     plan: dict[str, list[np.ndarray]] = {name: [] for name in stores}
     with tempfile.TemporaryDirectory(prefix="mlse-score-plan-") as tmp:
         seen = SeenKeys(Path(tmp) / "seen.sqlite")

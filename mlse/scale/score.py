@@ -1,23 +1,11 @@
 """``score --engine ray``: the columns :func:`mlse.api.score_pairs` gives, with the encoding done by an engine.
 
-An embedding depends (in its last bits) on the texts it was batched with, and the local ``score`` encodes, chunk after
-chunk, only the texts its embedding cache does not hold yet. To give the same numbers, this module plans the same
-thing (:func:`mlse.scale.pairs.plan_fresh`): for each chunk of pairs, the texts the cache would encode (the chunk's
-distinct texts, in order, minus those the cache already held or an earlier chunk encoded), kept as one bit a text.
-Workers read their chunk from the file themselves, encode exactly the marked texts in one call
-(:class:`mlse.scale.work.ChunkWorker`, kind ``encode``), in any order and on any node; this process then takes the
-chunks in order, puts the new vectors in the embedding cache (as the local run does), reads the chunk's other vectors
-back from it (fp32: the same bytes), scores every pair with :func:`mlse.encoders.protocol.similarity`, the function
-the local engine calls, and hands the chunk's scores on (``emit``: the ``score`` command writes them): the scored file
-is byte-identical. No process holds the table: the pairs are a :class:`~mlse.scale.pairs.PairSource` (a file scanned
-once, read back a chunk at a time), and this process holds a few chunks (those finished out of order) with their
-vectors, and the plan.
-
-A model without an embedding cache around its encoder (a Stage-2 scorer) is scored whole chunk by whole chunk on the
-workers instead (kind ``score``): the same code, but its numbers match the local engine only to float precision.
-
-Each finished chunk's vectors are kept as a shard in a parts folder beside ``--out`` (``OUT.parts``, removed once the
-file is written): a killed run, started again with the same command, encodes only the chunks not done.
+An embedding depends in its last bits on its batch, so this module plans what the local ``score``'s cache would encode
+per chunk (:func:`mlse.scale.pairs.plan_fresh`, one bit a text); workers encode exactly those texts, and this process
+takes the chunks in order, puts the new vectors in the cache, reads the others back (fp32) and scores with
+:func:`mlse.encoders.protocol.similarity`: the scored file is byte-identical. It holds a few chunks and the plan, never
+the table. A model without an embedding cache (a Stage-2 scorer) is scored whole chunks on the workers, equal only to
+float precision. Finished chunks are kept in ``OUT.parts`` so a rerun encodes only the rest. See docs/scale.md.
 """
 
 from __future__ import annotations
@@ -59,7 +47,7 @@ def cached_encoder(model) -> CachedEncoder | None:
 
 def chunk_vectors(cache: CachedEncoder, texts: list[str], fresh: list[str], emb) -> dict[str, np.ndarray]:
     """{text: vector} for one chunk, as the local engine's cache gives them: ``fresh`` (encoded for this chunk, put in
-    the cache here) with ``emb``, the others read from the cache (fp32, so the same bytes that were put)."""
+    the cache here) with ``emb``, the others read from the cache (fp32: the same bytes)."""
     store = cache.store(True)
     if fresh:
         store.put_many([text_key(t) for t in fresh], emb)
@@ -90,11 +78,8 @@ def score_on_engine(
     emit,
 ) -> None:
     """Score every pair of ``pairs`` (a :class:`~mlse.scale.pairs.PairSource`, in chunks of its ``chunk_rows``):
-    ``emit(index, chunk, columns)`` for each chunk in order (``chunk`` a :class:`~mlse.scale.pairs.Chunk`, ``columns``
-    {column: values of its pairs}: each model's cosine, then its 0-5 score where it is calibrated, as
-    :func:`mlse.api.score_pairs` gives them). ``parts`` (None: nothing kept) holds the finished chunks;
-    ``progress(done, total)`` after each chunk in order; each worker's chunks and peak memory go to stderr at the end.
-    Memory: as the module docstring says (a few chunks with their vectors, and the plan)."""
+    ``emit(index, chunk, columns)`` for each chunk in order (``columns`` as :func:`mlse.api.score_pairs` gives them),
+    then ``progress(done, total)``. ``parts`` (None: nothing kept) holds the finished chunks."""
     n, names = pairs.rows, list(dict.fromkeys(models))
     planned = pairs.planned()
     loaded = {name: load_model(name, backend=backend) for name in names}  # weights load on first encode only

@@ -1,21 +1,12 @@
 """Nearest-neighbour search over embedding shards, for ``mine``: an index built from one side's shards (read one at a
 time), saved beside them, then searched shard by shard with the other side's shards as queries, by as many workers as
-there are (:class:`mlse.scale.work.ChunkWorker`, kind ``search``). No process holds the query side whole; a search
-worker holds the index and one query shard.
+there are (:class:`mlse.scale.work.ChunkWorker`, kind ``search``); a worker holds the index and one query shard.
 
-Index kinds (``IndexSpec.kind``), all by inner product on L2-normalised vectors (cosine):
-
-- ``exact``: faiss ``IndexFlatIP`` (the vectors, fp32);
-- ``ivf``: faiss ``IndexIVFFlat``, ``nlist`` k-means lists (default about 4 * sqrt(n)), ``nprobe`` visited per query;
-- ``ivf-pq``: faiss ``IndexIVFPQFastScan`` (4-bit product quantisation, d/8 bytes a vector, scanned with SIMD
-  look-up tables) inside ``IndexRefine``: the ``refine`` x depth best by PQ (:data:`REFINE`) are scored again on fp16
-  copies of the vectors, so the similarities returned are (fp16-)exact and only the shortlist is approximate. About
-  2.1 bytes a dimension per vector (1M x 384: about 0.8 GB); its search cost per query grows slower than ``ivf``'s.
-
-The lists are trained on a seeded sample of the base (``train_rows``, default 40 points a list, at most the base),
-with ``niter`` k-means iterations, so an index is reproducible. Results use the contract of
-:mod:`mlse.evaluation.index`: ``sims`` [n, k] float32 and ``ids`` [n, k] int64, best first, an empty slot id -1 and
-sim -inf.
+Index kinds (``IndexSpec.kind``), all inner product on unit vectors: ``exact`` (faiss ``IndexFlatIP``), ``ivf``
+(``IndexIVFFlat``, ``nlist`` lists, ``nprobe`` visited) and ``ivf-pq`` (4-bit ``IndexIVFPQFastScan`` inside
+``IndexRefine``: the ``refine`` x depth best are re-scored on fp16 copies, so only the shortlist is approximate).
+Lists are trained on a seeded sample (reproducible). Results follow :mod:`mlse.evaluation.index`: ``sims`` [n, k]
+float32 and ``ids`` [n, k] int64, best first, an empty slot id -1 and sim -inf.
 """
 
 from __future__ import annotations
@@ -33,9 +24,7 @@ from mlse.scale.shards import read_shard_file
 
 INDEX_KINDS = ("exact", "ivf", "ivf-pq")
 TRAIN_PER_LIST = 40  # k-means points per list (faiss warns below 39)
-# ivf-pq re-scores refine x depth candidates on fp16 vectors: on me5-small's vectors (a narrow cone, where 4-bit PQ
-# codes rank close neighbours poorly) recall@16 at 100k a side, nprobe 64, was 0.55 with 4 and 0.87 with 64
-# (python -m benchmarks.scale_mine --refine 4 / 64; docs/scale.md)
+# a large shortlist: 4-bit PQ codes rank close neighbours poorly on e5's narrow cone of vectors (docs/scale.md)
 REFINE = 64
 
 

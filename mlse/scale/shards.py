@@ -1,11 +1,9 @@
 """The output folder of a scale job: row chunks planned once, each written atomically as one shard and then marked done
 in ``manifest.json``, so a killed job resumes where it stopped and ends with the files an uninterrupted run writes.
 
-A shard is ``shard-NNNNN.parquet`` (columns as Arrow arrays; a matrix [n, d] as a fixed-size list column) or
-``shard-NNNNN.npz`` (one array per column). The manifest names the job (:func:`job_id`: a hash of what decides the
-output: the input's bytes, the model, the options), the shards done with their rows, the progress, and whatever the
-pipeline records (model identity, backend, bad rows). A folder holding another job's manifest is refused; one holding
-this job's is resumed only when asked (``resume=True``), so a rerun never mixes two jobs' shards silently.
+A shard is ``shard-NNNNN.parquet`` (a matrix [n, d] as a fixed-size list column) or ``shard-NNNNN.npz``. The manifest
+names the job (:func:`job_id`), the shards done and what the pipeline records. Another job's folder is refused; this
+job's is resumed only with ``resume=True``, so a rerun never mixes two jobs' shards.
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """What a worker does with one chunk of rows, the same in-process (local engine) and in a Ray actor (Ray engine), so
 both engines compute the same numbers from the same chunks.
 
-A :class:`ChunkWorker` loads what its :class:`WorkSpec` names once (models through :func:`mlse.load_model`, as the
-``score`` command does, or a search index) and then ``run``s chunks:
+A :class:`ChunkWorker` loads what its :class:`WorkSpec` names once (models, or a search index), then ``run``s chunks;
+payloads are locators, so the worker reads its own texts and no process holds the corpus:
 
-- ``embed``: a shard of a corpus -> float32 L2-normalised embeddings [n, d]. The payload is where the shard lies
-  (:meth:`mlse.scale.corpus.CorpusScan.locator`): the worker reads its texts itself, so no process holds the corpus;
-- ``encode``: a chunk of pairs and ``score``'s plan for it (``{"pairs": locator, "fresh": {model: bits}}``:
-  :mod:`mlse.scale.pairs`) -> ``{model: embeddings}`` of the texts the plan marks, each model's in one call; the
-  worker reads the chunk's pairs itself (from the file, or inline);
-- ``score``: a chunk of pairs (its :meth:`mlse.scale.pairs.PairSource.locator`) -> the columns
-  :func:`mlse.api.score_pairs` gives (each model's cosine, then its 0-5 score when it is calibrated), through
-  :func:`mlse.encoders.protocol.similarity`;
-- ``search``: the path of one embedding shard -> its ``depth`` nearest neighbours in the index ``index`` names
-  (:mod:`mlse.scale.search`): ``sims`` [n, depth] and ``ids`` [n, depth].
+- ``embed``: a corpus shard (:meth:`mlse.scale.corpus.CorpusScan.locator`) -> float32 unit embeddings [n, d];
+- ``encode``: ``{"pairs": locator, "fresh": {model: bits}}`` (:mod:`mlse.scale.pairs`) -> ``{model: embeddings}`` of
+  the texts the plan marks, each model's in one call;
+- ``score``: a chunk of pairs -> the columns :func:`mlse.api.score_pairs` gives;
+- ``search``: an embedding shard's path -> ``sims`` and ``ids`` [n, depth] in the index (:mod:`mlse.scale.search`).
 
-Called with a Ray Data batch (``__call__``), it unpickles each chunk, runs it and pickles the result, with what it
-is (:meth:`ChunkWorker.about`: process id, host, model identities, peak resident memory and CPU time so far).
-
-``batch_tokens`` bounds the texts of one forward pass by an estimate of their token count (UTF-8 bytes / 4 + 2 per
-text, the longest text of the chunk times the batch size); without it a batch holds 64 texts, as ``score`` uses.
+``batch_tokens`` bounds a forward pass by estimated tokens (:func:`batch_size`); else a batch holds 64 texts.
 """
 
 from __future__ import annotations
@@ -157,7 +148,7 @@ class ChunkWorker:
 
     def traced_run(self, index: int, payload) -> dict[str, np.ndarray]:
         """:meth:`run`, noted in the folder :data:`TRACE_ENV` names (when set) as ``start-<chunk>-<pid>`` before and
-        ``end-<chunk>-<pid>`` after: a test can kill the worker mid-chunk and see the chunk run again."""
+        ``end-<chunk>-<pid>`` after."""
         trace = os.environ.get(TRACE_ENV)
         if trace:
             open(os.path.join(trace, f"start-{index}-{os.getpid()}"), "w").close()

@@ -1,32 +1,15 @@
 """The JSON route for scripts: ``POST /api/score`` (and ``GET /api/models``) on a plain FastAPI app of our own, which
 the page is mounted on (:func:`mlse.ui.app.build_server`).
 
-Why beside Gradio's own ``score`` endpoint: a request there goes through Gradio's routing, its session state, its
-component pre/postprocessing and pydantic models, CPU that every request pays on top of the models'
-(``benchmarks/app_load.py --path page|direct|json`` measures each). Here a request is one small JSON body in and one
-JSON object out, scored by the same
-:func:`mlse.serving.pair_scoring.score_api` as the page (same models, same numbers, same micro-batcher), with at most
-:data:`mlse.serving.pair_scoring.API_MAX_IN_FLIGHT` requests scored at once (past that: 503 "busy" at once, with
-``Retry-After``).
+It skips Gradio's routing, session state and pre/postprocessing (docs/speed.md) and scores with the page's
+:func:`mlse.serving.pair_scoring.score_api`, at most :data:`~mlse.serving.pair_scoring.API_MAX_IN_FLIGHT` at once
+(past that: 503 "busy" with ``Retry-After``).
 
-Request: ``{"sentence1": str, "sentence2": str, "models": [str] (optional; default: the page's default selection),
-"lang1": str, "lang2": str (optional; "auto" or a language code)}``. Answer (200): ``{"scores": [{"model", "kind",
-"cosine", "calibrated"}], "languages": [{"code", "how"}] x 2, "notices": [...], "not_scored": [{"model", "why"}]}``,
-the shape of the Gradio endpoint's answer; ``not_scored`` holds only models that failed on the server's side. A bad
-request gets 4xx with ``{"error": one message}``: 400 for a body that is not a JSON object, 422 for a missing, empty or
-mistyped field, an unknown field, a model not offered here or a language not known; 413 for a body over
-:data:`MAX_BODY_BYTES`. ``GET /api/models`` lists the models offered (``{"models": [{"name", "kind"}], "default":
-[...]}``).
-
-``POST /api/what_if``: the page's *What if?* for scripts, under the same body limit and the same 4xx messages. Request:
-``{"model": str, "sentence1": str, "sentence2": str, "drop": [str] (words to drop, as ``python -m mlse explain
---drop``), "edited1": str, "edited2": str (new texts; optional)}``; the model must be one the page explains (a plain
-encoder on torch). Answer (200): :meth:`mlse.explain.edits.WhatIf.to_dict` (old and new score and 0-5 value, the
-change the explanation predicted for the dropped words, the explanation), computed by :func:`mlse.explain.what_if`
-as the page and the command line compute it; the original pair's explanation is kept for the next edit of it (the
-last 32 pairs). One at a time (an explanation keeps the cores busy for seconds): a
-second meanwhile gets 503 "busy" with ``Retry-After``; a word in neither sentence or an edit that changes nothing
-gets 422 with the library's message.
+``POST /api/score``: :data:`FIELDS` (``models`` optional: the default selection; ``lang1``/``lang2``: "auto" or a
+code) -> the answer of :func:`~mlse.serving.pair_scoring.score_api`. ``POST /api/what_if``: :data:`WHAT_IF_FIELDS`
+for a model in :func:`explainable` -> :meth:`mlse.explain.edits.WhatIf.to_dict`; one at a time, the last
+:data:`EXPLAINED_PAIRS` explanations kept. ``GET /api/models``: :func:`models_answer`. Errors: ``{"error": message}``
+with 400 (not a JSON object), 413 (over :data:`MAX_BODY_BYTES`) or 422 (a bad field, model or language).
 """
 
 from __future__ import annotations
@@ -52,8 +35,7 @@ SCORE_PATH, MODELS_PATH, WHAT_IF_PATH = "/api/score", "/api/models", "/api/what_
 FIELDS = ("sentence1", "sentence2", "models", "lang1", "lang2")
 WHAT_IF_FIELDS = ("model", "sentence1", "sentence2", "drop", "edited1", "edited2")
 MAX_DROP = 64  # words dropped in one edit
-# Two sentences of MAX_CHARS each (longer ones are truncated, with a notice, as on the page) and a full model list fit
-# in a few kB; a body over this is refused unread.
+# Two sentences of MAX_CHARS and a full model list fit in a few kB; a body over this is refused unread.
 MAX_BODY_BYTES = 64 * 1024 + 8 * MAX_CHARS
 RETRY_AFTER_S = 1
 _EXAMPLE = '{"sentence1": "A man plays a flute.", "sentence2": "Ein Mann spielt Flöte.", "models": ["me5-small"]}'
@@ -86,8 +68,7 @@ def parse_body(raw: bytes) -> dict:
 
 def score_arguments(payload: dict, offered: list[str]) -> dict:
     """The keyword arguments of :func:`mlse.serving.pair_scoring.score_api` for a request, or :class:`RequestError` 422
-    naming the first problem: an unknown field, a sentence missing, empty or not a string, a model list that is not a
-    list of names or names a model not offered here, or a language that is not "auto" or a known code."""
+    naming the first problem (a bad field, sentence, model list or language)."""
     _known_fields(payload, FIELDS)
     request = {field: _sentence(payload, field, _EXAMPLE) for field in ("sentence1", "sentence2")}
     request["models"] = _models(payload.get("models"), offered)
@@ -185,9 +166,8 @@ def what_if_request(
     state, raw: bytes, slot: threading.Semaphore, explained: LRUCache | None = None
 ) -> tuple[int, dict]:
     """(HTTP status, JSON answer) for one What if? body: the route without the HTTP framework, for tests. ``slot``:
-    taken while computing; a request finding it taken is answered 503 at once. ``explained``: (model, sentence 1,
-    sentence 2) -> the pair's explanation, so a script trying several edits of one pair (as the page does) has it
-    explained once; read and written only while holding ``slot``."""
+    held while computing (taken: 503 at once). ``explained``: (model, sentence 1, sentence 2) -> the pair's
+    explanation, so repeated edits of one pair explain it once; accessed only while holding ``slot``."""
     explained = {} if explained is None else explained  # None: nothing kept between calls
     try:
         request = what_if_arguments(parse_body(raw), explainable(state))
@@ -221,7 +201,7 @@ def models_answer(state) -> dict:
 def json_api(state, direct: DirectApi | None = None):
     """A FastAPI app holding the JSON routes (the page is mounted on it by :func:`mlse.ui.app.build_server`).
 
-    Scoring runs in a worker thread (the event loop keeps serving the page meanwhile); a body is read only up to
+    Scoring runs in a worker thread, so the event loop keeps serving the page; bodies are read up to
     :data:`MAX_BODY_BYTES`."""
     direct = direct or DirectApi(state)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)  # Gradio's /gradio_api/info documents the page

@@ -1,18 +1,10 @@
 """State shared by the app's tabs: the models offered here and the loaded encoders.
 
-The model list is read from the catalogue (:mod:`mlse.encoders.catalogue`: what is offered, what kind each model is, the
-defaults, the default selection) and kept for :data:`RESCAN_SECONDS` (so a run trained while the app is up appears
-without a restart; ``refresh()`` rescans at once). Every change of the list bumps ``version``, which the app's model
-pickers compare against to update themselves (see :mod:`mlse.ui.model_pickers`). Hub models that are not in the local HF
-cache are listed only while the hub answers (:mod:`mlse.data.hub_probe`); they are never ticked by default, since their
-first use downloads them. The offline defaults come first among the backbones and are ticked whenever they load here.
-
-Models are loaded on first use by a :class:`mlse.serving.model_pool.ModelPool` (the memory budget ``max_memory``,
-``--max-memory`` / ``MLSE_MAX_MEMORY``, default 1.5 GB; a scorer sharing the loaded backbone; calibrations attached).
-
-Constructing an :class:`AppState` touches neither disk nor network; :meth:`AppState.start` (which app.py calls) does
-the start-up work. A partial run (stopped early, or interrupted) is listed with what it is in its label and never
-ticked by default: it is not a finished model.
+The model list comes from :mod:`mlse.encoders.catalogue`, rescanned after :data:`RESCAN_SECONDS` (a run trained
+meanwhile appears without a restart); each change bumps ``version`` for :mod:`mlse.ui.model_pickers`. Uncached hub
+models are listed only while the hub answers (:mod:`mlse.data.hub_probe`) and, like partial runs, never ticked by
+default. Models load on first use through a :class:`mlse.serving.model_pool.ModelPool` within ``max_memory``.
+Constructing an :class:`AppState` touches neither disk nor network; :meth:`AppState.start` does the start-up work.
 """
 
 from __future__ import annotations
@@ -73,9 +65,7 @@ class AppState:
 
     def start(self) -> AppState:
         """What a starting app does before its first scan: mark the runs whose jobs died with an earlier start of the
-        app interrupted (removing half-made ones, so that recover_runs can put back a run one was replacing), put
-        back the runs a killed job left aside, and start the first hub probe in the background so that the first
-        rescan may use its answer."""
+        app interrupted (then ``recover_runs`` puts back what they were replacing) and start the first hub probe."""
         sweep_interrupted(runs_dir())
         recover_runs(runs_dir())
         hub_reachable()
@@ -84,7 +74,7 @@ class AppState:
     # -- the model list ---------------------------------------------------------------------------------------------
     def refresh(self) -> list[ModelInfo]:
         """Rescan the catalogue now (:func:`mlse.encoders.catalogue.offered_models`): the models that load here, plus
-        hub models while the hub answers (None, not known yet, counts as unreachable: never block on the network)."""
+        hub models while the hub answers (not known yet counts as unreachable: never block on the network)."""
         found, skipped = offered_models(hub_reachable(), self.default_models)
         with self._lock:
             if self._models is not None and found != self._models:
@@ -141,8 +131,7 @@ STAGE1_KINDS = (STAGE1, STAGE12)  # the kinds of scorer with a Stage-1 head, the
 
 def map_opening(models, preferred: str | None, prefix: str = SHIPPED_PREFIX) -> str | None:
     """The model the map tab opens on: its point needs a Stage-1 head, so the shipped scorer (name starting with
-    ``prefix``) built on ``preferred`` -- the app's first default backbone -- with a Stage-1 head only (``+Stage 1``)
-    before one with Stage 2 as well; when nothing is shipped for that backbone, ``preferred`` itself. ``models`` are
+    ``prefix``) on ``preferred``, ``+Stage 1`` before ``+Stage 1+2``; else ``preferred``. ``models``:
     :class:`ModelInfo`-like (``name``, ``kind``, ``backbone``, ``needs_download``)."""
     if preferred is None:
         return None

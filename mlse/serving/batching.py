@@ -1,19 +1,12 @@
 """Let concurrent requests share one encoder call: a small thread-safe micro-batcher.
 
-Why our own batcher rather than Gradio's ``batch=True``: Gradio batches only events of one function that are already
-waiting in its queue, and its batched handler takes lists of every input, so the page's two triggers (the Score button
-and Enter in the second box) would batch separately, ``gr.Progress`` would not work, and the plain
-``score_pair(state, ...)`` that tests and the API call would become a list-in, list-out function. Batching here sits
-where the cost is, the encoder call: every request for one model that is waiting while that model is busy (or arrives
-within :data:`DEFAULT_WINDOW_S`) is encoded in the next call, whichever event, tab or thread it came from, and each
-caller gets its own rows back.
+Why not Gradio's ``batch=True``: it batches only one function's queued events and makes handlers list-in, list-out.
+Here requests for one model waiting while it is busy (or arriving within :data:`DEFAULT_WINDOW_S`) share the next
+encoder call, whatever event, tab or thread they came from.
 
-How: the first caller for an encoder becomes its *leader*. If other callers are inside the batcher (for any
-encoder), it waits ``window_s`` for company; it takes every waiting request (up to ``max_texts`` texts), encodes them
-in one call and hands each caller its rows; it repeats until its own request is served, then gives the lead to a
-caller still waiting. A caller alone pays nothing (a request scored by three models would otherwise sleep three
-windows); under load the batch grows to whatever arrived during the previous call, so the encoder's calls stay few
-and large. A failed batch is retried one request at a time, so one caller's bad input fails only that caller.
+How: the first caller for an encoder *leads*: it waits ``window_s`` only if other callers are inside, encodes every
+waiting request (up to ``max_texts`` texts) in one call and hands out the rows until its own is served, then passes
+the lead on. A caller alone pays nothing. A failed batch is retried per request, so bad input fails only its caller.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """Keep the loaded encoders within a memory budget: estimate each one's size, evict the least recently used.
 
-The estimate is the size of the model's weights as they sit in memory, read from its files before or after loading
-(no torch needed):
+The estimate is the weights' in-memory size, read from files (no torch needed): an encoder's own ``resident_bytes()``
+wins; else a model folder's weight files (fp32 loads at file size; ``onnx-int8`` a quarter); ``.npz`` archives their
+uncompressed size; a scorer its heads only (its backbone is a shared entry of its own); else :data:`UNKNOWN_BYTES`.
+The budget covers weights only, not the interpreter, libraries or activations.
 
-- an encoder may say itself: a ``resident_bytes()`` method (or attribute) wins over everything below;
-- a model folder (sentence-transformers, a run): the bytes of its weight files (``.safetensors``, ``.bin``, ``.pt``,
-  ``.onnx``; fp32 weights load at their file size), a quarter of that on ``onnx-int8`` (int8 weights);
-- ``.npz`` weights (the USE package): the arrays' uncompressed sizes, read from the archive's directory;
-- a scorer: its heads only; its backbone is an entry of its own, shared with every other user, never counted twice;
-- anything else: :data:`UNKNOWN_BYTES`, so an encoder of unknown size still counts against the budget.
-
-The budget covers model weights, not the interpreter and libraries (torch alone is a few hundred MB, paid once) nor
-activations while encoding. Evicting drops the pool's reference and runs the garbage collector (and empties the CUDA
-cache on a GPU). A request that is still using an evicted encoder keeps its own reference, so nothing is freed under
-it: Python frees the model when that request ends. Evicting a backbone also evicts the scorers built on it, since
-they hold it; otherwise its memory would stay in use and a reload would count (and hold) it twice.
-
-The order of use and the sizes' total are a ``cachetools.LRUCache`` (sized by each entry's bytes); the pool evicts
-itself rather than letting the cache do it, since what it may evict depends on what is being loaded (the newcomer and
-the backbone it sits on stay, however large).
+Evicting drops the pool's reference and collects garbage; a request still using the encoder keeps it alive. Evicting
+a backbone evicts the scorers that hold it (else a reload would count it twice). The pool evicts, not the unbounded
+``LRUCache``, since the newcomer and its backbone must stay however large.
 """
 
 from __future__ import annotations
@@ -148,10 +137,8 @@ class _Entry:
 class EncoderPool:
     """Loaded encoders by key, least recently used first, evicted when their sizes would pass ``max_bytes``.
 
-    ``depends_on`` ties a scorer to its backbone's key: using the scorer uses the backbone too, and evicting the
-    backbone evicts the scorer. The entry just added is never evicted to make room for itself: a single model
-    larger than the budget still loads (and everything else is evicted).
-    """
+    ``depends_on`` ties a scorer to its backbone's key (using one uses both; evicting the backbone evicts the scorer).
+    The entry just added is never evicted for itself: a model larger than the budget still loads, alone."""
 
     max_bytes: int
     evictions: int = 0
@@ -186,7 +173,7 @@ class EncoderPool:
 
     def make_room(self, size: int, *, keep: set | frozenset = frozenset()) -> list[Hashable]:
         """Evict before a load of ``size`` bytes, so the load itself stays within the budget -> the evicted keys.
-        What ``keep`` names is about to be used (a scorer's backbone): it counts as just used."""
+        ``keep`` (a scorer's backbone, about to be used) counts as just used."""
         with self._lock:
             for key in keep:
                 if key in self._entries:
@@ -212,8 +199,7 @@ class EncoderPool:
 
     def _touch(self, key: Hashable) -> None:
         """Mark ``key`` (and the backbone it sits on, first: it is at least as recent) as just used. Re-inserting
-        rather than reading keeps the cache's listing order (insertion) its eviction order (use), so :meth:`keys`
-        lists least recently used first."""
+        keeps the listing order (insertion) the eviction order, so :meth:`keys` lists least recently used first."""
         backbone = self._backbone_of.get(key)
         if backbone in self._entries:
             self._entries[backbone] = self._entries.pop(backbone)
@@ -221,7 +207,7 @@ class EncoderPool:
 
     def _evict_until(self, limit: int, keep: set) -> list[Hashable]:
         """Evict the least recently used until the total is within ``limit``. What ``keep`` names was touched last,
-        so the cache's least recently used is never kept while anything else is left."""
+        so it is never evicted while anything else is left."""
         evicted: list[Hashable] = []
         while self._entries.currsize > limit and any(k not in keep for k in self._entries):
             victim, entry = self._entries.popitem()

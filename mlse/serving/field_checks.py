@@ -1,8 +1,7 @@
 """Checks of one request field whose refusals name the field, the value and what is allowed.
 
-Plain functions returning the problem as one line (None: the value is acceptable), shared by the page's input checks
-(:mod:`mlse.ui.inputs`, which raise them through Gradio), the fine-tune form and the JSON route for scripts
-(:mod:`mlse.serving.api_route`), so every surface refuses a value in the same words.
+Each returns the problem as one line (None: acceptable), shared by the page (:mod:`mlse.ui.inputs`), the fine-tune
+form and :mod:`mlse.serving.api_route`, so every surface refuses a value in the same words.
 """
 
 from __future__ import annotations

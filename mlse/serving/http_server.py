@@ -1,8 +1,7 @@
 """Serve an ASGI app (the page mounted on the JSON routes, :func:`mlse.ui.app.build_server`) with uvicorn.
 
-The socket is bound before uvicorn starts, so a port taken between the app's check
-(:func:`mlse.serving.ports.choose_port`) and the start is an ``OSError`` the caller reports in one line, as with
-Gradio's ``launch()``; uvicorn's own logging stays at warnings, as Gradio's server has it.
+The socket is bound before uvicorn starts, so a port taken since :func:`mlse.serving.ports.choose_port` is an
+``OSError`` the caller reports in one line; uvicorn logs warnings only, as under Gradio.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now on ``host`` (the OS picks it): tests and benchmarks start an app on it, so
-    parallel runs never collide on 7860. Free when asked; another process may take it before it is used."""
+    parallel runs never collide. Free when asked; another process may take it before it is used."""
     with bind(host, 0) as sock:
         return sock.getsockname()[1]
 

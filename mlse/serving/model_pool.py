@@ -1,24 +1,10 @@
 """The loaded models of a long-running process, by name: loaded on first use, within a memory budget, shared.
 
-:class:`ModelPool` is what the app's tabs and the JSON route score with, and what a script serving many models can
-use the same way::
-
-    pool = ModelPool(backend="onnx", max_memory="800MB")
-    pool.get("me5-small").encode(["..."])           # loaded once, through the embedding cache, calibrated
-
-* **Loading** goes through :func:`mlse.models.load_model`. A plain model gets its cosine -> 0-5 calibration attached
-  when one was fitted on its weights (:func:`mlse.calibration.backbone.with_calibration`); a calibration of other
-  weights is noted in ``calibration_notes`` and not used.
-* **Backbone sharing.** A scorer (backbone + trained heads) reuses the backbone the pool holds instead of loading its
-  own copy; the backbone is counted once and evicting it evicts the scorers built on it.
-* **Memory budget.** When the estimated size of the loaded models would pass ``max_memory``, the least recently used
-  are evicted (:class:`mlse.serving.encoder_pool.EncoderPool`) and reloaded when next asked for. A request still
-  using an evicted model keeps it alive until it ends; the pool just stops holding it.
-* **Replaced runs.** A run folder replaced on disk (retrained under the same name) is reloaded: each entry is stamped
-  with its folder's modification time.
-
-Names are resolved once until :meth:`ModelPool.forget_names` (resolving lists the registry and the runs, a few ms a
-request would otherwise pay per model). Constructing a pool reads no file and starts no thread.
+Loads through :func:`mlse.models.load_model`, attaching the 0-5 calibration only when fitted on the same weights
+(else noted in ``calibration_notes``). A scorer reuses the pool's backbone; past ``max_memory`` the least recently used
+are evicted (:class:`mlse.serving.encoder_pool.EncoderPool`); a run replaced on disk is reloaded (entries are stamped
+with their folder's mtime). Names are resolved once until :meth:`ModelPool.forget_names`, since resolving lists the
+registry and runs. Constructing a pool reads no file and starts no thread.
 """
 
 from __future__ import annotations
@@ -80,8 +66,7 @@ class ModelPool:
             self._entries.make_room(estimate_spec_bytes(spec, backend=self.backend), keep={backbone_key})
             model = self._load(spec, name, backbone)
             size = estimate_resident_bytes(model, backend=self.backend)
-            # The stamp after loading: a folder built by the load (me5-small's conversion) has one only now, and
-            # stamping it "missing" would reload the model on the next request.
+            # stamped after loading: a folder the load built (a conversion) has an mtime only now
             self._entries.put(key, model, size, stamp=_stamp(spec), depends_on=backbone_key)
             gc_freeze.freeze_survivors()  # the model's objects live as long as it does: out of the collector's scans
             return model

@@ -1,8 +1,6 @@
 """Scoring one pair with several models, as the app does it: the Score tab's table, its direct API and the JSON route
 for scripts (:mod:`mlse.serving.api_route`) all call :func:`score_models` / :func:`score_api`, so each gives the same
-numbers through the same micro-batcher.
-
-No page here: the tab (:mod:`mlse.ui.score_tab`) turns the results into a table and markdown.
+numbers through the same micro-batcher. No page here: :mod:`mlse.ui.score_tab` renders the results.
 """
 
 from __future__ import annotations
@@ -57,18 +55,16 @@ def score_models(
 def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) -> dict:
     """The direct JSON API (``POST /gradio_api/run/score``): the Score tab's work without its table and markdown.
 
-    -> ``{"scores": [{"model", "kind", "cosine", "calibrated"}], "languages": [{"code", "how"}] x 2,
-    "notices": [...], "not_scored": [{"model", "why"}]}``. No model named: the page's default selection. Bad input
-    never raises: an empty sentence or an unusable model comes back in ``notices`` / ``not_scored``.
-    """
+    -> ``{"scores": [{"model", "kind", "cosine", "calibrated"}], "languages": [{"code", "how"}] x 2, "notices": [...],
+    "not_scored": [{"model", "why"}]}``; no model named: the default selection. Bad input lands in ``notices`` /
+    ``not_scored``, never raises."""
     s1, s2, cleaned = clean_pair(sentence1, sentence2)
     notices = [f"sentence {i}: {n}" for i, n in cleaned]
     answer = {"scores": [], "languages": [], "notices": notices, "not_scored": []}
     if not s1 or not s2:
         notices.append("enter two non-empty sentences")
         return answer
-    # Only the models the page offers, as the page's own API refuses others (mlse.ui.inputs): a name here must not
-    # reach the loader as a path on disk or a hub id (public mode allows only its listed models).
+    # only the models the page offers: a name must never reach the loader as a path on disk or a hub id
     asked_for = models if chosen_models(models)[0] else state.default_selection()[0]
     names, asked, refused = chosen_models(asked_for, set(state.model_names()), MAX_MODELS)
     if asked > len(names) + len(refused):
@@ -88,10 +84,8 @@ def score_api(state, sentence1, sentence2, models=None, lang1=AUTO, lang2=AUTO) 
 
 class DirectApi:
     """``score_api`` as an unqueued endpoint for scripts: each call is one HTTP POST answered with JSON, the cheapest
-    path Gradio has (no event stream, no queue bookkeeping; under 20 clients the queued path spends most of the
-    app's CPU outside the models, see the README). Calls still meet in the micro-batcher. Without the queue nothing
-    else bounds them, so past :data:`API_MAX_IN_FLIGHT` calls at once one is refused with a "busy" message at once
-    rather than left waiting."""
+    path Gradio has (docs/speed.md). Calls still meet in the micro-batcher; with no queue to bound them, past
+    :data:`API_MAX_IN_FLIGHT` at once a call is refused as "busy" rather than left waiting."""
 
     def __init__(self, state, max_in_flight: int | None = None):
         self.state = state

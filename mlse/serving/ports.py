@@ -1,8 +1,7 @@
 """Choosing the app's port: a busy port gets a plain answer, not an ``OSError`` traceback from the web server.
 
-A port the user asked for (``--port`` or ``GRADIO_SERVER_PORT``) is taken as an instruction: when it is busy the app
-refuses, naming the port and how to choose another. The default port is only a convention, so when it is busy the
-app takes the next free one and says so.
+A port the user asked for (``--port``, ``GRADIO_SERVER_PORT``) that is busy is refused with how to choose another;
+a busy default port is only a convention, so the next free one is taken, with a note.
 """
 
 from __future__ import annotations

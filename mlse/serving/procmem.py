@@ -20,8 +20,7 @@ _TRIM = None  # glibc's malloc_trim once looked up, False where there is none
 def memory_mb(pid: int | str = "self") -> dict[str, float]:
     """{"rss_mb": current, "peak_rss_mb": high-water mark} in MiB for ``pid`` (default: this process).
 
-    Without /proc (macOS), only this process can be measured, and only its peak (``ru_maxrss``) is known.
-    """
+    Without /proc (macOS), only this process can be measured, and only its peak (``ru_maxrss``) is known."""
     try:
         fields = {}
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -44,10 +43,8 @@ def peak_rss_mb(pid: int | str = "self") -> float:
 def release_free_memory() -> bool:
     """Hand the C allocator's free pages back to the system (glibc ``malloc_trim(0)``); True where it ran.
 
-    After a large temporary allocation -- encoding 800 sentences, converting a model -- the freed memory stays in the
-    process (RSS at its peak) until the allocator trims it (``tests/serving/test_serving_procmem.py`` checks that it
-    comes back). A no-op (False) without glibc.
-    """
+    After a large temporary allocation (encoding, converting a model) freed memory stays in the process until the
+    allocator trims it. A no-op (False) without glibc."""
     global _TRIM
     if _TRIM is None:
         try:

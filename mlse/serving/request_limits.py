@@ -1,15 +1,10 @@
 """Limits at the transport: how large a request body may be, and what the upload route may write.
 
-An ASGI middleware in front of the whole app (the JSON routes and the mounted page), so a body is refused before
-anything parses it into memory:
-
-* **Every POST body but an upload** is capped at ``max_body_bytes`` (by default twice the per-file upload cap plus
-  64 KiB: pasted rows are held to the same size as a file, and JSON escaping may double them). A ``Content-Length``
-  over the cap is answered 413 unread; a body sent without one is counted as it arrives and cut off at the cap.
-* **An upload** (Gradio's ``/gradio_api/upload``) must say its length, is admitted by the
-  :class:`~mlse.serving.upload_folder.UploadFolder` (total and per-visitor quota, 413 / 429 / 503 with a message),
-  and the files the route wrote are recorded there as uploads (from :func:`client_address`), which a session may then
-  claim.
+An ASGI middleware in front of the whole app, so a body is refused before anything parses it into memory:
+* **Every POST body but an upload** is capped at ``max_body_bytes`` (:func:`body_limit`: twice the file cap plus
+  64 KiB, since JSON escaping may double pasted rows). Over the cap: 413, unread, or cut off as it arrives.
+* **An upload** (``/gradio_api/upload``) must say its length, is admitted by the
+  :class:`~mlse.serving.upload_folder.UploadFolder` (413 / 429 / 503), and the files written are recorded there.
 """
 
 from __future__ import annotations

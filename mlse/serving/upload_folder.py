@@ -1,28 +1,14 @@
 """The served app's upload folder, owned: which files a session may read, and how much the folder may hold.
 
-Why: a file parameter of a Gradio endpoint is a path the *caller* writes. A hostile client can send any server path
-(``/etc/hosts``, ``../../runs/x/metrics.json``, another visitor's scored file), and a public deployment deletes what
-it has read. Gradio's own check only lets through files in its upload folder; this module goes further, in one place
-that every tab's reader asks (:func:`mlse.ui.uploads.read_upload`):
+A file parameter of a Gradio endpoint is a path the *caller* writes, and a public deployment deletes what it reads, so
+every tab's reader asks here (:func:`mlse.ui.uploads.read_upload`):
 
-* **A file parameter must be an upload of this session.** The upload route records every file it writes and who
-  (which client address, :func:`client_key`) sent it (:meth:`UploadFolder.record`, from
-  :mod:`mlse.serving.request_limits`). Gradio's upload request carries no session, so the first session that names
-  the file, from the address that uploaded it, claims it; the claim is bound to that exact file (inode and
-  modification time), so any other session naming the same path is refused, and so is any other address. Anything
-  else -- a path outside the folder, a link out of it, a file the app wrote there itself (a scored CSV for
-  download), a file nobody uploaded through the route -- is refused with a message that names no server path, and
-  nothing is read or deleted. (Gradio names an upload by a keyed hash of its bytes, so two visitors uploading the
-  very same bytes at the same moment share a path: the second is asked to upload again once the first has read it.)
-* **The folder has quotas.** An upload is admitted (:meth:`UploadFolder.admit`) only while the folder, plus what is
-  being uploaded right now, stays under :attr:`UploadQuota.total_bytes`, and the uploads a visitor (client address)
-  still has there stay under :attr:`UploadQuota.client_bytes`. To make room, uploads older than
-  :attr:`UploadQuota.grace_s` go first (a visitor reads a file seconds after uploading it); past that the upload is
-  refused with a "try again" status. Files older than :attr:`UploadQuota.max_age_s` are deleted by :meth:`sweep`,
-  which runs at start, on every admission and on a timer, and a session's uploads are deleted when it ends
-  (:meth:`end_session`, Gradio's ``unload`` event).
-
-Pure Python on paths: no Gradio here (the UI passes the session id, the server passes the client address).
+* **A file parameter must be an upload of this session**: recorded by the upload route with its sender's address
+  (:meth:`UploadFolder.record`, :func:`client_key`), then bound to the first session that names it from that address
+  (inode and mtime). Anything else is refused with a message that names no server path; nothing is read or deleted.
+* **The folder has quotas** (:class:`UploadQuota`): :meth:`UploadFolder.admit` evicts uploads older than ``grace_s``
+  to make room, else refuses (429/503); :meth:`sweep` deletes files older than ``max_age_s``, :meth:`end_session` a
+  closed page's uploads. Threat model: docs/deploy.md. No Gradio here: callers pass session ids and client addresses.
 """
 
 from __future__ import annotations
@@ -267,8 +253,7 @@ def use_own_upload_folder() -> str:
     return os.environ.setdefault(UPLOAD_DIR_ENV, str(Path(tempfile.gettempdir()) / "mlse-app-uploads"))
 
 
-# The upload folder of the app this process serves (set by mlse.ui.app.build_server); None when no app is served, so
-# handlers called in-process (tests, scripts) read the paths they are given.
+# The served app's upload folder (set by mlse.ui.app.build_server); None: in-process handlers read paths as given.
 _ACTIVE: UploadFolder | None = None
 
 

@@ -1,14 +1,10 @@
 """Warm start: compute what each tab's first view needs before anyone asks, so that first view comes in seconds.
 
-``python -m mlse warm`` (:mod:`mlse.cli.warm`) runs the steps whose output lands in the cache; the app runs them all
-in a background thread at start (:func:`start_app_warm`), after its data fetch, and every tab whose first view still
-waits on a step says "preparing (n %)" (:mod:`mlse.ui.preparing`, from :func:`warm_status`). The steps are listed by
-:func:`mlse.serving.warm_plan.warm_plan`.
-
-:func:`run_warm` takes the steps one by one: a step whose input is missing is skipped with the reason, a step whose
-output is there is left alone (so a second warm computes nothing), the others are computed. Each step's output is
-written atomically (embedding rows in transactions, a few batches at a time; files renamed into place), so a stopped
-warm resumes where it stopped. One step failing does not stop the others.
+``python -m mlse warm`` (:mod:`mlse.cli.warm`) runs the cached steps; the app runs them all in a background thread
+(:func:`start_app_warm`) and tabs still waiting say "preparing (n %)" (from :func:`warm_status`). See docs/deploy.md.
+:func:`run_warm`: a step whose input is missing is skipped with the reason, one whose output is there is left alone
+(a second warm computes nothing), one failing does not stop the others. Outputs are written atomically (embedding
+rows in transactions, files renamed into place), so a stopped warm resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -144,10 +140,8 @@ def run_warm(
 ) -> WarmReport:
     """Take the steps in order; ``on_step`` is told each one's outcome, ``on_progress`` how a running one advances.
 
-    ``stop``: asked between steps and, by each step, between the chunks of its encoding; a stop ends the warm with
-    ``stopped`` set (what was finished stays cached). ``before_data``: called once before the first step that reads
-    a dataset (the app waits there for its data fetch).
-    """
+    ``stop``: asked between steps and encoding chunks; ends the warm with ``stopped`` set (finished work stays cached).
+    ``before_data``: called once before the first step that reads a dataset (the app waits for its data fetch)."""
     stop = stop or StopSignal()  # nothing stops this warm but its end
     started = time.perf_counter()
     _set(active=True, planning=False, steps=tuple(_status_of(s) for s in steps))
@@ -230,9 +224,8 @@ def _step_status(name: str) -> StepStatus:
 def follow_step(name: str, on_progress: StepLine | None = None, poll_s: float = FOLLOW_POLL_S) -> StepStatus | None:
     """Wait while the warm runs step ``name``, telling ``on_progress`` its status now and then -> its status after.
 
-    For a visitor who asks for what the warm is computing: the answer is the warm's (single-flight keeps the
-    computation one in any case; this is the wait with the warm's own count and ETA shown). Returns at once when the
-    step is not running (waiting for its turn, done, or no such step)."""
+    For a visitor asking for what the warm is computing: shows the warm's own count and ETA. Returns at once when the
+    step is not running."""
     while True:
         status = warm_status()
         step = next((s for s in status.steps if s.name == name), None)
@@ -267,11 +260,8 @@ def start_app_warm(
 ) -> threading.Thread:
     """Warm the app in a daemon thread: every step (those held in memory too), data steps after the data fetch.
 
-    ``openings``: the model each single-model tab opens on (see :func:`mlse.serving.warm_plan.warm_plan`). The status
-    says "planning" at once, so a tab asked before the thread has listed the steps already says it is preparing.
-    ``stop``: set it (``stop.set()``) to end the warm after the current chunk. ``only`` (a benchmark's): keep the
-    steps whose names it accepts; ``defaults``: the tabs' first views (:data:`mlse.serving.warm_steps.TAB_DEFAULTS`).
-    """
+    ``openings``: as :func:`mlse.serving.warm_plan.warm_plan`. The status says "planning" at once. ``stop.set()`` ends
+    it after the current chunk; ``only`` (benchmarks) filters step names; ``defaults``: the tabs' first views."""
     from mlse.serving.warm_plan import warm_plan
 
     button = stop or StopSignal()

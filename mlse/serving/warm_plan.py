@@ -1,9 +1,7 @@
 """Which warm steps an app needs: one list built from the app's state (its default models, backend, data directory).
 
-``python -m mlse warm`` and the app's background warm build the same list (:func:`warm_plan`); the command keeps the
-steps whose output lands in the cache (``scope="disk"``), the app also runs those that live in its own memory
-(every default model loaded, the Results tab's index). The steps themselves and the tabs' defaults are in
-:mod:`mlse.serving.warm_steps`.
+``python -m mlse warm`` and the app's background warm build the same list (:func:`warm_plan`); the command keeps
+``scope="disk"`` steps, the app also runs those held in its memory. Steps: :mod:`mlse.serving.warm_steps`.
 """
 
 from __future__ import annotations
@@ -57,12 +55,9 @@ def warm_plan(
 ) -> list[WarmStep]:
     """The steps that make each tab's first view quick.
 
-    ``models``: what the Score tab scores (default: what it ticks, ``state.default_selection()``). ``openings``: the
-    model the Map, Tatoeba and Gold tabs open on, by tab (default, and for a tab left out: ``state.preferred_model()``;
-    with ``models`` given, the first of them for every tab). ``scope="disk"``: only steps that leave their output in
-    the cache (what ``python -m mlse warm`` runs); ``"all"``: also those held by this process (the app).
-    ModelNotFoundError for a named model that does not exist.
-    """
+    ``models``: what the Score tab scores (default ``state.default_selection()``). ``openings``: the model the Map,
+    Tatoeba and Gold tabs open on, by tab (default ``state.preferred_model()``, or the first of ``models``).
+    ``scope``: "disk" (cached on disk) or "all" (also the app's in-memory ones). ModelNotFoundError: unknown model."""
     if scope not in ("disk", "all"):
         raise ValueError(f"scope must be 'disk' or 'all', not {scope!r}")
     names = list(dict.fromkeys(models)) if models else state.default_selection()[0]
@@ -108,8 +103,7 @@ def _data_problem(load: Callable[[], object]) -> str | None:
 
 def _stoppable(ctx: WarmContext, name: str, stop: StopSignal, progress: Progress, start: float, span: float):
     """Model ``name`` (loaded unless ``stop`` says stop first) encoding a few batches at a time (a scorer: its
-    backbone), asking ``stop`` between them and telling ``progress`` how far it got: n of N sentences, the rate over
-    those encoded (not those the cache served) and the ETA (mlse.encoders.progress)."""
+    backbone), asking ``stop`` between them and reporting n of N, the rate over encoded (not cached) texts, the ETA."""
     stop.check(f"loading {name}")
     model = ctx.encoder(name)
     job: list[tuple[Counted, CacheCounter]] = []
@@ -131,7 +125,7 @@ def _stoppable(ctx: WarmContext, name: str, stop: StopSignal, progress: Progress
 # -- steps that leave their output in the cache ---------------------------------------------------------------------
 def files_step(ctx: WarmContext, name: str) -> WarmStep:
     """The files a first encode reads: me5-small converted, a shipped student merged, the ONNX / int8 export, muse's
-    prepared table; made by loading the model and running one text through it (past the embedding cache)."""
+    prepared table; made by running one text through the model past the embedding cache."""
 
     def run(progress: Progress, stop: StopSignal) -> None:
         stop.check(f"loading {name}")
@@ -277,12 +271,11 @@ def load_step(ctx: WarmContext, name: str) -> WarmStep:
 
 def umap_step(also_done: Callable[[], bool] = lambda: False) -> WarmStep:
     """UMAP's kernels compiled into numba's file cache: the first projection on a machine compiles them (~10-20 s on
-    2 cores, in a child process, :func:`mlse.analysis.umap_process.compile_kernels`); later children load them (~2 s).
-    Done once a marker in the cache says so, so ``python -m mlse warm`` (a Docker build) pays it, not the app.
+    2 cores, :func:`mlse.analysis.umap_process.compile_kernels`); a marker in the cache then says done, so ``python
+    -m mlse warm`` (a Docker build) pays it, not the app.
 
-    ``also_done`` (the app's plan: the map's first view is on disk, so its first press projects nothing): then
-    nothing is compiled at start either, where the compiling (both cores, not interruptible) would hold up the first
-    visitors' presses on every other tab; only a visitor who projects a new map pays it."""
+    ``also_done`` (the map's first view is on disk): then the app skips it too, since compiling (all cores, not
+    interruptible) would hold up other tabs' first visitors; only a visitor projecting a new map pays it."""
 
     def run(progress: Progress, stop: StopSignal) -> None:
         from mlse.analysis import umap_process
@@ -312,7 +305,6 @@ def results_step() -> WarmStep:
 
 def tab_openings(state) -> dict[str, str | None]:
     """The model the Predicted-vs-gold, Tatoeba and Map tabs open on: the preferred backbone, and for the Map a
-    shipped Stage-1 scorer on it when there is one (:func:`mlse.serving.app_state.map_opening`, the tab's own
-    choice)."""
+    shipped Stage-1 scorer on it when there is one (:func:`mlse.serving.app_state.map_opening`)."""
     preferred = state.preferred_model()
     return {"gold": preferred, "tatoeba": preferred, "map": map_opening(state.models(), preferred)}

@@ -1,21 +1,10 @@
 """The steps of a warm start: what each tab's first view computes, for the default models and settings.
 
 Each :class:`WarmStep` calls the library function the tab's handler calls, with the tab's default arguments, so what
-it leaves in the cache is exactly what the first press of the tab's button looks up:
-
-* Score tab: the model files (me5-small converted; the ONNX / int8 export on those backends; muse's prepared table)
-  and the embeddings of the example pairs (``assets/examples.tsv``) for every model the tab ticks by default;
-* with the model each tab opens on (:mod:`mlse.serving.warm_plan` takes them from the app): Predicted vs gold
-  (:func:`mlse.evaluation.runners.sts_pair_predictions` on STS Multi MT en-de test), Tatoeba errors
-  (:func:`mlse.evaluation.runners.tatoeba_language` on deu with the tab's ratio-margin k) and Map
-  (:func:`mlse.analysis.projection.language_map` on the default FLORES languages, 100 sentences, UMAP);
-* in the app's own process only: every default model loaded (and run once), the Results tab's index read.
-
-A step says why it cannot run here (``needs``: a missing dataset, a model that does not load) and whether its output
-is there already (``done``, cheap, never computing: file checks, or the step's own library call on an encoder that
-may only read the embedding cache where what follows the encoding is quick). Embedding is done a few batches at a
-time through the embedding cache, so a stopped step keeps what it encoded. :data:`TAB_DEFAULTS` holds the tabs'
-defaults; tests/serving/test_warm.py checks them against the tab modules.
+it leaves in the cache is exactly what the tab's first press looks up (the list: :mod:`mlse.serving.warm_plan`).
+``done()`` never computes: file checks, or the library call on a :func:`cache_only` encoder. Encoding goes a few
+batches at a time through the embedding cache, so a stopped step keeps what it encoded. tests/serving/test_warm.py
+checks :data:`TAB_DEFAULTS` against the tab modules.
 """
 
 from __future__ import annotations
@@ -65,9 +54,8 @@ TAB_DEFAULTS = TabDefaults()
 @dataclass
 class WarmStep:
     """One named piece of a warm start. ``run(progress, stop)`` computes it, asking ``stop`` (the warm's
-    :class:`~mlse.stop_signal.StopSignal`) before it starts and between the chunks of its encoding, and raising
-    :class:`~mlse.stop_signal.Stopped` when told; ``done()`` says whether its output is there already; ``needs()``
-    says why it cannot run here (None: it can)."""
+    :class:`~mlse.stop_signal.StopSignal`) before it starts and between encoding chunks (raises ``Stopped``);
+    ``done()``: its output is there already; ``needs()``: why it cannot run here (None: it can)."""
 
     name: str  # stable id, e.g. "map:me5-small"
     label: str  # what the progress line says
@@ -124,8 +112,7 @@ def cache_only(model):
 
 class Chunked:
     """``model`` encoding a few batches at a time (:func:`mlse.stop_signal.encode_in_chunks`): a stop is honoured
-    within seconds and each finished chunk is already in the embedding cache. ``progress(done, total)``: at the start
-    of each encoding (``done`` 0) and after each chunk. Everything else is ``model``'s."""
+    within seconds and finished chunks are cached. ``progress(done, total)``: at each encoding's start and chunk."""
 
     def __init__(self, model, stop: StopSignal, progress: Callable[[int, int], None] | None = None):
         self._model = model
@@ -181,7 +168,7 @@ def model_problem(name: str) -> str | None:
 
 def files_ready(name: str, backend: str) -> bool:
     """The files a first encode of ``name`` on ``backend`` reads are all there: no conversion, export or preparation
-    left (checked on disk, nothing built). The paths are the encoders' own (mlse.encoders.*)."""
+    left (checked on disk, nothing built)."""
     spec = resolve_model(plain_name(name))
     if spec.source == "native":
         return _native_ready(spec, backend)

@@ -1,19 +1,10 @@
 """Offline language identification: which language is a sentence in?
 
-The app shows the language of each sentence it scores. Detection must work without the network, so it uses
-langid.py (Lui & Baldwin, 2012), whose naive-Bayes model over 97 languages ships inside the pip package, with two
-adjustments that matter for the short sentences people type:
-
-1. **Script first.** Scripts that belong to one language decide alone (kana -> ja, Hangul -> ko, Thai, Greek, ...),
-   and Han characters without kana are Chinese; langid's byte n-grams otherwise sometimes call short Chinese
-   Japanese.
-2. **A prior for the project's languages.** Every language this project has data for (:data:`PROJECT_LANGUAGES`)
-   gets prior weight 1, the others :data:`OTHER_LANGUAGE_PRIOR`. Without it short Russian is often called
-   Macedonian or Bulgarian and short Spanish Galician; with it those errors drop (measured on Tatoeba, see
-   tests/text/test_text_language_id.py) while a long sentence in another language still wins on its evidence.
-
-When langid is not installed the detector still answers from the script alone (Latin script is then undetermined).
-Codes are ISO 639-1 like the rest of the project (``en de es fr ... zh``); ``"und"`` means undetermined.
+langid.py (Lui & Baldwin, 2012; its naive-Bayes model ships in the pip package) with two adjustments for short
+sentences: **script first** (kana -> ja, Hangul -> ko, Han without kana -> zh, Thai, Greek... decide alone) and **a
+prior** (1 for :data:`PROJECT_LANGUAGES`, :data:`OTHER_LANGUAGE_PRIOR` for others), so short Russian is not called
+Macedonian nor short Spanish Galician, while a long sentence still wins on its evidence. Without langid the script
+alone answers (Latin: undetermined). Codes are ISO 639-1; ``"und"``: undetermined.
 """
 
 from __future__ import annotations
@@ -195,9 +186,7 @@ def script_counts(text: str) -> Counter:
 def detect_language(text: str | None) -> tuple[str, float]:
     """Best guess of the language of ``text`` -> (ISO 639-1-ish code, confidence in [0, 1]).
 
-    Text without letters gives ``("und", 0.0)``. The confidence is the posterior probability of the chosen
-    language (script decisions: the share of letters in that script).
-    """
+    No letters: ``("und", 0.0)``. Confidence: the chosen language's posterior (by script: its letters' share)."""
     text = (text or "")[:MAX_DETECT_CHARS]
     counts = script_counts(text)
     letters = sum(counts.values())
@@ -230,7 +219,7 @@ def _decide_by_script(counts: Counter, letters: int) -> tuple[str, float] | None
 
 
 # Letters that only some Cyrillic orthographies use: (letters, language, or the languages langid chooses among).
-# langid's n-grams alone call short Russian Macedonian or Ukrainian (on Tatoeba, 20 % of Russian sentences).
+# langid's n-grams alone often call short Russian Macedonian or Ukrainian.
 _CYRILLIC_MARKERS: tuple[tuple[str, str | tuple[str, ...]], ...] = (
     ("әғқңұһ", "kk"),
     ("ў", "be"),
@@ -268,8 +257,7 @@ class _LangidModel:
     def posterior(self, text: str) -> np.ndarray:
         """Probabilities over :attr:`classes` [n_classes]."""
         fv = self._identifier.instance2fv(text)  # [n_features] n-gram counts, almost all zero
-        # langid's own nb_classprobs multiplies the whole uint32 vector into [n_features, n_classes] float64 (~7 ms
-        # through numpy's mixed-dtype path); the same sum over the few hundred active features takes ~0.1 ms.
+        # langid's nb_classprobs multiplies the whole vector by [n_features, n_classes]; the active features suffice.
         active = np.flatnonzero(fv)  # [n_active]
         log_likelihood = fv[active].astype(np.float64) @ self._identifier.nb_ptc[active]  # [n_classes]
         log_p = log_likelihood + self._identifier.nb_pc + self._log_prior  # [n_classes] unnormalised log posterior

@@ -1,30 +1,20 @@
 """Run a job in a child process, so that the memory it used goes back to the operating system when it ends.
 
-Why: a training job loads models, optimiser state, datasets and embedding matrices; freed in the app's own process,
-most of that stays in the allocator's arenas, and three small fine-tunes grew the app by a gigabyte. A ``spawn``
-child (a fresh interpreter, no copy of the app's loaded models) returns every page when it exits.
+Freed in the app's own process, most of a job's memory stays in the allocator's arenas; a ``spawn`` child returns
+every page when it exits.
 
-The boundary is kept narrow. The job is named by an importable ``"module:function"`` called as
-``function(*args, report=..., stop=...)``, the same contract as a :class:`mlse.train.runner.JobRunner` job, ``stop``
-a :class:`~mlse.stop_signal.StopSignal` of the child's own. Progress records and the outcome travel over a queue; the
-parent's Stop button sets a shared event, which is the Stop button of the child's signal, so Stop keeps working (the
-job's clocks, its budget and preparation limit, are kept by the child's signal alone). Outcomes come back as
-in-process: a return value, :class:`~mlse.stop_signal.Stopped`, an :class:`~mlse.errors.MlseError` (the message
-only), or any other exception as a ``RuntimeError`` naming it. A child that dies without an answer (killed, out of
-memory) is an ``MlseError`` with its exit code; one that ignores Stop for :data:`STOP_GRACE_S` seconds is terminated.
+The job is an importable ``"module:function"`` called as ``function(*args, report=..., stop=...)`` (a
+:class:`mlse.train.runner.JobRunner` job's contract; ``stop`` is the child's own signal, whose Stop button is an event
+the parent sets). Outcomes come back as in-process: a return value, :class:`~mlse.stop_signal.Stopped`,
+:class:`~mlse.errors.MlseError` (message only), any other exception as ``RuntimeError``. A child that dies unanswered
+is an ``MlseError`` with its exit code; one that ignores Stop for :data:`STOP_GRACE_S` seconds is terminated.
 
-**A child never outlives its app.** A ``kill -9`` of the app used to leave the child training, unseen and unstoppable
-by the next start of the app. Now the child ends with its parent, three ways: on Linux the kernel sends it SIGTERM
-when the parent dies (``prctl(PR_SET_PDEATHSIG)``; it fires when the parent *thread* that started the child ends,
-and that thread waits in :func:`run_in_child` for as long as the child lives); everywhere a watchdog thread in the
-child polls that its parent is alive; and a SIGTERM (from the kernel, ``terminate()`` or anyone) does what the
-watchdog does. Each sets the job's stop event, so training ends at its next check and keeps its best checkpoint;
-a child still alive :data:`EXIT_GRACE_S` seconds later exits hard.
+**A child never outlives its app**: the Linux kernel SIGTERMs it when the parent *thread* ends
+(``prctl(PR_SET_PDEATHSIG)``; that thread waits in :func:`run_in_child`), a watchdog thread polls the parent, and
+SIGTERM sets the stop; a child alive :data:`EXIT_GRACE_S` seconds later exits hard.
 
-**The job lock.** With ``lock`` (a :class:`mlse.runs.job_lock.LockRequest`) the child holds that lock while it
-lives and removes it once it has answered a live parent, unless it was told to wind down (a killed app's threads end
-one by one: the kernel's signal may come while the dying process still looks alive); a lock left behind tells the
-next start of the app that the job died unanswered (:func:`mlse.runs.health.sweep_interrupted`).
+**The job lock** (``lock``) is held while the child lives and removed once it has answered a live parent, unless told
+to wind down; a lock left behind tells the next start that the job died unanswered.
 """
 
 from __future__ import annotations
@@ -59,9 +49,7 @@ _winding_down = threading.Event()  # in the child: the stop has been given, the 
 def run_in_child(target: str, *args, report: Callable[[dict], None], stop: StopSignal, lock: LockRequest | None = None):
     """Call ``target`` (``"module:function"``) with ``args`` in a spawned child; returns what it returns.
 
-    ``stop`` (the job's signal, whose Stop button the child's signal shares) and ``lock``: see the module docstring. The
-    calling thread must be the one that waits for the child (it does, here): on Linux the child is signalled when that
-    thread ends.
+    ``stop`` and ``lock``: see the module docstring. On Linux the child is signalled when the calling thread ends.
     """
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
@@ -153,8 +141,7 @@ def _child_main(
             messages.join_thread()  # deliver everything before the process exits
         else:
             messages.cancel_join_thread()  # nobody reads the queue any more: do not wait to flush it
-        # a child told to end (its parent thread or process dying, a SIGTERM) has not answered, even while a killed
-        # app's last threads still make the parent look alive: its lock stays for the sweep to mark the run
+        # a child told to end has not answered, even while a killed app's last threads make the parent look alive
         if held is not None:
             held.release(remove=parent_alive and not _winding_down.is_set())  # left behind: the job died unanswered
 
@@ -186,7 +173,7 @@ def _watch_parent(stop: StopSignal, parent_pid: int) -> None:
 
 def _parent_alive(parent_pid: int) -> bool:
     """Whether the process that started this child still runs: still our parent (an orphan is re-parented), and its
-    end of the spawn pipe still open (the check that also works where process ids say nothing, e.g. Windows)."""
+    end of the spawn pipe still open (works where process ids say nothing, e.g. Windows)."""
     if os.getppid() != parent_pid:
         return False
     parent = multiprocessing.parent_process()
@@ -195,7 +182,7 @@ def _parent_alive(parent_pid: int) -> bool:
 
 def _wind_down(stop: StopSignal, why: str) -> None:
     """Stop the job (it ends at its next check, keeping its best checkpoint) and exit hard if it has not ended after
-    :data:`EXIT_GRACE_S` seconds. Called from the SIGTERM handler or the watchdog; the first call counts."""
+    :data:`EXIT_GRACE_S` seconds; the first call counts."""
     if _winding_down.is_set():
         return
     _winding_down.set()

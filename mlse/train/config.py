@@ -1,14 +1,10 @@
 """What a training run is: the configuration dataclasses, and the one way from what a user asked for (the command
 line's flags, the app's form) to a configuration (their validation is :mod:`mlse.train.config_validation`'s).
 
-**The one source of defaults and rules.** Every option's default, its help text and what values it allows live in a
-field below (``field(metadata={"help": ..., "choices": ..., "bounds": ...})``, through :func:`option`). The command
-line builds its flags from these fields (:mod:`mlse.cli.args`) and leaves an option it was not given to the
-dataclass; the app's :class:`mlse.train.request.TrainRequest` and its form read their initial values from the same
-fields. The command line and the app then both go through :func:`finetune_config`, :func:`stage1_settings` and
-:func:`stage2_settings` (the app through :func:`mlse.train.request.request_config`), which read "left out", "0: all"
-and "empty list: the default pairs" the same way and name a run folder by
-:func:`mlse.runs.folders.training_run_name`.
+**The one source of defaults and rules.** Every option's default, help text and allowed values live in a field below
+(:func:`option`). The command line builds its flags from these fields and the app's form its initial values; both then
+go through :func:`finetune_config`, :func:`stage1_settings` and :func:`stage2_settings`, which read "left out", "0: all"
+and "empty list: the default pairs" the same way.
 
 Nothing here imports torch: the command line and the app import this module to start a run.
 """
@@ -38,8 +34,7 @@ VOCAB_INITS = ("aligned", "subword")
 BRIDGES = ("none", "linear")
 CLOCKS = ("wall", "cpu")
 DEFAULT_TEACHER = "minilm-en"
-# Translation pairs per language pair, after the contamination filter: Stage 1 and fine-tuning alike, on the command
-# line and in the app (the public deployment's limit is the same number, mlse.public_mode).
+# Translation pairs per language pair after the contamination filter, for Stage 1 and fine-tuning alike.
 MAX_PAIRS = 2000
 
 
@@ -57,11 +52,10 @@ def option(
 ):
     """A dataclass field with what the command line needs to offer it and what values it allows.
 
-    ``flag``: the option's name when it is not ``--field-name`` (a bool that defaults to True gets ``--no-field-name``
-    unless named here); ``const``: the value a bare flag stores (a flag of a ``bool | None`` field);
-    ``zero_is_none``: 0 means None ("all"); ``required``: the command line insists on it. ``choices`` and ``bounds``
-    (``ge``, ``gt``, ``le``, ``lt``: a number's range; None is always allowed where the field may be None) are what
-    :func:`mlse.train.config_validation.validate` checks, for the command line and the app's form alike.
+    ``flag``: the name when not ``--field-name`` (a bool defaulting to True gets ``--no-field-name``); ``const``: what
+    a bare flag stores; ``zero_is_none``: 0 means None ("all"); ``required``: the command line insists on it.
+    ``choices`` and ``bounds`` (``ge``, ``gt``, ``le``, ``lt``; None passes where the field may be None) are what
+    :func:`mlse.train.config_validation.validate` checks.
     """
     metadata = dict(
         help=help, flag=flag, choices=choices, zero_is_none=zero_is_none, required=required, const=const, bounds=bounds
@@ -157,9 +151,7 @@ class FinetuneConfig:
         "none", "mse: start from a least-squares map of the student's space onto the teacher's", choices=BRIDGES
     )
     bridge_sentences: int = option(5000, "English training sentences the bridge is fitted on", ge=2)
-    # "cpu": the budget (and the step-time estimate) counts the process's CPU seconds divided by its torch threads, so
-    # runs sharing a machine with light work still get equal compute (not an oversubscribed one: torch's threads are
-    # charged while they spin-wait for a core); "wall": seconds on the clock (the app's jobs)
+    # "cpu" is unfair on an oversubscribed machine: torch's threads are charged while they spin-wait for a core
     budget_clock: str = option(
         "wall",
         "cpu: count the budget in process CPU seconds / threads (equal compute beside light work; wall on a GPU)",
@@ -170,15 +162,13 @@ class FinetuneConfig:
     sts_loss: str = option(
         "none", "a supervised STS loss on STS Multi MT train pairs added to the method's", choices=STS_LOSSES
     )
-    # 0.001: at the untouched me5-small a CoSENT batch pulls ~3,300-3,700x harder than the EMA loss, so the term ~3-4x
-    # (python -m benchmarks.sts_term_balance); the term alone (method "sts") takes no weight
+    # 0.001: a CoSENT batch's gradient dwarfs the EMA loss's (python -m benchmarks.sts_term_balance)
     sts_weight: float = option(1e-3, "weight of the STS term beside the method's loss (method sts: unused)", ge=0)
     sts_batch_size: int = option(32, "scored pairs per step in the STS term (a ranking needs two pairs)", ge=2)
     sts_langs: list[str] = option(
         help="STS Multi MT languages the STS term pairs (every ordered pairing, same-language included)",
         factory=lambda: list(STS_LANGS),
     )
-    # translate-train: mlse.train.recipes.translate_train; None: off
     translate_train: bool | None = option(
         None,
         "add pseudo-rated pairs for bitext languages without rated pairs to the STS term (translate-train)",
@@ -270,10 +260,8 @@ def _settings(cls: type, options: dict) -> Any:
 def finetune_config(**options) -> FinetuneConfig:
     """The fine-tuning configuration of ``options`` (FinetuneConfig fields), as the command line and the app read them.
 
-    The teacher defaults only where the method has a frozen teacher (``mse``, ``soft``); ``out`` defaults to the run
-    folder :func:`mlse.runs.folders.training_run_name` names under the runs directory. Validation is
-    :func:`mlse.train.config_validation.validate`'s (``finetune`` calls it before anything loads).
-    """
+    The teacher defaults only where the method has a frozen teacher (``mse``, ``soft``); ``out`` defaults to
+    :func:`default_out`. Not validated here (:func:`mlse.train.config_validation.validate`)."""
     config = _settings(FinetuneConfig, {k: v for k, v in options.items() if k != "teacher"})
     teacher = options.get("teacher")
     config.teacher = teacher or (DEFAULT_TEACHER if config.method in TEACHER_METHODS else None)

@@ -2,11 +2,8 @@
 an :class:`OptionError` naming the option and what it allows; :func:`refuse_frozen_student` refuses a student that
 cannot train.
 
-The rules live with the options: each field's ``choices`` and ``bounds`` (:func:`mlse.train.config.option`), checked
-by :func:`option_problem`, then the rules that tie options together (:func:`_finetune_rules`). The command line's
-configurations are validated here when a run starts (:func:`mlse.train.finetune.finetune`); the app's form when its
-request is made (:class:`mlse.train.request.TrainRequest`, which names its own fields from ``option`` and ``problem``).
-Nothing here imports torch.
+The rules live with the options: each field's ``choices`` and ``bounds`` (:func:`mlse.train.config.option`), then
+the rules that tie options together (:func:`_finetune_rules`). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -100,8 +97,7 @@ def _finetune_rules(cfg: FinetuneConfig) -> None:
 def refuse_frozen_student(name: str) -> None:
     """A ``native`` model (``muse``: numpy weights, no gradients) cannot be a student; say what can.
 
-    Only the registry is consulted (no model is loaded); a name that does not resolve is left to the loading step,
-    whose message lists what is available.
+    Only the registry is consulted; a name that does not resolve is left to the loading step.
     """
     try:
         spec = resolve_model(name)

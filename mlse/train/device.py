@@ -1,20 +1,10 @@
 """Where a fine-tune computes and in which precision: the device's capabilities -> the autocast dtype and whether the
 loss is scaled.
 
-:func:`choose_precision` is the decision, a pure function of what was asked and what the device can do (tested on
-any machine); :func:`device_capabilities` reads those from torch. ``"auto"`` means mixed precision wherever the
-device has fast half-precision arithmetic:
-
-* a CUDA GPU that computes bfloat16 natively (compute capability 8.0 or newer: A100, L4, A10G, H100, H200) ->
-  ``bf16`` autocast; bfloat16 has float32's range, so no loss scaling;
-* an older CUDA GPU (T4, V100: float16 tensor cores, bfloat16 only emulated) -> ``fp16`` autocast with a
-  ``torch.amp.GradScaler``: float16's narrow range would flush small gradients to zero without it;
-* a CPU with native bfloat16 (AVX-512-BF16 / AMX) -> ``bf16``; any other CPU -> ``fp32``.
-
-In every case the weights and the optimiser state stay float32; only the transformer's forward runs in the half
-type (:class:`mlse.train.student_model.AutocastForward`). ``fp16`` asked for on a device other than a CUDA GPU is
-refused. The run records the choice (``precision_effective``, ``grad_scaler``, ``gpu`` in ``finetune_config.json`` and
-``metrics.json``).
+:func:`choose_precision` is a pure function of the request and the device's capabilities. ``"auto"``: ``bf16``
+on a CUDA GPU or CPU with native bfloat16 (float32's range: no loss scaling); ``fp16`` with a ``GradScaler`` on an older
+CUDA GPU (float16 would flush small gradients to zero); else ``fp32``. Weights and optimiser state stay float32; only
+the transformer's forward runs in the half type. ``fp16`` off a CUDA GPU is refused.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Data-parallel fine-tuning over several processes (GPUs, or CPU processes for testing) with torch.distributed.
 
-``accelerate launch`` and ``torchrun`` both start one process per device and describe the group through the
-environment (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``); :func:`init_from_env`
-reads exactly that, so the same ``python -m mlse finetune ...`` command runs single-process, under
-``torchrun --nproc_per_node 4 -m mlse finetune ...`` or under ``accelerate launch --multi_gpu --num_processes 4
--m mlse finetune ...``.
+:func:`init_from_env` reads the group from the environment ``torchrun`` / ``accelerate launch`` set (``WORLD_SIZE``,
+``RANK``, ``LOCAL_RANK``, ...), so the same command runs single-process or under either launcher.
 
-Gradients are averaged explicitly after ``backward`` (:func:`average_gradients`) instead of wrapping the student in
-``DistributedDataParallel``: the MSE and contrastive losses run the student twice per step (source and target side),
-which DDP's once-per-backward bookkeeping does not allow without static-graph tricks. One all-reduce per parameter
-tensor is slower than DDP's overlapped buckets but has no such constraint; the encoder is small (tens of MB).
-Every rank draws its own batches (seeded by rank), so the effective batch is ``world_size x batch_size``.
+Gradients are averaged explicitly after ``backward`` (:func:`average_gradients`), not through
+``DistributedDataParallel``: the losses run the student twice per step, which DDP's once-per-backward bookkeeping does
+not allow. Every rank draws its own batches (seeded by rank): the effective batch is ``world_size x batch_size``.
 """
 
 from __future__ import annotations
@@ -134,10 +129,8 @@ def exit_worker(code: int = 0) -> NoReturn:
     """End a process of a finished group now, without the interpreter's teardown.
 
     Call it only once the run is written and every rank has left together (:func:`barrier`, :func:`shutdown`). Gloo's
-    C++ threads can still hold work objects then; freeing them while the interpreter finalises aborts the process
-    now and then (SIGABRT, "terminate called without an active exception": pytorch/pytorch#179291, one CI run in
-    about ten here) and turns a finished run into a failed command. What Python buffers (log handlers, stdout,
-    stderr) is flushed first."""
+    C++ threads can still hold work objects then, and freeing them at interpreter teardown sometimes aborts
+    (pytorch/pytorch#179291). Logs, stdout and stderr are flushed first."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,37 +1,22 @@
 """Budgeted fine-tuning of a sentence-transformers student: MSE distillation, EMA teacher, soft / hard contrastive.
 
-The fine-tuning methods (:mod:`mlse.train.methods`, which lists them; their losses in :mod:`mlse.losses`), trained under
-a time budget on contamination-filtered Tatoeba-Challenge bitext (English -> X) and evaluated on STS Multi MT **dev**.
+Methods (:mod:`mlse.train.methods`) train on filtered Tatoeba-Challenge bitext and are scored on STS Multi MT **dev**.
+A run is **preparation** here (data, student, teacher targets, dev set), then **training** (:mod:`mlse.train.loop`)
+under the budget. A :class:`mlse.stop_signal.StopSignal` is the one way to stop a run, asked in every phase; its
+budget's clock starts when training begins. See docs/training.md.
 
-A run has two parts. **Preparation** (this module; reported as ``prepare_s``, its CPU time ``prepare_cpu_s``): the data
-(:mod:`mlse.train.finetune_data`), the student and the recipes that reshape it (:mod:`mlse.train.student_model`), the
-frozen teacher's targets through the embedding cache, the dev set. **Training** (:mod:`mlse.train.loop`): the loop
-under the budget, which covers training *and* the dev evaluations inside it. A caller that needs to stop every phase
-(the app's jobs) passes a :class:`mlse.stop_signal.StopSignal` (stop button + budget, and a limit of its own on the
-preparation): its budget's clock is started when training begins, so it too counts training only. It is the one
-way to stop a run, asked in every phase: between data files, between chunks of teacher encoding and of dev
-evaluation, and after every step.
-
-**Output** (``out``, e.g. ``runs/NAME``; ``load_encoder("runs/NAME")`` and ``python -m mlse eval --model runs/NAME``
-accept it)::
+**Output** (``out``, e.g. ``runs/NAME``, which ``load_encoder`` accepts)::
 
     out/model/                 the student at its best dev score (a sentence-transformers folder)
     out/adapter/               a LoRA student's adapter (mlse.train.recipes.lora)
-    out/finetune_config.json   the configuration (not ``config.json``: a ``config.json`` at the top of a folder makes
-                               the registry take the folder itself for a plain transformers model)
+    out/finetune_config.json   the configuration (a top-level ``config.json`` would look like a transformers model)
     out/log.jsonl              one progress record per evaluation
     out/metrics.json           final and best dev scores, steps, speed, data counts
 
-``out/model`` is always either the previous good checkpoint or the new one. A run stops at the budget, at
-``max_steps``, when the signal says stop (the app's stop button) or on KeyboardInterrupt (metrics are written,
-then the interrupt propagates). A run stopped before its first training step raises
-:class:`mlse.stop_signal.Stopped` and leaves no model; one stopped later keeps its best checkpoint and says
-``"partial"`` in ``metrics.json``.
-
-**GPU.** The same code runs on ``cuda`` when available (``MLSE_DEVICE`` or ``FinetuneConfig.device`` override), in
-mixed precision by default (:mod:`mlse.train.device`). Started by ``torchrun`` / ``accelerate launch`` (``WORLD_SIZE >
-1``), every process trains on its own batches with averaged gradients (:mod:`mlse.train.distributed`); rank 0
-evaluates, saves and writes the run folder.
+``out/model`` is always either the previous good checkpoint or the new one. KeyboardInterrupt writes the metrics, then
+propagates. A run stopped before its first step raises :class:`mlse.stop_signal.Stopped` and leaves no model; one
+stopped later keeps its best checkpoint, ``"partial"`` in ``metrics.json``. On ``cuda`` it runs in mixed precision
+(:mod:`mlse.train.device`); under ``torchrun`` every rank trains its own batches (:mod:`mlse.train.distributed`).
 """
 
 from __future__ import annotations
@@ -86,10 +71,8 @@ def finetune(
 ) -> dict:
     """Train ``config.student`` by ``config.method`` within the budget and write the run to ``config.out``.
 
-    ``config`` is validated first (:func:`mlse.train.config_validation.validate`; the app's requests are validated
-    when they are made and come in through :func:`run_finetune`). ``progress`` receives each evaluation's log record
-    (:class:`mlse.train.loop.TrainingLoop`). ``signal``: see the module docstring; a stop ends the run after the
-    current step. Returns the final metrics (also in ``out/metrics.json``). ``config.out`` None:
+    ``config`` is validated first. ``progress`` receives each evaluation's log record; a ``signal`` stop ends the run
+    after the current step. Returns the final metrics (also in ``out/metrics.json``). ``config.out`` None:
     ``$MLSE_RUNS/<student>+<method>``.
     """
     validate(config)
@@ -105,8 +88,7 @@ def run_finetune(
     ctx = init_from_env(config.device or default_device())
     try:
         metrics = _finetune(config, ctx, progress, signal)
-        # Leave together: a rank that tears the process group down while rank 0 still writes the run folder can
-        # abort in gloo's teardown ("terminate called without an active exception", seen once in CI).
+        # Leave together: a rank tearing the group down while rank 0 still writes can abort in gloo's teardown.
         barrier(ctx)
         return metrics
     finally:
@@ -237,8 +219,7 @@ def _finetune(config: FinetuneConfig, ctx, progress, signal: StopSignal | None) 
 def _finish(run: _Run, reason: str, prepare_s: tuple[float, float], *, final_eval: bool) -> dict:
     """Last evaluation (unless the last step was just evaluated), a model on disk in any case, metrics.json.
 
-    Ranks other than 0 write nothing and return their own metrics (``rank`` set). ``prepare_s``: the preparation's
-    wall and CPU seconds.
+    Ranks other than 0 write nothing and return their own metrics (``rank`` set). ``prepare_s``: wall and CPU seconds.
     """
     loop, out = run.loop, Path(run.loop.cfg.out)
     ctx, student = loop.ctx, loop.model

@@ -1,14 +1,9 @@
 """The data of a fine-tuning run: English-X training pairs, the frozen teacher's targets, the STS dev set and its score.
 
-Training pairs are the contamination-filtered Tatoeba-Challenge bitext (:func:`mlse.data.bitext.load_filtered_bitext`;
-English is always the src / anchor side), each language pair capped and sampled with its own seed, all shuffled
-together. They come from the data directory when it holds the bitext, else from the filtered sample shipped under
-``assets/data/finetune-bitext`` (:mod:`mlse.data.bitext_sample`; a Space has no other source); ``info["source"]`` says
-which, and the run records it as ``training_data``.
-
-Frozen-teacher embeddings (``mse``, ``soft``) are computed once through :func:`mlse.models.load_model`, i.e. the
-on-disk embedding cache, so a second run with the same teacher and data encodes nothing. The dev score is the
-Spearman x 100 of the cosine on STS Multi MT **dev**, per pair.
+Training pairs are the contamination-filtered Tatoeba-Challenge bitext (English is always the src side), each pair
+capped and sampled with its own seed, all shuffled together; from the data directory, else the shipped sample
+(``info["source"]`` says which). Teacher embeddings go through the embedding cache. The dev score is Spearman x 100 of
+the cosine on STS Multi MT **dev**, per pair.
 """
 
 from __future__ import annotations
@@ -53,7 +48,7 @@ def english_first(pair: str) -> tuple[str, str]:
 
 def run_bitext(cfg: FinetuneConfig, stop: StopSignal | None = None, label: str = "finetune data"):
     """The run's bitext sample: its English-X pairs, contamination-filtered, pair ``i`` capped at ``max_pairs`` and
-    sampled with seed ``[seed, i]`` (:func:`mlse.data.bitext.load_filtered_bitext`)."""
+    sampled with seed ``[seed, i]``."""
     return load_filtered_bitext(
         ["-".join(english_first(pair)) for pair in cfg.pairs],
         max_pairs=cfg.max_pairs,
@@ -82,8 +77,7 @@ def teacher_targets(
     cfg: FinetuneConfig, data: TrainingData, dim: int, device: str, stop: StopSignal | None = None
 ) -> tuple:
     """Frozen-teacher embeddings (mse, soft): ``(t(src) [N, d_t], t(tgt) [N, d_t] or None, info)``, unnormalised (MSE
-    targets are the teacher's raw outputs; the soft labels are cosines, which ignore the norm). The dimension check
-    runs on one text before the bulk encoding."""
+    targets are the raw outputs; soft labels are cosines). The dimension check runs on one text first."""
     if cfg.method not in ("mse", "soft"):
         return None, None, {}
     teacher = load_model(cfg.teacher, device=device)  # the same cache entries as `mlse eval` of the teacher
@@ -135,7 +129,7 @@ def student_embeddings(
     student, texts: Sequence[str], batch_size: int, *, normalize: bool, stop: StopSignal | None = None
 ) -> np.ndarray:
     """The student's embeddings [n, d] of ``texts`` in eval mode (no dropout), put back in train mode after; ``stop``
-    is asked between chunks (:func:`~mlse.stop_signal.encode_in_chunks`)."""
+    is asked between chunks."""
     student.eval()
     try:
         return encode_in_chunks(

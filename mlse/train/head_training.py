@@ -1,9 +1,7 @@
 """Train the Stage 1 and Stage 2 heads on cached embeddings of a frozen backbone, and save them as scorers.
 
 Data flow: parallel / STS data -> backbone embeddings (through the embedding cache) -> head.fit -> Scorer.save.
-``backend`` runs a backbone given by name on torch, onnx or onnx-int8 (the command line's and the app's
-``--backend``). :func:`train_heads` runs the settings the command line and the app make
-(:class:`mlse.train.config.Stage1Settings`, :class:`~mlse.train.config.Stage2Settings`).
+``backend`` runs a backbone given by name on torch, onnx or onnx-int8.
 """
 
 from __future__ import annotations
@@ -51,8 +49,7 @@ def stage1_data(
     """Contamination-filtered translation pairs of every requested pair, embedded by the backbone.
 
     Each language pair is capped at ``max_pairs`` (a seeded subset) *after* filtering, so every pair keeps its share.
-    ``stop`` is asked between language pairs and between encoding chunks (:class:`Stopped` ends it).
-    """
+    ``stop`` is asked between language pairs and between encoding chunks (:class:`Stopped` ends it)."""
     if not pairs:
         raise DataError("no parallel pairs given for Stage 1")
     bitext = load_filtered_bitext(
@@ -95,9 +92,7 @@ def language_probe(
     """Accuracy (%) of a linear language-ID probe on backbone, meaning and language embeddings.
 
     FLORES-200 devtest is multi-way parallel: the probe trains on the first half of the sentence ids and is tested on
-    the other half, so no test sentence's meaning was seen in training. Chance is 100 / len(langs).
-    ``stop``: the FLORES texts are first encoded in stoppable chunks (then served from the cache).
-    """
+    the other half, so no test sentence's meaning was seen in training. ``stop`` is asked while encoding."""
     from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn is slow to import; only the probe
 
     flores = load_flores(list(langs), data_dir)
@@ -133,12 +128,9 @@ def train_stage1(
 ):
     """Fit a Stage-1 head on ``backbone`` and save the scorer ``backbone+s1`` to ``out``.
 
-    ``stop`` (the job's :class:`~mlse.stop_signal.StopSignal`) is asked in every phase. While loading or encoding
-    data it ends the call with :class:`~mlse.stop_signal.Stopped` (nothing saved; encoded chunks stay cached); during
-    training (asked after every epoch) the best epoch so far is saved, marked partial in its metadata with the reason
-    (``"budget"`` or ``"stopped"``). The budget starts once the data and the language probe's texts are encoded; the
-    probe runs after training, even when the budget ended it (only the Stop button skips it, marking the run partial).
-    ``backend``: the runtime of a backbone given by name (the heads are recorded against the weights).
+    ``stop`` is asked in every phase: while loading or encoding it raises :class:`~mlse.stop_signal.Stopped`
+    (nothing saved); during training the best epoch is saved, marked partial with the reason (``"budget"`` or
+    ``"stopped"``). The budget starts once the data and probe texts are encoded; only the Stop button skips the probe.
     """
     from mlse.heads.stage1 import Stage1Head  # lazy: the heads are torch modules (torch costs seconds to import)
 
@@ -164,7 +156,6 @@ def train_stage1(
     }
     partial = {"phase": "training", "reason": ended_by, "epochs": len(head.history_)} if ended_by else None
     if probe and ended_by != "stopped":
-        # the probe evaluates what was trained, on texts encoded before the budget: only the Stop button skips it
         button = None if stop is None else StopSignal(stop.event, also=stop.also)
         try:
             metrics["language_probe"] = language_probe(scorer, data_dir=data_dir, seed=seed, stop=button)
@@ -192,9 +183,7 @@ def train_stage2(
 ):
     """Fit a Stage-2 head on the meaning embeddings of a saved Stage-1 scorer; save ``...+s2`` to ``out``.
 
-    ``stop`` as for :func:`train_stage1`; ``backend``: the runtime of the Stage-1 scorer's backbone when ``stage1`` is
-    a name or folder.
-    """
+    ``stop`` as for :func:`train_stage1`; ``backend``: the runtime of the Stage-1 scorer's backbone."""
     from mlse.heads.stage2 import Stage2Head  # lazy: the heads are torch modules (torch costs seconds to import)
 
     base = load_model(str(stage1), backend=backend) if isinstance(stage1, (str, Path)) else stage1
@@ -250,8 +239,7 @@ def train_heads(
     stop: StopSignal | None = None,
 ) -> Scorer:
     """Run the Stage-1 or Stage-2 settings the command line and the app make (``out`` must be set): each field goes to
-    :func:`train_stage1` / :func:`train_stage2` under its own name, ``lr`` and ``max_epochs`` only when set (else the
-    head's own defaults)."""
+    :func:`train_stage1` / :func:`train_stage2` by name, ``lr`` and ``max_epochs`` only when set."""
     train = train_stage1 if isinstance(settings, Stage1Settings) else train_stage2
     options = {k: v for k, v in asdict(settings).items() if v is not None or k not in ("lr", "max_epochs")}
     return train(**options, progress=progress, stop=stop)

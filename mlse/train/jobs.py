@@ -1,30 +1,14 @@
 """The app's training jobs: a :class:`~mlse.train.request.TrainRequest` becomes a job for the
 :class:`~mlse.train.runner.JobRunner`.
 
-The request was validated when it was made (:mod:`mlse.train.request`); a job trusts it. It becomes a configuration
-through the command line's own functions (:func:`mlse.train.request.request_config`), once, where the training runs (in
-the app's process or its child), and runs Stage-1 / Stage-2 heads (:mod:`mlse.train.head_training`, on the app's
-backend) or one of the fine-tuning methods of :mod:`mlse.train.finetune` (``mse``, ``ema``, ``soft``, ``hard``). Outputs
-go to ``runs_dir()/NAME``, where the model registry finds them, so a finished run appears in every model list.
+The request was validated when made; a job trusts it and runs it via :func:`mlse.train.request.request_config`.
+Outputs go to ``runs_dir()/NAME``. **The budget counts training, not preparation** (loading, the one-off encoding),
+with its own limit (:func:`preparation_limit_s`), so a small budget is not spent encoding. See docs/app/finetune.md.
 
-The budget counts training, not preparation: a job gets the runner's :class:`mlse.stop_signal.StopSignal` (the stop
-button) and gives it the time budget and a limit of its own on the preparation (:func:`preparation_limit_s`).
-**Preparation** -- loading the data and models and the one-off encoding of the data (Stage 1 / 2) or of the teacher's
-targets (fine-tuning), which a rerun finds in the embedding cache -- comes first, with its own count in the progress
-records (:func:`encoding_record`). The **budget**'s clock starts when training does (:func:`training_record`), and
-counts training, dev evaluations, the language probe and saving. So the smallest budget the app offers trains on a
-fresh cache as on a warm one, and the command line's ``--budget-minutes`` (which never counted the preparation) means
-the same. Why not a whole-job budget: on a fresh cache a 0.5-minute budget was spent encoding, and the job ended with
-nothing saved.
-
-A stop (or the preparation limit) before training has anything to show ends the job with nothing saved; a stop later
-saves the best checkpoint so far, marked partial (``partial`` in the scorer's metadata / the run's ``metrics.json``). A
-run that fails, is stopped early or is cancelled puts back the run folder it was replacing.
-
-The app trains in a spawned child (:mod:`mlse.train.child_jobs`), so that a job's memory returns to the system; while
-a child that an earlier start of the app left running still lives, a new child job is refused
-(:func:`refuse_while_orphans_run`), so two runs never train at once. On ZeroGPU (Hugging Face Spaces) the training call
-gets a GPU (:func:`_maybe_on_gpu`).
+A stop before training has anything to show saves nothing; a later stop saves the best checkpoint, marked partial. A
+run that fails or is stopped early puts back the run folder it was replacing. The app trains in a spawned child
+(:mod:`mlse.train.child_jobs`) so that memory returns to the system; a live orphan child refuses new child jobs, so two
+runs never train at once.
 """
 
 from __future__ import annotations
@@ -52,8 +36,7 @@ from mlse.train.runner import JobFn, Report
 
 log = logging.getLogger(__name__)
 
-# How long a job may prepare (load, encode) before its budget starts: PREPARATION_BUDGETS budgets, at least
-# PREPARATION_MIN_S (so that the smallest budget offered, 0.5 minutes, may encode a few thousand texts on a CPU).
+# How long a job may prepare before its budget starts: PREPARATION_BUDGETS budgets, at least PREPARATION_MIN_S.
 PREPARATION_BUDGETS = 10
 PREPARATION_MIN_S = 300.0
 
@@ -61,9 +44,8 @@ PREPARATION_MIN_S = 300.0
 def training_job(req: TrainRequest, *, child_process: bool = False, started: float | None = None) -> JobFn:
     """A job function for :meth:`JobRunner.submit`; it trusts ``req`` (validated when it was made, never again).
 
-    ``child_process``: train in a spawned child (:mod:`mlse.train.child_jobs`; progress and Stop work as in-process),
-    but not under ZeroGPU (``spaces``), whose GPU is attached to the calling process. ``started``: when the budget's
-    clock started (a child continues its parent's clock); default: when the job starts.
+    ``child_process``: train in a spawned child, but not under ZeroGPU (``spaces``), whose GPU is attached to the
+    calling process. ``started``: when the clock started (a child continues its parent's); default: job start.
     """
     if child_process and importlib.util.find_spec("spaces") is None:
         refuse_while_orphans_run(req.out.parent)
@@ -136,8 +118,7 @@ def training_record(prepare_s: float, budget_minutes: float) -> dict:
 def refuse_while_orphans_run(root: Path) -> None:
     """MlseError while a training child left by an earlier start of the app still runs (it holds its job lock).
 
-    The message names the run, never a path on the server. Stale locks are swept first, so a child that has just
-    ended is not mistaken for a live one."""
+    The message names the run, never a server path. Stale locks are swept first, so a just-ended child is not live."""
     sweep_interrupted(root)
     orphans = live_orphans(root)
     if orphans:
@@ -168,8 +149,7 @@ def _child_training_job(req: TrainRequest) -> JobFn:
 
 def train_in_this_process(req: TrainRequest, started: float, *, report: Report, stop: StopSignal) -> dict:
     """The child's side of :func:`training_job` with ``child_process=True`` (an importable, picklable entry): the
-    request as the parent validated it, and the child's own signal (``stop``, whose Stop button is the parent's:
-    :func:`mlse.train.child_jobs.run_in_child`), which the job gives its budget from ``started`` on."""
+    request as the parent validated it; ``stop`` relays the parent's Stop button; the budget counts from ``started``."""
     return training_job(req, started=started)(report, stop)
 
 
@@ -236,10 +216,9 @@ def _fmt(value) -> str:
 
 def _maybe_on_gpu(fn: Callable, seconds: float) -> Callable:
     """``spaces.GPU(fn, duration=...)`` when the ``spaces`` package is importable (ZeroGPU Spaces: it attaches a GPU for
-    the call there; ``spaces`` is no dependency of this project, a Space's own environment provides it), else ``fn``.
+    the call there; not a dependency of this project), else ``fn``.
 
-    The duration covers ``seconds`` (the preparation limit plus the budget) and 10 minutes for the final evaluation
-    and saving.
+    The duration covers ``seconds`` (preparation limit plus budget) and 10 minutes for the final evaluation and saving.
     """
     if importlib.util.find_spec("spaces") is None:
         return fn

@@ -4,28 +4,14 @@ the reasons to stop, the evaluation cadence, checkpoints and the log.
 What a method does with a batch comes in through a :class:`mlse.train.methods.Method` (``batch_loss(idx)``,
 ``after_step``, what it adds to the records); the dev score and the checkpoint come in as callbacks.
 
-**Budget.** ``budget_minutes`` covers the training loop *and* the dev evaluations inside it, counted on the clock
-``budget_clock`` names (:func:`budget_clock`: wall seconds, or this process's CPU seconds per torch thread; on a GPU
-always the wall clock, :func:`effective_clock`). The total number of steps ``K`` (for the linear learning-rate warm-up
-over ``warmup_fraction`` of it, and for the EMA schedule) is not known in advance: after every step it is re-estimated
-as ``steps done + remaining budget / measured seconds per training step`` (evaluation time is spent from the budget
-but not counted in seconds/step, so ``K`` overestimates slightly while evaluations remain), capped by ``max_steps``.
-Before the first step is timed the estimate is ``max_steps`` or 10,000 (so the very first step runs at a tiny learning
-rate). After the warm-up the learning rate stays constant: a budgeted run can stop at any moment, so there is no decay
-to a known end.
+**Budget.** ``budget_minutes`` covers training *and* the dev evaluations in it, on :func:`effective_clock`. The total
+step count ``K`` (for the warm-up over ``warmup_fraction`` of it, and the EMA schedule) is re-estimated after every step
+as ``steps done + remaining budget / seconds per training step``, capped by ``max_steps``. After the warm-up the
+learning rate stays constant: a budgeted run can stop at any moment, so there is no known end to decay to.
 
-**Stopping.** Asked before every step (:meth:`TrainingLoop.stop_reason`). With several processes
-(:mod:`mlse.train.distributed`) only rank 0 evaluates, saves and writes the log; the other ranks wait for it at the
-next gradient all-reduce.
-
-**Weight averaging.** With ``average_from`` set, the trainable weights are averaged uniformly after every step from the
-one that reaches that fraction of ``K`` (:mod:`mlse.train.weight_average`); each later evaluation scores, and each
-checkpoint saves, the average, while training continues from the current weights. From the first averaged evaluation
-on only averages compete for the checkpoint: a run with averaging always ends on an averaged model, whatever its plain
-weights scored on dev before averaging began.
-
-**Precision.** The method's forward runs under the run's autocast (:mod:`mlse.train.device`); under float16 the loop
-scales the loss (``grad_scale`` in the metrics).
+**Stopping** is asked before every step. With several processes only rank 0 evaluates, saves and logs; the others wait
+at the next gradient all-reduce. **Weight averaging** (``average_from``): once averaging begins, evaluations score and
+checkpoints save the average, and only averages compete for the checkpoint. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -54,15 +40,13 @@ PROVISIONAL_STEPS = 10_000  # K before the first step has been timed
 
 def effective_clock(kind: str, device: str) -> str:
     """The clock a run on ``device`` counts its budget on: ``"cpu"`` only where the CPU does the work. On a GPU the
-    process's CPU seconds leave out the device's time (910 study steps on an H200 counted 13 s on that clock in 246 wall
-    seconds), so a CPU-time budget would run many times over there: the wall clock stands in."""
+    process's CPU seconds leave out the device's time, so the wall clock stands in."""
     return "wall" if kind == "cpu" and device.split(":")[0] != "cpu" else kind
 
 
 def budget_clock(kind: str) -> Callable[[], float]:
     """The budget's clock: ``"wall"`` seconds, or ``"cpu"``: seconds of CPU time of this process divided by torch's
-    thread count (on an idle machine it runs at the wall clock's pace; on a shared one it slows down with the share of
-    the cores the process gets)."""
+    thread count (on a shared machine it slows down with the share of the cores the process gets)."""
     if kind == "wall":
         return time.perf_counter
     import torch  # lazy: torch takes seconds to import, and the command line imports this module to start a run
@@ -80,10 +64,8 @@ def epoch_batches(
 ) -> list[np.ndarray]:
     """One epoch of batches over ``range(n)``: every index exactly once, a short last batch kept.
 
-    Without ``lengths``: consecutive slices of a seeded permutation. With ``lengths`` (length bucketing): the
-    permutation is cut into chunks of ``chunk_batches`` batches, each chunk is sorted by length before it is cut into
-    batches, and the batch order is shuffled, so a batch pads to a similar length (less wasted compute) while which
-    sentences meet in a batch, and when, stays random.
+    With ``lengths`` (length bucketing) each chunk of ``chunk_batches`` batches is sorted by length before it is cut,
+    and the batch order is shuffled: batches pad to similar lengths while which sentences meet stays random.
     """
     order = rng.permutation(n)
     if lengths is not None:
@@ -128,7 +110,7 @@ class TrainingLoop:
         self.out = Path(cfg.out)
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        # float16 autocast (mlse.train.device): the loss is scaled so that small gradients survive in float16
+        # float16: the loss is scaled so that small gradients survive
         self.scaler = torch.amp.GradScaler(device.split(":")[0]) if needs_grad_scaler(precision) else None
         self.clock_kind = effective_clock(cfg.budget_clock, device)
         self.clock = budget_clock(self.clock_kind)
@@ -191,8 +173,7 @@ class TrainingLoop:
             self.scaler.update()
         self.method.after_step(self.step, self.total_steps)
         self.step += 1
-        # the weights after this step join the running average once ``average_from`` of the estimated steps are done
-        # (the estimate K is re-made every step, so the start is fixed the first time the step reaches it)
+        # K is re-estimated every step, so the average's start is fixed the first time the step reaches it
         if self.average is not None:
             if self.average_from_step is None and self.step >= self.cfg.average_from * self.total_steps:
                 self.average_from_step = self.step
@@ -228,8 +209,7 @@ class TrainingLoop:
             return {}
         mean = float(np.mean(list(self.last_dev.values())))
         if None not in (self.average_from_step, self.best_step) and self.best_step < self.average_from_step:
-            # the average is the model an averaged run stands for: a dev peak of the plain weights before averaging
-            # began (the noise averaging is there to smooth) no longer holds the pick against it
+            # an averaged run stands for its average: a plain-weights dev peak from before averaging no longer counts
             self.best = -math.inf
         saved = math.isfinite(mean) and mean > self.best
         if saved:

@@ -1,19 +1,12 @@
 """How each fine-tuning method turns a batch of translation pairs into a loss: the strategy the training loop calls.
 
-The loop (:mod:`mlse.train.loop`) knows no method: it asks a :class:`Method`. All four translation methods share one
-step (:class:`PairMethod`) and differ in their loss (:mod:`mlse.losses`) and their teacher:
+The four translation methods share one step (:class:`PairMethod`) and differ in loss and teacher: ``mse`` (frozen
+teacher's precomputed embeddings), ``ema`` (an :class:`~mlse.losses.ema.EmaTeacher`), ``soft`` (soft contrastive with
+the frozen teacher), ``hard`` (no teacher); ``sts`` is the supervised STS term alone (:mod:`mlse.train.sts_term`),
+which ``sts_loss`` adds to any of them.
 
-* ``mse``  -- :class:`~mlse.losses.mse.MSEDistillLoss` against the frozen teacher's precomputed embeddings;
-* ``ema``  -- the same loss (``include_src`` False unless set) against an :class:`~mlse.losses.ema.EmaTeacher`'s
-  forward, updated after every step by the schedule ``tau = ema_tau(k, K, tau_base)``;
-* ``soft`` -- :class:`~mlse.losses.soft_contrastive.SoftContrastiveLoss` with the frozen teacher's embeddings;
-* ``hard`` -- :class:`~mlse.losses.contrastive.HardContrastiveLoss`, no teacher;
-* ``sts``  -- no translation loss: the supervised STS term alone.
-
-With ``sts_loss`` set, any of them adds the STS term on scored pairs (:mod:`mlse.train.sts_term`).
-
-Adding a method: its loss module in ``mlse/losses/``, a branch in :func:`build_loss` (and :func:`build_teacher` when it
-has a teacher of a new kind), its name in :data:`mlse.train.config.METHODS` and its options in ``FinetuneConfig``.
+Adding a method: its loss in ``mlse/losses/``, a branch in :func:`build_loss` (and :func:`build_teacher` for a new
+kind of teacher), its name in :data:`mlse.train.config.METHODS` and its options in ``FinetuneConfig``.
 """
 
 from __future__ import annotations
@@ -74,7 +67,7 @@ class PrecomputedTeacher(NoTeacher):
 
 class EmaTargets(NoTeacher):
     """Ham & Kim's teacher (:class:`~mlse.losses.ema.EmaTeacher`): its forward of the src side, its update after every
-    step; the log shows tau, the metrics the last tau and the checksums of the teacher's weights."""
+    step, tau in the log and the teacher's weight checksums in the metrics."""
 
     def __init__(self, teacher):
         self.teacher = teacher
@@ -104,7 +97,6 @@ class PairMethod:
         self.loss_fn, self.student, self.data, self.device, self.teacher = loss_fn, student, data, device, teacher
         # the MSE losses without the src term never run the student on the src side
         self.sentences_per_pair = 2 if getattr(loss_fn, "include_src", True) else 1
-        # the teacher's update after a step, and what it adds to the log and the metrics, are the method's
         self.after_step, self.record, self.final_metrics = teacher.after_step, teacher.record, teacher.final_metrics
 
     def batch_loss(self, idx: np.ndarray):
@@ -146,7 +138,7 @@ def build_method(
     cfg: FinetuneConfig, student, data: TrainingData, targets: tuple, device: str, precision: str, sts_rows=None
 ) -> Method:
     """The method of ``cfg`` on ``student`` (after every recipe reshaped it), in the resolved ``precision``; with
-    ``cfg.sts_loss`` set, plus the supervised STS term on ``sts_rows`` (:mod:`mlse.train.sts_term`)."""
+    ``cfg.sts_loss`` set, plus the STS term on ``sts_rows``."""
     dtype = autocast_dtype(precision)
     forward = AutocastForward(student, device, dtype)
     method = None

@@ -2,11 +2,8 @@
 it is made, where it enters; the job (in the app's process or its child) trusts it.
 
 A refusal is one :class:`~mlse.errors.MlseError` naming the form's field and what it allows (``Batch size: must be >=
-1, got 0``). In order: each field's type (the form's empty or 0 in an optional number: "the default"), the request's
-own rules (a model, a safe run name, a language pair, a teacher), a public deployment's limits, the run folder, then
-the configuration it becomes (:func:`request_config`) by the configuration's own rules
-(:func:`mlse.train.config_validation.validate`: its :class:`~mlse.train.config_validation.OptionError` names the option,
-for which the form names its field).
+1, got 0``). Checked in order: field types, the request's own rules, a public deployment's limits, the run folder, then
+the configuration it becomes (:func:`request_config`) by :func:`mlse.train.config_validation.validate`.
 """
 
 from __future__ import annotations
@@ -69,9 +66,8 @@ _KINDS = {"int": "a whole number", "float": "a number", "bool": "yes or no", "li
 
 class TrainRequest(BaseModel):
     """What the app's Fine-tune tab asks for (left-out options take the configurations' defaults); validated when made
-    (see the module docstring), then :func:`request_config` makes it a configuration and
-    :func:`mlse.train.jobs.training_job` a job. ``TrainRequest.model_validate(form, context={"offered": names})``
-    gives a public deployment the models it offers."""
+    (see the module docstring). ``TrainRequest.model_validate(form, context={"offered": names})`` gives a public
+    deployment the models it offers."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)  # made valid, it stays as it was made
 
@@ -193,9 +189,8 @@ def _type_message(error: dict) -> str:
 def request_config(req: TrainRequest, out: Path) -> FinetuneConfig | Stage1Settings | Stage2Settings:
     """The configuration of an app request whose run folder is ``out``, through the command line's functions.
 
-    The form's fields are read as the command line's flags are; what is the form's own: its teacher field counts only
-    for a method with a frozen teacher (it may hold a stale value while hidden). The app's backend reaches the heads'
-    backbone; fine-tuning trains and evaluates the student on torch, as ``python -m mlse finetune`` does.
+    The teacher field counts only for a method with a frozen teacher (it may hold a stale value while hidden). The
+    backend reaches only the heads' backbone; fine-tuning runs on torch.
     """
     make, settings, model = {
         "stage1": (stage1_settings, Stage1Settings, "backbone"),

@@ -1,18 +1,12 @@
 """Background jobs for the app: one run at a time, a short bounded queue, progress the UI can poll.
 
-Why a runner of its own: a training run lasts minutes, far longer than a web request should block, and two runs at
-once would fight over the one CPU/GPU. :class:`JobRunner` runs one job at a time in a daemon thread; a job is a plain
-callable ``fn(report, signal) -> result`` that calls ``report(record)`` with progress records (appended to
-``job.records``, which the UI polls) and asks ``signal``, the job's :class:`~mlse.stop_signal.StopSignal` (the app's
-stop button sets it; the job gives it its budget), whether to stop. Every session of the app
-shares one runner, so everybody sees that a run is in progress, and a start while one runs is queued (up to
-``max_queued``) or refused with a message naming the running job. A failing job ends in state ``"failed"`` with its
-message; it never takes the runner (or the app) down. The training jobs themselves are built by
-:mod:`mlse.train.jobs`.
+Two runs at once would fight over the one CPU/GPU. A job is a callable ``fn(report, signal) -> result`` that reports
+progress records (appended to ``job.records``, which the UI polls) and asks ``signal``, its
+:class:`~mlse.stop_signal.StopSignal`, whether to stop. All sessions share one runner: a start while one runs is queued
+(up to ``max_queued``) or refused. A failing job ends ``"failed"``; it never takes the runner down.
 
-A job may have an ``owner``: an unguessable token its submitter keeps (the app keeps one per page session). Asked with
-an owner, :meth:`JobRunner.stop` and :meth:`JobRunner.latest` reach only that owner's jobs, so a public page can let
-a visitor stop and watch their own run, and tell everybody else only that a run is busy (:meth:`busy_text`).
+A job may have an ``owner`` (an unguessable per-session token): asked with an owner, :meth:`JobRunner.stop` and
+:meth:`JobRunner.latest` reach only that owner's jobs; others learn only that a run is busy (:meth:`busy_text`).
 """
 
 from __future__ import annotations
@@ -73,10 +67,8 @@ class Job:
 class JobRunner:
     """Runs submitted jobs one at a time, in submission order, in a background thread.
 
-    ``max_queued``: how many jobs may wait behind the running one (0: a second submit is refused).
-    ``keep``: how many finished jobs are remembered (for ``latest()``).
-    ``on_finish``: called with each job once it has ended (the app rescans its model list there, so a new run joins
-    every model picker at once); its errors are logged, never raised into the runner.
+    ``max_queued``: jobs that may wait behind the running one (0: refuse a second submit); ``keep``: finished jobs kept.
+    ``on_finish``: called with each job once it has ended; its errors are logged, never raised into the runner.
     """
 
     def __init__(self, max_queued: int = 0, keep: int = 20, on_finish: Callable[[Job], None] | None = None):
@@ -95,8 +87,7 @@ class JobRunner:
         self, name: str, fn: JobFn, description: str = "", meta: dict | None = None, owner: str | None = None
     ) -> Job:
         """Queue ``fn``; it starts at once when nothing runs. Raises :class:`JobBusyError` when the queue is full.
-        ``owner``: the submitter's token (see the module docstring); the busy message then names no other owner's
-        job."""
+        ``owner``: the submitter's token; the busy message then names no other owner's job."""
         with self._lock:
             if len(self._active_jobs()) > self.max_queued:  # one running (or about to) + max_queued waiting
                 raise JobBusyError(self._busy_text() if owner is None else self.busy_text(owner, locked=True))

@@ -1,12 +1,8 @@
 """The supervised STS term of a fine-tuning run: scored pairs beside (or instead of) the translation pairs.
 
-Tiyajamorn et al.'s premise is that multilingual STS needs parallel sentences *and* human-annotated pairs; the
-distillation methods see only the first. With ``sts_loss`` set, every training step also draws ``sts_batch_size``
-scored pairs of the STS Multi MT train split in a random language pairing (:mod:`mlse.data.sts_train`, contamination
-filtered) and adds ``sts_weight`` x a ranking loss on the student's cosines of them -- CoSENT (Su 2022,
-:mod:`mlse.losses.cosent`) or AnglE (Li & Li 2023, :mod:`mlse.losses.angle`). Method ``sts`` is the term alone.
-
-:class:`WithStsTerm` wraps any :class:`mlse.train.methods.Method`, so the loop still knows no method.
+With ``sts_loss`` set, every step also draws ``sts_batch_size`` scored STS Multi MT train pairs in a random language
+pairing (:mod:`mlse.data.sts_train`) and adds ``sts_weight`` x CoSENT or AnglE on the student's cosines. Method ``sts``
+is the term alone. :class:`WithStsTerm` wraps any :class:`mlse.train.methods.Method`.
 """
 
 from __future__ import annotations
@@ -50,7 +46,6 @@ class WithStsTerm:
 
     def __init__(self, base, term: StsTerm, weight: float, batch_size: int):
         self.base, self.term, self.weight = base, term, weight
-        # sentences the student runs per translation pair of the loop's batch (its throughput figure)
         own = 2 * term.batch_size / max(1, batch_size)
         self.sentences_per_pair = (base.sentences_per_pair if base is not None else 0) + own
 

@@ -42,22 +42,18 @@ def student_dim(student) -> int:
 def tokenize(student, texts: list[str], device: str) -> dict:
     """Model inputs of ``texts`` on ``device``: ``preprocess`` in sentence-transformers >= 6, else ``tokenize``.
 
-    The student's own prefix (e5's ``"query: "``) goes first, as ``encode`` adds it at evaluation time: training
-    and evaluation must see the same text.
-    """
+    The student's own prefix (e5's ``"query: "``) goes first, as ``encode`` adds it at evaluation time."""
     prefix = text_prefix(student)  # "" when the model has none
     prepare = getattr(student, "preprocess", None) or student.tokenize
-    # the tensors on ``device``; other entries pass through
     return {k: v.to(device) if hasattr(v, "to") else v for k, v in prepare([prefix + t for t in texts]).items()}
 
 
 class AutocastForward:
     """Call a sentence-transformers model with its first module (the transformer) under autocast to ``dtype``
-    (bfloat16 or float16: :mod:`mlse.train.device`).
+    (bfloat16 or float16).
 
-    The pooling / normalisation modules and everything after run in float32 on float32 token embeddings, so the
-    losses see float32 sentence embeddings; the weights and optimiser state stay float32 (mixed precision). With
-    ``dtype=None`` it is the plain model call.
+    Pooling and later modules run in float32, so the losses see float32 sentence embeddings; weights and optimiser
+    state stay float32. With ``dtype=None`` it is the plain model call.
     """
 
     def __init__(self, model, device: str, dtype=None):
@@ -117,8 +113,7 @@ def restrict_training(cfg: FinetuneConfig, student, base_modules: int) -> dict:
     """Freeze the token embeddings and/or wrap the transformer in LoRA adapters, as configured.
 
     ``base_modules``: how many of the student's modules are the base model's own (the rest, e.g. a bridge, were
-    appended by a recipe); under LoRA the base's modules after the transformer are frozen, the appended ones train.
-    """
+    appended by a recipe); under LoRA the base's modules after the transformer are frozen, the appended ones train."""
     if cfg.freeze_embeddings:
         student[0].auto_model.get_input_embeddings().weight.requires_grad_(False)
     if cfg.lora_r:
@@ -133,8 +128,7 @@ def restrict_training(cfg: FinetuneConfig, student, base_modules: int) -> dict:
 def save_model_atomically(student, folder: Path) -> None:
     """Save into a temporary sibling, then rename over ``folder``: a reader never sees a half-written model.
 
-    A LoRA student is saved with its adapter merged: the folder is an ordinary sentence-transformers model.
-    """
+    A LoRA student is saved with its adapter merged: the folder is an ordinary sentence-transformers model."""
     with atomic_dir(folder) as tmp:
         merged_copy(student).save(str(tmp), create_model_card=False)
 

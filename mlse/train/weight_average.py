@@ -1,14 +1,9 @@
 """A uniform running average of a model's trained weights over the later part of a run (stochastic weight averaging,
 Izmailov et al. 2018, at a constant learning rate): θ̄ₙ = θ̄ₙ₋₁ + (θₙ − θ̄ₙ₋₁) / n after each step it covers.
 
-With the learning rate constant after its warm-up (:mod:`mlse.train.loop`), a run's weights wander over a plateau
-where its dev score moves by ±0.5 between evaluations; their average sits nearer the plateau's centre, which is
-where weight soups of whole runs (:mod:`mlse.encoders.weight_soup`) found their gains.
-
-The average is torch's (``torch.optim.swa_utils.AveragedModel``: the first update copies, each later one moves the
-mean by 1/n), kept over a module that holds only the trainable parameters, so the copy it makes is of them alone (a
-LoRA student's adapters' A and B factors, each on its own: the average stays a rank-r adapter). What is this module's
-own is swapping the average in and out.
+At a constant learning rate a run's weights wander over a plateau; their average sits nearer its centre. See
+docs/training.md. The average is torch's ``AveragedModel`` over the trainable parameters alone (for a LoRA student its
+A and B factors, each on its own: the average stays a rank-r adapter).
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ from mlse.ui.credits import CREDITS_MARKDOWN
 TABS = [score_tab, map_tab, tatoeba_tab, gold_tab, finetune_tab, results_tab]
 QUEUE_MAX_SIZE = 32  # requests waiting beyond this are refused with a "queue full" message, not left hanging
 DEFAULT_CONCURRENCY = 2  # two cores: more parallel encodes only slow each other down
-# Gradio's queue regroups a DataFrame of its last 10,000 events twice per event for a monitoring summary served only
-# with monitoring on (it is off here): 12% of the app's CPU under 20 users (py-spy, benchmarks/app_load.py). Every
-# 1,000 events over the last 1,000 instead; an operator's own setting wins.
+# Gradio's queue recomputes a monitoring summary (off here) over its last events on every event: a large CPU share
+# under load. Fewer, smaller summaries instead; an operator's own setting wins.
 QUEUE_ANALYTICS_ENV = {"GRADIO_ANALYTICS_CACHE_FREQUENCY": "1000", "GRADIO_ANALYTICS_MAX_EVENTS": "1000"}
 
 
@@ -38,16 +37,14 @@ def build_app(state: AppState | None = None):
     return demo
 
 
-# Gradio keeps ~0.5 MB of state per session (a copy of the 173 blocks' config plus gr.State values), up to 10,000
-# sessions, and every API call without a session opens one: 1,000 requests held ~470 MB (benchmarks/app_soak.py).
-# 200 bound that at ~100 MB; a page whose session was dropped keeps working, only its map highlight needs a redraw.
+# Gradio keeps about 0.5 MB of state per session, and every API call without a session opens one: bound the count (a
+# page whose session was dropped keeps working; only its map highlight needs a redraw).
 SESSION_CAPACITY = 200
 
 
 def launch_options() -> dict:
     """Extra ``launch()`` arguments: the bound on sessions kept in memory, the ``<head>`` script that loads Plotly's
-    page code while the page is idle (:mod:`mlse.ui.plotly_preload`) and, on a public deployment, a cap on Gradio's
-    upload route (served to anyone, not only to the tabs' file fields: uncapped, a visitor could fill the disk)."""
+    page code while the page is idle and, on a public deployment, a cap on Gradio's upload route (open to anyone)."""
     from mlse.ui.plotly_preload import plotly_chunk, preload_head
 
     options = {"state_session_capacity": SESSION_CAPACITY, "head": preload_head(plotly_chunk())}
@@ -58,14 +55,9 @@ def build_server(state: AppState | None = None):
     """The app as ``python app.py`` serves it: a FastAPI app of our own holding the JSON routes for scripts
     (:mod:`mlse.serving.api_route`: ``POST /api/score``, ``GET /api/models``), with the page mounted at ``/``.
 
-    What ``launch()`` would set is set here the same way: :func:`launch_options`, ``show_error`` off, the page
-    installable on a Space, and ``has_launched``, without which Gradio skips its check that a file parameter lies in
-    its upload folder. The queue comes with the Blocks (:func:`build_app`). On ONNX torch gets one thread.
-
-    The upload folder is owned (:mod:`mlse.serving.upload_folder`): a file parameter must be an upload of the calling
-    session; uploads have a total and a per-visitor quota and are deleted when their session ends and after an hour;
-    every request body is capped at the transport (:mod:`mlse.serving.request_limits`).
-    """
+    What ``launch()`` would set is set here the same way (``has_launched`` included, without which Gradio skips its
+    upload-folder check). A file parameter must be an upload of the calling session (:mod:`mlse.serving.upload_folder`);
+    request bodies are capped (:mod:`mlse.serving.request_limits`)."""
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
     from gradio.utils import get_upload_folder  # lazy: as above
 

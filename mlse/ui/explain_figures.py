@@ -1,11 +1,8 @@
 """The pictures of "Why this score?": the word x word attribution heatmap and the word alignment heatmap.
 
-Plain functions returning plotly figures (no gradio). Rows are the words of sentence 1, columns those of sentence 2.
-The axes are positions with the words as tick labels, so a word that occurs twice ("a man ... a flute") keeps two rows
-instead of being merged by plotly's category axis. Words are HTML-escaped (plotly renders tags in labels and hovers).
-
-The attribution cells are written as whole numbers in a unit scaled to the matrix (:func:`cell_scale`): on a long pair
-every cell is small (0.012 at most), and two decimals would print 0.00 in nearly all of them; the title names the unit.
+Rows are sentence 1's words, columns sentence 2's; the axes are positions with words as tick labels, so a repeated
+word keeps two rows (plotly's category axis would merge them). Words are HTML-escaped. Cells are whole numbers in a
+unit scaled to the matrix (:func:`cell_scale`), since two decimals would print 0.00 on a long pair. No gradio.
 """
 
 from __future__ import annotations
@@ -38,8 +35,7 @@ def cell_labels(z: np.ndarray, scale: int) -> np.ndarray:
 
 def _word_grid(words1, words2, title: str, top: int, **heatmap):
     """A heatmap (``heatmap``: its settings) of the word pairs, each cell's hover naming its pair; sentence 1 read from
-    the top, sentence 2 along the bottom; ``title`` (plotly markup) in a top margin of ``top`` pixels, and a height
-    that grows with sentence 1's words."""
+    the top; ``title`` (plotly markup) in a top margin of ``top`` pixels; height grows with sentence 1's words."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     def ticks(words) -> dict:

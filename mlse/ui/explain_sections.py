@@ -1,10 +1,7 @@
 """The "Why this score?" sections of three tabs: widgets wired to the handlers of :mod:`mlse.ui.explain_view`.
 
-Every Explain button shares one slot (``concurrency_id="explain"``): an explanation keeps both cores busy for
-seconds, so a second one waits rather than halving the speed of both.
-
-No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
-handlers (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
+Every Explain button shares one slot (``concurrency_id="explain"``): an explanation keeps both cores busy, so a
+second one waits. No ``from __future__ import annotations``: gradio must see the real ``gr.SelectData`` class.
 """
 
 from mlse.explain import DEFAULT_STEPS
@@ -124,7 +121,7 @@ def _results(gr):
 
 def build_error_section(state, table, shown, columns: list[str]) -> None:
     """Under the Tatoeba tab's neighbours, query vs retrieved and query vs gold side by side: ``table`` is its errors
-    table (``columns`` its column names), ``shown`` the (source, scorer) it was computed for."""
+    table, ``shown`` the (source, scorer) it was computed for."""
     import gradio as gr  # lazy: handlers are tested without gradio
 
     picked = gr.State(None)  # the selected error: scorer and the three sentences

@@ -1,9 +1,8 @@
 """Why this score? in the app: one model's cosine of a pair split into word pairs (:mod:`mlse.explain`).
 
-Three places open it: the Score tab (two typed sentences, :func:`explain_and_keep`), a row of the Tatoeba errors
-table (query vs retrieved and query vs gold side by side, :func:`explain_retrieval_error`) and a row of the largest
-disagreements in the predicted-vs-gold tab (:func:`explain_listed_pair`). Handlers return plotly figures and
-markdown; bad input and models the method cannot explain come back as the library's message, never as a traceback.
+Opened from the Score tab (:func:`explain_and_keep`), the Tatoeba errors table (:func:`explain_retrieval_error`) and
+the largest disagreements (:func:`explain_listed_pair`). Handlers return plotly figures and markdown; failures come
+back as the library's message, never as a traceback.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def clean_sentence(text, which: str) -> tuple[str, str]:
 
 def _whole(value, refusal: str, low: float = -np.inf, high: float = np.inf, blank=("",)) -> int | None:
     """None for a blank value (or one of ``blank``: the library's default), else a whole number in [low, high];
-    anything else is refused with ``refusal``, the value named (a range left open is the library's to check)."""
+    anything else is refused with ``refusal``, the value named."""
     if value is None or (isinstance(value, str) and value.strip() in blank):
         return None
     try:
@@ -66,7 +65,7 @@ def _whole(value, refusal: str, low: float = -np.inf, high: float = np.inf, blan
 
 def layer_choices(deepest: int = MAX_LAYER) -> list[tuple[str, str]]:
     """(label, value) of the layer picker: the model's default first, then 0 (the word-piece embeddings) to
-    ``deepest``; a layer past a model's depth is refused by the library with the depth named."""
+    ``deepest`` (the library refuses a layer past a model's depth)."""
     return [
         ("the model's default", DEFAULT_LAYER),
         ("0: the word-piece embeddings", "0"),
@@ -183,8 +182,7 @@ def explain_and_keep(
     progress: Progress = None,
 ):
     """Explain ``model``'s cosine of the pair -> (attribution heatmap or None, alignment heatmap or None, markdown,
-    what What if? starts from: {"model", "explanation"} or None). ``steps`` / ``layer``: None for the library's
-    defaults; ``show_special``: keep special tokens ([CLS], </s>) and the model's prefix in the heatmap."""
+    What if?'s start {"model", "explanation"} or None). ``steps`` / ``layer``: None for the library's defaults."""
     (s1, n1), (s2, n2) = clean_sentence(sentence1, "1"), clean_sentence(sentence2, "2")
     notices = [n for n in (n1, n2) if n]
     if not s1 or not s2:
@@ -225,7 +223,7 @@ def explain_listed_pair(
     progress: Progress = None,
 ):
     """A row of the largest-disagreements table explained with ``model`` -> (attribution heatmap, alignment heatmap,
-    markdown); ``gold`` / ``listed_cosine`` / ``label`` (e.g. "line 12") repeat what the row said."""
+    markdown)."""
     if not (sentence1 or "").strip() and not (sentence2 or "").strip():
         return None, None, "Select a row of the largest-disagreements table first, then press *Explain this pair*."
     attribution, alignment, text, _ = explain_and_keep(state, model, sentence1, sentence2, progress=progress)
@@ -251,8 +249,7 @@ def explain_retrieval_error(
     progress: Progress = None,
 ):
     """A Tatoeba retrieval error explained with the scorer that made it -> (query vs retrieved heatmap, query vs
-    gold heatmap, summary markdown, query vs retrieved markdown, query vs gold markdown); the figures are None and
-    the summary says why when nothing could be explained."""
+    gold heatmap, summary, the two pairs' markdown); figures None and the summary saying why when nothing was."""
     texts = [clean_sentence(t, w) for t, w in ((query, "query"), (retrieved, "retrieved"), (gold, "gold"))]
     (q, _), (r, _), (g, _) = texts
     if not (q and r and g):
@@ -309,7 +306,7 @@ def picked_error(shown, row, columns: list[str]) -> dict | None:
 
 def picked_pair(row, columns: list[str]) -> dict | None:
     """What "Explain this pair" needs from a selected disagreements row: the two sentences, the gold and the
-    listed cosine, and the row's first cell (index or line) as its label; None for an unusable row."""
+    listed cosine, and the first cell as its label; None for an unusable row."""
     cells = row_cells(row, columns)
     s1, s2 = (cells.get(header(f), cells.get(f)) for f in ("sentence1", "sentence2"))  # shown as "sentence 1"
     if not (isinstance(s1, str) and isinstance(s2, str)):
@@ -322,7 +319,7 @@ def picked_pair(row, columns: list[str]) -> dict | None:
 # -- which models -------------------------------------------------------------------------------------------------
 def explainable_models(state) -> list[str]:
     """The models offered for explaining: plain encoders on torch (a scorer's heads are not a dot product of two
-    sentence vectors, and ONNX has no gradients): the JSON route's rule (:func:`mlse.serving.api_route.explainable`)."""
+    sentence vectors, and ONNX has no gradients): :func:`mlse.serving.api_route.explainable`."""
     from mlse.serving.api_route import explainable
 
     return explainable(state)

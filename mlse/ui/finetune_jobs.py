@@ -1,9 +1,8 @@
 """The Fine-tune tab's side of its jobs: the app-wide runner, who owns a run, Stop, and the timer's poll.
 
-A run belongs to the page session that started it: the session keeps an unguessable owner token (:func:`new_owner`,
-in a ``gr.State`` of :mod:`mlse.ui.finetune_tab`) and Stop, the progress and the curves reach only that owner's run.
-On a public deployment every other visitor learns only that a run is busy; on one's own machine a page that lost its
-token (reloaded) may still watch and stop the run, since whoever reaches the page there is the machine's user.
+A run belongs to the page session holding its unguessable owner token (:func:`new_owner`); on a public deployment
+Stop, progress and curves reach only that owner's run, and others learn only that a run is busy. On one's own machine
+a page that lost its token may still watch and stop the run.
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ def stop_run(state, owner: str | None = None) -> str:
 def poll(state, x_axis: str = "step", owner: str | None = None) -> tuple[str, str, object, object, tuple]:
     """Everything the timer refreshes: (status markdown, progress bar HTML, loss figure, dev figure, version).
 
-    ``version`` changes only when the curves can have changed; the tab skips re-sending the figures while it stays the
-    same. ``owner``: the page session's token (on a public deployment, only that owner's run is shown)."""
+    ``version`` changes only when the curves can have changed; ``owner``: the page session's token."""
     jobs = runner(state)
     if public_mode():
         job = jobs.latest(owner) if owner else None

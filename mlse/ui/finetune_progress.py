@@ -18,8 +18,7 @@ CURVE_LAYOUT = {"height": 320, "margin": dict(l=40, r=10, t=40, b=40)}  # both c
 
 def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tuple[float, str]:
     """(fraction done in [0, 1], a short label) from the budget clock and, when capped, the step/epoch count. The
-    clock starts at the ``training`` record and runs on from each evaluation's minutes; before it, the bar shows the
-    encoding's own count (:func:`encoding_fraction`)."""
+    clock starts at the ``training`` record; before it, the encoding's own count (:func:`encoding_fraction`)."""
     if job.done:
         return 1.0, job.state
     if job.state == "queued":
@@ -46,7 +45,7 @@ def job_fraction(job: Job, records: list[dict], now: float | None = None) -> tup
 
 def encoding_fraction(record: dict) -> tuple[float, str]:
     """(the share of the texts encoded, ``"preparing — encoding: n / N texts (p%), c from the cache, r texts/s, ETA t
-    (budget not started)"``) of an ``encoding`` record, in the one progress model (mlse.encoders.progress)."""
+    (budget not started)"``) of an ``encoding`` record."""
     done, total, rate = record.get("done") or 0, record.get("total") or 0, record.get("rate")
     cached = min(int(record.get("cached") or 0), done)
     job = Progress("encoding", total, done, unit="texts", encoded=done - cached, measured=rate or 0.0)

@@ -1,9 +1,8 @@
 """Tab 5: fine-tune. Pick a method, models, language pairs, data size and a time budget; watch the run; stop it.
 
-The run itself happens in :mod:`mlse.train.jobs` (one background run for the whole app, a short queue); this module
-turns the form into a :class:`mlse.train.request.TrainRequest` and polls the job with a ``gr.Timer``. What the form
-offers per method: :mod:`mlse.ui.finetune_methods`; the progress: :mod:`mlse.ui.finetune_progress`; who may stop and
-watch a run: :mod:`mlse.ui.finetune_jobs`. Handlers are plain functions of ``(state, ...)``, so tests call them."""
+The form becomes a :class:`mlse.train.request.TrainRequest` run by :mod:`mlse.train.jobs` (one background run for the
+app) and polled with a ``gr.Timer``; see :mod:`mlse.ui.finetune_methods`, :mod:`mlse.ui.finetune_progress` and
+:mod:`mlse.ui.finetune_jobs`."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ def start_run(
     owner: str | None = None,
 ) -> str:
     """Make the run's request from the form and queue it; returns the status message (never raises on bad input). The
-    request is validated once, as it is made (each refusal names the field); the job trusts it. ``owner``: the page
-    session's token (:func:`new_owner`); only it can stop and watch the run."""
+    request is validated once (each refusal names the field). ``owner``: the page session's token."""
     jobs = runner(state)
     method, model, teacher, name = (_text(v) for v in (method, model, teacher, name))
     form = dict(

@@ -1,10 +1,8 @@
 """The predicted-vs-gold tab on the user's own rated pairs: an uploaded or pasted file with sentence1, sentence2,
 score (optional lang1, lang2).
 
-Predictions are each model's cosines (:func:`mlse.encoders.protocol.similarity`), memoised per (model identity,
-content of the pairs); metrics and figures are the benchmark view's (:mod:`mlse.ui.gold_views`), plus slices per
-language pair and length band (:mod:`mlse.analysis.slices`). ``file`` may also be a
-:class:`~mlse.data.user_files.UserTable` already read (the page keeps it: a public deployment deletes uploads).
+Cosines are memoised per (model identity, pairs); metrics and figures come from :mod:`mlse.ui.gold_views`, slices
+from :mod:`mlse.analysis.slices`. ``file`` may be a UserTable already read (a public deployment deletes uploads).
 """
 
 from __future__ import annotations
@@ -110,7 +108,7 @@ def file_predictions(state, table: UserTable, model: str) -> np.ndarray:
 
 def pair_languages(table: UserTable) -> tuple[list[str], list[str], int]:
     """(language of each first sentence, of each second sentence, how many were detected): the lang1 / lang2 columns
-    where the file has them, else :func:`mlse.text.language_id.detect_language` (memoised per content)."""
+    where the file has them, else detected (memoised per content)."""
     s1, s2 = table.role("sentence1"), table.role("sentence2")
     given1, given2 = table.role("lang1"), table.role("lang2")
 
@@ -130,8 +128,7 @@ def file_slices(
     rated: dict[str, tuple[str, ...]] | None = None,
 ) -> tuple[pd.DataFrame, str]:
     """(slices table: one row per (slice, model), a note on how the slices were made). ``rated``: model -> the
-    languages it learnt rated pairs in (:func:`~mlse.ui.gold_views.model_rated_languages`); each such model also gets
-    the slice :data:`~mlse.ui.gold_views.RATED_SLICE` (its own: which pairs are rated depends on the model)."""
+    languages it learnt rated pairs in; such a model also gets its own :data:`~mlse.ui.gold_views.RATED_SLICE`."""
     s1, s2 = table.role("sentence1"), table.role("sentence2")
     lang1, lang2, detected = pair_languages(table)
     labels = language_pair_labels(lang1, lang2)

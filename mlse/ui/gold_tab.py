@@ -1,9 +1,8 @@
 """Tab 4: predicted vs gold similarity on an STS Multi MT pair or on the user's own rated pairs, and the pairs where a
 scorer disagrees most.
 
-Handlers are plain functions of (state, ...) returning plotly figures, DataFrames and markdown. STS Multi MT is
-scored as ``python -m mlse eval --task sts`` scores it, the user's file in :mod:`mlse.ui.gold_file`; both are
-measured and drawn by :mod:`mlse.ui.gold_views`.
+STS Multi MT is scored as ``python -m mlse eval --task sts`` does, the user's file in :mod:`mlse.ui.gold_file`; both
+are measured and drawn by :mod:`mlse.ui.gold_views`.
 """
 
 from __future__ import annotations
@@ -61,8 +60,7 @@ def predictions(state, pair: str, model: str, split: str = "test"):
 
 def predicted_vs_gold(state, pair: str, models: list[str] | str, split: str = "test", n_boot: int = N_BOOT):
     """Distributions, scatter, calibration and metrics of each model's cosine against the gold scores -> (histograms,
-    scatter, calibration figure, metrics DataFrame, message). Pearson and Spearman x 100 with 95% percentile-bootstrap
-    CIs (``n_boot`` resamples); a model that fails to load is named in the message, the others are still shown."""
+    scatter, calibration figure, metrics DataFrame, message); a model that fails to load is named, the others shown."""
     models = chosen_models(models)[0]  # the ticked names, once each
     empty = pd.DataFrame(columns=METRIC_COLUMNS)
     if not models:
@@ -106,8 +104,7 @@ def disagreements(
     state, pair: str, model: str, split: str = "test", low: float = 0.0, high: float = 5.0, k: int = 20
 ) -> tuple[pd.DataFrame, str]:
     """The k pairs of the split with **gold** score in [low, high] whose predicted rank disagrees most with the gold
-    rank (:func:`mlse.ui.gold_views.disagreement_table`). Filtering on the gold score (not the prediction) answers
-    "which pairs of this gold band does the model misplace?"."""
+    rank (:func:`mlse.ui.gold_views.disagreement_table`)."""
     request = disagreement_request(low, high, k)
     if isinstance(request, str):
         return pd.DataFrame(columns=DISAGREE_COLUMNS), request

@@ -1,8 +1,7 @@
 """What the predicted-vs-gold tab shows for any rated pairs, STS Multi MT or the user's file: the metrics table, the
 distribution / scatter / calibration figures, and the table of largest disagreements.
 
-Both data sources of the tab go through :func:`compare` and :func:`disagreement_table`, so a file and a benchmark split
-are measured and drawn the same way. Plain functions of arrays (the calibration is read from ``state``); no gradio.
+Both data sources go through :func:`compare` and :func:`disagreement_table`, so they are measured alike. No gradio.
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ _HOVER_BIN = "mean cosine %{x:.3f}<br>mean gold %{y:.2f}<br>%{customdata} pairs"
 
 def metrics_row(model: str, pred: np.ndarray, gold: np.ndarray, n_boot: int, calibrated: np.ndarray | None) -> dict:
     """Correlations of the cosine; with a calibrated 0-5 score, also its Pearson and mean absolute error (gold points)
-    — the numbers that show whether the score means the same on every model."""
+    — whether the score means the same on every model."""
     m = sts_metrics(pred, gold, n_boot=n_boot)
     p_lo, p_hi = bootstrap_pearson_ci(pred, gold, n_boot=n_boot) if not math.isnan(m["pearson"]) else [math.nan] * 2
     s_lo, s_hi = m["spearman_ci95"]
@@ -88,7 +87,7 @@ def _curve(pred: np.ndarray, calibrated: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def figures(title: str, gold: np.ndarray, preds: dict[str, np.ndarray], maps: dict[str, tuple[np.ndarray, np.ndarray]]):
     """(histograms, scatter, calibration) plotly figures, titles and legend names HTML-escaped. ``maps``: each
-    calibrated model's own cosine -> 0-5 curve (fitted on dev), drawn over these pairs' bins."""
+    calibrated model's own cosine -> 0-5 curve."""
     import plotly.express as px  # lazy: plotly is slow to import; only figures need it
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -189,8 +188,7 @@ def disagreement_table(
     index: tuple[str, list[int]] | None = None,
 ):
     """The k pairs with **gold** score in [low, high] whose predicted rank disagrees most with the gold rank -> (table,
-    message); sorted by |pred_as_gold - gold| (gold units), then by |rank_gap| (percentile points). ``name``: the data,
-    for the message; ``index``: (column name, value per pair) for the first column (default: the position)."""
+    message); sorted by |pred_as_gold - gold|, then |rank_gap|. ``index``: (column name, values) of the first column."""
     column, positions = index if index is not None else ("index", None)
     columns = [header(column), *DISAGREE_COLUMNS[1:]]
     found = rank_disagreements(pred, gold, low=low, high=high, k=k)
@@ -214,7 +212,7 @@ def disagreement_table(
 # -- rated / unrated languages (the leave-languages-out protocol, mlse.experiments.unrated) ---------------------------
 def model_rated_languages(state, models: list[str]) -> dict[str, tuple[str, ...]]:
     """The models among ``models`` trained on rated pairs of known languages (a fine-tuned run with the STS term, a
-    scorer the protocol trained): name -> those languages (:func:`mlse.runs.folders.rated_languages`)."""
+    scorer the protocol trained): name -> those languages."""
     locations = {m.name: m.location for m in state.models()}
     return {name: rated for name in models if (rated := rated_languages(locations.get(name, name))) is not None}
 

@@ -1,15 +1,8 @@
 """Input checks whose refusals name the field, the value and what is allowed.
 
-Gradio checks an input before the handler runs (the component's ``preprocess``): a malformed number reaches an API
-caller as a bare "Error" (the real message stays in the server log) and an unknown choice as "Value: x is not in the
-list of choices: [...]" without saying which field. :func:`check_inputs` puts a check in front of each component's
-``preprocess`` that refuses with one line such as ``Sentences per language: 'ten' is not a number; expected a whole
-number from 2 to 1012``, raised as ``gr.Error`` so that the caller sees it.
-
-Why on the instance and not as subclasses: Gradio writes a ``.pyi`` stub beside the source of every component
-subclass when it is defined, and rebuilds components from their ``__init__`` arguments; wrapping the instance's
-``preprocess`` changes neither. (A component Gradio rebuilds for one browser session after an update falls back to its
-own check; browsers only send values the page offers.)
+Gradio's own ``preprocess`` check gives an API caller a bare "Error"; :func:`check_inputs` puts a check in front of
+it that raises ``gr.Error`` naming field, value and what is allowed. It wraps the instance, not a subclass: Gradio
+writes a ``.pyi`` stub for every component subclass and rebuilds components from their ``__init__`` arguments.
 """
 
 from __future__ import annotations
@@ -62,8 +55,7 @@ def _choice_check(gr, component, allowed: Callable[[], list] | None) -> Callable
 def check_inputs(*components, allowed: Callable[[], list] | None = None) -> None:
     """Give each Number, Slider, Dropdown, CheckboxGroup or Radio a refusal that names field, value and choices.
 
-    ``allowed``: for choice fields, values accepted besides the page's choices, asked at each call (the live model
-    list, so a run trained while the app is up is accepted through the API at once)."""
+    ``allowed``: for choice fields, values accepted besides the page's choices, asked at each call (the live models)."""
     import gradio as gr  # lazy: importing the ui modules (handlers tested on their own) must not load gradio
 
     for component in components:

@@ -1,11 +1,8 @@
 """Tab 2: language vs meaning map.
 
-A FLORES sample (the same sentences in several languages) is projected to 2-D in each space of a model: the raw
-backbone and, for a scorer with a Stage-1 head, its meaning and language embeddings. The tab opens on the shipped
-Stage-1 scorer of the first default backbone, so its point shows at once. Each panel gives the language-ID probe
-accuracy and translation retrieval@1, the two numbers that say whether a space groups by language or by meaning
-(:mod:`mlse.ui.map_views`). Choosing a sentence in the table highlights its translations in every panel (gr.Plot has
-no click events). "Map your own sentences" (:mod:`mlse.ui.map_upload`) projects a visitor's own sentences alike.
+A FLORES sample is projected to 2-D in each space of a model (raw backbone; a Stage-1 scorer's meaning and language
+embeddings), with language-ID probe accuracy and retrieval@1 per panel (:mod:`mlse.ui.map_views`). A sentence chosen
+in the table highlights its translations (gr.Plot has no click events). See docs/app/map.md.
 """
 
 from __future__ import annotations
@@ -72,8 +69,7 @@ def project_map(
 
 def wait_for_warm(state, model_name, langs, n, method, progress=None) -> float | None:
     """When the app's warm start is computing this very map: wait for it, showing its count and ETA, -> seconds
-    waited (its result is then in the cache); None when it is not. The computation is one in any case
-    (``language_map`` is single-flight); this wait only shows the warm's progress instead of a stuck bar."""
+    waited (the result is then cached); None when it is not (``language_map`` is single-flight either way)."""
     step = warm_map_step(state, model_name, langs, n, method)
     if step is None or step.state != "running":
         return None
@@ -104,7 +100,7 @@ def warm_view(state, model_name, langs, n, shown=None, *, method: str = "umap") 
 
 def open_map(state, model_name, langs, n, shown=None, *, method: str = "umap") -> MapOutput | None:
     """What the tab draws when it is opened, until a map is shown: the map for its settings when every panel is cached
-    (a quarter second, nothing encoded), else None (a cold map takes a minute: not for a tab merely looked at)."""
+    (nothing encoded), else None (a cold map takes a minute)."""
     if shown is not None or not isinstance(model_name, str) or not model_name:
         return None
     try:
@@ -151,7 +147,7 @@ def build_tab(state) -> list[ModelPicker]:
 
     def watch(model_name, languages, sentences_per_language, shown, polled: bool) -> list:
         """The cached map drawn at once, else the warm start's count and ETA in the note (polling on while it says
-        something; when it stops, a poll puts the tab's own note back)."""
+        something)."""
         out, preparing = warm_view(state, model_name, languages, sentences_per_language, shown)
         if out is not None:
             return [*show(out), gr.Timer(active=False)]
@@ -169,8 +165,7 @@ def build_tab(state) -> list[ModelPicker]:
         figures, details = highlight(result, row[0] if row else None)
         return [*figure_updates(figures), details]
 
-    # gradio finds the event-data parameter by its type hint; with postponed annotations the string "gr.SelectData"
-    # cannot be resolved from this module's globals (gradio is imported locally), so give it the class itself.
+    # gradio finds the event data by its type hint, which must be the class itself (gradio is imported locally)
     on_select.__annotations__["evt"] = gr.SelectData
 
     def on_clear(result):

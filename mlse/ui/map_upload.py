@@ -83,7 +83,7 @@ def build_section() -> Section:
 
 def wire(section: Section, state, model, outputs: list, show: Callable[[MapOutput], list], **event) -> None:
     """The "Project my sentences" button -> :func:`project_upload` with the tab's model picker, into the components
-    the FLORES "Project" button fills (``show`` turns a MapOutput into their values; ``event``: concurrency)."""
+    the FLORES "Project" button fills (``show`` turns a MapOutput into their values)."""
     import gradio as gr  # lazy: importing the handlers (tests) must not load gradio
 
     def map_my_sentences(model_name: str, sentences_file, pasted_text: str, progress=gr.Progress()):

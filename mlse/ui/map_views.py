@@ -47,7 +47,7 @@ def empty_output(note: str) -> MapOutput:
 # -- the model the map opens on -------------------------------------------------------------------------------------
 def map_default(models, preferred: str | None) -> tuple[str | None, str]:
     """The model the map opens on -> (name, a note for the page, "" when there is nothing to say): the choice is
-    :func:`mlse.serving.app_state.map_opening`; when it falls back to the backbone alone the note says so."""
+    :func:`mlse.serving.app_state.map_opening`."""
     name = map_opening(models, preferred)
     if name is None or name != preferred:
         return name, ""
@@ -76,8 +76,7 @@ def stage1_hint(model_name: str) -> str:
 # -- figures --------------------------------------------------------------------------------------------------------
 def map_figure(result: LanguageMap, space: str, highlight_id: int | None = None):
     """One plotly scatter per language (same colour per language in every panel); hover shows the sentence. Each
-    language is shifted by its own small offset, so translations that share a point show as a ring of their languages'
-    colours. With ``highlight_id`` that sentence's translations are drawn large and outlined, the rest faded."""
+    language's small offset makes translations sharing a point a ring; ``highlight_id``'s are drawn large."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
     from plotly.colors import qualitative
 

@@ -1,8 +1,7 @@
 """Keep every tab's model picker in step with the app's model list.
 
-A picker's choices are fixed when the page is built; a run trained while the app is up must still join them without a
-restart. Each tab hands back its pickers from ``build_tab``; the app polls ``AppState.version`` (bumped by every rescan
-that changes the list) and updates the pickers of a page that has not seen it yet, keeping what the user selected.
+A run trained while the app is up joins the pickers without a restart: the app polls ``AppState.version`` (bumped by a
+rescan that changes the list) and updates a page's pickers, keeping what the user selected.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Load the page's Plotly code while the visitor is still reading, not after the first figure arrives.
 
-Gradio's page fetches its Plotly component (``assets/PlotlyPlot-<hash>.js``, 4.6 MB) only when a figure is first
-drawn, so the first figure waits for that download and its compilation after the answer is there: ~1.5 s on 2 cores
-(``benchmarks.first_result``), with no progress message on screen. :func:`preload_head` imports the same module once
-the page is idle (the browser keeps one instance per address, so Gradio's own import finds it loaded). Where the
-installed Gradio has no such file, nothing is preloaded and the page works as before.
+Gradio fetches its large Plotly component only when a figure is first drawn, so the first figure waits for it.
+:func:`preload_head` imports the same module once the page is idle (the browser keeps one instance per address, so
+Gradio's own import finds it loaded); without such a file nothing is preloaded.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ def plotly_chunk(assets: Path | None = None) -> str | None:
 
 def preload_head(chunk: str | None) -> str | None:
     """A ``<script type="module">`` that imports ``assets/<chunk>`` (relative to the page, as Gradio's own
-    ``index.html`` loads its bundle) after the page's ``load`` event, when the browser is idle; None without a
-    chunk. A failed import is ignored: Gradio imports the module itself when a figure needs it."""
+    ``index.html`` loads its bundle) once the page is idle; None without a chunk. A failed import is ignored."""
     if not chunk:
         return None
     return (

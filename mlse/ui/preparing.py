@@ -1,10 +1,8 @@
 """The line a tab shows while the app's warm start (mlse.serving.warm) still prepares what its first view needs.
 
-A press during the warm is not blocked: the handler computes what it needs itself, and this note, shown with its
-result, says why that took longer than it will next time. The map is the exception (the warm's longest step): while
-the warm computes the very map a visitor asks for, the tab shows the warm's own count and ETA
-(:func:`map_warm_note`) and a press waits for that computation instead of starting a second one
-(:func:`warm_map_step`, used by :mod:`mlse.ui.map_tab`).
+A press during the warm is not blocked; this note says why it took longer. The map is the exception: while the warm
+computes the very map asked for, the tab shows the warm's progress (:func:`map_warm_note`) and a press waits for it
+(:func:`warm_map_step`).
 """
 
 from __future__ import annotations

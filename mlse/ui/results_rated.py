@@ -1,14 +1,8 @@
 """The Results tab's "rated / unrated languages" split: how a model does on language pairs it learnt rated pairs in
 against pairs it did not (the leave-languages-out protocol, :mod:`mlse.experiments.unrated`), so the gap is on screen.
 
-Two sources, one table (:data:`SPLIT_COLUMNS`), from the Results tab's index (:mod:`mlse.runs.results_index`):
-
-* a protocol result (kind ``unrated``): per held-out pair the Spearman of the run *with* the language's rated pairs
-  (``rated``), of the run *without* them (``unrated``) and the ``gap``, then the mean; an incomplete result says so
-  in ``status`` and has no mean row, so a stopped run is never read as a finished one;
-* an STS evaluation (kind ``eval``) of a run trained on rated pairs of only some languages
-  (:func:`mlse.runs.folders.rated_languages`): each pair's Spearman goes in ``rated`` or ``unrated``, by whether the
-  run learnt rated pairs in both languages.
+Sources: a protocol result (kind ``unrated``; an incomplete one says so in ``status`` and has no mean row), and an STS
+evaluation (kind ``eval``) of a run trained on rated pairs of only some languages.
 """
 
 from __future__ import annotations

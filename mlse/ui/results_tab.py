@@ -1,10 +1,8 @@
 """Tab 6: results. Every evaluation and experiment run so far (seed grid and fine-tuning included) as one sortable
 table with filters, and plots: a metric per model, the seed grid's per-pair gains, and the fine-tuning curves.
 
-The table comes from :mod:`mlse.runs.results_index` (a scan of ``results/`` and ``runs/``, memoised per file); the
-handlers are plain functions returning DataFrames, figures and markdown. The repository's 8,000 numbers plus four
-figures took 10-20 s to draw on a 2-core machine (the index is read in ~0.2 s), so the table shows at most
-:data:`MAX_TABLE_ROWS` rows, averages and run-level numbers first, and the plots wait in a second inner tab.
+The table comes from :mod:`mlse.runs.results_index`; the browser is slow to draw thousands of rows, so it shows at
+most :data:`MAX_TABLE_ROWS` rows, averages first, and the plots wait in a second inner tab.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from mlse.ui.widgets import PAGE_EVENT, read_only_table
 ALL = "(all)"
 # The number right after what it measures (model, metric), so a narrow window shows it without scrolling
 TABLE_COLUMNS = ["model", "metric", "value", "task", "key", "split", "kind", "experiment", "date", "source"]
-MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one (8,000 took 5-20 s on 2 busy cores)
+MAX_TABLE_ROWS = 200  # rows sent to the browser: it lays out every one
 DEFAULT_METRICS = {
     "sts": "spearman",
     "tatoeba": "acc_mean",
@@ -33,7 +31,7 @@ DEFAULT_METRICS = {
 
 def load_index(roots: list[str | Path] | None = None):
     """(the full table, a markdown line saying how many rows / files, which runs were interrupted and which files
-    were skipped). An interrupted run (its job died with the app) has a row ``interrupted`` in the table too."""
+    were skipped)."""
     frame, warnings = build_index(roots)
     note = f"{len(frame)} numbers from {frame['source'].nunique()} result files."
     interrupted = sorted(set(frame.loc[frame["kind"] == "interrupted-run", "model"]))
@@ -78,7 +76,7 @@ def table_view(
     limit: int = MAX_TABLE_ROWS,
 ):
     """(the rows the table shows, its label): the filtered rows, averages and run-level numbers first (per pair and
-    per language after them), at most ``limit`` of them; the label says how many matched when some are left out."""
+    per language after them), at most ``limit``; the label says how many matched when some are left out."""
     rows = filter_table(frame, task, model, metric, text)
     summary = rows["key"].astype(str).str.startswith("avg:") | (rows["key"].astype(str) == "")
     rows = rows.iloc[(~summary).to_numpy().argsort(kind="stable")].reset_index(drop=True)
@@ -103,7 +101,7 @@ def shown(rows):
 
 def display_number(value):
     """A number as the table holds it: :func:`mlse.ui.tables.significant_text` of it (52.09125 -> 52.09, 0.00123 ->
-    0.0012 instead of 0) as a number. Non-numbers pass through. (:func:`shown` writes it.)"""
+    0.0012 instead of 0) as a number. Non-numbers pass through."""
     text = significant_text(value)
     return float(text) if text and text != value else value
 
@@ -174,7 +172,7 @@ MIN_LANGS_FOR_LANGUAGE_PLOT = 30  # a Tatoeba result over this many languages is
 
 def tatoeba_languages_plot(frame, metric: str = "acc_mean"):
     """Tatoeba ``metric`` per language for every result file over many languages (``baseline.py --tatoeba-all``):
-    one trace per file, languages sorted by their mean over the files, so where models part ways stands out."""
+    one trace per file, languages sorted by their mean over the files."""
     import plotly.graph_objects as go  # lazy: plotly is slow to import; only figures need it
 
     rows = frame[(frame["task"] == "tatoeba") & (frame["metric"] == metric) & (frame["kind"] == "eval")]
@@ -227,8 +225,7 @@ def build_tab(state) -> list:
         status = gr.Markdown(note, elem_id="results-status")
         rows, label = table_view(frame)
         options = plot_options(frame, first_task)
-        # Two inner tabs: the browser draws a tab's content when it is first opened, and drawing the four figures
-        # took several times as long as the table; the plots wait until asked for.
+        # Two inner tabs: the browser draws a tab's content when first opened, so the slow plots wait until asked for.
         with gr.Tabs():
             with gr.Tab("Table"):
                 # no in-table search box: it would search the shown rows only; the filters above search them all

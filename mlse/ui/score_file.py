@@ -1,10 +1,8 @@
 """The Score tab's "Score a file" section: a file of sentence pairs (or pasted rows), scored by every ticked model.
 
-The rows (:func:`mlse.ui.uploads.read_upload`) go through :func:`mlse.api.score_pairs`, the command line's scoring, a
-chunk at a time, so the progress bar moves and Stop lands between chunks, keeping the rows already scored; a model
-that fails is named and the others score. The answer: one summary row per model (with Pearson and Spearman against
-the file's own scores), a preview and a CSV of every row (the file ``python -m mlse score`` writes). The handler
-:func:`score_file` is a plain function that tests and benchmarks call; only :func:`build_section` uses gradio.
+The rows go through :func:`mlse.api.score_pairs` a chunk at a time, so progress moves and Stop lands between chunks,
+keeping the rows scored; a failing model is named and the others score. The answer: a summary row per model, a
+preview and the CSV ``python -m mlse score`` writes. Only :func:`build_section` uses gradio.
 """
 
 from __future__ import annotations
@@ -37,9 +35,7 @@ from mlse.ui.text import md_code, md_escape
 from mlse.ui.uploads import read_upload
 from mlse.ui.widgets import read_only_table, upload_with_examples
 
-# Pairs per step. Each model encodes 2 x FILE_CHUNK texts in one call, sorted by length inside it, so a bigger chunk
-# pads less, but a Stop waits for the chunk under way. With the three default models on two busy cores, 256 and 512
-# pairs scored as fast (the noise was larger than the difference), and 256 answers a Stop twice as soon.
+# Pairs per step: a bigger chunk pads less, but a Stop waits for the chunk under way.
 FILE_CHUNK = 256
 PREVIEW_ROWS = 500  # rows shown on the page; the download has them all
 MAX_MODELS = 12  # per file: one request cannot load every model on disk
@@ -66,8 +62,7 @@ class ScoreFileOutput(NamedTuple):
 # -- stop requests --------------------------------------------------------------------------------------------------
 class StopSignals:
     """The running uploads' stop signals, one per session's run: Stop sets its session's signal,
-    :func:`mlse.api.score_pairs` asks it between chunks. (Cancelling the Gradio event would throw its outputs away;
-    this way the run ends early and answers with the rows it has.)"""
+    :func:`mlse.api.score_pairs` asks it between chunks (cancelling the Gradio event would lose its outputs)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -108,8 +103,8 @@ def score_file(
 ) -> ScoreFileOutput:
     """Score an uploaded file (or, without one, pasted rows) of sentence pairs with each model in ``models``.
 
-    ``progress(step)``: a :class:`mlse.encoders.progress.Progress` as each step starts and after each chunk; ``stop``
-    asked before each chunk (once set: keep what is scored, leave the rest blank). Bad input never raises."""
+    ``progress(step)`` after each step and chunk; ``stop`` asked before each chunk (keeping what is scored). Bad input
+    never raises."""
     report = progress or (lambda step: None)
     report(Progress("reading the file"))
     table, read_note = read_upload(file, pasted, kind="pairs")
@@ -223,7 +218,7 @@ def summary_table(state, names: list[str], columns: dict[str, np.ndarray], gold:
 
 def _preview(frame: pd.DataFrame) -> pd.DataFrame:
     """The first PREVIEW_ROWS rows, the scores first (long sentences would push them off the page) as text with the
-    Score tab's decimals, blank where not scored; then the input's columns. The download keeps six decimals."""
+    Score tab's decimals, blank where not scored; then the input's columns."""
     head = frame.head(PREVIEW_ROWS)
     scores = [key for key in head.columns if key.endswith((f" {COSINE}", f" {CALIBRATED}"))]
     head = numbers_as_text(head, {key: COSINE_PLACES if key.endswith(COSINE) else CALIBRATED_PLACES for key in scores})

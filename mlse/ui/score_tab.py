@@ -1,8 +1,7 @@
 """Tab 1, "Score a pair": two sentences, every selected model side by side (cosine and calibrated 0-5).
 
-The table has one row per model (backbones, with the Stage-1 head, with Stage 1+2, fine-tuned students), so one
-glance shows what each training step changes for this pair. Each sentence's language is detected offline or chosen
-(:mod:`mlse.ui.sentence_input`). Handlers are plain functions of ``(state, ...)``, so tests call them without a browser.
+One row per model, so one glance shows what each training step changes for this pair; languages are detected offline
+or chosen (:mod:`mlse.ui.sentence_input`).
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from mlse.ui.tables import CALIBRATED_PLACES, COSINE_PLACES, numbers_as_text
 from mlse.ui.text import md_code, md_escape
 from mlse.ui.widgets import PAGE_EVENT, read_only_table, reporter
 
-# Scoring requests handled at once. They wait on the micro-batcher, not on each other: with 20 in, 20 users share
-# each model's encoder call, while the work per request outside it (detection, a small table) stays light.
+# Scoring requests handled at once: they meet in the micro-batcher, sharing each model's encoder call.
 SCORE_CONCURRENCY = 20
 ECHO_CHARS = 120  # how much of each sentence the status repeats back
 COLUMNS = ["model", "kind", "cosine", f"calibrated {CALIBRATED}"]  # "0-5", as the scored file's CSV writes it

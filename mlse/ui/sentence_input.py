@@ -35,8 +35,7 @@ def detect_api(text: str) -> tuple[str, float]:
 
 def warm_up_detector() -> threading.Thread:
     """Load the language detector now, in the background: unpacking langid's model briefly takes ~100 MB more than it
-    keeps, which at start-up (before any model is loaded) does not add to the app's peak memory, and the first
-    request does not wait ~1 s for it."""
+    keeps, which at start-up does not add to the app's peak memory, and the first request does not wait for it."""
     thread = threading.Thread(target=detector_name, name="mlse-langid-warm-up", daemon=True)
     thread.start()
     return thread

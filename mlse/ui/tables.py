@@ -1,11 +1,8 @@
 """How the app's tables read: words for column names, numbers as text at the precision that matters, one line a row.
 
-gradio shows a table as it is given: a field name such as ``sim_retrieved`` as its header, a float with all its digits,
-and with ``wrap=True`` a narrow column breaks "0.87" into "0.8 / 7" and a header mid-word. Every tab builds its tables
-from here instead: :data:`HEADERS` (the library's field names -> words), :func:`number_text` (fixed decimals, as
-text), :func:`sortable` (that text over numbers a click on the header still sorts by value) and :data:`TABLE_OPTIONS`
-(cells never wrap; without fixed column widths gradio sizes each column to its content, so a header is never cut
-mid-word). Plain functions of frames and values; no gradio.
+gradio shows field names, every digit and (with ``wrap=True``) breaks "0.87" mid-number, so every tab builds its
+tables from here: :data:`HEADERS` (field names -> words), :func:`number_text`, :func:`sortable` (text that still sorts
+by value) and :data:`TABLE_OPTIONS` (cells never wrap). No gradio.
 """
 
 from __future__ import annotations
@@ -19,8 +16,7 @@ from mlse.data.json_safe import finite_or_none
 
 CELL_CHARS = 40  # a sentence cell shows this many characters; a click shows the whole sentence (gradio's max_chars)
 TABLE_OPTIONS = {"wrap": False, "max_chars": CELL_CHARS}  # what every gr.Dataframe is built with
-# A pair's scores as every table writes them (the Score tab's pairs and the rows of Score a file): the cosine to 3
-# decimals (two models' cosines of one pair often differ in the third), the 0-5 score to 2 (its calibration is coarser)
+# A pair's scores in every table: the cosine to 3 decimals (models often differ in the third), the 0-5 score to 2
 COSINE_PLACES, CALIBRATED_PLACES = 3, 2
 
 HEADERS = {
@@ -84,8 +80,7 @@ def numbers_as_text(frame: pd.DataFrame, places: dict[str, int], signed: tuple[s
 
 def significant_text(value, places: int = 2) -> str:
     """``value`` with ``places`` decimals, and a small non-zero one with 2 significant digits instead of "0.00"
-    (0.00123 -> "0.0012", 2e-5 -> "2e-05"); "" when missing, text that is not a number as it is. For a column
-    mixing scales (the Results tab's values)."""
+    (0.00123 -> "0.0012", 2e-5 -> "2e-05"); "" when missing, text that is not a number as it is."""
     text = number_text(value, places)
     if not text:
         return value if isinstance(value, str) else ""
@@ -94,7 +89,6 @@ def significant_text(value, places: int = 2) -> str:
 
 def sortable(frame: pd.DataFrame, places: dict[str, int | Callable[[object], str]]):
     """``frame`` for a non-interactive ``gr.Dataframe``: a pandas ``Styler`` showing each column of ``places`` as
-    :func:`number_text` with that many decimals (or by the given function), while its cells keep their numbers, so
-    sorting by the column sorts by value (text would put "-0.50" after "0.10"). Columns it lacks are skipped."""
+    :func:`number_text` (or by the given function) while cells keep their numbers, so sorting sorts by value."""
     formats = {column: way if callable(way) else partial(number_text, places=way) for column, way in places.items()}
     return frame.style.format({column: way for column, way in formats.items() if column in frame})

@@ -1,13 +1,9 @@
 """Tab 3: Tatoeba retrieval errors of one scorer, the neighbourhood of one query, and two scorers compared, on a LASER
 Tatoeba language or on the user's own bitext.
 
-The handlers are plain functions of (state, ...) returning markdown and DataFrames, so tests call them without a
-browser. Their ``source`` is a Tatoeba language code or a user's bitext (a :class:`~mlse.data.types.ParallelCorpus`
-held in ``gr.State``): both are scored as one :class:`~mlse.evaluation.runners.TatoebaLanguage`, memoised
-(:mod:`mlse.ui.tatoeba_views`), so retrieval, details and compare share one code path and one computation.
-
-No ``from __future__ import annotations`` here: gradio must see the real ``gr.SelectData`` class on the select
-handler (a string annotation naming a local import cannot be resolved, and the event data would not be passed).
+``source`` is a Tatoeba language code or a user's ParallelCorpus, both scored as one memoised TatoebaLanguage
+(:mod:`mlse.ui.tatoeba_views`). No ``from __future__ import annotations``: gradio must see the real
+``gr.SelectData`` class on the select handler.
 """
 
 import pandas as pd
@@ -36,8 +32,7 @@ N_NEIGHBOURS = 10
 DECIMALS = 3  # similarities and margins: an error's retrieved and gold cosines often differ in the third decimal
 SCORE_FIELDS = ("sim_retrieved", "sim_gold", "margin_retrieved", "margin_gold")
 
-# An error's fields in table order: which row, then the scores (they are the point), then the three sentences (at
-# 1400 px the sentences first pushed the scores off-screen).
+# An error's fields in table order: which row, the scores, then the sentences (long ones would push scores off-screen)
 SENTENCE_FIELDS = ("query", "retrieved", "gold")
 ERROR_FIELDS = ["direction", "index", *SCORE_FIELDS, "rank_of_gold", *SENTENCE_FIELDS]
 ERROR_COLUMNS = headers(ERROR_FIELDS)  # direction, row, cosine retrieved, ..., rank of gold, query, retrieved, gold
@@ -100,7 +95,7 @@ def retrieval(state, source, model: str, criterion: str = "cosine") -> tuple[str
 
 def _parse_row(row, labels: dict[str, str] | None = None) -> tuple[str, int]:
     """(direction, index) from an errors-table row: a dict, a list in ERROR_COLUMNS order, or a pandas Series.
-    ``labels``: direction -> the name the table shows for it (a bitext's "en->de"); the plain names pass too."""
+    ``labels``: direction -> the name the table shows (a bitext's "en->de")."""
     if row is None or (isinstance(row, (list, tuple)) and len(row) < 2):
         raise MlseError("Select a row of the errors table.")
     cells = row_cells(row, ERROR_COLUMNS)  # a list starts as a table row does (ERROR_FIELDS), short or not
@@ -171,7 +166,7 @@ def bitext_retrieval(
     state, file, pasted: str | None, model: str, criterion: str = "cosine", columns: str | None = ""
 ) -> tuple[str, pd.DataFrame, ParallelCorpus | None]:
     """The user's bitext (an upload, else pasted rows; ``columns`` picks two of more) scored like a Tatoeba language
-    -> (what was read + the summary + caveats, errors table, the corpus to hold for details and compare, or None)."""
+    -> (message and summary, errors table, the corpus to hold, or None)."""
     corpus, message = read_bitext(file, pasted, columns)
     if corpus is None:
         return message, pd.DataFrame(columns=ERROR_COLUMNS), None

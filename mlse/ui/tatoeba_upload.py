@@ -1,8 +1,8 @@
 """The user's own bitext for the Tatoeba errors tab: an upload or pasted rows read as two aligned columns.
 
-A header of language codes (``en<TAB>de``) names the columns, without one they are "src" and "tgt"; of more than two
-language columns the user names two (:func:`pick_columns`). Repeated pairs are counted once and a single pair is
-refused (:func:`mlse.evaluation.bitext_view.prepare_bitext`). No gradio here.
+A header of language codes (``en<TAB>de``) names the columns, else "src" and "tgt"; of more columns the user names two
+(:func:`pick_columns`). Repeated pairs count once and a single pair is refused
+(:func:`mlse.evaluation.bitext_view.prepare_bitext`). No gradio.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What the Tatoeba tab scores: the LASER Tatoeba languages on disk, and one language or the user's bitext scored with
 one model, as a :class:`~mlse.evaluation.runners.TatoebaLanguage` (both embedding sides, the metrics, the errors).
 
-A language is scored as ``python -m mlse eval --task tatoeba`` scores it; each view is memoised, so the tab's
-retrieval, details and compare (:mod:`mlse.ui.tatoeba_tab`) share one computation.
+Scored as ``python -m mlse eval --task tatoeba`` does; memoised, so retrieval, details and compare share it.
 """
 
 from __future__ import annotations

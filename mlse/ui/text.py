@@ -6,13 +6,10 @@
 0. on a public deployment, server folders are named instead of spelled out (:func:`mlse.public_mode.hide_server_paths`);
 1. control characters go by :mod:`mlse.text.control_chars`'s rule (joiners and variation selectors stay);
 2. every run of whitespace, line breaks included, becomes one space (a table cell, a status line);
-3. HTML is escaped (``<``, ``>``, ``&``); quotes stay as they are, since an entity such as ``&#x27;`` would show up
-   literally once its ``#`` is backslashed;
+3. HTML is escaped (``<``, ``>``, ``&``); quotes stay (an entity's ``#`` would be backslashed and show);
 4. characters that make markup anywhere in a line are backslashed: ``\\ ` * _ { } [ ] # | ~``;
-5. characters that make markup only in one place are backslashed there: the parentheses of a link target right
-   after ``]`` (``[a](u)``), and a marker that only means something at the start of a line (``-``, ``+``, ``=``,
-   ``1.``, ``1)``), since the escaped text may open a message. Elsewhere they stay, so "en-de", "3.8" and "Time
-   budget (minutes)" read as written.
+5. characters that make markup only in one place are backslashed there: a link target's parentheses right after
+   ``]``, and a line-start marker (``-``, ``+``, ``=``, ``1.``, ``1)``); elsewhere they stay ("en-de", "3.8").
 
 A code span takes :func:`md_code` instead; **HTML** (plotly labels, ``gr.HTML``) takes :func:`html_text`.
 """

@@ -1,14 +1,8 @@
 """A visitor's file or pasted text, read for a tab: the one reader (:mod:`mlse.data.user_files`) within this
 deployment's limits, with the messages a page shows.
 
-Every tab that takes the user's data calls :func:`read_upload`: bad rows are skipped and listed (never a traceback,
-never a silent skip), the file is named by its own name (never the server's temporary path), and in public mode the
-uploaded file is deleted once read. The limits are :func:`mlse.public_mode.upload_limits`.
-
-When the app is served (:func:`mlse.ui.app.build_server` installs an upload folder), only an upload of the calling
-page's session is read: any other path (a server file, a file the app wrote, another visitor's upload) is refused
-before anything is read or deleted, in public and local mode alike. The session comes from Gradio's request context,
-so in-process, with no app served, a path is read as given.
+:func:`read_upload` skips and lists bad rows, names the file by its own name and, in public mode, deletes it once
+read. When the app is served, only an upload of the calling session is read (any other path is refused first).
 """
 
 from __future__ import annotations
@@ -103,7 +97,7 @@ def read_message(table: UserTable) -> str:
 
 def caller() -> tuple[str | None, str | None]:
     """(session, client address) of the Gradio event being handled; (None, None) outside one, or when Gradio is not
-    loaded. The address is read as the upload route reads it (:func:`mlse.serving.upload_folder.client_key`)."""
+    loaded. The address is read as :func:`mlse.serving.upload_folder.client_key` reads it."""
     context = sys.modules.get("gradio.context")
     request = context.LocalContext.request.get(None) if context is not None else None
     if request is None:

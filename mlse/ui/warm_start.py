@@ -16,8 +16,7 @@ log = logging.getLogger(__name__)
 
 def start_preload(state) -> threading.Thread:
     """Load the Score tab's default models in the background while the page is built, those whose files are all on
-    disk (after ``mlse warm``: nothing converted or exported here), so a first press waits for no load. The warm
-    start's own load steps then find them loaded."""
+    disk, so a first press waits for no load."""
     from mlse.serving.warm_steps import WARM_UP_TEXT, files_ready, uncached
 
     def run() -> None:

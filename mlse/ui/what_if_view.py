@@ -1,10 +1,8 @@
 """What if? under Why this score?: edit the explained pair (or tick words to drop) and see the new score, its 0-5
 value, the new heatmap beside the old one, and the change of the cosine beside the change the explanation predicted.
 
-Plain handlers (no gradio; :mod:`mlse.ui.explain_sections` wires them): the section remembers what was explained as
-``kept = {"model": name, "explanation": Explanation}`` (:func:`mlse.ui.explain_view.explain_and_keep`); the library's
-:func:`mlse.explain.what_if` does the rest, so the page, ``python -m mlse explain --drop`` and a script give the same
-numbers. Bad input and library refusals come back as a message, never as a traceback.
+Plain handlers (:mod:`mlse.ui.explain_sections` wires them) on ``kept = {"model": name, "explanation": Explanation}``;
+:func:`mlse.explain.what_if` does the rest. Refusals come back as a message, never as a traceback.
 """
 
 from __future__ import annotations
@@ -107,8 +105,7 @@ def what_if_pair(
     state, kept, edited1, edited2, show_special: bool = False, progress: Progress = None, explain_new: bool = True
 ):
     """Score and explain the edited pair -> (the original's heatmap, the edited pair's heatmap, markdown); the
-    figures are None and the markdown says why when nothing could be computed. ``explain_new=False``: the numbers
-    only (a tenth of the time), the second heatmap None; the section shows them while the heatmap is computed."""
+    figures are None and the markdown says why when nothing was computed. ``explain_new=False``: the numbers only."""
     e = _explanation(kept)
     if e is None:
         return None, None, EXPLAIN_FIRST

@@ -1,27 +1,20 @@
 """Export a sentence-transformers model to ONNX once, quantise it to int8, and keep both on disk.
 
-The exported graph is the whole sentence-transformers pipeline (transformer, pooling, and any Dense/Normalize modules
-the model has) after the word-embedding lookup, with dynamic batch and sequence axes: ``(inputs_embeds [B, T, H],
-attention_mask[, token_type_ids] [B, T]) -> sentence_embedding [B, d]``. Pooling inside the graph keeps the token
-embeddings [B, T, H] out of Python; normalising for ``encode(normalize=True)`` is left to numpy so one graph serves
-both settings.
+The graph is the whole pipeline (transformer, pooling, any Dense/Normalize) after the word-embedding lookup, with
+dynamic batch and sequence axes: ``(inputs_embeds [B, T, H], attention_mask[, token_type_ids] [B, T]) ->
+sentence_embedding [B, d]``; ``encode(normalize=True)`` normalises in numpy, so one graph serves both settings. The
+runtime reads the table rows its tokens need from ``word_embeddings.npy`` (:mod:`mlse.encoders.rows`), so the table is
+never resident; a model whose first module is not a transformers model taking ``inputs_embeds`` keeps ``input_ids``.
 
-Cache layout, keyed by the model folder's weight fingerprint and the export recipe (a changed recipe gets a new
-folder, never a stale graph)::
+Layout, keyed by the weight fingerprint and the recipe (a changed recipe gets a new folder, never a stale graph)::
 
     <cache root>/onnx/<model>-<fingerprint[:16]>-v<EXPORT_VERSION>/
         fp32/                 model.onnx  word_embeddings.npy  tokenizer.json  export.json
         int8-<recipe hash>/   model.onnx  word_embeddings.npy (a hard link to fp32's)  tokenizer.json  export.json
 
-The word-embedding table is not in the graph: the graph takes ``inputs_embeds`` [B, T, H], and the runtime reads the
-rows of the tokens it meets from ``word_embeddings.npy`` (:mod:`mlse.encoders.rows`), so the table is never resident
-(me5-small's is 384 MB, of which a session touches a few thousand rows; the same for every model with a large
-vocabulary). The rows are the fp32 weights themselves, so the outputs are those of the graph with the lookup
-inside. A model whose first module is not a transformers model taking ``inputs_embeds`` keeps ``input_ids``.
-
-Each variant folder is built in a hidden temporary sibling and renamed into place, so a reader never sees a half-written
-export; a file lock keeps two processes from exporting the same model at the same time. Importing this module is cheap;
-torch, onnx and onnxruntime.quantization are imported only when an export actually runs.
+Each variant folder is built in a hidden temporary sibling and renamed into place under a file lock, so a reader
+never sees a half-written export. torch, onnx and onnxruntime.quantization are imported only when an export runs.
+See docs/speed.md.
 """
 
 from __future__ import annotations
@@ -47,10 +40,8 @@ from mlse.errors import MlseError
 
 log = logging.getLogger(__name__)
 
-# Bump when the export *code* changes (tracing, the graph's inputs): old folders are then ignored, and so are their
-# embeddings, whose encoder identity carries this version. Changes to INT8_RECIPE need no bump: its hash is part of
-# the int8 folder name and identity (variant_tag); INT8_VERSION, hashed with it, is bumped when the quantisation code
-# changes (smoothing, node roles, calibration text), which rebuilds the int8 graphs only.
+# Bump EXPORT_VERSION when the export code changes (old folders and their cached embeddings are then ignored), and
+# INT8_VERSION when the quantisation code changes (int8 graphs only). INT8_RECIPE is hashed into the identity.
 EXPORT_VERSION = 3
 INT8_VERSION = 2
 OPSET = 17  # the first opset with LayerNormalization as one op
@@ -62,16 +53,11 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "export.json"
 # Tokeniser outputs a BERT/XLM-R style graph may take, in the order the wrapper's forward() receives them.
 _INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-# Dynamic int8 recipe, chosen with benchmarks/int8_options.py (results/int8/): per-channel weight scales (per-tensor
-# ones lose far more), SmoothQuant rescaling of the LayerNorm-fed MatMuls (mlse.encoders.onnx.quantize), only
-# constant-weight MatMuls quantised (the attention-score MatMuls between activations stay fp32; the word-embedding
-# lookup is outside the graph, fp32). New in INT8_VERSION 2:
-# - the second feed-forward MatMuls whose input has outlier tokens (largest per-token max |x| >= 9x the median one on
-#   the calibration text; at most a quarter of the layers) stay fp32: in me5-small three of twelve (layers 4, 5, 0),
-#   which held most of its int8 loss; minilm-en has none over 9;
-# - 7-bit weights (reduce_range): an AVX2 CPU's u8 x s8 kernel adds pairs of products in int16, which 8-bit weights
-#   overflow on ~0.6% of outputs (emulated in the benchmark); with 7 bits no pair can, so the accuracy measured on a
-#   VNNI machine is the accuracy everywhere. It cost no accuracy on me5-small.
+# Dynamic int8 recipe, chosen with benchmarks/int8_options.py: per-channel weight scales, SmoothQuant rescaling of
+# the LayerNorm-fed MatMuls (mlse.encoders.onnx.quantize), only constant-weight MatMuls quantised. keep_outliers:
+# second feed-forward MatMuls whose input has outlier tokens (largest per-token max |x| >= 9x the median one; at most
+# a quarter of the layers) stay fp32. reduce_range (7-bit weights): an AVX2 CPU's u8 x s8 kernel adds pairs of
+# products in int16, which 8-bit weights can overflow; with 7 bits no pair can, so accuracy is the same on every CPU.
 INT8_RECIPE = {
     "op_types_to_quantize": ["MatMul"],
     "per_channel": True,
@@ -97,9 +83,7 @@ def export_root() -> Path:
 
 def variant_tag(variant: str) -> str:
     """Names the exact recipe of a variant: in its folder name and in the encoder identity (hence the embedding cache).
-
-    ``v3`` for fp32; ``v3.<hash of INT8_RECIPE and INT8_VERSION>`` for int8, so that changing the quantisation
-    settings or code can never serve a graph or embeddings made with the old ones.
+    ``v3`` for fp32; ``v3.<hash of INT8_RECIPE and INT8_VERSION>`` for int8, so a changed recipe is never served stale.
     """
     if variant == "fp32":
         return f"v{EXPORT_VERSION}"
@@ -216,8 +200,7 @@ def word_embedding_table(st):
 
 def trace_to_onnx(module, sample: tuple, path: Path, names: list[str], output: str, dynamic: dict) -> None:
     """Trace the torch ``module`` on the inputs ``sample`` (named ``names``) into the ONNX graph file ``path`` with one
-    output ``output``, at :data:`OPSET` with the axes ``dynamic`` free: the one export setting every ONNX graph of mlse
-    shares (the sentence-transformers exports here, ``muse`` in :mod:`.use_graph`)."""
+    output ``output``, at :data:`OPSET` with the axes ``dynamic`` free: the setting every ONNX graph of mlse shares."""
     import torch  # lazy: torch costs seconds to import; only an export needs it
 
     with torch.no_grad(), warnings.catch_warnings():
@@ -244,8 +227,7 @@ def _pipeline_class():
     class Pipeline(torch.nn.Module):
         """Positional tensors -> the sentence-transformers feature dict -> ``sentence_embedding`` [B, d].
 
-        With ``inputs_embeds`` [B, T, H] (the word-embedding rows, looked up outside the graph) the transformer is
-        called directly and its token embeddings go through the other modules (pooling, Dense, Normalize)."""
+        With ``inputs_embeds`` [B, T, H] the transformer is called directly, then the other modules."""
 
         def __init__(self, st, names: list[str]):
             super().__init__()
@@ -279,10 +261,8 @@ def _max_seq_length(st) -> int:
 # -- int8: quantisation (mlse.encoders.onnx.quantize) ---------------------------------------------------------------
 def quantize_int8(fp32_dir: Path, out: Path, recipe: dict | None = None, texts: list[str] | None = None) -> None:
     """Int8 graph from the fp32 export, following ``recipe`` (default INT8_RECIPE): SmoothQuant rescaling, then
-    quantisation of every constant-weight MatMul but those the recipe keeps in fp32 (weights int8 per output channel;
-    activations uint8 with one scale per batch, or fixed scales for ``method: static``); see
-    :mod:`mlse.encoders.onnx.quantize` and :mod:`mlse.encoders.onnx.int8_nodes`. ``texts``: calibration text (default
-    CALIBRATION_TEXTS; the model's prefix is added either way)."""
+    quantisation (:mod:`mlse.encoders.onnx.quantize`). ``texts``: calibration text (default CALIBRATION_TEXTS; the
+    model's prefix is added either way)."""
     require("onnxruntime.quantization", "the onnx-int8 backend needs onnxruntime (pip install onnxruntime)")
     recipe = INT8_RECIPE if recipe is None else recipe
     started = time.perf_counter()

@@ -1,22 +1,13 @@
 """Which MatMuls of an exported transformer play which role, and which of them an int8 recipe keeps in fp32.
 
-Node names differ between exporters and architectures, so roles are read from the graph's structure, never from names:
+Roles are read from the graph's structure, never from node names (which differ between exporters): ``qkv``
+(constant-weight MatMuls sharing their input), ``attn_out`` (input from a MatMul of two activations), ``ffn_in``
+(output reaches an activation function), ``ffn_out`` (input from one), ``other`` (a pooler, a Dense head). A node's
+layer is the number of ``ffn_out`` MatMuls before it, from 0; nodes after the last one are ``other`` at ``n_layers``.
 
-- ``qkv``: constant-weight MatMuls that share their input tensor (the query/key/value projections of a layer);
-- ``attn_out``: the projection after attention, whose input comes (through Reshape/Transpose) from a MatMul of two
-  activations (attention probabilities x values);
-- ``ffn_in``: the first feed-forward MatMul, whose output reaches an activation function (GELU, ReLU, ...);
-- ``ffn_out``: the second feed-forward MatMul, whose input comes from an activation function;
-- ``other``: anything else with a constant weight (a pooler, a Dense head).
-
-The layer of a node is the number of ``ffn_out`` MatMuls before it in the (topologically sorted) node list, so the
-first layer is 0; nodes after the last feed-forward block (a pooler, a Dense head) are ``other`` with the index
-``n_layers``.
-
-A recipe names the nodes it keeps in fp32 with selectors ``role@layers``: ``ffn_out@-1`` (the last layer's),
-``ffn_out@0,-1``, ``attn_out@-3:`` (a slice of the layer list), ``*@0`` (every role of the first layer), ``ffn_out``
-(every layer). A selector that matches nothing in a graph (a model whose structure is not recognised) is reported and
-ignored: that model is then quantised in full rather than refused.
+Selectors ``role@layers`` name the nodes kept in fp32: ``ffn_out@-1``, ``ffn_out@0,-1``, ``attn_out@-3:``, ``*@0``,
+``ffn_out`` (every layer). A selector that matches nothing is logged and ignored: the model is quantised in full
+rather than refused.
 """
 
 from __future__ import annotations

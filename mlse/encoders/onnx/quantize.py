@@ -1,23 +1,14 @@
 """Dynamic int8 quantisation of an exported encoder, with SmoothQuant-style rescaling of LayerNorm-fed MatMuls.
 
-Dynamic quantisation gives every activation tensor one uint8 scale per batch. The outputs of a transformer's
-LayerNorms have a few channels 20-30x larger than the rest (the same channels for every input), so one scale leaves
-the other channels only a handful of levels. For each group of MatMuls fed by a LayerNorm (Q/K/V of a layer; the first
-feed-forward MatMul) this module inserts ``x * (1 / s)`` before the MatMuls and multiplies the weight rows by ``s``
-(Xiao et al. 2023, SmoothQuant): the fp32 graph computes the same function, but part of the outlier range moves from
-the activations (per-tensor scale) into the weights (per-output-channel scales). ``s_k = amax(x_k)^alpha /
-amax(W_k)^(1-alpha)`` with channel maxima from a short calibration run of the fp32 graph.
-
-Measured on minilm-en (2,552 STS en test sentences): mean cosine to torch 0.9926 -> 0.9960, worst sentence 0.963 ->
-0.982, EN-EN Spearman loss 0.3 -> ~0.0; the extra Mul ops cost ~2% of int8 throughput. Smoothing the other MatMuls
-(attention output, second feed-forward) made things worse and is not done.
-
-Outlier *tokens* are another matter: in some layers a few tokens (the first one, the prompt prefix) reach 10-30x the
-feed-forward activations of the others, in the same channels, and no per-channel rescaling fixes a per-tensor scale
-that one token sets. :func:`activation_stats` measures that ratio on the calibration text, and a recipe's
-``keep_outliers`` rule keeps the worst of those MatMuls in fp32 (:func:`quantize_graph`; which and why:
-``benchmarks/int8_options.py``). ``method: static`` fixes the activation scales from the calibration text instead
-(QDQ; measured there, not the default).
+Dynamic quantisation gives every activation tensor one uint8 scale per batch, but LayerNorm outputs have a few
+channels 20-30x larger than the rest (the same ones for every input), which leaves the others a handful of levels.
+For each group of MatMuls fed by a LayerNorm (Q/K/V; the first feed-forward MatMul) this module inserts ``x * (1 / s)``
+before them and multiplies the weight rows by ``s`` (Xiao et al. 2023, SmoothQuant): the fp32 function is unchanged,
+but part of the outlier range moves into the per-output-channel weight scales. ``s_k = amax(x_k)^alpha /
+amax(W_k)^(1-alpha)``, with channel maxima from a calibration run of the fp32 graph. Smoothing the other MatMuls made
+things worse. Outlier *tokens* (10-30x the others in some feed-forward layers) no per-channel rescaling fixes:
+:func:`activation_stats` measures them, and a recipe's ``keep_outliers`` rule keeps the worst MatMuls in fp32
+(``benchmarks/int8_options.py``). ``method: static`` fixes activation scales from the calibration text instead (QDQ).
 """
 
 from __future__ import annotations
@@ -35,9 +26,8 @@ from mlse.encoders.compact_tokenizer import RustTokenizer, padded
 from mlse.encoders.onnx.int8_nodes import matmul_roles, outlier_nodes, select
 
 SMOOTH_ROLES = ("qkv", "ffn_in")  # the LayerNorm-fed MatMuls (mlse.encoders.onnx.int8_nodes)
-ALPHA = 0.5  # migration strength; 0.4-0.8 measured within 0.0003 mean cosine on minilm-en, 0.3 much worse
-# Calibration text: channel maxima of LayerNorm outputs are a property of the model, not of the text, so a few dozen
-# ordinary sentences in several languages and lengths are enough (written for this purpose, not taken from a dataset).
+ALPHA = 0.5  # migration strength
+# Calibration text: LayerNorm channel maxima are a property of the model, not the text, so a few dozen sentences do.
 CALIBRATION_TEXTS = [
     "The weather was cold, so we stayed inside and read.",
     "A man is playing a guitar on the street corner.",
@@ -72,12 +62,9 @@ CALIBRATION_TEXTS = [
 
 def smooth_matmuls(model, calibrate, alpha: float = ALPHA, roles=SMOOTH_ROLES, skip=()) -> int:
     """Rescale the constant-weight MatMuls of ``model`` (an ``onnx.ModelProto``, in place) whose role
-    (:mod:`mlse.encoders.onnx.int8_nodes`) is in ``roles``, grouped by the activation they multiply; MatMuls named in
-    ``skip`` (kept in fp32) are not rescaled, nor are groups left without a quantised member.
-
-    ``calibrate(tensor_names) -> {name: channel absmax [K]}`` runs the unmodified graph on calibration text.
-    Returns the number of groups rescaled.
-    """
+    is in ``roles``, grouped by the activation they multiply, except those in ``skip`` (kept fp32).
+    ``calibrate(tensor_names) -> {name: channel absmax [K]}`` runs the unmodified graph on calibration text. Returns
+    the number of groups rescaled."""
     from onnx import helper, numpy_helper  # lazy: optional runtime, only for the onnx backends
 
     graph = model.graph
@@ -141,11 +128,8 @@ def activation_stats(
     table: np.ndarray | None = None,
 ) -> dict[str, dict]:
     """For each tensor in ``tensors`` of the fp32 graph run on ``texts``: ``absmax``, the per-channel max |x| [K],
-    and ``outlier_ratio``, the largest per-token max |x| over the median one (real tokens only, not padding).
-
-    The ratio is what dynamic quantisation suffers from: one scale per tensor is set by the largest token, so a typical
-    token keeps about 255 / ratio levels. Some layers give a few tokens (the first one, a prefix) activations 10-30x
-    the others' (me5-small's feed-forward outputs, see benchmarks/int8_options.py)."""
+    and ``outlier_ratio``, the largest per-token max |x| over the median one (real tokens only, not padding): with one
+    scale per tensor set by the largest token, a typical token keeps about 255 / ratio levels."""
     import onnx  # lazy: optional runtime, only for the onnx backends
     import onnxruntime as ort
 

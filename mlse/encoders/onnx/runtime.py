@@ -1,22 +1,12 @@
 """ONNX Runtime encoders (fp32 and dynamic int8) for any sentence-transformers model in the registry.
 
-The model is exported once (:mod:`mlse.encoders.onnx.export`, cached on disk by weight fingerprint); after that,
-encoding needs only onnxruntime, the Rust tokenizer and numpy: torch is not imported, which is most of the memory
-saving.
+The model is exported once (:mod:`mlse.encoders.onnx.export`); encoding then needs only onnxruntime, the tokenizer and
+numpy, never torch. Speed comes from ``threads`` Python threads calling ``run`` concurrently on one single-threaded
+session (each batch runs on one core: no fork/join between the many small ops), length-sorted batches padded only to
+their own longest text, and int8 weights (:mod:`mlse.encoders.onnx.quantize`); see docs/speed.md.
 
-Throughput comes from these choices, each measured with ``benchmarks/encode_speed.py`` (numbers in the README):
-
-- **data-parallel workers** (the largest gain, ~1.5x on two cores): ``threads`` Python threads call ``run``
-  concurrently on one single-threaded session (onnxruntime releases the GIL and allows concurrent runs). Each batch
-  runs start to finish on one core, so the many small ops of a short-sequence transformer (LayerNorm, GELU, softmax,
-  quantising activations) pay no fork/join synchronisation, which is what limits one session with two intra-op threads;
-- **length-sorted batches**: texts are tokenised once, sorted by token count and cut into batches, so a batch is padded
-  only to its own longest text (on STS sentences +1.4% tokens instead of +85% in input order);
-- **int8 weights** with per-channel scales and SmoothQuant rescaling (see :mod:`mlse.encoders.onnx.quantize`).
-
-Int8 caveat: activations are quantised per batch (one scale per tensor), so an int8 vector depends slightly on which
-texts share its batch. The embedding cache keys by backend, so torch and int8 vectors are never mixed, but two int8 runs
-over different text sets may differ in the third decimal.
+Int8 activations get one scale per batch, so an int8 vector depends slightly on its batch-mates. The embedding cache
+keys by backend, so torch and int8 vectors are never mixed.
 """
 
 from __future__ import annotations
@@ -42,9 +32,8 @@ from mlse.errors import MlseError
 
 # Texts tokenised and sorted together: bounds memory on huge inputs while keeping length sorting effective.
 _CHUNK = 16_384
-# Padded tokens per batch (see plan_batches). On short STS sentences any budget from 128 to 2,048 tokens ran within
-# measurement noise with 2 workers (README); the budget matters for long texts, where 64 texts of 256 tokens would
-# make one 16k-token batch (hundreds of MB of activations, and one worker idle while the other finishes it).
+# Padded tokens per batch (see plan_batches): it matters for long texts, where 64 texts of 256 tokens would make one
+# 16k-token batch (hundreds of MB of activations, and one worker idle while the other finishes it).
 DEFAULT_MAX_TOKENS = 512
 PARALLEL_MODES = ("batches", "intra")
 
@@ -53,12 +42,8 @@ def plan_batches(
     lengths: np.ndarray, batch_size: int, workers: int = 1, max_tokens: int | None = None
 ) -> list[np.ndarray]:
     """Row indices per batch: longest texts first; at most ``batch_size`` texts and ``max_tokens`` padded tokens each.
-
-    The token budget is what sets speed on a CPU: a batch whose activations stay in the core's L2 cache runs fastest
-    (see DEFAULT_MAX_TOKENS), whatever the number of texts. Longest-first means the costliest batches start first, so
-    with a shared queue the workers finish together. With fewer texts than workers x batch, the texts are split evenly
-    so that every core gets work.
-    """
+    Longest-first starts the costliest batches first, so workers on a shared queue finish together. With fewer texts
+    than workers x batch, the texts are split evenly so that every core gets work."""
     n = len(lengths)
     lengths = np.asarray(lengths)
     order = np.argsort(-lengths, kind="stable")  # [n]
@@ -77,13 +62,10 @@ def plan_batches(
 
 class OnnxEncoder(Scoring):
     """A sentence-transformers model run by onnxruntime; ``quantized`` selects the dynamic int8 graph.
-
-    ``threads``: CPU cores to use (default ``MLSE_THREADS`` or 2). ``parallel``: ``"batches"`` (default; one
-    single-threaded session, ``threads`` batches in flight) or ``"intra"`` (one batch at a time, split across
-    ``threads`` intra-op threads; lower latency for one huge batch, lower throughput on short sentences).
-    ``max_tokens``: padded tokens per batch (None: only ``batch_size`` limits a batch). ``device``: the CPU only (None
-    or ``"cpu"``); it and a missing onnxruntime are refused here, not at first encode.
-    """
+    ``threads``: CPU cores (default ``MLSE_THREADS`` or 2). ``parallel``: ``"batches"`` (default; ``threads`` batches
+    in flight on one single-threaded session) or ``"intra"`` (one batch at a time on ``threads`` intra-op threads).
+    ``max_tokens``: padded tokens per batch (None: only ``batch_size`` limits). ``device``: None or ``"cpu"``; another
+    device and a missing onnxruntime are refused here, not at first encode."""
 
     def __init__(
         self,
@@ -149,8 +131,7 @@ class OnnxEncoder(Scoring):
             folder = self.export_dir
             self.meta = json.loads((folder / META_FILE).read_text())
             self._max_length = int(self.max_seq_length or self.meta["max_seq_length"])
-            # the export's tokenizer: the compact sentencepiece form when its pipeline allows (same ids, a fifth of the
-            # memory; mlse.encoders.compact_tokenizer), else the Rust one
+            # the compact sentencepiece form when its pipeline allows (mlse.encoders.compact_tokenizer), else Rust
             tokenizer_file = folder / TOKENIZER_FILE
             tok = compact_tokenizer(tokenizer_file, self._max_length) or RustTokenizer(tokenizer_file, self._max_length)
             if self.meta.get("embedding_table"):  # rows are read from disk as tokens need them (mlse.encoders.rows)
@@ -172,7 +153,6 @@ class OnnxEncoder(Scoring):
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [n, d]
         with progress_bar(len(texts), f"encode ({self.name})", show_bar(show_progress, len(texts))) as bar:
             for start in range(0, len(texts), _CHUNK):
-                # what the model reads, before tokenising (mlse.encoders.text_cut)
                 cut = cut_texts(texts[start : start + _CHUNK], self._max_length, self.chars_per_token)
                 chunk = [self._prefix + t for t in cut]
                 encodings = self._tokenizer.encode_ids(chunk)  # token ids per text, <s> ... </s> included
@@ -211,8 +191,7 @@ class OnnxEncoder(Scoring):
 
     def _feed(self, encodings: list[list[int]], rows: np.ndarray) -> dict[str, np.ndarray]:
         """Right-padded inputs for the texts at ``rows``: int64 [b, T] (T = the longest of them), and the word-
-        embedding rows [b, T, H] for a graph that takes ``inputs_embeds`` (padding gets the pad token's row, as the
-        lookup inside the graph would give)."""
+        embedding rows [b, T, H] for a graph that takes ``inputs_embeds`` (padding gets the pad token's row)."""
         ids, mask = padded([encodings[i] for i in rows], self.meta["pad_token_id"])  # [b, T] each
         feed = {"input_ids": ids, "attention_mask": mask}
         if self._table is not None:

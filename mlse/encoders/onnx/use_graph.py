@@ -1,15 +1,10 @@
 """``muse`` on onnxruntime: its network (:mod:`mlse.encoders.use_torch`) exported once to ONNX, run without torch.
 
-The graph starts after the embedding lookup, as the sentence-transformers exports do (:mod:`.export`): inputs are the
-dequantised embedding rows of a flat batch ``emb`` [T, 512] (read from the uint8 table file as tokens need them, see
-:mod:`mlse.encoders.rows`), the n-gram window index ``window`` [T, W], a ``sentence`` matrix [B, T] that sums each
-sentence's tokens (a product instead of the torch port's scatter-add, which ONNX has no cheap form of) and the
-lengths ``lengths`` [B, 1]; the output is the unit-length embeddings [B, 512].
-
-Exported by tracing the torch port (torch is needed once, like every ONNX export) into
-``<cache>/muse/<weights hash>-v<N>/onnx-<variant>/model.onnx``, built in a hidden folder and renamed into place under a
-file lock. fp32 only: dynamic int8 of the per-token layers was 2.3x faster but moved vectors too far (see
-:mod:`mlse.encoders.use`), so the onnx-int8 backend runs this graph too.
+The graph starts after the embedding lookup (:mod:`mlse.encoders.rows`): inputs are the dequantised rows ``emb``
+[T, 512] of a flat batch, the n-gram window index ``window`` [T, W], a ``sentence`` matrix [B, T] that sums each
+sentence's tokens (ONNX has no cheap scatter-add) and ``lengths`` [B, 1]; the output is unit embeddings [B, 512].
+Traced from the torch port into ``<cache>/muse/<weights hash>-v<N>/onnx-<variant>/model.onnx`` (hidden folder, renamed
+into place under a file lock). fp32 only: the onnx-int8 backend runs this graph too (see :mod:`mlse.encoders.use`).
 """
 
 from __future__ import annotations
@@ -98,10 +93,8 @@ def _unflat(weights: dict, get) -> dict:
 
 class UseOnnxModel:
     """The network on onnxruntime: ``forward(token_ids, lengths)`` -> float32 [B, 512], like
-    :meth:`mlse.encoders.use_torch.UseTorchModel.forward` (a numpy array instead of a tensor).
-
-    One single-threaded session; callers run batches concurrently on it (onnxruntime allows concurrent ``run`` calls),
-    one core each, as :class:`mlse.encoders.use.UseEncoder` does with its workers."""
+    :meth:`mlse.encoders.use_torch.UseTorchModel.forward`. One single-threaded session; callers run batches
+    concurrently on it, one core each."""
 
     def __init__(self, weights_file: Path, table: Path, graph: Path):
         with np.load(weights_file, allow_pickle=False) as z:

@@ -1,16 +1,12 @@
 """A linear bridge from a student's embedding space into a teacher's, fitted by least squares.
 
-MSE distillation (Reimers & Gurevych 2020) asks ``student(x) ≈ teacher(x)``. Their students (XLM-R) had no sentence
-space of their own, so the loss could shape one from scratch. A student that already is a sentence encoder
-(``me5-small``) lives in a space unrelated to the teacher's (``minilm-en``): rotating it into the teacher's space by
-gradient steps would spend the budget on a change of basis. The bridge does that step in closed form first::
+A student that already is a sentence encoder lives in a space unrelated to the teacher's; rotating it there by
+gradient steps would spend the MSE-distillation budget on a change of basis. The bridge does that in closed form::
 
     W, b = argmin_{W, b} sum_i || s(x_i) W + b - t(x_i) ||^2 + lam ||W||^2         (ridge least squares)
 
-on the English side of the training pairs, and appends ``x -> x W + b`` to the student as a trainable
-``sentence_transformers.models.Dense`` layer (identity activation). Training then starts from a student whose
-English outputs already approximate the teacher's, and whose translations approximate them as well as the student
-was aligned across languages to begin with.
+on the English side of the training pairs, and appends ``x -> x W + b`` to the student as a trainable ``Dense``
+layer (identity activation).
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ from mlse.encoders.st_compat import st_modules
 def fit_linear_map(source: np.ndarray, target: np.ndarray, ridge: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
     """Ridge least squares ``target ≈ source @ W + b``: returns ``W [d_s, d_t]`` and ``b [d_t]`` (float32).
 
-    ``ridge`` is relative to the mean squared singular value of the centred source (so it does not depend on the
-    embeddings' scale); the bias is not penalised.
+    ``ridge`` is relative to the centred source's mean squared singular value (scale-free); the bias is unpenalised.
     """
     source = np.asarray(source, dtype=np.float64)  # [n, d_s]
     target = np.asarray(target, dtype=np.float64)  # [n, d_t]

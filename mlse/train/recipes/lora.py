@@ -1,16 +1,9 @@
 """LoRA adapters on a sentence-transformers student (``peft``): wrap, merge, save and rebuild.
 
-A student fine-tuned with ``lora_r > 0`` trains only low-rank updates ``W + (alpha / r) B A`` of the transformer's
-attention and feed-forward matrices (Hu et al. 2021), plus any small module the recipe appended after the base model
-(the linear bridge of :mod:`mlse.train.recipes.bridge`); the base model's own modules (LaBSE's Dense after pooling)
-stay frozen. Two things are saved from it:
-
-* an ordinary sentence-transformers folder with the update merged into the weights (what every other part of mlse
-  loads: cache, ONNX backends, heads, the app), and
-* the adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``, and ``extra_modules/`` for the appended
-  modules): a few MB, small enough to ship in ``assets/models/`` and rebuilt onto the base by
-  :func:`mlse.encoders.lora_merge.build_merged`.
-
+With ``lora_r > 0`` a student trains only low-rank updates ``W + (alpha / r) B A`` of the transformer's attention and
+feed-forward matrices (Hu et al. 2021), plus modules a recipe appended (e.g. a bridge); the base model's own modules
+stay frozen. Saved: a plain sentence-transformers folder with the update merged, and the adapter alone (plus
+``extra_modules/``), small enough to ship and rebuilt by :func:`mlse.encoders.lora_merge.build_merged`.
 ``peft`` and torch are imported inside the functions: ``import mlse`` stays light.
 """
 
@@ -34,11 +27,9 @@ TARGET_MODULES = (
 def apply_lora(student, r: int, alpha: float | None = None, *, appended_from: int | None = None):
     """Wrap the student's transformer in a LoRA adapter (rank ``r``) in place; every base weight is frozen.
 
-    The base model's own modules after the transformer (LaBSE's Dense after pooling) are frozen too: the adapter
-    carries only the low-rank updates and the modules the recipe appended (index ``appended_from`` on, e.g. a bridge,
-    saved by :func:`save_adapter`), so a module of the base that trained would be lost when the student is rebuilt
-    from its adapter. Appended modules keep their ``requires_grad``; ``appended_from=None`` means none were
-    appended. ``alpha`` defaults to ``2 r`` (scale 2). Returns the student.
+    The base's own modules after the transformer are frozen too: the adapter carries only the updates and the appended
+    modules (index ``appended_from`` on; None: none), so a trained base module would be lost on rebuild. Appended
+    modules keep their ``requires_grad``. ``alpha`` defaults to ``2 r``. Returns the student.
     """
     from peft import LoraConfig, get_peft_model
 
@@ -71,9 +62,7 @@ def merged_copy(student):
 def save_adapter(student, folder: Path, *, extra_from: int) -> None:
     """Write the adapter weights and the modules from index ``extra_from`` on (e.g. a bridge) into ``folder``.
 
-    The weights are float32; what ships in ``assets/models/`` is a float16 copy (:mod:`mlse.runs.shipped`). The folder
-    must exist (the caller writes it atomically).
-    """
+    The weights are float32 (what ships is a float16 copy). The folder must exist (the caller writes it atomically)."""
     peft_model = student[0].auto_model
     peft_model.save_pretrained(str(folder))
     # the base path inside adapter_config.json is machine-specific; the manifest names the backbone instead

@@ -1,25 +1,14 @@
 """Translate-train for languages without rated pairs: pseudo-rated pairs made from the bitext's own translations.
 
-A language X with bitext but no rated pairs has no graded similarity to learn from. The English side of its bitext
-can be graded, though: a teacher scores two English sentences ``a``, ``b`` by its cosine, and the bitext's own
-translations ``a_X``, ``b_X`` carry that score over to ``(a, b_X)``, ``(a_X, b)`` and ``(a_X, b_X)``. Those pairs join
-the supervised STS term (:mod:`mlse.train.sts_term`) as a language of their own. No machine translation is involved:
-every X sentence is a human translation from Tatoeba, and no STS Multi MT sentence is used: the pseudo-rated pairs
-leave out every bitext row with a sentence of STS Multi MT in any split and language (the training bitext itself is
-filtered against STS dev and test only), so a held-out language's STS sentences are never seen, rated or not.
+For a bitext language X not in ``sts_langs``, a teacher (``translate_teacher``, default the starting student) scores
+two English sentences ``a``, ``b`` by its cosine, and their Tatoeba translations carry that score to ``(a, b_X)``,
+``(a_X, b)`` and ``(a_X, b_X)``; the pairs join the STS term (:mod:`mlse.train.sts_term`). Partners are each anchor's
+:data:`NEIGHBOURS` nearest English neighbours and :data:`RANDOM_PARTNERS` random ones. Bitext rows with a sentence of
+STS Multi MT (any split or language) are left out, so a held-out language's STS sentences stay unseen.
 
-* **Which languages.** Every target language of the run's bitext that is not among its rated languages
-  (``sts_langs``): in a run with every rated pair, Arabic, Turkish and Ukrainian; under the leave-languages-out
-  protocol (:mod:`mlse.experiments.unrated`), also the held-out fold's languages.
-* **Which pairs.** For each English sentence of X's bitext, its :data:`NEIGHBOURS` nearest English neighbours under
-  the teacher (the graded, similar end of the scale) and :data:`RANDOM_PARTNERS` random ones (the dissimilar end);
-  the score is the teacher's cosine of the two English sentences. Each drawn row takes one of the three forms above
-  at random.
-* **Which teacher.** ``translate_teacher``, by default the student as it starts (its English side only is used).
-* **How much.** A batch of the STS term is a pseudo-rated batch with probability ``k / (k + r)`` (``k`` pseudo-rated
-  languages, ``r`` rated ones), else a batch of real rated pairs: the step's compute is unchanged, so runs at a
-  fixed number of steps stay comparable. A batch is never mixed: the pseudo scores are cosines, the rated ones 0-5,
-  and the ranking losses (CoSENT, AnglE) compare scores within a batch only.
+A batch of the STS term is pseudo-rated with probability ``k / (k + r)`` (``k`` pseudo-rated, ``r`` rated languages),
+so a step's compute is unchanged. A batch is never mixed: pseudo scores are cosines, rated ones 0-5, and the ranking
+losses compare scores within a batch only.
 """
 
 from __future__ import annotations
@@ -124,9 +113,8 @@ class TranslatedRows:
 
 def with_translated_pairs(cfg, rated: StsTrainRows, device: str, stop: StopSignal | None = None) -> TranslatedRows:
     """The STS term's rows of run ``cfg`` (a :class:`mlse.train.config.FinetuneConfig` with ``translate_train``) with
-    the pseudo-rated pairs of each bitext language it has no rated pairs in. The bitext is the run's own sample (the
-    same pairs, caps and seeds as its training data); the teacher's English embeddings come through the cache, asking
-    ``stop`` between chunks."""
+    the pseudo-rated pairs of each bitext language it has no rated pairs in, from the run's own bitext sample;
+    ``stop`` is asked between encoding chunks."""
     from mlse.data.contamination import evaluation_sentences, normalize_sentence  # lazy: only translate-train
     from mlse.models import load_model
     from mlse.train.finetune_data import english_first, run_bitext
@@ -136,7 +124,6 @@ def with_translated_pairs(cfg, rated: StsTrainRows, device: str, stop: StopSigna
     if not langs:
         return TranslatedRows(rated, [])
     bitext = run_bitext(cfg, stop, label="translate-train")
-    # no sentence of STS Multi MT, any split: a held-out language's STS sentences (and their English rows) stay unseen
     sts_sentences = evaluation_sentences(cfg.data_dir, tatoeba=False, sts_splits=("train", "dev", "test"))
     teacher = load_model(cfg.translate_teacher or cfg.student, device=device)
     rng = np.random.default_rng([cfg.seed, 11])

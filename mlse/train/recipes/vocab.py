@@ -1,28 +1,16 @@
 """Vocabulary extension: give an English WordPiece encoder (``minilm-en``) pieces for the languages it is taught.
 
-``minilm-en``'s tokenizer is bert-base-uncased: lower-cased, accents stripped, 86 Cyrillic and 488 CJK pieces. A
-Russian sentence becomes ~3x as many tokens as its English translation, mostly single letters whose embeddings mean
-nothing, which makes distillation both slow (longer sequences) and hard (no useful input). The remedy measured here:
+Its English tokenizer splits other scripts into single letters whose embeddings mean nothing. So: learn a WordPiece
+vocabulary of ``vocab_size`` pieces on the new languages' text (BERT normaliser **without accent stripping**); append
+the pieces the old vocabulary lacks (old pieces keep their ids and embeddings); initialise each new input embedding:
 
-1. learn a WordPiece vocabulary of ``vocab_size`` pieces on the new languages' training text (``tokenizers``'
-   trainer, the same BERT normaliser but **without accent stripping**, so ``für`` and ``fur`` stay apart);
-2. append every learned piece that the old vocabulary lacks; old pieces keep their ids and embeddings, so English
-   tokenises as before except for the rare word where a new, longer piece now matches first;
-3. initialise each new piece's input embedding (the only new parameters):
+* ``"aligned"`` (default): the Dice-weighted (``2 c_ij / (df_i + df_j)`` over translation pairs) mean of the ``top_k``
+  best English pieces' embeddings, rescaled to their weighted mean norm; a statistical stand-in for WECHSEL's
+  dictionaries (Minixhofer et al. 2022).
+* ``"subword"``: the mean old embedding of the piece's old tokenisation (Gee et al. 2022); the fallback of
+  ``"aligned"`` below ``min_count`` / ``min_dice``. All-``[UNK]`` pieces without evidence: the mean old embedding.
 
-   * ``"aligned"`` (default): from the parallel data. Count, over translation pairs, in how many pairs the new piece
-     (tgt side, new tokenizer) co-occurs with each English piece (src side, old tokenizer); the association is the
-     Dice coefficient ``2 c_ij / (df_i + df_j)``. The new embedding is the Dice-weighted mean of the ``top_k`` best
-     English pieces' embeddings, rescaled to their weighted mean norm: ``Hund`` starts near ``dog``. A cheap,
-     statistical stand-in for the bilingual dictionaries of WECHSEL (Minixhofer et al. 2022).
-   * ``"subword"``: the mean of the old embeddings of the piece's old tokenisation (fast vocabulary transfer, Gee et
-     al. 2022); used as the fallback of ``"aligned"`` for pieces with too little evidence (fewer than
-     ``min_count`` co-occurrences or Dice below ``min_dice``).
-   * pieces that the old tokenizer maps only to ``[UNK]`` and that have no alignment evidence start at the mean of
-     all old embeddings.
-
-Only WordPiece (BERT-style) tokenizers are supported (:func:`wordpiece_tokenizer`). The extended model trains with
-every method of :mod:`mlse.train.finetune` (``FinetuneConfig.extend_vocab``).
+WordPiece (BERT-style) tokenizers only. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -148,9 +136,9 @@ def aligned_init(
 ) -> dict[int, np.ndarray]:
     """Embeddings for the new pieces from their Dice association with old pieces over translation pairs.
 
-    ``src_ids[i]`` / ``tgt_ids[i]``: the old-tokenizer ids of the English side and the new-tokenizer ids of the other
-    side of pair ``i``; ``new_ids``: the ids to initialise (>= ``len(old_embeddings)``); ``old_embeddings``: ``[V_old,
-    d]``. Returns ``{new_id: [d] vector}`` for the pieces with enough evidence; the others are left to the caller.
+    ``src_ids[i]`` / ``tgt_ids[i]``: old-tokenizer ids of the English side, new-tokenizer ids of the other side of
+    pair ``i``; ``new_ids`` (>= ``len(old_embeddings)``), ``old_embeddings`` ``[V_old, d]``. Returns ``{new_id: [d]}``
+    for pieces with enough evidence only.
     """
     n_old, _ = old_embeddings.shape
     n_total = int(max(new_ids.max() + 1, n_old)) if len(new_ids) else n_old
@@ -188,8 +176,7 @@ def aligned_init(
 def subword_init(pieces: Sequence[str], old_tokenizer, old_embeddings: np.ndarray) -> dict[int, np.ndarray]:
     """Mean old embedding of each piece's old tokenisation (``##`` stripped); pieces that are all [UNK] are left out.
 
-    Keys are positions in ``pieces``.
-    """
+    Keys are positions in ``pieces``."""
     words = [p[2:] if p.startswith("##") and len(p) > 2 else p for p in pieces]
     unk = old_tokenizer.unk_token_id
     out: dict[int, np.ndarray] = {}
@@ -212,8 +199,7 @@ def extend_model_vocabulary(
     """Extend ``student``'s WordPiece vocabulary in place (tokenizer and input embeddings); see the module docstring.
 
     ``texts``: the text to learn pieces from (the non-English training side); ``parallel``: ``(english, other)``
-    translation pairs for the ``"aligned"`` initialisation (``init="subword"`` needs none).
-    """
+    translation pairs for the ``"aligned"`` initialisation (``init="subword"`` needs none)."""
     import torch  # lazy: torch costs seconds to import; only computing needs it
 
     if init not in ("aligned", "subword"):
@@ -256,8 +242,7 @@ def extend_model_vocabulary(
     before = float(np.mean([len(ids) for ids in _token_ids(old_tok, sample)]))
     after = float(np.mean([len(ids) for ids in _token_ids(new_tok, sample)]))
 
-    # The tokenizer's ids for added pieces are len(old_vocab) + k; make them the matrix rows new_ids (equal unless the
-    # old matrix had padding rows beyond the vocabulary).
+    # Added pieces' tokenizer ids are len(old_vocab) + k; remap them to rows new_ids (differs if the matrix is padded).
     if n_old != len(old_vocab):
         vocab = {p: remap.get(i, i) for p, i in vocab.items()}
         new_tok = build_tokenizer(vocab, old_tok, strip_accents)
