@@ -6,12 +6,16 @@ What a method does with a batch comes in through a :class:`mlse.train.methods.Me
 
 **Budget.** ``budget_minutes`` covers training *and* the dev evaluations in it, on :func:`effective_clock`. The total
 step count ``K`` (for the warm-up over ``warmup_fraction`` of it, and the EMA schedule) is re-estimated after every step
-as ``steps done + remaining budget / seconds per training step``, capped by ``max_steps``. After the warm-up the
+as ``steps done + remaining budget / seconds per training step``, capped by ``max_steps``; evaluation time is spent but
+not counted per step, so ``K`` overestimates slightly while evaluations remain. Before the first step is timed, ``K``
+is ``max_steps`` or :data:`PROVISIONAL_STEPS` (the first step runs at a tiny learning rate). After the warm-up the
 learning rate stays constant: a budgeted run can stop at any moment, so there is no known end to decay to.
 
 **Stopping** is asked before every step. With several processes only rank 0 evaluates, saves and logs; the others wait
-at the next gradient all-reduce. **Weight averaging** (``average_from``): once averaging begins, evaluations score and
-checkpoints save the average, and only averages compete for the checkpoint. See docs/training.md.
+at the next gradient all-reduce. **Weight averaging** (``average_from``): from the step that reaches that fraction of
+``K`` the trainable weights are averaged uniformly (:mod:`mlse.train.weight_average`); evaluations score and
+checkpoints save the average while training goes on from the current weights, and only averages compete for the
+checkpoint, so an averaged run always ends on an averaged model.
 """
 
 from __future__ import annotations
